@@ -1,0 +1,160 @@
+//! Wiring: config → store → engine → pipeline writer → HTTP server, and the shutdown sequence.
+//!
+//! SIGTERM (or SIGINT) turns readiness false and makes new events `503` (the Broker retries them
+//! on another pod or later), lets in-flight requests finish and their commits land, and exits
+//! within `server.drainTimeout`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::classify::Rules;
+use crate::config::Config;
+use crate::decode::ClusterNames;
+use crate::ingest::{self, AppState};
+use crate::metrics::Metrics;
+use crate::pipeline::{self, Pipeline};
+use crate::store::sqlite::SqliteStore;
+
+/// A running server, for tests and `main`.
+pub struct Server {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// Cancel to start a graceful shutdown.
+    pub shutdown: CancellationToken,
+    /// Completes when the server has drained and the writer has stopped.
+    pub done: tokio::task::JoinHandle<()>,
+}
+
+/// Cluster naming from the config.
+pub fn cluster_names(config: &Config) -> ClusterNames {
+    ClusterNames {
+        default: config.default_cluster.clone(),
+        by_source: config.clusters.clone(),
+    }
+}
+
+/// Starts the service on `addr` and returns once it listens.
+pub async fn start(
+    config: Config,
+    config_path: Option<PathBuf>,
+    addr: SocketAddr,
+) -> anyhow::Result<Server> {
+    let metrics = Arc::new(Metrics::new());
+    let store = SqliteStore::open(&config.store.path)
+        .with_context(|| format!("opening store {}", config.store.path.display()))?;
+    let rules = Arc::new(Rules::compile(&config.rules));
+    let pipeline = Pipeline::start(
+        Box::new(store),
+        rules,
+        pipeline::Settings {
+            queue_capacity: config.server.queue_capacity,
+            dedup_retention: config.store.dedup_retention,
+            heartbeat_interval: std::time::Duration::from_secs(5),
+        },
+        pipeline::system_clock(),
+        Arc::clone(&metrics),
+    )
+    .context("loading state from the store")?;
+    let draining = Arc::new(AtomicBool::new(false));
+    let state = AppState {
+        pipeline: pipeline.clone(),
+        clusters: Arc::new(cluster_names(&config)),
+        metrics: Arc::clone(&metrics),
+        draining: Arc::clone(&draining),
+        body_limit: config.server.body_limit_bytes,
+    };
+    let router = ingest::router(state, config.server.request_timeout);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let addr = listener.local_addr()?;
+    let shutdown = CancellationToken::new();
+    if let Some(path) = config_path {
+        crate::reload::spawn(
+            path,
+            pipeline.clone(),
+            Arc::clone(&metrics),
+            shutdown.clone(),
+        );
+    }
+    let drain_timeout = config.server.drain_timeout;
+    let server_shutdown = shutdown.clone();
+    let done = tokio::spawn(async move {
+        let graceful = server_shutdown.clone();
+        let mut serve = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { graceful.cancelled().await })
+                .await
+        });
+        tokio::select! {
+            result = &mut serve => {
+                if let Ok(Err(error)) = result {
+                    tracing::error!(message = "HTTP server failed.", %error);
+                }
+            }
+            _ = server_shutdown.cancelled() => {
+                draining.store(true, Ordering::SeqCst);
+                tracing::info!(message = "Shutting down: draining in-flight requests.", drain_timeout = ?drain_timeout);
+                if tokio::time::timeout(drain_timeout, &mut serve).await.is_err() {
+                    tracing::warn!(message = "Drain timeout reached; closing remaining connections.");
+                    serve.abort();
+                }
+            }
+        }
+        let writer = pipeline.clone();
+        let _ = tokio::task::spawn_blocking(move || writer.shutdown()).await;
+        tracing::info!(message = "Stopped.");
+    });
+    tracing::info!(message = "Listening.", %addr);
+    Ok(Server {
+        addr,
+        shutdown,
+        done,
+    })
+}
+
+/// Runs the service until SIGTERM or SIGINT.
+pub async fn run(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    let port = match std::env::var("PORT") {
+        Ok(text) => text
+            .parse::<u16>()
+            .with_context(|| format!("PORT={text:?} is not a port number"))?,
+        Err(_) => config.server.port,
+    };
+    let addr = SocketAddr::from(([0, 0, 0, 0], port));
+    let server = start(config, config_path, addr).await?;
+    let shutdown = server.shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        shutdown.cancel();
+    });
+    server.done.await.context("server task")?;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

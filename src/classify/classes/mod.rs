@@ -1,0 +1,115 @@
+//! The drift classes: one file each, one line each in [`REGISTRY`].
+//!
+//! A class looks at the object an event just changed (with its previous state and the rest of
+//! the graph) and says, for each object it is responsible for, whether its condition holds now
+//! ([`Finding::Holds`] with evidence) or not ([`Finding::Clear`]). The engine turns those
+//! assessments into pending/firing/resolved transitions; a class never deals with time, grace or
+//! state itself. Class ids are public (labels, metrics, config): never rename one.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::graph::Graph;
+use super::rules::{Rules, Severity};
+use super::state::{Millis, ObjectKey, ObjectState};
+use super::{Drift, DriftSlot, Evidence};
+use crate::decode::{Action, KubeObject};
+
+/// What a class needs to know about the change being applied.
+pub struct Context<'a> {
+    /// The object after the event (a tombstone for deletes).
+    pub after: &'a ObjectState,
+    /// The object before the event; `None` on first sight (the baseline).
+    pub before: Option<&'a ObjectState>,
+    /// add / update / delete.
+    pub action: Action,
+    /// The full decoded object (for `managedFields` tries).
+    pub object: &'a KubeObject,
+    /// Every tracked object, `after` included.
+    pub graph: &'a Graph,
+    /// Rules in force.
+    pub rules: &'a Rules,
+    /// Open drifts.
+    pub drifts: &'a HashMap<DriftSlot, Drift>,
+    /// The event's time.
+    pub now: Millis,
+}
+
+impl Context<'_> {
+    /// The open drift of a class on an object, if any.
+    pub fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
+        self.drifts.get(&DriftSlot {
+            cluster: subject.cluster.clone(),
+            uid: subject.uid.clone(),
+            class: class.to_string(),
+        })
+    }
+}
+
+/// The verdict of a class for one object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// The condition holds, with evidence.
+    Holds(Box<Evidence>),
+    /// The condition does not hold; the reason is recorded when an open drift resolves.
+    Clear(String),
+}
+
+/// A class's verdict about one object (`subject`, which need not be the changed object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    /// The object the drift is about.
+    pub subject: ObjectKey,
+    /// Holds or clear.
+    pub finding: Finding,
+}
+
+impl Assessment {
+    /// The condition holds on `subject`.
+    pub fn holds(subject: &ObjectState, evidence: Evidence) -> Assessment {
+        Assessment {
+            subject: subject.key(),
+            finding: Finding::Holds(Box::new(evidence)),
+        }
+    }
+
+    /// The condition is clear on `subject`.
+    pub fn clear(subject: &ObjectState, reason: impl Into<String>) -> Assessment {
+        Assessment {
+            subject: subject.key(),
+            finding: Finding::Clear(reason.into()),
+        }
+    }
+}
+
+/// A class's built-in defaults, overridable under `rules.classes.<id>`.
+#[derive(Debug, Clone, Copy)]
+pub struct ClassDefaults {
+    /// Runs unless disabled.
+    pub enabled: bool,
+    /// Default severity.
+    pub severity: Severity,
+    /// Default grace.
+    pub grace: Duration,
+    /// Whether `rules.defaults.grace` overrides `grace` (false for classes whose grace has a
+    /// meaning of its own, such as immediate change-based classes).
+    pub grace_follows_default: bool,
+}
+
+/// One drift class.
+pub trait DriftClass: Sync {
+    /// The public id.
+    fn id(&self) -> &'static str;
+    /// Built-in defaults.
+    fn defaults(&self) -> ClassDefaults;
+    /// Verdicts for the objects this change concerns.
+    fn assess(&self, context: &Context<'_>) -> Vec<Assessment>;
+}
+
+/// Every class, in evaluation order.
+pub static REGISTRY: &[&dyn DriftClass] = &[];
+
+/// Classes whose drift stays open after its object is deleted (they are about the deletion).
+pub fn survives_delete(class: &str) -> bool {
+    matches!(class, "unexpected_delete")
+}

@@ -1,0 +1,664 @@
+//! Classify: (event, prior state, now) → state changes and drift transitions. Pure: no I/O, no
+//! clock, no panics on input.
+//!
+//! The [`Engine`] keeps compact per-object state keyed by (cluster, uid), indexes the Knative
+//! object graph (owners, `serving.knative.dev/*` labels), and runs every enabled drift class (one
+//! file each under `classes/`, listed once in [`classes::REGISTRY`]) on each applied event.
+//!
+//! Drift is state, not an event: each (object, class) moves `pending` (condition seen, within its
+//! grace) → `firing` (held past grace) → `resolved` (condition cleared). A pending drift fires
+//! from [`Engine::tick`] when its grace runs out, with no further event needed; the caller asks
+//! [`Engine::next_deadline`] when to call it. Replaying the same events with the same clock
+//! gives the same transitions.
+//!
+//! Events are applied in `resourceVersion` order per object: an older or equal version is stale
+//! and changes nothing, so redelivered and reordered events never roll state back. Every change
+//! the engine makes is journaled between [`Engine::begin`] and [`Engine::commit`] so the caller can
+//! [`Engine::rollback`] when the store fails to commit, keeping memory equal to what is durable.
+
+pub mod classes;
+pub mod graph;
+pub mod resource_version;
+pub mod rules;
+pub mod state;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::decode::{Action, ApiServerEvent, Mode};
+pub use graph::Graph;
+pub use rules::{Rules, Severity};
+pub use state::{Millis, ObjectKey, ObjectState};
+
+/// The lifecycle state of a drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftState {
+    /// Condition seen, still within its grace period.
+    Pending,
+    /// Condition held past its grace period.
+    Firing,
+    /// Condition cleared (or the object went away).
+    Resolved,
+}
+
+impl DriftState {
+    /// Lower-case name for logs, metrics and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftState::Pending => "pending",
+            DriftState::Firing => "firing",
+            DriftState::Resolved => "resolved",
+        }
+    }
+}
+
+/// One changed field: a JSON pointer with the value before and after (absent = `None`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldChange {
+    /// JSON pointer, e.g. `/spec/traffic/0/percent`.
+    pub path: String,
+    /// Value before the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<serde_json::Value>,
+    /// Value after the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<serde_json::Value>,
+}
+
+/// Who made a change, from `managedFields` and Knative's `lastModifier`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Actor {
+    /// Field manager (`kubectl-edit`, `kn`, `controller`, ...).
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// Subresource written, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+    /// When the manager wrote (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// `serving.knative.dev/lastModifier`: the Kubernetes user behind the last spec change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// True when the manager is in `trustedManagers`.
+    pub trusted: bool,
+}
+
+/// The Knative owner chain of an object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerChain {
+    /// Knative Service name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// Configuration name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<String>,
+    /// Revision name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+}
+
+/// What a class found: enough for a person to understand and fix the drift.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evidence {
+    /// One sentence: what is wrong.
+    pub summary: String,
+    /// The field diff behind the finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<FieldChange>,
+    /// Who changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<Actor>,
+    /// A command or step that fixes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Severity chosen by the class for this finding (else the configured one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    /// Structured facts (condition reason, expected/actual values, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub facts: BTreeMap<String, String>,
+}
+
+/// A drift: one (object, class) episode from pending to resolved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drift {
+    /// Stable id of this episode.
+    pub id: String,
+    /// Public class id.
+    pub class: String,
+    /// Severity.
+    pub severity: Severity,
+    /// Current state.
+    pub state: DriftState,
+    /// Cluster name.
+    pub cluster: String,
+    /// Object uid.
+    pub uid: String,
+    /// Object `apiVersion`.
+    pub api_version: String,
+    /// Object kind.
+    pub kind: String,
+    /// Object namespace.
+    pub namespace: String,
+    /// Object name.
+    pub name: String,
+    /// Object labels (for routing and silences).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Knative owner chain.
+    #[serde(default)]
+    pub owner: OwnerChain,
+    /// What was found.
+    pub evidence: Evidence,
+    /// When the condition was first seen.
+    pub since: Millis,
+    /// When the drift fires if the condition holds.
+    pub fire_at: Millis,
+    /// When it fired.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fired_at: Option<Millis>,
+    /// When it resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<Millis>,
+    /// Why it resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<String>,
+}
+
+impl Drift {
+    /// The (object, class) slot this drift occupies.
+    pub fn slot(&self) -> DriftSlot {
+        DriftSlot {
+            cluster: self.cluster.clone(),
+            uid: self.uid.clone(),
+            class: self.class.clone(),
+        }
+    }
+}
+
+/// The identity of an open drift: one per (object, class).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DriftSlot {
+    /// Cluster.
+    pub cluster: String,
+    /// Object uid.
+    pub uid: String,
+    /// Class id.
+    pub class: String,
+}
+
+/// A drift moved from one state to another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    /// The drift after the move.
+    pub drift: Drift,
+    /// The state before (`None` when it just opened).
+    pub from: Option<DriftState>,
+    /// When.
+    pub at: Millis,
+}
+
+impl Transition {
+    /// True when people should hear about it: it fired, or it resolved after firing.
+    pub fn is_notifiable(&self) -> bool {
+        match self.drift.state {
+            DriftState::Firing => self.from != Some(DriftState::Firing),
+            DriftState::Resolved => self.from == Some(DriftState::Firing),
+            DriftState::Pending => false,
+        }
+    }
+}
+
+/// What applying one event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// New state applied.
+    Applied,
+    /// The same or an older `resourceVersion` than the newest seen: nothing changed.
+    Stale,
+    /// A Reference-mode event: no object to classify.
+    Reference,
+}
+
+impl Outcome {
+    /// Lower-case name for metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Stale => "stale",
+            Outcome::Reference => "reference",
+        }
+    }
+}
+
+/// Everything the engine changed since [`Engine::begin`]: what the store must persist.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    /// Objects to upsert.
+    pub objects: Vec<ObjectState>,
+    /// Objects to forget (tombstones past retention).
+    pub removed_objects: Vec<ObjectKey>,
+    /// Drift rows to upsert (open and just-resolved).
+    pub drifts: Vec<Drift>,
+    /// State moves, in order.
+    pub transitions: Vec<Transition>,
+}
+
+impl Changes {
+    /// True when nothing needs persisting.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+            && self.removed_objects.is_empty()
+            && self.drifts.is_empty()
+            && self.transitions.is_empty()
+    }
+}
+
+/// How long a deleted object is remembered, to drop late updates and to detect orphans.
+const TOMBSTONE_RETENTION_MS: Millis = 6 * 3600 * 1000;
+
+#[derive(Debug, Default)]
+struct Journal {
+    active: bool,
+    objects: Vec<(ObjectKey, Option<ObjectState>)>,
+    drifts: Vec<(DriftSlot, Option<Drift>)>,
+    touched_objects: Vec<ObjectKey>,
+    removed_objects: Vec<ObjectKey>,
+    touched_drifts: Vec<DriftSlot>,
+    transitions: Vec<Transition>,
+}
+
+/// The drift engine.
+pub struct Engine {
+    rules: Arc<Rules>,
+    graph: Graph,
+    drifts: HashMap<DriftSlot, Drift>,
+    journal: Journal,
+}
+
+impl Engine {
+    /// A new engine with no state.
+    pub fn new(rules: Arc<Rules>) -> Engine {
+        Engine {
+            rules,
+            graph: Graph::default(),
+            drifts: HashMap::new(),
+            journal: Journal::default(),
+        }
+    }
+
+    /// Restores committed state (objects and open drifts) after a restart.
+    pub fn restore(&mut self, objects: Vec<ObjectState>, drifts: Vec<Drift>) {
+        for object in objects {
+            self.graph.insert(object);
+        }
+        for drift in drifts {
+            if drift.state != DriftState::Resolved {
+                self.drifts.insert(drift.slot(), drift);
+            }
+        }
+    }
+
+    /// Replaces the rules (hot reload). Open drifts keep their state.
+    pub fn set_rules(&mut self, rules: Arc<Rules>) {
+        self.rules = rules;
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &Arc<Rules> {
+        &self.rules
+    }
+
+    /// The object graph (read-only).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Open (pending or firing) drifts.
+    pub fn open_drifts(&self) -> impl Iterator<Item = &Drift> {
+        self.drifts.values()
+    }
+
+    /// Number of tracked objects, tombstones included.
+    pub fn object_count(&self) -> usize {
+        self.graph.len()
+    }
+
+    /// Starts journaling changes.
+    pub fn begin(&mut self) {
+        self.journal = Journal {
+            active: true,
+            ..Journal::default()
+        };
+    }
+
+    /// Ends journaling: the changes are durable and can no longer be rolled back.
+    pub fn commit(&mut self) {
+        self.journal = Journal::default();
+    }
+
+    /// What changed since [`Engine::begin`], for the store to persist. The journal stays, so a
+    /// failed store commit can still be rolled back.
+    pub fn changes(&self) -> Changes {
+        let journal = &self.journal;
+        let mut changes = Changes::default();
+        let mut seen_objects = std::collections::HashSet::new();
+        for key in journal.touched_objects.iter().rev() {
+            if seen_objects.insert(key.clone()) {
+                if let Some(object) = self.graph.get(key) {
+                    changes.objects.push(object.clone());
+                }
+            }
+        }
+        changes.objects.reverse();
+        changes.removed_objects = journal.removed_objects.clone();
+        // A resolved episode is no longer open but its final row must still be written. Resolved
+        // rows go first: if a slot resolves and reopens within one batch, the open row is last.
+        for transition in &journal.transitions {
+            if transition.drift.state == DriftState::Resolved {
+                changes.drifts.push(transition.drift.clone());
+            }
+        }
+        let mut seen_drifts = std::collections::HashSet::new();
+        for slot in journal.touched_drifts.iter() {
+            if seen_drifts.insert(slot.clone()) {
+                if let Some(drift) = self.drifts.get(slot) {
+                    changes.drifts.push(drift.clone());
+                }
+            }
+        }
+        changes.transitions = journal.transitions.clone();
+        changes
+    }
+
+    /// Undoes everything since [`Engine::begin`].
+    pub fn rollback(&mut self) {
+        let journal = std::mem::take(&mut self.journal);
+        for (slot, old) in journal.drifts.into_iter().rev() {
+            match old {
+                Some(drift) => {
+                    self.drifts.insert(slot, drift);
+                }
+                None => {
+                    self.drifts.remove(&slot);
+                }
+            }
+        }
+        for (key, old) in journal.objects.into_iter().rev() {
+            match old {
+                Some(object) => {
+                    self.graph.insert(object);
+                }
+                None => {
+                    self.graph.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Applies one ApiServerSource event at `now`.
+    pub fn apply(&mut self, event: &ApiServerEvent, now: Millis) -> Outcome {
+        if event.mode == Mode::Reference {
+            return Outcome::Reference;
+        }
+        let Some(object) = event.object.as_ref() else {
+            return Outcome::Reference;
+        };
+        let key = ObjectKey {
+            cluster: event.cluster.clone(),
+            uid: object.uid.clone(),
+        };
+        let before = self.graph.get(&key).cloned();
+        if let Some(previous) = &before {
+            // A uid names one lifetime of an object: nothing follows its delete.
+            let accept = !previous.deleted
+                && match event.action {
+                    // A delete carries the final state and may repeat the last update's version.
+                    Action::Delete => {
+                        resource_version::compare(
+                            &object.resource_version,
+                            &previous.resource_version,
+                        ) != Some(std::cmp::Ordering::Less)
+                    }
+                    Action::Add | Action::Update => resource_version::is_newer(
+                        &object.resource_version,
+                        &previous.resource_version,
+                    ),
+                };
+            if !accept {
+                return Outcome::Stale;
+            }
+        }
+        let mut after = ObjectState::from_object(&event.cluster, object, now);
+        if let Some(previous) = &before {
+            if !previous.deleted {
+                after.first_seen = previous.first_seen;
+            }
+        }
+        if event.action == Action::Delete {
+            after.deleted = true;
+        }
+        self.put_object(after.clone());
+        let context_before = before.filter(|previous| !previous.deleted);
+        self.evaluate(&after, context_before.as_ref(), event.action, object, now);
+        Outcome::Applied
+    }
+
+    /// Fires pending drifts whose grace has run out and forgets old tombstones.
+    pub fn tick(&mut self, now: Millis) {
+        let mut due: Vec<DriftSlot> = self
+            .drifts
+            .iter()
+            .filter(|(_, drift)| drift.state == DriftState::Pending && drift.fire_at <= now)
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        due.sort();
+        for slot in due {
+            if let Some(mut drift) = self.drifts.get(&slot).cloned() {
+                drift.state = DriftState::Firing;
+                drift.fired_at = Some(now);
+                self.put_drift(slot, Some(drift.clone()));
+                self.push_transition(drift, Some(DriftState::Pending), now);
+            }
+        }
+        let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
+        for key in expired {
+            self.remove_object(&key);
+        }
+    }
+
+    /// When [`Engine::tick`] next has work: the earliest pending `fire_at`.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.drifts
+            .values()
+            .filter(|drift| drift.state == DriftState::Pending)
+            .map(|drift| drift.fire_at)
+            .min()
+    }
+
+    fn evaluate(
+        &mut self,
+        after: &ObjectState,
+        before: Option<&ObjectState>,
+        action: Action,
+        object: &crate::decode::KubeObject,
+        now: Millis,
+    ) {
+        let rules = Arc::clone(&self.rules);
+        let mut assessments = Vec::new();
+        {
+            let context = classes::Context {
+                after,
+                before,
+                action,
+                object,
+                graph: &self.graph,
+                rules: &rules,
+                drifts: &self.drifts,
+                now,
+            };
+            for class in classes::REGISTRY {
+                if !rules.class(class.id()).enabled {
+                    continue;
+                }
+                for assessment in class.assess(&context) {
+                    assessments.push((class.id(), assessment));
+                }
+            }
+        }
+        for (class_id, assessment) in assessments {
+            self.settle(class_id, assessment, now);
+        }
+        // A deleted object can no longer be in any condition of its own, except the classes that
+        // are about its disappearance.
+        if after.deleted {
+            let open: Vec<DriftSlot> = self
+                .drifts
+                .keys()
+                .filter(|slot| slot.cluster == after.cluster && slot.uid == after.uid)
+                .filter(|slot| !classes::survives_delete(&slot.class))
+                .cloned()
+                .collect();
+            for slot in open {
+                self.clear(&slot, "object deleted", now);
+            }
+        }
+    }
+
+    fn settle(&mut self, class_id: &'static str, assessment: classes::Assessment, now: Millis) {
+        let classes::Assessment { subject, finding } = assessment;
+        let slot = DriftSlot {
+            cluster: subject.cluster.clone(),
+            uid: subject.uid.clone(),
+            class: class_id.to_string(),
+        };
+        match finding {
+            classes::Finding::Clear(reason) => self.clear(&slot, &reason, now),
+            classes::Finding::Holds(evidence) => {
+                let evidence = *evidence;
+                let Some(target) = self.graph.get(&subject).cloned() else {
+                    return;
+                };
+                if !self.rules.in_scope(&target) {
+                    return;
+                }
+                let settings = self.rules.class(class_id);
+                let severity = evidence.severity.unwrap_or(settings.severity);
+                if let Some(existing) = self.drifts.get(&slot).cloned() {
+                    let mut updated = existing.clone();
+                    updated.evidence = evidence;
+                    updated.severity = severity;
+                    updated.labels = target.labels.clone();
+                    if updated != existing {
+                        self.put_drift(slot, Some(updated));
+                    }
+                    return;
+                }
+                let grace_ms = i64::try_from(settings.grace.as_millis()).unwrap_or(i64::MAX);
+                let fire_at = now.saturating_add(grace_ms);
+                let drift = Drift {
+                    id: drift_id(&slot, now),
+                    class: class_id.to_string(),
+                    severity,
+                    state: DriftState::Pending,
+                    cluster: target.cluster.clone(),
+                    uid: target.uid.clone(),
+                    api_version: target.api_version.clone(),
+                    kind: target.kind.clone(),
+                    namespace: target.namespace.clone(),
+                    name: target.name.clone(),
+                    labels: target.labels.clone(),
+                    owner: self.graph.owner_chain(&target),
+                    evidence,
+                    since: now,
+                    fire_at,
+                    fired_at: None,
+                    resolved_at: None,
+                    resolution: None,
+                };
+                self.put_drift(slot.clone(), Some(drift.clone()));
+                self.push_transition(drift.clone(), None, now);
+                if fire_at <= now {
+                    let mut firing = drift;
+                    firing.state = DriftState::Firing;
+                    firing.fired_at = Some(now);
+                    self.put_drift(slot, Some(firing.clone()));
+                    self.push_transition(firing, Some(DriftState::Pending), now);
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self, slot: &DriftSlot, reason: &str, now: Millis) {
+        let Some(open) = self.drifts.get(slot).cloned() else {
+            return;
+        };
+        let from = open.state;
+        let mut resolved = open;
+        resolved.state = DriftState::Resolved;
+        resolved.resolved_at = Some(now);
+        resolved.resolution = Some(reason.to_string());
+        self.put_drift(slot.clone(), None);
+        self.push_transition(resolved, Some(from), now);
+    }
+
+    fn push_transition(&mut self, drift: Drift, from: Option<DriftState>, at: Millis) {
+        if self.journal.active {
+            self.journal
+                .transitions
+                .push(Transition { drift, from, at });
+        }
+    }
+
+    fn put_object(&mut self, object: ObjectState) {
+        let key = object.key();
+        let old = self.graph.insert(object);
+        if self.journal.active {
+            self.journal.objects.push((key.clone(), old));
+            self.journal.touched_objects.push(key);
+        }
+    }
+
+    fn remove_object(&mut self, key: &ObjectKey) {
+        let old = self.graph.remove(key);
+        if self.journal.active && old.is_some() {
+            self.journal.objects.push((key.clone(), old));
+            self.journal.removed_objects.push(key.clone());
+        }
+    }
+
+    fn put_drift(&mut self, slot: DriftSlot, drift: Option<Drift>) {
+        let old = match drift {
+            Some(drift) => self.drifts.insert(slot.clone(), drift),
+            None => self.drifts.remove(&slot),
+        };
+        if self.journal.active {
+            self.journal.drifts.push((slot.clone(), old));
+            self.journal.touched_drifts.push(slot);
+        }
+    }
+}
+
+fn drift_id(slot: &DriftSlot, since: Millis) -> String {
+    let mut hasher = Sha256::new();
+    for part in [&slot.cluster, &slot.uid, &slot.class] {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    hasher.update(since.to_be_bytes());
+    let digest = hasher.finalize();
+    digest[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}

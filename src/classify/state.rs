@@ -1,0 +1,347 @@
+//! Compact per-object state: what the drift classes and the diff need, not whole objects.
+//!
+//! Kept per (cluster, uid). Specs of Knative kinds and Deployments are kept whole because a
+//! manual edit can touch any field and its diff needs the "before"; status is cut down to the
+//! fields the classes read; Pods keep only their containers' names and images; the
+//! `last-applied-configuration` annotation is replaced by a hash (it duplicates the spec and can
+//! be larger than it); `managedFields` keep only who/when, since attribution reads the full
+//! entries from the incoming event.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::decode::object::{api_group, hash_value};
+use crate::decode::{KubeObject, OwnerReference};
+
+/// Milliseconds since the Unix epoch; the only notion of time in the pure core.
+pub type Millis = i64;
+
+/// The identity of an object: cluster name and `metadata.uid`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectKey {
+    /// Cluster name.
+    pub cluster: String,
+    /// `metadata.uid`.
+    pub uid: String,
+}
+
+/// Who last wrote what, per `managedFields` entry (without the field trie).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagerStamp {
+    /// Field manager.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// Subresource, empty for the main resource.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subresource: String,
+    /// Last write time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+}
+
+/// The compact state of one object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectState {
+    /// Cluster name.
+    pub cluster: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Namespace (empty when cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Newest `resourceVersion` applied.
+    pub resource_version: String,
+    /// `metadata.generation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// `metadata.creationTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    /// `metadata.deletionTimestamp` (deletion in progress).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (large ones hashed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Owner references.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<OwnerReference>,
+    /// Field managers and their last write times.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub managers: Vec<ManagerStamp>,
+    /// `spec` (trimmed for Pods).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub spec: Value,
+    /// The status fields the classes read.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub status: Value,
+    /// ConfigMap values or Secret value hashes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<BTreeMap<String, String>>,
+    /// True once a delete event was seen (kept as a tombstone for a while).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
+    /// When this process first saw the object.
+    pub first_seen: Millis,
+    /// When the newest event for the object was applied.
+    pub last_seen: Millis,
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Status fields kept, per kind; everything else in `status` is churn for drift purposes.
+const KEPT_STATUS: &[&str] = &[
+    "observedGeneration",
+    "conditions",
+    "latestCreatedRevisionName",
+    "latestReadyRevisionName",
+    "traffic",
+    "url",
+    "containerStatuses",
+    "imageDigest",
+    "actualReplicas",
+    "desiredReplicas",
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+    "updatedReplicas",
+];
+
+impl ObjectState {
+    /// Builds the compact state of a decoded object.
+    pub fn from_object(cluster: &str, object: &KubeObject, now: Millis) -> ObjectState {
+        let mut annotations = object.annotations.clone();
+        if let Some(applied) = annotations.get_mut(LAST_APPLIED) {
+            if !applied.starts_with("sha256:") {
+                *applied = hash_value(applied);
+            }
+        }
+        let is_pod = object.api_version == "v1" && object.kind == "Pod";
+        let spec = if is_pod {
+            trim_pod_spec(&object.spec)
+        } else {
+            object.spec.clone()
+        };
+        let status = match &object.status {
+            Value::Object(map) => {
+                let mut kept = Map::new();
+                for key in KEPT_STATUS {
+                    if let Some(value) = map.get(*key) {
+                        kept.insert((*key).to_string(), strip_condition_times(key, value));
+                    }
+                }
+                if kept.is_empty() {
+                    Value::Null
+                } else {
+                    Value::Object(kept)
+                }
+            }
+            _ => Value::Null,
+        };
+        ObjectState {
+            cluster: cluster.to_string(),
+            uid: object.uid.clone(),
+            api_version: object.api_version.clone(),
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            resource_version: object.resource_version.clone(),
+            generation: object.generation,
+            creation_timestamp: object.creation_timestamp.clone(),
+            deletion_timestamp: object.deletion_timestamp.clone(),
+            labels: object.labels.clone(),
+            annotations,
+            owners: object.owner_references.clone(),
+            managers: object
+                .managed_fields
+                .iter()
+                .map(|entry| ManagerStamp {
+                    manager: entry.manager.clone(),
+                    operation: entry.operation.clone(),
+                    subresource: entry.subresource.clone(),
+                    time: entry.time.clone(),
+                })
+                .collect(),
+            spec,
+            status,
+            data: object.data.clone(),
+            deleted: false,
+            first_seen: now,
+            last_seen: now,
+        }
+    }
+
+    /// The key of this object.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            cluster: self.cluster.clone(),
+            uid: self.uid.clone(),
+        }
+    }
+
+    /// The API group.
+    pub fn group(&self) -> &str {
+        api_group(&self.api_version)
+    }
+
+    /// True for `serving.knative.dev` kinds.
+    pub fn is_knative_serving(&self) -> bool {
+        self.group() == "serving.knative.dev"
+    }
+
+    /// True when the object is a Knative Service (not a core Service).
+    pub fn is_kind(&self, group: &str, kind: &str) -> bool {
+        self.kind == kind && self.group() == group
+    }
+
+    /// The controller owner reference.
+    pub fn controller_owner(&self) -> Option<&OwnerReference> {
+        self.owners.iter().find(|owner| owner.controller)
+    }
+
+    /// A label value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    /// An annotation value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key).map(String::as_str)
+    }
+
+    /// A status field.
+    pub fn status_field(&self, key: &str) -> Option<&Value> {
+        self.status.get(key)
+    }
+
+    /// `status.observedGeneration`.
+    pub fn observed_generation(&self) -> Option<i64> {
+        self.status_field("observedGeneration")
+            .and_then(Value::as_i64)
+    }
+
+    /// A condition by type.
+    pub fn condition(&self, condition_type: &str) -> Option<Condition> {
+        self.conditions()
+            .into_iter()
+            .find(|condition| condition.condition_type == condition_type)
+    }
+
+    /// All conditions, in status order.
+    pub fn conditions(&self) -> Vec<Condition> {
+        let Some(Value::Array(items)) = self.status_field("conditions") else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|item| {
+                let text = |key: &str| {
+                    item.get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let condition_type = text("type");
+                if condition_type.is_empty() {
+                    return None;
+                }
+                Some(Condition {
+                    condition_type,
+                    status: text("status"),
+                    reason: text("reason"),
+                    message: text("message"),
+                    severity: text("severity"),
+                })
+            })
+            .collect()
+    }
+
+    /// True when a deletion is in progress or done.
+    pub fn is_going_away(&self) -> bool {
+        self.deleted || self.deletion_timestamp.is_some()
+    }
+
+    /// A short `kind/namespace/name` reference for messages.
+    pub fn reference(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{}/{}", self.kind, self.name)
+        } else {
+            format!("{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// One status condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// `type`.
+    pub condition_type: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `reason`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+    /// Empty (error), `Warning` or `Info`.
+    pub severity: String,
+}
+
+fn strip_condition_times(key: &str, value: &Value) -> Value {
+    // `lastTransitionTime` changes without meaning for drift; dropping it keeps state comparisons
+    // (and therefore store writes) down to real changes.
+    if key != "conditions" {
+        return value.clone();
+    }
+    match value {
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| match item {
+                    Value::Object(map) => {
+                        let mut map = map.clone();
+                        map.remove("lastTransitionTime");
+                        map.remove("lastUpdateTime");
+                        map.remove("lastHeartbeatTime");
+                        Value::Object(map)
+                    }
+                    other => other.clone(),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn trim_pod_spec(spec: &Value) -> Value {
+    let containers = spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|container| {
+                    let mut kept = Map::new();
+                    for key in ["name", "image"] {
+                        if let Some(value) = container.get(key) {
+                            kept.insert(key.to_string(), value.clone());
+                        }
+                    }
+                    Value::Object(kept)
+                })
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    serde_json::json!({ "containers": containers })
+}

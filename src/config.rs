@@ -1,0 +1,687 @@
+//! Configuration: one YAML file with camelCase keys, `${ENV_VAR}` interpolation, validated once.
+//!
+//! The file ships as a Kubernetes ConfigMap, so keys follow the Kubernetes camelCase convention.
+//! Loading goes YAML text → generic value → `${VAR}` interpolation on string values only (so an
+//! environment value can never inject YAML structure) → typed [`Config`] with the key path of any
+//! type error → semantic validation. Every error names the key path and the reason.
+//! `drift-sentinel config validate FILE` runs exactly [`load_file`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// Why a configuration could not be loaded. The message always names the file or key path.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not valid YAML.
+    #[error("config is not valid YAML: {0}")]
+    Syntax(String),
+    /// A `${VAR}` reference names a variable that is not set.
+    #[error("{path}: environment variable {var} is not set")]
+    MissingEnv { path: String, var: String },
+    /// A key has the wrong type, an unknown name or a value out of range.
+    #[error("{path}: {reason}")]
+    Invalid { path: String, reason: String },
+}
+
+impl Error {
+    /// A stable, bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Read { .. } => "read",
+            Error::Syntax(_) => "syntax",
+            Error::MissingEnv { .. } => "missing_env",
+            Error::Invalid { .. } => "invalid",
+        }
+    }
+
+    fn invalid(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Invalid {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A value that must never be printed: webhook URLs with tokens, signing keys.
+///
+/// `Debug` and `Display` redact; only [`Secret::expose`] gives the value, and only channel code
+/// that puts it on the wire calls it.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The secret value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// True when no value is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// HTTP server settings.
+    #[serde(default)]
+    pub server: ServerConfig,
+    /// Cluster name used when an event carries no `cluster` extension and its `source` is not
+    /// in `clusters`.
+    #[serde(default = "default_cluster_name")]
+    pub default_cluster: String,
+    /// Map from a CloudEvent `source` (the API server URL) to a cluster name.
+    #[serde(default)]
+    pub clusters: BTreeMap<String, String>,
+    /// The embedded store.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// Drift rules (classes, grace periods, scope, trusted managers, silences).
+    #[serde(default)]
+    pub rules: RulesConfig,
+    /// Alert channels. Without any, findings go to a `log` channel.
+    #[serde(default)]
+    pub channels: Vec<ChannelConfig>,
+}
+
+fn default_cluster_name() -> String {
+    "default".to_string()
+}
+
+/// HTTP server settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Listen port; the `PORT` environment variable (set by Knative) wins over it.
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Largest accepted request body in bytes (default 4 MiB; Kubernetes objects can exceed 1 MiB).
+    #[serde(default = "default_body_limit")]
+    pub body_limit_bytes: usize,
+    /// Longest time one request may take before it is answered `503`.
+    #[serde(default = "default_request_timeout", deserialize_with = "de_duration")]
+    pub request_timeout: Duration,
+    /// How long SIGTERM waits for in-flight requests and commits.
+    #[serde(default = "default_drain_timeout", deserialize_with = "de_duration")]
+    pub drain_timeout: Duration,
+    /// Events queued for the single writer before ingest answers `503`.
+    #[serde(default = "default_queue_capacity")]
+    pub queue_capacity: usize,
+}
+
+fn default_port() -> u16 {
+    8080
+}
+fn default_body_limit() -> usize {
+    4 * 1024 * 1024
+}
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_drain_timeout() -> Duration {
+    Duration::from_secs(20)
+}
+fn default_queue_capacity() -> usize {
+    4096
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            port: default_port(),
+            body_limit_bytes: default_body_limit(),
+            request_timeout: default_request_timeout(),
+            drain_timeout: default_drain_timeout(),
+            queue_capacity: default_queue_capacity(),
+        }
+    }
+}
+
+/// The embedded SQLite store.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Path of the SQLite file (created if missing; WAL mode).
+    #[serde(default = "default_store_path")]
+    pub path: PathBuf,
+    /// How long a CloudEvent (`source`, `id`) is remembered for de-duplication. The Broker's
+    /// retries span minutes; a day leaves a wide margin.
+    #[serde(default = "default_dedup_retention", deserialize_with = "de_duration")]
+    pub dedup_retention: Duration,
+}
+
+fn default_store_path() -> PathBuf {
+    PathBuf::from("drift-sentinel.db")
+}
+fn default_dedup_retention() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            path: default_store_path(),
+            dedup_retention: default_dedup_retention(),
+        }
+    }
+}
+
+/// One alert channel. The `type` key selects the variant.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum ChannelConfig {
+    /// Prints each alert as a JSON log line; needs no external service.
+    Log {
+        /// Name that routes refer to.
+        name: String,
+    },
+}
+
+impl ChannelConfig {
+    /// The channel's name as routes refer to it.
+    pub fn name(&self) -> &str {
+        match self {
+            ChannelConfig::Log { name } => name,
+        }
+    }
+}
+
+/// Drift rules: which classes run, how long a condition must hold, and what is in scope.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RulesConfig {
+    /// Defaults for every class.
+    #[serde(default)]
+    pub defaults: RuleDefaults,
+    /// Per-class overrides, keyed by the public class id (`traffic_drift`, ...).
+    #[serde(default)]
+    pub classes: BTreeMap<String, ClassRule>,
+    /// Field managers whose writes are not manual edits. Replaces the default list when set.
+    #[serde(default = "default_trusted_managers")]
+    pub trusted_managers: Vec<String>,
+    /// Which objects drifts are reported for.
+    #[serde(default)]
+    pub scope: ScopeConfig,
+    /// JSON pointers ignored in diffs, per kind (`*` for every kind), like Argo CD's
+    /// `ignoreDifferences`. A pointer covers everything below it.
+    #[serde(default)]
+    pub ignore_paths: BTreeMap<String, Vec<String>>,
+    /// ConfigMaps watched by `config_drift`, as `namespace/name` globs.
+    #[serde(default = "default_watched_config_maps")]
+    pub watched_config_maps: Vec<String>,
+    /// Silences: matching drifts are tracked but not sent.
+    #[serde(default)]
+    pub silences: Vec<SilenceConfig>,
+    /// A directory of desired manifests (as kept in Git) for `baseline_drift`.
+    #[serde(default)]
+    pub baseline_dir: Option<PathBuf>,
+}
+
+impl Default for RulesConfig {
+    fn default() -> Self {
+        RulesConfig {
+            defaults: RuleDefaults::default(),
+            classes: BTreeMap::new(),
+            trusted_managers: default_trusted_managers(),
+            scope: ScopeConfig::default(),
+            ignore_paths: BTreeMap::new(),
+            watched_config_maps: default_watched_config_maps(),
+            silences: Vec::new(),
+            baseline_dir: None,
+        }
+    }
+}
+
+fn default_watched_config_maps() -> Vec<String> {
+    vec![
+        "knative-serving/config-*".to_string(),
+        "knative-eventing/config-*".to_string(),
+    ]
+}
+
+/// Field managers trusted by default: Knative's controllers, Kubernetes' own controllers and the
+/// GitOps controllers. People's tools (`kubectl-edit`, `kubectl-patch`, `kn`, ...) are absent.
+pub fn default_trusted_managers() -> Vec<String> {
+    [
+        "controller",
+        "autoscaler",
+        "webhook",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubelet",
+        "argocd-controller",
+        "argocd-application-controller",
+        "kustomize-controller",
+        "helm-controller",
+        "knative-operator",
+        "operator",
+    ]
+    .iter()
+    .map(|name| name.to_string())
+    .collect()
+}
+
+/// Defaults shared by every class.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuleDefaults {
+    /// Grace for classes that set none of their own (each class has a built-in default).
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub grace: Option<Duration>,
+}
+
+/// Per-class settings; unset fields fall back to the class's own defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClassRule {
+    /// Whether the class runs at all.
+    pub enabled: Option<bool>,
+    /// `info`, `warning` or `critical`.
+    pub severity: Option<String>,
+    /// How long the condition must hold before it fires.
+    #[serde(default, deserialize_with = "de_opt_duration")]
+    pub grace: Option<Duration>,
+    /// `traffic_drift`: allowed difference in percent points per target.
+    pub tolerance_percent: Option<f64>,
+    /// `revision_pileup`: non-active Revisions per Configuration above which it fires.
+    pub threshold: Option<u64>,
+}
+
+/// Which objects drifts are reported for. Objects out of scope are still tracked (their
+/// relatives may be in scope) but never open a drift.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScopeConfig {
+    /// Namespace globs to include (empty: all).
+    #[serde(default)]
+    pub namespaces: Vec<String>,
+    /// Namespace globs to exclude.
+    #[serde(default)]
+    pub exclude_namespaces: Vec<String>,
+    /// Kinds to include (empty: all).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// Labels an object must carry (exact values).
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+/// A silence: drifts matching every given matcher are muted until `expiresAt`.
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SilenceConfig {
+    /// Matchers: `class`, `severity`, `cluster`, `namespace`, `kind`, `name` (globs), or
+    /// `label:<key>` (exact).
+    pub matchers: BTreeMap<String, String>,
+    /// RFC 3339 expiry; absent means until removed.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    /// Why.
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+/// Loads, interpolates and validates a configuration file.
+pub fn load_file(path: &Path) -> Result<Config, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    load_str(&text, &|name| std::env::var(name).ok())
+}
+
+/// Loads a configuration from text, resolving `${VAR}` through `lookup_env`.
+pub fn load_str(text: &str, lookup_env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Error> {
+    // An empty file (or one holding only comments) is the all-defaults configuration.
+    let mut value: serde_json::Value = if text.trim().is_empty() {
+        serde_json::Value::Object(Default::default())
+    } else {
+        serde_saphyr::from_str(text).map_err(|error| Error::Syntax(error.to_string()))?
+    };
+    if value.is_null() {
+        value = serde_json::Value::Object(Default::default());
+    }
+    interpolate(&mut value, "", lookup_env)?;
+    let config: Config = serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let path = if path == "." {
+            "<root>".to_string()
+        } else {
+            path
+        };
+        Error::invalid(path, error.into_inner().to_string())
+    })?;
+    validate(&config)?;
+    Ok(config)
+}
+
+/// Replaces `${VAR}` in every string value; `$${` escapes a literal `${`.
+fn interpolate(
+    value: &mut serde_json::Value,
+    path: &str,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), Error> {
+    match value {
+        serde_json::Value::String(text) if text.contains("${") => {
+            *text = interpolate_str(text, path, lookup_env)?;
+        }
+        serde_json::Value::Array(items) => {
+            for (index, item) in items.iter_mut().enumerate() {
+                interpolate(item, &format!("{path}[{index}]"), lookup_env)?;
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map.iter_mut() {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                interpolate(item, &child, lookup_env)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn interpolate_str(
+    text: &str,
+    path: &str,
+    lookup_env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, Error> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('$') {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        if let Some(escaped) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = escaped;
+        } else if let Some(body) = tail.strip_prefix("${") {
+            let end = body
+                .find('}')
+                .ok_or_else(|| Error::invalid(path, "unterminated ${...} reference".to_string()))?;
+            let name = &body[..end];
+            let valid =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(Error::invalid(
+                    path,
+                    format!("invalid environment variable name {name:?} in ${{...}}"),
+                ));
+            }
+            let resolved = lookup_env(name).ok_or_else(|| Error::MissingEnv {
+                path: path.to_string(),
+                var: name.to_string(),
+            })?;
+            out.push_str(&resolved);
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// The class ids the engine knows; kept here so validation can reject typos.
+pub const KNOWN_CLASSES: &[&str] = &[
+    "generation_lag",
+    "not_ready",
+    "revision_not_ready",
+    "traffic_drift",
+    "image_drift",
+    "manual_edit",
+    "config_drift",
+    "revision_pileup",
+    "replica_drift",
+    "unexpected_delete",
+    "orphan",
+    "baseline_drift",
+];
+
+/// Severities, lowest first.
+pub const SEVERITIES: &[&str] = &["info", "warning", "critical"];
+
+fn validate(config: &Config) -> Result<(), Error> {
+    if config.default_cluster.trim().is_empty() {
+        return Err(Error::invalid("defaultCluster", "must not be empty"));
+    }
+    for (source, name) in &config.clusters {
+        if name.trim().is_empty() {
+            return Err(Error::invalid(
+                format!("clusters.{source}"),
+                "cluster name must not be empty",
+            ));
+        }
+    }
+    let server = &config.server;
+    if server.body_limit_bytes < 1024 {
+        return Err(Error::invalid(
+            "server.bodyLimitBytes",
+            "must be at least 1024 bytes",
+        ));
+    }
+    if server.queue_capacity == 0 {
+        return Err(Error::invalid("server.queueCapacity", "must be at least 1"));
+    }
+    if server.request_timeout.is_zero() {
+        return Err(Error::invalid("server.requestTimeout", "must be positive"));
+    }
+    if config.store.path.as_os_str().is_empty() {
+        return Err(Error::invalid("store.path", "must not be empty"));
+    }
+    for (class, rule) in &config.rules.classes {
+        if !KNOWN_CLASSES.contains(&class.as_str()) {
+            return Err(Error::invalid(
+                format!("rules.classes.{class}"),
+                format!("unknown drift class; known: {}", KNOWN_CLASSES.join(", ")),
+            ));
+        }
+        if let Some(tolerance) = rule.tolerance_percent {
+            if !(0.0..=100.0).contains(&tolerance) {
+                return Err(Error::invalid(
+                    format!("rules.classes.{class}.tolerancePercent"),
+                    "must be between 0 and 100",
+                ));
+            }
+        }
+        if let Some(severity) = &rule.severity {
+            if !SEVERITIES.contains(&severity.as_str()) {
+                return Err(Error::invalid(
+                    format!("rules.classes.{class}.severity"),
+                    format!("must be one of {}", SEVERITIES.join(", ")),
+                ));
+            }
+        }
+    }
+    for (index, silence) in config.rules.silences.iter().enumerate() {
+        let path = format!("rules.silences[{index}]");
+        if silence.matchers.is_empty() {
+            return Err(Error::invalid(
+                format!("{path}.matchers"),
+                "needs at least one matcher",
+            ));
+        }
+        for key in silence.matchers.keys() {
+            let known = ["class", "severity", "cluster", "namespace", "kind", "name"];
+            if !(known.contains(&key.as_str()) || key.starts_with("label:")) {
+                return Err(Error::invalid(
+                    format!("{path}.matchers.{key}"),
+                    format!("unknown matcher; use {} or label:<key>", known.join(", ")),
+                ));
+            }
+        }
+        if let Some(expires) = &silence.expires_at {
+            if chrono::DateTime::parse_from_rfc3339(expires).is_err() {
+                return Err(Error::invalid(
+                    format!("{path}.expiresAt"),
+                    format!("{expires:?} is not an RFC 3339 time"),
+                ));
+            }
+        }
+    }
+    for (kind, paths) in &config.rules.ignore_paths {
+        for (index, pointer) in paths.iter().enumerate() {
+            if !pointer.starts_with('/') {
+                return Err(Error::invalid(
+                    format!("rules.ignorePaths.{kind}[{index}]"),
+                    format!("{pointer:?} is not a JSON pointer (must start with /)"),
+                ));
+            }
+        }
+    }
+    let mut names = BTreeSet::new();
+    for (index, channel) in config.channels.iter().enumerate() {
+        let name = channel.name();
+        if name.trim().is_empty() {
+            return Err(Error::invalid(
+                format!("channels[{index}].name"),
+                "must not be empty",
+            ));
+        }
+        if !names.insert(name.to_string()) {
+            return Err(Error::invalid(
+                format!("channels[{index}].name"),
+                format!("duplicate channel name {name:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+fn de_opt_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    let text = Option::<String>::deserialize(deserializer)?;
+    text.map(|text| parse_duration(&text).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// Parses a duration such as `30s`, `5m`, `1h30m` or `250ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("invalid duration {text:?} ({error}); use e.g. \"30s\" or \"5m\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let config = load_str("# only a comment\n", &no_env).unwrap();
+        assert_eq!(config.server.port, 8080);
+        assert_eq!(config.server.body_limit_bytes, 4 * 1024 * 1024);
+        assert_eq!(config.default_cluster, "default");
+        assert!(config
+            .rules
+            .trusted_managers
+            .contains(&"controller".to_string()));
+    }
+
+    #[test]
+    fn env_interpolation_in_strings() {
+        let env = |name: &str| (name == "CLUSTER").then(|| "prod".to_string());
+        let config = load_str("defaultCluster: ${CLUSTER}-eu\n", &env).unwrap();
+        assert_eq!(config.default_cluster, "prod-eu");
+        let config = load_str("defaultCluster: a$${B}\n", &env).unwrap();
+        assert_eq!(config.default_cluster, "a${B}");
+    }
+
+    #[test]
+    fn missing_env_names_key_and_variable() {
+        let error = load_str("channels:\n  - type: log\n    name: ${NOPE}\n", &no_env).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "channels[0].name: environment variable NOPE is not set"
+        );
+    }
+
+    #[test]
+    fn unknown_key_names_its_path() {
+        let error = load_str("server:\n  prot: 1\n", &no_env).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with("server.prot: unknown field `prot`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_its_path() {
+        let error = load_str("server:\n  port: many\n", &no_env).unwrap_err();
+        assert!(error.to_string().starts_with("server.port: "), "{error}");
+    }
+
+    #[test]
+    fn bad_duration_is_explained() {
+        let error = load_str("server:\n  drainTimeout: soon\n", &no_env).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with("server.drainTimeout: invalid duration \"soon\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn unknown_class_is_rejected() {
+        let error = load_str("rules:\n  classes:\n    trafic_drift: {}\n", &no_env).unwrap_err();
+        assert!(error
+            .to_string()
+            .starts_with("rules.classes.trafic_drift: unknown drift class"));
+    }
+
+    #[test]
+    fn syntax_error_is_reported() {
+        let error = load_str("server: [unclosed\n", &no_env).unwrap_err();
+        assert_eq!(error.kind(), "syntax");
+    }
+
+    #[test]
+    fn secret_is_redacted() {
+        let secret = Secret::new("https://oapi.dingtalk.com/robot/send?access_token=abc");
+        assert_eq!(format!("{secret:?}"), "Secret(***)");
+        assert_eq!(format!("{secret}"), "***");
+    }
+}

@@ -1,0 +1,321 @@
+//! ApiServerSource events: a [`CloudEvent`] of a `dev.knative.apiserver.*` type → [`ApiServerEvent`].
+//!
+//! Resource mode (`dev.knative.apiserver.resource.{add,update,delete}`) carries the whole object;
+//! Reference mode (`dev.knative.apiserver.ref.*`) carries only `{kind, namespace, name, apiVersion}`
+//! and is kept for visibility although it cannot be classified (no `uid`, no `resourceVersion`).
+//! Any other CloudEvent type is [`Decoded::Ignored`]: Knative expects a `2xx` for it.
+//!
+//! The cluster an event came from is, in order: the `cluster` extension (set per cluster through
+//! the ApiServerSource's `spec.ceOverrides.extensions`), the configured `clusters` map from
+//! `source`, the configured default. `source` alone cannot tell clusters apart: most clusters use
+//! the in-cluster address `https://10.96.0.1:443`.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::cloudevent::CloudEvent;
+use super::object::{parse_object, type_name, KubeObject};
+use super::Error;
+
+/// How cluster names are resolved.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterNames {
+    /// Name used when nothing else names the cluster.
+    pub default: String,
+    /// `source` URL → cluster name.
+    pub by_source: BTreeMap<String, String>,
+}
+
+impl ClusterNames {
+    /// Resolves the cluster of an event.
+    pub fn resolve(&self, event: &CloudEvent) -> String {
+        if let Some(name) = event
+            .extensions
+            .get("cluster")
+            .filter(|name| !name.is_empty())
+        {
+            return name.clone();
+        }
+        if let Some(name) = self.by_source.get(&event.source) {
+            return name.clone();
+        }
+        self.default.clone()
+    }
+}
+
+/// What happened to the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// `add`: created, or first seen by a new watch.
+    Add,
+    /// `update`: any change, status-only included.
+    Update,
+    /// `delete`: carries the last state the watch saw.
+    Delete,
+}
+
+impl Action {
+    /// The lower-case name used in logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Add => "add",
+            Action::Update => "update",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+/// The ApiServerSource mode of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Whole object in `data`.
+    Resource,
+    /// Object reference only.
+    Reference,
+}
+
+/// An ApiServerSource event, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiServerEvent {
+    /// CloudEvent `source`; with `id` the de-duplication key.
+    pub source: String,
+    /// CloudEvent `id`.
+    pub id: String,
+    /// CloudEvent `type`.
+    pub ce_type: String,
+    /// CloudEvent `time` as sent (the adapter's send time, not the change time).
+    pub time: Option<String>,
+    /// The cluster name (see module docs).
+    pub cluster: String,
+    /// add / update / delete.
+    pub action: Action,
+    /// Resource or Reference mode.
+    pub mode: Mode,
+    /// The object's `apiVersion`.
+    pub api_version: String,
+    /// The object's `kind`.
+    pub kind: String,
+    /// The object's namespace.
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+    /// The object (Resource mode only).
+    pub object: Option<KubeObject>,
+}
+
+/// The outcome of decoding one CloudEvent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decoded {
+    /// An ApiServerSource event.
+    ApiServer(Box<ApiServerEvent>),
+    /// A valid CloudEvent of a type this service does not handle.
+    Ignored {
+        /// CloudEvent `source`.
+        source: String,
+        /// CloudEvent `id`.
+        id: String,
+        /// CloudEvent `type`.
+        ce_type: String,
+    },
+}
+
+const RESOURCE_PREFIX: &str = "dev.knative.apiserver.resource.";
+const REFERENCE_PREFIX: &str = "dev.knative.apiserver.ref.";
+
+/// Decodes one CloudEvent.
+pub fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result<Decoded, Error> {
+    let (mode, verb) = if let Some(verb) = event.ty.strip_prefix(RESOURCE_PREFIX) {
+        (Mode::Resource, verb)
+    } else if let Some(verb) = event.ty.strip_prefix(REFERENCE_PREFIX) {
+        (Mode::Reference, verb)
+    } else {
+        return Ok(Decoded::Ignored {
+            source: event.source,
+            id: event.id,
+            ce_type: event.ty,
+        });
+    };
+    let action = match verb {
+        "add" => Action::Add,
+        "update" => Action::Update,
+        "delete" => Action::Delete,
+        // An unknown verb under a known prefix is a type this service does not handle.
+        _ => {
+            return Ok(Decoded::Ignored {
+                source: event.source,
+                id: event.id,
+                ce_type: event.ty,
+            })
+        }
+    };
+    let cluster = clusters.resolve(&event);
+    let CloudEvent {
+        id,
+        source,
+        ty,
+        time,
+        extensions,
+        data,
+        ..
+    } = event;
+    let data = data.ok_or_else(|| Error::InvalidObject(format!("{ty} event has no data")))?;
+    let (api_version, kind, namespace, name, object) = match mode {
+        Mode::Resource => {
+            let object = parse_object(data)?;
+            (
+                object.api_version.clone(),
+                object.kind.clone(),
+                object.namespace.clone(),
+                object.name.clone(),
+                Some(object),
+            )
+        }
+        Mode::Reference => {
+            let Value::Object(reference) = data else {
+                return Err(Error::InvalidObject(format!(
+                    "reference data must be an object, got {}",
+                    type_name(&data)
+                )));
+            };
+            let field = |key: &str| -> Result<String, Error> {
+                match reference.get(key) {
+                    Some(Value::String(text)) => Ok(text.clone()),
+                    None | Some(Value::Null) => Ok(String::new()),
+                    Some(other) => Err(Error::InvalidObject(format!(
+                        "data.{key}: expected a string, got {}",
+                        type_name(other)
+                    ))),
+                }
+            };
+            let kind = field("kind")?;
+            let name = field("name")?;
+            if kind.is_empty() || name.is_empty() {
+                return Err(Error::InvalidObject(
+                    "reference data needs kind and name".to_string(),
+                ));
+            }
+            (field("apiVersion")?, kind, field("namespace")?, name, None)
+        }
+    };
+    // The extensions repeat what the object says; when both exist the object wins, but an
+    // extension fills a gap (old adapters sent no `apiversion` in Reference mode data).
+    let api_version = if api_version.is_empty() {
+        extensions.get("apiversion").cloned().unwrap_or_default()
+    } else {
+        api_version
+    };
+    Ok(Decoded::ApiServer(Box::new(ApiServerEvent {
+        source,
+        id,
+        ce_type: ty,
+        time,
+        cluster,
+        action,
+        mode,
+        api_version,
+        kind,
+        namespace,
+        name,
+        object,
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(ty: &str, extensions: &[(&str, &str)], data: Value) -> CloudEvent {
+        CloudEvent {
+            spec_version: "1.0".into(),
+            id: "id-1".into(),
+            source: "https://10.96.0.1:443".into(),
+            ty: ty.into(),
+            subject: None,
+            time: None,
+            extensions: extensions
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            data: Some(data),
+        }
+    }
+
+    fn names() -> ClusterNames {
+        ClusterNames {
+            default: "fallback".into(),
+            by_source: [("https://10.8.0.1:443".to_string(), "staging".to_string())]
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    fn revision() -> Value {
+        json!({"apiVersion": "serving.knative.dev/v1", "kind": "Revision",
+            "metadata": {"name": "r-00001", "namespace": "ns", "uid": "u1", "resourceVersion": "7"}})
+    }
+
+    #[test]
+    fn cluster_extension_wins_then_source_then_default() {
+        let clusters = names();
+        let with_extension = event(
+            "dev.knative.apiserver.resource.add",
+            &[("cluster", "prod")],
+            revision(),
+        );
+        assert_eq!(clusters.resolve(&with_extension), "prod");
+        let mut by_source = event("dev.knative.apiserver.resource.add", &[], revision());
+        by_source.source = "https://10.8.0.1:443".into();
+        assert_eq!(clusters.resolve(&by_source), "staging");
+        let plain = event("dev.knative.apiserver.resource.add", &[], revision());
+        assert_eq!(clusters.resolve(&plain), "fallback");
+    }
+
+    #[test]
+    fn resource_update_decodes_object() {
+        let decoded = decode_event(
+            event("dev.knative.apiserver.resource.update", &[], revision()),
+            &names(),
+        )
+        .unwrap();
+        let Decoded::ApiServer(event) = decoded else {
+            panic!("not apiserver")
+        };
+        assert_eq!(event.action, Action::Update);
+        assert_eq!(event.kind, "Revision");
+        assert_eq!(event.object.unwrap().uid, "u1");
+    }
+
+    #[test]
+    fn reference_mode_keeps_reference() {
+        let data = json!({"kind": "Revision", "namespace": "default", "name": "helloworld-go-8kvz8", "apiVersion": "serving.knative.dev/v1alpha1"});
+        let Decoded::ApiServer(event) = decode_event(
+            event("dev.knative.apiserver.ref.update", &[], data),
+            &names(),
+        )
+        .unwrap() else {
+            panic!("not apiserver")
+        };
+        assert_eq!(event.mode, Mode::Reference);
+        assert!(event.object.is_none());
+        assert_eq!(event.name, "helloworld-go-8kvz8");
+    }
+
+    #[test]
+    fn other_types_are_ignored() {
+        let decoded = decode_event(event("com.example.ping", &[], json!({})), &names()).unwrap();
+        assert!(matches!(decoded, Decoded::Ignored { .. }));
+    }
+
+    #[test]
+    fn resource_event_without_data_is_invalid() {
+        let mut without = event("dev.knative.apiserver.resource.add", &[], json!({}));
+        without.data = None;
+        assert_eq!(
+            decode_event(without, &names()).unwrap_err().kind(),
+            "invalid_object"
+        );
+    }
+}

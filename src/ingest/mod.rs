@@ -1,0 +1,248 @@
+//! Ingest: the HTTP edge. Only this module knows axum and status codes.
+//!
+//! `POST /` takes CloudEvents (binary, structured, batch) and answers exactly as Knative's Broker
+//! expects of a sink (`knative/eventing` `pkg/broker/filter/filter_handler.go`):
+//!
+//! | situation | answer |
+//! |---|---|
+//! | accepted and committed, or a type this service ignores | `202`, empty body, no `ce-*` headers |
+//! | not a valid CloudEvent | `400` JSON `{code, message}` (not retried; the first 768 bytes reach the dead-letter event) |
+//! | body over the limit | `413` (not retried) |
+//! | queue full, store cannot commit, shutting down | `503` with `Retry-After` (retried) |
+//!
+//! Architecture invariant: a `2xx` is sent only after the pipeline reports the events committed.
+//! A `2xx` never carries a body: the Broker would treat a CloudEvent body as a reply and any other
+//! body as a `502`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+
+use crate::decode::{self, ClusterNames, Decoded};
+use crate::metrics::{CodeLabel, KindLabel, Metrics};
+use crate::pipeline::{self, EventResult, Pipeline};
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct AppState {
+    /// The single writer.
+    pub pipeline: Pipeline,
+    /// Cluster naming.
+    pub clusters: Arc<ClusterNames>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Set on SIGTERM: readiness turns false, new events get `503`.
+    pub draining: Arc<AtomicBool>,
+    /// Body limit in bytes.
+    pub body_limit: usize,
+}
+
+/// An error answer: stable `code`, short `message`.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    retry_after: Option<u32>,
+}
+
+impl ApiError {
+    fn bad_request(error: &decode::Error) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            code: error.kind(),
+            message: error.to_string(),
+            retry_after: None,
+        }
+    }
+
+    fn too_large(limit: usize) -> ApiError {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            code: "body_too_large",
+            message: format!(
+                "request body exceeds the limit of {limit} bytes (server.bodyLimitBytes)"
+            ),
+            retry_after: None,
+        }
+    }
+
+    fn unavailable(error: &pipeline::Error) -> ApiError {
+        let (message, retry_after) = match error {
+            pipeline::Error::Overloaded => ("event queue is full; retry later", 1),
+            pipeline::Error::Store(_) => ("store cannot commit; retry later", 5),
+            pipeline::Error::Stopped => ("shutting down; retry later", 2),
+        };
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: error.kind(),
+            message: message.to_string(),
+            retry_after: Some(retry_after),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"code": self.code, "message": self.message}).to_string();
+        let mut response = (self.status, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// The router: `POST /` plus health and metrics.
+pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
+    let ingest = Router::new()
+        .route("/", post(receive))
+        .layer(RequestBodyLimitLayer::new(state.body_limit));
+    Router::new()
+        .merge(ingest)
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            request_timeout,
+        ))
+        .with_state(state)
+}
+
+async fn receive(State(state): State<AppState>, request: Request) -> Response {
+    let response = match handle(&state, request).await {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(error) => {
+            state
+                .metrics
+                .ingest_errors
+                .get_or_create(&KindLabel::new(error.code))
+                .inc();
+            error.into_response()
+        }
+    };
+    state
+        .metrics
+        .responses
+        .get_or_create(&CodeLabel {
+            code: response.status().as_u16().to_string(),
+        })
+        .inc();
+    response
+}
+
+async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
+    if state.draining.load(Ordering::SeqCst) {
+        return Err(ApiError::unavailable(&pipeline::Error::Stopped));
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = read_body(body, state.body_limit).await?;
+    let decoded = decode::decode_request(&parts.headers, &bytes, &state.clusters).map_err(|error| {
+        tracing::warn!(message = "Rejected an invalid CloudEvent.", %error, code = error.kind());
+        ApiError::bad_request(&error)
+    })?;
+    let receiver = state
+        .pipeline
+        .submit(decoded.clone())
+        .map_err(|error| ApiError::unavailable(&error))?;
+    let results = match receiver.await {
+        Ok(Ok(results)) => results,
+        Ok(Err(error)) => return Err(ApiError::unavailable(&error)),
+        Err(_) => return Err(ApiError::unavailable(&pipeline::Error::Stopped)),
+    };
+    for (event, result) in decoded.iter().zip(results) {
+        state.metrics.record_event(result.as_str());
+        log_event(event, result);
+    }
+    Ok(())
+}
+
+fn log_event(event: &Decoded, result: EventResult) {
+    match event {
+        Decoded::ApiServer(event) => tracing::debug!(
+            message = "Event processed.",
+            ce_id = %event.id,
+            ce_type = %event.ce_type,
+            cluster = %event.cluster,
+            kind = %event.kind,
+            namespace = %event.namespace,
+            name = %event.name,
+            outcome = result.as_str(),
+        ),
+        Decoded::Ignored { id, ce_type, .. } => tracing::debug!(
+            message = "Ignored a CloudEvent of an unhandled type.",
+            ce_id = %id,
+            ce_type = %ce_type,
+        ),
+    }
+}
+
+async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Ok(bytes),
+        Err(error) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+            while let Some(current) = source {
+                if current.is::<http_body_util::LengthLimitError>() {
+                    return Err(ApiError::too_large(limit));
+                }
+                source = current.source();
+            }
+            // A body that stops mid-way means the sender went away; it will not read this
+            // answer, but the status keeps the metrics honest.
+            Err(ApiError {
+                status: StatusCode::BAD_REQUEST,
+                code: "body_read",
+                message: format!("could not read request body: {error}"),
+                retry_after: None,
+            })
+        }
+    }
+}
+
+async fn healthz() -> impl IntoResponse {
+    (StatusCode::OK, "ok")
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    let store_ok = state
+        .pipeline
+        .health()
+        .store_writable
+        .load(Ordering::SeqCst);
+    let draining = state.draining.load(Ordering::SeqCst);
+    if store_ok && !draining {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        let reason = if draining {
+            "draining"
+        } else {
+            "store not writable"
+        };
+        (StatusCode::SERVICE_UNAVAILABLE, reason).into_response()
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let mut response = state.metrics.render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
+}

@@ -1,0 +1,16 @@
+//! drift-sentinel: a Knative Eventing sink that turns ApiServerSource CloudEvents about Knative
+//! Serving objects into drift alerts.
+//!
+//! The pipeline, in order: [`ingest`] → [`decode`] → [`classify`] → (enrich, route, deliver),
+//! with [`store`] beside it and [`pipeline`] as the single writer that ties them together.
+
+pub mod app;
+pub mod classify;
+pub mod config;
+pub mod decode;
+pub mod ingest;
+pub mod metrics;
+pub mod pipeline;
+pub mod reload;
+pub mod store;
+pub mod telemetry;

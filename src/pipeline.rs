@@ -1,0 +1,419 @@
+//! The pipeline's single writer: decoded events in, durable state and drift transitions out.
+//!
+//! One OS thread owns the [`Engine`] and the [`Store`]. Ingest hands it decoded events through a
+//! bounded queue and waits for the answer; the writer takes everything queued (up to a cap),
+//! applies it to the engine, and commits it in **one** transaction (group commit), then answers
+//! every waiting request. A full queue is refused at once ([`Error::Overloaded`], a `503`), so
+//! memory stays bounded under overload. The same thread fires pending drifts when their grace
+//! runs out (it sleeps until the next deadline, not until the next event), proves the store is
+//! writable when idle, and forgets old event keys.
+//!
+//! Architecture invariant: a request is answered `Ok` only after its events' effects and their
+//! (`source`, `id`) keys are committed. If the commit fails, the engine rolls back to the last
+//! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::classify::{Engine, Millis, Outcome, Rules, Transition};
+use crate::decode::Decoded;
+use crate::metrics::Metrics;
+use crate::store::{Batch, EventKey, Store};
+
+/// Why a submission was not accepted.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// The queue is full.
+    #[error("overloaded: the event queue is full")]
+    Overloaded,
+    /// The store could not commit.
+    #[error("store failed to commit: {0}")]
+    Store(&'static str),
+    /// The writer has stopped.
+    #[error("shutting down")]
+    Stopped,
+}
+
+impl Error {
+    /// A stable, bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Overloaded => "overloaded",
+            Error::Store(_) => "store",
+            Error::Stopped => "stopped",
+        }
+    }
+}
+
+/// What became of one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventResult {
+    /// Applied to the engine and committed.
+    Applied,
+    /// Older than (or equal to) the newest state of its object.
+    Stale,
+    /// Its (`source`, `id`) was already committed.
+    Duplicate,
+    /// A valid CloudEvent of a type this service does not handle.
+    Ignored,
+    /// A Reference-mode ApiServerSource event (nothing to classify).
+    Reference,
+}
+
+impl EventResult {
+    /// Lower-case label for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventResult::Applied => "applied",
+            EventResult::Stale => "stale",
+            EventResult::Duplicate => "duplicate",
+            EventResult::Ignored => "ignored",
+            EventResult::Reference => "reference",
+        }
+    }
+}
+
+/// A source of "now" in milliseconds; injectable so tests control time.
+pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
+
+/// The wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
+    })
+}
+
+/// Health flags read by `/readyz` and metrics.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// The last write to the store succeeded.
+    pub store_writable: AtomicBool,
+    /// Time of the last successful commit or heartbeat.
+    pub last_store_ok: AtomicU64,
+}
+
+type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
+
+enum Command {
+    Submit { events: Vec<Decoded>, reply: Reply },
+    SetRules(Arc<Rules>),
+    Shutdown,
+}
+
+/// Settings of the writer.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Queue capacity (requests).
+    pub queue_capacity: usize,
+    /// How long event keys are remembered.
+    pub dedup_retention: Duration,
+    /// Idle interval between heartbeat writes.
+    pub heartbeat_interval: Duration,
+}
+
+/// A handle to the writer; cheap to clone.
+#[derive(Clone)]
+pub struct Pipeline {
+    sender: SyncSender<Command>,
+    health: Arc<Health>,
+    thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Pipeline {
+    /// Loads state from the store and starts the writer thread.
+    pub fn start(
+        mut store: Box<dyn Store>,
+        rules: Arc<Rules>,
+        settings: Settings,
+        clock: Clock,
+        metrics: Arc<Metrics>,
+    ) -> Result<Pipeline, crate::store::Error> {
+        let snapshot = store.load()?;
+        let mut engine = Engine::new(rules);
+        engine.restore(snapshot.objects, snapshot.drifts);
+        let health = Arc::new(Health::default());
+        let writable = store.heartbeat(clock()).is_ok();
+        health.store_writable.store(writable, Ordering::SeqCst);
+        let (sender, receiver) = mpsc::sync_channel(settings.queue_capacity.max(1));
+        let writer = Writer {
+            engine,
+            store,
+            clock,
+            metrics,
+            health: Arc::clone(&health),
+            settings,
+            last_write: 0,
+            last_prune: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name("drift-writer".to_string())
+            .spawn(move || writer.run(receiver))
+            .map_err(crate::store::Error::Io)?;
+        Ok(Pipeline {
+            sender,
+            health,
+            thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+        })
+    }
+
+    /// Queues events; the receiver yields once they are committed (or failed).
+    pub fn submit(
+        &self,
+        events: Vec<Decoded>,
+    ) -> Result<oneshot::Receiver<Result<Vec<EventResult>, Error>>, Error> {
+        let (reply, receiver) = oneshot::channel();
+        match self.sender.try_send(Command::Submit { events, reply }) {
+            Ok(()) => Ok(receiver),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
+        }
+    }
+
+    /// Swaps in new rules (hot reload).
+    pub fn set_rules(&self, rules: Arc<Rules>) {
+        // Rules are rare and small; waiting for queue space is fine here.
+        let _ = self.sender.send(Command::SetRules(rules));
+    }
+
+    /// Health flags.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Stops the writer after it has committed everything queued, and waits for it.
+    pub fn shutdown(&self) {
+        let _ = self.sender.send(Command::Shutdown);
+        let handle = self
+            .thread
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Most requests taken into one transaction.
+const MAX_ROUND: usize = 512;
+/// How often old event keys are pruned.
+const PRUNE_INTERVAL_MS: Millis = 10 * 60 * 1000;
+
+struct Writer {
+    engine: Engine,
+    store: Box<dyn Store>,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    settings: Settings,
+    last_write: Millis,
+    last_prune: Millis,
+}
+
+impl Writer {
+    fn run(mut self, receiver: mpsc::Receiver<Command>) {
+        loop {
+            let now = (self.clock)();
+            let heartbeat_ms =
+                i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
+            let mut wake_at = self.last_write + heartbeat_ms;
+            if let Some(deadline) = self.engine.next_deadline() {
+                wake_at = wake_at.min(deadline);
+            }
+            let wait = Duration::from_millis(u64::try_from((wake_at - now).max(1)).unwrap_or(1));
+            let mut round = Vec::new();
+            let mut stop = false;
+            match receiver.recv_timeout(wait) {
+                Ok(command) => {
+                    round.push(command);
+                    while round.len() < MAX_ROUND {
+                        match receiver.try_recv() {
+                            Ok(command) => round.push(command),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            let mut submissions = Vec::new();
+            for command in round {
+                match command {
+                    Command::Submit { events, reply } => submissions.push((events, reply)),
+                    Command::SetRules(rules) => self.engine.set_rules(rules),
+                    Command::Shutdown => stop = true,
+                }
+            }
+            self.round(submissions);
+            if stop {
+                // Drain whatever arrived meanwhile so every queued request gets an answer.
+                let rest: Vec<_> = receiver
+                    .try_iter()
+                    .filter_map(|command| match command {
+                        Command::Submit { events, reply } => Some((events, reply)),
+                        _ => None,
+                    })
+                    .collect();
+                self.round(rest);
+                return;
+            }
+        }
+    }
+
+    /// Applies one round of submissions plus due timers, commits, answers.
+    fn round(&mut self, submissions: Vec<(Vec<Decoded>, Reply)>) {
+        let now = (self.clock)();
+        let timers_due = self
+            .engine
+            .next_deadline()
+            .is_some_and(|deadline| deadline <= now);
+        let heartbeat_ms =
+            i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
+        if submissions.is_empty() && !timers_due {
+            if now - self.last_write >= heartbeat_ms {
+                self.heartbeat(now);
+            }
+            return;
+        }
+        self.engine.begin();
+        let mut batch = Batch::default();
+        let mut keys_in_round = HashSet::new();
+        let mut results: Vec<Result<Vec<EventResult>, Error>> =
+            Vec::with_capacity(submissions.len());
+        let mut store_failure = None;
+        for (events, _) in &submissions {
+            let mut event_results = Vec::with_capacity(events.len());
+            for event in events {
+                let result = match event {
+                    Decoded::Ignored { .. } => EventResult::Ignored,
+                    Decoded::ApiServer(event) => {
+                        let key = EventKey {
+                            source: event.source.clone(),
+                            id: event.id.clone(),
+                        };
+                        let duplicate = if keys_in_round.contains(&key) {
+                            true
+                        } else {
+                            match self.store.is_duplicate(&key) {
+                                Ok(seen) => seen,
+                                Err(error) => {
+                                    store_failure.get_or_insert(error);
+                                    false
+                                }
+                            }
+                        };
+                        if duplicate {
+                            EventResult::Duplicate
+                        } else {
+                            match self.engine.apply(event, now) {
+                                Outcome::Applied => {
+                                    keys_in_round.insert(key.clone());
+                                    batch.events.push((key, now));
+                                    EventResult::Applied
+                                }
+                                Outcome::Stale => EventResult::Stale,
+                                Outcome::Reference => EventResult::Reference,
+                            }
+                        }
+                    }
+                };
+                event_results.push(result);
+            }
+            results.push(Ok(event_results));
+        }
+        self.engine.tick(now);
+        batch.changes = self.engine.changes();
+        let committed = match store_failure {
+            Some(error) => Err(error),
+            None if batch.events.is_empty() && batch.changes.is_empty() => Ok(()),
+            None => self.store.commit(&batch),
+        };
+        match committed {
+            Ok(()) => {
+                self.engine.commit();
+                self.mark_store(true, now);
+                self.metrics.store_commits.inc();
+                self.after_commit(&batch.changes.transitions);
+                for ((_, reply), result) in submissions.into_iter().zip(results) {
+                    let _ = reply.send(result);
+                }
+            }
+            Err(error) => {
+                self.engine.rollback();
+                self.mark_store(false, now);
+                self.metrics
+                    .store_errors
+                    .get_or_create(&crate::metrics::KindLabel::new(error.kind()))
+                    .inc();
+                tracing::error!(message = "Store commit failed; the round is refused and will be retried by the sender.", %error);
+                for (_, reply) in submissions {
+                    let _ = reply.send(Err(Error::Store(error.kind())));
+                }
+            }
+        }
+        self.metrics
+            .tracked_objects
+            .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));
+        if now - self.last_prune >= PRUNE_INTERVAL_MS {
+            self.last_prune = now;
+            let retention =
+                i64::try_from(self.settings.dedup_retention.as_millis()).unwrap_or(i64::MAX);
+            if let Err(error) = self.store.prune_events(now.saturating_sub(retention)) {
+                tracing::warn!(message = "Pruning old event keys failed.", %error);
+            }
+        }
+    }
+
+    fn heartbeat(&mut self, now: Millis) {
+        match self.store.heartbeat(now) {
+            Ok(()) => self.mark_store(true, now),
+            Err(error) => {
+                if self.health.store_writable.load(Ordering::SeqCst) {
+                    tracing::error!(message = "Store is not writable.", %error);
+                }
+                self.mark_store(false, now);
+            }
+        }
+    }
+
+    fn mark_store(&mut self, ok: bool, now: Millis) {
+        self.last_write = now;
+        self.health.store_writable.store(ok, Ordering::SeqCst);
+        if ok {
+            self.health
+                .last_store_ok
+                .store(u64::try_from(now).unwrap_or(0), Ordering::SeqCst);
+        }
+    }
+
+    fn after_commit(&self, transitions: &[Transition]) {
+        for transition in transitions {
+            let drift = &transition.drift;
+            self.metrics
+                .record_transition(&drift.class, drift.state.as_str());
+            if transition.is_notifiable() {
+                tracing::info!(
+                    message = "Drift state changed.",
+                    drift_id = %drift.id,
+                    class = %drift.class,
+                    state = drift.state.as_str(),
+                    severity = drift.severity.as_str(),
+                    cluster = %drift.cluster,
+                    kind = %drift.kind,
+                    namespace = %drift.namespace,
+                    name = %drift.name,
+                    summary = %drift.evidence.summary,
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Hot reload of the config file's `rules:`.
+//!
+//! Kubernetes updates a mounted ConfigMap by swapping the `..data` symlink in the mount
+//! directory, so a watch on the file itself goes blind after the first update. This watches the
+//! **directory** (notify), re-reads the file on any event there, and also re-checks it every few
+//! seconds in case an event was missed. A file whose content did not change is not re-applied.
+//! An invalid edit keeps the rules in force and says why (log line and
+//! `drift_sentinel_config_reload_errors_total`).
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::classify::Rules;
+use crate::metrics::Metrics;
+use crate::pipeline::Pipeline;
+
+/// How often the file is re-checked without a notification.
+const POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Starts the reload thread; it stops when `shutdown` is cancelled.
+pub fn spawn(
+    path: PathBuf,
+    pipeline: Pipeline,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("config-reload".to_string())
+        .spawn(move || watch(path, pipeline, metrics, shutdown));
+    if let Err(error) = spawned {
+        tracing::warn!(message = "Config hot reload is off: could not start its thread.", %error);
+    }
+}
+
+fn digest(path: &Path) -> Option<Vec<u8>> {
+    std::fs::read(path)
+        .ok()
+        .map(|bytes| Sha256::digest(&bytes).to_vec())
+}
+
+fn watch(path: PathBuf, pipeline: Pipeline, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+    let (sender, receiver) = mpsc::channel();
+    let directory = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let watcher = notify::recommended_watcher(move |event| {
+        let _ = sender.send(event);
+    })
+    .and_then(|mut watcher| {
+        watcher.watch(&directory, RecursiveMode::NonRecursive)?;
+        Ok(watcher)
+    });
+    let _watcher = match watcher {
+        Ok(watcher) => Some(watcher),
+        Err(error) => {
+            tracing::warn!(message = "Config file watch unavailable; polling instead.", %error);
+            None
+        }
+    };
+    let mut last = digest(&path);
+    while !shutdown.is_cancelled() {
+        match receiver.recv_timeout(POLL_INTERVAL) {
+            Ok(_) => {
+                // Editors and the kubelet write in several steps; let them finish.
+                std::thread::sleep(Duration::from_millis(100));
+                while receiver.try_recv().is_ok() {}
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(POLL_INTERVAL),
+        }
+        let current = digest(&path);
+        if current.is_none() || current == last {
+            continue;
+        }
+        last = current;
+        match crate::config::load_file(&path) {
+            Ok(config) => {
+                pipeline.set_rules(Arc::new(Rules::compile(&config.rules)));
+                metrics.config_reloads.inc();
+                tracing::info!(message = "Config reloaded; new rules in force.", path = %path.display());
+            }
+            Err(error) => {
+                metrics.config_reload_errors.inc();
+                tracing::error!(
+                    message = "Config reload rejected; the previous rules stay in force.",
+                    %error,
+                    kind = error.kind(),
+                    path = %path.display(),
+                );
+            }
+        }
+    }
+}

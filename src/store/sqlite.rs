@@ -1,0 +1,219 @@
+//! The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a committed batch
+//! survives a process crash and a power loss. Group commit (many events per transaction, done by
+//! the pipeline's single writer) keeps the fsync cost per event small.
+
+use std::path::Path;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use super::{Batch, Error, EventKey, Snapshot, Store};
+use crate::classify::{Drift, Millis, ObjectState};
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS events (
+    source TEXT NOT NULL,
+    id TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    PRIMARY KEY (source, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_received ON events (received_at);
+CREATE TABLE IF NOT EXISTS objects (
+    cluster TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (cluster, uid)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS drifts (
+    id TEXT PRIMARY KEY,
+    class TEXT NOT NULL,
+    state TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    cluster TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    since INTEGER NOT NULL,
+    fired_at INTEGER,
+    resolved_at INTEGER,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS drifts_state ON drifts (state);
+CREATE TABLE IF NOT EXISTS drift_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    drift_id TEXT NOT NULL,
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS drift_history_drift ON drift_history (drift_id);
+CREATE TABLE IF NOT EXISTS heartbeat (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    at INTEGER NOT NULL
+);
+"#;
+
+/// The SQLite store.
+pub struct SqliteStore {
+    connection: Connection,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file.
+    pub fn open(path: &Path) -> Result<SqliteStore, Error> {
+        if let Some(parent) = path.parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)?;
+            }
+        }
+        let connection = Connection::open(path)?;
+        connection.pragma_update(None, "journal_mode", "WAL")?;
+        connection.pragma_update(None, "synchronous", "FULL")?;
+        connection.pragma_update(None, "busy_timeout", 5000)?;
+        connection.pragma_update(None, "foreign_keys", "ON")?;
+        connection.execute_batch(SCHEMA)?;
+        Ok(SqliteStore { connection })
+    }
+
+    /// Counts rows of a table (diagnostics and tests).
+    pub fn count(&self, table: &str) -> Result<i64, Error> {
+        let allowed = ["events", "objects", "drifts", "drift_history"];
+        if !allowed.contains(&table) {
+            return Err(Error::Unavailable(format!("unknown table {table}")));
+        }
+        Ok(self
+            .connection
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                row.get(0)
+            })?)
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T, table: &'static str) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|source| Error::Corrupt { table, source })
+}
+
+impl Store for SqliteStore {
+    fn load(&mut self) -> Result<Snapshot, Error> {
+        let mut snapshot = Snapshot::default();
+        let mut statement = self.connection.prepare("SELECT body FROM objects")?;
+        let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+        for row in rows {
+            let body = row?;
+            let object: ObjectState =
+                serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+                    table: "objects",
+                    source,
+                })?;
+            snapshot.objects.push(object);
+        }
+        let mut statement = self
+            .connection
+            .prepare("SELECT body FROM drifts WHERE state != 'resolved'")?;
+        let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
+        for row in rows {
+            let body = row?;
+            let drift: Drift = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+                table: "drifts",
+                source,
+            })?;
+            snapshot.drifts.push(drift);
+        }
+        Ok(snapshot)
+    }
+
+    fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT 1 FROM events WHERE source = ?1 AND id = ?2")?;
+        Ok(statement
+            .query_row(params![key.source, key.id], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        let transaction = self.connection.transaction()?;
+        {
+            let mut insert_event = transaction.prepare_cached(
+                "INSERT OR IGNORE INTO events (source, id, received_at) VALUES (?1, ?2, ?3)",
+            )?;
+            for (key, received_at) in &batch.events {
+                insert_event.execute(params![key.source, key.id, received_at])?;
+            }
+            let mut upsert_object = transaction.prepare_cached(
+                "INSERT INTO objects (cluster, uid, kind, namespace, name, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (cluster, uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace,
+                 name = excluded.name, body = excluded.body",
+            )?;
+            for object in &batch.changes.objects {
+                upsert_object.execute(params![
+                    object.cluster,
+                    object.uid,
+                    object.kind,
+                    object.namespace,
+                    object.name,
+                    to_json(object, "objects")?
+                ])?;
+            }
+            let mut delete_object = transaction
+                .prepare_cached("DELETE FROM objects WHERE cluster = ?1 AND uid = ?2")?;
+            for key in &batch.changes.removed_objects {
+                delete_object.execute(params![key.cluster, key.uid])?;
+            }
+            let mut upsert_drift = transaction.prepare_cached(
+                "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
+                 fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
+            )?;
+            for drift in &batch.changes.drifts {
+                upsert_drift.execute(params![
+                    drift.id,
+                    drift.class,
+                    drift.state.as_str(),
+                    drift.severity.as_str(),
+                    drift.cluster,
+                    drift.namespace,
+                    drift.kind,
+                    drift.name,
+                    drift.uid,
+                    drift.since,
+                    drift.fired_at,
+                    drift.resolved_at,
+                    to_json(drift, "drifts")?
+                ])?;
+            }
+            let mut insert_history = transaction.prepare_cached(
+                "INSERT INTO drift_history (drift_id, from_state, to_state, at) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            for transition in &batch.changes.transitions {
+                insert_history.execute(params![
+                    transition.drift.id,
+                    transition.from.map(|state| state.as_str()),
+                    transition.drift.state.as_str(),
+                    transition.at
+                ])?;
+            }
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    fn heartbeat(&mut self, now: Millis) -> Result<(), Error> {
+        self.connection.execute(
+            "INSERT INTO heartbeat (id, at) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+            params![now],
+        )?;
+        Ok(())
+    }
+
+    fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
+        Ok(self
+            .connection
+            .execute("DELETE FROM events WHERE received_at < ?1", params![cutoff])?)
+    }
+}
