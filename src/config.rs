@@ -370,6 +370,7 @@ pub fn load_str(text: &str, lookup_env: &dyn Fn(&str) -> Option<String>) -> Resu
     if value.is_null() {
         value = serde_json::Value::Object(Default::default());
     }
+    strip_nulls(&mut value);
     interpolate(&mut value, "", lookup_env)?;
     let config: Config = serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
@@ -382,6 +383,19 @@ pub fn load_str(text: &str, lookup_env: &dyn Fn(&str) -> Option<String>) -> Resu
     })?;
     validate(&config)?;
     Ok(config)
+}
+
+/// A key with no value (`defaults:` followed only by comments) means "not set", as it does in
+/// Kubernetes manifests.
+fn strip_nulls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            map.retain(|_, item| !item.is_null());
+            map.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
 }
 
 /// Replaces `${VAR}` in every string value; `$${` escapes a literal `${`.

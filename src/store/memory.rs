@@ -13,6 +13,7 @@ use crate::classify::{Drift, DriftState, Millis, ObjectKey, ObjectState};
 pub struct MemoryStore {
     inner: Arc<std::sync::Mutex<Inner>>,
     failing: Arc<AtomicBool>,
+    gate: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
 }
 
 #[derive(Debug, Default)]
@@ -32,6 +33,13 @@ impl MemoryStore {
     /// Makes every later call fail (or succeed again).
     pub fn set_failing(&self, failing: bool) {
         self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// While blocked, `commit` waits: tests use it to fill the writer's queue.
+    pub fn set_blocked(&self, blocked: bool) {
+        let (lock, condvar) = &*self.gate;
+        *lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = blocked;
+        condvar.notify_all();
     }
 
     /// Number of committed event keys.
@@ -91,6 +99,15 @@ impl Store for MemoryStore {
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        {
+            let (lock, condvar) = &*self.gate;
+            let mut blocked = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            while *blocked {
+                blocked = condvar
+                    .wait(blocked)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+        }
         self.check()?;
         let mut inner = self.lock();
         let mut seen = HashSet::new();

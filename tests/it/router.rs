@@ -1,0 +1,467 @@
+//! The ingest contract, response code by response code, in every content mode.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use crate::support::*;
+
+async fn send(
+    app: &TestApp,
+    request: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let response = app
+        .router
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("router answers");
+    let status = response.status();
+    let headers = response.headers().clone();
+    (status, headers, body_bytes(response).await)
+}
+
+fn assert_accepted(status: StatusCode, headers: &axum::http::HeaderMap, body: &[u8], what: &str) {
+    assert_eq!(
+        status,
+        StatusCode::ACCEPTED,
+        "{what}: {}",
+        String::from_utf8_lossy(body)
+    );
+    assert!(body.is_empty(), "{what}: a 2xx must have an empty body");
+    assert!(
+        headers.keys().all(|name| !name.as_str().starts_with("ce-")),
+        "{what}: a 2xx must not carry ce-* headers (the Broker would treat it as a reply)"
+    );
+}
+
+fn error_code(body: &[u8]) -> String {
+    let value: Value = serde_json::from_slice(body).expect("error body is JSON");
+    assert!(value["message"].as_str().is_some_and(|m| !m.is_empty()));
+    value["code"].as_str().expect("code").to_string()
+}
+
+#[tokio::test]
+async fn valid_event_is_accepted_with_empty_body_in_every_mode() {
+    for mode in MODES {
+        let app = app();
+        let event = structured_event(&format!("accept-{mode:?}"), "add", &revision());
+        let (status, headers, body) = send(&app, request(mode, &event)).await;
+        assert_accepted(status, &headers, &body, &format!("{mode:?}"));
+        assert_eq!(
+            app.store.event_count(),
+            1,
+            "{mode:?}: the event key is committed"
+        );
+        assert_eq!(
+            app.store.objects().len(),
+            1,
+            "{mode:?}: the object state is committed"
+        );
+        assert_eq!(app.store.objects()[0].name, "knative-webapp-00001");
+    }
+}
+
+#[tokio::test]
+async fn batch_with_several_events_commits_all() {
+    let app = app();
+    let mut second = revision();
+    second["metadata"]["uid"] = json!("another-uid");
+    second["metadata"]["name"] = json!("knative-webapp-00002");
+    let events = [
+        structured_event("b1", "add", &revision()),
+        structured_event("b2", "add", &second),
+    ];
+    let (status, headers, body) = send(&app, batch_request(&events)).await;
+    assert_accepted(status, &headers, &body, "batch");
+    assert_eq!(app.store.objects().len(), 2);
+}
+
+#[tokio::test]
+async fn unhandled_type_is_accepted_and_counted_as_ignored_in_every_mode() {
+    for mode in MODES {
+        let app = app();
+        let mut event = structured_event("ignored-1", "add", &revision());
+        event["type"] = json!("dev.knative.sources.ping");
+        let (status, headers, body) = send(&app, request(mode, &event)).await;
+        assert_accepted(status, &headers, &body, &format!("{mode:?}"));
+        assert_eq!(
+            app.store.event_count(),
+            0,
+            "{mode:?}: ignored events change nothing"
+        );
+        assert_eq!(
+            metric(
+                &app.metrics,
+                "drift_sentinel_events_total{outcome=\"ignored\"}"
+            ),
+            1.0,
+            "{mode:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reference_mode_event_is_accepted() {
+    let app = app();
+    let line = std::fs::read_to_string(fixture_path(
+        "events/lionelvillard-knative-examples__apiserversource-README__ref-mode-revision-events.ce.jsonl",
+    ))
+    .unwrap();
+    let event: Value = serde_json::from_str(line.lines().nth(2).unwrap()).unwrap();
+    for mode in MODES {
+        let (status, headers, body) = send(&app, request(mode, &event)).await;
+        assert_accepted(status, &headers, &body, &format!("{mode:?}"));
+    }
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_events_total{outcome=\"reference\"}"
+        ),
+        3.0
+    );
+}
+
+#[tokio::test]
+async fn plain_json_is_not_a_cloudevent() {
+    let app = app();
+    let request = Request::post("/")
+        .header("content-type", "application/json")
+        .body(Body::from(r#"{"hello":"world"}"#))
+        .unwrap();
+    let (status, _, body) = send(&app, request).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_code(&body), "not_cloudevent");
+    assert!(
+        body.len() < 768,
+        "the useful part must fit the dead-letter excerpt"
+    );
+}
+
+#[tokio::test]
+async fn invalid_events_get_400_naming_the_problem_in_every_mode() {
+    // A Resource-mode object without a uid cannot be tracked.
+    let mut object = revision();
+    object["metadata"].as_object_mut().unwrap().remove("uid");
+    for mode in MODES {
+        let app = app();
+        let event = structured_event("no-uid", "update", &object);
+        let (status, _, body) = send(&app, request(mode, &event)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{mode:?}");
+        assert_eq!(error_code(&body), "invalid_object", "{mode:?}");
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            text.contains("data.metadata.uid: missing"),
+            "{mode:?}: {text}"
+        );
+        assert!(body.len() < 768);
+        assert_eq!(app.store.event_count(), 0);
+    }
+}
+
+#[tokio::test]
+async fn missing_required_attribute_is_400_in_every_mode() {
+    for mode in MODES {
+        let app = app();
+        let mut event = structured_event("x", "add", &revision());
+        event.as_object_mut().unwrap().remove("id");
+        let (status, _, body) = send(&app, request(mode, &event)).await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{mode:?}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let code = error_code(&body);
+        assert!(
+            code == "invalid_event" || code == "invalid_json",
+            "{mode:?}: {code}"
+        );
+        assert!(String::from_utf8_lossy(&body).contains("id"), "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_is_400() {
+    let app = app();
+    for content_type in [
+        "application/cloudevents+json",
+        "application/cloudevents-batch+json",
+    ] {
+        let request = Request::post("/")
+            .header("content-type", content_type)
+            .body(Body::from("{\"specversion\": \"1.0\", "))
+            .unwrap();
+        let (status, _, body) = send(&app, request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{content_type}");
+        assert_eq!(error_code(&body), "invalid_json", "{content_type}");
+    }
+    // Binary mode with a body that is not JSON.
+    let mut request = binary_request(&structured_event("bad-body", "add", &revision()));
+    *request.body_mut() = Body::from("not json");
+    let (status, _, body) = send(&app, request).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error_code(&body), "invalid_json");
+}
+
+#[tokio::test]
+async fn body_over_the_limit_is_413_in_every_mode() {
+    for mode in MODES {
+        let app = app_with(64, 8 * 1024, drift_sentinel::pipeline::system_clock());
+        let mut object = revision();
+        object["metadata"]["annotations"]["big"] = json!("x".repeat(16 * 1024));
+        let event = structured_event("big", "update", &object);
+        let (status, _, _) = send(&app, request(mode, &event)).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{mode:?}");
+        assert_eq!(app.store.event_count(), 0);
+    }
+}
+
+#[tokio::test]
+async fn streamed_body_over_the_limit_is_413_with_json_error() {
+    // Without a content-length the limit is hit while reading, inside the handler.
+    let app = app_with(64, 8 * 1024, drift_sentinel::pipeline::system_clock());
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        (0..4).map(|_| Ok(vec![b' '; 4096])).collect();
+    let stream = futures_util_stream(chunks);
+    let request = Request::post("/")
+        .header("content-type", "application/cloudevents+json")
+        .body(Body::from_stream(stream))
+        .unwrap();
+    let (status, _, body) = send(&app, request).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(error_code(&body), "body_too_large");
+}
+
+fn futures_util_stream(
+    chunks: Vec<Result<Vec<u8>, std::io::Error>>,
+) -> impl futures_core::Stream<Item = Result<Vec<u8>, std::io::Error>> + Send + 'static {
+    struct Chunks(std::collections::VecDeque<Result<Vec<u8>, std::io::Error>>);
+    impl futures_core::Stream for Chunks {
+        type Item = Result<Vec<u8>, std::io::Error>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            std::task::Poll::Ready(self.0.pop_front())
+        }
+    }
+    Chunks(chunks.into())
+}
+
+#[tokio::test]
+async fn store_failure_is_503_with_retry_after_and_nothing_is_half_applied() {
+    for mode in MODES {
+        let app = app();
+        app.store.set_failing(true);
+        let event = structured_event("fails-then-works", "add", &revision());
+        let (status, headers, body) = send(&app, request(mode, &event)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{mode:?}");
+        assert!(headers.get("retry-after").is_some(), "{mode:?}");
+        assert_eq!(error_code(&body), "store");
+        // The Broker retries the same event: it must take effect now, not be seen as a duplicate
+        // or as stale by an engine that kept the failed round in memory.
+        app.store.set_failing(false);
+        let (status, headers, body) = send(&app, request(mode, &event)).await;
+        assert_accepted(status, &headers, &body, &format!("{mode:?} retry"));
+        assert_eq!(app.store.objects().len(), 1, "{mode:?}");
+        assert_eq!(
+            metric(
+                &app.metrics,
+                "drift_sentinel_events_total{outcome=\"applied\"}"
+            ),
+            1.0
+        );
+    }
+}
+
+#[tokio::test]
+async fn full_queue_is_503_with_retry_after() {
+    let app = app_with(1, 4 * 1024 * 1024, drift_sentinel::pipeline::system_clock());
+    app.store.set_blocked(true);
+    let mut handles = Vec::new();
+    // The writer takes the first request and blocks in commit; the second fills the queue.
+    for index in 0..2 {
+        let router = app.router.clone();
+        let mut object = revision();
+        object["metadata"]["uid"] = json!(format!("uid-{index}"));
+        let event = structured_event(&format!("q{index}"), "add", &object);
+        handles.push(tokio::spawn(async move {
+            router
+                .oneshot(structured_request(&event))
+                .await
+                .unwrap()
+                .status()
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (status, headers, body) = send(
+        &app,
+        structured_request(&structured_event("q-over", "add", &revision())),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(headers.get("retry-after").unwrap(), "1");
+    assert_eq!(error_code(&body), "overloaded");
+    app.store.set_blocked(false);
+    for handle in handles {
+        assert_eq!(handle.await.unwrap(), StatusCode::ACCEPTED);
+    }
+}
+
+#[tokio::test]
+async fn draining_is_503_and_not_ready() {
+    let app = app();
+    app.draining
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, headers, _) = send(
+        &app,
+        structured_request(&structured_event("d", "add", &revision())),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(headers.get("retry-after").is_some());
+    let (status, _, _) = send(&app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (status, _, _) = send(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ready_when_store_writable_and_not_when_it_fails() {
+    let app = app();
+    let (status, _, _) = send(&app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    app.store.set_failing(true);
+    let _ = send(
+        &app,
+        structured_request(&structured_event("r", "add", &revision())),
+    )
+    .await;
+    let (status, _, body) = send(&app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body, b"store not writable");
+}
+
+#[tokio::test]
+async fn duplicate_delivery_takes_effect_once_in_every_mode() {
+    for mode in MODES {
+        let app = app();
+        let event = structured_event("dup-1", "add", &revision());
+        for _ in 0..3 {
+            let (status, headers, body) = send(&app, request(mode, &event)).await;
+            assert_accepted(status, &headers, &body, &format!("{mode:?}"));
+        }
+        assert_eq!(app.store.event_count(), 1);
+        assert_eq!(
+            metric(
+                &app.metrics,
+                "drift_sentinel_events_total{outcome=\"applied\"}"
+            ),
+            1.0
+        );
+        assert_eq!(
+            metric(
+                &app.metrics,
+                "drift_sentinel_events_total{outcome=\"duplicate\"}"
+            ),
+            2.0,
+            "{mode:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn duplicate_within_one_batch_takes_effect_once() {
+    let app = app();
+    let event = structured_event("dup-batch", "add", &revision());
+    let (status, headers, body) = send(&app, batch_request(&[event.clone(), event])).await;
+    assert_accepted(status, &headers, &body, "batch");
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_events_total{outcome=\"duplicate\"}"
+        ),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn out_of_order_update_does_not_roll_state_back() {
+    let app = app();
+    let mut newer = revision();
+    newer["metadata"]["resourceVersion"] = json!("7749790");
+    newer["status"]["actualReplicas"] = json!(3);
+    let mut older = revision();
+    older["metadata"]["resourceVersion"] = json!("7749780");
+    older["status"]["actualReplicas"] = json!(1);
+    for (id, object) in [("new", &newer), ("old", &older)] {
+        let (status, headers, body) = send(
+            &app,
+            binary_request(&structured_event(id, "update", object)),
+        )
+        .await;
+        assert_accepted(status, &headers, &body, id);
+    }
+    let objects = app.store.objects();
+    assert_eq!(objects[0].resource_version, "7749790");
+    assert_eq!(objects[0].status["actualReplicas"], json!(3));
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_events_total{outcome=\"stale\"}"
+        ),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn update_after_delete_is_stale() {
+    let app = app();
+    let mut deleted = revision();
+    deleted["metadata"]["resourceVersion"] = json!("7749800");
+    let mut late = revision();
+    late["metadata"]["resourceVersion"] = json!("7749799");
+    send(
+        &app,
+        binary_request(&structured_event("del", "delete", &deleted)),
+    )
+    .await;
+    send(
+        &app,
+        binary_request(&structured_event("late", "update", &late)),
+    )
+    .await;
+    let objects = app.store.objects();
+    assert!(objects[0].deleted, "the tombstone stays");
+    assert_eq!(objects[0].resource_version, "7749800");
+}
+
+#[tokio::test]
+async fn cluster_comes_from_the_extension() {
+    let app = app();
+    let mut event = structured_event("c1", "add", &revision());
+    event["cluster"] = json!("prod-eu");
+    send(&app, binary_request(&event)).await;
+    assert_eq!(app.store.objects()[0].cluster, "prod-eu");
+}
+
+#[tokio::test]
+async fn secret_values_never_reach_the_store() {
+    let app = app();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "dingtalk", "namespace": "drift-sentinel", "uid": "s1", "resourceVersion": "5"},
+        "data": {"token": "Q0FOQVJZLXNlY3JldC12YWx1ZQ=="}});
+    send(
+        &app,
+        structured_request(&structured_event("s1", "add", &secret)),
+    )
+    .await;
+    let stored = serde_json::to_string(&app.store.objects()).unwrap();
+    assert!(stored.contains("token"), "key names are kept");
+    assert!(
+        !stored.contains("Q0FOQVJZLXNlY3JldC12YWx1ZQ=="),
+        "values are not"
+    );
+}

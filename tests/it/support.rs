@@ -1,0 +1,201 @@
+//! Shared test helpers: fixtures from `tests/fixtures/knative` (copied from public Knative
+//! sources), events shaped exactly as ApiServerSource sends them, and a router on a memory store.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::Request;
+use drift_sentinel::classify::Rules;
+use drift_sentinel::decode::ClusterNames;
+use drift_sentinel::ingest::{self, AppState};
+use drift_sentinel::metrics::Metrics;
+use drift_sentinel::pipeline::{self, Clock, Pipeline};
+use drift_sentinel::store::memory::MemoryStore;
+use serde_json::{json, Value};
+
+/// Path of a fixture file.
+pub fn fixture_path(relative: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/knative")
+        .join(relative)
+}
+
+/// A YAML fixture as JSON.
+pub fn fixture_yaml(relative: &str) -> Value {
+    let text = std::fs::read_to_string(fixture_path(relative)).expect("fixture exists");
+    serde_saphyr::from_str(&text).expect("fixture is YAML")
+}
+
+/// The current-shape Revision from the rguske fixture (scaled to zero, ready).
+pub fn revision() -> Value {
+    fixture_yaml(
+        "serving/rguske-github-io__knative-serving-unwrapped__revision-knative-webapp-00001.yaml",
+    )
+}
+
+/// A structured-mode ApiServerSource CloudEvent for `object`.
+pub fn structured_event(id: &str, verb: &str, object: &Value) -> Value {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    json!({
+        "specversion": "1.0",
+        "id": id,
+        "source": "https://10.96.0.1:443",
+        "type": format!("dev.knative.apiserver.resource.{verb}"),
+        "subject": format!("/apis/{api_version}/namespaces/{namespace}/{}s/{name}", kind.to_lowercase()),
+        "time": "2023-10-09T21:36:22Z",
+        "datacontenttype": "application/json",
+        "apiversion": api_version,
+        "kind": kind,
+        "name": name,
+        "namespace": namespace,
+        "knativearrivaltime": "2023-10-09T21:36:22.1Z",
+        "data": object,
+    })
+}
+
+/// The same event as a binary-mode request, as Knative's Broker sends it.
+pub fn binary_request(event: &Value) -> Request<Body> {
+    let mut builder = Request::post("/").header("content-type", "application/json");
+    for (key, value) in event.as_object().expect("event object") {
+        if key == "data" || key == "datacontenttype" {
+            continue;
+        }
+        let text = value
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| value.to_string());
+        builder = builder.header(format!("ce-{key}"), text);
+    }
+    builder = builder
+        .header("prefer", "reply")
+        .header("kn-namespace", "drift-sentinel");
+    builder
+        .body(Body::from(
+            serde_json::to_vec(&event["data"]).expect("json"),
+        ))
+        .expect("request")
+}
+
+/// The event as a structured-mode request.
+pub fn structured_request(event: &Value) -> Request<Body> {
+    Request::post("/")
+        .header("content-type", "application/cloudevents+json")
+        .body(Body::from(serde_json::to_vec(event).expect("json")))
+        .expect("request")
+}
+
+/// Events as a batch-mode request.
+pub fn batch_request(events: &[Value]) -> Request<Body> {
+    Request::post("/")
+        .header("content-type", "application/cloudevents-batch+json")
+        .body(Body::from(serde_json::to_vec(events).expect("json")))
+        .expect("request")
+}
+
+/// The three content modes.
+#[derive(Debug, Clone, Copy)]
+pub enum ContentMode {
+    Binary,
+    Structured,
+    Batch,
+}
+
+pub const MODES: [ContentMode; 3] = [
+    ContentMode::Binary,
+    ContentMode::Structured,
+    ContentMode::Batch,
+];
+
+/// One event as a request in the given mode.
+pub fn request(mode: ContentMode, event: &Value) -> Request<Body> {
+    match mode {
+        ContentMode::Binary => binary_request(event),
+        ContentMode::Structured => structured_request(event),
+        ContentMode::Batch => batch_request(std::slice::from_ref(event)),
+    }
+}
+
+/// A router over a memory store, with its parts for inspection.
+pub struct TestApp {
+    pub router: axum::Router,
+    pub store: MemoryStore,
+    pub metrics: Arc<Metrics>,
+    pub draining: Arc<AtomicBool>,
+    pub pipeline: Pipeline,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.store.set_blocked(false);
+        self.pipeline.shutdown();
+    }
+}
+
+/// Builds a test app.
+pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestApp {
+    let store = MemoryStore::new();
+    let metrics = Arc::new(Metrics::new());
+    let pipeline = Pipeline::start(
+        Box::new(store.clone()),
+        Arc::new(Rules::default()),
+        pipeline::Settings {
+            queue_capacity,
+            dedup_retention: std::time::Duration::from_secs(3600),
+            heartbeat_interval: std::time::Duration::from_secs(5),
+        },
+        clock,
+        Arc::clone(&metrics),
+    )
+    .expect("pipeline starts");
+    let draining = Arc::new(AtomicBool::new(false));
+    let state = AppState {
+        pipeline: pipeline.clone(),
+        clusters: Arc::new(ClusterNames {
+            default: "test".into(),
+            by_source: Default::default(),
+        }),
+        metrics: Arc::clone(&metrics),
+        draining: Arc::clone(&draining),
+        body_limit,
+    };
+    TestApp {
+        router: ingest::router(state, std::time::Duration::from_secs(10)),
+        store,
+        metrics,
+        draining,
+        pipeline,
+    }
+}
+
+/// A test app with defaults.
+pub fn app() -> TestApp {
+    app_with(64, 4 * 1024 * 1024, pipeline::system_clock())
+}
+
+/// Reads a response body.
+pub async fn body_bytes(response: axum::response::Response) -> Vec<u8> {
+    use http_body_util::BodyExt;
+    response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes()
+        .to_vec()
+}
+
+/// A counter value from the metrics text, or 0.
+pub fn metric(metrics: &Metrics, line_prefix: &str) -> f64 {
+    metrics
+        .render()
+        .lines()
+        .find(|line| line.starts_with(line_prefix))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0.0)
+}
