@@ -12,7 +12,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::classify::Rules;
 use crate::config::Config;
 use crate::decode::ClusterNames;
 use crate::ingest::{self, AppState};
@@ -47,7 +46,7 @@ pub async fn start(
     let metrics = Arc::new(Metrics::new());
     let store = SqliteStore::open(&config.store.path)
         .with_context(|| format!("opening store {}", config.store.path.display()))?;
-    let rules = Arc::new(Rules::compile(&config.rules));
+    let rules = Arc::new(crate::reload::load_rules(&config).context("loading baseline manifests")?);
     let pipeline = Pipeline::start(
         Box::new(store),
         rules,

@@ -5,12 +5,15 @@
 //! with [`store`] beside it and [`pipeline`] as the single writer that ties them together.
 
 pub mod app;
+pub mod baseline;
 pub mod classify;
 pub mod config;
 pub mod decode;
+pub mod enrich;
 pub mod ingest;
 pub mod metrics;
 pub mod pipeline;
 pub mod reload;
+pub mod replay;
 pub mod store;
 pub mod telemetry;

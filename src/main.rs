@@ -23,11 +23,30 @@ struct Cli {
 enum Command {
     /// Run the CloudEvents sink (the default).
     Serve,
+    /// Run recorded CloudEvents through the drift engine and print every drift transition.
+    Replay {
+        /// Files or directories of structured CloudEvents (JSON lines, a JSON array, or one event).
+        #[arg(required = true)]
+        events: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ReplayFormat,
+        /// After the last event, advance the clock by this much so pending drifts show whether
+        /// they fire.
+        #[arg(long, default_value = "1h")]
+        settle: String,
+    },
     /// Work with config files.
     Config {
         #[command(subcommand)]
         action: ConfigCommand,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReplayFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -43,6 +62,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
+        Command::Replay { events, format, settle } => replay(cli.config, &events, format, &settle),
         Command::Config {
             action: ConfigCommand::Validate { file },
         } => match drift_sentinel::config::load_file(&file) {
@@ -58,16 +78,80 @@ fn main() -> ExitCode {
     }
 }
 
+fn load_config(path: Option<&PathBuf>) -> Result<drift_sentinel::config::Config, String> {
+    match path {
+        Some(path) => drift_sentinel::config::load_file(path).map_err(|error| format!("{}: {error}", path.display())),
+        None => drift_sentinel::config::load_str("", &|name| std::env::var(name).ok()).map_err(|error| error.to_string()),
+    }
+}
+
+fn replay(config_path: Option<PathBuf>, inputs: &[PathBuf], format: ReplayFormat, settle: &str) -> ExitCode {
+    let fail = |message: String| {
+        eprintln!("drift-sentinel replay: {message}");
+        ExitCode::from(2)
+    };
+    let config = match load_config(config_path.as_ref()) {
+        Ok(config) => config,
+        Err(message) => return fail(message),
+    };
+    let settle = match drift_sentinel::config::parse_duration(settle) {
+        Ok(duration) => i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
+        Err(message) => return fail(format!("--settle: {message}")),
+    };
+    let rules = match drift_sentinel::reload::load_rules(&config) {
+        Ok(rules) => std::sync::Arc::new(rules),
+        Err(error) => return fail(error.to_string()),
+    };
+    let mut files = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            let entries = match std::fs::read_dir(input) {
+                Ok(entries) => entries,
+                Err(error) => return fail(format!("{}: {error}", input.display())),
+            };
+            let mut inside: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|ext| ext == "json" || ext == "jsonl"))
+                .collect();
+            inside.sort();
+            files.extend(inside);
+        } else {
+            files.push(input.clone());
+        }
+    }
+    let mut events = Vec::new();
+    for file in &files {
+        let text = match std::fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(error) => return fail(format!("{}: {error}", file.display())),
+        };
+        match drift_sentinel::replay::parse_file(&file.display().to_string(), &text) {
+            Ok(parsed) => events.extend(parsed),
+            Err(error) => return fail(error.to_string()),
+        }
+    }
+    let clusters = drift_sentinel::app::cluster_names(&config);
+    match drift_sentinel::replay::replay(&events, rules, &clusters, settle) {
+        Ok(transitions) => {
+            for transition in &transitions {
+                match format {
+                    ReplayFormat::Json => println!("{}", drift_sentinel::replay::transition_json(transition)),
+                    ReplayFormat::Text => println!("{}", drift_sentinel::replay::transition_text(transition)),
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => fail(error.to_string()),
+    }
+}
+
 fn serve(config_path: Option<PathBuf>) -> ExitCode {
     drift_sentinel::telemetry::init();
     // Both ring and nothing else: pick the provider before any TLS client is built, or rustls
     // panics when it cannot choose.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = match &config_path {
-        Some(path) => drift_sentinel::config::load_file(path),
-        None => drift_sentinel::config::load_str("", &|name| std::env::var(name).ok()),
-    };
-    let config = match config {
+    let config = match load_config(config_path.as_ref()) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("drift-sentinel: invalid config: {error}");

@@ -23,6 +23,15 @@ use crate::pipeline::Pipeline;
 /// How often the file is re-checked without a notification.
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
 
+/// Compiles the rules of a config, loading the baseline manifests it names (file I/O).
+pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::baseline::Error> {
+    let rules = Rules::compile(&config.rules);
+    match &config.rules.baseline_dir {
+        Some(dir) => Ok(rules.with_baseline(crate::baseline::load_dir(dir)?)),
+        None => Ok(rules),
+    }
+}
+
 /// Starts the reload thread; it stops when `shutdown` is cancelled.
 pub fn spawn(
     path: PathBuf,
@@ -81,18 +90,21 @@ fn watch(path: PathBuf, pipeline: Pipeline, metrics: Arc<Metrics>, shutdown: Can
             continue;
         }
         last = current;
-        match crate::config::load_file(&path) {
-            Ok(config) => {
-                pipeline.set_rules(Arc::new(Rules::compile(&config.rules)));
+        let loaded = crate::config::load_file(&path)
+            .map_err(|error| (error.kind(), error.to_string()))
+            .and_then(|config| load_rules(&config).map_err(|error| (error.kind(), error.to_string())));
+        match loaded {
+            Ok(rules) => {
+                pipeline.set_rules(Arc::new(rules));
                 metrics.config_reloads.inc();
                 tracing::info!(message = "Config reloaded; new rules in force.", path = %path.display());
             }
-            Err(error) => {
+            Err((kind, error)) => {
                 metrics.config_reload_errors.inc();
                 tracing::error!(
                     message = "Config reload rejected; the previous rules stay in force.",
                     %error,
-                    kind = error.kind(),
+                    kind,
                     path = %path.display(),
                 );
             }

@@ -3,12 +3,14 @@
 //! swaps a new `Arc<Rules>` into the engine.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::classes;
 use super::state::{Millis, ObjectState};
+use crate::baseline::Baseline;
 use crate::config::{RulesConfig, SilenceConfig};
 
 /// Alert severity, lowest first.
@@ -75,6 +77,7 @@ pub struct Rules {
     ignore_paths: BTreeMap<String, Vec<String>>,
     watched_config_maps: Vec<String>,
     silences: Vec<SilenceConfig>,
+    baseline: Arc<Baseline>,
 }
 
 impl Default for Rules {
@@ -129,7 +132,19 @@ impl Rules {
             ignore_paths: config.ignore_paths.clone(),
             watched_config_maps: config.watched_config_maps.clone(),
             silences: config.silences.clone(),
+            baseline: Arc::new(Baseline::default()),
         }
+    }
+
+    /// The same rules with desired manifests for `baseline_drift`.
+    pub fn with_baseline(mut self, baseline: Baseline) -> Rules {
+        self.baseline = Arc::new(baseline);
+        self
+    }
+
+    /// Desired manifests (empty unless `baselineDir` is set).
+    pub fn baseline(&self) -> &Baseline {
+        &self.baseline
     }
 
     /// Settings of a class (disabled settings for an unknown id).

@@ -106,8 +106,75 @@ pub trait DriftClass: Sync {
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment>;
 }
 
+mod baseline_drift;
+mod config_drift;
+mod generation_lag;
+mod image_drift;
+mod manual_edit;
+mod not_ready;
+mod orphan;
+mod replica_drift;
+mod revision_not_ready;
+mod revision_pileup;
+mod traffic_drift;
+mod unexpected_delete;
+
 /// Every class, in evaluation order.
-pub static REGISTRY: &[&dyn DriftClass] = &[];
+pub static REGISTRY: &[&dyn DriftClass] = &[
+    &generation_lag::GenerationLag,
+    &not_ready::NotReady,
+    &revision_not_ready::RevisionNotReady,
+    &traffic_drift::TrafficDrift,
+    &image_drift::ImageDrift,
+    &manual_edit::ManualEdit,
+    &config_drift::ConfigDrift,
+    &revision_pileup::RevisionPileup,
+    &replica_drift::ReplicaDrift,
+    &unexpected_delete::UnexpectedDelete,
+    &orphan::Orphan,
+    &baseline_drift::BaselineDrift,
+];
+
+/// The Knative Serving API group.
+pub const SERVING: &str = "serving.knative.dev";
+
+/// True for a Knative-managed child: its controller owner is a Knative kind.
+pub fn is_knative_child(object: &ObjectState) -> bool {
+    object.controller_owner().is_some_and(|owner| {
+        let group = crate::decode::object::api_group(&owner.api_version);
+        group == SERVING || group.ends_with(".internal.knative.dev")
+    }) || object.label("serving.knative.dev/revision").is_some() && !object.is_kind(SERVING, "Revision")
+}
+
+/// True for a Knative-managed Deployment or Pod (label `serving.knative.dev/revision`).
+pub fn is_revision_workload(object: &ObjectState) -> bool {
+    object.label("serving.knative.dev/revision").is_some()
+        && (object.is_kind("apps", "Deployment") || object.is_kind("", "Pod"))
+}
+
+/// The Revision a Deployment or Pod belongs to, by uid label, else by name.
+pub fn revision_of<'a>(graph: &'a Graph, object: &ObjectState) -> Option<&'a ObjectState> {
+    if let Some(uid) = object.label("serving.knative.dev/revisionUID") {
+        if let Some(revision) = graph.by_uid(&object.cluster, uid) {
+            return Some(revision);
+        }
+    }
+    let name = object.label("serving.knative.dev/revision")?;
+    graph.by_name(&object.cluster, SERVING, "Revision", &object.namespace, name)
+}
+
+/// Builds evidence with a summary.
+pub fn evidence(summary: impl Into<String>) -> Evidence {
+    Evidence {
+        summary: summary.into(),
+        ..Evidence::default()
+    }
+}
+
+/// Seconds as a `Duration`.
+pub const fn secs(seconds: u64) -> Duration {
+    Duration::from_secs(seconds)
+}
 
 /// Classes whose drift stays open after its object is deleted (they are about the deletion).
 pub fn survives_delete(class: &str) -> bool {

@@ -1,0 +1,54 @@
+//! `generation_lag`: `metadata.generation > status.observedGeneration` past grace, for Knative
+//! Serving kinds and Deployments. A lag is normal for a moment after every spec change (the
+//! controller has not reconciled yet); it is drift only when it lasts.
+
+use super::*;
+use crate::enrich::hint::describe;
+
+/// The class.
+pub struct GenerationLag;
+
+impl DriftClass for GenerationLag {
+    fn id(&self) -> &'static str {
+        "generation_lag"
+    }
+
+    fn defaults(&self) -> ClassDefaults {
+        ClassDefaults {
+            enabled: true,
+            severity: Severity::Warning,
+            grace: secs(300),
+            grace_follows_default: true,
+        }
+    }
+
+    fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
+        let object = context.after;
+        let watched = (object.is_knative_serving()
+            && matches!(object.kind.as_str(), "Service" | "Configuration" | "Route" | "Revision"))
+            || object.is_kind("apps", "Deployment");
+        if !watched || object.is_going_away() {
+            return Vec::new();
+        }
+        let Some(generation) = object.generation else {
+            return Vec::new();
+        };
+        let observed = object.observed_generation().unwrap_or(0);
+        if generation <= observed {
+            return vec![Assessment::clear(object, "observedGeneration caught up")];
+        }
+        let controller = if object.is_knative_serving() {
+            "the Knative Serving controller (kubectl -n knative-serving logs deploy/controller)"
+        } else {
+            "kube-controller-manager"
+        };
+        let mut found = evidence(format!(
+            "{} has generation {generation} but status.observedGeneration is {observed}: {controller} has not reconciled the latest spec",
+            object.reference()
+        ));
+        found.facts.insert("generation".into(), generation.to_string());
+        found.facts.insert("observedGeneration".into(), observed.to_string());
+        found.hint = Some(describe(&object.api_version, &object.kind, &object.namespace, &object.name));
+        vec![Assessment::holds(object, found)]
+    }
+}

@@ -1,0 +1,155 @@
+//! `manual_edit`: a change to an object's spec (or a ConfigMap's or Secret's data) whose changed
+//! fields are owned, per `metadata.managedFields`, by a field manager not in `trustedManagers`:
+//! `kubectl-edit`, `kubectl-patch`, `kn`, ... are people. More severe on a Knative-managed child
+//! (a Deployment, a Route or Configuration under a Service, ...), whose edits the controller
+//! fights.
+//!
+//! The drift holds while edited fields keep a value a person set: it resolves when every edited
+//! field is back to its value before the edit (the controller or someone reverted it) or when a
+//! trusted manager writes it again (Argo CD or Flux re-applied, adopting or undoing it). Objects
+//! without `managedFields` cannot be attributed and are never reported (no guessing). Watched
+//! ConfigMaps are `config_drift`'s.
+
+use serde_json::Value;
+
+use super::*;
+use crate::classify::{Actor, FieldChange};
+use crate::enrich::hint::revert_patch;
+use crate::enrich::{attribute, spec_diff};
+
+/// The class.
+pub struct ManualEdit;
+
+/// Outcome of tracking edits on one object.
+pub(super) struct Tracked {
+    /// Edited fields still holding a person's value (with the value before the edit).
+    pub changes: Vec<FieldChange>,
+    /// Who made the newest of those edits.
+    pub actor: Option<Actor>,
+    /// Why tracking ended, when `changes` is empty.
+    pub reason: String,
+}
+
+/// The current value at a diff path (`/spec/...` or `/data/<key>`).
+pub(super) fn current_value(object: &ObjectState, path: &str) -> Option<Value> {
+    if let Some(rest) = path.strip_prefix("/spec") {
+        return crate::enrich::diff::value_at(&object.spec, rest).filter(|value| !value.is_null()).cloned();
+    }
+    if let Some(key) = path.strip_prefix("/data/") {
+        let key = key.replace("~1", "/").replace("~0", "~");
+        return object.data.as_ref()?.get(&key).map(|value| Value::String(value.clone()));
+    }
+    None
+}
+
+/// Folds this event's changes into the edits an open drift already tracks.
+pub(super) fn track(context: &Context<'_>, class: &str, changes: &[FieldChange], unknown_is_untrusted: bool) -> Tracked {
+    let subject = context.after;
+    let open = context.open_drift(&subject.key(), class);
+    let mut tracked: Vec<FieldChange> = open.map(|drift| drift.evidence.changes.clone()).unwrap_or_default();
+    let mut actor = open.and_then(|drift| drift.evidence.actor.clone());
+    let mut reason = String::from("edits reverted");
+    for change in changes {
+        let who = attribute(&change.path, context.object, context.before, context.rules);
+        let trusted = match &who {
+            Some(actor) => actor.trusted,
+            None => !unknown_is_untrusted,
+        };
+        if let Some(position) = tracked.iter().position(|existing| existing.path == change.path) {
+            if trusted {
+                tracked.remove(position);
+                if let Some(who) = &who {
+                    reason = format!("field written again by trusted manager {}", who.manager);
+                }
+            } else {
+                tracked[position].after = change.after.clone();
+                actor = who.or(actor);
+            }
+        } else if !trusted {
+            tracked.push(change.clone());
+            actor = who.or(actor);
+        }
+    }
+    tracked.retain(|change| current_value(subject, &change.path) != change.before);
+    tracked.truncate(crate::enrich::diff::MAX_CHANGES);
+    Tracked {
+        changes: tracked,
+        actor,
+        reason,
+    }
+}
+
+/// The sentence naming who edited.
+pub(super) fn by_whom(actor: &Option<Actor>) -> String {
+    match actor {
+        Some(actor) => {
+            let mut text = format!("by {} ({})", actor.manager, actor.operation);
+            if let Some(user) = &actor.user {
+                text.push_str(&format!(", user {user}"));
+            }
+            if let Some(time) = &actor.time {
+                text.push_str(&format!(" at {time}"));
+            }
+            text
+        }
+        None => "by an unknown writer".to_string(),
+    }
+}
+
+impl DriftClass for ManualEdit {
+    fn id(&self) -> &'static str {
+        "manual_edit"
+    }
+
+    fn defaults(&self) -> ClassDefaults {
+        ClassDefaults {
+            enabled: true,
+            severity: Severity::Warning,
+            grace: secs(0),
+            grace_follows_default: false,
+        }
+    }
+
+    fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
+        let object = context.after;
+        let Some(before) = context.before else {
+            return Vec::new();
+        };
+        if object.deleted || context.object.managed_fields.is_empty() {
+            return Vec::new();
+        }
+        if object.is_kind("", "ConfigMap") && context.rules.is_watched_config_map(&object.namespace, &object.name) {
+            return Vec::new();
+        }
+        let changes = spec_diff(before, object, context.rules);
+        if changes.is_empty() && context.open_drift(&object.key(), self.id()).is_none() {
+            return Vec::new();
+        }
+        let tracked = track(context, self.id(), &changes, false);
+        if tracked.changes.is_empty() {
+            return vec![Assessment::clear(object, tracked.reason)];
+        }
+        let child = is_knative_child(object);
+        let paths: Vec<&str> = tracked.changes.iter().map(|change| change.path.as_str()).collect();
+        let mut found = evidence(format!(
+            "{} was edited {}{}: {}",
+            object.reference(),
+            by_whom(&tracked.actor),
+            if child { "; it is managed by Knative, which will fight the edit" } else { "" },
+            paths.join(", ")
+        ));
+        found.hint = if object.is_kind("", "Secret") {
+            // Secret values are hashes here; a patch made of hashes would break the Secret.
+            Some("Restore the Secret from its source of truth (values are never shown here)".to_string())
+        } else {
+            revert_patch(&object.api_version, &object.kind, &object.namespace, &object.name, &tracked.changes)
+                .map(|command| format!("{command}  # restores the previous values; or re-apply the manifest from Git"))
+        };
+        found.changes = tracked.changes;
+        found.actor = tracked.actor;
+        if child {
+            found.severity = Some(Severity::Critical);
+        }
+        vec![Assessment::holds(object, found)]
+    }
+}
