@@ -113,10 +113,11 @@ impl Baseline {
 
     /// Adds the documents of one YAML file (`List` kinds are flattened).
     pub fn add_yaml(&mut self, path: &str, text: &str) -> Result<(), Error> {
-        let documents: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|error| Error::Syntax {
-            path: path.to_string(),
-            message: error.to_string(),
-        })?;
+        let documents: Vec<Value> =
+            serde_saphyr::from_multiple(text).map_err(|error| Error::Syntax {
+                path: path.to_string(),
+                message: error.to_string(),
+            })?;
         for (index, document) in documents.into_iter().enumerate() {
             self.add_document(path, index, document)?;
         }
@@ -132,7 +133,11 @@ impl Baseline {
             index,
             message,
         };
-        let kind = document.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = document
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if kind == "List" || kind.ends_with("List") {
             if let Some(Value::Array(items)) = document.get("items") {
                 for item in items.clone() {
@@ -141,7 +146,8 @@ impl Baseline {
                 return Ok(());
             }
         }
-        let key = manifest_key(&document).ok_or_else(|| invalid("needs apiVersion, kind and metadata.name".to_string()))?;
+        let key = manifest_key(&document)
+            .ok_or_else(|| invalid("needs apiVersion, kind and metadata.name".to_string()))?;
         self.objects.insert(key, document);
         Ok(())
     }
@@ -152,7 +158,10 @@ pub fn manifest_key(object: &Value) -> Option<ManifestKey> {
     let api_version = object.get("apiVersion")?.as_str()?;
     let kind = object.get("kind")?.as_str()?;
     let name = object.pointer("/metadata/name")?.as_str()?;
-    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     Some(ManifestKey {
         group: crate::decode::object::api_group(api_version).to_string(),
         kind: kind.to_string(),
@@ -214,17 +223,34 @@ pub fn compare(desired: &Value, live: &Value, ignored: &dyn Fn(&str) -> bool) ->
     for field in ["labels", "annotations"] {
         if let Some(Value::Object(wanted)) = desired.pointer(&format!("/metadata/{field}")) {
             for (key, value) in wanted {
-                let live_value = live.pointer(&format!("/metadata/{field}")).and_then(|map| map.get(key));
-                subset(&push_pointer(&format!("/metadata/{field}"), key), value, live_value, &mut changes);
+                let live_value = live
+                    .pointer(&format!("/metadata/{field}"))
+                    .and_then(|map| map.get(key));
+                subset(
+                    &push_pointer(&format!("/metadata/{field}"), key),
+                    value,
+                    live_value,
+                    &mut changes,
+                );
             }
         }
     }
     let is_config_map = desired.get("kind").and_then(Value::as_str) == Some("ConfigMap");
     if is_config_map {
         let empty = serde_json::Map::new();
-        let wanted = desired.get("data").and_then(Value::as_object).unwrap_or(&empty);
-        let actual = live.get("data").and_then(Value::as_object).unwrap_or(&empty);
-        let mut keys: Vec<&String> = wanted.keys().chain(actual.keys()).filter(|key| *key != "_example").collect();
+        let wanted = desired
+            .get("data")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let actual = live
+            .get("data")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let mut keys: Vec<&String> = wanted
+            .keys()
+            .chain(actual.keys())
+            .filter(|key| *key != "_example")
+            .collect();
         keys.sort();
         keys.dedup();
         for key in keys {
@@ -253,7 +279,12 @@ fn subset(path: &str, desired: &Value, live: Option<&Value>, out: &mut Vec<Field
         (Value::Object(wanted), None | Some(Value::Null)) if wanted.is_empty() => {}
         (Value::Array(wanted), Some(Value::Array(actual))) if wanted.len() == actual.len() => {
             for (index, (want, have)) in wanted.iter().zip(actual).enumerate() {
-                subset(&push_pointer(path, &index.to_string()), want, Some(have), out);
+                subset(
+                    &push_pointer(path, &index.to_string()),
+                    want,
+                    Some(have),
+                    out,
+                );
             }
         }
         (Value::Null, None | Some(Value::Null)) => {}
@@ -313,7 +344,12 @@ mod tests {
             )
             .unwrap();
         assert_eq!(baseline.len(), 2);
-        let error = Baseline::default().add_yaml("bad.yaml", "kind: Service\n").unwrap_err();
-        assert_eq!(error.to_string(), "bad.yaml document 0: needs apiVersion, kind and metadata.name");
+        let error = Baseline::default()
+            .add_yaml("bad.yaml", "kind: Service\n")
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "bad.yaml document 0: needs apiVersion, kind and metadata.name"
+        );
     }
 }

@@ -62,7 +62,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(cli.config),
-        Command::Replay { events, format, settle } => replay(cli.config, &events, format, &settle),
+        Command::Replay {
+            events,
+            format,
+            settle,
+        } => replay(cli.config, &events, format, &settle),
         Command::Config {
             action: ConfigCommand::Validate { file },
         } => match drift_sentinel::config::load_file(&file) {
@@ -80,12 +84,19 @@ fn main() -> ExitCode {
 
 fn load_config(path: Option<&PathBuf>) -> Result<drift_sentinel::config::Config, String> {
     match path {
-        Some(path) => drift_sentinel::config::load_file(path).map_err(|error| format!("{}: {error}", path.display())),
-        None => drift_sentinel::config::load_str("", &|name| std::env::var(name).ok()).map_err(|error| error.to_string()),
+        Some(path) => drift_sentinel::config::load_file(path)
+            .map_err(|error| format!("{}: {error}", path.display())),
+        None => drift_sentinel::config::load_str("", &|name| std::env::var(name).ok())
+            .map_err(|error| error.to_string()),
     }
 }
 
-fn replay(config_path: Option<PathBuf>, inputs: &[PathBuf], format: ReplayFormat, settle: &str) -> ExitCode {
+fn replay(
+    config_path: Option<PathBuf>,
+    inputs: &[PathBuf],
+    format: ReplayFormat,
+    settle: &str,
+) -> ExitCode {
     let fail = |message: String| {
         eprintln!("drift-sentinel replay: {message}");
         ExitCode::from(2)
@@ -112,7 +123,10 @@ fn replay(config_path: Option<PathBuf>, inputs: &[PathBuf], format: ReplayFormat
             let mut inside: Vec<PathBuf> = entries
                 .filter_map(Result::ok)
                 .map(|entry| entry.path())
-                .filter(|path| path.extension().is_some_and(|ext| ext == "json" || ext == "jsonl"))
+                .filter(|path| {
+                    path.extension()
+                        .is_some_and(|ext| ext == "json" || ext == "jsonl")
+                })
                 .collect();
             inside.sort();
             files.extend(inside);
@@ -136,8 +150,12 @@ fn replay(config_path: Option<PathBuf>, inputs: &[PathBuf], format: ReplayFormat
         Ok(transitions) => {
             for transition in &transitions {
                 match format {
-                    ReplayFormat::Json => println!("{}", drift_sentinel::replay::transition_json(transition)),
-                    ReplayFormat::Text => println!("{}", drift_sentinel::replay::transition_text(transition)),
+                    ReplayFormat::Json => {
+                        println!("{}", drift_sentinel::replay::transition_json(transition))
+                    }
+                    ReplayFormat::Text => {
+                        println!("{}", drift_sentinel::replay::transition_text(transition))
+                    }
                 }
             }
             ExitCode::SUCCESS

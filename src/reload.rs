@@ -92,7 +92,9 @@ fn watch(path: PathBuf, pipeline: Pipeline, metrics: Arc<Metrics>, shutdown: Can
         last = current;
         let loaded = crate::config::load_file(&path)
             .map_err(|error| (error.kind(), error.to_string()))
-            .and_then(|config| load_rules(&config).map_err(|error| (error.kind(), error.to_string())));
+            .and_then(|config| {
+                load_rules(&config).map_err(|error| (error.kind(), error.to_string()))
+            });
         match loaded {
             Ok(rules) => {
                 pipeline.set_rules(Arc::new(rules));

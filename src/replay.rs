@@ -46,40 +46,58 @@ pub struct Recorded {
     pub event: Value,
 }
 
-/// Splits a file's text into events: a JSON array, one JSON object, or JSON lines.
+/// Splits a file's text into events: JSON lines (`file:line`), a JSON array (`file[index]`), or
+/// one pretty-printed event (`file`).
 pub fn parse_file(name: &str, text: &str) -> Result<Vec<Recorded>, Error> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .collect();
+    let as_lines: Option<Vec<Recorded>> = lines
+        .iter()
+        .map(|(number, line)| {
+            serde_json::from_str::<Value>(line)
+                .ok()
+                .filter(Value::is_object)
+                .map(|event| Recorded {
+                    origin: format!("{name}:{}", number + 1),
+                    event,
+                })
+        })
+        .collect();
+    if let Some(events) = as_lines {
+        return Ok(events);
+    }
     let trimmed = text.trim_start();
-    if trimmed.starts_with('[') || (trimmed.starts_with('{') && serde_json::from_str::<Value>(text).is_ok()) {
-        let value: Value = serde_json::from_str(text).map_err(|error| Error::Json {
-            origin: name.to_string(),
-            message: error.to_string(),
-        })?;
-        let items = match value {
-            Value::Array(items) => items,
-            other => vec![other],
-        };
-        return Ok(items
-            .into_iter()
-            .enumerate()
-            .map(|(index, event)| Recorded {
-                origin: format!("{name}[{index}]"),
-                event,
-            })
-            .collect());
-    }
-    let mut events = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
+    if trimmed.starts_with('[') || trimmed.starts_with('{') {
+        if let Ok(value) = serde_json::from_str::<Value>(text) {
+            return Ok(match value {
+                Value::Array(items) => items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, event)| Recorded {
+                        origin: format!("{name}[{index}]"),
+                        event,
+                    })
+                    .collect(),
+                event => vec![Recorded {
+                    origin: name.to_string(),
+                    event,
+                }],
+            });
         }
-        let origin = format!("{name}:{}", number + 1);
-        let event = serde_json::from_str(line).map_err(|error| Error::Json {
-            origin: origin.clone(),
-            message: error.to_string(),
-        })?;
-        events.push(Recorded { origin, event });
     }
-    Ok(events)
+    // Neither form: report the first line that is not a JSON object.
+    for (number, line) in lines {
+        if let Err(error) = serde_json::from_str::<serde_json::Map<String, Value>>(line) {
+            return Err(Error::Json {
+                origin: format!("{name}:{}", number + 1),
+                message: error.to_string(),
+            });
+        }
+    }
+    Ok(Vec::new())
 }
 
 /// Replays events; returns every transition in order.
@@ -103,10 +121,11 @@ pub fn replay(
             origin: recorded.origin.clone(),
             message: error.to_string(),
         })?;
-        let decoded = decode::decode_request(&headers, &body, clusters).map_err(|source| Error::Decode {
-            origin: recorded.origin.clone(),
-            source,
-        })?;
+        let decoded =
+            decode::decode_request(&headers, &body, clusters).map_err(|source| Error::Decode {
+                origin: recorded.origin.clone(),
+                source,
+            })?;
         if let Some(time) = recorded
             .event
             .get("time")

@@ -34,7 +34,10 @@ fn owns_segments(node: &Value, value: Option<&Value>, segments: &[String]) -> bo
     };
     let child_value = match value {
         Some(Value::Object(object)) => object.get(segment),
-        Some(Value::Array(items)) => segment.parse::<usize>().ok().and_then(|index| items.get(index)),
+        Some(Value::Array(items)) => segment
+            .parse::<usize>()
+            .ok()
+            .and_then(|index| items.get(index)),
         _ => None,
     };
     if let Some(child) = map.get(&format!("f:{segment}")) {
@@ -65,7 +68,8 @@ fn keyed_item_matches(json_key: &str, item: &Value) -> bool {
     let Ok(Value::Object(keys)) = serde_json::from_str::<Value>(json_key) else {
         return false;
     };
-    keys.iter().all(|(key, expected)| item.get(key) == Some(expected))
+    keys.iter()
+        .all(|(key, expected)| item.get(key) == Some(expected))
 }
 
 /// The object as JSON for trie matching: `spec` and `data` at their usual places.
@@ -75,7 +79,11 @@ fn object_json(object: &KubeObject) -> Value {
     if let Some(data) = &object.data {
         root.insert(
             "data".into(),
-            Value::Object(data.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect()),
+            Value::Object(
+                data.iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect(),
+            ),
         );
     }
     root.insert(
@@ -107,7 +115,8 @@ pub fn attribute(
     rules: &Rules,
 ) -> Option<Actor> {
     let json = object_json(object);
-    let main_resource = |entry: &&ManagedFieldsEntry| entry.subresource.is_empty() || entry.subresource == "scale";
+    let main_resource =
+        |entry: &&ManagedFieldsEntry| entry.subresource.is_empty() || entry.subresource == "scale";
     let owners: Vec<&ManagedFieldsEntry> = object
         .managed_fields
         .iter()
@@ -119,7 +128,12 @@ pub fn attribute(
         .copied()
         .filter(|entry| moved(entry, before))
         .max_by(|left, right| left.time.cmp(&right.time))
-        .or_else(|| owners.iter().copied().max_by(|left, right| left.time.cmp(&right.time)))
+        .or_else(|| {
+            owners
+                .iter()
+                .copied()
+                .max_by(|left, right| left.time.cmp(&right.time))
+        })
         .or_else(|| {
             // Nobody owns it any more (a removal): the writer whose time moved is the witness.
             object
@@ -161,10 +175,22 @@ mod tests {
             "k:{\"name\":\"user-container\"}": {".": {}, "f:image": {}}}}}}});
         let object = json!({"spec": {"template": {"spec": {"containers": [
             {"name": "queue-proxy", "image": "q"}, {"name": "user-container", "image": "u"}]}}}});
-        assert!(owns(&fields, &object, "/spec/template/spec/containers/1/image"));
-        assert!(!owns(&fields, &object, "/spec/template/spec/containers/0/image"));
+        assert!(owns(
+            &fields,
+            &object,
+            "/spec/template/spec/containers/1/image"
+        ));
+        assert!(!owns(
+            &fields,
+            &object,
+            "/spec/template/spec/containers/0/image"
+        ));
         assert!(owns(&fields, &object, "/spec/template/spec/containers/1"));
-        assert!(!owns(&fields, &object, "/spec/template/spec/containers/1/env"));
+        assert!(!owns(
+            &fields,
+            &object,
+            "/spec/template/spec/containers/1/env"
+        ));
     }
 
     #[test]

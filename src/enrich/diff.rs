@@ -31,7 +31,12 @@ pub fn pointer_segments(pointer: &str) -> Vec<String> {
 }
 
 /// Diffs two JSON values under `base`, appending to `out`.
-pub fn diff_values(base: &str, before: Option<&Value>, after: Option<&Value>, out: &mut Vec<FieldChange>) {
+pub fn diff_values(
+    base: &str,
+    before: Option<&Value>,
+    after: Option<&Value>,
+    out: &mut Vec<FieldChange>,
+) {
     match (before, after) {
         (Some(Value::Object(left)), Some(Value::Object(right))) => {
             let mut keys: Vec<&String> = left.keys().chain(right.keys()).collect();
@@ -70,7 +75,9 @@ pub fn bounded(value: &Value) -> Value {
             Value::String(format!("{cut}… ({} characters)", text.chars().count()))
         }
         Value::Array(items) => Value::Array(items.iter().map(bounded).collect()),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), bounded(v))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), bounded(v))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -78,10 +85,20 @@ pub fn bounded(value: &Value) -> Value {
 /// The spec diff (and, for ConfigMaps and Secrets, the data diff) between two versions.
 pub fn spec_diff(before: &ObjectState, after: &ObjectState, rules: &Rules) -> Vec<FieldChange> {
     let mut changes = Vec::new();
-    diff_values("/spec", non_null(&before.spec), non_null(&after.spec), &mut changes);
+    diff_values(
+        "/spec",
+        non_null(&before.spec),
+        non_null(&after.spec),
+        &mut changes,
+    );
     let data_before = before.data.as_ref().map(map_value);
     let data_after = after.data.as_ref().map(map_value);
-    diff_values("/data", data_before.as_ref(), data_after.as_ref(), &mut changes);
+    diff_values(
+        "/data",
+        data_before.as_ref(),
+        data_after.as_ref(),
+        &mut changes,
+    );
     finish(changes, &after.kind, rules)
 }
 
@@ -144,7 +161,9 @@ mod tests {
         diff_values(
             "/spec",
             Some(&json!({"traffic": [{"percent": 100, "revisionName": "a"}], "x": 1})),
-            Some(&json!({"traffic": [{"percent": 50, "revisionName": "a"}, {"percent": 50, "revisionName": "b"}], "x": 1})),
+            Some(
+                &json!({"traffic": [{"percent": 50, "revisionName": "a"}, {"percent": 50, "revisionName": "b"}], "x": 1}),
+            ),
             &mut out,
         );
         let paths: Vec<&str> = out.iter().map(|c| c.path.as_str()).collect();
@@ -155,7 +174,10 @@ mod tests {
 
     #[test]
     fn escapes_pointer_segments() {
-        assert_eq!(push_pointer("/metadata/annotations", "serving.knative.dev/creator"), "/metadata/annotations/serving.knative.dev~1creator");
+        assert_eq!(
+            push_pointer("/metadata/annotations", "serving.knative.dev/creator"),
+            "/metadata/annotations/serving.knative.dev~1creator"
+        );
         assert_eq!(pointer_segments("/a~1b/c~0d"), ["a/b", "c~d"]);
     }
 

@@ -20,7 +20,10 @@ pub fn shell_quote(text: &str) -> String {
 /// The kubectl resource name of a kind (Knative kinds by their full resource name, so they never
 /// collide with core kinds: `services.serving.knative.dev`, not `service`).
 pub fn resource_name(api_version: &str, kind: &str) -> String {
-    let group = api_version.split_once('/').map(|(group, _)| group).unwrap_or("");
+    let group = api_version
+        .split_once('/')
+        .map(|(group, _)| group)
+        .unwrap_or("");
     let plural = match kind {
         "ConfigMap" => "configmaps".to_string(),
         other => format!("{}s", other.to_lowercase()),
@@ -33,14 +36,22 @@ pub fn resource_name(api_version: &str, kind: &str) -> String {
 }
 
 /// `kubectl -n NS patch RESOURCE NAME --type=json -p '...'` undoing `changes`.
-pub fn revert_patch(api_version: &str, kind: &str, namespace: &str, name: &str, changes: &[FieldChange]) -> Option<String> {
+pub fn revert_patch(
+    api_version: &str,
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    changes: &[FieldChange],
+) -> Option<String> {
     if changes.is_empty() {
         return None;
     }
     let operations: Vec<Value> = changes
         .iter()
         .map(|change| match (&change.before, &change.after) {
-            (Some(before), Some(_)) => json!({"op": "replace", "path": change.path, "value": before}),
+            (Some(before), Some(_)) => {
+                json!({"op": "replace", "path": change.path, "value": before})
+            }
             (Some(before), None) => json!({"op": "add", "path": change.path, "value": before}),
             (None, _) => json!({"op": "remove", "path": change.path}),
         })
@@ -88,10 +99,25 @@ mod tests {
     #[test]
     fn revert_patch_undoes_each_change() {
         let changes = vec![
-            FieldChange { path: "/spec/traffic/0/percent".into(), before: Some(json!(100)), after: Some(json!(50)) },
-            FieldChange { path: "/spec/traffic/1".into(), before: None, after: Some(json!({"percent": 50})) },
+            FieldChange {
+                path: "/spec/traffic/0/percent".into(),
+                before: Some(json!(100)),
+                after: Some(json!(50)),
+            },
+            FieldChange {
+                path: "/spec/traffic/1".into(),
+                before: None,
+                after: Some(json!({"percent": 50})),
+            },
         ];
-        let command = revert_patch("serving.knative.dev/v1", "Service", "myapp", "web", &changes).unwrap();
+        let command = revert_patch(
+            "serving.knative.dev/v1",
+            "Service",
+            "myapp",
+            "web",
+            &changes,
+        )
+        .unwrap();
         assert_eq!(
             command,
             "kubectl -n myapp patch services.serving.knative.dev web --type=json -p '[{\"op\":\"replace\",\"path\":\"/spec/traffic/0/percent\",\"value\":100},{\"op\":\"remove\",\"path\":\"/spec/traffic/1\"}]'"

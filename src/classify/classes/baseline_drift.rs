@@ -57,7 +57,9 @@ impl DriftClass for BaselineDrift {
             return Vec::new();
         };
         let rules = context.rules;
-        let changes = compare(desired, &live_json(object), &|path| rules.is_ignored_path(&object.kind, path));
+        let changes = compare(desired, &live_json(object), &|path| {
+            rules.is_ignored_path(&object.kind, path)
+        });
         if changes.is_empty() {
             return vec![Assessment::clear(object, "matches the baseline manifest")];
         }
@@ -67,17 +69,22 @@ impl DriftClass for BaselineDrift {
             object.reference(),
             paths.join(", ")
         ));
-        if let Some(actor) = changes
-            .iter()
-            .find_map(|change| crate::enrich::attribute(&change.path, context.object, context.before, rules))
-        {
+        if let Some(actor) = changes.iter().find_map(|change| {
+            crate::enrich::attribute(&change.path, context.object, context.before, rules)
+        }) {
             found.actor = Some(actor);
         }
         found.hint = if object.is_kind("", "Secret") {
             Some("Re-apply the Secret from its source of truth".to_string())
         } else {
-            revert_patch(&object.api_version, &object.kind, &object.namespace, &object.name, &changes)
-                .map(|command| format!("{command}  # or re-apply the manifest from Git"))
+            revert_patch(
+                &object.api_version,
+                &object.kind,
+                &object.namespace,
+                &object.name,
+                &changes,
+            )
+            .map(|command| format!("{command}  # or re-apply the manifest from Git"))
         };
         found.changes = changes;
         vec![Assessment::holds(object, found)]

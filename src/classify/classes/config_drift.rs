@@ -34,7 +34,9 @@ impl DriftClass for ConfigDrift {
         let object = context.after;
         if !object.is_kind("", "ConfigMap")
             || object.deleted
-            || !context.rules.is_watched_config_map(&object.namespace, &object.name)
+            || !context
+                .rules
+                .is_watched_config_map(&object.namespace, &object.name)
         {
             return Vec::new();
         }
@@ -53,15 +55,24 @@ impl DriftClass for ConfigDrift {
             return vec![Assessment::clear(object, tracked.reason)];
         }
         let describe_key = |change: &crate::classify::FieldChange| {
-            let key = change.path.trim_start_matches("/data/").replace("~1", "/").replace("~0", "~");
+            let key = change
+                .path
+                .trim_start_matches("/data/")
+                .replace("~1", "/")
+                .replace("~0", "~");
             match (&change.before, &change.after) {
                 (None, Some(value)) => format!("{key} added ({})", short(value)),
                 (Some(_), None) => format!("{key} removed"),
-                (Some(was), Some(now)) => format!("{key} changed ({} → {})", short(was), short(now)),
+                (Some(was), Some(now)) => {
+                    format!("{key} changed ({} → {})", short(was), short(now))
+                }
                 (None, None) => key,
             }
         };
-        let example_only = tracked.changes.iter().all(|change| change.path == "/data/_example");
+        let example_only = tracked
+            .changes
+            .iter()
+            .all(|change| change.path == "/data/_example");
         let keys: Vec<String> = tracked.changes.iter().map(describe_key).collect();
         let mut found = evidence(if example_only {
             format!(
@@ -70,7 +81,12 @@ impl DriftClass for ConfigDrift {
                 by_whom(&tracked.actor)
             )
         } else {
-            format!("{} data changed {}: {}", object.reference(), by_whom(&tracked.actor), keys.join("; "))
+            format!(
+                "{} data changed {}: {}",
+                object.reference(),
+                by_whom(&tracked.actor),
+                keys.join("; ")
+            )
         });
         if example_only {
             found.severity = Some(Severity::Info);
@@ -85,8 +101,14 @@ impl DriftClass for ConfigDrift {
                 },
             );
         }
-        found.hint = revert_patch(&object.api_version, &object.kind, &object.namespace, &object.name, &tracked.changes)
-            .map(|command| format!("{command}  # restores the previous data"));
+        found.hint = revert_patch(
+            &object.api_version,
+            &object.kind,
+            &object.namespace,
+            &object.name,
+            &tracked.changes,
+        )
+        .map(|command| format!("{command}  # restores the previous data"));
         found.changes = tracked.changes;
         found.actor = tracked.actor;
         vec![Assessment::holds(object, found)]
@@ -94,7 +116,10 @@ impl DriftClass for ConfigDrift {
 }
 
 fn short(value: &serde_json::Value) -> String {
-    let text = value.as_str().map(str::to_string).unwrap_or_else(|| value.to_string());
+    let text = value
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string());
     if text.chars().count() > 40 {
         format!("{}…", text.chars().take(40).collect::<String>())
     } else {

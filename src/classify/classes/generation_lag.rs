@@ -25,7 +25,10 @@ impl DriftClass for GenerationLag {
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         let watched = (object.is_knative_serving()
-            && matches!(object.kind.as_str(), "Service" | "Configuration" | "Route" | "Revision"))
+            && matches!(
+                object.kind.as_str(),
+                "Service" | "Configuration" | "Route" | "Revision"
+            ))
             || object.is_kind("apps", "Deployment");
         if !watched || object.is_going_away() {
             return Vec::new();
@@ -46,9 +49,18 @@ impl DriftClass for GenerationLag {
             "{} has generation {generation} but status.observedGeneration is {observed}: {controller} has not reconciled the latest spec",
             object.reference()
         ));
-        found.facts.insert("generation".into(), generation.to_string());
-        found.facts.insert("observedGeneration".into(), observed.to_string());
-        found.hint = Some(describe(&object.api_version, &object.kind, &object.namespace, &object.name));
+        found
+            .facts
+            .insert("generation".into(), generation.to_string());
+        found
+            .facts
+            .insert("observedGeneration".into(), observed.to_string());
+        found.hint = Some(describe(
+            &object.api_version,
+            &object.kind,
+            &object.namespace,
+            &object.name,
+        ));
         vec![Assessment::holds(object, found)]
     }
 }

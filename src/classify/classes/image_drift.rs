@@ -30,14 +30,22 @@ fn revision_images(revision: &ObjectState) -> Vec<(String, String)> {
         .iter()
         .enumerate()
         .filter_map(|(index, container)| {
-            let name = container.get("name").and_then(Value::as_str).unwrap_or("user-container").to_string();
+            let name = container
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("user-container")
+                .to_string();
             let spec_image = container.get("image").and_then(Value::as_str)?;
             let digest = statuses
                 .iter()
                 .find(|status| status.get("name").and_then(Value::as_str) == Some(name.as_str()))
                 .and_then(|status| status.get("imageDigest").and_then(Value::as_str))
                 .filter(|digest| !digest.is_empty())
-                .or(if index == 0 { legacy.filter(|digest| !digest.is_empty()) } else { None });
+                .or(if index == 0 {
+                    legacy.filter(|digest| !digest.is_empty())
+                } else {
+                    None
+                });
             Some((name, digest.unwrap_or(spec_image).to_string()))
         })
         .collect()
@@ -52,7 +60,10 @@ fn digests(revision: &ObjectState) -> Vec<(String, String)> {
                 .iter()
                 .filter_map(|status| {
                     let name = status.get("name").and_then(Value::as_str)?;
-                    let digest = status.get("imageDigest").and_then(Value::as_str).filter(|d| !d.is_empty())?;
+                    let digest = status
+                        .get("imageDigest")
+                        .and_then(Value::as_str)
+                        .filter(|d| !d.is_empty())?;
                     Some((name.to_string(), digest.to_string()))
                 })
                 .collect()
@@ -101,7 +112,10 @@ impl ImageDrift {
         let mut changes = Vec::new();
         let mut patch = Vec::new();
         for (name, want) in &expected {
-            if let Some((index, _, have)) = running.iter().find(|(_, running_name, _)| running_name == name) {
+            if let Some((index, _, have)) = running
+                .iter()
+                .find(|(_, running_name, _)| running_name == name)
+            {
                 if have != want {
                     let path = if workload.kind == "Pod" {
                         format!("/spec/containers/{index}/image")
@@ -118,15 +132,26 @@ impl ImageDrift {
             }
         }
         if changes.is_empty() {
-            return Some(Assessment::clear(workload, "running image matches the Revision"));
+            return Some(Assessment::clear(
+                workload,
+                "running image matches the Revision",
+            ));
         }
         let first = &changes[0];
         let mut found = evidence(format!(
             "{} runs {} but its Revision {} specifies {}",
             workload.reference(),
-            first.after.as_ref().and_then(Value::as_str).unwrap_or_default(),
+            first
+                .after
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
             revision.name,
-            first.before.as_ref().and_then(Value::as_str).unwrap_or_default()
+            first
+                .before
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
         ));
         found.changes = changes;
         found.facts.insert("revision".into(), revision.name.clone());
@@ -158,7 +183,10 @@ impl ImageDrift {
                 .evidence
                 .facts
                 .iter()
-                .filter_map(|(key, value)| key.strip_prefix("originalDigest/").map(|name| (name.to_string(), value.clone())))
+                .filter_map(|(key, value)| {
+                    key.strip_prefix("originalDigest/")
+                        .map(|name| (name.to_string(), value.clone()))
+                })
                 .collect(),
             None => context.before.map(digests).unwrap_or_default(),
         };
@@ -181,7 +209,9 @@ impl ImageDrift {
             revision.reference()
         ));
         for (name, was) in &original {
-            found.facts.insert(format!("originalDigest/{name}"), was.clone());
+            found
+                .facts
+                .insert(format!("originalDigest/{name}"), was.clone());
         }
         found.changes = changed
             .iter()
@@ -216,7 +246,8 @@ impl DriftClass for ImageDrift {
             return self.workload(context, object).into_iter().collect();
         }
         if object.is_kind(SERVING, "Revision") {
-            let mut verdicts: Vec<Assessment> = self.revision(context, object).into_iter().collect();
+            let mut verdicts: Vec<Assessment> =
+                self.revision(context, object).into_iter().collect();
             for child in context.graph.children(&object.key()) {
                 if is_revision_workload(child) {
                     verdicts.extend(self.workload(context, child));

@@ -33,20 +33,33 @@ pub(super) struct Tracked {
 /// The current value at a diff path (`/spec/...` or `/data/<key>`).
 pub(super) fn current_value(object: &ObjectState, path: &str) -> Option<Value> {
     if let Some(rest) = path.strip_prefix("/spec") {
-        return crate::enrich::diff::value_at(&object.spec, rest).filter(|value| !value.is_null()).cloned();
+        return crate::enrich::diff::value_at(&object.spec, rest)
+            .filter(|value| !value.is_null())
+            .cloned();
     }
     if let Some(key) = path.strip_prefix("/data/") {
         let key = key.replace("~1", "/").replace("~0", "~");
-        return object.data.as_ref()?.get(&key).map(|value| Value::String(value.clone()));
+        return object
+            .data
+            .as_ref()?
+            .get(&key)
+            .map(|value| Value::String(value.clone()));
     }
     None
 }
 
 /// Folds this event's changes into the edits an open drift already tracks.
-pub(super) fn track(context: &Context<'_>, class: &str, changes: &[FieldChange], unknown_is_untrusted: bool) -> Tracked {
+pub(super) fn track(
+    context: &Context<'_>,
+    class: &str,
+    changes: &[FieldChange],
+    unknown_is_untrusted: bool,
+) -> Tracked {
     let subject = context.after;
     let open = context.open_drift(&subject.key(), class);
-    let mut tracked: Vec<FieldChange> = open.map(|drift| drift.evidence.changes.clone()).unwrap_or_default();
+    let mut tracked: Vec<FieldChange> = open
+        .map(|drift| drift.evidence.changes.clone())
+        .unwrap_or_default();
     let mut actor = open.and_then(|drift| drift.evidence.actor.clone());
     let mut reason = String::from("edits reverted");
     for change in changes {
@@ -55,7 +68,10 @@ pub(super) fn track(context: &Context<'_>, class: &str, changes: &[FieldChange],
             Some(actor) => actor.trusted,
             None => !unknown_is_untrusted,
         };
-        if let Some(position) = tracked.iter().position(|existing| existing.path == change.path) {
+        if let Some(position) = tracked
+            .iter()
+            .position(|existing| existing.path == change.path)
+        {
             if trusted {
                 tracked.remove(position);
                 if let Some(who) = &who {
@@ -118,7 +134,11 @@ impl DriftClass for ManualEdit {
         if object.deleted || context.object.managed_fields.is_empty() {
             return Vec::new();
         }
-        if object.is_kind("", "ConfigMap") && context.rules.is_watched_config_map(&object.namespace, &object.name) {
+        if object.is_kind("", "ConfigMap")
+            && context
+                .rules
+                .is_watched_config_map(&object.namespace, &object.name)
+        {
             return Vec::new();
         }
         let changes = spec_diff(before, object, context.rules);
@@ -130,20 +150,41 @@ impl DriftClass for ManualEdit {
             return vec![Assessment::clear(object, tracked.reason)];
         }
         let child = is_knative_child(object);
-        let paths: Vec<&str> = tracked.changes.iter().map(|change| change.path.as_str()).collect();
+        let paths: Vec<&str> = tracked
+            .changes
+            .iter()
+            .map(|change| change.path.as_str())
+            .collect();
         let mut found = evidence(format!(
             "{} was edited {}{}: {}",
             object.reference(),
             by_whom(&tracked.actor),
-            if child { "; it is managed by Knative, which will fight the edit" } else { "" },
+            if child {
+                "; it is managed by Knative, which will fight the edit"
+            } else {
+                ""
+            },
             paths.join(", ")
         ));
         found.hint = if object.is_kind("", "Secret") {
             // Secret values are hashes here; a patch made of hashes would break the Secret.
-            Some("Restore the Secret from its source of truth (values are never shown here)".to_string())
+            Some(
+                "Restore the Secret from its source of truth (values are never shown here)"
+                    .to_string(),
+            )
         } else {
-            revert_patch(&object.api_version, &object.kind, &object.namespace, &object.name, &tracked.changes)
-                .map(|command| format!("{command}  # restores the previous values; or re-apply the manifest from Git"))
+            revert_patch(
+                &object.api_version,
+                &object.kind,
+                &object.namespace,
+                &object.name,
+                &tracked.changes,
+            )
+            .map(|command| {
+                format!(
+                    "{command}  # restores the previous values; or re-apply the manifest from Git"
+                )
+            })
         };
         found.changes = tracked.changes;
         found.actor = tracked.actor;

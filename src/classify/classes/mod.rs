@@ -143,7 +143,8 @@ pub fn is_knative_child(object: &ObjectState) -> bool {
     object.controller_owner().is_some_and(|owner| {
         let group = crate::decode::object::api_group(&owner.api_version);
         group == SERVING || group.ends_with(".internal.knative.dev")
-    }) || object.label("serving.knative.dev/revision").is_some() && !object.is_kind(SERVING, "Revision")
+    }) || object.label("serving.knative.dev/revision").is_some()
+        && !object.is_kind(SERVING, "Revision")
 }
 
 /// True for a Knative-managed Deployment or Pod (label `serving.knative.dev/revision`).
@@ -160,7 +161,13 @@ pub fn revision_of<'a>(graph: &'a Graph, object: &ObjectState) -> Option<&'a Obj
         }
     }
     let name = object.label("serving.knative.dev/revision")?;
-    graph.by_name(&object.cluster, SERVING, "Revision", &object.namespace, name)
+    graph.by_name(
+        &object.cluster,
+        SERVING,
+        "Revision",
+        &object.namespace,
+        name,
+    )
 }
 
 /// Builds evidence with a summary.

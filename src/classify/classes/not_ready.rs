@@ -27,7 +27,10 @@ impl DriftClass for NotReady {
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         let watched = object.is_knative_serving()
-            && matches!(object.kind.as_str(), "Service" | "Configuration" | "Route" | "Revision");
+            && matches!(
+                object.kind.as_str(),
+                "Service" | "Configuration" | "Route" | "Revision"
+            );
         if !watched || object.is_going_away() {
             return Vec::new();
         }
@@ -60,11 +63,22 @@ impl DriftClass for NotReady {
             summary.push_str(&format!(": {}", culprit.message));
         }
         let mut found = evidence(summary);
-        found.facts.insert("readyStatus".into(), ready.status.clone());
-        found.facts.insert("condition".into(), culprit.condition_type.clone());
+        found
+            .facts
+            .insert("readyStatus".into(), ready.status.clone());
+        found
+            .facts
+            .insert("condition".into(), culprit.condition_type.clone());
         found.facts.insert("reason".into(), culprit.reason.clone());
-        found.facts.insert("message".into(), culprit.message.clone());
-        found.hint = Some(describe(&object.api_version, &object.kind, &object.namespace, &object.name));
+        found
+            .facts
+            .insert("message".into(), culprit.message.clone());
+        found.hint = Some(describe(
+            &object.api_version,
+            &object.kind,
+            &object.namespace,
+            &object.name,
+        ));
         vec![Assessment::holds(object, found)]
     }
 }

@@ -24,7 +24,11 @@ impl Orphan {
             revision.name
         ));
         found.facts.insert("revision".into(), revision.name.clone());
-        let resource = if workload.kind == "Pod" { "pod" } else { "deployment" };
+        let resource = if workload.kind == "Pod" {
+            "pod"
+        } else {
+            "deployment"
+        };
         found.hint = Some(format!(
             "kubectl{} delete {resource} {}",
             namespace_flag(&workload.namespace),

@@ -29,30 +29,46 @@ impl DriftClass for ReplicaDrift {
         if !revision.is_kind(SERVING, "Revision") || revision.is_going_away() {
             return Vec::new();
         }
-        let number = |key: &str| revision.status_field(key).and_then(serde_json::Value::as_i64);
-        let (Some(actual), Some(desired)) = (number("actualReplicas"), number("desiredReplicas")) else {
+        let number = |key: &str| {
+            revision
+                .status_field(key)
+                .and_then(serde_json::Value::as_i64)
+        };
+        let (Some(actual), Some(desired)) = (number("actualReplicas"), number("desiredReplicas"))
+        else {
             return Vec::new();
         };
-        let min_scale = ["autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale"]
-            .iter()
-            .find_map(|key| revision.annotation(key))
-            .and_then(|value| value.trim().parse::<i64>().ok())
-            .filter(|_| revision.label("serving.knative.dev/routingState") != Some("reserve"));
+        let min_scale = [
+            "autoscaling.knative.dev/min-scale",
+            "autoscaling.knative.dev/minScale",
+        ]
+        .iter()
+        .find_map(|key| revision.annotation(key))
+        .and_then(|value| value.trim().parse::<i64>().ok())
+        .filter(|_| revision.label("serving.knative.dev/routingState") != Some("reserve"));
         let mut problems = Vec::new();
         if actual != desired {
-            problems.push(format!("{actual} of {desired} desired replicas are running"));
+            problems.push(format!(
+                "{actual} of {desired} desired replicas are running"
+            ));
         }
         if let Some(min_scale) = min_scale {
             if actual < min_scale {
-                problems.push(format!("{actual} replicas running, below min-scale {min_scale}"));
+                problems.push(format!(
+                    "{actual} replicas running, below min-scale {min_scale}"
+                ));
             }
         }
         if problems.is_empty() {
             return vec![Assessment::clear(revision, "replicas as desired")];
         }
         let mut found = evidence(format!("{}: {}", revision.reference(), problems.join("; ")));
-        found.facts.insert("actualReplicas".into(), actual.to_string());
-        found.facts.insert("desiredReplicas".into(), desired.to_string());
+        found
+            .facts
+            .insert("actualReplicas".into(), actual.to_string());
+        found
+            .facts
+            .insert("desiredReplicas".into(), desired.to_string());
         if let Some(min_scale) = min_scale {
             found.facts.insert("minScale".into(), min_scale.to_string());
         }

@@ -24,17 +24,26 @@ impl DriftClass for RevisionNotReady {
 
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
-        let watched = object.is_knative_serving() && matches!(object.kind.as_str(), "Service" | "Configuration");
+        let watched = object.is_knative_serving()
+            && matches!(object.kind.as_str(), "Service" | "Configuration");
         if !watched || object.is_going_away() {
             return Vec::new();
         }
-        let text = |key: &str| object.status_field(key).and_then(serde_json::Value::as_str).map(str::to_string);
+        let text = |key: &str| {
+            object
+                .status_field(key)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string)
+        };
         let Some(created) = text("latestCreatedRevisionName") else {
             return Vec::new();
         };
         let ready = text("latestReadyRevisionName");
         if ready.as_deref() == Some(created.as_str()) {
-            return vec![Assessment::clear(object, "latest created Revision is ready")];
+            return vec![Assessment::clear(
+                object,
+                "latest created Revision is ready",
+            )];
         }
         let mut summary = format!(
             "{}: latest created Revision {created} is not ready; latest ready is {}",
@@ -42,14 +51,18 @@ impl DriftClass for RevisionNotReady {
             ready.as_deref().unwrap_or("none")
         );
         let mut found = evidence(String::new());
-        if let Some(revision) =
-            context.graph.live_by_name(&object.cluster, SERVING, "Revision", &object.namespace, &created)
-        {
-            if let Some(failing) = revision
-                .conditions()
-                .into_iter()
-                .find(|condition| condition.status != "True" && condition.severity.is_empty() && condition.condition_type != "Ready")
-            {
+        if let Some(revision) = context.graph.live_by_name(
+            &object.cluster,
+            SERVING,
+            "Revision",
+            &object.namespace,
+            &created,
+        ) {
+            if let Some(failing) = revision.conditions().into_iter().find(|condition| {
+                condition.status != "True"
+                    && condition.severity.is_empty()
+                    && condition.condition_type != "Ready"
+            }) {
                 summary.push_str(&format!(
                     " ({}={} {}: {})",
                     failing.condition_type, failing.status, failing.reason, failing.message
@@ -59,12 +72,19 @@ impl DriftClass for RevisionNotReady {
             }
         }
         found.summary = summary;
-        found.facts.insert("latestCreatedRevisionName".into(), created.clone());
-        found.facts.insert("latestReadyRevisionName".into(), ready.clone().unwrap_or_default());
+        found
+            .facts
+            .insert("latestCreatedRevisionName".into(), created.clone());
+        found.facts.insert(
+            "latestReadyRevisionName".into(),
+            ready.clone().unwrap_or_default(),
+        );
         let service = if object.kind == "Service" {
             Some(object.name.clone())
         } else {
-            object.label("serving.knative.dev/service").map(str::to_string)
+            object
+                .label("serving.knative.dev/service")
+                .map(str::to_string)
         };
         found.hint = Some(match (service, ready) {
             (Some(service), Some(ready)) => format!(

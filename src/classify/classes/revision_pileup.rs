@@ -14,7 +14,11 @@ use crate::enrich::hint::{namespace_flag, shell_quote};
 pub struct RevisionPileup;
 
 impl RevisionPileup {
-    fn assess_configuration(&self, context: &Context<'_>, configuration: &ObjectState) -> Option<Assessment> {
+    fn assess_configuration(
+        &self,
+        context: &Context<'_>,
+        configuration: &ObjectState,
+    ) -> Option<Assessment> {
         if configuration.is_going_away() {
             return None;
         }
@@ -35,14 +39,21 @@ impl RevisionPileup {
             .count();
         let threshold = context.rules.class(self.id()).threshold;
         if (non_active as u64) <= threshold {
-            return Some(Assessment::clear(configuration, format!("{non_active} non-active Revisions, at or below {threshold}")));
+            return Some(Assessment::clear(
+                configuration,
+                format!("{non_active} non-active Revisions, at or below {threshold}"),
+            ));
         }
         let mut found = evidence(format!(
             "{} has {non_active} non-active Revisions (threshold {threshold}): Revision garbage collection (knative-serving/config-gc) is disabled or not keeping up",
             configuration.reference()
         ));
-        found.facts.insert("nonActiveRevisions".into(), non_active.to_string());
-        found.facts.insert("threshold".into(), threshold.to_string());
+        found
+            .facts
+            .insert("nonActiveRevisions".into(), non_active.to_string());
+        found
+            .facts
+            .insert("threshold".into(), threshold.to_string());
         found.hint = Some(format!(
             "kubectl -n knative-serving get configmap config-gc -o yaml  # check retain-since-*/max-non-active-revisions; list them: kubectl{} get revisions.serving.knative.dev -l serving.knative.dev/configuration={},serving.knative.dev/routingState=reserve",
             namespace_flag(&configuration.namespace),
@@ -69,7 +80,10 @@ impl DriftClass for RevisionPileup {
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         if object.is_kind(SERVING, "Configuration") {
-            return self.assess_configuration(context, object).into_iter().collect();
+            return self
+                .assess_configuration(context, object)
+                .into_iter()
+                .collect();
         }
         if object.is_kind(SERVING, "Revision") {
             let configuration = object
@@ -77,10 +91,19 @@ impl DriftClass for RevisionPileup {
                 .and_then(|uid| context.graph.by_uid(&object.cluster, uid))
                 .or_else(|| {
                     let name = object.label("serving.knative.dev/configuration")?;
-                    context.graph.by_name(&object.cluster, SERVING, "Configuration", &object.namespace, name)
+                    context.graph.by_name(
+                        &object.cluster,
+                        SERVING,
+                        "Configuration",
+                        &object.namespace,
+                        name,
+                    )
                 });
             if let Some(configuration) = configuration {
-                return self.assess_configuration(context, configuration).into_iter().collect();
+                return self
+                    .assess_configuration(context, configuration)
+                    .into_iter()
+                    .collect();
             }
         }
         Vec::new()

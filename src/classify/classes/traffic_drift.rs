@@ -35,7 +35,12 @@ fn targets(value: Option<&Value>) -> Vec<Target> {
     items
         .iter()
         .map(|item| {
-            let text = |key: &str| item.get(key).and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+            let text = |key: &str| {
+                item.get(key)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+            };
             let revision = text("revisionName");
             let latest = item
                 .get("latestRevision")
@@ -60,7 +65,12 @@ fn is_rolling_out(object: &ObjectState) -> bool {
 }
 
 impl TrafficDrift {
-    fn resolve(&self, context: &Context<'_>, object: &ObjectState, target: &Target) -> Option<String> {
+    fn resolve(
+        &self,
+        context: &Context<'_>,
+        object: &ObjectState,
+        target: &Target,
+    ) -> Option<String> {
         if !target.latest {
             return target.revision.clone();
         }
@@ -74,7 +84,13 @@ impl TrafficDrift {
             return latest_ready(object);
         }
         let configuration = target.configuration.as_deref()?;
-        let owner = context.graph.live_by_name(&object.cluster, SERVING, "Configuration", &object.namespace, configuration)?;
+        let owner = context.graph.live_by_name(
+            &object.cluster,
+            SERVING,
+            "Configuration",
+            &object.namespace,
+            configuration,
+        )?;
         latest_ready(owner)
     }
 
@@ -110,7 +126,8 @@ impl TrafficDrift {
             }
         }
         let mut problems = Vec::new();
-        let mut revisions: Vec<&String> = spec_percent.keys().chain(status_percent.keys()).collect();
+        let mut revisions: Vec<&String> =
+            spec_percent.keys().chain(status_percent.keys()).collect();
         revisions.sort();
         revisions.dedup();
         for revision in revisions {
@@ -123,9 +140,9 @@ impl TrafficDrift {
         for (tag, revision) in &spec_tags {
             match status_tags.get(tag) {
                 None => problems.push(format!("tag {tag} is missing from status")),
-                Some(actual) if actual != revision => {
-                    problems.push(format!("tag {tag} points to {actual}, spec says {revision}"))
-                }
+                Some(actual) if actual != revision => problems.push(format!(
+                    "tag {tag} points to {actual}, spec says {revision}"
+                )),
                 _ => {}
             }
         }
@@ -144,7 +161,9 @@ impl TrafficDrift {
             problems.join("; ")
         ));
         found.facts.insert("spec".into(), split_text(&spec_percent));
-        found.facts.insert("served".into(), split_text(&status_percent));
+        found
+            .facts
+            .insert("served".into(), split_text(&status_percent));
         found.hint = Some(if object.kind == "Service" {
             let mut command = format!(
                 "kn service update {} --namespace {}",
@@ -152,25 +171,53 @@ impl TrafficDrift {
                 shell_quote(&object.namespace)
             );
             for target in &wanted {
-                let name = if target.latest { "@latest".to_string() } else { target.revision.clone().unwrap_or_default() };
-                command.push_str(&format!(" --traffic {}", shell_quote(&format!("{name}={}", target.percent))));
+                let name = if target.latest {
+                    "@latest".to_string()
+                } else {
+                    target.revision.clone().unwrap_or_default()
+                };
+                command.push_str(&format!(
+                    " --traffic {}",
+                    shell_quote(&format!("{name}={}", target.percent))
+                ));
             }
             for target in &wanted {
                 if let (Some(tag), Some(revision)) = (&target.tag, &target.revision) {
-                    command.push_str(&format!(" --tag {}", shell_quote(&format!("{revision}={tag}"))));
+                    command.push_str(&format!(
+                        " --tag {}",
+                        shell_quote(&format!("{revision}={tag}"))
+                    ));
                 }
             }
-            format!("{}  # re-applies the spec split; check why it was not served with: {}", command, describe(&object.api_version, "Route", &object.namespace, &object.name))
+            format!(
+                "{}  # re-applies the spec split; check why it was not served with: {}",
+                command,
+                describe(
+                    &object.api_version,
+                    "Route",
+                    &object.namespace,
+                    &object.name
+                )
+            )
         } else {
-            describe(&object.api_version, &object.kind, &object.namespace, &object.name)
+            describe(
+                &object.api_version,
+                &object.kind,
+                &object.namespace,
+                &object.name,
+            )
         });
         Some(Assessment::holds(object, found))
     }
 
     fn route_vs_service(&self, context: &Context<'_>, route: &ObjectState) -> Option<Assessment> {
-        let owner = route.controller_owner().filter(|owner| owner.kind == "Service")?;
+        let owner = route
+            .controller_owner()
+            .filter(|owner| owner.kind == "Service")?;
         let service = context.graph.by_uid(&route.cluster, &owner.uid)?;
-        if service.is_going_away() || service.generation.unwrap_or(0) > service.observed_generation().unwrap_or(0) {
+        if service.is_going_away()
+            || service.generation.unwrap_or(0) > service.observed_generation().unwrap_or(0)
+        {
             return None;
         }
         let expected: Vec<Target> = targets(service.spec.get("traffic"))
@@ -197,7 +244,12 @@ impl TrafficDrift {
             after: route.spec.get("traffic").cloned(),
         }];
         found.severity = Some(Severity::Critical);
-        found.hint = Some(describe(&route.api_version, &route.kind, &route.namespace, &route.name));
+        found.hint = Some(describe(
+            &route.api_version,
+            &route.kind,
+            &route.namespace,
+            &route.name,
+        ));
         Some(Assessment::holds(route, found))
     }
 }
@@ -234,14 +286,23 @@ impl DriftClass for TrafficDrift {
             "Service" => {
                 verdicts.extend(self.status_vs_spec(context, object));
                 // The Service's Route has the Service's name.
-                if let Some(route) = context.graph.live_by_name(&object.cluster, SERVING, "Route", &object.namespace, &object.name) {
+                if let Some(route) = context.graph.live_by_name(
+                    &object.cluster,
+                    SERVING,
+                    "Route",
+                    &object.namespace,
+                    &object.name,
+                ) {
                     verdicts.extend(self.route_vs_service(context, route));
                 }
             }
             "Route" => {
                 // A Route owned by a Service is judged against the Service; its own status is
                 // judged through the Service (which mirrors it) to avoid two alerts for one split.
-                if object.controller_owner().is_some_and(|owner| owner.kind == "Service") {
+                if object
+                    .controller_owner()
+                    .is_some_and(|owner| owner.kind == "Service")
+                {
                     verdicts.extend(self.route_vs_service(context, object));
                 } else {
                     verdicts.extend(self.status_vs_spec(context, object));

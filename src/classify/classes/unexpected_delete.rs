@@ -51,7 +51,10 @@ impl DriftClass for UnexpectedDelete {
                             verdicts.push(Assessment::clear(tombstone, "re-created"));
                         } else {
                             verdicts.push(Assessment {
-                                subject: ObjectKey { cluster: drift.cluster.clone(), uid: drift.uid.clone() },
+                                subject: ObjectKey {
+                                    cluster: drift.cluster.clone(),
+                                    uid: drift.uid.clone(),
+                                },
                                 finding: Finding::Clear("re-created".to_string()),
                             });
                         }
@@ -94,7 +97,9 @@ impl DriftClass for UnexpectedDelete {
         };
         let mut found = evidence(format!("{} was deleted: {reason}", object.reference()));
         if let Some(owner) = object.controller_owner() {
-            found.facts.insert("owner".into(), format!("{}/{}", owner.kind, owner.name));
+            found
+                .facts
+                .insert("owner".into(), format!("{}/{}", owner.kind, owner.name));
         }
         if is_knative_child(object) {
             found.severity = Some(Severity::Warning);

@@ -1,0 +1,1035 @@
+//! Data-driven drift scenarios built from the real Knative objects in `tests/fixtures/knative`:
+//! each class fires on its drift and resolves when it clears; benign churn fires nothing.
+
+use serde_json::json;
+
+use crate::scenario::*;
+
+// ---- generation_lag --------------------------------------------------------------------------
+
+#[test]
+fn generation_lag_fires_past_grace_and_resolves() {
+    let mut sim = Sim::new();
+    let stuck = changed(&service(), |s| s["metadata"]["generation"] = json!(2));
+    sim.send("update", &stuck);
+    sim.wait(299);
+    check(sim.notified(), &[]);
+    sim.wait(2);
+    let caught_up = changed(&stuck, |s| s["status"]["observedGeneration"] = json!(2));
+    sim.send("update", &caught_up);
+    check(
+        sim.lines(),
+        &[
+            "pending generation_lag Service/knative-webapp",
+            "firing generation_lag Service/knative-webapp",
+            "resolved generation_lag Service/knative-webapp",
+        ],
+    );
+    assert!(sim
+        .last("generation_lag")
+        .drift
+        .evidence
+        .summary
+        .contains("generation 2 but status.observedGeneration is 1"));
+}
+
+#[test]
+fn generation_lag_within_grace_is_benign() {
+    let mut sim = Sim::new();
+    let mut deployment = deployment();
+    sim.send("add", &deployment);
+    // The autoscaler scales: generation bumps, kube-controller-manager catches up a moment later.
+    for replicas in [1, 3, 0] {
+        deployment = changed(&deployment, |d| {
+            d["spec"]["replicas"] = json!(replicas);
+            let generation = d["metadata"]["generation"].as_i64().unwrap() + 1;
+            d["metadata"]["generation"] = json!(generation);
+        });
+        sim.send("update", &deployment);
+        sim.wait(2);
+        let generation = deployment["metadata"]["generation"].clone();
+        deployment = changed(&deployment, |d| {
+            d["status"]["observedGeneration"] = generation
+        });
+        sim.send("update", &deployment);
+        sim.wait(30);
+    }
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+// ---- not_ready --------------------------------------------------------------------------------
+
+#[test]
+fn not_ready_names_the_failing_condition() {
+    let mut sim = Sim::new();
+    let failed: serde_json::Value = crate::support::fixture_yaml(
+        "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceFailedRevisionRevisionList.yaml",
+    )["items"][0]
+        .clone();
+    sim.send("add", &failed);
+    sim.wait(181);
+    let fired = sim.last("not_ready");
+    assert_eq!(fired.drift.evidence.facts["reason"], "ContainerMissing");
+    assert!(
+        fired
+            .drift
+            .evidence
+            .summary
+            .contains("ContainerHealthy=False (ContainerMissing)"),
+        "{}",
+        fired.drift.evidence.summary
+    );
+    let healthy = changed(&failed, |r| {
+        r["status"]["conditions"] = json!([
+            {"type": "ContainerHealthy", "status": "True"},
+            {"type": "Ready", "status": "True"},
+            {"type": "ResourcesAvailable", "status": "True"}
+        ]);
+    });
+    sim.send("update", &healthy);
+    check(
+        sim.notified(),
+        &[
+            "firing not_ready Revision/example-2fvz4",
+            "resolved not_ready Revision/example-2fvz4",
+        ],
+    );
+}
+
+#[test]
+fn transient_not_ready_within_grace_and_scale_to_zero_are_benign() {
+    let mut sim = Sim::new();
+    let ready = revision();
+    sim.send("add", &ready);
+    let starting = changed(&ready, |r| {
+        r["status"]["conditions"][2] =
+            json!({"type": "Ready", "status": "Unknown", "reason": "Deploying"});
+    });
+    sim.send("update", &starting);
+    sim.wait(45);
+    let ready_again = changed(&starting, |r| {
+        r["status"]["conditions"][2] = json!({"type": "Ready", "status": "True"})
+    });
+    sim.send("update", &ready_again);
+    sim.wait(3600);
+    // The fixture Revision is scaled to zero (Active=False NoTraffic, severity Info): not a failure.
+    check(sim.notified(), &[]);
+}
+
+// ---- revision_not_ready ----------------------------------------------------------------------
+
+#[test]
+fn revision_not_ready_fires_for_the_failed_service() {
+    let mut sim = Sim::new();
+    let failed = crate::support::fixture_yaml(
+        "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceFailedRevisionServiceList.yaml",
+    )["items"][0]
+        .clone();
+    sim.send("add", &failed);
+    sim.wait(301);
+    let notified = sim.notified();
+    assert!(
+        notified.contains(&"firing revision_not_ready Service/example".to_string()),
+        "{notified:?}"
+    );
+    let drift = &sim.last("revision_not_ready").drift;
+    assert_eq!(
+        drift.evidence.facts["latestCreatedRevisionName"],
+        "example-75w7v"
+    );
+    assert!(drift.evidence.summary.contains("latest ready is none"));
+}
+
+#[test]
+fn revision_not_ready_resolves_when_latest_becomes_ready() {
+    let mut sim = Sim::new();
+    let rolling = changed(&service(), |s| {
+        s["status"]["latestCreatedRevisionName"] = json!("knative-webapp-00002")
+    });
+    sim.send("update", &rolling);
+    sim.wait(400);
+    let done = changed(&rolling, |s| {
+        s["status"]["latestReadyRevisionName"] = json!("knative-webapp-00002")
+    });
+    sim.send("update", &done);
+    check(
+        sim.notified(),
+        &[
+            "firing revision_not_ready Service/knative-webapp",
+            "resolved revision_not_ready Service/knative-webapp",
+        ],
+    );
+    assert!(sim
+        .last("revision_not_ready")
+        .drift
+        .evidence
+        .hint
+        .as_deref()
+        .unwrap_or_default()
+        .contains("--traffic knative-webapp-00001=100"));
+}
+
+// ---- traffic_drift -----------------------------------------------------------------------------
+
+#[test]
+fn traffic_drift_when_served_split_differs_from_spec() {
+    let mut sim = Sim::new();
+    let drifted = changed(&service(), |s| {
+        s["status"]["traffic"] = json!([
+            {"percent": 50, "revisionName": "knative-webapp-00001"},
+            {"percent": 50, "revisionName": "knative-webapp-00000"}
+        ]);
+    });
+    sim.send("update", &drifted);
+    sim.wait(121);
+    let fixed = changed(&drifted, |s| {
+        s["status"]["traffic"] = json!([{"latestRevision": true, "percent": 100, "revisionName": "knative-webapp-00001"}]);
+    });
+    sim.send("update", &fixed);
+    check(
+        sim.notified(),
+        &[
+            "firing traffic_drift Service/knative-webapp",
+            "resolved traffic_drift Service/knative-webapp",
+        ],
+    );
+    let drift = &sim.last("traffic_drift").drift;
+    assert!(
+        drift
+            .evidence
+            .summary
+            .contains("knative-webapp-00001: spec 100% vs served 50%"),
+        "{}",
+        drift.evidence.summary
+    );
+    assert!(drift
+        .evidence
+        .hint
+        .as_deref()
+        .unwrap()
+        .starts_with("kn service update knative-webapp --namespace myapp --traffic @latest=100"));
+}
+
+#[test]
+fn traffic_drift_when_a_tag_is_missing() {
+    let mut sim = Sim::new();
+    let service = crate::support::fixture_yaml(
+        "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceServiceList.yaml",
+    )["items"][0]
+        .clone();
+    sim.send("add", &service);
+    sim.wait(600);
+    check(sim.notified(), &[]);
+    let lost_tag = changed(&service, |s| {
+        s["status"]["traffic"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|target| target["tag"] != "old");
+    });
+    sim.send("update", &lost_tag);
+    sim.wait(121);
+    check(sim.notified(), &["firing traffic_drift Service/example"]);
+    assert!(sim
+        .last("traffic_drift")
+        .drift
+        .evidence
+        .summary
+        .contains("tag old is missing from status"));
+}
+
+#[test]
+fn route_edited_away_from_its_service_is_traffic_drift() {
+    let mut sim = Sim::new();
+    sim.send("add", &service());
+    sim.send("add", &route());
+    let edited = changed(&route(), |r| {
+        r["spec"]["traffic"] = json!([{"revisionName": "knative-webapp-00001", "percent": 100}]);
+        r["metadata"]["generation"] = json!(2);
+        r["status"]["observedGeneration"] = json!(2);
+        r["status"]["traffic"] = json!([{"revisionName": "knative-webapp-00001", "percent": 100}]);
+    });
+    sim.send("update", &edited);
+    sim.wait(121);
+    let restored = changed(&edited, |r| r["spec"] = route()["spec"].clone());
+    sim.send("update", &restored);
+    check(
+        sim.notified(),
+        &[
+            "firing traffic_drift Route/knative-webapp",
+            "resolved traffic_drift Route/knative-webapp",
+        ],
+    );
+}
+
+#[test]
+fn rollout_by_a_trusted_manager_is_benign() {
+    let mut sim = Sim::new();
+    let mut service = service();
+    let mut route = route();
+    let mut configuration = configuration();
+    sim.send("add", &service);
+    sim.send("add", &configuration);
+    sim.send("add", &route);
+    sim.send("add", &revision());
+    sim.send("add", &deployment());
+    // A new template through Argo CD: generation 2, a new Revision, traffic moves to it.
+    service = changed(&service, |s| {
+        s["metadata"]["generation"] = json!(2);
+        s["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:v2");
+        written_by(
+            s,
+            "argocd-controller",
+            "Apply",
+            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}),
+            "2023-10-09T21:40:05Z",
+        );
+    });
+    sim.send("update", &service);
+    sim.wait(1);
+    configuration = changed(&configuration, |c| {
+        c["metadata"]["generation"] = json!(2);
+        c["spec"]["template"] = service["spec"]["template"].clone();
+    });
+    sim.send("update", &configuration);
+    let mut second = revision();
+    second["metadata"]["name"] = json!("knative-webapp-00002");
+    second["metadata"]["uid"] = json!("rev-2-uid");
+    second["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("pending");
+    second["status"]["conditions"] =
+        json!([{"type": "Ready", "status": "Unknown", "reason": "Deploying"}]);
+    bump(&mut second);
+    sim.send("add", &second);
+    sim.wait(8);
+    let second = changed(&second, |r| {
+        r["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("active");
+    });
+    sim.send("update", &second);
+    configuration = changed(&configuration, |c| {
+        c["status"]["observedGeneration"] = json!(2);
+        c["status"]["latestCreatedRevisionName"] = json!("knative-webapp-00002");
+        c["status"]["latestReadyRevisionName"] = json!("knative-webapp-00002");
+    });
+    sim.send("update", &configuration);
+    route = changed(&route, |r| {
+        r["status"]["traffic"][0]["revisionName"] = json!("knative-webapp-00002")
+    });
+    sim.send("update", &route);
+    service = changed(&service, |s| {
+        s["status"]["observedGeneration"] = json!(2);
+        s["status"]["latestCreatedRevisionName"] = json!("knative-webapp-00002");
+        s["status"]["latestReadyRevisionName"] = json!("knative-webapp-00002");
+        s["status"]["traffic"][0]["revisionName"] = json!("knative-webapp-00002");
+    });
+    sim.send("update", &service);
+    let old = changed(&revision(), |r| {
+        r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve")
+    });
+    sim.send("update", &old);
+    sim.wait(7200);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn gradual_rollout_is_benign() {
+    let mut sim = Sim::new();
+    let rolling = changed(&route(), |r| {
+        r["status"]["traffic"] = json!([
+            {"percent": 80, "revisionName": "knative-webapp-00001"},
+            {"percent": 20, "revisionName": "knative-webapp-00002"}
+        ]);
+        r["status"]["conditions"][2] =
+            json!({"type": "IngressReady", "status": "Unknown", "reason": "RolloutInProgress"});
+        r["metadata"]["ownerReferences"] = json!([]);
+    });
+    sim.send("add", &configuration());
+    sim.send("update", &rolling);
+    sim.wait(600);
+    check(sim.notified(), &[]);
+}
+
+// ---- image_drift and manual_edit on a Knative-managed Deployment -----------------------------
+
+#[test]
+fn deployment_image_changed_by_hand_is_image_drift_and_a_critical_manual_edit() {
+    let mut sim = Sim::new();
+    sim.send("add", &revision());
+    let deployment = deployment();
+    sim.send("add", &deployment);
+    let edited = changed(&deployment, |d| {
+        d["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("docker.io/attacker/webapp:latest");
+        written_by(
+            d,
+            "kubectl-set",
+            "Update",
+            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"user-container\"}": {"f:image": {}}}}}}}),
+            "2023-10-09T21:41:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    let manual = sim.last("manual_edit");
+    assert_eq!(
+        manual.drift.state.as_str(),
+        "firing",
+        "manual edits fire at once"
+    );
+    assert_eq!(manual.drift.severity.as_str(), "critical");
+    let actor = manual.drift.evidence.actor.clone().unwrap();
+    assert_eq!(
+        (actor.manager.as_str(), actor.trusted),
+        ("kubectl-set", false)
+    );
+    sim.wait(61);
+    let image = &sim.last("image_drift").drift;
+    assert!(image.evidence.summary.contains("runs docker.io/attacker/webapp:latest but its Revision knative-webapp-00001 specifies projects.registry"));
+    assert!(image
+        .evidence
+        .hint
+        .as_deref()
+        .unwrap()
+        .contains("kubectl -n myapp patch deployment knative-webapp-00001-deployment --type=json"));
+    // The Knative controller puts the digest back.
+    let reverted = changed(&edited, |d| {
+        d["spec"]["template"]["spec"]["containers"][0]["image"] = json!(DIGEST);
+        written_by(
+            d,
+            "controller",
+            "Update",
+            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"user-container\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}}),
+            "2023-10-09T21:42:02Z",
+        );
+    });
+    sim.send("update", &reverted);
+    check(
+        sim.notified(),
+        &[
+            "firing manual_edit Deployment/knative-webapp-00001-deployment",
+            "firing image_drift Deployment/knative-webapp-00001-deployment",
+            "resolved image_drift Deployment/knative-webapp-00001-deployment",
+            "resolved manual_edit Deployment/knative-webapp-00001-deployment",
+        ],
+    );
+}
+
+#[test]
+fn revision_digest_change_is_image_drift() {
+    let mut sim = Sim::new();
+    let revision = revision();
+    sim.send("add", &revision);
+    let moved = changed(&revision, |r| {
+        r["status"]["containerStatuses"][0]["imageDigest"] = json!("projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp@sha256:0000000000000000000000000000000000000000000000000000000000000bad");
+    });
+    sim.send("update", &moved);
+    sim.wait(61);
+    let restored = changed(&moved, |r| r["status"] = revision["status"].clone());
+    sim.send("update", &restored);
+    check(
+        sim.notified(),
+        &[
+            "firing image_drift Revision/knative-webapp-00001",
+            "resolved image_drift Revision/knative-webapp-00001",
+        ],
+    );
+}
+
+#[test]
+fn pods_running_the_revision_digest_are_benign() {
+    let mut sim = Sim::new();
+    sim.send("add", &revision());
+    sim.send("add", &deployment());
+    for index in 0..5 {
+        let pod = pod(&format!("knative-webapp-00001-deployment-7d9f-{index}"));
+        sim.send("add", &pod);
+        sim.wait(10);
+        sim.send("delete", &changed(&pod, |_| {}));
+    }
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+// ---- manual_edit on a Knative Service --------------------------------------------------------
+
+#[test]
+fn kubectl_edit_of_traffic_is_attributed_and_resolved_when_gitops_reapplies() {
+    let mut sim = Sim::new();
+    let original = service();
+    sim.send("add", &original);
+    let edited = changed(&original, |s| {
+        s["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 90}, {"revisionName": "knative-webapp-00000", "percent": 10}]);
+        s["metadata"]["annotations"]["serving.knative.dev/lastModifier"] =
+            json!("jane@example.com");
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:traffic": {}}}),
+            "2023-10-09T21:45:00Z",
+        );
+        if let Some(entries) = s["metadata"]["managedFields"].as_array_mut() {
+            // kn no longer owns traffic once kubectl-edit wrote it.
+            entries[0]["fieldsV1"]["f:spec"]
+                .as_object_mut()
+                .unwrap()
+                .remove("f:traffic");
+        }
+    });
+    sim.send("update", &edited);
+    let fired = sim.last("manual_edit").drift.clone();
+    let actor = fired.evidence.actor.clone().unwrap();
+    assert_eq!(actor.manager, "kubectl-edit");
+    assert_eq!(actor.user.as_deref(), Some("jane@example.com"));
+    assert_eq!(fired.severity.as_str(), "warning");
+    assert!(
+        fired
+            .evidence
+            .summary
+            .contains("by kubectl-edit (Update), user jane@example.com at 2023-10-09T21:45:00Z"),
+        "{}",
+        fired.evidence.summary
+    );
+    let hint = fired.evidence.hint.unwrap();
+    assert!(
+        hint.starts_with(
+            "kubectl -n myapp patch services.serving.knative.dev knative-webapp --type=json -p '["
+        ),
+        "{hint}"
+    );
+    assert!(fired
+        .evidence
+        .changes
+        .iter()
+        .any(|change| change.path == "/spec/traffic/0/percent"
+            && change.before == Some(json!(100))
+            && change.after == Some(json!(90))));
+    // Argo CD syncs the Git version back.
+    let reapplied = changed(&edited, |s| {
+        s["spec"]["traffic"] = original["spec"]["traffic"].clone();
+        written_by(
+            s,
+            "argocd-controller",
+            "Apply",
+            json!({"f:spec": {"f:traffic": {}}}),
+            "2023-10-09T21:50:00Z",
+        );
+    });
+    sim.send("update", &reapplied);
+    check(
+        sim.notified(),
+        &[
+            "firing manual_edit Service/knative-webapp",
+            "resolved manual_edit Service/knative-webapp",
+        ],
+    );
+}
+
+#[test]
+fn changes_by_trusted_managers_and_first_sight_are_not_manual_edits() {
+    let mut sim = Sim::new();
+    // First sight of an object already edited by a person: a baseline, not a change.
+    let mut seen_edited = service();
+    written_by(
+        &mut seen_edited,
+        "kubectl-edit",
+        "Update",
+        json!({"f:spec": {"f:traffic": {}}}),
+        "2023-10-09T21:30:00Z",
+    );
+    sim.send("add", &seen_edited);
+    let by_flux = changed(&seen_edited, |s| {
+        s["spec"]["template"]["metadata"]["annotations"]["client.knative.dev/updateTimestamp"] =
+            json!("2023-10-10T00:00:00Z");
+        written_by(
+            s,
+            "kustomize-controller",
+            "Apply",
+            json!({"f:spec": {"f:template": {"f:metadata": {"f:annotations": {}}}}}),
+            "2023-10-10T00:00:00Z",
+        );
+    });
+    sim.send("update", &by_flux);
+    // Status-only and metadata-only churn by the controller.
+    for index in 0..20 {
+        let churn = changed(&by_flux, |s| {
+            s["status"]["conditions"][1]["lastTransitionTime"] =
+                json!(format!("2023-10-10T00:00:{index:02}Z"));
+            s["metadata"]["labels"] = json!({"heartbeat": index.to_string()});
+        });
+        sim.send("update", &churn);
+    }
+    sim.wait(7200);
+    check(sim.notified(), &[]);
+}
+
+// ---- config_drift -------------------------------------------------------------------------------
+
+#[test]
+fn config_autoscaler_changed_by_hand_reports_the_key() {
+    let mut sim = Sim::new();
+    let shipped = config_autoscaler();
+    sim.send("add", &shipped);
+    let edited = changed(&shipped, |c| {
+        c["data"]["min-scale"] = json!("1");
+        written_by(
+            c,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:min-scale": {}}}),
+            "2023-10-09T22:00:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    let drift = sim.last("config_drift").drift.clone();
+    assert_eq!(drift.state.as_str(), "firing");
+    assert_eq!(drift.severity.as_str(), "warning");
+    assert!(
+        drift
+            .evidence
+            .summary
+            .contains("data changed by kubectl-edit (Update)"),
+        "{}",
+        drift.evidence.summary
+    );
+    assert!(
+        drift.evidence.summary.contains("min-scale added (1)"),
+        "{}",
+        drift.evidence.summary
+    );
+    assert_eq!(drift.evidence.facts["key/min-scale"], "added");
+    assert!(drift
+        .evidence
+        .hint
+        .unwrap()
+        .contains(r#"{"op":"remove","path":"/data/min-scale"}"#));
+    let reverted = changed(&edited, |c| {
+        c["data"].as_object_mut().unwrap().remove("min-scale");
+    });
+    sim.send("update", &reverted);
+    check(
+        sim.notified(),
+        &[
+            "firing config_drift ConfigMap/config-autoscaler",
+            "resolved config_drift ConfigMap/config-autoscaler",
+        ],
+    );
+    assert_eq!(
+        sim.last("config_drift").drift.resolution.as_deref(),
+        Some("edits reverted")
+    );
+}
+
+#[test]
+fn example_only_edit_is_reported_as_changing_nothing() {
+    let mut sim = Sim::new();
+    let shipped = config_autoscaler();
+    sim.send("add", &shipped);
+    let edited = changed(&shipped, |c| {
+        let text = c["data"]["_example"]
+            .as_str()
+            .unwrap()
+            .replace("min-scale: \"0\"", "min-scale: \"3\"");
+        c["data"]["_example"] = json!(text);
+        c["metadata"]["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove("knative.dev/example-checksum");
+        written_by(
+            c,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:_example": {}}}),
+            "2023-10-09T22:00:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    let drift = &sim.last("config_drift").drift;
+    assert_eq!(drift.severity.as_str(), "info");
+    assert!(drift
+        .evidence
+        .summary
+        .contains("Knative ignores _example, so this changes nothing"));
+}
+
+#[test]
+fn config_change_by_the_operator_is_not_drift_and_unwatched_config_maps_are_manual_edits() {
+    let mut sim = Sim::new();
+    let shipped = config_autoscaler();
+    sim.send("add", &shipped);
+    let by_operator = changed(&shipped, |c| {
+        c["data"]["enable-scale-to-zero"] = json!("false");
+        written_by(
+            c,
+            "knative-operator",
+            "Update",
+            json!({"f:data": {"f:enable-scale-to-zero": {}}}),
+            "2023-10-09T22:00:00Z",
+        );
+    });
+    sim.send("update", &by_operator);
+    let mut app_config = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app-settings", "namespace": "myapp", "uid": "cm-app", "resourceVersion": "5"},
+        "data": {"color": "blue"}});
+    written_by(
+        &mut app_config,
+        "helm-controller",
+        "Apply",
+        json!({"f:data": {"f:color": {}}}),
+        "2023-10-09T21:00:00Z",
+    );
+    sim.send("add", &app_config);
+    let edited = changed(&app_config, |c| {
+        c["data"]["color"] = json!("red");
+        written_by(
+            c,
+            "kubectl-patch",
+            "Update",
+            json!({"f:data": {"f:color": {}}}),
+            "2023-10-09T22:10:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    check(
+        sim.notified(),
+        &["firing manual_edit ConfigMap/app-settings"],
+    );
+}
+
+// ---- revision_pileup --------------------------------------------------------------------------
+
+#[test]
+fn revision_pileup_over_threshold_and_gc_is_not_a_delete_drift() {
+    let mut sim = Sim::with_rules("classes:\n  revision_pileup:\n    threshold: 3\n");
+    sim.send("add", &configuration());
+    sim.send("add", &revision());
+    let mut reserves = Vec::new();
+    for number in 2..=6 {
+        let mut old = revision();
+        old["metadata"]["name"] = json!(format!("knative-webapp-{number:05}"));
+        old["metadata"]["uid"] = json!(format!("reserve-{number}"));
+        old["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
+        bump(&mut old);
+        sim.send("add", &old);
+        reserves.push(old);
+    }
+    sim.wait(601);
+    let drift = &sim.last("revision_pileup").drift;
+    assert_eq!(drift.evidence.facts["nonActiveRevisions"], "5");
+    assert_eq!(drift.kind, "Configuration");
+    // Garbage collection deletes the oldest reserve Revisions: normal, and it clears the pile-up.
+    for old in reserves.iter().take(3) {
+        sim.send("delete", &changed(old, |_| {}));
+    }
+    sim.wait(120);
+    check(
+        sim.notified(),
+        &[
+            "firing revision_pileup Configuration/knative-webapp",
+            "resolved revision_pileup Configuration/knative-webapp",
+        ],
+    );
+}
+
+// ---- replica_drift --------------------------------------------------------------------------------
+
+#[test]
+fn replica_drift_past_grace_and_scaling_within_grace_is_benign() {
+    let mut sim = Sim::new();
+    let revision = revision();
+    sim.send("add", &revision);
+    // Scale up from zero: desired 3, actual catches up within a minute.
+    let scaling = changed(&revision, |r| r["status"]["desiredReplicas"] = json!(3));
+    sim.send("update", &scaling);
+    sim.wait(40);
+    let scaled = changed(&scaling, |r| r["status"]["actualReplicas"] = json!(3));
+    sim.send("update", &scaled);
+    sim.wait(600);
+    check(sim.notified(), &[]);
+    // Stuck: desired 5, only 2 come up.
+    let stuck = changed(&scaled, |r| {
+        r["status"]["desiredReplicas"] = json!(5);
+        r["status"]["actualReplicas"] = json!(2);
+    });
+    sim.send("update", &stuck);
+    sim.wait(301);
+    let fixed = changed(&stuck, |r| r["status"]["actualReplicas"] = json!(5));
+    sim.send("update", &fixed);
+    check(
+        sim.notified(),
+        &[
+            "firing replica_drift Revision/knative-webapp-00001",
+            "resolved replica_drift Revision/knative-webapp-00001",
+        ],
+    );
+}
+
+#[test]
+fn below_min_scale_is_replica_drift() {
+    let mut sim = Sim::new();
+    let revision = changed(&revision(), |r| {
+        r["metadata"]["annotations"]["autoscaling.knative.dev/min-scale"] = json!("2");
+    });
+    sim.send("add", &revision);
+    sim.wait(301);
+    check(
+        sim.notified(),
+        &["firing replica_drift Revision/knative-webapp-00001"],
+    );
+    assert!(sim
+        .last("replica_drift")
+        .drift
+        .evidence
+        .summary
+        .contains("below min-scale 2"));
+}
+
+// ---- unexpected_delete ------------------------------------------------------------------------
+
+#[test]
+fn deleted_service_fires_and_recreation_resolves() {
+    let mut sim = Sim::new();
+    let service = service();
+    sim.send("add", &service);
+    sim.send("delete", &changed(&service, |_| {}));
+    sim.wait(61);
+    let mut recreated = service.clone();
+    recreated["metadata"]["uid"] = json!("new-service-uid");
+    bump(&mut recreated);
+    sim.send("add", &recreated);
+    check(
+        sim.notified(),
+        &[
+            "firing unexpected_delete Service/knative-webapp",
+            "resolved unexpected_delete Service/knative-webapp",
+        ],
+    );
+    assert_eq!(
+        sim.last("unexpected_delete").drift.resolution.as_deref(),
+        Some("re-created")
+    );
+}
+
+#[test]
+fn deleted_deployment_while_revision_exists_fires() {
+    let mut sim = Sim::new();
+    sim.send("add", &revision());
+    let deployment = deployment();
+    sim.send("add", &deployment);
+    sim.send("delete", &changed(&deployment, |_| {}));
+    sim.wait(61);
+    check(
+        sim.notified(),
+        &["firing unexpected_delete Deployment/knative-webapp-00001-deployment"],
+    );
+}
+
+#[test]
+fn cascading_delete_in_any_order_reports_only_the_service() {
+    let mut sim = Sim::new();
+    let objects = [
+        service(),
+        configuration(),
+        route(),
+        revision(),
+        deployment(),
+    ];
+    for object in &objects {
+        sim.send("add", object);
+    }
+    // Garbage collection: children's delete events may arrive before the Service's.
+    for index in [4, 3, 1, 2, 0] {
+        sim.send("delete", &changed(&objects[index], |_| {}));
+    }
+    sim.wait(3600);
+    let notified = sim.notified();
+    check(
+        notified,
+        &["firing unexpected_delete Service/knative-webapp"],
+    );
+}
+
+#[test]
+fn pod_deletion_and_revision_gc_are_normal() {
+    let mut sim = Sim::new();
+    sim.send("add", &configuration());
+    let reserve = changed(&revision(), |r| {
+        r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve")
+    });
+    sim.send("add", &reserve);
+    let pod = pod("knative-webapp-00001-deployment-abc");
+    sim.send("add", &pod);
+    sim.send("delete", &changed(&pod, |_| {}));
+    sim.send("delete", &changed(&reserve, |_| {}));
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+// ---- orphan ---------------------------------------------------------------------------------------
+
+#[test]
+fn deployment_left_behind_by_its_revision_is_an_orphan() {
+    let mut sim = Sim::new();
+    let revision = changed(&revision(), |r| {
+        r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve")
+    });
+    sim.send("add", &revision);
+    let deployment = deployment();
+    sim.send("add", &deployment);
+    sim.send("delete", &changed(&revision, |_| {}));
+    sim.wait(599);
+    check(sim.notified(), &[]);
+    sim.wait(2);
+    sim.send("delete", &changed(&deployment, |_| {}));
+    check(
+        sim.notified(),
+        &[
+            "firing orphan Deployment/knative-webapp-00001-deployment",
+            "resolved orphan Deployment/knative-webapp-00001-deployment",
+        ],
+    );
+}
+
+#[test]
+fn deployment_collected_with_its_revision_is_benign() {
+    let mut sim = Sim::new();
+    let revision = changed(&revision(), |r| {
+        r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve")
+    });
+    sim.send("add", &revision);
+    let deployment = deployment();
+    sim.send("add", &deployment);
+    sim.send("delete", &changed(&revision, |_| {}));
+    sim.wait(3);
+    sim.send("delete", &changed(&deployment, |_| {}));
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+// ---- baseline_drift -------------------------------------------------------------------------------
+
+fn baseline_rules() -> drift_sentinel::classify::Rules {
+    let mut baseline = drift_sentinel::baseline::Baseline::default();
+    baseline
+        .add_yaml(
+            "git/webapp.yaml",
+            r#"
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: knative-webapp
+  namespace: myapp
+spec:
+  template:
+    spec:
+      containers:
+        - image: projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:v1
+          ports:
+            - containerPort: 80
+"#,
+        )
+        .unwrap();
+    drift_sentinel::classify::Rules::default().with_baseline(baseline)
+}
+
+#[test]
+fn live_service_differing_from_git_is_baseline_drift() {
+    let mut sim = Sim::with_compiled(baseline_rules());
+    let service = service();
+    sim.send("add", &service);
+    sim.wait(600);
+    check(sim.notified(), &[]);
+    // A trusted pipeline deploys an image Git does not have: not a manual edit, but not the
+    // desired state either.
+    let drifted = changed(&service, |s| {
+        s["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:v9");
+        written_by(
+            s,
+            "helm-controller",
+            "Apply",
+            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}),
+            "2023-10-09T21:50:00Z",
+        );
+    });
+    sim.send("update", &drifted);
+    sim.wait(301);
+    sim.send(
+        "update",
+        &changed(&drifted, |s| s["spec"] = service["spec"].clone()),
+    );
+    check(
+        sim.notified(),
+        &[
+            "firing baseline_drift Service/knative-webapp",
+            "resolved baseline_drift Service/knative-webapp",
+        ],
+    );
+    let drift = &sim.last("baseline_drift").drift;
+    assert_eq!(
+        drift.evidence.changes[0].path,
+        "/spec/template/spec/containers/0/image"
+    );
+}
+
+// ---- ordering, redelivery, secrets -------------------------------------------------------------
+
+#[test]
+fn redelivered_and_out_of_order_events_change_nothing() {
+    let mut sim = Sim::new();
+    let first = service();
+    let stuck = changed(&first, |s| s["metadata"]["generation"] = json!(2));
+    let caught_up = changed(&stuck, |s| s["status"]["observedGeneration"] = json!(2));
+    let events: Vec<_> = [(&first, "add"), (&stuck, "update"), (&caught_up, "update")]
+        .iter()
+        .enumerate()
+        .map(|(index, (object, verb))| {
+            crate::support::structured_event(&format!("e{index}"), verb, object)
+        })
+        .collect();
+    sim.send_event(&events[0]);
+    sim.send_event(&events[2]);
+    // The older update arrives late, then everything is redelivered.
+    sim.send_event(&events[1]);
+    for event in &events {
+        sim.send_event(event);
+    }
+    sim.wait(3600);
+    check(sim.lines(), &[]);
+}
+
+#[test]
+fn secret_edits_are_reported_without_values() {
+    let mut sim = Sim::new();
+    let mut secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "dingtalk", "namespace": "drift-sentinel", "uid": "secret-1", "resourceVersion": "10"},
+        "data": {"token": "Q0FOQVJZLW9sZC12YWx1ZQ=="}});
+    written_by(
+        &mut secret,
+        "helm-controller",
+        "Apply",
+        json!({"f:data": {"f:token": {}}}),
+        "2023-10-09T21:00:00Z",
+    );
+    sim.send("add", &secret);
+    let edited = changed(&secret, |s| {
+        s["data"]["token"] = json!("Q0FOQVJZLW5ldy12YWx1ZQ==");
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:token": {}}}),
+            "2023-10-09T22:00:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    check(sim.notified(), &["firing manual_edit Secret/dingtalk"]);
+    let everything = serde_json::to_string(&sim.log).unwrap();
+    assert!(everything.contains("/data/token"));
+    assert!(
+        !everything.contains("Q0FOQVJZ"),
+        "no Secret value in any transition"
+    );
+}

@@ -1,0 +1,328 @@
+//! A small simulator for engine scenarios: real-shaped objects from the fixtures, events sent
+//! through the real decoder, a clock the test moves, and transitions written as text lines so
+//! every scenario is checked by one `check` function.
+
+use std::sync::Arc;
+
+use drift_sentinel::classify::{Engine, Millis, Rules, Transition};
+use drift_sentinel::config::RulesConfig;
+use drift_sentinel::decode::{self, ClusterNames, Decoded};
+use serde_json::{json, Value};
+
+use crate::support::fixture_yaml;
+
+/// Start of every scenario's clock: 2023-10-09T21:40:00Z.
+pub const T0: Millis = 1_696_887_600_000;
+
+pub struct Sim {
+    engine: Engine,
+    now: Millis,
+    next_id: u64,
+    pub log: Vec<Transition>,
+}
+
+impl Sim {
+    pub fn new() -> Sim {
+        Sim::with_rules("{}")
+    }
+
+    /// A simulator with a `rules:` section given as YAML.
+    pub fn with_rules(yaml: &str) -> Sim {
+        let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
+        Sim::with_compiled(Rules::compile(&config))
+    }
+
+    pub fn with_compiled(rules: Rules) -> Sim {
+        Sim {
+            engine: Engine::new(Arc::new(rules)),
+            now: T0,
+            next_id: 0,
+            log: Vec::new(),
+        }
+    }
+
+    /// Sends `dev.knative.apiserver.resource.<verb>` for `object` now.
+    pub fn send(&mut self, verb: &str, object: &Value) {
+        self.next_id += 1;
+        let event =
+            crate::support::structured_event(&format!("event-{}", self.next_id), verb, object);
+        self.send_event(&event);
+    }
+
+    /// Sends a prepared structured CloudEvent (to replay the same id).
+    pub fn send_event(&mut self, event: &Value) {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "content-type",
+            http::HeaderValue::from_static("application/cloudevents+json"),
+        );
+        let clusters = ClusterNames {
+            default: "prod".into(),
+            by_source: Default::default(),
+        };
+        let decoded =
+            decode::decode_request(&headers, &serde_json::to_vec(event).unwrap(), &clusters)
+                .unwrap_or_else(|error| panic!("scenario event must decode: {error}"));
+        self.engine.begin();
+        self.engine.tick(self.now);
+        for item in &decoded {
+            if let Decoded::ApiServer(event) = item {
+                self.engine.apply(event, self.now);
+            }
+        }
+        self.log.extend(self.engine.changes().transitions);
+        self.engine.commit();
+    }
+
+    /// Moves the clock forward and fires what is due.
+    pub fn wait(&mut self, seconds: i64) {
+        self.now += seconds * 1000;
+        self.engine.begin();
+        self.engine.tick(self.now);
+        self.log.extend(self.engine.changes().transitions);
+        self.engine.commit();
+    }
+
+    /// Every transition as `state class Kind/name`.
+    pub fn lines(&self) -> Vec<String> {
+        self.log
+            .iter()
+            .map(|transition| {
+                format!(
+                    "{} {} {}/{}",
+                    transition.drift.state.as_str(),
+                    transition.drift.class,
+                    transition.drift.kind,
+                    transition.drift.name
+                )
+            })
+            .collect()
+    }
+
+    /// Only the transitions people hear about (fired, and resolved after firing).
+    pub fn notified(&self) -> Vec<String> {
+        self.log
+            .iter()
+            .filter(|transition| transition.is_notifiable())
+            .map(|transition| {
+                format!(
+                    "{} {} {}/{}",
+                    transition.drift.state.as_str(),
+                    transition.drift.class,
+                    transition.drift.kind,
+                    transition.drift.name
+                )
+            })
+            .collect()
+    }
+
+    /// The last transition of a class.
+    pub fn last(&self, class: &str) -> &Transition {
+        self.log
+            .iter()
+            .rev()
+            .find(|transition| transition.drift.class == class)
+            .unwrap_or_else(|| panic!("no transition of {class}: {:?}", self.lines()))
+    }
+}
+
+/// The one comparison every scenario ends with.
+#[track_caller]
+pub fn check(actual: Vec<String>, expected: &[&str]) {
+    let expected: Vec<String> = expected.iter().map(|line| line.to_string()).collect();
+    assert_eq!(
+        actual,
+        expected,
+        "\nactual transitions:\n{}\n",
+        actual.join("\n")
+    );
+}
+
+// ---- Objects ---------------------------------------------------------------------------------
+
+fn rv_counter() -> &'static std::sync::atomic::AtomicU64 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(8_000_000);
+    &COUNTER
+}
+
+/// Gives the object a new, higher resourceVersion (as every write does).
+pub fn bump(object: &mut Value) {
+    let next = rv_counter().fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    object["metadata"]["resourceVersion"] = json!(next.to_string());
+}
+
+/// A changed copy with a new resourceVersion.
+pub fn changed(object: &Value, edit: impl FnOnce(&mut Value)) -> Value {
+    let mut copy = object.clone();
+    edit(&mut copy);
+    bump(&mut copy);
+    copy
+}
+
+/// Records that `manager` wrote `fields` at `time` (replacing its earlier main-resource entry).
+pub fn written_by(object: &mut Value, manager: &str, operation: &str, fields: Value, time: &str) {
+    let api_version = object_api_version(object);
+    let entries = object["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .entry("managedFields")
+        .or_insert(json!([]));
+    let list = entries.as_array_mut().unwrap();
+    list.retain(|entry| !(entry["manager"] == manager && entry.get("subresource").is_none()));
+    list.push(
+        json!({"manager": manager, "operation": operation, "apiVersion": api_version,
+        "fieldsType": "FieldsV1", "fieldsV1": fields, "time": time}),
+    );
+}
+
+fn object_api_version(object: &Value) -> Value {
+    object["apiVersion"].clone()
+}
+
+const SERVICE_UID: &str = "0c2ac867-693d-4acc-80a2-df9db8d182e0";
+const CONFIGURATION_UID: &str = "748fc5d8-79b3-47fa-8311-37d1e60ef120";
+const REVISION_UID: &str = "41ae1fe0-86e5-4281-8bc5-f1f31b91fc75";
+pub const DIGEST: &str = "projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp@sha256:fd918309bb55c5a0d8877aa3c2786da5cd12e30408accadddcc0b778d43b4019";
+
+pub fn configuration() -> Value {
+    let mut object = fixture_yaml(
+        "serving/rguske-github-io__knative-serving-unwrapped__configuration-knative-webapp.yaml",
+    );
+    written_by(
+        &mut object,
+        "controller",
+        "Update",
+        json!({"f:metadata": {"f:labels": {}}, "f:spec": {"f:template": {}}}),
+        "2023-10-09T21:36:22Z",
+    );
+    object
+}
+
+pub fn route() -> Value {
+    let mut object = fixture_yaml(
+        "serving/rguske-github-io__knative-serving-unwrapped__route-knative-webapp.yaml",
+    );
+    written_by(
+        &mut object,
+        "controller",
+        "Update",
+        json!({"f:spec": {"f:traffic": {}}}),
+        "2023-10-09T21:36:22Z",
+    );
+    object
+}
+
+pub fn revision() -> Value {
+    crate::support::revision()
+}
+
+/// The Knative Service that owns the rguske Configuration, Route and Revision, as Knative
+/// would show it (its template and traffic are what the children were made from).
+pub fn service() -> Value {
+    let configuration = configuration();
+    json!({
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "knative-webapp", "namespace": "myapp", "uid": SERVICE_UID,
+            "resourceVersion": "7746600", "generation": 1, "creationTimestamp": "2023-10-09T21:36:21Z",
+            "annotations": {
+                "serving.knative.dev/creator": "sso:Administrator@cpod-nsxv8.az-stc.cloud-garage.net",
+                "serving.knative.dev/lastModifier": "sso:Administrator@cpod-nsxv8.az-stc.cloud-garage.net"
+            },
+            "managedFields": [
+                {"manager": "kn", "operation": "Update", "apiVersion": "serving.knative.dev/v1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {".": {}, "f:template": {".": {}, "f:metadata": {}, "f:spec": {".": {}, "f:containers": {}}}, "f:traffic": {}}},
+                 "time": "2023-10-09T21:36:21Z"},
+                {"manager": "controller", "operation": "Update", "apiVersion": "serving.knative.dev/v1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:status": {".": {}, "f:conditions": {}, "f:traffic": {}}}, "subresource": "status",
+                 "time": "2023-10-09T21:36:53Z"}
+            ]
+        },
+        "spec": {
+            "template": configuration["spec"]["template"].clone(),
+            "traffic": [{"latestRevision": true, "percent": 100}]
+        },
+        "status": {
+            "observedGeneration": 1,
+            "conditions": [
+                {"type": "ConfigurationsReady", "status": "True"},
+                {"type": "Ready", "status": "True"},
+                {"type": "RoutesReady", "status": "True"}
+            ],
+            "latestCreatedRevisionName": "knative-webapp-00001",
+            "latestReadyRevisionName": "knative-webapp-00001",
+            "traffic": [{"latestRevision": true, "percent": 100, "revisionName": "knative-webapp-00001"}],
+            "url": "https://knative-webapp.jarvis.cpod-nsxv8.az-stc.cloud-garage.net"
+        }
+    })
+}
+
+/// The Revision's Deployment, as Knative's controller creates it.
+pub fn deployment() -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "knative-webapp-00001-deployment", "namespace": "myapp",
+            "uid": "9d2f6c1e-0000-4000-8000-00000000d001", "resourceVersion": "7749700", "generation": 3,
+            "labels": {
+                "app": "knative-webapp-00001",
+                "serving.knative.dev/configuration": "knative-webapp",
+                "serving.knative.dev/configurationGeneration": "1",
+                "serving.knative.dev/configurationUID": CONFIGURATION_UID,
+                "serving.knative.dev/revision": "knative-webapp-00001",
+                "serving.knative.dev/revisionUID": REVISION_UID,
+                "serving.knative.dev/service": "knative-webapp",
+                "serving.knative.dev/serviceUID": SERVICE_UID
+            },
+            "ownerReferences": [{"apiVersion": "serving.knative.dev/v1", "kind": "Revision", "name": "knative-webapp-00001",
+                                 "uid": REVISION_UID, "controller": true, "blockOwnerDeletion": true}],
+            "managedFields": [
+                {"manager": "controller", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                     "k:{\"name\":\"user-container\"}": {".": {}, "f:image": {}, "f:name": {}},
+                     "k:{\"name\":\"queue-proxy\"}": {".": {}, "f:image": {}, "f:name": {}}}}}}},
+                 "time": "2023-10-09T21:36:23Z"},
+                {"manager": "autoscaler", "operation": "Update", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:replicas": {}}}, "subresource": "scale", "time": "2023-10-09T21:40:37Z"}
+            ]
+        },
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"serving.knative.dev/revisionUID": REVISION_UID}},
+            "template": {"spec": {"containers": [
+                {"name": "user-container", "image": DIGEST},
+                {"name": "queue-proxy", "image": "gcr.io/knative-releases/knative.dev/serving/cmd/queue@sha256:0f0c4e8d0000000000000000000000000000000000000000000000000000abcd"}
+            ]}}
+        },
+        "status": {"observedGeneration": 3, "replicas": 0}
+    })
+}
+
+/// A Pod of the Revision.
+pub fn pod(name: &str) -> Value {
+    let deployment = deployment();
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "myapp", "uid": format!("pod-{name}"), "resourceVersion": "7749701",
+                     "labels": deployment["metadata"]["labels"].clone()},
+        "spec": {"containers": deployment["spec"]["template"]["spec"]["containers"].clone()}
+    })
+}
+
+/// `config-autoscaler` as shipped, with the server-set metadata a live object has.
+pub fn config_autoscaler() -> Value {
+    let mut object =
+        fixture_yaml("configmaps/knative-serving__config-core-configmaps__config-autoscaler.yaml");
+    object["metadata"]["uid"] = json!("cm-autoscaler-uid");
+    object["metadata"]["resourceVersion"] = json!("1000");
+    written_by(
+        &mut object,
+        "kubectl-client-side-apply",
+        "Update",
+        json!({"f:data": {".": {}, "f:_example": {}}}),
+        "2023-10-01T00:00:00Z",
+    );
+    object
+}

@@ -1,0 +1,152 @@
+"""The drift engine through the real binary: `replay`, and rules hot reload (ConfigMap symlink swap)."""
+
+import copy
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from cloudevents.core.bindings.http import to_binary_event
+from cloudevents.core.v1.event import CloudEvent
+
+from conftest import Sentinel, attributes, binary, load_yaml_fixture
+
+RV = [9_000_000]
+
+
+def config_autoscaler():
+    obj = load_yaml_fixture("configmaps/knative-serving__config-core-configmaps__config-autoscaler.yaml")
+    obj["metadata"]["uid"] = "cm-autoscaler-uid"
+    obj["metadata"]["resourceVersion"] = "1000"
+    obj["metadata"]["managedFields"] = [{
+        "manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1",
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:_example": {}}},
+        "time": "2023-10-01T00:00:00Z"}]
+    return obj
+
+
+def edited(obj, key, value, when):
+    copy_ = copy.deepcopy(obj)
+    copy_["data"][key] = value
+    RV[0] += 1
+    copy_["metadata"]["resourceVersion"] = str(RV[0])
+    copy_["metadata"]["managedFields"].append({
+        "manager": "kubectl-edit", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:data": {f"f:{key}": {}}}, "time": when})
+    return copy_
+
+
+def structured(event_id, verb, obj, when):
+    attrs = attributes(event_id, verb, obj)
+    attrs["time"] = when
+    event = dict(attrs)
+    event["data"] = obj
+    return event
+
+
+def test_replay_prints_each_transition_deterministically(tmp_path):
+    base = config_autoscaler()
+    changed = edited(base, "min-scale", "1", "2023-10-09T22:00:00Z")
+    events = [structured("r1", "add", base, "2023-10-09T21:00:00Z"),
+              structured("r2", "update", changed, "2023-10-09T22:00:00Z"),
+              structured("r2", "update", changed, "2023-10-09T22:00:05Z")]  # a redelivery
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(json.dumps(event) for event in events) + "\n")
+    run = lambda: subprocess.run([binary(), "replay", "--format", "json", str(path)],
+                                 capture_output=True, text=True, timeout=60)
+    first, second = run(), run()
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout, "replay is deterministic"
+    lines = [json.loads(line) for line in first.stdout.splitlines()]
+    assert [(line["state"], line["class"]) for line in lines] == [("pending", "config_drift"), ("firing", "config_drift")]
+    fired = lines[1]
+    assert fired["object"] == "ConfigMap/knative-serving/config-autoscaler"
+    assert fired["actor"]["manager"] == "kubectl-edit"
+    assert fired["at"] == "2023-10-09T22:00:00.000Z"
+    assert "min-scale added (1)" in fired["summary"]
+    text = subprocess.run([binary(), "replay", str(path)], capture_output=True, text=True, timeout=60)
+    assert "FIRING" in text.stdout and "fix: kubectl -n knative-serving patch configmaps" in text.stdout
+
+
+def test_replay_reports_bad_input_with_its_location(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"specversion": "1.0"}\nnot json\n')
+    result = subprocess.run([binary(), "replay", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"{path}:2: not JSON" in result.stderr
+    path.write_text('{"specversion": "1.0", "source": "/s", "type": "t"}\n')
+    result = subprocess.run([binary(), "replay", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"{path}:1: invalid CloudEvent JSON" in result.stderr, result.stderr
+
+
+def swap_config(directory: Path, text: str, generation: int):
+    """Writes the config the way the kubelet updates a ConfigMap volume: a new timestamped
+    directory, then an atomic swap of the `..data` symlink."""
+    target = directory / f"..2026_11_29_{generation}"
+    target.mkdir()
+    (target / "config.yaml").write_text(text)
+    temporary = directory / "..data_tmp"
+    temporary.symlink_to(target.name)
+    os.replace(temporary, directory / "..data")
+    link = directory / "config.yaml"
+    if not link.is_symlink():
+        link.symlink_to("..data/config.yaml")
+
+
+def wait_for(predicate, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_rules_hot_reload_through_configmap_symlink_swaps(workdir):
+    volume = workdir / "volume"
+    volume.mkdir()
+    sentinel = Sentinel(workdir)
+    base_text = (
+        f"store:\n  path: {workdir / 'sentinel.db'}\n"
+        "channels:\n  - {name: log, type: log}\n"
+        "rules:\n  classes:\n    config_drift:\n      enabled: {enabled}\n"
+    )
+    swap_config(volume, base_text.replace("{enabled}", "false"), 1)
+    sentinel.config_path = volume / "config.yaml"
+    sentinel.start()
+    try:
+        base = config_autoscaler()
+        post = lambda event_id, verb, obj: sentinel.post(*_binary(event_id, verb, obj))
+        assert post("h1", "add", base)[0] == 202
+        first = edited(base, "min-scale", "1", "2023-10-09T22:00:00Z")
+        assert post("h2", "update", first)[0] == 202
+        transitions = 'drift_sentinel_drift_transitions_total{class="config_drift",state="firing"}'
+        assert sentinel.metric(transitions) == 0.0, "disabled class finds nothing"
+
+        swap_config(volume, base_text.replace("{enabled}", "true"), 2)
+        assert wait_for(lambda: sentinel.metric("drift_sentinel_config_reloads_total") >= 1.0), sentinel.logs()
+        second = edited(first, "max-scale", "5", "2023-10-09T22:05:00Z")
+        assert post("h3", "update", second)[0] == 202
+        assert sentinel.metric(transitions) == 1.0, "the reloaded rules are in force"
+
+        # An invalid edit keeps the rules in force and says why.
+        swap_config(volume, base_text.replace("{enabled}", "maybe"), 3)
+        assert wait_for(lambda: sentinel.metric("drift_sentinel_config_reload_errors_total") >= 1.0)
+        assert "Config reload rejected" in sentinel.logs()
+        assert "rules.classes.config_drift.enabled" in sentinel.logs()
+        third = edited(second, "stable-window", "30s", "2023-10-09T22:10:00Z")
+        assert post("h4", "update", third)[0] == 202
+        with open(sentinel.log_path) as log:
+            assert any("Drift state changed" in line for line in log)
+        # A second swap after the first works too (the file watch is on the directory).
+        swap_config(volume, base_text.replace("{enabled}", "false"), 4)
+        assert wait_for(lambda: sentinel.metric("drift_sentinel_config_reloads_total") >= 2.0)
+    finally:
+        assert sentinel.stop() == 0
+
+
+def _binary(event_id, verb, obj):
+    message = to_binary_event(CloudEvent(attributes(event_id, verb, obj), obj))
+    return dict(message.headers), message.body
