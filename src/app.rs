@@ -46,11 +46,19 @@ pub async fn start(
     let metrics = Arc::new(Metrics::new());
     let store = SqliteStore::open(&config.store.path)
         .with_context(|| format!("opening store {}", config.store.path.display()))?;
+    let mut channel_configs = config.channels.clone();
+    if channel_configs.is_empty() {
+        channel_configs.push(crate::config::ChannelConfig::log("log"));
+    }
+    let router = crate::route::Router::new(&config.routes, &channel_configs);
+    let outbox_notify = Arc::new(tokio::sync::Notify::new());
     let rules = Arc::new(crate::reload::load_rules(&config).context("loading baseline manifests")?);
     let pipeline = Pipeline::start(
         Box::new(store),
         rules,
         pipeline::Settings {
+            router,
+            outbox_notify: Arc::clone(&outbox_notify),
             queue_capacity: config.server.queue_capacity,
             dedup_retention: config.store.dedup_retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
@@ -73,6 +81,44 @@ pub async fn start(
         .with_context(|| format!("binding {addr}"))?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
+    let outbox: crate::deliver::relay::SharedOutbox = Arc::new(std::sync::Mutex::new(Box::new(
+        crate::store::sqlite::SqliteOutbox::open(&config.store.path)
+            .context("opening the outbox")?,
+    )));
+    let channels = crate::deliver::build_channels(&channel_configs, config.public_url.as_deref())
+        .context("building HTTP clients for channels")?;
+    let relay_stop = CancellationToken::new();
+    let mut relays = Vec::new();
+    for channel in channels {
+        let settings = channel_configs
+            .iter()
+            .find(|candidate| {
+                channel.name() == candidate.name
+                    || channel.name().starts_with(&format!("{}#", candidate.name))
+            })
+            .map(|candidate| crate::deliver::relay::Limits {
+                max_attempts: candidate.max_attempts,
+                max_age: candidate.max_age,
+                min_backoff: candidate.min_backoff,
+                max_backoff: candidate.max_backoff,
+            })
+            .context("channel without config")?;
+        let relay = crate::deliver::relay::Relay::new(
+            channel,
+            settings,
+            Arc::clone(&outbox),
+            pipeline::system_clock(),
+            Arc::clone(&metrics),
+            Arc::clone(&outbox_notify),
+        );
+        relays.push(tokio::spawn(relay.run(relay_stop.clone())));
+    }
+    relays.push(tokio::spawn(crate::deliver::relay::watch_outbox(
+        Arc::clone(&outbox),
+        pipeline::system_clock(),
+        Arc::clone(&metrics),
+        relay_stop.clone(),
+    )));
     if let Some(path) = config_path {
         crate::reload::spawn(
             path,
@@ -107,6 +153,11 @@ pub async fn start(
         }
         let writer = pipeline.clone();
         let _ = tokio::task::spawn_blocking(move || writer.shutdown()).await;
+        // Deliveries in flight finish their attempt; anything unsent stays in the outbox.
+        relay_stop.cancel();
+        for relay in relays {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), relay).await;
+        }
         tracing::info!(message = "Stopped.");
     });
     tracing::info!(message = "Listening.", %addr);

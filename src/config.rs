@@ -111,6 +111,13 @@ pub struct Config {
     /// Alert channels. Without any, findings go to a `log` channel.
     #[serde(default)]
     pub channels: Vec<ChannelConfig>,
+    /// Routes, evaluated in order. Without any, every drift goes to every channel.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
+    /// Base URL where people reach this service (links in messages), e.g.
+    /// `https://drift.example.com`.
+    #[serde(default = "default_public_url")]
+    pub public_url: Option<String>,
 }
 
 fn default_cluster_name() -> String {
@@ -195,24 +202,297 @@ impl Default for StoreConfig {
     }
 }
 
-/// One alert channel. The `type` key selects the variant.
+/// One alert channel: a name, a `type`, the type's own settings, and delivery settings.
+#[derive(Debug, Clone)]
+pub struct ChannelConfig {
+    /// Name that routes refer to.
+    pub name: String,
+    /// The destination and its settings.
+    pub kind: ChannelKind,
+    /// Message language for built-in templates: `en` or `zh`.
+    pub language: String,
+    /// Optional template overrides with `{{variable}}` placeholders (see the README).
+    pub templates: TemplateConfig,
+    /// Per-attempt HTTP timeout.
+    pub timeout: Duration,
+    /// Attempts before a delivery expires.
+    pub max_attempts: u32,
+    /// Age after which an undelivered notification expires.
+    pub max_age: Duration,
+    /// First retry delay; doubles per attempt (with jitter) up to `maxBackoff`.
+    pub min_backoff: Duration,
+    /// Longest retry delay.
+    pub max_backoff: Duration,
+}
+
+/// The settings every channel type shares.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CommonChannelFields {
+    name: String,
+    #[serde(default = "default_language")]
+    language: String,
+    #[serde(default)]
+    templates: TemplateConfig,
+    #[serde(default = "default_send_timeout", deserialize_with = "de_duration")]
+    timeout: Duration,
+    #[serde(default = "default_max_attempts")]
+    max_attempts: u32,
+    #[serde(default = "default_max_age", deserialize_with = "de_duration")]
+    max_age: Duration,
+    #[serde(default = "default_min_backoff", deserialize_with = "de_duration")]
+    min_backoff: Duration,
+    #[serde(default = "default_max_backoff", deserialize_with = "de_duration")]
+    max_backoff: Duration,
+}
+
+const COMMON_CHANNEL_KEYS: &[&str] = &[
+    "name",
+    "language",
+    "templates",
+    "timeout",
+    "maxAttempts",
+    "maxAge",
+    "minBackoff",
+    "maxBackoff",
+];
+
+impl<'de> Deserialize<'de> for ChannelConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Shared keys and type-specific keys are checked separately so a typo in either is an
+        // error (serde cannot combine `flatten` with `deny_unknown_fields`).
+        let map = serde_json::Map::<String, serde_json::Value>::deserialize(deserializer)?;
+        let (common, specific): (serde_json::Map<_, _>, serde_json::Map<_, _>) = map
+            .into_iter()
+            .partition(|(key, _)| COMMON_CHANNEL_KEYS.contains(&key.as_str()));
+        let common: CommonChannelFields = serde_json::from_value(serde_json::Value::Object(common))
+            .map_err(serde::de::Error::custom)?;
+        let kind: ChannelKind = serde_json::from_value(serde_json::Value::Object(specific))
+            .map_err(serde::de::Error::custom)?;
+        Ok(ChannelConfig {
+            name: common.name,
+            kind,
+            language: common.language,
+            templates: common.templates,
+            timeout: common.timeout,
+            max_attempts: common.max_attempts,
+            max_age: common.max_age,
+            min_backoff: common.min_backoff,
+            max_backoff: common.max_backoff,
+        })
+    }
+}
+
+fn default_language() -> String {
+    "en".to_string()
+}
+fn default_send_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_max_attempts() -> u32 {
+    12
+}
+fn default_max_age() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+fn default_min_backoff() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_max_backoff() -> Duration {
+    Duration::from_secs(600)
+}
+
+/// Template overrides; unset parts use the built-in template of the channel's language.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TemplateConfig {
+    /// Title line of one notification.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Body of one notification (Markdown where the channel renders it).
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+/// Destination types and their settings. The `type` key selects the variant.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
-pub enum ChannelConfig {
+pub enum ChannelKind {
     /// Prints each alert as a JSON log line; needs no external service.
-    Log {
-        /// Name that routes refer to.
-        name: String,
+    Log {},
+    /// DingTalk custom robot (markdown, HMAC-SHA256 signing, 20 messages a minute).
+    #[serde(rename_all = "camelCase")]
+    Dingtalk {
+        /// `https://oapi.dingtalk.com/robot/send?access_token=...` (a secret: use `${VAR}`).
+        url: Secret,
+        /// Signing secret (`SEC...`), if the robot uses signing.
+        #[serde(default)]
+        secret: Option<Secret>,
+        /// Mobiles to @-mention.
+        #[serde(default)]
+        at_mobiles: Vec<String>,
+        /// User ids to @-mention.
+        #[serde(default)]
+        at_user_ids: Vec<String>,
+        /// The robot's custom keyword, if its security setting requires one.
+        #[serde(default)]
+        keyword: Option<String>,
     },
+    /// Slack incoming webhook (Block Kit).
+    Slack {
+        /// `https://hooks.slack.com/services/...` (a secret).
+        url: Secret,
+    },
+    /// Feishu / Lark custom bot (card messages, optional signing).
+    Feishu {
+        /// `https://open.feishu.cn/open-apis/bot/v2/hook/...` (a secret).
+        url: Secret,
+        /// Signing secret, if the bot uses signing.
+        #[serde(default)]
+        secret: Option<Secret>,
+    },
+    /// WeCom group robot (markdown).
+    Wecom {
+        /// `https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=...` (a secret).
+        url: Secret,
+    },
+    /// Generic JSON webhook signed with Standard Webhooks headers.
+    Webhook {
+        /// Receiver URL (may carry a token: treated as a secret).
+        url: Secret,
+        /// `whsec_...` signing secret.
+        #[serde(default)]
+        secret: Option<Secret>,
+    },
+    /// Prometheus Alertmanager (`POST /api/v2/alerts` to every instance).
+    #[serde(rename_all = "camelCase")]
+    Alertmanager {
+        /// Base URLs of every Alertmanager instance (an HA pair gets both).
+        urls: Vec<Secret>,
+        /// How often firing alerts are re-sent.
+        #[serde(default = "default_resend_interval", deserialize_with = "de_duration")]
+        resend_interval: Duration,
+    },
+    /// CloudEvents (`dev.driftsentinel.drift.firing|resolved`) to a Broker ingress.
+    Cloudevents {
+        /// Broker ingress URL.
+        url: Secret,
+    },
+}
+
+fn default_resend_interval() -> Duration {
+    Duration::from_secs(60)
+}
+
+impl ChannelKind {
+    /// The `type` name.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ChannelKind::Log {} => "log",
+            ChannelKind::Dingtalk { .. } => "dingtalk",
+            ChannelKind::Slack { .. } => "slack",
+            ChannelKind::Feishu { .. } => "feishu",
+            ChannelKind::Wecom { .. } => "wecom",
+            ChannelKind::Webhook { .. } => "webhook",
+            ChannelKind::Alertmanager { .. } => "alertmanager",
+            ChannelKind::Cloudevents { .. } => "cloudevents",
+        }
+    }
 }
 
 impl ChannelConfig {
     /// The channel's name as routes refer to it.
     pub fn name(&self) -> &str {
-        match self {
-            ChannelConfig::Log { name } => name,
+        &self.name
+    }
+
+    /// A `log` channel with defaults.
+    pub fn log(name: &str) -> ChannelConfig {
+        ChannelConfig {
+            name: name.to_string(),
+            kind: ChannelKind::Log {},
+            language: default_language(),
+            templates: TemplateConfig::default(),
+            timeout: default_send_timeout(),
+            max_attempts: default_max_attempts(),
+            max_age: default_max_age(),
+            min_backoff: default_min_backoff(),
+            max_backoff: default_max_backoff(),
         }
     }
+}
+
+/// One route: which drifts go to which channels, and how they are grouped and repeated.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteConfig {
+    /// What the route matches (every given matcher must match).
+    #[serde(default, rename = "match")]
+    pub matcher: RouteMatch,
+    /// Channels to send to.
+    pub channels: Vec<String>,
+    /// Keep evaluating later routes after a match.
+    #[serde(default, rename = "continue")]
+    pub continue_matching: bool,
+    /// How long to wait for more drifts of the same group before sending one message.
+    #[serde(default = "default_group_wait", deserialize_with = "de_duration")]
+    pub group_wait: Duration,
+    /// Drift fields that form a group: `cluster`, `namespace`, `class`, `severity`, `kind`,
+    /// `name`, `service`.
+    #[serde(default = "default_group_by")]
+    pub group_by: Vec<String>,
+    /// Reminder interval while a drift keeps firing (`0s` = never).
+    #[serde(default = "default_repeat_interval", deserialize_with = "de_duration")]
+    pub repeat_interval: Duration,
+    /// Send a message when a drift resolves.
+    #[serde(default = "default_true")]
+    pub send_resolved: bool,
+}
+
+fn default_group_wait() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_group_by() -> Vec<String> {
+    vec![
+        "cluster".to_string(),
+        "namespace".to_string(),
+        "class".to_string(),
+    ]
+}
+fn default_repeat_interval() -> Duration {
+    Duration::from_secs(4 * 3600)
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Route matchers; absent matchers match everything.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteMatch {
+    /// Class ids.
+    #[serde(default)]
+    pub class: Vec<String>,
+    /// Minimum severity (`warning` matches warning and critical).
+    #[serde(default)]
+    pub severity: Option<String>,
+    /// Cluster name globs.
+    #[serde(default)]
+    pub cluster: Vec<String>,
+    /// Namespace globs.
+    #[serde(default)]
+    pub namespace: Vec<String>,
+    /// Kinds.
+    #[serde(default)]
+    pub kind: Vec<String>,
+    /// Object labels that must be present with these values.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Public UI base URL, used for links in messages.
+fn default_public_url() -> Option<String> {
+    None
 }
 
 /// Drift rules: which classes run, how long a condition must hold, and what is in scope.
@@ -379,10 +659,33 @@ pub fn load_str(text: &str, lookup_env: &dyn Fn(&str) -> Option<String>) -> Resu
         } else {
             path
         };
-        Error::invalid(path, error.into_inner().to_string())
+        Error::invalid(path, redact_urls(&error.into_inner().to_string()))
     })?;
     validate(&config)?;
     Ok(config)
+}
+
+/// Replaces URLs in an error message: webhook URLs carry tokens, and a type error quotes the
+/// value it rejected.
+pub fn redact_urls(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(start) = rest
+        .find("http://")
+        .into_iter()
+        .chain(rest.find("https://"))
+        .min()
+    {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == '`')
+            .unwrap_or(tail.len());
+        out.push_str("<redacted URL>");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A key with no value (`defaults:` followed only by comments) means "not set", as it does in
@@ -578,13 +881,8 @@ fn validate(config: &Config) -> Result<(), Error> {
     }
     let mut names = BTreeSet::new();
     for (index, channel) in config.channels.iter().enumerate() {
+        validate_channel(index, channel)?;
         let name = channel.name();
-        if name.trim().is_empty() {
-            return Err(Error::invalid(
-                format!("channels[{index}].name"),
-                "must not be empty",
-            ));
-        }
         if !names.insert(name.to_string()) {
             return Err(Error::invalid(
                 format!("channels[{index}].name"),
@@ -592,7 +890,161 @@ fn validate(config: &Config) -> Result<(), Error> {
             ));
         }
     }
+    for (index, route) in config.routes.iter().enumerate() {
+        let path = format!("routes[{index}]");
+        if route.channels.is_empty() {
+            return Err(Error::invalid(
+                format!("{path}.channels"),
+                "needs at least one channel",
+            ));
+        }
+        for (position, name) in route.channels.iter().enumerate() {
+            if !names.contains(name) {
+                return Err(Error::invalid(
+                    format!("{path}.channels[{position}]"),
+                    format!(
+                        "no channel named {name:?} (channels: {})",
+                        names.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+        for (position, class) in route.matcher.class.iter().enumerate() {
+            if !KNOWN_CLASSES.contains(&class.as_str()) {
+                return Err(Error::invalid(
+                    format!("{path}.match.class[{position}]"),
+                    format!("unknown drift class {class:?}"),
+                ));
+            }
+        }
+        if let Some(severity) = &route.matcher.severity {
+            if !SEVERITIES.contains(&severity.as_str()) {
+                return Err(Error::invalid(
+                    format!("{path}.match.severity"),
+                    format!("must be one of {}", SEVERITIES.join(", ")),
+                ));
+            }
+        }
+        for (position, field) in route.group_by.iter().enumerate() {
+            let known = [
+                "cluster",
+                "namespace",
+                "class",
+                "severity",
+                "kind",
+                "name",
+                "service",
+            ];
+            if !known.contains(&field.as_str()) {
+                return Err(Error::invalid(
+                    format!("{path}.groupBy[{position}]"),
+                    format!("unknown field {field:?}; use {}", known.join(", ")),
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+fn validate_channel(index: usize, channel: &ChannelConfig) -> Result<(), Error> {
+    let path = format!("channels[{index}]");
+    if channel.name.trim().is_empty() {
+        return Err(Error::invalid(format!("{path}.name"), "must not be empty"));
+    }
+    if !["en", "zh"].contains(&channel.language.as_str()) {
+        return Err(Error::invalid(
+            format!("{path}.language"),
+            "must be en or zh",
+        ));
+    }
+    if channel.max_attempts == 0 {
+        return Err(Error::invalid(
+            format!("{path}.maxAttempts"),
+            "must be at least 1",
+        ));
+    }
+    if channel.timeout.is_zero() {
+        return Err(Error::invalid(
+            format!("{path}.timeout"),
+            "must be positive",
+        ));
+    }
+    let check_url = |key: &str, url: &Secret| -> Result<(), Error> {
+        let text = url.expose();
+        // Never echo the URL: it carries the token.
+        if !(text.starts_with("http://") || text.starts_with("https://")) {
+            return Err(Error::invalid(
+                format!("{path}.{key}"),
+                "must be an http:// or https:// URL",
+            ));
+        }
+        if reqwest::Url::parse(text).is_err() {
+            return Err(Error::invalid(
+                format!("{path}.{key}"),
+                "is not a valid URL",
+            ));
+        }
+        Ok(())
+    };
+    match &channel.kind {
+        ChannelKind::Log {} => {}
+        ChannelKind::Dingtalk { url, secret, .. }
+        | ChannelKind::Feishu { url, secret }
+        | ChannelKind::Webhook { url, secret } => {
+            check_url("url", url)?;
+            if let Some(secret) = secret {
+                if secret.is_empty() {
+                    return Err(Error::invalid(
+                        format!("{path}.secret"),
+                        "is empty (an unset ${VAR}?)",
+                    ));
+                }
+                if let ChannelKind::Webhook { .. } = channel.kind {
+                    let ok = secret
+                        .expose()
+                        .strip_prefix("whsec_")
+                        .is_some_and(base64_decodes);
+                    if !ok {
+                        return Err(Error::invalid(
+                            format!("{path}.secret"),
+                            "must be whsec_ followed by a base64 key",
+                        ));
+                    }
+                }
+            }
+        }
+        ChannelKind::Slack { url }
+        | ChannelKind::Wecom { url }
+        | ChannelKind::Cloudevents { url } => check_url("url", url)?,
+        ChannelKind::Alertmanager {
+            urls,
+            resend_interval,
+        } => {
+            if urls.is_empty() {
+                return Err(Error::invalid(
+                    format!("{path}.urls"),
+                    "needs at least one Alertmanager URL",
+                ));
+            }
+            for (position, url) in urls.iter().enumerate() {
+                check_url(&format!("urls[{position}]"), url)?;
+            }
+            if resend_interval.is_zero() {
+                return Err(Error::invalid(
+                    format!("{path}.resendInterval"),
+                    "must be positive",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn base64_decodes(text: &str) -> bool {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .is_ok()
 }
 
 fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
@@ -690,6 +1142,65 @@ mod tests {
     fn syntax_error_is_reported() {
         let error = load_str("server: [unclosed\n", &no_env).unwrap_err();
         assert_eq!(error.kind(), "syntax");
+    }
+
+    #[test]
+    fn channels_and_routes_validate_with_paths() {
+        let env = |name: &str| {
+            (name == "DT")
+                .then(|| "https://oapi.dingtalk.com/robot/send?access_token=abc".to_string())
+        };
+        let config = load_str(
+            "channels:\n  - name: ops\n    type: dingtalk\n    url: ${DT}\n    secret: SECxyz\n    atMobiles: ['138']\nroutes:\n  - channels: [ops]\n    match: {severity: warning}\n",
+            &env,
+        )
+        .unwrap();
+        assert_eq!(config.channels[0].kind.type_name(), "dingtalk");
+        let error = load_str("channels:\n  - {name: a, type: slack, url: 'https://hooks.slack.com/x', colour: red}\n", &no_env).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("channels[0]: unknown field `colour`"),
+            "{error}"
+        );
+        let error = load_str(
+            "channels:\n  - {name: a, type: slack, url: 'not a url'}\n",
+            &no_env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "channels[0].url: must be an http:// or https:// URL"
+        );
+        let error = load_str(
+            "channels:\n  - {name: a, type: log}\nroutes:\n  - channels: [b]\n",
+            &no_env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "routes[0].channels[0]: no channel named \"b\" (channels: a)"
+        );
+        let error =
+            load_str("channels:\n  - {name: a, type: carrier-pigeon}\n", &no_env).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("unknown variant `carrier-pigeon`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn type_errors_never_echo_urls() {
+        let error = load_str(
+            "channels:\n  - name: am\n    type: alertmanager\n    urls: https://am.example/?token=s3cret\n",
+            &no_env,
+        )
+        .unwrap_err();
+        let message = error.to_string();
+        assert!(!message.contains("s3cret"), "{message}");
+        assert!(message.contains("<redacted URL>"), "{message}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// A label set with one `kind` label (error kinds).
@@ -49,6 +50,38 @@ pub struct TransitionLabel {
     pub state: String,
 }
 
+/// `channel` and `outcome` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeliveryLabel {
+    /// Channel name (from the config: bounded).
+    pub channel: String,
+    /// delivered, retried, throttled, rejected, expired.
+    pub outcome: String,
+}
+
+/// `channel` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChannelLabel {
+    /// Channel name.
+    pub channel: String,
+}
+
+/// `state` label (outbox dead rows).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// rejected or expired.
+    pub state: String,
+}
+
+/// `class` and `severity` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassSeverityLabel {
+    /// Drift class id.
+    pub class: String,
+    /// Severity.
+    pub severity: String,
+}
+
 /// Every metric the service exports.
 pub struct Metrics {
     registry: Registry,
@@ -70,6 +103,26 @@ pub struct Metrics {
     pub config_reload_errors: Counter,
     /// Config reloads that took effect.
     pub config_reloads: Counter,
+    /// Delivery attempts by channel and outcome.
+    pub deliveries: Family<DeliveryLabel, Counter>,
+    /// Seconds from queueing to delivery, by channel.
+    pub delivery_latency: Family<ChannelLabel, Histogram>,
+    /// Notifications waiting in the outbox.
+    pub outbox_pending: Gauge,
+    /// Age of the oldest waiting notification, in seconds.
+    pub outbox_oldest_age_seconds: Gauge,
+    /// Notifications that ended rejected or expired.
+    pub outbox_dead: Family<StateLabel, Gauge>,
+    /// Drifts currently firing, by class and severity.
+    pub drifts_firing: Family<ClassSeverityLabel, Gauge>,
+    /// Notifications queued, by channel.
+    pub notifications_queued: Family<ChannelLabel, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new([
+        0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+    ])
 }
 
 impl Default for Metrics {
@@ -132,8 +185,59 @@ impl Metrics {
             "Config reloads applied",
             config_reloads.clone(),
         );
+        let deliveries = Family::<DeliveryLabel, Counter>::default();
+        registry.register(
+            "deliveries",
+            "Delivery attempts, by channel and outcome",
+            deliveries.clone(),
+        );
+        let delivery_latency = Family::<ChannelLabel, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "delivery_latency_seconds",
+            "Time from queueing a notification to its delivery",
+            delivery_latency.clone(),
+        );
+        let outbox_pending = Gauge::default();
+        registry.register(
+            "outbox_pending",
+            "Notifications waiting for delivery",
+            outbox_pending.clone(),
+        );
+        let outbox_oldest_age_seconds = Gauge::default();
+        registry.register(
+            "outbox_oldest_age_seconds",
+            "Age of the oldest notification waiting for delivery",
+            outbox_oldest_age_seconds.clone(),
+        );
+        let outbox_dead = Family::<StateLabel, Gauge>::default();
+        registry.register(
+            "outbox_dead",
+            "Notifications that ended rejected or expired",
+            outbox_dead.clone(),
+        );
+        let drifts_firing = Family::<ClassSeverityLabel, Gauge>::default();
+        registry.register(
+            "drifts_firing",
+            "Drifts currently firing, by class and severity",
+            drifts_firing.clone(),
+        );
+        let notifications_queued = Family::<ChannelLabel, Counter>::default();
+        registry.register(
+            "notifications_queued",
+            "Notifications queued, by channel",
+            notifications_queued.clone(),
+        );
         Metrics {
             registry,
+            deliveries,
+            delivery_latency,
+            outbox_pending,
+            outbox_oldest_age_seconds,
+            outbox_dead,
+            drifts_firing,
+            notifications_queued,
             events,
             responses,
             ingest_errors,
@@ -152,6 +256,16 @@ impl Metrics {
             .get_or_create(&TransitionLabel {
                 class: class.to_string(),
                 state: state.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a delivery outcome.
+    pub fn record_delivery(&self, channel: &str, outcome: &str) {
+        self.deliveries
+            .get_or_create(&DeliveryLabel {
+                channel: channel.to_string(),
+                outcome: outcome.to_string(),
             })
             .inc();
     }

@@ -24,7 +24,8 @@ use tokio::sync::oneshot;
 use crate::classify::{Engine, Millis, Outcome, Rules, Transition};
 use crate::decode::Decoded;
 use crate::metrics::Metrics;
-use crate::store::{Batch, EventKey, Store};
+use crate::route::Router;
+use crate::store::{Batch, EventKey, NewOutbox, Store};
 
 /// Why a submission was not accepted.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -110,8 +111,12 @@ enum Command {
 }
 
 /// Settings of the writer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Settings {
+    /// Routes and channel endpoints.
+    pub router: Router,
+    /// Woken after a commit that queued notifications.
+    pub outbox_notify: Arc<tokio::sync::Notify>,
     /// Queue capacity (requests).
     pub queue_capacity: usize,
     /// How long event keys are remembered.
@@ -332,6 +337,7 @@ impl Writer {
         }
         self.engine.tick(now);
         batch.changes = self.engine.changes();
+        batch.outbox = self.queue_notifications(&batch.changes.transitions);
         let committed = match store_failure {
             Some(error) => Err(error),
             None if batch.events.is_empty() && batch.changes.is_empty() => Ok(()),
@@ -343,6 +349,10 @@ impl Writer {
                 self.mark_store(true, now);
                 self.metrics.store_commits.inc();
                 self.after_commit(&batch.changes.transitions);
+                if !batch.outbox.is_empty() {
+                    self.settings.outbox_notify.notify_waiters();
+                    self.settings.outbox_notify.notify_one();
+                }
                 for ((_, reply), result) in submissions.into_iter().zip(results) {
                     let _ = reply.send(result);
                 }
@@ -363,12 +373,87 @@ impl Writer {
         self.metrics
             .tracked_objects
             .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));
+        self.update_firing_gauge();
         if now - self.last_prune >= PRUNE_INTERVAL_MS {
             self.last_prune = now;
             let retention =
                 i64::try_from(self.settings.dedup_retention.as_millis()).unwrap_or(i64::MAX);
             if let Err(error) = self.store.prune_events(now.saturating_sub(retention)) {
                 tracing::warn!(message = "Pruning old event keys failed.", %error);
+            }
+        }
+    }
+
+    /// Routes transitions to outbox rows (written in the same transaction as the transitions).
+    fn queue_notifications(&self, transitions: &[Transition]) -> Vec<NewOutbox> {
+        let rules = Arc::clone(self.engine.rules());
+        let mut rows = Vec::new();
+        for transition in transitions {
+            for queued in self
+                .settings
+                .router
+                .route(transition, &rules, transition.at)
+            {
+                let payload = match serde_json::to_string(&queued.notice) {
+                    Ok(payload) => payload,
+                    Err(error) => {
+                        tracing::error!(message = "Could not serialize a notification; it is not queued.", %error);
+                        continue;
+                    }
+                };
+                self.metrics
+                    .notifications_queued
+                    .get_or_create(&crate::metrics::ChannelLabel {
+                        channel: queued.channel.clone(),
+                    })
+                    .inc();
+                rows.push(NewOutbox {
+                    id: notification_id(
+                        &transition.drift.id,
+                        &queued.channel,
+                        queued.notice.kind.as_str(),
+                        transition.at,
+                    ),
+                    channel: queued.channel,
+                    drift_id: transition.drift.id.clone(),
+                    kind: queued.notice.kind.as_str().to_string(),
+                    group_key: queued.group_key,
+                    payload,
+                    created_at: transition.at,
+                    not_before: queued.not_before,
+                    repeat_after_ms: queued
+                        .repeat_after
+                        .map(|interval| i64::try_from(interval.as_millis()).unwrap_or(i64::MAX)),
+                });
+            }
+        }
+        rows
+    }
+
+    fn update_firing_gauge(&self) {
+        let mut counts: std::collections::HashMap<(String, &'static str), i64> =
+            std::collections::HashMap::new();
+        for drift in self.engine.open_drifts() {
+            if drift.state == crate::classify::DriftState::Firing {
+                *counts
+                    .entry((drift.class.clone(), drift.severity.as_str()))
+                    .or_default() += 1;
+            }
+        }
+        // Every (class, severity) pair is set, so a drift that stopped firing reads 0, not stale.
+        for class in crate::config::KNOWN_CLASSES {
+            for severity in crate::config::SEVERITIES {
+                let value = counts
+                    .get(&(class.to_string(), *severity))
+                    .copied()
+                    .unwrap_or(0);
+                self.metrics
+                    .drifts_firing
+                    .get_or_create(&crate::metrics::ClassSeverityLabel {
+                        class: class.to_string(),
+                        severity: severity.to_string(),
+                    })
+                    .set(value);
             }
         }
     }
@@ -416,4 +501,22 @@ impl Writer {
             }
         }
     }
+}
+
+/// A stable notification id: the same transition routed to the same endpoint always gets the
+/// same id, which channels use as their idempotency key (DingTalk `msgUuid`, `webhook-id`).
+pub fn notification_id(drift_id: &str, channel: &str, kind: &str, at: Millis) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in [drift_id, channel, kind] {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    hasher.update(at.to_be_bytes());
+    let digest = hasher.finalize();
+    let hex: String = digest[..10]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("ntf_{hex}")
 }

@@ -5,7 +5,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::{Batch, Error, EventKey, Snapshot, Store};
+use super::{
+    Batch, Error, EventKey, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+    Snapshot, Store,
+};
 use crate::classify::{Drift, DriftState, Millis, ObjectKey, ObjectState};
 
 /// The in-memory store.
@@ -21,7 +24,19 @@ struct Inner {
     events: HashMap<EventKey, Millis>,
     objects: HashMap<ObjectKey, ObjectState>,
     drifts: HashMap<String, Drift>,
+    outbox: std::collections::BTreeMap<String, OutboxRow>,
     commits: usize,
+}
+
+fn pending_row(queued: &NewOutbox) -> OutboxRow {
+    OutboxRow {
+        queued: queued.clone(),
+        attempts: 0,
+        next_attempt_at: queued.not_before,
+        state: OutboxState::Pending,
+        last_error: None,
+        finished_at: None,
+    }
 }
 
 impl MemoryStore {
@@ -125,6 +140,12 @@ impl Store for MemoryStore {
         for drift in &batch.changes.drifts {
             inner.drifts.insert(drift.id.clone(), drift.clone());
         }
+        for queued in &batch.outbox {
+            inner
+                .outbox
+                .entry(queued.id.clone())
+                .or_insert_with(|| pending_row(queued));
+        }
         inner.commits += 1;
         Ok(())
     }
@@ -139,5 +160,107 @@ impl Store for MemoryStore {
         let before = inner.events.len();
         inner.events.retain(|_, at| *at >= cutoff);
         Ok(before - inner.events.len())
+    }
+}
+
+impl Outbox for MemoryStore {
+    fn due(&mut self, channel: &str, now: Millis, limit: usize) -> Result<Vec<OutboxRow>, Error> {
+        self.check()?;
+        let mut rows: Vec<OutboxRow> = self
+            .lock()
+            .outbox
+            .values()
+            .filter(|row| {
+                row.queued.channel == channel
+                    && row.state == OutboxState::Pending
+                    && row.next_attempt_at <= now
+            })
+            .cloned()
+            .collect();
+        rows.sort_by(|a, b| {
+            (a.queued.created_at, &a.queued.id).cmp(&(b.queued.created_at, &b.queued.id))
+        });
+        rows.truncate(limit);
+        Ok(rows)
+    }
+
+    fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error> {
+        self.check()?;
+        Ok(self
+            .lock()
+            .outbox
+            .values()
+            .filter(|row| row.queued.channel == channel && row.state == OutboxState::Pending)
+            .map(|row| row.next_attempt_at)
+            .min())
+    }
+
+    fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error> {
+        self.check()?;
+        let mut inner = self.lock();
+        for id in &settlement.ids {
+            if let Some(row) = inner.outbox.get_mut(id) {
+                if row.state != OutboxState::Pending {
+                    continue;
+                }
+                row.state = settlement.state;
+                row.next_attempt_at = settlement.next_attempt_at;
+                row.attempts += u32::from(settlement.attempted);
+                row.last_error =
+                    (settlement.state != OutboxState::Delivered).then(|| settlement.detail.clone());
+                row.finished_at =
+                    (settlement.state != OutboxState::Pending).then_some(settlement.at);
+            }
+        }
+        for queued in follow_ups {
+            inner
+                .outbox
+                .entry(queued.id.clone())
+                .or_insert_with(|| pending_row(queued));
+        }
+        Ok(())
+    }
+
+    fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {
+        self.check()?;
+        Ok(self.lock().drifts.get(drift_id).map(|drift| drift.state))
+    }
+
+    fn stats(&mut self) -> Result<OutboxStats, Error> {
+        self.check()?;
+        let inner = self.lock();
+        let mut stats = OutboxStats::default();
+        for row in inner.outbox.values() {
+            match row.state {
+                OutboxState::Pending => {
+                    stats.pending += 1;
+                    stats.oldest_pending = Some(
+                        stats
+                            .oldest_pending
+                            .map_or(row.queued.created_at, |oldest| {
+                                oldest.min(row.queued.created_at)
+                            }),
+                    );
+                }
+                OutboxState::Rejected => stats.rejected += 1,
+                OutboxState::Expired => stats.expired += 1,
+                OutboxState::Delivered => {}
+            }
+        }
+        Ok(stats)
+    }
+
+    fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error> {
+        self.check()?;
+        let mut rows: Vec<OutboxRow> = self
+            .lock()
+            .outbox
+            .values()
+            .filter(|row| state.is_none_or(|wanted| row.state == wanted))
+            .cloned()
+            .collect();
+        rows.sort_by_key(|row| std::cmp::Reverse(row.queued.created_at));
+        rows.truncate(limit);
+        Ok(rows)
     }
 }

@@ -12,7 +12,7 @@
 pub mod memory;
 pub mod sqlite;
 
-use crate::classify::{Changes, Drift, Millis, ObjectState};
+use crate::classify::{Changes, Drift, DriftState, Millis, ObjectState};
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +65,132 @@ pub struct Batch {
     pub events: Vec<(EventKey, Millis)>,
     /// What the engine changed.
     pub changes: Changes,
+    /// Notifications to deliver.
+    pub outbox: Vec<NewOutbox>,
+}
+
+/// A notification to deliver, as queued.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOutbox {
+    /// Stable id: the idempotency key sent to channels that support one.
+    pub id: String,
+    /// Channel endpoint.
+    pub channel: String,
+    /// The drift it is about.
+    pub drift_id: String,
+    /// `firing`, `resolved` or `repeat`.
+    pub kind: String,
+    /// Rows with the same key, due together, become one message.
+    pub group_key: String,
+    /// The notice as JSON.
+    pub payload: String,
+    /// When it was queued.
+    pub created_at: Millis,
+    /// Earliest send time.
+    pub not_before: Millis,
+    /// Reminder interval while firing, in milliseconds.
+    pub repeat_after_ms: Option<i64>,
+}
+
+/// Terminal and non-terminal states of a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxState {
+    /// Waiting for its time or a retry.
+    Pending,
+    /// Accepted by the destination.
+    Delivered,
+    /// Refused permanently by the destination (or unsendable).
+    Rejected,
+    /// Gave up: attempt or age cap reached, or no longer relevant.
+    Expired,
+}
+
+impl OutboxState {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxState::Pending => "pending",
+            OutboxState::Delivered => "delivered",
+            OutboxState::Rejected => "rejected",
+            OutboxState::Expired => "expired",
+        }
+    }
+
+    /// Parses [`OutboxState::as_str`] output.
+    pub fn parse(text: &str) -> Option<OutboxState> {
+        match text {
+            "pending" => Some(OutboxState::Pending),
+            "delivered" => Some(OutboxState::Delivered),
+            "rejected" => Some(OutboxState::Rejected),
+            "expired" => Some(OutboxState::Expired),
+            _ => None,
+        }
+    }
+}
+
+/// A queued notification with its delivery state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxRow {
+    /// What was queued.
+    pub queued: NewOutbox,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// Next attempt time.
+    pub next_attempt_at: Millis,
+    /// Current state.
+    pub state: OutboxState,
+    /// Last error, if any.
+    pub last_error: Option<String>,
+    /// When it reached a terminal state.
+    pub finished_at: Option<Millis>,
+}
+
+/// The result of one delivery attempt for a set of rows (one message).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    /// Rows the message carried.
+    pub ids: Vec<String>,
+    /// New state (`Pending` = retry at `next_attempt_at`).
+    pub state: OutboxState,
+    /// Next attempt time for retries.
+    pub next_attempt_at: Millis,
+    /// When the attempt happened.
+    pub at: Millis,
+    /// Outcome detail for the audit trail (never a URL or secret).
+    pub detail: String,
+    /// How long the attempt took.
+    pub duration_ms: i64,
+    /// Whether this settlement counts as an attempt (false for expiries decided without sending).
+    pub attempted: bool,
+}
+
+/// Outbox figures for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutboxStats {
+    /// Rows waiting.
+    pub pending: i64,
+    /// Creation time of the oldest pending row.
+    pub oldest_pending: Option<Millis>,
+    /// Rows rejected.
+    pub rejected: i64,
+    /// Rows expired.
+    pub expired: i64,
+}
+
+/// The delivery side of the store: its own connection, shared by the channel relays.
+pub trait Outbox: Send {
+    /// Pending rows of a channel due at `now`, oldest first.
+    fn due(&mut self, channel: &str, now: Millis, limit: usize) -> Result<Vec<OutboxRow>, Error>;
+    /// When the channel's next pending row becomes due.
+    fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error>;
+    /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction.
+    fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error>;
+    /// The current state of a drift (to drop reminders for resolved drifts).
+    fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error>;
+    /// Figures for metrics.
+    fn stats(&mut self) -> Result<OutboxStats, Error>;
+    /// Rows in a state (newest first), for the API and tests.
+    fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error>;
 }
 
 /// State restored at start.

@@ -6,8 +6,11 @@ use std::path::Path;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{Batch, Error, EventKey, Snapshot, Store};
-use crate::classify::{Drift, Millis, ObjectState};
+use super::{
+    Batch, Error, EventKey, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+    Snapshot, Store,
+};
+use crate::classify::{Drift, DriftState, Millis, ObjectState};
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS events (
@@ -50,6 +53,34 @@ CREATE TABLE IF NOT EXISTS drift_history (
     at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS drift_history_drift ON drift_history (drift_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    id TEXT PRIMARY KEY,
+    channel TEXT NOT NULL,
+    drift_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    not_before INTEGER NOT NULL,
+    repeat_after_ms INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    last_error TEXT,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox (channel, state, next_attempt_at);
+CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state);
+CREATE INDEX IF NOT EXISTS outbox_drift ON outbox (drift_id);
+CREATE TABLE IF NOT EXISTS delivery_attempts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    outbox_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS delivery_attempts_outbox ON delivery_attempts (outbox_id);
 CREATE TABLE IF NOT EXISTS heartbeat (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     at INTEGER NOT NULL
@@ -80,7 +111,14 @@ impl SqliteStore {
 
     /// Counts rows of a table (diagnostics and tests).
     pub fn count(&self, table: &str) -> Result<i64, Error> {
-        let allowed = ["events", "objects", "drifts", "drift_history"];
+        let allowed = [
+            "events",
+            "objects",
+            "drifts",
+            "drift_history",
+            "outbox",
+            "delivery_attempts",
+        ];
         if !allowed.contains(&table) {
             return Err(Error::Unavailable(format!("unknown table {table}")));
         }
@@ -198,6 +236,7 @@ impl Store for SqliteStore {
                     transition.at
                 ])?;
             }
+            insert_outbox(&transaction, &batch.outbox)?;
         }
         transaction.commit()?;
         Ok(())
@@ -215,5 +254,170 @@ impl Store for SqliteStore {
         Ok(self
             .connection
             .execute("DELETE FROM events WHERE received_at < ?1", params![cutoff])?)
+    }
+}
+
+fn insert_outbox(connection: &Connection, rows: &[NewOutbox]) -> Result<(), Error> {
+    let mut insert = connection.prepare_cached(
+        "INSERT OR IGNORE INTO outbox (id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, next_attempt_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?8)",
+    )?;
+    for row in rows {
+        insert.execute(params![
+            row.id,
+            row.channel,
+            row.drift_id,
+            row.kind,
+            row.group_key,
+            row.payload,
+            row.created_at,
+            row.not_before,
+            row.repeat_after_ms
+        ])?;
+    }
+    Ok(())
+}
+
+const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at";
+
+fn outbox_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
+    let state: String = row.get(11)?;
+    Ok(OutboxRow {
+        queued: NewOutbox {
+            id: row.get(0)?,
+            channel: row.get(1)?,
+            drift_id: row.get(2)?,
+            kind: row.get(3)?,
+            group_key: row.get(4)?,
+            payload: row.get(5)?,
+            created_at: row.get(6)?,
+            not_before: row.get(7)?,
+            repeat_after_ms: row.get(8)?,
+        },
+        attempts: row.get(9)?,
+        next_attempt_at: row.get(10)?,
+        state: OutboxState::parse(&state).unwrap_or(OutboxState::Pending),
+        last_error: row.get(12)?,
+        finished_at: row.get(13)?,
+    })
+}
+
+/// The delivery side of the SQLite store, on its own connection (WAL lets it read while the
+/// writer commits; SQLite serializes the two writers with `busy_timeout`).
+pub struct SqliteOutbox {
+    connection: Connection,
+}
+
+impl SqliteOutbox {
+    /// Opens the outbox on an existing store file.
+    pub fn open(path: &Path) -> Result<SqliteOutbox, Error> {
+        // Opening the store first creates the schema if this runs before the writer.
+        drop(SqliteStore::open(path)?);
+        let connection = Connection::open(path)?;
+        connection.pragma_update(None, "synchronous", "FULL")?;
+        connection.pragma_update(None, "busy_timeout", 5000)?;
+        Ok(SqliteOutbox { connection })
+    }
+}
+
+impl Outbox for SqliteOutbox {
+    fn due(&mut self, channel: &str, now: Millis, limit: usize) -> Result<Vec<OutboxRow>, Error> {
+        let mut statement = self.connection.prepare_cached(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE channel = ?1 AND state = 'pending'
+             AND next_attempt_at <= ?2 ORDER BY created_at, id LIMIT ?3"
+        ))?;
+        let rows = statement.query_map(params![channel, now, limit as i64], outbox_row)?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error> {
+        Ok(self.connection.query_row(
+            "SELECT MIN(next_attempt_at) FROM outbox WHERE channel = ?1 AND state = 'pending'",
+            params![channel],
+            |row| row.get(0),
+        )?)
+    }
+
+    fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error> {
+        let transaction = self.connection.transaction()?;
+        {
+            let finished = (settlement.state != OutboxState::Pending).then_some(settlement.at);
+            let mut update = transaction.prepare_cached(
+                "UPDATE outbox SET state = ?2, next_attempt_at = ?3, attempts = attempts + ?4,
+                 last_error = ?5, finished_at = ?6 WHERE id = ?1 AND state = 'pending'",
+            )?;
+            let mut attempt = transaction.prepare_cached(
+                "INSERT INTO delivery_attempts (outbox_id, at, state, detail, duration_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            let error =
+                (settlement.state != OutboxState::Delivered).then_some(settlement.detail.as_str());
+            for id in &settlement.ids {
+                update.execute(params![
+                    id,
+                    settlement.state.as_str(),
+                    settlement.next_attempt_at,
+                    u32::from(settlement.attempted),
+                    error,
+                    finished
+                ])?;
+                attempt.execute(params![
+                    id,
+                    settlement.at,
+                    settlement.state.as_str(),
+                    settlement.detail,
+                    settlement.duration_ms
+                ])?;
+            }
+            insert_outbox(&transaction, follow_ups)?;
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
+    fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {
+        let state: Option<String> = self
+            .connection
+            .query_row(
+                "SELECT state FROM drifts WHERE id = ?1",
+                params![drift_id],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(state.and_then(|state| match state.as_str() {
+            "pending" => Some(DriftState::Pending),
+            "firing" => Some(DriftState::Firing),
+            "resolved" => Some(DriftState::Resolved),
+            _ => None,
+        }))
+    }
+
+    fn stats(&mut self) -> Result<OutboxStats, Error> {
+        let (pending, oldest): (i64, Option<Millis>) = self.connection.query_row(
+            "SELECT COUNT(*), MIN(created_at) FROM outbox WHERE state = 'pending'",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )?;
+        let count = |state: &str| -> Result<i64, Error> {
+            Ok(self.connection.query_row(
+                "SELECT COUNT(*) FROM outbox WHERE state = ?1",
+                params![state],
+                |row| row.get(0),
+            )?)
+        };
+        Ok(OutboxStats {
+            pending,
+            oldest_pending: oldest,
+            rejected: count("rejected")?,
+            expired: count("expired")?,
+        })
+    }
+
+    fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error> {
+        let mut statement = self.connection.prepare(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE (?1 IS NULL OR state = ?1) ORDER BY created_at DESC, id LIMIT ?2"
+        ))?;
+        let rows =
+            statement.query_map(params![state.map(|s| s.as_str()), limit as i64], outbox_row)?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 }

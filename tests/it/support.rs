@@ -144,6 +144,11 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
         Box::new(store.clone()),
         Arc::new(Rules::default()),
         pipeline::Settings {
+            router: drift_sentinel::route::Router::new(
+                &[],
+                &[drift_sentinel::config::ChannelConfig::log("log")],
+            ),
+            outbox_notify: Arc::new(tokio::sync::Notify::new()),
             queue_capacity,
             dedup_retention: std::time::Duration::from_secs(3600),
             heartbeat_interval: std::time::Duration::from_secs(5),

@@ -1,0 +1,513 @@
+//! The relay: one task per channel endpoint that moves due outbox rows to the destination.
+//!
+//! Each round takes the endpoint's due rows (oldest first), drops what can no longer be sent
+//! (past the age cap: `expired`; a reminder for a drift that stopped firing: `expired`), groups
+//! rows by their route's group key, and sends one message per group (a digest when a group holds
+//! several drifts) within the endpoint's rate limits. When more groups are due than the limit
+//! allows, the whole backlog is merged into one digest, so a burst becomes one message instead of
+//! a ten-minute lock-out. Every attempt is settled in the store before the next one: delivered,
+//! rejected, expired (attempt cap), or pending again at a later `next_attempt_at` with exponential
+//! backoff and jitter (at least the destination's `Retry-After`). A throttled endpoint pauses
+//! entirely. A delivered firing notice queues its reminder (`repeatInterval`, or Alertmanager's
+//! `resendInterval`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::ratelimit::RateLimiter;
+use super::{Channel, Message, Outcome};
+use crate::classify::{DriftState, Millis};
+use crate::metrics::{ChannelLabel, Metrics};
+use crate::pipeline::{notification_id, Clock};
+use crate::route::{Notice, NoticeKind};
+use crate::store::{NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
+
+/// Delivery limits of one channel.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Attempts before a row expires.
+    pub max_attempts: u32,
+    /// Age before a row expires.
+    pub max_age: Duration,
+    /// First retry delay.
+    pub min_backoff: Duration,
+    /// Longest retry delay.
+    pub max_backoff: Duration,
+}
+
+/// How many times an Alertmanager resolve is repeated after its first delivery.
+const RESOLVE_RESENDS: u32 = 3;
+/// Longest idle wait between outbox checks.
+const POLL: Duration = Duration::from_secs(2);
+
+/// The shared outbox handle.
+pub type SharedOutbox = Arc<Mutex<Box<dyn Outbox>>>;
+
+/// One endpoint's relay.
+pub struct Relay {
+    channel: Arc<dyn Channel>,
+    limits: Limits,
+    outbox: SharedOutbox,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+    wake: Arc<Notify>,
+    limiter: RateLimiter,
+    paused_until: Millis,
+}
+
+fn millis(duration: Duration) -> Millis {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Backoff before attempt `attempt + 1`: `min × 2^attempt`, capped, with deterministic jitter
+/// (50–100 %) derived from the row id so retries of many rows spread out.
+pub fn backoff(limits: &Limits, attempt: u32, seed: &str) -> Duration {
+    let base = limits
+        .min_backoff
+        .saturating_mul(2u32.saturating_pow(attempt.min(20)))
+        .min(limits.max_backoff);
+    let digest = Sha256::digest(format!("{seed}/{attempt}").as_bytes());
+    let fraction = 0.5 + f64::from(digest[0]) / 510.0;
+    base.mul_f64(fraction)
+}
+
+async fn with_outbox<T: Send + 'static>(
+    outbox: &SharedOutbox,
+    call: impl FnOnce(&mut dyn Outbox) -> Result<T, crate::store::Error> + Send + 'static,
+) -> Result<T, crate::store::Error> {
+    let outbox = Arc::clone(outbox);
+    tokio::task::spawn_blocking(move || {
+        let mut guard = outbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        call(guard.as_mut())
+    })
+    .await
+    .unwrap_or_else(|error| {
+        Err(crate::store::Error::Unavailable(format!(
+            "outbox task failed: {error}"
+        )))
+    })
+}
+
+impl Relay {
+    /// A relay for one endpoint.
+    pub fn new(
+        channel: Arc<dyn Channel>,
+        limits: Limits,
+        outbox: SharedOutbox,
+        clock: Clock,
+        metrics: Arc<Metrics>,
+        wake: Arc<Notify>,
+    ) -> Relay {
+        let limiter = RateLimiter::new(channel.rate_limits());
+        Relay {
+            channel,
+            limits,
+            outbox,
+            clock,
+            metrics,
+            wake,
+            limiter,
+            paused_until: 0,
+        }
+    }
+
+    /// Runs until `shutdown`.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            let now = (self.clock)();
+            let wait = match self.round(now).await {
+                Ok(Some(next)) => {
+                    Duration::from_millis(u64::try_from((next - now).max(0)).unwrap_or(0)).min(POLL)
+                }
+                Ok(None) => Duration::ZERO,
+                Err(error) => {
+                    tracing::warn!(message = "Outbox read failed; retrying.", channel = %self.channel.name(), %error);
+                    POLL
+                }
+            };
+            if wait.is_zero() {
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.wake.notified() => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    /// One round. `Ok(None)`: more work is due now; `Ok(Some(t))`: nothing before `t`.
+    pub async fn round(&mut self, now: Millis) -> Result<Option<Millis>, crate::store::Error> {
+        if self.paused_until > now {
+            return Ok(Some(self.paused_until));
+        }
+        let name = self.channel.name().to_string();
+        let rows = {
+            let name = name.clone();
+            with_outbox(&self.outbox, move |outbox| outbox.due(&name, now, 500)).await?
+        };
+        if rows.is_empty() {
+            let name = name.clone();
+            let next = with_outbox(&self.outbox, move |outbox| outbox.next_due(&name)).await?;
+            return Ok(Some(next.unwrap_or(now + millis(POLL)).max(now + 10)));
+        }
+        // Decide what can still be sent.
+        let mut sendable: Vec<(OutboxRow, Notice)> = Vec::new();
+        for row in rows {
+            let age = now - row.queued.created_at;
+            if age > millis(self.limits.max_age) {
+                self.finish(
+                    &[row],
+                    OutboxState::Expired,
+                    now,
+                    "age cap reached before delivery".to_string(),
+                    false,
+                )
+                .await?;
+                continue;
+            }
+            let notice: Notice = match serde_json::from_str(&row.queued.payload) {
+                Ok(notice) => notice,
+                Err(error) => {
+                    self.finish(
+                        &[row],
+                        OutboxState::Rejected,
+                        now,
+                        format!("unreadable notification: {error}"),
+                        false,
+                    )
+                    .await?;
+                    continue;
+                }
+            };
+            if notice.kind == NoticeKind::Repeat {
+                let drift_id = row.queued.drift_id.clone();
+                let state =
+                    with_outbox(&self.outbox, move |outbox| outbox.drift_state(&drift_id)).await?;
+                if state != Some(DriftState::Firing) {
+                    self.finish(
+                        &[row],
+                        OutboxState::Expired,
+                        now,
+                        "drift no longer firing; reminder dropped".to_string(),
+                        false,
+                    )
+                    .await?;
+                    continue;
+                }
+            }
+            sendable.push((row, notice));
+        }
+        if sendable.is_empty() {
+            return Ok(None);
+        }
+        let budget = self.limiter.available(now);
+        if budget == 0 {
+            return Ok(Some(self.limiter.next_slot(now)));
+        }
+        let max_notices = self.channel.max_notices().max(1);
+        let mut groups: BTreeMap<String, Vec<(OutboxRow, Notice)>> = BTreeMap::new();
+        let mut order = Vec::new();
+        for (row, notice) in sendable {
+            let key = row.queued.group_key.clone();
+            if !groups.contains_key(&key) {
+                order.push(key.clone());
+            }
+            groups.entry(key).or_default().push((row, notice));
+        }
+        let mut batches: Vec<Vec<(OutboxRow, Notice)>> = Vec::new();
+        let group_count = order.len();
+        if group_count > budget && max_notices > 1 {
+            // Backlog beyond the rate limit: merge everything into digests.
+            let mut all: Vec<(OutboxRow, Notice)> = order
+                .iter()
+                .flat_map(|key| groups.remove(key).unwrap_or_default())
+                .collect();
+            all.sort_by_key(|(row, _)| (row.queued.created_at, row.queued.id.clone()));
+            batches.push(all);
+        } else {
+            for key in order {
+                batches.push(groups.remove(&key).unwrap_or_default());
+            }
+        }
+        for batch in batches.into_iter().take(budget) {
+            let mut batch = batch;
+            let omitted_rows: Vec<(OutboxRow, Notice)> = if batch.len() > max_notices {
+                batch.split_off(max_notices)
+            } else {
+                Vec::new()
+            };
+            // Rows left out stay pending and go in the next message; only the count is shown.
+            self.send(batch, omitted_rows.len(), now).await?;
+        }
+        Ok(None)
+    }
+
+    async fn send(
+        &mut self,
+        batch: Vec<(OutboxRow, Notice)>,
+        omitted: usize,
+        now: Millis,
+    ) -> Result<(), crate::store::Error> {
+        let ids: Vec<String> = batch.iter().map(|(row, _)| row.queued.id.clone()).collect();
+        let message_id = if ids.len() == 1 {
+            ids[0].clone()
+        } else {
+            let digest = Sha256::digest(ids.join(",").as_bytes());
+            format!(
+                "dig_{}",
+                digest[..10]
+                    .iter()
+                    .map(|byte| format!("{byte:02x}"))
+                    .collect::<String>()
+            )
+        };
+        let message = Message {
+            id: message_id,
+            notices: batch.iter().map(|(_, notice)| notice.clone()).collect(),
+            now,
+            omitted,
+        };
+        self.limiter.record(now);
+        let started = std::time::Instant::now();
+        let outcome = self.channel.send(&message).await;
+        let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let channel = self.channel.name().to_string();
+        let rows: Vec<OutboxRow> = batch.iter().map(|(row, _)| row.clone()).collect();
+        let attempts = rows.iter().map(|row| row.attempts).max().unwrap_or(0);
+        let done = (self.clock)();
+        match outcome {
+            Outcome::Delivered => {
+                let follow_ups = self.follow_ups(&batch, done);
+                let settlement = Settlement {
+                    ids,
+                    state: OutboxState::Delivered,
+                    next_attempt_at: done,
+                    at: done,
+                    detail: format!("delivered as {}", message.id),
+                    duration_ms,
+                    attempted: true,
+                };
+                let queued_follow_ups = follow_ups.clone();
+                with_outbox(&self.outbox, move |outbox| {
+                    outbox.settle(&settlement, &queued_follow_ups)
+                })
+                .await?;
+                for row in &rows {
+                    let seconds = (done - row.queued.created_at).max(0) as f64 / 1000.0;
+                    self.metrics
+                        .delivery_latency
+                        .get_or_create(&ChannelLabel {
+                            channel: channel.clone(),
+                        })
+                        .observe(seconds);
+                }
+                self.metrics.record_delivery(&channel, "delivered");
+                tracing::info!(message = "Notification delivered.", channel = %channel, notification_id = %message.id, notices = message.notices.len());
+            }
+            Outcome::Retry { after, detail } => {
+                if attempts + 1 >= self.limits.max_attempts {
+                    self.finish(
+                        &rows,
+                        OutboxState::Expired,
+                        done,
+                        format!("attempt cap reached; last error: {detail}"),
+                        true,
+                    )
+                    .await?;
+                    return Ok(());
+                }
+                let seed = rows
+                    .first()
+                    .map(|row| row.queued.id.clone())
+                    .unwrap_or_default();
+                let wait = backoff(&self.limits, attempts, &seed).max(after.unwrap_or_default());
+                self.retry(&rows, done + millis(wait), done, detail, duration_ms)
+                    .await?;
+            }
+            Outcome::Throttled { pause, detail } => {
+                self.paused_until = done + millis(pause);
+                tracing::warn!(message = "Destination is rate-limiting; pausing the endpoint.", channel = %channel, pause_seconds = pause.as_secs(), detail = %detail);
+                self.metrics.record_delivery(&channel, "throttled");
+                let settlement = Settlement {
+                    ids,
+                    state: OutboxState::Pending,
+                    next_attempt_at: self.paused_until,
+                    at: done,
+                    detail,
+                    duration_ms,
+                    attempted: false,
+                };
+                with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await?;
+            }
+            Outcome::Rejected { detail } => {
+                tracing::error!(message = "Notification rejected by its destination; it will not be retried.", channel = %channel, notification_id = %message.id, detail = %detail);
+                self.finish(&rows, OutboxState::Rejected, done, detail, true)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn follow_ups(&self, batch: &[(OutboxRow, Notice)], now: Millis) -> Vec<NewOutbox> {
+        let resend = self.channel.resend_interval().map(millis);
+        let mut follow_ups = Vec::new();
+        for (row, notice) in batch {
+            let next = match notice.kind {
+                NoticeKind::Firing | NoticeKind::Repeat => {
+                    let repeat = row.queued.repeat_after_ms;
+                    let interval = match (repeat, resend) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    interval.map(|interval| (NoticeKind::Repeat, interval, 0))
+                }
+                NoticeKind::Resolved => match resend {
+                    Some(interval) if notice.resend < RESOLVE_RESENDS => {
+                        Some((NoticeKind::Resolved, interval, notice.resend + 1))
+                    }
+                    _ => None,
+                },
+            };
+            let Some((kind, interval, resend_count)) = next else {
+                continue;
+            };
+            let due = now + interval.max(1);
+            let follow = Notice {
+                kind,
+                drift: notice.drift.clone(),
+                at: notice.at,
+                resend: resend_count,
+            };
+            let Ok(payload) = serde_json::to_string(&follow) else {
+                continue;
+            };
+            follow_ups.push(NewOutbox {
+                id: notification_id(
+                    &row.queued.drift_id,
+                    &row.queued.channel,
+                    kind.as_str(),
+                    due,
+                ),
+                channel: row.queued.channel.clone(),
+                drift_id: row.queued.drift_id.clone(),
+                kind: kind.as_str().to_string(),
+                group_key: row.queued.group_key.clone(),
+                payload,
+                created_at: due,
+                not_before: due,
+                repeat_after_ms: row.queued.repeat_after_ms,
+            });
+        }
+        follow_ups
+    }
+
+    async fn retry(
+        &self,
+        rows: &[OutboxRow],
+        next: Millis,
+        at: Millis,
+        detail: String,
+        duration_ms: i64,
+    ) -> Result<(), crate::store::Error> {
+        self.metrics.record_delivery(self.channel.name(), "retried");
+        tracing::warn!(message = "Delivery failed; will retry.", channel = %self.channel.name(), detail = %detail, retry_in_ms = next - at);
+        let settlement = Settlement {
+            ids: rows.iter().map(|row| row.queued.id.clone()).collect(),
+            state: OutboxState::Pending,
+            next_attempt_at: next,
+            at,
+            detail,
+            duration_ms,
+            attempted: true,
+        };
+        with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
+    }
+
+    async fn finish(
+        &self,
+        rows: &[OutboxRow],
+        state: OutboxState,
+        at: Millis,
+        detail: String,
+        attempted: bool,
+    ) -> Result<(), crate::store::Error> {
+        self.metrics
+            .record_delivery(self.channel.name(), state.as_str());
+        if state == OutboxState::Expired {
+            tracing::warn!(message = "Notification expired.", channel = %self.channel.name(), detail = %detail);
+        }
+        let settlement = Settlement {
+            ids: rows.iter().map(|row| row.queued.id.clone()).collect(),
+            state,
+            next_attempt_at: at,
+            at,
+            detail,
+            duration_ms: 0,
+            attempted,
+        };
+        with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
+    }
+}
+
+/// Updates the outbox gauges every few seconds until `shutdown`.
+pub async fn watch_outbox(
+    outbox: SharedOutbox,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    while !shutdown.is_cancelled() {
+        if let Ok(stats) = with_outbox(&outbox, |outbox| outbox.stats()).await {
+            metrics.outbox_pending.set(stats.pending);
+            let age = stats
+                .oldest_pending
+                .map(|oldest| ((clock)() - oldest).max(0) / 1000)
+                .unwrap_or(0);
+            metrics.outbox_oldest_age_seconds.set(age);
+            metrics
+                .outbox_dead
+                .get_or_create(&crate::metrics::StateLabel {
+                    state: "rejected".into(),
+                })
+                .set(stats.rejected);
+            metrics
+                .outbox_dead
+                .get_or_create(&crate::metrics::StateLabel {
+                    state: "expired".into(),
+                })
+                .set(stats.expired);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_caps_and_jitters() {
+        let limits = Limits {
+            max_attempts: 10,
+            max_age: Duration::from_secs(3600),
+            min_backoff: Duration::from_secs(2),
+            max_backoff: Duration::from_secs(60),
+        };
+        let first = backoff(&limits, 0, "row");
+        assert!(first >= Duration::from_secs(1) && first <= Duration::from_secs(2));
+        let later = backoff(&limits, 10, "row");
+        assert!(later >= Duration::from_secs(30) && later <= Duration::from_secs(60));
+        assert_eq!(backoff(&limits, 3, "row"), backoff(&limits, 3, "row"));
+    }
+}
