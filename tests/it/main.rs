@@ -1,7 +1,9 @@
 //! Integration tests in one binary (compiles once): router contract, engine scenarios, processes.
 
 mod classes;
+mod delivery;
 mod properties;
+mod receivers;
 mod router;
 mod scenario;
 mod support;

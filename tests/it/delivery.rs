@@ -1,0 +1,834 @@
+//! Channels and relays against receivers that implement each destination's contract.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use drift_sentinel::classify::{
+    Actor, Drift, DriftState, Evidence, FieldChange, OwnerChain, Severity,
+};
+use drift_sentinel::config::load_str;
+use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
+use drift_sentinel::metrics::Metrics;
+use drift_sentinel::route::{Notice, NoticeKind};
+use drift_sentinel::store::memory::MemoryStore;
+use drift_sentinel::store::{Batch, NewOutbox, Outbox, OutboxState, Store};
+use serde_json::{json, Value};
+
+use crate::receivers::{self, FakeClock, Receiver, Scripted};
+
+fn start_clock() -> FakeClock {
+    Arc::new(std::sync::atomic::AtomicI64::new(
+        chrono::Utc::now().timestamp_millis(),
+    ))
+}
+
+fn drift(index: usize, state: DriftState) -> Drift {
+    Drift {
+        id: format!("drift{index:04}"),
+        class: "traffic_drift".into(),
+        severity: Severity::Critical,
+        state,
+        cluster: "prod".into(),
+        uid: format!("uid-{index}"),
+        api_version: "serving.knative.dev/v1".into(),
+        kind: "Service".into(),
+        namespace: "payments".into(),
+        name: format!("checkout-{index}"),
+        labels: Default::default(),
+        owner: OwnerChain { service: Some(format!("checkout-{index}")), configuration: None, revision: None },
+        evidence: Evidence {
+            summary: format!("Service/payments/checkout-{index} serves traffic other than its spec: checkout-00007: spec 100% vs served 80% <b>&"),
+            changes: vec![FieldChange { path: "/spec/traffic/0/percent".into(), before: Some(json!(100)), after: Some(json!(80)) }],
+            actor: Some(Actor { manager: "kubectl-edit".into(), operation: "Update".into(), subresource: String::new(),
+                                time: Some("2026-11-29T10:00:00Z".into()), user: Some("jane@example.com".into()), trusted: false }),
+            hint: Some(format!("kn service update checkout-{index} --namespace payments --traffic @latest=100")),
+            severity: None,
+            facts: Default::default(),
+        },
+        since: 1_700_000_000_000,
+        fire_at: 1_700_000_000_000,
+        fired_at: Some(1_700_000_000_000),
+        resolved_at: (state == DriftState::Resolved).then_some(1_700_000_600_000),
+        resolution: (state == DriftState::Resolved).then(|| "served traffic matches spec".to_string()),
+    }
+}
+
+fn row(channel: &str, index: usize, kind: NoticeKind, group: &str, at: i64) -> NewOutbox {
+    let state = if kind == NoticeKind::Resolved {
+        DriftState::Resolved
+    } else {
+        DriftState::Firing
+    };
+    let notice = Notice {
+        kind,
+        drift: drift(index, state),
+        at,
+        resend: 0,
+    };
+    NewOutbox {
+        id: format!("ntf_{channel}_{index}_{}", kind.as_str()),
+        channel: channel.to_string(),
+        drift_id: notice.drift.id.clone(),
+        kind: kind.as_str().to_string(),
+        group_key: group.to_string(),
+        payload: serde_json::to_string(&notice).unwrap(),
+        created_at: at,
+        not_before: at,
+        repeat_after_ms: None,
+    }
+}
+
+fn queue(store: &MemoryStore, rows: Vec<NewOutbox>) {
+    let mut store = store.clone();
+    // Drift rows so reminders can check whether their drift still fires.
+    let drifts = rows
+        .iter()
+        .map(|row| serde_json::from_str::<Notice>(&row.payload).unwrap().drift)
+        .collect();
+    store
+        .commit(&Batch {
+            events: vec![],
+            changes: drift_sentinel::classify::Changes {
+                drifts,
+                ..Default::default()
+            },
+            outbox: rows,
+        })
+        .unwrap();
+}
+
+struct Harness {
+    relay: Relay,
+    store: MemoryStore,
+    clock: FakeClock,
+}
+
+fn limits() -> Limits {
+    Limits {
+        max_attempts: 5,
+        max_age: std::time::Duration::from_secs(24 * 3600),
+        min_backoff: std::time::Duration::from_secs(2),
+        max_backoff: std::time::Duration::from_secs(60),
+    }
+}
+
+fn harness(channel_yaml: &str, clock: &FakeClock, limits: Limits) -> Harness {
+    let config =
+        load_str(&format!("channels:\n{channel_yaml}"), &|_| None).expect("channel config");
+    let mut channels = drift_sentinel::deliver::build_channels(
+        &config.channels,
+        Some("https://drift.example.com"),
+    )
+    .unwrap();
+    let store = MemoryStore::new();
+    let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(store.clone())));
+    let reader = Arc::clone(clock);
+    let relay = Relay::new(
+        channels.remove(0),
+        limits,
+        outbox,
+        Arc::new(move || reader.load(Ordering::SeqCst)),
+        Arc::new(Metrics::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    Harness {
+        relay,
+        store,
+        clock: Arc::clone(clock),
+    }
+}
+
+impl Harness {
+    /// Runs rounds, jumping the clock to each next due time, until `seconds` have passed.
+    async fn drive(&mut self, seconds: i64) {
+        let end = self.clock.load(Ordering::SeqCst) + seconds * 1000;
+        for _ in 0..10_000 {
+            let now = self.clock.load(Ordering::SeqCst);
+            if now >= end {
+                break;
+            }
+            match self.relay.round(now).await.unwrap() {
+                None => {}
+                Some(next) => self.clock.store(next.clamp(now + 1, end), Ordering::SeqCst),
+            }
+        }
+    }
+
+    fn rows(&self, state: OutboxState) -> Vec<drift_sentinel::store::OutboxRow> {
+        let mut store = self.store.clone();
+        store.rows(Some(state), 10_000).unwrap()
+    }
+}
+
+// ---- DingTalk ------------------------------------------------------------------------------------
+
+const DING_SECRET: &str = "SEC0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcd";
+
+fn ding_yaml(receiver: &Receiver, token: &str, secret: &str) -> String {
+    format!(
+        "  - name: ops\n    type: dingtalk\n    language: zh\n    url: {}/robot/send?access_token={token}\n    secret: {secret}\n    atMobiles: ['13800000000']\n    keyword: 漂移\n",
+        receiver.base
+    )
+}
+
+#[tokio::test]
+async fn dingtalk_gets_signed_markdown_with_mentions_and_idempotency_key() {
+    let clock = start_clock();
+    let receiver =
+        receivers::dingtalk(Arc::clone(&clock), "good", Some(DING_SECRET), Some("漂移")).await;
+    let mut h = harness(&ding_yaml(&receiver, "good", DING_SECRET), &clock, limits());
+    queue(
+        &h.store,
+        vec![row(
+            "ops",
+            1,
+            NoticeKind::Firing,
+            "g1",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(5).await;
+    let accepted = receiver.accepted();
+    assert_eq!(accepted.len(), 1, "{:?}", receiver.answers());
+    let message = &accepted[0];
+    assert_eq!(message["msgUuid"], "ntf_ops_1_firing");
+    let text = message["markdown"]["text"].as_str().unwrap();
+    assert!(text.contains("流量漂移（traffic_drift）"), "{text}");
+    assert!(
+        text.contains("kubectl-edit (Update), jane@example.com"),
+        "{text}"
+    );
+    assert!(text.contains("/spec/traffic/0/percent: 100 → 80"), "{text}");
+    assert!(text.contains("kn service update checkout-1"), "{text}");
+    assert!(
+        text.ends_with("@13800000000"),
+        "the mention must be in the text: {text}"
+    );
+    assert_eq!(message["at"]["atMobiles"], json!(["13800000000"]));
+    assert_eq!(h.rows(OutboxState::Delivered).len(), 1);
+}
+
+#[tokio::test]
+async fn dingtalk_burst_stays_within_20_a_minute_by_merging_into_digests() {
+    let clock = start_clock();
+    let receiver = receivers::dingtalk(Arc::clone(&clock), "good", Some(DING_SECRET), None).await;
+    let mut h = harness(
+        &ding_yaml(&receiver, "good", DING_SECRET).replace("    keyword: 漂移\n", ""),
+        &clock,
+        limits(),
+    );
+    let now = h.clock.load(Ordering::SeqCst);
+    // 60 drifts in 60 different groups, all due now.
+    queue(
+        &h.store,
+        (0..60)
+            .map(|index| row("ops", index, NoticeKind::Firing, &format!("g{index}"), now))
+            .collect(),
+    );
+    h.drive(300).await;
+    assert_eq!(
+        h.rows(OutboxState::Delivered).len(),
+        60,
+        "every drift reaches the robot"
+    );
+    assert!(
+        receiver.max_in_window(60_000) <= 20,
+        "never more than 20 a minute"
+    );
+    assert!(
+        !receiver
+            .answers()
+            .iter()
+            .any(|(_, body)| body.contains("130101")),
+        "never throttled"
+    );
+    let messages = receiver.accepted();
+    assert!(
+        messages.len() < 60,
+        "the backlog was merged: {} messages",
+        messages.len()
+    );
+    assert!(messages.iter().any(|message| message["markdown"]["title"]
+        .as_str()
+        .unwrap()
+        .contains("漂移汇总")));
+}
+
+#[tokio::test]
+async fn dingtalk_errors_inside_http_200_are_classified() {
+    let clock = start_clock();
+    let receiver = receivers::dingtalk(Arc::clone(&clock), "good", Some(DING_SECRET), None).await;
+    let yaml = ding_yaml(&receiver, "good", DING_SECRET).replace("    keyword: 漂移\n", "");
+    let mut h = harness(&yaml, &clock, limits());
+    // System busy twice, then the contract answers 0: retried with backoff, delivered once.
+    receiver.script(Scripted::json(
+        200,
+        json!({"errcode": -1, "errmsg": "系统繁忙"}),
+    ));
+    receiver.script(Scripted::json(
+        200,
+        json!({"errcode": -1, "errmsg": "系统繁忙"}),
+    ));
+    queue(
+        &h.store,
+        vec![row(
+            "ops",
+            1,
+            NoticeKind::Firing,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(1).await;
+    let pending = h.rows(OutboxState::Pending);
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].attempts, 1);
+    assert!(pending[0]
+        .last_error
+        .as_deref()
+        .unwrap()
+        .contains("errcode -1"));
+    h.drive(120).await;
+    assert_eq!(h.rows(OutboxState::Delivered).len(), 1);
+    assert_eq!(receiver.accepted().len(), 1);
+
+    // A bad token is permanent: rejected after one attempt, visible with its reason.
+    let bad = receivers::dingtalk(Arc::clone(&clock), "good", Some(DING_SECRET), None).await;
+    let mut h = harness(
+        &ding_yaml(&bad, "revoked", DING_SECRET).replace("    keyword: 漂移\n", ""),
+        &clock,
+        limits(),
+    );
+    queue(
+        &h.store,
+        vec![row(
+            "ops",
+            2,
+            NoticeKind::Firing,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(600).await;
+    let rejected = h.rows(OutboxState::Rejected);
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(
+        rejected[0].last_error.as_deref(),
+        Some("DingTalk errcode 300001: token is not exist")
+    );
+    assert_eq!(bad.requests(), 1);
+}
+
+#[tokio::test]
+async fn dingtalk_signature_mismatch_is_resigned_once_then_rejected() {
+    let clock = start_clock();
+    let receiver = receivers::dingtalk(Arc::clone(&clock), "good", Some(DING_SECRET), None).await;
+    let yaml = ding_yaml(&receiver, "good", "SECwrong").replace("    keyword: 漂移\n", "");
+    let mut h = harness(&yaml, &clock, limits());
+    queue(
+        &h.store,
+        vec![row(
+            "ops",
+            1,
+            NoticeKind::Firing,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(600).await;
+    assert_eq!(receiver.requests(), 2, "one re-sign, then give up");
+    assert_eq!(h.rows(OutboxState::Rejected).len(), 1);
+}
+
+#[tokio::test]
+async fn dingtalk_throttle_pauses_the_robot_for_ten_minutes() {
+    let clock = start_clock();
+    let receiver = receivers::dingtalk(Arc::clone(&clock), "good", None, None).await;
+    let yaml = format!(
+        "  - name: ops\n    type: dingtalk\n    url: {}/robot/send?access_token=good\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    receiver.script(Scripted::json(
+        200,
+        json!({"errcode": 130101, "errmsg": "send too fast, exceed 20 times per minute"}),
+    ));
+    let start = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        vec![row("ops", 1, NoticeKind::Firing, "g", start)],
+    );
+    h.drive(599).await;
+    assert_eq!(
+        receiver.requests(),
+        1,
+        "nothing is sent during the lock-out"
+    );
+    h.drive(60).await;
+    assert_eq!(receiver.accepted().len(), 1);
+    let delivered = h.rows(OutboxState::Delivered);
+    assert_eq!(delivered.len(), 1);
+    assert_eq!(
+        delivered[0].attempts, 1,
+        "a throttle is not counted as a failed attempt"
+    );
+}
+
+#[tokio::test]
+async fn dingtalk_body_is_kept_under_20000_bytes_with_a_note() {
+    let clock = start_clock();
+    let receiver = receivers::dingtalk(Arc::clone(&clock), "good", None, None).await;
+    let yaml = format!(
+        "  - name: ops\n    type: dingtalk\n    url: {}/robot/send?access_token=good\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    let mut big = row(
+        "ops",
+        1,
+        NoticeKind::Firing,
+        "g",
+        h.clock.load(Ordering::SeqCst),
+    );
+    let mut notice: Notice = serde_json::from_str(&big.payload).unwrap();
+    notice.drift.evidence.summary = "漂移".repeat(6000);
+    big.payload = serde_json::to_string(&notice).unwrap();
+    queue(&h.store, vec![big]);
+    h.drive(5).await;
+    let accepted = receiver.accepted();
+    assert_eq!(accepted.len(), 1, "{:?}", receiver.answers());
+    assert!(accepted[0].to_string().len() <= 20_000);
+    assert!(accepted[0]["markdown"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("message truncated"));
+}
+
+// ---- Slack -----------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn slack_gets_escaped_block_kit_and_429_retry_after_is_honoured() {
+    let clock = start_clock();
+    let receiver = receivers::slack(Arc::clone(&clock)).await;
+    let yaml = format!(
+        "  - name: chat\n    type: slack\n    url: {}/services/T000/B000/XXXX\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    let mut scripted = Scripted::json(429, json!("rate_limited"));
+    scripted.retry_after = Some(30);
+    scripted.body = "rate_limited".into();
+    receiver.script(scripted);
+    let now = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        (0..3)
+            .map(|index| row("chat", index, NoticeKind::Firing, &format!("g{index}"), now))
+            .collect(),
+    );
+    h.drive(29).await;
+    assert_eq!(receiver.requests(), 1, "paused for Retry-After");
+    h.drive(60).await;
+    assert_eq!(h.rows(OutboxState::Delivered).len(), 3);
+    assert!(
+        receiver.max_in_window(1000) <= 1,
+        "about one message a second"
+    );
+    assert!(
+        !receiver
+            .answers()
+            .iter()
+            .skip(1)
+            .any(|(status, _)| *status != 200),
+        "{:?}",
+        receiver.answers()
+    );
+    let message = &receiver.accepted()[0];
+    let all = message.to_string();
+    assert!(
+        all.contains("&lt;b&gt;&amp;"),
+        "control characters escaped: {all}"
+    );
+    assert!(!all.contains("<b>"));
+    // Three groups due at once against one message a second: one digest.
+    assert!(
+        message["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("[DIGEST] 3 drifts (3 firing, 0 resolved)"),
+        "{all}"
+    );
+    assert_eq!(receiver.accepted().len(), 1);
+    // A single drift gets the full layout: fields, diff in a code block, and the hint.
+    queue(
+        &h.store,
+        vec![row(
+            "chat",
+            9,
+            NoticeKind::Firing,
+            "g9",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(5).await;
+    let single = receiver.accepted()[1].to_string();
+    assert!(
+        single.contains("[FIRING] traffic_drift on Service payments/checkout-9 (prod)"),
+        "{single}"
+    );
+    assert!(
+        single.contains("```/spec/traffic/0/percent: 100 → 80```"),
+        "{single}"
+    );
+    assert!(
+        single.contains("*Changed by*\\nkubectl-edit (Update), jane@example.com"),
+        "{single}"
+    );
+}
+
+#[tokio::test]
+async fn slack_permanent_errors_are_rejected() {
+    let clock = start_clock();
+    let receiver = receivers::slack(Arc::clone(&clock)).await;
+    let yaml = format!(
+        "  - name: chat\n    type: slack\n    url: {}/services/T000/B000/GONE\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    queue(
+        &h.store,
+        vec![row(
+            "chat",
+            1,
+            NoticeKind::Firing,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(60).await;
+    let rejected = h.rows(OutboxState::Rejected);
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(
+        rejected[0].last_error.as_deref(),
+        Some("HTTP 404: no_service")
+    );
+}
+
+// ---- Feishu ------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn feishu_gets_a_signed_card_and_its_rate_limit_holds() {
+    let clock = start_clock();
+    let receiver = receivers::feishu(Arc::clone(&clock), Some("demo_secret_1234")).await;
+    let yaml = format!("  - name: lark\n    type: feishu\n    url: {}/open-apis/bot/v2/hook/abc\n    secret: demo_secret_1234\n", receiver.base);
+    let mut h = harness(&yaml, &clock, limits());
+    let now = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        (0..12)
+            .map(|index| row("lark", index, NoticeKind::Firing, &format!("g{index}"), now))
+            .collect(),
+    );
+    h.drive(30).await;
+    assert_eq!(h.rows(OutboxState::Delivered).len(), 12);
+    assert!(receiver.max_in_window(1000) <= 5);
+    assert!(
+        receiver
+            .answers()
+            .iter()
+            .all(|(_, body)| body.contains("\"code\":0")),
+        "{:?}",
+        receiver.answers()
+    );
+    let card = &receiver.accepted()[0]["card"];
+    assert_eq!(card["header"]["template"], "red");
+    // A wrong secret: re-signed once, then rejected.
+    let wrong = receivers::feishu(Arc::clone(&clock), Some("other")).await;
+    let yaml = format!("  - name: lark\n    type: feishu\n    url: {}/open-apis/bot/v2/hook/abc\n    secret: demo_secret_1234\n", wrong.base);
+    let mut h = harness(&yaml, &clock, limits());
+    queue(
+        &h.store,
+        vec![row(
+            "lark",
+            1,
+            NoticeKind::Firing,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(60).await;
+    assert_eq!(wrong.requests(), 2);
+    assert!(h.rows(OutboxState::Rejected)[0]
+        .last_error
+        .as_deref()
+        .unwrap()
+        .starts_with("Feishu code 19021"));
+}
+
+// ---- WeCom ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn wecom_gets_markdown_under_4096_bytes_and_bad_keys_are_rejected() {
+    let clock = start_clock();
+    let receiver = receivers::wecom(Arc::clone(&clock), "k1").await;
+    let yaml = format!("  - name: wx\n    type: wecom\n    language: zh\n    url: {}/cgi-bin/webhook/send?key=k1\n", receiver.base);
+    let mut h = harness(&yaml, &clock, limits());
+    let now = h.clock.load(Ordering::SeqCst);
+    // One group of 8 big drifts: one message, cut to the cap.
+    queue(
+        &h.store,
+        (0..8)
+            .map(|index| row("wx", index, NoticeKind::Firing, "same", now))
+            .collect(),
+    );
+    h.drive(10).await;
+    let accepted = receiver.accepted();
+    assert_eq!(accepted.len(), 1, "{:?}", receiver.answers());
+    let content = accepted[0]["markdown"]["content"].as_str().unwrap();
+    assert!(content.len() <= 4096);
+    assert!(content.contains("漂移汇总"), "{content}");
+    assert_eq!(h.rows(OutboxState::Delivered).len(), 8);
+    let other = receivers::wecom(Arc::clone(&clock), "k1").await;
+    let yaml = format!(
+        "  - name: wx\n    type: wecom\n    url: {}/cgi-bin/webhook/send?key=wrong\n",
+        other.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    queue(
+        &h.store,
+        vec![row(
+            "wx",
+            1,
+            NoticeKind::Firing,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(60).await;
+    assert!(h.rows(OutboxState::Rejected)[0]
+        .last_error
+        .as_deref()
+        .unwrap()
+        .starts_with("WeCom errcode 93000"));
+}
+
+// ---- Webhook -------------------------------------------------------------------------------------------
+
+const WHSEC: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+#[tokio::test]
+async fn webhook_is_signed_retried_with_the_same_id_and_carries_the_public_json() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    receiver.script(Scripted {
+        status: 500,
+        retry_after: None,
+        body: "boom".into(),
+    });
+    receiver.script(Scripted {
+        status: 503,
+        retry_after: Some(7),
+        body: "busy".into(),
+    });
+    let start = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        vec![row("hook", 1, NoticeKind::Firing, "g", start)],
+    );
+    h.drive(300).await;
+    assert_eq!(h.rows(OutboxState::Delivered).len(), 1);
+    let requests = receiver.log.lock().unwrap().requests.clone();
+    assert_eq!(requests.len(), 3);
+    let ids: Vec<String> = requests
+        .iter()
+        .map(|(headers, _)| {
+            headers
+                .iter()
+                .find(|(name, _)| name == "webhook-id")
+                .unwrap()
+                .1
+                .clone()
+        })
+        .collect();
+    assert!(
+        ids.iter().all(|id| id == "ntf_hook_1_firing"),
+        "the same webhook-id on every retry: {ids:?}"
+    );
+    let body = &receiver.accepted()[0];
+    assert_eq!(body["type"], "drift.firing");
+    let drift = &body["data"][0];
+    for key in [
+        "id",
+        "class",
+        "state",
+        "severity",
+        "cluster",
+        "namespace",
+        "kind",
+        "name",
+        "service",
+        "summary",
+        "diff",
+        "actor",
+        "firstSeen",
+        "lastSeen",
+    ] {
+        assert!(!drift[key].is_null(), "webhook JSON lacks {key}: {drift}");
+    }
+    assert_eq!(drift["state"], "firing");
+    assert_eq!(
+        drift["diff"][0],
+        json!({"path": "/spec/traffic/0/percent", "before": 100, "after": 80})
+    );
+    assert_eq!(drift["actor"]["manager"], "kubectl-edit");
+    assert_eq!(
+        drift["url"],
+        "https://drift.example.com/ui/drifts/drift0001"
+    );
+}
+
+#[tokio::test]
+async fn attempt_and_age_caps_expire_rows_visibly() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(
+        &yaml,
+        &clock,
+        Limits {
+            max_attempts: 3,
+            ..limits()
+        },
+    );
+    for _ in 0..10 {
+        receiver.script(Scripted {
+            status: 502,
+            retry_after: None,
+            body: "bad gateway".into(),
+        });
+    }
+    queue(
+        &h.store,
+        vec![row(
+            "hook",
+            1,
+            NoticeKind::Firing,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(3600).await;
+    let expired = h.rows(OutboxState::Expired);
+    assert_eq!(expired.len(), 1);
+    assert_eq!(receiver.requests(), 3);
+    assert!(expired[0]
+        .last_error
+        .as_deref()
+        .unwrap()
+        .starts_with("attempt cap reached; last error: HTTP 502"));
+    // Age cap: a row older than maxAge is expired without being sent.
+    let mut h = harness(
+        &yaml,
+        &clock,
+        Limits {
+            max_age: std::time::Duration::from_secs(60),
+            ..limits()
+        },
+    );
+    let old = h.clock.load(Ordering::SeqCst) - 120_000;
+    queue(&h.store, vec![row("hook", 2, NoticeKind::Firing, "g", old)]);
+    h.drive(5).await;
+    assert_eq!(
+        h.rows(OutboxState::Expired)[0].last_error.as_deref(),
+        Some("age cap reached before delivery")
+    );
+}
+
+#[tokio::test]
+async fn reminders_repeat_while_firing_and_stop_when_resolved() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    let mut first = row(
+        "hook",
+        1,
+        NoticeKind::Firing,
+        "g",
+        h.clock.load(Ordering::SeqCst),
+    );
+    first.repeat_after_ms = Some(3_600_000);
+    queue(&h.store, vec![first]);
+    h.drive(2 * 3600 + 60).await;
+    let bodies = receiver.accepted();
+    assert_eq!(bodies.len(), 3, "first message plus two hourly reminders");
+    assert_eq!(bodies[1]["data"][0]["reminder"], true);
+    // The drift resolves: the next reminder is dropped, not sent.
+    let mut resolved = drift(1, DriftState::Resolved);
+    resolved.id = "drift0001".into();
+    let mut store = h.store.clone();
+    store
+        .commit(&Batch {
+            events: vec![],
+            changes: drift_sentinel::classify::Changes {
+                drifts: vec![resolved],
+                ..Default::default()
+            },
+            outbox: vec![],
+        })
+        .unwrap();
+    h.drive(3600).await;
+    assert_eq!(receiver.accepted().len(), 3);
+    assert!(h
+        .rows(OutboxState::Expired)
+        .iter()
+        .any(|row| row.last_error.as_deref() == Some("drift no longer firing; reminder dropped")));
+}
+
+// ---- CloudEvents ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn cloudevents_are_typed_per_state() {
+    let clock = start_clock();
+    let receiver = receivers::cloudevents_sink(Arc::clone(&clock)).await;
+    let yaml = format!(
+        "  - name: broker\n    type: cloudevents\n    url: {}/\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    let now = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        vec![
+            row("broker", 1, NoticeKind::Firing, "g", now),
+            row("broker", 1, NoticeKind::Resolved, "g", now + 1),
+        ],
+    );
+    h.drive(5).await;
+    let events = receiver.accepted();
+    assert_eq!(
+        events.len(),
+        2,
+        "one CloudEvent per drift: {:?}",
+        receiver.answers()
+    );
+    assert_eq!(events[0]["type"], "dev.driftsentinel.drift.firing");
+    assert_eq!(events[0]["id"], "ntf_broker_1_firing");
+    assert_eq!(events[0]["data"]["class"], "traffic_drift");
+    assert_eq!(events[1]["type"], "dev.driftsentinel.drift.resolved");
+    assert_eq!(events[1]["data"]["state"], "resolved");
+}
+
+#[allow(dead_code)]
+fn unused(_: Value) {}
