@@ -659,6 +659,7 @@ async fn webhook_is_signed_retried_with_the_same_id_and_carries_the_public_json(
         ids.iter().all(|id| id == "ntf_hook_1_firing"),
         "the same webhook-id on every retry: {ids:?}"
     );
+    assert_eq!(receiver.duplicates(), 0, "delivered once");
     let body = &receiver.accepted()[0];
     assert_eq!(body["type"], "drift.firing");
     let drift = &body["data"][0];
@@ -801,7 +802,7 @@ async fn reminders_repeat_while_firing_and_stop_when_resolved() {
 #[tokio::test]
 async fn cloudevents_are_typed_per_state() {
     let clock = start_clock();
-    let receiver = receivers::cloudevents_sink(Arc::clone(&clock)).await;
+    let receiver = receivers::cloudevents_sink().await;
     let yaml = format!(
         "  - name: broker\n    type: cloudevents\n    url: {}/\n",
         receiver.base

@@ -67,7 +67,6 @@ pub struct Log {
 #[derive(Clone)]
 pub struct Receiver {
     pub log: Arc<Mutex<Log>>,
-    pub clock: FakeClock,
     pub base: String,
 }
 
@@ -103,13 +102,13 @@ impl Receiver {
     }
 }
 
-async fn serve(router: Router, log: Arc<Mutex<Log>>, clock: FakeClock) -> Receiver {
+async fn serve(router: Router, log: Arc<Mutex<Log>>) -> Receiver {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
     });
-    Receiver { log, clock, base }
+    Receiver { log, base }
 }
 
 fn answer(log: &Arc<Mutex<Log>>, status: u16, retry_after: Option<u64>, body: String) -> Response {
@@ -182,7 +181,7 @@ pub async fn dingtalk(
     let router = Router::new()
         .route("/robot/send", post(dingtalk_send))
         .with_state(state);
-    serve(router, log, clock).await
+    serve(router, log).await
 }
 
 async fn dingtalk_send(
@@ -290,7 +289,7 @@ pub async fn slack(clock: FakeClock) -> Receiver {
     let router = Router::new()
         .route("/services/{a}/{b}/{c}", post(slack_send))
         .with_state(state);
-    serve(router, log, clock).await
+    serve(router, log).await
 }
 
 fn slack_blocks_valid(message: &Value) -> bool {
@@ -388,7 +387,7 @@ pub async fn feishu(clock: FakeClock, secret: Option<&str>) -> Receiver {
     let router = Router::new()
         .route("/open-apis/bot/v2/hook/{token}", post(feishu_send))
         .with_state(state);
-    serve(router, log, clock).await
+    serve(router, log).await
 }
 
 async fn feishu_send(
@@ -487,7 +486,7 @@ pub async fn wecom(clock: FakeClock, key: &str) -> Receiver {
     let router = Router::new()
         .route("/cgi-bin/webhook/send", post(wecom_send))
         .with_state(state);
-    serve(router, log, clock).await
+    serve(router, log).await
 }
 
 async fn wecom_send(
@@ -559,7 +558,7 @@ pub async fn webhook(clock: FakeClock, secret: &str) -> Receiver {
     let router = Router::new()
         .route("/hook", post(webhook_send))
         .with_state(state);
-    serve(router, log, clock).await
+    serve(router, log).await
 }
 
 async fn webhook_send(
@@ -618,13 +617,13 @@ struct CeState {
 }
 
 /// A Broker ingress: parses the request with the CloudEvents SDK and answers 202.
-pub async fn cloudevents_sink(clock: FakeClock) -> Receiver {
+pub async fn cloudevents_sink() -> Receiver {
     let log = Arc::new(Mutex::new(Log::default()));
     let state = CeState {
         log: Arc::clone(&log),
     };
     let router = Router::new().route("/", post(ce_send)).with_state(state);
-    serve(router, log, clock).await
+    serve(router, log).await
 }
 
 async fn ce_send(State(state): State<CeState>, headers: HeaderMap, body: Bytes) -> Response {
