@@ -9,7 +9,11 @@ ROOT=$(pwd)
 log() { printf '\n==> %s\n' "$*"; }
 
 # --- System packages (Debian). Installed only when missing. -------------------------------------
-APT_PACKAGES=()
+# prometheus: promtool, for the alerting rules in k8s/monitoring/. kubectl builds k8s/ with its
+# built-in kustomize; when no kubectl is installed, Debian's kubernetes-client provides one (its
+# kustomize is old, v2.0.3, and k8s/kustomization.yaml is kept simple enough for it).
+APT_PACKAGES=(prometheus)
+command -v kubectl >/dev/null 2>&1 || APT_PACKAGES+=(kubernetes-client)
 need_apt=()
 for package in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$package")

@@ -1,0 +1,932 @@
+"""The deployment artefacts: k8s/ manifests, Prometheus rules, the Dockerfile.
+
+What is checked, and with what:
+
+* `kubectl kustomize k8s/` builds (kubectl's built-in kustomize);
+* built-in kinds pass `kubernetes-validate` in strict mode (unknown fields are errors) for the
+  oldest and newest Kubernetes versions named below;
+* ApiServerSource, Broker and Trigger pass Knative's CRD schemas (copied into
+  tests/fixtures/knative-crds/), converted to JSON Schema and closed against unknown fields the
+  way Knative's webhooks decode (see that directory's README), plus the webhook rules the schemas
+  cannot express;
+* the objects reference each other correctly (RBAC covers exactly what the source watches, the
+  Trigger reaches the sink's Service, the config path, volume and drain settings agree);
+* the ConfigMap's config passes `drift-sentinel config validate` and the binary serves with it;
+* `promtool check rules` and `promtool test rules` pass, the PrometheusRule matches the file, and
+  the rules and the Grafana dashboard use only metrics the binary exports;
+* the Dockerfile builds the way the project builds.
+
+Every validator is also shown a deliberately broken copy and must reject it.
+"""
+
+import copy
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import ROOT, binary, free_port
+
+K8S = ROOT / "k8s"
+MONITORING = K8S / "monitoring"
+RULES_FILE = MONITORING / "drift-sentinel-rules.yaml"
+RULES_TESTS = ROOT / "tests" / "prometheus" / "drift-sentinel-rules.test.yaml"
+CRD_DIR = ROOT / "tests" / "fixtures" / "knative-crds"
+SHARED_SCHEMAS = ROOT.parent / "shared" / "schemas"
+NAMESPACE = "drift-sentinel"
+
+# Oldest and newest Kubernetes versions whose schemas kubernetes-validate 1.37.0 ships that we
+# check against. 1.32 is the floor: StatefulSet persistentVolumeClaimRetentionPolicy is GA there.
+KUBERNETES_VERSIONS = ["1.32.0", "1.37.0"]
+
+CRD_FILES = {
+    ("sources.knative.dev/v1", "ApiServerSource"): "sources.knative.dev_apiserversource.yaml",
+    ("eventing.knative.dev/v1", "Broker"): "eventing.knative.dev_broker.yaml",
+    ("eventing.knative.dev/v1", "Trigger"): "eventing.knative.dev_trigger.yaml",
+}
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def kubectl() -> str:
+    path = shutil.which("kubectl")
+    assert path, "kubectl not found: scripts/test.sh installs Debian's kubernetes-client when it is missing"
+    return path
+
+
+def kustomize(directory: Path) -> list:
+    result = subprocess.run(
+        [kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def load_all(path: Path) -> list:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def find(objects: list, kind: str, name: str, api_version: str = None) -> dict:
+    matches = [
+        obj
+        for obj in objects
+        if obj["kind"] == kind
+        and obj["metadata"]["name"] == name
+        and (api_version is None or obj["apiVersion"] == api_version)
+    ]
+    assert len(matches) == 1, f"expected one {kind}/{name}, found {len(matches)}"
+    return matches[0]
+
+
+def is_knative(obj: dict) -> bool:
+    return (obj["apiVersion"], obj["kind"]) in CRD_FILES
+
+
+def parse_duration(text: str) -> float:
+    """drift-sentinel durations as used in the shipped config: '8s', '20s', '5m', '24h'."""
+    match = re.fullmatch(r"(\d+)(ms|s|m|h)", text)
+    assert match, f"unsupported duration {text!r} in this test"
+    return int(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+ISO_DURATION = re.compile(r"^P(?!$)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$")
+
+
+def parse_iso_duration(text: str) -> float:
+    match = re.fullmatch(r"PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?", text)
+    assert match and any(match.groups()), f"unsupported ISO-8601 duration {text!r} in this test"
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def guess_plural(kind: str) -> str:
+    """`meta.UnsafeGuessKindToResource`, which the ApiServerSource adapter uses for its watches."""
+    lower = kind.lower()
+    if lower.endswith("endpoints"):
+        return lower
+    if lower.endswith("s"):
+        return lower + "es"
+    if lower.endswith("y"):
+        return lower[:-1] + "ies"
+    return lower + "s"
+
+
+def pod_templates(objects: list):
+    for obj in objects:
+        if obj["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+            yield obj, obj["spec"]["template"]["spec"]
+
+
+def shipped_config_text() -> str:
+    return find(load_all(K8S / "config.yaml"), "ConfigMap", "drift-sentinel-config")["data"]["config.yaml"]
+
+
+# --- Knative CRD schemas as strict JSON Schema --------------------------------------------------
+
+# Fields Knative's Go types accept but the CRD schemas do not list (DeliverySpec in
+# knative/eventing pkg/apis/duck/v1/delivery_types.go).
+DELIVERY_EXTRA_FIELDS = {
+    "timeout": {"type": "string"},
+    "retryAfterMax": {"type": "string"},
+}
+
+METADATA_SCHEMA = {
+    "type": "object",
+    "required": ["name", "namespace"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", "maxLength": 253},
+        "namespace": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+
+def strict_json_schema(node):
+    """OpenAPI v3 structural schema (with Kubernetes extensions) → closed JSON Schema."""
+    if isinstance(node, list):
+        return [strict_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        if key == "properties":
+            out[key] = {name: strict_json_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
+            out[key] = strict_json_schema(value)
+        elif key in ("anyOf", "allOf", "oneOf"):
+            out[key] = strict_json_schema(value)
+        else:
+            out[key] = value
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if node.get("nullable") and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    if "properties" in node:
+        # Closed even where the CRD preserves unknown fields: the webhook decodes strictly.
+        # Nodes that preserve unknown fields without declaring any stay open (label maps,
+        # ceOverrides.extensions, Trigger filter dialects).
+        out.setdefault("additionalProperties", False)
+        if "backoffPolicy" in node["properties"] and "deadLetterSink" in node["properties"]:
+            for name, schema in DELIVERY_EXTRA_FIELDS.items():
+                out["properties"].setdefault(name, schema)
+    return out
+
+
+def crd_validator(api_version: str, kind: str, crd_dir: Path = CRD_DIR):
+    crd = yaml.safe_load((crd_dir / CRD_FILES[(api_version, kind)]).read_text())
+    assert crd["kind"] == "CustomResourceDefinition"
+    assert crd["spec"]["names"]["kind"] == kind
+    assert f"{crd['spec']['group']}/v1" == api_version
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    assert version["served"] and version["storage"]
+    schema = strict_json_schema(version["schema"]["openAPIV3Schema"])
+    schema["properties"]["apiVersion"] = {"const": api_version}
+    schema["properties"]["kind"] = {"const": kind}
+    schema["properties"]["metadata"] = METADATA_SCHEMA
+    schema["required"] = sorted(set(schema.get("required", [])) | {"apiVersion", "kind", "metadata", "spec"})
+    schema["additionalProperties"] = False
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def knative_schema_errors(obj: dict) -> list:
+    validator = crd_validator(obj["apiVersion"], obj["kind"])
+    return [
+        f"{obj['kind']}/{obj['metadata'].get('name')}: {'.'.join(map(str, error.absolute_path)) or '<root>'}: {error.message}"
+        for error in validator.iter_errors(obj)
+    ]
+
+
+def knative_webhook_errors(obj: dict) -> list:
+    """Rules Knative's admission webhooks enforce that the schemas do not express."""
+    errors = []
+    spec = obj.get("spec", {})
+
+    def check_delivery(delivery, where):
+        if delivery is None:
+            return
+        if "backoffPolicy" in delivery and delivery["backoffPolicy"] not in ("linear", "exponential"):
+            errors.append(f"{where}.backoffPolicy: must be linear or exponential")
+        for field in ("backoffDelay", "timeout", "retryAfterMax"):
+            if field in delivery and not ISO_DURATION.match(str(delivery[field])):
+                errors.append(f"{where}.{field}: {delivery[field]!r} is not an ISO-8601 duration")
+        if "retry" in delivery and delivery["retry"] < 0:
+            errors.append(f"{where}.retry: must be >= 0")
+        if "deadLetterSink" in delivery and not (delivery["deadLetterSink"].get("ref") or delivery["deadLetterSink"].get("uri")):
+            errors.append(f"{where}.deadLetterSink: needs ref or uri")
+
+    if obj["kind"] == "ApiServerSource":
+        if spec.get("mode", "Reference") not in ("Reference", "Resource"):
+            errors.append(f"spec.mode: {spec.get('mode')!r} is not Reference or Resource")
+        if not spec.get("resources"):
+            errors.append("spec.resources: at least one resource is required")
+        for index, resource in enumerate(spec.get("resources", [])):
+            if not resource.get("apiVersion") or not resource.get("kind"):
+                errors.append(f"spec.resources[{index}]: apiVersion and kind are required")
+        if not (spec.get("sink", {}).get("ref") or spec.get("sink", {}).get("uri")):
+            errors.append("spec.sink: a ref or uri is required")
+    if obj["kind"] == "Broker":
+        check_delivery(spec.get("delivery"), "spec.delivery")
+    if obj["kind"] == "Trigger":
+        if not (spec.get("broker") or spec.get("brokerRef")):
+            errors.append("spec.broker: required")
+        if not (spec.get("subscriber", {}).get("ref") or spec.get("subscriber", {}).get("uri")):
+            errors.append("spec.subscriber: a ref or uri is required")
+        dialects = {"exact", "prefix", "suffix", "all", "any", "not", "cesql"}
+        for index, expression in enumerate(spec.get("filters", [])):
+            if len(expression) != 1 or set(expression) - dialects:
+                errors.append(f"spec.filters[{index}]: exactly one dialect of {sorted(dialects)}")
+        check_delivery(spec.get("delivery"), "spec.delivery")
+    return [f"{obj['kind']}/{obj['metadata'].get('name')}: {error}" for error in errors]
+
+
+def builtin_errors(obj: dict, version: str) -> list:
+    try:
+        kubernetes_validate.validate(obj, version, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        path = ".".join(map(str, error.path)) or "<root>"
+        return [f"{obj['kind']}/{obj['metadata']['name']}: {path}: {error.message}"]
+    except kubernetes_validate.SchemaNotFoundError as error:
+        return [f"{obj['kind']}/{obj['metadata']['name']}: {error.message}"]
+    return []
+
+
+# --- fixtures -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return kustomize(K8S)
+
+
+@pytest.fixture(scope="module")
+def secret_template():
+    return load_all(K8S / "channels-secret.example.yaml")
+
+
+# --- kustomize ----------------------------------------------------------------------------------
+
+
+def test_kustomize_builds_every_manifest_once(rendered):
+    kinds = sorted(f"{obj['kind']}/{obj['metadata']['name']}" for obj in rendered)
+    assert kinds == sorted([
+        "Namespace/drift-sentinel",
+        "ServiceAccount/drift-sentinel-source",
+        "ServiceAccount/drift-sentinel",
+        "ClusterRole/drift-sentinel-source",
+        "ClusterRoleBinding/drift-sentinel-source",
+        "ConfigMap/drift-sentinel-config",
+        "Service/drift-sentinel",
+        "StatefulSet/drift-sentinel",
+        "Deployment/drift-sentinel-dlq",
+        "Service/drift-sentinel-dlq",
+        "Broker/drift-sentinel",
+        "Trigger/drift-sentinel",
+        "ApiServerSource/drift-sentinel",
+    ])
+    # Namespaced objects all live in one namespace; the Secret template and the Prometheus
+    # Operator objects are not part of the default build.
+    for obj in rendered:
+        if obj["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
+            assert obj["metadata"].get("namespace") == NAMESPACE, obj["metadata"]["name"]
+    assert not [obj for obj in rendered if obj["kind"] in ("Secret", "PrometheusRule", "ServiceMonitor")]
+
+
+def test_kustomize_sets_the_sink_image(rendered):
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    image = kustomization["images"][0]
+    container = find(rendered, "StatefulSet", "drift-sentinel")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"{image['newName']}:{image['newTag']}"
+
+
+def test_kustomize_rejects_a_broken_kustomization(tmp_path):
+    shutil.copytree(K8S, tmp_path / "k8s")
+    (tmp_path / "k8s" / "kustomization.yaml").write_text(
+        (K8S / "kustomization.yaml").read_text().replace("- trigger.yaml", "- trigger-missing.yaml")
+    )
+    result = subprocess.run([kubectl(), "kustomize", str(tmp_path / "k8s")], capture_output=True, text=True)
+    assert result.returncode != 0
+
+
+def test_monitoring_kustomization_builds_operator_objects():
+    objects = kustomize(MONITORING)
+    assert sorted((obj["apiVersion"], obj["kind"]) for obj in objects) == [
+        ("monitoring.coreos.com/v1", "PrometheusRule"),
+        ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ]
+
+
+# --- built-in kinds: kubernetes-validate ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_builtin_kinds_pass_kubernetes_validate_strict(rendered, secret_template, version):
+    objects = [obj for obj in rendered + secret_template if not is_knative(obj)]
+    assert len(objects) == 11
+    errors = [error for obj in objects for error in builtin_errors(obj, version)]
+    assert errors == []
+
+
+@pytest.mark.parametrize(
+    "mutate, fragment",
+    [
+        (lambda sts: sts["spec"].__setitem__("replica", 1), "replica"),
+        (lambda sts: sts["spec"].__setitem__("replicas", "one"), "'one'"),
+        (
+            lambda sts: sts["spec"]["template"]["spec"]["containers"][0]["securityContext"].__setitem__("runAsNonroot", True),
+            "runAsNonroot",
+        ),
+        (lambda sts: sts["spec"]["template"]["spec"]["containers"][0].pop("name"), "name"),
+    ],
+    ids=["unknown-field", "wrong-type", "typo-in-securityContext", "missing-required"],
+)
+def test_kubernetes_validate_rejects_broken_copies(rendered, mutate, fragment):
+    broken = copy.deepcopy(find(rendered, "StatefulSet", "drift-sentinel"))
+    mutate(broken)
+    errors = builtin_errors(broken, KUBERNETES_VERSIONS[0])
+    assert errors and fragment in errors[0], errors
+
+
+# --- Knative kinds: CRD schemas ---------------------------------------------------------------------
+
+
+def test_knative_kinds_pass_their_crd_schemas_and_webhook_rules(rendered):
+    objects = [obj for obj in rendered if is_knative(obj)]
+    assert sorted(obj["kind"] for obj in objects) == ["ApiServerSource", "Broker", "Trigger"]
+    errors = [error for obj in objects for error in knative_schema_errors(obj) + knative_webhook_errors(obj)]
+    assert errors == []
+
+
+KNATIVE_BREAKAGES = {
+    "trigger-filter-typo": ("Trigger", lambda o: o["spec"]["filters"][0].__setitem__("prefx", {"type": "x"})),
+    "trigger-retry-type": ("Trigger", lambda o: o["spec"]["delivery"].__setitem__("retry", "eight")),
+    "trigger-delivery-typo": ("Trigger", lambda o: o["spec"]["delivery"].__setitem__("retries", 8)),
+    "trigger-subscriber-typo": ("Trigger", lambda o: o["spec"]["subscriber"].__setitem__("refs", {})),
+    "trigger-no-namespace": ("Trigger", lambda o: o["metadata"].pop("namespace")),
+    "source-no-resources": ("ApiServerSource", lambda o: o["spec"].pop("resources")),
+    "source-resource-typo": ("ApiServerSource", lambda o: o["spec"]["resources"][0].__setitem__("apiVersoin", "v1")),
+    "source-spec-typo": ("ApiServerSource", lambda o: o["spec"].__setitem__("serviceAccount", "x")),
+    "source-selector-type": ("ApiServerSource", lambda o: o["spec"]["resources"][4]["selector"].__setitem__("matchExpressions", "Exists")),
+    "broker-ref-typo": ("Broker", lambda o: o["spec"]["delivery"]["deadLetterSink"]["ref"].__setitem__("nmae", "x")),
+    "broker-wrong-version": ("Broker", lambda o: o.__setitem__("apiVersion", "eventing.knative.dev/v1beta1")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(KNATIVE_BREAKAGES))
+def test_crd_validation_rejects_broken_copies(rendered, case):
+    kind, mutate = KNATIVE_BREAKAGES[case]
+    broken = copy.deepcopy(next(obj for obj in rendered if obj["kind"] == kind))
+    mutate(broken)
+    if broken["apiVersion"] != next(obj for obj in rendered if obj["kind"] == kind)["apiVersion"]:
+        # A wrong apiVersion has no CRD: check it against the real one.
+        validator = crd_validator("eventing.knative.dev/v1", kind)
+        assert list(validator.iter_errors(broken))
+    else:
+        assert knative_schema_errors(broken), f"{case} was accepted"
+
+
+@pytest.mark.parametrize(
+    "kind, mutate",
+    [
+        ("ApiServerSource", lambda o: o["spec"].__setitem__("mode", "resource")),
+        ("ApiServerSource", lambda o: o["spec"].pop("sink")),
+        ("Trigger", lambda o: o["spec"]["delivery"].__setitem__("backoffDelay", "0.5s")),
+        ("Trigger", lambda o: o["spec"]["delivery"].__setitem__("backoffPolicy", "exp")),
+        ("Trigger", lambda o: o["spec"]["filters"][0].__setitem__("exact", {"type": "x"})),
+        ("Broker", lambda o: o["spec"]["delivery"].__setitem__("timeout", "10s")),
+    ],
+    ids=["mode-case", "no-sink", "delay-not-iso", "unknown-policy", "two-dialects", "timeout-not-iso"],
+)
+def test_webhook_rules_reject_broken_copies(rendered, kind, mutate):
+    broken = copy.deepcopy(next(obj for obj in rendered if obj["kind"] == kind))
+    mutate(broken)
+    assert knative_webhook_errors(broken)
+
+
+def test_crd_copies_match_the_shared_schemas():
+    if not SHARED_SCHEMAS.is_dir():
+        pytest.skip("../shared/schemas is not beside this clone (only the in-repo copies are used)")
+    for file in CRD_FILES.values():
+        assert (CRD_DIR / file).read_bytes() == (SHARED_SCHEMAS / file).read_bytes(), file
+
+
+# --- how the objects fit together -----------------------------------------------------------------
+
+
+def test_rbac_grants_exactly_get_list_watch_on_what_the_source_watches(rendered):
+    source = find(rendered, "ApiServerSource", "drift-sentinel")
+    watched = set()
+    for resource in source["spec"]["resources"]:
+        group = resource["apiVersion"].rpartition("/")[0]
+        watched.add((group, guess_plural(resource["kind"])))
+    assert watched == {
+        ("serving.knative.dev", "services"),
+        ("serving.knative.dev", "configurations"),
+        ("serving.knative.dev", "revisions"),
+        ("serving.knative.dev", "routes"),
+        ("apps", "deployments"),
+        ("", "configmaps"),
+    }
+
+    role = find(rendered, "ClusterRole", "drift-sentinel-source")
+    granted = {}
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames, URLs or wildcards"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert "*" not in (group, resource)
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    assert set(granted) == watched
+    assert all(verbs == {"get", "list", "watch"} for verbs in granted.values()), granted
+
+    binding = find(rendered, "ClusterRoleBinding", "drift-sentinel-source")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": source["spec"]["serviceAccountName"], "namespace": NAMESPACE}
+    ]
+    find(rendered, "ServiceAccount", source["spec"]["serviceAccountName"])
+    # Nothing else in the install is bound to any role.
+    assert [obj["kind"] for obj in rendered if obj["kind"] in ("Role", "RoleBinding")] == []
+
+
+def test_source_watches_knative_serving_in_resource_mode(rendered):
+    source = find(rendered, "ApiServerSource", "drift-sentinel")
+    spec = source["spec"]
+    assert spec["mode"] == "Resource"
+    assert spec["namespaceSelector"] == {}
+    by_kind = {(r["apiVersion"], r["kind"]): r for r in spec["resources"]}
+    assert by_kind[("apps/v1", "Deployment")]["selector"] == {
+        "matchExpressions": [{"key": "serving.knative.dev/revision", "operator": "Exists"}]
+    }
+    assert by_kind[("v1", "ConfigMap")]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "knative-serving"}}
+    for kind in ("Service", "Configuration", "Revision", "Route"):
+        assert "selector" not in by_kind[("serving.knative.dev/v1", kind)]
+    # The cluster name is set, and agrees with the sink's defaultCluster.
+    cluster = spec["ceOverrides"]["extensions"]["cluster"]
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", cluster)
+    assert yaml.safe_load(shipped_config_text())["defaultCluster"] == cluster
+    sink = spec["sink"]["ref"]
+    find(rendered, sink["kind"], sink["name"], sink["apiVersion"])
+
+
+def test_trigger_delivers_resource_events_from_the_broker_to_the_sink(rendered):
+    trigger = find(rendered, "Trigger", "drift-sentinel")["spec"]
+    find(rendered, "Broker", trigger["broker"])
+    assert trigger["filters"] == [{"prefix": {"type": "dev.knative.apiserver.resource."}}]
+    assert "filter" not in trigger
+
+    subscriber = trigger["subscriber"]["ref"]
+    assert (subscriber["apiVersion"], subscriber["kind"]) == ("v1", "Service")
+    service = find(rendered, "Service", subscriber["name"], "v1")
+    # Knative addresses a Service ref on port 80; it must reach the sink container's port.
+    port = next(p for p in service["spec"]["ports"] if p["port"] == 80)
+    sink = find(rendered, "StatefulSet", "drift-sentinel")
+    assert service["spec"]["selector"].items() <= sink["spec"]["template"]["metadata"]["labels"].items()
+    container = sink["spec"]["template"]["spec"]["containers"][0]
+    assert port["targetPort"] in [p["name"] for p in container["ports"]]
+
+    delivery = trigger["delivery"]
+    assert (delivery["retry"], delivery["backoffPolicy"], delivery["backoffDelay"], delivery["timeout"]) == (
+        8, "exponential", "PT0.5S", "PT10S"
+    )
+    # drift-sentinel answers (503) before the Broker's per-attempt timeout expires.
+    request_timeout = parse_duration(yaml.safe_load(shipped_config_text())["server"]["requestTimeout"])
+    assert request_timeout < parse_iso_duration(delivery["timeout"])
+
+
+def test_dead_letter_sinks_resolve_to_a_running_service(rendered):
+    broker = find(rendered, "Broker", "drift-sentinel")["spec"]["delivery"]
+    trigger = find(rendered, "Trigger", "drift-sentinel")["spec"]["delivery"]
+    assert broker["retry"] > 0 and broker["backoffPolicy"] == "exponential" and broker["backoffDelay"]
+    for delivery in (broker, trigger):
+        ref = delivery["deadLetterSink"]["ref"]
+        service = find(rendered, ref["kind"], ref["name"], ref["apiVersion"])
+        assert service["spec"]["ports"][0]["port"] == 80
+        backends = [
+            obj for obj, _ in pod_templates(rendered)
+            if service["spec"]["selector"].items() <= obj["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert [obj["metadata"]["name"] for obj in backends] == ["drift-sentinel-dlq"]
+
+
+def test_sink_is_one_warm_replica_with_a_persistent_store(rendered):
+    sink = find(rendered, "StatefulSet", "drift-sentinel")
+    spec = sink["spec"]
+    assert spec["replicas"] == 1
+    assert spec["serviceName"] == "drift-sentinel"
+    [claim] = spec["volumeClaimTemplates"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
+
+    config = yaml.safe_load(shipped_config_text())
+    store_path = Path(config["store"]["path"])
+    assert store_path.is_absolute()
+    assert store_path.parent == Path(mounts[claim["metadata"]["name"]]["mountPath"])
+
+
+def test_sink_config_is_a_directory_mount_that_hot_reload_can_see(rendered):
+    sink = find(rendered, "StatefulSet", "drift-sentinel")
+    pod = sink["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    args = container["args"]
+    config_path = Path(args[args.index("--config") + 1])
+    volume = next(v for v in pod["volumes"] if "configMap" in v)
+    mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+    assert "subPath" not in mount and "subPathExpr" not in mount
+    assert "items" not in volume["configMap"]
+    assert Path(mount["mountPath"]) == config_path.parent
+    configmap = find(rendered, "ConfigMap", volume["configMap"]["name"])
+    assert config_path.name in configmap["data"]
+
+
+def test_sink_probes_resources_and_shutdown(rendered):
+    pod = find(rendered, "StatefulSet", "drift-sentinel")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
+    drain = parse_duration(yaml.safe_load(shipped_config_text())["server"]["drainTimeout"])
+    assert pod["terminationGracePeriodSeconds"] > drain
+    # The sink never talks to the Kubernetes API.
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_sink_secrets_come_from_an_optional_secret_with_placeholders_only(rendered, secret_template):
+    [container] = find(rendered, "StatefulSet", "drift-sentinel")["spec"]["template"]["spec"]["containers"]
+    [source] = container["envFrom"]
+    [secret] = secret_template
+    assert source["secretRef"] == {"name": secret["metadata"]["name"], "optional": True}
+    assert set(secret["stringData"]) >= {"DINGTALK_WEBHOOK_URL", "DINGTALK_SECRET", "SLACK_WEBHOOK_URL"}
+    assert set(secret["stringData"].values()) == {"REPLACE_ME"}
+    assert "data" not in secret
+    # Every ${VAR} the shipped config uses (outside comments) is a key of that Secret.
+    active = "\n".join(line.split("#", 1)[0] for line in shipped_config_text().splitlines())
+    assert set(re.findall(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)\}", active)) <= set(secret["stringData"])
+
+
+def test_every_pod_meets_the_restricted_pod_security_standard(rendered):
+    namespace = find(rendered, "Namespace", NAMESPACE)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    templates = list(pod_templates(rendered))
+    assert len(templates) == 2
+    for owner, pod in templates:
+        where = owner["metadata"]["name"]
+        pod_context = pod.get("securityContext", {})
+        assert pod_context.get("runAsNonRoot") is True, where
+        assert pod_context.get("seccompProfile") == {"type": "RuntimeDefault"}, where
+        assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC"), where
+        for volume in pod.get("volumes", []):
+            assert "hostPath" not in volume, where
+        for container in pod["containers"] + pod.get("initContainers", []):
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, where
+            assert context["readOnlyRootFilesystem"] is True, where
+            assert context["runAsNonRoot"] is True, where
+            assert context["capabilities"] == {"drop": ["ALL"]}, where
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}, where
+            assert not context.get("privileged"), where
+            assert container["resources"]["requests"] and container["resources"]["limits"], where
+
+
+# --- the shipped config -------------------------------------------------------------------------
+
+
+def validate_config(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([binary(), "config", "validate", str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_configmap_config_passes_config_validate(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(shipped_config_text())
+    result = validate_config(path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith(": ok")
+
+
+def test_config_validate_rejects_a_broken_copy(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(shipped_config_text().replace("drainTimeout: 20s", "drainTimeout: soon"))
+    result = validate_config(path)
+    assert result.returncode != 0
+    assert "server.drainTimeout" in result.stderr
+
+
+EXAMPLES_MARKER = "# --- example channels and routes ---"
+
+
+def config_with_examples_uncommented() -> str:
+    head, marker, tail = shipped_config_text().partition(EXAMPLES_MARKER)
+    assert marker, "the example block's marker line is missing"
+    lines = []
+    for line in tail.splitlines()[1:]:
+        assert line.lstrip().startswith("# ") or not line.strip(), f"not an example line: {line!r}"
+        lines.append(line.replace("# ", "", 1))
+    return head + "\n".join(lines) + "\n"
+
+
+def test_example_channels_validate_with_real_secret_values_and_fail_on_placeholders(tmp_path, secret_template):
+    path = tmp_path / "config.yaml"
+    path.write_text(config_with_examples_uncommented())
+    config = yaml.safe_load(path.read_text())
+    assert {channel["type"] for channel in config["channels"]} >= {"log", "dingtalk", "slack"}
+    realistic = {
+        "DINGTALK_WEBHOOK_URL": "https://oapi.dingtalk.com/robot/send?access_token=0123456789abcdef",
+        "DINGTALK_SECRET": "SEC0123456789abcdef",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXX",
+    }
+    [secret] = secret_template
+    assert set(realistic) == set(secret["stringData"])
+    ok = subprocess.run([binary(), "config", "validate", str(path)], capture_output=True, text=True,
+                        env=dict(os.environ, **realistic), timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    # Uncommented but with the template's placeholders, the pod would refuse to start.
+    placeholders = subprocess.run([binary(), "config", "validate", str(path)], capture_output=True, text=True,
+                                  env=dict(os.environ, **secret["stringData"]), timeout=60)
+    assert placeholders.returncode != 0
+    assert "channels[1].url" in placeholders.stderr
+    # And without the Secret at all, the missing variable is named.
+    env = {key: value for key, value in os.environ.items() if key not in realistic}
+    missing = subprocess.run([binary(), "config", "validate", str(path)], capture_output=True, text=True,
+                             env=env, timeout=60)
+    assert missing.returncode != 0
+    assert re.search(r"environment variable (DINGTALK_WEBHOOK_URL|DINGTALK_SECRET|SLACK_WEBHOOK_URL) is not set", missing.stderr)
+
+
+@pytest.fixture(scope="module")
+def exported_metrics(tmp_path_factory):
+    """Boots the real binary on the shipped config (store moved to a temp dir, port from PORT),
+    checks /readyz and /healthz, and returns the metric sample names /metrics exports."""
+    tmp_path = tmp_path_factory.mktemp("shipped-config")
+    config = shipped_config_text().replace(
+        "/var/lib/drift-sentinel/drift-sentinel.db", str(tmp_path / "drift-sentinel.db")
+    )
+    assert str(tmp_path) in config
+    (tmp_path / "config.yaml").write_text(config)
+    port = free_port()
+    log = open(tmp_path / "log", "wb")
+    process = subprocess.Popen(
+        [binary(), "serve", "--config", str(tmp_path / "config.yaml")],
+        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PORT=str(port)),
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while True:
+            assert process.poll() is None, (tmp_path / "log").read_text()
+            try:
+                with urllib.request.urlopen(base + "/readyz", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            assert time.monotonic() < deadline, "not ready within 20 s"
+            time.sleep(0.05)
+        with urllib.request.urlopen(base + "/healthz", timeout=2) as response:
+            assert response.status == 200
+        # One real event (202) and one that is not a CloudEvent (400), so that the labelled
+        # metric families have samples and show up in /metrics.
+        event = (ROOT / "examples" / "events" / "revision-update.ce.json").read_bytes()
+        assert post(base, event, "application/cloudevents+json") == 202
+        assert post(base, b"{}", "application/json") == 400
+        with urllib.request.urlopen(base + "/metrics", timeout=2) as response:
+            exported = exported_metric_names(response.read().decode())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+        log.close()
+    assert process.returncode == 0, (tmp_path / "log").read_text()
+    return exported
+
+
+def test_configmap_config_serves_health_readiness_and_metrics(exported_metrics):
+    assert {
+        "drift_sentinel_events_total",
+        "drift_sentinel_ingest_responses_total",
+        "drift_sentinel_ingest_errors_total",
+    } <= exported_metrics
+
+
+def unknown_metrics(text: str, exported: set) -> set:
+    """drift_sentinel_* names in `text` that the binary does not export: not seen in /metrics,
+    and, for a labelled family with no samples yet (store errors, deliveries), not registered in
+    src/metrics.rs either. A misspelt name matches neither."""
+    registered = set(re.findall(r'register\(\s*"([a-z_]+)"', (ROOT / "src" / "metrics.rs").read_text()))
+    used = set(re.findall(r"\bdrift_sentinel_[a-z_]+", text))
+    return {
+        name for name in used - exported
+        if re.sub(r"_(total|bucket|sum|count)$", "", name.removeprefix("drift_sentinel_")) not in registered
+    }
+
+
+def test_alerting_rules_use_only_exported_metrics(exported_metrics):
+    assert unknown_metrics(RULES_FILE.read_text(), exported_metrics) == set()
+
+
+def test_metric_check_catches_a_misspelt_name(exported_metrics):
+    assert unknown_metrics("rate(drift_sentinel_event_total[5m])", exported_metrics) == {"drift_sentinel_event_total"}
+
+
+def post(base: str, body: bytes, content_type: str) -> int:
+    request = urllib.request.Request(base + "/", data=body, headers={"Content-Type": content_type}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def exported_metric_names(text: str) -> set:
+    """Sample names from `# TYPE` lines (OpenMetrics: counter samples end in `_total`)."""
+    names = set()
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[:2] == ["#", "TYPE"]:
+            name, kind = parts[2], parts[3]
+            names.add(f"{name}_total" if kind == "counter" and not name.endswith("_total") else name)
+    return names
+
+
+# --- Prometheus rules ---------------------------------------------------------------------------
+
+
+def promtool(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    path = shutil.which("promtool")
+    assert path, "promtool not found: scripts/test.sh installs the Debian package prometheus"
+    return subprocess.run([path, *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_promtool_check_rules_passes():
+    result = promtool("check", "rules", str(RULES_FILE))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_check_rules_rejects_a_broken_copy(tmp_path):
+    broken = tmp_path / "rules.yaml"
+    broken.write_text(RULES_FILE.read_text().replace("up{job=\"drift-sentinel\"} == 0", "up{job=\"drift-sentinel\" == 0", 1))
+    result = promtool("check", "rules", str(broken))
+    assert result.returncode != 0
+
+
+def test_promtool_rule_unit_tests_pass():
+    result = promtool("test", "rules", str(RULES_TESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_rule_unit_tests_catch_a_changed_threshold(tmp_path):
+    (tmp_path / "k8s" / "monitoring").mkdir(parents=True)
+    (tmp_path / "tests" / "prometheus").mkdir(parents=True)
+    (tmp_path / "k8s" / "monitoring" / RULES_FILE.name).write_text(RULES_FILE.read_text().replace("> 900", "> 9000"))
+    shutil.copy(RULES_TESTS, tmp_path / "tests" / "prometheus" / RULES_TESTS.name)
+    result = promtool("test", "rules", str(tmp_path / "tests" / "prometheus" / RULES_TESTS.name))
+    assert result.returncode != 0
+
+
+def test_prometheusrule_has_the_same_rules_as_the_rules_file():
+    rules = yaml.safe_load(RULES_FILE.read_text())
+    [rule] = load_all(MONITORING / "prometheusrule.yaml")
+    assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
+    assert rule["spec"]["groups"] == rules["groups"]
+
+
+def test_rules_cover_health_and_drifts():
+    rules = yaml.safe_load(RULES_FILE.read_text())
+    alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
+    for metric in (
+        "up{",
+        "drift_sentinel_deliveries_total",
+        "drift_sentinel_outbox_pending",
+        "drift_sentinel_outbox_oldest_age_seconds",
+        "drift_sentinel_ingest_responses_total",
+        "drift_sentinel_ingest_errors_total",
+        "drift_sentinel_store_errors_total",
+        "drift_sentinel_config_reload_errors_total",
+        "drift_sentinel_drifts_firing",
+    ):
+        assert any(metric in rule["expr"] for rule in alerts.values()), metric
+    for name, rule in alerts.items():
+        assert rule["annotations"]["summary"] and rule["annotations"]["description"], name
+        # Alertmanager routes on severity: fixed, or the drift's own for the drift alert.
+        assert rule["labels"].get("severity") in ("critical", "warning", "info") or "severity" in rule["expr"], name
+
+
+def dashboard_exprs() -> list:
+    dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_grafana_dashboard_queries_parse_and_use_exported_metrics(tmp_path, exported_metrics):
+    exprs = dashboard_exprs()
+    assert exprs
+    assert unknown_metrics("\n".join(exprs), exported_metrics) == set()
+    # promtool checks PromQL syntax when the queries are recording rules (Grafana's variables
+    # replaced by plain values).
+    rules = {"groups": [{"name": "dashboard", "rules": [
+        {"record": f"dashboard:query{index}", "expr": expr.replace("$__rate_interval", "5m").replace("$job", "drift-sentinel")}
+        for index, expr in enumerate(exprs)
+    ]}]}
+    (tmp_path / "dashboard-rules.yaml").write_text(yaml.safe_dump(rules))
+    result = promtool("check", "rules", str(tmp_path / "dashboard-rules.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- the container image ------------------------------------------------------------------------
+
+# What distroless cc-debian12 provides to a dynamically linked binary (glibc, libgcc, libstdc++).
+DISTROLESS_CC_LIBRARIES = {
+    "linux-vdso.so.1", "libc.so.6", "libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2",
+    "librt.so.1", "libstdc++.so.6", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
+}
+
+
+def dockerfile_instructions() -> list:
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [tuple(line.split(None, 1)) for line in lines]
+
+
+def test_dockerfile_builds_with_the_locked_release_command_on_a_nonroot_base(rendered):
+    instructions = dockerfile_instructions()
+    froms = [args for op, args in instructions if op == "FROM"]
+    assert len(froms) == 2
+    assert froms[0].startswith("docker.io/library/rust:") and froms[0].split()[0].endswith("-bookworm")
+    # The runtime matches the build stage's Debian release (bookworm = Debian 12): glibc versions.
+    assert froms[1] == "gcr.io/distroless/cc-debian12:nonroot"
+    runs = [args for op, args in instructions if op == "RUN"]
+    assert any(re.search(r"(^|\s)cargo build --release --locked(\s|$)", run) for run in runs)
+    assert ("USER", "65532:65532") in instructions
+    entrypoint = next(args for op, args in instructions if op == "ENTRYPOINT")
+    cmd = next(args for op, args in instructions if op == "CMD")
+    assert entrypoint == '["/usr/local/bin/drift-sentinel"]'
+    assert cmd == '["serve", "--config", "/etc/drift-sentinel/config.yaml"]'
+    # The StatefulSet runs the same command.
+    [container] = find(rendered, "StatefulSet", "drift-sentinel")["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["serve", "--config", "/etc/drift-sentinel/config.yaml"]
+    assert "command" not in container
+
+
+def docker_context_paths() -> list:
+    """The .dockerignore is an allow-list: `*`, then `!path` entries."""
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    assert lines[0] == "*" and all(line.startswith("!") for line in lines[1:]), lines
+    return [line[1:].rstrip("/") for line in lines[1:]]
+
+
+def test_docker_context_holds_everything_the_build_stage_copies():
+    context = docker_context_paths()
+    for op, args in dockerfile_instructions():
+        if op == "COPY" and not args.startswith("--from"):
+            *sources, _destination = args.split()
+            for source in sources:
+                assert source.rstrip("/") in context, f"COPY {source} is excluded by .dockerignore"
+    # Files compiled into the binary must be inside the context too.
+    for path in (ROOT / "src").rglob("*.rs"):
+        for target in re.findall(r"include_(?:str|bytes)!\(\s*\"([^\"]+)\"", path.read_text()):
+            resolved = (path.parent / target).resolve()
+            assert any(resolved.is_relative_to(ROOT / entry) for entry in context), f"{path}: {target}"
+
+
+def test_docker_build_stage_command_builds_from_the_context_alone(tmp_path):
+    """Runs the build stage's cargo command on a copy of the build context (no Docker here).
+
+    The target directory is the project's own, so dependencies compiled by earlier release builds
+    are reused.
+    """
+    context = tmp_path / "context"
+    context.mkdir()
+    for entry in docker_context_paths():
+        source = ROOT / entry
+        if source.is_dir():
+            shutil.copytree(source, context / entry)
+        else:
+            shutil.copy2(source, context / entry)
+    env = dict(os.environ, CARGO_TARGET_DIR=str(ROOT / "target"))
+    result = subprocess.run(
+        ["cargo", "build", "--release", "--locked"],
+        cwd=context, env=env, capture_output=True, text=True, timeout=1500,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    built = ROOT / "target" / "release" / "drift-sentinel"
+    ldd = subprocess.run(["ldd", str(built)], capture_output=True, text=True)
+    libraries = {line.split()[0].rsplit("/", 1)[-1] for line in ldd.stdout.splitlines() if line.strip()}
+    assert libraries <= DISTROLESS_CC_LIBRARIES, f"needs libraries distroless cc lacks: {libraries - DISTROLESS_CC_LIBRARIES}"
