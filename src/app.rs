@@ -61,6 +61,7 @@ pub async fn start(
             outbox_notify: Arc::clone(&outbox_notify),
             queue_capacity: config.server.queue_capacity,
             dedup_retention: config.store.dedup_retention,
+            audit_retention: config.store.retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
         },
         pipeline::system_clock(),
@@ -68,7 +69,13 @@ pub async fn start(
     )
     .context("loading state from the store")?;
     let draining = Arc::new(AtomicBool::new(false));
+    let audit = Arc::new(
+        crate::store::audit::AuditReader::open(&config.store.path)
+            .context("opening the audit reader")?,
+    );
     let state = AppState {
+        audit: Some(audit),
+        api_token: config.api.token.clone(),
         pipeline: pipeline.clone(),
         clusters: Arc::new(cluster_names(&config)),
         metrics: Arc::clone(&metrics),

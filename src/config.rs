@@ -118,6 +118,19 @@ pub struct Config {
     /// `https://drift.example.com`.
     #[serde(default = "default_public_url")]
     pub public_url: Option<String>,
+    /// The drift API and dashboard.
+    #[serde(default)]
+    pub api: ApiConfig,
+}
+
+/// The drift API (`/api/v1`) and dashboard (`/ui`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApiConfig {
+    /// When set, `/api/v1` and `/ui` require `Authorization: Bearer <token>` (the dashboard also
+    /// accepts `?token=` once and keeps it in a cookie). The CloudEvents ingest is not affected.
+    #[serde(default)]
+    pub token: Option<Secret>,
 }
 
 fn default_cluster_name() -> String {
@@ -184,6 +197,13 @@ pub struct StoreConfig {
     /// retries span minutes; a day leaves a wide margin.
     #[serde(default = "default_dedup_retention", deserialize_with = "de_duration")]
     pub dedup_retention: Duration,
+    /// How long resolved drifts, their history and finished deliveries are kept (audit trail).
+    #[serde(default = "default_retention", deserialize_with = "de_duration")]
+    pub retention: Duration,
+}
+
+fn default_retention() -> Duration {
+    Duration::from_secs(90 * 24 * 3600)
 }
 
 fn default_store_path() -> PathBuf {
@@ -198,6 +218,7 @@ impl Default for StoreConfig {
         StoreConfig {
             path: default_store_path(),
             dedup_retention: default_dedup_retention(),
+            retention: default_retention(),
         }
     }
 }

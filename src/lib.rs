@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod reload;
 pub mod replay;
+pub mod report;
 pub mod route;
 pub mod store;
 pub mod telemetry;

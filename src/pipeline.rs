@@ -25,7 +25,7 @@ use crate::classify::{Engine, Millis, Outcome, Rules, Transition};
 use crate::decode::Decoded;
 use crate::metrics::Metrics;
 use crate::route::Router;
-use crate::store::{Batch, EventKey, NewOutbox, Store};
+use crate::store::{Batch, EventKey, NewOutbox, Store, StoredSilence};
 
 /// Why a submission was not accepted.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -107,6 +107,7 @@ type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
 enum Command {
     Submit { events: Vec<Decoded>, reply: Reply },
     SetRules(Arc<Rules>),
+    SetSilences(Vec<StoredSilence>),
     Shutdown,
 }
 
@@ -121,6 +122,8 @@ pub struct Settings {
     pub queue_capacity: usize,
     /// How long event keys are remembered.
     pub dedup_retention: Duration,
+    /// How long resolved drifts and finished deliveries are kept.
+    pub audit_retention: Duration,
     /// Idle interval between heartbeat writes.
     pub heartbeat_interval: Duration,
 }
@@ -130,6 +133,7 @@ pub struct Settings {
 pub struct Pipeline {
     sender: SyncSender<Command>,
     health: Arc<Health>,
+    rules: Arc<std::sync::RwLock<Arc<Rules>>>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -143,8 +147,10 @@ impl Pipeline {
         metrics: Arc<Metrics>,
     ) -> Result<Pipeline, crate::store::Error> {
         let snapshot = store.load()?;
+        let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);
         engine.restore(snapshot.objects, snapshot.drifts);
+        let api_silences = snapshot.silences;
         let health = Arc::new(Health::default());
         let writable = store.heartbeat(clock()).is_ok();
         health.store_writable.store(writable, Ordering::SeqCst);
@@ -156,6 +162,7 @@ impl Pipeline {
             metrics,
             health: Arc::clone(&health),
             settings,
+            api_silences,
             last_write: 0,
             last_prune: 0,
         };
@@ -166,6 +173,7 @@ impl Pipeline {
         Ok(Pipeline {
             sender,
             health,
+            rules: current_rules,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
         })
     }
@@ -183,10 +191,29 @@ impl Pipeline {
         }
     }
 
+    /// Replaces the silences created through the API.
+    pub fn set_silences(&self, silences: Vec<StoredSilence>) {
+        let _ = self.sender.send(Command::SetSilences(silences));
+    }
+
     /// Swaps in new rules (hot reload).
     pub fn set_rules(&self, rules: Arc<Rules>) {
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::clone(&rules);
         // Rules are rare and small; waiting for queue space is fine here.
         let _ = self.sender.send(Command::SetRules(rules));
+    }
+
+    /// The rules in force (for the API's read-only view of configured silences).
+    pub fn rules(&self) -> Arc<Rules> {
+        Arc::clone(
+            &self
+                .rules
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
     }
 
     /// Health flags.
@@ -220,6 +247,7 @@ struct Writer {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     settings: Settings,
+    api_silences: Vec<StoredSilence>,
     last_write: Millis,
     last_prune: Millis,
 }
@@ -255,6 +283,7 @@ impl Writer {
                 match command {
                     Command::Submit { events, reply } => submissions.push((events, reply)),
                     Command::SetRules(rules) => self.engine.set_rules(rules),
+                    Command::SetSilences(silences) => self.api_silences = silences,
                     Command::Shutdown => stop = true,
                 }
             }
@@ -338,6 +367,13 @@ impl Writer {
         self.engine.tick(now);
         batch.changes = self.engine.changes();
         batch.outbox = self.queue_notifications(&batch.changes.transitions);
+        batch.cancel_reminders = batch
+            .changes
+            .transitions
+            .iter()
+            .filter(|transition| transition.drift.state == crate::classify::DriftState::Resolved)
+            .map(|transition| transition.drift.id.clone())
+            .collect();
         let committed = match store_failure {
             Some(error) => Err(error),
             None if batch.events.is_empty() && batch.changes.is_empty() => Ok(()),
@@ -381,6 +417,11 @@ impl Writer {
             if let Err(error) = self.store.prune_events(now.saturating_sub(retention)) {
                 tracing::warn!(message = "Pruning old event keys failed.", %error);
             }
+            let audit =
+                i64::try_from(self.settings.audit_retention.as_millis()).unwrap_or(i64::MAX);
+            if let Err(error) = self.store.prune_audit(now.saturating_sub(audit)) {
+                tracing::warn!(message = "Pruning the audit trail failed.", %error);
+            }
         }
     }
 
@@ -389,6 +430,16 @@ impl Writer {
         let rules = Arc::clone(self.engine.rules());
         let mut rows = Vec::new();
         for transition in transitions {
+            let silenced = self.api_silences.iter().any(|stored| {
+                crate::classify::rules::silence_matches(
+                    &stored.silence,
+                    &transition.drift,
+                    transition.at,
+                )
+            });
+            if silenced {
+                continue;
+            }
             for queued in self
                 .settings
                 .router

@@ -281,11 +281,37 @@ impl Relay {
         let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
         let channel = self.channel.name().to_string();
         let rows: Vec<OutboxRow> = batch.iter().map(|(row, _)| row.clone()).collect();
+        // A resolve on its way ends the drift's reminders on this channel, whatever happens to
+        // the resolve itself (a reminder queued by a racing firing delivery included).
+        for (row, notice) in &batch {
+            if notice.kind == NoticeKind::Resolved {
+                let (drift_id, endpoint) =
+                    (row.queued.drift_id.clone(), row.queued.channel.clone());
+                with_outbox(&self.outbox, move |outbox| {
+                    outbox.cancel_reminders(&drift_id, &endpoint)
+                })
+                .await?;
+            }
+        }
         let attempts = rows.iter().map(|row| row.attempts).max().unwrap_or(0);
         let done = (self.clock)();
         match outcome {
             Outcome::Delivered => {
-                let follow_ups = self.follow_ups(&batch, done);
+                let mut follow_ups = Vec::new();
+                for follow in self.follow_ups(&batch, done) {
+                    // A reminder only for a drift that still fires (it may have resolved while
+                    // this message was on its way).
+                    if follow.kind == NoticeKind::Repeat.as_str() {
+                        let drift_id = follow.drift_id.clone();
+                        let state =
+                            with_outbox(&self.outbox, move |outbox| outbox.drift_state(&drift_id))
+                                .await?;
+                        if state != Some(DriftState::Firing) {
+                            continue;
+                        }
+                    }
+                    follow_ups.push(follow);
+                }
                 let settlement = Settlement {
                     ids,
                     state: OutboxState::Delivered,

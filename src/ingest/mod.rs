@@ -30,9 +30,16 @@ use crate::decode::{self, ClusterNames, Decoded};
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
 
+pub mod api;
+pub mod ui;
+
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
 pub struct AppState {
+    /// Audit queries (the API and dashboard); `None` without a SQLite store.
+    pub audit: Option<Arc<crate::store::audit::AuditReader>>,
+    /// Bearer token protecting `/api/v1` and `/ui`.
+    pub api_token: Option<crate::config::Secret>,
     /// The single writer.
     pub pipeline: Pipeline,
     /// Cluster naming.
@@ -55,6 +62,16 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An error answer.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
     fn bad_request(error: &decode::Error) -> ApiError {
         ApiError {
             status: StatusCode::BAD_REQUEST,
@@ -114,6 +131,8 @@ pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
         .layer(RequestBodyLimitLayer::new(state.body_limit));
     Router::new()
         .merge(ingest)
+        .nest("/api/v1", api::routes(state.clone()))
+        .nest("/ui", ui::routes(state.clone()))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

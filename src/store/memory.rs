@@ -98,6 +98,7 @@ impl Store for MemoryStore {
         self.check()?;
         let inner = self.lock();
         Ok(Snapshot {
+            silences: Vec::new(),
             objects: inner.objects.values().cloned().collect(),
             drifts: inner
                 .drifts
@@ -146,12 +147,33 @@ impl Store for MemoryStore {
                 .entry(queued.id.clone())
                 .or_insert_with(|| pending_row(queued));
         }
+        for drift_id in &batch.cancel_reminders {
+            inner.outbox.retain(|_, row| {
+                !(row.queued.drift_id == *drift_id
+                    && row.queued.kind == "repeat"
+                    && row.state == OutboxState::Pending)
+            });
+        }
         inner.commits += 1;
         Ok(())
     }
 
     fn heartbeat(&mut self, _now: Millis) -> Result<(), Error> {
         self.check()
+    }
+
+    fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error> {
+        self.check()?;
+        let mut inner = self.lock();
+        let before = inner.drifts.len() + inner.outbox.len();
+        inner.drifts.retain(|_, drift| {
+            !(drift.state == DriftState::Resolved
+                && drift.resolved_at.is_some_and(|at| at < cutoff))
+        });
+        inner.outbox.retain(|_, row| {
+            !(row.state != OutboxState::Pending && row.finished_at.is_some_and(|at| at < cutoff))
+        });
+        Ok(before - inner.drifts.len() - inner.outbox.len())
     }
 
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
@@ -219,6 +241,19 @@ impl Outbox for MemoryStore {
                 .or_insert_with(|| pending_row(queued));
         }
         Ok(())
+    }
+
+    fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error> {
+        self.check()?;
+        let mut inner = self.lock();
+        let before = inner.outbox.len();
+        inner.outbox.retain(|_, row| {
+            !(row.queued.drift_id == drift_id
+                && row.queued.channel == channel
+                && row.queued.kind == "repeat"
+                && row.state == OutboxState::Pending)
+        });
+        Ok(before - inner.outbox.len())
     }
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {

@@ -9,6 +9,7 @@
 //! (`source`, `id`) that make redeliveries no-ops, the object states, the drift rows and their
 //! history all land together or not at all.
 
+pub mod audit;
 pub mod memory;
 pub mod sqlite;
 
@@ -67,6 +68,9 @@ pub struct Batch {
     pub changes: Changes,
     /// Notifications to deliver.
     pub outbox: Vec<NewOutbox>,
+    /// Drifts that resolved: their pending reminders are withdrawn (a reminder never sent is
+    /// not a failed delivery).
+    pub cancel_reminders: Vec<String>,
 }
 
 /// A notification to deliver, as queued.
@@ -185,6 +189,8 @@ pub trait Outbox: Send {
     fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error>;
     /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction.
     fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error>;
+    /// Withdraws pending reminders of a drift on one channel (its resolve went out).
+    fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error>;
     /// The current state of a drift (to drop reminders for resolved drifts).
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error>;
     /// Figures for metrics.
@@ -200,6 +206,21 @@ pub struct Snapshot {
     pub objects: Vec<ObjectState>,
     /// Open drifts.
     pub drifts: Vec<Drift>,
+    /// Silences created through the API.
+    pub silences: Vec<StoredSilence>,
+}
+
+/// A silence created through the API.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredSilence {
+    /// Its id.
+    pub id: String,
+    /// Matchers, expiry and comment (the same shape as `rules.silences`).
+    #[serde(flatten)]
+    pub silence: crate::config::SilenceConfig,
+    /// When it was created.
+    pub created_at: Millis,
 }
 
 /// The durable store, owned by the single writer.
@@ -214,4 +235,6 @@ pub trait Store: Send {
     fn heartbeat(&mut self, now: Millis) -> Result<(), Error>;
     /// Forgets event keys received before `cutoff`; returns how many.
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error>;
+    /// Forgets drifts resolved, and deliveries finished, before `cutoff` (audit retention).
+    fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error>;
 }

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{
     Batch, Error, EventKey, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
-    Snapshot, Store,
+    Snapshot, Store, StoredSilence,
 };
 use crate::classify::{Drift, DriftState, Millis, ObjectState};
 
@@ -50,7 +50,13 @@ CREATE TABLE IF NOT EXISTS drift_history (
     drift_id TEXT NOT NULL,
     from_state TEXT,
     to_state TEXT NOT NULL,
-    at INTEGER NOT NULL
+    at INTEGER NOT NULL,
+    evidence TEXT
+);
+CREATE TABLE IF NOT EXISTS silences (
+    id TEXT PRIMARY KEY,
+    body TEXT NOT NULL,
+    created_at INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS drift_history_drift ON drift_history (drift_id);
 CREATE TABLE IF NOT EXISTS outbox (
@@ -148,6 +154,7 @@ impl Store for SqliteStore {
                 })?;
             snapshot.objects.push(object);
         }
+        snapshot.silences = read_silences(&self.connection)?;
         let mut statement = self
             .connection
             .prepare("SELECT body FROM drifts WHERE state != 'resolved'")?;
@@ -226,17 +233,24 @@ impl Store for SqliteStore {
                 ])?;
             }
             let mut insert_history = transaction.prepare_cached(
-                "INSERT INTO drift_history (drift_id, from_state, to_state, at) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
             for transition in &batch.changes.transitions {
                 insert_history.execute(params![
                     transition.drift.id,
                     transition.from.map(|state| state.as_str()),
                     transition.drift.state.as_str(),
-                    transition.at
+                    transition.at,
+                    to_json(&transition.drift.evidence, "drift_history")?
                 ])?;
             }
             insert_outbox(&transaction, &batch.outbox)?;
+            let mut cancel = transaction.prepare_cached(
+                "DELETE FROM outbox WHERE drift_id = ?1 AND kind = 'repeat' AND state = 'pending'",
+            )?;
+            for drift_id in &batch.cancel_reminders {
+                cancel.execute(params![drift_id])?;
+            }
         }
         transaction.commit()?;
         Ok(())
@@ -255,6 +269,54 @@ impl Store for SqliteStore {
             .connection
             .execute("DELETE FROM events WHERE received_at < ?1", params![cutoff])?)
     }
+
+    fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error> {
+        let transaction = self.connection.transaction()?;
+        let mut removed = transaction.execute(
+            "DELETE FROM drift_history WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < ?1)",
+            params![cutoff],
+        )?;
+        removed += transaction.execute(
+            "DELETE FROM drifts WHERE state = 'resolved' AND resolved_at < ?1",
+            params![cutoff],
+        )?;
+        removed += transaction.execute(
+            "DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE state != 'pending' AND finished_at < ?1)",
+            params![cutoff],
+        )?;
+        removed += transaction.execute(
+            "DELETE FROM outbox WHERE state != 'pending' AND finished_at < ?1",
+            params![cutoff],
+        )?;
+        transaction.commit()?;
+        Ok(removed)
+    }
+}
+
+fn read_silences(connection: &Connection) -> Result<Vec<StoredSilence>, Error> {
+    let mut statement =
+        connection.prepare("SELECT id, body, created_at FROM silences ORDER BY created_at, id")?;
+    let rows = statement.query_map([], |row| {
+        Ok((
+            row.get::<_, String>(0)?,
+            row.get::<_, String>(1)?,
+            row.get::<_, Millis>(2)?,
+        ))
+    })?;
+    let mut silences = Vec::new();
+    for row in rows {
+        let (id, body, created_at) = row?;
+        let silence = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+            table: "silences",
+            source,
+        })?;
+        silences.push(StoredSilence {
+            id,
+            silence,
+            created_at,
+        });
+    }
+    Ok(silences)
 }
 
 fn insert_outbox(connection: &Connection, rows: &[NewOutbox]) -> Result<(), Error> {
@@ -372,6 +434,13 @@ impl Outbox for SqliteOutbox {
         }
         transaction.commit()?;
         Ok(())
+    }
+
+    fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error> {
+        Ok(self.connection.execute(
+            "DELETE FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending'",
+            params![drift_id, channel],
+        )?)
     }
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {

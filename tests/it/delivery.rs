@@ -93,6 +93,7 @@ fn queue(store: &MemoryStore, rows: Vec<NewOutbox>) {
                 ..Default::default()
             },
             outbox: rows,
+            ..Default::default()
         })
         .unwrap();
 }
@@ -787,6 +788,7 @@ async fn reminders_repeat_while_firing_and_stop_when_resolved() {
                 ..Default::default()
             },
             outbox: vec![],
+            ..Default::default()
         })
         .unwrap();
     h.drive(3600).await;

@@ -151,6 +151,7 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
             outbox_notify: Arc::new(tokio::sync::Notify::new()),
             queue_capacity,
             dedup_retention: std::time::Duration::from_secs(3600),
+            audit_retention: std::time::Duration::from_secs(24 * 3600),
             heartbeat_interval: std::time::Duration::from_secs(5),
         },
         clock,
@@ -159,6 +160,8 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
     .expect("pipeline starts");
     let draining = Arc::new(AtomicBool::new(false));
     let state = AppState {
+        audit: None,
+        api_token: None,
         pipeline: pipeline.clone(),
         clusters: Arc::new(ClusterNames {
             default: "test".into(),

@@ -1,0 +1,346 @@
+//! The dashboard (`/ui`): server-rendered HTML, no build step, no JavaScript. Open drifts with
+//! filters, a drift's diff, actor, hint, history and delivery status, a form to silence it, and
+//! the report. Pages refresh themselves every 15 seconds. With `api.token` set, the page takes
+//! the token once as `?token=` and keeps it in an HttpOnly, SameSite=Strict cookie (which also
+//! keeps other sites from posting the silence form).
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::{Form, Router};
+use serde::Deserialize;
+
+use super::api::{
+    add_silence, all_silences, audit, bearer, blocking, build_report, filter, same_secret,
+    DriftQuery,
+};
+use super::{ApiError, AppState};
+use crate::classify::Drift;
+use crate::config::SilenceConfig;
+use crate::replay::format_time;
+use crate::report::escape_html as esc;
+
+/// The `/ui` routes.
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/", get(index))
+        .route("/drifts/{id}", get(detail))
+        .route("/silences", post(silence))
+        .route("/report", get(report))
+        .layer(middleware::from_fn_with_state(state, require_token))
+}
+
+const COOKIE: &str = "ds_token";
+
+fn cookie_token(request: &Request) -> Option<String> {
+    let cookies = request.headers().get(header::COOKIE)?.to_str().ok()?;
+    cookies
+        .split(';')
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_string())
+}
+
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(expected) = state.api_token.clone() else {
+        return next.run(request).await;
+    };
+    let from_query = request
+        .uri()
+        .query()
+        .and_then(|query| {
+            query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("token="))
+        })
+        .map(|value| {
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .to_string()
+        });
+    if let Some(given) = from_query {
+        if same_secret(&given, expected.expose()) {
+            // Keep the token out of the address bar and history.
+            let path = request.uri().path().to_string();
+            let mut response = Redirect::to(&format!(
+                "/ui{}",
+                if path == "/" { String::new() } else { path }
+            ))
+            .into_response();
+            if let Ok(cookie) = HeaderValue::from_str(&format!(
+                "{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/ui"
+            )) {
+                response.headers_mut().insert(header::SET_COOKIE, cookie);
+            }
+            return response;
+        }
+    }
+    let ok = bearer(request.headers()).is_some_and(|given| same_secret(given, expected.expose()))
+        || cookie_token(&request).is_some_and(|given| same_secret(&given, expected.expose()));
+    if ok {
+        next.run(request).await
+    } else {
+        (
+            StatusCode::UNAUTHORIZED,
+            Html(page(
+                "Sign in",
+                "<p>This dashboard needs the API token: open <code>/ui?token=…</code>.</p>",
+            )),
+        )
+            .into_response()
+    }
+}
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"15\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{} · drift-sentinel</title><style>\
+body{{font-family:system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}}header{{background:#1d3557;color:#fff;padding:.8rem 1.5rem}}\
+header a{{color:#fff;margin-right:1rem;text-decoration:none}}main{{padding:1rem 1.5rem}}table{{border-collapse:collapse;width:100%;background:#fff}}\
+td,th{{border-bottom:1px solid #e3e6ea;padding:.4rem .6rem;text-align:left;vertical-align:top}}th{{background:#eef1f5}}\
+.critical{{color:#b00020;font-weight:600}}.warning{{color:#b36b00;font-weight:600}}.info{{color:#37699e}}\
+.firing{{background:#fde8ea}}.pending{{background:#fff7e0}}pre{{background:#fff;border:1px solid #e3e6ea;padding:.6rem;overflow:auto}}\
+form.filters label{{margin-right:.8rem}}.muted{{color:#69727d}}</style></head><body><header><strong>drift-sentinel</strong> \
+<a href=\"/ui\">Drifts</a><a href=\"/ui?state=resolved\">Resolved</a><a href=\"/ui/report\">Report</a></header><main>{}</main></body></html>",
+        esc(title),
+        body
+    )
+}
+
+fn select(name: &str, current: Option<&str>, options: &[&str]) -> String {
+    let mut html = format!("<label>{name} <select name=\"{name}\"><option value=\"\">any</option>");
+    for option in options {
+        let selected = if current == Some(*option) {
+            " selected"
+        } else {
+            ""
+        };
+        html.push_str(&format!("<option{selected}>{}</option>", esc(option)));
+    }
+    html.push_str("</select></label>");
+    html
+}
+
+async fn index(
+    State(state): State<AppState>,
+    Query(mut query): Query<DriftQuery>,
+) -> Result<Response, ApiError> {
+    for field in [
+        &mut query.state,
+        &mut query.class,
+        &mut query.severity,
+        &mut query.cluster,
+        &mut query.namespace,
+    ] {
+        if field.as_deref() == Some("") {
+            *field = None;
+        }
+    }
+    if query.state.is_none() {
+        query.state = Some("open".to_string());
+    }
+    let filter = filter(&query)?;
+    let reader = audit(&state)?;
+    let (drifts, _) = blocking(move || reader.drifts(&filter)).await?;
+    let mut body = format!(
+        "<h1>Drifts</h1><form class=\"filters\" method=\"get\" action=\"/ui\">{}{}{}<label>namespace <input name=\"namespace\" value=\"{}\"></label>\
+<label>cluster <input name=\"cluster\" value=\"{}\"></label><button>Filter</button></form><p class=\"muted\">{} drift(s)</p>",
+        select("state", query.state.as_deref(), &["open", "pending", "firing", "resolved"]),
+        select("class", query.class.as_deref(), crate::config::KNOWN_CLASSES),
+        select("severity", query.severity.as_deref(), crate::config::SEVERITIES),
+        esc(query.namespace.as_deref().unwrap_or_default()),
+        esc(query.cluster.as_deref().unwrap_or_default()),
+        drifts.len()
+    );
+    body.push_str("<table id=\"drifts\"><tr><th>Severity</th><th>State</th><th>Class</th><th>Object</th><th>Cluster</th><th>Since</th><th>Summary</th></tr>");
+    for drift in &drifts {
+        body.push_str(&row(drift));
+    }
+    body.push_str("</table>");
+    Ok(Html(page("Drifts", &body)).into_response())
+}
+
+fn row(drift: &Drift) -> String {
+    format!(
+        "<tr class=\"{state}\"><td class=\"{sev}\">{sev}</td><td>{state}</td><td>{class}</td><td><a href=\"/ui/drifts/{id}\">{kind} {ns}/{name}</a></td><td>{cluster}</td><td>{since}</td><td>{summary}</td></tr>",
+        state = drift.state.as_str(),
+        sev = drift.severity.as_str(),
+        class = esc(&drift.class),
+        id = esc(&drift.id),
+        kind = esc(&drift.kind),
+        ns = esc(&drift.namespace),
+        name = esc(&drift.name),
+        cluster = esc(&drift.cluster),
+        since = format_time(drift.since),
+        summary = esc(&drift.evidence.summary),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct DetailQuery {
+    silenced: Option<String>,
+}
+
+async fn detail(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<DetailQuery>,
+) -> Result<Response, ApiError> {
+    let reader = audit(&state)?;
+    let lookup = id.clone();
+    let found = blocking(move || {
+        let Some(drift) = reader.drift(&lookup)? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            drift,
+            reader.history(&lookup)?,
+            reader.deliveries_of(&lookup)?,
+        )))
+    })
+    .await?;
+    let Some((drift, history, deliveries)) = found else {
+        return Ok((
+            StatusCode::NOT_FOUND,
+            Html(page("Not found", &format!("<p>No drift {}.</p>", esc(&id)))),
+        )
+            .into_response());
+    };
+    let evidence = &drift.evidence;
+    let mut body = format!(
+        "<h1><span class=\"{sev}\">{sev}</span> {class}: {kind} {ns}/{name}</h1>{notice}<p>{summary}</p><table>\
+<tr><th>State</th><td>{state}</td></tr><tr><th>Cluster</th><td>{cluster}</td></tr><tr><th>Since</th><td>{since}</td></tr>\
+<tr><th>Fired</th><td>{fired}</td></tr><tr><th>Resolved</th><td>{resolved}</td></tr><tr><th>Service</th><td>{service}</td></tr>\
+<tr><th>Changed by</th><td id=\"actor\">{actor}</td></tr></table>",
+        sev = drift.severity.as_str(),
+        class = esc(&drift.class),
+        kind = esc(&drift.kind),
+        ns = esc(&drift.namespace),
+        name = esc(&drift.name),
+        notice = if query.silenced.is_some() { "<p><strong>Silenced.</strong> New notifications for this drift are muted.</p>" } else { "" },
+        summary = esc(&evidence.summary),
+        state = drift.state.as_str(),
+        cluster = esc(&drift.cluster),
+        since = format_time(drift.since),
+        fired = drift.fired_at.map(format_time).unwrap_or_else(|| "—".into()),
+        resolved = match (&drift.resolved_at, &drift.resolution) {
+            (Some(at), Some(reason)) => format!("{} ({})", format_time(*at), esc(reason)),
+            _ => "—".to_string(),
+        },
+        service = esc(drift.owner.service.as_deref().unwrap_or("—")),
+        actor = esc(&crate::deliver::render::actor_text(&drift).unwrap_or_else(|| "—".into())),
+    );
+    if !evidence.changes.is_empty() {
+        body.push_str("<h2>What changed</h2><table id=\"diff\"><tr><th>Path</th><th>Before</th><th>After</th></tr>");
+        let show = |value: &Option<serde_json::Value>| {
+            value
+                .as_ref()
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "∅".into())
+        };
+        for change in &evidence.changes {
+            body.push_str(&format!(
+                "<tr><td><code>{}</code></td><td><code>{}</code></td><td><code>{}</code></td></tr>",
+                esc(&change.path),
+                esc(&show(&change.before)),
+                esc(&show(&change.after))
+            ));
+        }
+        body.push_str("</table>");
+    }
+    if let Some(hint) = &evidence.hint {
+        body.push_str(&format!(
+            "<h2>How to fix</h2><pre id=\"hint\">{}</pre>",
+            esc(hint)
+        ));
+    }
+    body.push_str("<h2>History</h2><table><tr><th>At</th><th>From</th><th>To</th></tr>");
+    for entry in &history {
+        body.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            format_time(entry.at),
+            esc(entry.from.as_deref().unwrap_or("—")),
+            esc(&entry.to)
+        ));
+    }
+    body.push_str("</table><h2>Deliveries</h2><table id=\"deliveries\"><tr><th>Channel</th><th>Kind</th><th>State</th><th>Attempts</th><th>Last error</th><th>Queued</th></tr>");
+    for delivery in &deliveries {
+        body.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&delivery.channel),
+            esc(&delivery.kind),
+            esc(&delivery.state),
+            delivery.attempts,
+            esc(delivery.last_error.as_deref().unwrap_or("")),
+            format_time(delivery.created_at)
+        ));
+    }
+    body.push_str("</table>");
+    body.push_str(&format!(
+        "<h2>Silence</h2><form method=\"post\" action=\"/ui/silences\"><input type=\"hidden\" name=\"drift\" value=\"{id}\">\
+<input type=\"hidden\" name=\"class\" value=\"{class}\"><input type=\"hidden\" name=\"cluster\" value=\"{cluster}\">\
+<input type=\"hidden\" name=\"namespace\" value=\"{ns}\"><input type=\"hidden\" name=\"name\" value=\"{name}\">\
+<label>for <select name=\"duration\"><option>1h</option><option selected>4h</option><option>24h</option><option>7d</option></select></label> \
+<label>comment <input name=\"comment\" size=\"40\"></label> <button>Silence this drift</button></form>",
+        id = esc(&drift.id),
+        class = esc(&drift.class),
+        cluster = esc(&drift.cluster),
+        ns = esc(&drift.namespace),
+        name = esc(&drift.name),
+    ));
+    let silences = all_silences(&state).await?;
+    if !silences.is_empty() {
+        body.push_str(&format!("<p class=\"muted\">{} silence(s) in force or configured; see <code>/api/v1/silences</code>.</p>", silences.len()));
+    }
+    Ok(Html(page(&format!("{} {}", drift.class, drift.name), &body)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct SilenceForm {
+    drift: String,
+    class: String,
+    cluster: String,
+    namespace: String,
+    name: String,
+    duration: String,
+    comment: Option<String>,
+}
+
+async fn silence(
+    State(state): State<AppState>,
+    Form(form): Form<SilenceForm>,
+) -> Result<Response, ApiError> {
+    let duration = crate::config::parse_duration(&form.duration)
+        .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "invalid_silence", message))?;
+    let expires = chrono::Utc::now()
+        + chrono::Duration::milliseconds(i64::try_from(duration.as_millis()).unwrap_or(0));
+    let silence = SilenceConfig {
+        matchers: [
+            ("class".to_string(), form.class),
+            ("cluster".to_string(), form.cluster),
+            ("namespace".to_string(), form.namespace),
+            ("name".to_string(), form.name),
+        ]
+        .into_iter()
+        .filter(|(_, value)| !value.is_empty())
+        .collect(),
+        expires_at: Some(expires.to_rfc3339()),
+        comment: form
+            .comment
+            .filter(|comment| !comment.trim().is_empty())
+            .or(Some("silenced from the dashboard".into())),
+    };
+    add_silence(&state, silence).await?;
+    Ok(Redirect::to(&format!("/ui/drifts/{}?silenced=1", urlencode(&form.drift))).into_response())
+}
+
+fn urlencode(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+async fn report(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let report = build_report(&state, std::time::Duration::from_secs(30 * 24 * 3600)).await?;
+    Ok(Html(crate::report::html(&report)).into_response())
+}

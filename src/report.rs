@@ -1,0 +1,260 @@
+//! The drift report: open drifts, counts by class and namespace, and time to resolve, rendered as
+//! JSON, Markdown or HTML. Pure: the caller reads the store and passes the time in.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::classify::{Drift, Millis};
+use crate::replay::format_time;
+
+/// Time-to-resolve figures of one class.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolveStats {
+    /// Drifts that fired and resolved in the window.
+    pub count: usize,
+    /// Median seconds from firing to resolved.
+    pub median_seconds: f64,
+    /// 90th percentile.
+    pub p90_seconds: f64,
+}
+
+/// An open drift, as listed.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenDrift {
+    /// Drift id.
+    pub id: String,
+    /// Class.
+    pub class: String,
+    /// Severity.
+    pub severity: String,
+    /// pending or firing.
+    pub state: String,
+    /// Cluster.
+    pub cluster: String,
+    /// `Kind/namespace/name`.
+    pub object: String,
+    /// Summary.
+    pub summary: String,
+    /// First seen (RFC 3339).
+    pub since: String,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// When it was made.
+    pub generated_at: String,
+    /// Start of the time-to-resolve window.
+    pub window_start: String,
+    /// Open drifts, most severe first.
+    pub open: Vec<OpenDrift>,
+    /// Open drifts per class.
+    pub open_by_class: BTreeMap<String, usize>,
+    /// Open drifts per namespace.
+    pub open_by_namespace: BTreeMap<String, usize>,
+    /// Time to resolve per class, over the window.
+    pub time_to_resolve: BTreeMap<String, ResolveStats>,
+}
+
+fn percentile(sorted: &[f64], fraction: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Builds the report.
+pub fn build(open: &[Drift], resolved: &[Drift], window_start: Millis, now: Millis) -> Report {
+    let mut open_sorted: Vec<&Drift> = open.iter().collect();
+    open_sorted.sort_by(|a, b| {
+        b.severity
+            .cmp(&a.severity)
+            .then(a.since.cmp(&b.since))
+            .then(a.id.cmp(&b.id))
+    });
+    let mut open_by_class = BTreeMap::new();
+    let mut open_by_namespace = BTreeMap::new();
+    for drift in open {
+        *open_by_class.entry(drift.class.clone()).or_insert(0) += 1;
+        *open_by_namespace
+            .entry(drift.namespace.clone())
+            .or_insert(0) += 1;
+    }
+    let mut durations: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for drift in resolved {
+        if let (Some(fired), Some(resolved_at)) = (drift.fired_at, drift.resolved_at) {
+            durations
+                .entry(drift.class.clone())
+                .or_default()
+                .push((resolved_at - fired).max(0) as f64 / 1000.0);
+        }
+    }
+    let time_to_resolve = durations
+        .into_iter()
+        .map(|(class, mut values)| {
+            values.sort_by(|a, b| a.total_cmp(b));
+            let stats = ResolveStats {
+                count: values.len(),
+                median_seconds: percentile(&values, 0.5),
+                p90_seconds: percentile(&values, 0.9),
+            };
+            (class, stats)
+        })
+        .collect();
+    Report {
+        generated_at: format_time(now),
+        window_start: format_time(window_start),
+        open: open_sorted
+            .into_iter()
+            .map(|drift| OpenDrift {
+                id: drift.id.clone(),
+                class: drift.class.clone(),
+                severity: drift.severity.as_str().to_string(),
+                state: drift.state.as_str().to_string(),
+                cluster: drift.cluster.clone(),
+                object: format!("{}/{}/{}", drift.kind, drift.namespace, drift.name),
+                summary: drift.evidence.summary.clone(),
+                since: format_time(drift.since),
+            })
+            .collect(),
+        open_by_class,
+        open_by_namespace,
+        time_to_resolve,
+    }
+}
+
+/// Human-readable duration.
+pub fn duration_text(seconds: f64) -> String {
+    let seconds = seconds.round() as i64;
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+fn markdown_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The report as Markdown.
+pub fn markdown(report: &Report) -> String {
+    let mut out = format!(
+        "# Drift report\n\nGenerated {}. {} open drift(s).\n\n## Open drifts\n\n",
+        report.generated_at,
+        report.open.len()
+    );
+    if report.open.is_empty() {
+        out.push_str("None.\n");
+    } else {
+        out.push_str("| Severity | State | Class | Cluster | Object | Since | Summary |\n|---|---|---|---|---|---|---|\n");
+        for drift in &report.open {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                drift.severity,
+                drift.state,
+                drift.class,
+                markdown_cell(&drift.cluster),
+                markdown_cell(&drift.object),
+                drift.since,
+                markdown_cell(&drift.summary)
+            ));
+        }
+    }
+    out.push_str("\n## Open drifts by class\n\n| Class | Open |\n|---|---|\n");
+    for (class, count) in &report.open_by_class {
+        out.push_str(&format!("| {class} | {count} |\n"));
+    }
+    out.push_str("\n## Open drifts by namespace\n\n| Namespace | Open |\n|---|---|\n");
+    for (namespace, count) in &report.open_by_namespace {
+        out.push_str(&format!("| {} | {count} |\n", markdown_cell(namespace)));
+    }
+    out.push_str(&format!(
+        "\n## Time to resolve (since {})\n\n| Class | Resolved | Median | p90 |\n|---|---|---|---|\n",
+        report.window_start
+    ));
+    for (class, stats) in &report.time_to_resolve {
+        out.push_str(&format!(
+            "| {class} | {} | {} | {} |\n",
+            stats.count,
+            duration_text(stats.median_seconds),
+            duration_text(stats.p90_seconds)
+        ));
+    }
+    out
+}
+
+/// Escapes text for HTML.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// The report as a standalone HTML page.
+pub fn html(report: &Report) -> String {
+    let mut rows = String::new();
+    for drift in &report.open {
+        rows.push_str(&format!(
+            "<tr class=\"sev-{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            escape_html(&drift.severity),
+            escape_html(&drift.severity),
+            escape_html(&drift.state),
+            escape_html(&drift.class),
+            escape_html(&drift.cluster),
+            escape_html(&drift.object),
+            escape_html(&drift.since),
+            escape_html(&drift.summary)
+        ));
+    }
+    let counts = |map: &BTreeMap<String, usize>| {
+        map.iter()
+            .map(|(key, count)| format!("<tr><td>{}</td><td>{count}</td></tr>", escape_html(key)))
+            .collect::<String>()
+    };
+    let resolve: String = report
+        .time_to_resolve
+        .iter()
+        .map(|(class, stats)| {
+            format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape_html(class),
+                stats.count,
+                duration_text(stats.median_seconds),
+                duration_text(stats.p90_seconds)
+            )
+        })
+        .collect();
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Drift report</title>\
+<style>body{{font-family:system-ui,sans-serif;margin:2rem}}table{{border-collapse:collapse;margin-bottom:1.5rem}}\
+td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}}.sev-critical td:first-child{{color:#b00020;font-weight:bold}}\
+.sev-warning td:first-child{{color:#b36b00}}</style></head><body>\
+<h1>Drift report</h1><p>Generated {}. {} open drift(s).</p>\
+<h2>Open drifts</h2><table><tr><th>Severity</th><th>State</th><th>Class</th><th>Cluster</th><th>Object</th><th>Since</th><th>Summary</th></tr>{rows}</table>\
+<h2>Open drifts by class</h2><table><tr><th>Class</th><th>Open</th></tr>{}</table>\
+<h2>Open drifts by namespace</h2><table><tr><th>Namespace</th><th>Open</th></tr>{}</table>\
+<h2>Time to resolve (since {})</h2><table><tr><th>Class</th><th>Resolved</th><th>Median</th><th>p90</th></tr>{resolve}</table>\
+</body></html>",
+        escape_html(&report.generated_at),
+        report.open.len(),
+        counts(&report.open_by_class),
+        counts(&report.open_by_namespace),
+        escape_html(&report.window_start),
+    )
+}
