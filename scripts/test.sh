@@ -12,7 +12,9 @@ log() { printf '\n==> %s\n' "$*"; }
 # prometheus: promtool, for the alerting rules in k8s/monitoring/. kubectl builds k8s/ with its
 # built-in kustomize; when no kubectl is installed, Debian's kubernetes-client provides one (its
 # kustomize is old, v2.0.3, and k8s/kustomization.yaml is kept simple enough for it).
-APT_PACKAGES=(prometheus)
+# prometheus-alertmanager: the real Alertmanager the alertmanager channel is tested against.
+# chromium: the headless browser that loads the dashboard and takes a screenshot.
+APT_PACKAGES=(prometheus prometheus-alertmanager chromium)
 command -v kubectl >/dev/null 2>&1 || APT_PACKAGES+=(kubernetes-client)
 need_apt=()
 for package in "${APT_PACKAGES[@]}"; do
