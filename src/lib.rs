@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod baseline;
+pub mod check;
 pub mod classify;
 pub mod config;
 pub mod decode;

@@ -1,4 +1,4 @@
-//! The `drift-sentinel` command: `serve` (default), `config validate`.
+//! The `drift-sentinel` command: `serve` (default), `replay`, `check`, `config validate`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +36,24 @@ enum Command {
         #[arg(long, default_value = "1h")]
         settle: String,
     },
+    /// Compare a live snapshot with the desired manifests in Git: the CI/CD regression gate.
+    ///
+    /// Exit code 0: nothing at or above --fail-on; 1: drift found; 2: bad input.
+    Check {
+        /// Desired manifests: a directory (every .yaml, .yml and .json below it) or a file.
+        #[arg(long)]
+        baseline: PathBuf,
+        /// Live objects: the output of `kubectl get ksvc,configurations,routes,revisions,configmaps
+        /// -A -o yaml`, a directory of such files, or `-` for standard input.
+        #[arg(long)]
+        live: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: CheckFormat,
+        /// Lowest severity that fails the check.
+        #[arg(long, value_enum, default_value = "warning")]
+        fail_on: FailOn,
+    },
     /// Work with config files.
     Config {
         #[command(subcommand)]
@@ -47,6 +65,21 @@ enum Command {
 enum ReplayFormat {
     Text,
     Json,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CheckFormat {
+    Text,
+    Markdown,
+    Json,
+    Junit,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FailOn {
+    Info,
+    Warning,
+    Critical,
 }
 
 #[derive(Subcommand)]
@@ -67,6 +100,12 @@ fn main() -> ExitCode {
             format,
             settle,
         } => replay(cli.config, &events, format, &settle),
+        Command::Check {
+            baseline,
+            live,
+            format,
+            fail_on,
+        } => check(cli.config, &baseline, &live, format, fail_on),
         Command::Config {
             action: ConfigCommand::Validate { file },
         } => match drift_sentinel::config::load_file(&file) {
@@ -161,6 +200,56 @@ fn replay(
             ExitCode::SUCCESS
         }
         Err(error) => fail(error.to_string()),
+    }
+}
+
+fn check(
+    config_path: Option<PathBuf>,
+    baseline: &std::path::Path,
+    live: &std::path::Path,
+    format: CheckFormat,
+    fail_on: FailOn,
+) -> ExitCode {
+    use drift_sentinel::check;
+    use drift_sentinel::classify::{Rules, Severity};
+    use std::io::Write;
+    let fail = |message: String| {
+        eprintln!("drift-sentinel check: {message}");
+        ExitCode::from(2)
+    };
+    let config = match load_config(config_path.as_ref()) {
+        Ok(config) => config,
+        Err(message) => return fail(message),
+    };
+    // Only `rules:` matter here; `rules.baselineDir` is the sink's, `--baseline` is the check's.
+    let rules = std::sync::Arc::new(Rules::compile(&config.rules));
+    let fail_on = match fail_on {
+        FailOn::Info => Severity::Info,
+        FailOn::Warning => Severity::Warning,
+        FailOn::Critical => Severity::Critical,
+    };
+    let report = match check::run(baseline, live, rules, fail_on) {
+        Ok(report) => report,
+        Err(error) => return fail(error.to_string()),
+    };
+    let format = match format {
+        CheckFormat::Text => check::Format::Text,
+        CheckFormat::Markdown => check::Format::Markdown,
+        CheckFormat::Json => check::Format::Json,
+        CheckFormat::Junit => check::Format::Junit,
+    };
+    let output = check::render(&report, format);
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(output.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        return fail(format!("cannot write the report: {error}"));
+    }
+    if report.failed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
