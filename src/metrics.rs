@@ -82,6 +82,29 @@ pub struct ClassSeverityLabel {
     pub severity: String,
 }
 
+/// `class`, `severity` and `namespace` labels (namespaces capped, see [`Metrics::namespace_label`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FiringLabel {
+    /// Drift class id.
+    pub class: String,
+    /// Severity.
+    pub severity: String,
+    /// Namespace, or `_other` past the cap.
+    pub namespace: String,
+}
+
+/// `type` and `mode` of received events.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventTypeLabel {
+    /// add, update, delete, or other (a type this service ignores).
+    pub r#type: String,
+    /// resource, reference, or none.
+    pub mode: String,
+}
+
+/// Most namespaces given their own `drifts_firing` series; the rest share `_other`.
+pub const NAMESPACE_LABEL_CAP: usize = 100;
+
 /// Every metric the service exports.
 pub struct Metrics {
     registry: Registry,
@@ -113,8 +136,13 @@ pub struct Metrics {
     pub outbox_oldest_age_seconds: Gauge,
     /// Notifications that ended rejected or expired.
     pub outbox_dead: Family<StateLabel, Gauge>,
-    /// Drifts currently firing, by class and severity.
-    pub drifts_firing: Family<ClassSeverityLabel, Gauge>,
+    /// Drifts currently firing, by class, severity and namespace.
+    pub drifts_firing: Family<FiringLabel, Gauge>,
+    /// Findings (drifts that fired), by class and severity.
+    pub findings: Family<ClassSeverityLabel, Counter>,
+    /// Events received, by type and mode.
+    pub events_received: Family<EventTypeLabel, Counter>,
+    namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Notifications queued, by channel.
     pub notifications_queued: Family<ChannelLabel, Counter>,
 }
@@ -217,11 +245,23 @@ impl Metrics {
             "Notifications that ended rejected or expired",
             outbox_dead.clone(),
         );
-        let drifts_firing = Family::<ClassSeverityLabel, Gauge>::default();
+        let drifts_firing = Family::<FiringLabel, Gauge>::default();
         registry.register(
             "drifts_firing",
-            "Drifts currently firing, by class and severity",
+            "Drifts currently firing, by class, severity and namespace (namespaces beyond 100 are _other)",
             drifts_firing.clone(),
+        );
+        let findings = Family::<ClassSeverityLabel, Counter>::default();
+        registry.register(
+            "findings",
+            "Drifts that fired, by class and severity",
+            findings.clone(),
+        );
+        let events_received = Family::<EventTypeLabel, Counter>::default();
+        registry.register(
+            "events_received",
+            "CloudEvents received, by type and mode",
+            events_received.clone(),
         );
         let notifications_queued = Family::<ChannelLabel, Counter>::default();
         registry.register(
@@ -237,6 +277,9 @@ impl Metrics {
             outbox_oldest_age_seconds,
             outbox_dead,
             drifts_firing,
+            findings,
+            events_received,
+            namespaces: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             notifications_queued,
             events,
             responses,
@@ -256,6 +299,33 @@ impl Metrics {
             .get_or_create(&TransitionLabel {
                 class: class.to_string(),
                 state: state.to_string(),
+            })
+            .inc();
+    }
+
+    /// The namespace label value: the namespace itself for the first
+    /// [`NAMESPACE_LABEL_CAP`] namespaces seen, `_other` after that (bounded cardinality).
+    pub fn namespace_label(&self, namespace: &str) -> String {
+        let mut seen = self
+            .namespaces
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if seen.contains(namespace) {
+            return namespace.to_string();
+        }
+        if seen.len() < NAMESPACE_LABEL_CAP {
+            seen.insert(namespace.to_string());
+            return namespace.to_string();
+        }
+        "_other".to_string()
+    }
+
+    /// Counts a received event.
+    pub fn record_received(&self, ty: &str, mode: &str) {
+        self.events_received
+            .get_or_create(&EventTypeLabel {
+                r#type: ty.to_string(),
+                mode: mode.to_string(),
             })
             .inc();
     }

@@ -163,6 +163,7 @@ impl Pipeline {
             health: Arc::clone(&health),
             settings,
             api_silences,
+            firing_series: std::collections::HashSet::new(),
             last_write: 0,
             last_prune: 0,
         };
@@ -248,6 +249,7 @@ struct Writer {
     health: Arc<Health>,
     settings: Settings,
     api_silences: Vec<StoredSilence>,
+    firing_series: std::collections::HashSet<crate::metrics::FiringLabel>,
     last_write: Millis,
     last_prune: Millis,
 }
@@ -481,31 +483,28 @@ impl Writer {
         rows
     }
 
-    fn update_firing_gauge(&self) {
-        let mut counts: std::collections::HashMap<(String, &'static str), i64> =
+    fn update_firing_gauge(&mut self) {
+        let mut counts: std::collections::HashMap<crate::metrics::FiringLabel, i64> =
             std::collections::HashMap::new();
         for drift in self.engine.open_drifts() {
             if drift.state == crate::classify::DriftState::Firing {
-                *counts
-                    .entry((drift.class.clone(), drift.severity.as_str()))
-                    .or_default() += 1;
+                let label = crate::metrics::FiringLabel {
+                    class: drift.class.clone(),
+                    severity: drift.severity.as_str().to_string(),
+                    namespace: self.metrics.namespace_label(&drift.namespace),
+                };
+                *counts.entry(label).or_default() += 1;
             }
         }
-        // Every (class, severity) pair is set, so a drift that stopped firing reads 0, not stale.
-        for class in crate::config::KNOWN_CLASSES {
-            for severity in crate::config::SEVERITIES {
-                let value = counts
-                    .get(&(class.to_string(), *severity))
-                    .copied()
-                    .unwrap_or(0);
-                self.metrics
-                    .drifts_firing
-                    .get_or_create(&crate::metrics::ClassSeverityLabel {
-                        class: class.to_string(),
-                        severity: severity.to_string(),
-                    })
-                    .set(value);
+        // Series that stopped firing are set to 0, not left stale.
+        for label in std::mem::take(&mut self.firing_series) {
+            if !counts.contains_key(&label) {
+                self.metrics.drifts_firing.get_or_create(&label).set(0);
             }
+        }
+        for (label, value) in counts {
+            self.metrics.drifts_firing.get_or_create(&label).set(value);
+            self.firing_series.insert(label);
         }
     }
 
@@ -536,6 +535,17 @@ impl Writer {
             let drift = &transition.drift;
             self.metrics
                 .record_transition(&drift.class, drift.state.as_str());
+            let fired = drift.state == crate::classify::DriftState::Firing
+                && transition.from != Some(crate::classify::DriftState::Firing);
+            if fired {
+                self.metrics
+                    .findings
+                    .get_or_create(&crate::metrics::ClassSeverityLabel {
+                        class: drift.class.clone(),
+                        severity: drift.severity.as_str().to_string(),
+                    })
+                    .inc();
+            }
             if transition.is_notifiable() {
                 tracing::info!(
                     message = "Drift state changed.",

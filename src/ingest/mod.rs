@@ -186,6 +186,16 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
     };
     for (event, result) in decoded.iter().zip(results) {
         state.metrics.record_event(result.as_str());
+        match event {
+            Decoded::ApiServer(event) => state.metrics.record_received(
+                event.action.as_str(),
+                match event.mode {
+                    crate::decode::Mode::Resource => "resource",
+                    crate::decode::Mode::Reference => "reference",
+                },
+            ),
+            Decoded::Ignored { .. } => state.metrics.record_received("other", "none"),
+        }
         log_event(event, result);
     }
     Ok(())

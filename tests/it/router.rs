@@ -60,6 +60,14 @@ async fn valid_event_is_accepted_with_empty_body_in_every_mode() {
             "{mode:?}: the object state is committed"
         );
         assert_eq!(app.store.objects()[0].name, "knative-webapp-00001");
+        assert_eq!(
+            metric(
+                &app.metrics,
+                "drift_sentinel_events_received_total{type=\"add\",mode=\"resource\"}"
+            ),
+            1.0,
+            "{mode:?}"
+        );
     }
 }
 
