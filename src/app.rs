@@ -76,6 +76,13 @@ pub async fn start(
     let state = AppState {
         audit: Some(audit),
         api_token: config.api.token.clone(),
+        ingest_auth: match (&config.auth.oidc, &config.auth.bearer_token) {
+            (Some(oidc), _) => crate::ingest::auth::IngestAuth::Oidc(Arc::new(
+                crate::ingest::auth::OidcVerifier::new(oidc.clone()).map_err(anyhow::Error::msg)?,
+            )),
+            (None, Some(token)) => crate::ingest::auth::IngestAuth::Static(token.clone()),
+            (None, None) => crate::ingest::auth::IngestAuth::Open,
+        },
         pipeline: pipeline.clone(),
         clusters: Arc::new(cluster_names(&config)),
         metrics: Arc::clone(&metrics),

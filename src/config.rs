@@ -121,6 +121,53 @@ pub struct Config {
     /// The drift API and dashboard.
     #[serde(default)]
     pub api: ApiConfig,
+    /// Authentication of the CloudEvents ingest (`POST /`).
+    #[serde(default)]
+    pub auth: AuthConfig,
+}
+
+/// Who may post CloudEvents. Without either setting, `POST /` is open (protect it with a
+/// NetworkPolicy).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Knative Eventing's OIDC sender identity: every `POST /` needs a JWT from this issuer.
+    #[serde(default)]
+    pub oidc: Option<OidcConfig>,
+    /// A static bearer token, for clusters without OIDC (it protects against callers other than
+    /// the Broker; Knative cannot attach a static token to a Trigger delivery).
+    #[serde(default)]
+    pub bearer_token: Option<Secret>,
+}
+
+/// OIDC verification of Knative's delivery tokens.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OidcConfig {
+    /// The token issuer (`iss`), e.g. `https://kubernetes.default.svc`.
+    pub issuer: String,
+    /// The audience the Trigger sets (`spec.subscriber.audience`).
+    pub audience: String,
+    /// JWKS URL; discovered from `<issuer>/.well-known/openid-configuration` when unset.
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// Allowed `sub` values (e.g. the Trigger's OIDC service account); empty allows any.
+    #[serde(default)]
+    pub allowed_subjects: Vec<String>,
+    /// PEM bundle to trust for the issuer's TLS (the cluster CA in a pod).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// A bearer token file sent when fetching discovery and JWKS (the pod's service-account
+    /// token: the API server requires authentication for them).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Allowed clock skew for `exp` and `nbf`.
+    #[serde(default = "default_leeway", deserialize_with = "de_duration")]
+    pub leeway: Duration,
+}
+
+fn default_leeway() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// The drift API (`/api/v1`) and dashboard (`/ui`).
@@ -910,6 +957,30 @@ fn validate(config: &Config) -> Result<(), Error> {
                 format!("duplicate channel name {name:?}"),
             ));
         }
+    }
+    if let Some(oidc) = &config.auth.oidc {
+        if reqwest::Url::parse(&oidc.issuer).is_err() {
+            return Err(Error::invalid("auth.oidc.issuer", "must be a URL"));
+        }
+        if oidc.audience.trim().is_empty() {
+            return Err(Error::invalid("auth.oidc.audience", "must not be empty"));
+        }
+        if let Some(url) = &oidc.jwks_url {
+            if reqwest::Url::parse(url).is_err() {
+                return Err(Error::invalid("auth.oidc.jwksUrl", "must be a URL"));
+            }
+        }
+    }
+    if config
+        .auth
+        .bearer_token
+        .as_ref()
+        .is_some_and(Secret::is_empty)
+    {
+        return Err(Error::invalid(
+            "auth.bearerToken",
+            "is empty (an unset ${VAR}?)",
+        ));
     }
     for (index, route) in config.routes.iter().enumerate() {
         let path = format!("routes[{index}]");

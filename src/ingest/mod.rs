@@ -31,6 +31,7 @@ use crate::metrics::{CodeLabel, KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
 
 pub mod api;
+pub mod auth;
 pub mod ui;
 
 /// Shared state of the HTTP handlers.
@@ -40,6 +41,8 @@ pub struct AppState {
     pub audit: Option<Arc<crate::store::audit::AuditReader>>,
     /// Bearer token protecting `/api/v1` and `/ui`.
     pub api_token: Option<crate::config::Secret>,
+    /// Authentication of `POST /`.
+    pub ingest_auth: auth::IngestAuth,
     /// The single writer.
     pub pipeline: Pipeline,
     /// Cluster naming.
@@ -168,6 +171,21 @@ async fn receive(State(state): State<AppState>, request: Request) -> Response {
 async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
     if state.draining.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable(&pipeline::Error::Stopped));
+    }
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    if let Err(error) = state.ingest_auth.check(authorization).await {
+        tracing::warn!(message = "Refused an unauthenticated CloudEvents request.", %error);
+        return Err(match error {
+            auth::AuthError::Unauthenticated(message) => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+            }
+            auth::AuthError::Forbidden(message) => {
+                ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+            }
+        });
     }
     let (parts, body) = request.into_parts();
     let bytes = read_body(body, state.body_limit).await?;

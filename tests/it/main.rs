@@ -4,6 +4,7 @@ mod api;
 mod check;
 mod classes;
 mod delivery;
+mod oidc;
 mod properties;
 mod receivers;
 mod router;

@@ -136,8 +136,27 @@ impl Drop for TestApp {
     }
 }
 
+/// Builds a test app whose ingest requires `auth`.
+pub fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp {
+    build(64, 4 * 1024 * 1024, pipeline::system_clock(), auth)
+}
+
 /// Builds a test app.
 pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestApp {
+    build(
+        queue_capacity,
+        body_limit,
+        clock,
+        drift_sentinel::ingest::auth::IngestAuth::Open,
+    )
+}
+
+fn build(
+    queue_capacity: usize,
+    body_limit: usize,
+    clock: Clock,
+    ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
+) -> TestApp {
     let store = MemoryStore::new();
     let metrics = Arc::new(Metrics::new());
     let pipeline = Pipeline::start(
@@ -162,6 +181,7 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
     let state = AppState {
         audit: None,
         api_token: None,
+        ingest_auth,
         pipeline: pipeline.clone(),
         clusters: Arc::new(ClusterNames {
             default: "test".into(),

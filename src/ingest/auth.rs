@@ -1,0 +1,258 @@
+//! Authentication of the CloudEvents ingest: Knative Eventing's OIDC sender identity, or a static
+//! bearer token.
+//!
+//! OIDC follows Knative's own receivers (`knative/eventing` `pkg/auth/verifier.go`): the
+//! `Authorization: Bearer <JWT>` header is required (`401` without it); the key comes from the
+//! issuer's JWKS (discovered from `/.well-known/openid-configuration`, cached, and fetched again
+//! once when a token names an unknown `kid`, which is how key rotation shows up); the signature,
+//! `iss`, `aud`, `exp` and `nbf` (with a small leeway) are checked (`401` on any failure); and
+//! `sub` must be in the allow-list when one is configured (`403`). The Broker does not retry `401`
+//! or `403`: a misconfigured sink dead-letters every event, which the operator sees at once.
+//! Only asymmetric algorithms are accepted, so a token can never be "signed" with a public key
+//! used as an HMAC secret.
+//!
+//! This module fetches JWKS over HTTP with reqwest: the one place outside `deliver` that does,
+//! because verifying a caller is the ingest's job.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use tokio::sync::RwLock;
+
+use crate::config::{OidcConfig, Secret};
+
+/// Why a caller was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No or bad credentials: `401`.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Valid credentials of a caller that is not allowed: `403`.
+    #[error("{0}")]
+    Forbidden(String),
+}
+
+/// How the ingest authenticates callers.
+#[derive(Clone)]
+pub enum IngestAuth {
+    /// Anyone may post.
+    Open,
+    /// A static bearer token.
+    Static(Secret),
+    /// OIDC tokens.
+    Oidc(Arc<OidcVerifier>),
+}
+
+impl IngestAuth {
+    /// Checks a request's `Authorization` header.
+    pub async fn check(&self, authorization: Option<&str>) -> Result<(), AuthError> {
+        let token = || {
+            authorization
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .map(str::trim)
+                .filter(|token| !token.is_empty())
+                .ok_or_else(|| {
+                    AuthError::Unauthenticated("missing Authorization: Bearer token".to_string())
+                })
+        };
+        match self {
+            IngestAuth::Open => Ok(()),
+            IngestAuth::Static(expected) => {
+                if super::api::same_secret(token()?, expected.expose()) {
+                    Ok(())
+                } else {
+                    Err(AuthError::Unauthenticated(
+                        "invalid bearer token".to_string(),
+                    ))
+                }
+            }
+            IngestAuth::Oidc(verifier) => verifier.verify(token()?).await,
+        }
+    }
+}
+
+/// The claims checked beyond what `Validation` does.
+#[derive(Debug, serde::Deserialize)]
+struct Claims {
+    #[serde(default)]
+    sub: Option<String>,
+}
+
+#[derive(Default)]
+struct Cache {
+    keys: Option<JwkSet>,
+    jwks_url: Option<String>,
+    last_refresh_for_unknown_kid: Option<Instant>,
+}
+
+/// Verifies Knative OIDC delivery tokens.
+pub struct OidcVerifier {
+    config: OidcConfig,
+    client: reqwest::Client,
+    cache: RwLock<Cache>,
+}
+
+/// A refresh for an unknown `kid` happens at most this often, so tokens with made-up key ids
+/// cannot make the service hammer the issuer (the first load does not count).
+const REFRESH_MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+impl OidcVerifier {
+    /// A verifier; fails when the CA file cannot be read.
+    pub fn new(config: OidcConfig) -> Result<OidcVerifier, String> {
+        let mut builder = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::limited(3));
+        if let Some(path) = &config.ca_file {
+            let pem = std::fs::read(path)
+                .map_err(|error| format!("auth.oidc.caFile {}: {error}", path.display()))?;
+            for certificate in reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|error| format!("auth.oidc.caFile: {error}"))?
+            {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let client = builder.build().map_err(|error| error.to_string())?;
+        Ok(OidcVerifier {
+            config,
+            client,
+            cache: RwLock::new(Cache::default()),
+        })
+    }
+
+    async fn get_json(&self, url: &str) -> Result<serde_json::Value, String> {
+        let mut request = self.client.get(url);
+        if let Some(path) = &self.config.token_file {
+            // Re-read on every fetch: the kubelet rotates projected tokens.
+            if let Ok(token) = std::fs::read_to_string(path) {
+                request = request.bearer_auth(token.trim());
+            }
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|error| error.without_url().to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status().as_u16()));
+        }
+        response
+            .json()
+            .await
+            .map_err(|error| error.without_url().to_string())
+    }
+
+    async fn refresh(&self) -> Result<(), String> {
+        let mut cache = self.cache.write().await;
+        if cache.keys.is_some() {
+            if cache
+                .last_refresh_for_unknown_kid
+                .is_some_and(|at| at.elapsed() < REFRESH_MIN_INTERVAL)
+            {
+                return Ok(());
+            }
+            cache.last_refresh_for_unknown_kid = Some(Instant::now());
+        }
+        let jwks_url = match (&self.config.jwks_url, &cache.jwks_url) {
+            (Some(url), _) => url.clone(),
+            (None, Some(url)) => url.clone(),
+            (None, None) => {
+                let discovery_url = format!(
+                    "{}/.well-known/openid-configuration",
+                    self.config.issuer.trim_end_matches('/')
+                );
+                let discovery = self
+                    .get_json(&discovery_url)
+                    .await
+                    .map_err(|error| format!("OIDC discovery failed: {error}"))?;
+                let url = discovery
+                    .get("jwks_uri")
+                    .and_then(|value| value.as_str())
+                    .ok_or("OIDC discovery document has no jwks_uri")?
+                    .to_string();
+                cache.jwks_url = Some(url.clone());
+                url
+            }
+        };
+        let keys: JwkSet = serde_json::from_value(
+            self.get_json(&jwks_url)
+                .await
+                .map_err(|error| format!("JWKS fetch failed: {error}"))?,
+        )
+        .map_err(|error| format!("JWKS is not valid: {error}"))?;
+        cache.keys = Some(keys);
+        Ok(())
+    }
+
+    async fn key(&self, kid: &str) -> Result<Option<DecodingKey>, String> {
+        let find = |cache: &Cache| -> Option<Result<DecodingKey, String>> {
+            let jwk = cache.keys.as_ref()?.find(kid)?;
+            Some(DecodingKey::from_jwk(jwk).map_err(|error| error.to_string()))
+        };
+        if let Some(found) = find(&*self.cache.read().await) {
+            return found.map(Some);
+        }
+        self.refresh().await?;
+        find(&*self.cache.read().await).transpose()
+    }
+
+    /// Verifies a token.
+    pub async fn verify(&self, token: &str) -> Result<(), AuthError> {
+        let unauthenticated =
+            |reason: String| AuthError::Unauthenticated(format!("invalid token: {reason}"));
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|error| unauthenticated(error.to_string()))?;
+        let allowed = [
+            Algorithm::RS256,
+            Algorithm::RS384,
+            Algorithm::RS512,
+            Algorithm::PS256,
+            Algorithm::PS384,
+            Algorithm::PS512,
+            Algorithm::ES256,
+            Algorithm::ES384,
+            Algorithm::EdDSA,
+        ];
+        if !allowed.contains(&header.alg) {
+            return Err(unauthenticated(format!(
+                "algorithm {:?} is not accepted",
+                header.alg
+            )));
+        }
+        let kid = header
+            .kid
+            .ok_or_else(|| unauthenticated("no kid in the token header".to_string()))?;
+        let key = match self.key(&kid).await {
+            Ok(Some(key)) => key,
+            Ok(None) => return Err(unauthenticated(format!("unknown signing key {kid:?}"))),
+            Err(error) => {
+                tracing::warn!(message = "Could not fetch the OIDC signing keys.", %error);
+                return Err(unauthenticated("signing keys unavailable".to_string()));
+            }
+        };
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[self.config.issuer.as_str()]);
+        validation.set_audience(&[self.config.audience.as_str()]);
+        validation.leeway = self.config.leeway.as_secs();
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|error| unauthenticated(error.to_string()))?;
+        if !self.config.allowed_subjects.is_empty() {
+            let allowed: HashSet<&str> = self
+                .config
+                .allowed_subjects
+                .iter()
+                .map(String::as_str)
+                .collect();
+            let subject = data.claims.sub.unwrap_or_default();
+            if !allowed.contains(subject.as_str()) {
+                return Err(AuthError::Forbidden(format!(
+                    "subject {subject:?} is not allowed"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
