@@ -164,6 +164,7 @@ impl Pipeline {
             settings,
             api_silences,
             firing_series: std::collections::HashSet::new(),
+            rules_changed: false,
             last_write: 0,
             last_prune: 0,
         };
@@ -250,6 +251,7 @@ struct Writer {
     settings: Settings,
     api_silences: Vec<StoredSilence>,
     firing_series: std::collections::HashSet<crate::metrics::FiringLabel>,
+    rules_changed: bool,
     last_write: Millis,
     last_prune: Millis,
 }
@@ -284,7 +286,10 @@ impl Writer {
             for command in round {
                 match command {
                     Command::Submit { events, reply } => submissions.push((events, reply)),
-                    Command::SetRules(rules) => self.engine.set_rules(rules),
+                    Command::SetRules(rules) => {
+                        self.engine.set_rules(rules);
+                        self.rules_changed = true;
+                    }
                     Command::SetSilences(silences) => self.api_silences = silences,
                     Command::Shutdown => stop = true,
                 }
@@ -314,13 +319,16 @@ impl Writer {
             .is_some_and(|deadline| deadline <= now);
         let heartbeat_ms =
             i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
-        if submissions.is_empty() && !timers_due {
+        if submissions.is_empty() && !timers_due && !self.rules_changed {
             if now - self.last_write >= heartbeat_ms {
                 self.heartbeat(now);
             }
             return;
         }
         self.engine.begin();
+        if std::mem::take(&mut self.rules_changed) {
+            self.engine.retire_disabled(now);
+        }
         let mut batch = Batch::default();
         let mut keys_in_round = HashSet::new();
         let mut results: Vec<Result<Vec<EventResult>, Error>> =

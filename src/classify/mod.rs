@@ -314,6 +314,21 @@ impl Engine {
         self.rules = rules;
     }
 
+    /// Resolves open drifts of classes the rules no longer enable (after a hot reload), so a
+    /// disabled class leaves nothing firing forever.
+    pub fn retire_disabled(&mut self, now: Millis) {
+        let mut disabled: Vec<DriftSlot> = self
+            .drifts
+            .keys()
+            .filter(|slot| !self.rules.class(&slot.class).enabled)
+            .cloned()
+            .collect();
+        disabled.sort();
+        for slot in disabled {
+            self.clear(&slot, "class disabled in the rules", now);
+        }
+    }
+
     /// The rules in force.
     pub fn rules(&self) -> &Arc<Rules> {
         &self.rules

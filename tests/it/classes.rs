@@ -1033,3 +1033,23 @@ fn secret_edits_are_reported_without_values() {
         "no Secret value in any transition"
     );
 }
+
+#[test]
+fn disabling_a_class_by_hot_reload_resolves_its_open_drifts() {
+    let mut sim = Sim::new();
+    let stuck = changed(&service(), |s| s["metadata"]["generation"] = json!(2));
+    sim.send("update", &stuck);
+    sim.wait(301);
+    sim.reload("classes:\n  generation_lag:\n    enabled: false\n");
+    check(
+        sim.notified(),
+        &[
+            "firing generation_lag Service/knative-webapp",
+            "resolved generation_lag Service/knative-webapp",
+        ],
+    );
+    assert_eq!(
+        sim.last("generation_lag").drift.resolution.as_deref(),
+        Some("class disabled in the rules")
+    );
+}

@@ -83,6 +83,16 @@ impl Sim {
         self.engine.commit();
     }
 
+    /// Hot-reloads rules given as YAML, as the writer does.
+    pub fn reload(&mut self, yaml: &str) {
+        let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
+        self.engine.set_rules(Arc::new(Rules::compile(&config)));
+        self.engine.begin();
+        self.engine.retire_disabled(self.now);
+        self.log.extend(self.engine.changes().transitions);
+        self.engine.commit();
+    }
+
     /// Every transition as `state class Kind/name`.
     pub fn lines(&self) -> Vec<String> {
         self.log
