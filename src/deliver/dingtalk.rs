@@ -30,9 +30,11 @@ pub const LOCKOUT: Duration = Duration::from_secs(600);
 /// The raw (not URL-encoded) Base64 signature for `timestamp_ms`.
 pub fn sign(secret: &str, timestamp_ms: i64) -> String {
     let string_to_sign = format!("{timestamp_ms}\n{secret}");
-    // HMAC accepts keys of any length; this cannot fail.
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes())
-        .expect("HMAC takes any key length");
+    // HMAC accepts keys of any length, so the error branch is unreachable; an empty signature
+    // would only make DingTalk answer "sign not match", never crash the relay.
+    let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()) else {
+        return String::new();
+    };
     mac.update(string_to_sign.as_bytes());
     base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
 }
