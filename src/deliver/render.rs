@@ -377,3 +377,81 @@ pub fn fill(template: &str, notice: &Notice, style: &Style) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{Drift, DriftState, Evidence, OwnerChain, Severity};
+
+    fn notice() -> Notice {
+        Notice {
+            kind: NoticeKind::Firing,
+            drift: Drift {
+                id: "d1".into(),
+                class: "traffic_drift".into(),
+                severity: Severity::Critical,
+                state: DriftState::Firing,
+                cluster: "prod".into(),
+                uid: "u".into(),
+                api_version: "serving.knative.dev/v1".into(),
+                kind: "Service".into(),
+                namespace: "pay".into(),
+                name: "checkout".into(),
+                labels: Default::default(),
+                owner: OwnerChain {
+                    service: Some("checkout".into()),
+                    ..Default::default()
+                },
+                evidence: Evidence {
+                    summary: "split moved".into(),
+                    hint: Some("kn service update checkout".into()),
+                    ..Default::default()
+                },
+                since: 0,
+                fire_at: 0,
+                fired_at: Some(0),
+                resolved_at: None,
+                resolution: None,
+            },
+            at: 0,
+            resend: 0,
+        }
+    }
+
+    #[test]
+    fn builtin_titles_in_both_languages() {
+        let mut style = Style::english();
+        assert_eq!(
+            style.title(&notice()),
+            "[FIRING] traffic_drift on Service pay/checkout (prod)"
+        );
+        style.language = Language::Zh;
+        assert_eq!(
+            style.title(&notice()),
+            "【告警】流量漂移（traffic_drift） Service pay/checkout（prod）"
+        );
+    }
+
+    #[test]
+    fn template_overrides_fill_variables() {
+        let mut style = Style::english();
+        style.templates = TemplateConfig {
+            title: Some("{{state}}: {{className}} {{namespace}}/{{name}} [{{severity}}]".into()),
+            body: Some("{{summary}} -> {{hint}} ({{service}}, {{cluster}})".into()),
+        };
+        assert_eq!(
+            style.title(&notice()),
+            "FIRING: traffic_drift pay/checkout [critical]"
+        );
+        let message = Message {
+            id: "m".into(),
+            notices: vec![notice()],
+            now: 0,
+            omitted: 0,
+        };
+        assert_eq!(
+            style.markdown(&message, true),
+            "split moved -> kn service update checkout (checkout, prod)\n"
+        );
+    }
+}

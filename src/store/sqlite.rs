@@ -490,3 +490,74 @@ impl Outbox for SqliteOutbox {
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{Changes, DriftState, Evidence, OwnerChain, Severity, Transition};
+
+    fn drift(id: &str, state: DriftState, resolved_at: Option<Millis>) -> Drift {
+        Drift {
+            id: id.into(),
+            class: "not_ready".into(),
+            severity: Severity::Critical,
+            state,
+            cluster: "c".into(),
+            uid: format!("uid-{id}"),
+            api_version: "serving.knative.dev/v1".into(),
+            kind: "Revision".into(),
+            namespace: "n".into(),
+            name: id.into(),
+            labels: Default::default(),
+            owner: OwnerChain::default(),
+            evidence: Evidence::default(),
+            since: 0,
+            fire_at: 0,
+            fired_at: Some(0),
+            resolved_at,
+            resolution: None,
+        }
+    }
+
+    #[test]
+    fn audit_retention_forgets_only_old_resolved_drifts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let drifts = vec![
+            drift("old", DriftState::Resolved, Some(1_000)),
+            drift("recent", DriftState::Resolved, Some(9_000)),
+            drift("open", DriftState::Firing, None),
+        ];
+        let transitions = drifts
+            .iter()
+            .map(|drift| Transition {
+                drift: drift.clone(),
+                from: Some(DriftState::Firing),
+                at: 500,
+            })
+            .collect();
+        store
+            .commit(&Batch {
+                changes: Changes {
+                    drifts,
+                    transitions,
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(store.count("drift_history").unwrap(), 3);
+        store.prune_audit(5_000).unwrap();
+        assert_eq!(store.count("drifts").unwrap(), 2);
+        assert_eq!(store.count("drift_history").unwrap(), 2);
+        let ids: Vec<String> = store
+            .connection
+            .prepare("SELECT id FROM drifts ORDER BY id")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(ids, ["open", "recent"]);
+    }
+}
