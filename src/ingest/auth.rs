@@ -33,6 +33,10 @@ pub enum AuthError {
     /// Valid credentials of a caller that is not allowed: `403`.
     #[error("{0}")]
     Forbidden(String),
+    /// The issuer's keys cannot be fetched now: `503`, so the Broker retries instead of
+    /// dead-lettering events that may be perfectly valid.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// How the ingest authenticates callers.
@@ -85,7 +89,9 @@ struct Claims {
 struct Cache {
     keys: Option<JwkSet>,
     jwks_url: Option<String>,
-    last_refresh_for_unknown_kid: Option<Instant>,
+    last_attempt: Option<Instant>,
+    last_error: Option<String>,
+    last_unknown_kid_refresh: Option<Instant>,
 }
 
 /// Verifies Knative OIDC delivery tokens.
@@ -93,6 +99,9 @@ pub struct OidcVerifier {
     config: OidcConfig,
     client: reqwest::Client,
     cache: RwLock<Cache>,
+    // Single flight: one fetch at a time, and verifications never wait on the network while
+    // holding the cache lock.
+    fetching: tokio::sync::Mutex<()>,
 }
 
 /// A refresh for an unknown `kid` happens at most this often, so tokens with made-up key ids
@@ -119,6 +128,7 @@ impl OidcVerifier {
             config,
             client,
             cache: RwLock::new(Cache::default()),
+            fetching: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -143,21 +153,51 @@ impl OidcVerifier {
             .map_err(|error| error.without_url().to_string())
     }
 
+    /// Fetches the JWKS again unless another fetch just ran (at most one a second, whether it
+    /// succeeded or failed, so made-up `kid`s cannot hammer the issuer).
     async fn refresh(&self) -> Result<(), String> {
-        let mut cache = self.cache.write().await;
-        if cache.keys.is_some() {
-            if cache
-                .last_refresh_for_unknown_kid
-                .is_some_and(|at| at.elapsed() < REFRESH_MIN_INTERVAL)
-            {
-                return Ok(());
+        let _single = self.fetching.lock().await;
+        let jwks_url = {
+            let mut cache = self.cache.write().await;
+            let recently =
+                |at: Option<Instant>| at.is_some_and(|at| at.elapsed() < REFRESH_MIN_INTERVAL);
+            // A failed fetch is not retried for a moment (the caller answers 503, the Broker
+            // retries); with keys loaded, an unknown kid refreshes at most once a second.
+            if let (Some(error), true) = (&cache.last_error, recently(cache.last_attempt)) {
+                return Err(error.clone());
             }
-            cache.last_refresh_for_unknown_kid = Some(Instant::now());
+            if cache.keys.is_some() {
+                if recently(cache.last_unknown_kid_refresh) {
+                    return Ok(());
+                }
+                cache.last_unknown_kid_refresh = Some(Instant::now());
+            }
+            self.config
+                .jwks_url
+                .clone()
+                .or_else(|| cache.jwks_url.clone())
+        };
+        let fetched = self.fetch(jwks_url).await;
+        let mut cache = self.cache.write().await;
+        cache.last_attempt = Some(Instant::now());
+        match fetched {
+            Ok((url, keys)) => {
+                cache.jwks_url = Some(url);
+                cache.keys = Some(keys);
+                cache.last_error = None;
+                Ok(())
+            }
+            Err(error) => {
+                cache.last_error = Some(error.clone());
+                Err(error)
+            }
         }
-        let jwks_url = match (&self.config.jwks_url, &cache.jwks_url) {
-            (Some(url), _) => url.clone(),
-            (None, Some(url)) => url.clone(),
-            (None, None) => {
+    }
+
+    async fn fetch(&self, known_url: Option<String>) -> Result<(String, JwkSet), String> {
+        let jwks_url = match known_url {
+            Some(url) => url,
+            None => {
                 let discovery_url = format!(
                     "{}/.well-known/openid-configuration",
                     self.config.issuer.trim_end_matches('/')
@@ -166,13 +206,11 @@ impl OidcVerifier {
                     .get_json(&discovery_url)
                     .await
                     .map_err(|error| format!("OIDC discovery failed: {error}"))?;
-                let url = discovery
+                discovery
                     .get("jwks_uri")
                     .and_then(|value| value.as_str())
                     .ok_or("OIDC discovery document has no jwks_uri")?
-                    .to_string();
-                cache.jwks_url = Some(url.clone());
-                url
+                    .to_string()
             }
         };
         let keys: JwkSet = serde_json::from_value(
@@ -181,8 +219,7 @@ impl OidcVerifier {
                 .map_err(|error| format!("JWKS fetch failed: {error}"))?,
         )
         .map_err(|error| format!("JWKS is not valid: {error}"))?;
-        cache.keys = Some(keys);
-        Ok(())
+        Ok((jwks_url, keys))
     }
 
     async fn key(&self, kid: &str) -> Result<Option<DecodingKey>, String> {
@@ -228,7 +265,9 @@ impl OidcVerifier {
             Ok(None) => return Err(unauthenticated(format!("unknown signing key {kid:?}"))),
             Err(error) => {
                 tracing::warn!(message = "Could not fetch the OIDC signing keys.", %error);
-                return Err(unauthenticated("signing keys unavailable".to_string()));
+                return Err(AuthError::Unavailable(
+                    "the issuer's signing keys cannot be fetched now; retry later".to_string(),
+                ));
             }
         };
         let mut validation = Validation::new(header.alg);

@@ -185,6 +185,12 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
             auth::AuthError::Forbidden(message) => {
                 ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
             }
+            auth::AuthError::Unavailable(message) => {
+                let mut error =
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "auth_unavailable", message);
+                error.retry_after = Some(5);
+                error
+            }
         });
     }
     let (parts, body) = request.into_parts();

@@ -358,3 +358,36 @@ async fn static_bearer_token_mode() {
     );
     assert_eq!(post(&app.router, None).await.0, StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn unreachable_issuer_is_503_so_the_broker_retries() {
+    // Nothing listens on this port: discovery fails.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let down = Issuer {
+        base: closed,
+        fetches: Arc::new(AtomicUsize::new(0)),
+        rotated: Arc::new(AtomicBool::new(false)),
+    };
+    let app = app_with_auth(verifier(&down, &[]));
+    let token = token(
+        &down.base,
+        "rsa-key-1.pem",
+        "rsa-1",
+        Algorithm::RS256,
+        |_| {},
+    );
+    let mut request = Request::post("/").header("content-type", "application/cloudevents+json");
+    request = request.header("authorization", format!("Bearer {token}"));
+    let body = serde_json::to_vec(&structured_event("down-1", "update", &revision())).unwrap();
+    let response = app
+        .router
+        .clone()
+        .oneshot(request.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.headers().get("retry-after").is_some());
+}
