@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::classify::FieldChange;
-use crate::enrich::diff::{bounded, push_pointer};
+use crate::enrich::diff::push_pointer;
 
 /// Why manifests could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -258,8 +258,8 @@ pub fn compare(desired: &Value, live: &Value, ignored: &dyn Fn(&str) -> bool) ->
             if want != have {
                 changes.push(FieldChange {
                     path: push_pointer("/data", key),
-                    before: want.map(bounded),
-                    after: have.map(bounded),
+                    before: want.cloned(),
+                    after: have.cloned(),
                 });
             }
         }
@@ -292,8 +292,8 @@ fn subset(path: &str, desired: &Value, live: Option<&Value>, out: &mut Vec<Field
         (want, Some(have)) if want == have => {}
         (want, have) => out.push(FieldChange {
             path: path.to_string(),
-            before: Some(bounded(want)),
-            after: have.map(bounded),
+            before: Some(want.clone()),
+            after: have.cloned(),
         }),
     }
 }

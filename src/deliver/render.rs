@@ -329,9 +329,12 @@ pub fn actor_text(drift: &Drift) -> Option<String> {
 
 /// `path: before → after` lines, at most `max` plus a count of the rest.
 pub fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
-    let show = |value: &Option<serde_json::Value>| match value {
+    let show = |value: &Option<serde_json::Value>| match value
+        .as_ref()
+        .map(crate::enrich::diff::bounded)
+    {
         None => "∅".to_string(),
-        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(serde_json::Value::String(text)) => text,
         Some(other) => other.to_string(),
     };
     let mut lines: Vec<String> = changes

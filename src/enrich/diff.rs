@@ -2,7 +2,9 @@
 //!
 //! Noise never reaches a diff: `resourceVersion`, `managedFields`, `generation` and condition
 //! timestamps are not in the compact state at all, and configured ignore paths are dropped here.
-//! Diffs are bounded: at most [`MAX_CHANGES`] entries and long values cut to
+//! Diffs are bounded to at most [`MAX_CHANGES`] entries. Values are kept whole, because they are
+//! compared later (has an edit been reverted?) and written into remediation patches; renderers
+//! cut long values for display with [`bounded`] (to
 //! [`MAX_VALUE_CHARS`], so one huge edit cannot produce a huge alert.
 
 use serde_json::Value;
@@ -61,8 +63,8 @@ pub fn diff_values(
         (None, Some(Value::Null)) | (Some(Value::Null), None) => {}
         (left, right) => out.push(FieldChange {
             path: base.to_string(),
-            before: left.map(bounded),
-            after: right.map(bounded),
+            before: left.cloned(),
+            after: right.cloned(),
         }),
     }
 }

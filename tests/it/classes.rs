@@ -1053,3 +1053,54 @@ fn disabling_a_class_by_hot_reload_resolves_its_open_drifts() {
         Some("class disabled in the rules")
     );
 }
+
+#[test]
+fn reverting_a_long_value_resolves_and_the_hint_restores_it_whole() {
+    let mut sim = Sim::new();
+    let shipped = config_autoscaler();
+    let original = shipped["data"]["_example"].as_str().unwrap().to_string();
+    assert!(original.len() > 1000, "the fixture's _example is long");
+    sim.send("add", &shipped);
+    let edited = changed(&shipped, |c| {
+        c["data"]["_example"] = json!(original.replace("min-scale: \"0\"", "min-scale: \"3\""));
+        written_by(
+            c,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:_example": {}}}),
+            "2023-10-09T22:00:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    let hint = sim
+        .last("config_drift")
+        .drift
+        .evidence
+        .hint
+        .clone()
+        .unwrap();
+    let patch = hint
+        .split(" -p '")
+        .nth(1)
+        .unwrap()
+        .split("'  #")
+        .next()
+        .unwrap();
+    let operations: serde_json::Value = serde_json::from_str(&patch.replace("'\\''", "'")).unwrap();
+    assert_eq!(
+        operations[0]["value"],
+        json!(original),
+        "the patch restores the whole value"
+    );
+    sim.send(
+        "update",
+        &changed(&edited, |c| c["data"]["_example"] = json!(original.clone())),
+    );
+    check(
+        sim.notified(),
+        &[
+            "firing config_drift ConfigMap/config-autoscaler",
+            "resolved config_drift ConfigMap/config-autoscaler",
+        ],
+    );
+}
