@@ -164,7 +164,10 @@ impl Pipeline {
             settings,
             api_silences,
             firing_series: std::collections::HashSet::new(),
-            rules_changed: false,
+            // Rules may have changed while the process was down: retire drifts of classes that
+            // are now disabled in the first round.
+            rules_changed: true,
+            store_backoff_until: 0,
             last_write: 0,
             last_prune: 0,
         };
@@ -239,6 +242,8 @@ impl Pipeline {
 
 /// Most requests taken into one transaction.
 const MAX_ROUND: usize = 512;
+/// How long timers wait after a failed commit before the writer tries again.
+const STORE_RETRY_MS: Millis = 1_000;
 /// How often old event keys are pruned.
 const PRUNE_INTERVAL_MS: Millis = 10 * 60 * 1000;
 
@@ -252,6 +257,7 @@ struct Writer {
     api_silences: Vec<StoredSilence>,
     firing_series: std::collections::HashSet<crate::metrics::FiringLabel>,
     rules_changed: bool,
+    store_backoff_until: Millis,
     last_write: Millis,
     last_prune: Millis,
 }
@@ -264,7 +270,9 @@ impl Writer {
                 i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
             let mut wake_at = self.last_write + heartbeat_ms;
             if let Some(deadline) = self.engine.next_deadline() {
-                wake_at = wake_at.min(deadline);
+                // After a failed commit, timers wait for the backoff: a store that keeps failing
+                // must not spin the writer.
+                wake_at = wake_at.min(deadline.max(self.store_backoff_until));
             }
             let wait = Duration::from_millis(u64::try_from((wake_at - now).max(1)).unwrap_or(1));
             let mut round = Vec::new();
@@ -313,10 +321,11 @@ impl Writer {
     /// Applies one round of submissions plus due timers, commits, answers.
     fn round(&mut self, submissions: Vec<(Vec<Decoded>, Reply)>) {
         let now = (self.clock)();
-        let timers_due = self
-            .engine
-            .next_deadline()
-            .is_some_and(|deadline| deadline <= now);
+        let timers_due = now >= self.store_backoff_until
+            && self
+                .engine
+                .next_deadline()
+                .is_some_and(|deadline| deadline <= now);
         let heartbeat_ms =
             i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
         if submissions.is_empty() && !timers_due && !self.rules_changed {
@@ -326,7 +335,8 @@ impl Writer {
             return;
         }
         self.engine.begin();
-        if std::mem::take(&mut self.rules_changed) {
+        let retiring = std::mem::take(&mut self.rules_changed);
+        if retiring {
             self.engine.retire_disabled(now);
         }
         let mut batch = Batch::default();
@@ -405,6 +415,9 @@ impl Writer {
             }
             Err(error) => {
                 self.engine.rollback();
+                self.store_backoff_until = now + STORE_RETRY_MS;
+                // The retirement was rolled back with the rest; do it again next round.
+                self.rules_changed |= retiring;
                 self.mark_store(false, now);
                 self.metrics
                     .store_errors

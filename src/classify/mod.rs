@@ -475,6 +475,7 @@ impl Engine {
             .drifts
             .iter()
             .filter(|(_, drift)| drift.state == DriftState::Pending && drift.fire_at <= now)
+            .filter(|(slot, _)| self.rules.class(&slot.class).enabled)
             .map(|(slot, _)| slot.clone())
             .collect();
         due.sort();
@@ -496,7 +497,9 @@ impl Engine {
     pub fn next_deadline(&self) -> Option<Millis> {
         self.drifts
             .values()
-            .filter(|drift| drift.state == DriftState::Pending)
+            .filter(|drift| {
+                drift.state == DriftState::Pending && self.rules.class(&drift.class).enabled
+            })
             .map(|drift| drift.fire_at)
             .min()
     }

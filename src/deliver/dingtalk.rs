@@ -238,6 +238,12 @@ impl Channel for DingTalk {
         }]
     }
 
+    fn fit(&self, message: &Message) -> usize {
+        super::notices_that_fit(message, MAX_BODY_BYTES, |candidate| {
+            self.body(candidate, usize::MAX).to_string().len()
+        })
+    }
+
     fn send<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             let mut body = self.body(message, MAX_BODY_BYTES);

@@ -62,6 +62,11 @@ impl Feishu {
 
     /// The request body for an attempt at `timestamp_s`.
     pub fn body(&self, message: &Message, timestamp_s: i64) -> Value {
+        self.body_within(message, timestamp_s, MAX_BODY_BYTES)
+    }
+
+    /// The request body, cut to `max_bytes` if needed.
+    pub fn body_within(&self, message: &Message, timestamp_s: i64, max_bytes: usize) -> Value {
         let colour = if message
             .notices
             .iter()
@@ -93,15 +98,15 @@ impl Feishu {
         };
         let content = self.style.markdown(message, true);
         let full = build(&content);
-        if full.to_string().len() <= MAX_BODY_BYTES {
+        if full.to_string().len() <= max_bytes {
             return full;
         }
         let note = format!("\n\n…（{}）", self.style.label("truncated"));
         let mut keep =
-            MAX_BODY_BYTES.saturating_sub(full.to_string().len() - content.len() + note.len() + 64);
+            max_bytes.saturating_sub(full.to_string().len() - content.len() + note.len() + 64);
         loop {
             let body = build(&format!("{}{note}", cut_bytes(&content, keep)));
-            if body.to_string().len() <= MAX_BODY_BYTES || keep == 0 {
+            if body.to_string().len() <= max_bytes || keep == 0 {
                 return body;
             }
             keep = keep.saturating_sub(keep / 10 + 16);
@@ -129,6 +134,12 @@ impl Channel for Feishu {
                 window: Duration::from_secs(60),
             },
         ]
+    }
+
+    fn fit(&self, message: &Message) -> usize {
+        super::notices_that_fit(message, MAX_BODY_BYTES, |candidate| {
+            self.body_within(candidate, 0, usize::MAX).to_string().len()
+        })
     }
 
     fn send<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Outcome> {

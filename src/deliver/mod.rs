@@ -108,6 +108,11 @@ pub trait Channel: Send + Sync {
     fn max_notices(&self) -> usize {
         20
     }
+    /// How many of the message's leading notices the destination can show whole (at least one);
+    /// the relay keeps the rest for the next message instead of letting them be cut off.
+    fn fit(&self, message: &Message) -> usize {
+        message.notices.len()
+    }
     /// For destinations that need firing alerts re-sent (Alertmanager): the interval.
     fn resend_interval(&self) -> Option<Duration> {
         None
@@ -194,4 +199,22 @@ pub fn build_channels(
         }
     }
     Ok(built)
+}
+
+/// How many leading notices of `message` fit whole under `cap` bytes, as measured by `size`
+/// (the rest of the message said as "N more").
+pub fn notices_that_fit(message: &Message, cap: usize, size: impl Fn(&Message) -> usize) -> usize {
+    let total = message.notices.len();
+    for count in (1..=total).rev() {
+        let candidate = Message {
+            id: message.id.clone(),
+            notices: message.notices[..count].to_vec(),
+            now: message.now,
+            omitted: message.omitted + (total - count),
+        };
+        if size(&candidate) <= cap {
+            return count;
+        }
+    }
+    1
 }

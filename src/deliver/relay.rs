@@ -215,16 +215,23 @@ impl Relay {
         let max_notices = self.channel.max_notices().max(1);
         let mut groups: BTreeMap<String, Vec<(OutboxRow, Notice)>> = BTreeMap::new();
         let mut order = Vec::new();
+        // Rows already sent once go out again exactly as they went the first time, under the same
+        // idempotency key, so a destination that got the first attempt can drop the repeat.
+        let mut resends: BTreeMap<String, Vec<(OutboxRow, Notice)>> = BTreeMap::new();
         for (row, notice) in sendable {
+            if let Some(message_id) = row.message_id.clone() {
+                resends.entry(message_id).or_default().push((row, notice));
+                continue;
+            }
             let key = row.queued.group_key.clone();
             if !groups.contains_key(&key) {
                 order.push(key.clone());
             }
             groups.entry(key).or_default().push((row, notice));
         }
-        let mut batches: Vec<Vec<(OutboxRow, Notice)>> = Vec::new();
-        let group_count = order.len();
-        if group_count > budget && max_notices > 1 {
+        let mut batches: Vec<Vec<(OutboxRow, Notice)>> = resends.into_values().collect();
+        let group_count = order.len() + batches.len();
+        if group_count > budget && max_notices > 1 && !order.is_empty() {
             // Backlog beyond the rate limit: merge everything into digests.
             let mut all: Vec<(OutboxRow, Notice)> = order
                 .iter()
@@ -238,12 +245,31 @@ impl Relay {
             }
         }
         for batch in batches.into_iter().take(budget) {
+            if self.paused_until > (self.clock)() {
+                // Throttled mid-round: the rest waits for the pause to end.
+                break;
+            }
             let mut batch = batch;
-            let omitted_rows: Vec<(OutboxRow, Notice)> = if batch.len() > max_notices {
+            let fresh = batch.iter().all(|(row, _)| row.message_id.is_none());
+            let mut omitted_rows: Vec<(OutboxRow, Notice)> = if fresh && batch.len() > max_notices {
                 batch.split_off(max_notices)
             } else {
                 Vec::new()
             };
+            if fresh && batch.len() > 1 {
+                // Only as many notices as the destination can show whole; the rest stays
+                // pending for the next message rather than being cut off and marked delivered.
+                let probe = Message {
+                    id: String::new(),
+                    notices: batch.iter().map(|(_, notice)| notice.clone()).collect(),
+                    now,
+                    omitted: 0,
+                };
+                let fits = self.channel.fit(&probe).clamp(1, batch.len());
+                let mut rest = batch.split_off(fits);
+                rest.append(&mut omitted_rows);
+                omitted_rows = rest;
+            }
             // Rows left out stay pending and go in the next message; only the count is shown.
             self.send(batch, omitted_rows.len(), now).await?;
         }
@@ -257,7 +283,10 @@ impl Relay {
         now: Millis,
     ) -> Result<(), crate::store::Error> {
         let ids: Vec<String> = batch.iter().map(|(row, _)| row.queued.id.clone()).collect();
-        let message_id = if ids.len() == 1 {
+        let existing = batch.first().and_then(|(row, _)| row.message_id.clone());
+        let message_id = if let Some(existing) = existing {
+            existing
+        } else if ids.len() == 1 {
             ids[0].clone()
         } else {
             let digest = Sha256::digest(ids.join(",").as_bytes());
@@ -275,7 +304,8 @@ impl Relay {
             now,
             omitted,
         };
-        self.limiter.record(now);
+        // The send time, not the round's start: a round's sends can take seconds each.
+        self.limiter.record((self.clock)());
         let started = std::time::Instant::now();
         let outcome = self.channel.send(&message).await;
         let duration_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
@@ -320,6 +350,7 @@ impl Relay {
                     detail: format!("delivered as {}", message.id),
                     duration_ms,
                     attempted: true,
+                    message_id: Some(message.id.clone()),
                 };
                 let queued_follow_ups = follow_ups.clone();
                 with_outbox(&self.outbox, move |outbox| {
@@ -355,8 +386,15 @@ impl Relay {
                     .map(|row| row.queued.id.clone())
                     .unwrap_or_default();
                 let wait = backoff(&self.limits, attempts, &seed).max(after.unwrap_or_default());
-                self.retry(&rows, done + millis(wait), done, detail, duration_ms)
-                    .await?;
+                self.retry(
+                    &rows,
+                    &message.id,
+                    done + millis(wait),
+                    done,
+                    detail,
+                    duration_ms,
+                )
+                .await?;
             }
             Outcome::Throttled { pause, detail } => {
                 self.paused_until = done + millis(pause);
@@ -370,6 +408,7 @@ impl Relay {
                     detail,
                     duration_ms,
                     attempted: false,
+                    message_id: Some(message.id.clone()),
                 };
                 with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await?;
             }
@@ -438,6 +477,7 @@ impl Relay {
     async fn retry(
         &self,
         rows: &[OutboxRow],
+        message_id: &str,
         next: Millis,
         at: Millis,
         detail: String,
@@ -453,6 +493,7 @@ impl Relay {
             detail,
             duration_ms,
             attempted: true,
+            message_id: Some(message_id.to_string()),
         };
         with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
     }
@@ -478,6 +519,7 @@ impl Relay {
             detail,
             duration_ms: 0,
             attempted,
+            message_id: None,
         };
         with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
     }

@@ -82,6 +82,14 @@ impl Channel for WeCom {
         8
     }
 
+    fn fit(&self, message: &Message) -> usize {
+        super::notices_that_fit(message, MAX_CONTENT_BYTES, |candidate| {
+            self.body(candidate, usize::MAX)["markdown"]["content"]
+                .as_str()
+                .map_or(0, str::len)
+        })
+    }
+
     fn send<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Outcome> {
         Box::pin(async move {
             let mut limit = MAX_CONTENT_BYTES;

@@ -36,6 +36,7 @@ fn pending_row(queued: &NewOutbox) -> OutboxRow {
         state: OutboxState::Pending,
         last_error: None,
         finished_at: None,
+        message_id: None,
     }
 }
 
@@ -232,6 +233,9 @@ impl Outbox for MemoryStore {
                     (settlement.state != OutboxState::Delivered).then(|| settlement.detail.clone());
                 row.finished_at =
                     (settlement.state != OutboxState::Pending).then_some(settlement.at);
+                if row.message_id.is_none() {
+                    row.message_id = settlement.message_id.clone();
+                }
             }
         }
         for queued in follow_ups {

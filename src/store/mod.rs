@@ -147,6 +147,9 @@ pub struct OutboxRow {
     pub last_error: Option<String>,
     /// When it reached a terminal state.
     pub finished_at: Option<Millis>,
+    /// The message it was first sent in: a retry sends the same message under the same
+    /// idempotency key, never a regrouped one.
+    pub message_id: Option<String>,
 }
 
 /// The result of one delivery attempt for a set of rows (one message).
@@ -166,6 +169,8 @@ pub struct Settlement {
     pub duration_ms: i64,
     /// Whether this settlement counts as an attempt (false for expiries decided without sending).
     pub attempted: bool,
+    /// The message the rows were sent in (kept for retries).
+    pub message_id: Option<String>,
 }
 
 /// Outbox figures for metrics.

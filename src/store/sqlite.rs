@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     next_attempt_at INTEGER NOT NULL,
     state TEXT NOT NULL DEFAULT 'pending',
     last_error TEXT,
-    finished_at INTEGER
+    finished_at INTEGER,
+    message_id TEXT
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox (channel, state, next_attempt_at);
 CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state);
@@ -340,7 +341,7 @@ fn insert_outbox(connection: &Connection, rows: &[NewOutbox]) -> Result<(), Erro
     Ok(())
 }
 
-const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at";
+const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at, message_id";
 
 fn outbox_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     let state: String = row.get(11)?;
@@ -361,6 +362,7 @@ fn outbox_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         state: OutboxState::parse(&state).unwrap_or(OutboxState::Pending),
         last_error: row.get(12)?,
         finished_at: row.get(13)?,
+        message_id: row.get(14)?,
     })
 }
 
@@ -406,7 +408,8 @@ impl Outbox for SqliteOutbox {
             let finished = (settlement.state != OutboxState::Pending).then_some(settlement.at);
             let mut update = transaction.prepare_cached(
                 "UPDATE outbox SET state = ?2, next_attempt_at = ?3, attempts = attempts + ?4,
-                 last_error = ?5, finished_at = ?6 WHERE id = ?1 AND state = 'pending'",
+                 last_error = ?5, finished_at = ?6, message_id = COALESCE(message_id, ?7)
+                 WHERE id = ?1 AND state = 'pending'",
             )?;
             let mut attempt = transaction.prepare_cached(
                 "INSERT INTO delivery_attempts (outbox_id, at, state, detail, duration_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -420,7 +423,8 @@ impl Outbox for SqliteOutbox {
                     settlement.next_attempt_at,
                     u32::from(settlement.attempted),
                     error,
-                    finished
+                    finished,
+                    settlement.message_id
                 ])?;
                 attempt.execute(params![
                     id,

@@ -575,7 +575,8 @@ async fn wecom_gets_markdown_under_4096_bytes_and_bad_keys_are_rejected() {
     let yaml = format!("  - name: wx\n    type: wecom\n    language: zh\n    url: {}/cgi-bin/webhook/send?key=k1\n", receiver.base);
     let mut h = harness(&yaml, &clock, limits());
     let now = h.clock.load(Ordering::SeqCst);
-    // One group of 8 big drifts: one message, cut to the cap.
+    // One group of 8 drifts does not fit WeCom's 4096 bytes whole: each message carries as many
+    // as fit, every drift is shown in full somewhere, and none is cut off and called delivered.
     queue(
         &h.store,
         (0..8)
@@ -584,10 +585,27 @@ async fn wecom_gets_markdown_under_4096_bytes_and_bad_keys_are_rejected() {
     );
     h.drive(10).await;
     let accepted = receiver.accepted();
-    assert_eq!(accepted.len(), 1, "{:?}", receiver.answers());
-    let content = accepted[0]["markdown"]["content"].as_str().unwrap();
-    assert!(content.len() <= 4096);
-    assert!(content.contains("漂移汇总"), "{content}");
+    assert!(
+        accepted.len() > 1 && accepted.len() < 8,
+        "{:?}",
+        receiver.answers()
+    );
+    let mut shown = std::collections::BTreeSet::new();
+    for message in &accepted {
+        let content = message["markdown"]["content"].as_str().unwrap();
+        assert!(content.len() <= 4096);
+        assert!(!content.contains("已截断"), "nothing truncated: {content}");
+        for index in 0..8 {
+            if content.contains(&format!("Service payments/checkout-{index}（prod）")) {
+                shown.insert(index);
+            }
+        }
+    }
+    assert_eq!(shown.len(), 8, "every drift appears whole in some message");
+    assert!(accepted[0]["markdown"]["content"]
+        .as_str()
+        .unwrap()
+        .contains("漂移汇总"));
     assert_eq!(h.rows(OutboxState::Delivered).len(), 8);
     let other = receivers::wecom(Arc::clone(&clock), "k1").await;
     let yaml = format!(
@@ -835,3 +853,63 @@ async fn cloudevents_are_typed_per_state() {
 
 #[allow(dead_code)]
 fn unused(_: Value) {}
+
+#[tokio::test]
+async fn a_retried_message_keeps_its_idempotency_key_even_when_new_drifts_join_its_group() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    // The first attempt of A fails (the receiver may or may not have processed it).
+    receiver.script(Scripted {
+        status: 503,
+        retry_after: None,
+        body: "busy".into(),
+    });
+    let start = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        vec![row("hook", 1, NoticeKind::Firing, "group", start)],
+    );
+    h.drive(1).await;
+    // B joins A's group before A's retry is due.
+    queue(
+        &h.store,
+        vec![row(
+            "hook",
+            2,
+            NoticeKind::Firing,
+            "group",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(120).await;
+    assert_eq!(h.rows(OutboxState::Delivered).len(), 2);
+    let ids: Vec<String> = receiver
+        .log
+        .lock()
+        .unwrap()
+        .requests
+        .iter()
+        .map(|(headers, _)| {
+            headers
+                .iter()
+                .find(|(name, _)| name == "webhook-id")
+                .unwrap()
+                .1
+                .clone()
+        })
+        .collect();
+    assert_eq!(
+        ids.iter().filter(|id| *id == "ntf_hook_1_firing").count(),
+        2,
+        "A is retried under its first key: {ids:?}"
+    );
+    assert!(
+        ids.contains(&"ntf_hook_2_firing".to_string()),
+        "B goes in its own message: {ids:?}"
+    );
+}
