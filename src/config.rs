@@ -972,6 +972,17 @@ fn validate(config: &Config) -> Result<(), Error> {
         }
     }
     if config
+        .api
+        .token
+        .as_ref()
+        .is_some_and(|token| token.expose().trim().is_empty())
+    {
+        return Err(Error::invalid(
+            "api.token",
+            "is empty (an unset ${VAR}?); remove the key to leave the API open",
+        ));
+    }
+    if config
         .auth
         .bearer_token
         .as_ref()
@@ -1293,6 +1304,16 @@ mod tests {
         let message = error.to_string();
         assert!(!message.contains("s3cret"), "{message}");
         assert!(message.contains("<redacted URL>"), "{message}");
+    }
+
+    #[test]
+    fn empty_api_token_is_refused() {
+        let env = |name: &str| (name == "API_TOKEN").then(String::new);
+        let error = load_str("api:\n  token: ${API_TOKEN}\n", &env).unwrap_err();
+        assert!(
+            error.to_string().starts_with("api.token: is empty"),
+            "{error}"
+        );
     }
 
     #[test]

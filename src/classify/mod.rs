@@ -280,6 +280,7 @@ struct Journal {
 
 /// The drift engine.
 pub struct Engine {
+    sequence: (Millis, usize),
     rules: Arc<Rules>,
     graph: Graph,
     drifts: HashMap<DriftSlot, Drift>,
@@ -290,6 +291,7 @@ impl Engine {
     /// A new engine with no state.
     pub fn new(rules: Arc<Rules>) -> Engine {
         Engine {
+            sequence: (Millis::MIN, 0),
             rules,
             graph: Graph::default(),
             drifts: HashMap::new(),
@@ -489,6 +491,17 @@ impl Engine {
         }
         let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
         for key in expired {
+            // Drifts about a deletion end when the deleted object is forgotten: a Service
+            // deleted on purpose must not fire (and remind) forever.
+            let open: Vec<DriftSlot> = self
+                .drifts
+                .keys()
+                .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
+                .cloned()
+                .collect();
+            for slot in open {
+                self.clear(&slot, "deleted object no longer tracked", now);
+            }
             self.remove_object(&key);
         }
     }
@@ -585,7 +598,7 @@ impl Engine {
                 let grace_ms = i64::try_from(settings.grace.as_millis()).unwrap_or(i64::MAX);
                 let fire_at = now.saturating_add(grace_ms);
                 let drift = Drift {
-                    id: drift_id(&slot, now),
+                    id: drift_id(&slot, now, self.next_sequence(now)),
                     class: class_id.to_string(),
                     severity,
                     state: DriftState::Pending,
@@ -615,6 +628,17 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// A number that tells apart episodes opened in the same millisecond (several can open in
+    /// one writer round, or in rounds less than a millisecond apart). Deterministic for replay.
+    fn next_sequence(&mut self, now: Millis) -> usize {
+        if self.sequence.0 == now {
+            self.sequence.1 += 1;
+        } else {
+            self.sequence = (now, 0);
+        }
+        self.sequence.1
     }
 
     fn clear(&mut self, slot: &DriftSlot, reason: &str, now: Millis) {
@@ -667,13 +691,17 @@ impl Engine {
     }
 }
 
-fn drift_id(slot: &DriftSlot, since: Millis) -> String {
+fn drift_id(slot: &DriftSlot, since: Millis, sequence: usize) -> String {
     let mut hasher = Sha256::new();
     for part in [&slot.cluster, &slot.uid, &slot.class] {
         hasher.update(part.as_bytes());
         hasher.update([0u8]);
     }
     hasher.update(since.to_be_bytes());
+    // Episodes opened in the same millisecond are numbered; the first keeps the plain id.
+    if sequence > 0 {
+        hasher.update((sequence as u64).to_be_bytes());
+    }
     let digest = hasher.finalize();
     digest[..8]
         .iter()

@@ -16,6 +16,9 @@ use super::Error;
 
 const STRUCTURED: &str = "application/cloudevents+json";
 const BATCH: &str = "application/cloudevents-batch+json";
+/// Most events in one batch request: one request is one transaction for the single writer, and
+/// a huge batch would stall every other sender behind it.
+pub const MAX_BATCH_EVENTS: usize = 1000;
 
 /// The parts of a CloudEvent the pipeline uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +62,12 @@ pub fn parse_request(headers: &http::HeaderMap, body: &[u8]) -> Result<ParsedReq
             .map_err(|error| Error::InvalidJson(format!("batch: {}", short(&error.to_string()))))?;
         if events.is_empty() {
             return Err(Error::InvalidEvent("batch holds no events".to_string()));
+        }
+        if events.len() > MAX_BATCH_EVENTS {
+            return Err(Error::InvalidEvent(format!(
+                "batch holds {} events; at most {MAX_BATCH_EVENTS} per request",
+                events.len()
+            )));
         }
         let events = events
             .into_iter()
@@ -110,28 +119,38 @@ pub fn parse_request(headers: &http::HeaderMap, body: &[u8]) -> Result<ParsedReq
 }
 
 fn from_sdk(mut event: cloudevents::Event, binary: bool) -> Result<CloudEvent, Error> {
-    let decode = |value: &str| -> String {
+    // Strict UTF-8 after percent-decoding, as the HTTP binding requires: a lossy decode would
+    // map distinct ids (`%FF`, `%FE`) to one and drop the second event as a duplicate.
+    let decode = |name: &str, value: &str| -> Result<String, Error> {
         if binary {
-            percent_decode_str(value).decode_utf8_lossy().into_owned()
+            match percent_decode_str(value).decode_utf8() {
+                Ok(text) => Ok(text.into_owned()),
+                Err(_) => Err(Error::InvalidEvent(format!(
+                    "header ce-{name}: percent-decoded value is not UTF-8"
+                ))),
+            }
         } else {
-            value.to_string()
+            Ok(value.to_string())
         }
     };
-    let id = decode(event.id());
-    let source = decode(&event.source().to_string());
-    let ty = decode(event.ty());
+    let id = decode("id", event.id())?;
+    let source = decode("source", &event.source().to_string())?;
+    let ty = decode("type", event.ty())?;
     for (name, value) in [("id", &id), ("source", &source), ("type", &ty)] {
         if value.trim().is_empty() {
             return Err(Error::InvalidEvent(format!("attribute {name} is empty")));
         }
     }
     let spec_version = event.specversion().to_string();
-    let subject = event.subject().map(decode);
+    let subject = event
+        .subject()
+        .map(|subject| decode("subject", subject))
+        .transpose()?;
     let time = event.time().map(|time| time.to_rfc3339());
     let mut extensions = BTreeMap::new();
     for (name, value) in event.iter_extensions() {
         let text = match value {
-            ExtensionValue::String(text) => decode(text),
+            ExtensionValue::String(text) => decode(name, text)?,
             ExtensionValue::Boolean(flag) => flag.to_string(),
             ExtensionValue::Integer(number) => number.to_string(),
         };
@@ -268,6 +287,35 @@ mod tests {
             parse_request(&map, b"[]").unwrap_err().kind(),
             "invalid_json"
         );
+    }
+
+    #[test]
+    fn percent_encoded_invalid_utf8_is_invalid_not_replaced() {
+        // Lossy decoding would turn both ids into "a\u{FFFD}": the second event a "duplicate".
+        for (header, value) in [
+            ("ce-id", "a%FF"),
+            ("ce-id", "a%FE"),
+            ("ce-cluster", "prod%C3"),
+        ] {
+            let mut pairs = vec![
+                ("ce-specversion", "1.0"),
+                ("ce-id", "1"),
+                ("ce-source", "/s"),
+                ("ce-type", "t"),
+            ];
+            pairs.retain(|(name, _)| *name != header);
+            pairs.push((header, value));
+            let error = parse_request(&headers(&pairs), b"").unwrap_err();
+            assert_eq!(error.kind(), "invalid_event", "{header}: {value}");
+            assert!(error.to_string().contains(header), "{error}");
+        }
+        let map = headers(&[
+            ("ce-specversion", "1.0"),
+            ("ce-id", "caf%C3%A9"),
+            ("ce-source", "/s"),
+            ("ce-type", "t"),
+        ]);
+        assert_eq!(parse_request(&map, b"").unwrap().events[0].id, "café");
     }
 
     #[test]

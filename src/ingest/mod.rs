@@ -79,7 +79,9 @@ impl ApiError {
         ApiError {
             status: StatusCode::BAD_REQUEST,
             code: error.kind(),
-            message: error.to_string(),
+            // Decode errors can quote input (a key, a value); keep the body well under the 768
+            // bytes Knative copies into the dead-letter event.
+            message: crate::decode::cloudevent::short(&error.to_string()),
             retry_after: None,
         }
     }
@@ -195,10 +197,15 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
     }
     let (parts, body) = request.into_parts();
     let bytes = read_body(body, state.body_limit).await?;
-    let decoded = decode::decode_request(&parts.headers, &bytes, &state.clusters).map_err(|error| {
-        tracing::warn!(message = "Rejected an invalid CloudEvent.", %error, code = error.kind());
-        ApiError::bad_request(&error)
-    })?;
+    let decoded =
+        decode::decode_request(&parts.headers, &bytes, &state.clusters).map_err(|error| {
+            tracing::warn!(
+                message = "Rejected an invalid CloudEvent.",
+                error = %crate::decode::cloudevent::short(&error.to_string()),
+                code = error.kind()
+            );
+            ApiError::bad_request(&error)
+        })?;
     let receiver = state
         .pipeline
         .submit(decoded.clone())

@@ -1104,3 +1104,94 @@ fn reverting_a_long_value_resolves_and_the_hint_restores_it_whole() {
         ],
     );
 }
+
+#[test]
+fn gradual_rollout_holding_ready_unknown_is_not_not_ready() {
+    let mut sim = Sim::new();
+    let rolling = changed(&route(), |r| {
+        r["status"]["conditions"] = json!([
+            {"type": "AllTrafficAssigned", "status": "True"},
+            {"type": "IngressReady", "status": "Unknown", "reason": "RolloutInProgress", "message": "A gradual rollout of the latest revision(s) is in progress."},
+            {"type": "Ready", "status": "Unknown", "reason": "RolloutInProgress", "message": "A gradual rollout of the latest revision(s) is in progress."}
+        ]);
+    });
+    sim.send("update", &rolling);
+    sim.wait(1800);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn a_failed_revision_that_no_longer_gets_traffic_stops_alerting() {
+    let mut sim = Sim::new();
+    let failed = crate::support::fixture_yaml(
+        "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceFailedRevisionRevisionList.yaml",
+    )["items"][0]
+        .clone();
+    sim.send("add", &failed);
+    sim.wait(181);
+    let parked = changed(&failed, |r| {
+        r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
+    });
+    sim.send("update", &parked);
+    check(
+        sim.notified(),
+        &[
+            "firing not_ready Revision/example-2fvz4",
+            "resolved not_ready Revision/example-2fvz4",
+        ],
+    );
+}
+
+#[test]
+fn a_deleted_service_stops_firing_when_its_tombstone_is_forgotten() {
+    let mut sim = Sim::new();
+    let service = service();
+    sim.send("add", &service);
+    sim.send("delete", &changed(&service, |_| {}));
+    sim.wait(61);
+    sim.wait(7 * 3600);
+    check(
+        sim.notified(),
+        &[
+            "firing unexpected_delete Service/knative-webapp",
+            "resolved unexpected_delete Service/knative-webapp",
+        ],
+    );
+    assert_eq!(
+        sim.last("unexpected_delete").drift.resolution.as_deref(),
+        Some("deleted object no longer tracked")
+    );
+}
+
+#[test]
+fn three_episodes_of_one_drift_in_one_round_get_distinct_ids() {
+    let mut sim = Sim::new();
+    let original = service();
+    sim.send("add", &original);
+    let edit = |object: &serde_json::Value, percent: i64, manager: &str, time: &str| {
+        changed(object, |s| {
+            s["spec"]["traffic"][0]["percent"] = json!(percent);
+            written_by(
+                s,
+                manager,
+                "Update",
+                json!({"f:spec": {"f:traffic": {}}}),
+                time,
+            );
+        })
+    };
+    // Edit, revert by the controller, edit again: all at the same instant.
+    let first = edit(&original, 90, "kubectl-edit", "2023-10-09T22:00:00Z");
+    sim.send("update", &first);
+    let reverted = edit(&first, 100, "controller", "2023-10-09T22:00:01Z");
+    sim.send("update", &reverted);
+    let again = edit(&reverted, 80, "kubectl-edit", "2023-10-09T22:00:02Z");
+    sim.send("update", &again);
+    let ids: std::collections::BTreeSet<String> = sim
+        .log
+        .iter()
+        .filter(|transition| transition.drift.class == "manual_edit" && transition.from.is_none())
+        .map(|transition| transition.drift.id.clone())
+        .collect();
+    assert_eq!(ids.len(), 2, "two episodes, two ids");
+}

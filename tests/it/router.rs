@@ -191,6 +191,35 @@ async fn missing_required_attribute_is_400_in_every_mode() {
 }
 
 #[tokio::test]
+async fn oversized_batch_is_400() {
+    let app = app();
+    let events: Vec<Value> = (0..1001)
+        .map(|index| {
+            let mut event = structured_event(&format!("many-{index}"), "add", &json!({}));
+            event["type"] = json!("dev.example.other");
+            event
+        })
+        .collect();
+    let (status, _, body) = send(&app, batch_request(&events)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&body).contains("at most 1000 per request"));
+}
+
+#[tokio::test]
+async fn error_bodies_stay_short_whatever_the_input() {
+    let app = app();
+    let mut object = revision();
+    object["metadata"]["labels"][format!("k{}", "x".repeat(100_000))] = json!(1);
+    let (status, _, body) = send(
+        &app,
+        structured_request(&structured_event("long", "add", &object)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.len() < 768, "{} bytes", body.len());
+}
+
+#[tokio::test]
 async fn malformed_json_is_400() {
     let app = app();
     for content_type in [

@@ -34,6 +34,13 @@ impl DriftClass for NotReady {
         if !watched || object.is_going_away() {
             return Vec::new();
         }
+        // A Revision no Route sends traffic to (routingState reserve) waits for garbage
+        // collection; its old failure is history, not an outage.
+        if object.kind == "Revision"
+            && object.label("serving.knative.dev/routingState") == Some("reserve")
+        {
+            return vec![Assessment::clear(object, "Revision no longer routed")];
+        }
         let Some(ready) = object.condition("Ready") else {
             // No status yet: the controller has not looked at it. generation_lag covers that.
             return Vec::new();
@@ -42,6 +49,15 @@ impl DriftClass for NotReady {
             return vec![Assessment::clear(object, "Ready=True")];
         }
         let conditions = object.conditions();
+        // During a gradual rollout Knative holds IngressReady (and so Ready) at Unknown with
+        // reason RolloutInProgress for the whole rollout duration: that is the rollout working.
+        if ready.status == "Unknown"
+            && conditions.iter().any(|condition| {
+                condition.status == "Unknown" && condition.reason == "RolloutInProgress"
+            })
+        {
+            return vec![Assessment::clear(object, "gradual rollout in progress")];
+        }
         let culprit = conditions
             .iter()
             .find(|condition| {
