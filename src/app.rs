@@ -101,6 +101,28 @@ pub async fn start(
     )));
     let channels = crate::deliver::build_channels(&channel_configs, config.public_url.as_deref())
         .context("building HTTP clients for channels")?;
+    {
+        // Notifications queued for a channel that was since removed or renamed have no relay:
+        // end them visibly instead of leaving them pending forever.
+        let known: Vec<String> = channels
+            .iter()
+            .map(|channel| channel.name().to_string())
+            .collect();
+        let now = pipeline::system_clock()();
+        let mut guard = outbox
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match guard.expire_unknown_channels(&known, now) {
+            Ok(0) => {}
+            Ok(count) => tracing::warn!(
+                message = "Expired notifications of channels no longer configured.",
+                count
+            ),
+            Err(error) => {
+                tracing::warn!(message = "Could not check the outbox for removed channels.", %error)
+            }
+        }
+    }
     let relay_stop = CancellationToken::new();
     let mut relays = Vec::new();
     for channel in channels {

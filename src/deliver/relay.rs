@@ -160,6 +160,7 @@ impl Relay {
         }
         // Decide what can still be sent.
         let mut sendable: Vec<(OutboxRow, Notice)> = Vec::new();
+        let mut held = false;
         for row in rows {
             let age = now - row.queued.created_at;
             if age > millis(self.limits.max_age) {
@@ -192,21 +193,39 @@ impl Relay {
                 let state =
                     with_outbox(&self.outbox, move |outbox| outbox.drift_state(&drift_id)).await?;
                 if state != Some(DriftState::Firing) {
-                    self.finish(
-                        &[row],
-                        OutboxState::Expired,
-                        now,
-                        "drift no longer firing; reminder dropped".to_string(),
-                        false,
-                    )
+                    // A reminder for a drift that stopped firing is withdrawn, not failed: it
+                    // must not count as a lost alert.
+                    let (drift_id, endpoint) =
+                        (row.queued.drift_id.clone(), row.queued.channel.clone());
+                    with_outbox(&self.outbox, move |outbox| {
+                        outbox.cancel_reminders(&drift_id, &endpoint)
+                    })
                     .await?;
+                    continue;
+                }
+            }
+            if notice.kind == NoticeKind::Resolved {
+                // A resolve never overtakes the firing notice it follows (which may be waiting
+                // for a retry): people would be left looking at a stale "firing".
+                let (drift_id, endpoint, created) = (
+                    row.queued.drift_id.clone(),
+                    row.queued.channel.clone(),
+                    row.queued.created_at,
+                );
+                let waiting = with_outbox(&self.outbox, move |outbox| {
+                    outbox.firing_pending_before(&drift_id, &endpoint, created)
+                })
+                .await?;
+                if waiting {
+                    held = true;
                     continue;
                 }
             }
             sendable.push((row, notice));
         }
         if sendable.is_empty() {
-            return Ok(None);
+            // Everything due is waiting for an earlier notice: look again shortly.
+            return Ok(if held { Some(now + 1_000) } else { None });
         }
         let budget = self.limiter.available(now);
         if budget == 0 {

@@ -363,7 +363,13 @@ pub async fn add_silence(
     let reader = audit(state)?;
     let now = chrono::Utc::now().timestamp_millis();
     let writer = Arc::clone(&reader);
-    let stored = blocking(move || writer.add_silence(&silence, now)).await?;
+    let stored = blocking(move || {
+        let stored = writer.add_silence(&silence, now)?;
+        // New notices are muted by routing; reminders already queued are withdrawn here.
+        writer.withdraw_silenced_reminders(&stored.silence, now)?;
+        Ok(stored)
+    })
+    .await?;
     let all = blocking(move || reader.silences()).await?;
     state.pipeline.set_silences(all);
     Ok(stored)

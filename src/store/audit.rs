@@ -349,6 +349,29 @@ impl AuditReader {
         })
     }
 
+    /// Withdraws pending reminders of open drifts a new silence covers; returns how many.
+    pub fn withdraw_silenced_reminders(
+        &self,
+        silence: &SilenceConfig,
+        now: Millis,
+    ) -> Result<usize, Error> {
+        let silenced: Vec<String> = self
+            .open_drifts()?
+            .into_iter()
+            .filter(|drift| crate::classify::rules::silence_matches(silence, drift, now))
+            .map(|drift| drift.id)
+            .collect();
+        let connection = self.lock();
+        let mut removed = 0;
+        for drift_id in silenced {
+            removed += connection.execute(
+                "DELETE FROM outbox WHERE drift_id = ?1 AND kind = 'repeat' AND state = 'pending'",
+                params![drift_id],
+            )?;
+        }
+        Ok(removed)
+    }
+
     /// Removes a silence; false when it did not exist.
     pub fn remove_silence(&self, id: &str) -> Result<bool, Error> {
         Ok(self

@@ -247,6 +247,37 @@ impl Outbox for MemoryStore {
         Ok(())
     }
 
+    fn firing_pending_before(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        created_at: Millis,
+    ) -> Result<bool, Error> {
+        self.check()?;
+        Ok(self.lock().outbox.values().any(|row| {
+            row.queued.drift_id == drift_id
+                && row.queued.channel == channel
+                && row.queued.kind == "firing"
+                && row.state == OutboxState::Pending
+                && row.queued.created_at < created_at
+        }))
+    }
+
+    fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error> {
+        self.check()?;
+        let mut inner = self.lock();
+        let mut count = 0;
+        for row in inner.outbox.values_mut() {
+            if row.state == OutboxState::Pending && !known.contains(&row.queued.channel) {
+                row.state = OutboxState::Expired;
+                row.finished_at = Some(now);
+                row.last_error = Some("channel no longer configured".to_string());
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
     fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error> {
         self.check()?;
         let mut inner = self.lock();

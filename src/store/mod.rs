@@ -194,6 +194,16 @@ pub trait Outbox: Send {
     fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error>;
     /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction.
     fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error>;
+    /// True when a firing notice of the drift, queued before `created_at`, is still pending on
+    /// the channel.
+    fn firing_pending_before(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        created_at: Millis,
+    ) -> Result<bool, Error>;
+    /// Expires pending notifications of channels that are no longer configured.
+    fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error>;
     /// Withdraws pending reminders of a drift on one channel (its resolve went out).
     fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error>;
     /// The current state of a drift (to drop reminders for resolved drifts).

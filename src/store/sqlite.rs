@@ -440,6 +440,54 @@ impl Outbox for SqliteOutbox {
         Ok(())
     }
 
+    fn firing_pending_before(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        created_at: Millis,
+    ) -> Result<bool, Error> {
+        Ok(self
+            .connection
+            .query_row(
+                "SELECT 1 FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'firing'
+                 AND state = 'pending' AND created_at < ?3 LIMIT 1",
+                params![drift_id, channel, created_at],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error> {
+        let pending: Vec<(String, String)> = {
+            let mut statement = self
+                .connection
+                .prepare("SELECT id, channel FROM outbox WHERE state = 'pending'")?;
+            let rows = statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let orphaned: Vec<String> = pending
+            .into_iter()
+            .filter(|(_, channel)| !known.contains(channel))
+            .map(|(id, _)| id)
+            .collect();
+        if orphaned.is_empty() {
+            return Ok(0);
+        }
+        let settlement = Settlement {
+            ids: orphaned.clone(),
+            state: OutboxState::Expired,
+            next_attempt_at: now,
+            at: now,
+            detail: "channel no longer configured".to_string(),
+            duration_ms: 0,
+            attempted: false,
+            message_id: None,
+        };
+        self.settle(&settlement, &[])?;
+        Ok(orphaned.len())
+    }
+
     fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error> {
         Ok(self.connection.execute(
             "DELETE FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending'",

@@ -413,6 +413,22 @@ async fn dashboard_lists_details_and_silences_a_drift() {
     assert!(detail.contains("<code>/data/min-scale</code>"));
     assert!(detail.contains("kubectl-edit (Update)"));
     assert!(detail.contains("kubectl -n knative-serving patch configmaps"));
+    let drift_name = firing["items"][0]["name"].as_str().unwrap().to_string();
+    let pending_reminders = |deliveries: &Value| {
+        deliveries["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| row["driftId"] == id.as_str() && row["kind"] == "repeat")
+            .count()
+    };
+    assert!(
+        eventually(|| async {
+            pending_reminders(&app.get("/api/v1/deliveries?state=pending").await.1) == 1
+        })
+        .await,
+        "a reminder is queued after the firing notice"
+    );
     let response = app
         .client
         .post(format!("{}/ui/silences", app.base))
@@ -421,7 +437,7 @@ async fn dashboard_lists_details_and_silences_a_drift() {
             ("class", "config_drift"),
             ("cluster", "default"),
             ("namespace", "knative-serving"),
-            ("name", "config-autoscaler"),
+            ("name", drift_name.as_str()),
             ("duration", "4h"),
             ("comment", ""),
         ])
@@ -432,7 +448,12 @@ async fn dashboard_lists_details_and_silences_a_drift() {
     let (_, silences) = app.get("/api/v1/silences").await;
     assert_eq!(
         silences["items"][0]["matchers"]["name"],
-        "config-autoscaler"
+        drift_name.as_str()
+    );
+    assert_eq!(
+        pending_reminders(&app.get("/api/v1/deliveries?state=pending").await.1),
+        0,
+        "silencing withdraws the reminder"
     );
     assert_eq!(app.text("/ui/drifts/nope").await.0, 404);
     app.stop().await;

@@ -811,10 +811,54 @@ async fn reminders_repeat_while_firing_and_stop_when_resolved() {
         .unwrap();
     h.drive(3600).await;
     assert_eq!(receiver.accepted().len(), 3);
-    assert!(h
-        .rows(OutboxState::Expired)
+    assert!(
+        h.rows(OutboxState::Pending).is_empty(),
+        "the reminder was withdrawn"
+    );
+    assert!(
+        h.rows(OutboxState::Expired).is_empty(),
+        "a withdrawn reminder is not a lost alert"
+    );
+}
+
+#[tokio::test]
+async fn a_resolve_waits_for_its_firing_notice() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    receiver.script(Scripted {
+        status: 500,
+        retry_after: None,
+        body: "down".into(),
+    });
+    let start = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        vec![row("hook", 1, NoticeKind::Firing, "g", start)],
+    );
+    h.drive(1).await;
+    // The drift resolves while its firing notice waits for a retry.
+    queue(
+        &h.store,
+        vec![row(
+            "hook",
+            1,
+            NoticeKind::Resolved,
+            "g",
+            h.clock.load(Ordering::SeqCst),
+        )],
+    );
+    h.drive(120).await;
+    let types: Vec<String> = receiver
+        .accepted()
         .iter()
-        .any(|row| row.last_error.as_deref() == Some("drift no longer firing; reminder dropped")));
+        .map(|body| body["type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(types, ["drift.firing", "drift.resolved"], "in order");
 }
 
 // ---- CloudEvents ---------------------------------------------------------------------------------------
