@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, installing what the tests need first (idempotently).
 #   scripts/test.sh          everything: lint, Rust tests, process and interop tests
+#   FUZZ_SECONDS=10 scripts/test.sh   also fuzz every target for 10 s (nightly, cargo-fuzz)
 # Used as is by CI (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,3 +62,14 @@ export DRIFT_SENTINEL_BIN="$ROOT/target/debug/drift-sentinel"
 log "Process and interop tests (pytest)"
 cd "$ROOT/tests/python"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider
+cd "$ROOT"
+
+# --- Fuzzing ----------------------------------------------------------------------------------------
+# `cargo test` above replays the committed seed corpus (fuzz/seeds/) through the fuzz targets on
+# stable. Real fuzzing needs nightly and cargo-fuzz, and building the targets with sanitizers takes
+# several minutes on two cores, so it runs when asked: FUZZ_SECONDS=10 scripts/test.sh (per target;
+# installs nightly and cargo-fuzz when missing). Longer runs: scripts/fuzz.sh (fuzz/README.md).
+if [ "${FUZZ_SECONDS:-0}" -gt 0 ]; then
+  log "Fuzzing every target for ${FUZZ_SECONDS}s"
+  scripts/fuzz.sh "$FUZZ_SECONDS"
+fi

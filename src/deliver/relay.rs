@@ -303,6 +303,7 @@ impl Relay {
     ) -> Result<(), crate::store::Error> {
         let ids: Vec<String> = batch.iter().map(|(row, _)| row.queued.id.clone()).collect();
         let existing = batch.first().and_then(|(row, _)| row.message_id.clone());
+        let fresh = existing.is_none();
         let message_id = if let Some(existing) = existing {
             existing
         } else if ids.len() == 1 {
@@ -317,6 +318,15 @@ impl Relay {
                     .collect::<String>()
             )
         };
+        if fresh {
+            // Recorded before the send: after a crash between the send and its settlement, the
+            // rows go out again as this message, under the same idempotency key.
+            let (claimed, id) = (ids.clone(), message_id.clone());
+            with_outbox(&self.outbox, move |outbox| {
+                outbox.assign_message(&claimed, &id)
+            })
+            .await?;
+        }
         let message = Message {
             id: message_id,
             notices: batch.iter().map(|(_, notice)| notice.clone()).collect(),

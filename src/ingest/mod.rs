@@ -30,6 +30,7 @@ use crate::decode::{self, ClusterNames, Decoded};
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
 
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod ui;
@@ -131,9 +132,14 @@ impl IntoResponse for ApiError {
 
 /// The router: `POST /` plus health and metrics.
 pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
+    let admission = admission::Admission::new(state.body_limit, Arc::clone(&state.metrics));
     let ingest = Router::new()
         .route("/", post(receive))
-        .layer(RequestBodyLimitLayer::new(state.body_limit));
+        .layer(RequestBodyLimitLayer::new(state.body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            admission,
+            admission::admit,
+        ));
     Router::new()
         .merge(ingest)
         .nest("/api/v1", api::routes(state.clone()))

@@ -247,6 +247,19 @@ impl Outbox for MemoryStore {
         Ok(())
     }
 
+    fn assign_message(&mut self, ids: &[String], message_id: &str) -> Result<(), Error> {
+        self.check()?;
+        let mut inner = self.lock();
+        for id in ids {
+            if let Some(row) = inner.outbox.get_mut(id) {
+                if row.state == OutboxState::Pending && row.message_id.is_none() {
+                    row.message_id = Some(message_id.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn firing_pending_before(
         &mut self,
         drift_id: &str,

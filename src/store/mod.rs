@@ -194,6 +194,10 @@ pub trait Outbox: Send {
     fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error>;
     /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction.
     fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error>;
+    /// Records the message pending rows are about to be sent in, before the send: after a crash
+    /// between the send and its settlement they go out again as that message, under the same
+    /// idempotency key, never regrouped under another. Rows that already have one keep it.
+    fn assign_message(&mut self, ids: &[String], message_id: &str) -> Result<(), Error>;
     /// True when a firing notice of the drift, queued before `created_at`, is still pending on
     /// the channel.
     fn firing_pending_before(

@@ -440,6 +440,21 @@ impl Outbox for SqliteOutbox {
         Ok(())
     }
 
+    fn assign_message(&mut self, ids: &[String], message_id: &str) -> Result<(), Error> {
+        let transaction = self.connection.transaction()?;
+        {
+            let mut update = transaction.prepare_cached(
+                "UPDATE outbox SET message_id = ?2
+                 WHERE id = ?1 AND state = 'pending' AND message_id IS NULL",
+            )?;
+            for id in ids {
+                update.execute(params![id, message_id])?;
+            }
+        }
+        transaction.commit()?;
+        Ok(())
+    }
+
     fn firing_pending_before(
         &mut self,
         drift_id: &str,

@@ -1,12 +1,17 @@
 //! Integration tests in one binary (compiles once): router contract, engine scenarios, processes.
 
 mod api;
+mod bad_input;
 mod check;
 mod classes;
+mod crash_resend;
 mod delivery;
+mod fuzz_seeds;
 mod oidc;
+mod overload;
 mod properties;
 mod receivers;
 mod router;
 mod scenario;
+mod secrets;
 mod support;

@@ -1,0 +1,195 @@
+//! A crash between a send and its settlement: the relay must send the same rows again as the
+//! same message (same idempotency key), not regroup them with rows queued since.
+//!
+//! Regression: the message id used to be stored only when the attempt was settled, so after a
+//! kill in that window the rows were regrouped, and a drift reached the destination under two
+//! different ids (found by `tests/python/test_hardening.py`, SIGKILL under load).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use drift_sentinel::classify::{Drift, DriftState, Evidence, OwnerChain, Severity};
+use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
+use drift_sentinel::deliver::{BoxFuture, Channel, Message, Outcome};
+use drift_sentinel::metrics::Metrics;
+use drift_sentinel::route::{Notice, NoticeKind};
+use drift_sentinel::store::memory::MemoryStore;
+use drift_sentinel::store::{Batch, NewOutbox, Store};
+
+const NOW: i64 = 1_800_000_000_000;
+
+/// Messages a channel was given: (message id, drift ids).
+type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+/// Records every message it is given; with `hang`, never answers (the process dies mid-send).
+struct Recording {
+    seen: Seen,
+    hang: bool,
+}
+
+impl Channel for Recording {
+    fn name(&self) -> &str {
+        "hook"
+    }
+    fn type_name(&self) -> &'static str {
+        "webhook"
+    }
+    fn send<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Outcome> {
+        let drifts = message
+            .notices
+            .iter()
+            .map(|notice| notice.drift.id.clone())
+            .collect();
+        self.seen.lock().unwrap().push((message.id.clone(), drifts));
+        let hang = self.hang;
+        Box::pin(async move {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            Outcome::Delivered
+        })
+    }
+}
+
+fn drift(index: usize) -> Drift {
+    Drift {
+        id: format!("drift{index}"),
+        class: "config_drift".into(),
+        severity: Severity::Warning,
+        state: DriftState::Firing,
+        cluster: "prod".into(),
+        uid: format!("uid-{index}"),
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: "knative-serving".into(),
+        name: format!("config-{index}"),
+        labels: Default::default(),
+        owner: OwnerChain {
+            service: None,
+            configuration: None,
+            revision: None,
+        },
+        evidence: Evidence {
+            summary: format!("config-{index} edited by hand"),
+            changes: vec![],
+            actor: None,
+            hint: None,
+            severity: None,
+            facts: Default::default(),
+        },
+        since: NOW,
+        fire_at: NOW,
+        fired_at: Some(NOW),
+        resolved_at: None,
+        resolution: None,
+    }
+}
+
+fn queue(store: &MemoryStore, indexes: std::ops::Range<usize>, at: i64) {
+    let drifts: Vec<Drift> = indexes.clone().map(drift).collect();
+    let rows = drifts
+        .iter()
+        .map(|drift| {
+            let notice = Notice {
+                kind: NoticeKind::Firing,
+                drift: drift.clone(),
+                at,
+                resend: 0,
+            };
+            NewOutbox {
+                id: format!("ntf_{}", drift.id),
+                channel: "hook".into(),
+                drift_id: drift.id.clone(),
+                kind: "firing".into(),
+                group_key: "prod/knative-serving/config_drift".into(),
+                payload: serde_json::to_string(&notice).unwrap(),
+                created_at: at,
+                not_before: at,
+                repeat_after_ms: None,
+            }
+        })
+        .collect();
+    let mut store = store.clone();
+    store
+        .commit(&Batch {
+            events: vec![],
+            changes: drift_sentinel::classify::Changes {
+                drifts,
+                ..Default::default()
+            },
+            outbox: rows,
+            ..Default::default()
+        })
+        .unwrap();
+}
+
+fn relay(store: &MemoryStore, channel: Recording) -> Relay {
+    let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(store.clone())));
+    let clock = Arc::new(AtomicI64::new(NOW));
+    Relay::new(
+        Arc::new(channel),
+        Limits {
+            max_attempts: 10,
+            max_age: Duration::from_secs(3600),
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        },
+        outbox,
+        Arc::new(move || clock.load(Ordering::SeqCst)),
+        Arc::new(Metrics::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    )
+}
+
+#[tokio::test]
+async fn a_message_cut_off_by_a_crash_is_resent_whole_under_its_id() {
+    let store = MemoryStore::new();
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    // Three drifts go out as one digest; the process dies before the attempt is settled.
+    queue(&store, 0..3, NOW);
+    let mut first = relay(
+        &store,
+        Recording {
+            seen: Arc::clone(&seen),
+            hang: true,
+        },
+    );
+    let cut = tokio::time::timeout(Duration::from_millis(300), first.round(NOW)).await;
+    assert!(cut.is_err(), "the send never completed");
+    drop(first);
+    // Meanwhile two more drifts of the same group were queued. A new process starts.
+    queue(&store, 3..5, NOW + 10);
+    let mut second = relay(
+        &store,
+        Recording {
+            seen: Arc::clone(&seen),
+            hang: false,
+        },
+    );
+    for _ in 0..5 {
+        second.round(NOW + 2_000).await.unwrap();
+    }
+    let seen = seen.lock().unwrap().clone();
+    let (first_id, first_drifts) = seen[0].clone();
+    assert_eq!(first_drifts, ["drift0", "drift1", "drift2"]);
+    // The cut-off message went out again, whole and under the same id ...
+    assert!(
+        seen[1..]
+            .iter()
+            .any(|(id, drifts)| *id == first_id && *drifts == first_drifts),
+        "{seen:?}"
+    );
+    // ... and no drift was ever sent under two ids.
+    let mut ids_of: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for (id, drifts) in &seen {
+        for drift in drifts {
+            ids_of.entry(drift.clone()).or_default().insert(id.clone());
+        }
+    }
+    for (drift, ids) in &ids_of {
+        assert_eq!(ids.len(), 1, "{drift} went out under {ids:?}: {seen:?}");
+    }
+    assert_eq!(ids_of.len(), 5, "every drift was sent: {seen:?}");
+}
