@@ -5,6 +5,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+// mimalloc instead of glibc malloc: events are decoded on the HTTP workers and freed on the
+// writer thread, a cross-thread pattern where glibc spent a quarter of the CPU in malloc, free
+// and consolidation under load (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "drift-sentinel",

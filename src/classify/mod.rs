@@ -435,8 +435,8 @@ impl Engine {
             cluster: event.cluster.clone(),
             uid: object.uid.clone(),
         };
-        let before = self.graph.get(&key).cloned();
-        if let Some(previous) = &before {
+        let previous = self.graph.get(&key);
+        if let Some(previous) = previous {
             // A uid names one lifetime of an object: nothing follows its delete.
             let accept = !previous.deleted
                 && match event.action {
@@ -457,17 +457,25 @@ impl Engine {
             }
         }
         let mut after = ObjectState::from_object(&event.cluster, object, now);
-        if let Some(previous) = &before {
-            if !previous.deleted {
-                after.first_seen = previous.first_seen;
-            }
-        }
         if event.action == Action::Delete {
             after.deleted = true;
         }
-        self.put_object(after.clone());
-        let context_before = before.filter(|previous| !previous.deleted);
-        self.evaluate(&after, context_before.as_ref(), event.action, object, now);
+        let mut durable = true;
+        if let Some(previous) = previous {
+            if !previous.deleted {
+                after.first_seen = previous.first_seen;
+                // Most events are status churn that leaves the compact state as it was, apart
+                // from its resourceVersion and write times: such a state is not written again
+                // (see `ObjectState::same_content` for why that is safe).
+                durable = !after.same_content(previous);
+            }
+        }
+        // The previous state moves out of the graph (no copy) and into the journal once the
+        // classes have seen it; `after` is read in place from the graph.
+        let before = self.graph.insert(after);
+        let context_before = before.as_ref().filter(|previous| !previous.deleted);
+        self.evaluate(&key, context_before, event.action, object, now);
+        self.journal_object(key, before, durable);
         Outcome::Applied
     }
 
@@ -519,7 +527,7 @@ impl Engine {
 
     fn evaluate(
         &mut self,
-        after: &ObjectState,
+        key: &ObjectKey,
         before: Option<&ObjectState>,
         action: Action,
         object: &crate::decode::KubeObject,
@@ -527,7 +535,10 @@ impl Engine {
     ) {
         let rules = Arc::clone(&self.rules);
         let mut assessments = Vec::new();
-        {
+        let deleted = {
+            let Some(after) = self.graph.get(key) else {
+                return;
+            };
             let context = classes::Context {
                 after,
                 before,
@@ -546,17 +557,18 @@ impl Engine {
                     assessments.push((class.id(), assessment));
                 }
             }
-        }
+            after.deleted
+        };
         for (class_id, assessment) in assessments {
             self.settle(class_id, assessment, now);
         }
         // A deleted object can no longer be in any condition of its own, except the classes that
         // are about its disappearance.
-        if after.deleted {
+        if deleted {
             let open: Vec<DriftSlot> = self
                 .drifts
                 .keys()
-                .filter(|slot| slot.cluster == after.cluster && slot.uid == after.uid)
+                .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
                 .filter(|slot| !classes::survives_delete(&slot.class))
                 .cloned()
                 .collect();
@@ -577,24 +589,26 @@ impl Engine {
             classes::Finding::Clear(reason) => self.clear(&slot, &reason, now),
             classes::Finding::Holds(evidence) => {
                 let evidence = *evidence;
-                let Some(target) = self.graph.get(&subject).cloned() else {
+                // Borrowed, not cloned: this runs for every finding that still holds.
+                let Some(target) = self.graph.get(&subject) else {
                     return;
                 };
-                if !self.rules.in_scope(&target) {
+                if !self.rules.in_scope(target) {
                     return;
                 }
                 let settings = self.rules.class(class_id);
                 let severity = evidence.severity.unwrap_or(settings.severity);
-                if let Some(existing) = self.drifts.get(&slot).cloned() {
+                if let Some(existing) = self.drifts.get(&slot) {
                     let mut updated = existing.clone();
                     updated.evidence = evidence;
                     updated.severity = severity;
                     updated.labels = target.labels.clone();
-                    if updated != existing {
+                    if updated != *existing {
                         self.put_drift(slot, Some(updated));
                     }
                     return;
                 }
+                let target = target.clone();
                 let grace_ms = i64::try_from(settings.grace.as_millis()).unwrap_or(i64::MAX);
                 let fire_at = now.saturating_add(grace_ms);
                 let drift = Drift {
@@ -662,12 +676,14 @@ impl Engine {
         }
     }
 
-    fn put_object(&mut self, object: ObjectState) {
-        let key = object.key();
-        let old = self.graph.insert(object);
+    /// Journals an object change made directly on the graph: `old` is restored on rollback, and
+    /// the new state is written by the next commit only when `durable`.
+    fn journal_object(&mut self, key: ObjectKey, old: Option<ObjectState>, durable: bool) {
         if self.journal.active {
-            self.journal.objects.push((key.clone(), old));
-            self.journal.touched_objects.push(key);
+            if durable {
+                self.journal.touched_objects.push(key.clone());
+            }
+            self.journal.objects.push((key, old));
         }
     }
 

@@ -183,6 +183,74 @@ impl ObjectState {
         }
     }
 
+    /// True when `other` has the same content as `self` in everything but what moves on every
+    /// write without changing what the object is: `resourceVersion`, `lastSeen` and the managers'
+    /// write times (a status write moves its manager's time even when only dropped fields, such
+    /// as condition timestamps, changed).
+    ///
+    /// The engine does not write a state that has the same content as the previous one (most
+    /// events are such status churn); the event's (`source`, `id`) key is still committed before
+    /// its `202`. Memory then runs ahead of the store only in those three fields, and after a
+    /// restart the restored object carries an older `resourceVersion` and older write times:
+    /// * a redelivered event is still a duplicate by its key, so it changes nothing;
+    /// * an event never committed whose version lies between the stored and the newest applied
+    ///   one (which the running process would have dropped as stale) is applied instead: it is a
+    ///   state the object really had, delivered late, and the next event supersedes it;
+    /// * actor attribution, which prefers the owner whose write time moved, may count a time as
+    ///   moved that had moved in an unwritten event; the owners of a changed field are read from
+    ///   the event itself, so only the choice among several owners of one field can differ.
+    ///
+    /// Every content change (spec, kept status, labels, annotations, owners, managers, data,
+    /// deletion) is still written in the transaction that answers its event.
+    pub fn same_content(&self, other: &ObjectState) -> bool {
+        // Destructured so that a new field has to be placed on one side or the other.
+        let ObjectState {
+            cluster,
+            uid,
+            api_version,
+            kind,
+            namespace,
+            name,
+            resource_version: _,
+            generation,
+            creation_timestamp,
+            deletion_timestamp,
+            labels,
+            annotations,
+            owners,
+            managers,
+            spec,
+            status,
+            data,
+            deleted,
+            first_seen,
+            last_seen: _,
+        } = self;
+        *spec == other.spec
+            && *status == other.status
+            && *data == other.data
+            && *labels == other.labels
+            && *annotations == other.annotations
+            && *deleted == other.deleted
+            && *generation == other.generation
+            && *deletion_timestamp == other.deletion_timestamp
+            && *owners == other.owners
+            && managers.len() == other.managers.len()
+            && managers.iter().zip(&other.managers).all(|(left, right)| {
+                left.manager == right.manager
+                    && left.operation == right.operation
+                    && left.subresource == right.subresource
+            })
+            && *first_seen == other.first_seen
+            && *creation_timestamp == other.creation_timestamp
+            && *api_version == other.api_version
+            && *kind == other.kind
+            && *namespace == other.namespace
+            && *name == other.name
+            && *uid == other.uid
+            && *cluster == other.cluster
+    }
+
     /// The key of this object.
     pub fn key(&self) -> ObjectKey {
         ObjectKey {

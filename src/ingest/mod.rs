@@ -212,49 +212,82 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
             );
             ApiError::bad_request(&error)
         })?;
+    // Metrics and the log line need a few names once the writer has answered; the events
+    // themselves move to the writer (copying whole objects would cost about what decoding did).
+    let summaries: Vec<EventSummary> = decoded.iter().map(EventSummary::of).collect();
     let receiver = state
         .pipeline
-        .submit(decoded.clone())
+        .submit(decoded)
         .map_err(|error| ApiError::unavailable(&error))?;
     let results = match receiver.await {
         Ok(Ok(results)) => results,
         Ok(Err(error)) => return Err(ApiError::unavailable(&error)),
         Err(_) => return Err(ApiError::unavailable(&pipeline::Error::Stopped)),
     };
-    for (event, result) in decoded.iter().zip(results) {
+    for (summary, result) in summaries.iter().zip(results) {
         state.metrics.record_event(result.as_str());
-        match event {
-            Decoded::ApiServer(event) => state.metrics.record_received(
-                event.action.as_str(),
-                match event.mode {
-                    crate::decode::Mode::Resource => "resource",
-                    crate::decode::Mode::Reference => "reference",
-                },
-            ),
-            Decoded::Ignored { .. } => state.metrics.record_received("other", "none"),
-        }
-        log_event(event, result);
+        state.metrics.record_received(summary.action, summary.mode);
+        summary.log(result);
     }
     Ok(())
 }
 
-fn log_event(event: &Decoded, result: EventResult) {
-    match event {
-        Decoded::ApiServer(event) => tracing::debug!(
-            message = "Event processed.",
-            ce_id = %event.id,
-            ce_type = %event.ce_type,
-            cluster = %event.cluster,
-            kind = %event.kind,
-            namespace = %event.namespace,
-            name = %event.name,
-            outcome = result.as_str(),
-        ),
-        Decoded::Ignored { id, ce_type, .. } => tracing::debug!(
-            message = "Ignored a CloudEvent of an unhandled type.",
-            ce_id = %id,
-            ce_type = %ce_type,
-        ),
+/// What is kept of an event for metrics and logs after it went to the writer.
+struct EventSummary {
+    action: &'static str,
+    mode: &'static str,
+    id: String,
+    ce_type: String,
+    /// Cluster, kind, namespace and name of an ApiServerSource event.
+    object: Option<[String; 4]>,
+}
+
+impl EventSummary {
+    fn of(event: &Decoded) -> EventSummary {
+        match event {
+            Decoded::ApiServer(event) => EventSummary {
+                action: event.action.as_str(),
+                mode: match event.mode {
+                    crate::decode::Mode::Resource => "resource",
+                    crate::decode::Mode::Reference => "reference",
+                },
+                id: event.id.clone(),
+                ce_type: event.ce_type.clone(),
+                object: Some([
+                    event.cluster.clone(),
+                    event.kind.clone(),
+                    event.namespace.clone(),
+                    event.name.clone(),
+                ]),
+            },
+            Decoded::Ignored { id, ce_type, .. } => EventSummary {
+                action: "other",
+                mode: "none",
+                id: id.clone(),
+                ce_type: ce_type.clone(),
+                object: None,
+            },
+        }
+    }
+
+    fn log(&self, result: EventResult) {
+        match &self.object {
+            Some([cluster, kind, namespace, name]) => tracing::debug!(
+                message = "Event processed.",
+                ce_id = %self.id,
+                ce_type = %self.ce_type,
+                cluster = %cluster,
+                kind = %kind,
+                namespace = %namespace,
+                name = %name,
+                outcome = result.as_str(),
+            ),
+            None => tracing::debug!(
+                message = "Ignored a CloudEvent of an unhandled type.",
+                ce_id = %self.id,
+                ce_type = %self.ce_type,
+            ),
+        }
     }
 }
 

@@ -1,0 +1,1179 @@
+//! The benchmark's synthetic cluster, built from the real Knative objects in
+//! `tests/fixtures/knative/serving/`.
+//!
+//! One "app" is what Knative creates for one Service: the Service, its Configuration and Route,
+//! two Revisions, the Revision's Deployment and one Pod (7 objects, 2 to 20 KB each as JSON, with
+//! `managedFields` tries). Each object follows a 20-step script that returns to its starting spec,
+//! so the event list can be replayed in a loop: `S` a status-only update (the controller,
+//! kube-controller-manager or kubelet writes status), `a` a spec change by a trusted manager
+//! (Argo CD, Knative's controller, the autoscaler), `d` a spec change by `kubectl-edit` (a drift:
+//! `manual_edit` fires), `r` a trusted manager writing the edited field back (the drift
+//! resolves). Over one app the mix is exactly 112 `S` : 21 `a`/`r` : 7 `d` = 80 % : 15 % : 5 %.
+//!
+//! Field ownership is simulated as the API server does it: the manager that writes a field takes
+//! it over from the others, and its `time` moves, so attribution sees what it sees in a cluster.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Placeholder for the CloudEvent id (36 characters, the length of a UUID).
+pub const ID_PLACE: &str = "%%%%%%%%-%%%%-%%%%-%%%%-%%%%%%%%%%%%";
+/// Placeholder for `metadata.resourceVersion` (15 digits once filled in).
+pub const RV_PLACE: &str = "^^^^^^^^^^^^^^^";
+/// The CloudEvent source every event carries (the in-cluster API server address).
+pub const SOURCE: &str = "https://10.96.0.1:443";
+/// Steps in one object's script.
+pub const STEPS: usize = 20;
+
+const SERVICE_PLAN: &str = "SaSdSrSaSdSrSaSdSraS";
+const CONFIGURATION_PLAN: &str = "SaSSdSrSaSSSaSdSrSaS";
+const DEPLOYMENT_PLAN: &str = "SaSaSdSrSaSaSdSrSaSa";
+const STATUS_PLAN: &str = "SSSSSSSSSSSSSSSSSSSS";
+
+const SA_ARGO: &str = "system:serviceaccount:argocd:argocd-application-controller";
+const PERSON: &str = "jane@example.com";
+
+/// The fixture objects every app is cloned from.
+pub struct Fixtures {
+    service: Value,
+    revision: Value,
+    configuration: Value,
+    route: Value,
+}
+
+impl Fixtures {
+    /// Reads the fixtures under `root` (the repository).
+    pub fn load(root: &Path) -> Result<Fixtures, String> {
+        let dir = root.join("tests/fixtures/knative/serving");
+        let read = |name: &str| -> Result<String, String> {
+            std::fs::read_to_string(dir.join(name)).map_err(|error| format!("{name}: {error}"))
+        };
+        let list = |name: &str| -> Result<Value, String> {
+            let value: Value = serde_json::from_str(&read(name)?).map_err(|e| e.to_string())?;
+            value["items"][0]
+                .as_object()
+                .map(|_| value["items"][0].clone())
+                .ok_or_else(|| format!("{name}: no items"))
+        };
+        let yaml = |name: &str| -> Result<Value, String> {
+            serde_saphyr::from_str::<Value>(&read(name)?).map_err(|e| e.to_string())
+        };
+        Ok(Fixtures {
+            service: list(
+                "redhat-developer-vscode-knative__test-servingTree-singleServiceServiceList.json",
+            )?,
+            revision: list(
+                "redhat-developer-vscode-knative__test-servingTree-singleServiceRevisionList.json",
+            )?,
+            configuration: yaml(
+                "rguske-github-io__knative-serving-unwrapped__configuration-knative-webapp.yaml",
+            )?,
+            route: yaml("rguske-github-io__knative-serving-unwrapped__route-knative-webapp.yaml")?,
+        })
+    }
+}
+
+/// A deterministic UUID-shaped uid.
+pub fn uid(seed: &str) -> String {
+    let digest = Sha256::digest(seed.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+fn digest_of(seed: &str) -> String {
+    let digest = Sha256::digest(seed.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn time_at(step: usize) -> String {
+    let seconds = 36_000 + step * 7;
+    format!(
+        "2026-11-29T{:02}:{:02}:{:02}Z",
+        seconds / 3600,
+        (seconds / 60) % 60,
+        seconds % 60
+    )
+}
+
+/// What an event does to its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Status-only update.
+    Status,
+    /// Spec change by a trusted manager (including writing a drifted field back).
+    Trusted,
+    /// Spec change by `kubectl-edit`.
+    Drift,
+}
+
+impl Op {
+    /// One-letter code.
+    pub fn code(self) -> char {
+        match self {
+            Op::Status => 'S',
+            Op::Trusted => 'T',
+            Op::Drift => 'D',
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Manager {
+    name: &'static str,
+    subresource: &'static str,
+    time: String,
+    paths: Vec<Vec<String>>,
+}
+
+fn path(segments: &[&str]) -> Vec<String> {
+    segments.iter().map(|s| s.to_string()).collect()
+}
+
+fn keyed(name: &str) -> String {
+    format!("k:{{\"name\":\"{name}\"}}")
+}
+
+/// One simulated object.
+#[derive(Debug, Clone)]
+pub struct Object {
+    /// The object without `managedFields` (rendered from `managers`).
+    pub value: Value,
+    managers: Vec<Manager>,
+    plan: &'static str,
+    status_steps: usize,
+}
+
+impl Object {
+    fn new(value: Value, plan: &'static str, managers: Vec<Manager>) -> Object {
+        Object {
+            value,
+            managers,
+            plan,
+            status_steps: 0,
+        }
+    }
+
+    /// `apiVersion`, `kind`, namespace and name.
+    pub fn ident(&self) -> (String, String, String, String) {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        (
+            text(&self.value["apiVersion"]),
+            text(&self.value["kind"]),
+            text(&self.value["metadata"]["namespace"]),
+            text(&self.value["metadata"]["name"]),
+        )
+    }
+
+    fn write(
+        &mut self,
+        manager: &'static str,
+        subresource: &'static str,
+        field: &[&str],
+        at: &str,
+    ) {
+        let owned = path(field);
+        for entry in &mut self.managers {
+            entry.paths.retain(|p| p != &owned);
+        }
+        self.managers.retain(|entry| !entry.paths.is_empty());
+        match self
+            .managers
+            .iter_mut()
+            .find(|entry| entry.name == manager && entry.subresource == subresource)
+        {
+            Some(entry) => {
+                entry.paths.push(owned);
+                entry.time = at.to_string();
+            }
+            None => self.managers.push(Manager {
+                name: manager,
+                subresource,
+                time: at.to_string(),
+                paths: vec![owned],
+            }),
+        }
+    }
+
+    fn touch(&mut self, manager: &'static str, subresource: &'static str, at: &str) {
+        for entry in &mut self.managers {
+            if entry.name == manager && entry.subresource == subresource {
+                entry.time = at.to_string();
+            }
+        }
+    }
+
+    fn bump_generation(&mut self) {
+        let generation = self.value["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+        self.value["metadata"]["generation"] = json!(generation);
+    }
+
+    /// The object as JSON, `managedFields` included, with `resourceVersion` = `rv`.
+    pub fn render(&self, rv: &str) -> String {
+        let mut value = self.value.clone();
+        let api_version = value["apiVersion"].clone();
+        let fields: Vec<Value> = self
+            .managers
+            .iter()
+            .map(|manager| {
+                let mut trie = Map::new();
+                for owned in &manager.paths {
+                    insert_path(&mut trie, owned);
+                }
+                let mut entry = json!({
+                    "apiVersion": api_version,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": Value::Object(trie),
+                    "manager": manager.name,
+                    "operation": "Update",
+                    "time": manager.time,
+                });
+                if !manager.subresource.is_empty() {
+                    entry["subresource"] = json!(manager.subresource);
+                }
+                entry
+            })
+            .collect();
+        value["metadata"]["managedFields"] = Value::Array(fields);
+        value["metadata"]["resourceVersion"] = json!(rv);
+        serde_json::to_string(&value).unwrap_or_default()
+    }
+
+    /// Applies step `step` of the script; returns what it was.
+    pub fn step(&mut self, step: usize) -> Op {
+        let at = time_at(step);
+        let code = self.plan.as_bytes()[step % STEPS] as char;
+        let kind = self.value["kind"].as_str().unwrap_or_default().to_string();
+        match (kind.as_str(), code) {
+            (_, 'S') => {
+                self.status(&kind, &at);
+                Op::Status
+            }
+            ("Service", 'a') => {
+                let path = [
+                    "f:spec",
+                    "f:template",
+                    "f:metadata",
+                    "f:annotations",
+                    "f:autoscaling.knative.dev/target",
+                ];
+                let annotations = &mut self.value["spec"]["template"]["metadata"]["annotations"];
+                let next = if annotations["autoscaling.knative.dev/target"] == "100" {
+                    "70"
+                } else {
+                    "100"
+                };
+                annotations["autoscaling.knative.dev/target"] = json!(next);
+                self.value["metadata"]["annotations"]["serving.knative.dev/lastModifier"] =
+                    json!(SA_ARGO);
+                self.write("argocd-application-controller", "", &path, &at);
+                self.bump_generation();
+                Op::Trusted
+            }
+            ("Service", 'd') | ("Service", 'r') => {
+                let path = [
+                    "f:spec",
+                    "f:template",
+                    "f:metadata",
+                    "f:annotations",
+                    "f:autoscaling.knative.dev/max-scale",
+                ];
+                let (value, manager, user) = if code == 'd' {
+                    ("3", "kubectl-edit", PERSON)
+                } else {
+                    ("10", "argocd-application-controller", SA_ARGO)
+                };
+                self.value["spec"]["template"]["metadata"]["annotations"]
+                    ["autoscaling.knative.dev/max-scale"] = json!(value);
+                self.value["metadata"]["annotations"]["serving.knative.dev/lastModifier"] =
+                    json!(user);
+                self.write(manager, "", &path, &at);
+                self.bump_generation();
+                if code == 'd' {
+                    Op::Drift
+                } else {
+                    Op::Trusted
+                }
+            }
+            ("Configuration", 'a') => {
+                let path = [
+                    "f:spec",
+                    "f:template",
+                    "f:metadata",
+                    "f:annotations",
+                    "f:autoscaling.knative.dev/target",
+                ];
+                let annotations = &mut self.value["spec"]["template"]["metadata"]["annotations"];
+                let next = if annotations["autoscaling.knative.dev/target"] == "100" {
+                    "70"
+                } else {
+                    "100"
+                };
+                annotations["autoscaling.knative.dev/target"] = json!(next);
+                self.write("controller", "", &path, &at);
+                self.bump_generation();
+                Op::Trusted
+            }
+            ("Configuration", 'd') | ("Configuration", 'r') => {
+                let path = ["f:spec", "f:template", "f:spec", "f:timeoutSeconds"];
+                let (value, manager) = if code == 'd' {
+                    (600, "kubectl-edit")
+                } else {
+                    (300, "controller")
+                };
+                self.value["spec"]["template"]["spec"]["timeoutSeconds"] = json!(value);
+                self.write(manager, "", &path, &at);
+                self.bump_generation();
+                if code == 'd' {
+                    Op::Drift
+                } else {
+                    Op::Trusted
+                }
+            }
+            ("Deployment", 'a') => {
+                let replicas = if self.value["spec"]["replicas"] == 1 {
+                    2
+                } else {
+                    1
+                };
+                self.value["spec"]["replicas"] = json!(replicas);
+                self.write("autoscaler", "scale", &["f:spec", "f:replicas"], &at);
+                self.bump_generation();
+                Op::Trusted
+            }
+            ("Deployment", 'd') | ("Deployment", 'r') => {
+                let (value, manager) = if code == 'd' {
+                    (120, "kubectl-edit")
+                } else {
+                    (600, "controller")
+                };
+                self.value["spec"]["progressDeadlineSeconds"] = json!(value);
+                self.write(manager, "", &["f:spec", "f:progressDeadlineSeconds"], &at);
+                self.bump_generation();
+                if code == 'd' {
+                    Op::Drift
+                } else {
+                    Op::Trusted
+                }
+            }
+            _ => {
+                self.status(&kind, &at);
+                Op::Status
+            }
+        }
+    }
+
+    /// A status-only write: conditions' times always move; some steps change kept fields too.
+    fn status(&mut self, kind: &str, at: &str) {
+        let k = self.status_steps;
+        self.status_steps += 1;
+        let generation = self.value["metadata"]["generation"].clone();
+        let status = &mut self.value["status"];
+        if let Some(conditions) = status["conditions"].as_array_mut() {
+            for condition in conditions {
+                condition["lastTransitionTime"] = json!(at);
+                if kind == "Pod" {
+                    condition["lastProbeTime"] = Value::Null;
+                }
+            }
+        }
+        let (manager, subresource) = match kind {
+            "Deployment" => ("kube-controller-manager", "status"),
+            "Pod" => ("kubelet", "status"),
+            _ => ("controller", "status"),
+        };
+        match kind {
+            "Revision" => {
+                let desired = if (1..=4).contains(&(k % 10)) { 2 } else { 1 };
+                let actual = if (2..=5).contains(&(k % 10)) { 2 } else { 1 };
+                status["desiredReplicas"] = json!(desired);
+                status["actualReplicas"] = json!(actual);
+            }
+            "Deployment" => {
+                let replicas = self.value["spec"]["replicas"].clone();
+                let status = &mut self.value["status"];
+                status["observedGeneration"] = generation;
+                for key in [
+                    "replicas",
+                    "readyReplicas",
+                    "availableReplicas",
+                    "updatedReplicas",
+                ] {
+                    status[key] = replicas.clone();
+                }
+            }
+            "Pod" => {
+                if let Some(items) = status["containerStatuses"].as_array_mut() {
+                    for item in items {
+                        item["restartCount"] = json!(k / 5);
+                    }
+                }
+            }
+            _ => status["observedGeneration"] = generation,
+        }
+        self.touch(manager, subresource, at);
+    }
+}
+
+fn insert_path(trie: &mut Map<String, Value>, segments: &[String]) {
+    let Some((first, rest)) = segments.split_first() else {
+        return;
+    };
+    let node = trie
+        .entry(first.clone())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(map) = node {
+        insert_path(map, rest);
+    }
+}
+
+/// Knative's queue-proxy environment (names and typical values from `knative/serving`'s
+/// `pkg/reconciler/revision/resources/queue.go`): the bulk of a Knative Deployment's size.
+fn queue_env(namespace: &str, service: &str, revision: &str) -> Vec<(String, String)> {
+    let logging = r#"{"level":"info","development":false,"outputPaths":["stdout"],"errorOutputPaths":["stderr"],"encoding":"json","encoderConfig":{"timeKey":"timestamp","levelKey":"severity","nameKey":"logger","callerKey":"caller","messageKey":"message","stacktraceKey":"stacktrace","lineEnding":"","levelEncoder":"","timeEncoder":"iso8601","durationEncoder":"","callerEncoder":""}}"#;
+    let request_log = r#"{"httpRequest": {"requestMethod": "{{.Request.Method}}", "requestUrl": "{{js .Request.RequestURI}}", "requestSize": "{{.Request.ContentLength}}", "status": {{.Response.Code}}, "responseSize": "{{.Response.Size}}", "userAgent": "{{js .Request.UserAgent}}", "remoteIp": "{{js .Request.RemoteAddr}}", "serverIp": "{{.Revision.PodIP}}", "referer": "{{js .Request.Referer}}", "latency": "{{.Response.Latency}}s", "protocol": "{{.Request.Proto}}"}, "traceId": "{{index .Request.Header "X-B3-Traceid"}}"}"#;
+    [
+        ("SERVING_NAMESPACE", namespace.to_string()),
+        ("SERVING_SERVICE", service.to_string()),
+        ("SERVING_CONFIGURATION", service.to_string()),
+        ("SERVING_REVISION", revision.to_string()),
+        ("QUEUE_SERVING_PORT", "8012".into()),
+        ("QUEUE_SERVING_TLS_PORT", "8112".into()),
+        ("CONTAINER_CONCURRENCY", "0".into()),
+        ("REVISION_TIMEOUT_SECONDS", "300".into()),
+        ("REVISION_RESPONSE_START_TIMEOUT_SECONDS", "0".into()),
+        ("REVISION_IDLE_TIMEOUT_SECONDS", "0".into()),
+        ("SERVING_POD", "".into()),
+        ("SERVING_POD_IP", "".into()),
+        ("SERVING_LOGGING_CONFIG", logging.into()),
+        ("SERVING_LOGGING_LEVEL", "".into()),
+        ("SERVING_REQUEST_LOG_TEMPLATE", request_log.into()),
+        ("SERVING_ENABLE_REQUEST_LOG", "false".into()),
+        ("SERVING_REQUEST_METRICS_BACKEND", "prometheus".into()),
+        (
+            "SERVING_REQUEST_METRICS_REPORTING_PERIOD_SECONDS",
+            "5".into(),
+        ),
+        ("TRACING_CONFIG_BACKEND", "none".into()),
+        ("TRACING_CONFIG_ZIPKIN_ENDPOINT", "".into()),
+        ("TRACING_CONFIG_DEBUG", "false".into()),
+        ("TRACING_CONFIG_SAMPLE_RATE", "0.1".into()),
+        ("USER_PORT", "8080".into()),
+        ("SYSTEM_NAMESPACE", "knative-serving".into()),
+        ("METRICS_DOMAIN", "knative.dev/internal/serving".into()),
+        (
+            "SERVING_READINESS_PROBE",
+            r#"{"tcpSocket":{"port":8080,"host":"127.0.0.1"},"successThreshold":1}"#.into(),
+        ),
+        ("ENABLE_PROFILING", "false".into()),
+        ("SERVING_ENABLE_PROBE_REQUEST_LOG", "false".into()),
+        ("METRICS_COLLECTOR_ADDRESS", "".into()),
+        ("HOST_IP", "".into()),
+        ("ENABLE_HTTP2_AUTO_DETECTION", "false".into()),
+        ("ENABLE_HTTP_FULL_DUPLEX", "false".into()),
+        ("ROOT_CA", "".into()),
+        ("ENABLE_MULTI_CONTAINER_PROBES", "false".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// The 7 objects of app `index` (parents first), in their starting state.
+pub fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
+    let namespace = format!("team-{:02}", index % 40);
+    let service = format!("app-{index:06}");
+    let svc_uid = uid(&format!("svc/{index}"));
+    let cfg_uid = uid(&format!("cfg/{index}"));
+    let route_uid = uid(&format!("route/{index}"));
+    let revisions = [format!("{service}-00001"), format!("{service}-00002")];
+    let rev_uids = [uid(&format!("rev1/{index}")), uid(&format!("rev2/{index}"))];
+    let image = format!("registry.example.com/team/{service}:v1");
+    let digest = format!(
+        "registry.example.com/team/{service}@sha256:{}",
+        digest_of(&service)
+    );
+    let at0 = time_at(0);
+    let owner = |kind: &str, name: &str, uid: &str| {
+        json!([{"apiVersion": "serving.knative.dev/v1", "blockOwnerDeletion": true, "controller": true,
+                "kind": kind, "name": name, "uid": uid}])
+    };
+    let ready = |types: &[&str]| -> Value {
+        Value::Array(
+            types
+                .iter()
+                .map(|t| json!({"lastTransitionTime": at0, "status": "True", "type": t}))
+                .collect(),
+        )
+    };
+    // Every fourth app carries a larger configuration in its environment (the 20 KB end).
+    let mut app_env = vec![
+        json!({"name": "TARGET", "value": "benchmark"}),
+        json!({"name": "LOG_LEVEL", "value": "info"}),
+    ];
+    if index % 4 == 0 {
+        for key in 0..40 {
+            app_env.push(json!({"name": format!("FEATURE_FLAG_{key:02}"),
+                "value": format!("https://config.example.com/{service}/flags/{key}?rollout=canary&owner=team-{}", index % 40)}));
+        }
+    }
+    let container = json!({"image": image, "name": "user-container", "env": app_env,
+        "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+        "readinessProbe": {"successThreshold": 1, "tcpSocket": {"port": 0}},
+        "resources": {"limits": {"cpu": "1", "memory": "512Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}}});
+    let template_annotations = json!({
+        "autoscaling.knative.dev/target": "100",
+        "autoscaling.knative.dev/max-scale": "10",
+        "client.knative.dev/user-image": image,
+    });
+
+    // Service: the vscode-knative fixture, renamed, with a kubectl last-applied annotation.
+    let mut svc = fixtures.service.clone();
+    svc["metadata"] = json!({
+        "annotations": {
+            "serving.knative.dev/creator": SA_ARGO,
+            "serving.knative.dev/lastModifier": SA_ARGO,
+        },
+        "creationTimestamp": "2026-11-20T08:00:00Z",
+        "generation": 3,
+        "labels": {"app.kubernetes.io/instance": service, "app.kubernetes.io/part-of": namespace},
+        "name": service, "namespace": namespace, "uid": svc_uid,
+    });
+    svc["spec"]["template"] = json!({"metadata": {"annotations": template_annotations, "creationTimestamp": null},
+        "spec": {"containerConcurrency": 0, "containers": [container], "timeoutSeconds": 300}});
+    svc["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 100}]);
+    let applied = json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+        "metadata": {"name": service, "namespace": namespace, "labels": svc["metadata"]["labels"]},
+        "spec": svc["spec"]});
+    svc["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
+        json!(format!("{}\n", applied));
+    let url = format!("http://{service}.{namespace}.example.com");
+    svc["status"] = json!({
+        "address": {"url": format!("http://{service}.{namespace}.svc.cluster.local")},
+        "conditions": ready(&["ConfigurationsReady", "Ready", "RoutesReady"]),
+        "latestCreatedRevisionName": revisions[1], "latestReadyRevisionName": revisions[1],
+        "observedGeneration": 3,
+        "traffic": [{"latestRevision": true, "percent": 100, "revisionName": revisions[1]}],
+        "url": url,
+    });
+    let svc_managers = vec![
+        Manager {
+            name: "argocd-application-controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: vec![
+                path(&[
+                    "f:metadata",
+                    "f:annotations",
+                    "f:kubectl.kubernetes.io/last-applied-configuration",
+                ]),
+                path(&["f:metadata", "f:labels", "f:app.kubernetes.io/instance"]),
+                path(&["f:metadata", "f:labels", "f:app.kubernetes.io/part-of"]),
+                path(&[
+                    "f:spec",
+                    "f:template",
+                    "f:metadata",
+                    "f:annotations",
+                    "f:autoscaling.knative.dev/target",
+                ]),
+                path(&[
+                    "f:spec",
+                    "f:template",
+                    "f:metadata",
+                    "f:annotations",
+                    "f:autoscaling.knative.dev/max-scale",
+                ]),
+                path(&[
+                    "f:spec",
+                    "f:template",
+                    "f:metadata",
+                    "f:annotations",
+                    "f:client.knative.dev/user-image",
+                ]),
+                path(&["f:spec", "f:template", "f:spec", "f:containers"]),
+                path(&["f:spec", "f:traffic"]),
+            ],
+        },
+        Manager {
+            name: "controller",
+            subresource: "status",
+            time: at0.clone(),
+            paths: [
+                "f:address",
+                "f:conditions",
+                "f:latestCreatedRevisionName",
+                "f:latestReadyRevisionName",
+                "f:observedGeneration",
+                "f:traffic",
+                "f:url",
+            ]
+            .iter()
+            .map(|f| path(&["f:status", f]))
+            .collect(),
+        },
+    ];
+
+    // Configuration: the rguske fixture, owned by the Service.
+    let mut cfg = fixtures.configuration.clone();
+    cfg["metadata"] = json!({
+        "annotations": {"serving.knative.dev/creator": SA_ARGO, "serving.knative.dev/lastModifier": SA_ARGO,
+                        "serving.knative.dev/routes": service},
+        "creationTimestamp": "2026-11-20T08:00:01Z", "generation": 3,
+        "labels": {"serving.knative.dev/service": service, "serving.knative.dev/serviceUID": svc_uid},
+        "name": service, "namespace": namespace, "ownerReferences": owner("Service", &service, &svc_uid),
+        "uid": cfg_uid,
+    });
+    cfg["spec"]["template"] = svc["spec"]["template"].clone();
+    cfg["status"] = json!({"conditions": ready(&["Ready"]), "latestCreatedRevisionName": revisions[1],
+        "latestReadyRevisionName": revisions[1], "observedGeneration": 3});
+    let owner_paths = |extra: &[&str]| -> Vec<Vec<String>> {
+        let mut paths = vec![
+            path(&["f:metadata", "f:labels", "f:serving.knative.dev/service"]),
+            path(&[
+                "f:metadata",
+                "f:ownerReferences",
+                &format!("k:{{\"uid\":\"{svc_uid}\"}}"),
+                ".",
+            ]),
+        ];
+        for field in extra {
+            paths.push(path(&["f:spec", field]));
+        }
+        paths
+    };
+    let mut cfg_paths = owner_paths(&[]);
+    for field in [
+        "f:autoscaling.knative.dev/target",
+        "f:autoscaling.knative.dev/max-scale",
+        "f:client.knative.dev/user-image",
+    ] {
+        cfg_paths.push(path(&[
+            "f:spec",
+            "f:template",
+            "f:metadata",
+            "f:annotations",
+            field,
+        ]));
+    }
+    cfg_paths.push(path(&["f:spec", "f:template", "f:spec", "f:containers"]));
+    cfg_paths.push(path(&[
+        "f:spec",
+        "f:template",
+        "f:spec",
+        "f:timeoutSeconds",
+    ]));
+    let status_manager = |fields: &[&str]| Manager {
+        name: "controller",
+        subresource: "status",
+        time: at0.clone(),
+        paths: fields.iter().map(|f| path(&["f:status", f])).collect(),
+    };
+    let cfg_managers = vec![
+        Manager {
+            name: "controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: cfg_paths,
+        },
+        status_manager(&[
+            "f:conditions",
+            "f:latestCreatedRevisionName",
+            "f:latestReadyRevisionName",
+            "f:observedGeneration",
+        ]),
+    ];
+
+    // Route: the rguske fixture.
+    let mut route = fixtures.route.clone();
+    route["metadata"] = json!({
+        "annotations": {"serving.knative.dev/creator": SA_ARGO, "serving.knative.dev/lastModifier": SA_ARGO},
+        "creationTimestamp": "2026-11-20T08:00:01Z", "finalizers": ["routes.serving.knative.dev"],
+        "generation": 1, "labels": {"serving.knative.dev/service": service}, "name": service,
+        "namespace": namespace, "ownerReferences": owner("Service", &service, &svc_uid), "uid": route_uid,
+    });
+    route["spec"] = json!({"traffic": [{"configurationName": service, "latestRevision": true, "percent": 100}]});
+    route["status"]["address"] =
+        json!({"url": format!("http://{service}.{namespace}.svc.cluster.local")});
+    route["status"]["conditions"] = ready(&[
+        "AllTrafficAssigned",
+        "CertificateProvisioned",
+        "IngressReady",
+        "Ready",
+    ]);
+    route["status"]["observedGeneration"] = json!(1);
+    route["status"]["traffic"] =
+        json!([{"latestRevision": true, "percent": 100, "revisionName": revisions[1]}]);
+    route["status"]["url"] = json!(url);
+    let route_managers = vec![
+        Manager {
+            name: "controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: owner_paths(&["f:traffic"]),
+        },
+        status_manager(&[
+            "f:address",
+            "f:conditions",
+            "f:observedGeneration",
+            "f:traffic",
+            "f:url",
+        ]),
+    ];
+
+    // Revisions: the vscode-knative fixture, current naming and labels.
+    let mut objects = vec![
+        Object::new(svc, SERVICE_PLAN, svc_managers),
+        Object::new(cfg, CONFIGURATION_PLAN, cfg_managers),
+        Object::new(route, STATUS_PLAN, route_managers),
+    ];
+    for (number, (name, rev_uid)) in revisions.iter().zip(&rev_uids).enumerate() {
+        let mut rev = fixtures.revision.clone();
+        rev["metadata"] = json!({
+            "annotations": {"serving.knative.dev/creator": SA_ARGO, "serving.knative.dev/routingStateModified": "2026-11-20T08:00:02Z",
+                            "autoscaling.knative.dev/target": "100", "autoscaling.knative.dev/max-scale": "10"},
+            "creationTimestamp": "2026-11-20T08:00:02Z", "generation": 1,
+            "labels": {"serving.knative.dev/configuration": service, "serving.knative.dev/configurationGeneration": (number + 1).to_string(),
+                       "serving.knative.dev/configurationUID": cfg_uid, "serving.knative.dev/routingState": if number == 1 { "active" } else { "reserve" },
+                       "serving.knative.dev/service": service, "serving.knative.dev/serviceUID": svc_uid},
+            "name": name, "namespace": namespace, "ownerReferences": owner("Configuration", &service, &cfg_uid), "uid": rev_uid,
+        });
+        rev["spec"] =
+            json!({"containerConcurrency": 0, "containers": [container], "timeoutSeconds": 300});
+        rev["status"]["imageDigest"] = json!(digest);
+        rev["status"]["containerStatuses"] =
+            json!([{"imageDigest": digest, "name": "user-container"}]);
+        rev["status"]["serviceName"] = json!(name);
+        rev["status"]["actualReplicas"] = json!(1);
+        rev["status"]["desiredReplicas"] = json!(1);
+        rev["status"]["logUrl"] = json!(format!("http://localhost:8001/api/v1/namespaces/knative-monitoring/services/kibana-logging/proxy/app/kibana#/discover?_a=(query:(match:(kubernetes.labels.knative-dev%2FrevisionUID:(query:'{rev_uid}',type:phrase))))"));
+        if let Some(conditions) = rev["status"]["conditions"].as_array_mut() {
+            for condition in conditions.iter_mut() {
+                condition["lastTransitionTime"] = json!(at0);
+                if condition["type"] == "Active" && number == 1 {
+                    *condition =
+                        json!({"lastTransitionTime": at0, "status": "True", "type": "Active"});
+                }
+            }
+        }
+        let mut paths = vec![
+            path(&[
+                "f:metadata",
+                "f:labels",
+                "f:serving.knative.dev/configuration",
+            ]),
+            path(&[
+                "f:metadata",
+                "f:labels",
+                "f:serving.knative.dev/configurationUID",
+            ]),
+            path(&[
+                "f:metadata",
+                "f:labels",
+                "f:serving.knative.dev/routingState",
+            ]),
+            path(&[
+                "f:metadata",
+                "f:ownerReferences",
+                &format!("k:{{\"uid\":\"{cfg_uid}\"}}"),
+                ".",
+            ]),
+        ];
+        for field in ["f:containerConcurrency", "f:containers", "f:timeoutSeconds"] {
+            paths.push(path(&["f:spec", field]));
+        }
+        let managers = vec![
+            Manager {
+                name: "controller",
+                subresource: "",
+                time: at0.clone(),
+                paths,
+            },
+            status_manager(&[
+                "f:actualReplicas",
+                "f:conditions",
+                "f:containerStatuses",
+                "f:desiredReplicas",
+                "f:imageDigest",
+                "f:logUrl",
+                "f:observedGeneration",
+                "f:serviceName",
+            ]),
+        ];
+        objects.push(Object::new(rev, STATUS_PLAN, managers));
+    }
+
+    // The Deployment Knative creates for the active Revision, and one of its Pods.
+    let revision = &revisions[1];
+    let rev_uid = &rev_uids[1];
+    let env: Vec<Value> = queue_env(&namespace, &service, revision)
+        .into_iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    let labels = json!({"app": revision, "serving.knative.dev/configuration": service,
+        "serving.knative.dev/configurationGeneration": "2", "serving.knative.dev/configurationUID": cfg_uid,
+        "serving.knative.dev/revision": revision, "serving.knative.dev/revisionUID": rev_uid,
+        "serving.knative.dev/service": service, "serving.knative.dev/serviceUID": svc_uid});
+    let mut user = container.clone();
+    user["image"] = json!(digest);
+    if let Some(e) = user["env"].as_array_mut() {
+        e.push(json!({"name": "PORT", "value": "8080"}));
+        e.push(json!({"name": "K_REVISION", "value": revision}));
+        e.push(json!({"name": "K_CONFIGURATION", "value": service}));
+        e.push(json!({"name": "K_SERVICE", "value": service}));
+    }
+    let queue = json!({"name": "queue-proxy", "env": env,
+        "image": format!("gcr.io/knative-releases/knative.dev/serving/cmd/queue@sha256:{}", digest_of("queue")),
+        "ports": [{"containerPort": 8022, "name": "http-queueadm", "protocol": "TCP"},
+                  {"containerPort": 9090, "name": "http-autometric", "protocol": "TCP"},
+                  {"containerPort": 9091, "name": "http-usermetric", "protocol": "TCP"},
+                  {"containerPort": 8012, "name": "queue-port", "protocol": "TCP"},
+                  {"containerPort": 8112, "name": "https-port", "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"httpHeaders": [{"name": "K-Network-Probe", "value": "queue"}], "path": "/", "port": 8012, "scheme": "HTTP"},
+                           "periodSeconds": 10, "successThreshold": 1, "timeoutSeconds": 1, "failureThreshold": 3},
+        "resources": {"requests": {"cpu": "25m"}},
+        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": true, "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}}});
+    let pod_spec = json!({"containers": [user, queue], "enableServiceLinks": false, "terminationGracePeriodSeconds": 300});
+    let user_env: Vec<String> = user["env"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let queue_names: Vec<String> = queue_env(&namespace, &service, revision)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let container_paths = |prefix: &[&str]| -> Vec<Vec<String>> {
+        let mut paths = Vec::new();
+        for (name, keys) in [("user-container", &user_env), ("queue-proxy", &queue_names)] {
+            let mut base = path(prefix);
+            base.push("f:containers".to_string());
+            base.push(keyed(name));
+            for field in [
+                "f:image",
+                "f:name",
+                "f:ports",
+                "f:readinessProbe",
+                "f:resources",
+                "f:securityContext",
+                "f:terminationMessagePath",
+                "f:terminationMessagePolicy",
+            ] {
+                let mut segments = base.clone();
+                segments.push(field.to_string());
+                paths.push(segments);
+            }
+            for key in keys {
+                for leaf in [".", "f:name", "f:value"] {
+                    let mut segments = base.clone();
+                    segments.extend(["f:env".to_string(), keyed(key), leaf.to_string()]);
+                    paths.push(segments);
+                }
+            }
+        }
+        paths
+    };
+    let deployment_name = format!("{revision}-deployment");
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"annotations": {"deployment.kubernetes.io/revision": "1", "serving.knative.dev/creator": SA_ARGO},
+                     "creationTimestamp": "2026-11-20T08:00:03Z", "generation": 1, "labels": labels,
+                     "name": deployment_name, "namespace": namespace,
+                     "ownerReferences": owner("Revision", revision, rev_uid), "uid": uid(&format!("deploy/{index}"))},
+        "spec": {"progressDeadlineSeconds": 600, "replicas": 1, "revisionHistoryLimit": 10,
+                 "selector": {"matchLabels": {"serving.knative.dev/revisionUID": rev_uid}},
+                 "strategy": {"rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0}, "type": "RollingUpdate"},
+                 "template": {"metadata": {"annotations": {"autoscaling.knative.dev/target": "100"}, "labels": labels}, "spec": pod_spec}},
+        "status": {"availableReplicas": 1, "observedGeneration": 1, "readyReplicas": 1, "replicas": 1, "updatedReplicas": 1,
+                   "conditions": [
+                       {"lastTransitionTime": at0, "lastUpdateTime": at0, "message": "Deployment has minimum availability.", "reason": "MinimumReplicasAvailable", "status": "True", "type": "Available"},
+                       {"lastTransitionTime": at0, "lastUpdateTime": at0, "message": format!("ReplicaSet \"{revision}-deployment-7d9f8b6c5\" has successfully progressed."), "reason": "NewReplicaSetAvailable", "status": "True", "type": "Progressing"}]},
+    });
+    let mut deploy_paths = vec![
+        path(&["f:metadata", "f:labels", "f:serving.knative.dev/revision"]),
+        path(&[
+            "f:metadata",
+            "f:labels",
+            "f:serving.knative.dev/revisionUID",
+        ]),
+        path(&[
+            "f:metadata",
+            "f:ownerReferences",
+            &format!("k:{{\"uid\":\"{rev_uid}\"}}"),
+            ".",
+        ]),
+        path(&["f:spec", "f:progressDeadlineSeconds"]),
+        path(&["f:spec", "f:selector"]),
+        path(&["f:spec", "f:strategy", "f:rollingUpdate", "f:maxSurge"]),
+        path(&[
+            "f:spec",
+            "f:template",
+            "f:metadata",
+            "f:labels",
+            "f:serving.knative.dev/revisionUID",
+        ]),
+    ];
+    deploy_paths.extend(container_paths(&["f:spec", "f:template", "f:spec"]));
+    let deploy_managers = vec![
+        Manager {
+            name: "controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: deploy_paths,
+        },
+        Manager {
+            name: "autoscaler",
+            subresource: "scale",
+            time: at0.clone(),
+            paths: vec![path(&["f:spec", "f:replicas"])],
+        },
+        Manager {
+            name: "kube-controller-manager",
+            subresource: "status",
+            time: at0.clone(),
+            paths: [
+                "f:availableReplicas",
+                "f:conditions",
+                "f:observedGeneration",
+                "f:readyReplicas",
+                "f:replicas",
+                "f:updatedReplicas",
+            ]
+            .iter()
+            .map(|f| path(&["f:status", f]))
+            .collect(),
+        },
+    ];
+    objects.push(Object::new(deployment, DEPLOYMENT_PLAN, deploy_managers));
+
+    let pod_name = format!("{revision}-deployment-7d9f8b6c5-x{index:05}");
+    let mut pod_spec = pod_spec.clone();
+    pod_spec["nodeName"] = json!(format!("node-{}", index % 16));
+    pod_spec["serviceAccountName"] = json!("default");
+    let started = json!({"running": {"startedAt": at0}});
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"annotations": {"autoscaling.knative.dev/target": "100"}, "creationTimestamp": "2026-11-20T08:00:04Z",
+                     "generateName": format!("{revision}-deployment-7d9f8b6c5-"), "labels": labels, "name": pod_name, "namespace": namespace,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "blockOwnerDeletion": true, "controller": true, "kind": "ReplicaSet",
+                                          "name": format!("{revision}-deployment-7d9f8b6c5"), "uid": uid(&format!("rs/{index}"))}],
+                     "uid": uid(&format!("pod/{index}"))},
+        "spec": pod_spec,
+        "status": {"conditions": [
+                       {"lastProbeTime": null, "lastTransitionTime": at0, "status": "True", "type": "Initialized"},
+                       {"lastProbeTime": null, "lastTransitionTime": at0, "status": "True", "type": "Ready"},
+                       {"lastProbeTime": null, "lastTransitionTime": at0, "status": "True", "type": "ContainersReady"},
+                       {"lastProbeTime": null, "lastTransitionTime": at0, "status": "True", "type": "PodScheduled"}],
+                   "containerStatuses": [
+                       {"containerID": format!("containerd://{}", digest_of(&format!("c1/{index}"))), "image": digest, "imageID": digest, "lastState": {}, "name": "user-container", "ready": true, "restartCount": 0, "started": true, "state": started},
+                       {"containerID": format!("containerd://{}", digest_of(&format!("c2/{index}"))), "image": "gcr.io/knative-releases/knative.dev/serving/cmd/queue", "imageID": format!("gcr.io/knative-releases/knative.dev/serving/cmd/queue@sha256:{}", digest_of("queue")), "lastState": {}, "name": "queue-proxy", "ready": true, "restartCount": 0, "started": true, "state": started}],
+                   "hostIP": format!("10.0.0.{}", index % 16 + 10), "phase": "Running", "podIP": format!("10.244.{}.{}", (index / 250) % 250, index % 250 + 2),
+                   "podIPs": [{"ip": format!("10.244.{}.{}", (index / 250) % 250, index % 250 + 2)}], "qosClass": "Burstable", "startTime": at0},
+    });
+    let mut pod_paths = vec![
+        path(&["f:metadata", "f:generateName"]),
+        path(&[
+            "f:metadata",
+            "f:labels",
+            "f:serving.knative.dev/revisionUID",
+        ]),
+        path(&[
+            "f:metadata",
+            "f:ownerReferences",
+            &format!("k:{{\"uid\":\"{}\"}}", uid(&format!("rs/{index}"))),
+            ".",
+        ]),
+        path(&["f:spec", "f:enableServiceLinks"]),
+        path(&["f:spec", "f:terminationGracePeriodSeconds"]),
+    ];
+    pod_paths.extend(container_paths(&["f:spec"]));
+    let mut kubelet_paths: Vec<Vec<String>> =
+        ["Initialized", "Ready", "ContainersReady", "PodScheduled"]
+            .iter()
+            .flat_map(|t| {
+                let item = format!("k:{{\"type\":\"{t}\"}}");
+                [
+                    ".",
+                    "f:lastProbeTime",
+                    "f:lastTransitionTime",
+                    "f:status",
+                    "f:type",
+                ]
+                .iter()
+                .map(|leaf| path(&["f:status", "f:conditions", &item, leaf]))
+                .collect::<Vec<_>>()
+            })
+            .collect();
+    for field in [
+        "f:containerStatuses",
+        "f:hostIP",
+        "f:phase",
+        "f:podIP",
+        "f:podIPs",
+        "f:startTime",
+    ] {
+        kubelet_paths.push(path(&["f:status", field]));
+    }
+    let pod_managers = vec![
+        Manager {
+            name: "kube-controller-manager",
+            subresource: "",
+            time: at0.clone(),
+            paths: pod_paths,
+        },
+        Manager {
+            name: "kubelet",
+            subresource: "status",
+            time: at0,
+            paths: kubelet_paths,
+        },
+    ];
+    objects.push(Object::new(pod, STATUS_PLAN, pod_managers));
+    objects
+}
+
+/// The ApiServerSource subject of an object.
+pub fn subject(api_version: &str, kind: &str, namespace: &str, name: &str) -> String {
+    let plural = format!("{}s", kind.to_ascii_lowercase());
+    if api_version.contains('/') {
+        format!("/apis/{api_version}/namespaces/{namespace}/{plural}/{name}")
+    } else {
+        format!("/api/{api_version}/namespaces/{namespace}/{plural}/{name}")
+    }
+}
+
+/// CloudEvents content mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Attributes in `ce-*` headers, the object is the body (the Broker's default).
+    Binary,
+    /// `application/cloudevents+json`.
+    Structured,
+}
+
+/// A whole HTTP/1.1 request for one event. `id` and `rv` may be the placeholders.
+pub fn request(mode: Mode, verb: &str, object: &Object, id: &str, rv: &str) -> Vec<u8> {
+    let (api_version, kind, namespace, name) = object.ident();
+    let body = object.render(rv);
+    let ty = format!("dev.knative.apiserver.resource.{verb}");
+    let subject = subject(&api_version, &kind, &namespace, &name);
+    let time = "2026-11-29T10:00:00.000000000Z";
+    let arrival = "2026-11-29T10:00:00.001Z";
+    let mut attributes: BTreeMap<&str, &str> = BTreeMap::new();
+    attributes.insert("apiversion", &api_version);
+    attributes.insert("cluster", "bench");
+    attributes.insert("kind", &kind);
+    attributes.insert("knativearrivaltime", arrival);
+    attributes.insert("name", &name);
+    attributes.insert("namespace", &namespace);
+    let (headers, body) = match mode {
+        Mode::Binary => {
+            let mut headers = format!(
+                "ce-specversion: 1.0\r\nce-id: {id}\r\nce-source: {SOURCE}\r\nce-type: {ty}\r\nce-subject: {subject}\r\nce-time: {time}\r\n"
+            );
+            for (key, value) in &attributes {
+                headers.push_str(&format!("ce-{key}: {value}\r\n"));
+            }
+            headers.push_str("Content-Type: application/json\r\n");
+            (headers, body)
+        }
+        Mode::Structured => {
+            let mut text = format!(
+                "{{\"specversion\":\"1.0\",\"id\":\"{id}\",\"source\":\"{SOURCE}\",\"type\":\"{ty}\",\"subject\":\"{subject}\",\"time\":\"{time}\",\"datacontenttype\":\"application/json\""
+            );
+            for (key, value) in &attributes {
+                text.push_str(&format!(",\"{key}\":{}", Value::String(value.to_string())));
+            }
+            text.push_str(",\"data\":");
+            text.push_str(&body);
+            text.push('}');
+            (
+                "Content-Type: application/cloudevents+json\r\n".to_string(),
+                text,
+            )
+        }
+    };
+    let mut out = format!(
+        "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body.as_bytes());
+    out
+}
+
+/// Fills the placeholders of a request template.
+pub fn fill(template: &[u8], id: &str, rv: &str, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(template);
+    for (place, value) in [(ID_PLACE, id), (RV_PLACE, rv)] {
+        if let Some(at) = find(out, place.as_bytes()) {
+            out[at..at + place.len()].copy_from_slice(value.as_bytes());
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+/// One entry of the replayed event list.
+pub struct Template {
+    /// Index of the object (apps × 7).
+    pub object: usize,
+    /// What the event does.
+    pub op: Op,
+    /// Body size in bytes.
+    pub body_len: usize,
+    /// The request, with placeholders.
+    pub request: Vec<u8>,
+}
+
+/// The replayed list: `apps` apps, one full cycle of every object's script, interleaved so that
+/// consecutive events touch different objects and each object's events stay in script order.
+/// The scripts are run twice and the second cycle is kept, so `managedFields` times and
+/// generations are those of an object in steady state and the list loops consistently.
+pub fn cycle(fixtures: &Fixtures, apps: usize, mode: Mode) -> Vec<Template> {
+    let mut objects: Vec<Object> = (0..apps).flat_map(|i| app(fixtures, i)).collect();
+    for step in 0..STEPS {
+        for object in &mut objects {
+            object.step(step);
+        }
+    }
+    let mut out = Vec::with_capacity(objects.len() * STEPS);
+    for step in 0..STEPS {
+        for (index, object) in objects.iter_mut().enumerate() {
+            let op = object.step(step);
+            let request = request(mode, "update", object, ID_PLACE, RV_PLACE);
+            let body_len = body_len(&request);
+            out.push(Template {
+                object: index,
+                op,
+                body_len,
+                request,
+            });
+        }
+    }
+    out
+}
+
+/// The body length of a request.
+pub fn body_len(request: &[u8]) -> usize {
+    find(request, b"\r\n\r\n")
+        .map(|at| request.len() - at - 4)
+        .unwrap_or(0)
+}

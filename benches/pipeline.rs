@@ -1,0 +1,221 @@
+//! Micro-benchmarks of the per-event work (BENCHMARKS.md): decode (binary and structured
+//! content mode), classify (`Engine::apply` on a status-only update and on a spec edit) and the
+//! spec diff, on the same real-shaped ApiServerSource events `bench/run.sh` sends (built from
+//! `tests/fixtures/knative/` by `bench/loadgen/world.rs`).
+//!
+//! Run: `cargo bench --bench pipeline` (not part of `cargo test`'s default run).
+
+#[path = "../bench/loadgen/world.rs"]
+#[allow(dead_code)]
+mod world;
+
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use drift_sentinel::classify::{Engine, ObjectState, Rules};
+use drift_sentinel::decode::{decode_request, ApiServerEvent, ClusterNames, Decoded};
+
+use world::{Fixtures, Mode, Object};
+
+fn fixtures() -> Fixtures {
+    match Fixtures::load(Path::new(env!("CARGO_MANIFEST_DIR"))) {
+        Ok(fixtures) => fixtures,
+        Err(error) => panic!("fixtures: {error}"),
+    }
+}
+
+/// Splits a raw HTTP/1.1 request into its headers and body.
+fn split(request: &[u8]) -> (http::HeaderMap, Vec<u8>) {
+    let at = request
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .unwrap_or(request.len());
+    let head = String::from_utf8_lossy(&request[..at]);
+    let mut headers = http::HeaderMap::new();
+    for line in head.lines().skip(1) {
+        if let Some((name, value)) = line.split_once(':') {
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::from_bytes(name.trim().as_bytes()),
+                http::HeaderValue::from_str(value.trim()),
+            ) {
+                headers.insert(name, value);
+            }
+        }
+    }
+    (headers, request[(at + 4).min(request.len())..].to_vec())
+}
+
+fn http_request(mode: Mode, verb: &str, object: &Object, rv: u64) -> (http::HeaderMap, Vec<u8>) {
+    let template = world::request(mode, verb, object, world::ID_PLACE, world::RV_PLACE);
+    let mut filled = Vec::new();
+    let id = format!("00000000-0000-4000-a000-{rv:012}");
+    world::fill(&template, &id, &format!("{rv:015}"), &mut filled);
+    split(&filled)
+}
+
+fn decoded(mode: Mode, verb: &str, object: &Object, rv: u64) -> ApiServerEvent {
+    let (headers, body) = http_request(mode, verb, object, rv);
+    match decode_request(&headers, &body, &clusters()).map(|mut events| events.remove(0)) {
+        Ok(Decoded::ApiServer(event)) => *event,
+        other => panic!("not an ApiServerSource event: {other:?}"),
+    }
+}
+
+fn clusters() -> ClusterNames {
+    ClusterNames {
+        default: "bench".into(),
+        by_source: Default::default(),
+    }
+}
+
+fn rules() -> Arc<Rules> {
+    let config = match drift_sentinel::config::load_str("", &|_| None) {
+        Ok(config) => config,
+        Err(error) => panic!("config: {error}"),
+    };
+    Arc::new(Rules::compile(&config.rules))
+}
+
+/// The states one object goes through in its 20-step script (second cycle, steady state).
+fn states(mut object: Object) -> Vec<Object> {
+    for step in 0..world::STEPS {
+        object.step(step);
+    }
+    (0..world::STEPS)
+        .map(|step| {
+            object.step(step);
+            object.clone()
+        })
+        .collect()
+}
+
+fn decode(c: &mut Criterion) {
+    let fixtures = fixtures();
+    let app = world::app(&fixtures, 0);
+    let mut group = c.benchmark_group("decode");
+    group.throughput(Throughput::Elements(1));
+    // The Revision (about 4 KB) and the Pod (about 16 KB with this app's larger environment).
+    for (label, object) in [("revision", &app[3]), ("pod", &app[6])] {
+        for (mode, mode_name) in [(Mode::Binary, "binary"), (Mode::Structured, "structured")] {
+            let (headers, body) = http_request(mode, "update", object, 7);
+            let names = clusters();
+            group.bench_function(format!("{mode_name}/{label}_{}B", body.len()), |b| {
+                b.iter(|| decode_request(black_box(&headers), black_box(&body), &names))
+            });
+        }
+    }
+    group.finish();
+}
+
+fn classify(c: &mut Criterion) {
+    let fixtures = fixtures();
+    let app = world::app(&fixtures, 1);
+    let rules = rules();
+    let mut group = c.benchmark_group("classify");
+    group.throughput(Throughput::Elements(1));
+    let baseline = |engine: &mut Engine| {
+        for object in &app {
+            engine.begin();
+            engine.apply(&decoded(Mode::Binary, "add", object, 1), 0);
+            engine.commit();
+        }
+    };
+
+    // Status-only updates: a Revision's 20 status writes (replica changes and condition times).
+    for (label, index) in [("status_only/revision", 3), ("status_only/pod", 6)] {
+        let cycle: Vec<ApiServerEvent> = states(app[index].clone())
+            .iter()
+            .map(|object| decoded(Mode::Binary, "update", object, 0))
+            .collect();
+        let mut engine = Engine::new(Arc::clone(&rules));
+        baseline(&mut engine);
+        let mut rv = 10u64;
+        group.bench_function(label, |b| {
+            b.iter_batched(
+                || {
+                    rv += 1;
+                    let mut event = cycle[(rv % world::STEPS as u64) as usize].clone();
+                    if let Some(object) = event.object.as_mut() {
+                        object.resource_version = format!("{rv:015}");
+                    }
+                    event
+                },
+                |event| {
+                    engine.begin();
+                    let outcome = engine.apply(&event, 1_000);
+                    let changes = engine.changes();
+                    engine.commit();
+                    (outcome, changes)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+
+    // Spec edits: the Service alternates between a kubectl-edit of an annotation (manual_edit
+    // fires) and a trusted manager writing it back (it resolves).
+    let service = states(app[0].clone());
+    let edit = decoded(Mode::Binary, "update", &service[3], 0);
+    let revert = decoded(Mode::Binary, "update", &service[5], 0);
+    let mut engine = Engine::new(Arc::clone(&rules));
+    baseline(&mut engine);
+    let mut rv = 10u64;
+    group.bench_function("spec_edit/service", |b| {
+        b.iter_batched(
+            || {
+                rv += 1;
+                let mut event = if rv % 2 == 0 {
+                    edit.clone()
+                } else {
+                    revert.clone()
+                };
+                if let Some(object) = event.object.as_mut() {
+                    object.resource_version = format!("{rv:015}");
+                }
+                event
+            },
+            |event| {
+                engine.begin();
+                let outcome = engine.apply(&event, 1_000);
+                let changes = engine.changes();
+                engine.commit();
+                (outcome, changes)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("diff");
+    group.throughput(Throughput::Elements(1));
+    let state = |event: &ApiServerEvent| match &event.object {
+        Some(object) => ObjectState::from_object("bench", object, 0),
+        None => panic!("no object"),
+    };
+    let (before, after) = (state(&edit), state(&revert));
+    group.bench_function("spec_diff/service", |b| {
+        b.iter(|| drift_sentinel::enrich::spec_diff(black_box(&before), black_box(&after), &rules))
+    });
+    let deployment = states(app[5].clone());
+    let (before, after) = (
+        state(&decoded(Mode::Binary, "update", &deployment[4], 0)),
+        state(&decoded(Mode::Binary, "update", &deployment[5], 0)),
+    );
+    group.bench_function("spec_diff/deployment", |b| {
+        b.iter(|| drift_sentinel::enrich::spec_diff(black_box(&before), black_box(&after), &rules))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    targets = decode, classify
+}
+criterion_main!(benches);
