@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
+use crate::config::{Config, ResyncMode};
 use crate::decode::ClusterNames;
 use crate::ingest::{self, AppState};
 use crate::metrics::Metrics;
@@ -155,6 +155,8 @@ pub async fn start(
         Arc::clone(&metrics),
         relay_stop.clone(),
     )));
+    let resync_stop = CancellationToken::new();
+    let resync = start_resync(&config, &pipeline, &metrics, resync_stop.clone()).await?;
     if let Some(path) = config_path {
         crate::reload::spawn(
             path,
@@ -187,6 +189,10 @@ pub async fn start(
                 }
             }
         }
+        resync_stop.cancel();
+        if let Some(resync) = resync {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), resync).await;
+        }
         let writer = pipeline.clone();
         let _ = tokio::task::spawn_blocking(move || writer.shutdown()).await;
         // Deliveries in flight finish their attempt; anything unsent stays in the outbox.
@@ -202,6 +208,95 @@ pub async fn start(
         shutdown,
         done,
     })
+}
+
+/// Whether resync runs with this config (see [`crate::config::ResyncMode`]).
+pub fn resync_enabled(config: &Config) -> bool {
+    match config.resync.enabled {
+        ResyncMode::On => true,
+        ResyncMode::Off => false,
+        ResyncMode::Auto => {
+            config.resync.kubeconfig.is_some()
+                || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        }
+    }
+}
+
+/// Starts the resync task when the config asks for it. An explicit `enabled: true` that cannot
+/// reach a cluster configuration fails the start; `auto` logs and runs without resync.
+#[cfg(feature = "cluster")]
+async fn start_resync(
+    config: &Config,
+    pipeline: &Pipeline,
+    metrics: &Arc<Metrics>,
+    stop: CancellationToken,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    use crate::cluster::{resync, Cluster, Resource};
+    if !resync_enabled(config) {
+        return Ok(None);
+    }
+    let settings = &config.resync;
+    let cluster =
+        match Cluster::connect(settings.kubeconfig.as_deref(), settings.context.as_deref()).await {
+            Ok(cluster) => cluster,
+            Err(error) if settings.enabled == ResyncMode::On => {
+                return Err(anyhow::Error::new(error).context("resync.enabled is true"));
+            }
+            Err(error) => {
+                metrics
+                    .resync_errors
+                    .get_or_create(&crate::metrics::KindLabel::new(error.kind()))
+                    .inc();
+                tracing::error!(message = "Resync is off: no cluster configuration.", %error);
+                return Ok(None);
+            }
+        };
+    let resources = settings
+        .resources
+        .iter()
+        .map(Resource::new)
+        .collect::<Result<Vec<_>, _>>()
+        .context("resync.resources")?;
+    tracing::info!(
+        message = "Resync on.",
+        cluster = %cluster.description,
+        interval = ?settings.interval,
+        resources = resources.len(),
+    );
+    let resync = resync::Resync::new(
+        cluster,
+        pipeline.clone(),
+        Arc::clone(metrics),
+        pipeline::system_clock(),
+        resync::Settings {
+            interval: settings.interval,
+            page_size: settings.page_size,
+            cluster: settings
+                .cluster
+                .clone()
+                .unwrap_or_else(|| config.default_cluster.clone()),
+            resources,
+            min_backoff: resync::MIN_BACKOFF,
+        },
+    );
+    Ok(Some(tokio::spawn(resync.run(stop))))
+}
+
+#[cfg(not(feature = "cluster"))]
+async fn start_resync(
+    config: &Config,
+    _pipeline: &Pipeline,
+    _metrics: &Arc<Metrics>,
+    _stop: CancellationToken,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    if !resync_enabled(config) {
+        return Ok(None);
+    }
+    if config.resync.enabled == ResyncMode::On {
+        anyhow::bail!("resync.enabled is true, but this build has no `cluster` feature");
+    }
+    tracing::warn!(message = "Resync is off: this build has no `cluster` feature.");
+    Ok(None)
 }
 
 /// Runs the service until SIGTERM or SIGINT.

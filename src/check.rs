@@ -257,6 +257,19 @@ impl Snapshot {
         Ok(())
     }
 
+    /// Adds one object read from elsewhere (a live cluster), with where it came from.
+    pub fn add_object(&mut self, object: Value, origin: Origin) -> Result<(), Error> {
+        self.add_document(object, origin)
+    }
+
+    /// Keeps only the objects in `namespace` (a check scoped to one namespace compares only
+    /// that namespace's desired objects).
+    pub fn retain_namespace(&mut self, namespace: &str) {
+        self.objects.retain(|key, _| key.namespace == namespace);
+        self.duplicates
+            .retain(|(key, _, _)| key.namespace == namespace);
+    }
+
     fn add_document(&mut self, document: Value, origin: Origin) -> Result<(), Error> {
         if document.is_null() {
             return Ok(());

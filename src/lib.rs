@@ -8,6 +8,8 @@ pub mod app;
 pub mod baseline;
 pub mod check;
 pub mod classify;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod config;
 pub mod decode;
 pub mod deliver;

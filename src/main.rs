@@ -51,8 +51,26 @@ enum Command {
         baseline: PathBuf,
         /// Live objects: the output of `kubectl get ksvc,configurations,routes,revisions,configmaps
         /// -A -o yaml`, a directory of such files, or `-` for standard input.
+        #[arg(
+            long,
+            required_unless_present = "live_cluster",
+            conflicts_with = "live_cluster"
+        )]
+        live: Option<PathBuf>,
+        /// Read the live objects straight from the cluster (the kinds of `resync.resources`),
+        /// through the kubeconfig (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`) or in-cluster.
         #[arg(long)]
-        live: PathBuf,
+        live_cluster: bool,
+        /// The kubeconfig file for --live-cluster.
+        #[arg(long, requires = "live_cluster")]
+        kubeconfig: Option<PathBuf>,
+        /// The kubeconfig context for --live-cluster (default: the current context).
+        #[arg(long, requires = "live_cluster")]
+        context: Option<String>,
+        /// Check one namespace only (--live-cluster): desired objects of other namespaces are
+        /// left out too.
+        #[arg(long, requires = "live_cluster")]
+        namespace: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: CheckFormat,
@@ -109,9 +127,23 @@ fn main() -> ExitCode {
         Command::Check {
             baseline,
             live,
+            live_cluster,
+            kubeconfig,
+            context,
+            namespace,
             format,
             fail_on,
-        } => check(cli.config, &baseline, &live, format, fail_on),
+        } => {
+            let live = match (live, live_cluster) {
+                (Some(path), _) => Live::Files(path),
+                (None, _) => Live::Cluster {
+                    kubeconfig,
+                    context,
+                    namespace,
+                },
+            };
+            check(cli.config, &baseline, live, format, fail_on)
+        }
         Command::Config {
             action: ConfigCommand::Validate { file },
         } => match drift_sentinel::config::load_file(&file) {
@@ -209,10 +241,62 @@ fn replay(
     }
 }
 
+/// Where `check` reads the live objects.
+enum Live {
+    Files(PathBuf),
+    Cluster {
+        kubeconfig: Option<PathBuf>,
+        context: Option<String>,
+        namespace: Option<String>,
+    },
+}
+
+#[cfg(feature = "cluster")]
+fn live_cluster_snapshot(
+    config: &drift_sentinel::config::Config,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    namespace: Option<&str>,
+) -> Result<drift_sentinel::check::Snapshot, String> {
+    use drift_sentinel::cluster::{snapshot, Cluster, Resource};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start the runtime: {error}"))?;
+    runtime.block_on(async {
+        let kubeconfig = kubeconfig.or_else(|| config.resync.kubeconfig.clone());
+        let context = context.or_else(|| config.resync.context.clone());
+        let cluster = Cluster::connect(kubeconfig.as_deref(), context.as_deref())
+            .await
+            .map_err(|error| error.to_string())?;
+        let resources = config
+            .resync
+            .resources
+            .iter()
+            .map(Resource::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| error.to_string())?;
+        snapshot(&cluster, &resources, namespace, config.resync.page_size)
+            .await
+            .map_err(|error| error.to_string())
+    })
+}
+
+#[cfg(not(feature = "cluster"))]
+fn live_cluster_snapshot(
+    _config: &drift_sentinel::config::Config,
+    _kubeconfig: Option<PathBuf>,
+    _context: Option<String>,
+    _namespace: Option<&str>,
+) -> Result<drift_sentinel::check::Snapshot, String> {
+    Err("--live-cluster needs a build with the `cluster` feature".to_string())
+}
+
 fn check(
     config_path: Option<PathBuf>,
     baseline: &std::path::Path,
-    live: &std::path::Path,
+    live: Live,
     format: CheckFormat,
     fail_on: FailOn,
 ) -> ExitCode {
@@ -234,9 +318,26 @@ fn check(
         FailOn::Warning => Severity::Warning,
         FailOn::Critical => Severity::Critical,
     };
-    let report = match check::run(baseline, live, rules, fail_on) {
+    let result = match live {
+        Live::Files(path) => {
+            check::run(baseline, &path, rules, fail_on).map_err(|error| error.to_string())
+        }
+        Live::Cluster {
+            kubeconfig,
+            context,
+            namespace,
+        } => (|| {
+            let mut desired = check::load(baseline).map_err(|error| error.to_string())?;
+            if let Some(namespace) = &namespace {
+                desired.retain_namespace(namespace);
+            }
+            let live = live_cluster_snapshot(&config, kubeconfig, context, namespace.as_deref())?;
+            check::check(&desired, &live, rules, fail_on).map_err(|error| error.to_string())
+        })(),
+    };
+    let report = match result {
         Ok(report) => report,
-        Err(error) => return fail(error.to_string()),
+        Err(error) => return fail(error),
     };
     let format = match format {
         CheckFormat::Text => check::Format::Text,

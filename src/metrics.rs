@@ -145,6 +145,24 @@ pub struct Metrics {
     namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Notifications queued, by channel.
     pub notifications_queued: Family<ChannelLabel, Counter>,
+    /// Unix time of the last resync that listed every resource.
+    pub resync_last_success: Gauge,
+    /// Objects the last complete resync listed.
+    pub resync_objects_listed: Gauge,
+    /// Listed objects whose state events had not delivered, plus objects deleted without an
+    /// event: what the ApiServerSource lost.
+    pub resync_missed_changes: Counter,
+    /// Drifts opened by resync, by class: drifts the events had missed.
+    pub resync_drifts_found: Family<ClassLabel, Counter>,
+    /// Failed resync lists, by error kind.
+    pub resync_errors: Family<KindLabel, Counter>,
+}
+
+/// `class` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabel {
+    /// Drift class id.
+    pub class: String,
 }
 
 fn latency_histogram() -> Histogram {
@@ -269,8 +287,43 @@ impl Metrics {
             "Notifications queued, by channel",
             notifications_queued.clone(),
         );
+        let resync_last_success = Gauge::default();
+        registry.register(
+            "resync_last_success_timestamp_seconds",
+            "Unix time of the last resync that listed every resource",
+            resync_last_success.clone(),
+        );
+        let resync_objects_listed = Gauge::default();
+        registry.register(
+            "resync_objects_listed",
+            "Objects listed by the last complete resync",
+            resync_objects_listed.clone(),
+        );
+        let resync_missed_changes = Counter::default();
+        registry.register(
+            "resync_missed_changes",
+            "Object states and deletions found by resync that no event had delivered",
+            resync_missed_changes.clone(),
+        );
+        let resync_drifts_found = Family::<ClassLabel, Counter>::default();
+        registry.register(
+            "resync_drifts_found",
+            "Drifts opened by resync (missed by events), by class",
+            resync_drifts_found.clone(),
+        );
+        let resync_errors = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "resync_errors",
+            "Resync lists that failed, by error kind",
+            resync_errors.clone(),
+        );
         Metrics {
             registry,
+            resync_last_success,
+            resync_objects_listed,
+            resync_missed_changes,
+            resync_drifts_found,
+            resync_errors,
             deliveries,
             delivery_latency,
             outbox_pending,

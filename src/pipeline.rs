@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use crate::classify::{Engine, Millis, Outcome, Rules, Transition};
-use crate::decode::Decoded;
+use crate::decode::{Action, ApiServerEvent, Decoded};
 use crate::metrics::Metrics;
 use crate::route::Router;
 use crate::store::{Batch, EventKey, NewOutbox, Store, StoredSilence};
@@ -103,9 +103,59 @@ pub struct Health {
 }
 
 type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
+type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
+
+/// Work from the resync source (`cluster::resync`), committed like events but without event
+/// keys: a listed state is idempotent by its `resourceVersion` (an unchanged object is stale).
+pub enum ResyncWork {
+    /// Listed objects, applied as `add` (unknown to the engine) or `update` events.
+    Listed(Vec<ApiServerEvent>),
+    /// A complete list of one kind ended: tracked objects of that kind it did not contain are
+    /// deleted (see [`crate::classify::Engine::vanished`]).
+    Sweep(Sweep),
+}
+
+/// The end of a complete list of one kind (owned form of [`crate::classify::Sweep`]).
+pub struct Sweep {
+    /// The cluster listed.
+    pub cluster: String,
+    /// The listed `apiVersion`.
+    pub api_version: String,
+    /// The listed kind.
+    pub kind: String,
+    /// Uids the list contained.
+    pub seen: HashSet<String>,
+    /// The list's `resourceVersion`.
+    pub list_version: String,
+    /// When the list started.
+    pub listed_at: Millis,
+    /// True for labels the list's selector covers.
+    pub selects: Box<crate::classify::LabelMatcher>,
+}
+
+/// What one piece of resync work found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResyncOutcome {
+    /// Listed objects the engine did not know, or knew in an older state: changes the events
+    /// had not delivered.
+    pub missed: usize,
+    /// Listed objects whose state the engine already had.
+    pub unchanged: usize,
+    /// Objects deleted because the list no longer contained them.
+    pub deleted: usize,
+    /// Class ids of the drifts this work opened.
+    pub drifts_found: Vec<String>,
+}
 
 enum Command {
-    Submit { events: Vec<Decoded>, reply: Reply },
+    Submit {
+        events: Vec<Decoded>,
+        reply: Reply,
+    },
+    Resync {
+        work: ResyncWork,
+        reply: ResyncReply,
+    },
     SetRules(Arc<Rules>),
     SetSilences(Vec<StoredSilence>),
     Shutdown,
@@ -193,6 +243,26 @@ impl Pipeline {
             Ok(()) => Ok(receiver),
             Err(TrySendError::Full(_)) => Err(Error::Overloaded),
             Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
+        }
+    }
+
+    /// Queues resync work; the receiver yields once it is committed (or failed). A full queue
+    /// is [`Error::Overloaded`] and hands the work back: resync waits and tries again.
+    #[allow(clippy::result_large_err)]
+    pub fn resync(
+        &self,
+        work: ResyncWork,
+    ) -> Result<oneshot::Receiver<Result<ResyncOutcome, Error>>, (Error, ResyncWork)> {
+        let (reply, receiver) = oneshot::channel();
+        let (error, command) = match self.sender.try_send(Command::Resync { work, reply }) {
+            Ok(()) => return Ok(receiver),
+            Err(TrySendError::Full(command)) => (Error::Overloaded, command),
+            Err(TrySendError::Disconnected(command)) => (Error::Stopped, command),
+        };
+        match command {
+            Command::Resync { work, .. } => Err((error, work)),
+            // The command sent is the command handed back; nothing else can arrive here.
+            _ => Err((Error::Stopped, ResyncWork::Listed(Vec::new()))),
         }
     }
 
@@ -291,9 +361,11 @@ impl Writer {
                 Err(RecvTimeoutError::Disconnected) => stop = true,
             }
             let mut submissions = Vec::new();
+            let mut resyncs = Vec::new();
             for command in round {
                 match command {
                     Command::Submit { events, reply } => submissions.push((events, reply)),
+                    Command::Resync { work, reply } => resyncs.push((work, reply)),
                     Command::SetRules(rules) => {
                         self.engine.set_rules(rules);
                         self.rules_changed = true;
@@ -302,9 +374,10 @@ impl Writer {
                     Command::Shutdown => stop = true,
                 }
             }
-            self.round(submissions);
+            self.round(submissions, resyncs);
             if stop {
-                // Drain whatever arrived meanwhile so every queued request gets an answer.
+                // Drain whatever arrived meanwhile so every queued request gets an answer
+                // (resync work is dropped: its sender sees the writer stopped).
                 let rest: Vec<_> = receiver
                     .try_iter()
                     .filter_map(|command| match command {
@@ -312,14 +385,18 @@ impl Writer {
                         _ => None,
                     })
                     .collect();
-                self.round(rest);
+                self.round(rest, Vec::new());
                 return;
             }
         }
     }
 
     /// Applies one round of submissions plus due timers, commits, answers.
-    fn round(&mut self, submissions: Vec<(Vec<Decoded>, Reply)>) {
+    fn round(
+        &mut self,
+        submissions: Vec<(Vec<Decoded>, Reply)>,
+        resyncs: Vec<(ResyncWork, ResyncReply)>,
+    ) {
         let now = (self.clock)();
         let timers_due = now >= self.store_backoff_until
             && self
@@ -328,7 +405,7 @@ impl Writer {
                 .is_some_and(|deadline| deadline <= now);
         let heartbeat_ms =
             i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
-        if submissions.is_empty() && !timers_due && !self.rules_changed {
+        if submissions.is_empty() && resyncs.is_empty() && !timers_due && !self.rules_changed {
             if now - self.last_write >= heartbeat_ms {
                 self.heartbeat(now);
             }
@@ -384,6 +461,10 @@ impl Writer {
             }
             results.push(Ok(event_results));
         }
+        let mut resync_replies = Vec::with_capacity(resyncs.len());
+        for (work, reply) in resyncs {
+            resync_replies.push((self.apply_resync(work, now), reply));
+        }
         self.engine.tick(now);
         batch.changes = self.engine.changes();
         batch.outbox = self.queue_notifications(&batch.changes.transitions);
@@ -412,6 +493,9 @@ impl Writer {
                 for ((_, reply), result) in submissions.into_iter().zip(results) {
                     let _ = reply.send(result);
                 }
+                for (outcome, reply) in resync_replies {
+                    let _ = reply.send(Ok(outcome));
+                }
             }
             Err(error) => {
                 self.engine.rollback();
@@ -425,6 +509,9 @@ impl Writer {
                     .inc();
                 tracing::error!(message = "Store commit failed; the round is refused and will be retried by the sender.", %error);
                 for (_, reply) in submissions {
+                    let _ = reply.send(Err(Error::Store(error.kind())));
+                }
+                for (_, reply) in resync_replies {
                     let _ = reply.send(Err(Error::Store(error.kind())));
                 }
             }
@@ -446,6 +533,60 @@ impl Writer {
                 tracing::warn!(message = "Pruning the audit trail failed.", %error);
             }
         }
+    }
+
+    /// Applies one piece of resync work to the engine (inside the round's journal).
+    fn apply_resync(&mut self, work: ResyncWork, now: Millis) -> ResyncOutcome {
+        let mut outcome = ResyncOutcome::default();
+        let opened_since = |engine: &Engine, start: usize, outcome: &mut ResyncOutcome| {
+            for transition in &engine.journaled_transitions()[start..] {
+                if transition.from.is_none() {
+                    outcome.drifts_found.push(transition.drift.class.clone());
+                }
+            }
+        };
+        match work {
+            ResyncWork::Listed(events) => {
+                for mut event in events {
+                    if let Some(object) = &event.object {
+                        let key = crate::classify::ObjectKey {
+                            cluster: event.cluster.clone(),
+                            uid: object.uid.clone(),
+                        };
+                        event.action = if self.engine.is_tracked(&key) {
+                            Action::Update
+                        } else {
+                            Action::Add
+                        };
+                    }
+                    let start = self.engine.journaled_transitions().len();
+                    match self.engine.apply(&event, now) {
+                        Outcome::Applied => outcome.missed += 1,
+                        Outcome::Stale | Outcome::Reference => outcome.unchanged += 1,
+                    }
+                    opened_since(&self.engine, start, &mut outcome);
+                }
+            }
+            ResyncWork::Sweep(sweep) => {
+                let vanished = self.engine.vanished(&crate::classify::Sweep {
+                    cluster: &sweep.cluster,
+                    api_version: &sweep.api_version,
+                    kind: &sweep.kind,
+                    seen: &sweep.seen,
+                    list_version: &sweep.list_version,
+                    listed_at: sweep.listed_at,
+                    selects: sweep.selects.as_ref(),
+                });
+                for key in vanished {
+                    let start = self.engine.journaled_transitions().len();
+                    if self.engine.forget(&key, now) == Outcome::Applied {
+                        outcome.deleted += 1;
+                    }
+                    opened_since(&self.engine, start, &mut outcome);
+                }
+            }
+        }
+        outcome
     }
 
     /// Routes transitions to outbox rows (written in the same transaction as the transitions).

@@ -264,6 +264,27 @@ impl Changes {
     }
 }
 
+/// True for the labels a label selector covers.
+pub type LabelMatcher = dyn Fn(&BTreeMap<String, String>) -> bool + Send + Sync;
+
+/// A complete list of one kind, for [`Engine::vanished`].
+pub struct Sweep<'a> {
+    /// The cluster listed.
+    pub cluster: &'a str,
+    /// The listed `apiVersion` (only its group is compared: versions of a kind are one object).
+    pub api_version: &'a str,
+    /// The listed kind.
+    pub kind: &'a str,
+    /// Uids the list contained.
+    pub seen: &'a std::collections::HashSet<String>,
+    /// The list's `resourceVersion` (its snapshot).
+    pub list_version: &'a str,
+    /// When the list started.
+    pub listed_at: Millis,
+    /// True for labels the list's selector covers.
+    pub selects: &'a LabelMatcher,
+}
+
 /// How long a deleted object is remembered, to drop late updates and to detect orphans.
 const TOMBSTONE_RETENTION_MS: Millis = 6 * 3600 * 1000;
 
@@ -477,6 +498,67 @@ impl Engine {
         self.evaluate(&key, context_before, event.action, object, now);
         self.journal_object(key, before, durable);
         Outcome::Applied
+    }
+
+    /// Live objects of one kind in `cluster` that a complete list did not contain and that
+    /// were last seen before the list started: they disappeared while no delete event reached
+    /// this service. `selects` limits the sweep to objects the list's label selector covers (an
+    /// object outside it was not listed, not deleted). An object whose `resourceVersion` is
+    /// newer than the list's changed after the list's snapshot and is left alone.
+    pub fn vanished(&self, sweep: &Sweep<'_>) -> Vec<ObjectKey> {
+        let mut keys: Vec<ObjectKey> = self
+            .graph
+            .iter()
+            .filter(|object| {
+                !object.deleted
+                    && object.cluster == sweep.cluster
+                    && object.kind == sweep.kind
+                    && object.group() == crate::decode::object::api_group(sweep.api_version)
+                    && !sweep.seen.contains(&object.uid)
+                    && object.last_seen < sweep.listed_at
+                    && resource_version::compare(&object.resource_version, sweep.list_version)
+                        != Some(std::cmp::Ordering::Greater)
+                    && (sweep.selects)(&object.labels)
+            })
+            .map(ObjectState::key)
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Applies the deletion of an object that disappeared without a delete event (see
+    /// [`Engine::vanished`]): its last known state is applied as a `delete`, so the classes see
+    /// exactly what a delete event would have shown them.
+    pub fn forget(&mut self, key: &ObjectKey, now: Millis) -> Outcome {
+        let Some(state) = self.graph.get(key).filter(|state| !state.deleted) else {
+            return Outcome::Stale;
+        };
+        let object = state.to_object();
+        let event = ApiServerEvent {
+            source: String::new(),
+            id: String::new(),
+            ce_type: "dev.knative.apiserver.resource.delete".to_string(),
+            time: None,
+            cluster: key.cluster.clone(),
+            action: Action::Delete,
+            mode: Mode::Resource,
+            api_version: object.api_version.clone(),
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            object: Some(object),
+        };
+        self.apply(&event, now)
+    }
+
+    /// True when the engine holds a live (not deleted) state for `key`.
+    pub fn is_tracked(&self, key: &ObjectKey) -> bool {
+        self.graph.get(key).is_some_and(|state| !state.deleted)
+    }
+
+    /// Transitions journaled since [`Engine::begin`], in order.
+    pub fn journaled_transitions(&self) -> &[Transition] {
+        &self.journal.transitions
     }
 
     /// Fires pending drifts whose grace has run out and forgets old tombstones.

@@ -251,6 +251,41 @@ impl ObjectState {
             && *cluster == other.cluster
     }
 
+    /// The object as the decoder would give it, rebuilt from the compact state: what the engine
+    /// applies as the final state of an object that disappeared without a delete event (resync).
+    /// `managedFields` keep their managers but not their field tries, which the state does not
+    /// hold.
+    pub fn to_object(&self) -> KubeObject {
+        KubeObject {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            uid: self.uid.clone(),
+            resource_version: self.resource_version.clone(),
+            generation: self.generation,
+            creation_timestamp: self.creation_timestamp.clone(),
+            deletion_timestamp: self.deletion_timestamp.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            owner_references: self.owners.clone(),
+            managed_fields: self
+                .managers
+                .iter()
+                .map(|stamp| crate::decode::object::ManagedFieldsEntry {
+                    manager: stamp.manager.clone(),
+                    operation: stamp.operation.clone(),
+                    subresource: stamp.subresource.clone(),
+                    time: stamp.time.clone(),
+                    fields: Value::Null,
+                })
+                .collect(),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+            data: self.data.clone(),
+        }
+    }
+
     /// The key of this object.
     pub fn key(&self) -> ObjectKey {
         ObjectKey {

@@ -6,11 +6,15 @@ mod check;
 mod classes;
 mod crash_resend;
 mod delivery;
+#[cfg(feature = "cluster")]
+mod fake_apiserver;
 mod fuzz_seeds;
 mod oidc;
 mod overload;
 mod properties;
 mod receivers;
+#[cfg(feature = "cluster")]
+mod resync;
 mod router;
 mod scenario;
 mod secrets;

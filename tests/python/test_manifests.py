@@ -292,6 +292,8 @@ def test_kustomize_builds_every_manifest_once(rendered):
         "ServiceAccount/drift-sentinel",
         "ClusterRole/drift-sentinel-source",
         "ClusterRoleBinding/drift-sentinel-source",
+        "ClusterRole/drift-sentinel-resync",
+        "ClusterRoleBinding/drift-sentinel-resync",
         "ConfigMap/drift-sentinel-config",
         "Service/drift-sentinel",
         "StatefulSet/drift-sentinel",
@@ -339,7 +341,7 @@ def test_monitoring_kustomization_builds_operator_objects():
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_builtin_kinds_pass_kubernetes_validate_strict(rendered, secret_template, version):
     objects = [obj for obj in rendered + secret_template if not is_knative(obj)]
-    assert len(objects) == 11
+    assert len(objects) == 13
     errors = [error for obj in objects for error in builtin_errors(obj, version)]
     assert errors == []
 
@@ -466,6 +468,33 @@ def test_rbac_grants_exactly_get_list_watch_on_what_the_source_watches(rendered)
     assert [obj["kind"] for obj in rendered if obj["kind"] in ("Role", "RoleBinding")] == []
 
 
+def test_the_sink_may_only_list_what_the_source_watches(rendered):
+    source = find(rendered, "ApiServerSource", "drift-sentinel")
+    watched = {
+        (resource["apiVersion"].rpartition("/")[0], guess_plural(resource["kind"]))
+        for resource in source["spec"]["resources"]
+    }
+    role = find(rendered, "ClusterRole", "drift-sentinel-resync")
+    granted = {}
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames, URLs or wildcards"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert "*" not in (group, resource)
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    assert set(granted) == watched
+    assert all(verbs == {"list"} for verbs in granted.values()), granted
+    binding = find(rendered, "ClusterRoleBinding", "drift-sentinel-resync")
+    assert binding["roleRef"]["name"] == "drift-sentinel-resync"
+    pod = find(rendered, "StatefulSet", "drift-sentinel")["spec"]["template"]["spec"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": NAMESPACE}
+    ]
+    # Bound roles are exactly these two: no other identity in the install can read the cluster.
+    bound = sorted(obj["roleRef"]["name"] for obj in rendered if obj["kind"] == "ClusterRoleBinding")
+    assert bound == ["drift-sentinel-resync", "drift-sentinel-source"]
+
+
 def test_source_watches_knative_serving_in_resource_mode(rendered):
     source = find(rendered, "ApiServerSource", "drift-sentinel")
     spec = source["spec"]
@@ -567,8 +596,8 @@ def test_sink_probes_resources_and_shutdown(rendered):
     assert container["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
     drain = parse_duration(yaml.safe_load(shipped_config_text())["server"]["drainTimeout"])
     assert pod["terminationGracePeriodSeconds"] > drain
-    # The sink never talks to the Kubernetes API.
-    assert pod["automountServiceAccountToken"] is False
+    # The sink's only API calls are resync's lists, with the token of its own service account.
+    assert pod["automountServiceAccountToken"] is True
 
 
 def test_sink_secrets_come_from_an_optional_secret_with_placeholders_only(rendered, secret_template):

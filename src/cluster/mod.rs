@@ -1,0 +1,418 @@
+//! The Kubernetes API, for what the ApiServerSource cannot tell: lists of every watched kind at
+//! start and on a schedule ([`resync`]), and the live state `check --live-cluster` reads.
+//!
+//! Only this module knows kube-rs. Lists are paged (`limit` and `continue`); a list whose
+//! continue token expired (`410 Gone`) starts again from the first page, and the caller is told
+//! so it can forget what the abandoned pass saw. Items come back as the decoder's
+//! [`KubeObject`]s (Secret values hashed at once), so listed objects reach the engine through
+//! the same code path as events. An item the decoder rejects is skipped and reported, never a
+//! reason to stop listing the rest.
+
+pub mod resync;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::ListParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{
+    ApiResource, DynamicObject, GroupVersionKind, Resource as _, Selector, SelectorExt as _,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::check;
+use crate::config::{LabelSelectorConfig, ResourceConfig};
+use crate::decode::object::parse_object;
+use crate::decode::KubeObject;
+
+/// How long to wait for a connection to the API server.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one list request may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often one list may start over after `410 Gone` before the resource counts as failed.
+const MAX_RESTARTS: u32 = 3;
+
+/// Why the cluster could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No usable client configuration (kubeconfig, context, in-cluster environment).
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Config(String),
+    /// The API server refused the list.
+    #[error("listing {resource}: the API server answered {code} {reason}: {message}")]
+    Api {
+        /// `apiVersion kind` listed.
+        resource: String,
+        /// HTTP status.
+        code: u16,
+        /// The Status `reason` (`Forbidden`, ...).
+        reason: String,
+        /// The Status `message`.
+        message: String,
+    },
+    /// The continue token kept expiring.
+    #[error(
+        "listing {resource}: the continue token expired {restarts} times in a row (410 Gone); \
+         the list changes faster than it can be paged (lower resync.pageSize or raise it)"
+    )]
+    Gone {
+        /// `apiVersion kind` listed.
+        resource: String,
+        /// How often the list started over.
+        restarts: u32,
+    },
+    /// The request did not get an answer.
+    #[error("listing {resource}: {message}")]
+    Transport {
+        /// `apiVersion kind` listed.
+        resource: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl Error {
+    /// A stable, bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Api { code: 401, .. } => "unauthorized",
+            Error::Api { code: 403, .. } => "forbidden",
+            Error::Api { code: 404, .. } => "not_found",
+            Error::Api { .. } => "api",
+            Error::Gone { .. } => "gone",
+            Error::Transport { .. } => "transport",
+        }
+    }
+}
+
+/// A client for one cluster.
+#[derive(Clone)]
+pub struct Cluster {
+    client: kube::Client,
+    /// Where the client points (context name or `in-cluster`), for messages.
+    pub description: String,
+}
+
+impl Cluster {
+    /// Connects with `kubeconfig` (a file) and `context` when given; otherwise in-cluster, or
+    /// `$KUBECONFIG` / `~/.kube/config` (kube-rs's inference order). Nothing is requested yet.
+    pub async fn connect(
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+    ) -> Result<Cluster, Error> {
+        let options = KubeConfigOptions {
+            context: context.map(str::to_string),
+            ..KubeConfigOptions::default()
+        };
+        let (mut config, description) = match kubeconfig {
+            Some(path) => {
+                let file = Kubeconfig::read_from(path)
+                    .map_err(|error| Error::Config(format!("{}: {error}", path.display())))?;
+                let current = context
+                    .map(str::to_string)
+                    .or_else(|| file.current_context.clone())
+                    .unwrap_or_default();
+                let config = kube::Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .map_err(|error| Error::Config(format!("{}: {error}", path.display())))?;
+                (config, format!("context {current:?} of {}", path.display()))
+            }
+            None if context.is_some() => {
+                let config = kube::Config::from_kubeconfig(&options)
+                    .await
+                    .map_err(|error| Error::Config(error.to_string()))?;
+                (config, format!("context {:?}", context.unwrap_or_default()))
+            }
+            None => {
+                let config = kube::Config::infer()
+                    .await
+                    .map_err(|error| Error::Config(error.to_string()))?;
+                (
+                    config,
+                    "the inferred cluster (in-cluster or kubeconfig)".to_string(),
+                )
+            }
+        };
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        config.read_timeout = Some(READ_TIMEOUT);
+        let client =
+            kube::Client::try_from(config).map_err(|error| Error::Config(error.to_string()))?;
+        Ok(Cluster {
+            client,
+            description,
+        })
+    }
+}
+
+/// One kind to list, compiled from a [`ResourceConfig`].
+#[derive(Debug, Clone)]
+pub struct Resource {
+    api: ApiResource,
+    selector: Selector,
+}
+
+impl Resource {
+    /// Compiles a configured resource (the config was validated: operators and values).
+    pub fn new(config: &ResourceConfig) -> Result<Resource, Error> {
+        let (group, version) = match config.api_version.split_once('/') {
+            Some((group, version)) => (group, version),
+            None => ("", config.api_version.as_str()),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, &config.kind);
+        let api = match &config.plural {
+            Some(plural) => ApiResource::from_gvk_with_plural(&gvk, plural),
+            None => ApiResource::from_gvk(&gvk),
+        };
+        Ok(Resource {
+            api,
+            selector: selector(&config.selector).map_err(|message| {
+                Error::Config(format!("{} {}: {message}", config.api_version, config.kind))
+            })?,
+        })
+    }
+
+    /// `apiVersion kind`, for messages.
+    pub fn name(&self) -> String {
+        format!("{} {}", self.api.api_version, self.api.kind)
+    }
+
+    /// The `apiVersion`.
+    pub fn api_version(&self) -> &str {
+        &self.api.api_version
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> &str {
+        &self.api.kind
+    }
+
+    /// True when the label selector covers `labels`.
+    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.selector.matches(labels)
+    }
+
+    /// A matcher that owns its selector, for the writer thread.
+    pub fn selector_fn(
+        &self,
+    ) -> impl Fn(&BTreeMap<String, String>) -> bool + Send + Sync + 'static {
+        let selector = self.selector.clone();
+        move |labels| selector.matches(labels)
+    }
+
+    /// Starts listing in `namespace` (all namespaces when `None`), `page_size` items a page.
+    pub fn list<'a>(
+        &'a self,
+        cluster: &'a Cluster,
+        namespace: Option<&str>,
+        page_size: u32,
+    ) -> Lister<'a> {
+        Lister {
+            cluster,
+            resource: self,
+            path: DynamicObject::url_path(&self.api, namespace),
+            page_size,
+            continue_token: None,
+            restarts: 0,
+            done: false,
+            restarted: false,
+        }
+    }
+}
+
+fn selector(config: &LabelSelectorConfig) -> Result<Selector, String> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    let selector = LabelSelector {
+        match_labels: (!config.match_labels.is_empty()).then(|| config.match_labels.clone()),
+        match_expressions: (!config.match_expressions.is_empty()).then(|| {
+            config
+                .match_expressions
+                .iter()
+                .map(|requirement| LabelSelectorRequirement {
+                    key: requirement.key.clone(),
+                    operator: requirement.operator.clone(),
+                    values: (!requirement.values.is_empty()).then(|| requirement.values.clone()),
+                })
+                .collect()
+        }),
+    };
+    Selector::try_from(selector).map_err(|error| error.to_string())
+}
+
+/// One page of a list.
+#[derive(Debug, Default)]
+pub struct Page {
+    /// The items, each with the `apiVersion` and `kind` that list items lack.
+    pub items: Vec<Value>,
+    /// True when this page starts a new pass because the previous one's continue token expired:
+    /// forget what the earlier pages of this list contained.
+    pub restarted: bool,
+    /// The list's `resourceVersion` (the snapshot every page of one pass shares).
+    pub list_version: String,
+}
+
+/// Pages through one list; see [`Resource::list`].
+pub struct Lister<'a> {
+    cluster: &'a Cluster,
+    resource: &'a Resource,
+    path: String,
+    page_size: u32,
+    continue_token: Option<String>,
+    restarts: u32,
+    done: bool,
+    restarted: bool,
+}
+
+#[derive(Deserialize)]
+struct RawList {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawListMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+impl Lister<'_> {
+    /// The next page, or `None` after the last one.
+    pub async fn next_page(&mut self) -> Result<Option<Page>, Error> {
+        if self.done {
+            return Ok(None);
+        }
+        loop {
+            let mut params = ListParams::default().limit(self.page_size);
+            if !self.resource.selector.selects_all() {
+                params = params.labels_from(&self.resource.selector);
+            }
+            if let Some(token) = &self.continue_token {
+                params = params.continue_token(token);
+            }
+            let request = kube::core::Request::new(&self.path)
+                .list(&params)
+                .map_err(|error| Error::Transport {
+                    resource: self.resource.name(),
+                    message: error.to_string(),
+                })?;
+            match self.cluster.client.request::<RawList>(request).await {
+                Ok(list) => {
+                    self.continue_token = list
+                        .metadata
+                        .continue_token
+                        .filter(|token| !token.is_empty());
+                    self.done = self.continue_token.is_none();
+                    let mut items = list.items;
+                    for item in &mut items {
+                        if let Some(map) = item.as_object_mut() {
+                            map.entry("apiVersion").or_insert_with(|| {
+                                Value::String(self.resource.api.api_version.clone())
+                            });
+                            map.entry("kind")
+                                .or_insert_with(|| Value::String(self.resource.api.kind.clone()));
+                        }
+                    }
+                    return Ok(Some(Page {
+                        items,
+                        restarted: std::mem::take(&mut self.restarted),
+                        list_version: list.metadata.resource_version.unwrap_or_default(),
+                    }));
+                }
+                Err(kube::Error::Api(status))
+                    if status.code == 410 && self.continue_token.is_some() =>
+                {
+                    // The snapshot behind the token was compacted away: list again from the start.
+                    self.restarts += 1;
+                    if self.restarts > MAX_RESTARTS {
+                        self.done = true;
+                        return Err(Error::Gone {
+                            resource: self.resource.name(),
+                            restarts: self.restarts - 1,
+                        });
+                    }
+                    self.continue_token = None;
+                    self.restarted = true;
+                }
+                Err(kube::Error::Api(status)) => {
+                    self.done = true;
+                    return Err(Error::Api {
+                        resource: self.resource.name(),
+                        code: status.code,
+                        reason: status.reason.clone(),
+                        message: status.message.chars().take(300).collect(),
+                    });
+                }
+                Err(error) => {
+                    self.done = true;
+                    return Err(Error::Transport {
+                        resource: self.resource.name(),
+                        message: error.to_string(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Decodes a listed item (Secret values are hashed here, before anything keeps them). The error
+/// names the object (`namespace/name`) and what is wrong.
+pub fn decode_item(item: Value) -> Result<KubeObject, String> {
+    let text = |pointer: &str| {
+        item.pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    };
+    let name = format!("{}/{}", text("/metadata/namespace"), text("/metadata/name"));
+    parse_object(item).map_err(|error| format!("{name}: {error}"))
+}
+
+/// Reads the live state of `resources` (in `namespace`, or all namespaces) into a
+/// [`check::Snapshot`] for `check --live-cluster`.
+pub async fn snapshot(
+    cluster: &Cluster,
+    resources: &[Resource],
+    namespace: Option<&str>,
+    page_size: u32,
+) -> Result<check::Snapshot, SnapshotError> {
+    let mut snapshot = check::Snapshot::default();
+    for resource in resources {
+        let mut lister = resource.list(cluster, namespace, page_size);
+        let mut pages: Vec<Vec<Value>> = Vec::new();
+        while let Some(page) = lister.next_page().await? {
+            if page.restarted {
+                pages.clear();
+            }
+            pages.push(page.items);
+        }
+        for (number, items) in pages.into_iter().enumerate() {
+            for (index, item) in items.into_iter().enumerate() {
+                let origin = check::Origin {
+                    file: format!("{} ({} list)", cluster.description, resource.name()),
+                    document: number + 1,
+                    line: 0,
+                    item: Some(index),
+                };
+                snapshot.add_object(item, origin)?;
+            }
+        }
+    }
+    Ok(snapshot)
+}
+
+/// Why a live snapshot could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Listing failed.
+    #[error(transparent)]
+    List(#[from] Error),
+    /// A listed object is not one the check can read.
+    #[error(transparent)]
+    Object(#[from] check::Error),
+}

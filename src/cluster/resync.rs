@@ -1,0 +1,338 @@
+//! Resync: the safety net under the ApiServerSource. At start and then every `resync.interval`,
+//! every watched kind is listed through the Kubernetes API and each object goes to the writer as
+//! if an `add`/`update` event had brought it; tracked objects a complete list no longer contains
+//! are deleted. One code path classifies both, so a drift that existed before drift-sentinel
+//! started is reported by the first resync, and the same state seen twice changes nothing.
+//!
+//! Invariants: a listed state the engine already has is stale by its `resourceVersion`, so
+//! resync never opens a drift twice or restarts a grace timer. Deletions come only from a list
+//! that completed with every item decoded (a failed or partial list deletes nothing), only for
+//! objects its label selector covers, and only for objects last seen before the list started.
+//! A failing API server never stops the service: resync logs, counts, and tries again with
+//! backoff while events keep flowing.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{Cluster, Error, Resource};
+use crate::decode::{Action, ApiServerEvent, Mode};
+
+use crate::metrics::{ClassLabel, KindLabel, Metrics};
+use crate::pipeline::{self, Clock, Pipeline, ResyncOutcome, ResyncWork, Sweep};
+use std::sync::Arc;
+
+/// The CloudEvent `source` given to listed objects (they carry no event key).
+pub const SOURCE: &str = "drift-sentinel/resync";
+/// First wait after a failed resync; doubles per failure up to [`MAX_BACKOFF`] or the interval.
+pub const MIN_BACKOFF: Duration = Duration::from_secs(5);
+/// Longest wait after failures.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How long to wait for room in the writer's queue before trying again.
+const QUEUE_FULL_WAIT: Duration = Duration::from_millis(50);
+
+/// What resync lists and how often.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Time between complete resyncs.
+    pub interval: Duration,
+    /// Items per list request.
+    pub page_size: u32,
+    /// The cluster name listed objects are filed under.
+    pub cluster: String,
+    /// The kinds to list.
+    pub resources: Vec<Resource>,
+    /// First wait after a failed resync ([`MIN_BACKOFF`]; tests shorten it).
+    pub min_backoff: Duration,
+}
+
+/// The result of one resync.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Objects listed (in resources that listed completely).
+    pub listed: usize,
+    /// Listed objects whose state no event had delivered.
+    pub missed: usize,
+    /// Objects deleted because a complete list no longer contained them.
+    pub deleted: usize,
+    /// Class ids of the drifts resync opened.
+    pub drifts_found: Vec<String>,
+    /// Items the decoder rejected (their resource was not swept).
+    pub rejected: usize,
+    /// Resources that could not be listed.
+    pub failed: Vec<Error>,
+}
+
+impl Report {
+    /// True when every resource listed completely.
+    pub fn complete(&self) -> bool {
+        self.failed.is_empty()
+    }
+}
+
+/// The resync loop for one cluster.
+pub struct Resync {
+    cluster: Cluster,
+    pipeline: Pipeline,
+    metrics: Arc<Metrics>,
+    clock: Clock,
+    settings: Settings,
+}
+
+impl Resync {
+    /// A resync of `cluster` into `pipeline`.
+    pub fn new(
+        cluster: Cluster,
+        pipeline: Pipeline,
+        metrics: Arc<Metrics>,
+        clock: Clock,
+        settings: Settings,
+    ) -> Resync {
+        Resync {
+            cluster,
+            pipeline,
+            metrics,
+            clock,
+            settings,
+        }
+    }
+
+    /// Resyncs now and then every interval (sooner, with backoff, after a failure) until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut failures: u32 = 0;
+        loop {
+            let report = tokio::select! {
+                _ = stop.cancelled() => return,
+                report = self.run_once() => report,
+            };
+            let wait = match report {
+                Err(pipeline::Error::Stopped) => return,
+                Ok(report) if report.complete() => {
+                    failures = 0;
+                    self.settings.interval
+                }
+                _ => {
+                    failures = failures.saturating_add(1);
+                    backoff(failures, self.settings.min_backoff, self.settings.interval)
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Lists every resource once. Fails only when the writer has stopped.
+    pub async fn run_once(&self) -> Result<Report, pipeline::Error> {
+        let started = std::time::Instant::now();
+        let mut report = Report::default();
+        for resource in &self.settings.resources {
+            self.resync_resource(resource, &mut report).await?;
+        }
+        for error in &report.failed {
+            self.metrics
+                .resync_errors
+                .get_or_create(&KindLabel::new(error.kind()))
+                .inc();
+        }
+        self.metrics
+            .resync_missed_changes
+            .inc_by(u64::try_from(report.missed + report.deleted).unwrap_or(u64::MAX));
+        for class in &report.drifts_found {
+            self.metrics
+                .resync_drifts_found
+                .get_or_create(&ClassLabel {
+                    class: class.clone(),
+                })
+                .inc();
+        }
+        if report.complete() {
+            self.metrics.resync_last_success.set((self.clock)() / 1000);
+            self.metrics
+                .resync_objects_listed
+                .set(i64::try_from(report.listed).unwrap_or(i64::MAX));
+            tracing::info!(
+                message = "Resync finished.",
+                cluster = %self.settings.cluster,
+                listed = report.listed,
+                missed = report.missed,
+                deleted = report.deleted,
+                drifts_found = report.drifts_found.len(),
+                took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            );
+        } else {
+            tracing::warn!(
+                message = "Resync incomplete; it will be retried with backoff.",
+                cluster = %self.settings.cluster,
+                failed = report.failed.len(),
+                listed = report.listed,
+                missed = report.missed,
+            );
+        }
+        Ok(report)
+    }
+
+    async fn resync_resource(
+        &self,
+        resource: &Resource,
+        report: &mut Report,
+    ) -> Result<(), pipeline::Error> {
+        let listed_at = (self.clock)();
+        let mut lister = resource.list(&self.cluster, None, self.settings.page_size);
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut list_version = String::new();
+        let mut rejected = 0usize;
+        let mut first = true;
+        loop {
+            let page = match lister.next_page().await {
+                Ok(Some(page)) => page,
+                Ok(None) => break,
+                Err(error) => {
+                    let hint = if error.kind() == "forbidden" {
+                        " (grant `list` on it to drift-sentinel's ServiceAccount: k8s/rbac.yaml)"
+                    } else {
+                        ""
+                    };
+                    tracing::warn!(message = format!("Resync could not list a resource{hint}."), %error);
+                    report.failed.push(error);
+                    return Ok(());
+                }
+            };
+            if page.restarted {
+                // The earlier pages belonged to a snapshot that is gone.
+                seen.clear();
+                rejected = 0;
+                first = true;
+            }
+            if first {
+                list_version = page.list_version.clone();
+                first = false;
+            }
+            let mut events = Vec::with_capacity(page.items.len());
+            for item in page.items {
+                match super::decode_item(item) {
+                    Ok(object) => {
+                        seen.insert(object.uid.clone());
+                        events.push(listed_event(&self.settings.cluster, object));
+                    }
+                    Err(reason) => {
+                        rejected += 1;
+                        tracing::warn!(
+                            message = "Resync skipped an object the decoder rejected.",
+                            resource = %resource.name(),
+                            object = %reason,
+                        );
+                    }
+                }
+            }
+            if !events.is_empty() {
+                let outcome = self.submit(ResyncWork::Listed(events)).await?;
+                merge(report, outcome);
+            }
+        }
+        report.listed += seen.len();
+        report.rejected += rejected;
+        if rejected > 0 {
+            // An object the decoder rejected is not in `seen`: sweeping would delete it.
+            tracing::warn!(
+                message = "Resync did not look for deleted objects of a resource whose list had rejected items.",
+                resource = %resource.name(),
+                rejected,
+            );
+            return Ok(());
+        }
+        let selects = resource.selector_fn();
+        let outcome = self
+            .submit(ResyncWork::Sweep(Sweep {
+                cluster: self.settings.cluster.clone(),
+                api_version: resource.api_version().to_string(),
+                kind: resource.kind().to_string(),
+                seen,
+                list_version,
+                listed_at,
+                selects: Box::new(selects),
+            }))
+            .await?;
+        merge(report, outcome);
+        Ok(())
+    }
+
+    /// Hands work to the writer, waiting for queue room (events go first) and for the commit.
+    /// A failed commit is retried: the engine rolled back, so the work is simply done again.
+    async fn submit(&self, mut work: ResyncWork) -> Result<ResyncOutcome, pipeline::Error> {
+        loop {
+            match self.pipeline.resync(work) {
+                Ok(receiver) => match receiver.await {
+                    Ok(Ok(outcome)) => return Ok(outcome),
+                    Ok(Err(pipeline::Error::Store(kind))) => {
+                        tracing::warn!(
+                            message = "Resync work not committed; the list will be retried.",
+                            kind
+                        );
+                        return Err(pipeline::Error::Store(kind));
+                    }
+                    Ok(Err(error)) => return Err(error),
+                    Err(_) => return Err(pipeline::Error::Stopped),
+                },
+                Err((pipeline::Error::Overloaded, returned)) => {
+                    work = returned;
+                    tokio::time::sleep(QUEUE_FULL_WAIT).await;
+                }
+                Err((error, _)) => return Err(error),
+            }
+        }
+    }
+}
+
+fn merge(report: &mut Report, outcome: ResyncOutcome) {
+    report.missed += outcome.missed;
+    report.deleted += outcome.deleted;
+    report.drifts_found.extend(outcome.drifts_found);
+}
+
+/// A listed object as the event an ApiServerSource would have sent for it. The writer decides
+/// between `add` and `update` by whether it tracks the object.
+pub fn listed_event(cluster: &str, object: crate::decode::KubeObject) -> ApiServerEvent {
+    ApiServerEvent {
+        source: SOURCE.to_string(),
+        id: format!("{}/{}", object.uid, object.resource_version),
+        ce_type: "dev.knative.apiserver.resource.update".to_string(),
+        time: None,
+        cluster: cluster.to_string(),
+        action: Action::Update,
+        mode: Mode::Resource,
+        api_version: object.api_version.clone(),
+        kind: object.kind.clone(),
+        namespace: object.namespace.clone(),
+        name: object.name.clone(),
+        object: Some(object),
+    }
+}
+
+/// The wait after `failures` failed resyncs in a row: `first`, doubling, at most five minutes
+/// and at most the interval.
+fn backoff(failures: u32, first: Duration, interval: Duration) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    let wait = first.saturating_mul(1u32 << exponent);
+    wait.min(MAX_BACKOFF).min(interval.max(first))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped_by_the_interval_and_five_minutes() {
+        let interval = Duration::from_secs(600);
+        assert_eq!(backoff(1, MIN_BACKOFF, interval), Duration::from_secs(5));
+        assert_eq!(backoff(2, MIN_BACKOFF, interval), Duration::from_secs(10));
+        assert_eq!(backoff(4, MIN_BACKOFF, interval), Duration::from_secs(40));
+        assert_eq!(backoff(30, MIN_BACKOFF, interval), Duration::from_secs(300));
+        assert_eq!(
+            backoff(30, MIN_BACKOFF, Duration::from_secs(60)),
+            Duration::from_secs(60)
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! A scripted fake Kubernetes API server on loopback, in the pattern of kube-rs/controller-rs's
+//! `fixtures.rs`: a scenario states, in order, which requests it expects and what each gets. A
+//! request that is not the next expected one (method, path, every query parameter, and the
+//! bearer token from the kubeconfig) is answered `500` and recorded; [`FakeApiServer::verify`]
+//! fails the test on any such request and on expected requests never made. Answers are recorded
+//! Knative objects from `../shared/fixtures/`, shaped as the API server lists them (items
+//! without `apiVersion` and `kind`).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+/// The bearer token the fake server requires (from the kubeconfig it writes).
+pub const TOKEN: &str = "fake-sa-token-7f3a";
+
+/// One expected request and its answer.
+#[derive(Debug, Clone)]
+pub struct Expect {
+    path: String,
+    query: BTreeMap<String, String>,
+    status: u16,
+    body: Value,
+}
+
+impl Expect {
+    /// A `GET path?query` answered `200` with `body`.
+    pub fn get(path: &str, query: &[(&str, &str)], body: Value) -> Expect {
+        Expect {
+            path: path.to_string(),
+            query: query
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+            status: 200,
+            body,
+        }
+    }
+
+    /// A `GET path?query` answered with a Kubernetes `Status` failure.
+    pub fn fail(path: &str, query: &[(&str, &str)], code: u16, reason: &str) -> Expect {
+        let mut expect = Expect::get(
+            path,
+            query,
+            json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": format!("fake API server says {reason}"),
+                "reason": reason,
+                "code": code,
+            }),
+        );
+        expect.status = code;
+        expect
+    }
+}
+
+/// A list response: `items` lose `apiVersion`/`kind` as in a real list.
+pub fn list(
+    kind: &str,
+    resource_version: &str,
+    continue_token: Option<&str>,
+    items: &[Value],
+) -> Value {
+    let items: Vec<Value> = items
+        .iter()
+        .map(|item| {
+            let mut item = item.clone();
+            if let Some(map) = item.as_object_mut() {
+                map.remove("apiVersion");
+                map.remove("kind");
+            }
+            item
+        })
+        .collect();
+    let mut metadata = json!({ "resourceVersion": resource_version });
+    if let Some(token) = continue_token {
+        metadata["continue"] = json!(token);
+    }
+    json!({ "kind": format!("{kind}List"), "apiVersion": "v1", "metadata": metadata, "items": items })
+}
+
+#[derive(Default)]
+struct State {
+    script: VecDeque<Expect>,
+    served: Vec<String>,
+    unexpected: Vec<String>,
+}
+
+/// The running fake server.
+pub struct FakeApiServer {
+    /// Its address.
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeApiServer {
+    /// Starts serving `script`.
+    pub async fn start(script: Vec<Expect>) -> FakeApiServer {
+        let state = Arc::new(Mutex::new(State {
+            script: script.into(),
+            ..State::default()
+        }));
+        let shared = Arc::clone(&state);
+        let app = axum::Router::new().fallback(move |request: Request<Body>| {
+            let state = Arc::clone(&shared);
+            async move { answer(&state, request) }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeApiServer { addr, state, task }
+    }
+
+    /// Requests answered as expected, in order (`path?query`).
+    pub fn served(&self) -> Vec<String> {
+        self.state.lock().unwrap().served.clone()
+    }
+
+    /// Fails on unexpected requests and on expected requests never made.
+    pub fn verify(&self) {
+        let state = self.state.lock().unwrap();
+        assert!(
+            state.unexpected.is_empty(),
+            "unexpected requests: {:#?}",
+            state.unexpected
+        );
+        assert!(
+            state.script.is_empty(),
+            "expected requests never made: {:#?}",
+            state.script
+        );
+    }
+
+    /// Writes a kubeconfig whose context `context` points here with [`TOKEN`].
+    pub fn kubeconfig(&self, dir: &Path, context: &str) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\n\
+             contexts:\n- name: other\n  context:\n    cluster: nowhere\n    user: fake\n\
+             - name: {context}\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
+             current-context: other\nusers:\n- name: fake\n  user:\n    token: {TOKEN}\n",
+            addr = self.addr
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+fn answer(state: &Mutex<State>, request: Request<Body>) -> Response {
+    let uri = request.uri().clone();
+    let path = uri.path().to_string();
+    let query: BTreeMap<String, String> = reqwest::Url::parse(&format!("http://fake{uri}"))
+        .map(|url| url.query_pairs().into_owned().collect())
+        .unwrap_or_default();
+    let authorized = request
+        .headers()
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        == Some(&format!("Bearer {TOKEN}"));
+    let mut state = state.lock().unwrap();
+    let described = format!("{} {uri}", request.method());
+    let matches = state.script.front().is_some_and(|expect| {
+        request.method() == "GET" && expect.path == path && expect.query == query && authorized
+    });
+    if !matches {
+        let wanted = state
+            .script
+            .front()
+            .map(|expect| format!("GET {} {:?}", expect.path, expect.query))
+            .unwrap_or_else(|| "nothing".to_string());
+        state.unexpected.push(format!(
+            "{described} (authorized: {authorized}); expected {wanted}"
+        ));
+        return (StatusCode::INTERNAL_SERVER_ERROR, "unexpected request").into_response();
+    }
+    let expect = state.script.pop_front().unwrap();
+    state.served.push(format!("{path}?{}", encode(&query)));
+    (
+        StatusCode::from_u16(expect.status).unwrap(),
+        [("content-type", "application/json")],
+        expect.body.to_string(),
+    )
+        .into_response()
+}
+
+fn encode(query: &BTreeMap<String, String>) -> String {
+    query
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}

@@ -1,0 +1,692 @@
+//! Resync and `check --live-cluster` against the scripted fake API server: paging, a stale
+//! continue token, pre-existing drift, deletions found by listing, unchanged objects, API errors
+//! with backoff while events keep flowing, and the CI gate reading a live cluster.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use drift_sentinel::classify::DriftState;
+use drift_sentinel::cluster::resync::{Resync, Settings};
+use drift_sentinel::cluster::{Cluster, Resource};
+use drift_sentinel::config::{LabelSelectorConfig, ResourceConfig};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use crate::fake_apiserver::{list, Expect, FakeApiServer};
+use crate::support::{self, fixture_yaml, metric, structured_event, TestApp};
+
+const SERVICES: &str = "/apis/serving.knative.dev/v1/services";
+const CONFIGMAPS: &str = "/api/v1/configmaps";
+const NOW: i64 = 1_700_000_000_000;
+
+/// Services `aaa`, `bbb`, `ccc` (Ready) from a recorded `kn service list`.
+fn ready_services() -> Vec<Value> {
+    let list = fixture_yaml(
+        "serving/redhat-developer-vscode-knative__test-servingTree-multipleServiceServicesList.json",
+    );
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|item| item["metadata"]["name"] != "example")
+        .cloned()
+        .collect()
+}
+
+/// Service `example` whose Revision failed (Ready=False, RevisionFailed), recorded.
+fn failed_service() -> Value {
+    let list = fixture_yaml(
+        "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceFailedRevisionServiceList.json",
+    );
+    list["items"][0].clone()
+}
+
+fn resource(api_version: &str, kind: &str, selector: LabelSelectorConfig) -> Resource {
+    Resource::new(&ResourceConfig {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        plural: None,
+        selector,
+    })
+    .unwrap()
+}
+
+fn services_resource() -> Resource {
+    resource(
+        "serving.knative.dev/v1",
+        "Service",
+        LabelSelectorConfig::default(),
+    )
+}
+
+struct Harness {
+    app: TestApp,
+    clock: Arc<AtomicI64>,
+    fake: FakeApiServer,
+    resync: Resync,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn new(script: Vec<Expect>, resources: Vec<Resource>, page_size: u32) -> Harness {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let clock = Arc::new(AtomicI64::new(NOW));
+        let reader = Arc::clone(&clock);
+        let app = support::app_with(
+            64,
+            4 * 1024 * 1024,
+            Arc::new(move || reader.load(Ordering::SeqCst)),
+        );
+        let fake = FakeApiServer::start(script).await;
+        let dir = tempfile::tempdir().unwrap();
+        // The kubeconfig's current context points elsewhere: the context argument must win.
+        let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
+        let cluster = Cluster::connect(Some(&kubeconfig), Some("fake-ctx"))
+            .await
+            .unwrap();
+        let reader = Arc::clone(&clock);
+        let resync = Resync::new(
+            cluster,
+            app.pipeline.clone(),
+            Arc::clone(&app.metrics),
+            Arc::new(move || reader.load(Ordering::SeqCst)),
+            Settings {
+                interval: Duration::from_secs(3600),
+                page_size,
+                cluster: "test".into(),
+                resources,
+                min_backoff: Duration::from_millis(20),
+            },
+        );
+        Harness {
+            app,
+            clock,
+            fake,
+            resync,
+            _dir: dir,
+        }
+    }
+
+    fn advance(&self, seconds: i64) {
+        self.clock.fetch_add(seconds * 1000, Ordering::SeqCst);
+    }
+
+    /// Runs one writer round now (timers fire in it).
+    async fn tick(&self) {
+        self.app
+            .pipeline
+            .submit(Vec::new())
+            .unwrap()
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    /// Sends an event through the HTTP ingest, as the Broker would.
+    async fn send(&self, id: &str, verb: &str, object: &Value) {
+        let event = structured_event(id, verb, object);
+        let response = self
+            .app
+            .router
+            .clone()
+            .oneshot(support::structured_request(&event))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+    }
+
+    fn drift(&self, class: &str, name: &str) -> Option<drift_sentinel::classify::Drift> {
+        self.app
+            .store
+            .drifts()
+            .into_iter()
+            .filter(|drift| drift.class == class && drift.name == name)
+            .max_by_key(|drift| drift.since)
+    }
+
+    fn metric(&self, prefix: &str) -> f64 {
+        metric(&self.app.metrics, prefix)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paged_list_brings_every_object_and_a_drift_from_before_the_start_fires() {
+    let ready = ready_services();
+    let script = vec![
+        Expect::get(
+            SERVICES,
+            &[("limit", "2")],
+            list("Service", "90000", Some("page-2"), &ready[0..2]),
+        ),
+        Expect::get(
+            SERVICES,
+            &[("limit", "2"), ("continue", "page-2")],
+            list(
+                "Service",
+                "90000",
+                None,
+                &[ready[2].clone(), failed_service()],
+            ),
+        ),
+    ];
+    let harness = Harness::new(script, vec![services_resource()], 2).await;
+
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!((report.listed, report.missed, report.deleted), (4, 4, 0));
+    assert!(
+        report.drifts_found.iter().any(|class| class == "not_ready"),
+        "{:?}",
+        report.drifts_found
+    );
+    let objects = harness.app.store.objects();
+    assert_eq!(objects.len(), 4, "every listed object is stored");
+    assert!(objects.iter().all(|object| object.cluster == "test"));
+
+    // The drift existed before drift-sentinel started: it fires after its grace with no event.
+    let drift = harness
+        .drift("not_ready", "example")
+        .expect("not_ready drift");
+    assert_eq!(drift.state, DriftState::Pending);
+    harness.advance(200);
+    harness.tick().await;
+    let drift = harness.drift("not_ready", "example").unwrap();
+    assert_eq!(drift.state, DriftState::Firing, "{drift:?}");
+    assert!(
+        harness.drift("not_ready", "aaa").is_none(),
+        "ready services are fine"
+    );
+
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_drifts_found_total{class=\"not_ready\"}"),
+        1.0
+    );
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_missed_changes_total"),
+        4.0
+    );
+    assert_eq!(harness.metric("drift_sentinel_resync_objects_listed"), 4.0);
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_last_success_timestamp_seconds"),
+        (NOW / 1000) as f64
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_continue_token_restarts_the_list_and_forgets_the_abandoned_pages() {
+    let ready = ready_services();
+    let (aaa, bbb, ccc) = (ready[0].clone(), ready[1].clone(), ready[2].clone());
+    let script = vec![
+        Expect::get(
+            SERVICES,
+            &[("limit", "2")],
+            list("Service", "90000", Some("old"), &[aaa.clone(), bbb.clone()]),
+        ),
+        Expect::fail(
+            SERVICES,
+            &[("limit", "2"), ("continue", "old")],
+            410,
+            "Expired",
+        ),
+        // The fresh pass no longer has `aaa`: it was deleted between the two passes.
+        Expect::get(
+            SERVICES,
+            &[("limit", "2")],
+            list("Service", "90500", Some("new"), std::slice::from_ref(&bbb)),
+        ),
+        Expect::get(
+            SERVICES,
+            &[("limit", "2"), ("continue", "new")],
+            list("Service", "90500", None, std::slice::from_ref(&ccc)),
+        ),
+    ];
+    let harness = Harness::new(script, vec![services_resource()], 2).await;
+    // `aaa` is known from an event, in the state the abandoned page lists again (stale there).
+    harness.send("aaa-add", "add", &aaa).await;
+    harness.advance(60);
+
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert!(report.complete(), "{:?}", report.failed);
+    assert_eq!(report.listed, 2, "only the fresh pass counts");
+    assert_eq!(
+        report.deleted, 1,
+        "aaa, seen only by the abandoned pass, is deleted"
+    );
+    let stored = harness.app.store.objects();
+    let aaa_state = stored
+        .iter()
+        .find(|object| object.name == "aaa")
+        .expect("aaa stays as a tombstone");
+    assert!(aaa_state.deleted);
+    assert!(stored
+        .iter()
+        .any(|object| object.name == "ccc" && !object.deleted));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_missing_from_a_complete_list_are_deleted_within_its_selector_and_snapshot() {
+    let labelled = LabelSelectorConfig {
+        match_labels: [(
+            "app.kubernetes.io/name".to_string(),
+            "knative-serving".to_string(),
+        )]
+        .into(),
+        match_expressions: Vec::new(),
+    };
+    let script = vec![Expect::get(
+        CONFIGMAPS,
+        &[
+            ("limit", "500"),
+            ("labelSelector", "app.kubernetes.io/name=knative-serving"),
+        ],
+        list("ConfigMap", "90000", None, &[]),
+    )];
+    let harness = Harness::new(script, vec![resource("v1", "ConfigMap", labelled)], 500).await;
+    let autoscaler = crate::scenario::config_autoscaler();
+    // Outside the selector: never listed, so never deleted for being absent.
+    let mut unlabelled = autoscaler.clone();
+    unlabelled["metadata"]["name"] = json!("team-settings");
+    unlabelled["metadata"]["uid"] = json!("cm-team-uid");
+    unlabelled["metadata"]["labels"] = json!({});
+    // Newer than the list's snapshot: created after it, so absent from it.
+    let mut newer = autoscaler.clone();
+    newer["metadata"]["name"] = json!("config-features");
+    newer["metadata"]["uid"] = json!("cm-features-uid");
+    newer["metadata"]["resourceVersion"] = json!("95000");
+    harness.send("cm-1", "add", &autoscaler).await;
+    harness.send("cm-2", "add", &unlabelled).await;
+    harness.send("cm-3", "add", &newer).await;
+    harness.advance(60);
+
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert_eq!((report.listed, report.deleted), (0, 1));
+    let deleted: Vec<String> = harness
+        .app
+        .store
+        .objects()
+        .into_iter()
+        .filter(|object| object.deleted)
+        .map(|object| object.name)
+        .collect();
+    assert_eq!(deleted, vec!["config-autoscaler".to_string()]);
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_missed_changes_total"),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_object_changes_nothing_and_keeps_its_grace_timer() {
+    let failed = failed_service();
+    let listing = || {
+        Expect::get(
+            SERVICES,
+            &[("limit", "500")],
+            list("Service", "90000", None, std::slice::from_ref(&failed)),
+        )
+    };
+    let harness = Harness::new(vec![listing(), listing()], vec![services_resource()], 500).await;
+    harness.send("example-add", "add", &failed).await;
+    let opened = harness
+        .drift("not_ready", "example")
+        .expect("pending drift");
+    assert_eq!(opened.state, DriftState::Pending);
+    harness.advance(60);
+
+    let report = harness.resync.run_once().await.unwrap();
+    assert_eq!((report.listed, report.missed, report.deleted), (1, 0, 0));
+    assert!(report.drifts_found.is_empty(), "{:?}", report.drifts_found);
+    let after = harness.drift("not_ready", "example").unwrap();
+    assert_eq!(
+        (after.id.clone(), after.since, after.fire_at, after.state),
+        (
+            opened.id.clone(),
+            opened.since,
+            opened.fire_at,
+            DriftState::Pending
+        ),
+        "the grace timer was not restarted"
+    );
+
+    // It fires once, on its original schedule; a later resync of the same state adds nothing.
+    harness.advance(130);
+    harness.tick().await;
+    assert_eq!(
+        harness.drift("not_ready", "example").unwrap().state,
+        DriftState::Firing
+    );
+    let firing = "drift_sentinel_drift_transitions_total{class=\"not_ready\",state=\"firing\"}";
+    let queued = harness.metric("drift_sentinel_notifications_queued_total");
+    assert_eq!(harness.metric(firing), 1.0);
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert_eq!((report.missed, report.drifts_found.len()), (0, 0));
+    assert_eq!(harness.metric(firing), 1.0, "no second firing");
+    assert_eq!(
+        harness.metric("drift_sentinel_notifications_queued_total"),
+        queued,
+        "no second notification"
+    );
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_missed_changes_total"),
+        0.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_are_retried_with_backoff_while_events_keep_flowing() {
+    let ready = ready_services();
+    let script = vec![
+        Expect::fail(SERVICES, &[("limit", "500")], 500, "InternalError"),
+        Expect::fail(SERVICES, &[("limit", "500")], 403, "Forbidden"),
+        Expect::get(
+            SERVICES,
+            &[("limit", "500")],
+            list("Service", "90000", None, &ready[0..1]),
+        ),
+    ];
+    let harness = Harness::new(script, vec![services_resource()], 500).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let Harness {
+        app, fake, resync, ..
+    } = harness;
+    let running = tokio::spawn(resync.run(stop.clone()));
+
+    // The sink answers events while resync fails.
+    let event = structured_event("during-errors", "add", &ready[1]);
+    let response = app
+        .router
+        .clone()
+        .oneshot(support::structured_request(&event))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while metric(
+        &app.metrics,
+        "drift_sentinel_resync_last_success_timestamp_seconds",
+    ) == 0.0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "resync never succeeded; served {:?}",
+            fake.served()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.cancel();
+    running.await.unwrap();
+    fake.verify();
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_resync_errors_total{kind=\"api\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_resync_errors_total{kind=\"forbidden\"}"
+        ),
+        1.0
+    );
+    let names: Vec<String> = app
+        .store
+        .objects()
+        .into_iter()
+        .map(|object| object.name)
+        .collect();
+    assert!(
+        names.contains(&"aaa".to_string()) && names.contains(&"bbb".to_string()),
+        "{names:?}"
+    );
+}
+
+/// Every default resource, namespaced, as `check --live-cluster --namespace` lists them.
+fn live_cluster_script(namespace: &str, services: &[Value]) -> Vec<Expect> {
+    let at = |group_version: &str, plural: &str| {
+        if group_version == "v1" {
+            format!("/api/v1/namespaces/{namespace}/{plural}")
+        } else {
+            format!("/apis/{group_version}/namespaces/{namespace}/{plural}")
+        }
+    };
+    let empty = |kind: &str| list(kind, "90000", None, &[]);
+    vec![
+        Expect::get(
+            &at("serving.knative.dev/v1", "services"),
+            &[("limit", "500")],
+            list("Service", "90000", None, services),
+        ),
+        Expect::get(
+            &at("serving.knative.dev/v1", "configurations"),
+            &[("limit", "500")],
+            empty("Configuration"),
+        ),
+        Expect::get(
+            &at("serving.knative.dev/v1", "revisions"),
+            &[("limit", "500")],
+            empty("Revision"),
+        ),
+        Expect::get(
+            &at("serving.knative.dev/v1", "routes"),
+            &[("limit", "500")],
+            empty("Route"),
+        ),
+        Expect::get(
+            &at("apps/v1", "deployments"),
+            &[
+                ("limit", "500"),
+                ("labelSelector", "serving.knative.dev/revision"),
+            ],
+            empty("Deployment"),
+        ),
+        Expect::get(
+            &at("v1", "configmaps"),
+            &[
+                ("limit", "500"),
+                ("labelSelector", "app.kubernetes.io/name=knative-serving"),
+            ],
+            empty("ConfigMap"),
+        ),
+    ]
+}
+
+fn run_check(args: Vec<String>) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("DRIFT_SENTINEL_CONFIG")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_live_cluster_reads_the_cluster_through_the_kubeconfig() {
+    let live = failed_service();
+    let namespace = live["metadata"]["namespace"].as_str().unwrap().to_string();
+    let fake =
+        FakeApiServer::start(live_cluster_script(&namespace, std::slice::from_ref(&live))).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
+    // Desired: the same Service with another image, and a Service in another namespace that
+    // a namespace-scoped check leaves out.
+    let baseline = dir.path().join("baseline");
+    std::fs::create_dir(&baseline).unwrap();
+    let mut desired = json!({
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": {"name": "example", "namespace": namespace},
+        "spec": live["spec"].clone(),
+    });
+    desired["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("quay.io/rhdevelopers/knative-tutorial-greeter:quarkus");
+    let elsewhere = json!({
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": {"name": "other", "namespace": "elsewhere"},
+        "spec": {},
+    });
+    std::fs::write(
+        baseline.join("services.yaml"),
+        format!("{desired}\n---\n{elsewhere}\n"),
+    )
+    .unwrap();
+
+    let args = vec![
+        "check".to_string(),
+        "--baseline".into(),
+        baseline.display().to_string(),
+        "--live-cluster".into(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--context".into(),
+        "fake-ctx".into(),
+        "--namespace".into(),
+        namespace.clone(),
+        "--format".into(),
+        "json".into(),
+    ];
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || run_check(args))
+        .await
+        .unwrap();
+    fake.verify();
+    assert_eq!(
+        code, 1,
+        "drift found: exit 1\nstdout: {stdout}\nstderr: {stderr}"
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    let text = report.to_string();
+    assert!(text.contains("knative-tutorial-greeter:quarkus"), "{text}");
+    assert!(
+        !text.contains("elsewhere"),
+        "other namespaces are out of scope: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_live_cluster_fails_clearly_when_the_api_refuses() {
+    let fake = FakeApiServer::start(vec![Expect::fail(
+        "/apis/serving.knative.dev/v1/services",
+        &[("limit", "500")],
+        403,
+        "Forbidden",
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
+    std::fs::write(dir.path().join("empty.yaml"), "").unwrap();
+    let args = vec![
+        "check".to_string(),
+        "--baseline".into(),
+        dir.path().join("empty.yaml").display().to_string(),
+        "--live-cluster".into(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--context".into(),
+        "fake-ctx".into(),
+    ];
+    let (code, _, stderr) = tokio::task::spawn_blocking(move || run_check(args))
+        .await
+        .unwrap();
+    fake.verify();
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("serving.knative.dev/v1 Service") && stderr.contains("403"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_resyncs_at_start_and_reports_a_drift_that_predates_it() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeApiServer::start(vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list("Service", "90000", None, &[failed_service()]),
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
+    // `enabled` is left at `auto`: a kubeconfig in the config turns resync on.
+    let yaml = format!(
+        "store:\n  path: {db}\ndefaultCluster: prod\nrules:\n  classes:\n    not_ready: {{grace: 0s}}\n\
+         resync:\n  kubeconfig: {kubeconfig}\n  context: fake-ctx\n  resources:\n    - {{apiVersion: serving.knative.dev/v1, kind: Service}}\n",
+        db = dir.path().join("resync.db").display(),
+        kubeconfig = kubeconfig.display(),
+    );
+    let config = drift_sentinel::config::load_str(&yaml, &|_| None).unwrap();
+    let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://{}/api/v1/drifts?state=firing", server.addr);
+    let mut found = Value::Null;
+    for _ in 0..200 {
+        let body: Value = client.get(&url).send().await.unwrap().json().await.unwrap();
+        if let Some(drift) = body["items"]
+            .as_array()
+            .and_then(|items| items.iter().find(|item| item["class"] == "not_ready"))
+        {
+            found = drift.clone();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        found["name"], "example",
+        "no firing not_ready drift from resync"
+    );
+    assert_eq!(
+        found["cluster"], "prod",
+        "filed under defaultCluster, as events are"
+    );
+    let metrics = client
+        .get(format!("http://{}/metrics", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("drift_sentinel_resync_drifts_found_total{class=\"not_ready\"} 1"),
+        "{metrics}"
+    );
+    server.shutdown.cancel();
+    let _ = server.done.await;
+    fake.verify();
+}
+
+#[test]
+fn the_built_in_resync_resources_are_exactly_what_the_shipped_source_watches() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/apiserversource.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let source = documents
+        .iter()
+        .find(|document| document["kind"] == "ApiServerSource")
+        .unwrap();
+    let watched: Vec<ResourceConfig> = source["spec"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|resource| serde_json::from_value(resource.clone()).unwrap())
+        .collect();
+    assert_eq!(
+        drift_sentinel::config::default_resync_resources(),
+        watched,
+        "resync must list what events come from, with the same selectors"
+    );
+}
