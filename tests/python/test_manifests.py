@@ -850,6 +850,7 @@ def test_rules_cover_health_and_drifts():
         "drift_sentinel_store_errors_total",
         "drift_sentinel_config_reload_errors_total",
         "drift_sentinel_drifts_firing",
+        "drift_sentinel_resync_errors_total",
     ):
         assert any(metric in rule["expr"] for rule in alerts.values()), metric
     for name, rule in alerts.items():
