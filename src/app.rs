@@ -88,6 +88,7 @@ pub async fn start(
         metrics: Arc::clone(&metrics),
         draining: Arc::clone(&draining),
         body_limit: config.server.body_limit_bytes,
+        in_flight_limit: config.server.in_flight_limit(),
     };
     let router = ingest::router(state, config.server.request_timeout);
     let listener = tokio::net::TcpListener::bind(addr)

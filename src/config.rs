@@ -369,6 +369,21 @@ pub struct ServerConfig {
     /// Events queued for the single writer before ingest answers `503`.
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: usize,
+    /// Request bytes held in flight at once (bodies being read, decoded or waiting for their
+    /// commit); beyond it ingest answers `503` before reading the body. Unset: 16 ×
+    /// `bodyLimitBytes`.
+    #[serde(default)]
+    pub in_flight_bytes: Option<usize>,
+}
+
+impl ServerConfig {
+    /// The admission budget in bytes.
+    pub fn in_flight_limit(&self) -> usize {
+        self.in_flight_bytes.unwrap_or_else(|| {
+            self.body_limit_bytes
+                .saturating_mul(crate::ingest::admission::IN_FLIGHT_BODIES)
+        })
+    }
 }
 
 fn default_port() -> u16 {
@@ -395,6 +410,7 @@ impl Default for ServerConfig {
             request_timeout: default_request_timeout(),
             drain_timeout: default_drain_timeout(),
             queue_capacity: default_queue_capacity(),
+            in_flight_bytes: None,
         }
     }
 }
@@ -1042,6 +1058,15 @@ fn validate(config: &Config) -> Result<(), Error> {
         return Err(Error::invalid(
             "server.bodyLimitBytes",
             "must be at least 1024 bytes",
+        ));
+    }
+    if server
+        .in_flight_bytes
+        .is_some_and(|bytes| bytes < server.body_limit_bytes)
+    {
+        return Err(Error::invalid(
+            "server.inFlightBytes",
+            "must be at least server.bodyLimitBytes (one largest request must fit)",
         ));
     }
     if server.queue_capacity == 0 {

@@ -3,8 +3,9 @@
 //! The writer queue (`server.queueCapacity`) bounds events waiting to be committed, but every
 //! request is read and decoded before it reaches the queue, so without a cap the memory of an
 //! overloaded sink grows with the number of senders. Each request reserves its `content-length`
-//! (the whole body limit when it has none) from a budget of [`IN_FLIGHT_BODIES`] times
-//! `server.bodyLimitBytes` before its body is read, and keeps it until it is answered. When the
+//! (the whole body limit when it has none) from a budget of `server.inFlightBytes` (by default
+//! [`IN_FLIGHT_BODIES`] times `server.bodyLimitBytes`) before its body is read, and keeps it
+//! until it is answered. When the
 //! budget is spent the request is refused at once, before its body is read: `503` with
 //! `Retry-After`, which the Broker retries.
 
@@ -20,7 +21,7 @@ use tokio::sync::Semaphore;
 use super::ApiError;
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
 
-/// How many request bodies of the maximum size may be in flight at once.
+/// How many request bodies of the maximum size may be in flight at once by default.
 pub const IN_FLIGHT_BODIES: usize = 16;
 
 /// Budget accounting unit: permits are KiB, so budgets up to terabytes fit a `u32`.
@@ -35,9 +36,9 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// A budget of [`IN_FLIGHT_BODIES`] bodies of `body_limit` bytes.
-    pub fn new(body_limit: usize, metrics: Arc<Metrics>) -> Admission {
-        let permits = units(body_limit.saturating_mul(IN_FLIGHT_BODIES));
+    /// A budget of `in_flight` bytes for requests of at most `body_limit` bytes.
+    pub fn new(body_limit: usize, in_flight: usize, metrics: Arc<Metrics>) -> Admission {
+        let permits = units(in_flight.max(body_limit));
         Admission {
             budget: Arc::new(Semaphore::new(permits as usize)),
             body_limit,

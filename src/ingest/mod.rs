@@ -54,6 +54,8 @@ pub struct AppState {
     pub draining: Arc<AtomicBool>,
     /// Body limit in bytes.
     pub body_limit: usize,
+    /// Request bytes in flight at once (admission budget).
+    pub in_flight_limit: usize,
 }
 
 /// An error answer: stable `code`, short `message`.
@@ -132,7 +134,11 @@ impl IntoResponse for ApiError {
 
 /// The router: `POST /` plus health and metrics.
 pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
-    let admission = admission::Admission::new(state.body_limit, Arc::clone(&state.metrics));
+    let admission = admission::Admission::new(
+        state.body_limit,
+        state.in_flight_limit,
+        Arc::clone(&state.metrics),
+    );
     let ingest = Router::new()
         .route("/", post(receive))
         .layer(RequestBodyLimitLayer::new(state.body_limit))

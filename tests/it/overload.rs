@@ -117,3 +117,57 @@ async fn small_requests_are_not_limited_by_the_largest_body() {
         assert_eq!(task.await.unwrap(), StatusCode::ACCEPTED);
     }
 }
+
+#[tokio::test]
+async fn the_in_flight_budget_follows_the_configured_bytes() {
+    let limit = 8 * 1024;
+    // Room for exactly three bodies of the largest size.
+    let app = crate::support::app_with_budget(limit, 3 * limit);
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let request = Request::post("/")
+            .header("content-type", "application/cloudevents+json")
+            .header("content-length", limit.to_string())
+            .body(stalled_body())
+            .unwrap();
+        let router = app.router.clone();
+        stalled.push(tokio::spawn(async move { router.oneshot(request).await }));
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(stalled.iter().all(|task| !task.is_finished()), "three fit");
+    let response = app
+        .router
+        .clone()
+        .oneshot(
+            Request::post("/")
+                .header("content-type", "application/cloudevents+json")
+                .header("content-length", "100")
+                .body(stalled_body())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a fourth does not"
+    );
+    for task in stalled {
+        task.abort();
+    }
+}
+
+#[test]
+fn an_in_flight_budget_below_one_request_is_a_config_error() {
+    let error = drift_sentinel::config::load_str(
+        "server: {bodyLimitBytes: 65536, inFlightBytes: 1024}",
+        &|_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("server.inFlightBytes"), "{error}");
+    let config =
+        drift_sentinel::config::load_str("server: {bodyLimitBytes: 65536}", &|_| None).unwrap();
+    assert_eq!(config.server.in_flight_limit(), 16 * 65536);
+}

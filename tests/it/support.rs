@@ -138,7 +138,18 @@ impl Drop for TestApp {
 
 /// Builds a test app whose ingest requires `auth`.
 pub fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp {
-    build(64, 4 * 1024 * 1024, pipeline::system_clock(), auth)
+    build(64, 4 * 1024 * 1024, None, pipeline::system_clock(), auth)
+}
+
+/// Builds a test app whose ingest holds at most `in_flight` request bytes at once.
+pub fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
+    build(
+        64,
+        body_limit,
+        Some(in_flight),
+        pipeline::system_clock(),
+        drift_sentinel::ingest::auth::IngestAuth::Open,
+    )
 }
 
 /// Builds a test app.
@@ -146,6 +157,7 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
     build(
         queue_capacity,
         body_limit,
+        None,
         clock,
         drift_sentinel::ingest::auth::IngestAuth::Open,
     )
@@ -154,6 +166,7 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
 fn build(
     queue_capacity: usize,
     body_limit: usize,
+    in_flight: Option<usize>,
     clock: Clock,
     ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
 ) -> TestApp {
@@ -190,6 +203,8 @@ fn build(
         metrics: Arc::clone(&metrics),
         draining: Arc::clone(&draining),
         body_limit,
+        in_flight_limit: in_flight
+            .unwrap_or(body_limit * drift_sentinel::ingest::admission::IN_FLIGHT_BODIES),
     };
     TestApp {
         router: ingest::router(state, std::time::Duration::from_secs(10)),
