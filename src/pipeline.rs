@@ -9,7 +9,8 @@
 //! writable when idle, and forgets old event keys.
 //!
 //! Architecture invariant: a request is answered `Ok` only after its events' effects and their
-//! (`source`, `id`) keys are committed. If the commit fails, the engine rolls back to the last
+//! (`source`, `id`) keys are committed (an event that changed nothing durable writes nothing, not
+//! even its key: applying it again changes nothing either). If the commit fails, the engine rolls back to the last
 //! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
 
 use std::collections::HashSet;
@@ -445,10 +446,17 @@ impl Writer {
                         if duplicate {
                             EventResult::Duplicate
                         } else {
+                            let writes = self.engine.journaled_writes();
                             match self.engine.apply(event, now) {
                                 Outcome::Applied => {
                                     keys_in_round.insert(key.clone());
-                                    batch.events.push((key, now));
+                                    // An event that changed nothing durable (status churn
+                                    // with the same compact content) needs no key and no
+                                    // disk write: a redelivery applies the same content
+                                    // again, which changes nothing either.
+                                    if self.engine.journaled_writes() != writes {
+                                        batch.events.push((key, now));
+                                    }
                                     EventResult::Applied
                                 }
                                 Outcome::Stale => EventResult::Stale,
@@ -475,16 +483,22 @@ impl Writer {
             .filter(|transition| transition.drift.state == crate::classify::DriftState::Resolved)
             .map(|transition| transition.drift.id.clone())
             .collect();
+        let writes = !(batch.events.is_empty() && batch.changes.is_empty());
         let committed = match store_failure {
             Some(error) => Err(error),
-            None if batch.events.is_empty() && batch.changes.is_empty() => Ok(()),
+            None if !writes => Ok(()),
             None => self.store.commit(&batch),
         };
         match committed {
             Ok(()) => {
                 self.engine.commit();
-                self.mark_store(true, now);
-                self.metrics.store_commits.inc();
+                if writes {
+                    self.mark_store(true, now);
+                    self.metrics.store_commits.inc();
+                } else if now - self.last_write >= heartbeat_ms {
+                    // A busy writer whose rounds write nothing still proves the store writable.
+                    self.heartbeat(now);
+                }
                 self.after_commit(&batch.changes.transitions);
                 if !batch.outbox.is_empty() {
                     self.settings.outbox_notify.notify_waiters();

@@ -556,6 +556,17 @@ impl Engine {
         self.graph.get(key).is_some_and(|state| !state.deleted)
     }
 
+    /// How many writes the journal holds for the store (objects, removals, drift rows,
+    /// transitions). An event that leaves it unchanged changed nothing durable: most status
+    /// churn, whose compact state equals the previous one (see [`ObjectState::same_content`]).
+    pub fn journaled_writes(&self) -> usize {
+        let journal = &self.journal;
+        journal.touched_objects.len()
+            + journal.removed_objects.len()
+            + journal.touched_drifts.len()
+            + journal.transitions.len()
+    }
+
     /// Transitions journaled since [`Engine::begin`], in order.
     pub fn journaled_transitions(&self) -> &[Transition] {
         &self.journal.transitions

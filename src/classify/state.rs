@@ -189,10 +189,11 @@ impl ObjectState {
     /// as condition timestamps, changed).
     ///
     /// The engine does not write a state that has the same content as the previous one (most
-    /// events are such status churn); the event's (`source`, `id`) key is still committed before
-    /// its `202`. Memory then runs ahead of the store only in those three fields, and after a
-    /// restart the restored object carries an older `resourceVersion` and older write times:
-    /// * a redelivered event is still a duplicate by its key, so it changes nothing;
+    /// events are such status churn); when the event changes no drift either, the writer commits
+    /// nothing for it, not even its (`source`, `id`) key. Memory then runs ahead of the store
+    /// only in those three fields, and after a restart the restored object carries an older
+    /// `resourceVersion` and older write times:
+    /// * a redelivered event applies the same content again, so it changes nothing;
     /// * an event never committed whose version lies between the stored and the newest applied
     ///   one (which the running process would have dropped as stale) is applied instead: it is a
     ///   state the object really had, delivered late, and the next event supersedes it;
