@@ -42,6 +42,65 @@ pub struct ManagerStamp {
     pub time: Option<String>,
 }
 
+/// An object's `spec`, kept serialized: the JSON text serde_json writes for it (object keys
+/// sorted, so equal specs have equal text). A parsed `serde_json::Value` tree costs about seven
+/// times its text in memory (each small map is a B-tree node of some 600 bytes) and most events
+/// never look at the spec of the state they replace; a class that needs it parses it
+/// ([`Spec::value`]), and an unchanged spec is recognised by its text alone.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Spec(Box<serde_json::value::RawValue>);
+
+impl Spec {
+    /// The serialized form of `value`.
+    pub fn from_value(value: &Value) -> Spec {
+        match serde_json::value::to_raw_value(value) {
+            Ok(raw) => Spec(raw),
+            // A `Value` always serializes (its map keys are strings); this arm is unreachable.
+            Err(_) => Spec::default(),
+        }
+    }
+
+    /// The spec, parsed.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+
+    /// The value at a JSON pointer below the spec (`/traffic`), parsed.
+    pub fn pointer(&self, pointer: &str) -> Option<Value> {
+        let mut value = self.value();
+        value.pointer_mut(pointer).map(Value::take)
+    }
+
+    /// The serialized text.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// True for an absent spec.
+    pub fn is_null(&self) -> bool {
+        self.0.get() == "null"
+    }
+}
+
+impl Default for Spec {
+    fn default() -> Spec {
+        Spec(serde_json::value::RawValue::NULL.to_owned())
+    }
+}
+
+impl PartialEq for Spec {
+    fn eq(&self, other: &Spec) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
 /// The compact state of one object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -81,9 +140,9 @@ pub struct ObjectState {
     /// Field managers and their last write times.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managers: Vec<ManagerStamp>,
-    /// `spec` (trimmed for Pods).
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub spec: Value,
+    /// `spec` (trimmed for Pods), serialized.
+    #[serde(default, skip_serializing_if = "Spec::is_null")]
+    pub spec: Spec,
     /// The status fields the classes read.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub status: Value,
@@ -130,9 +189,9 @@ impl ObjectState {
         }
         let is_pod = object.api_version == "v1" && object.kind == "Pod";
         let spec = if is_pod {
-            trim_pod_spec(&object.spec)
+            Spec::from_value(&trim_pod_spec(&object.spec))
         } else {
-            object.spec.clone()
+            Spec::from_value(&object.spec)
         };
         let status = match &object.status {
             Value::Object(map) => {
@@ -281,7 +340,7 @@ impl ObjectState {
                     fields: Value::Null,
                 })
                 .collect(),
-            spec: self.spec.clone(),
+            spec: self.spec.value(),
             status: self.status.clone(),
             data: self.data.clone(),
         }

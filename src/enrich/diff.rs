@@ -90,12 +90,16 @@ pub fn bounded(value: &Value) -> Value {
 /// The spec diff (and, for ConfigMaps and Secrets, the data diff) between two versions.
 pub fn spec_diff(before: &ObjectState, after: &ObjectState, rules: &Rules) -> Vec<FieldChange> {
     let mut changes = Vec::new();
-    diff_values(
-        "/spec",
-        non_null(&before.spec),
-        non_null(&after.spec),
-        &mut changes,
-    );
+    // Most updates leave the spec as it was: equal serialized text, nothing to parse.
+    if before.spec != after.spec {
+        let (spec_before, spec_after) = (before.spec.value(), after.spec.value());
+        diff_values(
+            "/spec",
+            non_null(&spec_before),
+            non_null(&spec_after),
+            &mut changes,
+        );
+    }
     let data_before = before.data.as_ref().map(map_value);
     let data_after = after.data.as_ref().map(map_value);
     diff_values(

@@ -652,18 +652,24 @@ async fn the_service_resyncs_at_start_and_reports_a_drift_that_predates_it() {
         found["cluster"], "prod",
         "filed under defaultCluster, as events are"
     );
-    let metrics = client
-        .get(format!("http://{}/metrics", server.addr))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("drift_sentinel_resync_drifts_found_total{class=\"not_ready\"} 1"),
-        "{metrics}"
-    );
+    // The resync counts its findings once its whole pass is done, just after the commit.
+    let wanted = "drift_sentinel_resync_drifts_found_total{class=\"not_ready\"} 1";
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = client
+            .get(format!("http://{}/metrics", server.addr))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.contains(wanted) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(metrics.contains(wanted), "{metrics}");
     server.shutdown.cancel();
     let _ = server.done.await;
     fake.verify();

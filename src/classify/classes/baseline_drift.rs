@@ -19,7 +19,7 @@ pub fn live_json(object: &ObjectState) -> Value {
         "kind": object.kind,
         "metadata": {"name": object.name, "namespace": object.namespace,
                      "labels": object.labels, "annotations": object.annotations},
-        "spec": object.spec,
+        "spec": object.spec.value(),
     });
     if let Some(data) = &object.data {
         live["data"] = json!(data);

@@ -17,7 +17,8 @@ pub struct ImageDrift;
 
 /// Expected image per container name, from a Revision.
 fn revision_images(revision: &ObjectState) -> Vec<(String, String)> {
-    let Some(Value::Array(containers)) = revision.spec.get("containers") else {
+    let spec = revision.spec.value();
+    let Some(Value::Array(containers)) = spec.get("containers") else {
         return Vec::new();
     };
     let statuses = revision
@@ -72,10 +73,11 @@ fn digests(revision: &ObjectState) -> Vec<(String, String)> {
 }
 
 fn workload_images(workload: &ObjectState) -> Vec<(usize, String, String)> {
+    let spec = workload.spec.value();
     let containers = if workload.kind == "Pod" {
-        workload.spec.get("containers")
+        spec.get("containers")
     } else {
-        workload.spec.pointer("/template/spec/containers")
+        spec.pointer("/template/spec/containers")
     };
     containers
         .and_then(Value::as_array)

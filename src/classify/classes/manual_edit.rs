@@ -30,10 +30,11 @@ pub(super) struct Tracked {
     pub reason: String,
 }
 
-/// The current value at a diff path (`/spec/...` or `/data/<key>`).
-pub(super) fn current_value(object: &ObjectState, path: &str) -> Option<Value> {
+/// The current value at a diff path (`/spec/...` or `/data/<key>`); `spec` is the object's spec,
+/// parsed once by the caller for all paths.
+pub(super) fn current_value(object: &ObjectState, spec: &Value, path: &str) -> Option<Value> {
     if let Some(rest) = path.strip_prefix("/spec") {
-        return crate::enrich::diff::value_at(&object.spec, rest)
+        return crate::enrich::diff::value_at(spec, rest)
             .filter(|value| !value.is_null())
             .cloned();
     }
@@ -86,7 +87,10 @@ pub(super) fn track(
             actor = who.or(actor);
         }
     }
-    tracked.retain(|change| current_value(subject, &change.path) != change.before);
+    if !tracked.is_empty() {
+        let spec = subject.spec.value();
+        tracked.retain(|change| current_value(subject, &spec, &change.path) != change.before);
+    }
     tracked.truncate(crate::enrich::diff::MAX_CHANGES);
     Tracked {
         changes: tracked,

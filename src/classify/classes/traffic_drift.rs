@@ -101,7 +101,7 @@ impl TrafficDrift {
         if is_rolling_out(object) {
             return Some(Assessment::clear(object, "gradual rollout in progress"));
         }
-        let wanted = targets(object.spec.get("traffic"));
+        let wanted = targets(object.spec.pointer("/traffic").as_ref());
         if wanted.is_empty() {
             return None;
         }
@@ -220,7 +220,9 @@ impl TrafficDrift {
         {
             return None;
         }
-        let expected: Vec<Target> = targets(service.spec.get("traffic"))
+        let service_traffic = service.spec.pointer("/traffic");
+        let route_traffic = route.spec.pointer("/traffic");
+        let expected: Vec<Target> = targets(service_traffic.as_ref())
             .into_iter()
             .map(|mut target| {
                 if target.revision.is_none() {
@@ -229,7 +231,7 @@ impl TrafficDrift {
                 target
             })
             .collect();
-        let actual = targets(route.spec.get("traffic"));
+        let actual = targets(route_traffic.as_ref());
         if expected.is_empty() || expected == actual {
             return Some(Assessment::clear(route, "Route spec matches its Service"));
         }
@@ -240,8 +242,8 @@ impl TrafficDrift {
         ));
         found.changes = vec![crate::classify::FieldChange {
             path: "/spec/traffic".into(),
-            before: service.spec.get("traffic").cloned(),
-            after: route.spec.get("traffic").cloned(),
+            before: service_traffic,
+            after: route_traffic,
         }];
         found.severity = Some(Severity::Critical);
         found.hint = Some(describe(
