@@ -46,6 +46,8 @@ pub async fn start(
     let metrics = Arc::new(Metrics::new());
     let store = SqliteStore::open(&config.store.path)
         .with_context(|| format!("opening store {}", config.store.path.display()))?;
+    let checkpointer = crate::store::sqlite::Checkpointer::start(&config.store.path)
+        .context("starting the checkpoint thread")?;
     let mut channel_configs = config.channels.clone();
     if channel_configs.is_empty() {
         channel_configs.push(crate::config::ChannelConfig::log("log"));
@@ -195,7 +197,11 @@ pub async fn start(
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), resync).await;
         }
         let writer = pipeline.clone();
-        let _ = tokio::task::spawn_blocking(move || writer.shutdown()).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            writer.shutdown();
+            drop(checkpointer);
+        })
+        .await;
         // Deliveries in flight finish their attempt; anything unsent stays in the outbox.
         relay_stop.cancel();
         for relay in relays {

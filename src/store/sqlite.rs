@@ -107,15 +107,22 @@ impl SqliteStore {
                 std::fs::create_dir_all(parent)?;
             }
         }
-        let connection = Connection::open(path)?;
+        let mut connection = Connection::open(path)?;
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "FULL")?;
-        connection.pragma_update(None, "busy_timeout", 5000)?;
+        wait_briefly_when_busy(&mut connection)?;
         connection.pragma_update(None, "foreign_keys", "ON")?;
         // 32 MiB of page cache for the writer (SQLite's default is 2 MiB): the duplicate check
         // and the inserts touch the `events` and `objects` B-trees at random keys, which would
         // otherwise be read back from the OS on every commit.
         connection.pragma_update(None, "cache_size", -32768)?;
+        // Checkpoints run on their own thread ([`Checkpointer`]), so a commit never waits for
+        // one; this high threshold only makes the writer checkpoint itself if that thread
+        // falls far behind (SQLite's default is 1,000 pages).
+        connection.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)?;
+        // After a checkpoint the WAL file is cut back to this size instead of staying at its
+        // largest.
+        connection.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)?;
         connection.execute_batch(SCHEMA)?;
         Ok(SqliteStore { connection })
     }
@@ -370,6 +377,89 @@ fn outbox_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     })
 }
 
+/// How long a connection waits for another one's write lock before giving up.
+const BUSY_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long it sleeps between two tries.
+const BUSY_STEP: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// Makes `connection` retry every 100 µs while another connection holds the write lock (the
+/// writer and the relays take turns), for up to five seconds. SQLite's `busy_timeout` sleeps 1,
+/// 2, 5, 10, 15, 20, 25 ms and more between tries, so the writer, waiting for a relay's
+/// sub-millisecond settlement, often slept ten times longer than the wait, and that put tens of
+/// milliseconds into the answer of every request in the round.
+fn wait_briefly_when_busy(connection: &mut Connection) -> Result<(), Error> {
+    let tries = u32::try_from(BUSY_LIMIT.as_micros() / BUSY_STEP.as_micros()).unwrap_or(u32::MAX);
+    connection.busy_handler(Some(move |count: i32| {
+        if u32::try_from(count).unwrap_or(u32::MAX) >= tries {
+            return false;
+        }
+        std::thread::sleep(BUSY_STEP);
+        true
+    }))?;
+    Ok(())
+}
+
+/// WAL pages after which a committing connection checkpoints by itself (the safety valve).
+const WRITER_AUTOCHECKPOINT_PAGES: i64 = 16_384;
+/// Size the WAL file is truncated to after a checkpoint.
+const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
+/// Time between background checkpoints.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Copies committed WAL pages into the database file on its own thread and connection
+/// (`PRAGMA wal_checkpoint(PASSIVE)`, which never blocks the writer or readers). With SQLite's
+/// default, the connection whose commit crosses 1,000 WAL pages does the checkpoint inside that
+/// commit, which put tens of milliseconds into one request in every hundred or so under load.
+/// Stops when dropped.
+pub struct Checkpointer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// Starts checkpointing the database at `path` (the store must exist).
+    pub fn start(path: &Path) -> Result<Checkpointer, Error> {
+        let connection = Connection::open(path)?;
+        connection.pragma_update(None, "busy_timeout", 5000)?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("drift-checkpoint".to_string())
+            .spawn(move || {
+                let mut failing = false;
+                while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::thread::sleep(CHECKPOINT_INTERVAL);
+                    let result = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                        row.get::<_, i64>(0)
+                    });
+                    match result {
+                        Ok(_) => failing = false,
+                        Err(error) => {
+                            // The writer's own autocheckpoint still bounds the WAL meanwhile.
+                            if !failing {
+                                tracing::warn!(message = "Background checkpoint failed.", %error);
+                            }
+                            failing = true;
+                        }
+                    }
+                }
+            })?;
+        Ok(Checkpointer {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The delivery side of the SQLite store, on its own connection (WAL lets it read while the
 /// writer commits; SQLite serializes the two writers with `busy_timeout`).
 pub struct SqliteOutbox {
@@ -381,9 +471,10 @@ impl SqliteOutbox {
     pub fn open(path: &Path) -> Result<SqliteOutbox, Error> {
         // Opening the store first creates the schema if this runs before the writer.
         drop(SqliteStore::open(path)?);
-        let connection = Connection::open(path)?;
+        let mut connection = Connection::open(path)?;
         connection.pragma_update(None, "synchronous", "FULL")?;
-        connection.pragma_update(None, "busy_timeout", 5000)?;
+        wait_briefly_when_busy(&mut connection)?;
+        connection.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)?;
         Ok(SqliteOutbox { connection })
     }
 }
