@@ -145,6 +145,10 @@ pub struct Metrics {
     namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Notifications queued, by channel.
     pub notifications_queued: Family<ChannelLabel, Counter>,
+    /// Seconds one store commit took (the writer's transaction, fsync included).
+    pub store_commit_seconds: Histogram,
+    /// Seconds the writer spent on one round (apply, classify, route, commit).
+    pub writer_round_seconds: Histogram,
     /// Unix time of the last resync that listed every resource.
     pub resync_last_success: Gauge,
     /// Objects the last complete resync listed.
@@ -163,6 +167,13 @@ pub struct Metrics {
 pub struct ClassLabel {
     /// Drift class id.
     pub class: String,
+}
+
+/// Buckets for the writer's rounds and commits: a quarter millisecond to a second.
+fn round_buckets() -> [f64; 12] {
+    [
+        0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 1.0,
+    ]
 }
 
 fn latency_histogram() -> Histogram {
@@ -287,6 +298,18 @@ impl Metrics {
             "Notifications queued, by channel",
             notifications_queued.clone(),
         );
+        let store_commit_seconds = Histogram::new(round_buckets());
+        registry.register(
+            "store_commit_seconds",
+            "Time of one store commit (one transaction for a round of events, fsync included)",
+            store_commit_seconds.clone(),
+        );
+        let writer_round_seconds = Histogram::new(round_buckets());
+        registry.register(
+            "writer_round_seconds",
+            "Time the single writer spent on one round of requests (apply, classify, commit)",
+            writer_round_seconds.clone(),
+        );
         let resync_last_success = Gauge::default();
         registry.register(
             "resync_last_success_timestamp_seconds",
@@ -319,6 +342,8 @@ impl Metrics {
         );
         Metrics {
             registry,
+            store_commit_seconds,
+            writer_round_seconds,
             resync_last_success,
             resync_objects_listed,
             resync_missed_changes,

@@ -430,6 +430,7 @@ impl Writer {
             }
             return;
         }
+        let round_started = std::time::Instant::now();
         self.engine.begin();
         let retiring = std::mem::take(&mut self.rules_changed);
         if retiring {
@@ -505,7 +506,14 @@ impl Writer {
         let committed = match store_failure {
             Some(error) => Err(error),
             None if !writes => Ok(()),
-            None => self.store.commit(&batch),
+            None => {
+                let started = std::time::Instant::now();
+                let result = self.store.commit(&batch);
+                self.metrics
+                    .store_commit_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                result
+            }
         };
         match committed {
             Ok(()) => {
@@ -555,6 +563,9 @@ impl Writer {
             .tracked_objects
             .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));
         self.update_firing_gauge();
+        self.metrics
+            .writer_round_seconds
+            .observe(round_started.elapsed().as_secs_f64());
         if now - self.last_prune >= PRUNE_INTERVAL_MS {
             self.last_prune = now;
             let retention =

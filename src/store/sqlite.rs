@@ -429,9 +429,10 @@ impl Checkpointer {
                 let mut failing = false;
                 while !flag.load(std::sync::atomic::Ordering::SeqCst) {
                     std::thread::sleep(CHECKPOINT_INTERVAL);
-                    let result = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                        row.get::<_, i64>(0)
-                    });
+                    let result =
+                        connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                            row.get::<_, i64>(0)
+                        });
                     match result {
                         Ok(_) => failing = false,
                         Err(error) => {
