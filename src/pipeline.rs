@@ -146,6 +146,10 @@ pub struct ResyncOutcome {
     pub deleted: usize,
     /// Class ids of the drifts this work opened.
     pub drifts_found: Vec<String>,
+    /// Set when a listed object is already tracked under another cluster name: events from this
+    /// cluster carry that name, so resync's name is wrong and nothing was applied (the same
+    /// objects under two names would alert twice).
+    pub cluster_mismatch: Option<String>,
 }
 
 enum Command {
@@ -589,6 +593,22 @@ impl Writer {
         }
     }
 
+    /// Another cluster name under which one of `events`' objects is already tracked, if any.
+    fn tracked_elsewhere(&self, events: &[ApiServerEvent]) -> Option<String> {
+        let graph = self.engine.graph();
+        for event in events {
+            let Some(object) = &event.object else {
+                continue;
+            };
+            for cluster in graph.clusters() {
+                if cluster != event.cluster && graph.by_uid(cluster, &object.uid).is_some() {
+                    return Some(cluster.to_string());
+                }
+            }
+        }
+        None
+    }
+
     /// Applies one piece of resync work to the engine (inside the round's journal).
     fn apply_resync(&mut self, work: ResyncWork, now: Millis) -> ResyncOutcome {
         let mut outcome = ResyncOutcome::default();
@@ -601,6 +621,10 @@ impl Writer {
         };
         match work {
             ResyncWork::Listed(events) => {
+                if let Some(other) = self.tracked_elsewhere(&events) {
+                    outcome.cluster_mismatch = Some(other);
+                    return outcome;
+                }
                 for mut event in events {
                     if let Some(object) = &event.object {
                         let key = crate::classify::ObjectKey {

@@ -45,6 +45,8 @@ pub struct Graph {
     by_name: HashMap<NameKey, String>,
     children: HashMap<ObjectKey, BTreeSet<String>>,
     tombstones: BTreeSet<(Millis, ObjectKey)>,
+    /// Objects per cluster name (a handful of names), to tell which clusters are tracked.
+    clusters: HashMap<String, usize>,
 }
 
 const CONFIGURATION_UID: &str = "serving.knative.dev/configurationUID";
@@ -115,6 +117,11 @@ impl Graph {
         uids.iter()
             .filter_map(|uid| self.by_uid(&parent.cluster, uid))
             .collect()
+    }
+
+    /// The cluster names that have tracked objects.
+    pub fn clusters(&self) -> impl Iterator<Item = &str> {
+        self.clusters.keys().map(String::as_str)
     }
 
     /// Every object (iteration order unspecified).
@@ -189,6 +196,7 @@ impl Graph {
     }
 
     fn index(&mut self, object: &ObjectState) {
+        *self.clusters.entry(object.cluster.clone()).or_default() += 1;
         let name_key = NameKey::of(object);
         // A late tombstone must not hide a live object that re-used the name.
         let live_other = self
@@ -215,6 +223,12 @@ impl Graph {
     }
 
     fn unindex(&mut self, object: &ObjectState) {
+        if let Some(count) = self.clusters.get_mut(&object.cluster) {
+            *count -= 1;
+            if *count == 0 {
+                self.clusters.remove(&object.cluster);
+            }
+        }
         let name_key = NameKey::of(object);
         if self.by_name.get(&name_key) == Some(&object.uid) {
             self.by_name.remove(&name_key);

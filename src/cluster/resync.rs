@@ -229,6 +229,16 @@ impl Resync {
             }
             if !events.is_empty() {
                 let outcome = self.submit(ResyncWork::Listed(events)).await?;
+                if let Some(other) = outcome.cluster_mismatch {
+                    let error = Error::ClusterMismatch {
+                        resource: resource.name(),
+                        resync: self.settings.cluster.clone(),
+                        events: other,
+                    };
+                    tracing::error!(message = "Resync stopped: wrong cluster name.", %error);
+                    report.failed.push(error);
+                    return Ok(());
+                }
                 merge(report, outcome);
             }
         }

@@ -70,6 +70,16 @@ struct Harness {
 
 impl Harness {
     async fn new(script: Vec<Expect>, resources: Vec<Resource>, page_size: u32) -> Harness {
+        Harness::for_cluster(script, resources, page_size, "test").await
+    }
+
+    /// A harness whose resync files objects under `cluster` (events are filed under `test`).
+    async fn for_cluster(
+        script: Vec<Expect>,
+        resources: Vec<Resource>,
+        page_size: u32,
+        cluster_name: &str,
+    ) -> Harness {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let clock = Arc::new(AtomicI64::new(NOW));
         let reader = Arc::clone(&clock);
@@ -94,7 +104,7 @@ impl Harness {
             Settings {
                 interval: Duration::from_secs(3600),
                 page_size,
-                cluster: "test".into(),
+                cluster: cluster_name.into(),
                 resources,
                 min_backoff: Duration::from_millis(20),
             },
@@ -694,5 +704,51 @@ fn the_built_in_resync_resources_are_exactly_what_the_shipped_source_watches() {
         drift_sentinel::config::default_resync_resources(),
         watched,
         "resync must list what events come from, with the same selectors"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_under_another_name_than_the_events_applies_nothing() {
+    let ready = ready_services();
+    let script = vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list(
+            "Service",
+            "90000",
+            None,
+            &[ready[0].clone(), failed_service()],
+        ),
+    )];
+    // Events from this cluster are filed under `test`; resync was told `staging`.
+    let harness = Harness::for_cluster(script, vec![services_resource()], 500, "staging").await;
+    harness.send("aaa-add", "add", &ready[0]).await;
+    harness.advance(60);
+
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert!(!report.complete());
+    let message = report.failed[0].to_string();
+    assert!(
+        message.contains("\"test\"") && message.contains("resync.cluster"),
+        "{message}"
+    );
+    assert_eq!((report.missed, report.deleted), (0, 0));
+    assert!(report.drifts_found.is_empty(), "{:?}", report.drifts_found);
+    let clusters: Vec<String> = harness
+        .app
+        .store
+        .objects()
+        .into_iter()
+        .map(|object| object.cluster)
+        .collect();
+    assert_eq!(
+        clusters,
+        vec!["test".to_string()],
+        "nothing filed under the wrong name"
+    );
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_errors_total{kind=\"cluster_mismatch\"}"),
+        1.0
     );
 }
