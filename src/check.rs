@@ -262,6 +262,19 @@ impl Snapshot {
         self.add_document(object, origin)
     }
 
+    /// Keeps the objects `keep` accepts; returns the references of the others.
+    pub fn retain(&mut self, mut keep: impl FnMut(&Value) -> bool) -> Vec<String> {
+        let mut dropped = Vec::new();
+        self.objects.retain(|key, document| {
+            let kept = keep(&document.value);
+            if !kept {
+                dropped.push(reference(key));
+            }
+            kept
+        });
+        dropped
+    }
+
     /// Keeps only the objects in `namespace` (a check scoped to one namespace compares only
     /// that namespace's desired objects).
     pub fn retain_namespace(&mut self, namespace: &str) {

@@ -257,6 +257,7 @@ fn live_cluster_snapshot(
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
     namespace: Option<&str>,
+    desired: &mut drift_sentinel::check::Snapshot,
 ) -> Result<drift_sentinel::check::Snapshot, String> {
     use drift_sentinel::cluster::{snapshot, Cluster, Resource};
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -277,6 +278,25 @@ fn live_cluster_snapshot(
             .map(Resource::new)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| error.to_string())?;
+        // Desired objects of kinds (or labels) the listed resources do not cover cannot be
+        // compared with the cluster: leaving them in would report them missing.
+        let skipped = desired.retain(|document| {
+            resources
+                .iter()
+                .any(|resource| resource.covers(document))
+        });
+        if !skipped.is_empty() {
+            eprintln!(
+                "drift-sentinel check: {} desired object(s) not checked: --live-cluster lists only resync.resources ({}): {}",
+                skipped.len(),
+                resources
+                    .iter()
+                    .map(Resource::name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                skipped.join(", ")
+            );
+        }
         snapshot(&cluster, &resources, namespace, config.resync.page_size)
             .await
             .map_err(|error| error.to_string())
@@ -289,6 +309,7 @@ fn live_cluster_snapshot(
     _kubeconfig: Option<PathBuf>,
     _context: Option<String>,
     _namespace: Option<&str>,
+    _desired: &mut drift_sentinel::check::Snapshot,
 ) -> Result<drift_sentinel::check::Snapshot, String> {
     Err("--live-cluster needs a build with the `cluster` feature".to_string())
 }
@@ -331,7 +352,13 @@ fn check(
             if let Some(namespace) = &namespace {
                 desired.retain_namespace(namespace);
             }
-            let live = live_cluster_snapshot(&config, kubeconfig, context, namespace.as_deref())?;
+            let live = live_cluster_snapshot(
+                &config,
+                kubeconfig,
+                context,
+                namespace.as_deref(),
+                &mut desired,
+            )?;
             check::check(&desired, &live, rules, fail_on).map_err(|error| error.to_string())
         })(),
     };

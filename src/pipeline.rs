@@ -226,6 +226,7 @@ impl Pipeline {
             last_write: 0,
             last_prune: 0,
             dropper: spawn_dropper(),
+            misnamed: HashSet::new(),
         };
         let thread = std::thread::Builder::new()
             .name("drift-writer".to_string())
@@ -353,6 +354,8 @@ struct Writer {
     last_write: Millis,
     last_prune: Millis,
     dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
+    /// (resync's name, events' name) pairs already logged.
+    misnamed: HashSet<(String, String)>,
 }
 
 impl Writer {
@@ -469,6 +472,7 @@ impl Writer {
                         if duplicate {
                             EventResult::Duplicate
                         } else {
+                            self.check_cluster_name(event);
                             let writes = self.engine.journaled_writes();
                             match self.engine.apply(event, now) {
                                 Outcome::Applied => {
@@ -593,20 +597,50 @@ impl Writer {
         }
     }
 
+    /// Reports an event whose object resync filed under another cluster name (the engine then
+    /// moves it to the event's name, see `Engine::apply`).
+    fn check_cluster_name(&mut self, event: &ApiServerEvent) {
+        // Without objects under another name (the usual case) there is nothing to look for.
+        if !self
+            .engine
+            .graph()
+            .clusters()
+            .any(|cluster| cluster != event.cluster)
+        {
+            return;
+        }
+        let Some(object) = &event.object else {
+            return;
+        };
+        let key = crate::classify::ObjectKey {
+            cluster: event.cluster.clone(),
+            uid: object.uid.clone(),
+        };
+        if self.engine.graph().get(&key).is_some() {
+            return;
+        }
+        let Some(other) = self.engine.other_cluster_of(&event.cluster, &object.uid) else {
+            return;
+        };
+        self.metrics
+            .resync_errors
+            .get_or_create(&crate::metrics::KindLabel::new("cluster_mismatch"))
+            .inc();
+        if self.misnamed.insert((other.clone(), event.cluster.clone())) {
+            tracing::error!(
+                message = "The same objects were filed under two cluster names: resync's and the events'. They are moved to the events' name; set resync.cluster to it.",
+                resync_cluster = %other,
+                events_cluster = %event.cluster,
+            );
+        }
+    }
+
     /// Another cluster name under which one of `events`' objects is already tracked, if any.
     fn tracked_elsewhere(&self, events: &[ApiServerEvent]) -> Option<String> {
-        let graph = self.engine.graph();
-        for event in events {
-            let Some(object) = &event.object else {
-                continue;
-            };
-            for cluster in graph.clusters() {
-                if cluster != event.cluster && graph.by_uid(cluster, &object.uid).is_some() {
-                    return Some(cluster.to_string());
-                }
-            }
-        }
-        None
+        events.iter().find_map(|event| {
+            let object = event.object.as_ref()?;
+            self.engine.other_cluster_of(&event.cluster, &object.uid)
+        })
     }
 
     /// Applies one piece of resync work to the engine (inside the round's journal).
@@ -638,9 +672,17 @@ impl Writer {
                         };
                     }
                     let start = self.engine.journaled_transitions().len();
+                    let writes = self.engine.journaled_writes();
+                    // Applied with nothing to write is the same content under a newer
+                    // resourceVersion (memory runs ahead of the store after a restart): nothing
+                    // an event had missed.
                     match self.engine.apply(&event, now) {
-                        Outcome::Applied => outcome.missed += 1,
-                        Outcome::Stale | Outcome::Reference => outcome.unchanged += 1,
+                        Outcome::Applied if self.engine.journaled_writes() != writes => {
+                            outcome.missed += 1
+                        }
+                        Outcome::Applied | Outcome::Stale | Outcome::Reference => {
+                            outcome.unchanged += 1
+                        }
                     }
                     opened_since(&self.engine, start, &mut outcome);
                 }

@@ -456,6 +456,9 @@ impl Engine {
             cluster: event.cluster.clone(),
             uid: object.uid.clone(),
         };
+        if self.graph.get(&key).is_none() {
+            self.rehome(&key, now);
+        }
         let previous = self.graph.get(&key);
         if let Some(previous) = previous {
             // A uid names one lifetime of an object: nothing follows its delete.
@@ -549,6 +552,43 @@ impl Engine {
             object: Some(object),
         };
         self.apply(&event, now)
+    }
+
+    /// Another cluster name under which `uid` is tracked, if any. A uid names one object in one
+    /// cluster, so this means two names for one cluster (resync's and the events').
+    pub fn other_cluster_of(&self, cluster: &str, uid: &str) -> Option<String> {
+        self.graph
+            .clusters()
+            .filter(|other| *other != cluster)
+            .find(|other| self.graph.by_uid(other, uid).is_some())
+            .map(str::to_string)
+    }
+
+    /// Forgets copies of `key`'s object filed under other cluster names, with their open drifts
+    /// (see [`Engine::other_cluster_of`]): one object under two names would alert twice. The
+    /// name `key` carries wins; resync refuses to file under a name events do not use.
+    fn rehome(&mut self, key: &ObjectKey, now: Millis) {
+        while let Some(cluster) = self.other_cluster_of(&key.cluster, &key.uid) {
+            let stale = ObjectKey {
+                cluster,
+                uid: key.uid.clone(),
+            };
+            let mut open: Vec<DriftSlot> = self
+                .drifts
+                .keys()
+                .filter(|slot| slot.cluster == stale.cluster && slot.uid == stale.uid)
+                .cloned()
+                .collect();
+            open.sort();
+            let reason = format!(
+                "the object is tracked under cluster {} (the name its events carry)",
+                key.cluster
+            );
+            for slot in open {
+                self.clear(&slot, &reason, now);
+            }
+            self.remove_object(&stale);
+        }
     }
 
     /// True when the engine holds a live (not deleted) state for `key`.

@@ -3,10 +3,11 @@
 //!
 //! Only this module knows kube-rs. Lists are paged (`limit` and `continue`); a list whose
 //! continue token expired (`410 Gone`) starts again from the first page, and the caller is told
-//! so it can forget what the abandoned pass saw. Items come back as the decoder's
-//! [`KubeObject`]s (Secret values hashed at once), so listed objects reach the engine through
-//! the same code path as events. An item the decoder rejects is skipped and reported, never a
-//! reason to stop listing the rest.
+//! so it can forget what the abandoned pass saw. Resync decodes items into the decoder's
+//! [`KubeObject`]s at once (Secret values hashed before anything keeps them), so listed objects
+//! reach the engine through the same code path as events; `check --live-cluster` hands the raw
+//! items to `check`, which hashes Secret values as it reads them, as it does for files. An item
+//! the decoder rejects is skipped and reported, never a reason to stop listing the rest.
 
 pub mod resync;
 
@@ -54,8 +55,8 @@ pub enum Error {
     },
     /// The continue token kept expiring.
     #[error(
-        "listing {resource}: the continue token expired {restarts} times in a row (410 Gone); \
-         the list changes faster than it can be paged (lower resync.pageSize or raise it)"
+        "listing {resource}: the continue token expired {restarts} times (410 Gone) before the \
+         list could be paged to its end; a larger resync.pageSize needs fewer pages"
     )]
     Gone {
         /// `apiVersion kind` listed.
@@ -210,6 +211,32 @@ impl Resource {
         self.selector.matches(labels)
     }
 
+    /// True when a list of this resource would contain `object` (a manifest): same group and
+    /// kind, labels the selector accepts.
+    pub fn covers(&self, object: &Value) -> bool {
+        let text = |pointer: &str| {
+            object
+                .pointer(pointer)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let group = crate::decode::object::api_group(text("/apiVersion"));
+        if group != self.api.group || text("/kind") != self.api.kind {
+            return false;
+        }
+        let labels: BTreeMap<String, String> = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|labels| {
+                labels
+                    .iter()
+                    .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.selector.matches(&labels)
+    }
+
     /// A matcher that owns its selector, for the writer thread.
     pub fn selector_fn(
         &self,
@@ -283,6 +310,9 @@ pub struct Lister<'a> {
 
 #[derive(Deserialize)]
 struct RawList {
+    /// `ServiceList`, ...: the items' kind as the API server spells it.
+    #[serde(default)]
+    kind: Option<String>,
     #[serde(default)]
     metadata: RawListMeta,
     #[serde(default)]
@@ -324,6 +354,15 @@ impl Lister<'_> {
                         .continue_token
                         .filter(|token| !token.is_empty());
                     self.done = self.continue_token.is_none();
+                    // The kind as the API server spells it (`ServiceList` → `Service`), not as
+                    // the config does: a differently cased kind would file the same uid twice.
+                    let kind = list
+                        .kind
+                        .as_deref()
+                        .and_then(|kind| kind.strip_suffix("List"))
+                        .filter(|kind| !kind.is_empty())
+                        .unwrap_or(&self.resource.api.kind)
+                        .to_string();
                     let mut items = list.items;
                     for item in &mut items {
                         if let Some(map) = item.as_object_mut() {
@@ -331,7 +370,7 @@ impl Lister<'_> {
                                 Value::String(self.resource.api.api_version.clone())
                             });
                             map.entry("kind")
-                                .or_insert_with(|| Value::String(self.resource.api.kind.clone()));
+                                .or_insert_with(|| Value::String(kind.clone()));
                         }
                     }
                     return Ok(Some(Page {

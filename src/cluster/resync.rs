@@ -29,6 +29,8 @@ pub const SOURCE: &str = "drift-sentinel/resync";
 pub const MIN_BACKOFF: Duration = Duration::from_secs(5);
 /// Longest wait after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Most listed objects handed to the writer at once.
+const MAX_EVENTS_PER_ROUND: usize = 500;
 /// How long to wait for room in the writer's queue before trying again.
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(50);
 
@@ -128,8 +130,23 @@ impl Resync {
     pub async fn run_once(&self) -> Result<Report, pipeline::Error> {
         let started = std::time::Instant::now();
         let mut report = Report::default();
+        let mut sweeps = Vec::new();
         for resource in &self.settings.resources {
-            self.resync_resource(resource, &mut report).await?;
+            if let Some(sweep) = self.resync_resource(resource, &mut report).await? {
+                sweeps.push(sweep);
+            }
+        }
+        // Deletions only from a pass in which every kind listed completely: a child whose
+        // owner's list failed would look deleted while its owner still exists.
+        if report.complete() {
+            for sweep in sweeps {
+                let outcome = self.submit(ResyncWork::Sweep(sweep)).await?;
+                merge(&mut report, outcome);
+            }
+        } else if !sweeps.is_empty() {
+            tracing::warn!(
+                message = "Resync did not look for deleted objects: not every resource listed.",
+            );
         }
         for error in &report.failed {
             self.metrics
@@ -174,11 +191,13 @@ impl Resync {
         Ok(report)
     }
 
+    /// Lists one resource and applies what it lists; returns the sweep for its absentees when
+    /// the list completed with every item decoded.
     async fn resync_resource(
         &self,
         resource: &Resource,
         report: &mut Report,
-    ) -> Result<(), pipeline::Error> {
+    ) -> Result<Option<Sweep>, pipeline::Error> {
         let listed_at = (self.clock)();
         let mut lister = resource.list(&self.cluster, None, self.settings.page_size);
         let mut seen: HashSet<String> = HashSet::new();
@@ -197,7 +216,7 @@ impl Resync {
                     };
                     tracing::warn!(message = format!("Resync could not list a resource{hint}."), %error);
                     report.failed.push(error);
-                    return Ok(());
+                    return Ok(None);
                 }
             };
             if page.restarted {
@@ -227,8 +246,12 @@ impl Resync {
                     }
                 }
             }
-            if !events.is_empty() {
-                let outcome = self.submit(ResyncWork::Listed(events)).await?;
+            // At most one writer round's worth at a time, so events never wait behind a large
+            // page.
+            while !events.is_empty() {
+                let rest = events.split_off(events.len().min(MAX_EVENTS_PER_ROUND));
+                let chunk = std::mem::replace(&mut events, rest);
+                let outcome = self.submit(ResyncWork::Listed(chunk)).await?;
                 if let Some(other) = outcome.cluster_mismatch {
                     let error = Error::ClusterMismatch {
                         resource: resource.name(),
@@ -237,7 +260,7 @@ impl Resync {
                     };
                     tracing::error!(message = "Resync stopped: wrong cluster name.", %error);
                     report.failed.push(error);
-                    return Ok(());
+                    return Ok(None);
                 }
                 merge(report, outcome);
             }
@@ -251,22 +274,17 @@ impl Resync {
                 resource = %resource.name(),
                 rejected,
             );
-            return Ok(());
+            return Ok(None);
         }
-        let selects = resource.selector_fn();
-        let outcome = self
-            .submit(ResyncWork::Sweep(Sweep {
-                cluster: self.settings.cluster.clone(),
-                api_version: resource.api_version().to_string(),
-                kind: resource.kind().to_string(),
-                seen,
-                list_version,
-                listed_at,
-                selects: Box::new(selects),
-            }))
-            .await?;
-        merge(report, outcome);
-        Ok(())
+        Ok(Some(Sweep {
+            cluster: self.settings.cluster.clone(),
+            api_version: resource.api_version().to_string(),
+            kind: resource.kind().to_string(),
+            seen,
+            list_version,
+            listed_at,
+            selects: Box::new(resource.selector_fn()),
+        }))
     }
 
     /// Hands work to the writer, waiting for queue room (events go first) and for the commit.

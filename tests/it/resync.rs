@@ -548,9 +548,17 @@ async fn check_live_cluster_reads_the_cluster_through_the_kubeconfig() {
         "metadata": {"name": "other", "namespace": "elsewhere"},
         "spec": {},
     });
+    // A ConfigMap the listed resources do not cover (no knative-serving label): not checked,
+    // rather than reported missing.
+    let uncovered = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "app-settings", "namespace": namespace},
+        "data": {"mode": "fast"},
+    });
     std::fs::write(
         baseline.join("services.yaml"),
-        format!("{desired}\n---\n{elsewhere}\n"),
+        format!("{desired}\n---\n{elsewhere}\n---\n{uncovered}\n"),
     )
     .unwrap();
 
@@ -582,6 +590,14 @@ async fn check_live_cluster_reads_the_cluster_through_the_kubeconfig() {
     assert!(
         !text.contains("elsewhere"),
         "other namespaces are out of scope: {text}"
+    );
+    assert!(
+        !text.contains("app-settings"),
+        "uncovered kinds are not missing: {text}"
+    );
+    assert!(
+        stderr.contains("1 desired object(s) not checked") && stderr.contains("app-settings"),
+        "{stderr}"
     );
 }
 
@@ -751,4 +767,182 @@ async fn a_resync_under_another_name_than_the_events_applies_nothing() {
         harness.metric("drift_sentinel_resync_errors_total{kind=\"cluster_mismatch\"}"),
         1.0
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_filed_by_resync_under_a_wrong_name_move_to_the_events_name() {
+    let failed = failed_service();
+    let listing = || {
+        Expect::get(
+            SERVICES,
+            &[("limit", "500")],
+            list("Service", "90000", None, std::slice::from_ref(&failed)),
+        )
+    };
+    // Fresh install: resync runs before any event, under a name the events do not carry.
+    let harness = Harness::for_cluster(
+        vec![listing(), listing()],
+        vec![services_resource()],
+        500,
+        "staging",
+    )
+    .await;
+    let report = harness.resync.run_once().await.unwrap();
+    assert!(report.complete());
+    let opened = harness
+        .drift("not_ready", "example")
+        .expect("pending under staging");
+    assert_eq!(opened.cluster, "staging");
+
+    // The first event for the object (cluster `test`): one object, one name.
+    harness.send("example-update", "add", &failed).await;
+    let objects = harness.app.store.objects();
+    let clusters: Vec<&str> = objects
+        .iter()
+        .map(|object| object.cluster.as_str())
+        .collect();
+    assert_eq!(clusters, vec!["test"], "the staging copy is gone");
+    let open: Vec<(String, String)> = harness
+        .app
+        .store
+        .drifts()
+        .into_iter()
+        .filter(|drift| drift.state != DriftState::Resolved)
+        .map(|drift| (drift.cluster, drift.class))
+        .collect();
+    assert!(
+        open.iter().all(|(cluster, _)| cluster == "test"),
+        "no drift left open under staging: {open:?}"
+    );
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_errors_total{kind=\"cluster_mismatch\"}"),
+        1.0
+    );
+    // The next resync under the wrong name refuses and says which name to use.
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert!(report.failed[0]
+        .to_string()
+        .contains("resync.cluster to \"test\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_deletion_is_inferred_from_a_pass_in_which_a_list_failed() {
+    let ready = ready_services();
+    let script = vec![
+        // Services list completely but without `aaa`...
+        Expect::get(
+            SERVICES,
+            &[("limit", "1")],
+            list(
+                "Service",
+                "90000",
+                Some("p2"),
+                std::slice::from_ref(&ready[1]),
+            ),
+        ),
+        Expect::get(
+            SERVICES,
+            &[("limit", "1"), ("continue", "p2")],
+            list("Service", "90000", None, std::slice::from_ref(&ready[2])),
+        ),
+        // ...and Routes fail: the pass is incomplete.
+        // (kube-rs itself retries 503, 504 and 429; a 500 comes straight back.)
+        Expect::fail(
+            "/apis/serving.knative.dev/v1/routes",
+            &[("limit", "1")],
+            500,
+            "InternalError",
+        ),
+    ];
+    let routes = resource(
+        "serving.knative.dev/v1",
+        "Route",
+        LabelSelectorConfig::default(),
+    );
+    let harness = Harness::new(script, vec![services_resource(), routes], 1).await;
+    harness.send("aaa-add", "add", &ready[0]).await;
+    harness.advance(60);
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert!(!report.complete());
+    assert_eq!(report.deleted, 0);
+    assert!(harness
+        .app
+        .store
+        .objects()
+        .iter()
+        .all(|object| !object.deleted));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_with_an_unreadable_item_deletes_nothing_of_its_kind() {
+    let ready = ready_services();
+    let mut broken = ready[1].clone();
+    broken["metadata"].as_object_mut().unwrap().remove("uid");
+    let script = vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list("Service", "90000", None, &[broken]),
+    )];
+    let harness = Harness::new(script, vec![services_resource()], 500).await;
+    harness.send("aaa-add", "add", &ready[0]).await;
+    harness.advance(60);
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert_eq!((report.rejected, report.deleted), (1, 0));
+    assert!(harness
+        .app
+        .store
+        .objects()
+        .iter()
+        .all(|object| !object.deleted));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_seen_after_the_list_started_is_not_deleted() {
+    let ready = ready_services();
+    let empty = || {
+        Expect::get(
+            SERVICES,
+            &[("limit", "500")],
+            list("Service", "90000", None, &[]),
+        )
+    };
+    let harness = Harness::new(vec![empty(), empty()], vec![services_resource()], 500).await;
+    // Seen at the very time the list starts (the clock does not move): it may have been created
+    // after the list's snapshot even though its resourceVersion (80179) looks older.
+    harness.send("aaa-add", "add", &ready[0]).await;
+    let report = harness.resync.run_once().await.unwrap();
+    assert_eq!(report.deleted, 0);
+    // Once it was last seen before a list started, an absence means it is gone.
+    harness.advance(1);
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert_eq!(report.deleted, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_content_under_a_newer_resource_version_is_not_a_missed_change() {
+    let failed = failed_service();
+    let mut newer = failed.clone();
+    newer["metadata"]["resourceVersion"] = json!("81999");
+    let script = vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list("Service", "90000", None, &[newer]),
+    )];
+    let harness = Harness::new(script, vec![services_resource()], 500).await;
+    harness.send("example-add", "add", &failed).await;
+    let opened = harness.drift("not_ready", "example").unwrap();
+    harness.advance(60);
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert_eq!((report.missed, report.drifts_found.len()), (0, 0));
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_missed_changes_total"),
+        0.0
+    );
+    let after = harness.drift("not_ready", "example").unwrap();
+    assert_eq!((after.id, after.fire_at), (opened.id, opened.fire_at));
 }

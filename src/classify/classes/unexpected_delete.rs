@@ -95,6 +95,21 @@ impl DriftClass for UnexpectedDelete {
         let Some(reason) = reason else {
             return verdicts;
         };
+        // Already re-created under the same name (a delete that arrives late, or one resync
+        // infers after listing the new object): nothing is missing.
+        let recreated = context
+            .graph
+            .live_by_name(
+                &object.cluster,
+                object.group(),
+                &object.kind,
+                &object.namespace,
+                &object.name,
+            )
+            .is_some_and(|live| live.uid != object.uid);
+        if recreated {
+            return verdicts;
+        }
         let mut found = evidence(format!("{} was deleted: {reason}", object.reference()));
         if let Some(owner) = object.controller_owner() {
             found
