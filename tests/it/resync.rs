@@ -946,3 +946,30 @@ async fn the_same_content_under_a_newer_resource_version_is_not_a_missed_change(
     let after = harness.drift("not_ready", "example").unwrap();
     assert_eq!((after.id, after.fire_at), (opened.id, opened.fire_at));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_deleted_and_re_created_while_unseen_is_not_an_unexpected_delete() {
+    let ready = ready_services();
+    let old = ready[0].clone();
+    let mut recreated = old.clone();
+    recreated["metadata"]["uid"] = json!("0e9c6a52-re-created");
+    recreated["metadata"]["resourceVersion"] = json!("89000");
+    let script = vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list("Service", "90000", None, &[recreated]),
+    )];
+    let harness = Harness::new(script, vec![services_resource()], 500).await;
+    harness.send("aaa-add", "add", &old).await;
+    harness.advance(60);
+    // `kubectl delete ksvc aaa && kubectl apply` while no event reached the sink: the list has
+    // the new uid, the sweep deletes the old one.
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert_eq!(report.deleted, 1);
+    assert!(
+        harness.drift("unexpected_delete", "aaa").is_none(),
+        "{:?}",
+        report.drifts_found
+    );
+}
