@@ -537,20 +537,13 @@ impl Engine {
             return Outcome::Stale;
         };
         let object = state.to_object();
-        let event = ApiServerEvent {
-            source: String::new(),
-            id: String::new(),
-            ce_type: "dev.knative.apiserver.resource.delete".to_string(),
-            time: None,
-            cluster: key.cluster.clone(),
-            action: Action::Delete,
-            mode: Mode::Resource,
-            api_version: object.api_version.clone(),
-            kind: object.kind.clone(),
-            namespace: object.namespace.clone(),
-            name: object.name.clone(),
-            object: Some(object),
-        };
+        let event = ApiServerEvent::for_object(
+            String::new(),
+            String::new(),
+            &key.cluster,
+            Action::Delete,
+            object,
+        );
         self.apply(&event, now)
     }
 

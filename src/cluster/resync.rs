@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cluster, Error, Resource};
-use crate::decode::{Action, ApiServerEvent, Mode};
+use crate::decode::{Action, ApiServerEvent};
 
 use crate::metrics::{ClassLabel, KindLabel, Metrics};
 use crate::pipeline::{self, Clock, Pipeline, ResyncOutcome, ResyncWork, Sweep};
@@ -323,20 +323,13 @@ fn merge(report: &mut Report, outcome: ResyncOutcome) {
 /// A listed object as the event an ApiServerSource would have sent for it. The writer decides
 /// between `add` and `update` by whether it tracks the object.
 pub fn listed_event(cluster: &str, object: crate::decode::KubeObject) -> ApiServerEvent {
-    ApiServerEvent {
-        source: SOURCE.to_string(),
-        id: format!("{}/{}", object.uid, object.resource_version),
-        ce_type: "dev.knative.apiserver.resource.update".to_string(),
-        time: None,
-        cluster: cluster.to_string(),
-        action: Action::Update,
-        mode: Mode::Resource,
-        api_version: object.api_version.clone(),
-        kind: object.kind.clone(),
-        namespace: object.namespace.clone(),
-        name: object.name.clone(),
-        object: Some(object),
-    }
+    ApiServerEvent::for_object(
+        SOURCE.to_string(),
+        format!("{}/{}", object.uid, object.resource_version),
+        cluster,
+        Action::Update,
+        object,
+    )
 }
 
 /// The wait after `failures` failed resyncs in a row: `first`, doubling, at most five minutes

@@ -105,6 +105,33 @@ pub struct ApiServerEvent {
     pub object: Option<KubeObject>,
 }
 
+impl ApiServerEvent {
+    /// A Resource-mode event for `object`, as the ApiServerSource would send it: what resync
+    /// makes of a listed object, and the engine of an object that vanished from a list.
+    pub fn for_object(
+        source: String,
+        id: String,
+        cluster: &str,
+        action: Action,
+        object: KubeObject,
+    ) -> ApiServerEvent {
+        ApiServerEvent {
+            source,
+            id,
+            ce_type: format!("dev.knative.apiserver.resource.{}", action.as_str()),
+            time: None,
+            cluster: cluster.to_string(),
+            action,
+            mode: Mode::Resource,
+            api_version: object.api_version.clone(),
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            object: Some(object),
+        }
+    }
+}
+
 /// The outcome of decoding one CloudEvent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decoded {

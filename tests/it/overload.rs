@@ -31,28 +31,9 @@ fn stalled_body() -> Body {
     Body::from_stream(Stalled(false))
 }
 
-#[tokio::test]
-async fn request_bytes_in_flight_are_capped_with_503_and_retry_after() {
-    let limit = 8 * 1024;
-    let app = app_with(64, limit, drift_sentinel::pipeline::system_clock());
-    // Fill the budget with requests whose bodies never finish.
-    let mut stalled = Vec::new();
-    for _ in 0..IN_FLIGHT_BODIES {
-        let request = Request::post("/")
-            .header("content-type", "application/cloudevents+json")
-            .header("content-length", limit.to_string())
-            .body(stalled_body())
-            .unwrap();
-        let router = app.router.clone();
-        stalled.push(tokio::spawn(async move { router.oneshot(request).await }));
-        tokio::task::yield_now().await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(stalled.iter().all(|task| !task.is_finished()));
-    // One more: refused at once, without its body being read (it never ends either).
-    let started = Instant::now();
-    let response = app
-        .router
+/// One more small request (whose body never ends either): refused or not by the budget alone.
+async fn one_more(app: &crate::support::TestApp) -> axum::response::Response {
+    app.router
         .clone()
         .oneshot(
             Request::post("/")
@@ -62,7 +43,40 @@ async fn request_bytes_in_flight_are_capped_with_503_and_retry_after() {
                 .unwrap(),
         )
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Starts `count` requests declaring `bytes` whose bodies never finish; they hold their budget.
+async fn stall(
+    app: &crate::support::TestApp,
+    count: usize,
+    bytes: usize,
+) -> Vec<tokio::task::JoinHandle<Result<axum::response::Response, std::convert::Infallible>>> {
+    let mut stalled = Vec::new();
+    for _ in 0..count {
+        let request = Request::post("/")
+            .header("content-type", "application/cloudevents+json")
+            .header("content-length", bytes.to_string())
+            .body(stalled_body())
+            .unwrap();
+        let router = app.router.clone();
+        stalled.push(tokio::spawn(async move { router.oneshot(request).await }));
+        tokio::task::yield_now().await;
+    }
+    stalled
+}
+
+#[tokio::test]
+async fn request_bytes_in_flight_are_capped_with_503_and_retry_after() {
+    let limit = 8 * 1024;
+    let app = app_with(64, limit, drift_sentinel::pipeline::system_clock());
+    // Fill the budget with requests whose bodies never finish.
+    let stalled = stall(&app, IN_FLIGHT_BODIES, limit).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(stalled.iter().all(|task| !task.is_finished()));
+    // One more: refused at once, without its body being read (it never ends either).
+    let started = Instant::now();
+    let response = one_more(&app).await;
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()["retry-after"], "1");
     assert!(started.elapsed() < Duration::from_secs(1));
@@ -123,31 +137,10 @@ async fn the_in_flight_budget_follows_the_configured_bytes() {
     let limit = 8 * 1024;
     // Room for exactly three bodies of the largest size.
     let app = crate::support::app_with_budget(limit, 3 * limit);
-    let mut stalled = Vec::new();
-    for _ in 0..3 {
-        let request = Request::post("/")
-            .header("content-type", "application/cloudevents+json")
-            .header("content-length", limit.to_string())
-            .body(stalled_body())
-            .unwrap();
-        let router = app.router.clone();
-        stalled.push(tokio::spawn(async move { router.oneshot(request).await }));
-        tokio::task::yield_now().await;
-    }
+    let stalled = stall(&app, 3, limit).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(stalled.iter().all(|task| !task.is_finished()), "three fit");
-    let response = app
-        .router
-        .clone()
-        .oneshot(
-            Request::post("/")
-                .header("content-type", "application/cloudevents+json")
-                .header("content-length", "100")
-                .body(stalled_body())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let response = one_more(&app).await;
     assert_eq!(
         response.status(),
         StatusCode::SERVICE_UNAVAILABLE,

@@ -52,6 +52,15 @@ fn resource(api_version: &str, kind: &str, selector: LabelSelectorConfig) -> Res
     .unwrap()
 }
 
+/// One complete page of Services (limit 500, list version 90000).
+fn services_list(items: &[Value]) -> Expect {
+    Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list("Service", "90000", None, items),
+    )
+}
+
 fn services_resource() -> Resource {
     resource(
         "serving.knative.dev/v1",
@@ -153,6 +162,18 @@ impl Harness {
             .into_iter()
             .filter(|drift| drift.class == class && drift.name == name)
             .max_by_key(|drift| drift.since)
+    }
+
+    fn assert_nothing_deleted(&self) {
+        let deleted: Vec<String> = self
+            .app
+            .store
+            .objects()
+            .into_iter()
+            .filter(|object| object.deleted)
+            .map(|object| object.name)
+            .collect();
+        assert!(deleted.is_empty(), "deleted: {deleted:?}");
     }
 
     fn metric(&self, prefix: &str) -> f64 {
@@ -332,13 +353,7 @@ async fn objects_missing_from_a_complete_list_are_deleted_within_its_selector_an
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_object_changes_nothing_and_keeps_its_grace_timer() {
     let failed = failed_service();
-    let listing = || {
-        Expect::get(
-            SERVICES,
-            &[("limit", "500")],
-            list("Service", "90000", None, std::slice::from_ref(&failed)),
-        )
-    };
+    let listing = || services_list(std::slice::from_ref(&failed));
     let harness = Harness::new(vec![listing(), listing()], vec![services_resource()], 500).await;
     harness.send("example-add", "add", &failed).await;
     let opened = harness
@@ -393,11 +408,7 @@ async fn api_errors_are_retried_with_backoff_while_events_keep_flowing() {
     let script = vec![
         Expect::fail(SERVICES, &[("limit", "500")], 500, "InternalError"),
         Expect::fail(SERVICES, &[("limit", "500")], 403, "Forbidden"),
-        Expect::get(
-            SERVICES,
-            &[("limit", "500")],
-            list("Service", "90000", None, &ready[0..1]),
-        ),
+        services_list(&ready[0..1]),
     ];
     let harness = Harness::new(script, vec![services_resource()], 500).await;
     let stop = tokio_util::sync::CancellationToken::new();
@@ -637,12 +648,7 @@ async fn check_live_cluster_fails_clearly_when_the_api_refuses() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_resyncs_at_start_and_reports_a_drift_that_predates_it() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let fake = FakeApiServer::start(vec![Expect::get(
-        SERVICES,
-        &[("limit", "500")],
-        list("Service", "90000", None, &[failed_service()]),
-    )])
-    .await;
+    let fake = FakeApiServer::start(vec![services_list(&[failed_service()])]).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
     // `enabled` is left at `auto`: a kubeconfig in the config turns resync on.
@@ -772,13 +778,7 @@ async fn a_resync_under_another_name_than_the_events_applies_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_filed_by_resync_under_a_wrong_name_move_to_the_events_name() {
     let failed = failed_service();
-    let listing = || {
-        Expect::get(
-            SERVICES,
-            &[("limit", "500")],
-            list("Service", "90000", None, std::slice::from_ref(&failed)),
-        )
-    };
+    let listing = || services_list(std::slice::from_ref(&failed));
     // Fresh install: resync runs before any event, under a name the events do not carry.
     let harness = Harness::for_cluster(
         vec![listing(), listing()],
@@ -867,12 +867,7 @@ async fn no_deletion_is_inferred_from_a_pass_in_which_a_list_failed() {
     harness.fake.verify();
     assert!(!report.complete());
     assert_eq!(report.deleted, 0);
-    assert!(harness
-        .app
-        .store
-        .objects()
-        .iter()
-        .all(|object| !object.deleted));
+    harness.assert_nothing_deleted();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -880,35 +875,20 @@ async fn a_list_with_an_unreadable_item_deletes_nothing_of_its_kind() {
     let ready = ready_services();
     let mut broken = ready[1].clone();
     broken["metadata"].as_object_mut().unwrap().remove("uid");
-    let script = vec![Expect::get(
-        SERVICES,
-        &[("limit", "500")],
-        list("Service", "90000", None, &[broken]),
-    )];
+    let script = vec![services_list(&[broken])];
     let harness = Harness::new(script, vec![services_resource()], 500).await;
     harness.send("aaa-add", "add", &ready[0]).await;
     harness.advance(60);
     let report = harness.resync.run_once().await.unwrap();
     harness.fake.verify();
     assert_eq!((report.rejected, report.deleted), (1, 0));
-    assert!(harness
-        .app
-        .store
-        .objects()
-        .iter()
-        .all(|object| !object.deleted));
+    harness.assert_nothing_deleted();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_seen_after_the_list_started_is_not_deleted() {
     let ready = ready_services();
-    let empty = || {
-        Expect::get(
-            SERVICES,
-            &[("limit", "500")],
-            list("Service", "90000", None, &[]),
-        )
-    };
+    let empty = || services_list(&[]);
     let harness = Harness::new(vec![empty(), empty()], vec![services_resource()], 500).await;
     // Seen at the very time the list starts (the clock does not move): it may have been created
     // after the list's snapshot even though its resourceVersion (80179) looks older.
@@ -927,11 +907,7 @@ async fn the_same_content_under_a_newer_resource_version_is_not_a_missed_change(
     let failed = failed_service();
     let mut newer = failed.clone();
     newer["metadata"]["resourceVersion"] = json!("81999");
-    let script = vec![Expect::get(
-        SERVICES,
-        &[("limit", "500")],
-        list("Service", "90000", None, &[newer]),
-    )];
+    let script = vec![services_list(&[newer])];
     let harness = Harness::new(script, vec![services_resource()], 500).await;
     harness.send("example-add", "add", &failed).await;
     let opened = harness.drift("not_ready", "example").unwrap();
@@ -954,11 +930,7 @@ async fn a_service_deleted_and_re_created_while_unseen_is_not_an_unexpected_dele
     let mut recreated = old.clone();
     recreated["metadata"]["uid"] = json!("0e9c6a52-re-created");
     recreated["metadata"]["resourceVersion"] = json!("89000");
-    let script = vec![Expect::get(
-        SERVICES,
-        &[("limit", "500")],
-        list("Service", "90000", None, &[recreated]),
-    )];
+    let script = vec![services_list(&[recreated])];
     let harness = Harness::new(script, vec![services_resource()], 500).await;
     harness.send("aaa-add", "add", &old).await;
     harness.advance(60);

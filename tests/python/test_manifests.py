@@ -432,6 +432,18 @@ def test_crd_copies_match_the_shared_schemas():
 # --- how the objects fit together -----------------------------------------------------------------
 
 
+def granted_verbs(role) -> dict:
+    """(group, resource) -> verbs of a ClusterRole, which may use no names, URLs or wildcards."""
+    granted = {}
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames, URLs or wildcards"
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert "*" not in (group, resource)
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    return granted
+
+
 def test_rbac_grants_exactly_get_list_watch_on_what_the_source_watches(rendered):
     source = find(rendered, "ApiServerSource", "drift-sentinel")
     watched = set()
@@ -448,13 +460,7 @@ def test_rbac_grants_exactly_get_list_watch_on_what_the_source_watches(rendered)
     }
 
     role = find(rendered, "ClusterRole", "drift-sentinel-source")
-    granted = {}
-    for rule in role["rules"]:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames, URLs or wildcards"
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                assert "*" not in (group, resource)
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    granted = granted_verbs(role)
     assert set(granted) == watched
     assert all(verbs == {"get", "list", "watch"} for verbs in granted.values()), granted
 
@@ -475,13 +481,7 @@ def test_the_sink_may_only_list_what_the_source_watches(rendered):
         for resource in source["spec"]["resources"]
     }
     role = find(rendered, "ClusterRole", "drift-sentinel-resync")
-    granted = {}
-    for rule in role["rules"]:
-        assert set(rule) == {"apiGroups", "resources", "verbs"}, "no resourceNames, URLs or wildcards"
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                assert "*" not in (group, resource)
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    granted = granted_verbs(role)
     assert set(granted) == watched
     assert all(verbs == {"list"} for verbs in granted.values()), granted
     binding = find(rendered, "ClusterRoleBinding", "drift-sentinel-resync")
