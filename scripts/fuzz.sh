@@ -42,8 +42,12 @@ else
 fi
 
 echo "==> Building the fuzz targets (${BUILD[*]})"
-cargo "${TOOLCHAIN[@]}" fuzz build "${BUILD[@]}"
 mkdir -p fuzz/target
+if ! cargo "${TOOLCHAIN[@]}" fuzz build "${BUILD[@]}" >fuzz/target/build.log 2>&1; then
+  tail -n 60 fuzz/target/build.log >&2
+  echo "building the fuzz targets failed; the log is fuzz/target/build.log" >&2
+  exit 1
+fi
 
 run_target() {
   local target=$1 log="fuzz/target/fuzz-$1.log"
