@@ -9,8 +9,9 @@
 //! writable when idle, and forgets old event keys.
 //!
 //! Architecture invariant: a request is answered `Ok` only after its events' effects and their
-//! (`source`, `id`) keys are committed (an event that changed nothing durable writes nothing, not
-//! even its key: applying it again changes nothing either). If the commit fails, the engine rolls back to the last
+//! (`source`, `id`) keys are committed. A request whose events changed nothing durable writes
+//! nothing, not even its keys (applying them again changes nothing either), and is answered as
+//! soon as they are applied, before the round's commit. If the commit fails, the engine rolls back to the last
 //! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
 
 use std::collections::HashSet;
@@ -445,10 +446,18 @@ impl Writer {
         }
         let mut batch = Batch::default();
         let mut keys_in_round = HashSet::new();
+        // `None` once answered: a request whose events changed nothing durable is answered as
+        // soon as they are applied (nothing of it waits in the commit; if the commit fails, the
+        // rollback takes back only what it never needed to write).
+        let mut submissions: Vec<(Vec<Decoded>, Option<Reply>)> = submissions
+            .into_iter()
+            .map(|(events, reply)| (events, Some(reply)))
+            .collect();
         let mut results: Vec<Result<Vec<EventResult>, Error>> =
             Vec::with_capacity(submissions.len());
         let mut store_failure = None;
-        for (events, _) in &submissions {
+        for (events, reply) in &mut submissions {
+            let writes_before = self.engine.journaled_writes();
             let mut event_results = Vec::with_capacity(events.len());
             for event in events {
                 let result = match event {
@@ -493,6 +502,11 @@ impl Writer {
                     }
                 };
                 event_results.push(result);
+            }
+            if store_failure.is_none() && self.engine.journaled_writes() == writes_before {
+                if let Some(reply) = reply.take() {
+                    let _ = reply.send(Ok(event_results.clone()));
+                }
             }
             results.push(Ok(event_results));
         }
@@ -540,7 +554,9 @@ impl Writer {
                 }
                 let mut applied = Vec::with_capacity(submissions.len());
                 for ((events, reply), result) in submissions.into_iter().zip(results) {
-                    let _ = reply.send(result);
+                    if let Some(reply) = reply {
+                        let _ = reply.send(result);
+                    }
                     applied.push(events);
                 }
                 for (outcome, reply) in resync_replies {
@@ -560,7 +576,9 @@ impl Writer {
                     .inc();
                 tracing::error!(message = "Store commit failed; the round is refused and will be retried by the sender.", %error);
                 for (_, reply) in submissions {
-                    let _ = reply.send(Err(Error::Store(error.kind())));
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Err(Error::Store(error.kind())));
+                    }
                 }
                 for (_, reply) in resync_replies {
                     let _ = reply.send(Err(Error::Store(error.kind())));

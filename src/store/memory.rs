@@ -16,7 +16,16 @@ use crate::classify::{Drift, DriftState, Millis, ObjectKey, ObjectState};
 pub struct MemoryStore {
     inner: Arc<std::sync::Mutex<Inner>>,
     failing: Arc<AtomicBool>,
-    gate: Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    gate: Arc<(std::sync::Mutex<Gate>, std::sync::Condvar)>,
+}
+
+/// When `commit` waits.
+#[derive(Debug, Default)]
+struct Gate {
+    /// Every commit waits.
+    blocked: bool,
+    /// Commits wait once this many have succeeded.
+    block_at: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -54,7 +63,19 @@ impl MemoryStore {
     /// While blocked, `commit` waits: tests use it to fill the writer's queue.
     pub fn set_blocked(&self, blocked: bool) {
         let (lock, condvar) = &*self.gate;
-        *lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = blocked;
+        lock.lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .blocked = blocked;
+        condvar.notify_all();
+    }
+
+    /// Commits wait once `count` commits have succeeded (`None`: no such limit), so a test can
+    /// hold one particular round in its commit.
+    pub fn set_block_at(&self, count: Option<usize>) {
+        let (lock, condvar) = &*self.gate;
+        lock.lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .block_at = count;
         condvar.notify_all();
     }
 
@@ -118,10 +139,14 @@ impl Store for MemoryStore {
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         {
             let (lock, condvar) = &*self.gate;
-            let mut blocked = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            while *blocked {
-                blocked = condvar
-                    .wait(blocked)
+            let mut gate = lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            while gate.blocked
+                || gate
+                    .block_at
+                    .is_some_and(|count| self.lock().commits >= count)
+            {
+                gate = condvar
+                    .wait(gate)
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
             }
         }

@@ -131,8 +131,10 @@ impl Harness {
         self.clock.fetch_add(seconds * 1000, Ordering::SeqCst);
     }
 
-    /// Runs one writer round now (timers fire in it).
+    /// Runs one writer round now (timers fire in it) and waits for its commit: a request with
+    /// nothing of its own to write is answered before its round commits.
     async fn tick(&self) {
+        let commits = self.app.store.commit_count();
         self.app
             .pipeline
             .submit(Vec::new())
@@ -140,6 +142,13 @@ impl Harness {
             .await
             .unwrap()
             .unwrap();
+        for _ in 0..200 {
+            if self.app.store.commit_count() > commits {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the round committed nothing");
     }
 
     /// Sends an event through the HTTP ingest, as the Broker would.

@@ -502,3 +502,52 @@ async fn secret_values_never_reach_the_store() {
         "values are not"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_changes_nothing_durable_does_not_wait_for_the_commit() {
+    let app = app();
+    let spawn = |object: Value, id: &str, verb: &str| {
+        let router = app.router.clone();
+        let request = binary_request(&structured_event(id, verb, &object));
+        tokio::spawn(async move { router.oneshot(request).await.unwrap().status() })
+    };
+    let with_uid = |uid: &str| {
+        let mut object = revision();
+        object["metadata"]["uid"] = json!(uid);
+        object["metadata"]["name"] = json!(format!("rev-{uid}"));
+        object
+    };
+    let tracked = with_uid("tracked");
+    assert_eq!(
+        spawn(tracked.clone(), "t-1", "add").await.unwrap(),
+        StatusCode::ACCEPTED
+    );
+    let commits = app.store.commit_count();
+    // Hold the next commit: a new object's round waits in it.
+    app.store.set_block_at(Some(commits));
+    let first = spawn(with_uid("first"), "f-1", "add");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Queued behind it, so applied together in the next round: a new object (durable) and
+    // status churn of the tracked one (same content, newer resourceVersion).
+    let durable = spawn(with_uid("second"), "s-1", "add");
+    let mut churn = tracked.clone();
+    crate::scenario::bump(&mut churn);
+    let churn = spawn(churn, "t-2", "update");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(!first.is_finished() && !durable.is_finished() && !churn.is_finished());
+    // Let the first round commit and hold the next one.
+    app.store.set_block_at(Some(commits + 1));
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(10), churn)
+        .await
+        .expect("the churn is answered while its round's commit waits")
+        .unwrap();
+    assert_eq!(answered, StatusCode::ACCEPTED);
+    assert_eq!(first.await.unwrap(), StatusCode::ACCEPTED);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(
+        !durable.is_finished(),
+        "a durable event still waits for its commit"
+    );
+    app.store.set_block_at(None);
+    assert_eq!(durable.await.unwrap(), StatusCode::ACCEPTED);
+}

@@ -132,6 +132,7 @@ pub struct TestApp {
 impl Drop for TestApp {
     fn drop(&mut self) {
         self.store.set_blocked(false);
+        self.store.set_block_at(None);
         self.pipeline.shutdown();
     }
 }
