@@ -212,6 +212,28 @@ impl Object {
         }
     }
 
+    /// A trusted manager moves the template's autoscaling target between 100 and 70: a spec
+    /// change that creates no drift (Services and Configurations share the field).
+    fn toggle_target(&mut self, manager: &'static str, at: &str) -> Op {
+        let path = [
+            "f:spec",
+            "f:template",
+            "f:metadata",
+            "f:annotations",
+            "f:autoscaling.knative.dev/target",
+        ];
+        let annotations = &mut self.value["spec"]["template"]["metadata"]["annotations"];
+        let next = if annotations["autoscaling.knative.dev/target"] == "100" {
+            "70"
+        } else {
+            "100"
+        };
+        annotations["autoscaling.knative.dev/target"] = json!(next);
+        self.write(manager, "", &path, at);
+        self.bump_generation();
+        Op::Trusted
+    }
+
     fn bump_generation(&mut self) {
         let generation = self.value["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
         self.value["metadata"]["generation"] = json!(generation);
@@ -259,25 +281,9 @@ impl Object {
                 Op::Status
             }
             ("Service", 'a') => {
-                let path = [
-                    "f:spec",
-                    "f:template",
-                    "f:metadata",
-                    "f:annotations",
-                    "f:autoscaling.knative.dev/target",
-                ];
-                let annotations = &mut self.value["spec"]["template"]["metadata"]["annotations"];
-                let next = if annotations["autoscaling.knative.dev/target"] == "100" {
-                    "70"
-                } else {
-                    "100"
-                };
-                annotations["autoscaling.knative.dev/target"] = json!(next);
                 self.value["metadata"]["annotations"]["serving.knative.dev/lastModifier"] =
                     json!(SA_ARGO);
-                self.write("argocd-application-controller", "", &path, &at);
-                self.bump_generation();
-                Op::Trusted
+                self.toggle_target("argocd-application-controller", &at)
             }
             ("Service", 'd') | ("Service", 'r') => {
                 let path = [
@@ -304,25 +310,7 @@ impl Object {
                     Op::Trusted
                 }
             }
-            ("Configuration", 'a') => {
-                let path = [
-                    "f:spec",
-                    "f:template",
-                    "f:metadata",
-                    "f:annotations",
-                    "f:autoscaling.knative.dev/target",
-                ];
-                let annotations = &mut self.value["spec"]["template"]["metadata"]["annotations"];
-                let next = if annotations["autoscaling.knative.dev/target"] == "100" {
-                    "70"
-                } else {
-                    "100"
-                };
-                annotations["autoscaling.knative.dev/target"] = json!(next);
-                self.write("controller", "", &path, &at);
-                self.bump_generation();
-                Op::Trusted
-            }
+            ("Configuration", 'a') => self.toggle_target("controller", &at),
             ("Configuration", 'd') | ("Configuration", 'r') => {
                 let path = ["f:spec", "f:template", "f:spec", "f:timeoutSeconds"];
                 let (value, manager) = if code == 'd' {
