@@ -521,7 +521,11 @@ impl Writer {
             .changes
             .transitions
             .iter()
-            .filter(|transition| transition.drift.state == crate::classify::DriftState::Resolved)
+            // Only a drift that fired has reminders.
+            .filter(|transition| {
+                transition.drift.state == crate::classify::DriftState::Resolved
+                    && transition.drift.fired_at.is_some()
+            })
             .map(|transition| transition.drift.id.clone())
             .collect();
         let writes = !(batch.events.is_empty() && batch.changes.is_empty());

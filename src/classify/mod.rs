@@ -11,6 +11,13 @@
 //! [`Engine::next_deadline`] when to call it. Replaying the same events with the same clock
 //! gives the same transitions.
 //!
+//! Benign churn leaves no trace on disk: a pending drift of a class whose condition can be found
+//! again from the objects' current state ([`classes::reassessable`]) lives in memory until it
+//! fires or has been pending for [`RECORD_PENDING_AFTER_MS`]; an episode that opens and resolves
+//! within that time is counted (transitions) but never recorded (no drift row, no history). After
+//! a restart such an episode is found again: restored objects are re-assessed ([`Engine::tick`],
+//! a chunk per round) and a condition that still holds opens pending anew.
+//!
 //! Events are applied in `resourceVersion` order per object: an older or equal version is stale
 //! and changes nothing, so redelivered and reordered events never roll state back. Every change
 //! the engine makes is journaled between [`Engine::begin`] and [`Engine::commit`] so the caller can
@@ -250,8 +257,11 @@ pub struct Changes {
     pub removed_objects: Vec<ObjectKey>,
     /// Drift rows to upsert (open and just-resolved).
     pub drifts: Vec<Drift>,
-    /// State moves, in order.
+    /// State moves, in order (every move, for metrics and notifications).
     pub transitions: Vec<Transition>,
+    /// The moves of recorded drifts, for the drift history: a drift recorded late (it fired, or
+    /// was pending long enough) gets its opening move here too, dated when it opened.
+    pub history: Vec<Transition>,
 }
 
 impl Changes {
@@ -261,6 +271,7 @@ impl Changes {
             && self.removed_objects.is_empty()
             && self.drifts.is_empty()
             && self.transitions.is_empty()
+            && self.history.is_empty()
     }
 }
 
@@ -288,6 +299,16 @@ pub struct Sweep<'a> {
 /// How long a deleted object is remembered, to drop late updates and to detect orphans.
 const TOMBSTONE_RETENTION_MS: Millis = 6 * 3600 * 1000;
 
+/// How long a pending drift of a reassessable class stays in memory only. Rollouts, scaling and
+/// reconciles open and resolve such episodes within seconds, and writing each one (its row and
+/// two history rows) was most of what a busy cluster made the store write; one that lasts longer
+/// is recorded, so the API shows it and a restart keeps its `since`.
+pub const RECORD_PENDING_AFTER_MS: Millis = 30_000;
+
+/// Restored objects re-assessed per [`Engine::tick`], so the first events after a restart do
+/// not wait for the whole graph.
+const RECHECK_PER_TICK: usize = 1000;
+
 #[derive(Debug, Default)]
 struct Journal {
     active: bool,
@@ -297,6 +318,11 @@ struct Journal {
     removed_objects: Vec<ObjectKey>,
     touched_drifts: Vec<DriftSlot>,
     transitions: Vec<Transition>,
+    history: Vec<Transition>,
+    /// Changes to `Engine::recorded`: (drift id, inserted), undone in reverse on rollback.
+    recorded: Vec<(String, bool)>,
+    /// Keys taken from `Engine::recheck` (put back on rollback).
+    rechecked: Vec<ObjectKey>,
 }
 
 /// The drift engine.
@@ -305,6 +331,10 @@ pub struct Engine {
     rules: Arc<Rules>,
     graph: Graph,
     drifts: HashMap<DriftSlot, Drift>,
+    /// Ids of the open drifts whose row is in the store (or in the round being committed).
+    recorded: std::collections::HashSet<String>,
+    /// Restored objects still to re-assess (see the module docs), popped from the end.
+    recheck: Vec<ObjectKey>,
     journal: Journal,
 }
 
@@ -316,17 +346,27 @@ impl Engine {
             rules,
             graph: Graph::default(),
             drifts: HashMap::new(),
+            recorded: std::collections::HashSet::new(),
+            recheck: Vec::new(),
             journal: Journal::default(),
         }
     }
 
     /// Restores committed state (objects and open drifts) after a restart.
+    /// Live objects are queued for re-assessment by [`Engine::tick`]: a pending episode that
+    /// was not recorded before the restart opens again if its condition still holds.
     pub fn restore(&mut self, objects: Vec<ObjectState>, drifts: Vec<Drift>) {
         for object in objects {
+            if !object.deleted {
+                self.recheck.push(object.key());
+            }
             self.graph.insert(object);
         }
+        // Popped from the end: reversed so objects are re-assessed in key order.
+        self.recheck.sort_by(|a, b| b.cmp(a));
         for drift in drifts {
             if drift.state != DriftState::Resolved {
+                self.recorded.insert(drift.id.clone());
                 self.drifts.insert(drift.slot(), drift);
             }
         }
@@ -400,9 +440,10 @@ impl Engine {
         }
         changes.objects.reverse();
         changes.removed_objects = journal.removed_objects.clone();
-        // A resolved episode is no longer open but its final row must still be written. Resolved
-        // rows go first: if a slot resolves and reopens within one batch, the open row is last.
-        for transition in &journal.transitions {
+        // A resolved episode is no longer open but its final row must still be written (when it
+        // was recorded). Resolved rows go first: if a slot resolves and reopens within one
+        // batch, the open row is last.
+        for transition in &journal.history {
             if transition.drift.state == DriftState::Resolved {
                 changes.drifts.push(transition.drift.clone());
             }
@@ -411,17 +452,28 @@ impl Engine {
         for slot in journal.touched_drifts.iter() {
             if seen_drifts.insert(slot.clone()) {
                 if let Some(drift) = self.drifts.get(slot) {
-                    changes.drifts.push(drift.clone());
+                    if self.recorded.contains(&drift.id) {
+                        changes.drifts.push(drift.clone());
+                    }
                 }
             }
         }
         changes.transitions = journal.transitions.clone();
+        changes.history = journal.history.clone();
         changes
     }
 
     /// Undoes everything since [`Engine::begin`].
     pub fn rollback(&mut self) {
         let journal = std::mem::take(&mut self.journal);
+        for (id, inserted) in journal.recorded.into_iter().rev() {
+            if inserted {
+                self.recorded.remove(&id);
+            } else {
+                self.recorded.insert(id);
+            }
+        }
+        self.recheck.extend(journal.rechecked.into_iter().rev());
         for (slot, old) in journal.drifts.into_iter().rev() {
             match old {
                 Some(drift) => {
@@ -597,7 +649,7 @@ impl Engine {
         journal.touched_objects.len()
             + journal.removed_objects.len()
             + journal.touched_drifts.len()
-            + journal.transitions.len()
+            + journal.history.len()
     }
 
     /// Transitions journaled since [`Engine::begin`], in order.
@@ -623,6 +675,35 @@ impl Engine {
                 self.push_transition(drift, Some(DriftState::Pending), now);
             }
         }
+        // Pending episodes that lasted are recorded (see `RECORD_PENDING_AFTER_MS`).
+        let mut lasting: Vec<DriftSlot> = self
+            .drifts
+            .iter()
+            .filter(|(_, drift)| {
+                drift.state == DriftState::Pending
+                    && drift.since.saturating_add(RECORD_PENDING_AFTER_MS) <= now
+                    && !self.recorded.contains(&drift.id)
+            })
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        lasting.sort();
+        for slot in lasting {
+            if let Some(drift) = self.drifts.get(&slot).cloned() {
+                self.record(&drift, true);
+                if self.journal.active {
+                    self.journal.touched_drifts.push(slot);
+                }
+            }
+        }
+        for _ in 0..RECHECK_PER_TICK {
+            let Some(key) = self.recheck.pop() else {
+                break;
+            };
+            self.reassess(&key, now);
+            if self.journal.active {
+                self.journal.rechecked.push(key);
+            }
+        }
         let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
         for key in expired {
             // Drifts about a deletion end when the deleted object is forgotten: a Service
@@ -640,15 +721,74 @@ impl Engine {
         }
     }
 
-    /// When [`Engine::tick`] next has work: the earliest pending `fire_at`.
+    /// When [`Engine::tick`] next has work: the earliest pending `fire_at` or time to record a
+    /// pending drift, or at once while restored objects wait to be re-assessed.
     pub fn next_deadline(&self) -> Option<Millis> {
+        if !self.recheck.is_empty() {
+            return Some(Millis::MIN);
+        }
         self.drifts
             .values()
-            .filter(|drift| {
-                drift.state == DriftState::Pending && self.rules.class(&drift.class).enabled
+            .filter(|drift| drift.state == DriftState::Pending)
+            .filter_map(|drift| {
+                let fires = self
+                    .rules
+                    .class(&drift.class)
+                    .enabled
+                    .then_some(drift.fire_at);
+                let records = (!self.recorded.contains(&drift.id))
+                    .then(|| drift.since.saturating_add(RECORD_PENDING_AFTER_MS));
+                match (fires, records) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
             })
-            .map(|drift| drift.fire_at)
             .min()
+    }
+
+    /// Re-assesses a restored object with the reassessable classes, opening the drifts whose
+    /// condition holds and that have no open drift: pending episodes that were not recorded
+    /// before a restart. Open drifts are left as they are (their evidence came from events;
+    /// the re-assessment sees only the stored state).
+    fn reassess(&mut self, key: &ObjectKey, now: Millis) {
+        let rules = Arc::clone(&self.rules);
+        let mut assessments = Vec::new();
+        {
+            let Some(after) = self.graph.get(key).filter(|state| !state.deleted) else {
+                return;
+            };
+            let object = after.to_object();
+            let context = classes::Context {
+                after,
+                before: None,
+                action: Action::Update,
+                object: &object,
+                graph: &self.graph,
+                rules: &rules,
+                drifts: &self.drifts,
+                now,
+            };
+            for class in classes::REGISTRY {
+                if !class.reassessable() || !rules.class(class.id()).enabled {
+                    continue;
+                }
+                for assessment in class.assess(&context) {
+                    if let classes::Finding::Holds(_) = assessment.finding {
+                        assessments.push((class.id(), assessment));
+                    }
+                }
+            }
+        }
+        for (class_id, assessment) in assessments {
+            let slot = DriftSlot {
+                cluster: assessment.subject.cluster.clone(),
+                uid: assessment.subject.uid.clone(),
+                class: class_id.to_string(),
+            };
+            if !self.drifts.contains_key(&slot) {
+                self.settle(class_id, assessment, now);
+            }
+        }
     }
 
     fn evaluate(
@@ -791,14 +931,47 @@ impl Engine {
         resolved.resolved_at = Some(now);
         resolved.resolution = Some(reason.to_string());
         self.put_drift(slot.clone(), None);
+        // Its last move is recorded when the drift was; then it leaves the recorded set.
+        let recorded = self.recorded.contains(&resolved.id);
+        let id = resolved.id.clone();
         self.push_transition(resolved, Some(from), now);
+        if recorded {
+            self.recorded.remove(&id);
+            if self.journal.active {
+                self.journal.recorded.push((id, false));
+            }
+        }
+    }
+
+    /// Marks an open drift as recorded from now on. Its row is written with the round's
+    /// changes (the caller touches its slot); with `backdate`, its opening move, which was not
+    /// recorded, goes to the history dated when it opened.
+    fn record(&mut self, drift: &Drift, backdate: bool) {
+        if !self.recorded.insert(drift.id.clone()) {
+            return;
+        }
+        if self.journal.active {
+            self.journal.recorded.push((drift.id.clone(), true));
+        }
+        if self.journal.active && backdate {
+            let mut opened = drift.clone();
+            opened.state = DriftState::Pending;
+            opened.fired_at = None;
+            self.journal.history.push(Transition {
+                drift: opened,
+                from: None,
+                at: drift.since,
+            });
+        }
     }
 
     fn push_transition(&mut self, drift: Drift, from: Option<DriftState>, at: Millis) {
         if self.journal.active {
-            self.journal
-                .transitions
-                .push(Transition { drift, from, at });
+            let transition = Transition { drift, from, at };
+            if self.recorded.contains(&transition.drift.id) {
+                self.journal.history.push(transition.clone());
+            }
+            self.journal.transitions.push(transition);
         }
     }
 
@@ -821,14 +994,33 @@ impl Engine {
         }
     }
 
+    /// Opens, updates (`Some`) or closes (`None`) the drift in `slot`. A drift is recorded once
+    /// it fires, or at once when its class is not reassessable (its episode could not be found
+    /// again after a restart); an unrecorded drift's changes are kept in memory only.
     fn put_drift(&mut self, slot: DriftSlot, drift: Option<Drift>) {
+        let written = match &drift {
+            Some(drift) => {
+                if drift.state == DriftState::Firing || !classes::reassessable(&drift.class) {
+                    // A drift opening now gets its opening move from the caller.
+                    let opening = self
+                        .drifts
+                        .get(&slot)
+                        .is_none_or(|open| open.id != drift.id);
+                    self.record(drift, !opening);
+                }
+                self.recorded.contains(&drift.id)
+            }
+            None => false,
+        };
         let old = match drift {
             Some(drift) => self.drifts.insert(slot.clone(), drift),
             None => self.drifts.remove(&slot),
         };
         if self.journal.active {
             self.journal.drifts.push((slot.clone(), old));
-            self.journal.touched_drifts.push(slot);
+            if written {
+                self.journal.touched_drifts.push(slot);
+            }
         }
     }
 }

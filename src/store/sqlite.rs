@@ -247,7 +247,7 @@ impl Store for SqliteStore {
             let mut insert_history = transaction.prepare_cached(
                 "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
-            for transition in &batch.changes.transitions {
+            for transition in &batch.changes.history {
                 insert_history.execute(params![
                     transition.drift.id,
                     transition.from.map(|state| state.as_str()),
@@ -600,6 +600,19 @@ impl Outbox for SqliteOutbox {
     }
 
     fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error> {
+        // Nearly always there is nothing to withdraw (the writer deletes a resolved drift's
+        // reminders in the resolve's own commit): look first, so the common case takes no write
+        // lock and no commit away from the writer.
+        let any: Option<i64> = self
+            .connection
+            .prepare_cached(
+                "SELECT 1 FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending' LIMIT 1",
+            )?
+            .query_row(params![drift_id, channel], |row| row.get(0))
+            .optional()?;
+        if any.is_none() {
+            return Ok(0);
+        }
         Ok(self.connection.execute(
             "DELETE FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending'",
             params![drift_id, channel],
@@ -703,7 +716,7 @@ mod tests {
             .commit(&Batch {
                 changes: Changes {
                     drifts,
-                    transitions,
+                    history: transitions,
                     ..Default::default()
                 },
                 ..Default::default()

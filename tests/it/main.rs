@@ -13,6 +13,7 @@ mod oidc;
 mod overload;
 mod properties;
 mod receivers;
+mod recording;
 #[cfg(feature = "cluster")]
 mod resync;
 mod router;

@@ -164,6 +164,13 @@ impl Harness {
         assert_eq!(response.status(), 202);
     }
 
+    /// Lets pending drifts last long enough to be recorded (they live in memory until then),
+    /// so the store shows them.
+    async fn record_pending(&self) {
+        self.advance(drift_sentinel::classify::RECORD_PENDING_AFTER_MS / 1000 + 1);
+        self.tick().await;
+    }
+
     fn drift(&self, class: &str, name: &str) -> Option<drift_sentinel::classify::Drift> {
         self.app
             .store
@@ -226,6 +233,7 @@ async fn a_paged_list_brings_every_object_and_a_drift_from_before_the_start_fire
     assert!(objects.iter().all(|object| object.cluster == "test"));
 
     // The drift existed before drift-sentinel started: it fires after its grace with no event.
+    harness.record_pending().await;
     let drift = harness
         .drift("not_ready", "example")
         .expect("not_ready drift");
@@ -365,6 +373,7 @@ async fn an_unchanged_object_changes_nothing_and_keeps_its_grace_timer() {
     let listing = || services_list(std::slice::from_ref(&failed));
     let harness = Harness::new(vec![listing(), listing()], vec![services_resource()], 500).await;
     harness.send("example-add", "add", &failed).await;
+    harness.record_pending().await;
     let opened = harness
         .drift("not_ready", "example")
         .expect("pending drift");
@@ -798,6 +807,7 @@ async fn objects_filed_by_resync_under_a_wrong_name_move_to_the_events_name() {
     .await;
     let report = harness.resync.run_once().await.unwrap();
     assert!(report.complete());
+    harness.record_pending().await;
     let opened = harness
         .drift("not_ready", "example")
         .expect("pending under staging");
@@ -919,6 +929,7 @@ async fn the_same_content_under_a_newer_resource_version_is_not_a_missed_change(
     let script = vec![services_list(&[newer])];
     let harness = Harness::new(script, vec![services_resource()], 500).await;
     harness.send("example-add", "add", &failed).await;
+    harness.record_pending().await;
     let opened = harness.drift("not_ready", "example").unwrap();
     harness.advance(60);
     let report = harness.resync.run_once().await.unwrap();

@@ -4,7 +4,11 @@
 
 use std::sync::Arc;
 
-use drift_sentinel::classify::{Engine, Millis, Rules, Transition};
+use std::collections::BTreeMap;
+
+use drift_sentinel::classify::{
+    Changes, Drift, Engine, Millis, ObjectKey, ObjectState, Rules, Transition,
+};
 use drift_sentinel::config::RulesConfig;
 use drift_sentinel::decode::{self, ClusterNames, Decoded};
 use serde_json::{json, Value};
@@ -16,9 +20,17 @@ pub const T0: Millis = 1_696_887_600_000;
 
 pub struct Sim {
     engine: Engine,
+    rules: Arc<Rules>,
     now: Millis,
     next_id: u64,
     pub log: Vec<Transition>,
+    /// What a store would hold: the history rows written, in order.
+    pub history: Vec<Transition>,
+    /// What a store would hold: every drift row written, in order (later rows replace earlier
+    /// ones with the same id).
+    pub rows: Vec<Drift>,
+    /// What a store would hold: the objects written.
+    objects: BTreeMap<ObjectKey, ObjectState>,
 }
 
 impl Sim {
@@ -33,12 +45,58 @@ impl Sim {
     }
 
     pub fn with_compiled(rules: Rules) -> Sim {
+        let rules = Arc::new(rules);
         Sim {
-            engine: Engine::new(Arc::new(rules)),
+            engine: Engine::new(Arc::clone(&rules)),
+            rules,
             now: T0,
             next_id: 0,
             log: Vec::new(),
+            history: Vec::new(),
+            rows: Vec::new(),
+            objects: BTreeMap::new(),
         }
+    }
+
+    /// Takes the round's changes as the writer does: every transition to the log, and what
+    /// the store would write to `history`, `rows` and the stored objects.
+    fn take(&mut self, changes: Changes) {
+        self.log.extend(changes.transitions);
+        self.history.extend(changes.history);
+        self.rows.extend(changes.drifts);
+        for object in changes.objects {
+            self.objects.insert(object.key(), object);
+        }
+        for key in changes.removed_objects {
+            self.objects.remove(&key);
+        }
+        self.engine.commit();
+    }
+
+    /// A restart: a new engine restored from what the store would hold (the objects and the
+    /// open drift rows), nothing else carried over.
+    pub fn restart(&mut self) {
+        let mut latest: BTreeMap<String, Drift> = BTreeMap::new();
+        for row in &self.rows {
+            latest.insert(row.id.clone(), row.clone());
+        }
+        let open: Vec<Drift> = latest
+            .into_values()
+            .filter(|drift| drift.state != drift_sentinel::classify::DriftState::Resolved)
+            .collect();
+        self.engine = Engine::new(Arc::clone(&self.rules));
+        self.engine
+            .restore(self.objects.values().cloned().collect(), open);
+    }
+
+    /// Moves the clock forward and runs a round whose commit fails (rolled back).
+    pub fn wait_and_fail_commit(&mut self, seconds: i64) -> Changes {
+        self.now += seconds * 1000;
+        self.engine.begin();
+        self.engine.tick(self.now);
+        let changes = self.engine.changes();
+        self.engine.rollback();
+        changes
     }
 
     /// Sends `dev.knative.apiserver.resource.<verb>` for `object` now.
@@ -70,8 +128,8 @@ impl Sim {
                 self.engine.apply(event, self.now);
             }
         }
-        self.log.extend(self.engine.changes().transitions);
-        self.engine.commit();
+        let changes = self.engine.changes();
+        self.take(changes);
     }
 
     /// Moves the clock forward and fires what is due.
@@ -79,18 +137,19 @@ impl Sim {
         self.now += seconds * 1000;
         self.engine.begin();
         self.engine.tick(self.now);
-        self.log.extend(self.engine.changes().transitions);
-        self.engine.commit();
+        let changes = self.engine.changes();
+        self.take(changes);
     }
 
     /// Hot-reloads rules given as YAML, as the writer does.
     pub fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
-        self.engine.set_rules(Arc::new(Rules::compile(&config)));
+        self.rules = Arc::new(Rules::compile(&config));
+        self.engine.set_rules(Arc::clone(&self.rules));
         self.engine.begin();
         self.engine.retire_disabled(self.now);
-        self.log.extend(self.engine.changes().transitions);
-        self.engine.commit();
+        let changes = self.engine.changes();
+        self.take(changes);
     }
 
     /// Every transition as `state class Kind/name`.

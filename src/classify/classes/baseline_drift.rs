@@ -41,6 +41,11 @@ impl DriftClass for BaselineDrift {
         }
     }
 
+    fn reassessable(&self) -> bool {
+        // The condition is read off the current state alone.
+        true
+    }
+
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         let baseline = context.rules.baseline();

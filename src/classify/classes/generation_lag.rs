@@ -22,6 +22,11 @@ impl DriftClass for GenerationLag {
         }
     }
 
+    fn reassessable(&self) -> bool {
+        // The condition is read off the current state alone.
+        true
+    }
+
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         let watched = (object.is_knative_serving()

@@ -104,6 +104,21 @@ pub trait DriftClass: Sync {
     fn defaults(&self) -> ClassDefaults;
     /// Verdicts for the objects this change concerns.
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment>;
+    /// True when the condition can be found again from the objects' current state alone (no
+    /// `before`, no event): a pending episode may then live in memory only, since a restart
+    /// re-assesses the restored objects (see the engine's module docs). Classes about a change
+    /// (an edit, a delete, a digest that moved) keep the default, `false`: theirs are recorded
+    /// as soon as they open.
+    fn reassessable(&self) -> bool {
+        false
+    }
+}
+
+/// [`DriftClass::reassessable`] of the class with this id (`false` for an unknown id).
+pub fn reassessable(id: &str) -> bool {
+    REGISTRY
+        .iter()
+        .any(|class| class.id() == id && class.reassessable())
 }
 
 mod baseline_drift;

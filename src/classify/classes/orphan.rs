@@ -52,6 +52,11 @@ impl DriftClass for Orphan {
         }
     }
 
+    fn reassessable(&self) -> bool {
+        // The condition is read off the current state alone.
+        true
+    }
+
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         if is_revision_workload(object) {

@@ -24,6 +24,11 @@ impl DriftClass for ReplicaDrift {
         }
     }
 
+    fn reassessable(&self) -> bool {
+        // The condition is read off the current state alone.
+        true
+    }
+
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let revision = context.after;
         if !revision.is_kind(SERVING, "Revision") || revision.is_going_away() {

@@ -77,6 +77,11 @@ impl DriftClass for RevisionPileup {
         }
     }
 
+    fn reassessable(&self) -> bool {
+        // The condition is read off the current state alone.
+        true
+    }
+
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         if object.is_kind(SERVING, "Configuration") {

@@ -278,6 +278,11 @@ impl DriftClass for TrafficDrift {
         }
     }
 
+    fn reassessable(&self) -> bool {
+        // The condition is read off the current state alone.
+        true
+    }
+
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         if !object.is_knative_serving() || object.is_going_away() {

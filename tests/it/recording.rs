@@ -1,0 +1,180 @@
+//! What the engine asks the store to record: a pending episode of a reassessable class lives in
+//! memory until it fires or lasts `RECORD_PENDING_AFTER_MS`, is found again after a restart, and
+//! an episode about a change is recorded at once. Checked on the changes the writer commits.
+
+use drift_sentinel::classify::{DriftState, RECORD_PENDING_AFTER_MS};
+use serde_json::json;
+
+use crate::scenario::*;
+
+/// The history as `from→to class @seconds after T0`.
+fn history(sim: &Sim) -> Vec<String> {
+    sim.history
+        .iter()
+        .map(|transition| {
+            format!(
+                "{}→{} {} @{}",
+                transition.from.map_or("none", DriftState::as_str),
+                transition.drift.state.as_str(),
+                transition.drift.class,
+                (transition.at - T0) / 1000
+            )
+        })
+        .collect()
+}
+
+fn stuck_service() -> serde_json::Value {
+    changed(&service(), |s| s["metadata"]["generation"] = json!(2))
+}
+
+fn caught_up(stuck: &serde_json::Value) -> serde_json::Value {
+    changed(stuck, |s| s["status"]["observedGeneration"] = json!(2))
+}
+
+#[test]
+fn a_short_pending_episode_is_counted_but_never_recorded() {
+    let mut sim = Sim::new();
+    let stuck = stuck_service();
+    sim.send("update", &stuck);
+    sim.wait(5);
+    sim.send("update", &caught_up(&stuck));
+    check(
+        sim.lines(),
+        &[
+            "pending generation_lag Service/knative-webapp",
+            "resolved generation_lag Service/knative-webapp",
+        ],
+    );
+    assert!(sim.rows.is_empty(), "no drift row: {:?}", sim.rows);
+    check(history(&sim), &[]);
+}
+
+#[test]
+fn a_pending_episode_that_lasts_is_recorded_from_when_it_opened() {
+    assert_eq!(RECORD_PENDING_AFTER_MS, 30_000);
+    let mut sim = Sim::new();
+    let stuck = stuck_service();
+    sim.send("update", &stuck);
+    sim.wait(29);
+    assert!(sim.rows.is_empty());
+    sim.wait(2);
+    assert_eq!(sim.rows.len(), 1);
+    assert_eq!(sim.rows[0].state, DriftState::Pending);
+    assert_eq!(sim.rows[0].since, T0);
+    check(history(&sim), &["none→pending generation_lag @0"]);
+    sim.wait(10);
+    assert_eq!(sim.rows.len(), 1, "recorded once");
+    sim.send("update", &caught_up(&stuck));
+    check(
+        history(&sim),
+        &[
+            "none→pending generation_lag @0",
+            "pending→resolved generation_lag @41",
+        ],
+    );
+    assert_eq!(sim.rows.last().unwrap().state, DriftState::Resolved);
+}
+
+#[test]
+fn a_drift_that_fires_before_it_was_recorded_gets_its_whole_history() {
+    let mut sim = Sim::with_rules("classes:\n  generation_lag:\n    grace: 10s\n");
+    let stuck = stuck_service();
+    sim.send("update", &stuck);
+    sim.wait(11);
+    sim.send("update", &caught_up(&stuck));
+    check(
+        history(&sim),
+        &[
+            "none→pending generation_lag @0",
+            "pending→firing generation_lag @11",
+            "firing→resolved generation_lag @11",
+        ],
+    );
+    let states: Vec<DriftState> = sim.rows.iter().map(|row| row.state).collect();
+    assert_eq!(states, [DriftState::Firing, DriftState::Resolved]);
+}
+
+#[test]
+fn an_episode_about_a_change_is_recorded_at_once() {
+    // manual_edit cannot be found again from the state alone, so even with a grace its pending
+    // drift is written when it opens.
+    let mut sim = Sim::with_rules("classes:\n  manual_edit:\n    grace: 10m\n");
+    let original = service();
+    sim.send("add", &original);
+    let edited = changed(&original, |s| {
+        s["spec"]["template"]["spec"]["timeoutSeconds"] = json!(30);
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:template": {"f:spec": {"f:timeoutSeconds": {}}}}}),
+            "2023-10-09T21:45:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    check(sim.lines(), &["pending manual_edit Service/knative-webapp"]);
+    check(history(&sim), &["none→pending manual_edit @0"]);
+    assert_eq!(sim.rows.len(), 1);
+}
+
+#[test]
+fn a_pending_episode_lost_in_a_restart_opens_again_and_fires_with_no_event() {
+    let mut sim = Sim::new();
+    sim.send("update", &stuck_service());
+    sim.wait(10);
+    sim.restart();
+    // The first round after the restart re-assesses the restored objects.
+    sim.wait(1);
+    sim.wait(299);
+    check(
+        sim.lines(),
+        &[
+            "pending generation_lag Service/knative-webapp",
+            "pending generation_lag Service/knative-webapp",
+        ],
+    );
+    sim.wait(2);
+    assert_eq!(
+        sim.last("generation_lag").drift.state,
+        DriftState::Firing,
+        "{:?}",
+        sim.lines()
+    );
+    // Its grace counted from the re-assessment, 11 s after the lost one opened.
+    assert_eq!(sim.last("generation_lag").drift.since, T0 + 11_000);
+}
+
+#[test]
+fn a_recorded_pending_episode_survives_a_restart_with_its_since() {
+    let mut sim = Sim::new();
+    sim.send("update", &stuck_service());
+    sim.wait(40);
+    sim.restart();
+    sim.wait(1);
+    sim.wait(258);
+    check(
+        sim.lines(),
+        &["pending generation_lag Service/knative-webapp"],
+    );
+    sim.wait(1);
+    check(
+        sim.lines(),
+        &[
+            "pending generation_lag Service/knative-webapp",
+            "firing generation_lag Service/knative-webapp",
+        ],
+    );
+    assert_eq!(sim.last("generation_lag").drift.since, T0);
+}
+
+#[test]
+fn a_failed_commit_records_the_lasting_episode_again_in_the_next_round() {
+    let mut sim = Sim::new();
+    sim.send("update", &stuck_service());
+    let failed = sim.wait_and_fail_commit(31);
+    assert_eq!(failed.drifts.len(), 1, "the round meant to record it");
+    assert!(sim.rows.is_empty());
+    sim.wait(1);
+    assert_eq!(sim.rows.len(), 1, "recorded by the next round");
+    check(history(&sim), &["none→pending generation_lag @0"]);
+}
