@@ -417,6 +417,52 @@ fn deployment_image_changed_by_hand_is_image_drift_and_a_critical_manual_edit() 
 }
 
 #[test]
+fn image_drift_holds_through_status_churn_and_follows_the_revision_digest() {
+    let mut sim = Sim::new();
+    let revision = revision();
+    sim.send("add", &revision);
+    let deployment = deployment();
+    sim.send("add", &deployment);
+    let wrong = changed(&deployment, |d| {
+        d["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("docker.io/attacker/webapp:latest");
+    });
+    sim.send("update", &wrong);
+    sim.wait(61);
+    // Status churn of the Deployment and of its Revision changes nothing about the images.
+    let mut churned = wrong.clone();
+    for replicas in [2, 1] {
+        churned = changed(&churned, |d| d["status"]["replicas"] = json!(replicas));
+        sim.send("update", &churned);
+    }
+    let churned_revision = changed(&revision, |r| {
+        r["status"]["conditions"][0]["lastTransitionTime"] = json!("2023-10-09T21:50:00Z")
+    });
+    sim.send("update", &churned_revision);
+    sim.wait(600);
+    check(
+        sim.notified(),
+        &["firing image_drift Deployment/knative-webapp-00001-deployment"],
+    );
+    // The Revision's digest moves to what the Deployment runs: its workloads are re-checked
+    // (the Revision's own digest change is a drift of its own).
+    let moved = changed(&churned_revision, |r| {
+        r["status"]["containerStatuses"][0]["imageDigest"] =
+            json!("docker.io/attacker/webapp:latest");
+    });
+    sim.send("update", &moved);
+    sim.wait(61);
+    check(
+        sim.notified(),
+        &[
+            "firing image_drift Deployment/knative-webapp-00001-deployment",
+            "resolved image_drift Deployment/knative-webapp-00001-deployment",
+            "firing image_drift Revision/knative-webapp-00001",
+        ],
+    );
+}
+
+#[test]
 fn revision_digest_change_is_image_drift() {
     let mut sim = Sim::new();
     let revision = revision();

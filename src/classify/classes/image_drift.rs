@@ -261,6 +261,19 @@ impl DriftClass for ImageDrift {
         if object.is_kind(SERVING, "Revision") {
             let mut verdicts: Vec<Assessment> =
                 self.revision(context, object).into_iter().collect();
+            // Its workloads are re-checked only when what they must run moved: the Revision's
+            // spec or its resolved digests (status churn of a Revision is frequent, and each
+            // re-check parses every workload's spec).
+            if let Some(before) = context.before {
+                let legacy = |revision: &ObjectState| revision.status_field("imageDigest").cloned();
+                if before.spec.text() == object.spec.text()
+                    && digests(before) == digests(object)
+                    && legacy(before) == legacy(object)
+                    && before.is_going_away() == object.is_going_away()
+                {
+                    return verdicts;
+                }
+            }
             for child in context.graph.children(&object.key()) {
                 if is_revision_workload(child) {
                     verdicts.extend(self.workload(context, child));

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::*;
 use crate::classify::{Actor, FieldChange};
+use crate::enrich::attribute;
 use crate::enrich::hint::revert_patch;
-use crate::enrich::{attribute, spec_diff};
 
 /// The class.
 pub struct ManualEdit;
@@ -88,7 +88,7 @@ pub(super) fn track(
         }
     }
     if !tracked.is_empty() {
-        let spec = subject.spec.value();
+        let spec = context.after_spec();
         tracked.retain(|change| current_value(subject, &spec, &change.path) != change.before);
     }
     tracked.truncate(crate::enrich::diff::MAX_CHANGES);
@@ -145,7 +145,12 @@ impl DriftClass for ManualEdit {
         {
             return Vec::new();
         }
-        let changes = spec_diff(before, object, context.rules);
+        let changes = crate::enrich::diff::spec_diff_parsed(
+            before,
+            object,
+            Some(&context.after_spec()),
+            context.rules,
+        );
         if changes.is_empty() && context.open_drift(&object.key(), self.id()).is_none() {
             return Vec::new();
         }

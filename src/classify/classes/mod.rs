@@ -37,6 +37,18 @@ pub struct Context<'a> {
 
 impl Context<'_> {
     /// The open drift of a class on an object, if any.
+    /// The after state's spec, parsed: the event's own spec, already parsed by the decoder,
+    /// when the state keeps the spec whole (every kind but Pods, whose spec is trimmed), else
+    /// parsed from the state.
+    pub fn after_spec(&self) -> std::borrow::Cow<'_, serde_json::Value> {
+        let is_pod = self.after.api_version == "v1" && self.after.kind == "Pod";
+        if !is_pod && self.object.uid == self.after.uid {
+            std::borrow::Cow::Borrowed(&self.object.spec)
+        } else {
+            std::borrow::Cow::Owned(self.after.spec.value())
+        }
+    }
+
     pub fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
         self.drifts.get(&DriftSlot {
             cluster: subject.cluster.clone(),
