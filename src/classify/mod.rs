@@ -697,6 +697,8 @@ impl Engine {
         }
         for _ in 0..RECHECK_PER_TICK {
             let Some(key) = self.recheck.pop() else {
+                // Done: give back what the restored keys took.
+                self.recheck.shrink_to_fit();
                 break;
             };
             self.reassess(&key, now);
