@@ -413,7 +413,39 @@ impl Writer {
                     })
                     .collect();
                 self.round(rest, Vec::new());
+                self.record_pending_before_stop();
                 return;
+            }
+        }
+    }
+
+    /// Writes the pending drifts that live in memory only, so a restart restores them with
+    /// their `since` (and grace) instead of finding them again from scratch. A failure here loses
+    /// nothing that was acknowledged: the next start re-assesses every object.
+    fn record_pending_before_stop(&mut self) {
+        self.engine.begin();
+        self.engine.record_pending();
+        let changes = self.engine.changes();
+        if changes.is_empty() {
+            self.engine.commit();
+            return;
+        }
+        let recorded = changes.drifts.len();
+        let batch = Batch {
+            changes,
+            ..Batch::default()
+        };
+        match self.store.commit(&batch) {
+            Ok(()) => {
+                self.engine.commit();
+                tracing::info!(
+                    message = "Pending drifts recorded before stopping.",
+                    recorded
+                );
+            }
+            Err(error) => {
+                self.engine.rollback();
+                tracing::warn!(message = "Could not record pending drifts before stopping; the next start finds them again.", %error);
             }
         }
     }

@@ -51,6 +51,25 @@ enum Cmd {
     },
     /// Runs the whole benchmark.
     Run(RunArgs),
+    /// Sends open-loop load at a fixed rate to a running server and prints the latency figures
+    /// as JSON (for investigating one phase by hand).
+    Open {
+        /// Server address, e.g. 127.0.0.1:18080.
+        #[arg(long)]
+        addr: SocketAddr,
+        /// Request templates (`binary.reqs` or `structured.reqs` from `gen`).
+        #[arg(long)]
+        reqs: PathBuf,
+        /// Requests per second.
+        #[arg(long)]
+        rate: f64,
+        /// Seconds.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Connections.
+        #[arg(long, default_value_t = 64)]
+        connections: usize,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -108,6 +127,22 @@ fn main() -> std::process::ExitCode {
             );
         }),
         Cmd::Run(args) => run(&args),
+        Cmd::Open {
+            addr,
+            reqs,
+            rate,
+            seconds,
+            connections,
+        } => read_templates(&reqs).map(|templates| {
+            let result = open_loop(
+                addr,
+                &templates,
+                rate,
+                Duration::from_secs(seconds),
+                connections,
+            );
+            println!("{}", serde_json::to_string(&result).unwrap_or_default());
+        }),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

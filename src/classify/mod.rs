@@ -265,12 +265,12 @@ pub struct Changes {
 }
 
 impl Changes {
-    /// True when nothing needs persisting.
+    /// True when nothing needs persisting. Transitions alone are not persisted: a recorded
+    /// drift's moves are in `history` and its rows in `drifts`.
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
             && self.removed_objects.is_empty()
             && self.drifts.is_empty()
-            && self.transitions.is_empty()
             && self.history.is_empty()
     }
 }
@@ -372,9 +372,18 @@ impl Engine {
         }
     }
 
-    /// Replaces the rules (hot reload). Open drifts keep their state.
+    /// Replaces the rules (hot reload). Open drifts keep their state; every live object is
+    /// queued for re-assessment ([`Engine::tick`]), so a condition that a class just enabled or
+    /// a scope just widened can see opens without waiting for the object's next change.
     pub fn set_rules(&mut self, rules: Arc<Rules>) {
         self.rules = rules;
+        self.recheck = self
+            .graph
+            .iter()
+            .filter(|object| !object.deleted)
+            .map(ObjectState::key)
+            .collect();
+        self.recheck.sort_by(|a, b| b.cmp(a));
     }
 
     /// Resolves open drifts of classes the rules no longer enable (after a hot reload), so a
@@ -723,6 +732,26 @@ impl Engine {
         }
     }
 
+    /// Records every pending drift not recorded yet (before a graceful stop, so a restart keeps
+    /// their `since` and grace instead of finding them again from scratch).
+    pub fn record_pending(&mut self) {
+        let mut unrecorded: Vec<DriftSlot> = self
+            .drifts
+            .iter()
+            .filter(|(_, drift)| !self.recorded.contains(&drift.id))
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        unrecorded.sort();
+        for slot in unrecorded {
+            if let Some(drift) = self.drifts.get(&slot).cloned() {
+                self.record(&drift, true);
+                if self.journal.active {
+                    self.journal.touched_drifts.push(slot);
+                }
+            }
+        }
+    }
+
     /// When [`Engine::tick`] next has work: the earliest pending `fire_at` or time to record a
     /// pending drift, or at once while restored objects wait to be re-assessed.
     pub fn next_deadline(&self) -> Option<Millis> {
@@ -748,10 +777,12 @@ impl Engine {
             .min()
     }
 
-    /// Re-assesses a restored object with the reassessable classes, opening the drifts whose
-    /// condition holds and that have no open drift: pending episodes that were not recorded
-    /// before a restart. Open drifts are left as they are (their evidence came from events;
-    /// the re-assessment sees only the stored state).
+    /// Re-assesses an object as it is now, opening the drifts whose condition holds and that
+    /// have no open drift: pending episodes that were not recorded before a restart, and
+    /// conditions a rules change made visible. Open drifts are left as they are (their evidence
+    /// came from events; the re-assessment sees only the stored state). Every enabled class
+    /// runs: classes about a change find nothing without a `before` and an open drift, and the
+    /// state-based part of `image_drift` (a workload running another image) is found again.
     fn reassess(&mut self, key: &ObjectKey, now: Millis) {
         let rules = Arc::clone(&self.rules);
         let mut assessments = Vec::new();
@@ -771,7 +802,7 @@ impl Engine {
                 now,
             };
             for class in classes::REGISTRY {
-                if !class.reassessable() || !rules.class(class.id()).enabled {
+                if !rules.class(class.id()).enabled {
                     continue;
                 }
                 for assessment in class.assess(&context) {

@@ -2,8 +2,10 @@
 //! memory until it fires or lasts `RECORD_PENDING_AFTER_MS`, is found again after a restart, and
 //! an episode about a change is recorded at once. Checked on the changes the writer commits.
 
+use axum::http::StatusCode;
 use drift_sentinel::classify::{DriftState, RECORD_PENDING_AFTER_MS};
 use serde_json::json;
+use tower::ServiceExt;
 
 use crate::scenario::*;
 
@@ -177,4 +179,111 @@ fn a_failed_commit_records_the_lasting_episode_again_in_the_next_round() {
     sim.wait(1);
     assert_eq!(sim.rows.len(), 1, "recorded by the next round");
     check(history(&sim), &["none→pending generation_lag @0"]);
+}
+
+#[test]
+fn a_graceful_stop_records_pending_drifts_so_a_restart_keeps_their_grace() {
+    let mut sim = Sim::new();
+    sim.send("update", &stuck_service());
+    sim.wait(10);
+    sim.stop_gracefully();
+    check(history(&sim), &["none→pending generation_lag @0"]);
+    sim.restart();
+    sim.wait(1);
+    sim.wait(288);
+    check(
+        sim.lines(),
+        &["pending generation_lag Service/knative-webapp"],
+    );
+    sim.wait(1);
+    check(
+        sim.lines(),
+        &[
+            "pending generation_lag Service/knative-webapp",
+            "firing generation_lag Service/knative-webapp",
+        ],
+    );
+}
+
+#[test]
+fn enabling_a_class_by_hot_reload_finds_conditions_that_already_hold() {
+    let mut sim = Sim::with_rules("classes:\n  generation_lag:\n    enabled: false\n");
+    sim.send("update", &stuck_service());
+    sim.wait(60);
+    check(sim.lines(), &[]);
+    sim.reload("{}");
+    sim.wait(1);
+    check(
+        sim.lines(),
+        &["pending generation_lag Service/knative-webapp"],
+    );
+    sim.wait(300);
+    assert_eq!(sim.last("generation_lag").drift.state, DriftState::Firing);
+}
+
+#[test]
+fn re_enabled_image_drift_finds_a_workload_running_another_image_through_status_churn() {
+    let mut sim = Sim::with_rules("classes:\n  image_drift:\n    enabled: false\n");
+    sim.send("add", &revision());
+    let deployment = deployment();
+    sim.send("add", &deployment);
+    let mut wrong = changed(&deployment, |d| {
+        d["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("docker.io/attacker/webapp:latest");
+    });
+    sim.send("update", &wrong);
+    sim.wait(120);
+    sim.reload("{}");
+    // Only status churn follows: the workload's spec is as it was.
+    for replicas in [2, 1] {
+        wrong = changed(&wrong, |d| d["status"]["replicas"] = json!(replicas));
+        sim.send("update", &wrong);
+    }
+    sim.wait(61);
+    let fired: Vec<String> = sim
+        .notified()
+        .into_iter()
+        .filter(|line| line.contains("image_drift"))
+        .collect();
+    check(
+        fired,
+        &["firing image_drift Deployment/knative-webapp-00001-deployment"],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_records_pending_drifts_when_it_stops() {
+    let app = crate::support::app();
+    let failed: serde_json::Value = crate::support::fixture_yaml(
+        "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceFailedRevisionRevisionList.yaml",
+    )["items"][0]
+        .clone();
+    let request = crate::support::binary_request(&crate::support::structured_event(
+        "failed-1", "add", &failed,
+    ));
+    let status = app.router.clone().oneshot(request).await.unwrap().status();
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert!(
+        app.store.drifts().is_empty(),
+        "a fresh pending drift lives in memory: {:?}",
+        app.store.drifts()
+    );
+    app.pipeline.shutdown();
+    let mut drifts = Vec::new();
+    for _ in 0..200 {
+        drifts = app.store.drifts();
+        if !drifts.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(
+        drifts
+            .iter()
+            .any(|drift| drift.class == "not_ready" && drift.state == DriftState::Pending),
+        "{drifts:?}"
+    );
+    assert!(drifts
+        .iter()
+        .all(|drift| drift.state == DriftState::Pending));
 }

@@ -89,6 +89,14 @@ impl Sim {
             .restore(self.objects.values().cloned().collect(), open);
     }
 
+    /// What the writer does before a graceful stop: records the pending drifts held in memory.
+    pub fn stop_gracefully(&mut self) {
+        self.engine.begin();
+        self.engine.record_pending();
+        let changes = self.engine.changes();
+        self.take(changes);
+    }
+
     /// Moves the clock forward and runs a round whose commit fails (rolled back).
     pub fn wait_and_fail_commit(&mut self, seconds: i64) -> Changes {
         self.now += seconds * 1000;

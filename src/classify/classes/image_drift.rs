@@ -249,8 +249,11 @@ impl DriftClass for ImageDrift {
             // Revision, whose own events re-check its workloads: an event that left the
             // workload's spec as it was (status churn, most of a busy cluster's events) cannot
             // change this class's finding, and is not worth parsing the spec for.
+            // (Which Revision it belongs to is in its labels; a rules change re-assesses every
+            // object, see `Engine::set_rules`.)
             if let Some(before) = context.before {
                 if before.spec.text() == object.spec.text()
+                    && before.labels == object.labels
                     && before.is_going_away() == object.is_going_away()
                 {
                     return Vec::new();

@@ -145,10 +145,12 @@ impl DriftClass for ManualEdit {
         {
             return Vec::new();
         }
+        // Parsed only when the spec changed (a Pod's would otherwise be parsed on every event).
+        let after_spec = (before.spec != object.spec).then(|| context.after_spec());
         let changes = crate::enrich::diff::spec_diff_parsed(
             before,
             object,
-            Some(&context.after_spec()),
+            after_spec.as_deref(),
             context.rules,
         );
         if changes.is_empty() && context.open_drift(&object.key(), self.id()).is_none() {

@@ -36,7 +36,6 @@ pub struct Context<'a> {
 }
 
 impl Context<'_> {
-    /// The open drift of a class on an object, if any.
     /// The after state's spec, parsed: the event's own spec, already parsed by the decoder,
     /// when the state keeps the spec whole (every kind but Pods, whose spec is trimmed), else
     /// parsed from the state.
@@ -49,6 +48,7 @@ impl Context<'_> {
         }
     }
 
+    /// The open drift of a class on an object, if any.
     pub fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
         self.drifts.get(&DriftSlot {
             cluster: subject.cluster.clone(),
