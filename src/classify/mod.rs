@@ -784,35 +784,13 @@ impl Engine {
     /// runs: classes about a change find nothing without a `before` and an open drift, and the
     /// state-based part of `image_drift` (a workload running another image) is found again.
     fn reassess(&mut self, key: &ObjectKey, now: Millis) {
-        let rules = Arc::clone(&self.rules);
-        let mut assessments = Vec::new();
-        {
-            let Some(after) = self.graph.get(key).filter(|state| !state.deleted) else {
-                return;
-            };
-            let object = after.to_object();
-            let context = classes::Context {
-                after,
-                before: None,
-                action: Action::Update,
-                object: &object,
-                graph: &self.graph,
-                rules: &rules,
-                drifts: &self.drifts,
-                now,
-            };
-            for class in classes::REGISTRY {
-                if !rules.class(class.id()).enabled {
-                    continue;
-                }
-                for assessment in class.assess(&context) {
-                    if let classes::Finding::Holds(_) = assessment.finding {
-                        assessments.push((class.id(), assessment));
-                    }
-                }
-            }
-        }
+        let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now) else {
+            return;
+        };
         for (class_id, assessment) in assessments {
+            if !matches!(assessment.finding, classes::Finding::Holds(_)) {
+                continue;
+            }
             let slot = DriftSlot {
                 cluster: assessment.subject.cluster.clone(),
                 uid: assessment.subject.uid.clone(),
@@ -824,6 +802,48 @@ impl Engine {
         }
     }
 
+    /// Every enabled class's verdicts on `key`'s object as it is in the graph, with whether it
+    /// is deleted (`None` when it is not tracked). `object` is the event's decoded object, or
+    /// `None` to render one from the state.
+    fn assess(
+        &self,
+        key: &ObjectKey,
+        before: Option<&ObjectState>,
+        action: Action,
+        object: Option<&crate::decode::KubeObject>,
+        now: Millis,
+    ) -> Option<(Vec<(&'static str, classes::Assessment)>, bool)> {
+        let after = self.graph.get(key)?;
+        let rendered;
+        let object = match object {
+            Some(object) => object,
+            None => {
+                rendered = after.to_object();
+                &rendered
+            }
+        };
+        let context = classes::Context {
+            after,
+            before,
+            action,
+            object,
+            graph: &self.graph,
+            rules: &self.rules,
+            drifts: &self.drifts,
+            now,
+        };
+        let mut assessments = Vec::new();
+        for class in classes::REGISTRY {
+            if !self.rules.class(class.id()).enabled {
+                continue;
+            }
+            for assessment in class.assess(&context) {
+                assessments.push((class.id(), assessment));
+            }
+        }
+        Some((assessments, after.deleted))
+    }
+
     fn evaluate(
         &mut self,
         key: &ObjectKey,
@@ -832,31 +852,9 @@ impl Engine {
         object: &crate::decode::KubeObject,
         now: Millis,
     ) {
-        let rules = Arc::clone(&self.rules);
-        let mut assessments = Vec::new();
-        let deleted = {
-            let Some(after) = self.graph.get(key) else {
-                return;
-            };
-            let context = classes::Context {
-                after,
-                before,
-                action,
-                object,
-                graph: &self.graph,
-                rules: &rules,
-                drifts: &self.drifts,
-                now,
-            };
-            for class in classes::REGISTRY {
-                if !rules.class(class.id()).enabled {
-                    continue;
-                }
-                for assessment in class.assess(&context) {
-                    assessments.push((class.id(), assessment));
-                }
-            }
-            after.deleted
+        let Some((assessments, deleted)) = self.assess(key, before, action, Some(object), now)
+        else {
+            return;
         };
         for (class_id, assessment) in assessments {
             self.settle(class_id, assessment, now);
