@@ -42,31 +42,38 @@ pub struct ManagerStamp {
     pub time: Option<String>,
 }
 
-/// An object's `spec`, kept serialized: the JSON text serde_json writes for it (object keys
-/// sorted, so equal specs have equal text). A parsed `serde_json::Value` tree costs about seven
-/// times its text in memory (each small map is a B-tree node of some 600 bytes) and most events
-/// never look at the spec of the state they replace; a class that needs it parses it
-/// ([`Spec::value`]), and an unchanged spec is recognised by its text alone.
+/// A JSON value kept serialized: the text serde_json writes for it (object keys sorted, so equal
+/// values have equal text). A parsed `serde_json::Value` tree costs seven to twelve times its
+/// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
+/// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
+/// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
+/// unchanged one is recognised by its text alone. The stored format is the value itself.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Spec(Box<serde_json::value::RawValue>);
+pub struct Serialized(Box<serde_json::value::RawValue>);
 
-impl Spec {
+/// An object's `spec` (trimmed for Pods), serialized.
+pub type Spec = Serialized;
+
+/// The status fields the classes read, serialized.
+pub type Status = Serialized;
+
+impl Serialized {
     /// The serialized form of `value`.
-    pub fn from_value(value: &Value) -> Spec {
+    pub fn from_value(value: &Value) -> Serialized {
         match serde_json::value::to_raw_value(value) {
-            Ok(raw) => Spec(raw),
+            Ok(raw) => Serialized(raw),
             // A `Value` always serializes (its map keys are strings); this arm is unreachable.
-            Err(_) => Spec::default(),
+            Err(_) => Serialized::default(),
         }
     }
 
-    /// The spec, parsed.
+    /// The value, parsed.
     pub fn value(&self) -> Value {
         serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
     }
 
-    /// The value at a JSON pointer below the spec (`/traffic`), parsed.
+    /// The value at a JSON pointer below it (`/traffic`), parsed.
     pub fn pointer(&self, pointer: &str) -> Option<Value> {
         let mut value = self.value();
         value.pointer_mut(pointer).map(Value::take)
@@ -77,25 +84,25 @@ impl Spec {
         self.0.get()
     }
 
-    /// True for an absent spec.
+    /// True for an absent value.
     pub fn is_null(&self) -> bool {
         self.0.get() == "null"
     }
 }
 
-impl Default for Spec {
-    fn default() -> Spec {
-        Spec(serde_json::value::RawValue::NULL.to_owned())
+impl Default for Serialized {
+    fn default() -> Serialized {
+        Serialized(serde_json::value::RawValue::NULL.to_owned())
     }
 }
 
-impl PartialEq for Spec {
-    fn eq(&self, other: &Spec) -> bool {
+impl PartialEq for Serialized {
+    fn eq(&self, other: &Serialized) -> bool {
         self.text() == other.text()
     }
 }
 
-impl std::fmt::Debug for Spec {
+impl std::fmt::Debug for Serialized {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.text())
     }
@@ -143,9 +150,9 @@ pub struct ObjectState {
     /// `spec` (trimmed for Pods), serialized.
     #[serde(default, skip_serializing_if = "Spec::is_null")]
     pub spec: Spec,
-    /// The status fields the classes read.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub status: Value,
+    /// The status fields the classes read, serialized.
+    #[serde(default, skip_serializing_if = "Serialized::is_null")]
+    pub status: Status,
     /// ConfigMap values or Secret value hashes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<BTreeMap<String, String>>,
@@ -202,12 +209,12 @@ impl ObjectState {
                     }
                 }
                 if kept.is_empty() {
-                    Value::Null
+                    Status::default()
                 } else {
-                    Value::Object(kept)
+                    Status::from_value(&Value::Object(kept))
                 }
             }
-            _ => Value::Null,
+            _ => Status::default(),
         };
         ObjectState {
             cluster: cluster.to_string(),
@@ -341,7 +348,7 @@ impl ObjectState {
                 })
                 .collect(),
             spec: self.spec.value(),
-            status: self.status.clone(),
+            status: self.status.value(),
             data: self.data.clone(),
         }
     }
@@ -384,14 +391,19 @@ impl ObjectState {
         self.annotations.get(key).map(String::as_str)
     }
 
-    /// A status field.
-    pub fn status_field(&self, key: &str) -> Option<&Value> {
-        self.status.get(key)
+    /// A status field, parsed (the status is kept serialized: read several fields from one
+    /// [`Serialized::value`] when a class needs more than one).
+    pub fn status_field(&self, key: &str) -> Option<Value> {
+        match self.status.value() {
+            Value::Object(mut map) => map.remove(key),
+            _ => None,
+        }
     }
 
     /// `status.observedGeneration`.
     pub fn observed_generation(&self) -> Option<i64> {
         self.status_field("observedGeneration")
+            .as_ref()
             .and_then(Value::as_i64)
     }
 

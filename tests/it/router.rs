@@ -443,7 +443,7 @@ async fn out_of_order_update_does_not_roll_state_back() {
     }
     let objects = app.store.objects();
     assert_eq!(objects[0].resource_version, "7749790");
-    assert_eq!(objects[0].status["actualReplicas"], json!(3));
+    assert_eq!(objects[0].status.value()["actualReplicas"], json!(3));
     assert_eq!(
         metric(
             &app.metrics,

@@ -21,12 +21,13 @@ fn revision_images(revision: &ObjectState) -> Vec<(String, String)> {
     let Some(Value::Array(containers)) = spec.get("containers") else {
         return Vec::new();
     };
-    let statuses = revision
-        .status_field("containerStatuses")
+    let status = revision.status.value();
+    let statuses = status
+        .get("containerStatuses")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let legacy = revision.status_field("imageDigest").and_then(Value::as_str);
+    let legacy = status.get("imageDigest").and_then(Value::as_str);
     containers
         .iter()
         .enumerate()
@@ -55,6 +56,7 @@ fn revision_images(revision: &ObjectState) -> Vec<(String, String)> {
 fn digests(revision: &ObjectState) -> Vec<(String, String)> {
     revision
         .status_field("containerStatuses")
+        .as_ref()
         .and_then(Value::as_array)
         .map(|statuses| {
             statuses
@@ -268,7 +270,7 @@ impl DriftClass for ImageDrift {
             // spec or its resolved digests (status churn of a Revision is frequent, and each
             // re-check parses every workload's spec).
             if let Some(before) = context.before {
-                let legacy = |revision: &ObjectState| revision.status_field("imageDigest").cloned();
+                let legacy = |revision: &ObjectState| revision.status_field("imageDigest");
                 if before.spec.text() == object.spec.text()
                     && digests(before) == digests(object)
                     && legacy(before) == legacy(object)

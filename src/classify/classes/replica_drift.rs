@@ -34,11 +34,8 @@ impl DriftClass for ReplicaDrift {
         if !revision.is_kind(SERVING, "Revision") || revision.is_going_away() {
             return Vec::new();
         }
-        let number = |key: &str| {
-            revision
-                .status_field(key)
-                .and_then(serde_json::Value::as_i64)
-        };
+        let status = revision.status.value();
+        let number = |key: &str| status.get(key).and_then(serde_json::Value::as_i64);
         let (Some(actual), Some(desired)) = (number("actualReplicas"), number("desiredReplicas"))
         else {
             return Vec::new();

@@ -34,9 +34,10 @@ impl DriftClass for RevisionNotReady {
         if !watched || object.is_going_away() {
             return Vec::new();
         }
+        let status = object.status.value();
         let text = |key: &str| {
-            object
-                .status_field(key)
+            status
+                .get(key)
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string)
         };

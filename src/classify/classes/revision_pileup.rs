@@ -22,8 +22,9 @@ impl RevisionPileup {
         if configuration.is_going_away() {
             return None;
         }
-        let latest_ready = configuration
-            .status_field("latestReadyRevisionName")
+        let latest_ready = configuration.status_field("latestReadyRevisionName");
+        let latest_ready = latest_ready
+            .as_ref()
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default();
         let non_active = context

@@ -77,8 +77,7 @@ impl TrafficDrift {
         let latest_ready = |owner: &ObjectState| {
             owner
                 .status_field("latestReadyRevisionName")
-                .and_then(Value::as_str)
-                .map(str::to_string)
+                .and_then(|name| name.as_str().map(str::to_string))
         };
         if object.kind == "Service" {
             return latest_ready(object);
@@ -115,7 +114,7 @@ impl TrafficDrift {
                 spec_tags.insert(tag.clone(), revision);
             }
         }
-        let served = targets(object.status_field("traffic"));
+        let served = targets(object.status_field("traffic").as_ref());
         let mut status_percent: BTreeMap<String, f64> = BTreeMap::new();
         let mut status_tags: BTreeMap<String, String> = BTreeMap::new();
         for target in &served {
