@@ -685,25 +685,7 @@ impl Engine {
             }
         }
         // Pending episodes that lasted are recorded (see `RECORD_PENDING_AFTER_MS`).
-        let mut lasting: Vec<DriftSlot> = self
-            .drifts
-            .iter()
-            .filter(|(_, drift)| {
-                drift.state == DriftState::Pending
-                    && drift.since.saturating_add(RECORD_PENDING_AFTER_MS) <= now
-                    && !self.recorded.contains(&drift.id)
-            })
-            .map(|(slot, _)| slot.clone())
-            .collect();
-        lasting.sort();
-        for slot in lasting {
-            if let Some(drift) = self.drifts.get(&slot).cloned() {
-                self.record(&drift, true);
-                if self.journal.active {
-                    self.journal.touched_drifts.push(slot);
-                }
-            }
-        }
+        self.record_opened_by(now.saturating_sub(RECORD_PENDING_AFTER_MS));
         for _ in 0..RECHECK_PER_TICK {
             let Some(key) = self.recheck.pop() else {
                 // Done: give back what the restored keys took.
@@ -735,10 +717,20 @@ impl Engine {
     /// Records every pending drift not recorded yet (before a graceful stop, so a restart keeps
     /// their `since` and grace instead of finding them again from scratch).
     pub fn record_pending(&mut self) {
+        self.record_opened_by(Millis::MAX);
+    }
+
+    /// Records the unrecorded pending drifts that opened at or before `opened_by`, writing
+    /// their rows with the round's changes.
+    fn record_opened_by(&mut self, opened_by: Millis) {
         let mut unrecorded: Vec<DriftSlot> = self
             .drifts
             .iter()
-            .filter(|(_, drift)| !self.recorded.contains(&drift.id))
+            .filter(|(_, drift)| {
+                drift.state == DriftState::Pending
+                    && drift.since <= opened_by
+                    && !self.recorded.contains(&drift.id)
+            })
             .map(|(slot, _)| slot.clone())
             .collect();
         unrecorded.sort();

@@ -89,6 +89,11 @@ impl Sim {
             .restore(self.objects.values().cloned().collect(), open);
     }
 
+    /// Seconds since T0 on the scenario's clock.
+    pub fn elapsed_seconds(&self) -> i64 {
+        (self.now - T0) / 1000
+    }
+
     /// What the writer does before a graceful stop: records the pending drifts held in memory.
     pub fn stop_gracefully(&mut self) {
         self.engine.begin();
