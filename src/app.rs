@@ -178,17 +178,21 @@ pub async fn start(
                 .await
         });
         tokio::select! {
-            result = &mut serve => {
-                if let Ok(Err(error)) = result {
-                    tracing::error!(message = "HTTP server failed.", %error);
-                }
-            }
+            // The server's own graceful shutdown waits for the same token, so with no request in
+            // flight both branches are ready at once: the shutdown branch must win (draining
+            // set, the drain logged), not whichever `select!` would pick at random.
+            biased;
             _ = server_shutdown.cancelled() => {
                 draining.store(true, Ordering::SeqCst);
                 tracing::info!(message = "Shutting down: draining in-flight requests.", drain_timeout = ?drain_timeout);
                 if tokio::time::timeout(drain_timeout, &mut serve).await.is_err() {
                     tracing::warn!(message = "Drain timeout reached; closing remaining connections.");
                     serve.abort();
+                }
+            }
+            result = &mut serve => {
+                if let Ok(Err(error)) = result {
+                    tracing::error!(message = "HTTP server failed.", %error);
                 }
             }
         }
