@@ -66,7 +66,7 @@ pub async fn start(
             audit_retention: config.store.retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
         },
-        pipeline::system_clock(),
+        crate::time::system_clock(),
         Arc::clone(&metrics),
     )
     .context("loading state from the store")?;
@@ -111,7 +111,7 @@ pub async fn start(
             .iter()
             .map(|channel| channel.name().to_string())
             .collect();
-        let now = pipeline::system_clock()();
+        let now = crate::time::system_clock()();
         let mut guard = outbox
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -146,7 +146,7 @@ pub async fn start(
             channel,
             settings,
             Arc::clone(&outbox),
-            pipeline::system_clock(),
+            crate::time::system_clock(),
             Arc::clone(&metrics),
             Arc::clone(&outbox_notify),
         );
@@ -154,7 +154,7 @@ pub async fn start(
     }
     relays.push(tokio::spawn(crate::deliver::relay::watch_outbox(
         Arc::clone(&outbox),
-        pipeline::system_clock(),
+        crate::time::system_clock(),
         Arc::clone(&metrics),
         relay_stop.clone(),
     )));
@@ -278,7 +278,7 @@ async fn start_resync(
         cluster,
         pipeline.clone(),
         Arc::clone(metrics),
-        pipeline::system_clock(),
+        crate::time::system_clock(),
         resync::Settings {
             interval: settings.interval,
             page_size: settings.page_size,

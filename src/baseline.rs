@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::classify::FieldChange;
 use crate::enrich::diff::push_pointer;
+use crate::model::FieldChange;
 
 /// Why manifests could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -41,11 +41,12 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use crate::baseline::{self, ManifestKey};
-use crate::classify::{classes, DriftState, Engine, FieldChange, Millis, ObjectState, Rules};
-use crate::classify::{Drift, Severity};
+use crate::classify::{classes, Engine, ObjectState, Rules};
 use crate::decode::object::{api_group, hash_value, parse_object};
 use crate::decode::{Action, ApiServerEvent, KubeObject, Mode};
 use crate::enrich::hint::{namespace_flag, resource_name, revert_patch, shell_quote};
+use crate::model::{Drift, Severity};
+use crate::model::{DriftState, FieldChange, Millis};
 
 /// Largest file read, in bytes (64 MiB).
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;

@@ -880,6 +880,26 @@ pub struct SilenceConfig {
     pub comment: Option<String>,
 }
 
+impl SilenceConfig {
+    /// The silence this configures.
+    pub fn to_silence(&self) -> crate::model::Silence {
+        crate::model::Silence {
+            matchers: self.matchers.clone(),
+            expires_at: self.expires_at.clone(),
+            comment: self.comment.clone(),
+        }
+    }
+
+    /// The configuration of a silence (the API's answers show silences in this shape).
+    pub fn from_silence(silence: &crate::model::Silence) -> SilenceConfig {
+        SilenceConfig {
+            matchers: silence.matchers.clone(),
+            expires_at: silence.expires_at.clone(),
+            comment: silence.comment.clone(),
+        }
+    }
+}
+
 /// Loads, interpolates and validates a configuration file.
 pub fn load_file(path: &Path) -> Result<Config, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
@@ -1405,21 +1425,15 @@ fn base64_decodes(text: &str) -> bool {
 
 fn de_duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;
-    parse_duration(&text).map_err(serde::de::Error::custom)
+    crate::time::parse_duration(&text).map_err(serde::de::Error::custom)
 }
 
 fn de_opt_duration<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Duration>, D::Error> {
     let text = Option::<String>::deserialize(deserializer)?;
-    text.map(|text| parse_duration(&text).map_err(serde::de::Error::custom))
+    text.map(|text| crate::time::parse_duration(&text).map_err(serde::de::Error::custom))
         .transpose()
-}
-
-/// Parses a duration such as `30s`, `5m`, `1h30m` or `250ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|error| format!("invalid duration {text:?} ({error}); use e.g. \"30s\" or \"5m\""))
 }
 
 #[cfg(test)]

@@ -182,7 +182,7 @@ fn replay(
         Ok(config) => config,
         Err(message) => return fail(message),
     };
-    let settle = match drift_sentinel::config::parse_duration(settle) {
+    let settle = match drift_sentinel::time::parse_duration(settle) {
         Ok(duration) => i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
         Err(message) => return fail(format!("--settle: {message}")),
     };
@@ -322,7 +322,8 @@ fn check(
     fail_on: FailOn,
 ) -> ExitCode {
     use drift_sentinel::check;
-    use drift_sentinel::classify::{Rules, Severity};
+    use drift_sentinel::classify::Rules;
+    use drift_sentinel::model::Severity;
     use std::io::Write;
     let fail = |message: String| {
         eprintln!("drift-sentinel check: {message}");

@@ -23,11 +23,13 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::classify::{Engine, Millis, Outcome, Rules, Transition};
+use crate::classify::{Engine, Outcome, Rules};
 use crate::decode::{Action, ApiServerEvent, Decoded};
 use crate::metrics::Metrics;
-use crate::route::Router;
+use crate::model::{Millis, Transition};
+use crate::route::{notification_id, Router};
 use crate::store::{Batch, EventKey, NewOutbox, Store, StoredSilence};
+use crate::time::Clock;
 
 /// Why a submission was not accepted.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -80,19 +82,6 @@ impl EventResult {
             EventResult::Reference => "reference",
         }
     }
-}
-
-/// A source of "now" in milliseconds; injectable so tests control time.
-pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
-
-/// The wall clock.
-pub fn system_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
-            .unwrap_or(0)
-    })
 }
 
 /// Health flags read by `/readyz` and metrics.
@@ -555,7 +544,7 @@ impl Writer {
             .iter()
             // Only a drift that fired has reminders.
             .filter(|transition| {
-                transition.drift.state == crate::classify::DriftState::Resolved
+                transition.drift.state == crate::model::DriftState::Resolved
                     && transition.drift.fired_at.is_some()
             })
             .map(|transition| transition.drift.id.clone())
@@ -666,7 +655,7 @@ impl Writer {
         let Some(object) = &event.object else {
             return;
         };
-        let key = crate::classify::ObjectKey {
+        let key = crate::model::ObjectKey {
             cluster: event.cluster.clone(),
             uid: object.uid.clone(),
         };
@@ -715,7 +704,7 @@ impl Writer {
                 }
                 for mut event in events {
                     if let Some(object) = &event.object {
-                        let key = crate::classify::ObjectKey {
+                        let key = crate::model::ObjectKey {
                             cluster: event.cluster.clone(),
                             uid: object.uid.clone(),
                         };
@@ -768,13 +757,10 @@ impl Writer {
         let rules = Arc::clone(self.engine.rules());
         let mut rows = Vec::new();
         for transition in transitions {
-            let silenced = self.api_silences.iter().any(|stored| {
-                crate::classify::rules::silence_matches(
-                    &stored.silence,
-                    &transition.drift,
-                    transition.at,
-                )
-            });
+            let silenced = self
+                .api_silences
+                .iter()
+                .any(|stored| stored.silence.matches(&transition.drift, transition.at));
             if silenced {
                 continue;
             }
@@ -823,7 +809,7 @@ impl Writer {
         let mut counts: std::collections::HashMap<crate::metrics::FiringLabel, i64> =
             std::collections::HashMap::new();
         for drift in self.engine.open_drifts() {
-            if drift.state == crate::classify::DriftState::Firing {
+            if drift.state == crate::model::DriftState::Firing {
                 let label = crate::metrics::FiringLabel {
                     class: drift.class.clone(),
                     severity: drift.severity.as_str().to_string(),
@@ -871,8 +857,8 @@ impl Writer {
             let drift = &transition.drift;
             self.metrics
                 .record_transition(&drift.class, drift.state.as_str());
-            let fired = drift.state == crate::classify::DriftState::Firing
-                && transition.from != Some(crate::classify::DriftState::Firing);
+            let fired = drift.state == crate::model::DriftState::Firing
+                && transition.from != Some(crate::model::DriftState::Firing);
             if fired {
                 self.metrics
                     .findings
@@ -898,22 +884,4 @@ impl Writer {
             }
         }
     }
-}
-
-/// A stable notification id: the same transition routed to the same endpoint always gets the
-/// same id, which channels use as their idempotency key (DingTalk `msgUuid`, `webhook-id`).
-pub fn notification_id(drift_id: &str, channel: &str, kind: &str, at: Millis) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    for part in [drift_id, channel, kind] {
-        hasher.update(part.as_bytes());
-        hasher.update([0u8]);
-    }
-    hasher.update(at.to_be_bytes());
-    let digest = hasher.finalize();
-    let hex: String = digest[..10]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    format!("ntf_{hex}")
 }

@@ -12,8 +12,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::classify::{Engine, Millis, Rules, Transition};
+use crate::classify::{Engine, Rules};
 use crate::decode::{self, ClusterNames, Decoded};
+use crate::model::{Millis, Transition};
+use crate::time::format_time;
 
 /// Why replay input was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -153,13 +155,6 @@ pub fn replay(
     Ok(transitions)
 }
 
-/// Milliseconds as RFC 3339.
-pub fn format_time(at: Millis) -> String {
-    chrono::DateTime::from_timestamp_millis(at)
-        .map(|time| time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_else(|| at.to_string())
-}
-
 /// One transition as a JSON line.
 pub fn transition_json(transition: &Transition) -> Value {
     let drift = &transition.drift;
@@ -199,7 +194,7 @@ pub fn transition_text(transition: &Transition) -> String {
     if let Some(reason) = &drift.resolution {
         line.push_str(&format!(" [resolved: {reason}]"));
     }
-    if let (Some(hint), crate::classify::DriftState::Firing) = (&drift.evidence.hint, drift.state) {
+    if let (Some(hint), crate::model::DriftState::Firing) = (&drift.evidence.hint, drift.state) {
         line.push_str(&format!("\n    fix: {hint}"));
     }
     line

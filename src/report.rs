@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::classify::{Drift, Millis};
-use crate::replay::format_time;
+use crate::model::{Drift, Millis};
+use crate::time::format_time;
 
 /// Time-to-resolve figures of one class.
 #[derive(Debug, Clone, Serialize, PartialEq)]

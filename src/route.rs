@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::classify::rules::glob_match;
-use crate::classify::{Drift, DriftState, Millis, Rules, Severity, Transition};
+use crate::classify::Rules;
 use crate::config::{ChannelConfig, ChannelKind, RouteConfig};
+use crate::model::glob_match;
+use crate::model::{Drift, DriftState, Millis, Severity, Transition};
 
 /// Why a notification exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,10 +238,28 @@ fn group_key(route: &RouteConfig, drift: &Drift, kind: NoticeKind) -> String {
     parts.join(",")
 }
 
+/// A stable notification id: the same transition routed to the same endpoint always gets the
+/// same id, which channels use as their idempotency key (DingTalk `msgUuid`, `webhook-id`).
+pub fn notification_id(drift_id: &str, channel: &str, kind: &str, at: Millis) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in [drift_id, channel, kind] {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    hasher.update(at.to_be_bytes());
+    let digest = hasher.finalize();
+    let hex: String = digest[..10]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("ntf_{hex}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::{Evidence, OwnerChain};
+    use crate::model::{Evidence, OwnerChain};
 
     fn drift(class: &str, severity: Severity, namespace: &str) -> Drift {
         Drift {

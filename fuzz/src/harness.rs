@@ -7,9 +7,10 @@
 
 use std::sync::Arc;
 
-use drift_sentinel::classify::{Engine, FieldChange, Rules};
+use drift_sentinel::classify::{Engine, Rules};
 use drift_sentinel::decode::{self, ClusterNames, Decoded};
 use drift_sentinel::enrich;
+use drift_sentinel::model::FieldChange;
 use serde_json::Value;
 
 /// The fuzz targets, by name (the file names under `fuzz/fuzz_targets/` and `fuzz/seeds/`).

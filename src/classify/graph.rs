@@ -7,8 +7,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::state::{Millis, ObjectKey, ObjectState};
-use super::OwnerChain;
+use super::state::ObjectState;
+use crate::model::{Millis, ObjectKey, OwnerChain};
 
 /// Name-based identity: (cluster, group, kind, namespace, name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -6,48 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::classes;
-use super::state::{Millis, ObjectState};
+use super::state::ObjectState;
 use crate::baseline::Baseline;
 use crate::config::{RulesConfig, SilenceConfig};
-
-/// Alert severity, lowest first.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// Worth knowing, nothing to do now.
-    Info,
-    /// Needs a look.
-    #[default]
-    Warning,
-    /// Needs action.
-    Critical,
-}
-
-impl Severity {
-    /// Parses `info`, `warning` or `critical`.
-    pub fn parse(text: &str) -> Option<Severity> {
-        match text {
-            "info" => Some(Severity::Info),
-            "warning" => Some(Severity::Warning),
-            "critical" => Some(Severity::Critical),
-            _ => None,
-        }
-    }
-
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Critical => "critical",
-        }
-    }
-}
+use crate::model::{glob_match, Drift, Millis, Severity, Silence};
 
 /// Effective settings of one class.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,7 +39,7 @@ pub struct Rules {
     match_labels: BTreeMap<String, String>,
     ignore_paths: BTreeMap<String, Vec<String>>,
     watched_config_maps: Vec<String>,
-    silences: Vec<SilenceConfig>,
+    silences: Vec<Silence>,
     baseline: Arc<Baseline>,
 }
 
@@ -131,7 +94,11 @@ impl Rules {
             match_labels: config.scope.match_labels.clone(),
             ignore_paths: config.ignore_paths.clone(),
             watched_config_maps: config.watched_config_maps.clone(),
-            silences: config.silences.clone(),
+            silences: config
+                .silences
+                .iter()
+                .map(SilenceConfig::to_silence)
+                .collect(),
             baseline: Arc::new(Baseline::default()),
         }
     }
@@ -204,89 +171,21 @@ impl Rules {
     }
 
     /// The silences from the config.
-    pub fn silences(&self) -> &[SilenceConfig] {
+    pub fn silences(&self) -> &[Silence] {
         &self.silences
     }
 
     /// Whether a silence mutes a drift at `now`.
-    pub fn is_silenced(&self, drift: &super::Drift, now: Millis) -> bool {
+    pub fn is_silenced(&self, drift: &Drift, now: Millis) -> bool {
         self.silences
             .iter()
-            .any(|silence| silence_matches(silence, drift, now))
+            .any(|silence| silence.matches(drift, now))
     }
-}
-
-/// True when a silence covers a drift at `now`.
-pub fn silence_matches(silence: &SilenceConfig, drift: &super::Drift, now: Millis) -> bool {
-    if let Some(expires) = &silence.expires_at {
-        match chrono::DateTime::parse_from_rfc3339(expires) {
-            Ok(time) if time.timestamp_millis() > now => {}
-            _ => return false,
-        }
-    }
-    silence.matchers.iter().all(|(key, pattern)| {
-        let value = match key.as_str() {
-            "class" => drift.class.as_str(),
-            "severity" => drift.severity.as_str(),
-            "cluster" => drift.cluster.as_str(),
-            "namespace" => drift.namespace.as_str(),
-            "kind" => drift.kind.as_str(),
-            "name" => drift.name.as_str(),
-            other => match other.strip_prefix("label:") {
-                Some(label) => return drift.labels.get(label) == Some(pattern),
-                None => return false,
-            },
-        };
-        glob_match(pattern, value)
-    })
-}
-
-/// Shell-style wildcard match: `*` is any run of characters, `?` one character.
-pub fn glob_match(pattern: &str, text: &str) -> bool {
-    let pattern: Vec<char> = pattern.chars().collect();
-    let text: Vec<char> = text.chars().collect();
-    let (mut p, mut t) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((star_p, star_t)) = star {
-            p = star_p + 1;
-            t = star_t + 1;
-            star = Some((star_p, star_t + 1));
-        } else {
-            return false;
-        }
-    }
-    while p < pattern.len() && pattern[p] == '*' {
-        p += 1;
-    }
-    p == pattern.len()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn globs() {
-        assert!(glob_match(
-            "knative-serving/config-*",
-            "knative-serving/config-autoscaler"
-        ));
-        assert!(!glob_match(
-            "knative-serving/config-*",
-            "knative-serving/other"
-        ));
-        assert!(glob_match("team-?", "team-a"));
-        assert!(glob_match("*", ""));
-        assert!(glob_match("a*b*c", "aXXbYYc"));
-        assert!(!glob_match("a*b*c", "aXXbYY"));
-    }
 
     #[test]
     fn ignore_paths_cover_subtrees_only_at_segment_boundaries() {

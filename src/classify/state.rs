@@ -14,18 +14,7 @@ use serde_json::{Map, Value};
 
 use crate::decode::object::{api_group, hash_value};
 use crate::decode::{KubeObject, OwnerReference};
-
-/// Milliseconds since the Unix epoch; the only notion of time in the pure core.
-pub type Millis = i64;
-
-/// The identity of an object: cluster name and `metadata.uid`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ObjectKey {
-    /// Cluster name.
-    pub cluster: String,
-    /// `metadata.uid`.
-    pub uid: String,
-}
+use crate::model::{Millis, ObjectKey};
 
 /// Who last wrote what, per `managedFields` entry (without the field trie).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

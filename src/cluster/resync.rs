@@ -20,7 +20,8 @@ use super::{Cluster, Error, Resource};
 use crate::decode::{Action, ApiServerEvent};
 
 use crate::metrics::{ClassLabel, KindLabel, Metrics};
-use crate::pipeline::{self, Clock, Pipeline, ResyncOutcome, ResyncWork, Sweep};
+use crate::pipeline::{self, Pipeline, ResyncOutcome, ResyncWork, Sweep};
+use crate::time::Clock;
 use std::sync::Arc;
 
 /// The CloudEvent `source` given to listed objects (they carry no event key).

@@ -16,11 +16,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::http::{classify_status, read, transport_error};
-use super::render::{actor_text, diff_lines};
+use super::render::diff_lines;
 use super::{BoxFuture, Channel, Message, Outcome};
 use crate::config::Secret;
-use crate::replay::format_time;
+use crate::model::text::actor_text;
 use crate::route::NoticeKind;
+use crate::time::format_time;
 
 /// An Alertmanager instance.
 pub struct Alertmanager {

@@ -46,7 +46,7 @@ impl Channel for LogChannel {
                     namespace = %drift.namespace,
                     name = %drift.name,
                     summary = %drift.evidence.summary,
-                    actor = super::render::actor_text(drift).unwrap_or_default(),
+                    actor = crate::model::text::actor_text(drift).unwrap_or_default(),
                     diff = super::render::diff_lines(&drift.evidence.changes, 10).join("; "),
                     hint = drift.evidence.hint.clone().unwrap_or_default(),
                 );

@@ -27,8 +27,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::classify::Millis;
 use crate::config::{ChannelConfig, ChannelKind};
+use crate::model::Millis;
 use crate::route::Notice;
 
 /// A boxed future, so channels can live behind `Arc<dyn Channel>`.

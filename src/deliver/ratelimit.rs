@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use super::RateWindow;
-use crate::classify::Millis;
+use crate::model::Millis;
 
 /// The send log of one endpoint.
 #[derive(Debug, Clone)]

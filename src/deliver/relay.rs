@@ -21,11 +21,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::ratelimit::RateLimiter;
 use super::{Channel, Message, Outcome};
-use crate::classify::{DriftState, Millis};
 use crate::metrics::{ChannelLabel, Metrics};
-use crate::pipeline::{notification_id, Clock};
+use crate::model::{DriftState, Millis};
+use crate::route::notification_id;
 use crate::route::{Notice, NoticeKind};
 use crate::store::{NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
+use crate::time::Clock;
 
 /// Delivery limits of one channel.
 #[derive(Debug, Clone, Copy)]

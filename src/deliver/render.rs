@@ -4,10 +4,11 @@
 //! to fix it. Channel modules pick the pieces their format needs (Markdown for DingTalk and WeCom,
 //! Block Kit for Slack, a card for Feishu); this module owns the words.
 
-use crate::classify::{Drift, FieldChange};
 use crate::config::{ChannelConfig, TemplateConfig};
-use crate::replay::format_time;
+use crate::model::text::{actor_text, object_path};
+use crate::model::{Drift, FieldChange};
 use crate::route::{Notice, NoticeKind};
+use crate::time::format_time;
 
 use super::Message;
 
@@ -305,28 +306,6 @@ impl Style {
     }
 }
 
-/// `namespace/name`, or `name` for cluster-scoped objects.
-pub fn object_path(drift: &Drift) -> String {
-    if drift.namespace.is_empty() {
-        drift.name.clone()
-    } else {
-        format!("{}/{}", drift.namespace, drift.name)
-    }
-}
-
-/// `kubectl-edit (Update) by jane at 2023-...`.
-pub fn actor_text(drift: &Drift) -> Option<String> {
-    let actor = drift.evidence.actor.as_ref()?;
-    let mut text = format!("{} ({})", actor.manager, actor.operation);
-    if let Some(user) = &actor.user {
-        text.push_str(&format!(", {user}"));
-    }
-    if let Some(time) = &actor.time {
-        text.push_str(&format!(", {time}"));
-    }
-    Some(text)
-}
-
 /// `path: before → after` lines, at most `max` plus a count of the rest.
 pub fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
     let show = |value: &Option<serde_json::Value>| match value
@@ -384,7 +363,7 @@ pub fn fill(template: &str, notice: &Notice, style: &Style) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::{Drift, DriftState, Evidence, OwnerChain, Severity};
+    use crate::model::{Drift, DriftState, Evidence, OwnerChain, Severity};
 
     fn notice() -> Notice {
         Notice {

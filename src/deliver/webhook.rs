@@ -14,8 +14,8 @@ use sha2::Sha256;
 use super::http::{classify_status, read, transport_error};
 use super::{BoxFuture, Channel, Message, Outcome};
 use crate::config::Secret;
-use crate::replay::format_time;
 use crate::route::{Notice, NoticeKind};
+use crate::time::format_time;
 
 /// The public JSON of one notice.
 pub fn drift_json(notice: &Notice, public_url: Option<&str>) -> Value {

@@ -10,7 +10,8 @@
 use serde_json::Value;
 
 use crate::classify::state::ObjectState;
-use crate::classify::{FieldChange, Rules};
+use crate::classify::Rules;
+use crate::model::FieldChange;
 
 /// Most changes kept in one diff.
 pub const MAX_CHANGES: usize = 50;

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::classify::FieldChange;
+use crate::model::FieldChange;
 
 /// Quotes a string for a POSIX shell.
 pub fn shell_quote(text: &str) -> String {

@@ -14,11 +14,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{ApiError, AppState};
-use crate::classify::{Drift, Millis};
 use crate::config::{SilenceConfig, KNOWN_CLASSES, SEVERITIES};
-use crate::replay::format_time;
+use crate::model::{Drift, Millis};
 use crate::store::audit::{AuditReader, DriftFilter};
 use crate::store::OutboxState;
+use crate::time::format_time;
 
 /// The `/api/v1` routes.
 pub fn routes(state: AppState) -> Router<AppState> {
@@ -317,7 +317,8 @@ pub async fn all_silences(state: &AppState) -> Result<Vec<Value>, ApiError> {
         .iter()
         .enumerate()
         .map(|(index, silence)| {
-            let mut value = serde_json::to_value(silence).unwrap_or(Value::Null);
+            let mut value =
+                serde_json::to_value(SilenceConfig::from_silence(silence)).unwrap_or(Value::Null);
             value["id"] = json!(format!("config-{index}"));
             value["source"] = json!("config");
             value
@@ -325,7 +326,8 @@ pub async fn all_silences(state: &AppState) -> Result<Vec<Value>, ApiError> {
         .collect();
     let reader = audit(state)?;
     for stored in blocking(move || reader.silences()).await? {
-        let mut value = serde_json::to_value(&stored.silence).unwrap_or(Value::Null);
+        let mut value = serde_json::to_value(SilenceConfig::from_silence(&stored.silence))
+            .unwrap_or(Value::Null);
         value["id"] = json!(stored.id);
         value["source"] = json!("api");
         value["createdAt"] = json!(format_time(stored.created_at));
@@ -364,7 +366,7 @@ pub async fn add_silence(
     let now = chrono::Utc::now().timestamp_millis();
     let writer = Arc::clone(&reader);
     let stored = blocking(move || {
-        let stored = writer.add_silence(&silence, now)?;
+        let stored = writer.add_silence(&silence.to_silence(), now)?;
         // New notices are muted by routing; reminders already queued are withdrawn here.
         writer.withdraw_silenced_reminders(&stored.silence, now)?;
         Ok(stored)
@@ -387,7 +389,8 @@ async fn create_silence(
         )
     })?;
     let stored = add_silence(&state, silence).await?;
-    let mut value = serde_json::to_value(&stored.silence).unwrap_or(Value::Null);
+    let mut value =
+        serde_json::to_value(SilenceConfig::from_silence(&stored.silence)).unwrap_or(Value::Null);
     value["id"] = json!(stored.id);
     value["source"] = json!("api");
     value["createdAt"] = json!(format_time(stored.created_at));
@@ -446,7 +449,7 @@ async fn report(
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(query_error)?;
     let window = match &query.window {
-        Some(text) => crate::config::parse_duration(text).map_err(|message| {
+        Some(text) => crate::time::parse_duration(text).map_err(|message| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_query",

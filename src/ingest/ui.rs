@@ -17,10 +17,10 @@ use super::api::{
     DriftQuery,
 };
 use super::{ApiError, AppState};
-use crate::classify::Drift;
 use crate::config::SilenceConfig;
-use crate::replay::format_time;
+use crate::model::Drift;
 use crate::report::escape_html as esc;
+use crate::time::format_time;
 
 /// The `/ui` routes.
 pub fn routes(state: AppState) -> Router<AppState> {
@@ -230,7 +230,7 @@ async fn detail(
             _ => "—".to_string(),
         },
         service = esc(drift.owner.service.as_deref().unwrap_or("—")),
-        actor = esc(&crate::deliver::render::actor_text(&drift).unwrap_or_else(|| "—".into())),
+        actor = esc(&crate::model::text::actor_text(&drift).unwrap_or_else(|| "—".into())),
     );
     if !evidence.changes.is_empty() {
         body.push_str("<h2>What changed</h2><table id=\"diff\"><tr><th>Path</th><th>Before</th><th>After</th></tr>");
@@ -312,7 +312,7 @@ async fn silence(
     State(state): State<AppState>,
     Form(form): Form<SilenceForm>,
 ) -> Result<Response, ApiError> {
-    let duration = crate::config::parse_duration(&form.duration)
+    let duration = crate::time::parse_duration(&form.duration)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "invalid_silence", message))?;
     let expires = chrono::Utc::now()
         + chrono::Duration::milliseconds(i64::try_from(duration.as_millis()).unwrap_or(0));

@@ -8,10 +8,11 @@ use std::sync::Mutex;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::rows::SilenceRow;
 use super::sqlite::SqliteStore;
 use super::{Error, OutboxState, StoredSilence};
-use crate::classify::{Drift, Evidence, Millis};
-use crate::config::SilenceConfig;
+use crate::model::Silence;
+use crate::model::{Drift, Evidence, Millis};
 
 /// Filters of `GET /api/v1/drifts`.
 #[derive(Debug, Clone, Default)]
@@ -319,11 +320,10 @@ impl AuditReader {
         let mut silences = Vec::new();
         for row in rows {
             let (id, body, created_at) = row?;
-            let silence: SilenceConfig =
-                serde_json::from_str(&body).map_err(corrupt("silences"))?;
+            let row: SilenceRow = serde_json::from_str(&body).map_err(corrupt("silences"))?;
             silences.push(StoredSilence {
                 id,
-                silence,
+                silence: row.into(),
                 created_at,
             });
         }
@@ -331,13 +331,10 @@ impl AuditReader {
     }
 
     /// Stores a silence.
-    pub fn add_silence(
-        &self,
-        silence: &SilenceConfig,
-        now: Millis,
-    ) -> Result<StoredSilence, Error> {
+    pub fn add_silence(&self, silence: &Silence, now: Millis) -> Result<StoredSilence, Error> {
         let id = format!("sil_{}", uuid::Uuid::new_v4().simple());
-        let body = serde_json::to_string(silence).map_err(corrupt("silences"))?;
+        let body =
+            serde_json::to_string(&SilenceRow::from(silence)).map_err(corrupt("silences"))?;
         self.lock().execute(
             "INSERT INTO silences (id, body, created_at) VALUES (?1, ?2, ?3)",
             params![id, body, now],
@@ -352,13 +349,13 @@ impl AuditReader {
     /// Withdraws pending reminders of open drifts a new silence covers; returns how many.
     pub fn withdraw_silenced_reminders(
         &self,
-        silence: &SilenceConfig,
+        silence: &Silence,
         now: Millis,
     ) -> Result<usize, Error> {
         let silenced: Vec<String> = self
             .open_drifts()?
             .into_iter()
-            .filter(|drift| crate::classify::rules::silence_matches(silence, drift, now))
+            .filter(|drift| silence.matches(drift, now))
             .map(|drift| drift.id)
             .collect();
         let connection = self.lock();

@@ -9,7 +9,8 @@ use super::{
     Batch, Error, EventKey, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
     Snapshot, Store,
 };
-use crate::classify::{Drift, DriftState, Millis, ObjectKey, ObjectState};
+use crate::classify::ObjectState;
+use crate::model::{Drift, DriftState, Millis, ObjectKey};
 
 /// The in-memory store.
 #[derive(Debug, Default, Clone)]

@@ -11,9 +11,11 @@
 
 pub mod audit;
 pub mod memory;
+pub mod rows;
 pub mod sqlite;
 
-use crate::classify::{Changes, Drift, DriftState, Millis, ObjectState};
+use crate::classify::{Changes, ObjectState};
+use crate::model::{Drift, DriftState, Millis};
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -230,14 +232,12 @@ pub struct Snapshot {
 }
 
 /// A silence created through the API.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StoredSilence {
     /// Its id.
     pub id: String,
-    /// Matchers, expiry and comment (the same shape as `rules.silences`).
-    #[serde(flatten)]
-    pub silence: crate::config::SilenceConfig,
+    /// Matchers, expiry and comment.
+    pub silence: crate::model::Silence,
     /// When it was created.
     pub created_at: Millis,
 }

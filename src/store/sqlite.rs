@@ -10,7 +10,8 @@ use super::{
     Batch, Error, EventKey, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
     Snapshot, Store, StoredSilence,
 };
-use crate::classify::{Drift, DriftState, Millis, ObjectState};
+use crate::classify::ObjectState;
+use crate::model::{Drift, DriftState, Millis};
 
 const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS events (
@@ -318,13 +319,14 @@ fn read_silences(connection: &Connection) -> Result<Vec<StoredSilence>, Error> {
     let mut silences = Vec::new();
     for row in rows {
         let (id, body, created_at) = row?;
-        let silence = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
-            table: "silences",
-            source,
-        })?;
+        let row: super::rows::SilenceRow =
+            serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+                table: "silences",
+                source,
+            })?;
         silences.push(StoredSilence {
             id,
-            silence,
+            silence: row.into(),
             created_at,
         });
     }
@@ -670,7 +672,8 @@ impl Outbox for SqliteOutbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::{Changes, DriftState, Evidence, OwnerChain, Severity, Transition};
+    use crate::classify::Changes;
+    use crate::model::{DriftState, Evidence, OwnerChain, Severity, Transition};
 
     fn drift(id: &str, state: DriftState, resolved_at: Option<Millis>) -> Drift {
         Drift {

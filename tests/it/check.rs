@@ -8,8 +8,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use drift_sentinel::check::{self, Format, Report, Snapshot};
-use drift_sentinel::classify::{Rules, Severity};
+use drift_sentinel::classify::Rules;
 use drift_sentinel::config::RulesConfig;
+use drift_sentinel::model::Severity;
 use serde_json::{json, Value};
 
 use crate::scenario::*;

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use drift_sentinel::classify::{Drift, DriftState, Evidence, OwnerChain, Severity};
 use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
 use drift_sentinel::deliver::{BoxFuture, Channel, Message, Outcome};
 use drift_sentinel::metrics::Metrics;
+use drift_sentinel::model::{Drift, DriftState, Evidence, OwnerChain, Severity};
 use drift_sentinel::route::{Notice, NoticeKind};
 use drift_sentinel::store::memory::MemoryStore;
 use drift_sentinel::store::{Batch, NewOutbox, Store};

@@ -3,12 +3,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use drift_sentinel::classify::{
-    Actor, Drift, DriftState, Evidence, FieldChange, OwnerChain, Severity,
-};
 use drift_sentinel::config::load_str;
 use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
 use drift_sentinel::metrics::Metrics;
+use drift_sentinel::model::{
+    Actor, Drift, DriftState, Evidence, FieldChange, OwnerChain, Severity,
+};
 use drift_sentinel::route::{Notice, NoticeKind};
 use drift_sentinel::store::memory::MemoryStore;
 use drift_sentinel::store::{Batch, NewOutbox, Outbox, OutboxState, Store};

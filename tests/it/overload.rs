@@ -69,7 +69,7 @@ async fn stall(
 #[tokio::test]
 async fn request_bytes_in_flight_are_capped_with_503_and_retry_after() {
     let limit = 8 * 1024;
-    let app = app_with(64, limit, drift_sentinel::pipeline::system_clock());
+    let app = app_with(64, limit, drift_sentinel::time::system_clock());
     // Fill the budget with requests whose bodies never finish.
     let stalled = stall(&app, IN_FLIGHT_BODIES, limit).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -112,11 +112,7 @@ async fn request_bytes_in_flight_are_capped_with_503_and_retry_after() {
 #[tokio::test]
 async fn small_requests_are_not_limited_by_the_largest_body() {
     // Reservations are the declared length, so many ordinary events fit at once.
-    let app = app_with(
-        1024,
-        4 * 1024 * 1024,
-        drift_sentinel::pipeline::system_clock(),
-    );
+    let app = app_with(1024, 4 * 1024 * 1024, drift_sentinel::time::system_clock());
     let mut tasks = Vec::new();
     for index in 0..200 {
         let mut object = revision();

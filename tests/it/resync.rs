@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use drift_sentinel::classify::DriftState;
 use drift_sentinel::cluster::resync::{Resync, Settings};
 use drift_sentinel::cluster::{Cluster, Resource};
 use drift_sentinel::config::{LabelSelectorConfig, ResourceConfig};
+use drift_sentinel::model::DriftState;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -171,7 +171,7 @@ impl Harness {
         self.tick().await;
     }
 
-    fn drift(&self, class: &str, name: &str) -> Option<drift_sentinel::classify::Drift> {
+    fn drift(&self, class: &str, name: &str) -> Option<drift_sentinel::model::Drift> {
         self.app
             .store
             .drifts()

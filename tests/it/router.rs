@@ -245,7 +245,7 @@ async fn malformed_json_is_400() {
 #[tokio::test]
 async fn body_over_the_limit_is_413_in_every_mode() {
     for mode in MODES {
-        let app = app_with(64, 8 * 1024, drift_sentinel::pipeline::system_clock());
+        let app = app_with(64, 8 * 1024, drift_sentinel::time::system_clock());
         let mut object = revision();
         object["metadata"]["annotations"]["big"] = json!("x".repeat(16 * 1024));
         let event = structured_event("big", "update", &object);
@@ -258,7 +258,7 @@ async fn body_over_the_limit_is_413_in_every_mode() {
 #[tokio::test]
 async fn streamed_body_over_the_limit_is_413_with_json_error() {
     // Without a content-length the limit is hit while reading, inside the handler.
-    let app = app_with(64, 8 * 1024, drift_sentinel::pipeline::system_clock());
+    let app = app_with(64, 8 * 1024, drift_sentinel::time::system_clock());
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
         (0..4).map(|_| Ok(vec![b' '; 4096])).collect();
     let stream = futures_util_stream(chunks);
@@ -315,7 +315,7 @@ async fn store_failure_is_503_with_retry_after_and_nothing_is_half_applied() {
 
 #[tokio::test]
 async fn full_queue_is_503_with_retry_after() {
-    let app = app_with(1, 4 * 1024 * 1024, drift_sentinel::pipeline::system_clock());
+    let app = app_with(1, 4 * 1024 * 1024, drift_sentinel::time::system_clock());
     app.store.set_blocked(true);
     let mut handles = Vec::new();
     // The writer takes the first request and blocks in commit; the second fills the queue.

@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use std::collections::BTreeMap;
 
-use drift_sentinel::classify::{
-    Changes, Drift, Engine, Millis, ObjectKey, ObjectState, Rules, Transition,
-};
+use drift_sentinel::classify::{Changes, Engine, ObjectState, Rules};
 use drift_sentinel::config::RulesConfig;
 use drift_sentinel::decode::{self, ClusterNames, Decoded};
+use drift_sentinel::model::{Drift, Millis, ObjectKey, Transition};
 use serde_json::{json, Value};
 
 use crate::support::fixture_yaml;
@@ -82,7 +81,7 @@ impl Sim {
         }
         let open: Vec<Drift> = latest
             .into_values()
-            .filter(|drift| drift.state != drift_sentinel::classify::DriftState::Resolved)
+            .filter(|drift| drift.state != drift_sentinel::model::DriftState::Resolved)
             .collect();
         self.engine = Engine::new(Arc::clone(&self.rules));
         self.engine

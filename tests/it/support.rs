@@ -11,8 +11,9 @@ use drift_sentinel::classify::Rules;
 use drift_sentinel::decode::ClusterNames;
 use drift_sentinel::ingest::{self, AppState};
 use drift_sentinel::metrics::Metrics;
-use drift_sentinel::pipeline::{self, Clock, Pipeline};
+use drift_sentinel::pipeline::{self, Pipeline};
 use drift_sentinel::store::memory::MemoryStore;
+use drift_sentinel::time::Clock;
 use serde_json::{json, Value};
 
 /// Path of a fixture file.
@@ -139,7 +140,13 @@ impl Drop for TestApp {
 
 /// Builds a test app whose ingest requires `auth`.
 pub fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp {
-    build(64, 4 * 1024 * 1024, None, pipeline::system_clock(), auth)
+    build(
+        64,
+        4 * 1024 * 1024,
+        None,
+        drift_sentinel::time::system_clock(),
+        auth,
+    )
 }
 
 /// Builds a test app whose ingest holds at most `in_flight` request bytes at once.
@@ -148,7 +155,7 @@ pub fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
         64,
         body_limit,
         Some(in_flight),
-        pipeline::system_clock(),
+        drift_sentinel::time::system_clock(),
         drift_sentinel::ingest::auth::IngestAuth::Open,
     )
 }
@@ -218,7 +225,7 @@ fn build(
 
 /// A test app with defaults.
 pub fn app() -> TestApp {
-    app_with(64, 4 * 1024 * 1024, pipeline::system_clock())
+    app_with(64, 4 * 1024 * 1024, drift_sentinel::time::system_clock())
 }
 
 /// Reads a response body.

@@ -54,7 +54,7 @@ impl DriftClass for ConfigDrift {
         if tracked.changes.is_empty() {
             return vec![Assessment::clear(object, tracked.reason)];
         }
-        let describe_key = |change: &crate::classify::FieldChange| {
+        let describe_key = |change: &crate::model::FieldChange| {
             let key = change
                 .path
                 .trim_start_matches("/data/")

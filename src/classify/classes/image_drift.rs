@@ -126,7 +126,7 @@ impl ImageDrift {
                     } else {
                         format!("/spec/template/spec/containers/{index}/image")
                     };
-                    changes.push(crate::classify::FieldChange {
+                    changes.push(crate::model::FieldChange {
                         path: path.clone(),
                         before: Some(Value::String(want.clone())),
                         after: Some(Value::String(have.clone())),
@@ -219,7 +219,7 @@ impl ImageDrift {
         }
         found.changes = changed
             .iter()
-            .map(|(name, was, now)| crate::classify::FieldChange {
+            .map(|(name, was, now)| crate::model::FieldChange {
                 path: format!("/status/containerStatuses/{name}/imageDigest"),
                 before: Some(Value::String((*was).clone())),
                 after: Some(Value::String((*now).clone())),

@@ -13,9 +13,9 @@
 use serde_json::Value;
 
 use super::*;
-use crate::classify::{Actor, FieldChange};
 use crate::enrich::attribute;
 use crate::enrich::hint::revert_patch;
+use crate::model::{Actor, FieldChange};
 
 /// The class.
 pub struct ManualEdit;

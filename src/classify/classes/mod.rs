@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::graph::Graph;
-use super::rules::{Rules, Severity};
-use super::state::{Millis, ObjectKey, ObjectState};
-use super::{Drift, DriftSlot, Evidence};
+use super::rules::Rules;
+use super::state::ObjectState;
 use crate::decode::{Action, KubeObject};
+use crate::model::{Drift, DriftSlot, Evidence, Millis, ObjectKey, Severity};
 
 /// What a class needs to know about the change being applied.
 pub struct Context<'a> {

@@ -239,7 +239,7 @@ impl TrafficDrift {
             route.reference(),
             service.name
         ));
-        found.changes = vec![crate::classify::FieldChange {
+        found.changes = vec![crate::model::FieldChange {
             path: "/spec/traffic".into(),
             before: service_traffic,
             after: route_traffic,

@@ -1,0 +1,72 @@
+//! The model: the vocabulary every stage shares, at the bottom of the crate. It imports no other
+//! module of the crate (no stage, no config, no I/O): drifts and their evidence ([`drift`]),
+//! severities, object identity, time as [`Millis`], silences and the words used to name an actor.
+//!
+//! Architecture invariant: nothing in `model` imports another module of this crate.
+
+pub mod drift;
+pub mod glob;
+pub mod silence;
+pub mod text;
+
+pub use drift::{
+    Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, Transition,
+};
+pub use glob::glob_match;
+pub use silence::Silence;
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch; the only notion of time in the pure core.
+pub type Millis = i64;
+
+/// The identity of an object: cluster name and `metadata.uid`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectKey {
+    /// Cluster name.
+    pub cluster: String,
+    /// `metadata.uid`.
+    pub uid: String,
+}
+
+/// Alert severity, lowest first.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth knowing, nothing to do now.
+    Info,
+    /// Needs a look.
+    #[default]
+    Warning,
+    /// Needs action.
+    Critical,
+}
+
+impl Severity {
+    /// Every severity, lowest first.
+    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warning, Severity::Critical];
+
+    /// Parses `info`, `warning` or `critical`.
+    pub fn parse(text: &str) -> Option<Severity> {
+        match text {
+            "info" => Some(Severity::Info),
+            "warning" => Some(Severity::Warning),
+            "critical" => Some(Severity::Critical),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+}
+
+/// The severity names, lowest first (config validation, the API, the dashboard).
+pub const SEVERITIES: &[&str] = &["info", "warning", "critical"];
