@@ -197,7 +197,13 @@ fn classify(c: &mut Criterion) {
     };
     let (before, after) = (state(&edit), state(&revert));
     group.bench_function("spec_diff/service", |b| {
-        b.iter(|| drift_sentinel::enrich::spec_diff(black_box(&before), black_box(&after), &rules))
+        b.iter(|| {
+            drift_sentinel::classify::evidence::spec_diff(
+                black_box(&before),
+                black_box(&after),
+                &rules,
+            )
+        })
     });
     let deployment = states(app[5].clone());
     let (before, after) = (
@@ -205,7 +211,13 @@ fn classify(c: &mut Criterion) {
         state(&decoded(Mode::Binary, "update", &deployment[5], 0)),
     );
     group.bench_function("spec_diff/deployment", |b| {
-        b.iter(|| drift_sentinel::enrich::spec_diff(black_box(&before), black_box(&after), &rules))
+        b.iter(|| {
+            drift_sentinel::classify::evidence::spec_diff(
+                black_box(&before),
+                black_box(&after),
+                &rules,
+            )
+        })
     });
     group.finish();
 }

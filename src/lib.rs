@@ -5,7 +5,6 @@
 //! with [`store`] beside it and [`pipeline`] as the single writer that ties them together.
 
 pub mod app;
-pub mod baseline;
 pub mod check;
 pub mod classify;
 #[cfg(feature = "cluster")]
@@ -13,8 +12,8 @@ pub mod cluster;
 pub mod config;
 pub mod decode;
 pub mod deliver;
-pub mod enrich;
 pub mod ingest;
+pub mod manifest;
 pub mod metrics;
 pub mod model;
 pub mod pipeline;

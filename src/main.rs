@@ -257,8 +257,8 @@ fn live_cluster_snapshot(
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
     namespace: Option<&str>,
-    desired: &mut drift_sentinel::check::Snapshot,
-) -> Result<drift_sentinel::check::Snapshot, String> {
+    desired: &mut drift_sentinel::manifest::Manifests,
+) -> Result<drift_sentinel::manifest::Manifests, String> {
     use drift_sentinel::cluster::{snapshot, Cluster, Resource};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -309,8 +309,8 @@ fn live_cluster_snapshot(
     _kubeconfig: Option<PathBuf>,
     _context: Option<String>,
     _namespace: Option<&str>,
-    _desired: &mut drift_sentinel::check::Snapshot,
-) -> Result<drift_sentinel::check::Snapshot, String> {
+    _desired: &mut drift_sentinel::manifest::Manifests,
+) -> Result<drift_sentinel::manifest::Manifests, String> {
     Err("--live-cluster needs a build with the `cluster` feature".to_string())
 }
 
@@ -349,7 +349,8 @@ fn check(
             context,
             namespace,
         } => (|| {
-            let mut desired = check::load(baseline).map_err(|error| error.to_string())?;
+            let mut desired =
+                drift_sentinel::manifest::load(baseline).map_err(|error| error.to_string())?;
             if let Some(namespace) = &namespace {
                 desired.retain_namespace(namespace);
             }

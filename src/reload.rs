@@ -17,6 +17,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use crate::classify::evidence::baseline::Baseline;
 use crate::classify::Rules;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
@@ -25,10 +26,15 @@ use crate::pipeline::Pipeline;
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Compiles the rules of a config, loading the baseline manifests it names (file I/O).
-pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::baseline::Error> {
+pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::manifest::Error> {
     let rules = Rules::compile(&config.rules);
     match &config.rules.baseline_dir {
-        Some(dir) => Ok(rules.with_baseline(crate::baseline::load_dir(dir)?)),
+        Some(dir) => match crate::manifest::load(dir) {
+            Ok(manifests) => Ok(rules.with_baseline(Baseline::from_manifests(&manifests))),
+            // An empty baseline directory is a baseline with nothing in it, not an error.
+            Err(crate::manifest::Error::NoFiles { .. }) => Ok(rules),
+            Err(error) => Err(error),
+        },
         None => Ok(rules),
     }
 }

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
+use drift_sentinel::classify::evidence as enrich;
 use drift_sentinel::classify::{Engine, Rules};
 use drift_sentinel::decode::{self, ClusterNames, Decoded};
-use drift_sentinel::enrich;
 use drift_sentinel::model::FieldChange;
 use serde_json::Value;
 

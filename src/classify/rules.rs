@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::classes;
 use super::state::ObjectState;
-use crate::baseline::Baseline;
+use crate::classify::evidence::baseline::Baseline;
 use crate::config::{RulesConfig, SilenceConfig};
 use crate::model::{glob_match, Drift, Millis, Severity, Silence};
 

@@ -23,10 +23,10 @@ use kube::core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::check;
 use crate::config::{LabelSelectorConfig, ResourceConfig};
 use crate::decode::object::parse_object;
 use crate::decode::KubeObject;
+use crate::manifest;
 
 /// How long to wait for a connection to the API server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -429,14 +429,14 @@ pub fn decode_item(item: Value) -> Result<KubeObject, String> {
 }
 
 /// Reads the live state of `resources` (in `namespace`, or all namespaces) into a
-/// [`check::Snapshot`] for `check --live-cluster`.
+/// [`manifest::Manifests`] for `check --live-cluster`.
 pub async fn snapshot(
     cluster: &Cluster,
     resources: &[Resource],
     namespace: Option<&str>,
     page_size: u32,
-) -> Result<check::Snapshot, SnapshotError> {
-    let mut snapshot = check::Snapshot::default();
+) -> Result<manifest::Manifests, SnapshotError> {
+    let mut snapshot = manifest::Manifests::default();
     for resource in resources {
         let mut lister = resource.list(cluster, namespace, page_size);
         let mut pages: Vec<Vec<Value>> = Vec::new();
@@ -448,7 +448,7 @@ pub async fn snapshot(
         }
         for (number, items) in pages.into_iter().enumerate() {
             for (index, item) in items.into_iter().enumerate() {
-                let origin = check::Origin {
+                let origin = manifest::Origin {
                     file: format!("{} ({} list)", cluster.description, resource.name()),
                     document: number + 1,
                     line: 0,
@@ -469,5 +469,5 @@ pub enum SnapshotError {
     List(#[from] Error),
     /// A listed object is not one the check can read.
     #[error(transparent)]
-    Object(#[from] check::Error),
+    Object(#[from] manifest::Error),
 }

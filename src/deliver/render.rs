@@ -310,7 +310,7 @@ impl Style {
 pub fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
     let show = |value: &Option<serde_json::Value>| match value
         .as_ref()
-        .map(crate::enrich::diff::bounded)
+        .map(crate::classify::evidence::diff::bounded)
     {
         None => "∅".to_string(),
         Some(serde_json::Value::String(text)) => text,

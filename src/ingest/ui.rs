@@ -237,7 +237,7 @@ async fn detail(
         let show = |value: &Option<serde_json::Value>| {
             value
                 .as_ref()
-                .map(|v| crate::enrich::diff::bounded(v).to_string())
+                .map(|v| crate::classify::evidence::diff::bounded(v).to_string())
                 .unwrap_or_else(|| "∅".into())
         };
         for change in &evidence.changes {

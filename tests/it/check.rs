@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use drift_sentinel::check::{self, Format, Report, Snapshot};
+use drift_sentinel::check::{self, Format, Report};
 use drift_sentinel::classify::Rules;
 use drift_sentinel::config::RulesConfig;
+use drift_sentinel::manifest::Manifests;
 use drift_sentinel::model::Severity;
 use serde_json::{json, Value};
 
@@ -98,8 +99,8 @@ fn list_items(relative: &str) -> Vec<Value> {
         .clone()
 }
 
-fn snapshot(files: &[(&str, &str)]) -> Snapshot {
-    let mut snapshot = Snapshot::default();
+fn snapshot(files: &[(&str, &str)]) -> Manifests {
+    let mut snapshot = Manifests::default();
     for (name, text) in files {
         snapshot
             .add_yaml(name, text)
@@ -1139,12 +1140,33 @@ fn unreadable_missing_and_empty_paths_are_bad_input() {
 fn a_huge_file_is_refused_before_it_is_read() {
     let files = Files::clean(&live_objects());
     let huge = std::fs::File::create(files.path("huge.yaml")).unwrap();
-    huge.set_len(check::MAX_FILE_BYTES + 1).unwrap();
+    huge.set_len(drift_sentinel::manifest::MAX_FILE_BYTES + 1)
+        .unwrap();
     bad_input(
         &files,
         "git",
         "huge.yaml",
         &["huge.yaml: the file is over the limit of 67108864 bytes"],
+    );
+}
+
+#[test]
+fn the_sinks_baseline_dir_has_the_same_limits() {
+    // `rules.baselineDir` is read by the same bounded loader as `check`: a huge file (or a
+    // directory loop) is refused before it is read, and the rules in force are kept.
+    let files = Files::clean(&live_objects());
+    let huge = std::fs::File::create(files.path("git/huge.yaml")).unwrap();
+    huge.set_len(drift_sentinel::manifest::MAX_FILE_BYTES + 1)
+        .unwrap();
+    let mut config = drift_sentinel::config::load_str("", &|_| None).unwrap();
+    config.rules.baseline_dir = Some(files.path("git"));
+    let error = drift_sentinel::reload::load_rules(&config).unwrap_err();
+    assert_eq!(error.kind(), "too_large");
+    assert!(
+        error
+            .to_string()
+            .ends_with("huge.yaml: the file is over the limit of 67108864 bytes"),
+        "{error}"
     );
 }
 
@@ -1176,9 +1198,7 @@ fn a_large_cluster_dump_fits() {
     let files = Files::clean(&live);
     // The parser budget meant for config files (250,000 nodes) refuses this dump.
     let dump = std::fs::read_to_string(files.path("live.yaml")).unwrap();
-    let error = drift_sentinel::baseline::Baseline::default()
-        .add_yaml("live.yaml", &dump)
-        .unwrap_err();
+    let error = serde_saphyr::from_multiple::<Value>(&dump).unwrap_err();
     assert!(error.to_string().contains("budget"), "{error}");
     let outcome = check_files(&files, &["--format", "json"], None);
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);

@@ -957,8 +957,8 @@ fn deployment_collected_with_its_revision_is_benign() {
 // ---- baseline_drift -------------------------------------------------------------------------------
 
 fn baseline_rules() -> drift_sentinel::classify::Rules {
-    let mut baseline = drift_sentinel::baseline::Baseline::default();
-    baseline
+    let mut manifests = drift_sentinel::manifest::Manifests::default();
+    manifests
         .add_yaml(
             "git/webapp.yaml",
             r#"
@@ -977,7 +977,9 @@ spec:
 "#,
         )
         .unwrap();
-    drift_sentinel::classify::Rules::default().with_baseline(baseline)
+    drift_sentinel::classify::Rules::default().with_baseline(
+        drift_sentinel::classify::evidence::baseline::Baseline::from_manifests(&manifests),
+    )
 }
 
 #[test]

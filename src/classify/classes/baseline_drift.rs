@@ -6,8 +6,9 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::baseline::{compare, ManifestKey};
-use crate::enrich::hint::revert_patch;
+use crate::classify::evidence::baseline::compare;
+use crate::classify::evidence::hint::revert_patch;
+use crate::manifest::ManifestKey;
 
 /// The class.
 pub struct BaselineDrift;
@@ -75,7 +76,12 @@ impl DriftClass for BaselineDrift {
             paths.join(", ")
         ));
         if let Some(actor) = changes.iter().find_map(|change| {
-            crate::enrich::attribute(&change.path, context.object, context.before, rules)
+            crate::classify::evidence::attribute(
+                &change.path,
+                context.object,
+                context.before,
+                rules,
+            )
         }) {
             found.actor = Some(actor);
         }

@@ -10,8 +10,8 @@
 
 use super::manual_edit::{by_whom, track};
 use super::*;
-use crate::enrich::hint::revert_patch;
-use crate::enrich::spec_diff;
+use crate::classify::evidence::hint::revert_patch;
+use crate::classify::evidence::spec_diff;
 
 /// The class.
 pub struct ConfigDrift;

@@ -3,7 +3,7 @@
 //! controller has not reconciled yet); it is drift only when it lasts.
 
 use super::*;
-use crate::enrich::hint::describe;
+use crate::classify::evidence::hint::describe;
 
 /// The class.
 pub struct GenerationLag;

@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 use super::*;
-use crate::enrich::hint::{namespace_flag, shell_quote};
+use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
 pub struct ImageDrift;

@@ -13,8 +13,8 @@
 use serde_json::Value;
 
 use super::*;
-use crate::enrich::attribute;
-use crate::enrich::hint::revert_patch;
+use crate::classify::evidence::attribute;
+use crate::classify::evidence::hint::revert_patch;
 use crate::model::{Actor, FieldChange};
 
 /// The class.
@@ -34,7 +34,7 @@ pub(super) struct Tracked {
 /// parsed once by the caller for all paths.
 pub(super) fn current_value(object: &ObjectState, spec: &Value, path: &str) -> Option<Value> {
     if let Some(rest) = path.strip_prefix("/spec") {
-        return crate::enrich::diff::value_at(spec, rest)
+        return crate::classify::evidence::diff::value_at(spec, rest)
             .filter(|value| !value.is_null())
             .cloned();
     }
@@ -91,7 +91,7 @@ pub(super) fn track(
         let spec = context.after_spec();
         tracked.retain(|change| current_value(subject, &spec, &change.path) != change.before);
     }
-    tracked.truncate(crate::enrich::diff::MAX_CHANGES);
+    tracked.truncate(crate::classify::evidence::diff::MAX_CHANGES);
     Tracked {
         changes: tracked,
         actor,
@@ -147,7 +147,7 @@ impl DriftClass for ManualEdit {
         }
         // Parsed only when the spec changed (a Pod's would otherwise be parsed on every event).
         let after_spec = (before.spec != object.spec).then(|| context.after_spec());
-        let changes = crate::enrich::diff::spec_diff_parsed(
+        let changes = crate::classify::evidence::diff::spec_diff_parsed(
             before,
             object,
             after_spec.as_deref(),

@@ -5,7 +5,7 @@
 //! Revision's `Active=False NoTraffic`) do not affect readiness and are never blamed.
 
 use super::*;
-use crate::enrich::hint::describe;
+use crate::classify::evidence::hint::describe;
 
 /// The class.
 pub struct NotReady;

@@ -4,7 +4,7 @@
 //! an image nobody routes to. A Revision this process never saw is not assumed gone.
 
 use super::*;
-use crate::enrich::hint::{namespace_flag, shell_quote};
+use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
 pub struct Orphan;

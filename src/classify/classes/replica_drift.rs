@@ -5,7 +5,7 @@
 //! `routingState: reserve` are not held to it.
 
 use super::*;
-use crate::enrich::hint::{namespace_flag, shell_quote};
+use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
 pub struct ReplicaDrift;

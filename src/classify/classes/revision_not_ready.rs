@@ -3,7 +3,7 @@
 //! traffic that follows the latest Revision is stuck on an older one (or nowhere).
 
 use super::*;
-use crate::enrich::hint::{namespace_flag, shell_quote};
+use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
 pub struct RevisionNotReady;

@@ -8,7 +8,7 @@
 //! `reserve` are active. The drift is reported on the Configuration.
 
 use super::*;
-use crate::enrich::hint::{namespace_flag, shell_quote};
+use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
 pub struct RevisionPileup;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::*;
-use crate::enrich::hint::{describe, shell_quote};
+use crate::classify::evidence::hint::{describe, shell_quote};
 
 /// The class.
 pub struct TrafficDrift;

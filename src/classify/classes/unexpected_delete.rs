@@ -8,7 +8,7 @@
 //! namespace and name appears again.
 
 use super::*;
-use crate::enrich::hint::{namespace_flag, resource_name, shell_quote};
+use crate::classify::evidence::hint::{namespace_flag, resource_name, shell_quote};
 
 /// The class.
 pub struct UnexpectedDelete;

@@ -1,0 +1,605 @@
+//! The engine: applies events to the object graph, runs the classes and settles their verdicts
+//! into drift episodes (see the module docs of `classify` for the lifecycle).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::journal::Journal;
+use super::{
+    classes, resource_version, Graph, ObjectState, Outcome, Rules, Sweep, RECHECK_PER_TICK,
+    RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS,
+};
+use crate::decode::{Action, ApiServerEvent, Mode};
+use crate::model::{Drift, DriftSlot, DriftState, Millis, ObjectKey};
+
+/// The drift engine.
+pub struct Engine {
+    pub(super) sequence: (Millis, usize),
+    pub(super) rules: Arc<Rules>,
+    pub(super) graph: Graph,
+    pub(super) drifts: HashMap<DriftSlot, Drift>,
+    /// Ids of the open drifts whose row is in the store (or in the round being committed).
+    pub(super) recorded: std::collections::HashSet<String>,
+    /// Restored objects still to re-assess (see the module docs), popped from the end.
+    pub(super) recheck: Vec<ObjectKey>,
+    pub(super) journal: Journal,
+}
+
+impl Engine {
+    /// A new engine with no state.
+    pub fn new(rules: Arc<Rules>) -> Engine {
+        Engine {
+            sequence: (Millis::MIN, 0),
+            rules,
+            graph: Graph::default(),
+            drifts: HashMap::new(),
+            recorded: std::collections::HashSet::new(),
+            recheck: Vec::new(),
+            journal: Journal::default(),
+        }
+    }
+
+    /// Restores committed state (objects and open drifts) after a restart.
+    /// Live objects are queued for re-assessment by [`Engine::tick`]: a pending episode that
+    /// was not recorded before the restart opens again if its condition still holds.
+    pub fn restore(&mut self, objects: Vec<ObjectState>, drifts: Vec<Drift>) {
+        for object in objects {
+            if !object.deleted {
+                self.recheck.push(object.key());
+            }
+            self.graph.insert(object);
+        }
+        // Popped from the end: reversed so objects are re-assessed in key order.
+        self.recheck.sort_by(|a, b| b.cmp(a));
+        for drift in drifts {
+            if drift.state != DriftState::Resolved {
+                self.recorded.insert(drift.id.clone());
+                self.drifts.insert(drift.slot(), drift);
+            }
+        }
+    }
+
+    /// Replaces the rules (hot reload). Open drifts keep their state; every live object is
+    /// queued for re-assessment ([`Engine::tick`]), so a condition that a class just enabled or
+    /// a scope just widened can see opens without waiting for the object's next change.
+    pub fn set_rules(&mut self, rules: Arc<Rules>) {
+        self.rules = rules;
+        self.recheck = self
+            .graph
+            .iter()
+            .filter(|object| !object.deleted)
+            .map(ObjectState::key)
+            .collect();
+        self.recheck.sort_by(|a, b| b.cmp(a));
+    }
+
+    /// Resolves open drifts of classes the rules no longer enable (after a hot reload), so a
+    /// disabled class leaves nothing firing forever.
+    pub fn retire_disabled(&mut self, now: Millis) {
+        let mut disabled: Vec<DriftSlot> = self
+            .drifts
+            .keys()
+            .filter(|slot| !self.rules.class(&slot.class).enabled)
+            .cloned()
+            .collect();
+        disabled.sort();
+        for slot in disabled {
+            self.clear(&slot, "class disabled in the rules", now);
+        }
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &Arc<Rules> {
+        &self.rules
+    }
+
+    /// The object graph (read-only).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Open (pending or firing) drifts.
+    pub fn open_drifts(&self) -> impl Iterator<Item = &Drift> {
+        self.drifts.values()
+    }
+
+    /// Number of tracked objects, tombstones included.
+    pub fn object_count(&self) -> usize {
+        self.graph.len()
+    }
+
+    /// Applies one ApiServerSource event at `now`.
+    pub fn apply(&mut self, event: &ApiServerEvent, now: Millis) -> Outcome {
+        if event.mode == Mode::Reference {
+            return Outcome::Reference;
+        }
+        let Some(object) = event.object.as_ref() else {
+            return Outcome::Reference;
+        };
+        let key = ObjectKey {
+            cluster: event.cluster.clone(),
+            uid: object.uid.clone(),
+        };
+        if self.graph.get(&key).is_none() {
+            self.rehome(&key, now);
+        }
+        let previous = self.graph.get(&key);
+        if let Some(previous) = previous {
+            // A uid names one lifetime of an object: nothing follows its delete.
+            let accept = !previous.deleted
+                && match event.action {
+                    // A delete carries the final state and may repeat the last update's version.
+                    Action::Delete => {
+                        resource_version::compare(
+                            &object.resource_version,
+                            &previous.resource_version,
+                        ) != Some(std::cmp::Ordering::Less)
+                    }
+                    Action::Add | Action::Update => resource_version::is_newer(
+                        &object.resource_version,
+                        &previous.resource_version,
+                    ),
+                };
+            if !accept {
+                return Outcome::Stale;
+            }
+        }
+        let mut after = ObjectState::from_object(&event.cluster, object, now);
+        if event.action == Action::Delete {
+            after.deleted = true;
+        }
+        let mut durable = true;
+        if let Some(previous) = previous {
+            if !previous.deleted {
+                after.first_seen = previous.first_seen;
+                // Most events are status churn that leaves the compact state as it was, apart
+                // from its resourceVersion and write times: such a state is not written again
+                // (see `ObjectState::same_content` for why that is safe).
+                durable = !after.same_content(previous);
+            }
+        }
+        // The previous state moves out of the graph (no copy) and into the journal once the
+        // classes have seen it; `after` is read in place from the graph.
+        let before = self.graph.insert(after);
+        let context_before = before.as_ref().filter(|previous| !previous.deleted);
+        self.evaluate(&key, context_before, event.action, object, now);
+        self.journal_object(key, before, durable);
+        Outcome::Applied
+    }
+
+    /// Live objects of one kind in `cluster` that a complete list did not contain and that
+    /// were last seen before the list started: they disappeared while no delete event reached
+    /// this service. `selects` limits the sweep to objects the list's label selector covers (an
+    /// object outside it was not listed, not deleted). An object whose `resourceVersion` is
+    /// newer than the list's changed after the list's snapshot and is left alone.
+    pub fn vanished(&self, sweep: &Sweep<'_>) -> Vec<ObjectKey> {
+        let mut keys: Vec<ObjectKey> = self
+            .graph
+            .iter()
+            .filter(|object| {
+                !object.deleted
+                    && object.cluster == sweep.cluster
+                    && object.kind == sweep.kind
+                    && object.group() == crate::decode::object::api_group(sweep.api_version)
+                    && !sweep.seen.contains(&object.uid)
+                    && object.last_seen < sweep.listed_at
+                    && resource_version::compare(&object.resource_version, sweep.list_version)
+                        != Some(std::cmp::Ordering::Greater)
+                    && (sweep.selects)(&object.labels)
+            })
+            .map(ObjectState::key)
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// Applies the deletion of an object that disappeared without a delete event (see
+    /// [`Engine::vanished`]): its last known state is applied as a `delete`, so the classes see
+    /// exactly what a delete event would have shown them.
+    pub fn forget(&mut self, key: &ObjectKey, now: Millis) -> Outcome {
+        let Some(state) = self.graph.get(key).filter(|state| !state.deleted) else {
+            return Outcome::Stale;
+        };
+        let object = state.to_object();
+        let event = ApiServerEvent::for_object(
+            String::new(),
+            String::new(),
+            &key.cluster,
+            Action::Delete,
+            object,
+        );
+        self.apply(&event, now)
+    }
+
+    /// Another cluster name under which `uid` is tracked, if any. A uid names one object in one
+    /// cluster, so this means two names for one cluster (resync's and the events').
+    pub fn other_cluster_of(&self, cluster: &str, uid: &str) -> Option<String> {
+        self.graph
+            .clusters()
+            .filter(|other| *other != cluster)
+            .find(|other| self.graph.by_uid(other, uid).is_some())
+            .map(str::to_string)
+    }
+
+    /// Forgets copies of `key`'s object filed under other cluster names, with their open drifts
+    /// (see [`Engine::other_cluster_of`]): one object under two names would alert twice. The
+    /// name `key` carries wins; resync refuses to file under a name events do not use.
+    fn rehome(&mut self, key: &ObjectKey, now: Millis) {
+        while let Some(cluster) = self.other_cluster_of(&key.cluster, &key.uid) {
+            let stale = ObjectKey {
+                cluster,
+                uid: key.uid.clone(),
+            };
+            let mut open: Vec<DriftSlot> = self
+                .drifts
+                .keys()
+                .filter(|slot| slot.cluster == stale.cluster && slot.uid == stale.uid)
+                .cloned()
+                .collect();
+            open.sort();
+            let reason = format!(
+                "the object is tracked under cluster {} (the name its events carry)",
+                key.cluster
+            );
+            for slot in open {
+                self.clear(&slot, &reason, now);
+            }
+            self.remove_object(&stale);
+        }
+    }
+
+    /// True when the engine holds a live (not deleted) state for `key`.
+    pub fn is_tracked(&self, key: &ObjectKey) -> bool {
+        self.graph.get(key).is_some_and(|state| !state.deleted)
+    }
+
+    /// Fires pending drifts whose grace has run out and forgets old tombstones.
+    pub fn tick(&mut self, now: Millis) {
+        let mut due: Vec<DriftSlot> = self
+            .drifts
+            .iter()
+            .filter(|(_, drift)| drift.state == DriftState::Pending && drift.fire_at <= now)
+            .filter(|(slot, _)| self.rules.class(&slot.class).enabled)
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        due.sort();
+        for slot in due {
+            if let Some(mut drift) = self.drifts.get(&slot).cloned() {
+                drift.state = DriftState::Firing;
+                drift.fired_at = Some(now);
+                self.put_drift(slot, Some(drift.clone()));
+                self.push_transition(drift, Some(DriftState::Pending), now);
+            }
+        }
+        // Pending episodes that lasted are recorded (see `RECORD_PENDING_AFTER_MS`).
+        self.record_opened_by(now.saturating_sub(RECORD_PENDING_AFTER_MS));
+        for _ in 0..RECHECK_PER_TICK {
+            let Some(key) = self.recheck.pop() else {
+                // Done: give back what the restored keys took.
+                self.recheck.shrink_to_fit();
+                break;
+            };
+            self.reassess(&key, now);
+            if self.journal.active {
+                self.journal.rechecked.push(key);
+            }
+        }
+        let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
+        for key in expired {
+            // Drifts about a deletion end when the deleted object is forgotten: a Service
+            // deleted on purpose must not fire (and remind) forever.
+            let open: Vec<DriftSlot> = self
+                .drifts
+                .keys()
+                .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
+                .cloned()
+                .collect();
+            for slot in open {
+                self.clear(&slot, "deleted object no longer tracked", now);
+            }
+            self.remove_object(&key);
+        }
+    }
+
+    /// Records every pending drift not recorded yet (before a graceful stop, so a restart keeps
+    /// their `since` and grace instead of finding them again from scratch).
+    pub fn record_pending(&mut self) {
+        self.record_opened_by(Millis::MAX);
+    }
+
+    /// Records the unrecorded pending drifts that opened at or before `opened_by`, writing
+    /// their rows with the round's changes.
+    fn record_opened_by(&mut self, opened_by: Millis) {
+        let mut unrecorded: Vec<DriftSlot> = self
+            .drifts
+            .iter()
+            .filter(|(_, drift)| {
+                drift.state == DriftState::Pending
+                    && drift.since <= opened_by
+                    && !self.recorded.contains(&drift.id)
+            })
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        unrecorded.sort();
+        for slot in unrecorded {
+            if let Some(drift) = self.drifts.get(&slot).cloned() {
+                self.record(&drift, true);
+                if self.journal.active {
+                    self.journal.touched_drifts.push(slot);
+                }
+            }
+        }
+    }
+
+    /// When [`Engine::tick`] next has work: the earliest pending `fire_at` or time to record a
+    /// pending drift, or at once while restored objects wait to be re-assessed.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        if !self.recheck.is_empty() {
+            return Some(Millis::MIN);
+        }
+        self.drifts
+            .values()
+            .filter(|drift| drift.state == DriftState::Pending)
+            .filter_map(|drift| {
+                let fires = self
+                    .rules
+                    .class(&drift.class)
+                    .enabled
+                    .then_some(drift.fire_at);
+                let records = (!self.recorded.contains(&drift.id))
+                    .then(|| drift.since.saturating_add(RECORD_PENDING_AFTER_MS));
+                match (fires, records) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .min()
+    }
+
+    /// Re-assesses an object as it is now, opening the drifts whose condition holds and that
+    /// have no open drift: pending episodes that were not recorded before a restart, and
+    /// conditions a rules change made visible. Open drifts are left as they are (their evidence
+    /// came from events; the re-assessment sees only the stored state). Every enabled class
+    /// runs: classes about a change find nothing without a `before` and an open drift, and the
+    /// state-based part of `image_drift` (a workload running another image) is found again.
+    fn reassess(&mut self, key: &ObjectKey, now: Millis) {
+        let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now) else {
+            return;
+        };
+        for (class_id, assessment) in assessments {
+            if !matches!(assessment.finding, classes::Finding::Holds(_)) {
+                continue;
+            }
+            let slot = DriftSlot {
+                cluster: assessment.subject.cluster.clone(),
+                uid: assessment.subject.uid.clone(),
+                class: class_id.to_string(),
+            };
+            if !self.drifts.contains_key(&slot) {
+                self.settle(class_id, assessment, now);
+            }
+        }
+    }
+
+    /// Every enabled class's verdicts on `key`'s object as it is in the graph, with whether it
+    /// is deleted (`None` when it is not tracked). `object` is the event's decoded object, or
+    /// `None` to render one from the state.
+    fn assess(
+        &self,
+        key: &ObjectKey,
+        before: Option<&ObjectState>,
+        action: Action,
+        object: Option<&crate::decode::KubeObject>,
+        now: Millis,
+    ) -> Option<(Vec<(&'static str, classes::Assessment)>, bool)> {
+        let after = self.graph.get(key)?;
+        let rendered;
+        let object = match object {
+            Some(object) => object,
+            None => {
+                rendered = after.to_object();
+                &rendered
+            }
+        };
+        let context = classes::Context {
+            after,
+            before,
+            action,
+            object,
+            graph: &self.graph,
+            rules: &self.rules,
+            drifts: &self.drifts,
+            now,
+        };
+        let mut assessments = Vec::new();
+        for class in classes::REGISTRY {
+            if !self.rules.class(class.id()).enabled {
+                continue;
+            }
+            for assessment in class.assess(&context) {
+                assessments.push((class.id(), assessment));
+            }
+        }
+        Some((assessments, after.deleted))
+    }
+
+    fn evaluate(
+        &mut self,
+        key: &ObjectKey,
+        before: Option<&ObjectState>,
+        action: Action,
+        object: &crate::decode::KubeObject,
+        now: Millis,
+    ) {
+        let Some((assessments, deleted)) = self.assess(key, before, action, Some(object), now)
+        else {
+            return;
+        };
+        for (class_id, assessment) in assessments {
+            self.settle(class_id, assessment, now);
+        }
+        // A deleted object can no longer be in any condition of its own, except the classes that
+        // are about its disappearance.
+        if deleted {
+            let open: Vec<DriftSlot> = self
+                .drifts
+                .keys()
+                .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
+                .filter(|slot| !classes::survives_delete(&slot.class))
+                .cloned()
+                .collect();
+            for slot in open {
+                self.clear(&slot, "object deleted", now);
+            }
+        }
+    }
+
+    fn settle(&mut self, class_id: &'static str, assessment: classes::Assessment, now: Millis) {
+        let classes::Assessment { subject, finding } = assessment;
+        let slot = DriftSlot {
+            cluster: subject.cluster.clone(),
+            uid: subject.uid.clone(),
+            class: class_id.to_string(),
+        };
+        match finding {
+            classes::Finding::Clear(reason) => self.clear(&slot, &reason, now),
+            classes::Finding::Holds(evidence) => {
+                let evidence = *evidence;
+                // Borrowed, not cloned: this runs for every finding that still holds.
+                let Some(target) = self.graph.get(&subject) else {
+                    return;
+                };
+                if !self.rules.in_scope(target) {
+                    return;
+                }
+                let settings = self.rules.class(class_id);
+                let severity = evidence.severity.unwrap_or(settings.severity);
+                if let Some(existing) = self.drifts.get(&slot) {
+                    let mut updated = existing.clone();
+                    updated.evidence = evidence;
+                    updated.severity = severity;
+                    updated.labels = target.labels.clone();
+                    if updated != *existing {
+                        self.put_drift(slot, Some(updated));
+                    }
+                    return;
+                }
+                let target = target.clone();
+                let grace_ms = i64::try_from(settings.grace.as_millis()).unwrap_or(i64::MAX);
+                let fire_at = now.saturating_add(grace_ms);
+                let drift = Drift {
+                    id: drift_id(&slot, now, self.next_sequence(now)),
+                    class: class_id.to_string(),
+                    severity,
+                    state: DriftState::Pending,
+                    cluster: target.cluster.clone(),
+                    uid: target.uid.clone(),
+                    api_version: target.api_version.clone(),
+                    kind: target.kind.clone(),
+                    namespace: target.namespace.clone(),
+                    name: target.name.clone(),
+                    labels: target.labels.clone(),
+                    owner: self.graph.owner_chain(&target),
+                    evidence,
+                    since: now,
+                    fire_at,
+                    fired_at: None,
+                    resolved_at: None,
+                    resolution: None,
+                };
+                self.put_drift(slot.clone(), Some(drift.clone()));
+                self.push_transition(drift.clone(), None, now);
+                if fire_at <= now {
+                    let mut firing = drift;
+                    firing.state = DriftState::Firing;
+                    firing.fired_at = Some(now);
+                    self.put_drift(slot, Some(firing.clone()));
+                    self.push_transition(firing, Some(DriftState::Pending), now);
+                }
+            }
+        }
+    }
+
+    /// A number that tells apart episodes opened in the same millisecond (several can open in
+    /// one writer round, or in rounds less than a millisecond apart). Deterministic for replay.
+    fn next_sequence(&mut self, now: Millis) -> usize {
+        if self.sequence.0 == now {
+            self.sequence.1 += 1;
+        } else {
+            self.sequence = (now, 0);
+        }
+        self.sequence.1
+    }
+
+    fn clear(&mut self, slot: &DriftSlot, reason: &str, now: Millis) {
+        let Some(open) = self.drifts.get(slot).cloned() else {
+            return;
+        };
+        let from = open.state;
+        let mut resolved = open;
+        resolved.state = DriftState::Resolved;
+        resolved.resolved_at = Some(now);
+        resolved.resolution = Some(reason.to_string());
+        self.put_drift(slot.clone(), None);
+        // Its last move is recorded when the drift was; then it leaves the recorded set.
+        let recorded = self.recorded.contains(&resolved.id);
+        let id = resolved.id.clone();
+        self.push_transition(resolved, Some(from), now);
+        if recorded {
+            self.recorded.remove(&id);
+            if self.journal.active {
+                self.journal.recorded.push((id, false));
+            }
+        }
+    }
+
+    /// Opens, updates (`Some`) or closes (`None`) the drift in `slot`. A drift is recorded once
+    /// it fires, or at once when its class is not reassessable (its episode could not be found
+    /// again after a restart); an unrecorded drift's changes are kept in memory only.
+    fn put_drift(&mut self, slot: DriftSlot, drift: Option<Drift>) {
+        let written = match &drift {
+            Some(drift) => {
+                if drift.state == DriftState::Firing || !classes::reassessable(&drift.class) {
+                    // A drift opening now gets its opening move from the caller.
+                    let opening = self
+                        .drifts
+                        .get(&slot)
+                        .is_none_or(|open| open.id != drift.id);
+                    self.record(drift, !opening);
+                }
+                self.recorded.contains(&drift.id)
+            }
+            None => false,
+        };
+        let old = match drift {
+            Some(drift) => self.drifts.insert(slot.clone(), drift),
+            None => self.drifts.remove(&slot),
+        };
+        if self.journal.active {
+            self.journal.drifts.push((slot.clone(), old));
+            if written {
+                self.journal.touched_drifts.push(slot);
+            }
+        }
+    }
+}
+
+fn drift_id(slot: &DriftSlot, since: Millis, sequence: usize) -> String {
+    let mut hasher = Sha256::new();
+    for part in [&slot.cluster, &slot.uid, &slot.class] {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    hasher.update(since.to_be_bytes());
+    // Episodes opened in the same millisecond are numbered; the first keeps the plain id.
+    if sequence > 0 {
+        hasher.update((sequence as u64).to_be_bytes());
+    }
+    let digest = hasher.finalize();
+    digest[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
