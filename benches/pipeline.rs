@@ -76,7 +76,7 @@ fn rules() -> Arc<Rules> {
         Ok(config) => config,
         Err(error) => panic!("config: {error}"),
     };
-    Arc::new(Rules::compile(&config.rules))
+    Arc::new(config.rules.compile())
 }
 
 /// The states one object goes through in its 20-step script (second cycle, steady state).

@@ -55,14 +55,6 @@ pub const EXTRA: &str = "extra";
 pub const SPEC_DRIFT: &str = "spec_drift";
 /// Class id: a ConfigMap's data differs from its manifest.
 pub const CONFIG_DRIFT: &str = "config_drift";
-/// The engine classes that apply to a snapshot.
-pub const SNAPSHOT_CLASSES: &[&str] = &[
-    "generation_lag",
-    "not_ready",
-    "revision_not_ready",
-    "traffic_drift",
-    "revision_pileup",
-];
 
 /// The instant every live object is applied at; the clock then moves to [`Millis::MAX`].
 const SNAPSHOT_TIME: Millis = 0;
@@ -624,9 +616,19 @@ fn short(value: &Value) -> String {
     }
 }
 
+/// The engine classes that apply to a snapshot (state-based), in registry order.
+pub fn snapshot_classes() -> Vec<&'static str> {
+    classes::REGISTRY
+        .iter()
+        .filter(|class| class.applies_to_snapshot())
+        .map(|class| class.id())
+        .collect()
+}
+
 /// Applies every live object to a fresh engine at one instant, fires everything past its grace,
 /// and returns the firing drifts of the snapshot classes, in a stable order.
 fn snapshot_drifts(live: &BTreeMap<ManifestKey, Live>, rules: Arc<Rules>) -> Vec<Drift> {
+    let snapshot_classes = snapshot_classes();
     let mut engine = Engine::new(rules);
     // Children before owners, so that an owner's classes see its whole family when it is
     // applied: Revisions, then Configurations, Routes, Services (a Service's assessment covers
@@ -662,11 +664,11 @@ fn snapshot_drifts(live: &BTreeMap<ManifestKey, Live>, rules: Arc<Rules>) -> Vec
     let mut drifts: Vec<Drift> = engine
         .open_drifts()
         .filter(|drift| drift.state == DriftState::Firing)
-        .filter(|drift| SNAPSHOT_CLASSES.contains(&drift.class.as_str()))
+        .filter(|drift| snapshot_classes.contains(&drift.class.as_str()))
         .cloned()
         .collect();
     let order = |class: &str| {
-        SNAPSHOT_CLASSES
+        snapshot_classes
             .iter()
             .position(|known| *known == class)
             .unwrap_or(usize::MAX)

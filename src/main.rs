@@ -322,7 +322,6 @@ fn check(
     fail_on: FailOn,
 ) -> ExitCode {
     use drift_sentinel::check;
-    use drift_sentinel::classify::Rules;
     use drift_sentinel::model::Severity;
     use std::io::Write;
     let fail = |message: String| {
@@ -334,7 +333,7 @@ fn check(
         Err(message) => return fail(message),
     };
     // Only `rules:` matter here; `rules.baselineDir` is the sink's, `--baseline` is the check's.
-    let rules = std::sync::Arc::new(Rules::compile(&config.rules));
+    let rules = std::sync::Arc::new(config.rules.compile());
     let fail_on = match fail_on {
         FailOn::Info => Severity::Info,
         FailOn::Warning => Severity::Warning,

@@ -27,7 +27,7 @@ const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Compiles the rules of a config, loading the baseline manifests it names (file I/O).
 pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::manifest::Error> {
-    let rules = Rules::compile(&config.rules);
+    let rules = config.rules.compile();
     match &config.rules.baseline_dir {
         Some(dir) => match crate::manifest::load(dir) {
             Ok(manifests) => Ok(rules.with_baseline(Baseline::from_manifests(&manifests))),

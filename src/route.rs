@@ -364,7 +364,7 @@ mod tests {
     fn silenced_and_pending_transitions_queue_nothing() {
         let config = config("channels:\n  - {name: chat, type: log}\nrules:\n  silences:\n    - matchers: {namespace: 'sandbox-*'}\n");
         let router = Router::new(&config.routes, &config.channels);
-        let rules = Rules::compile(&config.rules);
+        let rules = config.rules.compile();
         assert!(router
             .route(
                 &transition(

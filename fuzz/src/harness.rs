@@ -187,7 +187,7 @@ pub fn config(data: &[u8]) {
     let Ok(config) = drift_sentinel::config::load_str(text, &lookup) else {
         return;
     };
-    let _ = Rules::compile(&config.rules);
+    let _ = config.rules.compile();
     let _ = drift_sentinel::route::Router::new(&config.routes, &config.channels);
 }
 

@@ -1,6 +1,7 @@
-//! Rules compiled from the `rules:` config: per-class settings merged over each class's own
-//! defaults, the trusted field managers, scope, ignore paths and silences. Pure data; hot reload
-//! swaps a new `Arc<Rules>` into the engine.
+//! Rules: per-class settings merged over each class's own defaults, the trusted field managers,
+//! scope, ignore paths and silences. Pure data; hot reload swaps a new `Arc<Rules>` into the
+//! engine. The engine knows nothing of the YAML they come from: `config` compiles its `rules:`
+//! section into [`RuleSet`] and [`Rules::new`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,8 +10,34 @@ use std::time::Duration;
 use super::classes;
 use super::state::ObjectState;
 use crate::classify::evidence::baseline::Baseline;
-use crate::config::{RulesConfig, SilenceConfig};
 use crate::model::{glob_match, Drift, Millis, Severity, Silence};
+
+/// Field managers trusted by default: Knative's controllers, Kubernetes' own controllers and the
+/// GitOps controllers. People's tools (`kubectl-edit`, `kubectl-patch`, `kn`, ...) are absent.
+pub const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
+    "controller",
+    "autoscaler",
+    "webhook",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "argocd-controller",
+    "argocd-application-controller",
+    "kustomize-controller",
+    "helm-controller",
+    "knative-operator",
+    "operator",
+];
+
+/// ConfigMaps `config_drift` watches by default, as `namespace/name` globs.
+pub const DEFAULT_WATCHED_CONFIG_MAPS: &[&str] =
+    &["knative-serving/config-*", "knative-eventing/config-*"];
+
+/// `traffic_drift`'s default tolerance, in percent points.
+pub const DEFAULT_TOLERANCE_PERCENT: f64 = 1.0;
+
+/// `revision_pileup`'s default threshold (non-active Revisions per Configuration).
+pub const DEFAULT_PILEUP_THRESHOLD: u64 = 50;
 
 /// Effective settings of one class.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,16 +54,80 @@ pub struct ClassSettings {
     pub threshold: u64,
 }
 
+impl ClassSettings {
+    /// A class's built-in settings; `default_grace` replaces its grace when the class follows
+    /// the shared default (`rules.defaults.grace`).
+    pub fn defaults_of(class: &dyn classes::DriftClass, default_grace: Option<Duration>) -> Self {
+        let defaults = class.defaults();
+        ClassSettings {
+            enabled: defaults.enabled,
+            severity: defaults.severity,
+            grace: default_grace
+                .filter(|_| defaults.grace_follows_default)
+                .unwrap_or(defaults.grace),
+            tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
+            threshold: DEFAULT_PILEUP_THRESHOLD,
+        }
+    }
+}
+
+/// Which objects drifts are reported for. Objects out of scope are still tracked (their
+/// relatives may be in scope) but never open a drift.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    /// Namespace globs to include (empty: all).
+    pub namespaces: Vec<String>,
+    /// Namespace globs to exclude.
+    pub exclude_namespaces: Vec<String>,
+    /// Kinds to include (empty: all).
+    pub kinds: BTreeSet<String>,
+    /// Labels an object must carry (exact values).
+    pub match_labels: BTreeMap<String, String>,
+}
+
+/// Everything [`Rules::new`] needs, as plain data.
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    /// Settings per class id; a class of [`classes::REGISTRY`] missing here gets its defaults.
+    pub classes: BTreeMap<&'static str, ClassSettings>,
+    /// Field managers whose writes are not manual edits.
+    pub trusted_managers: BTreeSet<String>,
+    /// What drifts are reported for.
+    pub scope: Scope,
+    /// JSON pointers ignored in diffs, per kind (`*` for every kind).
+    pub ignore_paths: BTreeMap<String, Vec<String>>,
+    /// ConfigMaps `config_drift` watches, as `namespace/name` globs.
+    pub watched_config_maps: Vec<String>,
+    /// Configured silences.
+    pub silences: Vec<Silence>,
+}
+
+impl Default for RuleSet {
+    fn default() -> Self {
+        RuleSet {
+            classes: BTreeMap::new(),
+            trusted_managers: DEFAULT_TRUSTED_MANAGERS
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
+            scope: Scope::default(),
+            ignore_paths: BTreeMap::new(),
+            watched_config_maps: DEFAULT_WATCHED_CONFIG_MAPS
+                .iter()
+                .map(|pattern| pattern.to_string())
+                .collect(),
+            silences: Vec::new(),
+        }
+    }
+}
+
 /// The compiled rules.
 #[derive(Debug, Clone)]
 pub struct Rules {
     classes: BTreeMap<&'static str, ClassSettings>,
     disabled: ClassSettings,
     trusted_managers: BTreeSet<String>,
-    namespaces: Vec<String>,
-    exclude_namespaces: Vec<String>,
-    kinds: BTreeSet<String>,
-    match_labels: BTreeMap<String, String>,
+    scope: Scope,
     ignore_paths: BTreeMap<String, Vec<String>>,
     watched_config_maps: Vec<String>,
     silences: Vec<Silence>,
@@ -44,39 +135,21 @@ pub struct Rules {
 }
 
 impl Default for Rules {
+    /// Every class with its built-in settings, the default trusted managers and watched
+    /// ConfigMaps: what an empty `rules:` section compiles to.
     fn default() -> Self {
-        Rules::compile(&RulesConfig::default())
+        Rules::new(RuleSet::default())
     }
 }
 
 impl Rules {
-    /// Compiles validated config into rules.
-    pub fn compile(config: &RulesConfig) -> Rules {
-        let mut compiled = BTreeMap::new();
+    /// Rules from their parts; classes the set does not mention keep their defaults.
+    pub fn new(set: RuleSet) -> Rules {
+        let mut compiled = set.classes;
         for class in classes::REGISTRY {
-            let defaults = class.defaults();
-            let rule = config.classes.get(class.id()).cloned().unwrap_or_default();
-            let grace = rule
-                .grace
-                .or(config
-                    .defaults
-                    .grace
-                    .filter(|_| defaults.grace_follows_default))
-                .unwrap_or(defaults.grace);
-            compiled.insert(
-                class.id(),
-                ClassSettings {
-                    enabled: rule.enabled.unwrap_or(defaults.enabled),
-                    severity: rule
-                        .severity
-                        .as_deref()
-                        .and_then(Severity::parse)
-                        .unwrap_or(defaults.severity),
-                    grace,
-                    tolerance_percent: rule.tolerance_percent.unwrap_or(1.0),
-                    threshold: rule.threshold.unwrap_or(50),
-                },
-            );
+            compiled
+                .entry(class.id())
+                .or_insert_with(|| ClassSettings::defaults_of(*class, None));
         }
         Rules {
             classes: compiled,
@@ -87,18 +160,11 @@ impl Rules {
                 tolerance_percent: 0.0,
                 threshold: u64::MAX,
             },
-            trusted_managers: config.trusted_managers.iter().cloned().collect(),
-            namespaces: config.scope.namespaces.clone(),
-            exclude_namespaces: config.scope.exclude_namespaces.clone(),
-            kinds: config.scope.kinds.iter().cloned().collect(),
-            match_labels: config.scope.match_labels.clone(),
-            ignore_paths: config.ignore_paths.clone(),
-            watched_config_maps: config.watched_config_maps.clone(),
-            silences: config
-                .silences
-                .iter()
-                .map(SilenceConfig::to_silence)
-                .collect(),
+            trusted_managers: set.trusted_managers,
+            scope: set.scope,
+            ignore_paths: set.ignore_paths,
+            watched_config_maps: set.watched_config_maps,
+            silences: set.silences,
             baseline: Arc::new(Baseline::default()),
         }
     }
@@ -126,25 +192,27 @@ impl Rules {
 
     /// True when drifts may be opened for this object.
     pub fn in_scope(&self, object: &ObjectState) -> bool {
-        if !self.namespaces.is_empty()
-            && !self
+        let scope = &self.scope;
+        if !scope.namespaces.is_empty()
+            && !scope
                 .namespaces
                 .iter()
                 .any(|pattern| glob_match(pattern, &object.namespace))
         {
             return false;
         }
-        if self
+        if scope
             .exclude_namespaces
             .iter()
             .any(|pattern| glob_match(pattern, &object.namespace))
         {
             return false;
         }
-        if !self.kinds.is_empty() && !self.kinds.contains(&object.kind) {
+        if !scope.kinds.is_empty() && !scope.kinds.contains(&object.kind) {
             return false;
         }
-        self.match_labels
+        scope
+            .match_labels
             .iter()
             .all(|(key, value)| object.label(key) == Some(value.as_str()))
     }
@@ -180,22 +248,5 @@ impl Rules {
         self.silences
             .iter()
             .any(|silence| silence.matches(drift, now))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ignore_paths_cover_subtrees_only_at_segment_boundaries() {
-        let config: RulesConfig = serde_json::from_value(serde_json::json!({
-            "ignorePaths": {"Service": ["/spec/template/metadata/annotations"]}
-        }))
-        .unwrap();
-        let rules = Rules::compile(&config);
-        assert!(rules.is_ignored_path("Service", "/spec/template/metadata/annotations/x"));
-        assert!(!rules.is_ignored_path("Service", "/spec/template/metadata/annotationsX"));
-        assert!(!rules.is_ignored_path("Route", "/spec/template/metadata/annotations/x"));
     }
 }

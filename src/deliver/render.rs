@@ -76,21 +76,9 @@ impl Style {
         if !self.zh() {
             return class.to_string();
         }
-        let name = match class {
-            "generation_lag" => "版本未同步",
-            "not_ready" => "未就绪",
-            "revision_not_ready" => "最新修订版未就绪",
-            "traffic_drift" => "流量漂移",
-            "image_drift" => "镜像漂移",
-            "manual_edit" => "人工修改",
-            "config_drift" => "配置漂移",
-            "revision_pileup" => "修订版堆积",
-            "replica_drift" => "副本数偏差",
-            "unexpected_delete" => "意外删除",
-            "orphan" => "孤儿资源",
-            "baseline_drift" => "偏离基线",
-            other => other,
-        };
+        let name = crate::classify::classes::by_id(class)
+            .map(|known| known.names().zh)
+            .unwrap_or(class);
         format!("{name}（{class}）")
     }
 

@@ -4,7 +4,7 @@
 //! request is read and decoded before it reaches the queue, so without a cap the memory of an
 //! overloaded sink grows with the number of senders. Each request reserves its `content-length`
 //! (the whole body limit when it has none) from a budget of `server.inFlightBytes` (by default
-//! [`IN_FLIGHT_BODIES`] times `server.bodyLimitBytes`) before its body is read, and keeps it
+//! [`crate::config::IN_FLIGHT_BODIES`] times `server.bodyLimitBytes`) before its body is read, and keeps it
 //! until it is answered. When the
 //! budget is spent the request is refused at once, before its body is read: `503` with
 //! `Retry-After`, which the Broker retries.
@@ -20,9 +20,6 @@ use tokio::sync::Semaphore;
 
 use super::ApiError;
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
-
-/// How many request bodies of the maximum size may be in flight at once by default.
-pub const IN_FLIGHT_BODIES: usize = 16;
 
 /// Budget accounting unit: permits are KiB, so budgets up to terabytes fit a `u32`.
 const UNIT: usize = 1024;

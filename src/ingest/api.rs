@@ -14,7 +14,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{ApiError, AppState};
-use crate::config::{SilenceConfig, KNOWN_CLASSES, SEVERITIES};
+use crate::classify::classes;
+use crate::config::SilenceConfig;
+use crate::model::SEVERITIES;
 use crate::model::{Drift, Millis};
 use crate::store::audit::{AuditReader, DriftFilter};
 use crate::store::OutboxState;
@@ -163,7 +165,7 @@ pub fn filter(query: &DriftQuery) -> Result<DriftFilter, ApiError> {
         }
     }
     if let Some(class) = &query.class {
-        if !KNOWN_CLASSES.contains(&class.as_str()) {
+        if !classes::is_known(class) {
             return Err(invalid(format!("class: unknown drift class {class:?}")));
         }
     }

@@ -148,8 +148,12 @@ async fn index(
         "<h1>Drifts</h1><form class=\"filters\" method=\"get\" action=\"/ui\">{}{}{}<label>namespace <input name=\"namespace\" value=\"{}\"></label>\
 <label>cluster <input name=\"cluster\" value=\"{}\"></label><button>Filter</button></form><p class=\"muted\">{} drift(s)</p>",
         select("state", query.state.as_deref(), &["open", "pending", "firing", "resolved"]),
-        select("class", query.class.as_deref(), crate::config::KNOWN_CLASSES),
-        select("severity", query.severity.as_deref(), crate::config::SEVERITIES),
+        select(
+            "class",
+            query.class.as_deref(),
+            &crate::classify::classes::ids().collect::<Vec<_>>(),
+        ),
+        select("severity", query.severity.as_deref(), crate::model::SEVERITIES),
         esc(query.namespace.as_deref().unwrap_or_default()),
         esc(query.cluster.as_deref().unwrap_or_default()),
         drifts.len()

@@ -111,7 +111,7 @@ fn snapshot(files: &[(&str, &str)]) -> Manifests {
 
 fn rules(yaml: &str) -> Arc<Rules> {
     let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
-    Arc::new(Rules::compile(&config))
+    Arc::new(config.compile())
 }
 
 fn run_with(rules_yaml: &str, baseline: &str, live: &[Value], fail_on: Severity) -> Report {

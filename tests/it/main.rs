@@ -14,6 +14,7 @@ mod overload;
 mod properties;
 mod receivers;
 mod recording;
+mod registry;
 #[cfg(feature = "cluster")]
 mod resync;
 mod router;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use drift_sentinel::ingest::admission::IN_FLIGHT_BODIES;
+use drift_sentinel::config::IN_FLIGHT_BODIES;
 use tower::ServiceExt;
 
 use crate::support::*;

@@ -40,7 +40,7 @@ impl Sim {
     /// A simulator with a `rules:` section given as YAML.
     pub fn with_rules(yaml: &str) -> Sim {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
-        Sim::with_compiled(Rules::compile(&config))
+        Sim::with_compiled(config.compile())
     }
 
     pub fn with_compiled(rules: Rules) -> Sim {
@@ -156,7 +156,7 @@ impl Sim {
     /// Hot-reloads rules given as YAML, as the writer does.
     pub fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
-        self.rules = Arc::new(Rules::compile(&config));
+        self.rules = Arc::new(config.compile());
         self.engine.set_rules(Arc::clone(&self.rules));
         self.engine.begin();
         self.engine.retire_disabled(self.now);

@@ -211,8 +211,7 @@ fn build(
         metrics: Arc::clone(&metrics),
         draining: Arc::clone(&draining),
         body_limit,
-        in_flight_limit: in_flight
-            .unwrap_or(body_limit * drift_sentinel::ingest::admission::IN_FLIGHT_BODIES),
+        in_flight_limit: in_flight.unwrap_or(body_limit * drift_sentinel::config::IN_FLIGHT_BODIES),
     };
     TestApp {
         router: ingest::router(state, std::time::Duration::from_secs(10)),

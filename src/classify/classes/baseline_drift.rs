@@ -33,6 +33,13 @@ impl DriftClass for BaselineDrift {
         "baseline_drift"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Baseline drift",
+            zh: "偏离基线",
+        }
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -21,6 +21,13 @@ impl DriftClass for ConfigDrift {
         "config_drift"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Config drift",
+            zh: "配置漂移",
+        }
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

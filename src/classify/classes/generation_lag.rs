@@ -13,6 +13,17 @@ impl DriftClass for GenerationLag {
         "generation_lag"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Generation lag",
+            zh: "版本未同步",
+        }
+    }
+
+    fn applies_to_snapshot(&self) -> bool {
+        true
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

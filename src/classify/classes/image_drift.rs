@@ -235,6 +235,13 @@ impl DriftClass for ImageDrift {
         "image_drift"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Image drift",
+            zh: "镜像漂移",
+        }
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -121,6 +121,13 @@ impl DriftClass for ManualEdit {
         "manual_edit"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Manual edit",
+            zh: "人工修改",
+        }
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -108,10 +108,21 @@ pub struct ClassDefaults {
     pub grace_follows_default: bool,
 }
 
+/// The names of a class that people read, in each message language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassNames {
+    /// English.
+    pub en: &'static str,
+    /// Simplified Chinese.
+    pub zh: &'static str,
+}
+
 /// One drift class.
 pub trait DriftClass: Sync {
     /// The public id.
     fn id(&self) -> &'static str;
+    /// Its names in English and Chinese (messages, the dashboard, the docs).
+    fn names(&self) -> ClassNames;
     /// Built-in defaults.
     fn defaults(&self) -> ClassDefaults;
     /// Verdicts for the objects this change concerns.
@@ -122,6 +133,12 @@ pub trait DriftClass: Sync {
     /// (an edit, a delete, a digest that moved) keep the default, `false`: theirs are recorded
     /// as soon as they open.
     fn reassessable(&self) -> bool {
+        false
+    }
+    /// True when the class is about state alone and so applies to a snapshot: `check` runs it
+    /// on the live objects. Classes about a change, or needing a history or the workloads, keep
+    /// the default, `false`.
+    fn applies_to_snapshot(&self) -> bool {
         false
     }
 }
@@ -161,6 +178,22 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &orphan::Orphan,
     &baseline_drift::BaselineDrift,
 ];
+
+/// Every class id, in evaluation order: the one list config validation, `check`, the API, the
+/// renderers and the docs take their class ids from.
+pub fn ids() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|class| class.id())
+}
+
+/// True for the id of a class in [`REGISTRY`].
+pub fn is_known(id: &str) -> bool {
+    REGISTRY.iter().any(|class| class.id() == id)
+}
+
+/// The class with this id.
+pub fn by_id(id: &str) -> Option<&'static dyn DriftClass> {
+    REGISTRY.iter().copied().find(|class| class.id() == id)
+}
 
 /// The Knative Serving API group.
 pub const SERVING: &str = "serving.knative.dev";

@@ -15,6 +15,17 @@ impl DriftClass for NotReady {
         "not_ready"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Not ready",
+            zh: "未就绪",
+        }
+    }
+
+    fn applies_to_snapshot(&self) -> bool {
+        true
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -43,6 +43,13 @@ impl DriftClass for Orphan {
         "orphan"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Orphan",
+            zh: "孤儿资源",
+        }
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -15,6 +15,13 @@ impl DriftClass for ReplicaDrift {
         "replica_drift"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Replica drift",
+            zh: "副本数偏差",
+        }
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -13,6 +13,17 @@ impl DriftClass for RevisionNotReady {
         "revision_not_ready"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Latest revision not ready",
+            zh: "最新修订版未就绪",
+        }
+    }
+
+    fn applies_to_snapshot(&self) -> bool {
+        true
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -69,6 +69,17 @@ impl DriftClass for RevisionPileup {
         "revision_pileup"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Revision pile-up",
+            zh: "修订版堆积",
+        }
+    }
+
+    fn applies_to_snapshot(&self) -> bool {
+        true
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -268,6 +268,17 @@ impl DriftClass for TrafficDrift {
         "traffic_drift"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Traffic drift",
+            zh: "流量漂移",
+        }
+    }
+
+    fn applies_to_snapshot(&self) -> bool {
+        true
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -24,6 +24,13 @@ impl DriftClass for UnexpectedDelete {
         "unexpected_delete"
     }
 
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Unexpected delete",
+            zh: "意外删除",
+        }
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

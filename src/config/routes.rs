@@ -1,0 +1,76 @@
+//! `routes:`: which drifts go to which channels, grouped and repeated how.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::de_duration;
+
+/// One route: which drifts go to which channels, and how they are grouped and repeated.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteConfig {
+    /// What the route matches (every given matcher must match).
+    #[serde(default, rename = "match")]
+    pub matcher: RouteMatch,
+    /// Channels to send to.
+    pub channels: Vec<String>,
+    /// Keep evaluating later routes after a match.
+    #[serde(default, rename = "continue")]
+    pub continue_matching: bool,
+    /// How long to wait for more drifts of the same group before sending one message.
+    #[serde(default = "default_group_wait", deserialize_with = "de_duration")]
+    pub group_wait: Duration,
+    /// Drift fields that form a group: `cluster`, `namespace`, `class`, `severity`, `kind`,
+    /// `name`, `service`.
+    #[serde(default = "default_group_by")]
+    pub group_by: Vec<String>,
+    /// Reminder interval while a drift keeps firing (`0s` = never).
+    #[serde(default = "default_repeat_interval", deserialize_with = "de_duration")]
+    pub repeat_interval: Duration,
+    /// Send a message when a drift resolves.
+    #[serde(default = "default_true")]
+    pub send_resolved: bool,
+}
+
+fn default_group_wait() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_group_by() -> Vec<String> {
+    vec![
+        "cluster".to_string(),
+        "namespace".to_string(),
+        "class".to_string(),
+    ]
+}
+fn default_repeat_interval() -> Duration {
+    Duration::from_secs(4 * 3600)
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Route matchers; absent matchers match everything.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RouteMatch {
+    /// Class ids.
+    #[serde(default)]
+    pub class: Vec<String>,
+    /// Minimum severity (`warning` matches warning and critical).
+    #[serde(default)]
+    pub severity: Option<String>,
+    /// Cluster name globs.
+    #[serde(default)]
+    pub cluster: Vec<String>,
+    /// Namespace globs.
+    #[serde(default)]
+    pub namespace: Vec<String>,
+    /// Kinds.
+    #[serde(default)]
+    pub kind: Vec<String>,
+    /// Object labels that must be present with these values.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}

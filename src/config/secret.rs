@@ -1,0 +1,40 @@
+//! [`Secret`]: a configured value that must never be printed.
+
+use std::fmt;
+
+use serde::Deserialize;
+
+/// A value that must never be printed: webhook URLs with tokens, signing keys.
+///
+/// `Debug` and `Display` redact; only [`Secret::expose`] gives the value, and only channel code
+/// that puts it on the wire calls it.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The secret value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// True when no value is set.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}

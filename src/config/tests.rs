@@ -1,0 +1,155 @@
+//! Tests of loading and validation through `load_str`, the same path `config validate` takes.
+
+use super::*;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn empty_file_is_all_defaults() {
+    let config = load_str("# only a comment\n", &no_env).unwrap();
+    assert_eq!(config.server.port, 8080);
+    assert_eq!(config.server.body_limit_bytes, 4 * 1024 * 1024);
+    assert_eq!(config.default_cluster, "default");
+    assert!(config
+        .rules
+        .trusted_managers
+        .contains(&"controller".to_string()));
+}
+
+#[test]
+fn env_interpolation_in_strings() {
+    let env = |name: &str| (name == "CLUSTER").then(|| "prod".to_string());
+    let config = load_str("defaultCluster: ${CLUSTER}-eu\n", &env).unwrap();
+    assert_eq!(config.default_cluster, "prod-eu");
+    let config = load_str("defaultCluster: a$${B}\n", &env).unwrap();
+    assert_eq!(config.default_cluster, "a${B}");
+}
+
+#[test]
+fn missing_env_names_key_and_variable() {
+    let error = load_str("channels:\n  - type: log\n    name: ${NOPE}\n", &no_env).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "channels[0].name: environment variable NOPE is not set"
+    );
+}
+
+#[test]
+fn unknown_key_names_its_path() {
+    let error = load_str("server:\n  prot: 1\n", &no_env).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with("server.prot: unknown field `prot`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn wrong_type_names_its_path() {
+    let error = load_str("server:\n  port: many\n", &no_env).unwrap_err();
+    assert!(error.to_string().starts_with("server.port: "), "{error}");
+}
+
+#[test]
+fn bad_duration_is_explained() {
+    let error = load_str("server:\n  drainTimeout: soon\n", &no_env).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.starts_with("server.drainTimeout: invalid duration \"soon\""),
+        "{message}"
+    );
+}
+
+#[test]
+fn unknown_class_is_rejected() {
+    let error = load_str("rules:\n  classes:\n    trafic_drift: {}\n", &no_env).unwrap_err();
+    assert!(error
+        .to_string()
+        .starts_with("rules.classes.trafic_drift: unknown drift class"));
+}
+
+#[test]
+fn syntax_error_is_reported() {
+    let error = load_str("server: [unclosed\n", &no_env).unwrap_err();
+    assert_eq!(error.kind(), "syntax");
+}
+
+#[test]
+fn channels_and_routes_validate_with_paths() {
+    let env = |name: &str| {
+        (name == "DT").then(|| "https://oapi.dingtalk.com/robot/send?access_token=abc".to_string())
+    };
+    let config = load_str(
+        "channels:\n  - name: ops\n    type: dingtalk\n    url: ${DT}\n    secret: SECxyz\n    atMobiles: ['138']\nroutes:\n  - channels: [ops]\n    match: {severity: warning}\n",
+        &env,
+    )
+    .unwrap();
+    assert_eq!(config.channels[0].kind.type_name(), "dingtalk");
+    let error = load_str(
+        "channels:\n  - {name: a, type: slack, url: 'https://hooks.slack.com/x', colour: red}\n",
+        &no_env,
+    )
+    .unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("channels[0]: unknown field `colour`"),
+        "{error}"
+    );
+    let error = load_str(
+        "channels:\n  - {name: a, type: slack, url: 'not a url'}\n",
+        &no_env,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "channels[0].url: must be an http:// or https:// URL"
+    );
+    let error = load_str(
+        "channels:\n  - {name: a, type: log}\nroutes:\n  - channels: [b]\n",
+        &no_env,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "routes[0].channels[0]: no channel named \"b\" (channels: a)"
+    );
+    let error = load_str("channels:\n  - {name: a, type: carrier-pigeon}\n", &no_env).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("unknown variant `carrier-pigeon`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn type_errors_never_echo_urls() {
+    let error = load_str(
+        "channels:\n  - name: am\n    type: alertmanager\n    urls: https://am.example/?token=s3cret\n",
+        &no_env,
+    )
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(!message.contains("s3cret"), "{message}");
+    assert!(message.contains("<redacted URL>"), "{message}");
+}
+
+#[test]
+fn empty_api_token_is_refused() {
+    let env = |name: &str| (name == "API_TOKEN").then(String::new);
+    let error = load_str("api:\n  token: ${API_TOKEN}\n", &env).unwrap_err();
+    assert!(
+        error.to_string().starts_with("api.token: is empty"),
+        "{error}"
+    );
+}
+
+#[test]
+fn secret_is_redacted() {
+    let secret = Secret::new("https://oapi.dingtalk.com/robot/send?access_token=abc");
+    assert_eq!(format!("{secret:?}"), "Secret(***)");
+    assert_eq!(format!("{secret}"), "***");
+}

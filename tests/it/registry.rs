@@ -1,0 +1,109 @@
+//! The class registry is the one list of class ids: every class has its names, the README's class
+//! table lists exactly the registry with each class's built-in defaults, and config validation,
+//! `check` and the renderers take their ids from it.
+
+use drift_sentinel::classify::classes::{self, REGISTRY};
+
+#[test]
+fn every_class_has_a_name_in_english_and_chinese() {
+    let mut seen = std::collections::BTreeSet::new();
+    for class in REGISTRY {
+        let names = class.names();
+        assert!(
+            seen.insert(class.id()),
+            "{} is registered twice",
+            class.id()
+        );
+        assert!(
+            !names.en.trim().is_empty(),
+            "{} has no English name",
+            class.id()
+        );
+        assert!(
+            names
+                .zh
+                .chars()
+                .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
+            "{} has no Chinese name: {:?}",
+            class.id(),
+            names.zh
+        );
+    }
+}
+
+fn grace_text(grace: std::time::Duration) -> String {
+    let seconds = grace.as_secs();
+    if seconds > 0 && seconds % 60 == 0 {
+        format!("{}m", seconds / 60)
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+#[test]
+fn the_readme_class_table_is_the_registry() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("## Drift classes")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README has a Drift classes section");
+    let rows: Vec<(String, String)> = section
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let id = cells[0]
+                .trim_start_matches("| `")
+                .trim_end_matches('`')
+                .to_string();
+            let defaults = cells
+                .last()
+                .unwrap()
+                .trim_end_matches(" |")
+                .trim()
+                .to_string();
+            (id, defaults)
+        })
+        .collect();
+    let expected: Vec<(String, String)> = REGISTRY
+        .iter()
+        .map(|class| {
+            let defaults = class.defaults();
+            (
+                class.id().to_string(),
+                format!(
+                    "{} / {}",
+                    defaults.severity.as_str(),
+                    grace_text(defaults.grace)
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(rows, expected);
+}
+
+#[test]
+fn config_the_api_and_check_take_their_ids_from_the_registry() {
+    for id in classes::ids() {
+        let yaml = format!("rules:\n  classes:\n    {id}: {{enabled: true}}\n");
+        drift_sentinel::config::load_str(&yaml, &|_| None)
+            .unwrap_or_else(|error| panic!("{id}: {error}"));
+    }
+    let snapshot = drift_sentinel::check::snapshot_classes();
+    assert!(!snapshot.is_empty());
+    for id in &snapshot {
+        assert!(classes::is_known(id), "{id}");
+    }
+    assert_eq!(
+        snapshot,
+        [
+            "generation_lag",
+            "not_ready",
+            "revision_not_ready",
+            "traffic_drift",
+            "revision_pileup"
+        ]
+    );
+}
