@@ -17,7 +17,6 @@ use crate::decode::ClusterNames;
 use crate::ingest::{self, AppState};
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Pipeline};
-use crate::store::sqlite::SqliteStore;
 
 /// A running server, for tests and `main`.
 pub struct Server {
@@ -44,10 +43,14 @@ pub async fn start(
     addr: SocketAddr,
 ) -> anyhow::Result<Server> {
     let metrics = Arc::new(Metrics::new());
-    let store = SqliteStore::open(&config.store.path)
+    let opened = crate::store::open(&config.store)
         .with_context(|| format!("opening store {}", config.store.path.display()))?;
-    let checkpointer = crate::store::sqlite::Checkpointer::start(&config.store.path)
-        .context("starting the checkpoint thread")?;
+    let crate::store::Opened {
+        writer: store,
+        outbox,
+        audit,
+        background: store_background,
+    } = opened;
     let mut channel_configs = config.channels.clone();
     if channel_configs.is_empty() {
         channel_configs.push(crate::config::ChannelConfig::log("log"));
@@ -56,7 +59,7 @@ pub async fn start(
     let outbox_notify = Arc::new(tokio::sync::Notify::new());
     let rules = Arc::new(crate::reload::load_rules(&config).context("loading baseline manifests")?);
     let pipeline = Pipeline::start(
-        Box::new(store),
+        store,
         rules,
         pipeline::Settings {
             router,
@@ -71,10 +74,6 @@ pub async fn start(
     )
     .context("loading state from the store")?;
     let draining = Arc::new(AtomicBool::new(false));
-    let audit = Arc::new(
-        crate::store::audit::AuditReader::open(&config.store.path)
-            .context("opening the audit reader")?,
-    );
     let state = AppState {
         audit: Some(audit),
         api_token: config.api.token.clone(),
@@ -98,10 +97,7 @@ pub async fn start(
         .with_context(|| format!("binding {addr}"))?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
-    let outbox: crate::deliver::relay::SharedOutbox = Arc::new(std::sync::Mutex::new(Box::new(
-        crate::store::sqlite::SqliteOutbox::open(&config.store.path)
-            .context("opening the outbox")?,
-    )));
+    let outbox: crate::deliver::relay::SharedOutbox = Arc::new(std::sync::Mutex::new(outbox));
     let channels = crate::deliver::build_channels(&channel_configs, config.public_url.as_deref())
         .context("building HTTP clients for channels")?;
     {
@@ -127,6 +123,7 @@ pub async fn start(
         }
     }
     let relay_stop = CancellationToken::new();
+    let instance = instance_name();
     let mut relays = Vec::new();
     for channel in channels {
         let settings = channel_configs
@@ -149,7 +146,8 @@ pub async fn start(
             crate::time::system_clock(),
             Arc::clone(&metrics),
             Arc::clone(&outbox_notify),
-        );
+        )
+        .with_instance(&instance);
         relays.push(tokio::spawn(relay.run(relay_stop.clone())));
     }
     relays.push(tokio::spawn(crate::deliver::relay::watch_outbox(
@@ -203,7 +201,7 @@ pub async fn start(
         let writer = pipeline.clone();
         let _ = tokio::task::spawn_blocking(move || {
             writer.shutdown();
-            drop(checkpointer);
+            drop(store_background);
         })
         .await;
         // Deliveries in flight finish their attempt; anything unsent stays in the outbox.
@@ -219,6 +217,17 @@ pub async fn start(
         shutdown,
         done,
     })
+}
+
+/// The name of this instance (the pod's name in Kubernetes, `POD_NAME` or `HOSTNAME`): the owner
+/// of its relays' outbox claims. Stable across restarts of one pod, so a restarted process takes
+/// back its own claimed rows at once; distinct between pods sharing a store.
+pub fn instance_name() -> String {
+    ["POD_NAME", "HOSTNAME"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|value| !value.trim().is_empty())
+        .unwrap_or_else(|| "local".to_string())
 }
 
 /// Whether resync runs with this config (see [`crate::config::ResyncMode`]).

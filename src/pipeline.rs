@@ -26,9 +26,11 @@ use tokio::sync::oneshot;
 use crate::classify::{Engine, Outcome, Rules};
 use crate::decode::{Action, ApiServerEvent, Decoded};
 use crate::metrics::Metrics;
+use crate::model::Silence;
 use crate::model::{Millis, Transition};
+use crate::route::Silences;
 use crate::route::{notification_id, Router};
-use crate::store::{Batch, EventKey, NewOutbox, Store, StoredSilence};
+use crate::store::{Batch, EventKey, NewOutbox, SilenceChange, Store, StoredSilence};
 use crate::time::Clock;
 
 /// Why a submission was not accepted.
@@ -95,6 +97,26 @@ pub struct Health {
 
 type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
 type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
+type SilenceReply = oneshot::Sender<Result<SilenceOutcome, Error>>;
+
+/// A write to the silences created through the API: committed by the writer like every other
+/// write, so the store has one writer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SilenceRequest {
+    /// Create this silence (validated by the caller).
+    Add(Silence),
+    /// Remove the silence with this id.
+    Remove(String),
+}
+
+/// What a [`SilenceRequest`] did, once committed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SilenceOutcome {
+    /// The silence was created with this id and time.
+    Added(StoredSilence),
+    /// The silence was removed (`true`) or there was none with that id (`false`).
+    Removed(bool),
+}
 
 /// Work from the resync source (`cluster::resync`), committed like events but without event
 /// keys: a listed state is idempotent by its `resourceVersion` (an unchanged object is stale).
@@ -152,7 +174,10 @@ enum Command {
         reply: ResyncReply,
     },
     SetRules(Arc<Rules>),
-    SetSilences(Vec<StoredSilence>),
+    Silence {
+        request: SilenceRequest,
+        reply: SilenceReply,
+    },
     Shutdown,
 }
 
@@ -195,7 +220,12 @@ impl Pipeline {
         let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);
         engine.restore(snapshot.objects, snapshot.drifts);
-        let api_silences = snapshot.silences;
+        let silences = Silences::new(
+            snapshot
+                .silences
+                .into_iter()
+                .map(|stored| (stored.id, stored.silence)),
+        );
         let health = Arc::new(Health::default());
         let writable = store.heartbeat(clock()).is_ok();
         health.store_writable.store(writable, Ordering::SeqCst);
@@ -207,7 +237,7 @@ impl Pipeline {
             metrics,
             health: Arc::clone(&health),
             settings,
-            api_silences,
+            silences,
             firing_series: std::collections::HashSet::new(),
             // Rules may have changed while the process was down: retire drifts of classes that
             // are now disabled in the first round.
@@ -263,9 +293,18 @@ impl Pipeline {
         }
     }
 
-    /// Replaces the silences created through the API.
-    pub fn set_silences(&self, silences: Vec<StoredSilence>) {
-        let _ = self.sender.send(Command::SetSilences(silences));
+    /// Creates or removes a silence through the writer; the receiver yields once it is
+    /// committed. A new silence also withdraws the pending reminders of the open drifts it covers.
+    pub fn silence(
+        &self,
+        request: SilenceRequest,
+    ) -> Result<oneshot::Receiver<Result<SilenceOutcome, Error>>, Error> {
+        let (reply, receiver) = oneshot::channel();
+        match self.sender.try_send(Command::Silence { request, reply }) {
+            Ok(()) => Ok(receiver),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
+        }
     }
 
     /// Swaps in new rules (hot reload).
@@ -337,7 +376,8 @@ struct Writer {
     metrics: Arc<Metrics>,
     health: Arc<Health>,
     settings: Settings,
-    api_silences: Vec<StoredSilence>,
+    /// The silences created through the API (committed).
+    silences: Silences,
     firing_series: std::collections::HashSet<crate::metrics::FiringLabel>,
     rules_changed: bool,
     store_backoff_until: Millis,
@@ -378,6 +418,7 @@ impl Writer {
             }
             let mut submissions = Vec::new();
             let mut resyncs = Vec::new();
+            let mut silence_requests = Vec::new();
             for command in round {
                 match command {
                     Command::Submit { events, reply } => submissions.push((events, reply)),
@@ -386,11 +427,11 @@ impl Writer {
                         self.engine.set_rules(rules);
                         self.rules_changed = true;
                     }
-                    Command::SetSilences(silences) => self.api_silences = silences,
+                    Command::Silence { request, reply } => silence_requests.push((request, reply)),
                     Command::Shutdown => stop = true,
                 }
             }
-            self.round(submissions, resyncs);
+            self.round(submissions, resyncs, silence_requests);
             if stop {
                 // Drain whatever arrived meanwhile so every queued request gets an answer
                 // (resync work is dropped: its sender sees the writer stopped).
@@ -401,7 +442,7 @@ impl Writer {
                         _ => None,
                     })
                     .collect();
-                self.round(rest, Vec::new());
+                self.round(rest, Vec::new(), Vec::new());
                 self.record_pending_before_stop();
                 return;
             }
@@ -444,6 +485,7 @@ impl Writer {
         &mut self,
         submissions: Vec<(Vec<Decoded>, Reply)>,
         resyncs: Vec<(ResyncWork, ResyncReply)>,
+        silence_requests: Vec<(SilenceRequest, SilenceReply)>,
     ) {
         let now = (self.clock)();
         let timers_due = now >= self.store_backoff_until
@@ -453,7 +495,12 @@ impl Writer {
                 .is_some_and(|deadline| deadline <= now);
         let heartbeat_ms =
             i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
-        if submissions.is_empty() && resyncs.is_empty() && !timers_due && !self.rules_changed {
+        if submissions.is_empty()
+            && resyncs.is_empty()
+            && silence_requests.is_empty()
+            && !timers_due
+            && !self.rules_changed
+        {
             if now - self.last_write >= heartbeat_ms {
                 self.heartbeat(now);
             }
@@ -535,21 +582,24 @@ impl Writer {
         for (work, reply) in resyncs {
             resync_replies.push((self.apply_resync(work, now), reply));
         }
+        let silence_replies = self.apply_silences(silence_requests, &mut batch, now);
         self.engine.tick(now);
         batch.changes = self.engine.changes();
         batch.outbox = self.queue_notifications(&batch.changes.transitions);
-        batch.cancel_reminders = batch
-            .changes
-            .transitions
-            .iter()
-            // Only a drift that fired has reminders.
-            .filter(|transition| {
-                transition.drift.state == crate::model::DriftState::Resolved
-                    && transition.drift.fired_at.is_some()
-            })
-            .map(|transition| transition.drift.id.clone())
-            .collect();
-        let writes = !(batch.events.is_empty() && batch.changes.is_empty());
+        batch.cancel_reminders.extend(
+            batch
+                .changes
+                .transitions
+                .iter()
+                // Only a drift that fired has reminders.
+                .filter(|transition| {
+                    transition.drift.state == crate::model::DriftState::Resolved
+                        && transition.drift.fired_at.is_some()
+                })
+                .map(|transition| transition.drift.id.clone()),
+        );
+        let writes =
+            !(batch.events.is_empty() && batch.changes.is_empty() && batch.silences.is_empty());
         let committed = match store_failure {
             Some(error) => Err(error),
             None if !writes => Ok(()),
@@ -587,6 +637,19 @@ impl Writer {
                 for (outcome, reply) in resync_replies {
                     let _ = reply.send(Ok(outcome));
                 }
+                for change in &batch.silences {
+                    match change {
+                        SilenceChange::Add(stored) => {
+                            self.silences.add(stored.id.clone(), stored.silence.clone())
+                        }
+                        SilenceChange::Remove(id) => {
+                            self.silences.remove(id);
+                        }
+                    }
+                }
+                for (outcome, reply) in silence_replies {
+                    let _ = reply.send(Ok(outcome));
+                }
                 self.discard(applied);
             }
             Err(error) => {
@@ -606,6 +669,9 @@ impl Writer {
                     }
                 }
                 for (_, reply) in resync_replies {
+                    let _ = reply.send(Err(Error::Store(error.kind())));
+                }
+                for (_, reply) in silence_replies {
                     let _ = reply.send(Err(Error::Store(error.kind())));
                 }
             }
@@ -630,6 +696,46 @@ impl Writer {
                 tracing::warn!(message = "Pruning the audit trail failed.", %error);
             }
         }
+    }
+
+    /// Puts the round's silence requests into the batch: a new silence gets its id and time
+    /// here, and withdraws the pending reminders of the open drifts it covers (new notices are
+    /// muted by routing once it is committed).
+    fn apply_silences(
+        &mut self,
+        requests: Vec<(SilenceRequest, SilenceReply)>,
+        batch: &mut Batch,
+        now: Millis,
+    ) -> Vec<(SilenceOutcome, SilenceReply)> {
+        let mut replies = Vec::with_capacity(requests.len());
+        for (request, reply) in requests {
+            let outcome = match request {
+                SilenceRequest::Add(silence) => {
+                    let stored = StoredSilence {
+                        id: format!("sil_{}", uuid::Uuid::new_v4().simple()),
+                        silence,
+                        created_at: now,
+                    };
+                    batch.cancel_reminders.extend(
+                        self.engine
+                            .open_drifts()
+                            .filter(|drift| stored.silence.matches(drift, now))
+                            .map(|drift| drift.id.clone()),
+                    );
+                    batch.silences.push(SilenceChange::Add(stored.clone()));
+                    SilenceOutcome::Added(stored)
+                }
+                SilenceRequest::Remove(id) => {
+                    let removed = self.silences.contains(&id);
+                    if removed {
+                        batch.silences.push(SilenceChange::Remove(id));
+                    }
+                    SilenceOutcome::Removed(removed)
+                }
+            };
+            replies.push((outcome, reply));
+        }
+        replies
     }
 
     /// Frees a round's decoded events on the dropper thread: freeing their JSON trees is a good
@@ -757,17 +863,10 @@ impl Writer {
         let rules = Arc::clone(self.engine.rules());
         let mut rows = Vec::new();
         for transition in transitions {
-            let silenced = self
-                .api_silences
-                .iter()
-                .any(|stored| stored.silence.matches(&transition.drift, transition.at));
-            if silenced {
-                continue;
-            }
-            for queued in self
-                .settings
-                .router
-                .route(transition, &rules, transition.at)
+            for queued in
+                self.settings
+                    .router
+                    .route(transition, &rules, &self.silences, transition.at)
             {
                 let payload = match serde_json::to_string(&queued.notice) {
                     Ok(payload) => payload,

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::classify::Rules;
 use crate::config::{ChannelConfig, ChannelKind, RouteConfig};
-use crate::model::glob_match;
+use crate::model::{glob_match, Silence};
 use crate::model::{Drift, DriftState, Millis, Severity, Transition};
 
 /// Why a notification exists.
@@ -87,6 +87,48 @@ pub struct Queued {
     pub notice: Notice,
 }
 
+/// The silences created through the API, by id. With the configured ones (`rules.silences`),
+/// [`Silences::mutes`] is the one place that decides whether a drift is silenced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Silences {
+    created: Vec<(String, Silence)>,
+}
+
+impl Silences {
+    /// The silences created through the API.
+    pub fn new(created: impl IntoIterator<Item = (String, Silence)>) -> Silences {
+        Silences {
+            created: created.into_iter().collect(),
+        }
+    }
+
+    /// Adds a silence created through the API.
+    pub fn add(&mut self, id: String, silence: Silence) {
+        self.created.push((id, silence));
+    }
+
+    /// Removes a silence created through the API; false when there was none with this id.
+    pub fn remove(&mut self, id: &str) -> bool {
+        let before = self.created.len();
+        self.created.retain(|(known, _)| known != id);
+        self.created.len() != before
+    }
+
+    /// True when a silence with this id was created through the API.
+    pub fn contains(&self, id: &str) -> bool {
+        self.created.iter().any(|(known, _)| known == id)
+    }
+
+    /// True when a configured silence or one created through the API mutes `drift` at `now`.
+    pub fn mutes(&self, rules: &Rules, drift: &Drift, now: Millis) -> bool {
+        rules
+            .silences()
+            .iter()
+            .chain(self.created.iter().map(|(_, silence)| silence))
+            .any(|silence| silence.matches(drift, now))
+    }
+}
+
 /// Compiled routes and the channel endpoints they address.
 #[derive(Debug, Clone)]
 pub struct Router {
@@ -135,12 +177,18 @@ impl Router {
     }
 
     /// Notifications for one transition at `now`.
-    pub fn route(&self, transition: &Transition, rules: &Rules, now: Millis) -> Vec<Queued> {
+    pub fn route(
+        &self,
+        transition: &Transition,
+        rules: &Rules,
+        silences: &Silences,
+        now: Millis,
+    ) -> Vec<Queued> {
         if !transition.is_notifiable() {
             return Vec::new();
         }
         let drift = &transition.drift;
-        if rules.is_silenced(drift, now) {
+        if silences.mutes(rules, drift, now) {
             return Vec::new();
         }
         let kind = match drift.state {
@@ -316,6 +364,7 @@ mod tests {
                 DriftState::Pending,
             ),
             &rules,
+            &Silences::default(),
             1_000,
         );
         let names: Vec<&str> = critical.iter().map(|q| q.channel.as_str()).collect();
@@ -328,6 +377,7 @@ mod tests {
                 DriftState::Pending,
             ),
             &rules,
+            &Silences::default(),
             1_000,
         );
         assert_eq!(
@@ -353,6 +403,7 @@ mod tests {
         let queued = router.route(
             &transition(resolved, DriftState::Firing),
             &Rules::default(),
+            &Silences::default(),
             5_000,
         );
         let names: Vec<&str> = queued.iter().map(|q| q.channel.as_str()).collect();
@@ -372,6 +423,7 @@ mod tests {
                     DriftState::Pending
                 ),
                 &rules,
+                &Silences::default(),
                 0
             )
             .is_empty());
@@ -381,7 +433,9 @@ mod tests {
         );
         pending.drift.state = DriftState::Pending;
         pending.from = None;
-        assert!(router.route(&pending, &rules, 0).is_empty());
+        assert!(router
+            .route(&pending, &rules, &Silences::default(), 0)
+            .is_empty());
         assert_eq!(
             router
                 .route(
@@ -390,6 +444,7 @@ mod tests {
                         DriftState::Pending
                     ),
                     &rules,
+                    &Silences::default(),
                     0
                 )
                 .len(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::classes;
 use super::state::ObjectState;
 use crate::classify::evidence::baseline::Baseline;
-use crate::model::{glob_match, Drift, Millis, Severity, Silence};
+use crate::model::{glob_match, Severity, Silence};
 
 /// Field managers trusted by default: Knative's controllers, Kubernetes' own controllers and the
 /// GitOps controllers. People's tools (`kubectl-edit`, `kubectl-patch`, `kn`, ...) are absent.
@@ -241,12 +241,5 @@ impl Rules {
     /// The silences from the config.
     pub fn silences(&self) -> &[Silence] {
         &self.silences
-    }
-
-    /// Whether a silence mutes a drift at `now`.
-    pub fn is_silenced(&self, drift: &Drift, now: Millis) -> bool {
-        self.silences
-            .iter()
-            .any(|silence| silence.matches(drift, now))
     }
 }

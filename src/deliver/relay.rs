@@ -25,7 +25,7 @@ use crate::metrics::{ChannelLabel, Metrics};
 use crate::model::{DriftState, Millis};
 use crate::route::notification_id;
 use crate::route::{Notice, NoticeKind};
-use crate::store::{NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
+use crate::store::{Lease, NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
 use crate::time::Clock;
 
 /// Delivery limits of one channel.
@@ -45,6 +45,10 @@ pub struct Limits {
 const RESOLVE_RESENDS: u32 = 3;
 /// Longest idle wait between outbox checks.
 const POLL: Duration = Duration::from_secs(2);
+/// How long rows a relay claimed stay its own without being settled or claimed again. Another
+/// process takes them over only after this (its sends then carry the same idempotency keys); a
+/// relay renews its claim every round, so only a relay that stopped loses it.
+pub const CLAIM_LEASE: Duration = Duration::from_secs(300);
 
 /// The shared outbox handle.
 pub type SharedOutbox = Arc<Mutex<Box<dyn Outbox>>>;
@@ -59,6 +63,9 @@ pub struct Relay {
     wake: Arc<Notify>,
     limiter: RateLimiter,
     paused_until: Millis,
+    /// Whose claims this relay's are: stable across restarts of the same instance (so a
+    /// restarted process takes its own rows back at once), distinct between instances.
+    owner: String,
 }
 
 fn millis(duration: Duration) -> Millis {
@@ -107,6 +114,7 @@ impl Relay {
         wake: Arc<Notify>,
     ) -> Relay {
         let limiter = RateLimiter::new(channel.rate_limits());
+        let owner = format!("local/{}", channel.name());
         Relay {
             channel,
             limits,
@@ -116,7 +124,15 @@ impl Relay {
             wake,
             limiter,
             paused_until: 0,
+            owner,
         }
+    }
+
+    /// The same relay claiming rows as `instance` (a pod's name): two instances sharing one
+    /// store never send the same row.
+    pub fn with_instance(mut self, instance: &str) -> Relay {
+        self.owner = format!("{instance}/{}", self.channel.name());
+        self
     }
 
     /// Runs until `shutdown`.
@@ -152,7 +168,14 @@ impl Relay {
         let name = self.channel.name().to_string();
         let rows = {
             let name = name.clone();
-            with_outbox(&self.outbox, move |outbox| outbox.due(&name, now, 500)).await?
+            let lease = Lease {
+                owner: self.owner.clone(),
+                until: now.saturating_add(millis(CLAIM_LEASE)),
+            };
+            with_outbox(&self.outbox, move |outbox| {
+                outbox.claim(&name, now, 500, &lease)
+            })
+            .await?
         };
         if rows.is_empty() {
             let name = name.clone();
@@ -381,6 +404,7 @@ impl Relay {
                     duration_ms,
                     attempted: true,
                     message_id: Some(message.id.clone()),
+                    owner: Some(self.owner.clone()),
                 };
                 let queued_follow_ups = follow_ups.clone();
                 with_outbox(&self.outbox, move |outbox| {
@@ -439,6 +463,7 @@ impl Relay {
                     duration_ms,
                     attempted: false,
                     message_id: Some(message.id.clone()),
+                    owner: Some(self.owner.clone()),
                 };
                 with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await?;
             }
@@ -524,6 +549,7 @@ impl Relay {
             duration_ms,
             attempted: true,
             message_id: Some(message_id.to_string()),
+            owner: Some(self.owner.clone()),
         };
         with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
     }
@@ -550,6 +576,7 @@ impl Relay {
             duration_ms: 0,
             attempted,
             message_id: None,
+            owner: Some(self.owner.clone()),
         };
         with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
     }

@@ -18,8 +18,9 @@ use crate::classify::classes;
 use crate::config::SilenceConfig;
 use crate::model::SEVERITIES;
 use crate::model::{Drift, Millis};
-use crate::store::audit::{AuditReader, DriftFilter};
+use crate::pipeline::{SilenceOutcome, SilenceRequest};
 use crate::store::OutboxState;
+use crate::store::{AuditRead, DriftFilter};
 use crate::time::format_time;
 
 /// The `/api/v1` routes.
@@ -76,7 +77,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
 }
 
 /// The audit reader, or a `503` when the store has none (memory store in tests).
-pub fn audit(state: &AppState) -> Result<Arc<AuditReader>, ApiError> {
+pub fn audit(state: &AppState) -> Result<Arc<dyn AuditRead>, ApiError> {
     state.audit.clone().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -364,19 +365,33 @@ pub async fn add_silence(
     silence: SilenceConfig,
 ) -> Result<crate::store::StoredSilence, ApiError> {
     validate_silence(&silence)?;
-    let reader = audit(state)?;
-    let now = chrono::Utc::now().timestamp_millis();
-    let writer = Arc::clone(&reader);
-    let stored = blocking(move || {
-        let stored = writer.add_silence(&silence.to_silence(), now)?;
-        // New notices are muted by routing; reminders already queued are withdrawn here.
-        writer.withdraw_silenced_reminders(&stored.silence, now)?;
-        Ok(stored)
-    })
-    .await?;
-    let all = blocking(move || reader.silences()).await?;
-    state.pipeline.set_silences(all);
-    Ok(stored)
+    audit(state)?;
+    // The writer stores it and withdraws the queued reminders it covers; new notices are muted
+    // by routing once it is committed.
+    match write_silence(state, SilenceRequest::Add(silence.to_silence())).await? {
+        SilenceOutcome::Added(stored) => Ok(stored),
+        SilenceOutcome::Removed(_) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )),
+    }
+}
+
+/// Sends a silence write to the single writer and waits for its commit.
+async fn write_silence(
+    state: &AppState,
+    request: SilenceRequest,
+) -> Result<SilenceOutcome, ApiError> {
+    let receiver = state
+        .pipeline
+        .silence(request)
+        .map_err(|error| ApiError::unavailable(&error))?;
+    match receiver.await {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(error)) => Err(ApiError::unavailable(&error)),
+        Err(_) => Err(ApiError::unavailable(&crate::pipeline::Error::Stopped)),
+    }
 }
 
 async fn create_silence(
@@ -410,18 +425,16 @@ async fn delete_silence(
             "configured silences are removed by editing rules.silences",
         ));
     }
-    let reader = audit(&state)?;
-    let target = id.clone();
-    let writer = Arc::clone(&reader);
-    if !blocking(move || writer.remove_silence(&target)).await? {
+    audit(&state)?;
+    if write_silence(&state, SilenceRequest::Remove(id.clone())).await?
+        != SilenceOutcome::Removed(true)
+    {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
             format!("no silence {id:?}"),
         ));
     }
-    let all = blocking(move || reader.silences()).await?;
-    state.pipeline.set_silences(all);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -39,7 +39,7 @@ pub mod ui;
 #[derive(Clone)]
 pub struct AppState {
     /// Audit queries (the API and dashboard); `None` without a SQLite store.
-    pub audit: Option<Arc<crate::store::audit::AuditReader>>,
+    pub audit: Option<Arc<dyn crate::store::AuditRead>>,
     /// Bearer token protecting `/api/v1` and `/ui`.
     pub api_token: Option<crate::config::Secret>,
     /// Authentication of `POST /`.
@@ -100,7 +100,7 @@ impl ApiError {
         }
     }
 
-    fn unavailable(error: &pipeline::Error) -> ApiError {
+    pub(crate) fn unavailable(error: &pipeline::Error) -> ApiError {
         let (message, retry_after) = match error {
             pipeline::Error::Overloaded => ("event queue is full; retry later", 1),
             pipeline::Error::Store(_) => ("store cannot commit; retry later", 5),

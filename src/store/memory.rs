@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::{
-    Batch, Error, EventKey, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
-    Snapshot, Store,
+    Batch, Error, EventKey, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats,
+    Settlement, SilenceChange, Snapshot, Store, StoredSilence,
 };
 use crate::classify::ObjectState;
 use crate::model::{Drift, DriftState, Millis, ObjectKey};
@@ -35,6 +35,9 @@ struct Inner {
     objects: HashMap<ObjectKey, ObjectState>,
     drifts: HashMap<String, Drift>,
     outbox: std::collections::BTreeMap<String, OutboxRow>,
+    /// Claims of outbox rows: row id → (owner, until).
+    claims: HashMap<String, (String, Millis)>,
+    silences: Vec<StoredSilence>,
     commits: usize,
 }
 
@@ -121,7 +124,7 @@ impl Store for MemoryStore {
         self.check()?;
         let inner = self.lock();
         Ok(Snapshot {
-            silences: Vec::new(),
+            silences: inner.silences.clone(),
             objects: inner.objects.values().cloned().collect(),
             drifts: inner
                 .drifts
@@ -181,6 +184,12 @@ impl Store for MemoryStore {
                     && row.state == OutboxState::Pending)
             });
         }
+        for change in &batch.silences {
+            match change {
+                SilenceChange::Add(stored) => inner.silences.push(stored.clone()),
+                SilenceChange::Remove(id) => inner.silences.retain(|stored| stored.id != *id),
+            }
+        }
         inner.commits += 1;
         Ok(())
     }
@@ -213,16 +222,28 @@ impl Store for MemoryStore {
 }
 
 impl Outbox for MemoryStore {
-    fn due(&mut self, channel: &str, now: Millis, limit: usize) -> Result<Vec<OutboxRow>, Error> {
+    fn claim(
+        &mut self,
+        channel: &str,
+        now: Millis,
+        limit: usize,
+        lease: &Lease,
+    ) -> Result<Vec<OutboxRow>, Error> {
         self.check()?;
-        let mut rows: Vec<OutboxRow> = self
-            .lock()
+        let mut inner = self.lock();
+        let claimable = |claims: &HashMap<String, (String, Millis)>, id: &str| match claims.get(id)
+        {
+            None => true,
+            Some((owner, until)) => *owner == lease.owner || *until <= now,
+        };
+        let mut rows: Vec<OutboxRow> = inner
             .outbox
             .values()
             .filter(|row| {
                 row.queued.channel == channel
                     && row.state == OutboxState::Pending
                     && row.next_attempt_at <= now
+                    && claimable(&inner.claims, &row.queued.id)
             })
             .cloned()
             .collect();
@@ -230,6 +251,11 @@ impl Outbox for MemoryStore {
             (a.queued.created_at, &a.queued.id).cmp(&(b.queued.created_at, &b.queued.id))
         });
         rows.truncate(limit);
+        for row in &rows {
+            inner
+                .claims
+                .insert(row.queued.id.clone(), (lease.owner.clone(), lease.until));
+        }
         Ok(rows)
     }
 
@@ -248,10 +274,19 @@ impl Outbox for MemoryStore {
         self.check()?;
         let mut inner = self.lock();
         for id in &settlement.ids {
-            if let Some(row) = inner.outbox.get_mut(id) {
-                if row.state != OutboxState::Pending {
-                    continue;
-                }
+            let held_by_other = match (&settlement.owner, inner.claims.get(id)) {
+                (Some(owner), Some((holder, _))) => holder != owner,
+                _ => false,
+            };
+            if held_by_other {
+                continue;
+            }
+            let settled = match inner.outbox.get_mut(id) {
+                Some(row) if row.state == OutboxState::Pending => row,
+                _ => continue,
+            };
+            {
+                let row = settled;
                 row.state = settlement.state;
                 row.next_attempt_at = settlement.next_attempt_at;
                 row.attempts += u32::from(settlement.attempted);
@@ -263,6 +298,7 @@ impl Outbox for MemoryStore {
                     row.message_id = settlement.message_id.clone();
                 }
             }
+            inner.claims.remove(id);
         }
         for queued in follow_ups {
             inner

@@ -1,28 +1,43 @@
 //! Store: the durable record behind every `202`. Only this module knows SQL.
 //!
-//! One [`Store`] trait with two implementations: [`sqlite::SqliteStore`] (the embedded default,
-//! one SQLite file in WAL mode) and [`memory::MemoryStore`] (tests; it can be told to fail). The
-//! trait is shaped for a single writer that commits many events in one transaction, so a shared
-//! PostgreSQL store for several replicas can implement the same calls later.
+//! Three roles, each behind a trait, so a backend is one module behind [`open`]: the [`Store`]
+//! (the single writer's transactions), the [`Outbox`] (the relays' claims and settlements) and the
+//! [`AuditRead`]er (read-only queries for the API). Backends: [`sqlite`] (the embedded default,
+//! one SQLite file in WAL mode, schema versions and ordered migrations in `sqlite/schema.rs`) and
+//! [`memory`] (tests; it can be told to fail or block). The stored JSON has shapes of its own
+//! ([`rows`]), apart from the core types. Errors are backend-neutral ([`Error`]).
 //!
 //! Architecture invariant: a [`Batch`] is committed atomically: the CloudEvent keys
 //! (`source`, `id`) that make redeliveries no-ops, the object states, the drift rows and their
-//! history all land together or not at all.
+//! history, the outbox rows and the silence changes all land together or not at all.
 
 pub mod audit;
 pub mod memory;
+pub mod outbox;
 pub mod rows;
 pub mod sqlite;
 
-use crate::classify::{Changes, ObjectState};
-use crate::model::{Drift, DriftState, Millis};
+use std::sync::Arc;
 
-/// Why the store failed.
+pub use audit::{AttemptView, AuditRead, Cursor, DeliveryView, DriftFilter, HistoryEntry};
+pub use outbox::{Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement};
+
+use crate::classify::{Changes, ObjectState};
+use crate::config::StoreConfig;
+use crate::model::{Drift, Millis, Silence};
+
+/// Why the store failed. Backend-neutral: the backend's own error rides along as the source.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// SQLite reported an error.
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    /// The database reported an error.
+    #[error("{backend}: {source}")]
+    Backend {
+        /// The backend (`sqlite`), also the metric label.
+        backend: &'static str,
+        /// The database's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A stored row could not be decoded.
     #[error("corrupt row in {table}: {source}")]
     Corrupt {
@@ -31,6 +46,14 @@ pub enum Error {
         /// The decoding error.
         #[source]
         source: serde_json::Error,
+    },
+    /// The store was written by a newer binary: opening it could damage it.
+    #[error("the store has schema version {found}, newer than this binary knows ({supported}): run the drift-sentinel version that wrote it (or a newer one), or point store.path at a new file")]
+    Schema {
+        /// The store's version.
+        found: i64,
+        /// The newest version this binary knows.
+        supported: i64,
     },
     /// The store was told to fail (tests) or is closed.
     #[error("store unavailable: {0}")]
@@ -44,12 +67,31 @@ impl Error {
     /// A stable, bounded label for metrics.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Sqlite(_) => "sqlite",
+            Error::Backend { backend, .. } => backend,
             Error::Corrupt { .. } => "corrupt",
+            Error::Schema { .. } => "schema",
             Error::Unavailable(_) => "unavailable",
             Error::Io(_) => "io",
         }
     }
+}
+
+/// An opened store: one handle per role, each on its own connection.
+pub struct Opened {
+    /// The single writer's handle.
+    pub writer: Box<dyn Store>,
+    /// The relays' handle.
+    pub outbox: Box<dyn Outbox>,
+    /// Read-only queries for the API, dashboard and report.
+    pub audit: Arc<dyn AuditRead>,
+    /// Background work of the backend (SQLite's checkpoints); it stops when dropped, after the
+    /// writer has stopped.
+    pub background: Box<dyn Send>,
+}
+
+/// Opens (creating and migrating if needed) the configured store.
+pub fn open(config: &StoreConfig) -> Result<Opened, Error> {
+    sqlite::open(&config.path)
 }
 
 /// A CloudEvent identity, remembered so a redelivery takes effect once.
@@ -70,154 +112,20 @@ pub struct Batch {
     pub changes: Changes,
     /// Notifications to deliver.
     pub outbox: Vec<NewOutbox>,
-    /// Drifts that resolved: their pending reminders are withdrawn (a reminder never sent is
-    /// not a failed delivery).
+    /// Drifts that resolved, or that a new silence covers: their pending reminders are withdrawn
+    /// (a reminder never sent is not a failed delivery).
     pub cancel_reminders: Vec<String>,
+    /// Silences created or removed through the API.
+    pub silences: Vec<SilenceChange>,
 }
 
-/// A notification to deliver, as queued.
+/// A change to the silences created through the API.
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewOutbox {
-    /// Stable id: the idempotency key sent to channels that support one.
-    pub id: String,
-    /// Channel endpoint.
-    pub channel: String,
-    /// The drift it is about.
-    pub drift_id: String,
-    /// `firing`, `resolved` or `repeat`.
-    pub kind: String,
-    /// Rows with the same key, due together, become one message.
-    pub group_key: String,
-    /// The notice as JSON.
-    pub payload: String,
-    /// When it was queued.
-    pub created_at: Millis,
-    /// Earliest send time.
-    pub not_before: Millis,
-    /// Reminder interval while firing, in milliseconds.
-    pub repeat_after_ms: Option<i64>,
-}
-
-/// Terminal and non-terminal states of a delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutboxState {
-    /// Waiting for its time or a retry.
-    Pending,
-    /// Accepted by the destination.
-    Delivered,
-    /// Refused permanently by the destination (or unsendable).
-    Rejected,
-    /// Gave up: attempt or age cap reached, or no longer relevant.
-    Expired,
-}
-
-impl OutboxState {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutboxState::Pending => "pending",
-            OutboxState::Delivered => "delivered",
-            OutboxState::Rejected => "rejected",
-            OutboxState::Expired => "expired",
-        }
-    }
-
-    /// Parses [`OutboxState::as_str`] output.
-    pub fn parse(text: &str) -> Option<OutboxState> {
-        match text {
-            "pending" => Some(OutboxState::Pending),
-            "delivered" => Some(OutboxState::Delivered),
-            "rejected" => Some(OutboxState::Rejected),
-            "expired" => Some(OutboxState::Expired),
-            _ => None,
-        }
-    }
-}
-
-/// A queued notification with its delivery state.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OutboxRow {
-    /// What was queued.
-    pub queued: NewOutbox,
-    /// Attempts made so far.
-    pub attempts: u32,
-    /// Next attempt time.
-    pub next_attempt_at: Millis,
-    /// Current state.
-    pub state: OutboxState,
-    /// Last error, if any.
-    pub last_error: Option<String>,
-    /// When it reached a terminal state.
-    pub finished_at: Option<Millis>,
-    /// The message it was first sent in: a retry sends the same message under the same
-    /// idempotency key, never a regrouped one.
-    pub message_id: Option<String>,
-}
-
-/// The result of one delivery attempt for a set of rows (one message).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Settlement {
-    /// Rows the message carried.
-    pub ids: Vec<String>,
-    /// New state (`Pending` = retry at `next_attempt_at`).
-    pub state: OutboxState,
-    /// Next attempt time for retries.
-    pub next_attempt_at: Millis,
-    /// When the attempt happened.
-    pub at: Millis,
-    /// Outcome detail for the audit trail (never a URL or secret).
-    pub detail: String,
-    /// How long the attempt took.
-    pub duration_ms: i64,
-    /// Whether this settlement counts as an attempt (false for expiries decided without sending).
-    pub attempted: bool,
-    /// The message the rows were sent in (kept for retries).
-    pub message_id: Option<String>,
-}
-
-/// Outbox figures for metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OutboxStats {
-    /// Rows waiting.
-    pub pending: i64,
-    /// Creation time of the oldest pending row.
-    pub oldest_pending: Option<Millis>,
-    /// Rows rejected.
-    pub rejected: i64,
-    /// Rows expired.
-    pub expired: i64,
-}
-
-/// The delivery side of the store: its own connection, shared by the channel relays.
-pub trait Outbox: Send {
-    /// Pending rows of a channel due at `now`, oldest first.
-    fn due(&mut self, channel: &str, now: Millis, limit: usize) -> Result<Vec<OutboxRow>, Error>;
-    /// When the channel's next pending row becomes due.
-    fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error>;
-    /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction.
-    fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error>;
-    /// Records the message pending rows are about to be sent in, before the send: after a crash
-    /// between the send and its settlement they go out again as that message, under the same
-    /// idempotency key, never regrouped under another. Rows that already have one keep it.
-    fn assign_message(&mut self, ids: &[String], message_id: &str) -> Result<(), Error>;
-    /// True when a firing notice of the drift, queued before `created_at`, is still pending on
-    /// the channel.
-    fn firing_pending_before(
-        &mut self,
-        drift_id: &str,
-        channel: &str,
-        created_at: Millis,
-    ) -> Result<bool, Error>;
-    /// Expires pending notifications of channels that are no longer configured.
-    fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error>;
-    /// Withdraws pending reminders of a drift on one channel (its resolve went out).
-    fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error>;
-    /// The current state of a drift (to drop reminders for resolved drifts).
-    fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error>;
-    /// Figures for metrics.
-    fn stats(&mut self) -> Result<OutboxStats, Error>;
-    /// Rows in a state (newest first), for the API and tests.
-    fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error>;
+pub enum SilenceChange {
+    /// A new silence.
+    Add(StoredSilence),
+    /// The silence with this id is removed.
+    Remove(String),
 }
 
 /// State restored at start.
@@ -237,7 +145,7 @@ pub struct StoredSilence {
     /// Its id.
     pub id: String,
     /// Matchers, expiry and comment.
-    pub silence: crate::model::Silence,
+    pub silence: Silence,
     /// When it was created.
     pub created_at: Millis,
 }
