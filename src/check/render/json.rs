@@ -1,0 +1,52 @@
+//! The JSON structure documented in `docs/check.md` (`schemaVersion` 1). Scripts read it, so
+//! fields are only ever added: renaming or removing one needs a new `schemaVersion`.
+
+use serde_json::{json, Value};
+
+use crate::check::Report;
+use crate::model::Severity;
+
+/// The JSON structure: `{schemaVersion, summary: {objects, findings, bySeverity, failOn,
+/// failing, result}, findings: [{object, group, apiVersion, kind, namespace, name, class,
+/// severity, failing, message, diff: [{path, desired, live}], hint}]}`. Absent values are `null`.
+pub(crate) fn render_json(report: &Report) -> Value {
+    let findings: Vec<Value> = report
+        .findings()
+        .map(|(object, finding)| {
+            json!({
+                "object": object.reference(),
+                "group": object.group,
+                "apiVersion": object.api_version,
+                "kind": object.kind,
+                "namespace": object.namespace,
+                "name": object.name,
+                "class": finding.class,
+                "severity": finding.severity.as_str(),
+                "failing": finding.severity >= report.fail_on,
+                "message": finding.message,
+                "diff": finding.diff.iter().map(|change| json!({
+                    "path": change.path,
+                    "desired": change.desired,
+                    "live": change.live,
+                })).collect::<Vec<_>>(),
+                "hint": finding.hint,
+            })
+        })
+        .collect();
+    json!({
+        "schemaVersion": 1,
+        "summary": {
+            "objects": report.objects.len(),
+            "findings": findings.len(),
+            "bySeverity": {
+                "critical": report.count(Severity::Critical),
+                "warning": report.count(Severity::Warning),
+                "info": report.count(Severity::Info),
+            },
+            "failOn": report.fail_on.as_str(),
+            "failing": report.failing(),
+            "result": if report.failed() { "fail" } else { "pass" },
+        },
+        "findings": findings,
+    })
+}

@@ -1,0 +1,126 @@
+//! JUnit XML, for CI systems that show test results: one test case per object checked, one
+//! failure per finding at or above `fail_on`. Every text and attribute goes through
+//! [`xml_escape`], so the output is well-formed XML 1.0 whatever the findings say.
+
+use super::{one_line, value_text};
+use crate::check::Report;
+
+/// JUnit XML: test suite `drift-sentinel check`, one `<testcase>` per object checked, one
+/// `<failure>` per finding at or above `fail_on`; findings below it go to `<system-out>`.
+pub(crate) fn render_junit(report: &Report) -> String {
+    let failed_objects = report
+        .objects
+        .iter()
+        .filter(|object| {
+            object
+                .findings
+                .iter()
+                .any(|finding| finding.severity >= report.fail_on)
+        })
+        .count();
+    let tests = report.objects.len();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!(
+        "<testsuites name=\"drift-sentinel check\" tests=\"{tests}\" failures=\"{failed_objects}\" errors=\"0\">\n"
+    ));
+    out.push_str(&format!(
+        "  <testsuite name=\"drift-sentinel check\" tests=\"{tests}\" failures=\"{failed_objects}\" errors=\"0\" skipped=\"0\" time=\"0\">\n"
+    ));
+    for object in &report.objects {
+        let classname = if object.group.is_empty() {
+            object.kind.clone()
+        } else {
+            format!("{}.{}", object.kind, object.group)
+        };
+        let name = if object.namespace.is_empty() {
+            object.name.clone()
+        } else {
+            format!("{}/{}", object.namespace, object.name)
+        };
+        out.push_str(&format!(
+            "    <testcase classname=\"{}\" name=\"{}\" time=\"0\"",
+            xml_escape(&classname),
+            xml_escape(&name)
+        ));
+        if object.findings.is_empty() {
+            out.push_str("/>\n");
+            continue;
+        }
+        out.push_str(">\n");
+        let mut below = String::new();
+        for finding in &object.findings {
+            let mut body = format!("{}\n", finding.message);
+            for change in &finding.diff {
+                body.push_str(&format!(
+                    "{}: desired {}, live {}\n",
+                    change.path,
+                    value_text(&change.desired),
+                    value_text(&change.live)
+                ));
+            }
+            if let Some(hint) = &finding.hint {
+                body.push_str(&format!("fix: {hint}\n"));
+            }
+            if finding.severity >= report.fail_on {
+                out.push_str(&format!(
+                    "      <failure type=\"{}\" message=\"{}\">{}</failure>\n",
+                    xml_escape(&finding.class),
+                    xml_escape(&format!(
+                        "{} {}: {}",
+                        finding.severity.as_str(),
+                        finding.class,
+                        one_line(&finding.message)
+                    )),
+                    xml_escape(&body)
+                ));
+            } else {
+                below.push_str(&format!(
+                    "{} {}: {}",
+                    finding.severity.as_str(),
+                    finding.class,
+                    body
+                ));
+            }
+        }
+        if !below.is_empty() {
+            out.push_str(&format!(
+                "      <system-out>{}</system-out>\n",
+                xml_escape(&below)
+            ));
+        }
+        out.push_str("    </testcase>\n");
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+/// Escapes text for XML content and attribute values; drops characters XML 1.0 forbids.
+fn xml_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(
+            xml_escape("a<b & \"c\" 'd'\u{1}"),
+            "a&lt;b &amp; &quot;c&quot; &apos;d&apos;\u{FFFD}"
+        );
+    }
+}

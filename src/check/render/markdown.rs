@@ -1,0 +1,98 @@
+//! A Markdown report for a pull-request comment: a verdict, the summary line and a table of at
+//! most [`MARKDOWN_ROWS`] findings. Every cell is escaped, so no finding can break the table or
+//! inject raw HTML.
+
+use super::{one_line, summary_line, value_text};
+use crate::check::Report;
+
+/// Most rows a Markdown report lists (a pull-request comment holds 65,536 characters).
+const MARKDOWN_ROWS: usize = 100;
+
+/// A Markdown report for a pull-request comment.
+pub(crate) fn render_markdown(report: &Report) -> String {
+    let mut out = String::new();
+    let verdict = if report.failed() { "failed" } else { "passed" };
+    out.push_str(&format!("### drift-sentinel check {verdict}\n\n"));
+    out.push_str(&format!("{}\n", md_text(&summary_line(report))));
+    let total = report.findings().count();
+    if total == 0 {
+        return out;
+    }
+    out.push_str("\n| Severity | Object | Class | Finding | Fix |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    for (object, finding) in report.findings().take(MARKDOWN_ROWS) {
+        let severity = if finding.severity >= report.fail_on {
+            format!("**{}**", finding.severity.as_str())
+        } else {
+            finding.severity.as_str().to_string()
+        };
+        let mut cell = md_text(&finding.message);
+        for change in finding.diff.iter().take(5) {
+            cell.push_str(&format!(
+                "<br>{}: desired {}, live {}",
+                md_code(&change.path),
+                md_code(&value_text(&change.desired)),
+                md_code(&value_text(&change.live))
+            ));
+        }
+        if finding.diff.len() > 5 {
+            cell.push_str(&format!("<br>… {} more", finding.diff.len() - 5));
+        }
+        out.push_str(&format!(
+            "| {severity} | {} | {} | {cell} | {} |\n",
+            md_code(&object.reference()),
+            md_code(&finding.class),
+            finding.hint.as_deref().map(md_code).unwrap_or_default()
+        ));
+    }
+    if total > MARKDOWN_ROWS {
+        out.push_str(&format!(
+            "\n{} more findings: run `drift-sentinel check --format text` for all of them.\n",
+            total - MARKDOWN_ROWS
+        ));
+    }
+    out
+}
+
+/// Text for a Markdown table cell: no line breaks, pipes escaped, no raw HTML.
+fn md_text(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace("\r\n", "<br>")
+        .replace(['\n', '\r'], "<br>")
+}
+
+/// An inline code span for a table cell, fenced with enough backticks for its content.
+fn md_code(text: &str) -> String {
+    let text = one_line(text).replace('|', "\\|");
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let fence = "`".repeat(longest + 1);
+    if longest > 0 {
+        format!("{fence} {text} {fence}")
+    } else {
+        format!("{fence}{text}{fence}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(md_code("a|b"), "`a\\|b`");
+        assert_eq!(md_code("a`b"), "`` a`b ``");
+        assert_eq!(md_text("x|y\n<z>"), "x\\|y<br>&lt;z&gt;");
+    }
+}

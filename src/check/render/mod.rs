@@ -1,0 +1,80 @@
+//! Output: a [`Report`] rendered as text, Markdown, JSON or JUnit XML, one file per format, and
+//! the helpers they share. Every renderer is pure and deterministic (it reads only the report,
+//! whose order is stable) and writes nothing itself: the caller prints the returned string.
+
+use serde_json::Value;
+
+use crate::check::Report;
+use crate::model::Severity;
+
+mod json;
+mod junit;
+mod markdown;
+mod text;
+
+pub use text::render_text;
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One line per finding (with indented diff and fix lines), then a summary line.
+    Text,
+    /// A Markdown table for a pull-request comment.
+    Markdown,
+    /// The documented JSON structure.
+    Json,
+    /// JUnit XML: one test case per object, a failure per finding at or above `fail_on`.
+    Junit,
+}
+
+/// Renders a report.
+pub fn render(report: &Report, format: Format) -> String {
+    match format {
+        Format::Text => render_text(report),
+        Format::Markdown => markdown::render_markdown(report),
+        Format::Json => {
+            let mut text = serde_json::to_string_pretty(&json::render_json(report))
+                .unwrap_or_else(|error| format!("{{\"error\": \"{error}\"}}"));
+            text.push('\n');
+            text
+        }
+        Format::Junit => junit::render_junit(report),
+    }
+}
+
+/// A diff value as people read it: its JSON text, or `(absent)`.
+fn value_text(value: &Option<Value>) -> String {
+    match value {
+        None => "(absent)".to_string(),
+        Some(value) => value.to_string(),
+    }
+}
+
+/// The summary line of text and Markdown: PASS or FAIL, and the counts by severity.
+fn summary_line(report: &Report) -> String {
+    let objects = report.objects.len();
+    let total = report.findings().count();
+    let counts = format!(
+        "{} critical, {} warning, {} info",
+        report.count(Severity::Critical),
+        report.count(Severity::Warning),
+        report.count(Severity::Info)
+    );
+    if total == 0 {
+        return format!(
+            "PASS: no findings in {objects} objects (fail-on {})",
+            report.fail_on.as_str()
+        );
+    }
+    format!(
+        "{}: {} of {total} findings at or above {} in {objects} objects ({counts})",
+        if report.failed() { "FAIL" } else { "PASS" },
+        report.failing(),
+        report.fail_on.as_str()
+    )
+}
+
+/// Line breaks become spaces, so a message or hint cannot break a one-line layout.
+fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r'], " ")
+}

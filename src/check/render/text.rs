@@ -1,0 +1,33 @@
+//! Text for a terminal or a CI log: one line per finding, its diff and fix indented under it,
+//! then the summary line. Messages and hints are kept to one line each.
+
+use super::{one_line, summary_line, value_text};
+use crate::check::Report;
+
+/// Text for a terminal or a CI log.
+pub fn render_text(report: &Report) -> String {
+    let mut out = String::new();
+    for (object, finding) in report.findings() {
+        out.push_str(&format!(
+            "{:<9} {:<18} {}: {}\n",
+            finding.severity.as_str().to_uppercase(),
+            finding.class,
+            object.reference(),
+            one_line(&finding.message)
+        ));
+        for change in &finding.diff {
+            out.push_str(&format!(
+                "          {}: desired {}, live {}\n",
+                change.path,
+                value_text(&change.desired),
+                value_text(&change.live)
+            ));
+        }
+        if let Some(hint) = &finding.hint {
+            out.push_str(&format!("          fix: {}\n", one_line(hint)));
+        }
+    }
+    out.push_str(&summary_line(report));
+    out.push('\n');
+    out
+}

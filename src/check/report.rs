@@ -1,0 +1,106 @@
+//! The result of a check: every object checked, with its findings, each with the changed fields
+//! and a fix. Plain data, no I/O. As [`super::check`] builds it, objects are sorted by namespace,
+//! kind, name and group and each object's findings come in a stable order, which is what makes
+//! rendering deterministic.
+
+use serde_json::Value;
+
+use crate::model::{FieldChange, Severity};
+
+/// One changed field: desired (baseline) and live value; `None` when absent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffEntry {
+    /// JSON pointer.
+    pub path: String,
+    /// The desired value.
+    pub desired: Option<Value>,
+    /// The live value.
+    pub live: Option<Value>,
+}
+
+impl From<&FieldChange> for DiffEntry {
+    fn from(change: &FieldChange) -> DiffEntry {
+        DiffEntry {
+            path: change.path.clone(),
+            desired: change.before.clone(),
+            live: change.after.clone(),
+        }
+    }
+}
+
+/// One thing wrong with one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// `missing`, `extra`, `spec_drift`, `config_drift`, or an engine class id.
+    pub class: String,
+    /// Severity.
+    pub severity: Severity,
+    /// One sentence.
+    pub message: String,
+    /// Changed fields, if any.
+    pub diff: Vec<DiffEntry>,
+    /// A command or step that fixes it.
+    pub hint: Option<String>,
+}
+
+/// One object checked and what was found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectReport {
+    /// API group (empty for core).
+    pub group: String,
+    /// `apiVersion`.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace (empty when cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Findings, in a stable order.
+    pub findings: Vec<Finding>,
+}
+
+impl ObjectReport {
+    /// `Kind.group/namespace/name` (`Kind/namespace/name` for the core group): unambiguous, a
+    /// Knative Service is never confused with a core Service.
+    pub fn reference(&self) -> String {
+        crate::manifest::format_reference(&self.group, &self.kind, &self.namespace, &self.name)
+    }
+}
+
+/// The result of a check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// Every object checked, sorted by namespace, kind, name, group.
+    pub objects: Vec<ObjectReport>,
+    /// Findings at or above this severity fail the check.
+    pub fail_on: Severity,
+}
+
+impl Report {
+    /// Every finding with its object.
+    pub fn findings(&self) -> impl Iterator<Item = (&ObjectReport, &Finding)> {
+        self.objects
+            .iter()
+            .flat_map(|object| object.findings.iter().map(move |finding| (object, finding)))
+    }
+
+    /// Number of findings of one severity.
+    pub(crate) fn count(&self, severity: Severity) -> usize {
+        self.findings()
+            .filter(|(_, finding)| finding.severity == severity)
+            .count()
+    }
+
+    /// Number of findings at or above `fail_on`.
+    pub(crate) fn failing(&self) -> usize {
+        self.findings()
+            .filter(|(_, finding)| finding.severity >= self.fail_on)
+            .count()
+    }
+
+    /// True when the check fails (exit code 1).
+    pub fn failed(&self) -> bool {
+        self.failing() > 0
+    }
+}
