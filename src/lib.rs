@@ -24,3 +24,4 @@ pub mod route;
 pub mod store;
 pub mod telemetry;
 pub mod time;
+pub mod wire;

@@ -868,7 +868,7 @@ impl Writer {
                     .router
                     .route(transition, &rules, &self.silences, transition.at)
             {
-                let payload = match serde_json::to_string(&queued.notice) {
+                let payload = match crate::store::rows::encode_notice(&queued.notice) {
                     Ok(payload) => payload,
                     Err(error) => {
                         tracing::error!(message = "Could not serialize a notification; it is not queued.", %error);

@@ -16,6 +16,7 @@ use crate::classify::{Engine, Rules};
 use crate::decode::{self, ClusterNames, Decoded};
 use crate::model::{Millis, Transition};
 use crate::time::format_time;
+use crate::wire::drift::ActorView;
 
 /// Why replay input was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -169,8 +170,8 @@ pub fn transition_json(transition: &Transition) -> Value {
         "object": format!("{}/{}/{}", drift.kind, drift.namespace, drift.name),
         "driftId": drift.id,
         "summary": drift.evidence.summary,
-        "actor": drift.evidence.actor,
-        "changes": drift.evidence.changes,
+        "actor": drift.evidence.actor.as_ref().map(ActorView::from),
+        "changes": crate::wire::diff::entries(&drift.evidence.changes),
         "hint": drift.evidence.hint,
         "resolution": drift.resolution,
     })

@@ -14,63 +14,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::classify::Rules;
 use crate::config::{ChannelConfig, ChannelKind, RouteConfig};
-use crate::model::{glob_match, Silence};
+use crate::model::{glob_match, Notice, NoticeKind, Silence};
 use crate::model::{Drift, DriftState, Millis, Severity, Transition};
-
-/// Why a notification exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NoticeKind {
-    /// The drift fired.
-    Firing,
-    /// The drift resolved after firing.
-    Resolved,
-    /// A reminder: the drift is still firing.
-    Repeat,
-}
-
-impl NoticeKind {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NoticeKind::Firing => "firing",
-            NoticeKind::Resolved => "resolved",
-            NoticeKind::Repeat => "repeat",
-        }
-    }
-
-    /// Parses [`NoticeKind::as_str`] output.
-    pub fn parse(text: &str) -> Option<NoticeKind> {
-        match text {
-            "firing" => Some(NoticeKind::Firing),
-            "resolved" => Some(NoticeKind::Resolved),
-            "repeat" => Some(NoticeKind::Repeat),
-            _ => None,
-        }
-    }
-}
-
-/// The content of a notification: the drift as it was at the transition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Notice {
-    /// Firing, resolved or a reminder.
-    pub kind: NoticeKind,
-    /// The drift at that moment.
-    pub drift: Drift,
-    /// When the transition happened.
-    pub at: Millis,
-    /// How many times this notice was re-sent (Alertmanager resolve repeats).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub resend: u32,
-}
-
-fn is_zero(value: &u32) -> bool {
-    *value == 0
-}
 
 /// A notification to queue for one channel endpoint.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::decode::object::{api_group, hash_value};
@@ -17,17 +16,15 @@ use crate::decode::{KubeObject, OwnerReference};
 use crate::model::{Millis, ObjectKey};
 
 /// Who last wrote what, per `managedFields` entry (without the field trie).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagerStamp {
     /// Field manager.
     pub manager: String,
     /// `Apply` or `Update`.
     pub operation: String,
     /// Subresource, empty for the main resource.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subresource: String,
     /// Last write time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
 }
 
@@ -36,9 +33,8 @@ pub struct ManagerStamp {
 /// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
 /// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
 /// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
-/// unchanged one is recognised by its text alone. The stored format is the value itself.
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(transparent)]
+/// unchanged one is recognised by its text alone. The store writes the text as it is.
+#[derive(Clone)]
 pub struct Serialized(Box<serde_json::value::RawValue>);
 
 /// An object's `spec` (trimmed for Pods), serialized.
@@ -66,6 +62,16 @@ impl Serialized {
     pub fn pointer(&self, pointer: &str) -> Option<Value> {
         let mut value = self.value();
         value.pointer_mut(pointer).map(Value::take)
+    }
+
+    /// A value already serialized (a stored state being restored).
+    pub fn from_raw(raw: Box<serde_json::value::RawValue>) -> Serialized {
+        Serialized(raw)
+    }
+
+    /// The serialized value.
+    pub fn raw(&self) -> &serde_json::value::RawValue {
+        &self.0
     }
 
     /// The serialized text.
@@ -98,8 +104,7 @@ impl std::fmt::Debug for Serialized {
 }
 
 /// The compact state of one object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ObjectState {
     /// Cluster name.
     pub cluster: String,
@@ -116,37 +121,26 @@ pub struct ObjectState {
     /// Newest `resourceVersion` applied.
     pub resource_version: String,
     /// `metadata.generation`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
     /// `metadata.creationTimestamp`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
     /// `metadata.deletionTimestamp` (deletion in progress).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
     /// Labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Annotations (large ones hashed).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
     /// Owner references.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<OwnerReference>,
     /// Field managers and their last write times.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub managers: Vec<ManagerStamp>,
     /// `spec` (trimmed for Pods), serialized.
-    #[serde(default, skip_serializing_if = "Spec::is_null")]
     pub spec: Spec,
     /// The status fields the classes read, serialized.
-    #[serde(default, skip_serializing_if = "Serialized::is_null")]
     pub status: Status,
     /// ConfigMap values or Secret value hashes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<BTreeMap<String, String>>,
     /// True once a delete event was seen (kept as a tombstone for a while).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
     /// When this process first saw the object.
     pub first_seen: Millis,

@@ -20,7 +20,7 @@ use super::render::diff_lines;
 use super::{BoxFuture, Channel, Message, Outcome};
 use crate::config::Secret;
 use crate::model::text::actor_text;
-use crate::route::NoticeKind;
+use crate::model::NoticeKind;
 use crate::time::format_time;
 
 /// An Alertmanager instance.

@@ -8,10 +8,10 @@ use cloudevents::binding::reqwest::RequestBuilderExt;
 use cloudevents::{EventBuilder, EventBuilderV10};
 
 use super::http::{classify_status, read, transport_error};
-use super::webhook::drift_json;
 use super::{BoxFuture, Channel, Message, Outcome};
 use crate::config::Secret;
-use crate::route::NoticeKind;
+use crate::model::NoticeKind;
+use crate::wire::notice::NoticeJson;
 
 /// A CloudEvents sink.
 pub struct CloudEventsChannel {
@@ -55,7 +55,8 @@ impl CloudEventsChannel {
             .extension("driftseverity", drift.severity.as_str())
             .data(
                 "application/json",
-                drift_json(notice, self.public_url.as_deref()),
+                serde_json::to_value(NoticeJson::new(notice, self.public_url.as_deref()))
+                    .unwrap_or(serde_json::Value::Null),
             )
             .build()
             .map_err(|error| error.to_string())

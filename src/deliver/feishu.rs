@@ -18,7 +18,7 @@ use super::http::{classify_status, cut_bytes, read, transport_error};
 use super::render::Style;
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
-use crate::route::NoticeKind;
+use crate::model::NoticeKind;
 
 /// Feishu's documented body cap.
 pub const MAX_BODY_BYTES: usize = 20_000;

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use crate::config::{ChannelConfig, ChannelKind};
 use crate::model::Millis;
-use crate::route::Notice;
+use crate::model::Notice;
 
 /// A boxed future, so channels can live behind `Arc<dyn Channel>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -23,8 +23,8 @@ use super::ratelimit::RateLimiter;
 use super::{Channel, Message, Outcome};
 use crate::metrics::{ChannelLabel, Metrics};
 use crate::model::{DriftState, Millis};
+use crate::model::{Notice, NoticeKind};
 use crate::route::notification_id;
-use crate::route::{Notice, NoticeKind};
 use crate::store::{Lease, NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
 use crate::time::Clock;
 
@@ -198,7 +198,7 @@ impl Relay {
                 .await?;
                 continue;
             }
-            let notice: Notice = match serde_json::from_str(&row.queued.payload) {
+            let notice: Notice = match crate::store::rows::decode_notice(&row.queued.payload) {
                 Ok(notice) => notice,
                 Err(error) => {
                     self.finish(
@@ -506,7 +506,7 @@ impl Relay {
                 at: notice.at,
                 resend: resend_count,
             };
-            let Ok(payload) = serde_json::to_string(&follow) else {
+            let Ok(payload) = crate::store::rows::encode_notice(&follow) else {
                 continue;
             };
             follow_ups.push(NewOutbox {

@@ -7,7 +7,7 @@
 use crate::config::{ChannelConfig, TemplateConfig};
 use crate::model::text::{actor_text, object_path};
 use crate::model::{Drift, FieldChange};
-use crate::route::{Notice, NoticeKind};
+use crate::model::{Notice, NoticeKind};
 use crate::time::format_time;
 
 use super::Message;

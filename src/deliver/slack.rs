@@ -15,7 +15,7 @@ use super::http::{classify_status, read, retry_after, transport_error};
 use super::render::{diff_lines, Style};
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
-use crate::route::NoticeKind;
+use crate::model::NoticeKind;
 
 /// Escapes Slack's control characters (`&` first).
 pub fn escape(text: &str) -> String {

@@ -1,84 +1,32 @@
 //! The `webhook` channel: the drift record as JSON, signed with Standard Webhooks headers
 //! (`webhook-id`, `webhook-timestamp`, `webhook-signature`; `standard-webhooks` spec v1.0.0).
 //!
-//! The JSON is a public contract (README, "Webhook JSON"). `webhook-id` is the notification id,
+//! The JSON is a public contract (README, "Webhook JSON"; `wire::notice`). `webhook-id` is the notification id,
 //! the same on every retry, so receivers de-duplicate; the timestamp and signature are computed
 //! per attempt. Responses follow the spec's sender etiquette: 2xx delivered; `429`, `502`, `504`
 //! and `503` retried (honouring `Retry-After`); `410 Gone` and other 4xx and 3xx permanent.
 
 use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::Sha256;
 
 use super::http::{classify_status, read, transport_error};
 use super::{BoxFuture, Channel, Message, Outcome};
 use crate::config::Secret;
-use crate::route::{Notice, NoticeKind};
-use crate::time::format_time;
+use crate::wire::notice::WebhookBody;
 
-/// The public JSON of one notice.
-pub fn drift_json(notice: &Notice, public_url: Option<&str>) -> Value {
-    let drift = &notice.drift;
-    let state = match notice.kind {
-        NoticeKind::Resolved => "resolved",
-        _ => "firing",
-    };
-    json!({
-        "id": drift.id,
-        "class": drift.class,
-        "state": state,
-        "reminder": notice.kind == NoticeKind::Repeat,
-        "severity": drift.severity.as_str(),
-        "cluster": drift.cluster,
-        "namespace": drift.namespace,
-        "kind": drift.kind,
-        "apiVersion": drift.api_version,
-        "name": drift.name,
-        "uid": drift.uid,
-        "service": drift.owner.service,
-        "configuration": drift.owner.configuration,
-        "revision": drift.owner.revision,
-        "summary": drift.evidence.summary,
-        "diff": drift.evidence.changes,
-        "actor": drift.evidence.actor.as_ref().map(|actor| json!({
-            "manager": actor.manager, "operation": actor.operation, "time": actor.time,
-            "user": actor.user, "trusted": actor.trusted,
-        })),
-        "hint": drift.evidence.hint,
-        "facts": drift.evidence.facts,
-        "firstSeen": format_time(drift.since),
-        "firedAt": drift.fired_at.map(format_time),
-        "resolvedAt": drift.resolved_at.map(format_time),
-        "resolution": drift.resolution,
-        "lastSeen": format_time(notice.at),
-        "url": public_url.map(|base| format!("{}/ui/drifts/{}", base.trim_end_matches('/'), drift.id)),
-    })
-}
-
-/// The body of a webhook message: an envelope with every notice.
+/// The body of a webhook message: the public JSON of [`crate::wire::notice::WebhookBody`], its
+/// keys in sorted order as serde_json writes a map.
 pub fn body(message: &Message, public_url: Option<&str>) -> Value {
-    let drifts: Vec<Value> = message
-        .notices
-        .iter()
-        .map(|notice| drift_json(notice, public_url))
-        .collect();
-    let kind = match message.notices.as_slice() {
-        [single] => format!(
-            "drift.{}",
-            drift_json(single, None)["state"]
-                .as_str()
-                .unwrap_or("firing")
-        ),
-        _ => "drift.digest".to_string(),
-    };
-    json!({
-        "type": kind,
-        "timestamp": format_time(message.now),
-        "notificationId": message.id,
-        "omitted": message.omitted,
-        "data": drifts,
-    })
+    let body = WebhookBody::new(
+        &message.id,
+        &message.notices,
+        message.omitted,
+        message.now,
+        public_url,
+    );
+    serde_json::to_value(body).unwrap_or(Value::Null)
 }
 
 /// `v1,<base64>` for Standard Webhooks, or `None` for a malformed secret.

@@ -22,6 +22,7 @@ use crate::pipeline::{SilenceOutcome, SilenceRequest};
 use crate::store::OutboxState;
 use crate::store::{AuditRead, DriftFilter};
 use crate::time::format_time;
+use crate::wire::drift::{DriftView, EvidenceView};
 
 /// The `/api/v1` routes.
 pub fn routes(state: AppState) -> Router<AppState> {
@@ -109,15 +110,9 @@ pub async fn blocking<T: Send + 'static>(
     }
 }
 
-/// A drift as the API shows it: the stored record with times as RFC 3339.
+/// A drift as the API shows it (`wire::drift::DriftView`): the record with times as RFC 3339.
 pub fn drift_view(drift: &Drift) -> Value {
-    let mut value = serde_json::to_value(drift).unwrap_or(Value::Null);
-    for key in ["since", "fireAt", "firedAt", "resolvedAt"] {
-        if let Some(millis) = value.get(key).and_then(Value::as_i64) {
-            value[key] = json!(format_time(millis));
-        }
-    }
-    value
+    serde_json::to_value(DriftView::from(drift)).unwrap_or(Value::Null)
 }
 
 fn parse_time(field: &str, text: &str) -> Result<Millis, ApiError> {
@@ -252,7 +247,7 @@ async fn get_drift(
     };
     let history: Vec<Value> = history
         .into_iter()
-        .map(|entry| json!({"from": entry.from, "to": entry.to, "at": format_time(entry.at), "evidence": entry.evidence}))
+        .map(|entry| json!({"from": entry.from, "to": entry.to, "at": format_time(entry.at), "evidence": entry.evidence.as_ref().map(EvidenceView::from)}))
         .collect();
     Ok(Json(json!({
         "drift": drift_view(&drift),

@@ -5,13 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::{Millis, Severity};
 
 /// The lifecycle state of a drift.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DriftState {
     /// Condition seen, still within its grace period.
     Pending,
@@ -33,80 +30,63 @@ impl DriftState {
 }
 
 /// One changed field: a JSON pointer with the value before and after (absent = `None`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FieldChange {
     /// JSON pointer, e.g. `/spec/traffic/0/percent`.
     pub path: String,
     /// Value before the change.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<serde_json::Value>,
     /// Value after the change.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<serde_json::Value>,
 }
 
 /// Who made a change, from `managedFields` and Knative's `lastModifier`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Actor {
     /// Field manager (`kubectl-edit`, `kn`, `controller`, ...).
     pub manager: String,
     /// `Apply` or `Update`.
     pub operation: String,
     /// Subresource written, if any.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subresource: String,
     /// When the manager wrote (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
     /// `serving.knative.dev/lastModifier`: the Kubernetes user behind the last spec change.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     /// True when the manager is in `trustedManagers`.
     pub trusted: bool,
 }
 
 /// The Knative owner chain of an object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnerChain {
     /// Knative Service name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
     /// Configuration name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<String>,
     /// Revision name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
 }
 
 /// What a class found: enough for a person to understand and fix the drift.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Evidence {
     /// One sentence: what is wrong.
     pub summary: String,
     /// The field diff behind the finding.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<FieldChange>,
     /// Who changed it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<Actor>,
     /// A command or step that fixes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
     /// Severity chosen by the class for this finding (else the configured one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
     /// Structured facts (condition reason, expected/actual values, ...).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub facts: BTreeMap<String, String>,
 }
 
 /// A drift: one (object, class) episode from pending to resolved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Drift {
     /// Stable id of this episode.
     pub id: String,
@@ -129,10 +109,8 @@ pub struct Drift {
     /// Object name.
     pub name: String,
     /// Object labels (for routing and silences).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Knative owner chain.
-    #[serde(default)]
     pub owner: OwnerChain,
     /// What was found.
     pub evidence: Evidence,
@@ -141,13 +119,10 @@ pub struct Drift {
     /// When the drift fires if the condition holds.
     pub fire_at: Millis,
     /// When it fired.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fired_at: Option<Millis>,
     /// When it resolved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_at: Option<Millis>,
     /// Why it resolved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<String>,
 }
 
@@ -163,7 +138,7 @@ impl Drift {
 }
 
 /// The identity of an open drift: one per (object, class).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DriftSlot {
     /// Cluster.
     pub cluster: String,
@@ -174,7 +149,7 @@ pub struct DriftSlot {
 }
 
 /// A drift moved from one state to another.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Transition {
     /// The drift after the move.
     pub drift: Drift,

@@ -6,6 +6,7 @@
 
 pub mod drift;
 pub mod glob;
+pub mod notice;
 pub mod silence;
 pub mod text;
 
@@ -13,15 +14,14 @@ pub use drift::{
     Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, Transition,
 };
 pub use glob::glob_match;
+pub use notice::{Notice, NoticeKind};
 pub use silence::Silence;
-
-use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch; the only notion of time in the pure core.
 pub type Millis = i64;
 
 /// The identity of an object: cluster name and `metadata.uid`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
     /// Cluster name.
     pub cluster: String,
@@ -30,10 +30,7 @@ pub struct ObjectKey {
 }
 
 /// Alert severity, lowest first.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
-)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Severity {
     /// Worth knowing, nothing to do now.
     Info,

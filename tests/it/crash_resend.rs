@@ -13,7 +13,7 @@ use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
 use drift_sentinel::deliver::{BoxFuture, Channel, Message, Outcome};
 use drift_sentinel::metrics::Metrics;
 use drift_sentinel::model::{Drift, DriftState, Evidence, OwnerChain, Severity};
-use drift_sentinel::route::{Notice, NoticeKind};
+use drift_sentinel::model::{Notice, NoticeKind};
 use drift_sentinel::store::memory::MemoryStore;
 use drift_sentinel::store::{Batch, NewOutbox, Store};
 
@@ -103,7 +103,7 @@ fn queue(store: &MemoryStore, indexes: std::ops::Range<usize>, at: i64) {
                 drift_id: drift.id.clone(),
                 kind: "firing".into(),
                 group_key: "prod/knative-serving/config_drift".into(),
-                payload: serde_json::to_string(&notice).unwrap(),
+                payload: drift_sentinel::store::rows::encode_notice(&notice).unwrap(),
                 created_at: at,
                 not_before: at,
                 repeat_after_ms: None,

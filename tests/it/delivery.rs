@@ -9,7 +9,7 @@ use drift_sentinel::metrics::Metrics;
 use drift_sentinel::model::{
     Actor, Drift, DriftState, Evidence, FieldChange, OwnerChain, Severity,
 };
-use drift_sentinel::route::{Notice, NoticeKind};
+use drift_sentinel::model::{Notice, NoticeKind};
 use drift_sentinel::store::memory::MemoryStore;
 use drift_sentinel::store::{Batch, NewOutbox, Outbox, OutboxState, Store};
 use serde_json::{json, Value};
@@ -71,7 +71,7 @@ fn row(channel: &str, index: usize, kind: NoticeKind, group: &str, at: i64) -> N
         drift_id: notice.drift.id.clone(),
         kind: kind.as_str().to_string(),
         group_key: group.to_string(),
-        payload: serde_json::to_string(&notice).unwrap(),
+        payload: drift_sentinel::store::rows::encode_notice(&notice).unwrap(),
         created_at: at,
         not_before: at,
         repeat_after_ms: None,
@@ -83,7 +83,11 @@ fn queue(store: &MemoryStore, rows: Vec<NewOutbox>) {
     // Drift rows so reminders can check whether their drift still fires.
     let drifts = rows
         .iter()
-        .map(|row| serde_json::from_str::<Notice>(&row.payload).unwrap().drift)
+        .map(|row| {
+            drift_sentinel::store::rows::decode_notice(&row.payload)
+                .unwrap()
+                .drift
+        })
         .collect();
     store
         .commit(&Batch {
@@ -391,9 +395,9 @@ async fn dingtalk_body_is_kept_under_20000_bytes_with_a_note() {
         "g",
         h.clock.load(Ordering::SeqCst),
     );
-    let mut notice: Notice = serde_json::from_str(&big.payload).unwrap();
+    let mut notice: Notice = drift_sentinel::store::rows::decode_notice(&big.payload).unwrap();
     notice.drift.evidence.summary = "漂移".repeat(6000);
-    big.payload = serde_json::to_string(&notice).unwrap();
+    big.payload = drift_sentinel::store::rows::encode_notice(&notice).unwrap();
     queue(&h.store, vec![big]);
     h.drive(5).await;
     let accepted = receiver.accepted();
@@ -703,7 +707,8 @@ async fn webhook_is_signed_retried_with_the_same_id_and_carries_the_public_json(
     assert_eq!(drift["state"], "firing");
     assert_eq!(
         drift["diff"][0],
-        json!({"path": "/spec/traffic/0/percent", "before": 100, "after": 80})
+        // The wire-format addition of the restructure: every entry says what happened.
+        json!({"path": "/spec/traffic/0/percent", "op": "replace", "before": 100, "after": 80})
     );
     assert_eq!(drift["actor"]["manager"], "kubectl-edit");
     assert_eq!(

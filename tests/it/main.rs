@@ -19,6 +19,6 @@ mod registry;
 mod resync;
 mod router;
 mod scenario;
-mod store_contract;
 mod secrets;
+mod store_contract;
 mod support;

@@ -495,7 +495,7 @@ async fn secret_values_never_reach_the_store() {
         structured_request(&structured_event("s1", "add", &secret)),
     )
     .await;
-    let stored = serde_json::to_string(&app.store.objects()).unwrap();
+    let stored = format!("{:?}", app.store.objects());
     assert!(stored.contains("token"), "key names are kept");
     assert!(
         !stored.contains("Q0FOQVJZLXNlY3JldC12YWx1ZQ=="),

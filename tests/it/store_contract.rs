@@ -33,7 +33,11 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     std::fs::copy(FIXTURE, &path).unwrap();
-    assert_eq!(recorded_version(&path), None, "the fixture predates versions");
+    assert_eq!(
+        recorded_version(&path),
+        None,
+        "the fixture predates versions"
+    );
 
     let mut opened = store::open(&config(&path)).unwrap();
     assert_eq!(
@@ -51,7 +55,11 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
     assert_eq!(snapshot.drifts[0].state, DriftState::Firing);
     assert_eq!(snapshot.silences.len(), 1);
     assert_eq!(
-        snapshot.silences[0].silence.matchers.get("namespace").map(String::as_str),
+        snapshot.silences[0]
+            .silence
+            .matchers
+            .get("namespace")
+            .map(String::as_str),
         Some("team-*")
     );
 
@@ -65,7 +73,10 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
     assert_eq!(drifts.len(), 2);
     let resolved = opened.audit.drift("37ba1d9623d247c7").unwrap().unwrap();
     assert_eq!(resolved.state, DriftState::Resolved);
-    assert_eq!(resolved.evidence.changes[0].path, "/data/registries-skipping-tag-resolving");
+    assert_eq!(
+        resolved.evidence.changes[0].path,
+        "/data/registries-skipping-tag-resolving"
+    );
     let history = opened.audit.history("37ba1d9623d247c7").unwrap();
     let moves: Vec<(Option<&str>, &str)> = history
         .iter()
@@ -73,7 +84,11 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         .collect();
     assert_eq!(
         moves,
-        [(None, "pending"), (Some("pending"), "firing"), (Some("firing"), "resolved")]
+        [
+            (None, "pending"),
+            (Some("pending"), "firing"),
+            (Some("firing"), "resolved")
+        ]
     );
     let deliveries = opened.audit.deliveries_of("7352a014a81b2783").unwrap();
     assert!(deliveries
@@ -85,7 +100,10 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         owner: "test/hook".into(),
         until: i64::MAX,
     };
-    let rows = opened.outbox.claim("hook", i64::MAX - 1, 10, &lease).unwrap();
+    let rows = opened
+        .outbox
+        .claim("hook", i64::MAX - 1, 10, &lease)
+        .unwrap();
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|row| row.attempts <= 1));
     // And the store takes new commits.
@@ -150,11 +168,7 @@ fn delivered(ids: &[&str], owner: &str, at: i64) -> Settlement {
 }
 
 /// The claim contract, for two outbox handles on one store (two processes).
-fn claims_are_exclusive(
-    writer: &mut dyn Store,
-    first: &mut dyn Outbox,
-    second: &mut dyn Outbox,
-) {
+fn claims_are_exclusive(writer: &mut dyn Store, first: &mut dyn Outbox, second: &mut dyn Outbox) {
     writer
         .commit(&Batch {
             outbox: vec![queued("a", "hook"), queued("b", "hook")],
@@ -172,11 +186,24 @@ fn claims_are_exclusive(
     let taken = first.claim("hook", 2_000, 10, &lease_a(2_000)).unwrap();
     assert_eq!(taken.len(), 2);
     // While A's claim holds, B gets nothing; A itself takes its rows again (a new round).
-    assert!(second.claim("hook", 3_000, 10, &lease_b(3_000)).unwrap().is_empty());
-    assert_eq!(first.claim("hook", 3_000, 10, &lease_a(3_000)).unwrap().len(), 2);
+    assert!(second
+        .claim("hook", 3_000, 10, &lease_b(3_000))
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        first
+            .claim("hook", 3_000, 10, &lease_a(3_000))
+            .unwrap()
+            .len(),
+        2
+    );
     // A delivers "a"; B cannot settle what A holds.
-    first.settle(&delivered(&["a"], "pod-a/hook", 4_000), &[]).unwrap();
-    second.settle(&delivered(&["b"], "pod-b/hook", 4_000), &[]).unwrap();
+    first
+        .settle(&delivered(&["a"], "pod-a/hook", 4_000), &[])
+        .unwrap();
+    second
+        .settle(&delivered(&["b"], "pod-b/hook", 4_000), &[])
+        .unwrap();
     let pending: Vec<String> = first
         .rows(Some(OutboxState::Pending), 10)
         .unwrap()
@@ -185,7 +212,10 @@ fn claims_are_exclusive(
         .collect();
     assert_eq!(pending, ["b"]);
     // A stops; once its claim lapses, B takes "b" over and A's late settlement is fenced off.
-    assert!(second.claim("hook", 62_999, 10, &lease_b(62_999)).unwrap().is_empty());
+    assert!(second
+        .claim("hook", 62_999, 10, &lease_b(62_999))
+        .unwrap()
+        .is_empty());
     let over = second.claim("hook", 63_000, 10, &lease_b(63_000)).unwrap();
     assert_eq!(over.len(), 1);
     assert_eq!(over[0].queued.id, "b");
@@ -193,13 +223,18 @@ fn claims_are_exclusive(
     late.detail = "late".into();
     first.settle(&late, &[]).unwrap();
     assert_eq!(first.rows(Some(OutboxState::Pending), 10).unwrap().len(), 1);
-    second.settle(&delivered(&["b"], "pod-b/hook", 64_000), &[]).unwrap();
+    second
+        .settle(&delivered(&["b"], "pod-b/hook", 64_000), &[])
+        .unwrap();
     let done = first.rows(Some(OutboxState::Delivered), 10).unwrap();
     assert_eq!(done.len(), 2);
     assert!(done
         .iter()
         .all(|row| row.last_error.is_none() && row.state == OutboxState::Delivered));
-    assert!(first.claim("hook", 70_000, 10, &lease_a(70_000)).unwrap().is_empty());
+    assert!(first
+        .claim("hook", 70_000, 10, &lease_a(70_000))
+        .unwrap()
+        .is_empty());
 }
 
 #[test]
@@ -208,7 +243,11 @@ fn outbox_claims_are_exclusive_on_sqlite() {
     let path = dir.path().join("claims.db");
     let mut one = store::open(&config(&path)).unwrap();
     let mut two = store::open(&config(&path)).unwrap();
-    claims_are_exclusive(one.writer.as_mut(), one.outbox.as_mut(), two.outbox.as_mut());
+    claims_are_exclusive(
+        one.writer.as_mut(),
+        one.outbox.as_mut(),
+        two.outbox.as_mut(),
+    );
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
-use crate::model::{Drift, Millis};
-use crate::store::rows::SilenceRow;
+use crate::model::{Drift, Evidence, Millis};
+use crate::store::rows::{DriftRow, EvidenceRow, SilenceRow};
 use crate::store::{
     AttemptView, AuditRead, Cursor, DeliveryView, DriftFilter, Error, HistoryEntry, OutboxState,
     StoredSilence,
@@ -25,6 +25,12 @@ pub struct AuditReader {
 
 fn corrupt(table: &'static str) -> impl Fn(serde_json::Error) -> Error {
     move |source| Error::Corrupt { table, source }
+}
+
+fn decode_drift(body: &str) -> Result<Drift, Error> {
+    serde_json::from_str::<DriftRow>(body)
+        .map(Drift::from)
+        .map_err(corrupt("drifts"))
 }
 
 impl AuditReader {
@@ -131,7 +137,7 @@ impl AuditRead for AuditReader {
                     .map(|drift: &Drift| (drift.since, drift.id.clone()));
                 break;
             }
-            drifts.push(serde_json::from_str(&body).map_err(corrupt("drifts"))?);
+            drifts.push(decode_drift(&body)?);
         }
         Ok((drifts, next))
     }
@@ -146,8 +152,7 @@ impl AuditRead for AuditReader {
                 |row| row.get(0),
             )
             .optional()?;
-        body.map(|body| serde_json::from_str(&body).map_err(corrupt("drifts")))
-            .transpose()
+        body.map(|body| decode_drift(&body)).transpose()
     }
 
     /// A drift's state changes, oldest first.
@@ -167,7 +172,11 @@ impl AuditRead for AuditReader {
         for row in rows {
             let (from, to, at, evidence) = row?;
             let evidence = evidence
-                .map(|text| serde_json::from_str(&text).map_err(corrupt("drift_history")))
+                .map(|text| {
+                    serde_json::from_str::<EvidenceRow>(&text)
+                        .map(Evidence::from)
+                        .map_err(corrupt("drift_history"))
+                })
                 .transpose()?;
             entries.push(HistoryEntry {
                 from,
@@ -259,7 +268,7 @@ impl AuditRead for AuditReader {
         let rows = statement.query_map(params![since], |row| row.get::<_, String>(0))?;
         let mut drifts = Vec::new();
         for row in rows {
-            drifts.push(serde_json::from_str(&row?).map_err(corrupt("drifts"))?);
+            drifts.push(decode_drift(&row?)?);
         }
         Ok(drifts)
     }

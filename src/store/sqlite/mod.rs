@@ -20,7 +20,7 @@ pub use audit::AuditReader;
 pub use checkpoint::Checkpointer;
 pub use outbox::SqliteOutbox;
 
-use super::rows::SilenceRow;
+use super::rows::{DriftRow, EvidenceRow, ObjectRow, ObjectRowRef, SilenceRow};
 use super::{Batch, Error, EventKey, Opened, SilenceChange, Snapshot, Store, StoredSilence};
 use crate::classify::ObjectState;
 use crate::model::{Drift, Millis};
@@ -114,12 +114,12 @@ impl Store for SqliteStore {
         let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
         for row in rows {
             let body = row?;
-            let object: ObjectState =
+            let object: ObjectRow =
                 serde_json::from_str(&body).map_err(|source| Error::Corrupt {
                     table: "objects",
                     source,
                 })?;
-            snapshot.objects.push(object);
+            snapshot.objects.push(ObjectState::from(object));
         }
         snapshot.silences = read_silences(&self.connection)?;
         let mut statement = self
@@ -128,11 +128,11 @@ impl Store for SqliteStore {
         let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
         for row in rows {
             let body = row?;
-            let drift: Drift = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+            let drift: DriftRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
                 table: "drifts",
                 source,
             })?;
-            snapshot.drifts.push(drift);
+            snapshot.drifts.push(Drift::from(drift));
         }
         Ok(snapshot)
     }
@@ -168,7 +168,7 @@ impl Store for SqliteStore {
                     object.kind,
                     object.namespace,
                     object.name,
-                    to_json(object, "objects")?
+                    to_json(&ObjectRowRef::from(object), "objects")?
                 ])?;
             }
             let mut delete_object = transaction
@@ -196,7 +196,7 @@ impl Store for SqliteStore {
                     drift.since,
                     drift.fired_at,
                     drift.resolved_at,
-                    to_json(drift, "drifts")?
+                    to_json(&DriftRow::from(drift), "drifts")?
                 ])?;
             }
             let mut insert_history = transaction.prepare_cached(
@@ -208,7 +208,10 @@ impl Store for SqliteStore {
                     transition.from.map(|state| state.as_str()),
                     transition.drift.state.as_str(),
                     transition.at,
-                    to_json(&transition.drift.evidence, "drift_history")?
+                    to_json(
+                        &EvidenceRow::from(&transition.drift.evidence),
+                        "drift_history"
+                    )?
                 ])?;
             }
             outbox::insert_outbox(&transaction, &batch.outbox)?;

@@ -1,0 +1,16 @@
+//! Wire: the public JSON, as serializable types of its own. The webhook body and the data of the
+//! `cloudevents` channel ([`notice`]), and a drift as the API shows it ([`drift`]). Core types
+//! are never serialized directly (rust-analyzer's rule: make a serializable counterpart), so a
+//! field added to `model::Drift` changes no public contract by accident.
+//!
+//! The contract is documented in the README ("Webhook JSON") and as JSON Schema files in
+//! `docs/schemas/` (`webhook-v1.schema.json`, `api-drift-v1.schema.json`); the process tests
+//! validate what the binary sends and answers against them, so changing it is a deliberate act.
+//! Fields are only ever added. Every diff entry carries `path`, `op` (`add`, `remove`,
+//! `replace`) and explicit `before`/`after` (`null` where absent).
+
+pub mod diff;
+pub mod drift;
+pub mod notice;
+
+pub use diff::{DiffEntry, DiffOp};
