@@ -1,0 +1,297 @@
+//! The pipeline's single writer: decoded events in, durable state and drift transitions out.
+//!
+//! This file is the handle ([`Pipeline`]) and the vocabulary of its queue; `writer.rs` is the
+//! writer thread and its round, step by step; `resync.rs` applies the work of the resync loop.
+//!
+//! One OS thread owns the [`Engine`] and the [`Store`]. Ingest hands it decoded events through a
+//! bounded queue and waits for the answer; the writer takes everything queued (up to a cap),
+//! applies it to the engine, and commits it in **one** transaction (group commit), then answers
+//! every waiting request. A full queue is refused at once ([`Error::Overloaded`], a `503`), so
+//! memory stays bounded under overload. The same thread fires pending drifts when their grace
+//! runs out (it sleeps until the next deadline, not until the next event), proves the store is
+//! writable when idle, and forgets old event keys.
+//!
+//! Architecture invariant: a request is answered `Ok` only after its events' effects and their
+//! (`source`, `id`) keys are committed. A request whose events changed nothing durable writes
+//! nothing, not even its keys (applying them again changes nothing either), and is answered as
+//! soon as they are applied, before the round's commit. If the commit fails, the engine rolls back to the last
+//! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
+
+mod resync;
+mod writer;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+pub use resync::{ResyncOutcome, ResyncWork, Sweep};
+
+use crate::classify::{Engine, Rules};
+use crate::decode::Decoded;
+use crate::metrics::Metrics;
+use crate::model::Silence;
+use crate::route::{Router, Silences};
+use crate::store::{Store, StoredSilence};
+use crate::time::Clock;
+
+/// Why a submission was not accepted.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// The queue is full.
+    #[error("overloaded: the event queue is full")]
+    Overloaded,
+    /// The store could not commit.
+    #[error("store failed to commit: {0}")]
+    Store(&'static str),
+    /// The writer has stopped.
+    #[error("shutting down")]
+    Stopped,
+}
+
+impl Error {
+    /// A stable, bounded label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Overloaded => "overloaded",
+            Error::Store(_) => "store",
+            Error::Stopped => "stopped",
+        }
+    }
+}
+
+/// What became of one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventResult {
+    /// Applied to the engine and committed.
+    Applied,
+    /// Older than (or equal to) the newest state of its object.
+    Stale,
+    /// Its (`source`, `id`) was already committed.
+    Duplicate,
+    /// A valid CloudEvent of a type this service does not handle.
+    Ignored,
+    /// A Reference-mode ApiServerSource event (nothing to classify).
+    Reference,
+}
+
+impl EventResult {
+    /// Lower-case label for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventResult::Applied => "applied",
+            EventResult::Stale => "stale",
+            EventResult::Duplicate => "duplicate",
+            EventResult::Ignored => "ignored",
+            EventResult::Reference => "reference",
+        }
+    }
+}
+
+/// Health flags read by `/readyz` and metrics.
+#[derive(Debug, Default)]
+pub struct Health {
+    /// The last write to the store succeeded.
+    pub store_writable: AtomicBool,
+    /// Time of the last successful commit or heartbeat.
+    pub last_store_ok: AtomicU64,
+}
+
+pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
+pub(super) type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
+pub(super) type SilenceReply = oneshot::Sender<Result<SilenceOutcome, Error>>;
+
+/// A write to the silences created through the API: committed by the writer like every other
+/// write, so the store has one writer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SilenceRequest {
+    /// Create this silence (validated by the caller).
+    Add(Silence),
+    /// Remove the silence with this id.
+    Remove(String),
+}
+
+/// What a [`SilenceRequest`] did, once committed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SilenceOutcome {
+    /// The silence was created with this id and time.
+    Added(StoredSilence),
+    /// The silence was removed (`true`) or there was none with that id (`false`).
+    Removed(bool),
+}
+
+pub(super) enum Command {
+    Submit {
+        events: Vec<Decoded>,
+        reply: Reply,
+    },
+    Resync {
+        work: ResyncWork,
+        reply: ResyncReply,
+    },
+    SetRules(Arc<Rules>),
+    Silence {
+        request: SilenceRequest,
+        reply: SilenceReply,
+    },
+    Shutdown,
+}
+
+/// Settings of the writer.
+#[derive(Clone)]
+pub struct Settings {
+    /// Routes and channel endpoints.
+    pub router: Router,
+    /// Woken after a commit that queued notifications.
+    pub outbox_notify: Arc<tokio::sync::Notify>,
+    /// Queue capacity (requests).
+    pub queue_capacity: usize,
+    /// How long event keys are remembered.
+    pub dedup_retention: Duration,
+    /// How long resolved drifts and finished deliveries are kept.
+    pub audit_retention: Duration,
+    /// Idle interval between heartbeat writes.
+    pub heartbeat_interval: Duration,
+}
+
+/// A handle to the writer; cheap to clone.
+#[derive(Clone)]
+pub struct Pipeline {
+    sender: SyncSender<Command>,
+    health: Arc<Health>,
+    rules: Arc<std::sync::RwLock<Arc<Rules>>>,
+    thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Pipeline {
+    /// Loads state from the store and starts the writer thread.
+    pub fn start(
+        mut store: Box<dyn Store>,
+        rules: Arc<Rules>,
+        settings: Settings,
+        clock: Clock,
+        metrics: Arc<Metrics>,
+    ) -> Result<Pipeline, crate::store::Error> {
+        let snapshot = store.load()?;
+        let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
+        let mut engine = Engine::new(rules);
+        engine.restore(snapshot.objects, snapshot.drifts);
+        let silences = Silences::new(
+            snapshot
+                .silences
+                .into_iter()
+                .map(|stored| (stored.id, stored.silence)),
+        );
+        let health = Arc::new(Health::default());
+        let writable = store.heartbeat(clock()).is_ok();
+        health.store_writable.store(writable, Ordering::SeqCst);
+        let (sender, receiver) = mpsc::sync_channel(settings.queue_capacity.max(1));
+        let writer = writer::Writer::new(
+            engine,
+            store,
+            clock,
+            metrics,
+            Arc::clone(&health),
+            settings,
+            silences,
+        );
+        let thread = std::thread::Builder::new()
+            .name("drift-writer".to_string())
+            .spawn(move || writer.run(receiver))
+            .map_err(crate::store::Error::Io)?;
+        Ok(Pipeline {
+            sender,
+            health,
+            rules: current_rules,
+            thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+        })
+    }
+
+    /// Queues events; the receiver yields once they are committed (or failed).
+    pub fn submit(
+        &self,
+        events: Vec<Decoded>,
+    ) -> Result<oneshot::Receiver<Result<Vec<EventResult>, Error>>, Error> {
+        let (reply, receiver) = oneshot::channel();
+        match self.sender.try_send(Command::Submit { events, reply }) {
+            Ok(()) => Ok(receiver),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
+        }
+    }
+
+    /// Queues resync work; the receiver yields once it is committed (or failed). A full queue
+    /// is [`Error::Overloaded`] and hands the work back: resync waits and tries again.
+    #[allow(clippy::result_large_err)]
+    pub fn resync(
+        &self,
+        work: ResyncWork,
+    ) -> Result<oneshot::Receiver<Result<ResyncOutcome, Error>>, (Error, ResyncWork)> {
+        let (reply, receiver) = oneshot::channel();
+        let (error, command) = match self.sender.try_send(Command::Resync { work, reply }) {
+            Ok(()) => return Ok(receiver),
+            Err(TrySendError::Full(command)) => (Error::Overloaded, command),
+            Err(TrySendError::Disconnected(command)) => (Error::Stopped, command),
+        };
+        match command {
+            Command::Resync { work, .. } => Err((error, work)),
+            // The command sent is the command handed back; nothing else can arrive here.
+            _ => Err((Error::Stopped, ResyncWork::Listed(Vec::new()))),
+        }
+    }
+
+    /// Creates or removes a silence through the writer; the receiver yields once it is
+    /// committed. A new silence also withdraws the pending reminders of the open drifts it covers.
+    pub fn silence(
+        &self,
+        request: SilenceRequest,
+    ) -> Result<oneshot::Receiver<Result<SilenceOutcome, Error>>, Error> {
+        let (reply, receiver) = oneshot::channel();
+        match self.sender.try_send(Command::Silence { request, reply }) {
+            Ok(()) => Ok(receiver),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
+        }
+    }
+
+    /// Swaps in new rules (hot reload).
+    pub fn set_rules(&self, rules: Arc<Rules>) {
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::clone(&rules);
+        // Rules are rare and small; waiting for queue space is fine here.
+        let _ = self.sender.send(Command::SetRules(rules));
+    }
+
+    /// The rules in force (for the API's read-only view of configured silences).
+    pub fn rules(&self) -> Arc<Rules> {
+        Arc::clone(
+            &self
+                .rules
+                .read()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+    }
+
+    /// Health flags.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Stops the writer after it has committed everything queued, and waits for it.
+    pub fn shutdown(&self) {
+        let _ = self.sender.send(Command::Shutdown);
+        let handle = self
+            .thread
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The resync loop's work, applied by the writer: listed objects go through the engine as
+//! events do (without event keys: a listed state is idempotent by its `resourceVersion`), and a
+//! complete list's absentees are deleted.
+
+use std::collections::HashSet;
+
+use super::writer::Writer;
+use crate::classify::{Engine, Outcome};
+use crate::decode::{Action, ApiServerEvent};
+use crate::model::{Millis, ObjectKey};
+
+/// Work from the resync source (`cluster::resync`), committed like events but without event
+/// keys: a listed state is idempotent by its `resourceVersion` (an unchanged object is stale).
+pub enum ResyncWork {
+    /// Listed objects, applied as `add` (unknown to the engine) or `update` events.
+    Listed(Vec<ApiServerEvent>),
+    /// A complete list of one kind ended: tracked objects of that kind it did not contain are
+    /// deleted (see [`crate::classify::Engine::vanished`]).
+    Sweep(Sweep),
+}
+
+/// The end of a complete list of one kind (owned form of [`crate::classify::Sweep`]).
+pub struct Sweep {
+    /// The cluster listed.
+    pub cluster: String,
+    /// The listed `apiVersion`.
+    pub api_version: String,
+    /// The listed kind.
+    pub kind: String,
+    /// Uids the list contained.
+    pub seen: HashSet<String>,
+    /// The list's `resourceVersion`.
+    pub list_version: String,
+    /// When the list started.
+    pub listed_at: Millis,
+    /// True for labels the list's selector covers.
+    pub selects: Box<crate::classify::LabelMatcher>,
+}
+
+/// What one piece of resync work found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResyncOutcome {
+    /// Listed objects the engine did not know, or knew in an older state: changes the events
+    /// had not delivered.
+    pub missed: usize,
+    /// Listed objects whose state the engine already had.
+    pub unchanged: usize,
+    /// Objects deleted because the list no longer contained them.
+    pub deleted: usize,
+    /// Class ids of the drifts this work opened.
+    pub drifts_found: Vec<String>,
+    /// Set when a listed object is already tracked under another cluster name: events from this
+    /// cluster carry that name, so resync's name is wrong and nothing was applied (the same
+    /// objects under two names would alert twice).
+    pub cluster_mismatch: Option<String>,
+}
+
+impl Writer {
+    /// Reports an event whose object resync filed under another cluster name (the engine then
+    /// moves it to the event's name, see `Engine::apply`).
+    pub(super) fn check_cluster_name(&mut self, event: &ApiServerEvent) {
+        // Without objects under another name (the usual case) there is nothing to look for.
+        if !self
+            .engine
+            .graph()
+            .clusters()
+            .any(|cluster| cluster != event.cluster)
+        {
+            return;
+        }
+        let Some(object) = &event.object else {
+            return;
+        };
+        let key = ObjectKey {
+            cluster: event.cluster.clone(),
+            uid: object.uid.clone(),
+        };
+        if self.engine.graph().get(&key).is_some() {
+            return;
+        }
+        let Some(other) = self.engine.other_cluster_of(&event.cluster, &object.uid) else {
+            return;
+        };
+        self.metrics
+            .resync_errors
+            .get_or_create(&crate::metrics::KindLabel::new("cluster_mismatch"))
+            .inc();
+        if self.misnamed.insert((other.clone(), event.cluster.clone())) {
+            tracing::error!(
+                message = "The same objects were filed under two cluster names: resync's and the events'. They are moved to the events' name; set resync.cluster to it.",
+                resync_cluster = %other,
+                events_cluster = %event.cluster,
+            );
+        }
+    }
+
+    /// Another cluster name under which one of `events`' objects is already tracked, if any.
+    fn tracked_elsewhere(&self, events: &[ApiServerEvent]) -> Option<String> {
+        events.iter().find_map(|event| {
+            let object = event.object.as_ref()?;
+            self.engine.other_cluster_of(&event.cluster, &object.uid)
+        })
+    }
+
+    /// Applies one piece of resync work to the engine (inside the round's journal).
+    pub(super) fn apply_resync(&mut self, work: ResyncWork, now: Millis) -> ResyncOutcome {
+        let mut outcome = ResyncOutcome::default();
+        let opened_since = |engine: &Engine, start: usize, outcome: &mut ResyncOutcome| {
+            for transition in &engine.journaled_transitions()[start..] {
+                if transition.from.is_none() {
+                    outcome.drifts_found.push(transition.drift.class.clone());
+                }
+            }
+        };
+        match work {
+            ResyncWork::Listed(events) => {
+                if let Some(other) = self.tracked_elsewhere(&events) {
+                    outcome.cluster_mismatch = Some(other);
+                    return outcome;
+                }
+                for mut event in events {
+                    if let Some(object) = &event.object {
+                        let key = ObjectKey {
+                            cluster: event.cluster.clone(),
+                            uid: object.uid.clone(),
+                        };
+                        event.action = if self.engine.is_tracked(&key) {
+                            Action::Update
+                        } else {
+                            Action::Add
+                        };
+                    }
+                    let start = self.engine.journaled_transitions().len();
+                    let writes = self.engine.journaled_writes();
+                    // Applied with nothing to write is the same content under a newer
+                    // resourceVersion (memory runs ahead of the store after a restart): nothing
+                    // an event had missed.
+                    match self.engine.apply(&event, now) {
+                        Outcome::Applied if self.engine.journaled_writes() != writes => {
+                            outcome.missed += 1
+                        }
+                        Outcome::Applied | Outcome::Stale | Outcome::Reference => {
+                            outcome.unchanged += 1
+                        }
+                    }
+                    opened_since(&self.engine, start, &mut outcome);
+                }
+            }
+            ResyncWork::Sweep(sweep) => {
+                let vanished = self.engine.vanished(&crate::classify::Sweep {
+                    cluster: &sweep.cluster,
+                    api_version: &sweep.api_version,
+                    kind: &sweep.kind,
+                    seen: &sweep.seen,
+                    list_version: &sweep.list_version,
+                    listed_at: sweep.listed_at,
+                    selects: sweep.selects.as_ref(),
+                });
+                for key in vanished {
+                    let start = self.engine.journaled_transitions().len();
+                    if self.engine.forget(&key, now) == Outcome::Applied {
+                        outcome.deleted += 1;
+                    }
+                    opened_since(&self.engine, start, &mut outcome);
+                }
+            }
+        }
+        outcome
+    }
+}

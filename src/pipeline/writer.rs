@@ -1,0 +1,660 @@
+//! The writer thread and its round. One OS thread owns the engine and the store; each round
+//! takes everything queued, applies it, evaluates the timers, routes the transitions, commits
+//! once and answers (see the module docs of `pipeline` for the invariants).
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    Command, Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply, ResyncWork, Settings,
+    SilenceOutcome, SilenceReply, SilenceRequest,
+};
+use crate::classify::{Engine, Outcome};
+use crate::decode::Decoded;
+use crate::metrics::Metrics;
+use crate::model::{DriftState, Millis, Transition};
+use crate::route::{notification_id, Silences};
+use crate::store::{Batch, EventKey, NewOutbox, SilenceChange, Store, StoredSilence};
+use crate::time::Clock;
+
+/// Most requests taken into one transaction.
+const MAX_ROUND: usize = 512;
+/// How long timers wait after a failed commit before the writer tries again.
+const STORE_RETRY_MS: Millis = 1_000;
+/// How often old event keys are pruned.
+const PRUNE_INTERVAL_MS: Millis = 10 * 60 * 1000;
+
+/// What one round took from the queue.
+#[derive(Default)]
+struct Work {
+    submissions: Vec<(Vec<Decoded>, Reply)>,
+    resyncs: Vec<(ResyncWork, ResyncReply)>,
+    silences: Vec<(SilenceRequest, SilenceReply)>,
+}
+
+impl Work {
+    fn is_empty(&self) -> bool {
+        self.submissions.is_empty() && self.resyncs.is_empty() && self.silences.is_empty()
+    }
+}
+
+/// One round in progress: its time, the batch it will commit, and who waits for an answer.
+struct Round {
+    now: Millis,
+    /// The round retires the drifts of classes a rules change disabled.
+    retiring: bool,
+    batch: Batch,
+    /// Submitted events with their reply; `None` once answered early.
+    submissions: Vec<(Vec<Decoded>, Option<Reply>)>,
+    results: Vec<Result<Vec<EventResult>, Error>>,
+    resync_replies: Vec<(ResyncOutcome, ResyncReply)>,
+    silence_replies: Vec<(SilenceOutcome, SilenceReply)>,
+    /// A store error met while applying (a duplicate check that failed): the round is refused.
+    store_failure: Option<crate::store::Error>,
+}
+
+pub(super) struct Writer {
+    pub(super) engine: Engine,
+    pub(super) store: Box<dyn Store>,
+    pub(super) clock: Clock,
+    pub(super) metrics: Arc<Metrics>,
+    pub(super) health: Arc<Health>,
+    pub(super) settings: Settings,
+    /// The silences created through the API (committed).
+    pub(super) silences: Silences,
+    pub(super) firing_series: std::collections::HashSet<crate::metrics::FiringLabel>,
+    pub(super) rules_changed: bool,
+    pub(super) store_backoff_until: Millis,
+    pub(super) last_write: Millis,
+    pub(super) last_prune: Millis,
+    pub(super) dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
+    /// (resync's name, events' name) pairs already logged.
+    pub(super) misnamed: HashSet<(String, String)>,
+}
+
+impl Writer {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        engine: Engine,
+        store: Box<dyn Store>,
+        clock: Clock,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        settings: Settings,
+        silences: Silences,
+    ) -> Writer {
+        Writer {
+            engine,
+            store,
+            clock,
+            metrics,
+            health,
+            settings,
+            silences,
+            firing_series: HashSet::new(),
+            // Rules may have changed while the process was down: retire drifts of classes that
+            // are now disabled in the first round.
+            rules_changed: true,
+            store_backoff_until: 0,
+            last_write: 0,
+            last_prune: 0,
+            dropper: spawn_dropper(),
+            misnamed: HashSet::new(),
+        }
+    }
+
+    pub(super) fn run(mut self, receiver: mpsc::Receiver<Command>) {
+        loop {
+            let now = (self.clock)();
+            let heartbeat_ms =
+                i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
+            let mut wake_at = self.last_write + heartbeat_ms;
+            if let Some(deadline) = self.engine.next_deadline() {
+                // After a failed commit, timers wait for the backoff: a store that keeps failing
+                // must not spin the writer.
+                wake_at = wake_at.min(deadline.max(self.store_backoff_until));
+            }
+            let wait = Duration::from_millis(u64::try_from((wake_at - now).max(1)).unwrap_or(1));
+            let mut round = Vec::new();
+            let mut stop = false;
+            match receiver.recv_timeout(wait) {
+                Ok(command) => {
+                    round.push(command);
+                    while round.len() < MAX_ROUND {
+                        match receiver.try_recv() {
+                            Ok(command) => round.push(command),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            let mut work = Work::default();
+            for command in round {
+                match command {
+                    Command::Submit { events, reply } => work.submissions.push((events, reply)),
+                    Command::Resync {
+                        work: listed,
+                        reply,
+                    } => work.resyncs.push((listed, reply)),
+                    Command::SetRules(rules) => {
+                        self.engine.set_rules(rules);
+                        self.rules_changed = true;
+                    }
+                    Command::Silence { request, reply } => work.silences.push((request, reply)),
+                    Command::Shutdown => stop = true,
+                }
+            }
+            self.round(work);
+            if stop {
+                // Drain whatever arrived meanwhile so every queued request gets an answer
+                // (resync work is dropped: its sender sees the writer stopped).
+                let rest = Work {
+                    submissions: receiver
+                        .try_iter()
+                        .filter_map(|command| match command {
+                            Command::Submit { events, reply } => Some((events, reply)),
+                            _ => None,
+                        })
+                        .collect(),
+                    ..Work::default()
+                };
+                self.round(rest);
+                self.record_pending_before_stop();
+                return;
+            }
+        }
+    }
+
+    /// Writes the pending drifts that live in memory only, so a restart restores them with
+    /// their `since` (and grace) instead of finding them again from scratch. A failure here loses
+    /// nothing that was acknowledged: the next start re-assesses every object.
+    fn record_pending_before_stop(&mut self) {
+        self.engine.begin();
+        self.engine.record_pending();
+        let changes = self.engine.changes();
+        if changes.is_empty() {
+            self.engine.commit();
+            return;
+        }
+        let recorded = changes.drifts.len();
+        let batch = Batch {
+            changes,
+            ..Batch::default()
+        };
+        match self.store.commit(&batch) {
+            Ok(()) => {
+                self.engine.commit();
+                tracing::info!(
+                    message = "Pending drifts recorded before stopping.",
+                    recorded
+                );
+            }
+            Err(error) => {
+                self.engine.rollback();
+                tracing::warn!(message = "Could not record pending drifts before stopping; the next start finds them again.", %error);
+            }
+        }
+    }
+
+    /// One round: everything taken from the queue, plus due timers, in one transaction. The
+    /// steps, in order: apply the events, the resync work and the silence writes; evaluate the
+    /// timers; route the transitions to outbox rows; commit; answer; observe; prune.
+    fn round(&mut self, work: Work) {
+        let now = (self.clock)();
+        if work.is_empty() && !self.timers_due(now) && !self.rules_changed {
+            if now - self.last_write >= self.heartbeat_ms() {
+                self.heartbeat(now);
+            }
+            return;
+        }
+        let started = std::time::Instant::now();
+        let mut round = self.begin(now);
+        self.apply_events(&mut round, work.submissions);
+        self.apply_resyncs(&mut round, work.resyncs);
+        self.apply_silences(&mut round, work.silences);
+        self.evaluate(&mut round);
+        self.route(&mut round);
+        let committed = self.commit(&mut round);
+        self.answer(round, committed);
+        self.observe(started);
+        self.prune(now);
+    }
+
+    fn heartbeat_ms(&self) -> Millis {
+        i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000)
+    }
+
+    /// True when a drift deadline has come (and the store is not backing off after a failure).
+    fn timers_due(&self, now: Millis) -> bool {
+        now >= self.store_backoff_until
+            && self
+                .engine
+                .next_deadline()
+                .is_some_and(|deadline| deadline <= now)
+    }
+
+    /// Starts the engine's journal; after a rules change, retires the drifts of classes the new
+    /// rules disable.
+    fn begin(&mut self, now: Millis) -> Round {
+        self.engine.begin();
+        let retiring = std::mem::take(&mut self.rules_changed);
+        if retiring {
+            self.engine.retire_disabled(now);
+        }
+        Round {
+            now,
+            retiring,
+            batch: Batch::default(),
+            submissions: Vec::new(),
+            results: Vec::new(),
+            resync_replies: Vec::new(),
+            silence_replies: Vec::new(),
+            store_failure: None,
+        }
+    }
+
+    /// Applies the submitted events: duplicates by (`source`, `id`) are dropped, the rest go to
+    /// the engine. A request whose events changed nothing durable is answered at once (nothing
+    /// of it waits in the commit; if the commit fails, the rollback takes back only what it never
+    /// needed to write).
+    fn apply_events(&mut self, round: &mut Round, submissions: Vec<(Vec<Decoded>, Reply)>) {
+        let now = round.now;
+        let mut keys_in_round = HashSet::new();
+        round.results.reserve(submissions.len());
+        for (mut events, reply) in submissions {
+            let mut reply = Some(reply);
+            let writes_before = self.engine.journaled_writes();
+            let mut event_results = Vec::with_capacity(events.len());
+            for event in &mut events {
+                let result = match event {
+                    Decoded::Ignored { .. } => EventResult::Ignored,
+                    Decoded::ApiServer(event) => {
+                        let key = EventKey {
+                            source: event.source.clone(),
+                            id: event.id.clone(),
+                        };
+                        let duplicate = keys_in_round.contains(&key)
+                            || match self.store.is_duplicate(&key) {
+                                Ok(seen) => seen,
+                                Err(error) => {
+                                    round.store_failure.get_or_insert(error);
+                                    false
+                                }
+                            };
+                        if duplicate {
+                            EventResult::Duplicate
+                        } else {
+                            self.check_cluster_name(event);
+                            let writes = self.engine.journaled_writes();
+                            match self.engine.apply(event, now) {
+                                Outcome::Applied => {
+                                    keys_in_round.insert(key.clone());
+                                    // An event that changed nothing durable (status churn with
+                                    // the same compact content) needs no key and no disk write:
+                                    // a redelivery applies the same content again, which changes
+                                    // nothing either.
+                                    if self.engine.journaled_writes() != writes {
+                                        round.batch.events.push((key, now));
+                                    }
+                                    EventResult::Applied
+                                }
+                                Outcome::Stale => EventResult::Stale,
+                                Outcome::Reference => EventResult::Reference,
+                            }
+                        }
+                    }
+                };
+                event_results.push(result);
+            }
+            if round.store_failure.is_none() && self.engine.journaled_writes() == writes_before {
+                if let Some(reply) = reply.take() {
+                    let _ = reply.send(Ok(event_results.clone()));
+                }
+            }
+            round.submissions.push((events, reply));
+            round.results.push(Ok(event_results));
+        }
+    }
+
+    /// Applies the resync loop's work (listed objects, complete lists' absentees).
+    fn apply_resyncs(&mut self, round: &mut Round, resyncs: Vec<(ResyncWork, ResyncReply)>) {
+        for (work, reply) in resyncs {
+            let outcome = self.apply_resync(work, round.now);
+            round.resync_replies.push((outcome, reply));
+        }
+    }
+
+    /// Puts the round's silence requests into the batch: a new silence gets its id and time
+    /// here, and withdraws the pending reminders of the open drifts it covers (new notices are
+    /// muted by routing once it is committed).
+    fn apply_silences(&mut self, round: &mut Round, requests: Vec<(SilenceRequest, SilenceReply)>) {
+        let (now, batch) = (round.now, &mut round.batch);
+        for (request, reply) in requests {
+            let outcome = match request {
+                SilenceRequest::Add(silence) => {
+                    let stored = StoredSilence {
+                        id: format!("sil_{}", uuid::Uuid::new_v4().simple()),
+                        silence,
+                        created_at: now,
+                    };
+                    batch.cancel_reminders.extend(
+                        self.engine
+                            .open_drifts()
+                            .filter(|drift| stored.silence.matches(drift, now))
+                            .map(|drift| drift.id.clone()),
+                    );
+                    batch.silences.push(SilenceChange::Add(stored.clone()));
+                    SilenceOutcome::Added(stored)
+                }
+                SilenceRequest::Remove(id) => {
+                    let removed = self.silences.contains(&id);
+                    if removed {
+                        batch.silences.push(SilenceChange::Remove(id));
+                    }
+                    SilenceOutcome::Removed(removed)
+                }
+            };
+            round.silence_replies.push((outcome, reply));
+        }
+    }
+
+    /// Fires pending drifts whose grace ran out (and the engine's other timed work), and takes
+    /// what the round changed from the engine's journal.
+    fn evaluate(&mut self, round: &mut Round) {
+        self.engine.tick(round.now);
+        round.batch.changes = self.engine.changes();
+    }
+
+    /// Routes the round's transitions to outbox rows (committed with them), and withdraws the
+    /// reminders of drifts that resolved.
+    fn route(&mut self, round: &mut Round) {
+        let batch = &mut round.batch;
+        batch.outbox = self.queue_notifications(&batch.changes.transitions);
+        batch.cancel_reminders.extend(
+            batch
+                .changes
+                .transitions
+                .iter()
+                // Only a drift that fired has reminders.
+                .filter(|transition| {
+                    transition.drift.state == DriftState::Resolved
+                        && transition.drift.fired_at.is_some()
+                })
+                .map(|transition| transition.drift.id.clone()),
+        );
+    }
+
+    /// Commits the round in one transaction; a round that changed nothing durable writes
+    /// nothing.
+    fn commit(&mut self, round: &mut Round) -> Result<bool, crate::store::Error> {
+        if let Some(error) = round.store_failure.take() {
+            return Err(error);
+        }
+        let batch = &round.batch;
+        let writes =
+            !(batch.events.is_empty() && batch.changes.is_empty() && batch.silences.is_empty());
+        if !writes {
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
+        let result = self.store.commit(batch);
+        self.metrics
+            .store_commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        result.map(|()| true)
+    }
+
+    /// Ends the round: on success the engine keeps its changes, the silences in force follow
+    /// the committed writes and every waiting request gets its answer; on failure the engine
+    /// rolls back to the committed state and every request gets [`Error::Store`].
+    fn answer(&mut self, round: Round, committed: Result<bool, crate::store::Error>) {
+        let now = round.now;
+        match committed {
+            Ok(wrote) => {
+                self.engine.commit();
+                if wrote {
+                    self.mark_store(true, now);
+                    self.metrics.store_commits.inc();
+                } else if now - self.last_write >= self.heartbeat_ms() {
+                    // A busy writer whose rounds write nothing still proves the store writable.
+                    self.heartbeat(now);
+                }
+                self.after_commit(&round.batch.changes.transitions);
+                if !round.batch.outbox.is_empty() {
+                    self.settings.outbox_notify.notify_waiters();
+                    self.settings.outbox_notify.notify_one();
+                }
+                for change in &round.batch.silences {
+                    match change {
+                        SilenceChange::Add(stored) => {
+                            self.silences.add(stored.id.clone(), stored.silence.clone())
+                        }
+                        SilenceChange::Remove(id) => {
+                            self.silences.remove(id);
+                        }
+                    }
+                }
+                let mut applied = Vec::with_capacity(round.submissions.len());
+                for ((events, reply), result) in round.submissions.into_iter().zip(round.results) {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(result);
+                    }
+                    applied.push(events);
+                }
+                for (outcome, reply) in round.resync_replies {
+                    let _ = reply.send(Ok(outcome));
+                }
+                for (outcome, reply) in round.silence_replies {
+                    let _ = reply.send(Ok(outcome));
+                }
+                self.discard(applied);
+            }
+            Err(error) => {
+                self.engine.rollback();
+                self.store_backoff_until = now + STORE_RETRY_MS;
+                // The retirement was rolled back with the rest; do it again next round.
+                self.rules_changed |= round.retiring;
+                self.mark_store(false, now);
+                self.metrics
+                    .store_errors
+                    .get_or_create(&crate::metrics::KindLabel::new(error.kind()))
+                    .inc();
+                tracing::error!(message = "Store commit failed; the round is refused and will be retried by the sender.", %error);
+                let refused = Error::Store(error.kind());
+                for (_, reply) in round.submissions {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Err(refused.clone()));
+                    }
+                }
+                for (_, reply) in round.resync_replies {
+                    let _ = reply.send(Err(refused.clone()));
+                }
+                for (_, reply) in round.silence_replies {
+                    let _ = reply.send(Err(refused.clone()));
+                }
+            }
+        }
+    }
+
+    /// Gauges that follow every round: tracked objects, firing drifts, round time.
+    fn observe(&mut self, started: std::time::Instant) {
+        self.metrics
+            .tracked_objects
+            .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));
+        self.update_firing_gauge();
+        self.metrics
+            .writer_round_seconds
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Every [`PRUNE_INTERVAL_MS`]: forgets old event keys and the audit trail past retention.
+    fn prune(&mut self, now: Millis) {
+        if now - self.last_prune < PRUNE_INTERVAL_MS {
+            return;
+        }
+        self.last_prune = now;
+        let retention = crate::time::millis(self.settings.dedup_retention);
+        if let Err(error) = self.store.prune_events(now.saturating_sub(retention)) {
+            tracing::warn!(message = "Pruning old event keys failed.", %error);
+        }
+        let audit = crate::time::millis(self.settings.audit_retention);
+        if let Err(error) = self.store.prune_audit(now.saturating_sub(audit)) {
+            tracing::warn!(message = "Pruning the audit trail failed.", %error);
+        }
+    }
+
+    /// Frees a round's decoded events on the dropper thread: freeing their JSON trees is a good
+    /// part of the single writer's time per event. Inline when that thread is busy.
+    fn discard(&self, events: Vec<Vec<Decoded>>) {
+        if let Some(dropper) = &self.dropper {
+            let _ = dropper.try_send(events);
+        }
+    }
+
+    /// Routes transitions to outbox rows (written in the same transaction as the transitions).
+    fn queue_notifications(&self, transitions: &[Transition]) -> Vec<NewOutbox> {
+        let rules = Arc::clone(self.engine.rules());
+        let mut rows = Vec::new();
+        for transition in transitions {
+            for queued in
+                self.settings
+                    .router
+                    .route(transition, &rules, &self.silences, transition.at)
+            {
+                let payload = match crate::store::rows::encode_notice(&queued.notice) {
+                    Ok(payload) => payload,
+                    Err(error) => {
+                        tracing::error!(message = "Could not serialize a notification; it is not queued.", %error);
+                        continue;
+                    }
+                };
+                self.metrics
+                    .notifications_queued
+                    .get_or_create(&crate::metrics::ChannelLabel {
+                        channel: queued.channel.clone(),
+                    })
+                    .inc();
+                rows.push(NewOutbox {
+                    id: notification_id(
+                        &transition.drift.id,
+                        &queued.channel,
+                        queued.notice.kind.as_str(),
+                        transition.at,
+                    ),
+                    channel: queued.channel,
+                    drift_id: transition.drift.id.clone(),
+                    kind: queued.notice.kind.as_str().to_string(),
+                    group_key: queued.group_key,
+                    payload,
+                    created_at: transition.at,
+                    not_before: queued.not_before,
+                    repeat_after_ms: queued
+                        .repeat_after
+                        .map(|interval| i64::try_from(interval.as_millis()).unwrap_or(i64::MAX)),
+                });
+            }
+        }
+        rows
+    }
+
+    fn update_firing_gauge(&mut self) {
+        let mut counts: std::collections::HashMap<crate::metrics::FiringLabel, i64> =
+            std::collections::HashMap::new();
+        for drift in self.engine.open_drifts() {
+            if drift.state == DriftState::Firing {
+                let label = crate::metrics::FiringLabel {
+                    class: drift.class.clone(),
+                    severity: drift.severity.as_str().to_string(),
+                    namespace: self.metrics.namespace_label(&drift.namespace),
+                };
+                *counts.entry(label).or_default() += 1;
+            }
+        }
+        // Series that stopped firing are set to 0, not left stale.
+        for label in std::mem::take(&mut self.firing_series) {
+            if !counts.contains_key(&label) {
+                self.metrics.drifts_firing.get_or_create(&label).set(0);
+            }
+        }
+        for (label, value) in counts {
+            self.metrics.drifts_firing.get_or_create(&label).set(value);
+            self.firing_series.insert(label);
+        }
+    }
+
+    fn heartbeat(&mut self, now: Millis) {
+        match self.store.heartbeat(now) {
+            Ok(()) => self.mark_store(true, now),
+            Err(error) => {
+                if self.health.store_writable.load(Ordering::SeqCst) {
+                    tracing::error!(message = "Store is not writable.", %error);
+                }
+                self.mark_store(false, now);
+            }
+        }
+    }
+
+    fn mark_store(&mut self, ok: bool, now: Millis) {
+        self.last_write = now;
+        self.health.store_writable.store(ok, Ordering::SeqCst);
+        if ok {
+            self.health
+                .last_store_ok
+                .store(u64::try_from(now).unwrap_or(0), Ordering::SeqCst);
+        }
+    }
+
+    fn after_commit(&self, transitions: &[Transition]) {
+        for transition in transitions {
+            let drift = &transition.drift;
+            self.metrics
+                .record_transition(&drift.class, drift.state.as_str());
+            let fired =
+                drift.state == DriftState::Firing && transition.from != Some(DriftState::Firing);
+            if fired {
+                self.metrics
+                    .findings
+                    .get_or_create(&crate::metrics::ClassSeverityLabel {
+                        class: drift.class.clone(),
+                        severity: drift.severity.as_str().to_string(),
+                    })
+                    .inc();
+            }
+            if transition.is_notifiable() {
+                tracing::info!(
+                    message = "Drift state changed.",
+                    drift_id = %drift.id,
+                    class = %drift.class,
+                    state = drift.state.as_str(),
+                    severity = drift.severity.as_str(),
+                    cluster = %drift.cluster,
+                    kind = %drift.kind,
+                    namespace = %drift.namespace,
+                    name = %drift.name,
+                    summary = %drift.evidence.summary,
+                );
+            }
+        }
+    }
+}
+
+/// Starts the thread that frees applied events (see `Writer::discard`); `None` if it cannot
+/// start, and events are then freed on the writer.
+fn spawn_dropper() -> Option<SyncSender<Vec<Vec<Decoded>>>> {
+    // A few rounds of slack; beyond that `try_send` fails and the writer frees them itself.
+    let (sender, receiver) = mpsc::sync_channel::<Vec<Vec<Decoded>>>(8);
+    std::thread::Builder::new()
+        .name("drift-dropper".to_string())
+        .spawn(move || {
+            for events in receiver {
+                drop(events);
+            }
+        })
+        .ok()?;
+    Some(sender)
+}
