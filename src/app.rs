@@ -74,9 +74,13 @@ pub async fn start(
     )
     .context("loading state from the store")?;
     let draining = Arc::new(AtomicBool::new(false));
-    let state = AppState {
+    let api = crate::api::router(crate::api::ApiState {
         audit: Some(audit),
-        api_token: config.api.token.clone(),
+        token: config.api.token.clone(),
+        pipeline: pipeline.clone(),
+        clock: crate::time::system_clock(),
+    });
+    let state = AppState {
         ingest_auth: match (&config.auth.oidc, &config.auth.bearer_token) {
             (Some(oidc), _) => crate::ingest::auth::IngestAuth::Oidc(Arc::new(
                 crate::ingest::auth::OidcVerifier::new(oidc.clone()).map_err(anyhow::Error::msg)?,
@@ -91,7 +95,7 @@ pub async fn start(
         body_limit: config.server.body_limit_bytes,
         in_flight_limit: config.server.in_flight_limit(),
     };
-    let router = ingest::router(state, config.server.request_timeout);
+    let router = ingest::router(state, api, config.server.request_timeout);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;

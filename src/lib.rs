@@ -4,6 +4,7 @@
 //! The pipeline, in order: [`ingest`] → [`decode`] → [`classify`] → (enrich, route, deliver),
 //! with [`store`] beside it and [`pipeline`] as the single writer that ties them together.
 
+pub mod api;
 pub mod app;
 pub mod check;
 pub mod classify;
@@ -19,7 +20,6 @@ pub mod model;
 pub mod pipeline;
 pub mod reload;
 pub mod replay;
-pub mod report;
 pub mod route;
 pub mod store;
 pub mod telemetry;

@@ -31,17 +31,11 @@ use crate::metrics::{CodeLabel, KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
 
 pub mod admission;
-pub mod api;
 pub mod auth;
-pub mod ui;
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
 pub struct AppState {
-    /// Audit queries (the API and dashboard); `None` without a SQLite store.
-    pub audit: Option<Arc<dyn crate::store::AuditRead>>,
-    /// Bearer token protecting `/api/v1` and `/ui`.
-    pub api_token: Option<crate::config::Secret>,
     /// Authentication of `POST /`.
     pub ingest_auth: auth::IngestAuth,
     /// The single writer.
@@ -132,8 +126,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The router: `POST /` plus health and metrics.
-pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
+/// The router: `POST /` plus health and metrics, merged with `routes` (the API and dashboard),
+/// every route under one request timeout.
+pub fn router(state: AppState, routes: Router, request_timeout: std::time::Duration) -> Router {
     let admission = admission::Admission::new(
         state.body_limit,
         state.in_flight_limit,
@@ -148,16 +143,15 @@ pub fn router(state: AppState, request_timeout: std::time::Duration) -> Router {
         ));
     Router::new()
         .merge(ingest)
-        .nest("/api/v1", api::routes(state.clone()))
-        .nest("/ui", ui::routes(state.clone()))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .with_state(state)
+        .merge(routes)
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,
             request_timeout,
         ))
-        .with_state(state)
 }
 
 async fn receive(State(state): State<AppState>, request: Request) -> Response {

@@ -194,14 +194,18 @@ fn build(
             audit_retention: std::time::Duration::from_secs(24 * 3600),
             heartbeat_interval: std::time::Duration::from_secs(5),
         },
-        clock,
+        clock.clone(),
         Arc::clone(&metrics),
     )
     .expect("pipeline starts");
     let draining = Arc::new(AtomicBool::new(false));
-    let state = AppState {
+    let api = drift_sentinel::api::router(drift_sentinel::api::ApiState {
         audit: None,
-        api_token: None,
+        token: None,
+        pipeline: pipeline.clone(),
+        clock: clock.clone(),
+    });
+    let state = AppState {
         ingest_auth,
         pipeline: pipeline.clone(),
         clusters: Arc::new(ClusterNames {
@@ -214,7 +218,7 @@ fn build(
         in_flight_limit: in_flight.unwrap_or(body_limit * drift_sentinel::config::IN_FLIGHT_BODIES),
     };
     TestApp {
-        router: ingest::router(state, std::time::Duration::from_secs(10)),
+        router: ingest::router(state, api, std::time::Duration::from_secs(10)),
         store,
         metrics,
         draining,

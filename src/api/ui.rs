@@ -12,18 +12,18 @@ use axum::routing::{get, post};
 use axum::{Form, Router};
 use serde::Deserialize;
 
-use super::api::{
-    add_silence, all_silences, audit, bearer, blocking, build_report, filter, same_secret,
-    DriftQuery,
-};
-use super::{ApiError, AppState};
+use super::drifts::{detail as drift_detail, filter, DriftQuery};
+use super::report::{build_report, escape_html as esc};
+use super::silences::{add_silence, all_silences};
+use super::{audit, blocking, ApiState};
 use crate::config::SilenceConfig;
+use crate::ingest::auth::{bearer, same_secret};
+use crate::ingest::ApiError;
 use crate::model::Drift;
-use crate::report::escape_html as esc;
 use crate::time::format_time;
 
 /// The `/ui` routes.
-pub fn routes(state: AppState) -> Router<AppState> {
+pub fn routes(state: ApiState) -> Router<ApiState> {
     Router::new()
         .route("/", get(index))
         .route("/drifts/{id}", get(detail))
@@ -43,8 +43,8 @@ fn cookie_token(request: &Request) -> Option<String> {
         .map(|(_, value)| value.to_string())
 }
 
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(expected) = state.api_token.clone() else {
+async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let Some(expected) = state.token.clone() else {
         return next.run(request).await;
     };
     let from_query = request
@@ -124,7 +124,7 @@ fn select(name: &str, current: Option<&str>, options: &[&str]) -> String {
 }
 
 async fn index(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Query(mut query): Query<DriftQuery>,
 ) -> Result<Response, ApiError> {
     for field in [
@@ -188,24 +188,11 @@ struct DetailQuery {
 }
 
 async fn detail(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Path(id): Path<String>,
     Query(query): Query<DetailQuery>,
 ) -> Result<Response, ApiError> {
-    let reader = audit(&state)?;
-    let lookup = id.clone();
-    let found = blocking(move || {
-        let Some(drift) = reader.drift(&lookup)? else {
-            return Ok(None);
-        };
-        Ok(Some((
-            drift,
-            reader.history(&lookup)?,
-            reader.deliveries_of(&lookup)?,
-        )))
-    })
-    .await?;
-    let Some((drift, history, deliveries)) = found else {
+    let Some((drift, history, deliveries)) = drift_detail(&state, &id).await? else {
         return Ok((
             StatusCode::NOT_FOUND,
             Html(page("Not found", &format!("<p>No drift {}.</p>", esc(&id)))),
@@ -313,13 +300,12 @@ struct SilenceForm {
 }
 
 async fn silence(
-    State(state): State<AppState>,
+    State(state): State<ApiState>,
     Form(form): Form<SilenceForm>,
 ) -> Result<Response, ApiError> {
     let duration = crate::time::parse_duration(&form.duration)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "invalid_silence", message))?;
-    let expires = chrono::Utc::now()
-        + chrono::Duration::milliseconds(i64::try_from(duration.as_millis()).unwrap_or(0));
+    let expires = (state.clock)().saturating_add(crate::time::millis(duration));
     let silence = SilenceConfig {
         matchers: [
             ("class".to_string(), form.class),
@@ -330,7 +316,7 @@ async fn silence(
         .into_iter()
         .filter(|(_, value)| !value.is_empty())
         .collect(),
-        expires_at: Some(expires.to_rfc3339()),
+        expires_at: Some(format_time(expires)),
         comment: form
             .comment
             .filter(|comment| !comment.trim().is_empty())
@@ -344,7 +330,7 @@ fn urlencode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-async fn report(State(state): State<AppState>) -> Result<Response, ApiError> {
+async fn report(State(state): State<ApiState>) -> Result<Response, ApiError> {
     let report = build_report(&state, std::time::Duration::from_secs(30 * 24 * 3600)).await?;
-    Ok(Html(crate::report::html(&report)).into_response())
+    Ok(Html(super::report::html(&report)).into_response())
 }

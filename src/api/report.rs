@@ -1,9 +1,18 @@
 //! The drift report: open drifts, counts by class and namespace, and time to resolve, rendered as
-//! JSON, Markdown or HTML. Pure: the caller reads the store and passes the time in.
+//! JSON, Markdown or HTML ([`build`] and the renderers are pure: the route reads the store and
+//! passes the time in), and its route `GET /api/v1/report`.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{audit, blocking, query_error, ApiState};
+use crate::ingest::ApiError;
 
 use crate::model::{Drift, Millis};
 use crate::time::format_time;
@@ -257,4 +266,64 @@ td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}}.sev-critical 
         counts(&report.open_by_namespace),
         escape_html(&report.window_start),
     )
+}
+
+// ---- The route ------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReportQuery {
+    format: Option<String>,
+    window: Option<String>,
+}
+
+/// Builds the report from the store.
+pub async fn build_report(
+    state: &ApiState,
+    window: std::time::Duration,
+) -> Result<Report, ApiError> {
+    let reader = audit(state)?;
+    let now = (state.clock)();
+    let start = now - i64::try_from(window.as_millis()).unwrap_or(i64::MAX / 2);
+    let (open, resolved) =
+        blocking(move || Ok((reader.open_drifts()?, reader.resolved_since(start)?))).await?;
+    Ok(build(&open, &resolved, start, now))
+}
+
+pub(super) async fn report(
+    State(state): State<ApiState>,
+    query: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(query_error)?;
+    let window = match &query.window {
+        Some(text) => crate::time::parse_duration(text).map_err(|message| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!("window: {message}"),
+            )
+        })?,
+        None => std::time::Duration::from_secs(30 * 24 * 3600),
+    };
+    let report = build_report(&state, window).await?;
+    Ok(match query.format.as_deref().unwrap_or("json") {
+        "json" => Json(serde_json::to_value(&report).unwrap_or(Value::Null)).into_response(),
+        "markdown" => (
+            [(header::CONTENT_TYPE, "text/markdown; charset=utf-8")],
+            markdown(&report),
+        )
+            .into_response(),
+        "html" => (
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            html(&report),
+        )
+            .into_response(),
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!("format: {other:?} is not json, markdown or html"),
+            ));
+        }
+    })
 }

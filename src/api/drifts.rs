@@ -1,0 +1,205 @@
+//! Drifts: the list (filters, pages), one drift with its history and deliveries, and the
+//! deliveries list. The detail lookup is shared with the dashboard.
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{audit, blocking, parse_time, query_error, ApiState};
+use crate::classify::classes;
+use crate::ingest::ApiError;
+use crate::model::{Drift, Millis, SEVERITIES};
+use crate::store::{DeliveryView, DriftFilter, HistoryEntry, OutboxState};
+use crate::time::format_time;
+use crate::wire::drift::{DriftView, EvidenceView};
+
+/// A drift as the API shows it (`wire::drift::DriftView`): the record with times as RFC 3339.
+pub fn drift_view(drift: &Drift) -> Value {
+    serde_json::to_value(DriftView::from(drift)).unwrap_or(Value::Null)
+}
+
+/// Query of `GET /drifts`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DriftQuery {
+    /// pending, firing, resolved or open.
+    pub state: Option<String>,
+    /// Class id.
+    pub class: Option<String>,
+    /// Severity.
+    pub severity: Option<String>,
+    /// Cluster.
+    pub cluster: Option<String>,
+    /// Namespace.
+    pub namespace: Option<String>,
+    /// RFC 3339.
+    pub since: Option<String>,
+    /// Page size (default 100, at most 500).
+    pub limit: Option<usize>,
+    /// From the previous page's `nextCursor`.
+    pub cursor: Option<String>,
+}
+
+/// Validates a drift query into a store filter.
+pub fn filter(query: &DriftQuery) -> Result<DriftFilter, ApiError> {
+    let invalid =
+        |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message);
+    if let Some(state) = &query.state {
+        if !["pending", "firing", "resolved", "open"].contains(&state.as_str()) {
+            return Err(invalid(format!(
+                "state: {state:?} is not pending, firing, resolved or open"
+            )));
+        }
+    }
+    if let Some(class) = &query.class {
+        if !classes::is_known(class) {
+            return Err(invalid(format!("class: unknown drift class {class:?}")));
+        }
+    }
+    if let Some(severity) = &query.severity {
+        if !SEVERITIES.contains(&severity.as_str()) {
+            return Err(invalid(format!(
+                "severity: must be one of {}",
+                SEVERITIES.join(", ")
+            )));
+        }
+    }
+    let cursor = match &query.cursor {
+        None => None,
+        Some(text) => {
+            let (since, id) = text
+                .split_once('.')
+                .ok_or_else(|| invalid("cursor: malformed".to_string()))?;
+            Some((
+                since
+                    .parse::<Millis>()
+                    .map_err(|_| invalid("cursor: malformed".to_string()))?,
+                id.to_string(),
+            ))
+        }
+    };
+    Ok(DriftFilter {
+        state: query.state.clone(),
+        class: query.class.clone(),
+        severity: query.severity.clone(),
+        cluster: query.cluster.clone(),
+        namespace: query.namespace.clone(),
+        since: query
+            .since
+            .as_deref()
+            .map(|text| parse_time("since", text))
+            .transpose()?,
+        limit: query.limit.unwrap_or(100).clamp(1, 500),
+        cursor,
+    })
+}
+
+/// A drift with its history and deliveries, or `None` when there is no such drift: the one
+/// lookup behind `GET /api/v1/drifts/{id}` and the dashboard's drift page.
+pub async fn detail(
+    state: &ApiState,
+    id: &str,
+) -> Result<Option<(Drift, Vec<HistoryEntry>, Vec<DeliveryView>)>, ApiError> {
+    let reader = audit(state)?;
+    let lookup = id.to_string();
+    blocking(move || {
+        let Some(drift) = reader.drift(&lookup)? else {
+            return Ok(None);
+        };
+        Ok(Some((
+            drift,
+            reader.history(&lookup)?,
+            reader.deliveries_of(&lookup)?,
+        )))
+    })
+    .await
+}
+
+pub(super) async fn list_drifts(
+    State(state): State<ApiState>,
+    query: Result<Query<DriftQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(query_error)?;
+    let filter = filter(&query)?;
+    let reader = audit(&state)?;
+    let (drifts, next) = blocking(move || reader.drifts(&filter)).await?;
+    Ok(Json(json!({
+        "items": drifts.iter().map(drift_view).collect::<Vec<_>>(),
+        "nextCursor": next.map(|(since, id)| format!("{since}.{id}")),
+    })))
+}
+
+pub(super) async fn get_drift(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let Some((drift, history, deliveries)) = detail(&state, &id).await? else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no drift {id:?}"),
+        ));
+    };
+    let history: Vec<Value> = history
+        .into_iter()
+        .map(|entry| json!({"from": entry.from, "to": entry.to, "at": format_time(entry.at), "evidence": entry.evidence.as_ref().map(EvidenceView::from)}))
+        .collect();
+    Ok(Json(json!({
+        "drift": drift_view(&drift),
+        "history": history,
+        "deliveries": deliveries.iter().map(delivery_view).collect::<Vec<_>>(),
+    })))
+}
+
+fn delivery_view(delivery: &DeliveryView) -> Value {
+    json!({
+        "id": delivery.id,
+        "channel": delivery.channel,
+        "driftId": delivery.drift_id,
+        "kind": delivery.kind,
+        "state": delivery.state,
+        "attempts": delivery.attempts,
+        "lastError": delivery.last_error,
+        "createdAt": format_time(delivery.created_at),
+        "nextAttemptAt": (delivery.state == "pending").then(|| format_time(delivery.next_attempt_at)),
+        "finishedAt": delivery.finished_at.map(format_time),
+        "attemptLog": delivery.attempt_log.iter().map(|attempt| json!({
+            "at": format_time(attempt.at), "state": attempt.state, "detail": attempt.detail, "durationMs": attempt.duration_ms,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Query of `GET /deliveries`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DeliveryQuery {
+    state: Option<String>,
+    channel: Option<String>,
+    limit: Option<usize>,
+}
+
+pub(super) async fn list_deliveries(
+    State(state): State<ApiState>,
+    query: Result<Query<DeliveryQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(query_error)?;
+    let wanted = match query.state.as_deref() {
+        None => None,
+        Some(text) => Some(OutboxState::parse(text).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!("state: {text:?} is not pending, delivered, rejected or expired"),
+            )
+        })?),
+    };
+    let reader = audit(&state)?;
+    let channel = query.channel.clone();
+    let limit = query.limit.unwrap_or(100);
+    let rows = blocking(move || reader.deliveries(wanted, channel.as_deref(), limit)).await?;
+    Ok(Json(
+        json!({"items": rows.iter().map(delivery_view).collect::<Vec<_>>()}),
+    ))
+}

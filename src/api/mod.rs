@@ -1,0 +1,133 @@
+//! The API: the drift API (`/api/v1`), the dashboard (`/ui`) and the report, over the store's
+//! read-only audit side. JSON in and out (the public shapes are `wire`'s); times are RFC 3339.
+//! Protected by a bearer token when `api.token` is set (the CloudEvents ingest keeps its own
+//! auth). Writes (silences) go through the pipeline's single writer. Time comes from the
+//! injected clock.
+//!
+//! Files: [`drifts`] (drifts, their detail and deliveries), [`silences`], [`report`] (the report
+//! model, its renderers and its route), [`ui`] (the dashboard). With `ingest`, the only modules
+//! that know axum.
+
+pub mod drifts;
+pub mod report;
+pub mod silences;
+pub mod ui;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use axum::Router;
+
+use crate::config::Secret;
+use crate::ingest::auth::{bearer, same_secret};
+use crate::ingest::ApiError;
+use crate::model::Millis;
+use crate::pipeline::Pipeline;
+use crate::store::AuditRead;
+use crate::time::Clock;
+
+/// Shared state of the API and dashboard handlers.
+#[derive(Clone)]
+pub struct ApiState {
+    /// Audit queries; `None` without an audit store (the memory store in tests): `503`.
+    pub audit: Option<Arc<dyn AuditRead>>,
+    /// Bearer token protecting `/api/v1` and `/ui`.
+    pub token: Option<Secret>,
+    /// The single writer (silences) and the rules in force (configured silences).
+    pub pipeline: Pipeline,
+    /// Now, for reports and silence expiries.
+    pub clock: Clock,
+}
+
+/// The routes of the API (`/api/v1`) and the dashboard (`/ui`), ready to merge into the
+/// server's router.
+pub fn router(state: ApiState) -> Router {
+    let api = Router::new()
+        .route("/drifts", get(drifts::list_drifts))
+        .route("/drifts/{id}", get(drifts::get_drift))
+        .route("/deliveries", get(drifts::list_deliveries))
+        .route(
+            "/silences",
+            get(silences::list_silences).post(silences::create_silence),
+        )
+        .route("/silences/{id}", delete(silences::delete_silence))
+        .route("/report", get(report::report))
+        .layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .nest("/api/v1", api)
+        .nest("/ui", ui::routes(state.clone()))
+        .with_state(state)
+}
+
+async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    if let Some(expected) = &state.token {
+        let ok =
+            bearer(request.headers()).is_some_and(|given| same_secret(given, expected.expose()));
+        if !ok {
+            let mut response = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid bearer token is required",
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
+}
+
+/// The audit reader, or a `503` when the store has none (memory store in tests).
+pub fn audit(state: &ApiState) -> Result<Arc<dyn AuditRead>, ApiError> {
+    state.audit.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_audit_store",
+            "the audit store is not available",
+        )
+    })
+}
+
+/// Runs a blocking store query off the async runtime.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, crate::store::Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => {
+            tracing::error!(message = "Audit query failed.", %error);
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store",
+                "the store cannot answer now; retry later",
+            ))
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error",
+        )),
+    }
+}
+
+/// An RFC 3339 query value as milliseconds, or a `400` naming the field.
+pub fn parse_time(field: &str, text: &str) -> Result<Millis, ApiError> {
+    crate::time::parse_time(text).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!("{field}: {text:?} is not an RFC 3339 time"),
+        )
+    })
+}
+
+/// A query string that does not parse, as a `400`.
+pub fn query_error(error: axum::extract::rejection::QueryRejection) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", error.body_text())
+}
