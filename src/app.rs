@@ -102,8 +102,12 @@ pub async fn start(
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
     let outbox: crate::deliver::relay::SharedOutbox = Arc::new(std::sync::Mutex::new(outbox));
-    let channels = crate::deliver::build_channels(&channel_configs, config.public_url.as_deref())
-        .context("building HTTP clients for channels")?;
+    let channels = crate::deliver::build_channels(
+        &channel_configs,
+        config.public_url.as_deref(),
+        crate::time::system_clock(),
+    )
+    .context("building HTTP clients for channels")?;
     {
         // Notifications queued for a channel that was since removed or renamed have no relay:
         // end them visibly instead of leaving them pending forever.

@@ -21,6 +21,7 @@ use super::http::{classify_status, cut_bytes, read, transport_error};
 use super::render::Style;
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
+use crate::time::Clock;
 
 /// DingTalk's body cap.
 pub const MAX_BODY_BYTES: usize = 20_000;
@@ -98,6 +99,8 @@ pub struct DingTalk {
     at_user_ids: Vec<String>,
     keyword: Option<String>,
     style: Style,
+    /// The relay's clock: a re-sign after `310000` takes a fresh time from it.
+    clock: Clock,
 }
 
 impl DingTalk {
@@ -112,6 +115,7 @@ impl DingTalk {
         at_user_ids: Vec<String>,
         keyword: Option<String>,
         style: Style,
+        clock: Clock,
     ) -> DingTalk {
         DingTalk {
             name: name.to_string(),
@@ -122,6 +126,7 @@ impl DingTalk {
             at_user_ids,
             keyword,
             style,
+            clock,
         }
     }
 
@@ -273,7 +278,7 @@ impl Channel for DingTalk {
                     Verdict::Permanent => return Outcome::Rejected { detail },
                     Verdict::Resign if !resigned => {
                         resigned = true;
-                        now_ms = chrono::Utc::now().timestamp_millis();
+                        now_ms = (self.clock)();
                     }
                     Verdict::TooLong if !shortened => {
                         shortened = true;
@@ -316,6 +321,7 @@ mod tests {
             vec![],
             None,
             Style::english(),
+            std::sync::Arc::new(|| 0),
         );
         let url = channel.signed_url(1577836800000).unwrap();
         assert!(url.as_str().ends_with("&timestamp=1577836800000&sign=fFV9t5lBS7KH4%2B5B0JjR99ab%2BAJkXFauQXycgTkS%2Ftc%3D"), "{url}");

@@ -19,6 +19,7 @@ use super::render::Style;
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
 use crate::model::NoticeKind;
+use crate::time::Clock;
 
 /// Feishu's documented body cap.
 pub const MAX_BODY_BYTES: usize = 20_000;
@@ -40,6 +41,8 @@ pub struct Feishu {
     url: Secret,
     secret: Option<Secret>,
     style: Style,
+    /// The relay's clock: a re-sign after `19021` takes a fresh time from it.
+    clock: Clock,
 }
 
 impl Feishu {
@@ -50,6 +53,7 @@ impl Feishu {
         url: Secret,
         secret: Option<Secret>,
         style: Style,
+        clock: Clock,
     ) -> Feishu {
         Feishu {
             name: name.to_string(),
@@ -57,6 +61,7 @@ impl Feishu {
             url,
             secret,
             style,
+            clock,
         }
     }
 
@@ -194,7 +199,7 @@ impl Channel for Feishu {
                     }
                     19021 if !resigned => {
                         resigned = true;
-                        timestamp_s = chrono::Utc::now().timestamp();
+                        timestamp_s = (self.clock)() / 1000;
                     }
                     19021 | 19022 | 19024 | 9499 | 19036 => return Outcome::Rejected { detail },
                     _ if status.is_server_error() => {

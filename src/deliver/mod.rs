@@ -30,6 +30,7 @@ use std::time::Duration;
 use crate::config::{ChannelConfig, ChannelKind};
 use crate::model::Millis;
 use crate::model::Notice;
+use crate::time::Clock;
 
 /// A boxed future, so channels can live behind `Arc<dyn Channel>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -125,6 +126,7 @@ pub trait Channel: Send + Sync {
 pub fn build_channels(
     channels: &[ChannelConfig],
     public_url: Option<&str>,
+    clock: Clock,
 ) -> Result<Vec<Arc<dyn Channel>>, reqwest::Error> {
     let mut built: Vec<Arc<dyn Channel>> = Vec::new();
     for config in channels {
@@ -147,6 +149,7 @@ pub fn build_channels(
                 at_user_ids.clone(),
                 keyword.clone(),
                 style,
+                clock.clone(),
             ))),
             ChannelKind::Slack { url } => built.push(Arc::new(slack::Slack::new(
                 &config.name,
@@ -160,6 +163,7 @@ pub fn build_channels(
                 url.clone(),
                 secret.clone(),
                 style,
+                clock.clone(),
             ))),
             ChannelKind::Wecom { url } => built.push(Arc::new(wecom::WeCom::new(
                 &config.name,

@@ -120,14 +120,16 @@ fn limits() -> Limits {
 fn harness(channel_yaml: &str, clock: &FakeClock, limits: Limits) -> Harness {
     let config =
         load_str(&format!("channels:\n{channel_yaml}"), &|_| None).expect("channel config");
+    let reader = Arc::clone(clock);
+    let channel_clock = Arc::clone(clock);
     let mut channels = drift_sentinel::deliver::build_channels(
         &config.channels,
         Some("https://drift.example.com"),
+        Arc::new(move || channel_clock.load(Ordering::SeqCst)),
     )
     .unwrap();
     let store = MemoryStore::new();
     let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(store.clone())));
-    let reader = Arc::clone(clock);
     let relay = Relay::new(
         channels.remove(0),
         limits,
