@@ -10,6 +10,7 @@ pub mod check;
 pub mod classify;
 #[cfg(feature = "cluster")]
 pub mod cluster;
+pub mod commands;
 pub mod config;
 pub mod decode;
 pub mod deliver;
