@@ -8,16 +8,17 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::engine::{snapshot_drifts, CLUSTER, SNAPSHOT_TIME};
-use super::normalize::{decode_live, desired_state, hashed_secret, live_manifest};
+use super::engine::snapshot_drifts;
+use super::normalize::{
+    decode_live, desired_state, hashed_secret, live_manifest, Live, CLUSTER, SNAPSHOT_TIME,
+};
 use super::report::{DiffEntry, Finding, ObjectReport, Report};
 use super::Error;
 use crate::classify::evidence::baseline::compare;
 use crate::classify::evidence::hint::{namespace_flag, resource_name, revert_patch, shell_quote};
 use crate::classify::{classes, ObjectState, Rules};
 use crate::decode::object::api_group;
-use crate::decode::KubeObject;
-use crate::manifest::{Document, ManifestKey, Manifests, Origin};
+use crate::manifest::{Document, ManifestKey, Manifests};
 use crate::model::{FieldChange, Severity};
 
 /// Class id: in the baseline, not live.
@@ -28,13 +29,6 @@ const EXTRA: &str = "extra";
 const SPEC_DRIFT: &str = "spec_drift";
 /// Class id: a ConfigMap's data differs from its manifest.
 const CONFIG_DRIFT: &str = "config_drift";
-
-/// A live object decoded, its compact state, and where it was read.
-pub(crate) struct Live {
-    pub(crate) object: KubeObject,
-    state: ObjectState,
-    origin: Origin,
-}
 
 /// Compares `live` with `baseline` under `rules` (ignore paths, class settings, thresholds,
 /// scope, watched ConfigMaps). Pure. Fails only on bad input: a baseline object defined twice, or

@@ -7,16 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::compare::Live;
+use super::normalize::{Live, CLUSTER, SNAPSHOT_TIME};
 use crate::classify::{classes, Engine, Rules};
 use crate::decode::{Action, ApiServerEvent, KubeObject, Mode};
 use crate::manifest::ManifestKey;
 use crate::model::{Drift, DriftState, Millis};
-
-/// The instant every live object is applied at; the clock then moves to [`Millis::MAX`].
-pub(crate) const SNAPSHOT_TIME: Millis = 0;
-/// The cluster name given to the live objects inside the engine.
-pub(crate) const CLUSTER: &str = "live";
 
 /// The engine classes that apply to a snapshot (state-based), in registry order.
 pub fn snapshot_classes() -> Vec<&'static str> {

@@ -5,11 +5,24 @@
 
 use serde_json::{json, Map, Value};
 
-use super::engine::{CLUSTER, SNAPSHOT_TIME};
 use crate::classify::ObjectState;
 use crate::decode::object::{hash_value, parse_object};
 use crate::decode::KubeObject;
+use crate::manifest::Origin;
 use crate::manifest::{manifest_key, ManifestKey};
+use crate::model::Millis;
+
+/// The instant every live object is applied at; the clock then moves to [`Millis::MAX`].
+pub(crate) const SNAPSHOT_TIME: Millis = 0;
+/// The cluster name given to the live objects inside the engine.
+pub(crate) const CLUSTER: &str = "live";
+
+/// A live object decoded, its compact state, and where it was read.
+pub(crate) struct Live {
+    pub(crate) object: KubeObject,
+    pub(crate) state: ObjectState,
+    pub(crate) origin: Origin,
+}
 
 /// Decodes a live object as the sink would, hashing Secret values. Objects written by hand may
 /// lack `uid` and `resourceVersion`; they get stand-ins derived from their key.

@@ -8,23 +8,23 @@ use sha2::{Digest, Sha256};
 
 use super::journal::Journal;
 use super::{
-    classes, resource_version, Graph, ObjectState, Outcome, Rules, Sweep, RECHECK_PER_TICK,
-    RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS,
+    classes, resource_version, Changes, Graph, ObjectState, Outcome, Rules, Sweep,
+    RECHECK_PER_TICK, RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS,
 };
 use crate::decode::{Action, ApiServerEvent, Mode};
-use crate::model::{Drift, DriftSlot, DriftState, Millis, ObjectKey};
+use crate::model::{Drift, DriftSlot, DriftState, Millis, ObjectKey, Transition};
 
 /// The drift engine.
 pub struct Engine {
-    pub(super) sequence: (Millis, usize),
-    pub(super) rules: Arc<Rules>,
-    pub(super) graph: Graph,
-    pub(super) drifts: HashMap<DriftSlot, Drift>,
+    sequence: (Millis, usize),
+    rules: Arc<Rules>,
+    graph: Graph,
+    drifts: HashMap<DriftSlot, Drift>,
     /// Ids of the open drifts whose row is in the store (or in the round being committed).
-    pub(super) recorded: std::collections::HashSet<String>,
+    recorded: std::collections::HashSet<String>,
     /// Restored objects still to re-assess (see the module docs), popped from the end.
-    pub(super) recheck: Vec<ObjectKey>,
-    pub(super) journal: Journal,
+    recheck: Vec<ObjectKey>,
+    journal: Journal,
 }
 
 impl Engine {
@@ -282,9 +282,7 @@ impl Engine {
                 break;
             };
             self.reassess(&key, now);
-            if self.journal.active {
-                self.journal.rechecked.push(key);
-            }
+            self.journal.rechecked(key);
         }
         let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
         for key in expired {
@@ -326,9 +324,7 @@ impl Engine {
         for slot in unrecorded {
             if let Some(drift) = self.drifts.get(&slot).cloned() {
                 self.record(&drift, true);
-                if self.journal.active {
-                    self.journal.touched_drifts.push(slot);
-                }
+                self.journal.touch_drift(slot);
             }
         }
     }
@@ -549,9 +545,7 @@ impl Engine {
         self.push_transition(resolved, Some(from), now);
         if recorded {
             self.recorded.remove(&id);
-            if self.journal.active {
-                self.journal.recorded.push((id, false));
-            }
+            self.journal.recorded(id, false);
         }
     }
 
@@ -577,11 +571,85 @@ impl Engine {
             Some(drift) => self.drifts.insert(slot.clone(), drift),
             None => self.drifts.remove(&slot),
         };
-        if self.journal.active {
-            self.journal.drifts.push((slot.clone(), old));
-            if written {
-                self.journal.touched_drifts.push(slot);
-            }
+        self.journal.drift(slot, old, written);
+    }
+
+    /// Starts journaling changes.
+    pub fn begin(&mut self) {
+        self.journal = Journal::started();
+    }
+
+    /// Ends journaling: the changes are durable and can no longer be rolled back.
+    pub fn commit(&mut self) {
+        self.journal = Journal::default();
+    }
+
+    /// What changed since [`Engine::begin`], for the store to persist. The journal stays, so a
+    /// failed store commit can still be rolled back.
+    pub fn changes(&self) -> Changes {
+        self.journal
+            .changes(&self.graph, &self.drifts, &self.recorded)
+    }
+
+    /// Undoes everything since [`Engine::begin`].
+    pub fn rollback(&mut self) {
+        std::mem::take(&mut self.journal).undo(
+            &mut self.graph,
+            &mut self.drifts,
+            &mut self.recorded,
+            &mut self.recheck,
+        );
+    }
+
+    /// How many writes the journal holds for the store (objects, removals, drift rows,
+    /// transitions). An event that leaves it unchanged changed nothing durable: most status
+    /// churn, whose compact state equals the previous one (see [`ObjectState::same_content`]).
+    pub fn journaled_writes(&self) -> usize {
+        self.journal.writes()
+    }
+
+    /// Transitions journaled since [`Engine::begin`], in order.
+    pub fn journaled_transitions(&self) -> &[Transition] {
+        self.journal.transitions()
+    }
+
+    /// Marks an open drift as recorded from now on. Its row is written with the round's
+    /// changes (the caller touches its slot); with `backdate`, its opening move, which was not
+    /// recorded, goes to the history dated when it opened.
+    fn record(&mut self, drift: &Drift, backdate: bool) {
+        if !self.recorded.insert(drift.id.clone()) {
+            return;
+        }
+        self.journal.recorded(drift.id.clone(), true);
+        if backdate && self.journal.is_active() {
+            let mut opened = drift.clone();
+            opened.state = DriftState::Pending;
+            opened.fired_at = None;
+            self.journal.history(Transition {
+                drift: opened,
+                from: None,
+                at: drift.since,
+            });
+        }
+    }
+
+    fn push_transition(&mut self, drift: Drift, from: Option<DriftState>, at: Millis) {
+        if self.journal.is_active() {
+            let recorded = self.recorded.contains(&drift.id);
+            self.journal
+                .transition(Transition { drift, from, at }, recorded);
+        }
+    }
+
+    /// Journals an object change made directly on the graph: `old` is restored on rollback, and
+    /// the new state is written by the next commit only when `durable`.
+    fn journal_object(&mut self, key: ObjectKey, old: Option<ObjectState>, durable: bool) {
+        self.journal.object(key, old, durable);
+    }
+
+    fn remove_object(&mut self, key: &ObjectKey) {
+        if let Some(old) = self.graph.remove(key) {
+            self.journal.removed(key, old);
         }
     }
 }

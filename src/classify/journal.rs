@@ -1,180 +1,202 @@
-//! The engine's journal: every change made between [`Engine::begin`] and [`Engine::commit`], so
-//! the writer can hand the store exactly what changed ([`Engine::changes`]) and undo it all
-//! ([`Engine::rollback`]) when the store fails to commit, keeping memory equal to what is durable.
+//! The engine's journal: every change made between `Engine::begin` and `Engine::commit`, so the
+//! writer can hand the store exactly what changed ([`Journal::changes`]) and undo it all
+//! ([`Journal::undo`]) when the store fails to commit, keeping memory equal to what is durable.
+//! The journal only records; the engine owns the state it records about and hands it in.
 
-use super::{Changes, Engine, ObjectState};
-use crate::model::{Drift, DriftSlot, DriftState, Millis, ObjectKey, Transition};
+use std::collections::{HashMap, HashSet};
 
+use super::{Changes, Graph, ObjectState};
+use crate::model::{Drift, DriftSlot, DriftState, ObjectKey, Transition};
+
+/// What changed since the round began (empty and inactive outside a round).
 #[derive(Debug, Default)]
 pub(super) struct Journal {
-    pub(super) active: bool,
-    pub(super) objects: Vec<(ObjectKey, Option<ObjectState>)>,
-    pub(super) drifts: Vec<(DriftSlot, Option<Drift>)>,
-    pub(super) touched_objects: Vec<ObjectKey>,
-    pub(super) removed_objects: Vec<ObjectKey>,
-    pub(super) touched_drifts: Vec<DriftSlot>,
-    pub(super) transitions: Vec<Transition>,
-    pub(super) history: Vec<Transition>,
-    /// Changes to `Engine::recorded`: (drift id, inserted), undone in reverse on rollback.
-    pub(super) recorded: Vec<(String, bool)>,
-    /// Keys taken from `Engine::recheck` (put back on rollback).
-    pub(super) rechecked: Vec<ObjectKey>,
+    active: bool,
+    objects: Vec<(ObjectKey, Option<ObjectState>)>,
+    drifts: Vec<(DriftSlot, Option<Drift>)>,
+    touched_objects: Vec<ObjectKey>,
+    removed_objects: Vec<ObjectKey>,
+    touched_drifts: Vec<DriftSlot>,
+    transitions: Vec<Transition>,
+    history: Vec<Transition>,
+    /// Changes to the engine's recorded set: (drift id, inserted), undone in reverse.
+    recorded: Vec<(String, bool)>,
+    /// Keys taken from the engine's re-check queue (put back on rollback).
+    rechecked: Vec<ObjectKey>,
 }
 
-impl Engine {
-    /// Starts journaling changes.
-    pub fn begin(&mut self) {
-        self.journal = Journal {
+impl Journal {
+    /// A journal that records (a round has begun).
+    pub(super) fn started() -> Journal {
+        Journal {
             active: true,
             ..Journal::default()
-        };
+        }
     }
 
-    /// Ends journaling: the changes are durable and can no longer be rolled back.
-    pub fn commit(&mut self) {
-        self.journal = Journal::default();
+    /// True while a round is being journaled.
+    pub(super) fn is_active(&self) -> bool {
+        self.active
     }
 
-    /// What changed since [`Engine::begin`], for the store to persist. The journal stays, so a
-    /// failed store commit can still be rolled back.
-    pub fn changes(&self) -> Changes {
-        let journal = &self.journal;
+    /// How many writes the journal holds for the store (objects, removals, drift rows,
+    /// transitions of recorded drifts).
+    pub(super) fn writes(&self) -> usize {
+        self.touched_objects.len()
+            + self.removed_objects.len()
+            + self.touched_drifts.len()
+            + self.history.len()
+    }
+
+    /// Every transition, in order.
+    pub(super) fn transitions(&self) -> &[Transition] {
+        &self.transitions
+    }
+
+    /// An object changed in the graph: `old` comes back on undo; the new state is written only
+    /// when `durable`.
+    pub(super) fn object(&mut self, key: ObjectKey, old: Option<ObjectState>, durable: bool) {
+        if self.active {
+            if durable {
+                self.touched_objects.push(key.clone());
+            }
+            self.objects.push((key, old));
+        }
+    }
+
+    /// An object left the graph (its tombstone expired or it moved to another cluster name).
+    pub(super) fn removed(&mut self, key: &ObjectKey, old: ObjectState) {
+        if self.active {
+            self.objects.push((key.clone(), Some(old)));
+            self.removed_objects.push(key.clone());
+        }
+    }
+
+    /// An open drift changed (`old` comes back on undo); `written` when its row must be written.
+    pub(super) fn drift(&mut self, slot: DriftSlot, old: Option<Drift>, written: bool) {
+        if self.active {
+            self.drifts.push((slot.clone(), old));
+            if written {
+                self.touched_drifts.push(slot);
+            }
+        }
+    }
+
+    /// A recorded drift's row must be written with the round.
+    pub(super) fn touch_drift(&mut self, slot: DriftSlot) {
+        if self.active {
+            self.touched_drifts.push(slot);
+        }
+    }
+
+    /// A drift became recorded (`inserted`) or stopped being (`!inserted`).
+    pub(super) fn recorded(&mut self, id: String, inserted: bool) {
+        if self.active {
+            self.recorded.push((id, inserted));
+        }
+    }
+
+    /// A move of a drift; `recorded` drifts' moves go to the history too.
+    pub(super) fn transition(&mut self, transition: Transition, recorded: bool) {
+        if self.active {
+            if recorded {
+                self.history.push(transition.clone());
+            }
+            self.transitions.push(transition);
+        }
+    }
+
+    /// A move for the history only (the backdated opening move of a drift recorded late).
+    pub(super) fn history(&mut self, transition: Transition) {
+        if self.active {
+            self.history.push(transition);
+        }
+    }
+
+    /// An object taken from the re-check queue.
+    pub(super) fn rechecked(&mut self, key: ObjectKey) {
+        if self.active {
+            self.rechecked.push(key);
+        }
+    }
+
+    /// What changed, for the store to persist: the touched objects and recorded drifts as they
+    /// are now, in the graph and the open drifts.
+    pub(super) fn changes(
+        &self,
+        graph: &Graph,
+        drifts: &HashMap<DriftSlot, Drift>,
+        recorded: &HashSet<String>,
+    ) -> Changes {
         let mut changes = Changes::default();
-        let mut seen_objects = std::collections::HashSet::new();
-        for key in journal.touched_objects.iter().rev() {
+        let mut seen_objects = HashSet::new();
+        for key in self.touched_objects.iter().rev() {
             if seen_objects.insert(key.clone()) {
-                if let Some(object) = self.graph.get(key) {
+                if let Some(object) = graph.get(key) {
                     changes.objects.push(object.clone());
                 }
             }
         }
         changes.objects.reverse();
-        changes.removed_objects = journal.removed_objects.clone();
+        changes.removed_objects = self.removed_objects.clone();
         // A resolved episode is no longer open but its final row must still be written (when it
         // was recorded). Resolved rows go first: if a slot resolves and reopens within one
         // batch, the open row is last.
-        for transition in &journal.history {
+        for transition in &self.history {
             if transition.drift.state == DriftState::Resolved {
                 changes.drifts.push(transition.drift.clone());
             }
         }
-        let mut seen_drifts = std::collections::HashSet::new();
-        for slot in journal.touched_drifts.iter() {
+        let mut seen_drifts = HashSet::new();
+        for slot in self.touched_drifts.iter() {
             if seen_drifts.insert(slot.clone()) {
-                if let Some(drift) = self.drifts.get(slot) {
-                    if self.recorded.contains(&drift.id) {
+                if let Some(drift) = drifts.get(slot) {
+                    if recorded.contains(&drift.id) {
                         changes.drifts.push(drift.clone());
                     }
                 }
             }
         }
-        changes.transitions = journal.transitions.clone();
-        changes.history = journal.history.clone();
+        changes.transitions = self.transitions.clone();
+        changes.history = self.history.clone();
         changes
     }
 
-    /// Undoes everything since [`Engine::begin`].
-    pub fn rollback(&mut self) {
-        let journal = std::mem::take(&mut self.journal);
-        for (id, inserted) in journal.recorded.into_iter().rev() {
+    /// Undoes everything journaled, in reverse order, on the engine's state.
+    pub(super) fn undo(
+        self,
+        graph: &mut Graph,
+        drifts: &mut HashMap<DriftSlot, Drift>,
+        recorded: &mut HashSet<String>,
+        recheck: &mut Vec<ObjectKey>,
+    ) {
+        for (id, inserted) in self.recorded.into_iter().rev() {
             if inserted {
-                self.recorded.remove(&id);
+                recorded.remove(&id);
             } else {
-                self.recorded.insert(id);
+                recorded.insert(id);
             }
         }
-        self.recheck.extend(journal.rechecked.into_iter().rev());
-        for (slot, old) in journal.drifts.into_iter().rev() {
+        recheck.extend(self.rechecked.into_iter().rev());
+        for (slot, old) in self.drifts.into_iter().rev() {
             match old {
                 Some(drift) => {
-                    self.drifts.insert(slot, drift);
+                    drifts.insert(slot, drift);
                 }
                 None => {
-                    self.drifts.remove(&slot);
+                    drifts.remove(&slot);
                 }
             }
         }
-        for (key, old) in journal.objects.into_iter().rev() {
+        for (key, old) in self.objects.into_iter().rev() {
             match old {
                 Some(object) => {
-                    self.graph.insert(object);
+                    graph.insert(object);
                 }
                 None => {
-                    self.graph.remove(&key);
+                    graph.remove(&key);
                 }
             }
-        }
-    }
-
-    /// How many writes the journal holds for the store (objects, removals, drift rows,
-    /// transitions). An event that leaves it unchanged changed nothing durable: most status
-    /// churn, whose compact state equals the previous one (see [`ObjectState::same_content`]).
-    pub fn journaled_writes(&self) -> usize {
-        let journal = &self.journal;
-        journal.touched_objects.len()
-            + journal.removed_objects.len()
-            + journal.touched_drifts.len()
-            + journal.history.len()
-    }
-
-    /// Transitions journaled since [`Engine::begin`], in order.
-    pub fn journaled_transitions(&self) -> &[Transition] {
-        &self.journal.transitions
-    }
-
-    /// Marks an open drift as recorded from now on. Its row is written with the round's
-    /// changes (the caller touches its slot); with `backdate`, its opening move, which was not
-    /// recorded, goes to the history dated when it opened.
-    pub(super) fn record(&mut self, drift: &Drift, backdate: bool) {
-        if !self.recorded.insert(drift.id.clone()) {
-            return;
-        }
-        if self.journal.active {
-            self.journal.recorded.push((drift.id.clone(), true));
-        }
-        if self.journal.active && backdate {
-            let mut opened = drift.clone();
-            opened.state = DriftState::Pending;
-            opened.fired_at = None;
-            self.journal.history.push(Transition {
-                drift: opened,
-                from: None,
-                at: drift.since,
-            });
-        }
-    }
-
-    pub(super) fn push_transition(&mut self, drift: Drift, from: Option<DriftState>, at: Millis) {
-        if self.journal.active {
-            let transition = Transition { drift, from, at };
-            if self.recorded.contains(&transition.drift.id) {
-                self.journal.history.push(transition.clone());
-            }
-            self.journal.transitions.push(transition);
-        }
-    }
-
-    /// Journals an object change made directly on the graph: `old` is restored on rollback, and
-    /// the new state is written by the next commit only when `durable`.
-    pub(super) fn journal_object(
-        &mut self,
-        key: ObjectKey,
-        old: Option<ObjectState>,
-        durable: bool,
-    ) {
-        if self.journal.active {
-            if durable {
-                self.journal.touched_objects.push(key.clone());
-            }
-            self.journal.objects.push((key, old));
-        }
-    }
-
-    pub(super) fn remove_object(&mut self, key: &ObjectKey) {
-        let old = self.graph.remove(key);
-        if self.journal.active && old.is_some() {
-            self.journal.objects.push((key.clone(), old));
-            self.journal.removed_objects.push(key.clone());
         }
     }
 }
