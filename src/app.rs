@@ -179,9 +179,7 @@ pub async fn start(
     let done = tokio::spawn(async move {
         let graceful = server_shutdown.clone();
         let mut serve = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(async move { graceful.cancelled().await })
-                .await
+            ingest::serve(listener, router, async move { graceful.cancelled().await }).await
         });
         tokio::select! {
             // The server's own graceful shutdown waits for the same token, so with no request in

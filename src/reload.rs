@@ -17,7 +17,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::classify::evidence::baseline::Baseline;
+use crate::classify::baseline::Baseline;
 use crate::classify::Rules;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;

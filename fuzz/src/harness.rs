@@ -165,7 +165,7 @@ pub fn diff(data: &[u8]) {
     enrich::diff::diff_values("/spec", before.as_ref(), after.as_ref(), &mut changes);
     for change in &changes {
         // Every change names a pointer that splits back into segments, and values are bounded.
-        let _ = enrich::diff::pointer_segments(&change.path);
+        let _ = drift_sentinel::model::pointer::pointer_segments(&change.path);
         for value in change.before.iter().chain(change.after.iter()) {
             let _ = serde_json::to_string(&enrich::diff::bounded(value));
         }

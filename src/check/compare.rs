@@ -14,7 +14,7 @@ use super::normalize::{
 };
 use super::report::{DiffEntry, Finding, ObjectReport, Report};
 use super::Error;
-use crate::classify::evidence::baseline::compare;
+use crate::classify::baseline::compare;
 use crate::classify::evidence::hint::{namespace_flag, resource_name, revert_patch, shell_quote};
 use crate::classify::{classes, ObjectState, Rules};
 use crate::decode::object::api_group;
@@ -321,7 +321,7 @@ fn data_changes(desired: &Value, live: &Value) -> Vec<FieldChange> {
     keys.into_iter()
         .filter(|key| wanted.get(*key) != actual.get(*key))
         .map(|key| FieldChange {
-            path: crate::classify::evidence::diff::push_pointer("/data", key),
+            path: crate::model::pointer::push_pointer("/data", key),
             before: wanted.get(key).cloned(),
             after: actual.get(key).cloned(),
         })

@@ -13,7 +13,7 @@
 //!   which are checked through their Service) and every other kind (a cluster dump holds many
 //!   objects the baseline does not manage).
 //! * `spec_drift`: the live object differs from its manifest, desired fields only
-//!   ([`crate::classify::evidence::baseline::compare`]: status, server-set metadata and the
+//!   ([`crate::classify::baseline::compare`]: status, server-set metadata and the
 //!   defaults Knative adds are not compared; `rules.ignorePaths` apply). `warning`.
 //! * `config_drift`: a ConfigMap's `data` differs from its manifest, key by key both ways,
 //!   `_example` ignored. Severity and `enabled` from `rules.classes.config_drift`.

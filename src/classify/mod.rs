@@ -23,6 +23,7 @@
 //! the engine makes is journaled between [`Engine::begin`] and [`Engine::commit`] so the caller can
 //! [`Engine::rollback`] when the store fails to commit, keeping memory equal to what is durable.
 
+pub mod baseline;
 pub mod classes;
 pub mod evidence;
 pub mod graph;

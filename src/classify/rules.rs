@@ -7,9 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::classes;
+use super::baseline::Baseline;
 use super::state::ObjectState;
-use crate::classify::evidence::baseline::Baseline;
 use crate::model::{glob_match, Severity, Silence};
 
 /// Field managers trusted by default: Knative's controllers, Kubernetes' own controllers and the
@@ -54,23 +53,6 @@ pub struct ClassSettings {
     pub threshold: u64,
 }
 
-impl ClassSettings {
-    /// A class's built-in settings; `default_grace` replaces its grace when the class follows
-    /// the shared default (`rules.defaults.grace`).
-    pub fn defaults_of(class: &dyn classes::DriftClass, default_grace: Option<Duration>) -> Self {
-        let defaults = class.defaults();
-        ClassSettings {
-            enabled: defaults.enabled,
-            severity: defaults.severity,
-            grace: default_grace
-                .filter(|_| defaults.grace_follows_default)
-                .unwrap_or(defaults.grace),
-            tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
-            threshold: DEFAULT_PILEUP_THRESHOLD,
-        }
-    }
-}
-
 /// Which objects drifts are reported for. Objects out of scope are still tracked (their
 /// relatives may be in scope) but never open a drift.
 #[derive(Debug, Clone, Default)]
@@ -88,7 +70,8 @@ pub struct Scope {
 /// Everything [`Rules::new`] needs, as plain data.
 #[derive(Debug, Clone)]
 pub struct RuleSet {
-    /// Settings per class id; a class of [`classes::REGISTRY`] missing here gets its defaults.
+    /// Settings per class id; a class missing here does not run (`classes::default_settings`
+    /// gives every class its built-in settings).
     pub classes: BTreeMap<&'static str, ClassSettings>,
     /// Field managers whose writes are not manual edits.
     pub trusted_managers: BTreeSet<String>,
@@ -102,10 +85,12 @@ pub struct RuleSet {
     pub silences: Vec<Silence>,
 }
 
-impl Default for RuleSet {
-    fn default() -> Self {
+impl RuleSet {
+    /// These class settings, with the default trusted managers and watched ConfigMaps, no scope
+    /// limits, no ignore paths and no silences.
+    pub fn with_classes(classes: BTreeMap<&'static str, ClassSettings>) -> Self {
         RuleSet {
-            classes: BTreeMap::new(),
+            classes,
             trusted_managers: DEFAULT_TRUSTED_MANAGERS
                 .iter()
                 .map(|name| name.to_string())
@@ -134,25 +119,11 @@ pub struct Rules {
     baseline: Arc<Baseline>,
 }
 
-impl Default for Rules {
-    /// Every class with its built-in settings, the default trusted managers and watched
-    /// ConfigMaps: what an empty `rules:` section compiles to.
-    fn default() -> Self {
-        Rules::new(RuleSet::default())
-    }
-}
-
 impl Rules {
-    /// Rules from their parts; classes the set does not mention keep their defaults.
+    /// Rules from their parts.
     pub fn new(set: RuleSet) -> Rules {
-        let mut compiled = set.classes;
-        for class in classes::REGISTRY {
-            compiled
-                .entry(class.id())
-                .or_insert_with(|| ClassSettings::defaults_of(*class, None));
-        }
         Rules {
-            classes: compiled,
+            classes: set.classes,
             disabled: ClassSettings {
                 enabled: false,
                 severity: Severity::Info,

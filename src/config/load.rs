@@ -3,9 +3,6 @@
 //! type error → semantic validation ([`super::validate`]).
 
 use std::path::Path;
-use std::time::Duration;
-
-use serde::{Deserialize, Deserializer};
 
 use super::{validate::validate, Config, Error};
 
@@ -149,19 +146,4 @@ fn interpolate_str(
     }
     out.push_str(rest);
     Ok(out)
-}
-
-pub(crate) fn de_duration<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Duration, D::Error> {
-    let text = String::deserialize(deserializer)?;
-    crate::time::parse_duration(&text).map_err(serde::de::Error::custom)
-}
-
-pub(crate) fn de_opt_duration<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<Duration>, D::Error> {
-    let text = Option::<String>::deserialize(deserializer)?;
-    text.map(|text| crate::time::parse_duration(&text).map_err(serde::de::Error::custom))
-        .transpose()
 }

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 pub mod channels;
+mod duration;
 pub mod load;
 pub mod resync;
 pub mod routes;
@@ -22,7 +23,7 @@ pub mod server;
 mod validate;
 
 pub use channels::{ChannelConfig, ChannelKind, TemplateConfig};
-pub(crate) use load::{de_duration, de_opt_duration};
+pub(crate) use duration::{de_duration, de_opt_duration};
 pub use load::{load_file, load_str, redact_urls};
 pub use resync::{
     default_resync_resources, LabelSelectorConfig, ResourceConfig, ResyncConfig, ResyncMode,

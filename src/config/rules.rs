@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::de_opt_duration;
-use crate::classify::classes::REGISTRY;
+use crate::classify::classes::default_settings;
 use crate::classify::rules::{
     ClassSettings, RuleSet, Scope, DEFAULT_TRUSTED_MANAGERS, DEFAULT_WATCHED_CONFIG_MAPS,
 };
@@ -162,24 +162,21 @@ impl RulesConfig {
     /// Compiles validated rules into the engine's [`Rules`] (without the baseline manifests,
     /// which `reload::load_rules` reads from `baselineDir`).
     pub fn compile(&self) -> Rules {
-        let mut classes = BTreeMap::new();
-        for class in REGISTRY {
-            let defaults = ClassSettings::defaults_of(*class, self.defaults.grace);
-            let rule = self.classes.get(class.id()).cloned().unwrap_or_default();
-            classes.insert(
-                class.id(),
-                ClassSettings {
-                    enabled: rule.enabled.unwrap_or(defaults.enabled),
-                    severity: rule
-                        .severity
-                        .as_deref()
-                        .and_then(Severity::parse)
-                        .unwrap_or(defaults.severity),
-                    grace: rule.grace.unwrap_or(defaults.grace),
-                    tolerance_percent: rule.tolerance_percent.unwrap_or(defaults.tolerance_percent),
-                    threshold: rule.threshold.unwrap_or(defaults.threshold),
-                },
-            );
+        let mut classes = default_settings(self.defaults.grace);
+        for (id, settings) in classes.iter_mut() {
+            let defaults = settings.clone();
+            let rule = self.classes.get(*id).cloned().unwrap_or_default();
+            *settings = ClassSettings {
+                enabled: rule.enabled.unwrap_or(defaults.enabled),
+                severity: rule
+                    .severity
+                    .as_deref()
+                    .and_then(Severity::parse)
+                    .unwrap_or(defaults.severity),
+                grace: rule.grace.unwrap_or(defaults.grace),
+                tolerance_percent: rule.tolerance_percent.unwrap_or(defaults.tolerance_percent),
+                threshold: rule.threshold.unwrap_or(defaults.threshold),
+            };
         }
         Rules::new(RuleSet {
             classes,
@@ -204,6 +201,7 @@ impl RulesConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classify::classes::REGISTRY;
 
     #[test]
     fn ignore_paths_cover_subtrees_only_at_segment_boundaries() {

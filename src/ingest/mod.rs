@@ -126,6 +126,17 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Serves `router` on `listener` until `shutdown` completes, then lets in-flight requests finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 /// The router: `POST /` plus health and metrics, merged with `routes` (the API and dashboard),
 /// every route under one request timeout.
 pub fn router(state: AppState, routes: Router, request_timeout: std::time::Duration) -> Router {

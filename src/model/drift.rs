@@ -29,6 +29,9 @@ impl DriftState {
     }
 }
 
+/// Most changes kept in one diff: one huge edit cannot make a huge alert or row.
+pub const MAX_CHANGES: usize = 50;
+
 /// One changed field: a JSON pointer with the value before and after (absent = `None`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FieldChange {

@@ -7,11 +7,12 @@
 pub mod drift;
 pub mod glob;
 pub mod notice;
+pub mod pointer;
 pub mod silence;
 pub mod text;
 
 pub use drift::{
-    Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, Transition,
+    Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, Transition, MAX_CHANGES,
 };
 pub use glob::glob_match;
 pub use notice::{Notice, NoticeKind};

@@ -4,9 +4,9 @@
 
 use std::collections::HashSet;
 
-use super::writer::Writer;
 use crate::classify::{Engine, Outcome};
 use crate::decode::{Action, ApiServerEvent};
+use crate::metrics::Metrics;
 use crate::model::{Millis, ObjectKey};
 
 /// Work from the resync source (`cluster::resync`), committed like events but without event
@@ -55,13 +55,19 @@ pub struct ResyncOutcome {
     pub cluster_mismatch: Option<String>,
 }
 
-impl Writer {
+/// Cluster-name mix-ups between resync and the events, each logged once.
+#[derive(Default)]
+pub(super) struct Misnamed {
+    /// (resync's name, events' name) pairs already logged.
+    logged: HashSet<(String, String)>,
+}
+
+impl Misnamed {
     /// Reports an event whose object resync filed under another cluster name (the engine then
     /// moves it to the event's name, see `Engine::apply`).
-    pub(super) fn check_cluster_name(&mut self, event: &ApiServerEvent) {
+    pub(super) fn check(&mut self, engine: &Engine, metrics: &Metrics, event: &ApiServerEvent) {
         // Without objects under another name (the usual case) there is nothing to look for.
-        if !self
-            .engine
+        if !engine
             .graph()
             .clusters()
             .any(|cluster| cluster != event.cluster)
@@ -75,17 +81,17 @@ impl Writer {
             cluster: event.cluster.clone(),
             uid: object.uid.clone(),
         };
-        if self.engine.graph().get(&key).is_some() {
+        if engine.graph().get(&key).is_some() {
             return;
         }
-        let Some(other) = self.engine.other_cluster_of(&event.cluster, &object.uid) else {
+        let Some(other) = engine.other_cluster_of(&event.cluster, &object.uid) else {
             return;
         };
-        self.metrics
+        metrics
             .resync_errors
             .get_or_create(&crate::metrics::KindLabel::new("cluster_mismatch"))
             .inc();
-        if self.misnamed.insert((other.clone(), event.cluster.clone())) {
+        if self.logged.insert((other.clone(), event.cluster.clone())) {
             tracing::error!(
                 message = "The same objects were filed under two cluster names: resync's and the events'. They are moved to the events' name; set resync.cluster to it.",
                 resync_cluster = %other,
@@ -93,78 +99,76 @@ impl Writer {
             );
         }
     }
+}
 
-    /// Another cluster name under which one of `events`' objects is already tracked, if any.
-    fn tracked_elsewhere(&self, events: &[ApiServerEvent]) -> Option<String> {
-        events.iter().find_map(|event| {
-            let object = event.object.as_ref()?;
-            self.engine.other_cluster_of(&event.cluster, &object.uid)
-        })
-    }
+/// Another cluster name under which one of `events`' objects is already tracked, if any.
+fn tracked_elsewhere(engine: &Engine, events: &[ApiServerEvent]) -> Option<String> {
+    events.iter().find_map(|event| {
+        let object = event.object.as_ref()?;
+        engine.other_cluster_of(&event.cluster, &object.uid)
+    })
+}
 
-    /// Applies one piece of resync work to the engine (inside the round's journal).
-    pub(super) fn apply_resync(&mut self, work: ResyncWork, now: Millis) -> ResyncOutcome {
-        let mut outcome = ResyncOutcome::default();
-        let opened_since = |engine: &Engine, start: usize, outcome: &mut ResyncOutcome| {
-            for transition in &engine.journaled_transitions()[start..] {
-                if transition.from.is_none() {
-                    outcome.drifts_found.push(transition.drift.class.clone());
-                }
-            }
-        };
-        match work {
-            ResyncWork::Listed(events) => {
-                if let Some(other) = self.tracked_elsewhere(&events) {
-                    outcome.cluster_mismatch = Some(other);
-                    return outcome;
-                }
-                for mut event in events {
-                    if let Some(object) = &event.object {
-                        let key = ObjectKey {
-                            cluster: event.cluster.clone(),
-                            uid: object.uid.clone(),
-                        };
-                        event.action = if self.engine.is_tracked(&key) {
-                            Action::Update
-                        } else {
-                            Action::Add
-                        };
-                    }
-                    let start = self.engine.journaled_transitions().len();
-                    let writes = self.engine.journaled_writes();
-                    // Applied with nothing to write is the same content under a newer
-                    // resourceVersion (memory runs ahead of the store after a restart): nothing
-                    // an event had missed.
-                    match self.engine.apply(&event, now) {
-                        Outcome::Applied if self.engine.journaled_writes() != writes => {
-                            outcome.missed += 1
-                        }
-                        Outcome::Applied | Outcome::Stale | Outcome::Reference => {
-                            outcome.unchanged += 1
-                        }
-                    }
-                    opened_since(&self.engine, start, &mut outcome);
-                }
-            }
-            ResyncWork::Sweep(sweep) => {
-                let vanished = self.engine.vanished(&crate::classify::Sweep {
-                    cluster: &sweep.cluster,
-                    api_version: &sweep.api_version,
-                    kind: &sweep.kind,
-                    seen: &sweep.seen,
-                    list_version: &sweep.list_version,
-                    listed_at: sweep.listed_at,
-                    selects: sweep.selects.as_ref(),
-                });
-                for key in vanished {
-                    let start = self.engine.journaled_transitions().len();
-                    if self.engine.forget(&key, now) == Outcome::Applied {
-                        outcome.deleted += 1;
-                    }
-                    opened_since(&self.engine, start, &mut outcome);
-                }
+/// Applies one piece of resync work to the engine (inside the round's journal).
+pub(super) fn apply(engine: &mut Engine, work: ResyncWork, now: Millis) -> ResyncOutcome {
+    let mut outcome = ResyncOutcome::default();
+    let opened_since = |engine: &Engine, start: usize, outcome: &mut ResyncOutcome| {
+        for transition in &engine.journaled_transitions()[start..] {
+            if transition.from.is_none() {
+                outcome.drifts_found.push(transition.drift.class.clone());
             }
         }
-        outcome
+    };
+    match work {
+        ResyncWork::Listed(events) => {
+            if let Some(other) = tracked_elsewhere(engine, &events) {
+                outcome.cluster_mismatch = Some(other);
+                return outcome;
+            }
+            for mut event in events {
+                if let Some(object) = &event.object {
+                    let key = ObjectKey {
+                        cluster: event.cluster.clone(),
+                        uid: object.uid.clone(),
+                    };
+                    event.action = if engine.is_tracked(&key) {
+                        Action::Update
+                    } else {
+                        Action::Add
+                    };
+                }
+                let start = engine.journaled_transitions().len();
+                let writes = engine.journaled_writes();
+                // Applied with nothing to write is the same content under a newer
+                // resourceVersion (memory runs ahead of the store after a restart): nothing
+                // an event had missed.
+                match engine.apply(&event, now) {
+                    Outcome::Applied if engine.journaled_writes() != writes => outcome.missed += 1,
+                    Outcome::Applied | Outcome::Stale | Outcome::Reference => {
+                        outcome.unchanged += 1
+                    }
+                }
+                opened_since(engine, start, &mut outcome);
+            }
+        }
+        ResyncWork::Sweep(sweep) => {
+            let vanished = engine.vanished(&crate::classify::Sweep {
+                cluster: &sweep.cluster,
+                api_version: &sweep.api_version,
+                kind: &sweep.kind,
+                seen: &sweep.seen,
+                list_version: &sweep.list_version,
+                listed_at: sweep.listed_at,
+                selects: sweep.selects.as_ref(),
+            });
+            for key in vanished {
+                let start = engine.journaled_transitions().len();
+                if engine.forget(&key, now) == Outcome::Applied {
+                    outcome.deleted += 1;
+                }
+                opened_since(engine, start, &mut outcome);
+            }
+        }
     }
+    outcome
 }

@@ -8,6 +8,7 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::resync::{self, Misnamed};
 use super::{
     Command, Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply, ResyncWork, Settings,
     SilenceOutcome, SilenceReply, SilenceRequest,
@@ -71,8 +72,8 @@ pub(super) struct Writer {
     pub(super) last_write: Millis,
     pub(super) last_prune: Millis,
     pub(super) dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
-    /// (resync's name, events' name) pairs already logged.
-    pub(super) misnamed: HashSet<(String, String)>,
+    /// Cluster-name mix-ups already logged.
+    pub(super) misnamed: Misnamed,
 }
 
 impl Writer {
@@ -102,7 +103,7 @@ impl Writer {
             last_write: 0,
             last_prune: 0,
             dropper: spawn_dropper(),
-            misnamed: HashSet::new(),
+            misnamed: Misnamed::default(),
         }
     }
 
@@ -289,7 +290,7 @@ impl Writer {
                         if duplicate {
                             EventResult::Duplicate
                         } else {
-                            self.check_cluster_name(event);
+                            self.misnamed.check(&self.engine, &self.metrics, event);
                             let writes = self.engine.journaled_writes();
                             match self.engine.apply(event, now) {
                                 Outcome::Applied => {
@@ -324,7 +325,7 @@ impl Writer {
     /// Applies the resync loop's work (listed objects, complete lists' absentees).
     fn apply_resyncs(&mut self, round: &mut Round, resyncs: Vec<(ResyncWork, ResyncReply)>) {
         for (work, reply) in resyncs {
-            let outcome = self.apply_resync(work, round.now);
+            let outcome = resync::apply(&mut self.engine, work, round.now);
             round.resync_replies.push((outcome, reply));
         }
     }

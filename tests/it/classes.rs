@@ -977,9 +977,8 @@ spec:
 "#,
         )
         .unwrap();
-    drift_sentinel::classify::Rules::default().with_baseline(
-        drift_sentinel::classify::evidence::baseline::Baseline::from_manifests(&manifests),
-    )
+    drift_sentinel::classify::Rules::default()
+        .with_baseline(drift_sentinel::classify::baseline::Baseline::from_manifests(&manifests))
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Integration tests in one binary (compiles once): router contract, engine scenarios, processes.
 
 mod api;
+mod architecture;
 mod bad_input;
 mod check;
 mod classes;

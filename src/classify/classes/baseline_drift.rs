@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::classify::evidence::baseline::compare;
+use crate::classify::baseline::compare;
 use crate::classify::evidence::hint::revert_patch;
 use crate::manifest::ManifestKey;
 

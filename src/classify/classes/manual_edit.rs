@@ -91,7 +91,7 @@ pub(super) fn track(
         let spec = context.after_spec();
         tracked.retain(|change| current_value(subject, &spec, &change.path) != change.before);
     }
-    tracked.truncate(crate::classify::evidence::diff::MAX_CHANGES);
+    tracked.truncate(crate::model::MAX_CHANGES);
     Tracked {
         changes: tracked,
         actor,

@@ -6,11 +6,13 @@
 //! assessments into pending/firing/resolved transitions; a class never deals with time, grace or
 //! state itself. Class ids are public (labels, metrics, config): never rename one.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use super::graph::Graph;
-use super::rules::Rules;
+use super::rules::{
+    ClassSettings, RuleSet, Rules, DEFAULT_PILEUP_THRESHOLD, DEFAULT_TOLERANCE_PERCENT,
+};
 use super::state::ObjectState;
 use crate::decode::{Action, KubeObject};
 use crate::model::{Drift, DriftSlot, Evidence, Millis, ObjectKey, Severity};
@@ -193,6 +195,36 @@ pub fn is_known(id: &str) -> bool {
 /// The class with this id.
 pub fn by_id(id: &str) -> Option<&'static dyn DriftClass> {
     REGISTRY.iter().copied().find(|class| class.id() == id)
+}
+
+/// Every class's built-in settings; `default_grace` (`rules.defaults.grace`) replaces the grace
+/// of the classes that follow the shared default.
+pub fn default_settings(default_grace: Option<Duration>) -> BTreeMap<&'static str, ClassSettings> {
+    REGISTRY
+        .iter()
+        .map(|class| {
+            let defaults = class.defaults();
+            let settings = ClassSettings {
+                enabled: defaults.enabled,
+                severity: defaults.severity,
+                grace: default_grace
+                    .filter(|_| defaults.grace_follows_default)
+                    .unwrap_or(defaults.grace),
+                tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
+                threshold: DEFAULT_PILEUP_THRESHOLD,
+            };
+            (class.id(), settings)
+        })
+        .collect()
+}
+
+impl Default for Rules {
+    /// Every class with its built-in settings, the default trusted managers and watched
+    /// ConfigMaps: what an empty `rules:` section compiles to. (Here, not in `rules.rs`: the
+    /// rules know nothing of the classes.)
+    fn default() -> Self {
+        Rules::new(RuleSet::with_classes(default_settings(None)))
+    }
 }
 
 /// The Knative Serving API group.

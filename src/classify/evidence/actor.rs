@@ -10,10 +10,10 @@
 
 use serde_json::Value;
 
-use super::diff::pointer_segments;
 use crate::classify::state::ObjectState;
 use crate::classify::Rules;
 use crate::decode::{KubeObject, ManagedFieldsEntry};
+use crate::model::pointer::pointer_segments;
 use crate::model::Actor;
 
 /// True when the `fieldsV1` trie owns the field at `pointer` in `object`.

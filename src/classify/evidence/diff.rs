@@ -11,27 +11,11 @@ use serde_json::Value;
 
 use crate::classify::state::ObjectState;
 use crate::classify::Rules;
-use crate::model::FieldChange;
+use crate::model::pointer::push_pointer;
+use crate::model::{FieldChange, MAX_CHANGES};
 
-/// Most changes kept in one diff.
-pub const MAX_CHANGES: usize = 50;
 /// Longest string value kept in a change (characters).
 pub const MAX_VALUE_CHARS: usize = 300;
-
-/// Appends `/segment` to a JSON pointer, escaping `~` and `/`.
-pub fn push_pointer(base: &str, segment: &str) -> String {
-    let escaped = segment.replace('~', "~0").replace('/', "~1");
-    format!("{base}/{escaped}")
-}
-
-/// Splits a JSON pointer into unescaped segments.
-pub fn pointer_segments(pointer: &str) -> Vec<String> {
-    pointer
-        .split('/')
-        .skip(1)
-        .map(|segment| segment.replace("~1", "/").replace("~0", "~"))
-        .collect()
-}
 
 /// Diffs two JSON values under `base`, appending to `out`.
 pub fn diff_values(
@@ -182,6 +166,7 @@ pub fn value_at<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::pointer::pointer_segments;
     use serde_json::json;
 
     #[test]

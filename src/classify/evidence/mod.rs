@@ -1,11 +1,10 @@
 //! Evidence: what the drift classes say about a finding besides "it holds". What changed (field
-//! diffs), who changed it (`managedFields`, `lastModifier`), how to fix it (remediation hints),
-//! and how a live object differs from its desired manifest (the baseline comparison shared by
-//! `baseline_drift` and `check`). Part of the engine, called only by drift classes and `check`.
+//! diffs), who changed it (`managedFields`, `lastModifier`) and how to fix it (remediation
+//! hints). Part of the engine, called by the drift classes and `check`; the comparison with a
+//! desired manifest is its sibling `classify::baseline`.
 //! Pure: lookups only in the state handed in.
 
 pub mod actor;
-pub mod baseline;
 pub mod diff;
 pub mod hint;
 

@@ -14,9 +14,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::diff::{push_pointer, MAX_CHANGES};
 use crate::manifest::{ManifestKey, Manifests};
+use crate::model::pointer::push_pointer;
 use crate::model::FieldChange;
+use crate::model::MAX_CHANGES;
 
 /// A set of desired manifests.
 #[derive(Debug, Clone, Default)]

@@ -1,0 +1,280 @@
+//! The architecture, checked by reading `src/`: no import cycle among the top-level modules or
+//! among the files of one module, and the "only X knows Y" invariants of ARCHITECTURE.md hold by
+//! grep. A failure names the cycle or the file that breaks the rule.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `src/`, as (path relative to `src/`, code without comment lines).
+fn files() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    walk(&src(), &mut paths);
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(src())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = std::fs::read_to_string(&path).unwrap();
+            // Unit tests at the end of a file may read fixtures: only the code counts.
+            let code_part = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let code: String = code_part
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("//"))
+                .map(|line| format!("{line}\n"))
+                .collect();
+            (relative, code)
+        })
+        .collect()
+}
+
+/// The identifiers that follow `prefix` in `code` (`crate::` → `model`, `classify`, ...), and the
+/// names inside a following `{...}` group.
+fn names_after(code: &str, prefix: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find(prefix) {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    names.push(name);
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+fn find_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(node.to_string(), 1);
+        stack.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            match state.get(next.as_str()) {
+                Some(1) => {
+                    let start = stack.iter().position(|n| n == next).unwrap_or(0);
+                    let mut cycle = stack[start..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(cycle) = visit(next, edges, state, stack) {
+                        return Some(cycle);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(node.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for node in edges.keys() {
+        if !state.contains_key(node) {
+            if let Some(cycle) = visit(node, edges, &mut state, &mut Vec::new()) {
+                return Some(cycle);
+            }
+        }
+    }
+    None
+}
+
+fn top_module(path: &str) -> String {
+    let first = path.split('/').next().unwrap_or(path);
+    first.trim_end_matches(".rs").to_string()
+}
+
+#[test]
+fn no_import_cycle_among_the_top_level_modules() {
+    let files = files();
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|(path, _)| top_module(path))
+        .filter(|name| name != "main" && name != "lib")
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, code) in &files {
+        let from = top_module(path);
+        if !modules.contains(&from) {
+            continue;
+        }
+        for to in names_after(code, "crate::") {
+            if to != from && modules.contains(&to) {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    assert!(edges.len() > 10, "the scan found the modules: {edges:?}");
+    assert_eq!(find_cycle(&edges), None, "module graph: {edges:#?}");
+    // The floor imports nothing of the crate.
+    assert_eq!(
+        edges.get("model"),
+        None,
+        "model must import no other module"
+    );
+    assert_eq!(
+        edges.get("time").cloned().unwrap_or_default(),
+        BTreeSet::from(["model".to_string()]),
+        "time imports only model"
+    );
+}
+
+#[test]
+fn no_import_cycle_among_the_files_of_a_module() {
+    let files = files();
+    let mut checked = 0;
+    let directories: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(path, _)| path.rsplit_once('/').map(|(dir, _)| dir.to_string()))
+        .collect();
+    for dir in directories {
+        let module_path = format!("crate::{}::", dir.replace('/', "::"));
+        // Siblings: the files and folders directly inside `dir`, except its `mod.rs`.
+        let mut siblings: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for (path, code) in &files {
+            let Some(inside) = path.strip_prefix(&format!("{dir}/")) else {
+                continue;
+            };
+            if inside == "mod.rs" {
+                continue;
+            }
+            let name = inside.split('/').next().unwrap().trim_end_matches(".rs");
+            siblings.entry(name.to_string()).or_default().push(code);
+        }
+        // Items `mod.rs` re-exports from a sibling (`pub use engine::Engine;`).
+        let mut exported: BTreeMap<String, String> = BTreeMap::new();
+        if let Some((_, root)) = files
+            .iter()
+            .find(|(path, _)| *path == format!("{dir}/mod.rs"))
+        {
+            for sibling in siblings.keys() {
+                for prefix in ["pub use ", "pub(crate) use "] {
+                    for item in names_after(root, &format!("{prefix}{sibling}::")) {
+                        exported.insert(item, sibling.clone());
+                    }
+                }
+            }
+        }
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (name, codes) in &siblings {
+            for code in codes {
+                let mut used = names_after(code, "super::");
+                used.extend(names_after(code, &module_path));
+                for item in used {
+                    let target = if siblings.contains_key(&item) {
+                        Some(item.clone())
+                    } else {
+                        exported.get(&item).cloned()
+                    };
+                    if let Some(target) = target.filter(|target| target != name) {
+                        edges.entry(name.clone()).or_default().insert(target);
+                    }
+                }
+            }
+        }
+        checked += 1;
+        assert_eq!(find_cycle(&edges), None, "files of src/{dir}: {edges:#?}");
+    }
+    assert!(checked >= 8, "module folders scanned: {checked}");
+}
+
+/// The files whose code mentions `needle`.
+fn mentioning(needle: &str) -> Vec<String> {
+    files()
+        .into_iter()
+        .filter(|(_, code)| code.contains(needle))
+        .map(|(path, _)| path)
+        .collect()
+}
+
+fn only_in(needle: &str, allowed: &[&str]) {
+    let found = mentioning(needle);
+    assert!(
+        !found.is_empty(),
+        "{needle} is used somewhere (the scan works)"
+    );
+    let outside: Vec<&String> = found
+        .iter()
+        .filter(|path| !allowed.iter().any(|prefix| path.starts_with(prefix)))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "{needle} outside {allowed:?}: {outside:?}"
+    );
+}
+
+#[test]
+fn only_x_knows_y() {
+    only_in("axum", &["ingest/", "api/"]);
+    only_in("reqwest", &["deliver/", "ingest/auth.rs"]);
+    only_in("rusqlite", &["store/"]);
+    only_in("SELECT ", &["store/"]);
+    only_in("INSERT ", &["store/"]);
+    only_in("kube::", &["cluster/"]);
+    only_in("SystemTime::now", &["time.rs"]);
+    for wall_clock in ["Utc::now", "Local::now"] {
+        assert!(mentioning(wall_clock).is_empty(), "{wall_clock}");
+    }
+}
+
+#[test]
+fn the_pure_core_does_no_io_and_reads_no_clock() {
+    for module in ["model/", "decode/", "classify/", "route.rs", "wire/"] {
+        for needle in [
+            "std::fs",
+            "tokio",
+            "std::net",
+            "std::thread",
+            "Instant::now",
+            "std::env",
+        ] {
+            let offending: Vec<String> = mentioning(needle)
+                .into_iter()
+                .filter(|path| path.starts_with(module))
+                .collect();
+            assert!(offending.is_empty(), "{needle} in {offending:?}");
+        }
+    }
+}
