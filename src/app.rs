@@ -29,7 +29,7 @@ pub struct Server {
 }
 
 /// Cluster naming from the config.
-pub fn cluster_names(config: &Config) -> ClusterNames {
+pub(crate) fn cluster_names(config: &Config) -> ClusterNames {
     ClusterNames {
         default: config.default_cluster.clone(),
         by_source: config.clusters.clone(),
@@ -228,7 +228,7 @@ pub async fn start(
 /// The name of this instance (the pod's name in Kubernetes, `POD_NAME` or `HOSTNAME`): the owner
 /// of its relays' outbox claims. Stable across restarts of one pod, so a restarted process takes
 /// back its own claimed rows at once; distinct between pods sharing a store.
-pub fn instance_name() -> String {
+pub(crate) fn instance_name() -> String {
     ["POD_NAME", "HOSTNAME"]
         .iter()
         .filter_map(|name| std::env::var(name).ok())
@@ -237,7 +237,7 @@ pub fn instance_name() -> String {
 }
 
 /// Whether resync runs with this config (see [`crate::config::ResyncMode`]).
-pub fn resync_enabled(config: &Config) -> bool {
+pub(crate) fn resync_enabled(config: &Config) -> bool {
     match config.resync.enabled {
         ResyncMode::On => true,
         ResyncMode::Off => false,

@@ -19,9 +19,9 @@ use crate::decode::object::{api_group, type_name};
 /// Largest file read, in bytes (64 MiB).
 pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest total read for one side (baseline or live), in bytes (256 MiB).
-pub const MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const MAX_TOTAL_BYTES: u64 = 256 * 1024 * 1024;
 /// Deepest directory nesting followed (a guard against symlink loops).
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 
 /// The identity of a desired object: (group, kind, namespace, name).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -55,7 +55,7 @@ impl fmt::Display for ManifestKey {
 }
 
 /// `Kind.group/namespace/name`, or `Kind/namespace/name` for the core group.
-pub fn format_reference(group: &str, kind: &str, namespace: &str, name: &str) -> String {
+pub(crate) fn format_reference(group: &str, kind: &str, namespace: &str, name: &str) -> String {
     let kind = if group.is_empty() {
         kind.to_string()
     } else {
@@ -69,7 +69,7 @@ pub fn format_reference(group: &str, kind: &str, namespace: &str, name: &str) ->
 }
 
 /// The key of a manifest or live object.
-pub fn manifest_key(object: &Value) -> Option<ManifestKey> {
+pub(crate) fn manifest_key(object: &Value) -> Option<ManifestKey> {
     let api_version = object.get("apiVersion")?.as_str()?;
     let kind = object.get("kind")?.as_str()?;
     let name = object.pointer("/metadata/name")?.as_str()?;

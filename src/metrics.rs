@@ -103,7 +103,7 @@ pub struct EventTypeLabel {
 }
 
 /// Most namespaces given their own `drifts_firing` series; the rest share `_other`.
-pub const NAMESPACE_LABEL_CAP: usize = 100;
+pub(crate) const NAMESPACE_LABEL_CAP: usize = 100;
 
 /// Every metric the service exports.
 pub struct Metrics {

@@ -51,7 +51,7 @@ pub struct Recorded {
 
 /// Splits a file's text into events: JSON lines (`file:line`), a JSON array (`file[index]`), or
 /// one pretty-printed event (`file`).
-pub fn parse_file(name: &str, text: &str) -> Result<Vec<Recorded>, Error> {
+pub(crate) fn parse_file(name: &str, text: &str) -> Result<Vec<Recorded>, Error> {
     let lines: Vec<(usize, &str)> = text
         .lines()
         .enumerate()
@@ -157,7 +157,7 @@ pub fn replay(
 }
 
 /// One transition as a JSON line.
-pub fn transition_json(transition: &Transition) -> Value {
+pub(crate) fn transition_json(transition: &Transition) -> Value {
     let drift = &transition.drift;
     serde_json::json!({
         "at": format_time(transition.at),
@@ -178,7 +178,7 @@ pub fn transition_json(transition: &Transition) -> Value {
 }
 
 /// One transition as a line of text.
-pub fn transition_text(transition: &Transition) -> String {
+pub(crate) fn transition_text(transition: &Transition) -> String {
     let drift = &transition.drift;
     let mut line = format!(
         "{} {:<8} {:<18} {:<8} {}/{}/{}/{}: {}",

@@ -235,7 +235,7 @@ fn group_key(route: &RouteConfig, drift: &Drift, kind: NoticeKind) -> String {
 
 /// A stable notification id: the same transition routed to the same endpoint always gets the
 /// same id, which channels use as their idempotency key (DingTalk `msgUuid`, `webhook-id`).
-pub fn notification_id(drift_id: &str, channel: &str, kind: &str, at: Millis) -> String {
+pub(crate) fn notification_id(drift_id: &str, channel: &str, kind: &str, at: Millis) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
     for part in [drift_id, channel, kind] {

@@ -7,7 +7,7 @@
 use tracing_subscriber::EnvFilter;
 
 /// Installs the global JSON subscriber. Safe to call more than once (later calls do nothing).
-pub fn init() {
+pub(crate) fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .json()

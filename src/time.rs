@@ -27,26 +27,26 @@ fn now_millis() -> Millis {
 }
 
 /// Milliseconds as RFC 3339 with milliseconds, in UTC (`2026-11-29T10:00:05.000Z`).
-pub fn format_time(at: Millis) -> String {
+pub(crate) fn format_time(at: Millis) -> String {
     chrono::DateTime::from_timestamp_millis(at)
         .map(|time| time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_else(|| at.to_string())
 }
 
 /// An RFC 3339 time as milliseconds; `None` when it is not one.
-pub fn parse_time(text: &str) -> Option<Millis> {
+pub(crate) fn parse_time(text: &str) -> Option<Millis> {
     chrono::DateTime::parse_from_rfc3339(text)
         .ok()
         .map(|time| time.timestamp_millis())
 }
 
 /// A duration in milliseconds, saturating (durations from config fit comfortably).
-pub fn millis(duration: Duration) -> Millis {
+pub(crate) fn millis(duration: Duration) -> Millis {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Parses a duration such as `30s`, `5m`, `1h30m` or `250ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim())
         .map_err(|error| format!("invalid duration {text:?} ({error}); use e.g. \"30s\" or \"5m\""))
 }

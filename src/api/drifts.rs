@@ -16,7 +16,7 @@ use crate::time::format_time;
 use crate::wire::drift::{DriftView, EvidenceView};
 
 /// A drift as the API shows it (`wire::drift::DriftView`): the record with times as RFC 3339.
-pub fn drift_view(drift: &Drift) -> Value {
+pub(crate) fn drift_view(drift: &Drift) -> Value {
     serde_json::to_value(DriftView::from(drift)).unwrap_or(Value::Null)
 }
 

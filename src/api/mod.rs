@@ -117,7 +117,7 @@ pub async fn blocking<T: Send + 'static>(
 }
 
 /// An RFC 3339 query value as milliseconds, or a `400` naming the field.
-pub fn parse_time(field: &str, text: &str) -> Result<Millis, ApiError> {
+pub(crate) fn parse_time(field: &str, text: &str) -> Result<Millis, ApiError> {
     crate::time::parse_time(text).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -128,6 +128,6 @@ pub fn parse_time(field: &str, text: &str) -> Result<Millis, ApiError> {
 }
 
 /// A query string that does not parse, as a `400`.
-pub fn query_error(error: axum::extract::rejection::QueryRejection) -> ApiError {
+pub(crate) fn query_error(error: axum::extract::rejection::QueryRejection) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", error.body_text())
 }

@@ -138,7 +138,7 @@ pub fn build(open: &[Drift], resolved: &[Drift], window_start: Millis, now: Mill
 }
 
 /// Human-readable duration.
-pub fn duration_text(seconds: f64) -> String {
+pub(crate) fn duration_text(seconds: f64) -> String {
     let seconds = seconds.round() as i64;
     match seconds {
         s if s < 120 => format!("{s}s"),
@@ -200,7 +200,7 @@ pub fn markdown(report: &Report) -> String {
 }
 
 /// Escapes text for HTML.
-pub fn escape_html(text: &str) -> String {
+pub(crate) fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for character in text.chars() {
         match character {
@@ -278,7 +278,7 @@ pub(super) struct ReportQuery {
 }
 
 /// Builds the report from the store.
-pub async fn build_report(
+pub(crate) async fn build_report(
     state: &ApiState,
     window: std::time::Duration,
 ) -> Result<Report, ApiError> {

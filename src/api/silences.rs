@@ -14,7 +14,7 @@ use crate::pipeline::{SilenceOutcome, SilenceRequest};
 use crate::time::format_time;
 
 /// Every silence: configured ones (read-only, from `rules.silences`) and API ones.
-pub async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiError> {
+pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiError> {
     let rules = state.pipeline.rules();
     let mut items: Vec<Value> = rules
         .silences()
@@ -45,7 +45,7 @@ pub(super) async fn list_silences(State(state): State<ApiState>) -> Result<Json<
 }
 
 /// Validates a silence the same way the config loader does.
-pub fn validate_silence(silence: &SilenceConfig) -> Result<(), ApiError> {
+pub(crate) fn validate_silence(silence: &SilenceConfig) -> Result<(), ApiError> {
     let text = serde_json::to_value(silence)
         .map(|value| json!({"rules": {"silences": [value]}}).to_string())
         .unwrap_or_default();
@@ -61,7 +61,7 @@ pub fn validate_silence(silence: &SilenceConfig) -> Result<(), ApiError> {
 }
 
 /// Stores a silence and hands the new set to the pipeline.
-pub async fn add_silence(
+pub(crate) async fn add_silence(
     state: &ApiState,
     silence: SilenceConfig,
 ) -> Result<crate::store::StoredSilence, ApiError> {

@@ -60,7 +60,11 @@ impl Baseline {
 
 /// Differences between a desired manifest and a live object (both as JSON), desired fields only.
 /// `before` of each change is the desired value, `after` the live one.
-pub fn compare(desired: &Value, live: &Value, ignored: &dyn Fn(&str) -> bool) -> Vec<FieldChange> {
+pub(crate) fn compare(
+    desired: &Value,
+    live: &Value,
+    ignored: &dyn Fn(&str) -> bool,
+) -> Vec<FieldChange> {
     let mut changes = Vec::new();
     if let Some(spec) = desired.get("spec") {
         subset("/spec", spec, live.get("spec"), &mut changes);

@@ -12,7 +12,7 @@ use crate::model::{Millis, ObjectKey, OwnerChain};
 
 /// Name-based identity: (cluster, group, kind, namespace, name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct NameKey {
+pub(crate) struct NameKey {
     /// Cluster.
     pub cluster: String,
     /// API group (empty for core).

@@ -92,7 +92,7 @@ impl Changes {
 }
 
 /// True for the labels a label selector covers.
-pub type LabelMatcher = dyn Fn(&BTreeMap<String, String>) -> bool + Send + Sync;
+pub(crate) type LabelMatcher = dyn Fn(&BTreeMap<String, String>) -> bool + Send + Sync;
 
 /// A complete list of one kind, for [`Engine::vanished`].
 pub struct Sweep<'a> {

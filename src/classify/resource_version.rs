@@ -9,7 +9,7 @@
 use std::cmp::Ordering;
 
 /// Compares two resource versions of the same object; `None` when they cannot be ordered.
-pub fn compare(left: &str, right: &str) -> Option<Ordering> {
+pub(crate) fn compare(left: &str, right: &str) -> Option<Ordering> {
     if left == right {
         return Some(Ordering::Equal);
     }
@@ -24,7 +24,7 @@ pub fn compare(left: &str, right: &str) -> Option<Ordering> {
 }
 
 /// True when `candidate` is strictly newer than `current` or cannot be ordered against it.
-pub fn is_newer(candidate: &str, current: &str) -> bool {
+pub(crate) fn is_newer(candidate: &str, current: &str) -> bool {
     match compare(candidate, current) {
         Some(Ordering::Greater) | None => true,
         Some(_) => false,

@@ -13,7 +13,7 @@ use crate::model::{glob_match, Severity, Silence};
 
 /// Field managers trusted by default: Knative's controllers, Kubernetes' own controllers and the
 /// GitOps controllers. People's tools (`kubectl-edit`, `kubectl-patch`, `kn`, ...) are absent.
-pub const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
+pub(crate) const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
     "controller",
     "autoscaler",
     "webhook",
@@ -29,14 +29,14 @@ pub const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
 ];
 
 /// ConfigMaps `config_drift` watches by default, as `namespace/name` globs.
-pub const DEFAULT_WATCHED_CONFIG_MAPS: &[&str] =
+pub(crate) const DEFAULT_WATCHED_CONFIG_MAPS: &[&str] =
     &["knative-serving/config-*", "knative-eventing/config-*"];
 
 /// `traffic_drift`'s default tolerance, in percent points.
-pub const DEFAULT_TOLERANCE_PERCENT: f64 = 1.0;
+pub(crate) const DEFAULT_TOLERANCE_PERCENT: f64 = 1.0;
 
 /// `revision_pileup`'s default threshold (non-active Revisions per Configuration).
-pub const DEFAULT_PILEUP_THRESHOLD: u64 = 50;
+pub(crate) const DEFAULT_PILEUP_THRESHOLD: u64 = 50;
 
 /// Effective settings of one class.
 #[derive(Debug, Clone, PartialEq)]

@@ -417,7 +417,7 @@ impl Lister<'_> {
 
 /// Decodes a listed item (Secret values are hashed here, before anything keeps them). The error
 /// names the object (`namespace/name`) and what is wrong.
-pub fn decode_item(item: Value) -> Result<KubeObject, String> {
+pub(crate) fn decode_item(item: Value) -> Result<KubeObject, String> {
     let text = |pointer: &str| {
         item.pointer(pointer)
             .and_then(Value::as_str)

@@ -27,7 +27,7 @@ use std::sync::Arc;
 /// The CloudEvent `source` given to listed objects (they carry no event key).
 pub const SOURCE: &str = "drift-sentinel/resync";
 /// First wait after a failed resync; doubles per failure up to [`MAX_BACKOFF`] or the interval.
-pub const MIN_BACKOFF: Duration = Duration::from_secs(5);
+pub(crate) const MIN_BACKOFF: Duration = Duration::from_secs(5);
 /// Longest wait after failures.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// Most listed objects handed to the writer at once.
@@ -323,7 +323,7 @@ fn merge(report: &mut Report, outcome: ResyncOutcome) {
 
 /// A listed object as the event an ApiServerSource would have sent for it. The writer decides
 /// between `add` and `update` by whether it tracks the object.
-pub fn listed_event(cluster: &str, object: crate::decode::KubeObject) -> ApiServerEvent {
+pub(crate) fn listed_event(cluster: &str, object: crate::decode::KubeObject) -> ApiServerEvent {
     ApiServerEvent::for_object(
         SOURCE.to_string(),
         format!("{}/{}", object.uid, object.resource_version),

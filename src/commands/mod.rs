@@ -13,7 +13,7 @@ use crate::config::Config;
 
 /// Loads the config file, or the all-defaults config (with `${VAR}` from the environment) when
 /// no file is given.
-pub fn load_config(path: Option<&PathBuf>) -> Result<Config, String> {
+pub(crate) fn load_config(path: Option<&PathBuf>) -> Result<Config, String> {
     match path {
         Some(path) => {
             crate::config::load_file(path).map_err(|error| format!("{}: {error}", path.display()))

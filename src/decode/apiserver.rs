@@ -152,7 +152,7 @@ const RESOURCE_PREFIX: &str = "dev.knative.apiserver.resource.";
 const REFERENCE_PREFIX: &str = "dev.knative.apiserver.ref.";
 
 /// Decodes one CloudEvent.
-pub fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result<Decoded, Error> {
+pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result<Decoded, Error> {
     let (mode, verb) = if let Some(verb) = event.ty.strip_prefix(RESOURCE_PREFIX) {
         (Mode::Resource, verb)
     } else if let Some(verb) = event.ty.strip_prefix(REFERENCE_PREFIX) {

@@ -18,7 +18,7 @@ const STRUCTURED: &str = "application/cloudevents+json";
 const BATCH: &str = "application/cloudevents-batch+json";
 /// Most events in one batch request: one request is one transaction for the single writer, and
 /// a huge batch would stall every other sender behind it.
-pub const MAX_BATCH_EVENTS: usize = 1000;
+pub(crate) const MAX_BATCH_EVENTS: usize = 1000;
 
 /// The parts of a CloudEvent the pipeline uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,7 +43,7 @@ pub struct CloudEvent {
 
 /// The events of one request.
 #[derive(Debug)]
-pub struct ParsedRequest {
+pub(crate) struct ParsedRequest {
     /// The events, in request order.
     pub events: Vec<CloudEvent>,
     /// True when the request used batch mode.
@@ -51,7 +51,10 @@ pub struct ParsedRequest {
 }
 
 /// Parses an HTTP request (headers and body) into CloudEvents.
-pub fn parse_request(headers: &http::HeaderMap, body: &[u8]) -> Result<ParsedRequest, Error> {
+pub(crate) fn parse_request(
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Result<ParsedRequest, Error> {
     let content_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())

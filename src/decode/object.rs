@@ -104,7 +104,7 @@ impl KubeObject {
 }
 
 /// The group part of an `apiVersion`.
-pub fn api_group(api_version: &str) -> &str {
+pub(crate) fn api_group(api_version: &str) -> &str {
     match api_version.split_once('/') {
         Some((group, _)) => group,
         None => "",
@@ -113,7 +113,7 @@ pub fn api_group(api_version: &str) -> &str {
 
 /// A short, stable hash of a secret value: enough to tell "changed" from "unchanged", useless
 /// for recovering the value.
-pub fn hash_value(value: &str) -> String {
+pub(crate) fn hash_value(value: &str) -> String {
     let digest = Sha256::digest(value.as_bytes());
     let mut hex = String::with_capacity(16);
     for byte in &digest[..6] {

@@ -14,7 +14,7 @@ use crate::model::NoticeKind;
 use crate::wire::notice::NoticeJson;
 
 /// A CloudEvents sink.
-pub struct CloudEventsChannel {
+pub(crate) struct CloudEventsChannel {
     name: String,
     client: reqwest::Client,
     url: Secret,

@@ -24,9 +24,9 @@ use crate::config::Secret;
 use crate::time::Clock;
 
 /// DingTalk's body cap.
-pub const MAX_BODY_BYTES: usize = 20_000;
+pub(crate) const MAX_BODY_BYTES: usize = 20_000;
 /// How long a throttled robot stays quiet.
-pub const LOCKOUT: Duration = Duration::from_secs(600);
+pub(crate) const LOCKOUT: Duration = Duration::from_secs(600);
 
 /// The raw (not URL-encoded) Base64 signature for `timestamp_ms`.
 pub fn sign(secret: &str, timestamp_ms: i64) -> String {

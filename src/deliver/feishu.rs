@@ -22,7 +22,7 @@ use crate::model::NoticeKind;
 use crate::time::Clock;
 
 /// Feishu's documented body cap.
-pub const MAX_BODY_BYTES: usize = 20_000;
+pub(crate) const MAX_BODY_BYTES: usize = 20_000;
 
 /// `sign` for `timestamp_s`.
 pub fn sign(secret: &str, timestamp_s: i64) -> String {

@@ -20,7 +20,7 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, reqwest::Error> {
 }
 
 /// A transport error as an outcome, without the URL.
-pub fn transport_error(error: reqwest::Error) -> Outcome {
+pub(crate) fn transport_error(error: reqwest::Error) -> Outcome {
     let error = error.without_url();
     let kind = if error.is_timeout() {
         "timeout"
@@ -49,7 +49,7 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// The default class of a non-2xx status: `429`, `408` and `5xx` except `501` retry; `3xx`,
 /// `410` and other `4xx` are permanent.
-pub fn classify_status(status: StatusCode, headers: &HeaderMap, body: &str) -> Outcome {
+pub(crate) fn classify_status(status: StatusCode, headers: &HeaderMap, body: &str) -> Outcome {
     let detail = format!("HTTP {}: {}", status.as_u16(), short(body));
     let code = status.as_u16();
     if code == 429 || code == 408 || (status.is_server_error() && code != 501) {
@@ -72,7 +72,7 @@ pub fn short(text: &str) -> String {
 }
 
 /// Cuts `text` to at most `max_bytes` bytes of UTF-8 on a character boundary.
-pub fn cut_bytes(text: &str, max_bytes: usize) -> &str {
+pub(crate) fn cut_bytes(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }

@@ -5,7 +5,7 @@ use super::render::Style;
 use super::{BoxFuture, Channel, Message, Outcome};
 
 /// Prints notices to the log.
-pub struct LogChannel {
+pub(crate) struct LogChannel {
     name: String,
     style: Style,
 }

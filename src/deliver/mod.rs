@@ -207,7 +207,11 @@ pub fn build_channels(
 
 /// How many leading notices of `message` fit whole under `cap` bytes, as measured by `size`
 /// (the rest of the message said as "N more").
-pub fn notices_that_fit(message: &Message, cap: usize, size: impl Fn(&Message) -> usize) -> usize {
+pub(crate) fn notices_that_fit(
+    message: &Message,
+    cap: usize,
+    size: impl Fn(&Message) -> usize,
+) -> usize {
     let total = message.notices.len();
     for count in (1..=total).rev() {
         let candidate = Message {

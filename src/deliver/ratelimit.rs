@@ -13,7 +13,7 @@ use crate::model::Millis;
 
 /// The send log of one endpoint.
 #[derive(Debug, Clone)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     windows: Vec<RateWindow>,
     sent: VecDeque<Millis>,
 }

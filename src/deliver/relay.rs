@@ -48,7 +48,7 @@ const POLL: Duration = Duration::from_secs(2);
 /// How long rows a relay claimed stay its own without being settled or claimed again. Another
 /// process takes them over only after this (its sends then carry the same idempotency keys); a
 /// relay renews its claim every round, so only a relay that stopped loses it.
-pub const CLAIM_LEASE: Duration = Duration::from_secs(300);
+pub(crate) const CLAIM_LEASE: Duration = Duration::from_secs(300);
 
 /// The shared outbox handle.
 pub type SharedOutbox = Arc<Mutex<Box<dyn Outbox>>>;
@@ -583,7 +583,7 @@ impl Relay {
 }
 
 /// Updates the outbox gauges every few seconds until `shutdown`.
-pub async fn watch_outbox(
+pub(crate) async fn watch_outbox(
     outbox: SharedOutbox,
     clock: Clock,
     metrics: Arc<Metrics>,

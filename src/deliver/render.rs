@@ -295,7 +295,7 @@ impl Style {
 }
 
 /// `path: before → after` lines, at most `max` plus a count of the rest.
-pub fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
+pub(crate) fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
     let show = |value: &Option<serde_json::Value>| match value
         .as_ref()
         .map(crate::classify::evidence::diff::bounded)

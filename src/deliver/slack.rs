@@ -18,7 +18,7 @@ use crate::config::Secret;
 use crate::model::NoticeKind;
 
 /// Escapes Slack's control characters (`&` first).
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -16,7 +16,7 @@ use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
 
 /// WeCom's markdown content cap.
-pub const MAX_CONTENT_BYTES: usize = 4096;
+pub(crate) const MAX_CONTENT_BYTES: usize = 4096;
 
 /// A WeCom robot.
 pub struct WeCom {

@@ -49,7 +49,11 @@ fn units(bytes: usize) -> u32 {
 }
 
 /// Middleware: reserves the request's bytes or refuses it with `503`.
-pub async fn admit(State(admission): State<Admission>, request: Request, next: Next) -> Response {
+pub(crate) async fn admit(
+    State(admission): State<Admission>,
+    request: Request,
+    next: Next,
+) -> Response {
     // The body's exact size when known (hyper takes it from `content-length`), else the header.
     let declared = request
         .body()

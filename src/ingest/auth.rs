@@ -297,7 +297,7 @@ impl OidcVerifier {
 }
 
 /// Constant-time comparison, so a token cannot be guessed byte by byte from timings.
-pub fn same_secret(given: &str, expected: &str) -> bool {
+pub(crate) fn same_secret(given: &str, expected: &str) -> bool {
     let (a, b) = (given.as_bytes(), expected.as_bytes());
     let mut difference = a.len() ^ b.len();
     for index in 0..a.len().max(b.len()) {

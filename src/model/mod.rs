@@ -67,4 +67,4 @@ impl Severity {
 }
 
 /// The severity names, lowest first (config validation, the API, the dashboard).
-pub const SEVERITIES: &[&str] = &["info", "warning", "critical"];
+pub(crate) const SEVERITIES: &[&str] = &["info", "warning", "critical"];

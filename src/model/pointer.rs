@@ -1,7 +1,7 @@
 //! JSON pointers (RFC 6901), as the paths of field changes use them.
 
 /// Appends `/segment` to a JSON pointer, escaping `~` and `/`.
-pub fn push_pointer(base: &str, segment: &str) -> String {
+pub(crate) fn push_pointer(base: &str, segment: &str) -> String {
     let escaped = segment.replace('~', "~0").replace('/', "~1");
     format!("{base}/{escaped}")
 }

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use super::{glob_match, Drift, Millis};
 
 /// The matcher keys a silence may use besides `label:<key>`.
-pub const MATCHER_KEYS: &[&str] = &["class", "severity", "cluster", "namespace", "kind", "name"];
+pub(crate) const MATCHER_KEYS: &[&str] =
+    &["class", "severity", "cluster", "namespace", "kind", "name"];
 
 /// A silence: drifts matching every matcher are muted until `expires_at`.
 #[derive(Debug, Clone, Default, PartialEq)]

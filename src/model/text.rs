@@ -3,7 +3,7 @@
 use super::Drift;
 
 /// `namespace/name`, or `name` for cluster-scoped objects.
-pub fn object_path(drift: &Drift) -> String {
+pub(crate) fn object_path(drift: &Drift) -> String {
     if drift.namespace.is_empty() {
         drift.name.clone()
     } else {
@@ -12,7 +12,7 @@ pub fn object_path(drift: &Drift) -> String {
 }
 
 /// `kubectl-edit (Update), jane, 2023-...`: who changed the object, when the evidence says.
-pub fn actor_text(drift: &Drift) -> Option<String> {
+pub(crate) fn actor_text(drift: &Drift) -> Option<String> {
     let actor = drift.evidence.actor.as_ref()?;
     let mut text = format!("{} ({})", actor.manager, actor.operation);
     if let Some(user) = &actor.user {

@@ -30,7 +30,7 @@ use crate::model::{
 /// A stored severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum SeverityRow {
+pub(crate) enum SeverityRow {
     /// `info`.
     Info,
     /// `warning`.
@@ -62,7 +62,7 @@ impl From<SeverityRow> for Severity {
 /// A stored drift state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum StateRow {
+pub(crate) enum StateRow {
     /// `pending`.
     Pending,
     /// `firing`.
@@ -99,7 +99,7 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, 
 
 /// One changed field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FieldChangeRow {
+pub(crate) struct FieldChangeRow {
     /// JSON pointer.
     pub path: String,
     /// Value before; absent when the field was added.
@@ -121,7 +121,7 @@ pub struct FieldChangeRow {
 /// Who made a change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ActorRow {
+pub(crate) struct ActorRow {
     /// Field manager.
     pub manager: String,
     /// `Apply` or `Update`.
@@ -143,7 +143,7 @@ pub struct ActorRow {
 /// `drift_history.evidence`, and the evidence inside a [`DriftRow`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EvidenceRow {
+pub(crate) struct EvidenceRow {
     /// One sentence.
     #[serde(default)]
     pub summary: String,
@@ -166,7 +166,7 @@ pub struct EvidenceRow {
 
 /// The Knative owner chain.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct OwnerRow {
+pub(crate) struct OwnerRow {
     /// Knative Service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
@@ -181,7 +181,7 @@ pub struct OwnerRow {
 /// `drifts.body`, and the drift inside a [`NoticeRow`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DriftRow {
+pub(crate) struct DriftRow {
     /// Episode id.
     pub id: String,
     /// Class id.
@@ -228,7 +228,7 @@ pub struct DriftRow {
 /// A stored notice kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum NoticeKindRow {
+pub(crate) enum NoticeKindRow {
     /// `firing`.
     Firing,
     /// `resolved`.
@@ -239,7 +239,7 @@ pub enum NoticeKindRow {
 
 /// `outbox.payload`: the notice as queued.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NoticeRow {
+pub(crate) struct NoticeRow {
     /// Firing, resolved or a reminder.
     pub kind: NoticeKindRow,
     /// The drift at that moment.
@@ -268,7 +268,7 @@ pub fn decode_notice(payload: &str) -> Result<Notice, serde_json::Error> {
 /// `silences.body`: matchers, expiry and comment, as `rules.silences` has them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SilenceRow {
+pub(crate) struct SilenceRow {
     /// Matchers.
     pub matchers: BTreeMap<String, String>,
     /// RFC 3339 expiry, as given.
@@ -282,7 +282,7 @@ pub struct SilenceRow {
 /// One owner reference of an object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct OwnerReferenceRow {
+pub(crate) struct OwnerReferenceRow {
     /// Owner `apiVersion`.
     pub api_version: String,
     /// Owner kind.
@@ -298,7 +298,7 @@ pub struct OwnerReferenceRow {
 
 /// A field manager and its last write.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ManagerRow {
+pub(crate) struct ManagerRow {
     /// Field manager.
     pub manager: String,
     /// `Apply` or `Update`.
@@ -314,7 +314,7 @@ pub struct ManagerRow {
 /// `objects.body`, as read.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectRow {
+pub(crate) struct ObjectRow {
     cluster: String,
     uid: String,
     api_version: String,
@@ -352,7 +352,7 @@ pub struct ObjectRow {
 /// copies nothing but its owner and manager lists.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectRowRef<'a> {
+pub(crate) struct ObjectRowRef<'a> {
     cluster: &'a str,
     uid: &'a str,
     api_version: &'a str,

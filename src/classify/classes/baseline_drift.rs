@@ -11,10 +11,10 @@ use crate::classify::evidence::hint::revert_patch;
 use crate::manifest::ManifestKey;
 
 /// The class.
-pub struct BaselineDrift;
+pub(crate) struct BaselineDrift;
 
 /// The live object in manifest shape, for comparison.
-pub fn live_json(object: &ObjectState) -> Value {
+pub(crate) fn live_json(object: &ObjectState) -> Value {
     let mut live = json!({
         "apiVersion": object.api_version,
         "kind": object.kind,

@@ -14,7 +14,7 @@ use crate::classify::evidence::hint::revert_patch;
 use crate::classify::evidence::spec_diff;
 
 /// The class.
-pub struct ConfigDrift;
+pub(crate) struct ConfigDrift;
 
 impl DriftClass for ConfigDrift {
     fn id(&self) -> &'static str {

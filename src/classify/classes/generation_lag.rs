@@ -6,7 +6,7 @@ use super::*;
 use crate::classify::evidence::hint::describe;
 
 /// The class.
-pub struct GenerationLag;
+pub(crate) struct GenerationLag;
 
 impl DriftClass for GenerationLag {
     fn id(&self) -> &'static str {

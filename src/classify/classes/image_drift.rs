@@ -13,7 +13,7 @@ use super::*;
 use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
-pub struct ImageDrift;
+pub(crate) struct ImageDrift;
 
 /// Expected image per container name, from a Revision.
 fn revision_images(revision: &ObjectState) -> Vec<(String, String)> {

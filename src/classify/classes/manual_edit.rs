@@ -18,7 +18,7 @@ use crate::classify::evidence::hint::revert_patch;
 use crate::model::{Actor, FieldChange};
 
 /// The class.
-pub struct ManualEdit;
+pub(crate) struct ManualEdit;
 
 /// Outcome of tracking edits on one object.
 pub(super) struct Tracked {

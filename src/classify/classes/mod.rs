@@ -193,13 +193,15 @@ pub fn is_known(id: &str) -> bool {
 }
 
 /// The class with this id.
-pub fn by_id(id: &str) -> Option<&'static dyn DriftClass> {
+pub(crate) fn by_id(id: &str) -> Option<&'static dyn DriftClass> {
     REGISTRY.iter().copied().find(|class| class.id() == id)
 }
 
 /// Every class's built-in settings; `default_grace` (`rules.defaults.grace`) replaces the grace
 /// of the classes that follow the shared default.
-pub fn default_settings(default_grace: Option<Duration>) -> BTreeMap<&'static str, ClassSettings> {
+pub(crate) fn default_settings(
+    default_grace: Option<Duration>,
+) -> BTreeMap<&'static str, ClassSettings> {
     REGISTRY
         .iter()
         .map(|class| {
@@ -228,10 +230,10 @@ impl Default for Rules {
 }
 
 /// The Knative Serving API group.
-pub const SERVING: &str = "serving.knative.dev";
+pub(crate) const SERVING: &str = "serving.knative.dev";
 
 /// True for a Knative-managed child: its controller owner is a Knative kind.
-pub fn is_knative_child(object: &ObjectState) -> bool {
+pub(crate) fn is_knative_child(object: &ObjectState) -> bool {
     object.controller_owner().is_some_and(|owner| {
         let group = crate::decode::object::api_group(&owner.api_version);
         group == SERVING || group.ends_with(".internal.knative.dev")
@@ -240,13 +242,13 @@ pub fn is_knative_child(object: &ObjectState) -> bool {
 }
 
 /// True for a Knative-managed Deployment or Pod (label `serving.knative.dev/revision`).
-pub fn is_revision_workload(object: &ObjectState) -> bool {
+pub(crate) fn is_revision_workload(object: &ObjectState) -> bool {
     object.label("serving.knative.dev/revision").is_some()
         && (object.is_kind("apps", "Deployment") || object.is_kind("", "Pod"))
 }
 
 /// The Revision a Deployment or Pod belongs to, by uid label, else by name.
-pub fn revision_of<'a>(graph: &'a Graph, object: &ObjectState) -> Option<&'a ObjectState> {
+pub(crate) fn revision_of<'a>(graph: &'a Graph, object: &ObjectState) -> Option<&'a ObjectState> {
     if let Some(uid) = object.label("serving.knative.dev/revisionUID") {
         if let Some(revision) = graph.by_uid(&object.cluster, uid) {
             return Some(revision);
@@ -276,6 +278,6 @@ pub const fn secs(seconds: u64) -> Duration {
 }
 
 /// Classes whose drift stays open after its object is deleted (they are about the deletion).
-pub fn survives_delete(class: &str) -> bool {
+pub(crate) fn survives_delete(class: &str) -> bool {
     matches!(class, "unexpected_delete")
 }

@@ -8,7 +8,7 @@ use super::*;
 use crate::classify::evidence::hint::describe;
 
 /// The class.
-pub struct NotReady;
+pub(crate) struct NotReady;
 
 impl DriftClass for NotReady {
     fn id(&self) -> &'static str {

@@ -7,7 +7,7 @@ use super::*;
 use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
-pub struct Orphan;
+pub(crate) struct Orphan;
 
 impl Orphan {
     fn workload(&self, context: &Context<'_>, workload: &ObjectState) -> Option<Assessment> {

@@ -8,7 +8,7 @@ use super::*;
 use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
-pub struct ReplicaDrift;
+pub(crate) struct ReplicaDrift;
 
 impl DriftClass for ReplicaDrift {
     fn id(&self) -> &'static str {

@@ -6,7 +6,7 @@ use super::*;
 use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
-pub struct RevisionNotReady;
+pub(crate) struct RevisionNotReady;
 
 impl DriftClass for RevisionNotReady {
     fn id(&self) -> &'static str {

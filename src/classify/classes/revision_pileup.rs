@@ -11,7 +11,7 @@ use super::*;
 use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 
 /// The class.
-pub struct RevisionPileup;
+pub(crate) struct RevisionPileup;
 
 impl RevisionPileup {
     fn assess_configuration(

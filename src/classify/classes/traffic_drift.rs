@@ -17,7 +17,7 @@ use super::*;
 use crate::classify::evidence::hint::{describe, shell_quote};
 
 /// The class.
-pub struct TrafficDrift;
+pub(crate) struct TrafficDrift;
 
 #[derive(Debug, Clone, PartialEq)]
 struct Target {

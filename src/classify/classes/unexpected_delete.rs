@@ -11,7 +11,7 @@ use super::*;
 use crate::classify::evidence::hint::{namespace_flag, resource_name, shell_quote};
 
 /// The class.
-pub struct UnexpectedDelete;
+pub(crate) struct UnexpectedDelete;
 
 fn owner_alive(context: &Context<'_>, object: &ObjectState) -> Option<bool> {
     let owner = object.controller_owner()?;

@@ -15,7 +15,7 @@ use crate::model::pointer::push_pointer;
 use crate::model::{FieldChange, MAX_CHANGES};
 
 /// Longest string value kept in a change (characters).
-pub const MAX_VALUE_CHARS: usize = 300;
+pub(crate) const MAX_VALUE_CHARS: usize = 300;
 
 /// Diffs two JSON values under `base`, appending to `out`.
 pub fn diff_values(
@@ -79,7 +79,7 @@ pub fn spec_diff(before: &ObjectState, after: &ObjectState, rules: &Rules) -> Ve
 
 /// [`spec_diff`] with the after spec already parsed (`after_spec` must be `after.spec`'s
 /// value): a changed spec is then parsed once, not twice.
-pub fn spec_diff_parsed(
+pub(crate) fn spec_diff_parsed(
     before: &ObjectState,
     after: &ObjectState,
     after_spec: Option<&Value>,
@@ -156,7 +156,7 @@ fn map_value(map: &std::collections::BTreeMap<String, String>) -> Value {
 }
 
 /// The value at a JSON pointer.
-pub fn value_at<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
+pub(crate) fn value_at<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
     if pointer.is_empty() {
         return Some(root);
     }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use crate::model::FieldChange;
 
 /// Quotes a string for a POSIX shell.
-pub fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     if !text.is_empty()
         && text
             .chars()
@@ -19,7 +19,7 @@ pub fn shell_quote(text: &str) -> String {
 
 /// The kubectl resource name of a kind (Knative kinds by their full resource name, so they never
 /// collide with core kinds: `services.serving.knative.dev`, not `service`).
-pub fn resource_name(api_version: &str, kind: &str) -> String {
+pub(crate) fn resource_name(api_version: &str, kind: &str) -> String {
     let group = api_version
         .split_once('/')
         .map(|(group, _)| group)
@@ -36,7 +36,7 @@ pub fn resource_name(api_version: &str, kind: &str) -> String {
 }
 
 /// `kubectl -n NS patch RESOURCE NAME --type=json -p '...'` undoing `changes`.
-pub fn revert_patch(
+pub(crate) fn revert_patch(
     api_version: &str,
     kind: &str,
     namespace: &str,
@@ -67,7 +67,7 @@ pub fn revert_patch(
 }
 
 /// ` -n NS`, or nothing for cluster-scoped objects.
-pub fn namespace_flag(namespace: &str) -> String {
+pub(crate) fn namespace_flag(namespace: &str) -> String {
     if namespace.is_empty() {
         String::new()
     } else {

@@ -50,7 +50,7 @@ pub fn open(path: &Path) -> Result<Opened, Error> {
 }
 
 /// The SQLite store.
-pub struct SqliteStore {
+pub(crate) struct SqliteStore {
     connection: Connection,
 }
 
@@ -82,8 +82,9 @@ impl SqliteStore {
         Ok(SqliteStore { connection })
     }
 
-    /// Counts rows of a table (diagnostics and tests).
-    pub fn count(&self, table: &str) -> Result<i64, Error> {
+    /// Counts rows of a table (the unit tests below).
+    #[cfg(test)]
+    fn count(&self, table: &str) -> Result<i64, Error> {
         let allowed = [
             "events",
             "objects",
