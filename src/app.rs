@@ -131,9 +131,19 @@ pub async fn start(
         }
     }
     let relay_stop = CancellationToken::new();
-    let instance = instance_name();
+    let identity = Identity::of_this_process();
+    release_stale_claims(&outbox, &identity);
+    let identity = identity.owner_prefix();
     let mut relays = Vec::new();
     for channel in channels {
+        let send_timeout = channel_configs
+            .iter()
+            .find(|candidate| {
+                channel.name() == candidate.name
+                    || channel.name().starts_with(&format!("{}#", candidate.name))
+            })
+            .map(|candidate| candidate.timeout)
+            .unwrap_or(std::time::Duration::from_secs(10));
         let settings = channel_configs
             .iter()
             .find(|candidate| {
@@ -155,7 +165,7 @@ pub async fn start(
             Arc::clone(&metrics),
             Arc::clone(&outbox_notify),
         )
-        .with_instance(&instance);
+        .with_claims(&identity, send_timeout);
         relays.push(tokio::spawn(relay.run(relay_stop.clone())));
     }
     relays.push(tokio::spawn(crate::deliver::relay::watch_outbox(
@@ -225,15 +235,85 @@ pub async fn start(
     })
 }
 
-/// The name of this instance (the pod's name in Kubernetes, `POD_NAME` or `HOSTNAME`): the owner
-/// of its relays' outbox claims. Stable across restarts of one pod, so a restarted process takes
-/// back its own claimed rows at once; distinct between pods sharing a store.
-pub(crate) fn instance_name() -> String {
-    ["POD_NAME", "HOSTNAME"]
-        .iter()
-        .filter_map(|name| std::env::var(name).ok())
-        .find(|value| !value.trim().is_empty())
-        .unwrap_or_else(|| "local".to_string())
+/// This process as the owner of outbox claims: `{instance}/{pid}/{start}`, unique among the
+/// processes that share a store. `instance` is the pod's name (`POD_NAME`, from the downward
+/// API), else the host's name; `start` tells apart two runs that got the same pid.
+struct Identity {
+    instance: String,
+    pid: u32,
+    start: String,
+}
+
+impl Identity {
+    fn of_this_process() -> Identity {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|name| name.trim().to_string());
+        let instance = std::env::var("POD_NAME")
+            .ok()
+            .or(host)
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .filter(|name| !name.trim().is_empty())
+            .unwrap_or_else(|| "local".to_string())
+            .replace('/', "_");
+        let start = uuid::Uuid::new_v4().simple().to_string();
+        Identity {
+            instance,
+            pid: std::process::id(),
+            start: start[..8].to_string(),
+        }
+    }
+
+    /// The prefix of this process's claim owners (each relay adds its channel).
+    fn owner_prefix(&self) -> String {
+        format!("{}/{}/{}", self.instance, self.pid, self.start)
+    }
+
+    /// True when `owner` is a process of this instance that no longer runs: an earlier run of
+    /// this pod (a restarted container often gets the same pid) or a process whose pid is gone.
+    /// Claims of other instances are left to lapse.
+    fn is_gone(&self, owner: &str) -> bool {
+        let mut parts = owner.splitn(3, '/');
+        let (Some(instance), Some(pid)) = (parts.next(), parts.next()) else {
+            return false;
+        };
+        if instance != self.instance {
+            return false;
+        }
+        match pid.parse::<u32>() {
+            Ok(pid) if pid == self.pid => true,
+            Ok(pid) => !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Releases the outbox claims of earlier runs of this instance, so their unsent rows go out at
+/// once instead of when the claims lapse.
+fn release_stale_claims(outbox: &crate::deliver::relay::SharedOutbox, identity: &Identity) {
+    let mut guard = outbox
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let owners = match guard.claim_owners() {
+        Ok(owners) => owners,
+        Err(error) => {
+            tracing::warn!(message = "Could not read the outbox claims.", %error);
+            return;
+        }
+    };
+    for owner in owners.iter().filter(|owner| identity.is_gone(owner)) {
+        match guard.release(owner) {
+            Ok(count) if count > 0 => tracing::info!(
+                message = "Released the outbox claims of an earlier run.",
+                owner = %owner,
+                count
+            ),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(message = "Could not release old outbox claims.", %error)
+            }
+        }
+    }
 }
 
 /// Whether resync runs with this config (see [`crate::config::ResyncMode`]).

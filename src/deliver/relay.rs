@@ -25,7 +25,7 @@ use crate::metrics::{ChannelLabel, Metrics};
 use crate::model::{DriftState, Millis};
 use crate::model::{Notice, NoticeKind};
 use crate::route::notification_id;
-use crate::store::{Lease, NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
+use crate::store::{FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
 use crate::time::Clock;
 
 /// Delivery limits of one channel.
@@ -45,10 +45,14 @@ pub struct Limits {
 const RESOLVE_RESENDS: u32 = 3;
 /// Longest idle wait between outbox checks.
 const POLL: Duration = Duration::from_secs(2);
-/// How long rows a relay claimed stay its own without being settled or claimed again. Another
-/// process takes them over only after this (its sends then carry the same idempotency keys); a
-/// relay renews its claim every round, so only a relay that stopped loses it.
-pub(crate) const CLAIM_LEASE: Duration = Duration::from_secs(300);
+/// How long the rows of a message stay claimed beyond the send's own timeout. A relay claims a
+/// message's rows just before sending it and settles them right after, so only a relay that
+/// stopped mid-send leaves a claim to lapse; another process then sends the rows again under the
+/// same idempotency keys.
+pub const CLAIM_MARGIN: Duration = Duration::from_secs(60);
+
+/// A send's timeout when the relay is not told its channel's (`with_claims`).
+const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The shared outbox handle.
 pub type SharedOutbox = Arc<Mutex<Box<dyn Outbox>>>;
@@ -63,9 +67,11 @@ pub struct Relay {
     wake: Arc<Notify>,
     limiter: RateLimiter,
     paused_until: Millis,
-    /// Whose claims this relay's are: stable across restarts of the same instance (so a
-    /// restarted process takes its own rows back at once), distinct between instances.
+    /// Whose claims this relay's are: unique among running processes
+    /// (`{instance}/{pid}/{start}/{channel}`; see `app::instance_identity`).
     owner: String,
+    /// How long a claim lasts: the send's timeout plus [`CLAIM_MARGIN`].
+    lease: Duration,
 }
 
 fn millis(duration: Duration) -> Millis {
@@ -114,7 +120,7 @@ impl Relay {
         wake: Arc<Notify>,
     ) -> Relay {
         let limiter = RateLimiter::new(channel.rate_limits());
-        let owner = format!("local/{}", channel.name());
+        let owner = format!("local/{}/{}", std::process::id(), channel.name());
         Relay {
             channel,
             limits,
@@ -125,14 +131,23 @@ impl Relay {
             limiter,
             paused_until: 0,
             owner,
+            lease: DEFAULT_SEND_TIMEOUT + CLAIM_MARGIN,
         }
     }
 
-    /// The same relay claiming rows as `instance` (a pod's name): two instances sharing one
-    /// store never send the same row.
-    pub fn with_instance(mut self, instance: &str) -> Relay {
-        self.owner = format!("{instance}/{}", self.channel.name());
+    /// The same relay claiming rows as `identity` (this process: `{instance}/{pid}/{start}`),
+    /// with sends that time out after `send_timeout`: two processes sharing one store never send
+    /// the same row.
+    pub fn with_claims(mut self, identity: &str, send_timeout: Duration) -> Relay {
+        self.owner = format!("{identity}/{}", self.channel.name());
+        self.lease = send_timeout.saturating_add(CLAIM_MARGIN);
         self
+    }
+
+    /// Ends this relay's claims (a graceful stop: another process may send them at once).
+    pub async fn release(&self) -> Result<usize, crate::store::Error> {
+        let owner = self.owner.clone();
+        with_outbox(&self.outbox, move |outbox| outbox.release(&owner)).await
     }
 
     /// Runs until `shutdown`.
@@ -158,6 +173,11 @@ impl Relay {
                 _ = shutdown.cancelled() => {}
             }
         }
+        // Whatever this relay still holds (nothing, unless a store error cut a send short) may
+        // go out from another process at once.
+        if let Err(error) = self.release().await {
+            tracing::warn!(message = "Could not release outbox claims on stop.", channel = %self.channel.name(), %error);
+        }
     }
 
     /// One round. `Ok(None)`: more work is due now; `Ok(Some(t))`: nothing before `t`.
@@ -167,19 +187,16 @@ impl Relay {
         }
         let name = self.channel.name().to_string();
         let rows = {
-            let name = name.clone();
-            let lease = Lease {
-                owner: self.owner.clone(),
-                until: now.saturating_add(millis(CLAIM_LEASE)),
-            };
+            let (name, owner) = (name.clone(), self.owner.clone());
             with_outbox(&self.outbox, move |outbox| {
-                outbox.claim(&name, now, 500, &lease)
+                outbox.due(&name, now, 500, &owner)
             })
             .await?
         };
         if rows.is_empty() {
-            let name = name.clone();
-            let next = with_outbox(&self.outbox, move |outbox| outbox.next_due(&name)).await?;
+            let (name, owner) = (name.clone(), self.owner.clone());
+            let next =
+                with_outbox(&self.outbox, move |outbox| outbox.next_due(&name, &owner)).await?;
             return Ok(Some(next.unwrap_or(now + millis(POLL)).max(now + 10)));
         }
         // Decide what can still be sent.
@@ -221,8 +238,9 @@ impl Relay {
                     // must not count as a lost alert.
                     let (drift_id, endpoint) =
                         (row.queued.drift_id.clone(), row.queued.channel.clone());
+                    let owner = self.owner.clone();
                     with_outbox(&self.outbox, move |outbox| {
-                        outbox.cancel_reminders(&drift_id, &endpoint)
+                        outbox.cancel_reminders(&drift_id, &endpoint, &owner, now)
                     })
                     .await?;
                     continue;
@@ -327,7 +345,6 @@ impl Relay {
     ) -> Result<(), crate::store::Error> {
         let ids: Vec<String> = batch.iter().map(|(row, _)| row.queued.id.clone()).collect();
         let existing = batch.first().and_then(|(row, _)| row.message_id.clone());
-        let fresh = existing.is_none();
         let message_id = if let Some(existing) = existing {
             existing
         } else if ids.len() == 1 {
@@ -342,15 +359,30 @@ impl Relay {
                     .collect::<String>()
             )
         };
-        if fresh {
-            // Recorded before the send: after a crash between the send and its settlement, the
-            // rows go out again as this message, under the same idempotency key.
-            let (claimed, id) = (ids.clone(), message_id.clone());
+        // Claimed just before the send, for exactly the rows it carries: those without a message
+        // get this one (recorded before the send, so after a crash between the send and its
+        // settlement they go out again as this message, under the same idempotency key). Rows
+        // another relay took meanwhile are left to it.
+        let held = {
+            let claimed_at = (self.clock)();
+            let lease = Lease {
+                owner: self.owner.clone(),
+                until: claimed_at.saturating_add(millis(self.lease)),
+            };
+            let (wanted, id) = (ids.clone(), message_id.clone());
             with_outbox(&self.outbox, move |outbox| {
-                outbox.assign_message(&claimed, &id)
+                outbox.claim(&wanted, &id, &lease, claimed_at)
             })
-            .await?;
+            .await?
+        };
+        if held.is_empty() {
+            return Ok(());
         }
+        let batch: Vec<(OutboxRow, Notice)> = batch
+            .into_iter()
+            .filter(|(row, _)| held.contains(&row.queued.id))
+            .collect();
+        let ids = held;
         let message = Message {
             id: message_id,
             notices: batch.iter().map(|(_, notice)| notice.clone()).collect(),
@@ -370,8 +402,9 @@ impl Relay {
             if notice.kind == NoticeKind::Resolved {
                 let (drift_id, endpoint) =
                     (row.queued.drift_id.clone(), row.queued.channel.clone());
+                let (owner, at) = (self.owner.clone(), (self.clock)());
                 with_outbox(&self.outbox, move |outbox| {
-                    outbox.cancel_reminders(&drift_id, &endpoint)
+                    outbox.cancel_reminders(&drift_id, &endpoint, &owner, at)
                 })
                 .await?;
             }
@@ -384,8 +417,8 @@ impl Relay {
                 for follow in self.follow_ups(&batch, done) {
                     // A reminder only for a drift that still fires (it may have resolved while
                     // this message was on its way).
-                    if follow.kind == NoticeKind::Repeat.as_str() {
-                        let drift_id = follow.drift_id.clone();
+                    if follow.queued.kind == NoticeKind::Repeat.as_str() {
+                        let drift_id = follow.queued.drift_id.clone();
                         let state =
                             with_outbox(&self.outbox, move |outbox| outbox.drift_state(&drift_id))
                                 .await?;
@@ -476,7 +509,7 @@ impl Relay {
         Ok(())
     }
 
-    fn follow_ups(&self, batch: &[(OutboxRow, Notice)], now: Millis) -> Vec<NewOutbox> {
+    fn follow_ups(&self, batch: &[(OutboxRow, Notice)], now: Millis) -> Vec<FollowUp> {
         let resend = self.channel.resend_interval().map(millis);
         let mut follow_ups = Vec::new();
         for (row, notice) in batch {
@@ -509,21 +542,24 @@ impl Relay {
             let Ok(payload) = crate::store::rows::encode_notice(&follow) else {
                 continue;
             };
-            follow_ups.push(NewOutbox {
-                id: notification_id(
-                    &row.queued.drift_id,
-                    &row.queued.channel,
-                    kind.as_str(),
-                    due,
-                ),
-                channel: row.queued.channel.clone(),
-                drift_id: row.queued.drift_id.clone(),
-                kind: kind.as_str().to_string(),
-                group_key: row.queued.group_key.clone(),
-                payload,
-                created_at: due,
-                not_before: due,
-                repeat_after_ms: row.queued.repeat_after_ms,
+            follow_ups.push(FollowUp {
+                of: row.queued.id.clone(),
+                queued: NewOutbox {
+                    id: notification_id(
+                        &row.queued.drift_id,
+                        &row.queued.channel,
+                        kind.as_str(),
+                        due,
+                    ),
+                    channel: row.queued.channel.clone(),
+                    drift_id: row.queued.drift_id.clone(),
+                    kind: kind.as_str().to_string(),
+                    group_key: row.queued.group_key.clone(),
+                    payload,
+                    created_at: due,
+                    not_before: due,
+                    repeat_after_ms: row.queued.repeat_after_ms,
+                },
             });
         }
         follow_ups
@@ -576,7 +612,9 @@ impl Relay {
             duration_ms: 0,
             attempted,
             message_id: None,
-            owner: Some(self.owner.clone()),
+            // A decision after a send settles what this relay holds; one taken without sending
+            // (age cap, unreadable row) settles rows nobody holds.
+            owner: attempted.then(|| self.owner.clone()),
         };
         with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
     }

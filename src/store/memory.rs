@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::{
-    Batch, Error, EventKey, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats,
-    Settlement, SilenceChange, Snapshot, Store, StoredSilence,
+    Batch, Error, EventKey, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState,
+    OutboxStats, Settlement, SilenceChange, Snapshot, Store, StoredSilence,
 };
 use crate::classify::ObjectState;
 use crate::model::{Drift, DriftState, Millis, ObjectKey};
@@ -39,6 +39,26 @@ struct Inner {
     claims: HashMap<String, (String, Millis)>,
     silences: Vec<StoredSilence>,
     commits: usize,
+}
+
+/// True when `owner` may claim the row `id` at `now`: nobody holds it, `owner` does, or the
+/// claim lapsed.
+fn claimable(
+    claims: &HashMap<String, (String, Millis)>,
+    id: &str,
+    owner: &str,
+    now: Millis,
+) -> bool {
+    match claims.get(id) {
+        None => true,
+        Some((holder, until)) => holder == owner || *until <= now,
+    }
+}
+
+/// Drops the claims of rows that no longer exist.
+fn forget_claims_of_gone_rows(inner: &mut Inner) {
+    let Inner { outbox, claims, .. } = inner;
+    claims.retain(|id, _| outbox.contains_key(id));
 }
 
 fn pending_row(queued: &NewOutbox) -> OutboxRow {
@@ -190,6 +210,7 @@ impl Store for MemoryStore {
                 SilenceChange::Remove(id) => inner.silences.retain(|stored| stored.id != *id),
             }
         }
+        forget_claims_of_gone_rows(&mut inner);
         inner.commits += 1;
         Ok(())
     }
@@ -209,7 +230,9 @@ impl Store for MemoryStore {
         inner.outbox.retain(|_, row| {
             !(row.state != OutboxState::Pending && row.finished_at.is_some_and(|at| at < cutoff))
         });
-        Ok(before - inner.drifts.len() - inner.outbox.len())
+        let removed = before - inner.drifts.len() - inner.outbox.len();
+        forget_claims_of_gone_rows(&mut inner);
+        Ok(removed)
     }
 
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
@@ -222,20 +245,15 @@ impl Store for MemoryStore {
 }
 
 impl Outbox for MemoryStore {
-    fn claim(
+    fn due(
         &mut self,
         channel: &str,
         now: Millis,
         limit: usize,
-        lease: &Lease,
+        owner: &str,
     ) -> Result<Vec<OutboxRow>, Error> {
         self.check()?;
-        let mut inner = self.lock();
-        let claimable = |claims: &HashMap<String, (String, Millis)>, id: &str| match claims.get(id)
-        {
-            None => true,
-            Some((owner, until)) => *owner == lease.owner || *until <= now,
-        };
+        let inner = self.lock();
         let mut rows: Vec<OutboxRow> = inner
             .outbox
             .values()
@@ -243,7 +261,7 @@ impl Outbox for MemoryStore {
                 row.queued.channel == channel
                     && row.state == OutboxState::Pending
                     && row.next_attempt_at <= now
-                    && claimable(&inner.claims, &row.queued.id)
+                    && claimable(&inner.claims, &row.queued.id, owner, now)
             })
             .cloned()
             .collect();
@@ -251,75 +269,115 @@ impl Outbox for MemoryStore {
             (a.queued.created_at, &a.queued.id).cmp(&(b.queued.created_at, &b.queued.id))
         });
         rows.truncate(limit);
-        for row in &rows {
-            inner
-                .claims
-                .insert(row.queued.id.clone(), (lease.owner.clone(), lease.until));
-        }
         Ok(rows)
     }
 
-    fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error> {
+    fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error> {
         self.check()?;
-        Ok(self
-            .lock()
+        let inner = self.lock();
+        Ok(inner
             .outbox
             .values()
             .filter(|row| row.queued.channel == channel && row.state == OutboxState::Pending)
-            .map(|row| row.next_attempt_at)
+            .map(|row| match inner.claims.get(&row.queued.id) {
+                Some((holder, until)) if holder != owner => row.next_attempt_at.max(*until),
+                _ => row.next_attempt_at,
+            })
             .min())
     }
 
-    fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error> {
+    fn claim(
+        &mut self,
+        ids: &[String],
+        message_id: &str,
+        lease: &Lease,
+        now: Millis,
+    ) -> Result<Vec<String>, Error> {
         self.check()?;
         let mut inner = self.lock();
-        for id in &settlement.ids {
-            let held_by_other = match (&settlement.owner, inner.claims.get(id)) {
-                (Some(owner), Some((holder, _))) => holder != owner,
-                _ => false,
-            };
-            if held_by_other {
+        let mut held = Vec::new();
+        for id in ids {
+            let pending = inner
+                .outbox
+                .get(id)
+                .is_some_and(|row| row.state == OutboxState::Pending);
+            if !pending || !claimable(&inner.claims, id, &lease.owner, now) {
                 continue;
             }
-            let settled = match inner.outbox.get_mut(id) {
-                Some(row) if row.state == OutboxState::Pending => row,
-                _ => continue,
-            };
-            {
-                let row = settled;
-                row.state = settlement.state;
-                row.next_attempt_at = settlement.next_attempt_at;
-                row.attempts += u32::from(settlement.attempted);
-                row.last_error =
-                    (settlement.state != OutboxState::Delivered).then(|| settlement.detail.clone());
-                row.finished_at =
-                    (settlement.state != OutboxState::Pending).then_some(settlement.at);
+            inner
+                .claims
+                .insert(id.clone(), (lease.owner.clone(), lease.until));
+            if let Some(row) = inner.outbox.get_mut(id) {
                 if row.message_id.is_none() {
-                    row.message_id = settlement.message_id.clone();
+                    row.message_id = Some(message_id.to_string());
                 }
             }
-            inner.claims.remove(id);
+            held.push(id.clone());
         }
-        for queued in follow_ups {
-            inner
-                .outbox
-                .entry(queued.id.clone())
-                .or_insert_with(|| pending_row(queued));
+        Ok(held)
+    }
+
+    fn settle(&mut self, settlement: &Settlement, follow_ups: &[FollowUp]) -> Result<(), Error> {
+        self.check()?;
+        let mut inner = self.lock();
+        let mut settled = HashSet::new();
+        for id in &settlement.ids {
+            // With an owner: only rows it holds. Without: only rows nobody holds now.
+            let allowed = match (&settlement.owner, inner.claims.get(id)) {
+                (Some(owner), Some((holder, _))) => holder == owner,
+                (Some(_), None) => false,
+                (None, Some((_, until))) => *until <= settlement.at,
+                (None, None) => true,
+            };
+            if !allowed {
+                continue;
+            }
+            let Some(row) = inner.outbox.get_mut(id) else {
+                continue;
+            };
+            if row.state != OutboxState::Pending {
+                continue;
+            }
+            row.state = settlement.state;
+            row.next_attempt_at = settlement.next_attempt_at;
+            row.attempts += u32::from(settlement.attempted);
+            row.last_error =
+                (settlement.state != OutboxState::Delivered).then(|| settlement.detail.clone());
+            row.finished_at = (settlement.state != OutboxState::Pending).then_some(settlement.at);
+            if row.message_id.is_none() {
+                row.message_id = settlement.message_id.clone();
+            }
+            inner.claims.remove(id);
+            settled.insert(id.clone());
+        }
+        for follow in follow_ups {
+            if settled.contains(&follow.of) {
+                inner
+                    .outbox
+                    .entry(follow.queued.id.clone())
+                    .or_insert_with(|| pending_row(&follow.queued));
+            }
         }
         Ok(())
     }
 
-    fn assign_message(&mut self, ids: &[String], message_id: &str) -> Result<(), Error> {
+    fn release(&mut self, owner: &str) -> Result<usize, Error> {
         self.check()?;
         let mut inner = self.lock();
-        for id in ids {
-            if let Some(row) = inner.outbox.get_mut(id) {
-                if row.state == OutboxState::Pending && row.message_id.is_none() {
-                    row.message_id = Some(message_id.to_string());
-                }
-            }
-        }
-        Ok(())
+        let before = inner.claims.len();
+        inner.claims.retain(|_, (holder, _)| holder != owner);
+        Ok(before - inner.claims.len())
+    }
+
+    fn claim_owners(&mut self) -> Result<Vec<String>, Error> {
+        self.check()?;
+        let inner = self.lock();
+        let owners: std::collections::BTreeSet<String> = inner
+            .claims
+            .values()
+            .map(|(holder, _)| holder.clone())
+            .collect();
+        Ok(owners.into_iter().collect())
     }
 
     fn firing_pending_before(
@@ -342,8 +400,12 @@ impl Outbox for MemoryStore {
         self.check()?;
         let mut inner = self.lock();
         let mut count = 0;
-        for row in inner.outbox.values_mut() {
-            if row.state == OutboxState::Pending && !known.contains(&row.queued.channel) {
+        let Inner { outbox, claims, .. } = &mut *inner;
+        for row in outbox.values_mut() {
+            let held = claims
+                .get(&row.queued.id)
+                .is_some_and(|(_, until)| *until > now);
+            if row.state == OutboxState::Pending && !known.contains(&row.queued.channel) && !held {
                 row.state = OutboxState::Expired;
                 row.finished_at = Some(now);
                 row.last_error = Some("channel no longer configured".to_string());
@@ -353,17 +415,27 @@ impl Outbox for MemoryStore {
         Ok(count)
     }
 
-    fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error> {
+    fn cancel_reminders(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        owner: &str,
+        now: Millis,
+    ) -> Result<usize, Error> {
         self.check()?;
         let mut inner = self.lock();
         let before = inner.outbox.len();
-        inner.outbox.retain(|_, row| {
+        let Inner { outbox, claims, .. } = &mut *inner;
+        outbox.retain(|id, row| {
             !(row.queued.drift_id == drift_id
                 && row.queued.channel == channel
                 && row.queued.kind == "repeat"
-                && row.state == OutboxState::Pending)
+                && row.state == OutboxState::Pending
+                && claimable(claims, id, owner, now))
         });
-        Ok(before - inner.outbox.len())
+        let removed = before - inner.outbox.len();
+        forget_claims_of_gone_rows(&mut inner);
+        Ok(removed)
     }
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {

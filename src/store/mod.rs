@@ -20,7 +20,9 @@ pub mod sqlite;
 use std::sync::Arc;
 
 pub use audit::{AttemptView, AuditRead, Cursor, DeliveryView, DriftFilter, HistoryEntry};
-pub use outbox::{Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement};
+pub use outbox::{
+    FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+};
 
 use crate::classify::{Changes, ObjectState};
 use crate::config::StoreConfig;

@@ -1,10 +1,12 @@
 //! The delivery side of the store: queued notifications (the outbox), their claims, attempts and
 //! terminal states. Backend-neutral types and the [`Outbox`] trait every backend implements.
 //!
-//! Architecture invariant: a row is sent only under a claim ([`Outbox::claim`]): a lease with an
-//! owner and an expiry. Another process cannot take a row while its claim holds, and a settlement
-//! only lands on rows its owner still holds, so two relay processes never send the same row
-//! twice; a dead process's claim expires and the row is sent again under the same idempotency key.
+//! Architecture invariant: a row is sent only under a claim ([`Outbox::claim`], taken just
+//! before its message is sent): a lease with an owner unique to one running relay and an expiry
+//! past the send's timeout. Another process cannot take a row while its claim holds, and a
+//! settlement only lands on rows its owner still holds, so two relay processes never send the
+//! same row twice; a dead process's claim lapses (or is released at the next start on the same
+//! host) and the row is sent again under the same idempotency key.
 
 use super::Error;
 use crate::model::{DriftState, Millis};
@@ -107,10 +109,9 @@ pub struct Settlement {
     pub attempted: bool,
     /// The message the rows were sent in (kept for retries).
     pub message_id: Option<String>,
-    /// The claim the rows were taken under: only rows still claimed by this owner (or not
-    /// claimed at all) are settled, so a relay whose claim expired and was taken over cannot
-    /// overwrite the new holder's outcome. `None` settles without a claim (expiries decided at
-    /// start, before any relay runs).
+    /// The claim the rows were sent under: only rows this owner still holds are settled, so a
+    /// relay whose claim lapsed and was taken over cannot overwrite the new holder's outcome.
+    /// `None` settles rows nobody holds (expiries decided without sending).
     pub owner: Option<String>,
 }
 
@@ -127,37 +128,61 @@ pub struct OutboxStats {
     pub expired: i64,
 }
 
-/// A claim on due rows: who takes them, and until when no one else may.
+/// A notification to queue once the row it follows is settled (a reminder, a resolve's resend).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FollowUp {
+    /// The id of the row it follows: queued only if that row is settled.
+    pub of: String,
+    /// What to queue.
+    pub queued: NewOutbox,
+}
+
+/// A claim on rows: who takes them, and until when no one else may.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
-    /// The claiming process (and role): unique per running relay set.
+    /// The claiming relay: unique among running processes (`{instance}/{pid}/{start}/{channel}`).
     pub owner: String,
     /// When the claim lapses if it is not settled or renewed.
     pub until: Millis,
 }
 
 /// The delivery side of the store: its own connection, shared by the channel relays.
+///
+/// A relay reads the due rows ([`Outbox::due`], no writes), decides what to send, and claims each
+/// message's rows just before it sends it ([`Outbox::claim`]); it settles what it holds.
 pub trait Outbox: Send {
-    /// Claims the pending rows of a channel due at `now`, oldest first: rows nobody holds, rows
-    /// `lease.owner` already holds (renewed), and rows whose claim lapsed. Claimed rows are held
-    /// for `lease.owner` until `lease.until`.
-    fn claim(
+    /// The pending rows of a channel due at `now`, oldest first, that `owner` may claim: held by
+    /// no one, by `owner`, or under a claim that lapsed. Reads only.
+    fn due(
         &mut self,
         channel: &str,
         now: Millis,
         limit: usize,
-        lease: &Lease,
+        owner: &str,
     ) -> Result<Vec<OutboxRow>, Error>;
-    /// When the channel's next pending row becomes due.
-    fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error>;
-    /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction. Rows
-    /// held by another owner than the settlement's are left as they are; the claim of every
-    /// settled row ends.
-    fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error>;
-    /// Records the message pending rows are about to be sent in, before the send: after a crash
-    /// between the send and its settlement they go out again as that message, under the same
-    /// idempotency key, never regrouped under another. Rows that already have one keep it.
-    fn assign_message(&mut self, ids: &[String], message_id: &str) -> Result<(), Error>;
+    /// When the channel's next pending row becomes due for `owner` (a row another relay holds
+    /// counts from when its claim lapses).
+    fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error>;
+    /// Claims rows for one message, just before it is sent: of `ids`, the rows still pending and
+    /// claimable at `now` become `lease.owner`'s until `lease.until`, and those without a message
+    /// get `message_id` (after a crash between the send and its settlement they go out again as
+    /// that message, under the same idempotency key). Returns the ids now held: send only those.
+    fn claim(
+        &mut self,
+        ids: &[String],
+        message_id: &str,
+        lease: &Lease,
+        now: Millis,
+    ) -> Result<Vec<String>, Error>;
+    /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction. With an
+    /// owner, only rows that owner holds are settled; without one, only rows nobody holds (or
+    /// whose claim lapsed by `at`). A row not settled gets no attempt record and no follow-up.
+    /// The claim of every settled row ends.
+    fn settle(&mut self, settlement: &Settlement, follow_ups: &[FollowUp]) -> Result<(), Error>;
+    /// Ends every claim `owner` holds (a relay stopping, or a dead process's claims at start).
+    fn release(&mut self, owner: &str) -> Result<usize, Error>;
+    /// The owners that hold claims now.
+    fn claim_owners(&mut self) -> Result<Vec<String>, Error>;
     /// True when a firing notice of the drift, queued before `created_at`, is still pending on
     /// the channel.
     fn firing_pending_before(
@@ -166,10 +191,18 @@ pub trait Outbox: Send {
         channel: &str,
         created_at: Millis,
     ) -> Result<bool, Error>;
-    /// Expires pending notifications of channels that are no longer configured.
+    /// Expires pending notifications of channels that are no longer configured (rows held by a
+    /// live claim are left to their holder).
     fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error>;
-    /// Withdraws pending reminders of a drift on one channel (its resolve went out).
-    fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error>;
+    /// Withdraws pending reminders of a drift on one channel (its resolve went out), except rows
+    /// another relay holds at `now`.
+    fn cancel_reminders(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        owner: &str,
+        now: Millis,
+    ) -> Result<usize, Error>;
     /// The current state of a drift (to drop reminders for resolved drifts).
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error>;
     /// Figures for metrics.

@@ -8,7 +8,7 @@ use drift_sentinel::config::StoreConfig;
 use drift_sentinel::model::DriftState;
 use drift_sentinel::store::memory::MemoryStore;
 use drift_sentinel::store::{
-    self, Batch, DriftFilter, Lease, NewOutbox, Outbox, OutboxState, Settlement, Store,
+    self, Batch, DriftFilter, FollowUp, Lease, NewOutbox, Outbox, OutboxState, Settlement, Store,
 };
 
 const FIXTURE: &str = concat!(
@@ -95,17 +95,28 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         .iter()
         .any(|d| d.channel == "log" && d.kind == "firing" && d.state == "delivered"));
 
-    // The pending deliveries can still be claimed and settled.
+    // The pending deliveries are due, their payloads decode, and they can be claimed.
+    let rows = opened
+        .outbox
+        .due("hook", i64::MAX - 1, 10, "test/hook")
+        .unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows.iter().all(|row| row.attempts <= 1));
+    for row in &rows {
+        let notice = drift_sentinel::store::rows::decode_notice(&row.queued.payload).unwrap();
+        assert_eq!(notice.drift.id, row.queued.drift_id);
+        assert_eq!(notice.drift.class, "config_drift");
+    }
     let lease = Lease {
         owner: "test/hook".into(),
         until: i64::MAX,
     };
-    let rows = opened
+    let ids: Vec<String> = rows.iter().map(|row| row.queued.id.clone()).collect();
+    let held = opened
         .outbox
-        .claim("hook", i64::MAX - 1, 10, &lease)
+        .claim(&ids, "m", &lease, i64::MAX - 1)
         .unwrap();
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    assert!(rows.iter().all(|row| row.attempts <= 1));
+    assert_eq!(held, ids);
     // And the store takes new commits.
     opened.writer.commit(&Batch::default()).unwrap();
 }
@@ -153,88 +164,170 @@ fn queued(id: &str, channel: &str) -> NewOutbox {
     }
 }
 
-fn delivered(ids: &[&str], owner: &str, at: i64) -> Settlement {
+fn settled(ids: &[&str], state: OutboxState, owner: Option<&str>, at: i64) -> Settlement {
     Settlement {
         ids: ids.iter().map(|id| id.to_string()).collect(),
-        state: OutboxState::Delivered,
-        next_attempt_at: at,
+        state,
+        next_attempt_at: at + 10_000,
         at,
-        detail: format!("delivered by {owner}"),
+        detail: format!("{state:?} by {owner:?}"),
         duration_ms: 1,
-        attempted: true,
+        attempted: owner.is_some(),
         message_id: Some(ids[0].to_string()),
-        owner: Some(owner.to_string()),
+        owner: owner.map(str::to_string),
     }
 }
 
-/// The claim contract, for two outbox handles on one store (two processes).
-fn claims_are_exclusive(writer: &mut dyn Store, first: &mut dyn Outbox, second: &mut dyn Outbox) {
-    writer
-        .commit(&Batch {
-            outbox: vec![queued("a", "hook"), queued("b", "hook")],
-            ..Batch::default()
-        })
-        .unwrap();
-    let lease_a = |now: i64| Lease {
-        owner: "pod-a/hook".into(),
-        until: now + 60_000,
-    };
-    let lease_b = |now: i64| Lease {
-        owner: "pod-b/hook".into(),
-        until: now + 60_000,
-    };
-    let taken = first.claim("hook", 2_000, 10, &lease_a(2_000)).unwrap();
-    assert_eq!(taken.len(), 2);
-    // While A's claim holds, B gets nothing; A itself takes its rows again (a new round).
-    assert!(second
-        .claim("hook", 3_000, 10, &lease_b(3_000))
-        .unwrap()
-        .is_empty());
-    assert_eq!(
-        first
-            .claim("hook", 3_000, 10, &lease_a(3_000))
-            .unwrap()
-            .len(),
-        2
-    );
-    // A delivers "a"; B cannot settle what A holds.
-    first
-        .settle(&delivered(&["a"], "pod-a/hook", 4_000), &[])
-        .unwrap();
-    second
-        .settle(&delivered(&["b"], "pod-b/hook", 4_000), &[])
-        .unwrap();
-    let pending: Vec<String> = first
-        .rows(Some(OutboxState::Pending), 10)
+fn reminder_of(id: &str) -> FollowUp {
+    FollowUp {
+        of: id.to_string(),
+        queued: NewOutbox {
+            kind: "repeat".into(),
+            ..queued(&format!("{id}-reminder"), "hook")
+        },
+    }
+}
+
+fn ids_in(outbox: &mut dyn Outbox, state: OutboxState) -> Vec<String> {
+    let mut ids: Vec<String> = outbox
+        .rows(Some(state), 50)
         .unwrap()
         .into_iter()
         .map(|row| row.queued.id)
         .collect();
-    assert_eq!(pending, ["b"]);
-    // A stops; once its claim lapses, B takes "b" over and A's late settlement is fenced off.
-    assert!(second
-        .claim("hook", 62_999, 10, &lease_b(62_999))
-        .unwrap()
-        .is_empty());
-    let over = second.claim("hook", 63_000, 10, &lease_b(63_000)).unwrap();
-    assert_eq!(over.len(), 1);
-    assert_eq!(over[0].queued.id, "b");
-    let mut late = delivered(&["b"], "pod-a/hook", 63_500);
-    late.detail = "late".into();
-    first.settle(&late, &[]).unwrap();
-    assert_eq!(first.rows(Some(OutboxState::Pending), 10).unwrap().len(), 1);
-    second
-        .settle(&delivered(&["b"], "pod-b/hook", 64_000), &[])
+    ids.sort();
+    ids
+}
+
+/// The claim contract, for two outbox handles on one store (two processes, A and B).
+fn claims_are_exclusive(writer: &mut dyn Store, a: &mut dyn Outbox, b: &mut dyn Outbox) {
+    writer
+        .commit(&Batch {
+            outbox: vec![
+                queued("a", "hook"),
+                queued("b", "hook"),
+                queued("c", "hook"),
+            ],
+            ..Batch::default()
+        })
         .unwrap();
-    let done = first.rows(Some(OutboxState::Delivered), 10).unwrap();
-    assert_eq!(done.len(), 2);
-    assert!(done
-        .iter()
-        .all(|row| row.last_error.is_none() && row.state == OutboxState::Delivered));
-    assert!(first
-        .claim("hook", 70_000, 10, &lease_a(70_000))
+    let (owner_a, owner_b) = ("pod-a/1/x/hook", "pod-b/1/y/hook");
+    let lease = |owner: &str, now: i64| Lease {
+        owner: owner.into(),
+        until: now + 60_000,
+    };
+    let ids = |list: &[&str]| list.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+
+    // Reading what is due writes nothing; A claims the rows of its message just before sending.
+    assert_eq!(a.due("hook", 2_000, 10, owner_a).unwrap().len(), 3);
+    assert_eq!(
+        a.claim(&ids(&["a", "b"]), "msg-1", &lease(owner_a, 2_000), 2_000)
+            .unwrap(),
+        ids(&["a", "b"])
+    );
+    // While A's claim holds, B sees only "c" as due, cannot claim "a" or "b", and waits for the
+    // claim to lapse; A itself may claim its rows again.
+    let due_b: Vec<String> = b
+        .due("hook", 3_000, 10, owner_b)
+        .unwrap()
+        .into_iter()
+        .map(|row| row.queued.id)
+        .collect();
+    assert_eq!(due_b, ids(&["c"]));
+    assert!(b
+        .claim(&ids(&["a", "b"]), "msg-2", &lease(owner_b, 3_000), 3_000)
         .unwrap()
         .is_empty());
+    assert_eq!(
+        a.claim(&ids(&["a"]), "msg-1", &lease(owner_a, 3_000), 3_000)
+            .unwrap(),
+        ids(&["a"])
+    );
+    assert_eq!(
+        b.claim(&ids(&["c"]), "msg-3", &lease(owner_b, 3_000), 3_000)
+            .unwrap(),
+        ids(&["c"])
+    );
+    // For a third relay everything is held: its next look is when the first claim lapses.
+    assert_eq!(b.next_due("hook", "pod-d/1/z/hook").unwrap(), Some(62_000));
+    // The claim assigned the message: a resend after a crash carries the same idempotency key.
+    let row_a = a
+        .rows(Some(OutboxState::Pending), 10)
+        .unwrap()
+        .into_iter()
+        .find(|row| row.queued.id == "a")
+        .unwrap();
+    assert_eq!(row_a.message_id.as_deref(), Some("msg-1"));
+
+    // B cannot settle what A holds: nothing changes and no reminder is queued for it.
+    b.settle(
+        &settled(&["a", "b"], OutboxState::Delivered, Some(owner_b), 4_000),
+        &[reminder_of("a"), reminder_of("b")],
+    )
+    .unwrap();
+    assert_eq!(ids_in(a, OutboxState::Delivered), Vec::<String>::new());
+    assert_eq!(ids_in(a, OutboxState::Pending), ids(&["a", "b", "c"]));
+    // Nor can a decision taken without a claim: rows held by a live claim are left alone.
+    a.settle(&settled(&["c"], OutboxState::Expired, None, 4_000), &[])
+        .unwrap();
+    assert_eq!(ids_in(a, OutboxState::Expired), Vec::<String>::new());
+    // A settles "a" with its reminder.
+    a.settle(
+        &settled(&["a"], OutboxState::Delivered, Some(owner_a), 4_000),
+        &[reminder_of("a")],
+    )
+    .unwrap();
+    assert_eq!(ids_in(a, OutboxState::Delivered), ids(&["a"]));
+    assert_eq!(
+        ids_in(a, OutboxState::Pending),
+        ids(&["a-reminder", "b", "c"])
+    );
+    assert_eq!(b.claim_owners().unwrap(), vec![owner_a, owner_b]);
+
+    // A stops mid-send: "b" is B's once A's claim lapses (not before: B's next look is then).
+    assert_eq!(b.next_due("hook", owner_b).unwrap(), Some(1_000));
+    assert!(b
+        .claim(&ids(&["b"]), "msg-2", &lease(owner_b, 61_999), 61_999)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        b.claim(&ids(&["b"]), "msg-2", &lease(owner_b, 62_000), 62_000)
+            .unwrap(),
+        ids(&["b"])
+    );
+    // B's attempt fails and is retried later (its claim ends); A's late "delivered" is fenced
+    // off: it neither overwrites B's retry nor queues a reminder.
+    b.settle(
+        &settled(&["b"], OutboxState::Pending, Some(owner_b), 62_500),
+        &[],
+    )
+    .unwrap();
+    a.settle(
+        &settled(&["b"], OutboxState::Delivered, Some(owner_a), 63_000),
+        &[reminder_of("b")],
+    )
+    .unwrap();
+    let row_b = a
+        .rows(Some(OutboxState::Pending), 10)
+        .unwrap()
+        .into_iter()
+        .find(|row| row.queued.id == "b")
+        .unwrap();
+    assert_eq!(row_b.attempts, 1, "only B's attempt counts");
+    assert_eq!(row_b.next_attempt_at, 72_500, "B's retry time stands");
+    assert_eq!(
+        ids_in(a, OutboxState::Pending),
+        ids(&["a-reminder", "b", "c"])
+    );
+
+    // Releasing ends a process's claims at once.
+    assert_eq!(b.release(owner_b).unwrap(), 1, "B still held c");
+    assert_eq!(
+        a.claim(&ids(&["c"]), "msg-4", &lease(owner_a, 63_000), 63_000)
+            .unwrap(),
+        ids(&["c"])
+    );
+    assert_eq!(a.claim_owners().unwrap(), vec![owner_a]);
 }
 
 #[test]

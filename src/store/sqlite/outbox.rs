@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use super::{wait_briefly_when_busy, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::model::{DriftState, Millis};
 use crate::store::{
-    Error, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+    Error, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
 };
 
 /// The delivery side of the SQLite store, on its own connection (WAL lets it read while the
@@ -29,79 +29,87 @@ impl SqliteOutbox {
 }
 
 impl Outbox for SqliteOutbox {
-    fn claim(
+    fn due(
         &mut self,
         channel: &str,
         now: Millis,
         limit: usize,
-        lease: &Lease,
+        owner: &str,
     ) -> Result<Vec<OutboxRow>, Error> {
-        let select = format!(
+        let mut statement = self.connection.prepare_cached(&format!(
             "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE channel = ?1 AND state = 'pending'
              AND next_attempt_at <= ?2
              AND (claimed_by IS NULL OR claimed_by = ?3 OR claimed_until <= ?2)
              ORDER BY created_at, id LIMIT ?4"
-        );
+        ))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        // Look first, without the write lock: most rounds find nothing due, and a write
-        // transaction per idle round would take the lock away from the writer.
-        let any = {
-            let mut statement = self.connection.prepare_cached(&select)?;
-            let mut rows = statement.query(params![channel, now, lease.owner, 1])?;
-            rows.next()?.is_some()
-        };
-        if !any {
-            return Ok(Vec::new());
-        }
-        // Then select again and claim in one write transaction, so another process cannot
-        // claim the same rows in between.
-        let transaction = self
-            .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let rows = {
-            let mut statement = transaction.prepare_cached(&select)?;
-            let rows =
-                statement.query_map(params![channel, now, lease.owner, limit], outbox_row)?;
-            rows.collect::<Result<Vec<_>, _>>()?
-        };
-        {
-            let mut update = transaction.prepare_cached(
-                "UPDATE outbox SET claimed_by = ?2, claimed_until = ?3 WHERE id = ?1",
-            )?;
-            for row in &rows {
-                update.execute(params![row.queued.id, lease.owner, lease.until])?;
-            }
-        }
-        transaction.commit()?;
-        Ok(rows)
+        let rows = statement.query_map(params![channel, now, owner, limit], outbox_row)?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 
-    fn next_due(&mut self, channel: &str) -> Result<Option<Millis>, Error> {
+    fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error> {
+        // A row another relay holds is due for this one only once that claim lapses.
         Ok(self.connection.query_row(
-            "SELECT MIN(next_attempt_at) FROM outbox WHERE channel = ?1 AND state = 'pending'",
-            params![channel],
+            "SELECT MIN(CASE WHEN claimed_by IS NOT NULL AND claimed_by != ?2
+                             AND claimed_until > next_attempt_at
+                        THEN claimed_until ELSE next_attempt_at END)
+             FROM outbox WHERE channel = ?1 AND state = 'pending'",
+            params![channel, owner],
             |row| row.get(0),
         )?)
     }
 
-    fn settle(&mut self, settlement: &Settlement, follow_ups: &[NewOutbox]) -> Result<(), Error> {
+    fn claim(
+        &mut self,
+        ids: &[String],
+        message_id: &str,
+        lease: &Lease,
+        now: Millis,
+    ) -> Result<Vec<String>, Error> {
+        // One write transaction: the check and the claim cannot interleave with another
+        // process's claim of the same rows.
+        let transaction = self
+            .connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut held = Vec::with_capacity(ids.len());
+        {
+            let mut update = transaction.prepare_cached(
+                "UPDATE outbox SET claimed_by = ?2, claimed_until = ?3,
+                 message_id = COALESCE(message_id, ?4)
+                 WHERE id = ?1 AND state = 'pending'
+                 AND (claimed_by IS NULL OR claimed_by = ?2 OR claimed_until <= ?5)",
+            )?;
+            for id in ids {
+                if update.execute(params![id, lease.owner, lease.until, message_id, now])? == 1 {
+                    held.push(id.clone());
+                }
+            }
+        }
+        transaction.commit()?;
+        Ok(held)
+    }
+
+    fn settle(&mut self, settlement: &Settlement, follow_ups: &[FollowUp]) -> Result<(), Error> {
         let transaction = self.connection.transaction()?;
         {
             let finished = (settlement.state != OutboxState::Pending).then_some(settlement.at);
+            // With an owner: only rows it holds. Without: only rows nobody holds now.
             let mut update = transaction.prepare_cached(
                 "UPDATE outbox SET state = ?2, next_attempt_at = ?3, attempts = attempts + ?4,
                  last_error = ?5, finished_at = ?6, message_id = COALESCE(message_id, ?7),
                  claimed_by = NULL, claimed_until = NULL
                  WHERE id = ?1 AND state = 'pending'
-                 AND (?8 IS NULL OR claimed_by IS NULL OR claimed_by = ?8)",
+                 AND ((?8 IS NOT NULL AND claimed_by = ?8)
+                      OR (?8 IS NULL AND (claimed_by IS NULL OR claimed_until <= ?9)))",
             )?;
             let mut attempt = transaction.prepare_cached(
                 "INSERT INTO delivery_attempts (outbox_id, at, state, detail, duration_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
             let error =
                 (settlement.state != OutboxState::Delivered).then_some(settlement.detail.as_str());
+            let mut settled = std::collections::HashSet::new();
             for id in &settlement.ids {
-                update.execute(params![
+                let changed = update.execute(params![
                     id,
                     settlement.state.as_str(),
                     settlement.next_attempt_at,
@@ -109,8 +117,14 @@ impl Outbox for SqliteOutbox {
                     error,
                     finished,
                     settlement.message_id,
-                    settlement.owner
+                    settlement.owner,
+                    settlement.at
                 ])?;
+                if changed == 0 {
+                    // Not this settlement's to record: another relay holds it, or it ended.
+                    continue;
+                }
+                settled.insert(id.as_str());
                 attempt.execute(params![
                     id,
                     settlement.at,
@@ -119,25 +133,33 @@ impl Outbox for SqliteOutbox {
                     settlement.duration_ms
                 ])?;
             }
-            insert_outbox(&transaction, follow_ups)?;
+            // Follow-ups (reminders) belong to the rows that were settled here.
+            let follow_ups: Vec<NewOutbox> = follow_ups
+                .iter()
+                .filter(|follow| settled.contains(follow.of.as_str()))
+                .map(|follow| follow.queued.clone())
+                .collect();
+            insert_outbox(&transaction, &follow_ups)?;
         }
         transaction.commit()?;
         Ok(())
     }
 
-    fn assign_message(&mut self, ids: &[String], message_id: &str) -> Result<(), Error> {
-        let transaction = self.connection.transaction()?;
-        {
-            let mut update = transaction.prepare_cached(
-                "UPDATE outbox SET message_id = ?2
-                 WHERE id = ?1 AND state = 'pending' AND message_id IS NULL",
-            )?;
-            for id in ids {
-                update.execute(params![id, message_id])?;
-            }
-        }
-        transaction.commit()?;
-        Ok(())
+    fn release(&mut self, owner: &str) -> Result<usize, Error> {
+        Ok(self.connection.execute(
+            "UPDATE outbox SET claimed_by = NULL, claimed_until = NULL
+             WHERE claimed_by = ?1 AND state = 'pending'",
+            params![owner],
+        )?)
+    }
+
+    fn claim_owners(&mut self) -> Result<Vec<String>, Error> {
+        let mut statement = self.connection.prepare(
+            "SELECT DISTINCT claimed_by FROM outbox WHERE claimed_by IS NOT NULL AND state = 'pending'
+             ORDER BY claimed_by",
+        )?;
+        let owners = statement.query_map([], |row| row.get::<_, String>(0))?;
+        Ok(owners.collect::<Result<Vec<_>, _>>()?)
     }
 
     fn firing_pending_before(
@@ -189,23 +211,31 @@ impl Outbox for SqliteOutbox {
         Ok(orphaned.len())
     }
 
-    fn cancel_reminders(&mut self, drift_id: &str, channel: &str) -> Result<usize, Error> {
+    fn cancel_reminders(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        owner: &str,
+        now: Millis,
+    ) -> Result<usize, Error> {
         // Nearly always there is nothing to withdraw (the writer deletes a resolved drift's
         // reminders in the resolve's own commit): look first, so the common case takes no write
         // lock and no commit away from the writer.
         let any: Option<i64> = self
             .connection
             .prepare_cached(
-                "SELECT 1 FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending' LIMIT 1",
+                "SELECT 1 FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending'
+                 AND (claimed_by IS NULL OR claimed_by = ?3 OR claimed_until <= ?4) LIMIT 1",
             )?
-            .query_row(params![drift_id, channel], |row| row.get(0))
+            .query_row(params![drift_id, channel, owner, now], |row| row.get(0))
             .optional()?;
         if any.is_none() {
             return Ok(0);
         }
         Ok(self.connection.execute(
-            "DELETE FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending'",
-            params![drift_id, channel],
+            "DELETE FROM outbox WHERE drift_id = ?1 AND channel = ?2 AND kind = 'repeat' AND state = 'pending'
+             AND (claimed_by IS NULL OR claimed_by = ?3 OR claimed_until <= ?4)",
+            params![drift_id, channel, owner, now],
         )?)
     }
 
