@@ -39,6 +39,8 @@ impl AuditReader {
         let connection = Connection::open(path)?;
         connection.pragma_update(None, "busy_timeout", 5000)?;
         connection.pragma_update(None, "synchronous", "FULL")?;
+        // Read-only by construction, not only by convention: every write goes through the writer.
+        connection.pragma_update(None, "query_only", true)?;
         Ok(AuditReader {
             connection: Mutex::new(connection),
         })

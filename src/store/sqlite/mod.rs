@@ -63,6 +63,8 @@ impl SqliteStore {
             }
         }
         let mut connection = Connection::open(path)?;
+        // A store from a newer binary is refused before the pragmas below touch its file.
+        schema::check_not_newer(&connection)?;
         connection.pragma_update(None, "journal_mode", "WAL")?;
         connection.pragma_update(None, "synchronous", "FULL")?;
         wait_briefly_when_busy(&mut connection)?;

@@ -1,10 +1,12 @@
 //! Schema versions and ordered migrations of the SQLite store.
 //!
 //! The `schema_version` table holds one row: the version the file's layout has. Opening a store
-//! applies, in one transaction, every migration newer than its version and records the newest. A
-//! store without the table was written before versions were recorded: its layout is version 1.
-//! A store whose version is newer than this binary knows is refused before anything is written
-//! ([`Error::Schema`]): an older binary never touches a layout it does not understand.
+//! applies, in one transaction, every migration newer than its version and records the newest.
+//! A store without the table (a new file, or one written before versions were recorded) is
+//! version 0; version 1 is the current layout. Migration 1 is safe on both: it creates what is
+//! missing (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
+//! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
+//! binary never touches a layout it does not understand.
 //!
 //! Adding a migration: append one entry to [`MIGRATIONS`] (the next version, its SQL), never edit
 //! a published one, and say in `store/rows.rs` which stored shapes it changes.
@@ -13,8 +15,9 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::store::Error;
 
-/// Version 1: the layout of every store written before schema versions were recorded.
-const V1: &str = r#"
+/// Version 1, part one: the layout of every store written before schema versions were recorded
+/// (every table and index, created only when missing).
+const V1_TABLES: &str = r#"
 CREATE TABLE IF NOT EXISTS events (
     source TEXT NOT NULL,
     id TEXT NOT NULL,
@@ -96,18 +99,29 @@ CREATE TABLE IF NOT EXISTS heartbeat (
 );
 "#;
 
-/// Version 2: outbox claims (a relay holds due rows under a lease, so two processes never send
-/// the same row).
-const V2: &str = r#"
+/// Version 1, part two: outbox claims (a relay holds a message's rows under a lease while it
+/// sends them, so two processes never send the same row).
+const V1_CLAIMS: &str = r#"
 ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
 ALTER TABLE outbox ADD COLUMN claimed_until INTEGER;
 "#;
 
-/// Every migration, oldest first: (the version it produces, its SQL).
-const MIGRATIONS: &[(i64, &str)] = &[(1, V1), (2, V2)];
+/// Every migration, oldest first: (the version it produces, its SQL, run in order).
+const MIGRATIONS: &[(i64, &[&str])] = &[(1, &[V1_TABLES, V1_CLAIMS])];
 
 /// The newest schema version this binary knows.
-pub const LATEST: i64 = 2;
+pub const LATEST: i64 = 1;
+
+/// Refuses a store written by a newer binary, before anything (not even a pragma) is written.
+pub(super) fn check_not_newer(connection: &Connection) -> Result<(), Error> {
+    match recorded_version(connection)? {
+        Some(found) if found > LATEST => Err(Error::Schema {
+            found,
+            supported: LATEST,
+        }),
+        _ => Ok(()),
+    }
+}
 
 /// Brings the store at `connection` to [`LATEST`], or refuses a newer one.
 pub(super) fn migrate(connection: &mut Connection) -> Result<i64, Error> {
@@ -125,33 +139,19 @@ pub(super) fn migrate(connection: &mut Connection) -> Result<i64, Error> {
             |row| row.get(0),
         )
         .optional()?;
-    let current = match recorded {
-        Some(version) => version,
-        None => {
-            // Tables but no version: a store from before versions were recorded (version 1).
-            let has_objects: Option<i64> = transaction
-                .query_row(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'objects'",
-                    [],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if has_objects.is_some() {
-                1
-            } else {
-                0
-            }
-        }
-    };
+    // No version: a new file, or a store from before versions were recorded (version 0).
+    let current = recorded.unwrap_or(0);
     if current > LATEST {
         return Err(Error::Schema {
             found: current,
             supported: LATEST,
         });
     }
-    for (version, sql) in MIGRATIONS {
+    for (version, steps) in MIGRATIONS {
         if *version > current {
-            transaction.execute_batch(sql)?;
+            for sql in *steps {
+                transaction.execute_batch(sql)?;
+            }
         }
     }
     transaction.execute(
