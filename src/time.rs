@@ -33,6 +33,14 @@ pub(crate) fn format_time(at: Millis) -> String {
         .unwrap_or_else(|| at.to_string())
 }
 
+/// Milliseconds as RFC 3339 with a `+00:00` offset (`2026-11-29T10:00:05.123+00:00`), as silence
+/// expiries made from the dashboard have always been written.
+pub fn format_time_offset(at: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(at)
+        .map(|time| time.to_rfc3339())
+        .unwrap_or_else(|| at.to_string())
+}
+
 /// An RFC 3339 time as milliseconds; `None` when it is not one.
 pub(crate) fn parse_time(text: &str) -> Option<Millis> {
     chrono::DateTime::parse_from_rfc3339(text)

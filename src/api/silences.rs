@@ -8,10 +8,10 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::{audit, blocking, ApiState};
-use crate::config::SilenceConfig;
 use crate::ingest::ApiError;
+use crate::model::Silence;
 use crate::pipeline::{SilenceOutcome, SilenceRequest};
-use crate::time::format_time;
+use crate::wire::silence::{SilenceInput, SilenceView};
 
 /// Every silence: configured ones (read-only, from `rules.silences`) and API ones.
 pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiError> {
@@ -20,22 +20,15 @@ pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiErro
         .silences()
         .iter()
         .enumerate()
-        .map(|(index, silence)| {
-            let mut value =
-                serde_json::to_value(SilenceConfig::from_silence(silence)).unwrap_or(Value::Null);
-            value["id"] = json!(format!("config-{index}"));
-            value["source"] = json!("config");
-            value
-        })
+        .map(|(index, silence)| view(SilenceView::configured(index, silence)))
         .collect();
     let reader = audit(state)?;
     for stored in blocking(move || reader.silences()).await? {
-        let mut value = serde_json::to_value(SilenceConfig::from_silence(&stored.silence))
-            .unwrap_or(Value::Null);
-        value["id"] = json!(stored.id);
-        value["source"] = json!("api");
-        value["createdAt"] = json!(format_time(stored.created_at));
-        items.push(value);
+        items.push(view(SilenceView::created(
+            &stored.id,
+            &stored.silence,
+            stored.created_at,
+        )));
     }
     Ok(items)
 }
@@ -44,11 +37,19 @@ pub(super) async fn list_silences(State(state): State<ApiState>) -> Result<Json<
     Ok(Json(json!({"items": all_silences(&state).await?})))
 }
 
+/// The JSON of a silence (its keys in sorted order, as serde_json writes a map).
+fn view(silence: SilenceView) -> Value {
+    serde_json::to_value(silence).unwrap_or(Value::Null)
+}
+
 /// Validates a silence the same way the config loader does.
-pub(crate) fn validate_silence(silence: &SilenceConfig) -> Result<(), ApiError> {
-    let text = serde_json::to_value(silence)
-        .map(|value| json!({"rules": {"silences": [value]}}).to_string())
-        .unwrap_or_default();
+pub(crate) fn validate_silence(silence: &Silence) -> Result<(), ApiError> {
+    let value = json!({
+        "matchers": silence.matchers,
+        "expiresAt": silence.expires_at,
+        "comment": silence.comment,
+    });
+    let text = json!({"rules": {"silences": [value]}}).to_string();
     crate::config::load_str(&text, &|_| None)
         .map(|_| ())
         .map_err(|error| {
@@ -63,13 +64,13 @@ pub(crate) fn validate_silence(silence: &SilenceConfig) -> Result<(), ApiError> 
 /// Stores a silence and hands the new set to the pipeline.
 pub(crate) async fn add_silence(
     state: &ApiState,
-    silence: SilenceConfig,
+    silence: Silence,
 ) -> Result<crate::store::StoredSilence, ApiError> {
     validate_silence(&silence)?;
     audit(state)?;
     // The writer stores it and withdraws the queued reminders it covers; new notices are muted
     // by routing once it is committed.
-    match write_silence(state, SilenceRequest::Add(silence.to_silence())).await? {
+    match write_silence(state, SilenceRequest::Add(silence)).await? {
         SilenceOutcome::Added(stored) => Ok(stored),
         SilenceOutcome::Removed(_) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -84,20 +85,27 @@ async fn write_silence(
     state: &ApiState,
     request: SilenceRequest,
 ) -> Result<SilenceOutcome, ApiError> {
-    let receiver = state
-        .pipeline
-        .silence(request)
-        .map_err(|error| ApiError::unavailable(&error))?;
-    match receiver.await {
-        Ok(Ok(outcome)) => Ok(outcome),
-        Ok(Err(error)) => Err(ApiError::unavailable(&error)),
-        Err(_) => Err(ApiError::unavailable(&crate::pipeline::Error::Stopped)),
+    let pipeline = state.pipeline.clone();
+    // Waiting for room in the queue blocks: off the async runtime (the request timeout bounds it).
+    let queued = tokio::task::spawn_blocking(move || pipeline.silence(request)).await;
+    let answered = match queued {
+        Ok(Ok(receiver)) => receiver.await.ok(),
+        _ => None,
+    };
+    match answered {
+        Some(Ok(outcome)) => Ok(outcome),
+        // The store's answer, as the API has always given it.
+        _ => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store",
+            "the store cannot answer now; retry later",
+        )),
     }
 }
 
 pub(super) async fn create_silence(
     State(state): State<ApiState>,
-    body: Result<Json<SilenceConfig>, axum::extract::rejection::JsonRejection>,
+    body: Result<Json<SilenceInput>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(silence) = body.map_err(|error| {
         ApiError::new(
@@ -106,12 +114,12 @@ pub(super) async fn create_silence(
             error.body_text(),
         )
     })?;
-    let stored = add_silence(&state, silence).await?;
-    let mut value =
-        serde_json::to_value(SilenceConfig::from_silence(&stored.silence)).unwrap_or(Value::Null);
-    value["id"] = json!(stored.id);
-    value["source"] = json!("api");
-    value["createdAt"] = json!(format_time(stored.created_at));
+    let stored = add_silence(&state, silence.into_silence()).await?;
+    let value = view(SilenceView::created(
+        &stored.id,
+        &stored.silence,
+        stored.created_at,
+    ));
     Ok((StatusCode::CREATED, Json(value)).into_response())
 }
 

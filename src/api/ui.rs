@@ -16,10 +16,9 @@ use super::drifts::{detail as drift_detail, filter, DriftQuery};
 use super::report::{build_report, escape_html as esc};
 use super::silences::{add_silence, all_silences};
 use super::{audit, blocking, ApiState};
-use crate::config::SilenceConfig;
 use crate::ingest::auth::{bearer, same_secret};
 use crate::ingest::ApiError;
-use crate::model::Drift;
+use crate::model::{Drift, Silence};
 use crate::time::format_time;
 
 /// The `/ui` routes.
@@ -306,7 +305,7 @@ async fn silence(
     let duration = crate::time::parse_duration(&form.duration)
         .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "invalid_silence", message))?;
     let expires = (state.clock)().saturating_add(crate::time::millis(duration));
-    let silence = SilenceConfig {
+    let silence = Silence {
         matchers: [
             ("class".to_string(), form.class),
             ("cluster".to_string(), form.cluster),
@@ -316,7 +315,7 @@ async fn silence(
         .into_iter()
         .filter(|(_, value)| !value.is_empty())
         .collect(),
-        expires_at: Some(format_time(expires)),
+        expires_at: Some(crate::time::format_time_offset(expires)),
         comment: form
             .comment
             .filter(|comment| !comment.trim().is_empty())

@@ -124,7 +124,7 @@ pub struct ScopeConfig {
 }
 
 /// A silence: drifts matching every given matcher are muted until `expiresAt`.
-#[derive(Debug, Clone, Default, Deserialize, serde::Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SilenceConfig {
     /// Matchers: `class`, `severity`, `cluster`, `namespace`, `kind`, `name` (globs), or
@@ -145,15 +145,6 @@ impl SilenceConfig {
             matchers: self.matchers.clone(),
             expires_at: self.expires_at.clone(),
             comment: self.comment.clone(),
-        }
-    }
-
-    /// The configuration of a silence (the API's answers show silences in this shape).
-    pub fn from_silence(silence: &Silence) -> SilenceConfig {
-        SilenceConfig {
-            matchers: silence.matchers.clone(),
-            expires_at: silence.expires_at.clone(),
-            comment: silence.comment.clone(),
         }
     }
 }

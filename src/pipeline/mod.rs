@@ -245,15 +245,16 @@ impl Pipeline {
 
     /// Creates or removes a silence through the writer; the receiver yields once it is
     /// committed. A new silence also withdraws the pending reminders of the open drifts it covers.
+    /// A silence waits for room in a full queue instead of being refused: an operator silences
+    /// things exactly when the cluster is loud. It blocks, so call it off the async runtime.
     pub fn silence(
         &self,
         request: SilenceRequest,
     ) -> Result<oneshot::Receiver<Result<SilenceOutcome, Error>>, Error> {
         let (reply, receiver) = oneshot::channel();
-        match self.sender.try_send(Command::Silence { request, reply }) {
+        match self.sender.send(Command::Silence { request, reply }) {
             Ok(()) => Ok(receiver),
-            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
-            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
+            Err(_) => Err(Error::Stopped),
         }
     }
 

@@ -353,7 +353,13 @@ impl Writer {
                     SilenceOutcome::Added(stored)
                 }
                 SilenceRequest::Remove(id) => {
-                    let removed = self.silences.contains(&id);
+                    // Removed already in this round: a second removal finds nothing, as it
+                    // would one round later.
+                    let removed_now = batch
+                        .silences
+                        .iter()
+                        .any(|change| *change == SilenceChange::Remove(id.clone()));
+                    let removed = self.silences.contains(&id) && !removed_now;
                     if removed {
                         batch.silences.push(SilenceChange::Remove(id));
                     }
