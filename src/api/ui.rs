@@ -109,14 +109,24 @@ form.filters label{{margin-right:.8rem}}.muted{{color:#69727d}}</style></head><b
 }
 
 fn select(name: &str, current: Option<&str>, options: &[&str]) -> String {
+    let labelled: Vec<(&str, &str)> = options.iter().map(|option| (*option, *option)).collect();
+    select_labelled(name, current, &labelled)
+}
+
+/// A `<select>` whose options are (value, label) pairs.
+fn select_labelled(name: &str, current: Option<&str>, options: &[(&str, &str)]) -> String {
     let mut html = format!("<label>{name} <select name=\"{name}\"><option value=\"\">any</option>");
-    for option in options {
-        let selected = if current == Some(*option) {
+    for (value, label) in options {
+        let selected = if current == Some(*value) {
             " selected"
         } else {
             ""
         };
-        html.push_str(&format!("<option{selected}>{}</option>", esc(option)));
+        html.push_str(&format!(
+            "<option value=\"{}\"{selected}>{}</option>",
+            esc(value),
+            esc(label)
+        ));
     }
     html.push_str("</select></label>");
     html
@@ -147,10 +157,14 @@ async fn index(
         "<h1>Drifts</h1><form class=\"filters\" method=\"get\" action=\"/ui\">{}{}{}<label>namespace <input name=\"namespace\" value=\"{}\"></label>\
 <label>cluster <input name=\"cluster\" value=\"{}\"></label><button>Filter</button></form><p class=\"muted\">{} drift(s)</p>",
         select("state", query.state.as_deref(), &["open", "pending", "firing", "resolved"]),
-        select(
+        // Classes by their English names; the value is the id the API takes.
+        select_labelled(
             "class",
             query.class.as_deref(),
-            &crate::classify::classes::ids().collect::<Vec<_>>(),
+            &crate::classify::classes::REGISTRY
+                .iter()
+                .map(|class| (class.id(), class.names().en))
+                .collect::<Vec<_>>(),
         ),
         select("severity", query.severity.as_deref(), crate::model::SEVERITIES),
         esc(query.namespace.as_deref().unwrap_or_default()),

@@ -255,6 +255,11 @@ fn is_zero(value: &u32) -> bool {
     *value == 0
 }
 
+/// The stored text of an object's state (`objects.body`).
+pub fn encode_object(object: &ObjectState) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&ObjectRowRef::from(object))
+}
+
 /// The payload text of a notice.
 pub fn encode_notice(notice: &Notice) -> Result<String, serde_json::Error> {
     serde_json::to_string(&NoticeRow::from(notice))

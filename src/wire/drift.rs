@@ -12,7 +12,7 @@ use crate::time::format_time;
 /// A drift in the API.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct DriftView {
+pub struct DriftView {
     /// Episode id.
     pub id: String,
     /// Class id.
@@ -57,7 +57,7 @@ pub(crate) struct DriftView {
 
 /// The Knative owner chain.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub(crate) struct OwnerView {
+pub struct OwnerView {
     /// Knative Service.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
@@ -71,7 +71,7 @@ pub(crate) struct OwnerView {
 
 /// The evidence of a drift (or of one of its state changes).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct EvidenceView {
+pub struct EvidenceView {
     /// One sentence: what is wrong.
     pub summary: String,
     /// The field diff.
@@ -93,7 +93,7 @@ pub(crate) struct EvidenceView {
 
 /// Who made a change.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct ActorView {
+pub struct ActorView {
     /// Field manager.
     pub manager: String,
     /// `Apply` or `Update`.

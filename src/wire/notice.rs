@@ -12,7 +12,7 @@ use crate::time::format_time;
 /// The webhook body: an envelope with every notice of the message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct WebhookBody {
+pub struct WebhookBody {
     /// `drift.firing`, `drift.resolved` or `drift.digest`.
     #[serde(rename = "type")]
     pub message_type: String,
@@ -29,7 +29,7 @@ pub(crate) struct WebhookBody {
 /// One drift in a message, as of its transition.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct NoticeJson {
+pub struct NoticeJson {
     /// Episode id.
     pub id: String,
     /// Class id.
@@ -84,7 +84,7 @@ pub(crate) struct NoticeJson {
 
 /// Who made a change (every key present; `null` when unknown).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct NoticeActor {
+pub struct NoticeActor {
     /// Field manager.
     pub manager: String,
     /// `Apply` or `Update`.

@@ -400,6 +400,11 @@ async fn dashboard_lists_details_and_silences_a_drift() {
     let (status, index) = app.text("/ui").await;
     assert_eq!(status, 200);
     assert!(index.contains("ConfigMap knative-serving/config-autoscaler"));
+    // The class filter names each class of the registry in English; its value is the id.
+    assert!(
+        index.contains(r#"<option value="traffic_drift">Traffic drift</option>"#),
+        "{index}"
+    );
     assert!(
         !index.contains("config-network"),
         "the resolved drift is not in the open list"

@@ -1073,8 +1073,25 @@ fn secret_edits_are_reported_without_values() {
     });
     sim.send("update", &edited);
     check(sim.notified(), &["firing manual_edit Secret/dingtalk"]);
-    // Everything the transitions hold, every field, as they would be written or sent.
-    let everything = format!("{:?}", sim.log);
+    // Every transition as the store writes it (the outbox payload) and as channels send it.
+    let everything: String = sim
+        .log
+        .iter()
+        .map(|transition| {
+            let notice = drift_sentinel::model::Notice {
+                kind: drift_sentinel::model::NoticeKind::Firing,
+                drift: transition.drift.clone(),
+                at: transition.at,
+                resend: 0,
+            };
+            let stored = drift_sentinel::store::rows::encode_notice(&notice).unwrap();
+            let sent = serde_json::to_string(&drift_sentinel::wire::notice::NoticeJson::new(
+                &notice, None,
+            ))
+            .unwrap();
+            stored + &sent
+        })
+        .collect();
     assert!(everything.contains("/data/token"));
     assert!(
         !everything.contains("Q0FOQVJZ"),

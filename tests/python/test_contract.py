@@ -5,6 +5,7 @@ library (not this project's code)."""
 import copy
 import json
 import re
+import shutil
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,21 +32,32 @@ def schemas():
     return validator(webhook), validator(drift), validator(evidence)
 
 
+def test_formats_are_checked():
+    # Without the format packages, jsonschema silently skips `date-time` and `uri`.
+    webhook, _, _ = schemas()
+    body = {"type": "drift.digest", "timestamp": "2026-13-99T00:00:00Z", "notificationId": "n",
+            "omitted": 0, "data": []}
+    assert errors(webhook, body)
+
+
 def errors(validator, instance):
     return [f"{list(error.absolute_path)}: {error.message}" for error in validator.iter_errors(instance)]
 
 
 class Receiver:
-    """A webhook receiver that keeps every body it is sent."""
+    """A receiver that keeps every JSON body it is sent (a webhook, or a binary-mode CloudEvent's
+    data) with its headers."""
 
     def __init__(self):
         self.bodies = []
-        received = self.bodies
+        self.headers = []
+        received, headers = self.bodies, self.headers
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 length = int(self.headers.get("content-length", "0"))
                 received.append(json.loads(self.rfile.read(length)))
+                headers.append(dict(self.headers))
                 self.send_response(200)
                 self.end_headers()
 
@@ -84,9 +96,11 @@ def get(sentinel, path):
 def test_the_webhook_body_and_the_api_follow_their_schemas(workdir):
     webhook, api_drift, api_evidence = schemas()
     receiver = Receiver()
+    events = Receiver()
     sentinel = Sentinel(workdir, extra_config=(
         f"  - {{name: hook, type: webhook, url: '{receiver.url}'}}\n"
-        "routes:\n  - channels: [hook]\n    groupWait: 0s\n"
+        f"  - {{name: broker, type: cloudevents, url: '{events.url}'}}\n"
+        "routes:\n  - channels: [hook, broker]\n    groupWait: 0s\n"
         "publicUrl: https://drift.example.com\n"))
     sentinel.start()
     try:
@@ -116,6 +130,15 @@ def test_the_webhook_body_and_the_api_follow_their_schemas(workdir):
         assert resolved, sentinel.logs()
         assert errors(webhook, resolved[0]) == []
 
+        # The cloudevents channel's data is one drift of the same contract.
+        assert wait_for(lambda: len(events.bodies) >= 2, timeout=20), sentinel.logs()
+        for data, headers in zip(events.bodies, events.headers):
+            assert headers.get("ce-type") in ("dev.driftsentinel.drift.firing",
+                                              "dev.driftsentinel.drift.resolved")
+            envelope = {"type": "drift.digest", "timestamp": data["lastSeen"],
+                        "notificationId": headers["ce-id"], "omitted": 0, "data": [data]}
+            assert errors(webhook, envelope) == []
+
         listed = get(sentinel, "/api/v1/drifts")["items"]
         assert listed
         for item in listed:
@@ -128,6 +151,28 @@ def test_the_webhook_body_and_the_api_follow_their_schemas(workdir):
     finally:
         sentinel.stop()
         receiver.stop()
+        events.stop()
+
+
+def test_drifts_stored_by_the_previous_layout_follow_the_api_schema(workdir):
+    # A store written by the binary before the restructure (tests/fixtures/store/), served by
+    # this one: its drifts and their history answer in today's contract.
+    _, api_drift, api_evidence = schemas()
+    shutil.copy(ROOT / "tests" / "fixtures" / "store" / "layout-e062af0.db", workdir / "sentinel.db")
+    sentinel = Sentinel(workdir).start()
+    try:
+        listed = get(sentinel, "/api/v1/drifts?limit=10")["items"]
+        assert {item["id"] for item in listed} == {"7352a014a81b2783", "37ba1d9623d247c7"}
+        for item in listed:
+            assert errors(api_drift, item) == []
+            detail = get(sentinel, f"/api/v1/drifts/{item['id']}")
+            assert detail["history"]
+            for entry in detail["history"]:
+                assert entry["evidence"] is None or errors(api_evidence, entry["evidence"]) == []
+        resolved = get(sentinel, "/api/v1/drifts/37ba1d9623d247c7")["drift"]
+        assert resolved["evidence"]["changes"][0]["op"] == "add"
+    finally:
+        sentinel.stop()
 
 
 def test_the_readme_example_follows_the_schema():

@@ -20,7 +20,7 @@ pub use audit::AuditReader;
 pub use checkpoint::Checkpointer;
 pub use outbox::SqliteOutbox;
 
-use super::rows::{DriftRow, EvidenceRow, ObjectRow, ObjectRowRef, SilenceRow};
+use super::rows::{DriftRow, EvidenceRow, ObjectRow, SilenceRow};
 use super::{Batch, Error, EventKey, Opened, SilenceChange, Snapshot, Store, StoredSilence};
 use crate::classify::ObjectState;
 use crate::model::{Drift, Millis};
@@ -171,7 +171,10 @@ impl Store for SqliteStore {
                     object.kind,
                     object.namespace,
                     object.name,
-                    to_json(&ObjectRowRef::from(object), "objects")?
+                    super::rows::encode_object(object).map_err(|source| Error::Corrupt {
+                        table: "objects",
+                        source,
+                    })?
                 ])?;
             }
             let mut delete_object = transaction
