@@ -43,6 +43,8 @@ pub async fn start(
     addr: SocketAddr,
 ) -> anyhow::Result<Server> {
     let metrics = Arc::new(Metrics::new());
+    // One clock for the writer, the relays, the channels (re-signing) and the API.
+    let clock = crate::time::system_clock();
     let opened = crate::store::open(&config.store)
         .with_context(|| format!("opening store {}", config.store.path.display()))?;
     let crate::store::Opened {
@@ -69,7 +71,7 @@ pub async fn start(
             audit_retention: config.store.retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
         },
-        crate::time::system_clock(),
+        clock.clone(),
         Arc::clone(&metrics),
     )
     .context("loading state from the store")?;
@@ -78,7 +80,7 @@ pub async fn start(
         audit: Some(audit),
         token: config.api.token.clone(),
         pipeline: pipeline.clone(),
-        clock: crate::time::system_clock(),
+        clock: clock.clone(),
     });
     let state = AppState {
         ingest_auth: match (&config.auth.oidc, &config.auth.bearer_token) {
@@ -105,7 +107,7 @@ pub async fn start(
     let channels = crate::deliver::build_channels(
         &channel_configs,
         config.public_url.as_deref(),
-        crate::time::system_clock(),
+        clock.clone(),
     )
     .context("building HTTP clients for channels")?;
     {
@@ -115,7 +117,7 @@ pub async fn start(
             .iter()
             .map(|channel| channel.name().to_string())
             .collect();
-        let now = crate::time::system_clock()();
+        let now = clock();
         let mut guard = outbox
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -161,7 +163,7 @@ pub async fn start(
             channel,
             settings,
             Arc::clone(&outbox),
-            crate::time::system_clock(),
+            clock.clone(),
             Arc::clone(&metrics),
             Arc::clone(&outbox_notify),
         )
@@ -170,7 +172,7 @@ pub async fn start(
     }
     relays.push(tokio::spawn(crate::deliver::relay::watch_outbox(
         Arc::clone(&outbox),
-        crate::time::system_clock(),
+        clock.clone(),
         Arc::clone(&metrics),
         relay_stop.clone(),
     )));
