@@ -7,10 +7,13 @@
 //!
 //! | column | shape |
 //! |---|---|
-//! | `objects.body` | [`ObjectRow`] (written from a borrowed [`ObjectRowRef`]) |
-//! | `drifts.body` | [`DriftRow`] |
-//! | `drift_history.evidence` | [`EvidenceRow`] |
+//! | `objects.body` | [`ObjectRow`] ([`encode_object`] writes it from a borrowed `ObjectRowRef`) |
+//! | `drifts.body` | [`DriftRow`] ([`encode_drift`]) |
+//! | `drift_history.evidence` | [`EvidenceRow`] ([`encode_evidence`]) |
 //! | `outbox.payload` | [`NoticeRow`] ([`encode_notice`], [`decode_notice`]) |
+//!
+//! Rows are written from borrowed `…Ref` shapes with the same fields (writing copies nothing of
+//! the engine's state) and read into the owned shapes; a unit test checks that the two agree.
 //! | `silences.body` | [`SilenceRow`] |
 
 use std::collections::BTreeMap;
@@ -262,7 +265,16 @@ pub fn encode_object(object: &ObjectState) -> Result<String, serde_json::Error> 
 
 /// The payload text of a notice.
 pub fn encode_notice(notice: &Notice) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&NoticeRow::from(notice))
+    serde_json::to_string(&NoticeRowRef {
+        kind: match notice.kind {
+            NoticeKind::Firing => NoticeKindRow::Firing,
+            NoticeKind::Resolved => NoticeKindRow::Resolved,
+            NoticeKind::Repeat => NoticeKindRow::Repeat,
+        },
+        drift: DriftRowRef::from(&notice.drift),
+        at: notice.at,
+        resend: notice.resend,
+    })
 }
 
 /// The notice of a payload text.
@@ -314,6 +326,186 @@ pub(crate) struct ManagerRow {
     /// Last write time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
+}
+
+/// [`OwnerReferenceRow`], as written (borrowed).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct OwnerReferenceRowRef<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    uid: &'a str,
+    controller: bool,
+}
+
+/// [`ManagerRow`], as written (borrowed).
+#[derive(Debug, Serialize)]
+pub(crate) struct ManagerRowRef<'a> {
+    manager: &'a str,
+    operation: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    subresource: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time: Option<&'a str>,
+}
+
+/// [`FieldChangeRow`], as written (borrowed).
+#[derive(Debug, Serialize)]
+pub(crate) struct FieldChangeRowRef<'a> {
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    before: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    after: Option<&'a Value>,
+}
+
+/// [`ActorRow`], as written (borrowed).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ActorRowRef<'a> {
+    manager: &'a str,
+    operation: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    subresource: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<&'a str>,
+    trusted: bool,
+}
+
+/// [`EvidenceRow`], as written (borrowed).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EvidenceRowRef<'a> {
+    summary: &'a str,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    changes: Vec<FieldChangeRowRef<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    actor: Option<ActorRowRef<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hint: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    severity: Option<SeverityRow>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    facts: &'a BTreeMap<String, String>,
+}
+
+/// [`OwnerRow`], as written (borrowed).
+#[derive(Debug, Serialize)]
+pub(crate) struct OwnerRowRef<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    configuration: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<&'a str>,
+}
+
+/// [`DriftRow`], as written (borrowed): writing a drift copies nothing of it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DriftRowRef<'a> {
+    id: &'a str,
+    class: &'a str,
+    severity: SeverityRow,
+    state: StateRow,
+    cluster: &'a str,
+    uid: &'a str,
+    api_version: &'a str,
+    kind: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: &'a BTreeMap<String, String>,
+    owner: OwnerRowRef<'a>,
+    evidence: EvidenceRowRef<'a>,
+    since: Millis,
+    fire_at: Millis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fired_at: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolved_at: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resolution: Option<&'a str>,
+}
+
+/// [`NoticeRow`], as written (borrowed).
+#[derive(Debug, Serialize)]
+pub(crate) struct NoticeRowRef<'a> {
+    kind: NoticeKindRow,
+    drift: DriftRowRef<'a>,
+    at: Millis,
+    #[serde(skip_serializing_if = "is_zero")]
+    resend: u32,
+}
+
+impl<'a> From<&'a Evidence> for EvidenceRowRef<'a> {
+    fn from(evidence: &'a Evidence) -> EvidenceRowRef<'a> {
+        EvidenceRowRef {
+            summary: &evidence.summary,
+            changes: evidence
+                .changes
+                .iter()
+                .map(|change| FieldChangeRowRef {
+                    path: &change.path,
+                    before: change.before.as_ref(),
+                    after: change.after.as_ref(),
+                })
+                .collect(),
+            actor: evidence.actor.as_ref().map(|actor| ActorRowRef {
+                manager: &actor.manager,
+                operation: &actor.operation,
+                subresource: &actor.subresource,
+                time: actor.time.as_deref(),
+                user: actor.user.as_deref(),
+                trusted: actor.trusted,
+            }),
+            hint: evidence.hint.as_deref(),
+            severity: evidence.severity.map(SeverityRow::from),
+            facts: &evidence.facts,
+        }
+    }
+}
+
+impl<'a> From<&'a Drift> for DriftRowRef<'a> {
+    fn from(drift: &'a Drift) -> DriftRowRef<'a> {
+        DriftRowRef {
+            id: &drift.id,
+            class: &drift.class,
+            severity: drift.severity.into(),
+            state: drift.state.into(),
+            cluster: &drift.cluster,
+            uid: &drift.uid,
+            api_version: &drift.api_version,
+            kind: &drift.kind,
+            namespace: &drift.namespace,
+            name: &drift.name,
+            labels: &drift.labels,
+            owner: OwnerRowRef {
+                service: drift.owner.service.as_deref(),
+                configuration: drift.owner.configuration.as_deref(),
+                revision: drift.owner.revision.as_deref(),
+            },
+            evidence: EvidenceRowRef::from(&drift.evidence),
+            since: drift.since,
+            fire_at: drift.fire_at,
+            fired_at: drift.fired_at,
+            resolved_at: drift.resolved_at,
+            resolution: drift.resolution.as_deref(),
+        }
+    }
+}
+
+/// The stored text of a drift (`drifts.body`).
+pub fn encode_drift(drift: &Drift) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&DriftRowRef::from(drift))
+}
+
+/// The stored text of a drift's evidence at one of its moves (`drift_history.evidence`).
+pub fn encode_evidence(evidence: &Evidence) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&EvidenceRowRef::from(evidence))
 }
 
 /// `objects.body`, as read.
@@ -376,9 +568,9 @@ pub(crate) struct ObjectRowRef<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     annotations: &'a BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    owners: Vec<OwnerReferenceRow>,
+    owners: Vec<OwnerReferenceRowRef<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    managers: Vec<ManagerRow>,
+    managers: Vec<ManagerRowRef<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     spec: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -410,22 +602,22 @@ impl<'a> From<&'a ObjectState> for ObjectRowRef<'a> {
             owners: object
                 .owners
                 .iter()
-                .map(|owner| OwnerReferenceRow {
-                    api_version: owner.api_version.clone(),
-                    kind: owner.kind.clone(),
-                    name: owner.name.clone(),
-                    uid: owner.uid.clone(),
+                .map(|owner| OwnerReferenceRowRef {
+                    api_version: &owner.api_version,
+                    kind: &owner.kind,
+                    name: &owner.name,
+                    uid: &owner.uid,
                     controller: owner.controller,
                 })
                 .collect(),
             managers: object
                 .managers
                 .iter()
-                .map(|stamp| ManagerRow {
-                    manager: stamp.manager.clone(),
-                    operation: stamp.operation.clone(),
-                    subresource: stamp.subresource.clone(),
-                    time: stamp.time.clone(),
+                .map(|stamp| ManagerRowRef {
+                    manager: &stamp.manager,
+                    operation: &stamp.operation,
+                    subresource: &stamp.subresource,
+                    time: stamp.time.as_deref(),
                 })
                 .collect(),
             spec: raw(&object.spec),
@@ -486,42 +678,12 @@ impl From<ObjectRow> for ObjectState {
     }
 }
 
-impl From<&FieldChange> for FieldChangeRow {
-    fn from(change: &FieldChange) -> FieldChangeRow {
-        FieldChangeRow {
-            path: change.path.clone(),
-            before: change.before.clone(),
-            after: change.after.clone(),
-        }
-    }
-}
-
 impl From<FieldChangeRow> for FieldChange {
     fn from(row: FieldChangeRow) -> FieldChange {
         FieldChange {
             path: row.path,
             before: row.before,
             after: row.after,
-        }
-    }
-}
-
-impl From<&Evidence> for EvidenceRow {
-    fn from(evidence: &Evidence) -> EvidenceRow {
-        EvidenceRow {
-            summary: evidence.summary.clone(),
-            changes: evidence.changes.iter().map(FieldChangeRow::from).collect(),
-            actor: evidence.actor.as_ref().map(|actor| ActorRow {
-                manager: actor.manager.clone(),
-                operation: actor.operation.clone(),
-                subresource: actor.subresource.clone(),
-                time: actor.time.clone(),
-                user: actor.user.clone(),
-                trusted: actor.trusted,
-            }),
-            hint: evidence.hint.clone(),
-            severity: evidence.severity.map(SeverityRow::from),
-            facts: evidence.facts.clone(),
         }
     }
 }
@@ -542,35 +704,6 @@ impl From<EvidenceRow> for Evidence {
             hint: row.hint,
             severity: row.severity.map(Severity::from),
             facts: row.facts,
-        }
-    }
-}
-
-impl From<&Drift> for DriftRow {
-    fn from(drift: &Drift) -> DriftRow {
-        DriftRow {
-            id: drift.id.clone(),
-            class: drift.class.clone(),
-            severity: drift.severity.into(),
-            state: drift.state.into(),
-            cluster: drift.cluster.clone(),
-            uid: drift.uid.clone(),
-            api_version: drift.api_version.clone(),
-            kind: drift.kind.clone(),
-            namespace: drift.namespace.clone(),
-            name: drift.name.clone(),
-            labels: drift.labels.clone(),
-            owner: OwnerRow {
-                service: drift.owner.service.clone(),
-                configuration: drift.owner.configuration.clone(),
-                revision: drift.owner.revision.clone(),
-            },
-            evidence: EvidenceRow::from(&drift.evidence),
-            since: drift.since,
-            fire_at: drift.fire_at,
-            fired_at: drift.fired_at,
-            resolved_at: drift.resolved_at,
-            resolution: drift.resolution.clone(),
         }
     }
 }
@@ -600,21 +733,6 @@ impl From<DriftRow> for Drift {
             fired_at: row.fired_at,
             resolved_at: row.resolved_at,
             resolution: row.resolution,
-        }
-    }
-}
-
-impl From<&Notice> for NoticeRow {
-    fn from(notice: &Notice) -> NoticeRow {
-        NoticeRow {
-            kind: match notice.kind {
-                NoticeKind::Firing => NoticeKindRow::Firing,
-                NoticeKind::Resolved => NoticeKindRow::Resolved,
-                NoticeKind::Repeat => NoticeKindRow::Repeat,
-            },
-            drift: DriftRow::from(&notice.drift),
-            at: notice.at,
-            resend: notice.resend,
         }
     }
 }
@@ -658,6 +776,127 @@ impl From<SilenceRow> for Silence {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn full_drift() -> Drift {
+        Drift {
+            id: "d1".into(),
+            class: "manual_edit".into(),
+            severity: Severity::Critical,
+            state: DriftState::Resolved,
+            cluster: "prod".into(),
+            uid: "u1".into(),
+            api_version: "serving.knative.dev/v1".into(),
+            kind: "Service".into(),
+            namespace: "pay".into(),
+            name: "checkout".into(),
+            labels: BTreeMap::from([("app".into(), "checkout".into())]),
+            owner: OwnerChain {
+                service: Some("checkout".into()),
+                configuration: None,
+                revision: Some("checkout-00001".into()),
+            },
+            evidence: Evidence {
+                summary: "edited".into(),
+                changes: vec![
+                    FieldChange {
+                        path: "/spec/a".into(),
+                        before: None,
+                        after: Some(json!(1)),
+                    },
+                    FieldChange {
+                        path: "/spec/b".into(),
+                        before: Some(Value::Null),
+                        after: None,
+                    },
+                ],
+                actor: Some(Actor {
+                    manager: "kubectl-edit".into(),
+                    operation: "Update".into(),
+                    subresource: String::new(),
+                    time: Some("2026-11-29T10:00:00Z".into()),
+                    user: None,
+                    trusted: false,
+                }),
+                hint: Some("kubectl ...".into()),
+                severity: Some(Severity::Info),
+                facts: BTreeMap::from([("k".into(), "v".into())]),
+            },
+            since: 1,
+            fire_at: 2,
+            fired_at: Some(3),
+            resolved_at: Some(4),
+            resolution: Some("reverted".into()),
+        }
+    }
+
+    #[test]
+    fn what_is_written_reads_back_whole_and_in_the_owned_shape() {
+        let drift = full_drift();
+        let written = encode_drift(&drift).unwrap();
+        let row: DriftRow = serde_json::from_str(&written).unwrap();
+        // The borrowed and the owned shape write the same JSON.
+        assert_eq!(
+            serde_json::to_value(&row).unwrap(),
+            serde_json::from_str::<Value>(&written).unwrap()
+        );
+        assert_eq!(Drift::from(row), drift);
+        let notice = Notice {
+            kind: NoticeKind::Repeat,
+            drift: drift.clone(),
+            at: 9,
+            resend: 2,
+        };
+        let payload = encode_notice(&notice).unwrap();
+        let row: NoticeRow = serde_json::from_str(&payload).unwrap();
+        assert_eq!(
+            serde_json::to_value(&row).unwrap(),
+            serde_json::from_str::<Value>(&payload).unwrap()
+        );
+        assert_eq!(decode_notice(&payload).unwrap(), notice);
+        let evidence = encode_evidence(&drift.evidence).unwrap();
+        let row: EvidenceRow = serde_json::from_str(&evidence).unwrap();
+        assert_eq!(Evidence::from(row), drift.evidence);
+    }
+
+    #[test]
+    fn an_object_written_reads_back_whole() {
+        let object = ObjectState {
+            cluster: "c".into(),
+            uid: "u".into(),
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: "n".into(),
+            name: "d".into(),
+            resource_version: "7".into(),
+            generation: Some(3),
+            creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
+            deletion_timestamp: None,
+            labels: BTreeMap::from([("a".into(), "b".into())]),
+            annotations: BTreeMap::new(),
+            owners: vec![OwnerReference {
+                api_version: "serving.knative.dev/v1".into(),
+                kind: "Revision".into(),
+                name: "r".into(),
+                uid: "ru".into(),
+                controller: true,
+            }],
+            managers: vec![ManagerStamp {
+                manager: "controller".into(),
+                operation: "Update".into(),
+                subresource: "status".into(),
+                time: None,
+            }],
+            spec: Serialized::from_value(&json!({"replicas": 1})),
+            status: Serialized::default(),
+            data: None,
+            deleted: true,
+            first_seen: 5,
+            last_seen: 6,
+        };
+        let written = encode_object(&object).unwrap();
+        let row: ObjectRow = serde_json::from_str(&written).unwrap();
+        assert_eq!(ObjectState::from(row), object);
+    }
 
     #[test]
     fn a_field_that_was_null_is_not_a_field_that_was_added() {

@@ -20,7 +20,7 @@ pub use audit::AuditReader;
 pub use checkpoint::Checkpointer;
 pub use outbox::SqliteOutbox;
 
-use super::rows::{DriftRow, EvidenceRow, ObjectRow, SilenceRow};
+use super::rows::{DriftRow, ObjectRow, SilenceRow};
 use super::{Batch, Error, EventKey, Opened, SilenceChange, Snapshot, Store, StoredSilence};
 use crate::classify::ObjectState;
 use crate::model::{Drift, Millis};
@@ -202,7 +202,10 @@ impl Store for SqliteStore {
                     drift.since,
                     drift.fired_at,
                     drift.resolved_at,
-                    to_json(&DriftRow::from(drift), "drifts")?
+                    super::rows::encode_drift(drift).map_err(|source| Error::Corrupt {
+                        table: "drifts",
+                        source,
+                    })?
                 ])?;
             }
             let mut insert_history = transaction.prepare_cached(
@@ -215,7 +218,7 @@ impl Store for SqliteStore {
                     transition.drift.state.as_str(),
                     transition.at,
                     to_json(
-                        &EvidenceRow::from(&transition.drift.evidence),
+                        &super::rows::EvidenceRowRef::from(&transition.drift.evidence),
                         "drift_history"
                     )?
                 ])?;
