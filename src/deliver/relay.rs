@@ -612,9 +612,7 @@ impl Relay {
             duration_ms: 0,
             attempted,
             message_id: None,
-            // A decision after a send settles what this relay holds; one taken without sending
-            // (age cap, unreadable row) settles rows nobody holds.
-            owner: attempted.then(|| self.owner.clone()),
+            owner: Some(self.owner.clone()),
         };
         with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
     }

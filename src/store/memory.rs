@@ -322,12 +322,14 @@ impl Outbox for MemoryStore {
         let mut inner = self.lock();
         let mut settled = HashSet::new();
         for id in &settlement.ids {
-            // With an owner: only rows it holds. Without: only rows nobody holds now.
-            let allowed = match (&settlement.owner, inner.claims.get(id)) {
-                (Some(owner), Some((holder, _))) => holder == owner,
-                (Some(_), None) => false,
-                (None, Some((_, until))) => *until <= settlement.at,
-                (None, None) => true,
+            // An attempt settles only rows its owner holds; a decision taken without sending,
+            // only rows no one else holds now.
+            let owner = settlement.owner.as_deref();
+            let allowed = match inner.claims.get(id) {
+                Some((holder, _)) if Some(holder.as_str()) == owner => true,
+                _ if settlement.attempted => false,
+                Some((_, until)) => *until <= settlement.at,
+                None => true,
             };
             if !allowed {
                 continue;

@@ -109,9 +109,9 @@ pub struct Settlement {
     pub attempted: bool,
     /// The message the rows were sent in (kept for retries).
     pub message_id: Option<String>,
-    /// The claim the rows were sent under: only rows this owner still holds are settled, so a
-    /// relay whose claim lapsed and was taken over cannot overwrite the new holder's outcome.
-    /// `None` settles rows nobody holds (expiries decided without sending).
+    /// The relay settling: an attempt lands only on rows it still holds, so a relay whose claim
+    /// lapsed and was taken over cannot overwrite the new holder's outcome. `None`: a decision of
+    /// no relay (expiries at start), for rows nobody holds.
     pub owner: Option<String>,
 }
 
@@ -174,10 +174,10 @@ pub trait Outbox: Send {
         lease: &Lease,
         now: Millis,
     ) -> Result<Vec<String>, Error>;
-    /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction. With an
-    /// owner, only rows that owner holds are settled; without one, only rows nobody holds (or
-    /// whose claim lapsed by `at`). A row not settled gets no attempt record and no follow-up.
-    /// The claim of every settled row ends.
+    /// Records an attempt's outcome and queues follow-ups (reminders) in one transaction. An
+    /// attempt (`attempted`) settles only the rows its owner holds; a decision taken without
+    /// sending settles rows no one else holds at `at`. A row not settled gets no attempt record
+    /// and no follow-up. The claim of every settled row ends.
     fn settle(&mut self, settlement: &Settlement, follow_ups: &[FollowUp]) -> Result<(), Error>;
     /// Ends every claim `owner` holds (a relay stopping, or a dead process's claims at start).
     fn release(&mut self, owner: &str) -> Result<usize, Error>;

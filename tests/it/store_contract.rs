@@ -328,6 +328,17 @@ fn claims_are_exclusive(writer: &mut dyn Store, a: &mut dyn Outbox, b: &mut dyn 
         ids(&["c"])
     );
     assert_eq!(a.claim_owners().unwrap(), vec![owner_a]);
+    // A decision taken without sending (an age cap) lands on a row its relay holds, not on one
+    // another relay holds.
+    let mut aged = settled(&["c"], OutboxState::Expired, Some(owner_b), 64_000);
+    aged.attempted = false;
+    b.settle(&aged, &[]).unwrap();
+    assert_eq!(ids_in(a, OutboxState::Expired), Vec::<String>::new());
+    let mut aged = settled(&["c"], OutboxState::Expired, Some(owner_a), 64_000);
+    aged.attempted = false;
+    a.settle(&aged, &[]).unwrap();
+    assert_eq!(ids_in(a, OutboxState::Expired), ids(&["c"]));
+    assert!(a.claim_owners().unwrap().is_empty());
 }
 
 #[test]

@@ -93,14 +93,16 @@ impl Outbox for SqliteOutbox {
         let transaction = self.connection.transaction()?;
         {
             let finished = (settlement.state != OutboxState::Pending).then_some(settlement.at);
-            // With an owner: only rows it holds. Without: only rows nobody holds now.
+            // An attempt settles only rows its owner holds; a decision taken without sending,
+            // only rows no one else holds now.
             let mut update = transaction.prepare_cached(
                 "UPDATE outbox SET state = ?2, next_attempt_at = ?3, attempts = attempts + ?4,
                  last_error = ?5, finished_at = ?6, message_id = COALESCE(message_id, ?7),
                  claimed_by = NULL, claimed_until = NULL
                  WHERE id = ?1 AND state = 'pending'
-                 AND ((?8 IS NOT NULL AND claimed_by = ?8)
-                      OR (?8 IS NULL AND (claimed_by IS NULL OR claimed_until <= ?9)))",
+                 AND CASE WHEN ?4 = 1 THEN claimed_by IS NOT NULL AND claimed_by = ?8
+                     ELSE claimed_by IS NULL OR claimed_until <= ?9
+                          OR (?8 IS NOT NULL AND claimed_by = ?8) END",
             )?;
             let mut attempt = transaction.prepare_cached(
                 "INSERT INTO delivery_attempts (outbox_id, at, state, detail, duration_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
