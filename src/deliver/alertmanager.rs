@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::http::{classify_status, read, transport_error};
-use super::render::diff_lines;
+use super::render::{diff_lines, Markup, Placement};
 use super::{BoxFuture, Channel, Message, Outcome};
 use crate::config::Secret;
 use crate::model::text::actor_text;
@@ -88,7 +88,13 @@ impl Alertmanager {
                     "drift_id": drift.id,
                 });
                 if !drift.evidence.changes.is_empty() {
-                    annotations["diff"] = json!(diff_lines(&drift.evidence.changes, 20).join("\n"));
+                    annotations["diff"] = json!(diff_lines(
+                        &drift.evidence.changes,
+                        20,
+                        Markup::Plain,
+                        Placement::Text
+                    )
+                    .join("\n"));
                 }
                 if let Some(actor) = actor_text(drift) {
                     annotations["actor"] = json!(actor);

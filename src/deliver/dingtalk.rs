@@ -8,7 +8,9 @@
 //! "too fast"/"限流") throttle for 10 minutes; `-1` is transient; `310000` about the timestamp or
 //! signature is re-signed once, other `310000` (keyword, IP) and token/robot errors are permanent;
 //! `460101` (too long) is resent once, shortened. `msgUuid` carries the notification id so a retry
-//! after a lost response is not posted twice.
+//! after a lost response is not posted twice. Markdown subset: headings, quotes, bold, italic,
+//! links, images, lists; values are made inert as `render::Markup::Markdown` says, and only the
+//! configured `atMobiles`/`atUserIds` are mentioned (`isAtAll` is never set).
 
 use std::time::Duration;
 

@@ -5,7 +5,10 @@
 //! `"<timestamp>\n<secret>"` over an empty message), both in the JSON body, computed per attempt.
 //! Limits: 5 requests a second and 100 a minute per bot; bodies ≤ 20 KB. Answers carry `code`
 //! (0 = delivered) whatever the HTTP status: `11232` throttled; `19021` (signature or timestamp)
-//! re-signed once; `19022` (IP), `19024` (keyword), `9499` (bad request) permanent.
+//! re-signed once; `19022` (IP), `19024` (keyword), `9499` (bad request) permanent. The card's
+//! `lark_md` reads Markdown plus `<at …>` mentions and `<font>`; values are made inert as
+//! `render::Markup::Markdown` says, in the diff's and the hint's code blocks too (an image name
+//! cannot close them).
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The `log` channel: each notice as one JSON log line. The embedded default, needing no
 //! external service; also what `replay` users read.
 
-use super::render::Style;
+use super::render::{Markup, Placement, Style};
 use super::{BoxFuture, Channel, Message, Outcome};
 
 /// Prints notices to the log.
@@ -47,7 +47,13 @@ impl Channel for LogChannel {
                     name = %drift.name,
                     summary = %drift.evidence.summary,
                     actor = crate::model::text::actor_text(drift).unwrap_or_default(),
-                    diff = super::render::diff_lines(&drift.evidence.changes, 10).join("; "),
+                    diff = super::render::diff_lines(
+                        &drift.evidence.changes,
+                        10,
+                        Markup::Plain,
+                        Placement::Text,
+                    )
+                    .join("; "),
                     hint = drift.evidence.hint.clone().unwrap_or_default(),
                 );
             }

@@ -3,6 +3,12 @@
 //! Every message names the class, the object, the cluster, who changed it, what changed and how
 //! to fix it. Channel modules pick the pieces their format needs (Markdown for DingTalk and WeCom,
 //! Block Kit for Slack, a card for Feishu); this module owns the words.
+//!
+//! Most of what a message shows comes from the cluster: names, changed values (a ConfigMap value
+//! is any text its editor wants), summaries and hints that quote them, the user who made a change.
+//! Every such value goes through [`Markup`] for the destination before it is placed, so a value
+//! stays on one line and cannot add a heading, a link, an image, HTML, a mention or a code fence
+//! to the ops channel. Only the templates (ours, or the operator's `templates:`) make structure.
 
 use crate::config::{ChannelConfig, TemplateConfig};
 use crate::model::text::{actor_text, object_path};
@@ -11,6 +17,183 @@ use crate::model::{Notice, NoticeKind};
 use crate::time::format_time;
 
 use super::Message;
+
+/// The markup a value from the cluster is written into, and how it is made inert there.
+///
+/// Every markup keeps a value on one line: a line break (`\r\n`, `\n`, `\r`, or a Unicode
+/// line or paragraph separator) is shown as the two characters `\n`. Beyond that:
+///
+/// * [`Markup::Markdown`] (DingTalk, WeCom, Feishu's `lark_md`): these renderers are not public and
+///   their escapes are not documented (a backslash may show as a backslash), so nothing relies on
+///   an escape. Instead a zero-width space (U+200B) is put where a construct would start, which
+///   no Markdown renderer reads as syntax and a person does not see: before a value whose first
+///   character could open a block (`#` heading, `>` quote, list, fence, table, reference
+///   definition), between `]` and `(` or `[` (links and images), after `<` when a tag, autolink or
+///   mention could follow (`<font>`, Feishu's `<at …>`, WeCom's `<@userid>`), inside runs of three
+///   backticks or tildes (code fences), and after the `@` of the group mentions `@all`,
+///   `@所有人`, `@here`, `@channel` and `@everyone`. Other characters are left as they are, so an
+///   image digest (`@sha256:…`) or a command stays as written.
+/// * [`Markup::Slack`] (mrkdwn): `&`, `<` and `>` become entities (Slack's documented escaping,
+///   which also disables `<@U123>`, `<!channel>` and `<url|label>`), plus the zero-width space
+///   in backtick runs and group mentions.
+/// * [`Markup::Plain`] (titles shown as plain text, the log and Alertmanager): one line only.
+///
+/// Inside a fenced code block ([`Markup::code`]) the same holds, but for the start of the line,
+/// which a code block does not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Markup {
+    /// Plain text: one line.
+    Plain,
+    /// Markdown as DingTalk, WeCom and Feishu render it.
+    Markdown,
+    /// Slack's mrkdwn.
+    Slack,
+}
+
+/// Invisible to a reader, and a character like any other to a Markdown parser: it breaks the
+/// constructs that must start at a given character.
+const ZERO_WIDTH_SPACE: char = '\u{200B}';
+
+/// Group mentions that notify a whole chat on some service when written as text.
+const GROUP_MENTIONS: &[&str] = &["all", "所有人", "here", "channel", "everyone"];
+
+impl Markup {
+    /// `value` as text of this markup.
+    pub fn text(self, value: &str) -> String {
+        let line = one_line(value);
+        match self {
+            Markup::Plain => line,
+            Markup::Markdown => defang_markdown(&line, true),
+            Markup::Slack => break_group_mentions(&break_fences(&slack_escape(&line))),
+        }
+    }
+
+    /// `value` as a line inside a fenced code block of this markup. A CommonMark renderer reads
+    /// nothing there but a closing fence; the vendors' renderers are not CommonMark (Feishu's
+    /// `<at>` and WeCom's `<@userid>` may well be read before the Markdown is), so tags,
+    /// mentions and links are broken there too. Only the start of the line is left alone.
+    pub fn code(self, value: &str) -> String {
+        let line = one_line(value);
+        match self {
+            Markup::Plain => line,
+            Markup::Markdown => defang_markdown(&line, false),
+            Markup::Slack => break_group_mentions(&break_fences(&slack_escape(&line))),
+        }
+    }
+}
+
+/// A value on one line: each line break becomes the two characters `\n`.
+pub(crate) fn one_line(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut characters = value.chars().peekable();
+    while let Some(character) = characters.next() {
+        match character {
+            '\r' => {
+                if characters.peek() == Some(&'\n') {
+                    characters.next();
+                }
+                out.push_str("\\n");
+            }
+            '\n' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}' => out.push_str("\\n"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Escapes Slack's control characters (`&` first).
+pub(crate) fn slack_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Breaks every run of three or more backticks or tildes, which could open or close a code
+/// fence, with zero-width spaces.
+fn break_fences(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let characters: Vec<char> = text.chars().collect();
+    for (index, character) in characters.iter().enumerate() {
+        out.push(*character);
+        let fence = *character == '`' || *character == '~';
+        if fence && characters.get(index + 1) == Some(character) {
+            // A run never grows past two without a break.
+            let run_before = index > 0 && characters[index - 1] == *character;
+            if run_before {
+                out.push(ZERO_WIDTH_SPACE);
+            }
+        }
+    }
+    out
+}
+
+/// Puts a zero-width space after the `@` of a group mention (`@all`, ...) that ends a word.
+fn break_group_mentions(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        out.push_str(&rest[..=at]);
+        let after = &rest[at + 1..];
+        let mention = GROUP_MENTIONS.iter().any(|word| {
+            after.len() >= word.len()
+                && after.is_char_boundary(word.len())
+                && after[..word.len()].eq_ignore_ascii_case(word)
+                && !after[word.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|next| next.is_alphanumeric() || next == '_')
+        });
+        if mention {
+            out.push(ZERO_WIDTH_SPACE);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A one-line value made inert in Markdown (see [`Markup`]); `block_start`: whether it may be
+/// read where a block can start.
+fn defang_markdown(line: &str, block_start: bool) -> String {
+    let mut out = String::with_capacity(line.len() + 8);
+    // A value that starts a line in a template (after `> ` or `- `, or anywhere in an operator's
+    // template) must not open a block: a heading, quote, list item, fence, table row, thematic
+    // break, HTML block or link reference definition.
+    let start = line.trim_start_matches(' ');
+    let ordered_item = start
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .starts_with(['.', ')'])
+        && start.starts_with(|c: char| c.is_ascii_digit());
+    // A list marker, thematic break or setext underline needs a space (or the end, or the same
+    // character) after its first character: `-1` is a number, `- 1` a list item.
+    let mut leading = start.chars();
+    let marker = match (leading.next(), leading.next()) {
+        (Some(first @ ('-' | '+' | '*' | '=' | '_')), second) => {
+            second.is_none_or(|second| second == ' ' || second == '\t' || second == first)
+        }
+        (Some(first), _) => "#>|[!<`~".contains(first),
+        (None, _) => false,
+    };
+    if block_start && (ordered_item || marker) {
+        out.push(ZERO_WIDTH_SPACE);
+    }
+    let characters: Vec<char> = line.chars().collect();
+    for (index, character) in characters.iter().enumerate() {
+        out.push(*character);
+        let next = characters.get(index + 1).copied();
+        match (character, next) {
+            // `[text](url)`, `![alt](url)`, `[text][ref]`.
+            (']', Some('(' | '[')) => out.push(ZERO_WIDTH_SPACE),
+            // Tags (`<font>`, `<at …>`, `</…>`, `<!…>`, `<?…>`), autolinks (`<https://…>`)
+            // and WeCom's `<@userid>`.
+            ('<', Some(next)) if next.is_ascii_alphabetic() || "/!?@#".contains(next) => {
+                out.push(ZERO_WIDTH_SPACE)
+            }
+            _ => {}
+        }
+    }
+    break_group_mentions(&break_fences(&out))
+}
 
 /// Message language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,37 +309,44 @@ impl Style {
         }
     }
 
-    /// One-line title of a notice.
+    /// One-line title of a notice, as plain text.
     pub fn title(&self, notice: &Notice) -> String {
+        self.title_in(notice, Markup::Plain)
+    }
+
+    /// One-line title of a notice, its values written for `markup`.
+    pub fn title_in(&self, notice: &Notice, markup: Markup) -> String {
         if let Some(template) = &self.templates.title {
-            return fill(template, notice, self);
+            // An operator's title template is one line too, whatever its values hold.
+            return one_line(&fill(template, notice, self, markup));
         }
         let drift = &notice.drift;
+        let object = markup.text(&format!("{} {}", drift.kind, object_path(drift)));
+        let cluster = markup.text(&drift.cluster);
         if self.zh() {
             format!(
-                "【{}】{} {} {}（{}）",
+                "【{}】{} {object}（{cluster}）",
                 self.state_word(notice.kind),
-                self.class_name(&drift.class),
-                drift.kind,
-                object_path(drift),
-                drift.cluster
+                markup.text(&self.class_name(&drift.class)),
             )
         } else {
             format!(
-                "[{}] {} on {} {} ({})",
+                "[{}] {} on {object} ({cluster})",
                 self.state_word(notice.kind),
-                drift.class,
-                drift.kind,
-                object_path(drift),
-                drift.cluster
+                markup.text(&drift.class),
             )
         }
     }
 
-    /// The title of a message (a digest says how many drifts it carries).
+    /// The title of a message (a digest says how many drifts it carries), as plain text.
     pub fn message_title(&self, message: &Message) -> String {
+        self.message_title_in(message, Markup::Plain)
+    }
+
+    /// The title of a message, its values written for `markup`.
+    pub fn message_title_in(&self, message: &Message, markup: Markup) -> String {
         match message.notices.as_slice() {
-            [single] if message.omitted == 0 => self.title(single),
+            [single] if message.omitted == 0 => self.title_in(single, markup),
             notices => {
                 let total = notices.len() + message.omitted;
                 let firing = notices
@@ -185,62 +375,66 @@ impl Style {
             .map(|base| format!("{base}/ui/drifts/{}", drift.id))
     }
 
-    /// The notice's facts as (label, value) pairs.
-    pub fn fields(&self, notice: &Notice) -> Vec<(&'static str, String)> {
+    /// The notice's facts as (label, value) pairs, the values written for `markup`.
+    pub fn fields(&self, notice: &Notice, markup: Markup) -> Vec<(&'static str, String)> {
         let drift = &notice.drift;
         let mut fields = vec![
             (self.label("severity"), self.severity(drift)),
-            (self.label("cluster"), drift.cluster.clone()),
+            (self.label("cluster"), markup.text(&drift.cluster)),
             (
                 self.label("object"),
-                format!("{} {}", drift.kind, object_path(drift)),
+                markup.text(&format!("{} {}", drift.kind, object_path(drift))),
             ),
         ];
         if let Some(service) = &drift.owner.service {
-            fields.push((self.label("service"), service.clone()));
+            fields.push((self.label("service"), markup.text(service)));
         }
         if let Some(actor) = actor_text(drift) {
-            fields.push((self.label("actor"), actor));
+            fields.push((self.label("actor"), markup.text(&actor)));
         }
         fields.push((self.label("since"), format_time(drift.since)));
         if notice.kind == NoticeKind::Resolved {
             if let Some(reason) = &drift.resolution {
-                fields.push((self.label("resolution"), reason.clone()));
+                fields.push((self.label("resolution"), markup.text(reason)));
             }
         }
         fields
     }
 
-    /// Markdown body of a message. `code_blocks`: whether the destination renders fenced code.
+    /// Markdown body of a message (DingTalk, WeCom, Feishu). `code_blocks`: whether the
+    /// destination renders fenced code.
     pub fn markdown(&self, message: &Message, code_blocks: bool) -> String {
+        let markup = Markup::Markdown;
         let mut out = String::new();
         for (index, notice) in message.notices.iter().enumerate() {
             if index > 0 {
                 out.push_str("\n---\n\n");
             }
             if let Some(template) = &self.templates.body {
-                out.push_str(&fill(template, notice, self));
+                out.push_str(&fill(template, notice, self, markup));
                 out.push('\n');
                 continue;
             }
-            out.push_str(&format!("#### {}\n\n", self.title(notice)));
-            out.push_str(&format!("> {}\n\n", notice.drift.evidence.summary));
-            for (label, value) in self.fields(notice) {
+            out.push_str(&format!("#### {}\n\n", self.title_in(notice, markup)));
+            out.push_str(&format!(
+                "> {}\n\n",
+                markup.text(&notice.drift.evidence.summary)
+            ));
+            for (label, value) in self.fields(notice, markup) {
                 out.push_str(&format!("- **{label}**: {value}\n"));
             }
             let changes = &notice.drift.evidence.changes;
             if !changes.is_empty() && notice.kind != NoticeKind::Resolved {
                 out.push_str(&format!("\n**{}**\n\n", self.label("changes")));
-                let lines = diff_lines(changes, 10);
                 if code_blocks {
                     out.push_str("```\n");
-                    for line in &lines {
-                        out.push_str(line);
+                    for line in diff_lines(changes, 10, markup, Placement::Code) {
+                        out.push_str(&line);
                         out.push('\n');
                     }
                     out.push_str("```\n");
                 } else {
-                    for line in &lines {
+                    for line in diff_lines(changes, 10, markup, Placement::Text) {
                         out.push_str(&format!("- {line}\n"));
                     }
                 }
@@ -250,9 +444,17 @@ impl Style {
                 notice.kind != NoticeKind::Resolved,
             ) {
                 if code_blocks {
-                    out.push_str(&format!("\n**{}**\n```\n{hint}\n```\n", self.label("hint")));
+                    out.push_str(&format!(
+                        "\n**{}**\n```\n{}\n```\n",
+                        self.label("hint"),
+                        markup.code(hint)
+                    ));
                 } else {
-                    out.push_str(&format!("\n**{}**: {hint}\n", self.label("hint")));
+                    out.push_str(&format!(
+                        "\n**{}**: {}\n",
+                        self.label("hint"),
+                        markup.text(hint)
+                    ));
                 }
             }
             if let Some(link) = self.link(&notice.drift) {
@@ -276,26 +478,39 @@ impl Style {
         out
     }
 
-    /// Plain text of a message (notification previews, fallbacks).
-    pub fn plain(&self, message: &Message) -> String {
-        let mut lines = vec![self.message_title(message)];
+    /// Plain text of a message (notification previews, fallbacks), its values written for
+    /// `markup` (Slack's `text` is mrkdwn).
+    pub fn plain(&self, message: &Message, markup: Markup) -> String {
+        let mut lines = vec![self.message_title_in(message, markup)];
         for notice in &message.notices {
+            let summary = markup.text(&notice.drift.evidence.summary);
             if message.notices.len() > 1 {
-                lines.push(format!(
-                    "- {}: {}",
-                    self.title(notice),
-                    notice.drift.evidence.summary
-                ));
+                lines.push(format!("- {}: {summary}", self.title_in(notice, markup)));
             } else {
-                lines.push(notice.drift.evidence.summary.clone());
+                lines.push(summary);
             }
         }
         lines.join("\n")
     }
 }
 
-/// `path: before → after` lines, at most `max` plus a count of the rest.
-pub(crate) fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
+/// Where a diff line goes: text of its markup, or a line of a fenced code block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Running text (a list item, a paragraph).
+    Text,
+    /// A line inside a fenced code block.
+    Code,
+}
+
+/// `path: before → after` lines, at most `max` plus a count of the rest, each written for
+/// `markup` where it is `placed`.
+pub(crate) fn diff_lines(
+    changes: &[FieldChange],
+    max: usize,
+    markup: Markup,
+    placed: Placement,
+) -> Vec<String> {
     let show = |value: &Option<serde_json::Value>| match value
         .as_ref()
         .map(crate::classify::evidence::diff::bounded)
@@ -308,12 +523,16 @@ pub(crate) fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
         .iter()
         .take(max)
         .map(|change| {
-            format!(
+            let line = format!(
                 "{}: {} → {}",
                 change.path,
                 show(&change.before),
                 show(&change.after)
-            )
+            );
+            match placed {
+                Placement::Text => markup.text(&line),
+                Placement::Code => markup.code(&line),
+            }
         })
         .collect();
     if changes.len() > max {
@@ -322,29 +541,60 @@ pub(crate) fn diff_lines(changes: &[FieldChange], max: usize) -> Vec<String> {
     lines
 }
 
-/// Fills `{{variable}}` placeholders.
-pub fn fill(template: &str, notice: &Notice, style: &Style) -> String {
+/// Fills `{{variable}}` placeholders of an operator's template, each value written for `markup`
+/// (`{{diff}}` is one line per change; `{{link}}` is the dashboard's own URL).
+pub fn fill(template: &str, notice: &Notice, style: &Style, markup: Markup) -> String {
     let drift = &notice.drift;
+    let text = |value: &str| markup.text(value);
     let variables: [(&str, String); 14] = [
         ("state", style.state_word(notice.kind).to_string()),
-        ("class", drift.class.clone()),
-        ("className", style.class_name(&drift.class)),
+        ("class", text(&drift.class)),
+        ("className", text(&style.class_name(&drift.class))),
         ("severity", drift.severity.as_str().to_string()),
-        ("cluster", drift.cluster.clone()),
-        ("namespace", drift.namespace.clone()),
-        ("kind", drift.kind.clone()),
-        ("name", drift.name.clone()),
-        ("service", drift.owner.service.clone().unwrap_or_default()),
-        ("summary", drift.evidence.summary.clone()),
-        ("actor", actor_text(drift).unwrap_or_default()),
-        ("diff", diff_lines(&drift.evidence.changes, 10).join("\n")),
-        ("hint", drift.evidence.hint.clone().unwrap_or_default()),
+        ("cluster", text(&drift.cluster)),
+        ("namespace", text(&drift.namespace)),
+        ("kind", text(&drift.kind)),
+        ("name", text(&drift.name)),
+        (
+            "service",
+            text(drift.owner.service.as_deref().unwrap_or_default()),
+        ),
+        ("summary", text(&drift.evidence.summary)),
+        ("actor", text(&actor_text(drift).unwrap_or_default())),
+        (
+            "diff",
+            diff_lines(&drift.evidence.changes, 10, markup, Placement::Text).join("\n"),
+        ),
+        (
+            "hint",
+            text(drift.evidence.hint.as_deref().unwrap_or_default()),
+        ),
         ("link", style.link(drift).unwrap_or_default()),
     ];
-    let mut out = template.to_string();
-    for (name, value) in variables {
-        out = out.replace(&format!("{{{{{name}}}}}"), &value);
+    // One pass over the template: a value that holds `{{name}}` is not filled again.
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start + 2..];
+        let filled = tail.find("}}").and_then(|end| {
+            variables
+                .iter()
+                .find(|(name, _)| *name == &tail[..end])
+                .map(|(_, value)| (value, end))
+        });
+        match filled {
+            Some((value, end)) => {
+                out.push_str(value);
+                rest = &tail[end + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = tail;
+            }
+        }
     }
+    out.push_str(rest);
     out
 }
 
@@ -399,6 +649,132 @@ mod tests {
         assert_eq!(
             style.title(&notice()),
             "【告警】流量漂移（traffic_drift） Service pay/checkout（prod）"
+        );
+    }
+
+    #[test]
+    fn values_stay_on_one_line_in_every_markup() {
+        for markup in [Markup::Plain, Markup::Markdown, Markup::Slack] {
+            for value in ["a\nb", "a\r\nb", "a\rb", "a\u{2028}b", "a\u{85}b"] {
+                assert_eq!(
+                    visible(&markup.text(value)),
+                    "a\\nb",
+                    "{markup:?} {value:?}"
+                );
+                assert_eq!(
+                    visible(&markup.code(value)),
+                    "a\\nb",
+                    "{markup:?} {value:?}"
+                );
+            }
+        }
+    }
+
+    /// What a reader sees.
+    fn visible(text: &str) -> String {
+        text.replace(ZERO_WIDTH_SPACE, "")
+    }
+
+    #[test]
+    fn markdown_values_open_no_construct() {
+        let cases = [
+            // (value, what the construct must not be)
+            ("[Click](https://evil.example)", "]("),
+            ("![p](https://evil.example/p.png)", "]("),
+            ("[a][ref]", "]["),
+            ("<at user_id=\"all\">所有人</at>", "<at"),
+            ("</at>", "</"),
+            ("<@U123>", "<@"),
+            ("<https://evil.example>", "<h"),
+            ("<!channel>", "<!"),
+            ("<font color=\"warning\">", "<f"),
+            ("x @all y", "@all"),
+            ("@所有人", "@所有人"),
+            ("cc @HERE", "@HERE"),
+            ("a```b", "```"),
+            ("a~~~~b", "~~~"),
+        ];
+        for (value, construct) in cases {
+            let text = Markup::Markdown.text(value);
+            assert!(!text.contains(construct), "{value:?} → {text:?}");
+            assert_eq!(visible(&text), value, "the value is shown as it is");
+        }
+        // A value that would start a block starts with an invisible character instead.
+        for value in [
+            "# h",
+            "> q",
+            "- l",
+            "-",
+            "* l",
+            "+ l",
+            "1. o",
+            "12) o",
+            "[r]: https://evil.example",
+            "```",
+            "| t |",
+            "===",
+            "***",
+            "<p>",
+        ] {
+            assert!(
+                Markup::Markdown.text(value).starts_with(ZERO_WIDTH_SPACE),
+                "{value:?}"
+            );
+        }
+        // Ordinary values are left alone: digests, addresses, arithmetic, numbers.
+        for value in [
+            "gcr.io/app@sha256:0a1b",
+            "jane@example.com",
+            "mail @alloy",
+            "1 < 2",
+            "-1",
+            "100",
+            "a_b*c",
+        ] {
+            assert_eq!(Markup::Markdown.text(value), value);
+        }
+    }
+
+    #[test]
+    fn slack_escapes_control_characters_once() {
+        assert_eq!(
+            Markup::Slack.text("a < b && c > d <@U123> <!here>"),
+            "a &lt; b &amp;&amp; c &gt; d &lt;@U123&gt; &lt;!here&gt;"
+        );
+        assert_eq!(
+            visible(&Markup::Slack.text("@channel ```x```")),
+            "@channel ```x```"
+        );
+        assert!(!Markup::Slack.text("@channel ```x```").contains("@channel"));
+        assert!(!Markup::Slack.code("a```b").contains("```"));
+    }
+
+    #[test]
+    fn templates_write_values_for_their_markup_and_fill_once() {
+        let mut style = Style::english();
+        style.templates = TemplateConfig {
+            title: Some("{{state}} {{cluster}}".into()),
+            body: Some("{{summary}}".into()),
+        };
+        let mut hostile = notice();
+        hostile.drift.cluster = "prod\n# x".into();
+        hostile.drift.evidence.summary = "# Owned\n[x](https://evil.example) {{hint}}".into();
+        assert_eq!(style.title(&hostile), "FIRING prod\\n# x");
+        let message = Message {
+            id: "m".into(),
+            notices: vec![hostile],
+            now: 0,
+            omitted: 0,
+        };
+        let body = style.markdown(&message, true);
+        assert_eq!(
+            visible(&body),
+            "# Owned\\n[x](https://evil.example) {{hint}}\n",
+            "a value's `{{hint}}` is not filled"
+        );
+        assert!(
+            body.starts_with(ZERO_WIDTH_SPACE) && !body.contains("]("),
+            "{body:?}"
         );
     }
 

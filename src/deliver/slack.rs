@@ -2,8 +2,10 @@
 //!
 //! API: `POST https://hooks.slack.com/services/…` (api.slack.com/messaging/webhooks). Limits:
 //! about one message a second (more gets `429` with `Retry-After`, which pauses the endpoint);
-//! `header` ≤ 150 characters, `section.text` ≤ 3000, ≤ 10 fields of ≤ 2000, ≤ 50 blocks. `&`, `<`
-//! and `>` in data are escaped as entities. Answers: `200 ok` delivered; `400`/`403`/`404`/`410`
+//! `header` ≤ 150 characters, `section.text` ≤ 3000, ≤ 10 fields of ≤ 2000, ≤ 50 blocks. Values
+//! from the cluster are written as `render::Markup::Slack` says: `&`, `<` and `>` as entities
+//! (Slack's documented escaping: no `<@U123>`, `<!channel>` or `<url|label>` of theirs), one line
+//! each, no code fence and no `@channel`/`@here` of theirs. Answers: `200 ok` delivered; `400`/`403`/`404`/`410`
 //! permanent (`invalid_payload`, `invalid_token`, `channel_not_found`, `no_service`, ...); `5xx`
 //! transient.
 
@@ -12,17 +14,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::http::{classify_status, read, retry_after, transport_error};
-use super::render::{diff_lines, Style};
+use super::render::{diff_lines, Markup, Placement, Style};
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
 use crate::model::NoticeKind;
-
-/// Escapes Slack's control characters (`&` first).
-pub(crate) fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
 
 fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -65,30 +60,31 @@ impl Slack {
             let drift = &notice.drift;
             let mut text = format!(
                 "*{}*\n{}",
-                escape(&style.title(notice)),
-                escape(&drift.evidence.summary)
+                style.title_in(notice, Markup::Slack),
+                Markup::Slack.text(&drift.evidence.summary)
             );
             if let Some(link) = style.link(drift) {
-                text.push_str(&format!("\n<{link}|{}>", escape("drift-sentinel")));
+                text.push_str(&format!("\n<{link}|drift-sentinel>"));
             }
             blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": cut_chars(&text, 3000)}}));
             if message.notices.len() == 1 {
                 let fields: Vec<Value> = style
-                    .fields(notice)
+                    .fields(notice, Markup::Slack)
                     .into_iter()
                     .take(10)
-                    .map(|(label, value)| json!({"type": "mrkdwn", "text": cut_chars(&format!("*{label}*\n{}", escape(&value)), 2000)}))
+                    .map(|(label, value)| json!({"type": "mrkdwn", "text": cut_chars(&format!("*{label}*\n{value}"), 2000)}))
                     .collect();
                 blocks.push(json!({"type": "section", "fields": fields}));
                 if !drift.evidence.changes.is_empty() && notice.kind != NoticeKind::Resolved {
-                    let mut lines = diff_lines(&drift.evidence.changes, 30);
-                    let mut code = escape(&lines.join("\n"));
+                    let mut lines =
+                        diff_lines(&drift.evidence.changes, 30, Markup::Slack, Placement::Code);
+                    let mut code = lines.join("\n");
                     while code.chars().count() > 2900 && lines.len() > 1 {
                         let dropped = lines.len();
                         lines.truncate(lines.len() / 2);
                         code = format!(
                             "{}\n… {} more lines",
-                            escape(&lines.join("\n")),
+                            lines.join("\n"),
                             dropped - lines.len()
                         );
                     }
@@ -97,14 +93,14 @@ impl Slack {
                 if let (Some(hint), true) =
                     (&drift.evidence.hint, notice.kind != NoticeKind::Resolved)
                 {
-                    blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": cut_chars(&format!("*{}*\n```{}```", style.label("hint"), escape(hint)), 3000)}}));
+                    blocks.push(json!({"type": "section", "text": {"type": "mrkdwn", "text": cut_chars(&format!("*{}*\n```{}```", style.label("hint"), Markup::Slack.code(hint)), 3000)}}));
                 }
             }
         }
         if message.omitted > 0 {
             blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": format!("… {} {}", message.omitted, style.label("omitted"))}]}));
         }
-        json!({"text": cut_chars(&escape(&style.plain(message)), 3000), "blocks": blocks})
+        json!({"text": cut_chars(&style.plain(message, Markup::Slack), 3000), "blocks": blocks})
     }
 }
 
@@ -148,15 +144,5 @@ impl Channel for Slack {
             }
             classify_status(status, &headers, &text)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes_control_characters_once() {
-        assert_eq!(escape("a < b && c > d"), "a &lt; b &amp;&amp; c &gt; d");
     }
 }

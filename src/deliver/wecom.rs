@@ -4,14 +4,16 @@
 //! doc 91770); no signing: the `key` is the credential. Limits: 20 messages a minute per robot;
 //! markdown content ≤ 4096 bytes (cut on a character boundary with a note). Answers are HTTP 200
 //! with `errcode`: `0` delivered; `45009` throttled; `-1` transient; `93000` (invalid webhook URL)
-//! permanent; `40058` (content too long) resent once, shorter.
+//! permanent; `40058` (content too long) resent once, shorter. Markdown: headings, bold, links,
+//! quotes, inline code, `<font color="info|comment|warning">` and `<@userid>` mentions; values
+//! are made inert as `render::Markup::Markdown` says (no tag, link, mention or heading of theirs).
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::http::{classify_status, cut_bytes, read, transport_error};
-use super::render::Style;
+use super::render::{Markup, Style};
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
 
@@ -39,7 +41,9 @@ impl WeCom {
 
     /// The request body with content at most `max_bytes`.
     pub fn body(&self, message: &Message, max_bytes: usize) -> Value {
-        let title = self.style.message_title(message);
+        // The title goes inside WeCom's markdown (its `<font>` tag), so its values are written as
+        // Markdown.
+        let title = self.style.message_title_in(message, Markup::Markdown);
         let colour = if title.contains("RESOLVED") || title.contains("已恢复") {
             "info"
         } else {

@@ -964,3 +964,321 @@ async fn a_retried_message_keeps_its_idempotency_key_even_when_new_drifts_join_i
         "B goes in its own message: {ids:?}"
     );
 }
+
+// ---- Hostile values in chat messages ---------------------------------------------------------------
+//
+// Whoever can edit a watched object controls much of what a message shows: a ConfigMap's keys and
+// values, an image name, the names of things, the user recorded as the last modifier. Each value
+// below tries to add a heading, a masked link, an image, a mention or HTML to the ops channel, or
+// to close a code block. A message must show each value, on one line, and none of that structure.
+
+const HOSTILE_SUMMARY: &str = "config changed\n# Pwned\n[Click to fix](https://evil.example/login) ![p](https://evil.example/p.png) <at user_id=\"all\">所有人</at> <at id=all></at> <@U123> @all <!channel> <font color=\"warning\">red</font> <https://evil.example/auto>";
+const HOSTILE_PATH: &str = "/data/key\n# Key heading";
+const HOSTILE_IMAGE: &str = "gcr.io/app:1```\n# Injected\n```\n[link](https://evil.example)";
+const HOSTILE_USER: &str = "jane <@U123> @all\n> quoted";
+const HOSTILE_HINT: &str =
+    "kubectl edit x\n```\n# Hint heading\n```\n[x](https://evil.example) @所有人";
+const HOSTILE_CLUSTER: &str = "prod\n## Cluster heading";
+const HOSTILE_SERVICE: &str = "checkout\n- [svc](https://evil.example) @here";
+
+/// The values a hostile drift carries, in the order [`hostile_drift`] uses them.
+const HOSTILE_VALUES: [&str; 7] = [
+    HOSTILE_SUMMARY,
+    HOSTILE_PATH,
+    HOSTILE_IMAGE,
+    HOSTILE_USER,
+    HOSTILE_HINT,
+    HOSTILE_CLUSTER,
+    HOSTILE_SERVICE,
+];
+
+/// A firing drift whose values are hostile, or (with `benign`) the same drift with harmless
+/// values of the same shape.
+fn hostile_drift(benign: bool) -> Drift {
+    let value = |text: &str| {
+        if benign {
+            "harmless".to_string()
+        } else {
+            text.to_string()
+        }
+    };
+    let mut drift = drift(1, DriftState::Firing);
+    drift.cluster = value(HOSTILE_CLUSTER);
+    drift.owner.service = Some(value(HOSTILE_SERVICE));
+    drift.evidence.summary = value(HOSTILE_SUMMARY);
+    drift.evidence.hint = Some(value(HOSTILE_HINT));
+    if let Some(actor) = drift.evidence.actor.as_mut() {
+        actor.user = Some(value(HOSTILE_USER));
+    }
+    drift.evidence.changes = vec![
+        FieldChange {
+            path: if benign {
+                "/data/key".into()
+            } else {
+                HOSTILE_PATH.into()
+            },
+            before: Some(json!("1")),
+            after: Some(json!(value(HOSTILE_SUMMARY))),
+        },
+        FieldChange {
+            path: "/spec/template/spec/containers/0/image".into(),
+            before: Some(json!("gcr.io/app:1")),
+            after: Some(json!(value(HOSTILE_IMAGE))),
+        },
+    ];
+    drift
+}
+
+/// Sends one drift through a channel to its receiver and returns the message it accepted.
+async fn deliver_one(
+    channel_yaml: &str,
+    receiver: &Receiver,
+    clock: &FakeClock,
+    drift: Drift,
+) -> Value {
+    let before = receiver.accepted().len();
+    let mut h = harness(channel_yaml, clock, limits());
+    let channel = channel_yaml
+        .split("name: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let notice = Notice {
+        kind: NoticeKind::Firing,
+        drift,
+        at: h.clock.load(Ordering::SeqCst),
+        resend: 0,
+    };
+    let at = notice.at;
+    queue(
+        &h.store,
+        vec![NewOutbox {
+            id: format!("ntf_{channel}_{}", before + 1),
+            channel,
+            drift_id: notice.drift.id.clone(),
+            kind: "firing".into(),
+            group_key: "g".into(),
+            payload: drift_sentinel::store::rows::encode_notice(&notice).unwrap(),
+            created_at: at,
+            not_before: at,
+            repeat_after_ms: None,
+        }],
+    );
+    h.drive(5).await;
+    let accepted = receiver.accepted();
+    assert_eq!(accepted.len(), before + 1, "{:?}", receiver.answers());
+    accepted[before].clone()
+}
+
+/// What a person sees: zero-width characters are invisible.
+fn visible(text: &str) -> String {
+    text.replace('\u{200B}', "")
+}
+
+/// A value as a message shows it: line breaks as `\n`, on one line.
+fn shown(value: &str) -> String {
+    value.replace('\n', "\\n")
+}
+
+/// Checks a Markdown message (DingTalk, WeCom, Feishu) built from a hostile drift against the
+/// same message built from a harmless one.
+fn assert_inert_markdown(hostile: &str, benign: &str, own_html: &[&str]) {
+    let effects = receivers::markdown_effects(hostile);
+    let expected = receivers::markdown_effects(benign);
+    assert_eq!(
+        effects.headings.len(),
+        expected.headings.len(),
+        "only the message's own headings: {:?}\n{hostile}",
+        effects.headings
+    );
+    assert!(
+        effects
+            .links
+            .iter()
+            .all(|link| link.starts_with("https://drift.example.com/ui/drifts/")),
+        "only the dashboard link: {:?}\n{hostile}",
+        effects.links
+    );
+    assert!(
+        effects
+            .html
+            .iter()
+            .all(|html| own_html.contains(&html.as_str())),
+        "no HTML from values: {:?}\n{hostile}",
+        effects.html
+    );
+    assert_eq!(
+        effects.code_blocks.len(),
+        expected.code_blocks.len(),
+        "no code block opened or closed by a value\n{hostile}"
+    );
+    for (block, benign_block) in effects.code_blocks.iter().zip(&expected.code_blocks) {
+        assert_eq!(
+            block.lines().count(),
+            benign_block.lines().count(),
+            "each value on one line inside a code block: {block:?}"
+        );
+    }
+    assert_eq!(
+        hostile.lines().count(),
+        benign.lines().count(),
+        "values add no line\n{hostile}"
+    );
+    assert_eq!(
+        receivers::wecom_mentions(hostile),
+        Vec::<String>::new(),
+        "{hostile}"
+    );
+    assert_eq!(
+        receivers::feishu_mentions(hostile),
+        Vec::<String>::new(),
+        "{hostile}"
+    );
+    assert_eq!(
+        receivers::group_mentions(hostile),
+        Vec::<String>::new(),
+        "{hostile}"
+    );
+    let seen = visible(hostile);
+    for value in HOSTILE_VALUES {
+        assert!(
+            seen.contains(&shown(value)),
+            "the message shows {value:?}:\n{hostile}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn dingtalk_shows_hostile_values_without_their_markup() {
+    let clock = start_clock();
+    let receiver =
+        receivers::dingtalk(Arc::clone(&clock), "good", Some(DING_SECRET), Some("漂移")).await;
+    let yaml = ding_yaml(&receiver, "good", DING_SECRET);
+    let hostile = deliver_one(&yaml, &receiver, &clock, hostile_drift(false)).await;
+    let benign = deliver_one(&yaml, &receiver, &clock, hostile_drift(true)).await;
+    let text = hostile["markdown"]["text"].as_str().unwrap();
+    assert_inert_markdown(text, benign["markdown"]["text"].as_str().unwrap(), &[]);
+    // The Chinese template is intact, and only the configured people are mentioned.
+    assert!(
+        text.contains("流量漂移（traffic_drift）") && text.contains("**修改者**"),
+        "{text}"
+    );
+    assert_eq!(
+        hostile["at"],
+        json!({"atMobiles": ["13800000000"], "atUserIds": [], "isAtAll": false})
+    );
+    let title = hostile["markdown"]["title"].as_str().unwrap();
+    assert!(!title.contains('\n'), "the title is one line: {title:?}");
+}
+
+#[tokio::test]
+async fn wecom_shows_hostile_values_without_their_markup() {
+    let clock = start_clock();
+    let receiver = receivers::wecom(Arc::clone(&clock), "k1").await;
+    let yaml = format!("  - name: wx\n    type: wecom\n    language: zh\n    url: {}/cgi-bin/webhook/send?key=k1\n", receiver.base);
+    let hostile = deliver_one(&yaml, &receiver, &clock, hostile_drift(false)).await;
+    let benign = deliver_one(&yaml, &receiver, &clock, hostile_drift(true)).await;
+    let content = hostile["markdown"]["content"].as_str().unwrap();
+    assert_inert_markdown(
+        content,
+        benign["markdown"]["content"].as_str().unwrap(),
+        &["<font color=\"warning\">", "</font>"],
+    );
+    assert!(
+        content.contains("**修改者**") && content.contains("【告警】"),
+        "{content}"
+    );
+}
+
+#[tokio::test]
+async fn feishu_shows_hostile_values_without_their_markup() {
+    let clock = start_clock();
+    let receiver = receivers::feishu(Arc::clone(&clock), None).await;
+    let yaml = format!("  - name: lark\n    type: feishu\n    language: zh\n    url: {}/open-apis/bot/v2/hook/abc\n", receiver.base);
+    let hostile = deliver_one(&yaml, &receiver, &clock, hostile_drift(false)).await;
+    let benign = deliver_one(&yaml, &receiver, &clock, hostile_drift(true)).await;
+    let content = hostile["card"]["elements"][0]["text"]["content"]
+        .as_str()
+        .unwrap();
+    let benign_content = benign["card"]["elements"][0]["text"]["content"]
+        .as_str()
+        .unwrap();
+    assert_inert_markdown(content, benign_content, &[]);
+    // The diff and the hint stay in their code blocks: an image name cannot close one.
+    let blocks = receivers::markdown_effects(content).code_blocks;
+    assert_eq!(blocks.len(), 2, "{content}");
+    assert!(
+        visible(&blocks[0]).contains(&shown(HOSTILE_IMAGE)),
+        "{blocks:?}"
+    );
+    assert!(
+        visible(&blocks[1]).contains(&shown(HOSTILE_HINT)),
+        "{blocks:?}"
+    );
+    let header = hostile["card"]["header"]["title"]["content"]
+        .as_str()
+        .unwrap();
+    assert!(!header.contains('\n'), "the header is one line: {header:?}");
+}
+
+#[tokio::test]
+async fn slack_shows_hostile_values_without_their_markup() {
+    let clock = start_clock();
+    let receiver = receivers::slack(Arc::clone(&clock)).await;
+    let yaml = format!(
+        "  - name: chat\n    type: slack\n    url: {}/services/T000/B000/XXXX\n",
+        receiver.base
+    );
+    let hostile = deliver_one(&yaml, &receiver, &clock, hostile_drift(false)).await;
+    clock.fetch_add(2000, Ordering::SeqCst);
+    let benign = deliver_one(&yaml, &receiver, &clock, hostile_drift(true)).await;
+    let texts = |message: &Value| -> Vec<String> {
+        let mut texts = vec![message["text"].as_str().unwrap().to_string()];
+        for block in message["blocks"].as_array().unwrap() {
+            texts.extend(block["text"]["text"].as_str().map(str::to_string));
+            for field in block["fields"].as_array().into_iter().flatten() {
+                texts.extend(field["text"].as_str().map(str::to_string));
+            }
+        }
+        texts
+    };
+    let (hostile_texts, benign_texts) = (texts(&hostile), texts(&benign));
+    assert_eq!(hostile_texts.len(), benign_texts.len());
+    for (text, benign_text) in hostile_texts.iter().zip(&benign_texts) {
+        // `&`, `<` and `>` stay escaped: the only `<…>` is the dashboard link.
+        assert!(
+            receivers::slack_specials(text)
+                .iter()
+                .all(|special| special.starts_with("<https://drift.example.com/ui/drifts/")),
+            "{text}"
+        );
+        assert_eq!(
+            receivers::group_mentions(text),
+            Vec::<String>::new(),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().count(),
+            benign_text.lines().count(),
+            "values add no line: {text}"
+        );
+        // A code block opens and closes only where the message puts its fences.
+        assert_eq!(
+            text.matches("```").count(),
+            benign_text.matches("```").count(),
+            "{text}"
+        );
+    }
+    let seen = visible(&hostile.to_string())
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    for value in HOSTILE_VALUES {
+        let value = serde_json::to_string(&shown(value)).unwrap();
+        assert!(
+            seen.contains(value.trim_matches('"')),
+            "the message shows {value}:\n{seen}"
+        );
+    }
+}

@@ -660,3 +660,101 @@ async fn ce_send(State(state): State<CeState>, headers: HeaderMap, body: Bytes) 
         Err(error) => answer(&state.log, 400, None, error.to_string()),
     }
 }
+
+// ---- What a destination makes of a message's markup ------------------------------------------------
+//
+// The vendors' renderers are not public; each documents its syntax (../shared/reference/
+// alert-channels.md and the channel modules). A CommonMark parser stands in for the Markdown
+// renderers of DingTalk, WeCom and Feishu (`lark_md`), and each vendor's mention and link syntax
+// is read as its documentation describes it.
+
+/// The structure a Markdown text has once rendered.
+#[derive(Debug, Default)]
+pub struct MarkdownEffects {
+    /// The text of every heading.
+    pub headings: Vec<String>,
+    /// The destination of every link, autolink and image.
+    pub links: Vec<String>,
+    /// Raw HTML, inline or block (WeCom's `<font>`, Feishu's `<at>`, ...).
+    pub html: Vec<String>,
+    /// The content of every code block.
+    pub code_blocks: Vec<String>,
+}
+
+/// Parses `text` as CommonMark (with tables and strikethrough, as the vendors' flavours have).
+pub fn markdown_effects(text: &str) -> MarkdownEffects {
+    use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+    let mut effects = MarkdownEffects::default();
+    let mut heading: Option<String> = None;
+    let mut code: Option<String> = None;
+    for event in Parser::new_ext(text, Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH) {
+        match event {
+            Event::Start(Tag::Heading { .. }) => heading = Some(String::new()),
+            Event::End(TagEnd::Heading(_)) => effects.headings.extend(heading.take()),
+            Event::Start(Tag::Link { dest_url, .. })
+            | Event::Start(Tag::Image { dest_url, .. }) => effects.links.push(dest_url.to_string()),
+            Event::Start(Tag::CodeBlock(_)) => code = Some(String::new()),
+            Event::End(TagEnd::CodeBlock) => effects.code_blocks.extend(code.take()),
+            Event::Html(html) | Event::InlineHtml(html) => effects.html.push(html.to_string()),
+            Event::Text(text) | Event::Code(text) => {
+                if let Some(heading) = heading.as_mut() {
+                    heading.push_str(&text);
+                }
+                if let Some(code) = code.as_mut() {
+                    code.push_str(&text);
+                }
+            }
+            _ => {}
+        }
+    }
+    effects
+}
+
+/// The `<…>` sequences a Slack mrkdwn text holds: mentions (`<@U123>`, `<!channel>`,
+/// `<#C123>`) and links (`<url|label>`), which Slack renders as such.
+pub fn slack_specials(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find('<') {
+        let tail = &rest[start..];
+        let end = tail.find('>').map_or(tail.len(), |end| end + 1);
+        found.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    found
+}
+
+/// WeCom markdown mentions: `<@userid>`.
+pub fn wecom_mentions(content: &str) -> Vec<String> {
+    content
+        .match_indices("<@")
+        .map(|(start, _)| {
+            let tail = &content[start + 2..];
+            tail[..tail.find('>').unwrap_or(tail.len())].to_string()
+        })
+        .collect()
+}
+
+/// Feishu mentions: `<at user_id="…">`, `<at id=…>`, `<at email=…>`.
+pub fn feishu_mentions(content: &str) -> Vec<String> {
+    content
+        .match_indices("<at")
+        .filter(|(start, _)| {
+            content[start + 3..]
+                .chars()
+                .next()
+                .is_some_and(|next| next == '>' || next.is_whitespace())
+        })
+        .map(|(start, _)| content[start..].chars().take(40).collect())
+        .collect()
+}
+
+/// Mention words that notify a whole group on some service when written as text (`@all`,
+/// `@所有人`, Slack's `@channel`/`@here`, `@everyone`).
+pub fn group_mentions(text: &str) -> Vec<String> {
+    ["@all", "@所有人", "@channel", "@here", "@everyone"]
+        .iter()
+        .filter(|word| text.contains(*word))
+        .map(|word| word.to_string())
+        .collect()
+}
