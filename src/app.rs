@@ -81,6 +81,7 @@ pub async fn start(
         token: config.api.token.clone(),
         pipeline: pipeline.clone(),
         clock: clock.clone(),
+        public_url: config.public_url.clone(),
     });
     let state = AppState {
         ingest_auth: match (&config.auth.oidc, &config.auth.bearer_token) {

@@ -4,10 +4,14 @@
 //! auth). Writes (silences) go through the pipeline's single writer. Time comes from the
 //! injected clock.
 //!
+//! Every answer forbids framing and content sniffing, and a browser's cross-origin write is
+//! refused ([`browser`]).
+//!
 //! Files: [`drifts`] (drifts, their detail and deliveries), [`silences`], [`report`] (the report
-//! model, its renderers and its route), [`ui`] (the dashboard). With `ingest`, the only modules
-//! that know axum.
+//! model, its renderers and its route), [`ui`] (the dashboard), [`browser`] (security headers,
+//! cross-origin writes, HTTPS). With `ingest`, the only modules that know axum.
 
+pub mod browser;
 pub mod drifts;
 pub mod report;
 pub mod silences;
@@ -41,6 +45,9 @@ pub struct ApiState {
     pub pipeline: Pipeline,
     /// Now, for reports and silence expiries.
     pub clock: Clock,
+    /// `publicUrl`: the origin browsers use when a proxy rewrites `Host`, and whether the
+    /// dashboard is served over HTTPS.
+    pub public_url: Option<String>,
 }
 
 /// The routes of the API (`/api/v1`) and the dashboard (`/ui`), ready to merge into the
@@ -56,11 +63,17 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/silences/{id}", delete(silences::delete_silence))
         .route("/report", get(report::report))
-        .layer(middleware::from_fn_with_state(state.clone(), require_token));
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        // Outermost: a cross-origin write learns nothing, not even whether its token was valid.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            browser::refuse_cross_origin,
+        ));
     Router::new()
         .nest("/api/v1", api)
         .nest("/ui", ui::routes(state.clone()))
         .with_state(state)
+        .layer(middleware::map_response(browser::security_headers))
 }
 
 async fn require_token(State(state): State<ApiState>, request: Request, next: Next) -> Response {

@@ -1,8 +1,14 @@
 //! The dashboard (`/ui`): server-rendered HTML, no build step, no JavaScript. Open drifts with
 //! filters, a drift's diff, actor, hint, history and delivery status, a form to silence it, and
 //! the report. Pages refresh themselves every 15 seconds. With `api.token` set, the page takes
-//! the token once as `?token=` and keeps it in an HttpOnly, SameSite=Strict cookie (which also
-//! keeps other sites from posting the silence form).
+//! the token once as `?token=` and keeps it in an HttpOnly, SameSite=Strict cookie (`Secure` when
+//! served over HTTPS).
+//!
+//! The silence form is the one write. A browser's cross-origin post is refused before anything
+//! else looks at it ([`super::browser`]), with or without a token. The form carries only the
+//! drift's id, a duration and a comment: the silence's matchers are the stored drift's own
+//! (class, cluster, namespace, kind, name), so no field of a forged form can widen it, and the
+//! duration is one of the form's choices.
 
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -28,7 +34,52 @@ pub fn routes(state: ApiState) -> Router<ApiState> {
         .route("/drifts/{id}", get(detail))
         .route("/silences", post(silence))
         .route("/report", get(report))
-        .layer(middleware::from_fn_with_state(state, require_token))
+        .layer(middleware::from_fn_with_state(state.clone(), require_token))
+        // Outermost: a cross-origin write is refused whatever cookie it carries.
+        .layer(middleware::from_fn_with_state(state, refuse_cross_origin))
+}
+
+/// The durations the silence form offers, and the only ones it takes.
+const SILENCE_DURATIONS: &[(&str, u64)] = &[
+    ("1h", 3600),
+    ("4h", 4 * 3600),
+    ("24h", 24 * 3600),
+    ("7d", 7 * 24 * 3600),
+];
+
+/// The duration the form selects first.
+const DEFAULT_SILENCE_DURATION: &str = "4h";
+
+/// A dashboard page that says what went wrong (`message` is escaped here).
+fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
+    let body = format!(
+        "<h1>{}</h1><p>{}</p><p><a href=\"/ui\">Back to the drifts</a></p>",
+        esc(title),
+        esc(message)
+    );
+    (status, Html(page(title, &body))).into_response()
+}
+
+async fn refuse_cross_origin(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match super::browser::same_origin(
+        request.method(),
+        request.headers(),
+        state.public_url.as_deref(),
+    ) {
+        Ok(()) => next.run(request).await,
+        Err(reason) => {
+            tracing::warn!(message = "Refused a cross-origin write.", path = %request.uri().path(), reason);
+            error_page(
+                StatusCode::FORBIDDEN,
+                "Refused",
+                &format!("This form must be sent from the dashboard itself: {reason}."),
+            )
+        }
+    }
 }
 
 const COOKIE: &str = "ds_token";
@@ -68,8 +119,18 @@ async fn require_token(State(state): State<ApiState>, request: Request, next: Ne
                 if path == "/" { String::new() } else { path }
             ))
             .into_response();
+            // `Secure` over HTTPS keeps the browser from sending the token over plain HTTP; over
+            // plain HTTP (a port-forward, a local run) the cookie could not be set with it.
+            let secure = if super::browser::served_over_https(
+                request.headers(),
+                state.public_url.as_deref(),
+            ) {
+                "; Secure"
+            } else {
+                ""
+            };
             if let Ok(cookie) = HeaderValue::from_str(&format!(
-                "{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/ui"
+                "{COOKIE}={given}; HttpOnly; SameSite=Strict; Path=/ui{secure}"
             )) {
                 response.headers_mut().insert(header::SET_COOKIE, cookie);
             }
@@ -282,17 +343,28 @@ async fn detail(
         ));
     }
     body.push_str("</table>");
+    let durations: String = SILENCE_DURATIONS
+        .iter()
+        .map(|(duration, _)| {
+            let selected = if *duration == DEFAULT_SILENCE_DURATION {
+                " selected"
+            } else {
+                ""
+            };
+            format!("<option{selected}>{duration}</option>")
+        })
+        .collect();
     body.push_str(&format!(
         "<h2>Silence</h2><form method=\"post\" action=\"/ui/silences\"><input type=\"hidden\" name=\"drift\" value=\"{id}\">\
-<input type=\"hidden\" name=\"class\" value=\"{class}\"><input type=\"hidden\" name=\"cluster\" value=\"{cluster}\">\
-<input type=\"hidden\" name=\"namespace\" value=\"{ns}\"><input type=\"hidden\" name=\"name\" value=\"{name}\">\
-<label>for <select name=\"duration\"><option>1h</option><option selected>4h</option><option>24h</option><option>7d</option></select></label> \
-<label>comment <input name=\"comment\" size=\"40\"></label> <button>Silence this drift</button></form>",
+<label>for <select name=\"duration\">{durations}</select></label> \
+<label>comment <input name=\"comment\" size=\"40\"></label> <button>Silence this drift</button></form>\
+<p class=\"muted\">Mutes new notifications of {class} for {kind} {ns}/{name} in cluster {cluster}.</p>",
         id = esc(&drift.id),
         class = esc(&drift.class),
-        cluster = esc(&drift.cluster),
+        kind = esc(&drift.kind),
         ns = esc(&drift.namespace),
         name = esc(&drift.name),
+        cluster = esc(&drift.cluster),
     ));
     let silences = all_silences(&state).await?;
     if !silences.is_empty() {
@@ -301,34 +373,74 @@ async fn detail(
     Ok(Html(page(&format!("{} {}", drift.class, drift.name), &body)).into_response())
 }
 
+/// The silence form: which drift, for how long, why. Other fields (the hidden matchers an older
+/// page carried, or a forged form's) are ignored.
 #[derive(Debug, Deserialize)]
 struct SilenceForm {
     drift: String,
-    class: String,
-    cluster: String,
-    namespace: String,
-    name: String,
     duration: String,
     comment: Option<String>,
 }
 
 async fn silence(
     State(state): State<ApiState>,
-    Form(form): Form<SilenceForm>,
+    form: Result<Form<SilenceForm>, axum::extract::rejection::FormRejection>,
 ) -> Result<Response, ApiError> {
-    let duration = crate::time::parse_duration(&form.duration)
-        .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "invalid_silence", message))?;
-    let expires = (state.clock)().saturating_add(crate::time::millis(duration));
+    let Ok(Form(form)) = form else {
+        return Ok(error_page(
+            StatusCode::BAD_REQUEST,
+            "Not silenced",
+            "The form needs a drift and a duration.",
+        ));
+    };
+    let Some(seconds) = SILENCE_DURATIONS
+        .iter()
+        .find(|(duration, _)| *duration == form.duration)
+        .map(|(_, seconds)| *seconds)
+    else {
+        let choices: Vec<&str> = SILENCE_DURATIONS
+            .iter()
+            .map(|(duration, _)| *duration)
+            .collect();
+        return Ok(error_page(
+            StatusCode::BAD_REQUEST,
+            "Not silenced",
+            &format!("The duration must be one of {}.", choices.join(", ")),
+        ));
+    };
+    let reader = audit(&state)?;
+    let id = form.drift.clone();
+    let Some(drift) = blocking(move || reader.drift(&id)).await? else {
+        return Ok(error_page(
+            StatusCode::NOT_FOUND,
+            "Not found",
+            &format!("No drift {}.", form.drift),
+        ));
+    };
+    let matchers: std::collections::BTreeMap<String, String> = [
+        ("class", &drift.class),
+        ("cluster", &drift.cluster),
+        ("namespace", &drift.namespace),
+        ("kind", &drift.kind),
+        ("name", &drift.name),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), value.clone()))
+    .collect();
+    // Matchers are globs: a value holding `*` or `?` (a cluster name is any string an event
+    // carries) would match other objects than this drift's.
+    if matchers.values().any(|value| value.contains(['*', '?'])) {
+        return Ok(error_page(
+            StatusCode::BAD_REQUEST,
+            "Not silenced",
+            "This drift's names hold * or ?, which a silence reads as wildcards; silence it \
+             through the API (POST /api/v1/silences) with matchers you choose.",
+        ));
+    }
+    let expires = (state.clock)()
+        .saturating_add(crate::time::millis(std::time::Duration::from_secs(seconds)));
     let silence = Silence {
-        matchers: [
-            ("class".to_string(), form.class),
-            ("cluster".to_string(), form.cluster),
-            ("namespace".to_string(), form.namespace),
-            ("name".to_string(), form.name),
-        ]
-        .into_iter()
-        .filter(|(_, value)| !value.is_empty())
-        .collect(),
+        matchers,
         expires_at: Some(crate::time::format_time_offset(expires)),
         comment: form
             .comment
@@ -336,7 +448,7 @@ async fn silence(
             .or(Some("silenced from the dashboard".into())),
     };
     add_silence(&state, silence).await?;
-    Ok(Redirect::to(&format!("/ui/drifts/{}?silenced=1", urlencode(&form.drift))).into_response())
+    Ok(Redirect::to(&format!("/ui/drifts/{}?silenced=1", urlencode(&drift.id))).into_response())
 }
 
 fn urlencode(text: &str) -> String {

@@ -463,3 +463,296 @@ async fn dashboard_lists_details_and_silences_a_drift() {
     assert_eq!(app.text("/ui/drifts/nope").await.0, 404);
     app.stop().await;
 }
+
+/// The id and name of one firing drift.
+async fn firing_drift(app: &Running) -> (String, String) {
+    let (_, firing) = app.get("/api/v1/drifts?state=firing").await;
+    (
+        firing["items"][0]["id"].as_str().unwrap().to_string(),
+        firing["items"][0]["name"].as_str().unwrap().to_string(),
+    )
+}
+
+impl Running {
+    /// Posts the dashboard's silence form with `headers`; the status.
+    async fn post_silence_form(&self, form: &[(&str, &str)], headers: &[(&str, &str)]) -> u16 {
+        let mut request = self
+            .client
+            .post(format!("{}/ui/silences", self.base))
+            .form(form);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.unwrap().status().as_u16()
+    }
+
+    async fn silences(&self, token: Option<&str>) -> Vec<Value> {
+        let mut request = self.client.get(format!("{}/api/v1/silences", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let list: Value = request.send().await.unwrap().json().await.unwrap();
+        list["items"].as_array().unwrap().clone()
+    }
+}
+
+#[tokio::test]
+async fn a_cross_site_silence_form_is_refused_and_silences_nothing() {
+    let mut app = Running::start("").await;
+    app.make_drifts().await;
+    let (id, name) = firing_drift(&app).await;
+    // The form as the dashboard used to render it, which an attacker can copy.
+    let form = [
+        ("drift", id.as_str()),
+        ("class", "config_drift"),
+        ("cluster", "default"),
+        ("namespace", "knative-serving"),
+        ("name", name.as_str()),
+        ("duration", "4h"),
+    ];
+    // A page on another site posts the form to the dashboard; the victim's browser says where
+    // the request comes from in Sec-Fetch-Site (current browsers) and Origin (all of them).
+    for headers in [
+        vec![
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+        ],
+        vec![("origin", "https://evil.example")],
+        vec![("origin", "null")],
+        vec![
+            ("origin", "http://127.0.0.1:1"),
+            ("sec-fetch-site", "same-site"),
+        ],
+        vec![("sec-fetch-site", "cross-site")],
+    ] {
+        assert_eq!(
+            app.post_silence_form(&form, &headers).await,
+            403,
+            "{headers:?}"
+        );
+    }
+    // The JSON API refuses a browser's cross-site write too.
+    let api = app
+        .client
+        .post(format!("{}/api/v1/silences", app.base))
+        .header("sec-fetch-site", "cross-site")
+        .json(&json!({"matchers": {"class": "image_drift"}, "expiresAt": "2999-01-01T00:00:00Z"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api.status(), 403);
+    let body: Value = api.json().await.unwrap();
+    assert_eq!(body["code"], "cross_origin");
+    assert_eq!(
+        app.silences(None).await,
+        Vec::<Value>::new(),
+        "nothing silenced"
+    );
+    // The dashboard's own page posts same-origin; a client that is not a browser sends neither
+    // header.
+    let origin = app.base.clone();
+    let same_origin = [
+        ("origin", origin.as_str()),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    assert_eq!(app.post_silence_form(&form, &same_origin).await, 303);
+    assert_eq!(
+        app.post_silence_form(&form, &[("origin", origin.as_str())])
+            .await,
+        303
+    );
+    assert_eq!(app.post_silence_form(&form, &[]).await, 303);
+    assert_eq!(app.silences(None).await.len(), 3);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn with_a_token_a_foreign_origin_carrying_the_cookie_is_refused() {
+    let mut app = Running::start("api:\n  token: s3cret-token\n").await;
+    app.make_drifts().await;
+    let login = app
+        .client
+        .get(format!("{}/ui?token=s3cret-token", app.base))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let (_, firing) = {
+        let response = app
+            .client
+            .get(format!("{}/api/v1/drifts?state=firing", app.base))
+            .bearer_auth("s3cret-token")
+            .send()
+            .await
+            .unwrap();
+        (200, response.json::<Value>().await.unwrap())
+    };
+    let id = firing["items"][0]["id"].as_str().unwrap().to_string();
+    let name = firing["items"][0]["name"].as_str().unwrap().to_string();
+    let form = [
+        ("drift", id.as_str()),
+        ("class", "config_drift"),
+        ("cluster", "default"),
+        ("namespace", "knative-serving"),
+        ("name", name.as_str()),
+        ("duration", "4h"),
+    ];
+    let foreign = [
+        ("cookie", cookie.as_str()),
+        ("origin", "https://evil.example"),
+    ];
+    assert_eq!(app.post_silence_form(&form, &foreign).await, 403);
+    let foreign = [
+        ("cookie", cookie.as_str()),
+        ("origin", "https://evil.example"),
+        ("sec-fetch-site", "cross-site"),
+    ];
+    assert_eq!(app.post_silence_form(&form, &foreign).await, 403);
+    assert_eq!(app.silences(Some("s3cret-token")).await.len(), 0);
+    let origin = app.base.clone();
+    let own = [
+        ("cookie", cookie.as_str()),
+        ("origin", origin.as_str()),
+        ("sec-fetch-site", "same-origin"),
+    ];
+    assert_eq!(app.post_silence_form(&form, &own).await, 303);
+    assert_eq!(app.silences(Some("s3cret-token")).await.len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_silence_form_silences_only_its_drift_for_one_of_its_durations() {
+    let mut app = Running::start("").await;
+    app.make_drifts().await;
+    let (id, name) = firing_drift(&app).await;
+    // The old form's hidden fields, forged to silence everything everywhere: they are ignored,
+    // and the matchers come from the stored drift.
+    let forged = [
+        ("drift", id.as_str()),
+        ("class", ""),
+        ("cluster", "*"),
+        ("namespace", "*"),
+        ("kind", "*"),
+        ("name", "*"),
+        ("duration", "4h"),
+        ("comment", "widened"),
+    ];
+    assert_eq!(app.post_silence_form(&forged, &[]).await, 303);
+    let silences = app.silences(None).await;
+    assert_eq!(silences.len(), 1);
+    assert_eq!(
+        silences[0]["matchers"],
+        json!({"class": "config_drift", "cluster": "default", "namespace": "knative-serving", "kind": "ConfigMap", "name": name})
+    );
+    let expires =
+        chrono::DateTime::parse_from_rfc3339(silences[0]["expiresAt"].as_str().unwrap()).unwrap();
+    let hours = (expires.timestamp() - chrono::Utc::now().timestamp()) as f64 / 3600.0;
+    assert!((3.9..=4.0).contains(&hours), "{hours}");
+    // Only the form's durations: not a century, not a second, not garbage.
+    for duration in ["876000h", "100y", "36500d", "1s", "", "4h "] {
+        let status = app
+            .post_silence_form(&[("drift", id.as_str()), ("duration", duration)], &[])
+            .await;
+        assert_eq!(status, 400, "{duration:?}");
+    }
+    for duration in ["1h", "24h", "7d"] {
+        assert_eq!(
+            app.post_silence_form(&[("drift", id.as_str()), ("duration", duration)], &[])
+                .await,
+            303
+        );
+    }
+    // A drift that does not exist silences nothing.
+    assert_eq!(
+        app.post_silence_form(&[("drift", "nope"), ("duration", "4h")], &[])
+            .await,
+        404
+    );
+    assert_eq!(app.silences(None).await.len(), 4);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn api_and_dashboard_answers_forbid_framing_and_sniffing() {
+    let mut app = Running::start("api:\n  token: s3cret-token\n").await;
+    app.make_drifts().await;
+    let (id, _) = {
+        let response = app
+            .client
+            .get(format!("{}/api/v1/drifts?state=firing", app.base))
+            .bearer_auth("s3cret-token")
+            .send()
+            .await
+            .unwrap();
+        let list: Value = response.json().await.unwrap();
+        (list["items"][0]["id"].as_str().unwrap().to_string(), ())
+    };
+    for (path, status) in [
+        ("/ui".to_string(), 200),
+        (format!("/ui/drifts/{id}"), 200),
+        ("/ui/drifts/nope".to_string(), 404),
+        ("/ui/report".to_string(), 200),
+        ("/api/v1/drifts".to_string(), 200),
+        ("/api/v1/drifts/nope".to_string(), 404),
+        ("/api/v1/report?format=html".to_string(), 200),
+        ("/api/v1/report?format=markdown".to_string(), 200),
+    ] {
+        for authorized in [true, false] {
+            let mut request = app.client.get(format!("{}{path}", app.base));
+            if authorized {
+                request = request.bearer_auth("s3cret-token");
+            }
+            let response = request.send().await.unwrap();
+            let expected = if authorized { status } else { 401 };
+            assert_eq!(response.status().as_u16(), expected, "{path}");
+            let headers = response.headers();
+            assert_eq!(headers["x-frame-options"], "DENY", "{path}");
+            assert_eq!(headers["x-content-type-options"], "nosniff", "{path}");
+            let policy = headers["content-security-policy"].to_str().unwrap();
+            assert!(
+                policy.contains("frame-ancestors 'none'"),
+                "{path}: {policy}"
+            );
+        }
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_dashboard_cookie_is_secure_when_served_over_https() {
+    let login = |app: &Running, forwarded: Option<&'static str>| {
+        let mut request = app
+            .client
+            .get(format!("{}/ui?token=s3cret-token", app.base));
+        if let Some(proto) = forwarded {
+            request = request.header("x-forwarded-proto", proto);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            response.headers()["set-cookie"]
+                .to_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let app = Running::start("api:\n  token: s3cret-token\n").await;
+    let plain = login(&app, None).await;
+    assert!(!plain.contains("Secure"), "{plain}");
+    let proxied = login(&app, Some("https")).await;
+    assert!(
+        proxied.contains("; Secure") && proxied.contains("HttpOnly"),
+        "{proxied}"
+    );
+    app.stop().await;
+    let app =
+        Running::start("api:\n  token: s3cret-token\npublicUrl: https://drift.example.com\n").await;
+    let public = login(&app, None).await;
+    assert!(public.contains("; Secure"), "{public}");
+    app.stop().await;
+}

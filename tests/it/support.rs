@@ -204,6 +204,7 @@ fn build(
         token: None,
         pipeline: pipeline.clone(),
         clock: clock.clone(),
+        public_url: None,
     });
     let state = AppState {
         ingest_auth,
