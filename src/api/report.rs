@@ -148,8 +148,17 @@ pub(crate) fn duration_text(seconds: f64) -> String {
     }
 }
 
+/// Text for a Markdown table cell, escaped as `check`'s Markdown report escapes its cells
+/// (`check/render/markdown.rs`, which this layer cannot import): no line break (a `<br>`), pipes
+/// escaped, and no raw HTML, since a report is read where Markdown renders inline HTML (a
+/// pull-request comment, a wiki) and object names, cluster names and summaries are anyone's.
 fn markdown_cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    text.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace("\r\n", "<br>")
+        .replace(['\n', '\r'], "<br>")
 }
 
 /// The report as Markdown.
@@ -168,7 +177,7 @@ pub fn markdown(report: &Report) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} |\n",
                 drift.severity,
                 drift.state,
-                drift.class,
+                markdown_cell(&drift.class),
                 markdown_cell(&drift.cluster),
                 markdown_cell(&drift.object),
                 drift.since,
@@ -178,7 +187,7 @@ pub fn markdown(report: &Report) -> String {
     }
     out.push_str("\n## Open drifts by class\n\n| Class | Open |\n|---|---|\n");
     for (class, count) in &report.open_by_class {
-        out.push_str(&format!("| {class} | {count} |\n"));
+        out.push_str(&format!("| {} | {count} |\n", markdown_cell(class)));
     }
     out.push_str("\n## Open drifts by namespace\n\n| Namespace | Open |\n|---|---|\n");
     for (namespace, count) in &report.open_by_namespace {
@@ -190,7 +199,8 @@ pub fn markdown(report: &Report) -> String {
     ));
     for (class, stats) in &report.time_to_resolve {
         out.push_str(&format!(
-            "| {class} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} |\n",
+            markdown_cell(class),
             stats.count,
             duration_text(stats.median_seconds),
             duration_text(stats.p90_seconds)
@@ -326,4 +336,49 @@ pub(super) async fn report(
             ));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_cells_carry_no_raw_html_and_stay_in_their_row() {
+        let hostile = "<img src=x onerror=alert(1)>\n# heading | <script>alert(2)</script>";
+        let report = Report {
+            generated_at: "2026-01-01T00:00:00Z".into(),
+            window_start: "2025-12-01T00:00:00Z".into(),
+            open: vec![OpenDrift {
+                id: "d1".into(),
+                class: "config_drift".into(),
+                severity: "warning".into(),
+                state: "firing".into(),
+                cluster: hostile.into(),
+                object: format!("ConfigMap/{hostile}/x"),
+                summary: hostile.into(),
+                since: "2026-01-01T00:00:00Z".into(),
+            }],
+            open_by_class: BTreeMap::from([(hostile.to_string(), 1)]),
+            open_by_namespace: BTreeMap::from([(hostile.to_string(), 1)]),
+            time_to_resolve: BTreeMap::from([(
+                hostile.to_string(),
+                ResolveStats {
+                    count: 1,
+                    median_seconds: 1.0,
+                    p90_seconds: 1.0,
+                },
+            )]),
+        };
+        let text = markdown(&report);
+        for raw in ["<img", "<script", "</script"] {
+            assert!(!text.contains(raw), "{raw} in:\n{text}");
+        }
+        assert!(
+            text.contains("&lt;img src=x onerror=alert(1)&gt;<br># heading \\| &lt;script&gt;"),
+            "{text}"
+        );
+        // Every row of a table is one line: the hostile values neither end a row nor add one.
+        let rows = text.lines().filter(|line| line.starts_with('|')).count();
+        assert_eq!(rows, 2 + 1 + 2 + 1 + 2 + 1 + 2 + 1, "{text}");
+    }
 }
