@@ -60,6 +60,7 @@ pub async fn start(
     let router = crate::route::Router::new(&config.routes, &channel_configs);
     let outbox_notify = Arc::new(tokio::sync::Notify::new());
     let rules = Arc::new(crate::reload::load_rules(&config).context("loading baseline manifests")?);
+    crate::reload::warn_expired_silences(&config, clock());
     let pipeline = Pipeline::start(
         store,
         rules,
@@ -184,6 +185,7 @@ pub async fn start(
             path,
             pipeline.clone(),
             Arc::clone(&metrics),
+            clock.clone(),
             shutdown.clone(),
         );
     }

@@ -126,6 +126,8 @@ pub struct Metrics {
     pub config_reload_errors: Counter,
     /// Config reloads that took effect.
     pub config_reloads: Counter,
+    /// Config reloads that found sections other than `rules:` changed (they need a restart).
+    pub config_restart_required: Counter,
     /// Delivery attempts by channel and outcome.
     pub deliveries: Family<DeliveryLabel, Counter>,
     /// Seconds from queueing to delivery, by channel.
@@ -241,6 +243,12 @@ impl Metrics {
             "config_reloads",
             "Config reloads applied",
             config_reloads.clone(),
+        );
+        let config_restart_required = Counter::default();
+        registry.register(
+            "config_restart_required",
+            "Config reloads that found sections other than rules: changed, which take effect only after a restart",
+            config_restart_required.clone(),
         );
         let deliveries = Family::<DeliveryLabel, Counter>::default();
         registry.register(
@@ -368,6 +376,7 @@ impl Metrics {
             tracked_objects,
             config_reload_errors,
             config_reloads,
+            config_restart_required,
         }
     }
 

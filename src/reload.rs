@@ -9,6 +9,12 @@
 //! about 8 % of its time under load. A second is well within the kubelet's own delay in updating
 //! a ConfigMap volume (up to a minute). An invalid edit keeps the rules in force and says why (log
 //! line and `drift_sentinel_config_reload_errors_total`).
+//!
+//! Only `rules:` is applied. The other sections (`channels:`, `routes:`, `server:`, `store:`,
+//! `api:`, `auth:`, `resync:`, ...) were wired into the running service at start; an edit to
+//! one of them is compared with what is in force and, while it differs, every reload says so
+//! (a warning naming the sections, and `drift_sentinel_config_restart_required_total`), so an
+//! operator who edited a channel knows to restart rather than wonder why nothing changed.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +26,12 @@ use tokio_util::sync::CancellationToken;
 use crate::classify::baseline::Baseline;
 use crate::classify::Rules;
 use crate::metrics::Metrics;
+use crate::model::Millis;
 use crate::pipeline::Pipeline;
+use crate::time::Clock;
+
+/// The one section hot reload applies.
+const RELOADED_SECTION: &str = "rules";
 
 /// How often the file is re-read.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -39,16 +50,52 @@ pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::manife
     }
 }
 
+/// The top-level sections, other than `rules:`, whose content differs between `in_force` and
+/// `edited` (added, removed or changed), in the file's key order.
+pub fn restart_sections(
+    in_force: &serde_json::Map<String, serde_json::Value>,
+    edited: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<String> {
+    let mut names: Vec<&String> = in_force.keys().chain(edited.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|name| {
+            name.as_str() != RELOADED_SECTION && in_force.get(*name) != edited.get(*name)
+        })
+        .cloned()
+        .collect()
+}
+
+/// Logs each configured silence whose `expiresAt` has passed: it is accepted (refusing it would
+/// make a config that loaded yesterday fail after a restart today) but matches nothing.
+pub fn warn_expired_silences(config: &crate::config::Config, now: Millis) {
+    for (index, silence) in config.rules.silences.iter().enumerate() {
+        let Some(expires) = &silence.expires_at else {
+            continue;
+        };
+        if crate::time::parse_time(expires).is_some_and(|at| at <= now) {
+            tracing::warn!(
+                message = "A configured silence has expired and matches nothing; remove it.",
+                silence = format!("rules.silences[{index}]"),
+                expires_at = %expires,
+            );
+        }
+    }
+}
+
 /// Starts the reload thread; it stops when `shutdown` is cancelled.
 pub fn spawn(
     path: PathBuf,
     pipeline: Pipeline,
     metrics: Arc<Metrics>,
+    clock: Clock,
     shutdown: CancellationToken,
 ) {
     let spawned = std::thread::Builder::new()
         .name("config-reload".to_string())
-        .spawn(move || watch(path, pipeline, metrics, shutdown));
+        .spawn(move || watch(path, pipeline, metrics, clock, shutdown));
     if let Err(error) = spawned {
         tracing::warn!(message = "Config hot reload is off: could not start its thread.", %error);
     }
@@ -60,8 +107,25 @@ fn digest(path: &Path) -> Option<Vec<u8>> {
         .map(|bytes| Sha256::digest(&bytes).to_vec())
 }
 
-fn watch(path: PathBuf, pipeline: Pipeline, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+/// The sections of the file at `path`, or none when it cannot be read or parsed.
+fn read_sections(path: &Path) -> serde_json::Map<String, serde_json::Value> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| crate::config::sections(&text).ok())
+        .unwrap_or_default()
+}
+
+fn watch(
+    path: PathBuf,
+    pipeline: Pipeline,
+    metrics: Arc<Metrics>,
+    clock: Clock,
+    shutdown: CancellationToken,
+) {
     let mut last = digest(&path);
+    // What is in force outside `rules:`: the file as the service started with it (read a moment
+    // after start; an edit in that moment counts as in force, as it does for the digest above).
+    let in_force = read_sections(&path);
     while !shutdown.is_cancelled() {
         std::thread::sleep(POLL_INTERVAL);
         let current = digest(&path);
@@ -69,16 +133,37 @@ fn watch(path: PathBuf, pipeline: Pipeline, metrics: Arc<Metrics>, shutdown: Can
             continue;
         }
         last = current;
-        let loaded = crate::config::load_file(&path)
+        // One read: the rules applied and the sections compared come from the same text.
+        let loaded = std::fs::read_to_string(&path)
+            .map_err(|source| crate::config::Error::Read {
+                path: path.clone(),
+                source,
+            })
+            .and_then(|text| {
+                let config = crate::config::load_str(&text, &|name| std::env::var(name).ok())?;
+                Ok((config, crate::config::sections(&text)?))
+            })
             .map_err(|error| (error.kind(), error.to_string()))
-            .and_then(|config| {
-                load_rules(&config).map_err(|error| (error.kind(), error.to_string()))
+            .and_then(|(config, sections)| {
+                let rules =
+                    load_rules(&config).map_err(|error| (error.kind(), error.to_string()))?;
+                Ok((config, sections, rules))
             });
         match loaded {
-            Ok(rules) => {
+            Ok((config, sections, rules)) => {
                 pipeline.set_rules(Arc::new(rules));
                 metrics.config_reloads.inc();
                 tracing::info!(message = "Config reloaded; new rules in force.", path = %path.display());
+                warn_expired_silences(&config, clock());
+                let pending = restart_sections(&in_force, &sections);
+                if !pending.is_empty() {
+                    metrics.config_restart_required.inc();
+                    tracing::warn!(
+                        message = "Config sections other than rules: changed; they need a restart to take effect.",
+                        sections = %pending.join(", "),
+                        path = %path.display(),
+                    );
+                }
             }
             Err((kind, error)) => {
                 metrics.config_reload_errors.inc();
@@ -89,6 +174,37 @@ fn watch(path: PathBuf, pipeline: Pipeline, metrics: Arc<Metrics>, shutdown: Can
                     path = %path.display(),
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sections(text: &str) -> serde_json::Map<String, serde_json::Value> {
+        crate::config::sections(text).unwrap()
+    }
+
+    #[test]
+    fn only_sections_other_than_rules_need_a_restart() {
+        let in_force = sections(
+            "server:\n  port: 8080\nchannels:\n  - {name: log, type: log}\nrules:\n  classes: {}\n",
+        );
+        let cases = [
+            ("server:\n  port: 8080\nchannels:\n  - {name: log, type: log}\nrules:\n  classes: {a: 1}\n", vec![]),
+            ("server:\n  port: 9090\nchannels:\n  - {name: log, type: log}\n", vec!["server"]),
+            ("server:\n  port: 8080\nchannels: []\npublicUrl: https://x\n", vec!["channels", "publicUrl"]),
+            ("channels:\n  - {name: log, type: log}\n", vec!["server"]),
+            // Comments, key order and layout are not changes.
+            ("# edited\nchannels: [{type: log, name: log}]\nserver: {port: 8080}\n", vec![]),
+        ];
+        for (edited, expected) in cases {
+            assert_eq!(
+                restart_sections(&in_force, &sections(edited)),
+                expected,
+                "{edited}"
+            );
         }
     }
 }

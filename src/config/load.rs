@@ -17,16 +17,7 @@ pub fn load_file(path: &Path) -> Result<Config, Error> {
 
 /// Loads a configuration from text, resolving `${VAR}` through `lookup_env`.
 pub fn load_str(text: &str, lookup_env: &dyn Fn(&str) -> Option<String>) -> Result<Config, Error> {
-    // An empty file (or one holding only comments) is the all-defaults configuration.
-    let mut value: serde_json::Value = if text.trim().is_empty() {
-        serde_json::Value::Object(Default::default())
-    } else {
-        serde_saphyr::from_str(text).map_err(|error| Error::Syntax(error.to_string()))?
-    };
-    if value.is_null() {
-        value = serde_json::Value::Object(Default::default());
-    }
-    strip_nulls(&mut value);
+    let mut value = parse(text)?;
     interpolate(&mut value, "", lookup_env)?;
     let config: Config = serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
@@ -39,6 +30,31 @@ pub fn load_str(text: &str, lookup_env: &dyn Fn(&str) -> Option<String>) -> Resu
     })?;
     validate(&config)?;
     Ok(config)
+}
+
+/// The file's top-level sections as written, before `${VAR}` interpolation (so no secret is
+/// read into them): what hot reload compares to tell which sections an edit changed.
+pub fn sections(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, Error> {
+    match parse(text)? {
+        serde_json::Value::Object(sections) => Ok(sections),
+        // Not a mapping: `load_str` names the problem; nothing to compare.
+        _ => Ok(serde_json::Map::new()),
+    }
+}
+
+/// YAML text as a generic value, keys without a value removed.
+fn parse(text: &str) -> Result<serde_json::Value, Error> {
+    // An empty file (or one holding only comments) is the all-defaults configuration.
+    let mut value: serde_json::Value = if text.trim().is_empty() {
+        serde_json::Value::Object(Default::default())
+    } else {
+        serde_saphyr::from_str(text).map_err(|error| Error::Syntax(error.to_string()))?
+    };
+    if value.is_null() {
+        value = serde_json::Value::Object(Default::default());
+    }
+    strip_nulls(&mut value);
+    Ok(value)
 }
 
 /// Replaces URLs in an error message: webhook URLs carry tokens, and a type error quotes the

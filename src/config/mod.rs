@@ -24,7 +24,7 @@ mod validate;
 
 pub use channels::{ChannelConfig, ChannelKind, TemplateConfig};
 pub(crate) use duration::{de_duration, de_opt_duration};
-pub use load::{load_file, load_str, redact_urls};
+pub use load::{load_file, load_str, redact_urls, sections};
 pub use resync::{
     default_resync_resources, LabelSelectorConfig, ResourceConfig, ResyncConfig, ResyncMode,
     SelectorRequirementConfig,

@@ -150,3 +150,42 @@ def test_rules_hot_reload_through_configmap_symlink_swaps(workdir):
 def _binary(event_id, verb, obj):
     message = to_binary_event(CloudEvent(attributes(event_id, verb, obj), obj))
     return dict(message.headers), message.body
+
+
+def test_hot_reload_says_when_an_edit_needs_a_restart(workdir):
+    """Hot reload applies `rules:` only; an edit to another section is logged and counted as
+    needing a restart, every time the file changes while it differs from what is in force."""
+    volume = workdir / "volume"
+    volume.mkdir()
+    sentinel = Sentinel(workdir)
+    text = (
+        f"store:\n  path: {workdir / 'sentinel.db'}\n"
+        "server:\n  drainTimeout: 5s\n"
+        "channels:\n  - {name: log, type: log}\n"
+        "rules:\n  classes:\n    config_drift:\n      enabled: true\n"
+    )
+    swap_config(volume, text, 1)
+    sentinel.config_path = volume / "config.yaml"
+    sentinel.start()
+    try:
+        restarts = "drift_sentinel_config_restart_required_total"
+        # Only rules changed: applied, nothing to restart.
+        swap_config(volume, text.replace("enabled: true", "enabled: false"), 2)
+        assert wait_for(lambda: sentinel.metric("drift_sentinel_config_reloads_total") >= 1.0), sentinel.logs()
+        assert sentinel.metric(restarts) == 0.0
+        # A new channel and a server setting: the rules still apply, the rest waits for a restart.
+        edited = text.replace("enabled: true", "enabled: false").replace(
+            "  - {name: log, type: log}\n", "  - {name: log, type: log}\n  - {name: audit, type: log}\n"
+        ).replace("drainTimeout: 5s", "drainTimeout: 9s")
+        swap_config(volume, edited, 3)
+        assert wait_for(lambda: sentinel.metric(restarts) >= 1.0), sentinel.logs()
+        assert sentinel.metric("drift_sentinel_config_reloads_total") == 2.0
+        lines = [json.loads(line) for line in sentinel.logs().splitlines() if "need a restart" in line]
+        assert lines, sentinel.logs()
+        assert lines[-1]["level"] == "WARN" and lines[-1]["sections"] == "channels, server", lines[-1]
+        # Back to what is in force: nothing left to restart for.
+        swap_config(volume, text, 4)
+        assert wait_for(lambda: sentinel.metric("drift_sentinel_config_reloads_total") >= 3.0)
+        assert sentinel.metric(restarts) == 1.0
+    finally:
+        assert sentinel.stop() == 0
