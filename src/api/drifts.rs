@@ -7,7 +7,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{audit, blocking, parse_time, query_error, ApiState};
+use super::{audit, blocking, no_query, query_error, ApiState, NoQuery};
 use crate::classify::classes;
 use crate::ingest::ApiError;
 use crate::model::{Drift, Millis, SEVERITIES};
@@ -42,55 +42,73 @@ pub struct DriftQuery {
     pub cursor: Option<String>,
 }
 
+/// A drift query that does not validate: which parameter, and the API's message (which quotes
+/// the value given; the dashboard shows its own words instead).
+#[derive(Debug)]
+pub struct InvalidQuery {
+    /// The parameter.
+    pub field: &'static str,
+    message: String,
+}
+
+impl From<InvalidQuery> for ApiError {
+    fn from(invalid: InvalidQuery) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", invalid.message)
+    }
+}
+
 /// Validates a drift query into a store filter.
-pub fn filter(query: &DriftQuery) -> Result<DriftFilter, ApiError> {
-    let invalid =
-        |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message);
+pub fn filter(query: &DriftQuery) -> Result<DriftFilter, InvalidQuery> {
+    let invalid = |field: &'static str, message: String| InvalidQuery { field, message };
     if let Some(state) = &query.state {
         if !["pending", "firing", "resolved", "open"].contains(&state.as_str()) {
-            return Err(invalid(format!(
-                "state: {state:?} is not pending, firing, resolved or open"
-            )));
+            return Err(invalid(
+                "state",
+                format!("state: {state:?} is not pending, firing, resolved or open"),
+            ));
         }
     }
     if let Some(class) = &query.class {
         if !classes::is_known(class) {
-            return Err(invalid(format!("class: unknown drift class {class:?}")));
+            return Err(invalid(
+                "class",
+                format!("class: unknown drift class {class:?}"),
+            ));
         }
     }
     if let Some(severity) = &query.severity {
         if !SEVERITIES.contains(&severity.as_str()) {
-            return Err(invalid(format!(
-                "severity: must be one of {}",
-                SEVERITIES.join(", ")
-            )));
+            return Err(invalid(
+                "severity",
+                format!("severity: must be one of {}", SEVERITIES.join(", ")),
+            ));
         }
     }
     let cursor = match &query.cursor {
         None => None,
         Some(text) => {
-            let (since, id) = text
-                .split_once('.')
-                .ok_or_else(|| invalid("cursor: malformed".to_string()))?;
+            let malformed = || invalid("cursor", "cursor: malformed".to_string());
+            let (since, id) = text.split_once('.').ok_or_else(malformed)?;
             Some((
-                since
-                    .parse::<Millis>()
-                    .map_err(|_| invalid("cursor: malformed".to_string()))?,
+                since.parse::<Millis>().map_err(|_| malformed())?,
                 id.to_string(),
             ))
         }
     };
+    let since =
+        match query.since.as_deref() {
+            None => None,
+            Some(text) => Some(crate::time::parse_time(text).ok_or_else(|| {
+                invalid("since", format!("since: {text:?} is not an RFC 3339 time"))
+            })?),
+        };
     Ok(DriftFilter {
         state: query.state.clone(),
         class: query.class.clone(),
         severity: query.severity.clone(),
         cluster: query.cluster.clone(),
         namespace: query.namespace.clone(),
-        since: query
-            .since
-            .as_deref()
-            .map(|text| parse_time("since", text))
-            .transpose()?,
+        since,
         limit: query.limit.unwrap_or(100).clamp(1, 500),
         cursor,
     })
@@ -134,7 +152,9 @@ pub(super) async fn list_drifts(
 pub(super) async fn get_drift(
     State(state): State<ApiState>,
     Path(id): Path<String>,
+    query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    no_query(query)?;
     let Some((drift, history, deliveries)) = detail(&state, &id).await? else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

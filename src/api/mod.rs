@@ -29,7 +29,6 @@ use axum::Router;
 use crate::config::Secret;
 use crate::ingest::auth::{bearer, same_secret};
 use crate::ingest::ApiError;
-use crate::model::Millis;
 use crate::pipeline::Pipeline;
 use crate::store::AuditRead;
 use crate::time::Clock;
@@ -129,18 +128,21 @@ pub async fn blocking<T: Send + 'static>(
     }
 }
 
-/// An RFC 3339 query value as milliseconds, or a `400` naming the field.
-pub(crate) fn parse_time(field: &str, text: &str) -> Result<Millis, ApiError> {
-    crate::time::parse_time(text).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_query",
-            format!("{field}: {text:?} is not an RFC 3339 time"),
-        )
-    })
-}
-
-/// A query string that does not parse, as a `400`.
+/// A query string that does not parse (an unknown parameter, a value of the wrong type), as the
+/// same JSON `400` as every other query error.
 pub(crate) fn query_error(error: axum::extract::rejection::QueryRejection) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", error.body_text())
+}
+
+/// The query of a route that takes no parameters: any parameter is refused, so a filter that
+/// a route does not have is never silently ignored.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoQuery {}
+
+/// `Ok` for an empty query, else the JSON `400` of [`query_error`].
+pub(crate) fn no_query(
+    query: Result<axum::extract::Query<NoQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<(), ApiError> {
+    query.map(|_| ()).map_err(query_error)
 }

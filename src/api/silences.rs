@@ -1,13 +1,13 @@
 //! Silences: configured ones (read-only, from `rules.silences`) and those created through the
 //! API, which the pipeline's single writer stores.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use super::{audit, blocking, ApiState};
+use super::{audit, blocking, no_query, ApiState, NoQuery};
 use crate::ingest::ApiError;
 use crate::model::Silence;
 use crate::pipeline::{SilenceOutcome, SilenceRequest};
@@ -33,7 +33,11 @@ pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiErro
     Ok(items)
 }
 
-pub(super) async fn list_silences(State(state): State<ApiState>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list_silences(
+    State(state): State<ApiState>,
+    query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    no_query(query)?;
     Ok(Json(json!({"items": all_silences(&state).await?})))
 }
 
@@ -67,6 +71,19 @@ pub(crate) async fn add_silence(
     silence: Silence,
 ) -> Result<crate::store::StoredSilence, ApiError> {
     validate_silence(&silence)?;
+    // An expiry already past would store a silence that matches nothing: a mistake (a wrong
+    // year, a time zone) that the caller should hear about. Configured silences are not held
+    // to this: one that has expired is harmless, and refusing it would make a config that
+    // loaded yesterday fail to load after a restart today.
+    if let Some(expires) = &silence.expires_at {
+        if crate::time::parse_time(expires).is_some_and(|at| at <= (state.clock)()) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_silence",
+                format!("silence.expiresAt: {expires:?} is in the past"),
+            ));
+        }
+    }
     audit(state)?;
     // The writer stores it and withdraws the queued reminders it covers; new notices are muted
     // by routing once it is committed.
@@ -105,8 +122,10 @@ async fn write_silence(
 
 pub(super) async fn create_silence(
     State(state): State<ApiState>,
+    query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
     body: Result<Json<SilenceInput>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
+    no_query(query)?;
     let Json(silence) = body.map_err(|error| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -126,7 +145,9 @@ pub(super) async fn create_silence(
 pub(super) async fn delete_silence(
     State(state): State<ApiState>,
     Path(id): Path<String>,
+    query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    no_query(query)?;
     if id.starts_with("config-") {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

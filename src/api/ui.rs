@@ -193,10 +193,38 @@ fn select_labelled(name: &str, current: Option<&str>, options: &[(&str, &str)]) 
     html
 }
 
+/// The filters the dashboard takes, in its own words: a bad filter gets a page that says what the
+/// dashboard takes, never the value given (the page is HTML; a value could be markup).
+fn bad_filter(field: Option<&str>) -> Response {
+    let what = match field {
+        Some("state") => "state must be open, pending, firing or resolved.".to_string(),
+        Some("class") => format!(
+            "class must be a drift class: {}.",
+            crate::classify::classes::REGISTRY
+                .iter()
+                .map(|class| class.id())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some("severity") => format!(
+            "severity must be one of {}.",
+            crate::model::SEVERITIES.join(", ")
+        ),
+        Some(other) => format!("{other} is not valid."),
+        None => "The address holds a parameter this page does not take, or one it cannot read. \
+                 The drift list takes state, class, severity, cluster and namespace."
+            .to_string(),
+    };
+    error_page(StatusCode::BAD_REQUEST, "Invalid filter", &what)
+}
+
 async fn index(
     State(state): State<ApiState>,
-    Query(mut query): Query<DriftQuery>,
+    query: Result<Query<DriftQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Ok(Query(mut query)) = query else {
+        return Ok(bad_filter(None));
+    };
     for field in [
         &mut query.state,
         &mut query.class,
@@ -211,7 +239,10 @@ async fn index(
     if query.state.is_none() {
         query.state = Some("open".to_string());
     }
-    let filter = filter(&query)?;
+    let filter = match filter(&query) {
+        Ok(filter) => filter,
+        Err(invalid) => return Ok(bad_filter(Some(invalid.field))),
+    };
     let reader = audit(&state)?;
     let (drifts, _) = blocking(move || reader.drifts(&filter)).await?;
     let mut body = format!(
@@ -257,6 +288,7 @@ fn row(drift: &Drift) -> String {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DetailQuery {
     silenced: Option<String>,
 }
@@ -264,8 +296,11 @@ struct DetailQuery {
 async fn detail(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-    Query(query): Query<DetailQuery>,
+    query: Result<Query<DetailQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let Ok(Query(query)) = query else {
+        return Ok(bad_filter(None));
+    };
     let Some((drift, history, deliveries)) = drift_detail(&state, &id).await? else {
         return Ok((
             StatusCode::NOT_FOUND,

@@ -756,3 +756,104 @@ async fn the_dashboard_cookie_is_secure_when_served_over_https() {
     assert!(public.contains("; Secure"), "{public}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_silence_that_has_already_expired_is_refused() {
+    let app = Running::start("").await;
+    for expires in ["2020-01-01T00:00:00Z", "1970-01-01T00:00:00+08:00"] {
+        let response = app
+            .client
+            .post(format!("{}/api/v1/silences", app.base))
+            .json(&json!({"matchers": {"class": "config_drift"}, "expiresAt": expires}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{expires}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], "invalid_silence");
+        assert!(
+            body["message"].as_str().unwrap().contains("expiresAt"),
+            "{body}"
+        );
+    }
+    assert_eq!(app.silences(None).await, Vec::<Value>::new());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_query_parameter_is_a_json_400_like_every_query_error() {
+    let mut app = Running::start("").await;
+    app.make_drifts().await;
+    let (id, _) = firing_drift(&app).await;
+    for (method, path) in [
+        ("GET", "/api/v1/drifts?bogus=1".to_string()),
+        ("GET", format!("/api/v1/drifts/{id}?bogus=1")),
+        ("GET", "/api/v1/deliveries?bogus=1".to_string()),
+        ("GET", "/api/v1/silences?bogus=1".to_string()),
+        ("POST", "/api/v1/silences?bogus=1".to_string()),
+        ("DELETE", "/api/v1/silences/nope?bogus=1".to_string()),
+        ("GET", "/api/v1/report?bogus=1".to_string()),
+        ("GET", "/api/v1/drifts?limit=many".to_string()),
+    ] {
+        let request = match method {
+            "POST" => app
+                .client
+                .post(format!("{}{path}", app.base))
+                .json(&json!({"matchers": {"class": "config_drift"}})),
+            "DELETE" => app.client.delete(format!("{}{path}", app.base)),
+            _ => app.client.get(format!("{}{path}", app.base)),
+        };
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 400, "{method} {path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{method} {path}"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], "invalid_query", "{method} {path}: {body}");
+    }
+    assert_eq!(app.silences(None).await, Vec::<Value>::new());
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_dashboard_answers_a_bad_filter_with_its_own_page_and_never_echoes_it() {
+    let mut app = Running::start("").await;
+    app.make_drifts().await;
+    let (id, _) = firing_drift(&app).await;
+    for path in [
+        "/ui?state=%3Cscript%3Ealert(1)%3C%2Fscript%3E".to_string(),
+        "/ui?class=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E".to_string(),
+        "/ui?severity=%3Cb%3Ealert(1)".to_string(),
+        "/ui?limit=%3Cscript%3Ealert(1)".to_string(),
+        "/ui?%3Cscript%3Ealert(1)%3C%2Fscript%3E=1".to_string(),
+        format!("/ui/drifts/{id}?%3Cscript%3Ealert(1)=1"),
+    ] {
+        let response = app
+            .client
+            .get(format!("{}{path}", app.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/html; charset=utf-8",
+            "{path}"
+        );
+        let page = response.text().await.unwrap();
+        assert!(!page.contains("alert(1)"), "{path}: {page}");
+        assert!(
+            page.contains("drift-sentinel"),
+            "the dashboard's own page: {page}"
+        );
+    }
+    // Filters the dashboard offers still work, and an empty one means any.
+    let (status, page) = app
+        .text("/ui?state=firing&class=config_drift&severity=")
+        .await;
+    assert_eq!(status, 200);
+    assert!(page.contains("config-autoscaler"), "{page}");
+    app.stop().await;
+}
