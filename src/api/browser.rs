@@ -47,9 +47,24 @@ pub(crate) async fn security_headers(mut response: Response) -> Response {
 }
 
 /// `Ok` when a request may proceed, or why it is a cross-origin write.
-pub(crate) fn same_origin(
+pub(crate) fn same_origin(request: &Request, public_url: Option<&str>) -> Result<(), &'static str> {
+    check_origin(
+        request.method(),
+        request.headers(),
+        request
+            .uri()
+            .authority()
+            .map(|authority| authority.as_str()),
+        public_url,
+    )
+}
+
+/// [`same_origin`] on a request's parts; `authority` is the request target's (HTTP/2 carries the
+/// host there rather than in `Host`).
+fn check_origin(
     method: &Method,
     headers: &HeaderMap,
+    authority: Option<&str>,
     public_url: Option<&str>,
 ) -> Result<(), &'static str> {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
@@ -69,7 +84,8 @@ pub(crate) fn same_origin(
     };
     let host = headers
         .get(header::HOST)
-        .and_then(|host| host.to_str().ok());
+        .and_then(|host| host.to_str().ok())
+        .or(authority);
     let origin_host = origin
         .split_once("://")
         .map(|(_, authority)| authority)
@@ -92,11 +108,7 @@ pub(crate) async fn refuse_cross_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    match same_origin(
-        request.method(),
-        request.headers(),
-        state.public_url.as_deref(),
-    ) {
+    match same_origin(&request, state.public_url.as_deref()) {
         Ok(()) => next.run(request).await,
         Err(reason) => {
             tracing::warn!(message = "Refused a cross-origin write.", path = %request.uri().path(), reason);
@@ -155,7 +167,12 @@ mod tests {
         ];
         for pairs in allowed {
             assert_eq!(
-                same_origin(&post, &headers(pairs), Some("https://drift.example.com/")),
+                check_origin(
+                    &post,
+                    &headers(pairs),
+                    None,
+                    Some("https://drift.example.com/")
+                ),
                 Ok(()),
                 "{pairs:?}"
             );
@@ -176,17 +193,34 @@ mod tests {
         ];
         for pairs in refused {
             assert!(
-                same_origin(&post, &headers(pairs), Some("https://drift.example.com")).is_err(),
+                check_origin(
+                    &post,
+                    &headers(pairs),
+                    None,
+                    Some("https://drift.example.com")
+                )
+                .is_err(),
                 "{pairs:?}"
             );
-            assert_eq!(same_origin(&Method::GET, &headers(pairs), None), Ok(()));
+            assert_eq!(
+                check_origin(&Method::GET, &headers(pairs), None, None),
+                Ok(())
+            );
         }
-        assert!(same_origin(
+        assert!(check_origin(
             &Method::DELETE,
             &headers(&[("sec-fetch-site", "cross-site")]),
+            None,
             None
         )
         .is_err());
+        // HTTP/2 names the host in the request target, not in `Host`.
+        let origin = headers(&[("origin", "http://drift:8080")]);
+        assert_eq!(
+            check_origin(&Method::POST, &origin, Some("drift:8080"), None),
+            Ok(())
+        );
+        assert!(check_origin(&Method::POST, &origin, Some("other:8080"), None).is_err());
     }
 
     #[test]

@@ -65,11 +65,7 @@ async fn refuse_cross_origin(
     request: Request,
     next: Next,
 ) -> Response {
-    match super::browser::same_origin(
-        request.method(),
-        request.headers(),
-        state.public_url.as_deref(),
-    ) {
+    match super::browser::same_origin(&request, state.public_url.as_deref()) {
         Ok(()) => next.run(request).await,
         Err(reason) => {
             tracing::warn!(message = "Refused a cross-origin write.", path = %request.uri().path(), reason);

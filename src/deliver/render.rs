@@ -29,8 +29,9 @@ use super::Message;
 ///   no Markdown renderer reads as syntax and a person does not see: before a value whose first
 ///   character could open a block (`#` heading, `>` quote, list, fence, table, reference
 ///   definition), between `]` and `(` or `[` (links and images), after `<` when a tag, autolink or
-///   mention could follow (`<font>`, Feishu's `<at …>`, WeCom's `<@userid>`), inside runs of three
-///   backticks or tildes (code fences), and after the `@` of the group mentions `@all`,
+///   mention could follow (`<font>`, Feishu's `<at …>`, WeCom's `<@userid>`), after `&` when an
+///   entity could follow (`&#60;at …&#62;`), inside runs of three backticks or tildes (code
+///   fences), and after the `@` of the group mentions `@all`,
 ///   `@所有人`, `@here`, `@channel` and `@everyone`. Other characters are left as they are, so an
 ///   image digest (`@sha256:…`) or a command stays as written.
 /// * [`Markup::Slack`] (mrkdwn): `&`, `<` and `>` become entities (Slack's documented escaping,
@@ -187,6 +188,11 @@ fn defang_markdown(line: &str, block_start: bool) -> String {
             // Tags (`<font>`, `<at …>`, `</…>`, `<!…>`, `<?…>`), autolinks (`<https://…>`)
             // and WeCom's `<@userid>`.
             ('<', Some(next)) if next.is_ascii_alphabetic() || "/!?@#".contains(next) => {
+                out.push(ZERO_WIDTH_SPACE)
+            }
+            // Entities (`&#60;`, `&lt;`): a renderer that decodes them before it reads tags
+            // would turn `&#60;at id=all&#62;` into a mention; shown as written instead.
+            ('&', Some(next)) if next.is_ascii_alphabetic() || next == '#' => {
                 out.push(ZERO_WIDTH_SPACE)
             }
             _ => {}
@@ -693,6 +699,8 @@ mod tests {
             ("cc @HERE", "@HERE"),
             ("a```b", "```"),
             ("a~~~~b", "~~~"),
+            ("&#60;at id=all&#62;", "&#"),
+            ("&lt;@U123&gt;", "&lt"),
         ];
         for (value, construct) in cases {
             let text = Markup::Markdown.text(value);
