@@ -486,7 +486,13 @@ fn urlencode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-async fn report(State(state): State<ApiState>) -> Result<Response, ApiError> {
+async fn report(
+    State(state): State<ApiState>,
+    query: Result<Query<super::NoQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    if query.is_err() {
+        return Ok(bad_filter(None));
+    }
     let report = build_report(&state, std::time::Duration::from_secs(30 * 24 * 3600)).await?;
     Ok(Html(super::report::html(&report)).into_response())
 }

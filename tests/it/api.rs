@@ -829,6 +829,7 @@ async fn the_dashboard_answers_a_bad_filter_with_its_own_page_and_never_echoes_i
         "/ui?limit=%3Cscript%3Ealert(1)".to_string(),
         "/ui?%3Cscript%3Ealert(1)%3C%2Fscript%3E=1".to_string(),
         format!("/ui/drifts/{id}?%3Cscript%3Ealert(1)=1"),
+        "/ui/report?%3Cscript%3Ealert(1)=1".to_string(),
     ] {
         let response = app
             .client
