@@ -180,6 +180,9 @@ impl ObjectState {
         let is_pod = object.api_version == "v1" && object.kind == "Pod";
         let spec = if is_pod {
             Spec::from_value(&trim_pod_spec(&object.spec))
+        } else if let Some(text) = &object.spec_text {
+            // Serialized by the decoder already: the same text `from_value` would write.
+            Spec::from_raw(text.0.clone())
         } else {
             Spec::from_value(&object.spec)
         };
@@ -333,6 +336,7 @@ impl ObjectState {
             spec: self.spec.value(),
             status: self.status.value(),
             data: self.data.clone(),
+            spec_text: None,
         }
     }
 
