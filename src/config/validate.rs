@@ -47,6 +47,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
         return Err(Error::invalid("store.path", "must not be empty"));
     }
     validate_resync(&config.resync)?;
+    validate_limits(&config.limits)?;
     for (class, rule) in &config.rules.classes {
         if !classes::is_known(class) {
             return Err(Error::invalid(
@@ -208,6 +209,19 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+fn validate_limits(limits: &super::LimitsConfig) -> Result<(), Error> {
+    if limits.max_objects_per_cluster == 0 {
+        return Err(Error::invalid(
+            "limits.maxObjectsPerCluster",
+            "must be at least 1",
+        ));
+    }
+    if limits.max_clusters == 0 {
+        return Err(Error::invalid("limits.maxClusters", "must be at least 1"));
     }
     Ok(())
 }

@@ -158,6 +158,14 @@ pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
         "resourceVersion",
         "data.metadata.resourceVersion",
     )?;
+    // A decimal integer, as every API server writes it (and Kubernetes documents since 1.35):
+    // anything else cannot be ordered, and an unorderable version would replace any state.
+    if !resource_version.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(Error::InvalidObject(
+            "data.metadata.resourceVersion: must be a decimal integer, as the API server writes it"
+                .to_string(),
+        ));
+    }
     let namespace =
         optional_str(&metadata, "namespace", "data.metadata.namespace")?.unwrap_or_default();
     let generation = match metadata.get("generation") {

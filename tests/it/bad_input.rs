@@ -604,7 +604,11 @@ async fn wrong_types_in_what_the_classes_read_are_a_400_with_the_key_path() {
     // beyond 100, a negative generation).
     let app = app();
     let cases: Vec<(&str, Value, &str)> = vec![
-        ("string spec", json!({"spec": "nope"}), "data.spec: expected an object, got a string"),
+        (
+            "string spec",
+            json!({"spec": "nope"}),
+            "data.spec: expected an object, got a string",
+        ),
         (
             "object conditions",
             json!({"status": {"conditions": {"type": "Ready"}}}),
@@ -702,23 +706,9 @@ async fn what_one_object_may_cost_is_bounded_and_the_400_names_the_limit() {
     object["spec"]["template"]["spec"]["containers"][0]["args"] = json!((0..120_000)
         .map(|index| format!("--a{index}"))
         .collect::<Vec<_>>());
-    refused(
-        &app,
-        "cost-4",
-        &object,
-        "data.spec: ",
-        "spec size",
-    )
-    .await;
+    refused(&app, "cost-4", &object, "data.spec: ", "spec size").await;
     let mut object = config_autoscaler();
     object["data"] = json!({"big": "x".repeat(1100 * 1024)});
-    refused(
-        &app,
-        "cost-5",
-        &object,
-        "data.data: ",
-        "ConfigMap data",
-    )
-    .await;
+    refused(&app, "cost-5", &object, "data.data: ", "ConfigMap data").await;
     assert_eq!(app.store.event_count(), 0, "nothing is committed");
 }
