@@ -170,6 +170,8 @@ pub struct Metrics {
     pub cluster_objects_max: Gauge,
     /// The cap on objects tracked per cluster (`limits.maxObjectsPerCluster`).
     pub cluster_objects_limit: Gauge,
+    /// `limits.maxObjects`.
+    pub objects_limit: Gauge,
 }
 
 /// `class` label.
@@ -380,6 +382,12 @@ impl Metrics {
             "The cap on objects tracked per cluster (limits.maxObjectsPerCluster)",
             cluster_objects_limit.clone(),
         );
+        let objects_limit = Gauge::default();
+        registry.register(
+            "tracked_objects_limit",
+            "The cap on objects tracked in all clusters together (limits.maxObjects)",
+            objects_limit.clone(),
+        );
         Metrics {
             registry,
             cluster_conflicts,
@@ -387,6 +395,7 @@ impl Metrics {
             objects_refused,
             cluster_objects_max,
             cluster_objects_limit,
+            objects_limit,
             store_commit_seconds,
             writer_round_seconds,
             resync_last_success,

@@ -248,6 +248,9 @@ impl Engine {
 
     /// True when one more object may be tracked in `cluster`.
     fn has_room_in(&self, cluster: &str) -> bool {
+        if self.graph.len() >= self.capacity.objects {
+            return false;
+        }
         let tracked = self.graph.count_in(cluster);
         if tracked == 0 && self.graph.cluster_count() >= self.capacity.clusters {
             return false;

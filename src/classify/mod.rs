@@ -55,8 +55,9 @@ pub enum Outcome {
     /// name one uid differently. Nothing is applied (a forged `cluster` extension must not move
     /// or resolve anything); the writer counts and logs it.
     Conflict,
-    /// A new object in a cluster already at [`Capacity::objects_per_cluster`], or in one cluster
-    /// more than [`Capacity::clusters`]: not tracked (objects already tracked keep working).
+    /// A new object beyond [`Capacity::objects`], in a cluster already at
+    /// [`Capacity::objects_per_cluster`], or in one cluster more than [`Capacity::clusters`]: not
+    /// tracked (objects already tracked keep working).
     OverCapacity,
 }
 
@@ -64,6 +65,8 @@ pub enum Outcome {
 /// push past.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capacity {
+    /// Most objects (tombstones included) tracked in all clusters together: what bounds memory.
+    pub objects: usize,
     /// Most objects (tombstones included) tracked in one cluster.
     pub objects_per_cluster: usize,
     /// Most cluster names tracked.
@@ -73,6 +76,7 @@ pub struct Capacity {
 impl Default for Capacity {
     fn default() -> Self {
         Capacity {
+            objects: 100_000,
             objects_per_cluster: 50_000,
             clusters: 100,
         }

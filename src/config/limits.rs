@@ -9,12 +9,20 @@ use crate::classify::Capacity;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsConfig {
+    /// Most objects tracked in all clusters together, tombstones included (about 8 KB of memory
+    /// each): the bound on the state's memory.
+    #[serde(default = "default_objects")]
+    pub max_objects: usize,
     /// Most objects tracked per cluster, tombstones included (about 8 KB of memory each).
     #[serde(default = "default_objects_per_cluster")]
     pub max_objects_per_cluster: usize,
     /// Most cluster names tracked.
     #[serde(default = "default_clusters")]
     pub max_clusters: usize,
+}
+
+fn default_objects() -> usize {
+    Capacity::default().objects
 }
 
 fn default_objects_per_cluster() -> usize {
@@ -28,6 +36,7 @@ fn default_clusters() -> usize {
 impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
+            max_objects: default_objects(),
             max_objects_per_cluster: default_objects_per_cluster(),
             max_clusters: default_clusters(),
         }
@@ -38,6 +47,7 @@ impl LimitsConfig {
     /// The engine's capacity.
     pub fn capacity(&self) -> Capacity {
         Capacity {
+            objects: self.max_objects,
             objects_per_cluster: self.max_objects_per_cluster,
             clusters: self.max_clusters,
         }

@@ -521,6 +521,9 @@ impl Writer {
             .cluster_objects_limit
             .set(i64::try_from(capacity.objects_per_cluster).unwrap_or(i64::MAX));
         self.metrics
+            .objects_limit
+            .set(i64::try_from(capacity.objects).unwrap_or(i64::MAX));
+        self.metrics
             .tracked_objects
             .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));
         self.update_firing_gauge();

@@ -284,6 +284,7 @@ fn another_service(index: usize, version: &str) -> Value {
 #[tokio::test]
 async fn a_flood_of_new_objects_stops_at_the_cap_and_tracked_objects_keep_working() {
     let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        objects: 100,
         objects_per_cluster: 2,
         clusters: 8,
     });
@@ -373,6 +374,7 @@ async fn a_flood_of_new_objects_stops_at_the_cap_and_tracked_objects_keep_workin
 #[tokio::test]
 async fn cluster_names_beyond_the_cap_are_refused() {
     let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        objects: 100,
         objects_per_cluster: 100,
         clusters: 2,
     });
@@ -414,4 +416,36 @@ async fn cluster_names_beyond_the_cap_are_refused() {
         StatusCode::ACCEPTED
     );
     assert_eq!(app.store.objects().len(), 3);
+}
+
+#[tokio::test]
+async fn the_total_cap_holds_across_clusters() {
+    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        objects: 3,
+        objects_per_cluster: 100,
+        clusters: 100,
+    });
+    for index in 0..5 {
+        let (status, body) = post(
+            &app,
+            from(
+                &format!("cluster-{index}"),
+                &format!("t-{index}"),
+                "add",
+                &another_service(index, "100"),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    assert_eq!(app.store.objects().len(), 3);
+    assert_eq!(
+        metric(&app.metrics, "drift_sentinel_objects_refused_total"),
+        2.0
+    );
+    assert_eq!(metric(&app.metrics, "drift_sentinel_tracked_objects"), 3.0);
+    assert_eq!(
+        metric(&app.metrics, "drift_sentinel_tracked_objects_limit"),
+        3.0
+    );
 }
