@@ -71,6 +71,7 @@ pub async fn start(
             dedup_retention: config.store.dedup_retention,
             audit_retention: config.store.retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
+            capacity: config.limits.capacity(),
         },
         clock.clone(),
         Arc::clone(&metrics),

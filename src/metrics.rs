@@ -162,6 +162,18 @@ pub struct Metrics {
     pub resync_drifts_found: Family<ClassLabel, Counter>,
     /// Failed resync lists, by error kind.
     pub resync_errors: Family<KindLabel, Counter>,
+    /// Events for an object tracked under another cluster name that events carry: not applied.
+    pub cluster_conflicts: Counter,
+    /// Events whose `resourceVersion` was implausibly far ahead of their cluster's.
+    pub implausible_versions: Counter,
+    /// New objects not tracked because their cluster (or the number of clusters) was at the cap.
+    pub objects_refused: Counter,
+    /// Objects tracked in the cluster with the most.
+    pub cluster_objects_max: Gauge,
+    /// The cap on objects tracked per cluster (`limits.maxObjectsPerCluster`).
+    pub cluster_objects_limit: Gauge,
+    /// `limits.maxObjects`.
+    pub objects_limit: Gauge,
 }
 
 /// `class` label.
@@ -348,8 +360,50 @@ impl Metrics {
             "Resync lists that failed, by error kind",
             resync_errors.clone(),
         );
+        let cluster_conflicts = Counter::default();
+        registry.register(
+            "cluster_conflicts",
+            "Events naming another cluster than the one their object's events carry (not applied)",
+            cluster_conflicts.clone(),
+        );
+        let implausible_versions = Counter::default();
+        registry.register(
+            "implausible_resource_versions",
+            "Events whose resourceVersion was implausibly far ahead of their cluster's",
+            implausible_versions.clone(),
+        );
+        let objects_refused = Counter::default();
+        registry.register(
+            "objects_refused",
+            "New objects not tracked because a cap of limits: was reached",
+            objects_refused.clone(),
+        );
+        let cluster_objects_max = Gauge::default();
+        registry.register(
+            "cluster_tracked_objects_max",
+            "Objects tracked in the cluster with the most (tombstones included)",
+            cluster_objects_max.clone(),
+        );
+        let cluster_objects_limit = Gauge::default();
+        registry.register(
+            "cluster_tracked_objects_limit",
+            "The cap on objects tracked per cluster (limits.maxObjectsPerCluster)",
+            cluster_objects_limit.clone(),
+        );
+        let objects_limit = Gauge::default();
+        registry.register(
+            "tracked_objects_limit",
+            "The cap on objects tracked in all clusters together (limits.maxObjects)",
+            objects_limit.clone(),
+        );
         Metrics {
             registry,
+            cluster_conflicts,
+            implausible_versions,
+            objects_refused,
+            cluster_objects_max,
+            cluster_objects_limit,
+            objects_limit,
             store_commit_seconds,
             writer_round_seconds,
             resync_last_success,

@@ -93,12 +93,12 @@ pub fn decode_request(data: &[u8]) {
     engine.tick(now + 24 * 3_600_000);
 }
 
-/// An ApiServerSource object (any JSON) through `decode::object::parse_object`.
+/// An ApiServerSource object (any JSON) through `decode::parse_object`.
 pub fn parse_object(data: &[u8]) {
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return;
     };
-    if let Ok(object) = decode::object::parse_object(value) {
+    if let Ok(object) = decode::parse_object(value) {
         // Secret values must never survive decoding, whatever the shape of the object.
         if object.is_secret() {
             for hashed in object.data.iter().flat_map(|data| data.values()) {

@@ -37,7 +37,7 @@
 //! inputs give byte-identical output); only [`crate::manifest::load`] and [`run`] read files.
 //! Nothing here panics on input: every bad input is an [`Error`] naming the file and document.
 //! Secret values are never output: live objects go through
-//! [`crate::decode::object::parse_object`], which hashes them, and a Secret manifest's values are
+//! [`crate::decode::parse_object`], which hashes them, and a Secret manifest's values are
 //! hashed the same way before comparison. Input is bounded: [`crate::manifest::MAX_FILE_BYTES`]
 //! per file, [`crate::manifest::MAX_TOTAL_BYTES`] in all.
 

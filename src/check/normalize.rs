@@ -6,7 +6,8 @@
 use serde_json::{json, Map, Value};
 
 use crate::classify::ObjectState;
-use crate::decode::object::{hash_value, parse_object};
+use crate::decode::object::hash_value;
+use crate::decode::parse_object;
 use crate::decode::KubeObject;
 use crate::manifest::Origin;
 use crate::manifest::{manifest_key, ManifestKey};

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::journal::Journal;
 use super::{
-    classes, resource_version, Changes, Graph, ObjectState, Outcome, Rules, Sweep,
+    classes, resource_version, Capacity, Changes, Graph, ObjectState, Outcome, Rules, Sweep,
     RECHECK_PER_TICK, RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS,
 };
 use crate::decode::{Action, ApiServerEvent, Mode};
@@ -25,6 +25,14 @@ pub struct Engine {
     /// Restored objects still to re-assess (see the module docs), popped from the end.
     recheck: Vec<ObjectKey>,
     journal: Journal,
+    /// Per cluster, the newest plausible `resourceVersion` seen (events and resync lists).
+    frontiers: HashMap<String, String>,
+    /// Events applied with an implausible `resourceVersion` (a count for metrics).
+    implausible: u64,
+    /// How much state may be kept.
+    capacity: Capacity,
+    /// New objects not tracked for lack of capacity (a count for metrics).
+    refused: u64,
 }
 
 impl Engine {
@@ -38,6 +46,10 @@ impl Engine {
             recorded: std::collections::HashSet::new(),
             recheck: Vec::new(),
             journal: Journal::default(),
+            frontiers: HashMap::new(),
+            implausible: 0,
+            capacity: Capacity::default(),
+            refused: 0,
         }
     }
 
@@ -48,6 +60,10 @@ impl Engine {
         for object in objects {
             if !object.deleted {
                 self.recheck.push(object.key());
+            }
+            if object.confirmed_resource_version.is_none() {
+                let (cluster, version) = (object.cluster.clone(), object.resource_version.clone());
+                self.advance_frontier(&cluster, &version);
             }
             self.graph.insert(object);
         }
@@ -112,6 +128,28 @@ impl Engine {
 
     /// Applies one ApiServerSource event at `now`.
     pub fn apply(&mut self, event: &ApiServerEvent, now: Millis) -> Outcome {
+        self.apply_from(event, None, now)
+    }
+
+    /// Applies one object of a resync list whose snapshot is `list_version` (trusted: it is the
+    /// API server's own). A listed state replaces a stored one whose version is newer than the
+    /// snapshot itself, which no real object can have (see `resource_version.rs`).
+    pub fn apply_listed(
+        &mut self,
+        event: &ApiServerEvent,
+        list_version: &str,
+        now: Millis,
+    ) -> Outcome {
+        self.advance_frontier(&event.cluster, list_version);
+        self.apply_from(event, Some(list_version), now)
+    }
+
+    fn apply_from(
+        &mut self,
+        event: &ApiServerEvent,
+        list_version: Option<&str>,
+        now: Millis,
+    ) -> Outcome {
         if event.mode == Mode::Reference {
             return Outcome::Reference;
         }
@@ -122,33 +160,54 @@ impl Engine {
             cluster: event.cluster.clone(),
             uid: object.uid.clone(),
         };
-        if self.graph.get(&key).is_none() {
-            self.rehome(&key, now);
+        if self.graph.get(&key).is_none() && list_version.is_none() {
+            // Tracked under another name: moved when resync filed it (the case the rule is for),
+            // a conflict when events named it otherwise.
+            if let Some(other) = self.other_cluster_of(&key.cluster, &key.uid) {
+                let listed = self
+                    .graph
+                    .by_uid(&other, &key.uid)
+                    .is_some_and(|copy| copy.listed);
+                if !listed {
+                    return Outcome::Conflict;
+                }
+                self.rehome(&key, now);
+            }
+        }
+        if self.graph.get(&key).is_none() && !self.has_room_in(&event.cluster) {
+            self.refused += 1;
+            return Outcome::OverCapacity;
         }
         let previous = self.graph.get(&key);
+        let plausible = self.is_plausible(&event.cluster, &object.resource_version);
         if let Some(previous) = previous {
-            // A uid names one lifetime of an object: nothing follows its delete.
-            let accept = !previous.deleted
-                && match event.action {
-                    // A delete carries the final state and may repeat the last update's version.
-                    Action::Delete => {
-                        resource_version::compare(
-                            &object.resource_version,
-                            &previous.resource_version,
-                        ) != Some(std::cmp::Ordering::Less)
-                    }
-                    Action::Add | Action::Update => resource_version::is_newer(
-                        &object.resource_version,
-                        &previous.resource_version,
-                    ),
-                };
-            if !accept {
+            if !accepts(
+                previous,
+                &object.resource_version,
+                event.action,
+                list_version,
+            ) {
                 return Outcome::Stale;
             }
         }
         let mut after = ObjectState::from_object(&event.cluster, object, now);
         if event.action == Action::Delete {
             after.deleted = true;
+        }
+        // Provenance: a list creates a listed object and leaves an existing one's as it was; any
+        // event makes it the events' (see `ObjectState::listed`).
+        after.listed = match (list_version, previous) {
+            (None, _) => false,
+            (Some(_), Some(previous)) if !previous.deleted => previous.listed,
+            (Some(_), _) => true,
+        };
+        if !plausible {
+            self.implausible += 1;
+            // Ordered against the last plausible version, so the next real event replaces it.
+            after.confirmed_resource_version = Some(match previous {
+                Some(previous) if !previous.deleted => previous.ordering_version().to_string(),
+                _ => "0".to_string(),
+            });
         }
         let mut durable = true;
         if let Some(previous) = previous {
@@ -163,10 +222,71 @@ impl Engine {
         // The previous state moves out of the graph (no copy) and into the journal once the
         // classes have seen it; `after` is read in place from the graph.
         let before = self.graph.insert(after);
+        if plausible {
+            self.advance_frontier(&event.cluster, &object.resource_version);
+        }
         let context_before = before.as_ref().filter(|previous| !previous.deleted);
         self.evaluate(&key, context_before, event.action, object, now);
         self.journal_object(key, before, durable);
         Outcome::Applied
+    }
+
+    /// Sets how much state may be kept (objects already tracked beyond it stay).
+    pub fn set_capacity(&mut self, capacity: Capacity) {
+        self.capacity = capacity;
+    }
+
+    /// How much state may be kept.
+    pub fn capacity(&self) -> Capacity {
+        self.capacity
+    }
+
+    /// How many new objects were not tracked for lack of capacity so far.
+    pub fn refused_objects(&self) -> u64 {
+        self.refused
+    }
+
+    /// True when one more object may be tracked in `cluster`.
+    fn has_room_in(&self, cluster: &str) -> bool {
+        if self.graph.len() >= self.capacity.objects {
+            return false;
+        }
+        let tracked = self.graph.count_in(cluster);
+        if tracked == 0 && self.graph.cluster_count() >= self.capacity.clusters {
+            return false;
+        }
+        tracked < self.capacity.objects_per_cluster
+    }
+
+    /// How many events were applied with an implausible `resourceVersion` so far.
+    pub fn implausible_versions(&self) -> u64 {
+        self.implausible
+    }
+
+    /// True when `version` is not implausibly far ahead of the versions seen in `cluster` (see
+    /// `resource_version::plausible`); a cluster not heard from yet cannot judge.
+    fn is_plausible(&self, cluster: &str, version: &str) -> bool {
+        self.frontiers
+            .get(cluster)
+            .is_none_or(|frontier| resource_version::plausible(version, frontier))
+    }
+
+    /// Raises `cluster`'s frontier (the newest plausible version seen) to `version`.
+    fn advance_frontier(&mut self, cluster: &str, version: &str) {
+        match self.frontiers.get_mut(cluster) {
+            Some(frontier) => {
+                if resource_version::compare(version, frontier) == Some(std::cmp::Ordering::Greater)
+                {
+                    *frontier = version.to_string();
+                }
+            }
+            None => {
+                if resource_version::compare(version, version).is_some() {
+                    self.frontiers
+                        .insert(cluster.to_string(), version.to_string());
+                }
+            }
+        }
     }
 
     /// Live objects of one kind in `cluster` that a complete list did not contain and that
@@ -185,7 +305,7 @@ impl Engine {
                     && object.group() == crate::decode::object::api_group(sweep.api_version)
                     && !sweep.seen.contains(&object.uid)
                     && object.last_seen < sweep.listed_at
-                    && resource_version::compare(&object.resource_version, sweep.list_version)
+                    && resource_version::compare(object.ordering_version(), sweep.list_version)
                         != Some(std::cmp::Ordering::Greater)
                     && (sweep.selects)(&object.labels)
             })
@@ -652,6 +772,36 @@ impl Engine {
             self.journal.removed(key, old);
         }
     }
+}
+
+/// True when an event's state (`incoming` version, `action`) replaces `previous` (see
+/// `resource_version.rs` for the rules).
+fn accepts(
+    previous: &ObjectState,
+    incoming: &str,
+    action: Action,
+    list_version: Option<&str>,
+) -> bool {
+    use std::cmp::Ordering;
+    // A uid names one lifetime of an object: nothing follows its delete.
+    if previous.deleted {
+        return false;
+    }
+    let base = previous.ordering_version();
+    let newer = match action {
+        // A delete carries the final state and may repeat the last update's version.
+        Action::Delete => resource_version::compare(incoming, base) != Some(Ordering::Less),
+        Action::Add | Action::Update => resource_version::is_newer(incoming, base),
+    };
+    if newer {
+        return true;
+    }
+    // A stored version newer than the API server's own snapshot cannot be real: the listed
+    // state replaces it.
+    list_version.is_some_and(|list| {
+        resource_version::compare(&previous.resource_version, list) == Some(Ordering::Greater)
+            && resource_version::compare(incoming, list) != Some(Ordering::Greater)
+    })
 }
 
 fn drift_id(slot: &DriftSlot, since: Millis, sequence: usize) -> String {

@@ -119,6 +119,21 @@ impl Graph {
             .collect()
     }
 
+    /// Objects (tombstones included) tracked under `cluster`.
+    pub fn count_in(&self, cluster: &str) -> usize {
+        self.clusters.get(cluster).copied().unwrap_or(0)
+    }
+
+    /// The most objects any one cluster has.
+    pub fn largest_cluster(&self) -> usize {
+        self.clusters.values().copied().max().unwrap_or(0)
+    }
+
+    /// Number of cluster names with at least one object.
+    pub fn cluster_count(&self) -> usize {
+        self.clusters.len()
+    }
+
     /// The cluster names that have tracked objects.
     pub fn clusters(&self) -> impl Iterator<Item = &str> {
         self.clusters.keys().map(String::as_str)

@@ -51,6 +51,36 @@ pub enum Outcome {
     Stale,
     /// A Reference-mode event: no object to classify.
     Reference,
+    /// The object is tracked under another cluster name that events carry: two event streams
+    /// name one uid differently. Nothing is applied (a forged `cluster` extension must not move
+    /// or resolve anything); the writer counts and logs it.
+    Conflict,
+    /// A new object beyond [`Capacity::objects`], in a cluster already at
+    /// [`Capacity::objects_per_cluster`], or in one cluster more than [`Capacity::clusters`]: not
+    /// tracked (objects already tracked keep working).
+    OverCapacity,
+}
+
+/// How much state the engine keeps: bounds that a flood of junk objects or cluster names cannot
+/// push past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// Most objects (tombstones included) tracked in all clusters together: what bounds memory.
+    pub objects: usize,
+    /// Most objects (tombstones included) tracked in one cluster.
+    pub objects_per_cluster: usize,
+    /// Most cluster names tracked.
+    pub clusters: usize,
+}
+
+impl Default for Capacity {
+    fn default() -> Self {
+        Capacity {
+            objects: 100_000,
+            objects_per_cluster: 50_000,
+            clusters: 100,
+        }
+    }
 }
 
 impl Outcome {
@@ -60,6 +90,8 @@ impl Outcome {
             Outcome::Applied => "applied",
             Outcome::Stale => "stale",
             Outcome::Reference => "reference",
+            Outcome::Conflict => "conflict",
+            Outcome::OverCapacity => "over_capacity",
         }
     }
 }

@@ -1,10 +1,27 @@
-//! Ordering of `metadata.resourceVersion` values of one object.
+//! Ordering of `metadata.resourceVersion` values of one object, made so that one forged event
+//! cannot poison it.
 //!
 //! Since Kubernetes 1.35 (KEP-5504) resource versions are documented as monotonically increasing
-//! decimal integers of unbounded size; every earlier release produced the same shape. They are
-//! compared as unbounded decimals (shorter is smaller, then lexicographic) without parsing, so a
-//! value longer than any integer type still orders correctly. A value that is not decimal cannot
-//! be ordered: it is treated as newer unless it is equal, so nothing is ever dropped on a guess.
+//! decimal integers of unbounded size; every earlier release produced the same shape (etcd's
+//! revision, one counter for the whole cluster). The decoder refuses any other shape with a
+//! `400`. Versions are compared as unbounded decimals (shorter is smaller, then lexicographic)
+//! without parsing, so a value longer than any integer type still orders correctly.
+//!
+//! The rules, per object (cluster, uid):
+//! * A newer version replaces the state; an older or equal one is stale (a delete may repeat the
+//!   last version). This is what keeps redelivered and reordered events from rolling state back.
+//! * Because versions count every write of the whole cluster, a real version is never far ahead
+//!   of the newest version seen anywhere in that cluster (its frontier: events and the snapshot
+//!   version of every resync list). One more than [`MAX_JUMP`] ahead is implausible: it is
+//!   applied (it may be real, after a long quiet spell), but the object keeps ordering later
+//!   events against its last plausible version, so the next real event replaces a forged
+//!   `999999999999` instead of being dropped as stale, and it does not move the frontier.
+//! * A resync list's snapshot version is the API server's own: a stored version newer than it
+//!   cannot be real, and the listed state replaces it.
+//!
+//! What is left: the very first event of a cluster cannot be judged (there is no frontier yet),
+//! and the rules bound the harm of a forged event to one state, replaced by the next real one.
+//! Authenticating the sender (OIDC or a token) is what keeps forged events out.
 
 use std::cmp::Ordering;
 
@@ -21,6 +38,27 @@ pub(crate) fn compare(left: &str, right: &str) -> Option<Ordering> {
             .cmp(&right_digits.len())
             .then_with(|| left_digits.cmp(right_digits)),
     )
+}
+
+/// How far beyond its cluster's frontier a version may be and still count as plausible. A busy
+/// cluster writes a few hundred objects a second; five million writes between two events this
+/// service sees (or two resync lists, 10 minutes apart by default) is far beyond that.
+pub const MAX_JUMP: u128 = 5_000_000;
+
+/// True when `version` is at most [`MAX_JUMP`] beyond `frontier` (both decimal). A value too long
+/// for 128 bits is implausible unless the frontier is as long.
+pub(crate) fn plausible(version: &str, frontier: &str) -> bool {
+    match (strip(version), strip(frontier)) {
+        (Some(version), Some(frontier)) => {
+            match (version.parse::<u128>(), frontier.parse::<u128>()) {
+                (Ok(version), Ok(frontier)) => version <= frontier.saturating_add(MAX_JUMP),
+                (Err(_), Err(_)) => compare(version, frontier) != Some(Ordering::Greater),
+                (Err(_), Ok(_)) => false,
+                (Ok(_), Err(_)) => true,
+            }
+        }
+        _ => false,
+    }
 }
 
 /// True when `candidate` is strictly newer than `current` or cannot be ordered against it.
@@ -57,5 +95,17 @@ mod tests {
         assert!(is_newer("abc", "10"));
         assert!(!is_newer("9", "10"));
         assert!(!is_newer("10", "10"));
+    }
+
+    #[test]
+    fn plausible_means_not_far_beyond_the_frontier() {
+        assert!(plausible("1000", "2000"));
+        assert!(plausible("5002000", "2000"));
+        assert!(!plausible("5002001", "2000"));
+        assert!(!plausible(
+            "999999999999999999999999999999999999999999",
+            "2000"
+        ));
+        assert!(!plausible("abc", "2000"));
     }
 }

@@ -142,6 +142,13 @@ pub struct ObjectState {
     pub data: Option<BTreeMap<String, String>>,
     /// True once a delete event was seen (kept as a tombstone for a while).
     pub deleted: bool,
+    /// True when a resync list created this object and no event has been applied to it since:
+    /// the only case in which an event naming another cluster moves the object to its name.
+    pub listed: bool,
+    /// Set when `resource_version` is implausibly far ahead of every other version of its
+    /// cluster (`resource_version.rs`): the last version before it, which later events are
+    /// ordered against, so one forged version cannot freeze the object.
+    pub confirmed_resource_version: Option<String>,
     /// When this process first saw the object.
     pub first_seen: Millis,
     /// When the newest event for the object was applied.
@@ -180,6 +187,9 @@ impl ObjectState {
         let is_pod = object.api_version == "v1" && object.kind == "Pod";
         let spec = if is_pod {
             Spec::from_value(&trim_pod_spec(&object.spec))
+        } else if let Some(text) = &object.spec_text {
+            // Serialized by the decoder already: the same text `from_value` would write.
+            Spec::from_raw(text.0.clone())
         } else {
             Spec::from_value(&object.spec)
         };
@@ -227,6 +237,8 @@ impl ObjectState {
             status,
             data: object.data.clone(),
             deleted: false,
+            listed: false,
+            confirmed_resource_version: None,
             first_seen: now,
             last_seen: now,
         }
@@ -273,6 +285,8 @@ impl ObjectState {
             status,
             data,
             deleted,
+            listed,
+            confirmed_resource_version,
             first_seen,
             last_seen: _,
         } = self;
@@ -282,6 +296,8 @@ impl ObjectState {
             && *labels == other.labels
             && *annotations == other.annotations
             && *deleted == other.deleted
+            && *listed == other.listed
+            && *confirmed_resource_version == other.confirmed_resource_version
             && *generation == other.generation
             && *deletion_timestamp == other.deletion_timestamp
             && *owners == other.owners
@@ -333,7 +349,16 @@ impl ObjectState {
             spec: self.spec.value(),
             status: self.status.value(),
             data: self.data.clone(),
+            spec_text: None,
         }
+    }
+
+    /// The version later events are ordered against: the confirmed one while the newest is
+    /// implausible, else the newest.
+    pub fn ordering_version(&self) -> &str {
+        self.confirmed_resource_version
+            .as_deref()
+            .unwrap_or(&self.resource_version)
     }
 
     /// The key of this object.

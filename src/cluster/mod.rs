@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::config::{LabelSelectorConfig, ResourceConfig};
-use crate::decode::object::parse_object;
+use crate::decode::parse_object;
 use crate::decode::KubeObject;
 use crate::manifest;
 

@@ -252,7 +252,12 @@ impl Resync {
             while !events.is_empty() {
                 let rest = events.split_off(events.len().min(MAX_EVENTS_PER_ROUND));
                 let chunk = std::mem::replace(&mut events, rest);
-                let outcome = self.submit(ResyncWork::Listed(chunk)).await?;
+                let outcome = self
+                    .submit(ResyncWork::Listed {
+                        events: chunk,
+                        list_version: list_version.clone(),
+                    })
+                    .await?;
                 if let Some(other) = outcome.cluster_mismatch {
                     let error = Error::ClusterMismatch {
                         resource: resource.name(),

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 pub mod channels;
 mod duration;
+pub mod limits;
 pub mod load;
 pub mod resync;
 pub mod routes;
@@ -24,6 +25,7 @@ mod validate;
 
 pub use channels::{ChannelConfig, ChannelKind, TemplateConfig};
 pub(crate) use duration::{de_duration, de_opt_duration};
+pub use limits::LimitsConfig;
 pub use load::{load_file, load_str, redact_urls, sections};
 pub use resync::{
     default_resync_resources, LabelSelectorConfig, ResourceConfig, ResyncConfig, ResyncMode,
@@ -115,6 +117,9 @@ pub struct Config {
     /// Listing the cluster through the Kubernetes API at start and periodically.
     #[serde(default)]
     pub resync: ResyncConfig,
+    /// How much state is kept.
+    #[serde(default)]
+    pub limits: LimitsConfig,
 }
 
 fn default_cluster_name() -> String {

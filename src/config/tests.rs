@@ -153,3 +153,45 @@ fn secret_is_redacted() {
     assert_eq!(format!("{secret:?}"), "Secret(***)");
     assert_eq!(format!("{secret}"), "***");
 }
+
+#[test]
+fn limits_default_and_validate() {
+    let config = load_str("", &no_env).expect("defaults");
+    assert_eq!(
+        config.limits.capacity(),
+        crate::classify::Capacity::default()
+    );
+    let config = load_str(
+        "limits:\n  maxObjects: 300000\n  maxObjectsPerCluster: 200000\n  maxClusters: 3\n",
+        &no_env,
+    )
+    .expect("valid");
+    assert_eq!(config.limits.capacity().objects, 300_000);
+    assert_eq!(config.limits.capacity().objects_per_cluster, 200_000);
+    assert_eq!(config.limits.capacity().clusters, 3);
+    let error = load_str("limits:\n  maxObjectsPerCluster: 0\n", &no_env).unwrap_err();
+    assert!(
+        error.to_string().contains("limits.maxObjectsPerCluster"),
+        "{error}"
+    );
+    let error = load_str("limits:\n  maxObjects: 0\n", &no_env).unwrap_err();
+    assert!(error.to_string().contains("limits.maxObjects:"), "{error}");
+    let error = load_str("limits:\n  maxClusters: 0\n", &no_env).unwrap_err();
+    assert!(error.to_string().contains("limits.maxClusters"), "{error}");
+    let error = load_str("limits:\n  maxObject: 5\n", &no_env).unwrap_err();
+    assert!(error.to_string().contains("limits"), "{error}");
+}
+
+#[test]
+fn oidc_and_a_bearer_token_together_are_refused() {
+    let text =
+        "auth:\n  bearerToken: t0ken\n  oidc:\n    issuer: https://issuer\n    audience: a\n";
+    let error = load_str(text, &no_env).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("auth: set oidc or bearerToken, not both"),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("t0ken"), "{error}");
+}

@@ -47,6 +47,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
         return Err(Error::invalid("store.path", "must not be empty"));
     }
     validate_resync(&config.resync)?;
+    validate_limits(&config.limits)?;
     for (class, rule) in &config.rules.classes {
         if !classes::is_known(class) {
             return Err(Error::invalid(
@@ -145,6 +146,10 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
             "is empty (an unset ${VAR}?); remove the key to leave the API open",
         ));
     }
+    if config.auth.oidc.is_some() && config.auth.bearer_token.is_some() {
+        // One would be ignored: a caller with only the static token would be refused.
+        return Err(Error::invalid("auth", "set oidc or bearerToken, not both"));
+    }
     if config
         .auth
         .bearer_token
@@ -208,6 +213,22 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+fn validate_limits(limits: &super::LimitsConfig) -> Result<(), Error> {
+    if limits.max_objects == 0 {
+        return Err(Error::invalid("limits.maxObjects", "must be at least 1"));
+    }
+    if limits.max_objects_per_cluster == 0 {
+        return Err(Error::invalid(
+            "limits.maxObjectsPerCluster",
+            "must be at least 1",
+        ));
+    }
+    if limits.max_clusters == 0 {
+        return Err(Error::invalid("limits.maxClusters", "must be at least 1"));
     }
     Ok(())
 }

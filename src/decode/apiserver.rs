@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::cloudevent::CloudEvent;
-use super::object::{parse_object, type_name, KubeObject};
+use super::object::{type_name, KubeObject};
+use super::shape::parse_object;
 use super::Error;
 
 /// How cluster names are resolved.

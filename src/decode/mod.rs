@@ -13,10 +13,12 @@
 pub mod apiserver;
 pub mod cloudevent;
 pub mod object;
+pub mod shape;
 
 pub use apiserver::{Action, ApiServerEvent, ClusterNames, Decoded, Mode};
 pub use cloudevent::CloudEvent;
-pub use object::{KubeObject, ManagedFieldsEntry, OwnerReference};
+pub use object::{KubeObject, ManagedFieldsEntry, OwnerReference, SpecText};
+pub use shape::parse_object;
 
 /// Why a request or an event could not be decoded.
 #[derive(Debug, thiserror::Error)]

@@ -49,6 +49,16 @@ pub struct ManagedFieldsEntry {
     pub fields: Value,
 }
 
+/// An object's `spec` serialized (keys sorted, as serde_json writes a map).
+#[derive(Debug, Clone)]
+pub struct SpecText(pub Box<serde_json::value::RawValue>);
+
+impl PartialEq for SpecText {
+    fn eq(&self, other: &SpecText) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
 /// A Kubernetes object from a Resource-mode ApiServerSource event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubeObject {
@@ -80,6 +90,9 @@ pub struct KubeObject {
     pub managed_fields: Vec<ManagedFieldsEntry>,
     /// `spec`, or `Null`.
     pub spec: Value,
+    /// `spec` as the JSON text the state keeps (written once here, on the HTTP worker, and
+    /// reused by the engine); `None` when the object was not decoded from JSON.
+    pub spec_text: Option<SpecText>,
     /// `status`, or `Null`.
     pub status: Value,
     /// `data` of a ConfigMap (values) or Secret (hashes); `binaryData` values are hashed.
@@ -122,8 +135,9 @@ pub(crate) fn hash_value(value: &str) -> String {
     format!("sha256:{hex}")
 }
 
-/// Parses a Kubernetes object, hashing Secret values.
-pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
+/// Parses a Kubernetes object, hashing Secret values, without the shape checks and bounds of
+/// [`super::shape::parse_object`] (which every caller outside `decode` uses).
+pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
     let Value::Object(mut root) = value else {
         return Err(Error::InvalidObject(format!(
             "data must be a JSON object, got {}",
@@ -144,6 +158,14 @@ pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
         "resourceVersion",
         "data.metadata.resourceVersion",
     )?;
+    // A decimal integer, as every API server writes it (and Kubernetes documents since 1.35):
+    // anything else cannot be ordered, and an unorderable version would replace any state.
+    if !resource_version.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(Error::InvalidObject(
+            "data.metadata.resourceVersion: must be a decimal integer, as the API server writes it"
+                .to_string(),
+        ));
+    }
     let namespace =
         optional_str(&metadata, "namespace", "data.metadata.namespace")?.unwrap_or_default();
     let generation = match metadata.get("generation") {
@@ -211,7 +233,7 @@ pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
     } else {
         None
     };
-    Ok(KubeObject {
+    let object = KubeObject {
         api_version,
         kind,
         name,
@@ -228,7 +250,9 @@ pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
         spec,
         status,
         data,
-    })
+        spec_text: None,
+    };
+    Ok(object)
 }
 
 /// Parses `metadata.managedFields`; entries that are not objects are an error with their index.
@@ -337,7 +361,7 @@ mod tests {
 
     #[test]
     fn secret_values_are_hashed() {
-        let object = parse_object(json!({
+        let object = super::super::shape::parse_object(json!({
             "apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "s", "namespace": "n", "uid": "u", "resourceVersion": "1",
                 "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{\"data\":{\"token\":\"c2VjcmV0\"}}"}},
@@ -355,7 +379,7 @@ mod tests {
 
     #[test]
     fn missing_uid_names_path() {
-        let error = parse_object(json!({"apiVersion": "v1", "kind": "Pod",
+        let error = super::super::shape::parse_object(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "resourceVersion": "1"}}))
         .unwrap_err();
         assert_eq!(
@@ -366,7 +390,7 @@ mod tests {
 
     #[test]
     fn wrong_label_type_names_path() {
-        let error = parse_object(json!({"apiVersion": "v1", "kind": "Pod",
+        let error = super::super::shape::parse_object(json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "uid": "u", "resourceVersion": "1", "labels": {"a": 1}}}))
         .unwrap_err();
         assert!(error

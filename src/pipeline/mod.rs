@@ -30,7 +30,7 @@ use tokio::sync::oneshot;
 
 pub use resync::{ResyncOutcome, ResyncWork, Sweep};
 
-use crate::classify::{Engine, Rules};
+use crate::classify::{Capacity, Engine, Rules};
 use crate::decode::Decoded;
 use crate::metrics::Metrics;
 use crate::model::Silence;
@@ -76,6 +76,10 @@ pub enum EventResult {
     Ignored,
     /// A Reference-mode ApiServerSource event (nothing to classify).
     Reference,
+    /// Its object is tracked under another cluster name that events carry: not applied.
+    Conflict,
+    /// A new object beyond the configured capacity (`limits:`): not tracked.
+    OverCapacity,
 }
 
 impl EventResult {
@@ -87,6 +91,8 @@ impl EventResult {
             EventResult::Duplicate => "duplicate",
             EventResult::Ignored => "ignored",
             EventResult::Reference => "reference",
+            EventResult::Conflict => "conflict",
+            EventResult::OverCapacity => "over_capacity",
         }
     }
 }
@@ -155,6 +161,8 @@ pub struct Settings {
     pub audit_retention: Duration,
     /// Idle interval between heartbeat writes.
     pub heartbeat_interval: Duration,
+    /// How much state the engine may keep.
+    pub capacity: Capacity,
 }
 
 /// A handle to the writer; cheap to clone.
@@ -178,6 +186,7 @@ impl Pipeline {
         let snapshot = store.load()?;
         let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);
+        engine.set_capacity(settings.capacity);
         engine.restore(snapshot.objects, snapshot.drifts);
         let silences = Silences::new(
             snapshot
@@ -239,7 +248,13 @@ impl Pipeline {
         match command {
             Command::Resync { work, .. } => Err((error, work)),
             // The command sent is the command handed back; nothing else can arrive here.
-            _ => Err((Error::Stopped, ResyncWork::Listed(Vec::new()))),
+            _ => Err((
+                Error::Stopped,
+                ResyncWork::Listed {
+                    events: Vec::new(),
+                    list_version: String::new(),
+                },
+            )),
         }
     }
 

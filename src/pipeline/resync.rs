@@ -13,7 +13,12 @@ use crate::model::{Millis, ObjectKey};
 /// keys: a listed state is idempotent by its `resourceVersion` (an unchanged object is stale).
 pub enum ResyncWork {
     /// Listed objects, applied as `add` (unknown to the engine) or `update` events.
-    Listed(Vec<ApiServerEvent>),
+    Listed {
+        /// The objects of one page (or part of one), as `add`/`update` events.
+        events: Vec<ApiServerEvent>,
+        /// The list's snapshot `resourceVersion` (the API server's own).
+        list_version: String,
+    },
     /// A complete list of one kind ended: tracked objects of that kind it did not contain are
     /// deleted (see [`crate::classify::Engine::vanished`]).
     Sweep(Sweep),
@@ -55,6 +60,10 @@ pub struct ResyncOutcome {
     pub cluster_mismatch: Option<String>,
 }
 
+/// Most pairs of names remembered for logging once (the names come from senders: a flood of
+/// forged ones must not grow memory); past it, mix-ups are still counted, not logged.
+const MAX_LOGGED_PAIRS: usize = 1000;
+
 /// Cluster-name mix-ups between resync and the events, each logged once.
 #[derive(Default)]
 pub(super) struct Misnamed {
@@ -87,15 +96,52 @@ impl Misnamed {
         let Some(other) = engine.other_cluster_of(&event.cluster, &object.uid) else {
             return;
         };
+        // Only a copy resync filed is moved; another event stream's copy is a conflict
+        // (`Misnamed::conflict`), and resync is not to blame for it.
+        if !engine
+            .graph()
+            .by_uid(&other, &object.uid)
+            .is_some_and(|copy| copy.listed)
+        {
+            return;
+        }
         metrics
             .resync_errors
             .get_or_create(&crate::metrics::KindLabel::new("cluster_mismatch"))
             .inc();
-        if self.logged.insert((other.clone(), event.cluster.clone())) {
+        if self.first_time((other.clone(), event.cluster.clone())) {
             tracing::error!(
                 message = "The same objects were filed under two cluster names: resync's and the events'. They are moved to the events' name; set resync.cluster to it.",
                 resync_cluster = %other,
                 events_cluster = %event.cluster,
+            );
+        }
+    }
+
+    /// True the first time a pair is seen (and there is room to remember it).
+    fn first_time(&mut self, pair: (String, String)) -> bool {
+        self.logged.len() < MAX_LOGGED_PAIRS && self.logged.insert(pair)
+    }
+
+    /// Reports an event the engine did not apply because its object is tracked under another
+    /// cluster name that events carry: two event streams name one uid differently (a forged or
+    /// misconfigured `cluster` extension). Counted every time, logged once per pair of names.
+    pub(super) fn conflict(&mut self, engine: &Engine, metrics: &Metrics, event: &ApiServerEvent) {
+        metrics.cluster_conflicts.inc();
+        let Some(object) = &event.object else {
+            return;
+        };
+        let tracked_as = engine
+            .other_cluster_of(&event.cluster, &object.uid)
+            .unwrap_or_default();
+        if self.first_time((tracked_as.clone(), format!("conflict:{}", event.cluster))) {
+            tracing::error!(
+                message = "An event names another cluster than the one its object's events carry; it is not applied. Two senders disagree on the cluster of one uid: check the ApiServerSources' ceOverrides.extensions.cluster, and who else posts to this sink.",
+                tracked_as = %tracked_as,
+                event_cluster = %event.cluster,
+                kind = %event.kind,
+                namespace = %event.namespace,
+                name = %event.name,
             );
         }
     }
@@ -120,7 +166,10 @@ pub(super) fn apply(engine: &mut Engine, work: ResyncWork, now: Millis) -> Resyn
         }
     };
     match work {
-        ResyncWork::Listed(events) => {
+        ResyncWork::Listed {
+            events,
+            list_version,
+        } => {
             if let Some(other) = tracked_elsewhere(engine, &events) {
                 outcome.cluster_mismatch = Some(other);
                 return outcome;
@@ -142,11 +191,13 @@ pub(super) fn apply(engine: &mut Engine, work: ResyncWork, now: Millis) -> Resyn
                 // Applied with nothing to write is the same content under a newer
                 // resourceVersion (memory runs ahead of the store after a restart): nothing
                 // an event had missed.
-                match engine.apply(&event, now) {
+                match engine.apply_listed(&event, &list_version, now) {
                     Outcome::Applied if engine.journaled_writes() != writes => outcome.missed += 1,
-                    Outcome::Applied | Outcome::Stale | Outcome::Reference => {
-                        outcome.unchanged += 1
-                    }
+                    Outcome::Applied
+                    | Outcome::Stale
+                    | Outcome::Reference
+                    | Outcome::Conflict
+                    | Outcome::OverCapacity => outcome.unchanged += 1,
                 }
                 opened_since(engine, start, &mut outcome);
             }

@@ -74,6 +74,10 @@ pub(super) struct Writer {
     pub(super) dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
     /// Cluster-name mix-ups already logged.
     pub(super) misnamed: Misnamed,
+    /// The engine's count of implausible versions already reported.
+    pub(super) implausible_seen: u64,
+    /// The engine's count of refused objects already reported.
+    pub(super) refused_seen: u64,
 }
 
 impl Writer {
@@ -104,6 +108,8 @@ impl Writer {
             last_prune: 0,
             dropper: spawn_dropper(),
             misnamed: Misnamed::default(),
+            implausible_seen: 0,
+            refused_seen: 0,
         }
     }
 
@@ -204,7 +210,7 @@ impl Writer {
 
     /// One round: everything taken from the queue, plus due timers, in one transaction. The
     /// steps, in order: apply the events, the resync work and the silence writes; evaluate the
-    /// timers; route the transitions to outbox rows; commit; answer; observe; prune.
+    /// timers; route the transitions to outbox rows; commit; observe; answer; prune.
     fn round(&mut self, work: Work) {
         let now = (self.clock)();
         if work.is_empty() && !self.timers_due(now) && !self.rules_changed {
@@ -221,8 +227,10 @@ impl Writer {
         self.evaluate(&mut round);
         self.route(&mut round);
         let committed = self.commit(&mut round);
-        self.answer(round, committed);
+        // Observed before answering, so a caller that has its answer also sees the counters of
+        // its own events.
         self.observe(started);
+        self.answer(round, committed);
         self.prune(now);
     }
 
@@ -306,6 +314,11 @@ impl Writer {
                                 }
                                 Outcome::Stale => EventResult::Stale,
                                 Outcome::Reference => EventResult::Reference,
+                                Outcome::Conflict => {
+                                    self.misnamed.conflict(&self.engine, &self.metrics, event);
+                                    EventResult::Conflict
+                                }
+                                Outcome::OverCapacity => EventResult::OverCapacity,
                             }
                         }
                     }
@@ -490,6 +503,26 @@ impl Writer {
 
     /// Gauges that follow every round: tracked objects, firing drifts, round time.
     fn observe(&mut self, started: std::time::Instant) {
+        let implausible = self.engine.implausible_versions();
+        self.metrics
+            .implausible_versions
+            .inc_by(implausible.saturating_sub(self.implausible_seen));
+        self.implausible_seen = implausible;
+        let refused = self.engine.refused_objects();
+        self.metrics
+            .objects_refused
+            .inc_by(refused.saturating_sub(self.refused_seen));
+        self.refused_seen = refused;
+        let capacity = self.engine.capacity();
+        self.metrics
+            .cluster_objects_max
+            .set(i64::try_from(self.engine.graph().largest_cluster()).unwrap_or(i64::MAX));
+        self.metrics
+            .cluster_objects_limit
+            .set(i64::try_from(capacity.objects_per_cluster).unwrap_or(i64::MAX));
+        self.metrics
+            .objects_limit
+            .set(i64::try_from(capacity.objects).unwrap_or(i64::MAX));
         self.metrics
             .tracked_objects
             .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));

@@ -541,6 +541,10 @@ pub(crate) struct ObjectRow {
     data: Option<BTreeMap<String, String>>,
     #[serde(default)]
     deleted: bool,
+    #[serde(default)]
+    listed: bool,
+    #[serde(default)]
+    confirmed_resource_version: Option<String>,
     first_seen: Millis,
     last_seen: Millis,
 }
@@ -579,6 +583,10 @@ pub(crate) struct ObjectRowRef<'a> {
     data: Option<&'a BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     deleted: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    listed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confirmed_resource_version: Option<&'a str>,
     first_seen: Millis,
     last_seen: Millis,
 }
@@ -624,6 +632,8 @@ impl<'a> From<&'a ObjectState> for ObjectRowRef<'a> {
             status: raw(&object.status),
             data: object.data.as_ref(),
             deleted: object.deleted,
+            listed: object.listed,
+            confirmed_resource_version: object.confirmed_resource_version.as_deref(),
             first_seen: object.first_seen,
             last_seen: object.last_seen,
         }
@@ -672,6 +682,8 @@ impl From<ObjectRow> for ObjectState {
             status: serialized(row.status),
             data: row.data,
             deleted: row.deleted,
+            listed: row.listed,
+            confirmed_resource_version: row.confirmed_resource_version,
             first_seen: row.first_seen,
             last_seen: row.last_seen,
         }
@@ -890,6 +902,8 @@ mod tests {
             status: Serialized::default(),
             data: None,
             deleted: true,
+            listed: true,
+            confirmed_resource_version: Some("5".into()),
             first_seen: 5,
             last_seen: 6,
         };

@@ -202,13 +202,14 @@ async fn huge_arrays_are_400_where_an_object_is_expected() {
 #[tokio::test]
 async fn huge_arrays_inside_a_valid_object_are_handled_promptly() {
     // A valid object may carry a big list (args, env, traffic): it is accepted, and an edit of it
-    // is diffed within bounds and without a hang.
+    // is diffed within bounds and without a hang. (The lists are as big as the object bounds of
+    // `decode::shape` let them be: a 1 MiB spec, 1,000 traffic targets.)
     let app = app();
     let mut object = service();
-    object["spec"]["template"]["spec"]["containers"][0]["args"] = json!((0..100_000)
+    object["spec"]["template"]["spec"]["containers"][0]["args"] = json!((0..60_000)
         .map(|index| format!("--a{index}"))
         .collect::<Vec<_>>());
-    object["spec"]["traffic"] = json!((0..20_000)
+    object["spec"]["traffic"] = json!((0..1_000)
         .map(|index| json!({"revisionName": format!("r-{index}"), "percent": 0}))
         .collect::<Vec<_>>());
     let (status, body) = send(
@@ -223,7 +224,7 @@ async fn huge_arrays_inside_a_valid_object_are_handled_promptly() {
         String::from_utf8_lossy(&body)
     );
     let edited = changed(&object, |s| {
-        s["spec"]["template"]["spec"]["containers"][0]["args"] = json!((0..100_000)
+        s["spec"]["template"]["spec"]["containers"][0]["args"] = json!((0..60_000)
             .map(|index| format!("--b{index}"))
             .collect::<Vec<_>>());
         s["spec"]["traffic"][0]["percent"] = json!(100);
@@ -588,4 +589,126 @@ async fn any_shape_of_spec_and_status_is_never_a_server_error() {
             );
         }
     }
+}
+
+/// Sends `object` as a binary-mode `add` and returns the `400` message, naming `needle`.
+async fn refused(app: &TestApp, id: &str, object: &Value, needle: &str, what: &str) -> String {
+    let (status, body) = send(app, binary_request(&structured_event(id, "add", object))).await;
+    assert_400(status, &body, &["invalid_object"], needle, what)
+}
+
+#[tokio::test]
+async fn wrong_types_in_what_the_classes_read_are_a_400_with_the_key_path() {
+    // A real API server never sends these; a forged or broken sender gets a precise 400 instead
+    // of the engine guessing (a string spec, an object of conditions, a percent as a string or
+    // beyond 100, a negative generation).
+    let app = app();
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "string spec",
+            json!({"spec": "nope"}),
+            "data.spec: expected an object, got a string",
+        ),
+        (
+            "object conditions",
+            json!({"status": {"conditions": {"type": "Ready"}}}),
+            "data.status.conditions: expected an array, got an object",
+        ),
+        (
+            "string percent",
+            json!({"spec": {"traffic": [{"latestRevision": true, "percent": "100"}]}}),
+            "data.spec.traffic[0].percent: expected an integer from 0 to 100",
+        ),
+        (
+            "huge percent",
+            json!({"status": {"traffic": [{"revisionName": "a", "percent": 1e20}]}}),
+            "data.status.traffic[0].percent: expected an integer from 0 to 100",
+        ),
+        (
+            "negative generation",
+            json!({"metadata": {"generation": -1}}),
+            "data.metadata.generation: must not be negative",
+        ),
+        (
+            "numeric condition status",
+            json!({"status": {"conditions": [{"type": "Ready", "status": 1}]}}),
+            "data.status.conditions[0].status: expected a string, got a number",
+        ),
+        (
+            "negative observedGeneration",
+            json!({"status": {"observedGeneration": -3}}),
+            "data.status.observedGeneration: expected a non-negative integer",
+        ),
+        (
+            "image as a number",
+            json!({"spec": {"template": {"spec": {"containers": [{"image": 7}]}}}}),
+            "data.spec.template.spec.containers[0].image: expected a string",
+        ),
+    ];
+    for (index, (what, patch, needle)) in cases.into_iter().enumerate() {
+        let mut object = service();
+        merge(&mut object, &patch);
+        refused(&app, &format!("type-{index}"), &object, needle, what).await;
+    }
+    assert_eq!(app.store.event_count(), 0, "nothing is committed");
+}
+
+/// Merges `patch` into `target` (objects key by key, anything else replaced).
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge(target.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (target, patch) => *target = patch.clone(),
+    }
+}
+
+#[tokio::test]
+async fn what_one_object_may_cost_is_bounded_and_the_400_names_the_limit() {
+    let app = app();
+    let mut object = service();
+    object["metadata"]["managedFields"] = json!((0..129)
+        .map(|index| json!({"manager": format!("m{index}"), "operation": "Update"}))
+        .collect::<Vec<_>>());
+    refused(
+        &app,
+        "cost-1",
+        &object,
+        "data.metadata.managedFields: 129 entries, more than the limit of 128",
+        "managedFields",
+    )
+    .await;
+    let mut object = service();
+    object["metadata"]["labels"] = json!((0..257)
+        .map(|index| (format!("l{index}"), json!("v")))
+        .collect::<serde_json::Map<_, _>>());
+    refused(
+        &app,
+        "cost-2",
+        &object,
+        "data.metadata.labels: 257 labels, more than the limit of 256",
+        "labels",
+    )
+    .await;
+    let mut object = service();
+    object["metadata"]["annotations"] = json!({"big": "x".repeat(300 * 1024)});
+    refused(
+        &app,
+        "cost-3",
+        &object,
+        "more than the limit of 262144",
+        "annotations",
+    )
+    .await;
+    let mut object = service();
+    object["spec"]["template"]["spec"]["containers"][0]["args"] = json!((0..120_000)
+        .map(|index| format!("--a{index}"))
+        .collect::<Vec<_>>());
+    refused(&app, "cost-4", &object, "data.spec: ", "spec size").await;
+    let mut object = config_autoscaler();
+    object["data"] = json!({"big": "x".repeat(1100 * 1024)});
+    refused(&app, "cost-5", &object, "data.data: ", "ConfigMap data").await;
+    assert_eq!(app.store.event_count(), 0, "nothing is committed");
 }

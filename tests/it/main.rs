@@ -9,6 +9,7 @@ mod crash_resend;
 mod delivery;
 #[cfg(feature = "cluster")]
 mod fake_apiserver;
+mod forged;
 mod fuzz_seeds;
 mod oidc;
 mod overload;

@@ -146,6 +146,7 @@ pub fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp 
         None,
         drift_sentinel::time::system_clock(),
         auth,
+        drift_sentinel::classify::Capacity::default(),
     )
 }
 
@@ -157,6 +158,19 @@ pub fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
         Some(in_flight),
         drift_sentinel::time::system_clock(),
         drift_sentinel::ingest::auth::IngestAuth::Open,
+        drift_sentinel::classify::Capacity::default(),
+    )
+}
+
+/// Builds a test app whose engine keeps at most `capacity` state.
+pub fn app_with_capacity(capacity: drift_sentinel::classify::Capacity) -> TestApp {
+    build(
+        64,
+        4 * 1024 * 1024,
+        None,
+        drift_sentinel::time::system_clock(),
+        drift_sentinel::ingest::auth::IngestAuth::Open,
+        capacity,
     )
 }
 
@@ -168,6 +182,7 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
         None,
         clock,
         drift_sentinel::ingest::auth::IngestAuth::Open,
+        drift_sentinel::classify::Capacity::default(),
     )
 }
 
@@ -177,6 +192,7 @@ fn build(
     in_flight: Option<usize>,
     clock: Clock,
     ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
+    capacity: drift_sentinel::classify::Capacity,
 ) -> TestApp {
     let store = MemoryStore::new();
     let metrics = Arc::new(Metrics::new());
@@ -193,6 +209,7 @@ fn build(
             dedup_retention: std::time::Duration::from_secs(3600),
             audit_retention: std::time::Duration::from_secs(24 * 3600),
             heartbeat_interval: std::time::Duration::from_secs(5),
+            capacity,
         },
         clock.clone(),
         Arc::clone(&metrics),

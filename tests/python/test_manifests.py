@@ -294,6 +294,7 @@ def test_kustomize_builds_every_manifest_once(rendered):
         "ClusterRoleBinding/drift-sentinel-source",
         "ClusterRole/drift-sentinel-resync",
         "ClusterRoleBinding/drift-sentinel-resync",
+        "ClusterRoleBinding/drift-sentinel-oidc-discovery",
         "ConfigMap/drift-sentinel-config",
         "Service/drift-sentinel",
         "StatefulSet/drift-sentinel",
@@ -302,6 +303,8 @@ def test_kustomize_builds_every_manifest_once(rendered):
         "Broker/drift-sentinel",
         "Trigger/drift-sentinel",
         "ApiServerSource/drift-sentinel",
+        "NetworkPolicy/drift-sentinel-sink",
+        "NetworkPolicy/drift-sentinel-dlq",
     ])
     # Namespaced objects all live in one namespace; the Secret template and the Prometheus
     # Operator objects are not part of the default build.
@@ -341,7 +344,7 @@ def test_monitoring_kustomization_builds_operator_objects():
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_builtin_kinds_pass_kubernetes_validate_strict(rendered, secret_template, version):
     objects = [obj for obj in rendered + secret_template if not is_knative(obj)]
-    assert len(objects) == 13
+    assert len(objects) == 16
     errors = [error for obj in objects for error in builtin_errors(obj, version)]
     assert errors == []
 
@@ -490,9 +493,18 @@ def test_the_sink_may_only_list_what_the_source_watches(rendered):
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": NAMESPACE}
     ]
-    # Bound roles are exactly these two: no other identity in the install can read the cluster.
+    # Bound roles are exactly these two and Kubernetes' read-only issuer discovery (the API
+    # server's public signing keys, for OIDC): no other identity in the install can read the
+    # cluster.
     bound = sorted(obj["roleRef"]["name"] for obj in rendered if obj["kind"] == "ClusterRoleBinding")
-    assert bound == ["drift-sentinel-resync", "drift-sentinel-source"]
+    assert bound == ["drift-sentinel-resync", "drift-sentinel-source", "system:service-account-issuer-discovery"]
+    discovery = find(rendered, "ClusterRoleBinding", "drift-sentinel-oidc-discovery")
+    assert discovery["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:service-account-issuer-discovery",
+    }
+    assert discovery["subjects"] == binding["subjects"]
+    # The install defines no role of that name that could widen Kubernetes' built-in one.
+    assert not [obj for obj in rendered if obj["kind"] == "ClusterRole" and obj["metadata"]["name"].startswith("system:")]
 
 
 def test_source_watches_knative_serving_in_resource_mode(rendered):
@@ -701,15 +713,89 @@ def test_example_channels_validate_with_real_secret_values_and_fail_on_placehold
     assert re.search(r"environment variable (DINGTALK_WEBHOOK_URL|DINGTALK_SECRET|SLACK_WEBHOOK_URL) is not set", missing.stderr)
 
 
+OIDC_FIXTURES = ROOT / "tests" / "fixtures" / "oidc"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+class LocalApiServer:
+    """The API server's `/openid/v1/jwks` on loopback: like the real one it answers only a caller
+    with a service-account token (here the file the config's tokenFile names)."""
+
+    def __init__(self, token: str):
+        import http.server
+        import threading
+
+        jwks = (OIDC_FIXTURES / "jwks-initial.json").read_bytes()
+        self.fetches = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path != "/openid/v1/jwks" or self.headers.get("Authorization") != f"Bearer {token}":
+                    self.send_response(401 if self.path == "/openid/v1/jwks" else 404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                outer.fetches += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(jwks)))
+                self.end_headers()
+                self.wfile.write(jwks)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def shipped_oidc() -> dict:
+    return yaml.safe_load(shipped_config_text())["auth"]["oidc"]
+
+
+def broker_token(subject: str = None, audience: str = None, issuer: str = None) -> str:
+    """A token as Knative's broker-filter sends it for the Trigger's subscriber audience (RS256,
+    `kid` of the signing key, the Trigger's OIDC service account as `sub`)."""
+    import jwt
+
+    oidc = shipped_oidc()
+    now = int(time.time())
+    claims = {
+        "iss": issuer or oidc["issuer"],
+        "aud": [audience or oidc["audience"]],
+        "sub": subject or oidc["allowedSubjects"][0],
+        "iat": now, "nbf": now, "exp": now + 3600,
+    }
+    key = (OIDC_FIXTURES / "rsa-key-1.pem").read_text()
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": "rsa-1"})
+
+
 @pytest.fixture(scope="module")
-def exported_metrics(tmp_path_factory):
-    """Boots the real binary on the shipped config (store moved to a temp dir, port from PORT),
-    checks /readyz and /healthz, and returns the metric sample names /metrics exports."""
+def shipped_service(tmp_path_factory):
+    """The real binary on the shipped config: the store moved to a temp dir, the port from PORT,
+    and the OIDC key source (the API server's JWKS, the pod's token and CA) pointed at a local
+    stand-in of the API server. Everything else, issuer, audience and allowed subject included, is
+    as shipped. Yields the base URL, the log path and the stand-in."""
     tmp_path = tmp_path_factory.mktemp("shipped-config")
-    config = shipped_config_text().replace(
-        "/var/lib/drift-sentinel/drift-sentinel.db", str(tmp_path / "drift-sentinel.db")
-    )
-    assert str(tmp_path) in config
+    (tmp_path / "token").write_text("sa-token\n")
+    api_server = LocalApiServer("sa-token")
+    config = shipped_config_text()
+    for shipped, local in [
+        ("/var/lib/drift-sentinel/drift-sentinel.db", str(tmp_path / "drift-sentinel.db")),
+        ("https://kubernetes.default.svc/openid/v1/jwks", api_server.url + "/openid/v1/jwks"),
+        (f"{SERVICE_ACCOUNT_DIR}/token", str(tmp_path / "token")),
+    ]:
+        assert shipped in config, shipped
+        config = config.replace(shipped, local)
+    # The local stand-in speaks plain HTTP: no CA to trust.
+    config, removed = re.subn(rf"\n\s*caFile: {re.escape(SERVICE_ACCOUNT_DIR)}/ca.crt", "", config)
+    assert removed == 1
     (tmp_path / "config.yaml").write_text(config)
     port = free_port()
     log = open(tmp_path / "log", "wb")
@@ -732,19 +818,86 @@ def exported_metrics(tmp_path_factory):
             time.sleep(0.05)
         with urllib.request.urlopen(base + "/healthz", timeout=2) as response:
             assert response.status == 200
-        # One real event (202) and one that is not a CloudEvent (400), so that the labelled
-        # metric families have samples and show up in /metrics.
-        event = (ROOT / "examples" / "events" / "revision-update.ce.json").read_bytes()
-        assert post(base, event, "application/cloudevents+json") == 202
-        assert post(base, b"{}", "application/json") == 400
-        with urllib.request.urlopen(base + "/metrics", timeout=2) as response:
-            exported = exported_metric_names(response.read().decode())
+        yield base, tmp_path / "log", api_server
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
         log.close()
+        api_server.close()
     assert process.returncode == 0, (tmp_path / "log").read_text()
-    return exported
+
+
+@pytest.fixture(scope="module")
+def exported_metrics(shipped_service):
+    """The metric sample names /metrics exports after one real event (202) and one that is not
+    a CloudEvent (400), so that the labelled metric families have samples."""
+    base, _, _ = shipped_service
+    event = (ROOT / "examples" / "events" / "revision-update.ce.json").read_bytes()
+    assert post(base, event, "application/cloudevents+json", broker_token()) == 202
+    assert post(base, b"{}", "application/json", broker_token()) == 400
+    with urllib.request.urlopen(base + "/metrics", timeout=2) as response:
+        return exported_metric_names(response.read().decode())
+
+
+def test_the_shipped_config_admits_only_the_triggers_oidc_identity(shipped_service):
+    base, log, api_server = shipped_service
+    event = (ROOT / "examples" / "events" / "configuration-add.ce.json").read_bytes()
+    content_type = "application/cloudevents+json"
+    # No token (a cluster without `authentication-oidc`, or a caller that is not the Broker).
+    assert post(base, event, content_type) == 401
+    # A token for another audience, from another issuer, or of another service account.
+    assert post(base, event, content_type, broker_token(audience="eventing.knative.dev/broker/x/y")) == 401
+    assert post(base, event, content_type, broker_token(issuer="https://evil.example")) == 401
+    assert post(base, event, content_type,
+                broker_token(subject="system:serviceaccount:default:default")) == 403
+    # The Trigger's own token: accepted, with the keys read from the API server with the pod's token.
+    assert post(base, event, content_type, broker_token()) == 202
+    assert api_server.fetches >= 1
+
+
+def test_the_oidc_settings_match_the_trigger_and_the_pod(rendered):
+    oidc = shipped_oidc()
+    trigger = find(rendered, "Trigger", "drift-sentinel")
+    assert oidc["audience"] == trigger["spec"]["subscriber"]["audience"]
+    # Knative names a Trigger's OIDC service account <trigger>-oidc-eventing.knative.dev-trigger
+    # (knative/eventing pkg/auth/serviceaccount.go) in the Trigger's namespace.
+    assert oidc["allowedSubjects"] == [
+        f"system:serviceaccount:{trigger['metadata']['namespace']}:"
+        f"{trigger['metadata']['name']}-oidc-eventing.knative.dev-trigger"
+    ]
+    assert oidc["tokenFile"] == f"{SERVICE_ACCOUNT_DIR}/token"
+    assert oidc["caFile"] == f"{SERVICE_ACCOUNT_DIR}/ca.crt"
+    assert oidc["jwksUrl"].startswith("https://kubernetes.default.svc/")
+    pod = find(rendered, "StatefulSet", "drift-sentinel")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True
+
+
+def test_network_policies_admit_only_the_dispatchers_and_prometheus(rendered):
+    def namespaces(rule):
+        return sorted(peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for peer in rule["from"])
+
+    for policy_name, workload_kind, workload_name, allowed in [
+        ("drift-sentinel-sink", "StatefulSet", "drift-sentinel", ["knative-eventing", "monitoring"]),
+        ("drift-sentinel-dlq", "Deployment", "drift-sentinel-dlq", ["knative-eventing"]),
+    ]:
+        policy = find(rendered, "NetworkPolicy", policy_name)["spec"]
+        workload = find(rendered, workload_kind, workload_name)["spec"]["template"]
+        labels = workload["metadata"]["labels"]
+        assert policy["policyTypes"] == ["Ingress"]
+        assert policy["podSelector"]["matchLabels"].items() <= labels.items(), policy_name
+        # Selects only that workload's pods.
+        others = [
+            template["metadata"]["labels"] for obj, _ in pod_templates(rendered)
+            if obj["metadata"]["name"] != workload_name
+            for template in [obj["spec"]["template"]]
+        ]
+        assert not [other for other in others if policy["podSelector"]["matchLabels"].items() <= other.items()]
+        [rule] = policy["ingress"]
+        assert namespaces(rule) == allowed
+        # No peer widens it: every peer is a namespace selector alone (no ipBlock, no empty selector).
+        assert all(set(peer) == {"namespaceSelector"} for peer in rule["from"])
+        ports = {port["containerPort"] for container in workload["spec"]["containers"] for port in container["ports"]}
+        assert [port["port"] for port in rule["ports"]] == sorted(ports)
 
 
 def test_configmap_config_serves_health_readiness_and_metrics(exported_metrics):
@@ -775,8 +928,11 @@ def test_metric_check_catches_a_misspelt_name(exported_metrics):
     assert unknown_metrics("rate(drift_sentinel_event_total[5m])", exported_metrics) == {"drift_sentinel_event_total"}
 
 
-def post(base: str, body: bytes, content_type: str) -> int:
-    request = urllib.request.Request(base + "/", data=body, headers={"Content-Type": content_type}, method="POST")
+def post(base: str, body: bytes, content_type: str, token: str = None) -> int:
+    headers = {"Content-Type": content_type}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(base + "/", data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status

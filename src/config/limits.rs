@@ -1,0 +1,55 @@
+//! `limits:`: how much state drift-sentinel keeps, so that a flood of junk objects or of cluster
+//! names (ingest is open unless OIDC or a token is configured) cannot exhaust its memory.
+
+use serde::Deserialize;
+
+use crate::classify::Capacity;
+
+/// The caps on tracked state. Read at start (a change needs a restart).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Most objects tracked in all clusters together, tombstones included (about 8 KB of memory
+    /// each): the bound on the state's memory.
+    #[serde(default = "default_objects")]
+    pub max_objects: usize,
+    /// Most objects tracked per cluster, tombstones included (about 8 KB of memory each).
+    #[serde(default = "default_objects_per_cluster")]
+    pub max_objects_per_cluster: usize,
+    /// Most cluster names tracked.
+    #[serde(default = "default_clusters")]
+    pub max_clusters: usize,
+}
+
+fn default_objects() -> usize {
+    Capacity::default().objects
+}
+
+fn default_objects_per_cluster() -> usize {
+    Capacity::default().objects_per_cluster
+}
+
+fn default_clusters() -> usize {
+    Capacity::default().clusters
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_objects: default_objects(),
+            max_objects_per_cluster: default_objects_per_cluster(),
+            max_clusters: default_clusters(),
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// The engine's capacity.
+    pub fn capacity(&self) -> Capacity {
+        Capacity {
+            objects: self.max_objects,
+            objects_per_cluster: self.max_objects_per_cluster,
+            clusters: self.max_clusters,
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The shape of what the drift classes read from an object, checked before anything is kept, and
+//! the bounds of what one object may cost. A value of the wrong type (a string `spec`, an object
+//! `conditions`, a string or out-of-range traffic `percent`, a negative `generation`) or an object
+//! over a bound is an [`Error::InvalidObject`] naming the JSON path and, for a bound, the limit:
+//! the Broker dead-letters it (`400`) instead of the engine guessing.
+//!
+//! Kubernetes validates these fields on write, so a real object always passes; the checks exist
+//! for forged or broken senders (ingest is open unless OIDC or a token is configured). The bounds
+//! sit well above what real objects carry, at or below Kubernetes' own limits where it has them.
+
+use serde_json::{Map, Value};
+
+use super::object::{parse_unchecked, type_name, SpecText};
+use super::{Error, KubeObject};
+
+/// Most `managedFields` entries (one per field manager and subresource; real objects have a few).
+pub const MAX_MANAGED_FIELDS: usize = 128;
+/// Most labels on one object.
+pub const MAX_LABELS: usize = 256;
+/// Most bytes of annotations (keys and values), Kubernetes' own limit.
+pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+/// Most bytes of a ConfigMap's `data` and `binaryData`, Kubernetes' own limit.
+pub const MAX_DATA_BYTES: usize = 1024 * 1024;
+/// Most bytes of a `spec`, as JSON (the state keeps it whole). etcd refuses objects over 1.5 MiB,
+/// so a real spec of this size is already extraordinary.
+pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
+/// Most owner references.
+pub const MAX_OWNERS: usize = 64;
+/// Most entries in a status or traffic list the classes read (conditions, traffic targets,
+/// container statuses, containers).
+pub const MAX_LIST_ITEMS: usize = 1000;
+/// Longest string in a condition (Kubernetes caps a condition's message at 32768 characters).
+pub const MAX_CONDITION_TEXT: usize = 32 * 1024;
+
+/// Parses a Kubernetes object (hashing Secret values), checks the fields the classes read and the
+/// bounds of what it may cost, and serializes its `spec` once for the state.
+pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
+    let mut object = parse_unchecked(value)?;
+    check_types(&object)?;
+    let spec_text = serde_json::value::to_raw_value(&object.spec)
+        .map_err(|error| Error::InvalidObject(format!("data.spec: {error}")))?;
+    check_bounds(&object, spec_text.get().len())?;
+    object.spec_text = Some(SpecText(spec_text));
+    Ok(object)
+}
+
+fn invalid(path: impl std::fmt::Display, what: impl std::fmt::Display) -> Error {
+    Error::InvalidObject(format!("{path}: {what}"))
+}
+
+/// Checks the bounds of one object's metadata (sizes that the state would keep).
+pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(), Error> {
+    let over = |path: &str, count: usize, limit: usize, unit: &str| {
+        invalid(
+            path,
+            format!("{count} {unit}, more than the limit of {limit}"),
+        )
+    };
+    if object.managed_fields.len() > MAX_MANAGED_FIELDS {
+        return Err(over(
+            "data.metadata.managedFields",
+            object.managed_fields.len(),
+            MAX_MANAGED_FIELDS,
+            "entries",
+        ));
+    }
+    if object.labels.len() > MAX_LABELS {
+        return Err(over(
+            "data.metadata.labels",
+            object.labels.len(),
+            MAX_LABELS,
+            "labels",
+        ));
+    }
+    let annotation_bytes: usize = object
+        .annotations
+        .iter()
+        .map(|(key, value)| key.len() + value.len())
+        .sum();
+    if annotation_bytes > MAX_ANNOTATION_BYTES {
+        return Err(over(
+            "data.metadata.annotations",
+            annotation_bytes,
+            MAX_ANNOTATION_BYTES,
+            "bytes",
+        ));
+    }
+    if object.owner_references.len() > MAX_OWNERS {
+        return Err(over(
+            "data.metadata.ownerReferences",
+            object.owner_references.len(),
+            MAX_OWNERS,
+            "entries",
+        ));
+    }
+    if let Some(data) = &object.data {
+        let bytes: usize = data
+            .iter()
+            .map(|(key, value)| key.len() + value.len())
+            .sum();
+        if bytes > MAX_DATA_BYTES {
+            return Err(over("data.data", bytes, MAX_DATA_BYTES, "bytes"));
+        }
+    }
+    if spec_bytes > MAX_SPEC_BYTES {
+        return Err(over(
+            "data.spec",
+            spec_bytes,
+            MAX_SPEC_BYTES,
+            "bytes of JSON",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the types of the fields the classes read.
+pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
+    if object.generation.is_some_and(|generation| generation < 0) {
+        return Err(invalid("data.metadata.generation", "must not be negative"));
+    }
+    let spec = match &object.spec {
+        Value::Null => None,
+        Value::Object(map) => Some(map),
+        other => {
+            return Err(invalid(
+                "data.spec",
+                format!("expected an object, got {}", type_name(other)),
+            ))
+        }
+    };
+    let status = match &object.status {
+        Value::Null => None,
+        Value::Object(map) => Some(map),
+        other => {
+            return Err(invalid(
+                "data.status",
+                format!("expected an object, got {}", type_name(other)),
+            ))
+        }
+    };
+    if let Some(spec) = spec {
+        traffic(spec, "data.spec.traffic")?;
+        count(spec, "replicas", "data.spec.replicas")?;
+        containers(spec.get("containers"), "data.spec.containers")?;
+        if let Some(template) = spec.get("template") {
+            let template = object_at(template, "data.spec.template")?;
+            if let Some(inner) = template.get("spec") {
+                let inner = object_at(inner, "data.spec.template.spec")?;
+                containers(
+                    inner.get("containers"),
+                    "data.spec.template.spec.containers",
+                )?;
+            }
+        }
+    }
+    if let Some(status) = status {
+        count(
+            status,
+            "observedGeneration",
+            "data.status.observedGeneration",
+        )?;
+        for key in [
+            "actualReplicas",
+            "desiredReplicas",
+            "replicas",
+            "readyReplicas",
+            "availableReplicas",
+            "updatedReplicas",
+        ] {
+            count(status, key, &format!("data.status.{key}"))?;
+        }
+        for key in [
+            "latestCreatedRevisionName",
+            "latestReadyRevisionName",
+            "url",
+            "imageDigest",
+        ] {
+            text(status, key, &format!("data.status.{key}"), usize::MAX)?;
+        }
+        traffic(status, "data.status.traffic")?;
+        conditions(status.get("conditions"))?;
+        if let Some(statuses) = list(
+            status.get("containerStatuses"),
+            "data.status.containerStatuses",
+        )? {
+            for (index, item) in statuses.iter().enumerate() {
+                let path = format!("data.status.containerStatuses[{index}]");
+                let item = object_at(item, &path)?;
+                for key in ["name", "image", "imageID"] {
+                    text(item, key, &format!("{path}.{key}"), usize::MAX)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn object_at<'a>(value: &'a Value, path: &str) -> Result<&'a Map<String, Value>, Error> {
+    value.as_object().ok_or_else(|| {
+        invalid(
+            path,
+            format!("expected an object, got {}", type_name(value)),
+        )
+    })
+}
+
+/// An optional list of at most [`MAX_LIST_ITEMS`].
+fn list<'a>(value: Option<&'a Value>, path: &str) -> Result<Option<&'a Vec<Value>>, Error> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) if items.len() > MAX_LIST_ITEMS => Err(invalid(
+            path,
+            format!(
+                "{} entries, more than the limit of {MAX_LIST_ITEMS}",
+                items.len()
+            ),
+        )),
+        Some(Value::Array(items)) => Ok(Some(items)),
+        Some(other) => Err(invalid(
+            path,
+            format!("expected an array, got {}", type_name(other)),
+        )),
+    }
+}
+
+/// An optional string of at most `limit` bytes.
+fn text(map: &Map<String, Value>, key: &str, path: &str, limit: usize) -> Result<(), Error> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(text)) if text.len() > limit => Err(invalid(
+            path,
+            format!("{} bytes, more than the limit of {limit}", text.len()),
+        )),
+        Some(Value::String(_)) => Ok(()),
+        Some(other) => Err(invalid(
+            path,
+            format!("expected a string, got {}", type_name(other)),
+        )),
+    }
+}
+
+/// An optional count: a non-negative integer.
+fn count(map: &Map<String, Value>, key: &str, path: &str) -> Result<(), Error> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Number(number)) if number.as_u64().is_some() => Ok(()),
+        Some(Value::Number(_)) => Err(invalid(path, "expected a non-negative integer")),
+        Some(other) => Err(invalid(
+            path,
+            format!("expected a non-negative integer, got {}", type_name(other)),
+        )),
+    }
+}
+
+/// Traffic targets: objects whose `percent` is an integer from 0 to 100.
+fn traffic(map: &Map<String, Value>, path: &str) -> Result<(), Error> {
+    let Some(targets) = list(map.get("traffic"), path)? else {
+        return Ok(());
+    };
+    for (index, target) in targets.iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        let target = object_at(target, &at)?;
+        match target.get("percent") {
+            None | Some(Value::Null) => {}
+            Some(Value::Number(number)) if number.as_u64().is_some_and(|p| p <= 100) => {}
+            Some(other) => {
+                return Err(invalid(
+                    format!("{at}.percent"),
+                    format!("expected an integer from 0 to 100, got {other}"),
+                ))
+            }
+        }
+        for key in ["revisionName", "configurationName", "tag", "url"] {
+            text(target, key, &format!("{at}.{key}"), usize::MAX)?;
+        }
+        match target.get("latestRevision") {
+            None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+            Some(other) => {
+                return Err(invalid(
+                    format!("{at}.latestRevision"),
+                    format!("expected a boolean, got {}", type_name(other)),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Conditions: objects with a string `type`, and string `status`, `reason`, `message`, `severity`.
+fn conditions(value: Option<&Value>) -> Result<(), Error> {
+    let path = "data.status.conditions";
+    let Some(items) = list(value, path)? else {
+        return Ok(());
+    };
+    for (index, item) in items.iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        let item = object_at(item, &at)?;
+        for key in [
+            "type",
+            "status",
+            "reason",
+            "message",
+            "severity",
+            "lastTransitionTime",
+        ] {
+            text(item, key, &format!("{at}.{key}"), MAX_CONDITION_TEXT)?;
+        }
+    }
+    Ok(())
+}
+
+/// Containers: objects with string `name` and `image`.
+fn containers(value: Option<&Value>, path: &str) -> Result<(), Error> {
+    let Some(items) = list(value, path)? else {
+        return Ok(());
+    };
+    for (index, item) in items.iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        let item = object_at(item, &at)?;
+        for key in ["name", "image"] {
+            text(item, key, &format!("{at}.{key}"), usize::MAX)?;
+        }
+    }
+    Ok(())
+}
