@@ -57,7 +57,7 @@ fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
         esc(title),
         esc(message)
     );
-    (status, Html(page(title, &body))).into_response()
+    (status, Html(document(title, &body, false))).into_response()
 }
 
 async fn refuse_cross_origin(
@@ -150,8 +150,19 @@ async fn require_token(State(state): State<ApiState>, request: Request, next: Ne
 }
 
 fn page(title: &str, body: &str) -> String {
+    document(title, body, true)
+}
+
+/// A page; `refresh`: whether it reloads itself every 15 seconds (not an error page, whose
+/// address may be the form's, which a reload would fetch with `GET`).
+fn document(title: &str, body: &str, refresh: bool) -> String {
+    let refresh = if refresh {
+        "<meta http-equiv=\"refresh\" content=\"15\">"
+    } else {
+        ""
+    };
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"15\">\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{} · drift-sentinel</title><style>\
 body{{font-family:system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}}header{{background:#1d3557;color:#fff;padding:.8rem 1.5rem}}\
 header a{{color:#fff;margin-right:1rem;text-decoration:none}}main{{padding:1rem 1.5rem}}table{{border-collapse:collapse;width:100%;background:#fff}}\

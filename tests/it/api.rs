@@ -849,6 +849,10 @@ async fn the_dashboard_answers_a_bad_filter_with_its_own_page_and_never_echoes_i
             page.contains("drift-sentinel"),
             "the dashboard's own page: {page}"
         );
+        assert!(
+            !page.contains("http-equiv"),
+            "an error page does not reload itself: {page}"
+        );
     }
     // Filters the dashboard offers still work, and an empty one means any.
     let (status, page) = app
