@@ -34,7 +34,10 @@ pub use rules::{
     default_trusted_managers, ClassRule, RuleDefaults, RulesConfig, ScopeConfig, SilenceConfig,
 };
 pub use secret::Secret;
-pub use server::{ApiConfig, AuthConfig, OidcConfig, ServerConfig, StoreConfig, IN_FLIGHT_BODIES};
+pub use server::{
+    ApiConfig, AuthConfig, OidcConfig, ServerConfig, StoreConfig, DEFAULT_JWKS_MAX_AGE,
+    IN_FLIGHT_BODIES,
+};
 
 /// Why a configuration could not be loaded. The message always names the file or key path.
 #[derive(Debug, thiserror::Error)]

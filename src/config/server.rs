@@ -11,6 +11,11 @@ use super::{de_duration, Secret};
 /// times `server.bodyLimitBytes` unless set.
 pub const IN_FLIGHT_BODIES: usize = 16;
 
+/// Default `auth.oidc.jwksMaxAge`: the longest a fetched JWKS is trusted, whatever the issuer's
+/// `Cache-Control` says (the Kubernetes API server sends `max-age=3600`). A key the issuer
+/// retires stops verifying tokens at most this long after.
+pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(300);
+
 /// Who may post CloudEvents. Without either setting, `POST /` is open (protect it with a
 /// NetworkPolicy).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -49,6 +54,14 @@ pub struct OidcConfig {
     /// Allowed clock skew for `exp` and `nbf`.
     #[serde(default = "default_leeway", deserialize_with = "de_duration")]
     pub leeway: Duration,
+    /// The longest the fetched JWKS is trusted before it is fetched again; a shorter
+    /// `Cache-Control: max-age` from the issuer wins.
+    #[serde(default = "default_jwks_max_age", deserialize_with = "de_duration")]
+    pub jwks_max_age: Duration,
+}
+
+fn default_jwks_max_age() -> Duration {
+    DEFAULT_JWKS_MAX_AGE
 }
 
 fn default_leeway() -> Duration {

@@ -133,6 +133,12 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
                 return Err(Error::invalid("auth.oidc.jwksUrl", "must be a URL"));
             }
         }
+        if oidc.jwks_max_age < Duration::from_secs(1) {
+            return Err(Error::invalid(
+                "auth.oidc.jwksMaxAge",
+                "must be at least 1s",
+            ));
+        }
     }
     if config
         .api
