@@ -160,6 +160,19 @@ pub struct Metrics {
     pub resync_drifts_found: Family<ClassLabel, Counter>,
     /// Failed resync lists, by error kind.
     pub resync_errors: Family<KindLabel, Counter>,
+    /// HTTP connections accepted.
+    pub http_connections_opened: Counter,
+    /// HTTP connections closed, by reason.
+    pub http_connections_closed: Family<ReasonLabel, Counter>,
+}
+
+/// `reason` label (why a connection closed).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// closed (by the client, after `Connection: close`, or idle past `server.idleTimeout`),
+    /// timeout (no complete request head within `server.headerReadTimeout`), cap (closed to make
+    /// room at `server.maxConnections`), shutdown, error.
+    pub reason: String,
 }
 
 /// `class` label.
@@ -340,8 +353,22 @@ impl Metrics {
             "Resync lists that failed, by error kind",
             resync_errors.clone(),
         );
+        let http_connections_opened = Counter::default();
+        registry.register(
+            "http_connections_opened",
+            "HTTP connections accepted",
+            http_connections_opened.clone(),
+        );
+        let http_connections_closed = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "http_connections_closed",
+            "HTTP connections closed, by reason (cap: closed to make room at server.maxConnections)",
+            http_connections_closed.clone(),
+        );
         Metrics {
             registry,
+            http_connections_opened,
+            http_connections_closed,
             store_commit_seconds,
             writer_round_seconds,
             resync_last_success,

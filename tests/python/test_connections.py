@@ -1,0 +1,280 @@
+"""Connections and slow bodies, against the real binary (issue 15, items 1 and 2).
+
+* Timeouts: a connection that sends nothing or a partial request head is closed after
+  `server.headerReadTimeout`; a kept-alive connection that waits for its next request is closed
+  after `server.idleTimeout`.
+* The connection cap: with more half-open connections than `server.maxConnections`, the process
+  holds at most that many (the oldest connection without a request in flight is closed for a new
+  one), and `/healthz` keeps answering.
+* Slow bodies: sixteen senders that declare a 4 MiB body (or send it chunked) and then send a
+  byte every two seconds hold only the bytes they sent, so valid senders are served meanwhile,
+  and they are cut off (`408`) once they fall below the minimum data rate.
+
+Timing assertions are one-sided where a timer cannot fire early (a connection is never closed
+before its timeout) and generous where the machine may be slow (closed within a wide bound).
+"""
+
+import json
+import os
+import socket
+import threading
+import time
+
+from conftest import Sentinel, attributes, revision_object
+
+
+def sentinel_with(workdir, server: str) -> Sentinel:
+    sentinel = Sentinel(workdir)
+    sentinel.config_path.write_text(
+        f"store:\n  path: {workdir / 'sentinel.db'}\n"
+        f"server:\n  drainTimeout: 5s\n{server}"
+        "channels:\n  - {name: log, type: log}\n"
+    )
+    return sentinel.start()
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=10)
+
+
+def closed_after(sock: socket.socket, started: float, bound: float):
+    """Seconds from `started` until the server closed `sock` (any bytes it sends first, such as
+    an error answer, are read and ignored), or None if it is still open `bound` seconds after
+    `started`."""
+    while True:
+        remaining = started + bound - time.monotonic()
+        if remaining <= 0:
+            return None
+        sock.settimeout(remaining)
+        try:
+            data = sock.recv(65536)
+        except socket.timeout:
+            return None
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - started
+        if not data:
+            return time.monotonic() - started
+
+
+def is_open(sock: socket.socket) -> bool:
+    """Whether the server still holds `sock` open (non-blocking probe)."""
+    sock.setblocking(False)
+    try:
+        data = sock.recv(65536)
+        return bool(data)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+def sockets_of(pid: int) -> int:
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+def healthz(port: int, timeout: float = 10.0) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: sentinel\r\nConnection: close\r\n\r\n")
+        response = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            response += chunk
+    return int(response.split(b" ", 2)[1])
+
+
+def read_response(sock: socket.socket):
+    """One HTTP/1.1 response with a content-length: (status, headers, body)."""
+    reader = sock.makefile("rb")
+    status = int(reader.readline().split(b" ", 2)[1])
+    headers = {}
+    while True:
+        line = reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    body = reader.read(int(headers.get("content-length", "0")))
+    return status, headers, body
+
+
+PARTIAL_HEAD = b"POST / HTTP/1.1\r\nHost: sentinel\r\nce-specversion: 1.0\r\nce-id: slow"
+
+
+# ---- 1. Timeouts --------------------------------------------------------------------------------
+
+HEADER_READ = 2.0
+IDLE = 6.0
+
+
+def test_silent_partial_and_idle_connections_are_closed_after_their_timeouts(workdir):
+    sentinel = sentinel_with(workdir, f"  headerReadTimeout: {HEADER_READ:.0f}s\n  idleTimeout: {IDLE:.0f}s\n")
+    try:
+        silent = connect(sentinel.port)
+        silent_at = time.monotonic()
+        partial = connect(sentinel.port)
+        partial.sendall(PARTIAL_HEAD)
+        partial_at = time.monotonic()
+        # A kept-alive connection after one answer.
+        idle = connect(sentinel.port)
+        idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: sentinel\r\n\r\n")
+        assert read_response(idle)[0] == 200
+        idle_at = time.monotonic()
+        # A kept-alive connection that starts its next request after a pause, and stops mid-head.
+        later = connect(sentinel.port)
+        later.sendall(b"GET /healthz HTTP/1.1\r\nHost: sentinel\r\n\r\n")
+        assert read_response(later)[0] == 200
+        time.sleep(HEADER_READ / 2)
+        later.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        later_at = time.monotonic()
+
+        bound = 60.0
+        took = {
+            "silent": closed_after(silent, silent_at, bound),
+            "partial head": closed_after(partial, partial_at, bound),
+            "idle keep-alive": closed_after(idle, idle_at, bound),
+            "partial head after a pause": closed_after(later, later_at, bound),
+        }
+        assert all(value is not None for value in took.values()), f"still open after {bound}s: {took}"
+        # Never before the timeout (timers do not fire early); the lower bounds leave room for the
+        # moment the server started its timer being earlier than ours.
+        assert took["silent"] >= 0.9 * HEADER_READ, took
+        assert took["partial head"] >= 0.9 * HEADER_READ, took
+        assert took["partial head after a pause"] >= 0.9 * HEADER_READ, took
+        # An idle kept-alive connection waits for the idle timeout, longer than the head's.
+        assert took["idle keep-alive"] >= 0.75 * IDLE, took
+        for sock in (silent, partial, idle, later):
+            sock.close()
+        assert healthz(sentinel.port) == 200
+    finally:
+        sentinel.stop()
+
+
+# ---- 1. The connection cap ----------------------------------------------------------------------
+
+CAP = 20
+
+
+def test_the_connection_cap_is_enforced_and_healthz_keeps_answering(workdir):
+    # Long timeouts: here only the cap frees connections.
+    sentinel = sentinel_with(workdir, f"  maxConnections: {CAP}\n  headerReadTimeout: 60s\n  idleTimeout: 60s\n")
+    pid = sentinel.process.pid
+    held = []
+    try:
+        baseline = sockets_of(pid)   # the listener
+        for index in range(3 * CAP):
+            sock = connect(sentinel.port)
+            sock.sendall(PARTIAL_HEAD if index % 2 else b"")
+            held.append(sock)
+        # More half-open connections than the cap: /healthz still answers, each time.
+        for _ in range(10):
+            assert healthz(sentinel.port) == 200
+        time.sleep(0.5)
+        open_now = sum(1 for sock in held if is_open(sock))
+        sockets = sockets_of(pid)
+        # The process holds at most the cap (plus its listener, plus one just accepted).
+        assert sockets <= baseline + CAP + 1, f"{sockets} sockets open in the process, cap {CAP}"
+        assert open_now <= CAP, f"{open_now} of our {len(held)} connections still open, cap {CAP}"
+        # The newest connections are the ones kept.
+        assert all(is_open(sock) for sock in held[-(CAP // 2):]), "the oldest are closed first"
+    finally:
+        for sock in held:
+            sock.close()
+        sentinel.stop()
+
+
+# ---- 2. Slow bodies -----------------------------------------------------------------------------
+
+SLOW_SENDERS = 16
+DECLARED = 4 * 1024 * 1024
+
+
+def binary_event(event_id: str):
+    obj = revision_object()
+    obj["metadata"]["uid"] = f"uid-{event_id}"
+    headers = {"content-type": "application/json"}
+    for key, value in attributes(event_id, "add", obj).items():
+        if key != "datacontenttype":
+            headers[f"ce-{key}"] = value
+    return headers, json.dumps(obj).encode()
+
+
+def slow_sender(port: int, chunked: bool, result: dict, stop: float):
+    """Declares a 4 MiB body (or sends it chunked) and then sends a byte every two seconds until
+    the server answers or closes the connection; records how long that took and the status."""
+    sock = connect(port)
+    headers, _ = binary_event(f"slow-{threading.get_ident()}")
+    head = "POST / HTTP/1.1\r\nHost: sentinel\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head += "transfer-encoding: chunked\r\n\r\n" if chunked else f"content-length: {DECLARED}\r\n\r\n"
+    started = time.monotonic()
+    try:
+        sock.sendall(head.encode())
+        while time.monotonic() < stop:
+            sock.sendall(b"1\r\n \r\n" if chunked else b" ")
+            sock.settimeout(2.0)
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                continue
+            result["status"] = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else None
+            break
+    except OSError:
+        result["status"] = None
+    result["cut_off_after"] = time.monotonic() - started if time.monotonic() < stop else None
+    sock.close()
+
+
+def run_slow_senders(sentinel, chunked: bool):
+    stop = time.monotonic() + 90
+    results = [{} for _ in range(SLOW_SENDERS)]
+    threads = [threading.Thread(target=slow_sender, args=(sentinel.port, chunked, result, stop))
+               for result in results]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    # Valid senders are served while the slow ones trickle.
+    statuses = []
+    for index in range(10):
+        headers, body = binary_event(f"valid-{chunked}-{index}")
+        status, response_headers, data = sentinel.post(headers, body)
+        statuses.append((status, data))
+    for thread in threads:
+        thread.join(timeout=120)
+    return statuses, results
+
+
+def test_slow_declared_bodies_neither_starve_valid_senders_nor_stay_forever(workdir):
+    # Defaults: 4 MiB bodies, 64 MiB in flight, the default body pace.
+    sentinel = sentinel_with(workdir, "")
+    try:
+        statuses, results = run_slow_senders(sentinel, chunked=False)
+        assert all(status == 202 for status, _ in statuses), statuses
+        assert all(result.get("cut_off_after") is not None for result in results), results
+        assert all(result.get("status") in (408, None) for result in results), results
+        assert sentinel.metric('drift_sentinel_ingest_errors_total{kind="body_too_slow"}') == SLOW_SENDERS
+        assert sentinel.metric('drift_sentinel_ingest_errors_total{kind="overloaded"}') == 0
+    finally:
+        sentinel.stop()
+
+
+def test_slow_chunked_bodies_neither_starve_valid_senders_nor_stay_forever(workdir):
+    sentinel = sentinel_with(workdir, "")
+    try:
+        statuses, results = run_slow_senders(sentinel, chunked=True)
+        assert all(status == 202 for status, _ in statuses), statuses
+        assert all(result.get("cut_off_after") is not None for result in results), results
+        assert all(result.get("status") in (408, None) for result in results), results
+        assert sentinel.metric('drift_sentinel_ingest_errors_total{kind="body_too_slow"}') == SLOW_SENDERS
+        assert sentinel.metric('drift_sentinel_ingest_errors_total{kind="overloaded"}') == 0
+    finally:
+        sentinel.stop()
