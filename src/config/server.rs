@@ -134,7 +134,8 @@ pub struct ServerConfig {
     #[serde(default = "default_idle_timeout", deserialize_with = "de_duration")]
     pub idle_timeout: Duration,
     /// Connections open at once. A connection accepted at the cap closes the one that waited
-    /// longest without a request in flight (or, if all have one, the oldest after its answer).
+    /// longest without a request in flight, else the one whose request body has been arriving
+    /// longest, else the oldest after its answer.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
     /// Time a request body gets from when it is first read, plus one second for every

@@ -10,10 +10,12 @@
 //!   `server.idleTimeout` to begin and, from its first byte, `server.headerReadTimeout` to
 //!   finish its head. hyper 1 has no idle timeout of its own (hyperium/hyper#2355).
 //! * **The connection cap.** At most `server.maxConnections` connections are open. A connection
-//!   accepted at the cap makes room: the connection that has waited longest without a request in
-//!   flight (idle, or still sending its head) is closed at once; when every connection has a
-//!   request in flight, the oldest is closed after its answer. Half-open connections therefore
-//!   cannot lock out `/healthz` or the Broker, and the process holds a bounded number of sockets.
+//!   accepted at the cap makes room by closing one: the connection that has waited longest
+//!   without a request in flight (idle, or still sending its head), else the one whose request
+//!   body has been arriving longest (nothing of it has reached the writer; the sender retries),
+//!   both at once; else, when every request has its body, the oldest connection after its
+//!   answer. Half-open connections and trickling bodies therefore cannot lock out `/healthz` or
+//!   the Broker, and the process holds a bounded number of sockets.
 //! * **HTTP/1.1 only.** Knative's dispatchers, kubelet probes and Prometheus speak HTTP/1.1. An
 //!   HTTP/2 (h2c) connection is not served: hyper-util's protocol detection waits for the first
 //!   bytes without a timeout, and HTTP/2 has no header-read timer.
@@ -151,6 +153,8 @@ struct Connection {
     id: u64,
     /// Requests being handled: from the complete head until the answer's body is sent.
     in_flight: AtomicUsize,
+    /// Requests whose body is still arriving.
+    receiving: AtomicUsize,
     /// The tick at which it last had no request in flight (its accept, or its last answer);
     /// the smallest idle one is closed first at the cap.
     idle_since: AtomicU64,
@@ -162,6 +166,29 @@ struct Connection {
     closing: AtomicBool,
     close: Notify,
     ticks: Arc<AtomicU64>,
+}
+
+impl Connection {
+    /// How much closing it now would cost: nothing (no request), a request still receiving its
+    /// body (the sender retries it), or an answer (so it is closed only after the answer).
+    fn keeps(&self) -> Keeps {
+        let in_flight = self.in_flight.load(Ordering::Acquire);
+        if in_flight == 0 {
+            Keeps::Nothing
+        } else if self.receiving.load(Ordering::Acquire) >= in_flight {
+            Keeps::PartialBody
+        } else {
+            Keeps::Answer
+        }
+    }
+}
+
+/// What a connection holds that closing it would cut off, cheapest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Keeps {
+    Nothing,
+    PartialBody,
+    Answer,
 }
 
 #[derive(Default)]
@@ -183,6 +210,7 @@ impl Registry {
         let connection = Arc::new(Connection {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             in_flight: AtomicUsize::new(0),
+            receiving: AtomicUsize::new(0),
             idle_since: AtomicU64::new(self.ticks.fetch_add(1, Ordering::Relaxed)),
             reads: AtomicU64::new(0),
             served: AtomicBool::new(false),
@@ -198,9 +226,9 @@ impl Registry {
         self.lock().remove(&id);
     }
 
-    /// Tells one connection to close: the one idle the longest, else (every connection has a
-    /// request in flight) the one whose request began first, after its answer. O(open
-    /// connections), and only at the cap.
+    /// Tells one connection to close (see the module documentation): the one idle the longest,
+    /// else the one whose request body has been arriving the longest, else the one whose request
+    /// began first, after its answer. O(open connections), and only at the cap.
     fn make_room(&self) {
         let connections = self.lock();
         let victim = connections
@@ -208,7 +236,7 @@ impl Registry {
             .filter(|connection| !connection.closing.load(Ordering::Acquire))
             .min_by_key(|connection| {
                 (
-                    connection.in_flight.load(Ordering::Acquire) > 0,
+                    connection.keeps(),
                     connection.idle_since.load(Ordering::Acquire),
                 )
             });
@@ -254,9 +282,10 @@ async fn run_connection(
         let connection = Arc::clone(&connection);
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let guard = InFlight::enter(&connection);
+            let request = request.map(|body| Body::new(RequestBody::new(body, &connection)));
             let router = router.clone();
             async move {
-                let response = match router.oneshot(request.map(Body::new)).await {
+                let response = match router.oneshot(request).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
@@ -291,14 +320,15 @@ async fn run_connection(
             },
             () = connection.close.notified(), if told.is_none() => {
                 told = Some("cap");
-                if connection.in_flight.load(Ordering::Acquire) == 0 {
+                if connection.keeps() < Keeps::Answer {
                     break "cap";
                 }
                 served.as_mut().graceful_shutdown();
             }
             () = stop.cancelled(), if told.is_none() => {
+                // Draining lets every request that began finish, bodies still arriving included.
                 told = Some("shutdown");
-                if connection.in_flight.load(Ordering::Acquire) == 0 {
+                if connection.keeps() == Keeps::Nothing {
                     break "shutdown";
                 }
                 served.as_mut().graceful_shutdown();
@@ -357,6 +387,63 @@ impl HttpBody for AnswerBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A request's body, counted as receiving on its connection until it ends (or is dropped).
+struct RequestBody {
+    inner: Incoming,
+    receiving: Option<Arc<Connection>>,
+}
+
+impl RequestBody {
+    fn new(inner: Incoming, connection: &Arc<Connection>) -> RequestBody {
+        let receiving = (!inner.is_end_stream()).then(|| {
+            connection.receiving.fetch_add(1, Ordering::AcqRel);
+            Arc::clone(connection)
+        });
+        RequestBody { inner, receiving }
+    }
+
+    fn received(&mut self) {
+        if let Some(connection) = self.receiving.take() {
+            connection.receiving.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl Drop for RequestBody {
+    fn drop(&mut self) {
+        self.received();
+    }
+}
+
+impl HttpBody for RequestBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let ended = match &polled {
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => true,
+            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            Poll::Pending => false,
+        };
+        if ended {
+            self.received();
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -510,17 +597,21 @@ mod tests {
     }
 
     #[test]
-    fn room_is_made_by_the_longest_idle_connection_then_the_oldest_busy_one() {
+    fn room_is_made_by_idle_connections_then_partial_bodies_then_answers() {
         let registry = Registry::default();
         let first_busy = busy(&registry);
         let idle_old = registry.add();
+        let receiving = busy(&registry);
+        receiving.receiving.store(1, Ordering::Release);
         let second_busy = busy(&registry);
         let idle_new = registry.add();
         let told = |connection: &Arc<Connection>| connection.closing.load(Ordering::Acquire);
         registry.make_room();
         assert!(told(&idle_old) && !told(&idle_new) && !told(&first_busy));
         registry.make_room();
-        assert!(told(&idle_new) && !told(&first_busy));
+        assert!(told(&idle_new) && !told(&receiving) && !told(&first_busy));
+        registry.make_room();
+        assert!(told(&receiving) && !told(&first_busy));
         registry.make_room();
         assert!(told(&first_busy) && !told(&second_busy));
         registry.make_room();
@@ -528,7 +619,7 @@ mod tests {
         // Nobody left to tell: nothing happens.
         registry.make_room();
         registry.remove(idle_old.id);
-        assert_eq!(registry.lock().len(), 3);
+        assert_eq!(registry.lock().len(), 4);
     }
 
     #[test]

@@ -3,9 +3,10 @@
 * Timeouts: a connection that sends nothing or a partial request head is closed after
   `server.headerReadTimeout`; a kept-alive connection that waits for its next request is closed
   after `server.idleTimeout`.
-* The connection cap: with more half-open connections than `server.maxConnections`, the process
-  holds at most that many (the oldest connection without a request in flight is closed for a new
-  one), and `/healthz` keeps answering.
+* The connection cap: with more half-open connections (or trickling bodies) than
+  `server.maxConnections`, the process holds at most that many (the oldest connection without a
+  request in flight, else the longest-trickling body, is closed for a new one), and `/healthz`
+  keeps answering.
 * Slow bodies: sixteen senders that declare a 4 MiB body (or send it chunked) and then send a
   byte every two seconds hold only the bytes they sent, so valid senders are served meanwhile,
   and they are cut off (`408`) once they fall below the minimum data rate.
@@ -187,6 +188,33 @@ def test_the_connection_cap_is_enforced_and_healthz_keeps_answering(workdir):
         assert open_now <= CAP, f"{open_now} of our {len(held)} connections still open, cap {CAP}"
         # The newest connections are the ones kept.
         assert all(is_open(sock) for sock in held[-(CAP // 2):]), "the oldest are closed first"
+    finally:
+        for sock in held:
+            sock.close()
+        sentinel.stop()
+
+
+def test_healthz_answers_with_more_trickling_bodies_than_the_cap(workdir):
+    # Requests whose bodies trickle are in flight, not idle; at the cap the one whose body has
+    # been arriving longest is closed (nothing of it reached the writer; a sender would retry).
+    sentinel = sentinel_with(workdir, f"  maxConnections: {CAP}\n  bodyReadTimeout: 60s\n")
+    pid = sentinel.process.pid
+    held = []
+    try:
+        baseline = sockets_of(pid)
+        headers, _ = binary_event("trickle")
+        head = "POST / HTTP/1.1\r\nHost: sentinel\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        head += "content-length: 1000\r\n\r\n{"
+        for _ in range(2 * CAP):
+            sock = connect(sentinel.port)
+            sock.sendall(head.encode())
+            held.append(sock)
+        for _ in range(10):
+            assert healthz(sentinel.port) == 200
+        time.sleep(0.5)
+        sockets = sockets_of(pid)
+        assert sockets <= baseline + CAP + 1, f"{sockets} sockets open in the process, cap {CAP}"
+        assert sentinel.metric('drift_sentinel_http_connections_closed_total{reason="cap"}') >= CAP
     finally:
         for sock in held:
             sock.close()
