@@ -249,7 +249,35 @@ pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Rou
         .with_state(state.clone())
         .merge(routes)
         .layer(from_fn_with_state(request_timeout, time_limit));
-    ingest.with_state(state).merge(others)
+    ingest
+        .with_state(state)
+        .merge(others)
+        .layer(axum::middleware::from_fn(uniform_errors))
+}
+
+/// The net under "every `413` and `503` is an `ApiError`": an answer with one of these statuses
+/// that some layer made without `ApiError` (axum's form and JSON extractors answer a body over
+/// their default limit with a plain-text `413`) is replaced by the same JSON as ours.
+async fn uniform_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.extensions().get::<ErrorCode>().is_some() {
+        return response;
+    }
+    match response.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "request body exceeds the limit of this endpoint",
+        )
+        .into_response(),
+        StatusCode::SERVICE_UNAVAILABLE => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "service unavailable; retry later",
+        )
+        .into_response(),
+        _ => response,
+    }
 }
 
 /// Answers `503` (`request_timeout`) when the request takes longer than `limit`.

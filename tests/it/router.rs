@@ -454,6 +454,38 @@ async fn readiness_and_api_503s_are_json_with_retry_after() {
 }
 
 #[tokio::test]
+async fn a_413_or_503_made_outside_api_error_is_the_same_json() {
+    // axum's form and JSON extractors answer a body over their limit with a plain-text 413; the
+    // edge turns any such answer into the JSON every other error has.
+    let routes = axum::Router::new()
+        .route(
+            "/plain-413",
+            axum::routing::post(|| async {
+                (StatusCode::PAYLOAD_TOO_LARGE, "length limit exceeded")
+            }),
+        )
+        .route(
+            "/plain-503",
+            axum::routing::get(|| async { StatusCode::SERVICE_UNAVAILABLE }),
+        );
+    let app = app_with_routes(routes);
+    let (status, headers, body) = send(
+        &app,
+        Request::post("/plain-413").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(headers.get("content-type").unwrap(), "application/json");
+    assert_eq!(error_code(&body), "body_too_large");
+    let (status, headers, body) = send(
+        &app,
+        Request::get("/plain-503").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_json_503(status, &headers, &body, "a bare 503");
+}
+
+#[tokio::test]
 async fn ready_when_store_writable_and_not_when_it_fails() {
     let app = app();
     let (status, _, _) = send(&app, Request::get("/readyz").body(Body::empty()).unwrap()).await;

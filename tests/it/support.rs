@@ -189,6 +189,26 @@ pub fn app_with_pace(
     )
 }
 
+/// Builds a test app with `routes` in place of the API and dashboard.
+pub fn app_with_routes(routes: axum::Router) -> TestApp {
+    let mut app = app();
+    let state = AppState {
+        ingest_auth: drift_sentinel::ingest::auth::IngestAuth::Open,
+        pipeline: app.pipeline.clone(),
+        clusters: Arc::new(ClusterNames {
+            default: "test".into(),
+            by_source: Default::default(),
+        }),
+        metrics: Arc::clone(&app.metrics),
+        draining: Arc::clone(&app.draining),
+        body_limit: 4 * 1024 * 1024,
+        in_flight_limit: 64 * 1024 * 1024,
+        body_pace: drift_sentinel::ingest::admission::BodyPace::default(),
+    };
+    app.router = ingest::router(state, routes, std::time::Duration::from_secs(10));
+    app
+}
+
 /// Builds a test app whose requests time out after `timeout` (`server.requestTimeout`).
 pub fn app_with_request_timeout(timeout: std::time::Duration) -> TestApp {
     build_with(
