@@ -106,8 +106,8 @@ pub async fn serve(
         let permit = match Arc::clone(&slots).try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
-                // At the cap: close the connection that waited longest without a request, and
-                // take its slot once it is gone.
+                // At the cap: tell one connection to close (`Registry::make_room`) and take its
+                // slot once it is gone; meanwhile new connections wait in the listen backlog.
                 registry.make_room();
                 tokio::select! {
                     biased;
@@ -347,7 +347,10 @@ async fn run_connection(
     drop(permit);
 }
 
-/// A request in flight on a connection; dropped with its answer's body.
+/// A request in flight on a connection; dropped with its answer's body. hyper writes and
+/// flushes the answer's last bytes in the same poll in which it drops the body, so a connection
+/// closed as idle afterwards loses nothing unless its client stopped reading (the kernel's send
+/// buffer full): such a client gets a cut answer, which for `POST /` the Broker retries.
 struct InFlight {
     connection: Arc<Connection>,
 }
