@@ -99,7 +99,17 @@ pub async fn start(
         draining: Arc::clone(&draining),
         body_limit: config.server.body_limit_bytes,
         in_flight_limit: config.server.in_flight_limit(),
+        body_pace: ingest::admission::BodyPace {
+            grace: config.server.body_read_timeout,
+            min_bytes_per_second: config.server.body_min_bytes_per_second,
+        },
     };
+    let connection_limits = ingest::ConnectionLimits {
+        header_read_timeout: config.server.header_read_timeout,
+        idle_timeout: config.server.idle_timeout,
+        max_connections: config.server.max_connections,
+    };
+    warn_if_files_run_out(connection_limits.max_connections);
     let router = ingest::router(state, api, config.server.request_timeout);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -192,10 +202,18 @@ pub async fn start(
     }
     let drain_timeout = config.server.drain_timeout;
     let server_shutdown = shutdown.clone();
+    let server_metrics = Arc::clone(&metrics);
     let done = tokio::spawn(async move {
         let graceful = server_shutdown.clone();
         let mut serve = tokio::spawn(async move {
-            ingest::serve(listener, router, async move { graceful.cancelled().await }).await
+            ingest::serve(
+                listener,
+                router,
+                connection_limits,
+                server_metrics,
+                async move { graceful.cancelled().await },
+            )
+            .await
         });
         tokio::select! {
             // The server's own graceful shutdown waits for the same token, so with no request in
@@ -239,6 +257,32 @@ pub async fn start(
         shutdown,
         done,
     })
+}
+
+/// Warns when the process may run out of file descriptors before it reaches
+/// `server.maxConnections` (the soft `RLIMIT_NOFILE`, read from `/proc/self/limits` on Linux):
+/// `accept` would then fail while the cap still allows connections.
+fn warn_if_files_run_out(max_connections: usize) {
+    /// Descriptors the process needs besides connections: the store's files, the channels'
+    /// connections, the runtime's own.
+    const OTHER_FILES: usize = 64;
+    let Ok(limits) = std::fs::read_to_string("/proc/self/limits") else {
+        return;
+    };
+    let soft = limits
+        .lines()
+        .find(|line| line.starts_with("Max open files"))
+        .and_then(|line| line.split_whitespace().nth(3))
+        .and_then(|value| value.parse::<usize>().ok());
+    if let Some(soft) = soft {
+        if soft < max_connections.saturating_add(OTHER_FILES) {
+            tracing::warn!(
+                message = "The open-file limit is below server.maxConnections plus what the process needs besides; lower server.maxConnections or raise the limit.",
+                open_file_limit = soft,
+                max_connections,
+            );
+        }
+    }
 }
 
 /// This process as the owner of outbox claims: `{instance}/{pid}/{start}`, unique among the

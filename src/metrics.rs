@@ -174,6 +174,19 @@ pub struct Metrics {
     pub cluster_objects_limit: Gauge,
     /// `limits.maxObjects`.
     pub objects_limit: Gauge,
+    /// HTTP connections accepted.
+    pub http_connections_opened: Counter,
+    /// HTTP connections closed, by reason.
+    pub http_connections_closed: Family<ReasonLabel, Counter>,
+}
+
+/// `reason` label (why a connection closed).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// closed (by the client, after `Connection: close`, or idle past `server.idleTimeout`),
+    /// timeout (no complete request head within `server.headerReadTimeout`), cap (closed to make
+    /// room at `server.maxConnections`), shutdown, error.
+    pub reason: String,
 }
 
 /// `class` label.
@@ -396,6 +409,18 @@ impl Metrics {
             "The cap on objects tracked in all clusters together (limits.maxObjects)",
             objects_limit.clone(),
         );
+        let http_connections_opened = Counter::default();
+        registry.register(
+            "http_connections_opened",
+            "HTTP connections accepted",
+            http_connections_opened.clone(),
+        );
+        let http_connections_closed = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "http_connections_closed",
+            "HTTP connections closed, by reason (cap: closed to make room at server.maxConnections)",
+            http_connections_closed.clone(),
+        );
         Metrics {
             registry,
             cluster_conflicts,
@@ -404,6 +429,8 @@ impl Metrics {
             cluster_objects_max,
             cluster_objects_limit,
             objects_limit,
+            http_connections_opened,
+            http_connections_closed,
             store_commit_seconds,
             writer_round_seconds,
             resync_last_success,

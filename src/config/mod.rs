@@ -36,7 +36,11 @@ pub use rules::{
     default_trusted_managers, ClassRule, RuleDefaults, RulesConfig, ScopeConfig, SilenceConfig,
 };
 pub use secret::Secret;
-pub use server::{ApiConfig, AuthConfig, OidcConfig, ServerConfig, StoreConfig, IN_FLIGHT_BODIES};
+pub use server::{
+    ApiConfig, AuthConfig, OidcConfig, ServerConfig, StoreConfig,
+    DEFAULT_BODY_MIN_BYTES_PER_SECOND, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_JWKS_MAX_AGE, DEFAULT_MAX_CONNECTIONS, IN_FLIGHT_BODIES,
+};
 
 /// Why a configuration could not be loaded. The message always names the file or key path.
 #[derive(Debug, thiserror::Error)]

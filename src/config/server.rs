@@ -11,6 +11,32 @@ use super::{de_duration, Secret};
 /// times `server.bodyLimitBytes` unless set.
 pub const IN_FLIGHT_BODIES: usize = 16;
 
+/// Default `server.headerReadTimeout`: a request head on the cluster network takes
+/// milliseconds; ten seconds leaves room for a stalled node and frees a slowloris connection.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default `server.idleTimeout`: long enough that a Broker dispatcher or Prometheus (scraping
+/// every 15 to 60 s) reuses its connection, short enough that idle connections do not pile up.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// Default `server.maxConnections`: well under the usual open-file limit of a container (1024),
+/// leaving room for the store's files and the channels' connections, and far above what the
+/// Broker's dispatchers and Prometheus open.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+
+/// Default `server.bodyReadTimeout`: a 4 MiB body crosses a cluster network in well under a
+/// second.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default `server.bodyMinBytesPerSecond` (64 KiB/s): a body still arriving after
+/// `bodyReadTimeout` must have averaged this rate since.
+pub const DEFAULT_BODY_MIN_BYTES_PER_SECOND: u64 = 64 * 1024;
+
+/// Default `auth.oidc.jwksMaxAge`: the longest a fetched JWKS is trusted, whatever the issuer's
+/// `Cache-Control` says (the Kubernetes API server sends `max-age=3600`). A key the issuer
+/// retires stops verifying tokens at most this long after.
+pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(300);
+
 /// Who may post CloudEvents. Without either setting, `POST /` is open (protect it with a
 /// NetworkPolicy).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -49,6 +75,14 @@ pub struct OidcConfig {
     /// Allowed clock skew for `exp` and `nbf`.
     #[serde(default = "default_leeway", deserialize_with = "de_duration")]
     pub leeway: Duration,
+    /// The longest the fetched JWKS is trusted before it is fetched again; a shorter
+    /// `Cache-Control: max-age` from the issuer wins.
+    #[serde(default = "default_jwks_max_age", deserialize_with = "de_duration")]
+    pub jwks_max_age: Duration,
+}
+
+fn default_jwks_max_age() -> Duration {
+    DEFAULT_JWKS_MAX_AGE
 }
 
 fn default_leeway() -> Duration {
@@ -84,11 +118,36 @@ pub struct ServerConfig {
     /// Events queued for the single writer before ingest answers `503`.
     #[serde(default = "default_queue_capacity")]
     pub queue_capacity: usize,
-    /// Request bytes held in flight at once (bodies being read, decoded or waiting for their
-    /// commit); beyond it ingest answers `503` before reading the body. Unset: 16 ×
-    /// `bodyLimitBytes`.
+    /// Request bytes held in flight at once (the bytes of bodies that arrived, until their
+    /// request is answered); a request that does not fit is answered `503` before its body is
+    /// read. Unset: 16 × `bodyLimitBytes`.
     #[serde(default)]
     pub in_flight_bytes: Option<usize>,
+    /// Time for a request head: from the accept for a connection's first request, from the
+    /// first byte for the next ones. The connection is closed when it runs out.
+    #[serde(
+        default = "default_header_read_timeout",
+        deserialize_with = "de_duration"
+    )]
+    pub header_read_timeout: Duration,
+    /// Time a kept-alive connection may wait for its next request to begin before it is closed.
+    #[serde(default = "default_idle_timeout", deserialize_with = "de_duration")]
+    pub idle_timeout: Duration,
+    /// Connections open at once. A connection accepted at the cap closes the one that waited
+    /// longest without a request in flight, else the one whose request body has been arriving
+    /// longest, else the oldest after its answer.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Time a request body gets from when it is first read, plus one second for every
+    /// `bodyMinBytesPerSecond` bytes received; a slower sender is cut off with `408`.
+    #[serde(
+        default = "default_body_read_timeout",
+        deserialize_with = "de_duration"
+    )]
+    pub body_read_timeout: Duration,
+    /// The minimum average rate of a body still arriving after `bodyReadTimeout`.
+    #[serde(default = "default_body_min_bytes_per_second")]
+    pub body_min_bytes_per_second: u64,
 }
 
 impl ServerConfig {
@@ -114,6 +173,21 @@ fn default_drain_timeout() -> Duration {
 fn default_queue_capacity() -> usize {
     4096
 }
+fn default_header_read_timeout() -> Duration {
+    DEFAULT_HEADER_READ_TIMEOUT
+}
+fn default_idle_timeout() -> Duration {
+    DEFAULT_IDLE_TIMEOUT
+}
+fn default_max_connections() -> usize {
+    DEFAULT_MAX_CONNECTIONS
+}
+fn default_body_read_timeout() -> Duration {
+    DEFAULT_BODY_READ_TIMEOUT
+}
+fn default_body_min_bytes_per_second() -> u64 {
+    DEFAULT_BODY_MIN_BYTES_PER_SECOND
+}
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -124,6 +198,11 @@ impl Default for ServerConfig {
             drain_timeout: default_drain_timeout(),
             queue_capacity: default_queue_capacity(),
             in_flight_bytes: None,
+            header_read_timeout: default_header_read_timeout(),
+            idle_timeout: default_idle_timeout(),
+            max_connections: default_max_connections(),
+            body_read_timeout: default_body_read_timeout(),
+            body_min_bytes_per_second: default_body_min_bytes_per_second(),
         }
     }
 }

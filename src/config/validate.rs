@@ -43,6 +43,27 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     if server.request_timeout.is_zero() {
         return Err(Error::invalid("server.requestTimeout", "must be positive"));
     }
+    for (key, value) in [
+        ("server.headerReadTimeout", server.header_read_timeout),
+        ("server.idleTimeout", server.idle_timeout),
+        ("server.bodyReadTimeout", server.body_read_timeout),
+    ] {
+        if value.is_zero() {
+            return Err(Error::invalid(key, "must be positive"));
+        }
+    }
+    if server.max_connections == 0 {
+        return Err(Error::invalid(
+            "server.maxConnections",
+            "must be at least 1",
+        ));
+    }
+    if server.body_min_bytes_per_second == 0 {
+        return Err(Error::invalid(
+            "server.bodyMinBytesPerSecond",
+            "must be at least 1",
+        ));
+    }
     if config.store.path.as_os_str().is_empty() {
         return Err(Error::invalid("store.path", "must not be empty"));
     }
@@ -133,6 +154,12 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
             if url::Url::parse(url).is_err() {
                 return Err(Error::invalid("auth.oidc.jwksUrl", "must be a URL"));
             }
+        }
+        if oidc.jwks_max_age < Duration::from_secs(1) {
+            return Err(Error::invalid(
+                "auth.oidc.jwksMaxAge",
+                "must be at least 1s",
+            ));
         }
     }
     if config

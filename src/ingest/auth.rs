@@ -3,13 +3,23 @@
 //!
 //! OIDC follows Knative's own receivers (`knative/eventing` `pkg/auth/verifier.go`): the
 //! `Authorization: Bearer <JWT>` header is required (`401` without it); the key comes from the
-//! issuer's JWKS (discovered from `/.well-known/openid-configuration`, cached, and fetched again
-//! once when a token names an unknown `kid`, which is how key rotation shows up); the signature,
-//! `iss`, `aud`, `exp` and `nbf` (with a small leeway) are checked (`401` on any failure); and
-//! `sub` must be in the allow-list when one is configured (`403`). The Broker does not retry `401`
-//! or `403`: a misconfigured sink dead-letters every event, which the operator sees at once.
-//! Only asymmetric algorithms are accepted, so a token can never be "signed" with a public key
-//! used as an HMAC secret.
+//! issuer's JWKS (discovered from `/.well-known/openid-configuration`), the signature, `iss`, `aud`,
+//! `exp` and `nbf` (with a small leeway) are checked (`401` on any failure); and `sub` must be in
+//! the allow-list when one is configured (`403`). The Broker does not retry `401` or `403`: a
+//! misconfigured sink dead-letters every event, which the operator sees at once.
+//!
+//! The JWKS is cached for the issuer's `Cache-Control: max-age`, at most `auth.oidc.jwksMaxAge`
+//! (at least one second), then fetched again before the next verification, so a key the issuer no
+//! longer publishes stops verifying tokens within that time; when the fetch fails then, requests
+//! get `503` (the Broker retries) rather than trust keys that may have been withdrawn. A token
+//! naming an unknown `kid` makes one early fetch (at most one a second), which is how key rotation
+//! shows up.
+//!
+//! A token's `alg` must be its key's: the JWK's `alg` when published, else the one its key type
+//! implies (RSA: RS256, the Kubernetes issuer's; EC P-256: ES256; P-384: ES384; Ed25519: EdDSA). So
+//! a PS256 or RS512 token does not verify against a key published for RS256, a key published for
+//! encryption verifies nothing, and no token is ever "signed" with a public key used as an HMAC
+//! secret: only asymmetric algorithms are accepted.
 //!
 //! This module fetches JWKS over HTTP with reqwest: the one place outside `deliver` that does,
 //! because verifying a caller is the ingest's job.
@@ -18,7 +28,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use tokio::sync::RwLock;
 
@@ -88,10 +98,27 @@ struct Claims {
 #[derive(Default)]
 struct Cache {
     keys: Option<JwkSet>,
+    /// Until when `keys` may be used.
+    expires: Option<Instant>,
     jwks_url: Option<String>,
     last_attempt: Option<Instant>,
     last_error: Option<String>,
     last_unknown_kid_refresh: Option<Instant>,
+}
+
+impl Cache {
+    fn fresh(&self) -> bool {
+        self.keys.is_some() && self.expires.is_some_and(|expires| Instant::now() < expires)
+    }
+}
+
+/// Why the JWKS is fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refresh {
+    /// Nothing cached, or the cached keys expired.
+    Expired,
+    /// A token names a `kid` the cached keys do not have.
+    UnknownKid,
 }
 
 /// Verifies Knative OIDC delivery tokens.
@@ -105,8 +132,67 @@ pub struct OidcVerifier {
 }
 
 /// A refresh for an unknown `kid` happens at most this often, so tokens with made-up key ids
-/// cannot make the service hammer the issuer (the first load does not count).
+/// cannot make the service hammer the issuer (the first load does not count). Also the shortest
+/// time a fetched JWKS is kept (an issuer answering `no-cache` is asked once a second at most).
 const REFRESH_MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The `max-age` of a `Cache-Control` header (`no-cache` and `no-store` count as zero).
+fn max_age(cache_control: &str) -> Option<Duration> {
+    cache_control.split(',').find_map(|directive| {
+        let directive = directive.trim().to_ascii_lowercase();
+        if directive == "no-cache" || directive == "no-store" {
+            return Some(Duration::ZERO);
+        }
+        directive
+            .strip_prefix("max-age=")
+            .and_then(|seconds| seconds.trim_matches('"').parse::<u64>().ok())
+            .map(Duration::from_secs)
+    })
+}
+
+/// The one algorithm a JWK verifies: its `alg` when published, else the one its key type implies
+/// (see the module documentation); only asymmetric signature algorithms.
+fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, String> {
+    if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
+        return Err("the key is published for encryption, not signatures".to_string());
+    }
+    let algorithm = match (&jwk.common.key_algorithm, &jwk.algorithm) {
+        (Some(published), _) => published
+            .to_string()
+            .parse::<Algorithm>()
+            .map_err(|_| format!("the key's algorithm {published} is not a signature algorithm"))?,
+        (None, AlgorithmParameters::RSA(_)) => Algorithm::RS256,
+        (None, AlgorithmParameters::EllipticCurve(parameters)) => match parameters.curve {
+            EllipticCurve::P256 => Algorithm::ES256,
+            EllipticCurve::P384 => Algorithm::ES384,
+            _ => return Err("the key's curve is not supported".to_string()),
+        },
+        (None, AlgorithmParameters::OctetKeyPair(parameters))
+            if parameters.curve == EllipticCurve::Ed25519 =>
+        {
+            Algorithm::EdDSA
+        }
+        (None, _) => return Err("the key's type is not supported".to_string()),
+    };
+    if ACCEPTED.contains(&algorithm) {
+        Ok(algorithm)
+    } else {
+        Err(format!("the key's algorithm {algorithm:?} is not accepted"))
+    }
+}
+
+/// The asymmetric algorithms a token may use.
+const ACCEPTED: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
 
 impl OidcVerifier {
     /// A verifier; fails when the CA file cannot be read.
@@ -132,7 +218,8 @@ impl OidcVerifier {
         })
     }
 
-    async fn get_json(&self, url: &str) -> Result<serde_json::Value, String> {
+    /// A JSON document and the `max-age` its `Cache-Control` header allows, if any.
+    async fn get_json(&self, url: &str) -> Result<(serde_json::Value, Option<Duration>), String> {
         let mut request = self.client.get(url);
         if let Some(path) = &self.config.token_file {
             // Re-read on every fetch: the kubelet rotates projected tokens.
@@ -147,30 +234,37 @@ impl OidcVerifier {
         if !response.status().is_success() {
             return Err(format!("HTTP {}", response.status().as_u16()));
         }
-        response
+        let cache = response
+            .headers()
+            .get(reqwest::header::CACHE_CONTROL)
+            .and_then(|value| value.to_str().ok())
+            .and_then(max_age);
+        let document = response
             .json()
             .await
-            .map_err(|error| error.without_url().to_string())
+            .map_err(|error| error.without_url().to_string())?;
+        Ok((document, cache))
     }
 
-    /// Fetches the JWKS again unless another fetch just ran (at most one a second, whether it
-    /// succeeded or failed, so made-up `kid`s cannot hammer the issuer).
-    async fn refresh(&self) -> Result<(), String> {
+    /// Fetches the JWKS when `why` still holds once this task's turn comes (single flight): the
+    /// cache expired, or (at most once a second) a token names an unknown `kid`. A failed fetch
+    /// is not retried for a second (the caller answers 503, the Broker retries).
+    async fn refresh(&self, why: Refresh) -> Result<(), String> {
         let _single = self.fetching.lock().await;
         let jwks_url = {
             let mut cache = self.cache.write().await;
             let recently =
                 |at: Option<Instant>| at.is_some_and(|at| at.elapsed() < REFRESH_MIN_INTERVAL);
-            // A failed fetch is not retried for a moment (the caller answers 503, the Broker
-            // retries); with keys loaded, an unknown kid refreshes at most once a second.
+            match why {
+                // Another task fetched while this one waited.
+                Refresh::Expired if cache.fresh() => return Ok(()),
+                Refresh::UnknownKid if !cache.fresh() => {}
+                Refresh::UnknownKid if recently(cache.last_unknown_kid_refresh) => return Ok(()),
+                Refresh::UnknownKid => cache.last_unknown_kid_refresh = Some(Instant::now()),
+                Refresh::Expired => {}
+            }
             if let (Some(error), true) = (&cache.last_error, recently(cache.last_attempt)) {
                 return Err(error.clone());
-            }
-            if cache.keys.is_some() {
-                if recently(cache.last_unknown_kid_refresh) {
-                    return Ok(());
-                }
-                cache.last_unknown_kid_refresh = Some(Instant::now());
             }
             self.config
                 .jwks_url
@@ -179,11 +273,17 @@ impl OidcVerifier {
         };
         let fetched = self.fetch(jwks_url).await;
         let mut cache = self.cache.write().await;
-        cache.last_attempt = Some(Instant::now());
+        let now = Instant::now();
+        cache.last_attempt = Some(now);
         match fetched {
-            Ok((url, keys)) => {
+            Ok((url, keys, max_age)) => {
+                let keep = max_age
+                    .unwrap_or(self.config.jwks_max_age)
+                    .min(self.config.jwks_max_age)
+                    .max(REFRESH_MIN_INTERVAL);
                 cache.jwks_url = Some(url);
                 cache.keys = Some(keys);
+                cache.expires = Some(now + keep);
                 cache.last_error = None;
                 Ok(())
             }
@@ -194,7 +294,10 @@ impl OidcVerifier {
         }
     }
 
-    async fn fetch(&self, known_url: Option<String>) -> Result<(String, JwkSet), String> {
+    async fn fetch(
+        &self,
+        known_url: Option<String>,
+    ) -> Result<(String, JwkSet, Option<Duration>), String> {
         let jwks_url = match known_url {
             Some(url) => url,
             None => {
@@ -202,7 +305,7 @@ impl OidcVerifier {
                     "{}/.well-known/openid-configuration",
                     self.config.issuer.trim_end_matches('/')
                 );
-                let discovery = self
+                let (discovery, _) = self
                     .get_json(&discovery_url)
                     .await
                     .map_err(|error| format!("OIDC discovery failed: {error}"))?;
@@ -213,25 +316,52 @@ impl OidcVerifier {
                     .to_string()
             }
         };
-        let keys: JwkSet = serde_json::from_value(
-            self.get_json(&jwks_url)
-                .await
-                .map_err(|error| format!("JWKS fetch failed: {error}"))?,
-        )
-        .map_err(|error| format!("JWKS is not valid: {error}"))?;
-        Ok((jwks_url, keys))
+        let (document, max_age) = self
+            .get_json(&jwks_url)
+            .await
+            .map_err(|error| format!("JWKS fetch failed: {error}"))?;
+        let keys: JwkSet = serde_json::from_value(document)
+            .map_err(|error| format!("JWKS is not valid: {error}"))?;
+        Ok((jwks_url, keys, max_age))
     }
 
-    async fn key(&self, kid: &str) -> Result<Option<DecodingKey>, String> {
-        let find = |cache: &Cache| -> Option<Result<DecodingKey, String>> {
+    /// The key for `kid` and the one algorithm it verifies; `Ok(None)` when the issuer does not
+    /// publish `kid` (now), `Err` when the keys cannot be fetched.
+    async fn key(
+        &self,
+        kid: &str,
+    ) -> Result<Option<Result<(DecodingKey, Algorithm), String>>, String> {
+        let find = |cache: &Cache| -> Option<Result<(DecodingKey, Algorithm), String>> {
             let jwk = cache.keys.as_ref()?.find(kid)?;
-            Some(DecodingKey::from_jwk(jwk).map_err(|error| error.to_string()))
+            Some(key_algorithm(jwk).and_then(|algorithm| {
+                DecodingKey::from_jwk(jwk)
+                    .map(|key| (key, algorithm))
+                    .map_err(|error| error.to_string())
+            }))
         };
-        if let Some(found) = find(&*self.cache.read().await) {
-            return found.map(Some);
+        {
+            let cache = self.cache.read().await;
+            if cache.fresh() {
+                if let Some(found) = find(&cache) {
+                    return Ok(Some(found));
+                }
+            }
         }
-        self.refresh().await?;
-        find(&*self.cache.read().await).transpose()
+        let why = if self.cache.read().await.fresh() {
+            Refresh::UnknownKid
+        } else {
+            Refresh::Expired
+        };
+        self.refresh(why).await?;
+        let cache = self.cache.read().await;
+        if !cache.fresh() {
+            // Only a concurrent fetch failing right after ours could leave it so.
+            return Err(cache
+                .last_error
+                .clone()
+                .unwrap_or_else(|| "the JWKS expired".to_string()));
+        }
+        Ok(find(&cache))
     }
 
     /// Verifies a token.
@@ -240,18 +370,7 @@ impl OidcVerifier {
             |reason: String| AuthError::Unauthenticated(format!("invalid token: {reason}"));
         let header = jsonwebtoken::decode_header(token)
             .map_err(|error| unauthenticated(error.to_string()))?;
-        let allowed = [
-            Algorithm::RS256,
-            Algorithm::RS384,
-            Algorithm::RS512,
-            Algorithm::PS256,
-            Algorithm::PS384,
-            Algorithm::PS512,
-            Algorithm::ES256,
-            Algorithm::ES384,
-            Algorithm::EdDSA,
-        ];
-        if !allowed.contains(&header.alg) {
+        if !ACCEPTED.contains(&header.alg) {
             return Err(unauthenticated(format!(
                 "algorithm {:?} is not accepted",
                 header.alg
@@ -260,8 +379,11 @@ impl OidcVerifier {
         let kid = header
             .kid
             .ok_or_else(|| unauthenticated("no kid in the token header".to_string()))?;
-        let key = match self.key(&kid).await {
-            Ok(Some(key)) => key,
+        let (key, key_algorithm) = match self.key(&kid).await {
+            Ok(Some(Ok(found))) => found,
+            Ok(Some(Err(reason))) => {
+                return Err(unauthenticated(format!("signing key {kid:?}: {reason}")))
+            }
             Ok(None) => return Err(unauthenticated(format!("unknown signing key {kid:?}"))),
             Err(error) => {
                 tracing::warn!(message = "Could not fetch the OIDC signing keys.", %error);
@@ -270,7 +392,13 @@ impl OidcVerifier {
                 ));
             }
         };
-        let mut validation = Validation::new(header.alg);
+        if header.alg != key_algorithm {
+            return Err(unauthenticated(format!(
+                "algorithm {:?} does not match the key's {key_algorithm:?}",
+                header.alg
+            )));
+        }
+        let mut validation = Validation::new(key_algorithm);
         validation.set_issuer(&[self.config.issuer.as_str()]);
         validation.set_audience(&[self.config.audience.as_str()]);
         validation.leeway = self.config.leeway.as_secs();

@@ -7,8 +7,13 @@
 //! |---|---|
 //! | accepted and committed, or a type this service ignores | `202`, empty body, no `ce-*` headers |
 //! | not a valid CloudEvent | `400` JSON `{code, message}` (not retried; the first 768 bytes reach the dead-letter event) |
-//! | body over the limit | `413` (not retried) |
-//! | queue full, store cannot commit, shutting down | `503` with `Retry-After` (retried) |
+//! | body arrives slower than the minimum rate | `408` JSON, connection closed (retried) |
+//! | body over the limit, declared or counted | `413` JSON (not retried) |
+//! | queue full, request bytes in flight, store cannot commit, shutting down, request timeout | `503` JSON with `Retry-After` (retried) |
+//!
+//! Every error answer, of `POST /` and of every other route, is an [`ApiError`]: JSON
+//! `{code, message}`, and every `503` carries `Retry-After` (its reasons are [`Unavailable`]).
+//! The server itself (connections, their timeouts and their cap) is [`server`].
 //!
 //! Architecture invariant: a `2xx` is sent only after the pipeline reports the events committed.
 //! A `2xx` never carries a body: the Broker would treat a CloudEvent body as a reply and any other
@@ -17,14 +22,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::timeout::TimeoutLayer;
 
 use crate::decode::{self, ClusterNames, Decoded};
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
@@ -32,6 +38,9 @@ use crate::pipeline::{self, EventResult, Pipeline};
 
 pub mod admission;
 pub mod auth;
+pub mod server;
+
+pub use server::{serve, ConnectionLimits};
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -50,62 +59,155 @@ pub struct AppState {
     pub body_limit: usize,
     /// Request bytes in flight at once (admission budget).
     pub in_flight_limit: usize,
+    /// How fast a request body must arrive.
+    pub body_pace: admission::BodyPace,
 }
 
-/// An error answer: stable `code`, short `message`.
+/// An error answer: stable `code`, short `message`, and `Retry-After` on every `503`.
 #[derive(Debug)]
 pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
     retry_after: Option<u32>,
+    /// Close the connection after answering (the rest of the request body is never read).
+    close: bool,
 }
 
+/// `Retry-After` of a `503` whose maker named no particular wait (the API's store errors).
+const DEFAULT_RETRY_AFTER_SECONDS: u32 = 5;
+
+/// Why a request cannot be served now: every `503` of this service names one of these, which
+/// decides its `code`, its message and its `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// The writer's queue is full (`server.queueCapacity`).
+    QueueFull,
+    /// Too many request bytes in flight (`server.inFlightBytes`).
+    InFlightBytes,
+    /// The store cannot commit.
+    Store,
+    /// The service is shutting down.
+    Stopped,
+    /// The OIDC issuer's signing keys cannot be fetched.
+    AuthKeys,
+    /// No answer within `server.requestTimeout`.
+    RequestTimeout,
+    /// Readiness: draining after SIGTERM.
+    Draining,
+    /// Readiness: the store is not writable.
+    StoreNotWritable,
+}
+
+impl Unavailable {
+    /// The stable `code` (also the metric label).
+    pub fn code(self) -> &'static str {
+        match self {
+            Unavailable::QueueFull | Unavailable::InFlightBytes => "overloaded",
+            Unavailable::Store => "store",
+            Unavailable::Stopped => "stopped",
+            Unavailable::AuthKeys => "auth_unavailable",
+            Unavailable::RequestTimeout => "request_timeout",
+            Unavailable::Draining => "draining",
+            Unavailable::StoreNotWritable => "store_not_writable",
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            Unavailable::QueueFull => "event queue is full; retry later",
+            Unavailable::InFlightBytes => "too much request data in flight; retry later",
+            Unavailable::Store => "store cannot commit; retry later",
+            Unavailable::Stopped => "shutting down; retry later",
+            Unavailable::AuthKeys => "the issuer's signing keys cannot be fetched now; retry later",
+            Unavailable::RequestTimeout => "the request was not answered in time; retry later",
+            Unavailable::Draining => "draining",
+            Unavailable::StoreNotWritable => "store not writable",
+        }
+    }
+
+    /// Seconds the caller should wait: short for momentary pressure, longer for the store.
+    fn retry_after(self) -> u32 {
+        match self {
+            Unavailable::QueueFull | Unavailable::InFlightBytes => 1,
+            Unavailable::Stopped | Unavailable::Draining => 2,
+            Unavailable::Store
+            | Unavailable::AuthKeys
+            | Unavailable::RequestTimeout
+            | Unavailable::StoreNotWritable => 5,
+        }
+    }
+}
+
+/// The `code` of an error answer, in its extensions, so one middleware counts every error of
+/// `POST /` whichever layer answered it.
+#[derive(Debug, Clone, Copy)]
+struct ErrorCode(&'static str);
+
 impl ApiError {
-    /// An error answer.
+    /// An error answer. A `503` gets a `Retry-After` of a few seconds; [`ApiError::unavailable_for`]
+    /// names the reason and the wait.
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             code,
             message: message.into(),
-            retry_after: None,
+            retry_after: (status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(DEFAULT_RETRY_AFTER_SECONDS),
+            close: false,
+        }
+    }
+
+    /// The `503` for `reason`.
+    pub fn unavailable_for(reason: Unavailable) -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            code: reason.code(),
+            message: reason.message().to_string(),
+            retry_after: Some(reason.retry_after()),
+            close: false,
         }
     }
 
     fn bad_request(error: &decode::Error) -> ApiError {
-        ApiError {
-            status: StatusCode::BAD_REQUEST,
-            code: error.kind(),
-            // Decode errors can quote input (a key, a value); keep the body well under the 768
-            // bytes Knative copies into the dead-letter event.
-            message: crate::decode::cloudevent::short(&error.to_string()),
-            retry_after: None,
-        }
+        // Decode errors can quote input (a key, a value); keep the body well under the 768
+        // bytes Knative copies into the dead-letter event.
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            error.kind(),
+            crate::decode::cloudevent::short(&error.to_string()),
+        )
     }
 
-    fn too_large(limit: usize) -> ApiError {
-        ApiError {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            code: "body_too_large",
-            message: format!(
-                "request body exceeds the limit of {limit} bytes (server.bodyLimitBytes)"
-            ),
-            retry_after: None,
-        }
+    pub(crate) fn too_large(limit: usize) -> ApiError {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body exceeds the limit of {limit} bytes (server.bodyLimitBytes)"),
+        )
+    }
+
+    pub(crate) fn body_too_slow() -> ApiError {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_too_slow",
+            "request body arrived slower than the minimum rate (server.bodyReadTimeout, \
+             server.bodyMinBytesPerSecond)",
+        )
+    }
+
+    /// The same answer, and the connection is closed after it.
+    pub(crate) fn closing(mut self) -> ApiError {
+        self.close = true;
+        self
     }
 
     pub(crate) fn unavailable(error: &pipeline::Error) -> ApiError {
-        let (message, retry_after) = match error {
-            pipeline::Error::Overloaded => ("event queue is full; retry later", 1),
-            pipeline::Error::Store(_) => ("store cannot commit; retry later", 5),
-            pipeline::Error::Stopped => ("shutting down; retry later", 2),
-        };
-        ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            code: error.kind(),
-            message: message.to_string(),
-            retry_after: Some(retry_after),
-        }
+        ApiError::unavailable_for(match error {
+            pipeline::Error::Overloaded => Unavailable::QueueFull,
+            pipeline::Error::Store(_) => Unavailable::Store,
+            pipeline::Error::Stopped => Unavailable::Stopped,
+        })
     }
 }
 
@@ -113,78 +215,107 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"code": self.code, "message": self.message}).to_string();
         let mut response = (self.status, body).into_response();
-        response.headers_mut().insert(
+        let headers = response.headers_mut();
+        headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
         if let Some(seconds) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
+        if self.close {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response.extensions_mut().insert(ErrorCode(self.code));
         response
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets in-flight requests finish.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
 /// The router: `POST /` plus health and metrics, merged with `routes` (the API and dashboard),
 /// every route under one request timeout.
-pub fn router(state: AppState, routes: Router, request_timeout: std::time::Duration) -> Router {
-    let admission = admission::Admission::new(
-        state.body_limit,
-        state.in_flight_limit,
-        Arc::clone(&state.metrics),
-    );
+pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Router {
+    let admission =
+        admission::Admission::new(state.body_limit, state.in_flight_limit, state.body_pace);
+    let counters = Arc::clone(&state.metrics);
     let ingest = Router::new()
         .route("/", post(receive))
-        .layer(RequestBodyLimitLayer::new(state.body_limit))
-        .layer(axum::middleware::from_fn_with_state(
-            admission,
-            admission::admit,
-        ));
-    Router::new()
-        .merge(ingest)
+        .layer(from_fn_with_state(admission, admission::admit))
+        .layer(from_fn_with_state(request_timeout, time_limit))
+        .layer(from_fn_with_state(counters, count_answers));
+    let others = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(state)
+        .with_state(state.clone())
         .merge(routes)
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
-            request_timeout,
-        ))
+        .layer(from_fn_with_state(request_timeout, time_limit));
+    ingest
+        .with_state(state)
+        .merge(others)
+        .layer(axum::middleware::from_fn(uniform_errors))
 }
 
-async fn receive(State(state): State<AppState>, request: Request) -> Response {
-    let response = match handle(&state, request).await {
-        Ok(()) => StatusCode::ACCEPTED.into_response(),
-        Err(error) => {
-            state
-                .metrics
-                .ingest_errors
-                .get_or_create(&KindLabel::new(error.code))
-                .inc();
-            error.into_response()
-        }
-    };
-    state
-        .metrics
+/// The net under "every `413` and `503` is an `ApiError`": an answer with one of these statuses
+/// that some layer made without `ApiError` (axum's form and JSON extractors answer a body over
+/// their default limit with a plain-text `413`) is replaced by the same JSON as ours.
+async fn uniform_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.extensions().get::<ErrorCode>().is_some() {
+        return response;
+    }
+    match response.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "request body exceeds the limit of this endpoint",
+        )
+        .into_response(),
+        StatusCode::SERVICE_UNAVAILABLE => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "service unavailable; retry later",
+        )
+        .into_response(),
+        _ => response,
+    }
+}
+
+/// Answers `503` (`request_timeout`) when the request takes longer than `limit`.
+async fn time_limit(State(limit): State<Duration>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::unavailable_for(Unavailable::RequestTimeout).into_response(),
+    }
+}
+
+/// Counts every answer of `POST /` by status, and every error by its code, whichever layer
+/// answered (admission, the timeout, the handler).
+async fn count_answers(
+    State(metrics): State<Arc<Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let response = next.run(request).await;
+    if let Some(ErrorCode(code)) = response.extensions().get::<ErrorCode>() {
+        metrics
+            .ingest_errors
+            .get_or_create(&KindLabel::new(code))
+            .inc();
+    }
+    metrics
         .responses
         .get_or_create(&CodeLabel {
             code: response.status().as_u16().to_string(),
         })
         .inc();
     response
+}
+
+async fn receive(State(state): State<AppState>, request: Request) -> Response {
+    match handle(&state, request).await {
+        Ok(()) => StatusCode::ACCEPTED.into_response(),
+        Err(error) => error.into_response(),
+    }
 }
 
 async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
@@ -204,12 +335,7 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
             auth::AuthError::Forbidden(message) => {
                 ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
             }
-            auth::AuthError::Unavailable(message) => {
-                let mut error =
-                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "auth_unavailable", message);
-                error.retry_after = Some(5);
-                error
-            }
+            auth::AuthError::Unavailable(_) => ApiError::unavailable_for(Unavailable::AuthKeys),
         });
     }
     let (parts, body) = request.into_parts();
@@ -308,19 +434,22 @@ async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiErr
         Err(error) => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
             while let Some(current) = source {
+                if let Some(stopped) = current.downcast_ref::<admission::BodyError>() {
+                    return Err(stopped.answer());
+                }
                 if current.is::<http_body_util::LengthLimitError>() {
-                    return Err(ApiError::too_large(limit));
+                    return Err(ApiError::too_large(limit).closing());
                 }
                 source = current.source();
             }
             // A body that stops mid-way means the sender went away; it will not read this
             // answer, but the status keeps the metrics honest.
-            Err(ApiError {
-                status: StatusCode::BAD_REQUEST,
-                code: "body_read",
-                message: format!("could not read request body: {error}"),
-                retry_after: None,
-            })
+            Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "body_read",
+                format!("could not read request body: {error}"),
+            )
+            .closing())
         }
     }
 }
@@ -338,13 +467,10 @@ async fn readyz(State(state): State<AppState>) -> Response {
     let draining = state.draining.load(Ordering::SeqCst);
     if store_ok && !draining {
         (StatusCode::OK, "ready").into_response()
+    } else if draining {
+        ApiError::unavailable_for(Unavailable::Draining).into_response()
     } else {
-        let reason = if draining {
-            "draining"
-        } else {
-            "store not writable"
-        };
-        (StatusCode::SERVICE_UNAVAILABLE, reason).into_response()
+        ApiError::unavailable_for(Unavailable::StoreNotWritable).into_response()
     }
 }
 

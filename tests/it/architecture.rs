@@ -300,6 +300,7 @@ fn only_in(needle: &str, allowed: &[&str]) {
 #[test]
 fn only_x_knows_y() {
     only_in("axum", &["ingest/", "api/"]);
+    only_in("hyper", &["ingest/"]);
     only_in("reqwest", &["deliver/", "ingest/auth.rs"]);
     only_in("rusqlite", &["store/"]);
     only_in("SELECT ", &["store/"]);

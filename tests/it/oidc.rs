@@ -2,10 +2,11 @@
 //! loopback (discovery, caching, refresh on an unknown `kid`), and the static bearer mode.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use drift_sentinel::config::{OidcConfig, Secret};
@@ -20,6 +21,27 @@ struct Issuer {
     base: String,
     fetches: Arc<AtomicUsize>,
     rotated: Arc<AtomicBool>,
+    /// When set, the JWKS served instead of the fixture files.
+    published: Arc<Mutex<Option<Value>>>,
+    /// When set, the `Cache-Control` header of the JWKS answer.
+    cache_control: Arc<Mutex<Option<String>>>,
+}
+
+impl Issuer {
+    /// Publishes `keys` (fixture key ids) from now on.
+    fn publish(&self, kids: &[&str]) {
+        let all: Value =
+            serde_json::from_str(&std::fs::read_to_string(oidc_file("jwks-rotated.json")).unwrap())
+                .unwrap();
+        let keys: Vec<Value> = all["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|key| kids.contains(&key["kid"].as_str().unwrap()))
+            .cloned()
+            .collect();
+        *self.published.lock().unwrap() = Some(json!({ "keys": keys }));
+    }
 }
 
 fn oidc_file(name: &str) -> std::path::PathBuf {
@@ -31,8 +53,11 @@ async fn issuer() -> Issuer {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let fetches = Arc::new(AtomicUsize::new(0));
     let rotated = Arc::new(AtomicBool::new(false));
+    let published: Arc<Mutex<Option<Value>>> = Arc::new(Mutex::new(None));
+    let cache_control: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let (discovery_base, counter, switch) =
         (base.clone(), Arc::clone(&fetches), Arc::clone(&rotated));
+    let (served, header) = (Arc::clone(&published), Arc::clone(&cache_control));
     let router = Router::new()
         .route(
             "/.well-known/openid-configuration",
@@ -56,6 +81,7 @@ async fn issuer() -> Issuer {
             "/openid/v1/jwks",
             get(move || {
                 let (counter, switch) = (Arc::clone(&counter), Arc::clone(&switch));
+                let (served, header) = (Arc::clone(&served), Arc::clone(&header));
                 async move {
                     counter.fetch_add(1, Ordering::SeqCst);
                     let file = if switch.load(Ordering::SeqCst) {
@@ -63,10 +89,21 @@ async fn issuer() -> Issuer {
                     } else {
                         "jwks-initial.json"
                     };
-                    let jwks: Value =
+                    let jwks: Value = served.lock().unwrap().clone().unwrap_or_else(|| {
                         serde_json::from_str(&std::fs::read_to_string(oidc_file(file)).unwrap())
-                            .unwrap();
-                    Json(jwks)
+                            .unwrap()
+                    });
+                    if jwks == json!("gone") {
+                        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    }
+                    let mut response = Json(jwks).into_response();
+                    if let Some(value) = header.lock().unwrap().clone() {
+                        response.headers_mut().insert(
+                            "cache-control",
+                            axum::http::HeaderValue::from_str(&value).unwrap(),
+                        );
+                    }
+                    response
                 }
             }),
         );
@@ -77,6 +114,8 @@ async fn issuer() -> Issuer {
         base,
         fetches,
         rotated,
+        published,
+        cache_control,
     }
 }
 
@@ -109,6 +148,19 @@ fn token(
 }
 
 fn verifier(issuer: &Issuer, subjects: &[&str]) -> IngestAuth {
+    verifier_keeping_keys(
+        issuer,
+        subjects,
+        drift_sentinel::config::DEFAULT_JWKS_MAX_AGE,
+    )
+}
+
+/// A verifier that keeps the JWKS at most `jwks_max_age` (`auth.oidc.jwksMaxAge`).
+fn verifier_keeping_keys(
+    issuer: &Issuer,
+    subjects: &[&str],
+    jwks_max_age: std::time::Duration,
+) -> IngestAuth {
     let token_file = std::env::temp_dir().join(format!("sa-token-{}", std::process::id()));
     std::fs::write(&token_file, "sa-token\n").unwrap();
     IngestAuth::Oidc(Arc::new(
@@ -120,6 +172,7 @@ fn verifier(issuer: &Issuer, subjects: &[&str]) -> IngestAuth {
             ca_file: None,
             token_file: Some(token_file),
             leeway: std::time::Duration::from_secs(30),
+            jwks_max_age,
         })
         .unwrap(),
     ))
@@ -370,6 +423,8 @@ async fn unreachable_issuer_is_503_so_the_broker_retries() {
         base: closed,
         fetches: Arc::new(AtomicUsize::new(0)),
         rotated: Arc::new(AtomicBool::new(false)),
+        published: Arc::new(Mutex::new(None)),
+        cache_control: Arc::new(Mutex::new(None)),
     };
     let app = app_with_auth(verifier(&down, &[]));
     let token = token(
@@ -390,4 +445,132 @@ async fn unreachable_issuer_is_503_so_the_broker_retries() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(response.headers().get("retry-after").is_some());
+}
+
+/// Issue 15, item 11: a key the issuer no longer publishes stops being trusted once the cached
+/// JWKS expires (here by the issuer's `Cache-Control: max-age`).
+#[tokio::test]
+async fn a_key_removed_from_the_jwks_stops_being_trusted_when_the_cache_expires() {
+    let issuer = issuer().await;
+    *issuer.cache_control.lock().unwrap() = Some("public, max-age=1".to_string());
+    issuer.publish(&["rsa-1", "rsa-2"]);
+    let app = app_with_auth(verifier(&issuer, &[]));
+    let old_key = token(
+        &issuer.base,
+        "rsa-key-1.pem",
+        "rsa-1",
+        Algorithm::RS256,
+        |_| {},
+    );
+    assert_eq!(
+        post(&app.router, Some(&old_key)).await.0,
+        StatusCode::ACCEPTED
+    );
+    // The cluster retires rsa-1 (e.g. it leaked).
+    issuer.publish(&["rsa-2"]);
+    // Within max-age the cached JWKS still answers; wait until it has certainly expired.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let (status, body) = post(&app.router, Some(&old_key)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let new_key = token(
+        &issuer.base,
+        "rsa-key-2.pem",
+        "rsa-2",
+        Algorithm::RS256,
+        |_| {},
+    );
+    assert_eq!(
+        post(&app.router, Some(&new_key)).await.0,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        issuer.fetches.load(Ordering::SeqCst),
+        2,
+        "one fetch at start, one when the cache expired"
+    );
+}
+
+/// Issue 15, item 11: `auth.oidc.jwksMaxAge` caps how long keys are kept, also when the issuer
+/// allows longer (the Kubernetes API server sends `max-age=3600`).
+#[tokio::test]
+async fn the_configured_maximum_age_caps_the_issuers_max_age() {
+    let issuer = issuer().await;
+    *issuer.cache_control.lock().unwrap() = Some("public, max-age=3600".to_string());
+    issuer.publish(&["rsa-1", "rsa-2"]);
+    let app = app_with_auth(verifier_keeping_keys(
+        &issuer,
+        &[],
+        std::time::Duration::from_secs(1),
+    ));
+    let old_key = token(
+        &issuer.base,
+        "rsa-key-1.pem",
+        "rsa-1",
+        Algorithm::RS256,
+        |_| {},
+    );
+    assert_eq!(
+        post(&app.router, Some(&old_key)).await.0,
+        StatusCode::ACCEPTED
+    );
+    issuer.publish(&["rsa-2"]);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(
+        post(&app.router, Some(&old_key)).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // Keys that are still published keep working across the refetch, and a config below a
+    // second is refused.
+    let error = drift_sentinel::config::load_str(
+        "auth: {oidc: {issuer: 'https://kubernetes.default.svc', audience: a, jwksMaxAge: 0s}}",
+        &|_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(error.contains("auth.oidc.jwksMaxAge"), "{error}");
+}
+
+/// Issue 15, item 11: when the cached keys have expired and the issuer cannot be reached, a
+/// token is not verified with keys that may have been withdrawn: `503`, and the Broker retries.
+#[tokio::test]
+async fn expired_keys_are_not_used_when_the_issuer_is_unreachable() {
+    let issuer = issuer().await;
+    *issuer.cache_control.lock().unwrap() = Some("max-age=1".to_string());
+    let app = app_with_auth(verifier(&issuer, &[]));
+    let good = token(
+        &issuer.base,
+        "rsa-key-1.pem",
+        "rsa-1",
+        Algorithm::RS256,
+        |_| {},
+    );
+    assert_eq!(post(&app.router, Some(&good)).await.0, StatusCode::ACCEPTED);
+    // The issuer's JWKS endpoint now fails.
+    *issuer.published.lock().unwrap() = Some(json!("gone"));
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    assert_eq!(
+        post(&app.router, Some(&good)).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}
+
+/// Issue 15, item 11: the token's `alg` must be the JWK's: an RSA key published for RS256 does
+/// not verify a PS256 token (nor RS512), though the signature is made with the right key.
+#[tokio::test]
+async fn the_token_alg_must_match_the_jwk_alg() {
+    let issuer = issuer().await;
+    let app = app_with_auth(verifier(&issuer, &[]));
+    for alg in [Algorithm::PS256, Algorithm::RS512, Algorithm::PS512] {
+        let forged = token(&issuer.base, "rsa-key-1.pem", "rsa-1", alg, |_| {});
+        let (status, body) = post(&app.router, Some(&forged)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{alg:?}: {body}");
+    }
+    let good = token(
+        &issuer.base,
+        "rsa-key-1.pem",
+        "rsa-1",
+        Algorithm::RS256,
+        |_| {},
+    );
+    assert_eq!(post(&app.router, Some(&good)).await.0, StatusCode::ACCEPTED);
 }

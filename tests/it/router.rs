@@ -256,6 +256,34 @@ async fn body_over_the_limit_is_413_in_every_mode() {
 }
 
 #[tokio::test]
+async fn a_declared_length_over_the_limit_is_the_same_json_413_in_every_mode() {
+    // With a `content-length` the limit is known before the body is read; the answer is the
+    // same JSON error as when the limit is hit while reading (issue 15, item 9).
+    for mode in MODES {
+        let app = app_with(64, 8 * 1024, drift_sentinel::time::system_clock());
+        let mut object = revision();
+        object["metadata"]["annotations"]["big"] = json!("x".repeat(16 * 1024));
+        let mut request = request(mode, &structured_event("big-declared", "update", &object));
+        let length = {
+            use axum::body::HttpBody as _;
+            request.body().size_hint().exact().unwrap()
+        };
+        request
+            .headers_mut()
+            .insert("content-length", axum::http::HeaderValue::from(length));
+        let (status, headers, body) = send(&app, request).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{mode:?}");
+        assert_eq!(
+            headers.get("content-type").unwrap(),
+            "application/json",
+            "{mode:?}"
+        );
+        assert_eq!(error_code(&body), "body_too_large", "{mode:?}");
+        assert_eq!(app.store.event_count(), 0);
+    }
+}
+
+#[tokio::test]
 async fn streamed_body_over_the_limit_is_413_with_json_error() {
     // Without a content-length the limit is hit while reading, inside the handler.
     let app = app_with(64, 8 * 1024, drift_sentinel::time::system_clock());
@@ -365,6 +393,98 @@ async fn draining_is_503_and_not_ready() {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// Every `503` is JSON `{code, message}` with `Retry-After`, whoever answers it (issue 15,
+/// item 3): the request timeout, readiness, the API.
+fn assert_json_503(status: StatusCode, headers: &axum::http::HeaderMap, body: &[u8], what: &str) {
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{what}");
+    let seconds: u64 = headers
+        .get("retry-after")
+        .unwrap_or_else(|| panic!("{what}: no Retry-After"))
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(seconds >= 1, "{what}");
+    assert_eq!(
+        headers.get("content-type").unwrap(),
+        "application/json",
+        "{what}"
+    );
+    error_code(body);
+}
+
+#[tokio::test]
+async fn a_request_timeout_is_a_json_503_with_retry_after() {
+    let app = app_with_request_timeout(std::time::Duration::from_millis(300));
+    // The writer holds the round in its commit past the request timeout.
+    app.store.set_blocked(true);
+    let (status, headers, body) = send(
+        &app,
+        structured_request(&structured_event("slow-commit", "add", &revision())),
+    )
+    .await;
+    assert_json_503(status, &headers, &body, "request timeout");
+    assert_eq!(error_code(&body), "request_timeout");
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_ingest_errors_total{kind=\"request_timeout\"}"
+        ),
+        1.0
+    );
+    app.store.set_blocked(false);
+}
+
+#[tokio::test]
+async fn readiness_and_api_503s_are_json_with_retry_after() {
+    let app = app();
+    app.draining
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, headers, body) =
+        send(&app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_json_503(status, &headers, &body, "readyz while draining");
+    assert_eq!(error_code(&body), "draining");
+    // The test app has no audit store: the API answers 503 through the same error type.
+    let (status, headers, body) = send(
+        &app,
+        Request::get("/api/v1/drifts").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_json_503(status, &headers, &body, "API without an audit store");
+}
+
+#[tokio::test]
+async fn a_413_or_503_made_outside_api_error_is_the_same_json() {
+    // axum's form and JSON extractors answer a body over their limit with a plain-text 413; the
+    // edge turns any such answer into the JSON every other error has.
+    let routes = axum::Router::new()
+        .route(
+            "/plain-413",
+            axum::routing::post(|| async {
+                (StatusCode::PAYLOAD_TOO_LARGE, "length limit exceeded")
+            }),
+        )
+        .route(
+            "/plain-503",
+            axum::routing::get(|| async { StatusCode::SERVICE_UNAVAILABLE }),
+        );
+    let app = app_with_routes(routes);
+    let (status, headers, body) = send(
+        &app,
+        Request::post("/plain-413").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(headers.get("content-type").unwrap(), "application/json");
+    assert_eq!(error_code(&body), "body_too_large");
+    let (status, headers, body) = send(
+        &app,
+        Request::get("/plain-503").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_json_503(status, &headers, &body, "a bare 503");
+}
+
 #[tokio::test]
 async fn ready_when_store_writable_and_not_when_it_fails() {
     let app = app();
@@ -376,9 +496,10 @@ async fn ready_when_store_writable_and_not_when_it_fails() {
         structured_request(&structured_event("r", "add", &revision())),
     )
     .await;
-    let (status, _, body) = send(&app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(body, b"store not writable");
+    let (status, headers, body) =
+        send(&app, Request::get("/readyz").body(Body::empty()).unwrap()).await;
+    assert_json_503(status, &headers, &body, "readyz, store not writable");
+    assert_eq!(error_code(&body), "store_not_writable");
 }
 
 #[tokio::test]

@@ -186,6 +186,56 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
     )
 }
 
+/// Builds a test app whose request bodies must keep `pace`, with a budget of `in_flight` bytes
+/// for bodies of at most `body_limit`.
+pub fn app_with_pace(
+    body_limit: usize,
+    in_flight: usize,
+    pace: drift_sentinel::ingest::admission::BodyPace,
+) -> TestApp {
+    build_full(
+        64,
+        body_limit,
+        Some(in_flight),
+        drift_sentinel::time::system_clock(),
+        drift_sentinel::ingest::auth::IngestAuth::Open,
+        std::time::Duration::from_secs(30),
+        pace,
+    )
+}
+
+/// Builds a test app with `routes` in place of the API and dashboard.
+pub fn app_with_routes(routes: axum::Router) -> TestApp {
+    let mut app = app();
+    let state = AppState {
+        ingest_auth: drift_sentinel::ingest::auth::IngestAuth::Open,
+        pipeline: app.pipeline.clone(),
+        clusters: Arc::new(ClusterNames {
+            default: "test".into(),
+            by_source: Default::default(),
+        }),
+        metrics: Arc::clone(&app.metrics),
+        draining: Arc::clone(&app.draining),
+        body_limit: 4 * 1024 * 1024,
+        in_flight_limit: 64 * 1024 * 1024,
+        body_pace: drift_sentinel::ingest::admission::BodyPace::default(),
+    };
+    app.router = ingest::router(state, routes, std::time::Duration::from_secs(10));
+    app
+}
+
+/// Builds a test app whose requests time out after `timeout` (`server.requestTimeout`).
+pub fn app_with_request_timeout(timeout: std::time::Duration) -> TestApp {
+    build_with(
+        64,
+        4 * 1024 * 1024,
+        None,
+        drift_sentinel::time::system_clock(),
+        drift_sentinel::ingest::auth::IngestAuth::Open,
+        timeout,
+    )
+}
+
 fn build(
     queue_capacity: usize,
     body_limit: usize,
@@ -193,6 +243,44 @@ fn build(
     clock: Clock,
     ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
     capacity: drift_sentinel::classify::Capacity,
+) -> TestApp {
+    build_with(
+        queue_capacity,
+        body_limit,
+        in_flight,
+        clock,
+        ingest_auth,
+        std::time::Duration::from_secs(10),
+    )
+}
+
+fn build_with(
+    queue_capacity: usize,
+    body_limit: usize,
+    in_flight: Option<usize>,
+    clock: Clock,
+    ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
+    request_timeout: std::time::Duration,
+) -> TestApp {
+    build_full(
+        queue_capacity,
+        body_limit,
+        in_flight,
+        clock,
+        ingest_auth,
+        request_timeout,
+        drift_sentinel::ingest::admission::BodyPace::default(),
+    )
+}
+
+fn build_full(
+    queue_capacity: usize,
+    body_limit: usize,
+    in_flight: Option<usize>,
+    clock: Clock,
+    ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
+    request_timeout: std::time::Duration,
+    body_pace: drift_sentinel::ingest::admission::BodyPace,
 ) -> TestApp {
     let store = MemoryStore::new();
     let metrics = Arc::new(Metrics::new());
@@ -234,9 +322,10 @@ fn build(
         draining: Arc::clone(&draining),
         body_limit,
         in_flight_limit: in_flight.unwrap_or(body_limit * drift_sentinel::config::IN_FLIGHT_BODIES),
+        body_pace,
     };
     TestApp {
-        router: ingest::router(state, api, std::time::Duration::from_secs(10)),
+        router: ingest::router(state, api, request_timeout),
         store,
         metrics,
         draining,
