@@ -138,52 +138,66 @@ impl Drop for TestApp {
     }
 }
 
+/// What a test app is built with; `Options::default()` is `app()`.
+struct Options {
+    queue_capacity: usize,
+    body_limit: usize,
+    in_flight: Option<usize>,
+    clock: Clock,
+    ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
+    request_timeout: std::time::Duration,
+    body_pace: drift_sentinel::ingest::admission::BodyPace,
+    capacity: drift_sentinel::classify::Capacity,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            queue_capacity: 64,
+            body_limit: 4 * 1024 * 1024,
+            in_flight: None,
+            clock: drift_sentinel::time::system_clock(),
+            ingest_auth: drift_sentinel::ingest::auth::IngestAuth::Open,
+            request_timeout: std::time::Duration::from_secs(10),
+            body_pace: drift_sentinel::ingest::admission::BodyPace::default(),
+            capacity: drift_sentinel::classify::Capacity::default(),
+        }
+    }
+}
+
 /// Builds a test app whose ingest requires `auth`.
 pub fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp {
-    build(
-        64,
-        4 * 1024 * 1024,
-        None,
-        drift_sentinel::time::system_clock(),
-        auth,
-        drift_sentinel::classify::Capacity::default(),
-    )
+    build(Options {
+        ingest_auth: auth,
+        ..Options::default()
+    })
 }
 
 /// Builds a test app whose ingest holds at most `in_flight` request bytes at once.
 pub fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
-    build(
-        64,
+    build(Options {
         body_limit,
-        Some(in_flight),
-        drift_sentinel::time::system_clock(),
-        drift_sentinel::ingest::auth::IngestAuth::Open,
-        drift_sentinel::classify::Capacity::default(),
-    )
+        in_flight: Some(in_flight),
+        ..Options::default()
+    })
 }
 
 /// Builds a test app whose engine keeps at most `capacity` state.
 pub fn app_with_capacity(capacity: drift_sentinel::classify::Capacity) -> TestApp {
-    build(
-        64,
-        4 * 1024 * 1024,
-        None,
-        drift_sentinel::time::system_clock(),
-        drift_sentinel::ingest::auth::IngestAuth::Open,
+    build(Options {
         capacity,
-    )
+        ..Options::default()
+    })
 }
 
 /// Builds a test app.
 pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestApp {
-    build(
+    build(Options {
         queue_capacity,
         body_limit,
-        None,
         clock,
-        drift_sentinel::ingest::auth::IngestAuth::Open,
-        drift_sentinel::classify::Capacity::default(),
-    )
+        ..Options::default()
+    })
 }
 
 /// Builds a test app whose request bodies must keep `pace`, with a budget of `in_flight` bytes
@@ -193,15 +207,13 @@ pub fn app_with_pace(
     in_flight: usize,
     pace: drift_sentinel::ingest::admission::BodyPace,
 ) -> TestApp {
-    build_full(
-        64,
+    build(Options {
         body_limit,
-        Some(in_flight),
-        drift_sentinel::time::system_clock(),
-        drift_sentinel::ingest::auth::IngestAuth::Open,
-        std::time::Duration::from_secs(30),
-        pace,
-    )
+        in_flight: Some(in_flight),
+        request_timeout: std::time::Duration::from_secs(30),
+        body_pace: pace,
+        ..Options::default()
+    })
 }
 
 /// Builds a test app with `routes` in place of the API and dashboard.
@@ -226,62 +238,23 @@ pub fn app_with_routes(routes: axum::Router) -> TestApp {
 
 /// Builds a test app whose requests time out after `timeout` (`server.requestTimeout`).
 pub fn app_with_request_timeout(timeout: std::time::Duration) -> TestApp {
-    build_with(
-        64,
-        4 * 1024 * 1024,
-        None,
-        drift_sentinel::time::system_clock(),
-        drift_sentinel::ingest::auth::IngestAuth::Open,
-        timeout,
-    )
+    build(Options {
+        request_timeout: timeout,
+        ..Options::default()
+    })
 }
 
-fn build(
-    queue_capacity: usize,
-    body_limit: usize,
-    in_flight: Option<usize>,
-    clock: Clock,
-    ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
-    capacity: drift_sentinel::classify::Capacity,
-) -> TestApp {
-    build_with(
-        queue_capacity,
-        body_limit,
-        in_flight,
-        clock,
-        ingest_auth,
-        std::time::Duration::from_secs(10),
-    )
-}
-
-fn build_with(
-    queue_capacity: usize,
-    body_limit: usize,
-    in_flight: Option<usize>,
-    clock: Clock,
-    ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
-    request_timeout: std::time::Duration,
-) -> TestApp {
-    build_full(
+fn build(options: Options) -> TestApp {
+    let Options {
         queue_capacity,
         body_limit,
         in_flight,
         clock,
         ingest_auth,
         request_timeout,
-        drift_sentinel::ingest::admission::BodyPace::default(),
-    )
-}
-
-fn build_full(
-    queue_capacity: usize,
-    body_limit: usize,
-    in_flight: Option<usize>,
-    clock: Clock,
-    ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
-    request_timeout: std::time::Duration,
-    body_pace: drift_sentinel::ingest::admission::BodyPace,
-) -> TestApp {
+        body_pace,
+        capacity,
+    } = options;
     let store = MemoryStore::new();
     let metrics = Arc::new(Metrics::new());
     let pipeline = Pipeline::start(
