@@ -83,7 +83,19 @@ impl IngestAuth {
                     ))
                 }
             }
-            IngestAuth::Oidc(verifier) => verifier.verify(token()?).await,
+            IngestAuth::Oidc(verifier) => {
+                // The usual cause behind a Broker: Knative's sender identity is off, and the
+                // dead-letter sink shows this message, so it names the fix.
+                let token = token().map_err(|_| {
+                    AuthError::Unauthenticated(
+                        "missing Authorization: Bearer token (a Knative Broker sends one only \
+                         with authentication-oidc enabled in knative-eventing/config-features \
+                         and the Trigger's subscriber.audience set)"
+                            .to_string(),
+                    )
+                })?;
+                verifier.verify(token).await
+            }
         }
     }
 }

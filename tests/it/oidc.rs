@@ -220,6 +220,13 @@ async fn oidc_tokens_are_verified_like_knative_does() {
         (status, body["code"].as_str()),
         (StatusCode::UNAUTHORIZED, Some("unauthorized"))
     );
+    // What the dead-letter sink shows names the usual cause behind a Broker.
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("authentication-oidc")),
+        "{body}"
+    );
     let cases: Vec<(&str, String)> = vec![
         (
             "wrong audience",
