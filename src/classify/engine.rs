@@ -26,7 +26,10 @@ pub struct Engine {
     recheck: Vec<ObjectKey>,
     journal: Journal,
     /// Per cluster, the newest plausible `resourceVersion` seen (events and resync lists).
-    frontiers: HashMap<String, String>,
+    frontiers: HashMap<String, Frontier>,
+    /// Cluster names under which events (not only resync) have filed objects: names that a real
+    /// event stream uses (see `Engine::apply_listed`).
+    event_clusters: std::collections::HashSet<String>,
     /// Events applied with an implausible `resourceVersion` (a count for metrics).
     implausible: u64,
     /// How much state may be kept.
@@ -47,6 +50,7 @@ impl Engine {
             recheck: Vec::new(),
             journal: Journal::default(),
             frontiers: HashMap::new(),
+            event_clusters: std::collections::HashSet::new(),
             implausible: 0,
             capacity: Capacity::default(),
             refused: 0,
@@ -63,7 +67,10 @@ impl Engine {
             }
             if object.confirmed_resource_version.is_none() {
                 let (cluster, version) = (object.cluster.clone(), object.resource_version.clone());
-                self.advance_frontier(&cluster, &version);
+                self.advance_frontier(&cluster, &version, object.last_seen);
+            }
+            if !object.listed && !self.event_clusters.contains(&object.cluster) {
+                self.event_clusters.insert(object.cluster.clone());
             }
             self.graph.insert(object);
         }
@@ -131,23 +138,27 @@ impl Engine {
         self.apply_from(event, None, now)
     }
 
-    /// Applies one object of a resync list whose snapshot is `list_version` (trusted: it is the
-    /// API server's own). A listed state replaces a stored one whose version is newer than the
-    /// snapshot itself, which no real object can have (see `resource_version.rs`).
+    /// Applies one object of a resync list (trusted: the API server's own view; see
+    /// `resource_version.rs` for what it corrects). The cluster name is resync's: an object that
+    /// is tracked under another name moves to it when resync filed that copy itself (under an
+    /// earlier name), or when events filed it there although events also use resync's name (a
+    /// copy the API server contradicts); otherwise it is `Outcome::Conflict` (events may carry
+    /// another name for this cluster than resync is configured with).
     pub fn apply_listed(
         &mut self,
         event: &ApiServerEvent,
-        list_version: &str,
+        list: ListContext,
         now: Millis,
     ) -> Outcome {
-        self.advance_frontier(&event.cluster, list_version);
-        self.apply_from(event, Some(list_version), now)
+        self.lower_frontier(&event.cluster, list);
+        self.advance_frontier(&event.cluster, list.version, now);
+        self.apply_from(event, Some(list), now)
     }
 
     fn apply_from(
         &mut self,
         event: &ApiServerEvent,
-        list_version: Option<&str>,
+        list: Option<ListContext>,
         now: Millis,
     ) -> Outcome {
         if event.mode == Mode::Reference {
@@ -160,18 +171,27 @@ impl Engine {
             cluster: event.cluster.clone(),
             uid: object.uid.clone(),
         };
-        if self.graph.get(&key).is_none() && list_version.is_none() {
-            // Tracked under another name: moved when resync filed it (the case the rule is for),
-            // a conflict when events named it otherwise.
+        if self.graph.get(&key).is_none() {
             if let Some(other) = self.other_cluster_of(&key.cluster, &key.uid) {
-                let listed = self
+                // An event never moves an object between names: two senders that disagree on a
+                // uid's cluster (one of them forged or misconfigured) are a conflict. A list
+                // moves resync's own copy, and a copy the API server contradicts while events
+                // also use resync's name.
+                let Some(_) = list else {
+                    return Outcome::Conflict;
+                };
+                let copy_listed = self
                     .graph
                     .by_uid(&other, &key.uid)
                     .is_some_and(|copy| copy.listed);
-                if !listed {
+                if !copy_listed && !self.event_clusters.contains(&key.cluster) {
                     return Outcome::Conflict;
                 }
-                self.rehome(&key, now);
+                let reason = format!(
+                    "the Kubernetes API lists the object under cluster {} (resync)",
+                    key.cluster
+                );
+                self.rehome(&key, &reason, now);
             }
         }
         if self.graph.get(&key).is_none() && !self.has_room_in(&event.cluster) {
@@ -181,12 +201,9 @@ impl Engine {
         let previous = self.graph.get(&key);
         let plausible = self.is_plausible(&event.cluster, &object.resource_version);
         if let Some(previous) = previous {
-            if !accepts(
-                previous,
-                &object.resource_version,
-                event.action,
-                list_version,
-            ) {
+            if !accepts(previous, &object.resource_version, event.action, list)
+                && !sent_after(previous, event)
+            {
                 return Outcome::Stale;
             }
         }
@@ -196,7 +213,7 @@ impl Engine {
         }
         // Provenance: a list creates a listed object and leaves an existing one's as it was; any
         // event makes it the events' (see `ObjectState::listed`).
-        after.listed = match (list_version, previous) {
+        after.listed = match (list, previous) {
             (None, _) => false,
             (Some(_), Some(previous)) if !previous.deleted => previous.listed,
             (Some(_), _) => true,
@@ -223,7 +240,10 @@ impl Engine {
         // classes have seen it; `after` is read in place from the graph.
         let before = self.graph.insert(after);
         if plausible {
-            self.advance_frontier(&event.cluster, &object.resource_version);
+            self.advance_frontier(&event.cluster, &object.resource_version, now);
+        }
+        if list.is_none() && !self.event_clusters.contains(&event.cluster) {
+            self.event_clusters.insert(event.cluster.clone());
         }
         let context_before = before.as_ref().filter(|previous| !previous.deleted);
         self.evaluate(&key, context_before, event.action, object, now);
@@ -268,23 +288,46 @@ impl Engine {
     fn is_plausible(&self, cluster: &str, version: &str) -> bool {
         self.frontiers
             .get(cluster)
-            .is_none_or(|frontier| resource_version::plausible(version, frontier))
+            .is_none_or(|frontier| resource_version::plausible(version, &frontier.version))
     }
 
-    /// Raises `cluster`'s frontier (the newest plausible version seen) to `version`.
-    fn advance_frontier(&mut self, cluster: &str, version: &str) {
+    /// Raises `cluster`'s frontier (the newest plausible version seen) to `version`, seen at
+    /// `now`.
+    fn advance_frontier(&mut self, cluster: &str, version: &str, now: Millis) {
         match self.frontiers.get_mut(cluster) {
             Some(frontier) => {
-                if resource_version::compare(version, frontier) == Some(std::cmp::Ordering::Greater)
+                if resource_version::compare(version, &frontier.version)
+                    == Some(std::cmp::Ordering::Greater)
                 {
-                    *frontier = version.to_string();
+                    frontier.version = version.to_string();
+                    frontier.set_at = now;
                 }
             }
             None => {
                 if resource_version::compare(version, version).is_some() {
-                    self.frontiers
-                        .insert(cluster.to_string(), version.to_string());
+                    self.frontiers.insert(
+                        cluster.to_string(),
+                        Frontier {
+                            version: version.to_string(),
+                            set_at: now,
+                        },
+                    );
                 }
+            }
+        }
+    }
+
+    /// Lowers `cluster`'s frontier to a list's snapshot version when the frontier was set before
+    /// the list started and is newer than its snapshot: no real version can be (events walked
+    /// it there, each within the jump the plausibility check allows).
+    fn lower_frontier(&mut self, cluster: &str, list: ListContext) {
+        if let Some(frontier) = self.frontiers.get_mut(cluster) {
+            if frontier.set_at < list.started_at
+                && resource_version::compare(&frontier.version, list.version)
+                    == Some(std::cmp::Ordering::Greater)
+            {
+                frontier.version = list.version.to_string();
+                frontier.set_at = list.started_at;
             }
         }
     }
@@ -346,7 +389,7 @@ impl Engine {
     /// Forgets copies of `key`'s object filed under other cluster names, with their open drifts
     /// (see [`Engine::other_cluster_of`]): one object under two names would alert twice. The
     /// name `key` carries wins; resync refuses to file under a name events do not use.
-    fn rehome(&mut self, key: &ObjectKey, now: Millis) {
+    fn rehome(&mut self, key: &ObjectKey, reason: &str, now: Millis) {
         while let Some(cluster) = self.other_cluster_of(&key.cluster, &key.uid) {
             let stale = ObjectKey {
                 cluster,
@@ -359,12 +402,8 @@ impl Engine {
                 .cloned()
                 .collect();
             open.sort();
-            let reason = format!(
-                "the object is tracked under cluster {} (the name its events carry)",
-                key.cluster
-            );
             for slot in open {
-                self.clear(&slot, &reason, now);
+                self.clear(&slot, reason, now);
             }
             self.remove_object(&stale);
         }
@@ -776,13 +815,64 @@ impl Engine {
 
 /// True when an event's state (`incoming` version, `action`) replaces `previous` (see
 /// `resource_version.rs` for the rules).
+/// What a resync list tells about the objects it lists.
+#[derive(Debug, Clone, Copy)]
+pub struct ListContext<'a> {
+    /// The list's snapshot `resourceVersion` (the API server's own).
+    pub version: &'a str,
+    /// When the list started (before its first page was requested).
+    pub started_at: Millis,
+}
+
+/// A cluster's frontier: its newest plausible `resourceVersion`, and when it was seen.
+#[derive(Debug, Clone)]
+struct Frontier {
+    version: String,
+    set_at: Millis,
+}
+
+/// How long after a state arrived an event sent by the source must be to prove the state wrong
+/// (clock skew between the source's node and this one, with room to spare).
+const SENT_AFTER_MS: Millis = 30_000;
+
+/// True when `event` was sent (its CloudEvent `time`, which the ApiServerSource adapter sets when
+/// it sends) well after `previous` arrived. The adapter sends one object's events in the order of
+/// its watch, and a retried event keeps its time, so a real event older than `previous` was sent
+/// before `previous` arrived: an event sent well after it is newer, whatever `previous`'s version
+/// says. This is what lets the next real event replace a forged state whose version is beyond
+/// anything real (or a forged delete), instead of the object staying frozen.
+fn sent_after(previous: &ObjectState, event: &ApiServerEvent) -> bool {
+    event
+        .time
+        .as_deref()
+        .and_then(crate::time::parse_time)
+        .is_some_and(|sent| sent > previous.last_seen.saturating_add(SENT_AFTER_MS))
+}
+
 fn accepts(
     previous: &ObjectState,
     incoming: &str,
     action: Action,
-    list_version: Option<&str>,
+    list: Option<ListContext>,
 ) -> bool {
     use std::cmp::Ordering;
+    // A state that arrived before a list started and that the list contradicts cannot be real:
+    // a tombstone of an object the list still holds (a uid is never re-created), or a version
+    // newer than the list's own snapshot. A state that arrived after the list started may be a
+    // real change the snapshot predates, and is kept.
+    if let Some(list) = list {
+        if previous.last_seen < list.started_at {
+            if previous.deleted {
+                return true;
+            }
+            if resource_version::compare(&previous.resource_version, list.version)
+                == Some(Ordering::Greater)
+                && resource_version::compare(incoming, list.version) != Some(Ordering::Greater)
+            {
+                return true;
+            }
+        }
+    }
     // A uid names one lifetime of an object: nothing follows its delete.
     if previous.deleted {
         return false;
@@ -793,15 +883,7 @@ fn accepts(
         Action::Delete => resource_version::compare(incoming, base) != Some(Ordering::Less),
         Action::Add | Action::Update => resource_version::is_newer(incoming, base),
     };
-    if newer {
-        return true;
-    }
-    // A stored version newer than the API server's own snapshot cannot be real: the listed
-    // state replaces it.
-    list_version.is_some_and(|list| {
-        resource_version::compare(&previous.resource_version, list) == Some(Ordering::Greater)
-            && resource_version::compare(incoming, list) != Some(Ordering::Greater)
-    })
+    newer
 }
 
 fn drift_id(slot: &DriftSlot, since: Millis, sequence: usize) -> String {

@@ -37,7 +37,7 @@ mod journal;
 use std::collections::BTreeMap;
 
 use crate::model::{Drift, Millis, ObjectKey, Transition};
-pub use engine::Engine;
+pub use engine::{Engine, ListContext};
 pub use graph::Graph;
 pub use rules::Rules;
 pub use state::ObjectState;

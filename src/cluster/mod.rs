@@ -64,21 +64,6 @@ pub enum Error {
         /// How often the list started over.
         restarts: u32,
     },
-    /// Listed objects are already tracked under another cluster name.
-    #[error(
-        "listing {resource}: its objects are already tracked under cluster {events:?} (the name \
-         this cluster's events carry), but resync files them under {resync:?}; set \
-         resync.cluster to {events:?}. Nothing was applied: one object under two names would \
-         alert twice"
-    )]
-    ClusterMismatch {
-        /// `apiVersion kind` listed.
-        resource: String,
-        /// Resync's cluster name.
-        resync: String,
-        /// The name events use.
-        events: String,
-    },
     /// The request did not get an answer.
     #[error("listing {resource}: {message}")]
     Transport {
@@ -99,7 +84,6 @@ impl Error {
             Error::Api { code: 404, .. } => "not_found",
             Error::Api { .. } => "api",
             Error::Gone { .. } => "gone",
-            Error::ClusterMismatch { .. } => "cluster_mismatch",
             Error::Transport { .. } => "transport",
         }
     }

@@ -63,6 +63,8 @@ pub struct Report {
     pub drifts_found: Vec<String>,
     /// Items the decoder rejected (their resource was not swept).
     pub rejected: usize,
+    /// Listed objects not filed because events track them under another cluster name.
+    pub conflicts: usize,
     /// Resources that could not be listed.
     pub failed: Vec<Error>,
 }
@@ -256,18 +258,9 @@ impl Resync {
                     .submit(ResyncWork::Listed {
                         events: chunk,
                         list_version: list_version.clone(),
+                        listed_at,
                     })
                     .await?;
-                if let Some(other) = outcome.cluster_mismatch {
-                    let error = Error::ClusterMismatch {
-                        resource: resource.name(),
-                        resync: self.settings.cluster.clone(),
-                        events: other,
-                    };
-                    tracing::error!(message = "Resync stopped: wrong cluster name.", %error);
-                    report.failed.push(error);
-                    return Ok(None);
-                }
                 merge(report, outcome);
             }
         }
@@ -323,6 +316,7 @@ impl Resync {
 fn merge(report: &mut Report, outcome: ResyncOutcome) {
     report.missed += outcome.missed;
     report.deleted += outcome.deleted;
+    report.conflicts += outcome.conflicts;
     report.drifts_found.extend(outcome.drifts_found);
 }
 

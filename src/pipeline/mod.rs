@@ -253,6 +253,7 @@ impl Pipeline {
                 ResyncWork::Listed {
                     events: Vec::new(),
                     list_version: String::new(),
+                    listed_at: 0,
                 },
             )),
         }

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::classify::{Engine, Outcome};
+use crate::classify::{Engine, ListContext, Outcome};
 use crate::decode::{Action, ApiServerEvent};
 use crate::metrics::Metrics;
 use crate::model::{Millis, ObjectKey};
@@ -18,6 +18,8 @@ pub enum ResyncWork {
         events: Vec<ApiServerEvent>,
         /// The list's snapshot `resourceVersion` (the API server's own).
         list_version: String,
+        /// When the list started.
+        listed_at: Millis,
     },
     /// A complete list of one kind ended: tracked objects of that kind it did not contain are
     /// deleted (see [`crate::classify::Engine::vanished`]).
@@ -54,87 +56,56 @@ pub struct ResyncOutcome {
     pub deleted: usize,
     /// Class ids of the drifts this work opened.
     pub drifts_found: Vec<String>,
-    /// Set when a listed object is already tracked under another cluster name: events from this
-    /// cluster carry that name, so resync's name is wrong and nothing was applied (the same
-    /// objects under two names would alert twice).
-    pub cluster_mismatch: Option<String>,
+    /// Listed objects not filed because events track them under another cluster name that
+    /// resync's name is not known to be (see `Engine::apply_listed`): resync's name may be wrong.
+    pub conflicts: usize,
 }
 
 /// Most pairs of names remembered for logging once (the names come from senders: a flood of
 /// forged ones must not grow memory); past it, mix-ups are still counted, not logged.
 const MAX_LOGGED_PAIRS: usize = 1000;
 
-/// Cluster-name mix-ups between resync and the events, each logged once.
+/// Cluster-name conflicts (two senders, or resync and the events, naming one uid's cluster
+/// differently), counted every time and logged once per pair of names.
 #[derive(Default)]
 pub(super) struct Misnamed {
-    /// (resync's name, events' name) pairs already logged.
+    /// (tracked name, other name) pairs already logged.
     logged: HashSet<(String, String)>,
 }
 
 impl Misnamed {
-    /// Reports an event whose object resync filed under another cluster name (the engine then
-    /// moves it to the event's name, see `Engine::apply`).
-    pub(super) fn check(&mut self, engine: &Engine, metrics: &Metrics, event: &ApiServerEvent) {
-        // Without objects under another name (the usual case) there is nothing to look for.
-        if !engine
-            .graph()
-            .clusters()
-            .any(|cluster| cluster != event.cluster)
-        {
-            return;
-        }
-        let Some(object) = &event.object else {
-            return;
-        };
-        let key = ObjectKey {
-            cluster: event.cluster.clone(),
-            uid: object.uid.clone(),
-        };
-        if engine.graph().get(&key).is_some() {
-            return;
-        }
-        let Some(other) = engine.other_cluster_of(&event.cluster, &object.uid) else {
-            return;
-        };
-        // Only a copy resync filed is moved; another event stream's copy is a conflict
-        // (`Misnamed::conflict`), and resync is not to blame for it.
-        if !engine
-            .graph()
-            .by_uid(&other, &object.uid)
-            .is_some_and(|copy| copy.listed)
-        {
-            return;
-        }
-        metrics
-            .resync_errors
-            .get_or_create(&crate::metrics::KindLabel::new("cluster_mismatch"))
-            .inc();
-        if self.first_time((other.clone(), event.cluster.clone())) {
-            tracing::error!(
-                message = "The same objects were filed under two cluster names: resync's and the events'. They are moved to the events' name; set resync.cluster to it.",
-                resync_cluster = %other,
-                events_cluster = %event.cluster,
-            );
-        }
-    }
-
     /// True the first time a pair is seen (and there is room to remember it).
     fn first_time(&mut self, pair: (String, String)) -> bool {
         self.logged.len() < MAX_LOGGED_PAIRS && self.logged.insert(pair)
     }
 
     /// Reports an event the engine did not apply because its object is tracked under another
-    /// cluster name that events carry: two event streams name one uid differently (a forged or
-    /// misconfigured `cluster` extension). Counted every time, logged once per pair of names.
+    /// cluster name (an event never moves an object between names).
     pub(super) fn conflict(&mut self, engine: &Engine, metrics: &Metrics, event: &ApiServerEvent) {
         metrics.cluster_conflicts.inc();
         let Some(object) = &event.object else {
             return;
         };
-        let tracked_as = engine
-            .other_cluster_of(&event.cluster, &object.uid)
-            .unwrap_or_default();
-        if self.first_time((tracked_as.clone(), format!("conflict:{}", event.cluster))) {
+        let Some(tracked_as) = engine.other_cluster_of(&event.cluster, &object.uid) else {
+            return;
+        };
+        let listed = engine
+            .graph()
+            .by_uid(&tracked_as, &object.uid)
+            .is_some_and(|copy| copy.listed);
+        if !self.first_time((tracked_as.clone(), event.cluster.clone())) {
+            return;
+        }
+        if listed {
+            tracing::error!(
+                message = "An event names another cluster than the one resync filed its object under; it is not applied. If the event's name is this cluster's, set resync.cluster (or defaultCluster) to it and restart: resync then moves its objects to that name.",
+                resync_cluster = %tracked_as,
+                event_cluster = %event.cluster,
+                kind = %event.kind,
+                namespace = %event.namespace,
+                name = %event.name,
+            );
+        } else {
             tracing::error!(
                 message = "An event names another cluster than the one its object's events carry; it is not applied. Two senders disagree on the cluster of one uid: check the ApiServerSources' ceOverrides.extensions.cluster, and who else posts to this sink.",
                 tracked_as = %tracked_as,
@@ -145,18 +116,37 @@ impl Misnamed {
             );
         }
     }
-}
 
-/// Another cluster name under which one of `events`' objects is already tracked, if any.
-fn tracked_elsewhere(engine: &Engine, events: &[ApiServerEvent]) -> Option<String> {
-    events.iter().find_map(|event| {
-        let object = event.object.as_ref()?;
-        engine.other_cluster_of(&event.cluster, &object.uid)
-    })
+    /// Reports a listed object resync did not file because events track it under another name.
+    fn listed_conflict(&mut self, engine: &Engine, metrics: &Metrics, event: &ApiServerEvent) {
+        metrics.cluster_conflicts.inc();
+        let Some(object) = &event.object else {
+            return;
+        };
+        let Some(tracked_as) = engine.other_cluster_of(&event.cluster, &object.uid) else {
+            return;
+        };
+        if self.first_time((tracked_as.clone(), event.cluster.clone())) {
+            tracing::error!(
+                message = "Resync lists an object that events track under another cluster name, and no event has used resync's name: it is not filed under resync's name. If the events' name is this cluster's, set resync.cluster to it.",
+                resync_cluster = %event.cluster,
+                events_cluster = %tracked_as,
+                kind = %event.kind,
+                namespace = %event.namespace,
+                name = %event.name,
+            );
+        }
+    }
 }
 
 /// Applies one piece of resync work to the engine (inside the round's journal).
-pub(super) fn apply(engine: &mut Engine, work: ResyncWork, now: Millis) -> ResyncOutcome {
+pub(super) fn apply(
+    engine: &mut Engine,
+    misnamed: &mut Misnamed,
+    metrics: &Metrics,
+    work: ResyncWork,
+    now: Millis,
+) -> ResyncOutcome {
     let mut outcome = ResyncOutcome::default();
     let opened_since = |engine: &Engine, start: usize, outcome: &mut ResyncOutcome| {
         for transition in &engine.journaled_transitions()[start..] {
@@ -169,11 +159,12 @@ pub(super) fn apply(engine: &mut Engine, work: ResyncWork, now: Millis) -> Resyn
         ResyncWork::Listed {
             events,
             list_version,
+            listed_at,
         } => {
-            if let Some(other) = tracked_elsewhere(engine, &events) {
-                outcome.cluster_mismatch = Some(other);
-                return outcome;
-            }
+            let list = ListContext {
+                version: &list_version,
+                started_at: listed_at,
+            };
             for mut event in events {
                 if let Some(object) = &event.object {
                     let key = ObjectKey {
@@ -191,12 +182,15 @@ pub(super) fn apply(engine: &mut Engine, work: ResyncWork, now: Millis) -> Resyn
                 // Applied with nothing to write is the same content under a newer
                 // resourceVersion (memory runs ahead of the store after a restart): nothing
                 // an event had missed.
-                match engine.apply_listed(&event, &list_version, now) {
+                match engine.apply_listed(&event, list, now) {
                     Outcome::Applied if engine.journaled_writes() != writes => outcome.missed += 1,
+                    Outcome::Conflict => {
+                        outcome.conflicts += 1;
+                        misnamed.listed_conflict(engine, metrics, &event);
+                    }
                     Outcome::Applied
                     | Outcome::Stale
                     | Outcome::Reference
-                    | Outcome::Conflict
                     | Outcome::OverCapacity => outcome.unchanged += 1,
                 }
                 opened_since(engine, start, &mut outcome);

@@ -298,7 +298,6 @@ impl Writer {
                         if duplicate {
                             EventResult::Duplicate
                         } else {
-                            self.misnamed.check(&self.engine, &self.metrics, event);
                             let writes = self.engine.journaled_writes();
                             match self.engine.apply(event, now) {
                                 Outcome::Applied => {
@@ -338,7 +337,13 @@ impl Writer {
     /// Applies the resync loop's work (listed objects, complete lists' absentees).
     fn apply_resyncs(&mut self, round: &mut Round, resyncs: Vec<(ResyncWork, ResyncReply)>) {
         for (work, reply) in resyncs {
-            let outcome = resync::apply(&mut self.engine, work, round.now);
+            let outcome = resync::apply(
+                &mut self.engine,
+                &mut self.misnamed,
+                &self.metrics,
+                work,
+                round.now,
+            );
             round.resync_replies.push((outcome, reply));
         }
     }
