@@ -962,3 +962,108 @@ async fn a_service_deleted_and_re_created_while_unseen_is_not_an_unexpected_dele
         report.drifts_found
     );
 }
+
+// ---- Adversarial review of issue 15 (branch h15-review): expected to FAIL until fixed. ----
+
+impl Harness {
+    /// Sends an event naming `cluster` in its `cluster` extension (a forged one, here).
+    async fn send_as(&self, cluster: &str, id: &str, verb: &str, object: &Value) {
+        let mut event = structured_event(id, verb, object);
+        event["cluster"] = json!(cluster);
+        let response = self
+            .app
+            .router
+            .clone()
+            .oneshot(support::structured_request(&event))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+    }
+}
+
+/// Item 4. Resync and events use the same, correct name (`test`). A quiet object is tracked
+/// from resync only (`listed`), as most objects are. One forged event naming another cluster
+/// moves it to the forged name and resolves its resync-found drift; afterwards every resync of
+/// the whole resource stops on "wrong cluster name" and the real events are conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_h15_a_forged_cluster_moves_a_listed_object_and_stops_resync() {
+    let failed = failed_service();
+    let listing = || services_list(std::slice::from_ref(&failed));
+    let harness = Harness::new(vec![listing(), listing()], vec![services_resource()], 500).await;
+    let report = harness.resync.run_once().await.unwrap();
+    assert!(report.complete());
+    harness.record_pending().await;
+    let opened = harness
+        .drift("not_ready", "example")
+        .expect("found by resync");
+    assert_eq!(opened.cluster, "test");
+
+    harness.send_as("evil", "forged-1", "update", &failed).await;
+    let drift = harness.drift("not_ready", "example").unwrap();
+    assert_ne!(
+        drift.state,
+        DriftState::Resolved,
+        "a forged cluster extension resolved the real drift: {:?}",
+        drift.resolution
+    );
+    let clusters: Vec<String> = harness
+        .app
+        .store
+        .objects()
+        .into_iter()
+        .map(|object| object.cluster)
+        .collect();
+    assert_eq!(
+        clusters,
+        vec!["test".to_string()],
+        "moved to the forged name"
+    );
+    let report = harness.resync.run_once().await.unwrap();
+    assert!(
+        report.complete(),
+        "resync of the resource stopped: {:?}",
+        report
+            .failed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    );
+}
+
+/// Item 4. A forged event for a uid not tracked yet (resync off or not run yet) files it under
+/// the forged name; the next resync finds that uid "under another name" and skips the whole
+/// resource: the other Services in the list (here one whose Revision failed) are never
+/// classified, and no deletion of that kind is ever inferred again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_h15_one_forged_uid_stops_resync_of_its_whole_resource() {
+    let ready = ready_services();
+    let failed = failed_service();
+    let harness = Harness::new(
+        vec![services_list(&[ready[0].clone(), failed.clone()])],
+        vec![services_resource()],
+        500,
+    )
+    .await;
+    harness.send_as("evil", "forged-1", "add", &ready[0]).await;
+    harness.advance(60);
+    let report = harness.resync.run_once().await.unwrap();
+    assert!(
+        report.failed.is_empty(),
+        "one forged uid stopped resync of every Service: {:?}",
+        report
+            .failed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    );
+    harness.record_pending().await;
+    assert!(
+        harness.drift("not_ready", "example").is_some(),
+        "one forged uid kept resync from classifying every other Service: {:?}",
+        report
+            .failed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    );
+}
