@@ -174,6 +174,10 @@ pub struct Metrics {
     pub cluster_objects_limit: Gauge,
     /// `limits.maxObjects`.
     pub objects_limit: Gauge,
+    /// About how many bytes the tracked state takes.
+    pub state_bytes: Gauge,
+    /// `limits.maxStateBytes`.
+    pub state_bytes_limit: Gauge,
     /// HTTP connections accepted.
     pub http_connections_opened: Counter,
     /// HTTP connections closed, by reason.
@@ -409,6 +413,18 @@ impl Metrics {
             "The cap on objects tracked in all clusters together (limits.maxObjects)",
             objects_limit.clone(),
         );
+        let state_bytes = Gauge::default();
+        registry.register(
+            "tracked_state_bytes",
+            "About how many bytes the tracked objects' state takes (what limits.maxStateBytes caps)",
+            state_bytes.clone(),
+        );
+        let state_bytes_limit = Gauge::default();
+        registry.register(
+            "tracked_state_bytes_limit",
+            "The cap on the tracked state's bytes (limits.maxStateBytes)",
+            state_bytes_limit.clone(),
+        );
         let http_connections_opened = Counter::default();
         registry.register(
             "http_connections_opened",
@@ -429,6 +445,8 @@ impl Metrics {
             cluster_objects_max,
             cluster_objects_limit,
             objects_limit,
+            state_bytes,
+            state_bytes_limit,
             http_connections_opened,
             http_connections_closed,
             store_commit_seconds,

@@ -715,6 +715,11 @@ fn write_config(args: &RunArgs, name: &str, port: u16, receiver: SocketAddr) -> 
 server:
   port: {port}
 defaultCluster: bench
+# Above what the memory phase loads: the benchmark measures the state, not the caps.
+limits:
+  maxStateBytes: 4294967296
+  maxObjects: 1000000
+  maxObjectsPerCluster: 1000000
 store:
   path: {store}
 rules:
@@ -914,12 +919,14 @@ fn run(args: &RunArgs) -> Result<()> {
         std::thread::sleep(Duration::from_secs(1));
         let text = scrape(sink.addr);
         let tracked = metric(&text, "drift_sentinel_tracked_objects", None);
+        let state_bytes = metric(&text, "drift_sentinel_tracked_state_bytes", None);
         let rss = status_kib(sink.proc.pid(), "VmRSS");
         log(&format!(
             "memory: {tracked} objects, RSS {rss} KiB ({ok} ok, {failed} failed, {:.1}s)",
             started.elapsed().as_secs_f64()
         ));
         memory[format!("{target}")] = json!({"tracked_objects": tracked, "rss_kib": rss,
+            "state_bytes": state_bytes,
             "hwm_kib": status_kib(sink.proc.pid(), "VmHWM"), "failed": failed,
             "load_seconds": started.elapsed().as_secs_f64()});
     }
@@ -1243,6 +1250,13 @@ fn markdown(report: &Value) -> String {
         "| RSS per object (10k → 100k) / its compact state as JSON | {:.0} B / {:.0} B |\n",
         per_object,
         f(&mem["compact_state_json_bytes_avg"])
+    ));
+    let state_per_object = (f(&mem["100000"]["state_bytes"]) - f(&mem["10000"]["state_bytes"]))
+        / (f(&mem["100000"]["tracked_objects"]) - f(&mem["10000"]["tracked_objects"])).max(1.0);
+    out.push_str(&format!(
+        "| state bytes per object (limits.maxStateBytes counts these) / RSS per state byte | {:.0} B / {:.2} |\n",
+        state_per_object,
+        per_object / state_per_object.max(1.0)
     ));
     let c = &report["cold_start"];
     out.push_str(&format!(

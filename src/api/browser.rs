@@ -10,6 +10,12 @@
 //! to, or `publicUrl`'s origin for a proxy that rewrites `Host`). Everything else, `same-site`
 //! and `Origin: null` included, is refused with `403`.
 //!
+//! A browser's write must also name this server by an address it can have: an IP address,
+//! `localhost`, a single-label or in-cluster name (`drift-sentinel`, `*.svc`,
+//! `*.svc.cluster.local`), or `publicUrl`'s host. Without that, a page on an attacker's domain
+//! whose name they re-point at this server's address (DNS rebinding, e.g. against a
+//! `kubectl port-forward` on 127.0.0.1) would be "same-origin" with itself.
+//!
 //! Why not a CSRF token: without `api.token` the dashboard has no session to bind a token to, and
 //! a stateless token would need a server-side key that a restart forgets (the page refreshes
 //! itself every 15 seconds, so forms are short-lived, but a restart would still refuse them).
@@ -70,6 +76,17 @@ fn check_origin(
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
+    let from_browser =
+        headers.contains_key("sec-fetch-site") || headers.contains_key(header::ORIGIN);
+    if from_browser {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .or(authority);
+        if !host.is_some_and(|host| known_host(host, public_url)) {
+            return Err("the request's Host is not an address of this server (set publicUrl to the address you use)");
+        }
+    }
     if let Some(site) = headers.get("sec-fetch-site") {
         return match site.as_bytes() {
             b"same-origin" | b"none" => Ok(()),
@@ -100,6 +117,39 @@ fn check_origin(
         return Ok(());
     }
     Err("the request's Origin is not this server")
+}
+
+/// True when `host` (a `Host` header: name or address, maybe with a port) is an address this
+/// server can be reached by without anyone's DNS name (see the module docs), or `publicUrl`'s.
+fn known_host(host: &str, public_url: Option<&str>) -> bool {
+    let name = match host.strip_prefix('[') {
+        // `[::1]:8080`
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| {
+            if port.bytes().all(|byte| byte.is_ascii_digit()) {
+                name
+            } else {
+                host
+            }
+        }),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    if name.is_empty() {
+        return false;
+    }
+    if name.parse::<std::net::IpAddr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
+        || !name.contains('.')
+        || name.ends_with(".svc")
+        || name.ends_with(".svc.cluster.local")
+    {
+        return true;
+    }
+    public_url
+        .and_then(|url| url::Url::parse(url).ok())
+        .and_then(|url| url.host_str().map(str::to_ascii_lowercase))
+        .is_some_and(|public| public == name)
 }
 
 /// Refuses cross-origin writes to the API with a JSON `403`.
@@ -155,10 +205,20 @@ mod tests {
         let allowed: &[&[(&str, &str)]] = &[
             &[],
             &[
+                ("host", "127.0.0.1:8080"),
                 ("sec-fetch-site", "same-origin"),
-                ("origin", "https://evil.example"),
+                ("origin", "http://127.0.0.1:8080"),
             ],
-            &[("sec-fetch-site", "none")],
+            &[("host", "localhost:8080"), ("sec-fetch-site", "none")],
+            &[
+                ("host", "drift-sentinel.drift-sentinel.svc:80"),
+                ("sec-fetch-site", "same-origin"),
+            ],
+            &[("host", "[::1]:8080"), ("sec-fetch-site", "same-origin")],
+            &[
+                ("host", "drift.example.com"),
+                ("sec-fetch-site", "same-origin"),
+            ],
             &[("host", "drift:8080"), ("origin", "http://drift:8080")],
             &[
                 ("host", "internal:8080"),
@@ -184,6 +244,17 @@ mod tests {
                 ("origin", "https://drift.example.com"),
             ],
             &[("host", "drift:8080"), ("origin", "http://evil:8080")],
+            // DNS rebinding: the attacker's name, pointed at this server's address.
+            &[
+                ("host", "evil.example:8080"),
+                ("sec-fetch-site", "same-origin"),
+                ("origin", "http://evil.example:8080"),
+            ],
+            &[
+                ("host", "rebind.evil.example"),
+                ("origin", "http://rebind.evil.example"),
+            ],
+            &[("sec-fetch-site", "same-origin")],
             &[("host", "drift:8080"), ("origin", "null")],
             &[("origin", "http://drift:8080")],
             &[

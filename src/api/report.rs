@@ -155,6 +155,10 @@ pub(crate) fn duration_text(seconds: f64) -> String {
 fn markdown_cell(text: &str) -> String {
     text.replace('\\', "\\\\")
         .replace('|', "\\|")
+        // `[text](url)` and `![alt](url)`: a link or an image (loaded where the report is read)
+        // from anyone's value.
+        .replace('[', "\\[")
+        .replace(']', "\\]")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace("\r\n", "<br>")
@@ -344,7 +348,7 @@ mod tests {
 
     #[test]
     fn markdown_cells_carry_no_raw_html_and_stay_in_their_row() {
-        let hostile = "<img src=x onerror=alert(1)>\n# heading | <script>alert(2)</script>";
+        let hostile = "<img src=x onerror=alert(1)>\n# heading | <script>alert(2)</script> [l](http://e) ![i](http://e/i.png)";
         let report = Report {
             generated_at: "2026-01-01T00:00:00Z".into(),
             window_start: "2025-12-01T00:00:00Z".into(),
@@ -370,7 +374,7 @@ mod tests {
             )]),
         };
         let text = markdown(&report);
-        for raw in ["<img", "<script", "</script"] {
+        for raw in ["<img", "<script", "</script", "[l](", "![i]("] {
             assert!(!text.contains(raw), "{raw} in:\n{text}");
         }
         assert!(

@@ -206,10 +206,29 @@ impl Engine {
             {
                 return Outcome::Stale;
             }
+            // A delete is final and resolves the object's drifts: one whose version no real
+            // write can have reached yet is not taken (a forged delete would end real drifts).
+            // A real one after a very long quiet spell is rare, counted, and resync's sweep
+            // still deletes the object.
+            if !plausible && event.action == Action::Delete && !previous.deleted {
+                self.implausible += 1;
+                return Outcome::Stale;
+            }
         }
         let mut after = ObjectState::from_object(&event.cluster, object, now);
         if event.action == Action::Delete {
             after.deleted = true;
+        } else {
+            // Growing the state past its byte cap is refused like a new object at a cap (a
+            // delete never is: its tombstone is pruned later).
+            let weight = after.weight();
+            let previous_weight = previous.map_or(0, ObjectState::weight);
+            if weight > previous_weight
+                && self.graph.bytes().saturating_sub(previous_weight) + weight > self.capacity.bytes
+            {
+                self.refused += 1;
+                return Outcome::OverCapacity;
+            }
         }
         // Provenance: a list creates a listed object and leaves an existing one's as it was; any
         // event makes it the events' (see `ObjectState::listed`).
@@ -878,12 +897,11 @@ fn accepts(
         return false;
     }
     let base = previous.ordering_version();
-    let newer = match action {
+    match action {
         // A delete carries the final state and may repeat the last update's version.
         Action::Delete => resource_version::compare(incoming, base) != Some(Ordering::Less),
         Action::Add | Action::Update => resource_version::is_newer(incoming, base),
-    };
-    newer
+    }
 }
 
 fn drift_id(slot: &DriftSlot, since: Millis, sequence: usize) -> String {

@@ -47,6 +47,8 @@ pub struct Graph {
     tombstones: BTreeSet<(Millis, ObjectKey)>,
     /// Objects per cluster name (a handful of names), to tell which clusters are tracked.
     clusters: HashMap<String, usize>,
+    /// The sum of the objects' [`ObjectState::weight`].
+    bytes: usize,
 }
 
 const CONFIGURATION_UID: &str = "serving.knative.dev/configurationUID";
@@ -117,6 +119,11 @@ impl Graph {
         uids.iter()
             .filter_map(|uid| self.by_uid(&parent.cluster, uid))
             .collect()
+    }
+
+    /// About how many bytes the objects take (the sum of their [`ObjectState::weight`]).
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Objects (tombstones included) tracked under `cluster`.
@@ -211,6 +218,7 @@ impl Graph {
     }
 
     fn index(&mut self, object: &ObjectState) {
+        self.bytes += object.weight();
         *self.clusters.entry(object.cluster.clone()).or_default() += 1;
         let name_key = NameKey::of(object);
         // A late tombstone must not hide a live object that re-used the name.
@@ -238,6 +246,7 @@ impl Graph {
     }
 
     fn unindex(&mut self, object: &ObjectState) {
+        self.bytes = self.bytes.saturating_sub(object.weight());
         if let Some(count) = self.clusters.get_mut(&object.cluster) {
             *count -= 1;
             if *count == 0 {

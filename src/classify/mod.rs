@@ -55,7 +55,8 @@ pub enum Outcome {
     /// name one uid differently. Nothing is applied (a forged `cluster` extension must not move
     /// or resolve anything); the writer counts and logs it.
     Conflict,
-    /// A new object beyond [`Capacity::objects`], in a cluster already at
+    /// A new object beyond [`Capacity::objects`] or [`Capacity::bytes`] (or a change that would
+    /// grow the state beyond the bytes), in a cluster already at
     /// [`Capacity::objects_per_cluster`], or in one cluster more than [`Capacity::clusters`]: not
     /// tracked (objects already tracked keep working).
     OverCapacity,
@@ -65,7 +66,9 @@ pub enum Outcome {
 /// push past.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capacity {
-    /// Most objects (tombstones included) tracked in all clusters together: what bounds memory.
+    /// Most bytes of tracked state ([`ObjectState::weight`] summed): what bounds memory.
+    pub bytes: usize,
+    /// Most objects (tombstones included) tracked in all clusters together.
     pub objects: usize,
     /// Most objects (tombstones included) tracked in one cluster.
     pub objects_per_cluster: usize,
@@ -76,6 +79,7 @@ pub struct Capacity {
 impl Default for Capacity {
     fn default() -> Self {
         Capacity {
+            bytes: 512 * 1024 * 1024,
             objects: 100_000,
             objects_per_cluster: 50_000,
             clusters: 100,

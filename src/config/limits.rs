@@ -9,6 +9,10 @@ use crate::classify::Capacity;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LimitsConfig {
+    /// Most bytes of tracked state (each object's strings and serialized spec and status, plus
+    /// 2 KiB): the bound on the state's memory, whatever the objects look like.
+    #[serde(default = "default_state_bytes")]
+    pub max_state_bytes: usize,
     /// Most objects tracked in all clusters together, tombstones included (about 8 KB of memory
     /// each): the bound on the state's memory.
     #[serde(default = "default_objects")]
@@ -19,6 +23,10 @@ pub struct LimitsConfig {
     /// Most cluster names tracked.
     #[serde(default = "default_clusters")]
     pub max_clusters: usize,
+}
+
+fn default_state_bytes() -> usize {
+    Capacity::default().bytes
 }
 
 fn default_objects() -> usize {
@@ -36,6 +44,7 @@ fn default_clusters() -> usize {
 impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
+            max_state_bytes: default_state_bytes(),
             max_objects: default_objects(),
             max_objects_per_cluster: default_objects_per_cluster(),
             max_clusters: default_clusters(),
@@ -47,6 +56,7 @@ impl LimitsConfig {
     /// The engine's capacity.
     pub fn capacity(&self) -> Capacity {
         Capacity {
+            bytes: self.max_state_bytes,
             objects: self.max_objects,
             objects_per_cluster: self.max_objects_per_cluster,
             clusters: self.max_clusters,

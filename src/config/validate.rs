@@ -245,6 +245,12 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
 }
 
 fn validate_limits(limits: &super::LimitsConfig) -> Result<(), Error> {
+    if limits.max_state_bytes < 1024 * 1024 {
+        return Err(Error::invalid(
+            "limits.maxStateBytes",
+            "must be at least 1048576 (1 MiB)",
+        ));
+    }
     if limits.max_objects == 0 {
         return Err(Error::invalid("limits.maxObjects", "must be at least 1"));
     }

@@ -150,10 +150,39 @@ pub enum Decoded {
 }
 
 const RESOURCE_PREFIX: &str = "dev.knative.apiserver.resource.";
+
+/// Longest CloudEvent `id` and `source` (their pair is kept for `store.dedupRetention` to drop
+/// redeliveries). The ApiServerSource sends a UUID and the API server's URL.
+pub const MAX_ID_BYTES: usize = 1024;
+/// Longest cluster name (the `cluster` extension): a DNS subdomain's length. Every tracked object
+/// and drift carries it.
+pub const MAX_CLUSTER_BYTES: usize = 253;
+
+/// Refuses an `id`, `source` or `cluster` extension longer than its bound.
+fn check_attributes(event: &CloudEvent) -> Result<(), Error> {
+    let over = |what: &str, bytes: usize, limit: usize| {
+        Error::InvalidObject(format!(
+            "{what}: {bytes} bytes, more than the limit of {limit}"
+        ))
+    };
+    if event.id.len() > MAX_ID_BYTES {
+        return Err(over("id", event.id.len(), MAX_ID_BYTES));
+    }
+    if event.source.len() > MAX_ID_BYTES {
+        return Err(over("source", event.source.len(), MAX_ID_BYTES));
+    }
+    if let Some(cluster) = event.extensions.get("cluster") {
+        if cluster.len() > MAX_CLUSTER_BYTES {
+            return Err(over("cluster", cluster.len(), MAX_CLUSTER_BYTES));
+        }
+    }
+    Ok(())
+}
 const REFERENCE_PREFIX: &str = "dev.knative.apiserver.ref.";
 
 /// Decodes one CloudEvent.
 pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result<Decoded, Error> {
+    check_attributes(&event)?;
     let (mode, verb) = if let Some(verb) = event.ty.strip_prefix(RESOURCE_PREFIX) {
         (Mode::Resource, verb)
     } else if let Some(verb) = event.ty.strip_prefix(REFERENCE_PREFIX) {

@@ -31,6 +31,20 @@ pub const MAX_OWNERS: usize = 64;
 pub const MAX_LIST_ITEMS: usize = 1000;
 /// Longest string in a condition (Kubernetes caps a condition's message at 32768 characters).
 pub const MAX_CONDITION_TEXT: usize = 32 * 1024;
+/// Most bytes of labels (keys and values). Kubernetes allows 317-byte keys and 63-byte values;
+/// 256 such labels fit.
+pub const MAX_LABEL_BYTES: usize = 128 * 1024;
+/// Most bytes of `status` (its keys and strings, and 8 per other value), of which the state keeps
+/// the parts the classes read.
+pub const MAX_STATUS_BYTES: usize = 512 * 1024;
+/// Most bytes of owner references (all their strings together).
+pub const MAX_OWNER_BYTES: usize = 64 * 1024;
+/// Longest object name (a DNS subdomain) and other names the state keeps: kind, apiVersion,
+/// uid, resourceVersion, a field manager and its subresource (Kubernetes caps a field manager at
+/// 128 characters).
+pub const MAX_NAME_BYTES: usize = 253;
+/// Longest namespace (a DNS label).
+pub const MAX_NAMESPACE_BYTES: usize = 63;
 
 /// Parses a Kubernetes object (hashing Secret values), checks the fields the classes read and the
 /// bounds of what it may cost, and serializes its `spec` once for the state.
@@ -56,6 +70,44 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
             format!("{count} {unit}, more than the limit of {limit}"),
         )
     };
+    let name = |path: &str, value: &str, limit: usize| {
+        if value.len() > limit {
+            Err(over(path, value.len(), limit, "bytes"))
+        } else {
+            Ok(())
+        }
+    };
+    name("data.metadata.name", &object.name, MAX_NAME_BYTES)?;
+    name(
+        "data.metadata.namespace",
+        &object.namespace,
+        MAX_NAMESPACE_BYTES,
+    )?;
+    name("data.metadata.uid", &object.uid, MAX_NAME_BYTES)?;
+    name(
+        "data.metadata.resourceVersion",
+        &object.resource_version,
+        MAX_NAME_BYTES,
+    )?;
+    name("data.kind", &object.kind, MAX_NAME_BYTES)?;
+    name("data.apiVersion", &object.api_version, MAX_NAME_BYTES)?;
+    for (index, entry) in object.managed_fields.iter().enumerate() {
+        let path = format!("data.metadata.managedFields[{index}]");
+        name(&format!("{path}.manager"), &entry.manager, MAX_NAME_BYTES)?;
+        name(
+            &format!("{path}.operation"),
+            &entry.operation,
+            MAX_NAME_BYTES,
+        )?;
+        name(
+            &format!("{path}.subresource"),
+            &entry.subresource,
+            MAX_NAME_BYTES,
+        )?;
+        if let Some(time) = &entry.time {
+            name(&format!("{path}.time"), time, MAX_NAME_BYTES)?;
+        }
+    }
     if object.managed_fields.len() > MAX_MANAGED_FIELDS {
         return Err(over(
             "data.metadata.managedFields",
@@ -70,6 +122,41 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
             object.labels.len(),
             MAX_LABELS,
             "labels",
+        ));
+    }
+    let label_bytes: usize = object
+        .labels
+        .iter()
+        .map(|(key, value)| key.len() + value.len())
+        .sum();
+    if label_bytes > MAX_LABEL_BYTES {
+        return Err(over(
+            "data.metadata.labels",
+            label_bytes,
+            MAX_LABEL_BYTES,
+            "bytes",
+        ));
+    }
+    let owner_bytes: usize = object
+        .owner_references
+        .iter()
+        .map(|owner| {
+            owner.api_version.len() + owner.kind.len() + owner.name.len() + owner.uid.len()
+        })
+        .sum();
+    if owner_bytes > MAX_OWNER_BYTES {
+        return Err(over(
+            "data.metadata.ownerReferences",
+            owner_bytes,
+            MAX_OWNER_BYTES,
+            "bytes",
+        ));
+    }
+    let status_bytes = json_bytes(&object.status, MAX_STATUS_BYTES);
+    if status_bytes > MAX_STATUS_BYTES {
+        return Err(invalid(
+            "data.status",
+            format!("more than the limit of {MAX_STATUS_BYTES} bytes"),
         ));
     }
     let annotation_bytes: usize = object
@@ -111,6 +198,34 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// The bytes of `value`'s keys and strings, plus 8 for every other value, counted until `limit`
+/// is passed (then some number above it): what a value costs, without serializing it.
+fn json_bytes(value: &Value, limit: usize) -> usize {
+    let mut total = 0usize;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(text) => total += text.len(),
+            Value::Array(items) => {
+                total += 8;
+                stack.extend(items.iter());
+            }
+            Value::Object(map) => {
+                total += 8;
+                for (key, item) in map {
+                    total += key.len();
+                    stack.push(item);
+                }
+            }
+            _ => total += 8,
+        }
+        if total > limit {
+            break;
+        }
+    }
+    total
 }
 
 /// Checks the types of the fields the classes read.
@@ -186,7 +301,7 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
             for (index, item) in statuses.iter().enumerate() {
                 let path = format!("data.status.containerStatuses[{index}]");
                 let item = object_at(item, &path)?;
-                for key in ["name", "image", "imageID"] {
+                for key in ["name", "image", "imageID", "imageDigest"] {
                     text(item, key, &format!("{path}.{key}"), usize::MAX)?;
                 }
             }
@@ -243,8 +358,12 @@ fn text(map: &Map<String, Value>, key: &str, path: &str, limit: usize) -> Result
 fn count(map: &Map<String, Value>, key: &str, path: &str) -> Result<(), Error> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(()),
-        Some(Value::Number(number)) if number.as_u64().is_some() => Ok(()),
-        Some(Value::Number(_)) => Err(invalid(path, "expected a non-negative integer")),
+        // Kubernetes' counts are int64: a larger one cannot be real and would not be read as one.
+        Some(Value::Number(number)) if number.as_i64().is_some_and(|n| n >= 0) => Ok(()),
+        Some(Value::Number(_)) => Err(invalid(
+            path,
+            "expected a non-negative integer of at most 2^63-1",
+        )),
         Some(other) => Err(invalid(
             path,
             format!("expected a non-negative integer, got {}", type_name(other)),

@@ -160,7 +160,8 @@ fn defang_markdown(line: &str, block_start: bool) -> String {
     // A value that starts a line in a template (after `> ` or `- `, or anywhere in an operator's
     // template) must not open a block: a heading, quote, list item, fence, table row, thematic
     // break, HTML block or link reference definition.
-    let start = line.trim_start_matches(' ');
+    // Tabs count as indentation too (`> \t# x` is a heading in a quote).
+    let start = line.trim_start_matches([' ', '\t']);
     let ordered_item = start
         .trim_start_matches(|c: char| c.is_ascii_digit())
         .starts_with(['.', ')'])
@@ -605,11 +606,11 @@ pub fn fill(template: &str, notice: &Notice, style: &Style, markup: Markup) -> S
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{Drift, DriftState, Evidence, OwnerChain, Severity};
 
-    fn notice() -> Notice {
+    pub(crate) fn notice() -> Notice {
         Notice {
             kind: NoticeKind::Firing,
             drift: Drift {

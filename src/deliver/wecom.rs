@@ -16,6 +16,7 @@ use super::http::{classify_status, cut_bytes, read, transport_error};
 use super::render::{Markup, Style};
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
 use crate::config::Secret;
+use crate::model::NoticeKind;
 
 /// WeCom's markdown content cap.
 pub(crate) const MAX_CONTENT_BYTES: usize = 4096;
@@ -44,7 +45,12 @@ impl WeCom {
         // The title goes inside WeCom's markdown (its `<font>` tag), so its values are written as
         // Markdown.
         let title = self.style.message_title_in(message, Markup::Markdown);
-        let colour = if title.contains("RESOLVED") || title.contains("已恢复") {
+        // From the notices, never from the title: a cluster value in it could read "RESOLVED".
+        let colour = if message
+            .notices
+            .iter()
+            .all(|notice| notice.kind == NoticeKind::Resolved)
+        {
             "info"
         } else {
             "warning"
@@ -153,5 +159,39 @@ impl Channel for WeCom {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn colour_of(kind: NoticeKind, name: &str) -> String {
+        let mut notice = crate::deliver::render::tests::notice();
+        notice.kind = kind;
+        notice.drift.name = name.to_string();
+        let channel = WeCom::new(
+            "wx",
+            reqwest::Client::new(),
+            Secret::new("https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=k".to_string()),
+            Style::english(),
+        );
+        let message = Message {
+            id: "m".into(),
+            notices: vec![notice],
+            now: 0,
+            omitted: 0,
+        };
+        let body = channel.body(&message, 4096);
+        let content = body["markdown"]["content"].as_str().unwrap().to_string();
+        content.split('"').nth(1).unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn the_colour_follows_the_notices_not_the_values_in_the_title() {
+        assert_eq!(colour_of(NoticeKind::Resolved, "checkout"), "info");
+        assert_eq!(colour_of(NoticeKind::Firing, "checkout"), "warning");
+        // Found in review: a firing alert for an object named like a resolve looked resolved.
+        assert_eq!(colour_of(NoticeKind::Firing, "RESOLVED-已恢复"), "warning");
     }
 }

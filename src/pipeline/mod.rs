@@ -188,6 +188,18 @@ impl Pipeline {
         let mut engine = Engine::new(rules);
         engine.set_capacity(settings.capacity);
         engine.restore(snapshot.objects, snapshot.drifts);
+        let capacity = settings.capacity;
+        if engine.graph().bytes() > capacity.bytes || engine.object_count() > capacity.objects {
+            // Restored whole (dropping objects would lose their drifts); new objects are refused
+            // until the state is back under the caps.
+            tracing::warn!(
+                message = "The stored state is larger than limits: allow; it was restored whole, and new objects are refused until it shrinks below them.",
+                objects = engine.object_count(),
+                max_objects = capacity.objects,
+                state_bytes = engine.graph().bytes(),
+                max_state_bytes = capacity.bytes,
+            );
+        }
         let silences = Silences::new(
             snapshot
                 .silences

@@ -326,6 +326,7 @@ impl Writer {
             }
             if round.store_failure.is_none() && self.engine.journaled_writes() == writes_before {
                 if let Some(reply) = reply.take() {
+                    self.count_refusals();
                     let _ = reply.send(Ok(event_results.clone()));
                 }
             }
@@ -506,8 +507,9 @@ impl Writer {
         }
     }
 
-    /// Gauges that follow every round: tracked objects, firing drifts, round time.
-    fn observe(&mut self, started: std::time::Instant) {
+    /// Publishes the engine's counts of implausible versions and refused objects (before any
+    /// answer, so a caller that has its answer sees the counts of its own events).
+    fn count_refusals(&mut self) {
         let implausible = self.engine.implausible_versions();
         self.metrics
             .implausible_versions
@@ -518,6 +520,11 @@ impl Writer {
             .objects_refused
             .inc_by(refused.saturating_sub(self.refused_seen));
         self.refused_seen = refused;
+    }
+
+    /// Gauges that follow every round: tracked objects, firing drifts, round time.
+    fn observe(&mut self, started: std::time::Instant) {
+        self.count_refusals();
         let capacity = self.engine.capacity();
         self.metrics
             .cluster_objects_max
@@ -528,6 +535,12 @@ impl Writer {
         self.metrics
             .objects_limit
             .set(i64::try_from(capacity.objects).unwrap_or(i64::MAX));
+        self.metrics
+            .state_bytes
+            .set(i64::try_from(self.engine.graph().bytes()).unwrap_or(i64::MAX));
+        self.metrics
+            .state_bytes_limit
+            .set(i64::try_from(capacity.bytes).unwrap_or(i64::MAX));
         self.metrics
             .tracked_objects
             .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));

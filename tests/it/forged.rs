@@ -293,6 +293,7 @@ fn another_service(index: usize, version: &str) -> Value {
 #[tokio::test]
 async fn a_flood_of_new_objects_stops_at_the_cap_and_tracked_objects_keep_working() {
     let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        bytes: usize::MAX,
         objects: 100,
         objects_per_cluster: 2,
         clusters: 8,
@@ -383,6 +384,7 @@ async fn a_flood_of_new_objects_stops_at_the_cap_and_tracked_objects_keep_workin
 #[tokio::test]
 async fn cluster_names_beyond_the_cap_are_refused() {
     let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        bytes: usize::MAX,
         objects: 100,
         objects_per_cluster: 100,
         clusters: 2,
@@ -430,6 +432,7 @@ async fn cluster_names_beyond_the_cap_are_refused() {
 #[tokio::test]
 async fn the_total_cap_holds_across_clusters() {
     let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        bytes: usize::MAX,
         objects: 3,
         objects_per_cluster: 100,
         clusters: 100,
@@ -456,5 +459,579 @@ async fn the_total_cap_holds_across_clusters() {
     assert_eq!(
         metric(&app.metrics, "drift_sentinel_tracked_objects_limit"),
         3.0
+    );
+}
+/// Labels are bounded by their bytes, not only their number: 200 labels of 10 KB each would be
+/// kept whole in the state and the store (found in review).
+#[tokio::test]
+async fn the_bytes_of_labels_are_bounded() {
+    let app = app();
+    let mut object = with_version("100000");
+    let labels: serde_json::Map<String, Value> = (0..200)
+        .map(|index| (format!("k{index}"), json!("v".repeat(10_000))))
+        .collect();
+    object["metadata"]["labels"] = Value::Object(labels);
+    let (status, body) = post(&app, from("prod", "l-1", "add", &object)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("data.metadata.labels"), "{body}");
+}
+
+/// The status is bounded: a condition may carry any extra key, and the state keeps the whole
+/// condition object (found in review).
+#[tokio::test]
+async fn the_status_is_bounded() {
+    let app = app();
+    let mut object = with_version("100000");
+    object["status"]["conditions"][0]["junk"] = json!("x".repeat(3 * 1024 * 1024));
+    let (status, body) = post(&app, from("prod", "s-1", "add", &object)).await;
+    if status == StatusCode::ACCEPTED {
+        let kept = stored_service(&app).status.text().len();
+        panic!("3 MiB of junk in one condition was accepted and kept: status is {kept} bytes");
+    }
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
+/// A `cluster` extension (and a CloudEvent `id`) is bounded: every object's key carries the
+/// name, and every conflict remembers its pair of names for logging once (found in review).
+#[tokio::test]
+async fn cluster_names_are_bounded() {
+    let app = app();
+    let huge = "c".repeat(254);
+    let (status, body) = post(&app, from(&huge, "n-1", "add", &with_version("100000"))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("cluster: 254 bytes"), "{body}");
+    assert_eq!(
+        post(
+            &app,
+            from(&"c".repeat(253), "n-2", "add", &with_version("100000"))
+        )
+        .await
+        .0,
+        StatusCode::ACCEPTED,
+        "a DNS-length name is a name"
+    );
+    let mut event = structured_event(&"i".repeat(1025), "add", &with_version("100000"));
+    event["cluster"] = json!("prod");
+    let (status, body) = post(&app, binary_request(&event)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("id: 1025 bytes"), "{body}");
+}
+
+/// A value placed where a block can start opens no block even after a leading tab: after a
+/// quote marker (`> {summary}`, the built-in template), `\t# H` would be a heading and
+/// `\t[x]: https://evil.example` a link reference definition (found in review).
+#[test]
+fn a_leading_tab_opens_no_block_in_markdown() {
+    use drift_sentinel::deliver::render::Markup;
+    use pulldown_cmark::{Event, Parser, Tag};
+    let effects = |text: &str| -> (usize, Vec<String>) {
+        let mut headings = 0;
+        let mut links = Vec::new();
+        for event in Parser::new(text) {
+            match event {
+                Event::Start(Tag::Heading { .. }) => headings += 1,
+                Event::Start(Tag::Link { dest_url, .. }) => links.push(dest_url.to_string()),
+                _ => {}
+            }
+        }
+        (headings, links)
+    };
+    // The built-in Markdown template writes the summary as `> {summary}`.
+    let quoted = format!("> {}\n", Markup::Markdown.text("\t# Pwned"));
+    let headings = effects(&quoted).0;
+    // The same quote position, a definition, and a `[x]` in another value.
+    let text = format!(
+        "> {}\n\n- **Object**: {}\n",
+        Markup::Markdown.text("\t[x]: https://evil.example/login"),
+        Markup::Markdown.text("please [x] to verify")
+    );
+    let links = effects(&text).1;
+    assert_eq!(
+        (headings, links.clone()),
+        (0, Vec::<String>::new()),
+        "a heading ({quoted:?}) or a link ({text:?}) from values"
+    );
+}
+
+/// A delete with an implausible version is not taken (counted): a forged one would resolve the
+/// object's real drifts and end the object (found in review).
+#[tokio::test]
+async fn an_implausible_delete_is_not_taken() {
+    let app = app();
+    assert_eq!(
+        post(&app, from("prod", "d-1", "add", &with_version("100000")))
+            .await
+            .0,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        post(
+            &app,
+            from("prod", "d-2", "update", &edited("100001", "250"))
+        )
+        .await
+        .0,
+        StatusCode::ACCEPTED
+    );
+    let firing: Vec<_> = app
+        .store
+        .drifts()
+        .into_iter()
+        .filter(|drift| drift.class == "manual_edit" && drift.state == DriftState::Firing)
+        .collect();
+    assert_eq!(firing.len(), 1);
+    // Forged delete, far beyond the frontier (counted as implausible).
+    let (status, _) = post(
+        &app,
+        from("prod", "d-3", "delete", &with_version("999999999999999")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_implausible_resource_versions_total"
+        ),
+        1.0
+    );
+    let open: Vec<_> = app
+        .store
+        .drifts()
+        .into_iter()
+        .filter(|drift| drift.class == "manual_edit" && drift.state != DriftState::Resolved)
+        .collect();
+    assert_eq!(
+        open.len(),
+        1,
+        "an implausible (untrusted) delete must not resolve the real drift"
+    );
+    // And the next real event is applied.
+    post(
+        &app,
+        from("prod", "d-4", "update", &edited("100002", "300")),
+    )
+    .await;
+    let object = stored_service(&app);
+    assert!(
+        !object.deleted && object.resource_version == "100002",
+        "the real update replaces the forged delete: deleted={} version={}",
+        object.deleted,
+        object.resource_version
+    );
+}
+
+/// A test app on a clock the test moves, and a way to send events stamped with it.
+struct Timed {
+    app: TestApp,
+    clock: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+/// 2026-11-29T10:00:00Z.
+const START: i64 = 1_795_946_400_000;
+
+impl Timed {
+    fn new() -> Timed {
+        let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(START));
+        let reader = std::sync::Arc::clone(&clock);
+        let app = app_with(
+            64,
+            4 * 1024 * 1024,
+            std::sync::Arc::new(move || reader.load(std::sync::atomic::Ordering::SeqCst)),
+        );
+        Timed { app, clock }
+    }
+
+    fn advance(&self, seconds: i64) {
+        self.clock
+            .fetch_add(seconds * 1000, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Posts an event the source sends now (its CloudEvent `time` is the clock's).
+    async fn send(&self, id: &str, verb: &str, object: &Value) -> StatusCode {
+        let now = self.clock.load(std::sync::atomic::Ordering::SeqCst);
+        self.send_sent_at(id, verb, object, now).await
+    }
+
+    /// Posts an event whose CloudEvent `time` is `sent` (a retry keeps its first time).
+    async fn send_sent_at(&self, id: &str, verb: &str, object: &Value, sent: i64) -> StatusCode {
+        let mut event = structured_event(id, verb, object);
+        event["cluster"] = json!("prod");
+        event["time"] = json!(drift_sentinel::time::format_time_offset(sent));
+        post(&self.app, binary_request(&event)).await.0
+    }
+
+    fn service(&self) -> drift_sentinel::classify::ObjectState {
+        self.app
+            .store
+            .objects()
+            .into_iter()
+            .find(|object| object.name == "knative-webapp")
+            .expect("tracked")
+    }
+}
+
+#[tokio::test]
+async fn a_walked_frontier_freezes_an_object_only_until_an_event_sent_after_it() {
+    // Found in review: the frontier moves with every plausible event, so a sender can walk it
+    // forward in steps of MAX_JUMP with a junk object and then post the real object at a
+    // version that is plausible by then.
+    let timed = Timed::new();
+    assert_eq!(
+        timed.send("r-1", "add", &with_version("100000")).await,
+        StatusCode::ACCEPTED
+    );
+    let step = drift_sentinel::classify::resource_version::MAX_JUMP;
+    let mut frontier = 100_000u128;
+    for index in 0..20 {
+        frontier += step;
+        let status = timed
+            .send(
+                &format!("j-{index}"),
+                "update",
+                &another_service(1, &frontier.to_string()),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+    }
+    assert_eq!(
+        timed
+            .send("f-1", "update", &with_version(&frontier.to_string()))
+            .await,
+        StatusCode::ACCEPTED
+    );
+    // A retry of an older real event (sent before the forged state arrived) is stale, as any
+    // reordered event is.
+    assert_eq!(
+        timed
+            .send_sent_at("r-0", "update", &edited("100001", "200"), START - 1000)
+            .await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        metric(
+            &timed.app.metrics,
+            "drift_sentinel_events_total{outcome=\"stale\"}"
+        ),
+        1.0
+    );
+    // The next real event the source sends (well after the forged state arrived) is applied.
+    timed.advance(60);
+    assert_eq!(
+        timed.send("r-2", "update", &edited("100002", "250")).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(timed.service().resource_version, "100002");
+    // And ordering holds from there: a retry of an older event is stale again.
+    assert_eq!(
+        timed
+            .send_sent_at("r-1b", "update", &edited("100001", "200"), START + 1000)
+            .await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(timed.service().resource_version, "100002");
+}
+
+#[tokio::test]
+async fn a_plausible_forged_version_is_replaced_by_the_next_event_sent_after_it() {
+    let timed = Timed::new();
+    assert_eq!(
+        timed.send("m-1", "add", &with_version("100000")).await,
+        StatusCode::ACCEPTED
+    );
+    let forged = (100_000u128 + drift_sentinel::classify::resource_version::MAX_JUMP).to_string();
+    assert_eq!(
+        timed.send("m-2", "update", &edited(&forged, "999")).await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        metric(
+            &timed.app.metrics,
+            "drift_sentinel_implausible_resource_versions_total"
+        ),
+        0.0,
+        "exactly at the bound is plausible"
+    );
+    // Within the clock-skew allowance an older version cannot be told from a reordered event.
+    timed.advance(10);
+    timed.send("m-3", "update", &edited("100001", "250")).await;
+    assert_eq!(timed.service().resource_version, forged);
+    timed.advance(60);
+    timed.send("m-4", "update", &edited("100002", "300")).await;
+    assert_eq!(timed.service().resource_version, "100002");
+    assert_eq!(drifts_of(&timed.app, "manual_edit").len(), 1);
+}
+
+#[tokio::test]
+async fn a_forged_delete_is_undone_by_the_next_event_sent_after_it() {
+    let timed = Timed::new();
+    assert_eq!(
+        timed.send("d-1", "add", &with_version("100000")).await,
+        StatusCode::ACCEPTED
+    );
+    // Plausible (one write ahead): taken, as a real delete would be.
+    assert_eq!(
+        timed.send("d-2", "delete", &with_version("100001")).await,
+        StatusCode::ACCEPTED
+    );
+    assert!(timed.service().deleted);
+    // A real delete is final: no event of the uid is sent after it. One that is proves the
+    // delete was not real, and the object is alive again.
+    timed.advance(60);
+    assert_eq!(
+        timed.send("d-3", "update", &edited("100005", "250")).await,
+        StatusCode::ACCEPTED
+    );
+    let object = timed.service();
+    assert!(!object.deleted);
+    assert_eq!(object.resource_version, "100005");
+    // A retried update sent before the delete arrived does not revive a really deleted object.
+    assert_eq!(
+        timed.send("d-4", "delete", &with_version("100006")).await,
+        StatusCode::ACCEPTED
+    );
+    timed.advance(60);
+    assert_eq!(
+        timed
+            .send_sent_at("d-5", "update", &with_version("100004"), START)
+            .await,
+        StatusCode::ACCEPTED
+    );
+    assert!(timed.service().deleted);
+}
+
+#[test]
+fn a_listed_object_replaces_a_tombstone_that_arrived_before_the_list() {
+    // Found in review: a tombstone accepted nothing, not even the API server's own list showing
+    // the object alive. A uid is never re-created, so a list that started after the delete
+    // arrived and still holds the object proves the delete was not real; a list that started
+    // before it may predate a real delete.
+    use drift_sentinel::classify::ListContext;
+    let mut engine = Engine::new(Arc::new(Rules::default()));
+    let decode = |verb: &str, version: &str| -> decode::ApiServerEvent {
+        let mut event = structured_event("x", verb, &with_version(version));
+        event.as_object_mut().unwrap().remove("time");
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "content-type",
+            "application/cloudevents+json".parse().unwrap(),
+        );
+        let clusters = ClusterNames {
+            default: "prod".into(),
+            by_source: Default::default(),
+        };
+        match decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters)
+            .unwrap()
+            .remove(0)
+        {
+            Decoded::ApiServer(event) => *event,
+            Decoded::Ignored { .. } => panic!("not an ApiServerSource event"),
+        }
+    };
+    engine.begin();
+    assert_eq!(engine.apply(&decode("add", "5000"), 0), Outcome::Applied);
+    assert_eq!(
+        engine.apply(&decode("delete", "5001"), 10),
+        Outcome::Applied
+    );
+    // A list that started before the delete arrived: it may predate the delete.
+    assert_eq!(
+        engine.apply_listed(
+            &decode("update", "5000"),
+            ListContext {
+                version: "5000",
+                started_at: 5,
+            },
+            20,
+        ),
+        Outcome::Stale
+    );
+    // A list that started after it and still holds the object: the delete was not real.
+    assert_eq!(
+        engine.apply_listed(
+            &decode("update", "5000"),
+            ListContext {
+                version: "6000",
+                started_at: 30,
+            },
+            40,
+        ),
+        Outcome::Applied
+    );
+}
+
+fn stored_service(app: &TestApp) -> drift_sentinel::classify::ObjectState {
+    app.store
+        .objects()
+        .into_iter()
+        .find(|object| object.name == "knative-webapp")
+        .expect("tracked")
+}
+
+/// The Service (or `another_service(index)`) as an event from `cluster`, without a send time.
+fn engine_event(cluster: &str, object: &Value) -> decode::ApiServerEvent {
+    let mut event = structured_event("x", "update", object);
+    event.as_object_mut().unwrap().remove("time");
+    event["cluster"] = json!(cluster);
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "content-type",
+        "application/cloudevents+json".parse().unwrap(),
+    );
+    let clusters = ClusterNames {
+        default: "prod".into(),
+        by_source: Default::default(),
+    };
+    match decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters)
+        .unwrap()
+        .remove(0)
+    {
+        Decoded::ApiServer(event) => *event,
+        Decoded::Ignored { .. } => panic!("not an ApiServerSource event"),
+    }
+}
+
+fn clusters_of(engine: &Engine) -> Vec<String> {
+    let mut clusters: Vec<String> = engine
+        .graph()
+        .iter()
+        .map(|object| object.cluster.clone())
+        .collect();
+    clusters.sort();
+    clusters
+}
+
+#[test]
+fn resync_moves_its_own_copies_to_its_name() {
+    // The fix of a misconfiguration: resync filed objects under `staging`, then was set to the
+    // events' name `prod`. Its own copies move (nothing else would: an event never moves one).
+    use drift_sentinel::classify::ListContext;
+    let mut engine = Engine::new(Arc::new(Rules::default()));
+    engine.begin();
+    let list = |started_at| ListContext {
+        version: "200000",
+        started_at,
+    };
+    assert_eq!(
+        engine.apply_listed(
+            &engine_event("staging", &with_version("100000")),
+            list(0),
+            0
+        ),
+        Outcome::Applied
+    );
+    assert_eq!(
+        engine.apply(&engine_event("prod", &with_version("100001")), 1),
+        Outcome::Conflict
+    );
+    assert_eq!(
+        engine.apply_listed(&engine_event("prod", &with_version("100000")), list(2), 2),
+        Outcome::Applied
+    );
+    assert_eq!(clusters_of(&engine), ["prod"]);
+    assert_eq!(
+        engine.apply(&engine_event("prod", &with_version("100001")), 3),
+        Outcome::Applied
+    );
+}
+
+#[test]
+fn resync_replaces_a_copy_events_filed_elsewhere_only_when_events_use_its_name() {
+    use drift_sentinel::classify::ListContext;
+    let list = ListContext {
+        version: "200000",
+        started_at: 0,
+    };
+    // Events filed the object under `evil` and nothing under resync's `prod`: resync's name may
+    // be the wrong one, so the object is a conflict, not moved.
+    let mut engine = Engine::new(Arc::new(Rules::default()));
+    engine.begin();
+    assert_eq!(
+        engine.apply(&engine_event("evil", &with_version("100000")), 0),
+        Outcome::Applied
+    );
+    assert_eq!(
+        engine.apply_listed(&engine_event("prod", &with_version("100000")), list, 1),
+        Outcome::Conflict
+    );
+    assert_eq!(clusters_of(&engine), ["evil"]);
+    // Once events use `prod` too, the API server's list under `prod` contradicts the copy under
+    // `evil` (a forged or misconfigured sender), and the list wins.
+    assert_eq!(
+        engine.apply(&engine_event("prod", &another_service(7, "100001")), 2),
+        Outcome::Applied
+    );
+    assert_eq!(
+        engine.apply_listed(&engine_event("prod", &with_version("100000")), list, 3),
+        Outcome::Applied
+    );
+    assert_eq!(clusters_of(&engine), ["prod", "prod"]);
+}
+
+#[tokio::test]
+async fn the_state_s_bytes_are_capped_and_a_change_that_would_pass_the_cap_is_refused() {
+    // Found in review: counting objects does not bound memory; a few large objects can cost as
+    // much as thousands of small ones.
+    let big = |index: usize, version: &str| {
+        let mut object = another_service(index, version);
+        object["metadata"]["annotations"]["note"] = json!("n".repeat(20 * 1024));
+        object
+    };
+    // What one such object weighs, measured on an app without a byte cap.
+    let probe = app();
+    post(&probe, from("prod", "p-1", "add", &big(9, "100"))).await;
+    let weight = metric(&probe.metrics, "drift_sentinel_tracked_state_bytes");
+    assert!(weight > 20.0 * 1024.0, "{weight}");
+    let cap = (weight * 3.5) as usize;
+    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        bytes: cap,
+        objects: 1000,
+        objects_per_cluster: 1000,
+        clusters: 10,
+    });
+    for index in 0..4 {
+        let (status, body) = post(
+            &app,
+            from("prod", &format!("b-{index}"), "add", &big(index, "100")),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    // Three fit, the fourth does not.
+    assert_eq!(app.store.objects().len(), 3);
+    assert_eq!(
+        metric(&app.metrics, "drift_sentinel_objects_refused_total"),
+        1.0
+    );
+    let bytes = metric(&app.metrics, "drift_sentinel_tracked_state_bytes");
+    assert_eq!(bytes, weight * 3.0, "{bytes} bytes tracked");
+    assert_eq!(
+        metric(&app.metrics, "drift_sentinel_tracked_state_bytes_limit"),
+        cap as f64
+    );
+    // An object already tracked may not grow past the cap either...
+    let mut grown = big(0, "101");
+    grown["metadata"]["annotations"]["note"] = json!("n".repeat(40 * 1024));
+    post(&app, from("prod", "g-1", "update", &grown)).await;
+    assert_eq!(
+        metric(&app.metrics, "drift_sentinel_objects_refused_total"),
+        2.0
+    );
+    // ...but a change that does not grow it is applied, and a delete always is.
+    let mut same = big(0, "102");
+    same["metadata"]["annotations"]["note"] = json!("m".repeat(20 * 1024));
+    post(&app, from("prod", "g-2", "update", &same)).await;
+    post(&app, from("prod", "g-3", "delete", &big(1, "103"))).await;
+    let objects = app.store.objects();
+    let first = objects
+        .iter()
+        .find(|object| object.name == "flood-0")
+        .unwrap();
+    assert_eq!(first.resource_version, "102");
+    assert!(
+        objects
+            .iter()
+            .find(|object| object.name == "flood-1")
+            .unwrap()
+            .deleted
     );
 }

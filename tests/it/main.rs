@@ -19,7 +19,6 @@ mod recording;
 mod registry;
 #[cfg(feature = "cluster")]
 mod resync;
-mod review_h15;
 mod router;
 mod scenario;
 mod secrets;

@@ -963,8 +963,6 @@ async fn a_service_deleted_and_re_created_while_unseen_is_not_an_unexpected_dele
     );
 }
 
-// ---- Adversarial review of issue 15 (branch h15-review): expected to FAIL until fixed. ----
-
 impl Harness {
     /// Sends an event naming `cluster` in its `cluster` extension (a forged one, here).
     async fn send_as(&self, cluster: &str, id: &str, verb: &str, object: &Value) {
@@ -981,12 +979,11 @@ impl Harness {
     }
 }
 
-/// Item 4. Resync and events use the same, correct name (`test`). A quiet object is tracked
-/// from resync only (`listed`), as most objects are. One forged event naming another cluster
-/// moves it to the forged name and resolves its resync-found drift; afterwards every resync of
-/// the whole resource stops on "wrong cluster name" and the real events are conflicts.
+/// Resync and events use the same name (`test`). A quiet object is tracked from resync only
+/// (`listed`), as most objects are. One forged event naming another cluster must neither move it
+/// nor resolve its resync-found drift, nor stop resync (found in review).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn review_h15_a_forged_cluster_moves_a_listed_object_and_stops_resync() {
+async fn a_forged_cluster_neither_moves_a_listed_object_nor_stops_resync() {
     let failed = failed_service();
     let listing = || services_list(std::slice::from_ref(&failed));
     let harness = Harness::new(vec![listing(), listing()], vec![services_resource()], 500).await;
@@ -1030,12 +1027,11 @@ async fn review_h15_a_forged_cluster_moves_a_listed_object_and_stops_resync() {
     );
 }
 
-/// Item 4. A forged event for a uid not tracked yet (resync off or not run yet) files it under
-/// the forged name; the next resync finds that uid "under another name" and skips the whole
-/// resource: the other Services in the list (here one whose Revision failed) are never
-/// classified, and no deletion of that kind is ever inferred again.
+/// A forged event for a uid not tracked yet files it under the forged name; the next resync
+/// must still classify the other Services in the list (here one whose Revision failed) instead
+/// of stopping the whole resource (found in review).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn review_h15_one_forged_uid_stops_resync_of_its_whole_resource() {
+async fn one_forged_uid_does_not_stop_resync_of_its_resource() {
     let ready = ready_services();
     let failed = failed_service();
     let harness = Harness::new(

@@ -58,6 +58,10 @@ pub(crate) fn render_markdown(report: &Report) -> String {
 fn md_text(text: &str) -> String {
     text.replace('\\', "\\\\")
         .replace('|', "\\|")
+        // `[text](url)` and `![alt](url)`: a link or an image (loaded where the report is read)
+        // from anyone's value.
+        .replace('[', "\\[")
+        .replace(']', "\\]")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace("\r\n", "<br>")
@@ -94,5 +98,6 @@ mod tests {
         assert_eq!(md_code("a|b"), "`a\\|b`");
         assert_eq!(md_code("a`b"), "`` a`b ``");
         assert_eq!(md_text("x|y\n<z>"), "x\\|y<br>&lt;z&gt;");
+        assert_eq!(md_text("![i](http://e)"), "!\\[i\\](http://e)");
     }
 }
