@@ -16,12 +16,18 @@
 //!   applied (it may be real, after a long quiet spell), but the object keeps ordering later
 //!   events against its last plausible version, so the next real event replaces a forged
 //!   `999999999999` instead of being dropped as stale, and it does not move the frontier.
-//! * A resync list's snapshot version is the API server's own: a stored version newer than it
-//!   cannot be real, and the listed state replaces it.
+//!   A delete that far ahead is not taken at all: it would resolve the object's drifts.
+//! * A resync list's snapshot version is the API server's own: a state that arrived before the
+//!   list started with a version newer than the snapshot cannot be real, nor a tombstone of an
+//!   object the list holds, and the listed state replaces it. A frontier set before the list and
+//!   newer than its snapshot is lowered to it (events walked it there).
+//! * Beside the versions, the engine takes an event sent (its CloudEvent `time`) well after a
+//!   state arrived as newer than that state (`engine.rs`, `sent_after`): that is what ends a
+//!   forgery that versions alone cannot see, at the next real event.
 //!
-//! What is left: the very first event of a cluster cannot be judged (there is no frontier yet),
-//! and the rules bound the harm of a forged event to one state, replaced by the next real one.
-//! Authenticating the sender (OIDC or a token) is what keeps forged events out.
+//! What is left: within the clock-skew allowance, and for the very first event of a cluster, a
+//! forged event cannot be told from a real one. Authenticating the sender (OIDC or a token) is
+//! what keeps forged events out.
 
 use std::cmp::Ordering;
 

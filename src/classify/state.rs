@@ -143,7 +143,7 @@ pub struct ObjectState {
     /// True once a delete event was seen (kept as a tombstone for a while).
     pub deleted: bool,
     /// True when a resync list created this object and no event has been applied to it since:
-    /// the only case in which an event naming another cluster moves the object to its name.
+    /// a list under another cluster name (resync's corrected name) then moves it.
     pub listed: bool,
     /// Set when `resource_version` is implausibly far ahead of every other version of its
     /// cluster (`resource_version.rs`): the last version before it, which later events are
