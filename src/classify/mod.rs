@@ -33,6 +33,7 @@ pub mod state;
 
 mod engine;
 mod journal;
+mod ordering;
 
 use std::collections::BTreeMap;
 

@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+mod objects;
+
 use super::journal::Journal;
+pub use super::ordering::ListContext;
+use super::ordering::{accepts, sent_after, Frontiers};
 use super::{
     classes, resource_version, Capacity, Changes, Graph, ObjectState, Outcome, Rules, Sweep,
     RECHECK_PER_TICK, RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS,
@@ -26,7 +30,7 @@ pub struct Engine {
     recheck: Vec<ObjectKey>,
     journal: Journal,
     /// Per cluster, the newest plausible `resourceVersion` seen (events and resync lists).
-    frontiers: HashMap<String, Frontier>,
+    frontiers: Frontiers,
     /// Cluster names under which events (not only resync) have filed objects: names that a real
     /// event stream uses (see `Engine::apply_listed`).
     event_clusters: std::collections::HashSet<String>,
@@ -49,7 +53,7 @@ impl Engine {
             recorded: std::collections::HashSet::new(),
             recheck: Vec::new(),
             journal: Journal::default(),
-            frontiers: HashMap::new(),
+            frontiers: Frontiers::default(),
             event_clusters: std::collections::HashSet::new(),
             implausible: 0,
             capacity: Capacity::default(),
@@ -67,7 +71,7 @@ impl Engine {
             }
             if object.confirmed_resource_version.is_none() {
                 let (cluster, version) = (object.cluster.clone(), object.resource_version.clone());
-                self.advance_frontier(&cluster, &version, object.last_seen);
+                self.frontiers.advance(&cluster, &version, object.last_seen);
             }
             if !object.listed && !self.event_clusters.contains(&object.cluster) {
                 self.event_clusters.insert(object.cluster.clone());
@@ -131,306 +135,6 @@ impl Engine {
     /// Number of tracked objects, tombstones included.
     pub fn object_count(&self) -> usize {
         self.graph.len()
-    }
-
-    /// Applies one ApiServerSource event at `now`.
-    pub fn apply(&mut self, event: &ApiServerEvent, now: Millis) -> Outcome {
-        self.apply_from(event, None, now)
-    }
-
-    /// Applies one object of a resync list (trusted: the API server's own view; see
-    /// `resource_version.rs` for what it corrects). The cluster name is resync's: an object that
-    /// is tracked under another name moves to it when resync filed that copy itself (under an
-    /// earlier name), or when events filed it there although events also use resync's name (a
-    /// copy the API server contradicts); otherwise it is `Outcome::Conflict` (events may carry
-    /// another name for this cluster than resync is configured with).
-    pub fn apply_listed(
-        &mut self,
-        event: &ApiServerEvent,
-        list: ListContext,
-        now: Millis,
-    ) -> Outcome {
-        self.lower_frontier(&event.cluster, list);
-        self.advance_frontier(&event.cluster, list.version, now);
-        self.apply_from(event, Some(list), now)
-    }
-
-    fn apply_from(
-        &mut self,
-        event: &ApiServerEvent,
-        list: Option<ListContext>,
-        now: Millis,
-    ) -> Outcome {
-        if event.mode == Mode::Reference {
-            return Outcome::Reference;
-        }
-        let Some(object) = event.object.as_ref() else {
-            return Outcome::Reference;
-        };
-        let key = ObjectKey {
-            cluster: event.cluster.clone(),
-            uid: object.uid.clone(),
-        };
-        if self.graph.get(&key).is_none() {
-            if let Some(other) = self.other_cluster_of(&key.cluster, &key.uid) {
-                // An event never moves an object between names: two senders that disagree on a
-                // uid's cluster (one of them forged or misconfigured) are a conflict. A list
-                // moves resync's own copy, and a copy the API server contradicts while events
-                // also use resync's name.
-                let Some(_) = list else {
-                    return Outcome::Conflict;
-                };
-                let copy_listed = self
-                    .graph
-                    .by_uid(&other, &key.uid)
-                    .is_some_and(|copy| copy.listed);
-                if !copy_listed && !self.event_clusters.contains(&key.cluster) {
-                    return Outcome::Conflict;
-                }
-                let reason = format!(
-                    "the Kubernetes API lists the object under cluster {} (resync)",
-                    key.cluster
-                );
-                self.rehome(&key, &reason, now);
-            }
-        }
-        if self.graph.get(&key).is_none() && !self.has_room_in(&event.cluster) {
-            self.refused += 1;
-            return Outcome::OverCapacity;
-        }
-        let previous = self.graph.get(&key);
-        let plausible = self.is_plausible(&event.cluster, &object.resource_version);
-        if let Some(previous) = previous {
-            if !accepts(previous, &object.resource_version, event.action, list)
-                && !sent_after(previous, event)
-            {
-                return Outcome::Stale;
-            }
-            // A delete is final and resolves the object's drifts: one whose version no real
-            // write can have reached yet is not taken (a forged delete would end real drifts).
-            // A real one after a very long quiet spell is rare, counted, and resync's sweep
-            // still deletes the object.
-            if !plausible && event.action == Action::Delete && !previous.deleted {
-                self.implausible += 1;
-                return Outcome::Stale;
-            }
-        }
-        let mut after = ObjectState::from_object(&event.cluster, object, now);
-        if event.action == Action::Delete {
-            after.deleted = true;
-        } else {
-            // Growing the state past its byte cap is refused like a new object at a cap (a
-            // delete never is: its tombstone is pruned later).
-            let weight = after.weight();
-            let previous_weight = previous.map_or(0, ObjectState::weight);
-            if weight > previous_weight
-                && self.graph.bytes().saturating_sub(previous_weight) + weight > self.capacity.bytes
-            {
-                self.refused += 1;
-                return Outcome::OverCapacity;
-            }
-        }
-        // Provenance: a list creates a listed object and leaves an existing one's as it was; any
-        // event makes it the events' (see `ObjectState::listed`).
-        after.listed = match (list, previous) {
-            (None, _) => false,
-            (Some(_), Some(previous)) if !previous.deleted => previous.listed,
-            (Some(_), _) => true,
-        };
-        if !plausible {
-            self.implausible += 1;
-            // Ordered against the last plausible version, so the next real event replaces it.
-            after.confirmed_resource_version = Some(match previous {
-                Some(previous) if !previous.deleted => previous.ordering_version().to_string(),
-                _ => "0".to_string(),
-            });
-        }
-        let mut durable = true;
-        if let Some(previous) = previous {
-            if !previous.deleted {
-                after.first_seen = previous.first_seen;
-                // Most events are status churn that leaves the compact state as it was, apart
-                // from its resourceVersion and write times: such a state is not written again
-                // (see `ObjectState::same_content` for why that is safe).
-                durable = !after.same_content(previous);
-            }
-        }
-        // The previous state moves out of the graph (no copy) and into the journal once the
-        // classes have seen it; `after` is read in place from the graph.
-        let before = self.graph.insert(after);
-        if plausible {
-            self.advance_frontier(&event.cluster, &object.resource_version, now);
-        }
-        if list.is_none() && !self.event_clusters.contains(&event.cluster) {
-            self.event_clusters.insert(event.cluster.clone());
-        }
-        let context_before = before.as_ref().filter(|previous| !previous.deleted);
-        self.evaluate(&key, context_before, event.action, object, now);
-        self.journal_object(key, before, durable);
-        Outcome::Applied
-    }
-
-    /// Sets how much state may be kept (objects already tracked beyond it stay).
-    pub fn set_capacity(&mut self, capacity: Capacity) {
-        self.capacity = capacity;
-    }
-
-    /// How much state may be kept.
-    pub fn capacity(&self) -> Capacity {
-        self.capacity
-    }
-
-    /// How many new objects were not tracked for lack of capacity so far.
-    pub fn refused_objects(&self) -> u64 {
-        self.refused
-    }
-
-    /// True when one more object may be tracked in `cluster`.
-    fn has_room_in(&self, cluster: &str) -> bool {
-        if self.graph.len() >= self.capacity.objects {
-            return false;
-        }
-        let tracked = self.graph.count_in(cluster);
-        if tracked == 0 && self.graph.cluster_count() >= self.capacity.clusters {
-            return false;
-        }
-        tracked < self.capacity.objects_per_cluster
-    }
-
-    /// How many events were applied with an implausible `resourceVersion` so far.
-    pub fn implausible_versions(&self) -> u64 {
-        self.implausible
-    }
-
-    /// True when `version` is not implausibly far ahead of the versions seen in `cluster` (see
-    /// `resource_version::plausible`); a cluster not heard from yet cannot judge.
-    fn is_plausible(&self, cluster: &str, version: &str) -> bool {
-        self.frontiers
-            .get(cluster)
-            .is_none_or(|frontier| resource_version::plausible(version, &frontier.version))
-    }
-
-    /// Raises `cluster`'s frontier (the newest plausible version seen) to `version`, seen at
-    /// `now`.
-    fn advance_frontier(&mut self, cluster: &str, version: &str, now: Millis) {
-        match self.frontiers.get_mut(cluster) {
-            Some(frontier) => {
-                if resource_version::compare(version, &frontier.version)
-                    == Some(std::cmp::Ordering::Greater)
-                {
-                    frontier.version = version.to_string();
-                    frontier.set_at = now;
-                }
-            }
-            None => {
-                if resource_version::compare(version, version).is_some() {
-                    self.frontiers.insert(
-                        cluster.to_string(),
-                        Frontier {
-                            version: version.to_string(),
-                            set_at: now,
-                        },
-                    );
-                }
-            }
-        }
-    }
-
-    /// Lowers `cluster`'s frontier to a list's snapshot version when the frontier was set before
-    /// the list started and is newer than its snapshot: no real version can be (events walked
-    /// it there, each within the jump the plausibility check allows).
-    fn lower_frontier(&mut self, cluster: &str, list: ListContext) {
-        if let Some(frontier) = self.frontiers.get_mut(cluster) {
-            if frontier.set_at < list.started_at
-                && resource_version::compare(&frontier.version, list.version)
-                    == Some(std::cmp::Ordering::Greater)
-            {
-                frontier.version = list.version.to_string();
-                frontier.set_at = list.started_at;
-            }
-        }
-    }
-
-    /// Live objects of one kind in `cluster` that a complete list did not contain and that
-    /// were last seen before the list started: they disappeared while no delete event reached
-    /// this service. `selects` limits the sweep to objects the list's label selector covers (an
-    /// object outside it was not listed, not deleted). An object whose `resourceVersion` is
-    /// newer than the list's changed after the list's snapshot and is left alone.
-    pub fn vanished(&self, sweep: &Sweep<'_>) -> Vec<ObjectKey> {
-        let mut keys: Vec<ObjectKey> = self
-            .graph
-            .iter()
-            .filter(|object| {
-                !object.deleted
-                    && object.cluster == sweep.cluster
-                    && object.kind == sweep.kind
-                    && object.group() == crate::decode::object::api_group(sweep.api_version)
-                    && !sweep.seen.contains(&object.uid)
-                    && object.last_seen < sweep.listed_at
-                    && resource_version::compare(object.ordering_version(), sweep.list_version)
-                        != Some(std::cmp::Ordering::Greater)
-                    && (sweep.selects)(&object.labels)
-            })
-            .map(ObjectState::key)
-            .collect();
-        keys.sort();
-        keys
-    }
-
-    /// Applies the deletion of an object that disappeared without a delete event (see
-    /// [`Engine::vanished`]): its last known state is applied as a `delete`, so the classes see
-    /// exactly what a delete event would have shown them.
-    pub fn forget(&mut self, key: &ObjectKey, now: Millis) -> Outcome {
-        let Some(state) = self.graph.get(key).filter(|state| !state.deleted) else {
-            return Outcome::Stale;
-        };
-        let object = state.to_object();
-        let event = ApiServerEvent::for_object(
-            String::new(),
-            String::new(),
-            &key.cluster,
-            Action::Delete,
-            object,
-        );
-        self.apply(&event, now)
-    }
-
-    /// Another cluster name under which `uid` is tracked, if any. A uid names one object in one
-    /// cluster, so this means two names for one cluster (resync's and the events').
-    pub fn other_cluster_of(&self, cluster: &str, uid: &str) -> Option<String> {
-        self.graph
-            .clusters()
-            .filter(|other| *other != cluster)
-            .find(|other| self.graph.by_uid(other, uid).is_some())
-            .map(str::to_string)
-    }
-
-    /// Forgets copies of `key`'s object filed under other cluster names, with their open drifts
-    /// (see [`Engine::other_cluster_of`]): one object under two names would alert twice. The
-    /// name `key` carries wins; resync refuses to file under a name events do not use.
-    fn rehome(&mut self, key: &ObjectKey, reason: &str, now: Millis) {
-        while let Some(cluster) = self.other_cluster_of(&key.cluster, &key.uid) {
-            let stale = ObjectKey {
-                cluster,
-                uid: key.uid.clone(),
-            };
-            let mut open: Vec<DriftSlot> = self
-                .drifts
-                .keys()
-                .filter(|slot| slot.cluster == stale.cluster && slot.uid == stale.uid)
-                .cloned()
-                .collect();
-            open.sort();
-            for slot in open {
-                self.clear(&slot, reason, now);
-            }
-            self.remove_object(&stale);
-        }
-    }
-
-    /// True when the engine holds a live (not deleted) state for `key`.
-    pub fn is_tracked(&self, key: &ObjectKey) -> bool {
-        self.graph.get(key).is_some_and(|state| !state.deleted)
     }
 
     /// Fires pending drifts whose grace has run out and forgets old tombstones.
@@ -834,76 +538,6 @@ impl Engine {
 
 /// True when an event's state (`incoming` version, `action`) replaces `previous` (see
 /// `resource_version.rs` for the rules).
-/// What a resync list tells about the objects it lists.
-#[derive(Debug, Clone, Copy)]
-pub struct ListContext<'a> {
-    /// The list's snapshot `resourceVersion` (the API server's own).
-    pub version: &'a str,
-    /// When the list started (before its first page was requested).
-    pub started_at: Millis,
-}
-
-/// A cluster's frontier: its newest plausible `resourceVersion`, and when it was seen.
-#[derive(Debug, Clone)]
-struct Frontier {
-    version: String,
-    set_at: Millis,
-}
-
-/// How long after a state arrived an event sent by the source must be to prove the state wrong
-/// (clock skew between the source's node and this one, with room to spare).
-const SENT_AFTER_MS: Millis = 30_000;
-
-/// True when `event` was sent (its CloudEvent `time`, which the ApiServerSource adapter sets when
-/// it sends) well after `previous` arrived. The adapter sends one object's events in the order of
-/// its watch, and a retried event keeps its time, so a real event older than `previous` was sent
-/// before `previous` arrived: an event sent well after it is newer, whatever `previous`'s version
-/// says. This is what lets the next real event replace a forged state whose version is beyond
-/// anything real (or a forged delete), instead of the object staying frozen.
-fn sent_after(previous: &ObjectState, event: &ApiServerEvent) -> bool {
-    event
-        .time
-        .as_deref()
-        .and_then(crate::time::parse_time)
-        .is_some_and(|sent| sent > previous.last_seen.saturating_add(SENT_AFTER_MS))
-}
-
-fn accepts(
-    previous: &ObjectState,
-    incoming: &str,
-    action: Action,
-    list: Option<ListContext>,
-) -> bool {
-    use std::cmp::Ordering;
-    // A state that arrived before a list started and that the list contradicts cannot be real:
-    // a tombstone of an object the list still holds (a uid is never re-created), or a version
-    // newer than the list's own snapshot. A state that arrived after the list started may be a
-    // real change the snapshot predates, and is kept.
-    if let Some(list) = list {
-        if previous.last_seen < list.started_at {
-            if previous.deleted {
-                return true;
-            }
-            if resource_version::compare(&previous.resource_version, list.version)
-                == Some(Ordering::Greater)
-                && resource_version::compare(incoming, list.version) != Some(Ordering::Greater)
-            {
-                return true;
-            }
-        }
-    }
-    // A uid names one lifetime of an object: nothing follows its delete.
-    if previous.deleted {
-        return false;
-    }
-    let base = previous.ordering_version();
-    match action {
-        // A delete carries the final state and may repeat the last update's version.
-        Action::Delete => resource_version::compare(incoming, base) != Some(Ordering::Less),
-        Action::Add | Action::Update => resource_version::is_newer(incoming, base),
-    }
-}
-
 fn drift_id(slot: &DriftSlot, since: Millis, sequence: usize) -> String {
     let mut hasher = Sha256::new();
     for part in [&slot.cluster, &slot.uid, &slot.class] {
