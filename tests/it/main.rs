@@ -19,6 +19,7 @@ mod recording;
 mod registry;
 #[cfg(feature = "cluster")]
 mod resync;
+mod review2;
 mod router;
 mod scenario;
 mod secrets;

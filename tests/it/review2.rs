@@ -1,0 +1,171 @@
+//! Second adversarial review of issue 15 (items 1-3 and 11, and the fixes of items 4-10):
+//! failing tests that demonstrate defects (tests only; expected to fail until fixed).
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use crate::scenario::{service, written_by};
+use crate::support::*;
+
+async fn post(app: &TestApp, request: Request<Body>) -> (StatusCode, String) {
+    let response = app.router.clone().oneshot(request).await.expect("answers");
+    let status = response.status();
+    (
+        status,
+        String::from_utf8_lossy(&body_bytes(response).await).to_string(),
+    )
+}
+
+fn from(cluster: &str, id: &str, verb: &str, object: &Value) -> Request<Body> {
+    let mut event = structured_event(id, verb, object);
+    event["cluster"] = json!(cluster);
+    binary_request(&event)
+}
+
+/// A distinct Service (own name and uid) carrying `bytes` of annotation.
+fn big_service(index: usize, version: &str, bytes: usize) -> Value {
+    let mut object = service();
+    object["metadata"]["resourceVersion"] = json!(version);
+    object["metadata"]["name"] = json!(format!("big-{index}"));
+    object["metadata"]["uid"] = json!(format!("00000000-0000-4000-9000-{index:012}"));
+    object["metadata"]["annotations"]["note"] = json!("n".repeat(bytes));
+    object
+}
+
+#[tokio::test]
+async fn deletes_of_new_objects_are_held_to_max_state_bytes() {
+    // `apply_from` checks the byte cap only for non-deletes ("a delete never is"), but a delete
+    // of a uid never seen creates a new tombstone (kept 6 hours) as heavy as the object it
+    // carries: a sender can fill memory past limits.maxStateBytes with deletes.
+    let probe = app();
+    post(&probe, from("prod", "p-1", "add", &big_service(9, "100", 20 * 1024))).await;
+    let weight = metric(&probe.metrics, "drift_sentinel_tracked_state_bytes");
+    let cap = (weight * 3.5) as usize;
+    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+        bytes: cap,
+        objects: 1000,
+        objects_per_cluster: 1000,
+        clusters: 10,
+    });
+    for index in 0..20 {
+        let (status, body) = post(
+            &app,
+            from(
+                "prod",
+                &format!("d-{index}"),
+                "delete",
+                &big_service(index, "100", 20 * 1024),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    let bytes = metric(&app.metrics, "drift_sentinel_tracked_state_bytes");
+    assert!(
+        bytes <= cap as f64,
+        "state holds {bytes} bytes, over limits.maxStateBytes {cap} ({} tombstones of new uids)",
+        app.store.objects().len()
+    );
+}
+
+/// A test app on a clock the test moves (as `forged.rs`'s `Timed`).
+struct Timed {
+    app: TestApp,
+    clock: std::sync::Arc<std::sync::atomic::AtomicI64>,
+}
+
+const START: i64 = 1_795_946_400_000;
+
+impl Timed {
+    fn new() -> Timed {
+        let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(START));
+        let reader = std::sync::Arc::clone(&clock);
+        let app = app_with(
+            64,
+            4 * 1024 * 1024,
+            std::sync::Arc::new(move || reader.load(std::sync::atomic::Ordering::SeqCst)),
+        );
+        Timed { app, clock }
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn advance_ms(&self, ms: i64) {
+        self.clock
+            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    async fn send_sent_at(&self, id: &str, verb: &str, object: &Value, sent: i64) -> StatusCode {
+        let mut event = structured_event(id, verb, object);
+        event["cluster"] = json!("prod");
+        event["time"] = json!(drift_sentinel::time::format_time_offset(sent));
+        post(&self.app, binary_request(&event)).await.0
+    }
+
+    fn service(&self) -> drift_sentinel::classify::ObjectState {
+        self.app
+            .store
+            .objects()
+            .into_iter()
+            .find(|object| object.name == "knative-webapp")
+            .expect("tracked")
+    }
+}
+
+fn edited(version: &str, target: &str) -> Value {
+    let mut object = service();
+    object["metadata"]["resourceVersion"] = json!(version);
+    object["spec"]["template"]["metadata"]["annotations"]["autoscaling.knative.dev/target"] =
+        json!(target);
+    written_by(
+        &mut object,
+        "kubectl-edit",
+        "Update",
+        json!({"f:spec": {"f:template": {"f:metadata": {"f:annotations": {
+            "f:autoscaling.knative.dev/target": {}}}}}}),
+        "2026-11-29T10:00:00Z",
+    );
+    object
+}
+
+#[tokio::test]
+async fn a_real_reordered_event_from_a_source_whose_clock_is_ahead_does_not_roll_state_back() {
+    // The knative reference says: order by resourceVersion, never by arrival or `time`.
+    // `sent_after` compares the sender's clock (`time`) with this process's (`last_seen`), so a
+    // source whose node clock runs 32 s ahead makes every reordered real event "sent after" the
+    // newer state it follows, and the older state replaces the newer one.
+    let timed = Timed::new();
+    let skew = 32_000;
+    assert_eq!(
+        timed
+            .send_sent_at("s-1", "add", &edited("100000", "100"), timed.now() + skew)
+            .await,
+        StatusCode::ACCEPTED
+    );
+    timed.advance_ms(10_000);
+    // The source sends v100001 (target 200) and 100 ms later v100002 (target 300); the Broker
+    // delivers v100002 first and v100001 on a retry a second later.
+    let sent_first = timed.now() + skew;
+    assert_eq!(
+        timed
+            .send_sent_at("s-3", "update", &edited("100002", "300"), sent_first + 100)
+            .await,
+        StatusCode::ACCEPTED
+    );
+    timed.advance_ms(1_000);
+    assert_eq!(
+        timed
+            .send_sent_at("s-2", "update", &edited("100001", "200"), sent_first)
+            .await,
+        StatusCode::ACCEPTED
+    );
+    assert_eq!(
+        timed.service().resource_version,
+        "100002",
+        "a reordered older event rolled the state back"
+    );
+}
