@@ -169,3 +169,69 @@ async fn a_real_reordered_event_from_a_source_whose_clock_is_ahead_does_not_roll
         "a reordered older event rolled the state back"
     );
 }
+
+/// The Service (or another object) as an engine event from `cluster`, without a send time.
+fn engine_event(cluster: &str, object: &Value) -> drift_sentinel::decode::ApiServerEvent {
+    use drift_sentinel::decode::{self, ClusterNames, Decoded};
+    let mut event = structured_event("x", "update", object);
+    event.as_object_mut().unwrap().remove("time");
+    event["cluster"] = json!(cluster);
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        "content-type",
+        "application/cloudevents+json".parse().unwrap(),
+    );
+    let clusters = ClusterNames {
+        default: "default".into(),
+        by_source: Default::default(),
+    };
+    match decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters)
+        .unwrap()
+        .remove(0)
+    {
+        Decoded::ApiServer(event) => *event,
+        Decoded::Ignored { .. } => panic!("not an ApiServerSource event"),
+    }
+}
+
+#[test]
+fn one_forged_event_under_resync_s_name_does_not_hand_every_object_to_resync() {
+    // Real events carry `prod` (ceOverrides); resync.cluster is unset, so resync lists under
+    // `default`: a misconfiguration that is only a counted conflict... until any one event
+    // (forged, or any sender without the extension) uses `default`. From then on
+    // `event_clusters` contains `default`, the next resync list "moves" every object the real
+    // events track under `prod` to `default` (resolving their drifts), and every later real
+    // event from `prod` is a Conflict that is not applied: detection stops for the cluster.
+    use drift_sentinel::classify::{Engine, ListContext, Outcome, Rules};
+    use std::sync::Arc;
+    let mut engine = Engine::new(Arc::new(Rules::default()));
+    engine.begin();
+    let mut real = service();
+    real["metadata"]["resourceVersion"] = json!("100000");
+    assert_eq!(engine.apply(&engine_event("prod", &real), 0), Outcome::Applied);
+    let list = ListContext {
+        version: "100500",
+        started_at: 10,
+    };
+    assert_eq!(
+        engine.apply_listed(&engine_event("default", &real), list, 10),
+        Outcome::Conflict,
+        "resync's misnamed copy is a conflict"
+    );
+    // One forged event about an unrelated uid, without the cluster extension.
+    let junk = big_service(1, "100001", 0);
+    assert_eq!(engine.apply(&engine_event("default", &junk), 20), Outcome::Applied);
+    let list = ListContext {
+        version: "100600",
+        started_at: 30,
+    };
+    engine.apply_listed(&engine_event("default", &real), list, 30);
+    let mut next = service();
+    next["metadata"]["resourceVersion"] = json!("100700");
+    assert_eq!(
+        engine.apply(&engine_event("prod", &next), 40),
+        Outcome::Applied,
+        "the real cluster's next event is no longer applied (the object was handed to resync's \
+         misconfigured name by one forged event)"
+    );
+}
