@@ -127,11 +127,19 @@ pub(super) async fn create_silence(
 ) -> Result<Response, ApiError> {
     no_query(query)?;
     let Json(silence) = body.map_err(|error| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_silence",
-            error.body_text(),
-        )
+        if error.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                error.body_text(),
+            )
+        } else {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_silence",
+                error.body_text(),
+            )
+        }
     })?;
     let stored = add_silence(&state, silence.into_silence()).await?;
     let value = view(SilenceView::created(

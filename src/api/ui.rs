@@ -428,12 +428,22 @@ async fn silence(
     State(state): State<ApiState>,
     form: Result<Form<SilenceForm>, axum::extract::rejection::FormRejection>,
 ) -> Result<Response, ApiError> {
-    let Ok(Form(form)) = form else {
-        return Ok(error_page(
-            StatusCode::BAD_REQUEST,
-            "Not silenced",
-            "The form needs a drift and a duration.",
-        ));
+    let form = match form {
+        Ok(Form(form)) => form,
+        Err(error) if error.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return Ok(error_page(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Not silenced",
+                "The form is larger than this server takes.",
+            ));
+        }
+        Err(_) => {
+            return Ok(error_page(
+                StatusCode::BAD_REQUEST,
+                "Not silenced",
+                "The form needs a drift and a duration.",
+            ));
+        }
     };
     let Some(seconds) = SILENCE_DURATIONS
         .iter()

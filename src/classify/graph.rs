@@ -47,6 +47,9 @@ pub struct Graph {
     tombstones: BTreeSet<(Millis, ObjectKey)>,
     /// Objects per cluster name (a handful of names), to tell which clusters are tracked.
     clusters: HashMap<String, usize>,
+    /// Objects per cluster name that events (not only resync) filed: how much of a real event
+    /// stream uses the name.
+    from_events: HashMap<String, usize>,
     /// The sum of the objects' [`ObjectState::weight`].
     bytes: usize,
 }
@@ -124,6 +127,11 @@ impl Graph {
     /// About how many bytes the objects take (the sum of their [`ObjectState::weight`]).
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Objects under `cluster` that events filed (not only resync: `ObjectState::listed`).
+    pub fn from_events_in(&self, cluster: &str) -> usize {
+        self.from_events.get(cluster).copied().unwrap_or(0)
     }
 
     /// Objects (tombstones included) tracked under `cluster`.
@@ -219,7 +227,10 @@ impl Graph {
 
     fn index(&mut self, object: &ObjectState) {
         self.bytes += object.weight();
-        *self.clusters.entry(object.cluster.clone()).or_default() += 1;
+        count_up(&mut self.clusters, &object.cluster);
+        if !object.listed {
+            count_up(&mut self.from_events, &object.cluster);
+        }
         let name_key = NameKey::of(object);
         // A late tombstone must not hide a live object that re-used the name.
         let live_other = self
@@ -247,12 +258,10 @@ impl Graph {
 
     fn unindex(&mut self, object: &ObjectState) {
         self.bytes = self.bytes.saturating_sub(object.weight());
-        if let Some(count) = self.clusters.get_mut(&object.cluster) {
-            *count -= 1;
-            if *count == 0 {
-                self.clusters.remove(&object.cluster);
-            }
+        if !object.listed {
+            count_down(&mut self.from_events, &object.cluster);
         }
+        count_down(&mut self.clusters, &object.cluster);
         let name_key = NameKey::of(object);
         if self.by_name.get(&name_key) == Some(&object.uid) {
             self.by_name.remove(&name_key);
@@ -271,6 +280,26 @@ impl Graph {
         }
         if object.deleted {
             self.tombstones.remove(&(object.last_seen, object.key()));
+        }
+    }
+}
+
+/// Adds one to `name`'s count (allocating the name only the first time).
+fn count_up(counts: &mut HashMap<String, usize>, name: &str) {
+    match counts.get_mut(name) {
+        Some(count) => *count += 1,
+        None => {
+            counts.insert(name.to_string(), 1);
+        }
+    }
+}
+
+/// Takes one from `name`'s count, forgetting the name at zero.
+fn count_down(counts: &mut HashMap<String, usize>, name: &str) {
+    if let Some(count) = counts.get_mut(name) {
+        *count -= 1;
+        if *count == 0 {
+            counts.remove(name);
         }
     }
 }

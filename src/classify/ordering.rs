@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::{resource_version, ObjectState};
-use crate::decode::{Action, ApiServerEvent};
+use crate::decode::Action;
 use crate::model::Millis;
 
 /// What a resync list tells about the objects it lists.
@@ -24,22 +24,30 @@ struct Frontier {
     set_at: Millis,
 }
 
-/// How long after a state arrived an event sent by the source must be to prove the state wrong
-/// (clock skew between the source's node and this one, with room to spare).
+/// How much later than the state's own event an event must have been sent to prove the state
+/// wrong. Both times come from the source's clock, so this is not clock skew: it covers a source
+/// that sends one object's events slightly out of order (a retry inside the adapter).
 const SENT_AFTER_MS: Millis = 30_000;
 
-/// True when `event` was sent (its CloudEvent `time`, which the ApiServerSource adapter sets when
-/// it sends) well after `previous` arrived. The adapter sends one object's events in the order of
-/// its watch, and a retried event keeps its time, so a real event older than `previous` was sent
-/// before `previous` arrived: an event sent well after it is newer, whatever `previous`'s version
-/// says. This is what lets the next real event replace a forged state whose version is beyond
-/// anything real (or a forged delete), instead of the object staying frozen.
-pub(super) fn sent_after(previous: &ObjectState, event: &ApiServerEvent) -> bool {
-    event
-        .time
-        .as_deref()
-        .and_then(crate::time::parse_time)
-        .is_some_and(|sent| sent > previous.last_seen.saturating_add(SENT_AFTER_MS))
+/// How far ahead of its arrival a state's send time is believed. A forged event may claim any
+/// time; capped so, it freezes the object for at most this long. A source whose clock runs
+/// further ahead of this process than this loses the send-time rule's protection against
+/// reordering, not the ordering by versions.
+const MAX_SENT_AHEAD_MS: Millis = 10 * 60 * 1000;
+
+/// True when an event sent at `sent` (its CloudEvent `time`, which the ApiServerSource adapter
+/// sets when it sends) was sent well after the event that made `previous`. The adapter sends one
+/// object's events in the order of its watch, and a retried event keeps its time, so a real event
+/// older than `previous` was sent before it: an event sent well after it is newer, whatever
+/// `previous`'s version says. This is what lets the next real event replace a forged state
+/// whose version is beyond anything real (or a forged delete), instead of the object staying
+/// frozen. A listed state (no send time) came from the API server and is never overruled so.
+pub(super) fn sent_after(previous: &ObjectState, sent: Option<Millis>) -> bool {
+    let (Some(sent), Some(previous_sent)) = (sent, previous.sent_at) else {
+        return false;
+    };
+    let believed = previous_sent.min(previous.last_seen.saturating_add(MAX_SENT_AHEAD_MS));
+    sent > believed.saturating_add(SENT_AFTER_MS)
 }
 
 pub(super) fn accepts(

@@ -149,6 +149,9 @@ pub struct ObjectState {
     /// cluster (`resource_version.rs`): the last version before it, which later events are
     /// ordered against, so one forged version cannot freeze the object.
     pub confirmed_resource_version: Option<String>,
+    /// When the source sent the event that made this state (its CloudEvent `time`); none for a
+    /// listed state. What a later event's send time is compared with (`ordering::sent_after`).
+    pub sent_at: Option<Millis>,
     /// When this process first saw the object.
     pub first_seen: Millis,
     /// When the newest event for the object was applied.
@@ -283,6 +286,7 @@ impl ObjectState {
             deleted: false,
             listed: false,
             confirmed_resource_version: None,
+            sent_at: None,
             first_seen: now,
             last_seen: now,
         }
@@ -305,6 +309,9 @@ impl ObjectState {
     /// * actor attribution, which prefers the owner whose write time moved, may count a time as
     ///   moved that had moved in an unwritten event; the owners of a changed field are read from
     ///   the event itself, so only the choice among several owners of one field can differ.
+    ///
+    /// The send time (`sent_at`) is treated like `lastSeen`: after a restart it may be older than
+    /// the newest applied event's, which only makes the send-time rule fire later.
     ///
     /// Every content change (spec, kept status, labels, annotations, owners, managers, data,
     /// deletion) is still written in the transaction that answers its event.
@@ -331,6 +338,7 @@ impl ObjectState {
             deleted,
             listed,
             confirmed_resource_version,
+            sent_at: _,
             first_seen,
             last_seen: _,
         } = self;

@@ -139,7 +139,8 @@ pub struct ServerConfig {
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
     /// Time a request body gets from when it is first read, plus one second for every
-    /// `bodyMinBytesPerSecond` bytes received; a slower sender is cut off with `408`.
+    /// `bodyMinBytesPerSecond` bytes received, and the longest pause between two of its pieces;
+    /// a slower sender is cut off with `408`.
     #[serde(
         default = "default_body_read_timeout",
         deserialize_with = "de_duration"

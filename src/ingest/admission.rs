@@ -38,7 +38,8 @@ use super::{ApiError, Unavailable};
 /// `server.bodyMinBytesPerSecond`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyPace {
-    /// Time a body gets before the minimum rate counts.
+    /// Time a body gets before the minimum rate counts, and the longest it may pause between
+    /// two pieces.
     pub grace: Duration,
     /// Each this many bytes received earn the body one more second.
     pub min_bytes_per_second: u64,
@@ -263,8 +264,12 @@ impl HttpBody for AdmittedBody {
                         return this.fail(BodyError::Overloaded);
                     }
                     if let Some((started, sleep)) = &mut this.deadline {
-                        let allowance = this.pace.allowance(this.received);
-                        sleep.as_mut().reset(*started + allowance);
+                        // The pace earned so far, but never more than `grace` after the last
+                        // bytes: a body that sends most of itself fast and then stalls would
+                        // otherwise keep its share of the budget for minutes.
+                        let paced = *started + this.pace.allowance(this.received);
+                        let gap = tokio::time::Instant::now() + this.pace.grace;
+                        sleep.as_mut().reset(paced.min(gap));
                     }
                 }
                 Poll::Ready(Some(Ok(frame)))

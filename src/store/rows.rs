@@ -545,6 +545,8 @@ pub(crate) struct ObjectRow {
     listed: bool,
     #[serde(default)]
     confirmed_resource_version: Option<String>,
+    #[serde(default)]
+    sent_at: Option<Millis>,
     first_seen: Millis,
     last_seen: Millis,
 }
@@ -587,6 +589,8 @@ pub(crate) struct ObjectRowRef<'a> {
     listed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     confirmed_resource_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sent_at: Option<Millis>,
     first_seen: Millis,
     last_seen: Millis,
 }
@@ -634,6 +638,7 @@ impl<'a> From<&'a ObjectState> for ObjectRowRef<'a> {
             deleted: object.deleted,
             listed: object.listed,
             confirmed_resource_version: object.confirmed_resource_version.as_deref(),
+            sent_at: object.sent_at,
             first_seen: object.first_seen,
             last_seen: object.last_seen,
         }
@@ -684,6 +689,7 @@ impl From<ObjectRow> for ObjectState {
             deleted: row.deleted,
             listed: row.listed,
             confirmed_resource_version: row.confirmed_resource_version,
+            sent_at: row.sent_at,
             first_seen: row.first_seen,
             last_seen: row.last_seen,
         }
@@ -904,6 +910,7 @@ mod tests {
             deleted: true,
             listed: true,
             confirmed_resource_version: Some("5".into()),
+            sent_at: Some(4),
             first_seen: 5,
             last_seen: 6,
         };

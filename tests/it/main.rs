@@ -10,6 +10,7 @@ mod delivery;
 #[cfg(feature = "cluster")]
 mod fake_apiserver;
 mod forged;
+mod forged_caps;
 mod fuzz_seeds;
 mod oidc;
 mod overload;
@@ -19,7 +20,6 @@ mod recording;
 mod registry;
 #[cfg(feature = "cluster")]
 mod resync;
-mod review2;
 mod router;
 mod scenario;
 mod secrets;

@@ -320,3 +320,45 @@ def test_slow_chunked_bodies_neither_starve_valid_senders_nor_stay_forever(workd
         assert sentinel.metric('drift_sentinel_ingest_errors_total{kind="overloaded"}') == 0
     finally:
         sentinel.stop()
+
+
+STALL_DECLARED = 4 * 1024 * 1024
+
+
+def stalling_sender(port: int, sent: list):
+    """Declares 4 MiB, sends all of it but the last byte at once, then stalls. The pace rule alone
+    (bodyReadTimeout plus a second per bodyMinBytesPerSecond received) would credit the 4 MiB - 1
+    with 64 s, more than server.requestTimeout (30 s); a pause is limited to bodyReadTimeout
+    (found in review)."""
+    sock = connect(port)
+    headers, _ = binary_event(f"stall-{threading.get_ident()}")
+    head = "POST / HTTP/1.1\r\nHost: sentinel\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    head += f"content-length: {STALL_DECLARED}\r\n\r\n"
+    sock.sendall(head.encode() + b" " * (STALL_DECLARED - 1))
+    sent.append(sock)
+
+
+def test_bodies_that_stall_after_a_fast_start_do_not_lock_valid_senders_out(workdir):
+    # Defaults: 4 MiB bodies, 64 MiB in flight (16 bodies), bodyReadTimeout 10 s at 64 KiB/s,
+    # requestTimeout 30 s.
+    sentinel = sentinel_with(workdir, "")
+    try:
+        sent = []
+        threads = [threading.Thread(target=stalling_sender, args=(sentinel.port, sent)) for _ in range(17)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        time.sleep(1.0)
+        # Well after bodyReadTimeout (10 s) without a byte, valid senders should be served.
+        time.sleep(12.0)
+        statuses = []
+        for index in range(5):
+            headers, body = binary_event(f"valid-stall-{index}")
+            status, _, data = sentinel.post(headers, body)
+            statuses.append((status, data[:80]))
+        for sock in sent:
+            sock.close()
+        assert all(status == 202 for status, _ in statuses), statuses
+    finally:
+        sentinel.stop()

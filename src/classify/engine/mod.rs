@@ -31,9 +31,6 @@ pub struct Engine {
     journal: Journal,
     /// Per cluster, the newest plausible `resourceVersion` seen (events and resync lists).
     frontiers: Frontiers,
-    /// Cluster names under which events (not only resync) have filed objects: names that a real
-    /// event stream uses (see `Engine::apply_listed`).
-    event_clusters: std::collections::HashSet<String>,
     /// Events applied with an implausible `resourceVersion` (a count for metrics).
     implausible: u64,
     /// How much state may be kept.
@@ -54,7 +51,6 @@ impl Engine {
             recheck: Vec::new(),
             journal: Journal::default(),
             frontiers: Frontiers::default(),
-            event_clusters: std::collections::HashSet::new(),
             implausible: 0,
             capacity: Capacity::default(),
             refused: 0,
@@ -72,9 +68,6 @@ impl Engine {
             if object.confirmed_resource_version.is_none() {
                 let (cluster, version) = (object.cluster.clone(), object.resource_version.clone());
                 self.frontiers.advance(&cluster, &version, object.last_seen);
-            }
-            if !object.listed && !self.event_clusters.contains(&object.cluster) {
-                self.event_clusters.insert(object.cluster.clone());
             }
             self.graph.insert(object);
         }

@@ -55,7 +55,11 @@ impl Engine {
                     .graph
                     .by_uid(&other, &key.uid)
                     .is_some_and(|copy| copy.listed);
-                if !copy_listed && !self.event_clusters.contains(&key.cluster) {
+                // An events' copy moves only when more of the events' objects carry the list's
+                // name than the copy's: one forged event under either name cannot decide it.
+                if !copy_listed
+                    && self.graph.from_events_in(&key.cluster) <= self.graph.from_events_in(&other)
+                {
                     return Outcome::Conflict;
                 }
                 let reason = format!(
@@ -69,13 +73,15 @@ impl Engine {
             self.refused += 1;
             return Outcome::OverCapacity;
         }
+        // The source's send time (CloudEvent `time`); a listed object has none.
+        let sent = event.time.as_deref().and_then(crate::time::parse_time);
         let previous = self.graph.get(&key);
         let plausible = self
             .frontiers
             .plausible(&event.cluster, &object.resource_version);
         if let Some(previous) = previous {
             if !accepts(previous, &object.resource_version, event.action, list)
-                && !sent_after(previous, event)
+                && !sent_after(previous, sent)
             {
                 return Outcome::Stale;
             }
@@ -89,18 +95,31 @@ impl Engine {
             }
         }
         let mut after = ObjectState::from_object(&event.cluster, object, now);
-        if event.action == Action::Delete {
-            after.deleted = true;
-        } else {
-            // Growing the state past its byte cap is refused like a new object at a cap (a
-            // delete never is: its tombstone is pruned later).
-            let weight = after.weight();
-            let previous_weight = previous.map_or(0, ObjectState::weight);
-            if weight > previous_weight
-                && self.graph.bytes().saturating_sub(previous_weight) + weight > self.capacity.bytes
-            {
-                self.refused += 1;
-                return Outcome::OverCapacity;
+        after.deleted = event.action == Action::Delete;
+        after.sent_at = sent;
+        // Growing the state past its byte cap is refused like a new object at a cap. A delete of
+        // a tracked object is always taken: past the cap its tombstone keeps the state it had
+        // (the object's last content is what the delete carries, and nothing reads a
+        // tombstone's spec), so it cannot grow the state either.
+        let weight = after.weight();
+        let previous_weight = previous.map_or(0, ObjectState::weight);
+        if weight > previous_weight
+            && self.graph.bytes().saturating_sub(previous_weight) + weight > self.capacity.bytes
+        {
+            match previous {
+                Some(previous) if after.deleted => {
+                    let mut tombstone = previous.clone();
+                    tombstone.deleted = true;
+                    tombstone.resource_version = after.resource_version;
+                    tombstone.confirmed_resource_version = None;
+                    tombstone.sent_at = after.sent_at;
+                    tombstone.last_seen = now;
+                    after = tombstone;
+                }
+                _ => {
+                    self.refused += 1;
+                    return Outcome::OverCapacity;
+                }
             }
         }
         // Provenance: a list creates a listed object and leaves an existing one's as it was; any
@@ -134,9 +153,6 @@ impl Engine {
         if plausible {
             self.frontiers
                 .advance(&event.cluster, &object.resource_version, now);
-        }
-        if list.is_none() && !self.event_clusters.contains(&event.cluster) {
-            self.event_clusters.insert(event.cluster.clone());
         }
         let context_before = before.as_ref().filter(|previous| !previous.deleted);
         self.evaluate(&key, context_before, event.action, object, now);

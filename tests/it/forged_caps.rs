@@ -1,11 +1,12 @@
-//! Second adversarial review of issue 15 (items 1-3 and 11, and the fixes of items 4-10):
-//! failing tests that demonstrate defects (tests only; expected to fail until fixed).
+//! Forged events against the caps, the send-time rule and the cluster-name rules: cases found
+//! in the second review of issue 15.
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
+use crate::forged::Timed;
 use crate::scenario::{service, written_by};
 use crate::support::*;
 
@@ -36,11 +37,14 @@ fn big_service(index: usize, version: &str, bytes: usize) -> Value {
 
 #[tokio::test]
 async fn deletes_of_new_objects_are_held_to_max_state_bytes() {
-    // `apply_from` checks the byte cap only for non-deletes ("a delete never is"), but a delete
-    // of a uid never seen creates a new tombstone (kept 6 hours) as heavy as the object it
-    // carries: a sender can fill memory past limits.maxStateBytes with deletes.
+    // A delete of a uid never seen creates a tombstone (kept 6 hours) as heavy as the object it
+    // carries: without the byte cap on it, deletes could fill memory past limits.maxStateBytes.
     let probe = app();
-    post(&probe, from("prod", "p-1", "add", &big_service(9, "100", 20 * 1024))).await;
+    post(
+        &probe,
+        from("prod", "p-1", "add", &big_service(9, "100", 20 * 1024)),
+    )
+    .await;
     let weight = metric(&probe.metrics, "drift_sentinel_tracked_state_bytes");
     let cap = (weight * 3.5) as usize;
     let app = app_with_capacity(drift_sentinel::classify::Capacity {
@@ -70,52 +74,6 @@ async fn deletes_of_new_objects_are_held_to_max_state_bytes() {
     );
 }
 
-/// A test app on a clock the test moves (as `forged.rs`'s `Timed`).
-struct Timed {
-    app: TestApp,
-    clock: std::sync::Arc<std::sync::atomic::AtomicI64>,
-}
-
-const START: i64 = 1_795_946_400_000;
-
-impl Timed {
-    fn new() -> Timed {
-        let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(START));
-        let reader = std::sync::Arc::clone(&clock);
-        let app = app_with(
-            64,
-            4 * 1024 * 1024,
-            std::sync::Arc::new(move || reader.load(std::sync::atomic::Ordering::SeqCst)),
-        );
-        Timed { app, clock }
-    }
-
-    fn now(&self) -> i64 {
-        self.clock.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    fn advance_ms(&self, ms: i64) {
-        self.clock
-            .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    async fn send_sent_at(&self, id: &str, verb: &str, object: &Value, sent: i64) -> StatusCode {
-        let mut event = structured_event(id, verb, object);
-        event["cluster"] = json!("prod");
-        event["time"] = json!(drift_sentinel::time::format_time_offset(sent));
-        post(&self.app, binary_request(&event)).await.0
-    }
-
-    fn service(&self) -> drift_sentinel::classify::ObjectState {
-        self.app
-            .store
-            .objects()
-            .into_iter()
-            .find(|object| object.name == "knative-webapp")
-            .expect("tracked")
-    }
-}
-
 fn edited(version: &str, target: &str) -> Value {
     let mut object = service();
     object["metadata"]["resourceVersion"] = json!(version);
@@ -134,10 +92,9 @@ fn edited(version: &str, target: &str) -> Value {
 
 #[tokio::test]
 async fn a_real_reordered_event_from_a_source_whose_clock_is_ahead_does_not_roll_state_back() {
-    // The knative reference says: order by resourceVersion, never by arrival or `time`.
-    // `sent_after` compares the sender's clock (`time`) with this process's (`last_seen`), so a
-    // source whose node clock runs 32 s ahead makes every reordered real event "sent after" the
-    // newer state it follows, and the older state replaces the newer one.
+    // The send-time rule compares the source's clock with itself (the state's own send time),
+    // not with this process's: a source whose clock runs 32 s ahead must not make a reordered
+    // real event look "sent after" the newer state it follows.
     let timed = Timed::new();
     let skew = 32_000;
     assert_eq!(
@@ -208,7 +165,10 @@ fn one_forged_event_under_resync_s_name_does_not_hand_every_object_to_resync() {
     engine.begin();
     let mut real = service();
     real["metadata"]["resourceVersion"] = json!("100000");
-    assert_eq!(engine.apply(&engine_event("prod", &real), 0), Outcome::Applied);
+    assert_eq!(
+        engine.apply(&engine_event("prod", &real), 0),
+        Outcome::Applied
+    );
     let list = ListContext {
         version: "100500",
         started_at: 10,
@@ -220,7 +180,10 @@ fn one_forged_event_under_resync_s_name_does_not_hand_every_object_to_resync() {
     );
     // One forged event about an unrelated uid, without the cluster extension.
     let junk = big_service(1, "100001", 0);
-    assert_eq!(engine.apply(&engine_event("default", &junk), 20), Outcome::Applied);
+    assert_eq!(
+        engine.apply(&engine_event("default", &junk), 20),
+        Outcome::Applied
+    );
     let list = ListContext {
         version: "100600",
         started_at: 30,
