@@ -866,7 +866,7 @@ async fn the_dashboard_answers_a_bad_filter_with_its_own_page_and_never_echoes_i
 #[tokio::test]
 async fn oversized_silence_bodies_are_a_413() {
     // Found in review: the handlers turned the body-limit rejection into a 400.
-    let mut app = Running::start("").await;
+    let app = Running::start("").await;
     let huge = "x".repeat(3 * 1024 * 1024);
     let response = app
         .client
