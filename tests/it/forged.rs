@@ -235,27 +235,7 @@ fn a_listed_state_replaces_a_version_from_the_future() {
     // server's own snapshot version (a resync list's) is older than it, which no real object can
     // be: the listed state replaces it.
     let mut engine = Engine::new(Arc::new(Rules::default()));
-    let decode = |version: &str| -> decode::ApiServerEvent {
-        let mut event = structured_event("x", "update", &with_version(version));
-        // Without a send time: what is tested here is what the list alone can tell.
-        event.as_object_mut().unwrap().remove("time");
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            "content-type",
-            "application/cloudevents+json".parse().unwrap(),
-        );
-        let clusters = ClusterNames {
-            default: "prod".into(),
-            by_source: Default::default(),
-        };
-        match decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters)
-            .unwrap()
-            .remove(0)
-        {
-            Decoded::ApiServer(event) => *event,
-            Decoded::Ignored { .. } => panic!("not an ApiServerSource event"),
-        }
-    };
+    let decode = |version: &str| engine_event_as("prod", "update", &with_version(version));
     engine.begin();
     assert_eq!(
         engine.apply(&decode("1000000000000000"), 0),
@@ -822,26 +802,7 @@ fn a_listed_object_replaces_a_tombstone_that_arrived_before_the_list() {
     // before it may predate a real delete.
     use drift_sentinel::classify::ListContext;
     let mut engine = Engine::new(Arc::new(Rules::default()));
-    let decode = |verb: &str, version: &str| -> decode::ApiServerEvent {
-        let mut event = structured_event("x", verb, &with_version(version));
-        event.as_object_mut().unwrap().remove("time");
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            "content-type",
-            "application/cloudevents+json".parse().unwrap(),
-        );
-        let clusters = ClusterNames {
-            default: "prod".into(),
-            by_source: Default::default(),
-        };
-        match decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters)
-            .unwrap()
-            .remove(0)
-        {
-            Decoded::ApiServer(event) => *event,
-            Decoded::Ignored { .. } => panic!("not an ApiServerSource event"),
-        }
-    };
+    let decode = |verb: &str, version: &str| engine_event_as("prod", verb, &with_version(version));
     engine.begin();
     assert_eq!(engine.apply(&decode("add", "5000"), 0), Outcome::Applied);
     assert_eq!(
@@ -882,9 +843,10 @@ fn stored_service(app: &TestApp) -> drift_sentinel::classify::ObjectState {
         .expect("tracked")
 }
 
-/// The Service (or `another_service(index)`) as an event from `cluster`, without a send time.
-fn engine_event(cluster: &str, object: &Value) -> decode::ApiServerEvent {
-    let mut event = structured_event("x", "update", object);
+/// `object` as a decoded `verb` event from `cluster`, without a send time (what is tested with it
+/// is what versions and lists alone tell).
+pub fn engine_event_as(cluster: &str, verb: &str, object: &Value) -> decode::ApiServerEvent {
+    let mut event = structured_event("x", verb, object);
     event.as_object_mut().unwrap().remove("time");
     event["cluster"] = json!(cluster);
     let mut headers = http::HeaderMap::new();
@@ -903,6 +865,11 @@ fn engine_event(cluster: &str, object: &Value) -> decode::ApiServerEvent {
         Decoded::ApiServer(event) => *event,
         Decoded::Ignored { .. } => panic!("not an ApiServerSource event"),
     }
+}
+
+/// `object` as a decoded update from `cluster`, without a send time.
+pub fn engine_event(cluster: &str, object: &Value) -> decode::ApiServerEvent {
+    engine_event_as(cluster, "update", object)
 }
 
 fn clusters_of(engine: &Engine) -> Vec<String> {

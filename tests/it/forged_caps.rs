@@ -6,7 +6,7 @@ use axum::http::{Request, StatusCode};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-use crate::forged::Timed;
+use crate::forged::{engine_event, Timed};
 use crate::scenario::{service, written_by};
 use crate::support::*;
 
@@ -125,30 +125,6 @@ async fn a_real_reordered_event_from_a_source_whose_clock_is_ahead_does_not_roll
         "100002",
         "a reordered older event rolled the state back"
     );
-}
-
-/// The Service (or another object) as an engine event from `cluster`, without a send time.
-fn engine_event(cluster: &str, object: &Value) -> drift_sentinel::decode::ApiServerEvent {
-    use drift_sentinel::decode::{self, ClusterNames, Decoded};
-    let mut event = structured_event("x", "update", object);
-    event.as_object_mut().unwrap().remove("time");
-    event["cluster"] = json!(cluster);
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        "content-type",
-        "application/cloudevents+json".parse().unwrap(),
-    );
-    let clusters = ClusterNames {
-        default: "default".into(),
-        by_source: Default::default(),
-    };
-    match decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters)
-        .unwrap()
-        .remove(0)
-    {
-        Decoded::ApiServer(event) => *event,
-        Decoded::Ignored { .. } => panic!("not an ApiServerSource event"),
-    }
 }
 
 #[test]
