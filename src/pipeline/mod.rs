@@ -193,7 +193,7 @@ impl Pipeline {
             // Restored whole (dropping objects would lose their drifts); new objects are refused
             // until the state is back under the caps.
             tracing::warn!(
-                message = "The stored state is larger than limits: allow; it was restored whole, and new objects are refused until it shrinks below them.",
+                message = "The stored state is larger than the limits section allows; it was restored whole, and new objects are refused until it shrinks below them.",
                 objects = engine.object_count(),
                 max_objects = capacity.objects,
                 state_bytes = engine.graph().bytes(),
