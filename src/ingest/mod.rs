@@ -276,8 +276,33 @@ async fn uniform_errors(request: Request, next: Next) -> Response {
             "service unavailable; retry later",
         )
         .into_response(),
+        // The router's own answers for an unknown path or method have no body; a handler's
+        // (the dashboard's HTML pages) keep theirs.
+        StatusCode::NOT_FOUND if is_empty(&response) => {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
+        }
+        StatusCode::METHOD_NOT_ALLOWED if is_empty(&response) => {
+            let mut answer = ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this endpoint does not take that method",
+            )
+            .into_response();
+            if let Some(allow) = response.headers().get(axum::http::header::ALLOW) {
+                answer
+                    .headers_mut()
+                    .insert(axum::http::header::ALLOW, allow.clone());
+            }
+            answer
+        }
         _ => response,
     }
+}
+
+/// True when a response has no body.
+fn is_empty(response: &Response) -> bool {
+    use http_body::Body as _;
+    response.body().size_hint().exact() == Some(0)
 }
 
 /// Answers `503` (`request_timeout`) when the request takes longer than `limit`.

@@ -678,3 +678,42 @@ async fn a_request_that_changes_nothing_durable_does_not_wait_for_the_commit() {
     app.store.set_block_at(None);
     assert_eq!(durable.await.unwrap(), StatusCode::ACCEPTED);
 }
+
+#[tokio::test]
+async fn unknown_paths_and_methods_get_json_errors() {
+    // Found in the README walkthrough: the router's own 404 and 405 had empty bodies.
+    let app = app();
+    for (method, path, status, code) in [
+        ("GET", "/nothing", StatusCode::NOT_FOUND, "not_found"),
+        ("GET", "/api/v1/nothing", StatusCode::NOT_FOUND, "not_found"),
+        (
+            "GET",
+            "/",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+        (
+            "POST",
+            "/healthz",
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+        ),
+    ] {
+        let response = app
+            .router
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{method} {path}");
+        let body: serde_json::Value =
+            serde_json::from_slice(&body_bytes(response).await).expect("JSON");
+        assert_eq!(body["code"], code, "{method} {path}");
+    }
+}
