@@ -78,6 +78,8 @@ pub(super) struct Writer {
     pub(super) implausible_seen: u64,
     /// The engine's count of refused objects already reported.
     pub(super) refused_seen: u64,
+    /// When a refusal at a cap was last logged (at most one line a minute).
+    pub(super) refusal_logged: Option<std::time::Instant>,
 }
 
 impl Writer {
@@ -110,6 +112,7 @@ impl Writer {
             misnamed: Misnamed::default(),
             implausible_seen: 0,
             refused_seen: 0,
+            refusal_logged: None,
         }
     }
 
@@ -519,6 +522,24 @@ impl Writer {
         self.metrics
             .objects_refused
             .inc_by(refused.saturating_sub(self.refused_seen));
+        if refused > self.refused_seen
+            && self
+                .refusal_logged
+                .is_none_or(|logged| logged.elapsed() >= std::time::Duration::from_secs(60))
+        {
+            self.refusal_logged = Some(std::time::Instant::now());
+            let capacity = self.engine.capacity();
+            tracing::warn!(
+                message = "New objects are not tracked: a cap of limits: is reached (drift_sentinel_objects_refused_total counts them; logged at most once a minute).",
+                refused_so_far = refused,
+                objects = self.engine.object_count(),
+                max_objects = capacity.objects,
+                state_bytes = self.engine.graph().bytes(),
+                max_state_bytes = capacity.bytes,
+                max_objects_per_cluster = capacity.objects_per_cluster,
+                max_clusters = capacity.clusters,
+            );
+        }
         self.refused_seen = refused;
     }
 
