@@ -47,9 +47,6 @@ pub struct Graph {
     tombstones: BTreeSet<(Millis, ObjectKey)>,
     /// Objects per cluster name (a handful of names), to tell which clusters are tracked.
     clusters: HashMap<String, usize>,
-    /// Objects per cluster name that events (not only resync) filed: how much of a real event
-    /// stream uses the name.
-    from_events: HashMap<String, usize>,
     /// The sum of the objects' [`ObjectState::weight`].
     bytes: usize,
 }
@@ -127,11 +124,6 @@ impl Graph {
     /// About how many bytes the objects take (the sum of their [`ObjectState::weight`]).
     pub fn bytes(&self) -> usize {
         self.bytes
-    }
-
-    /// Objects under `cluster` that events filed (not only resync: `ObjectState::listed`).
-    pub fn from_events_in(&self, cluster: &str) -> usize {
-        self.from_events.get(cluster).copied().unwrap_or(0)
     }
 
     /// Objects (tombstones included) tracked under `cluster`.
@@ -228,9 +220,7 @@ impl Graph {
     fn index(&mut self, object: &ObjectState) {
         self.bytes += object.weight();
         count_up(&mut self.clusters, &object.cluster);
-        if !object.listed {
-            count_up(&mut self.from_events, &object.cluster);
-        }
+
         let name_key = NameKey::of(object);
         // A late tombstone must not hide a live object that re-used the name.
         let live_other = self
@@ -258,9 +248,7 @@ impl Graph {
 
     fn unindex(&mut self, object: &ObjectState) {
         self.bytes = self.bytes.saturating_sub(object.weight());
-        if !object.listed {
-            count_down(&mut self.from_events, &object.cluster);
-        }
+
         count_down(&mut self.clusters, &object.cluster);
         let name_key = NameKey::of(object);
         if self.by_name.get(&name_key) == Some(&object.uid) {

@@ -30,10 +30,11 @@ struct Frontier {
 const SENT_AFTER_MS: Millis = 30_000;
 
 /// How far ahead of its arrival a state's send time is believed. A forged event may claim any
-/// time; capped so, it freezes the object for at most this long. A source whose clock runs
-/// further ahead of this process than this loses the send-time rule's protection against
-/// reordering, not the ordering by versions.
-const MAX_SENT_AHEAD_MS: Millis = 10 * 60 * 1000;
+/// time; capped so, it freezes the object for at most this long (a sender that keeps forging
+/// keeps it frozen: only authentication stops that). A source whose clock runs further ahead of
+/// this process than this (its tokens would fail too) loses the send-time rule's protection
+/// against reordering, not the ordering by versions.
+const MAX_SENT_AHEAD_MS: Millis = 2 * 60 * 1000;
 
 /// True when an event sent at `sent` (its CloudEvent `time`, which the ApiServerSource adapter
 /// sets when it sends) was sent well after the event that made `previous`. The adapter sends one
@@ -41,7 +42,8 @@ const MAX_SENT_AHEAD_MS: Millis = 10 * 60 * 1000;
 /// older than `previous` was sent before it: an event sent well after it is newer, whatever
 /// `previous`'s version says. This is what lets the next real event replace a forged state
 /// whose version is beyond anything real (or a forged delete), instead of the object staying
-/// frozen. A listed state (no send time) came from the API server and is never overruled so.
+/// frozen. A listed state (no send time) came from the API server and is never overruled so;
+/// an event without `time` counts as sent when it arrived.
 pub(super) fn sent_after(previous: &ObjectState, sent: Option<Millis>) -> bool {
     let (Some(sent), Some(previous_sent)) = (sent, previous.sent_at) else {
         return false;

@@ -311,7 +311,8 @@ impl ObjectState {
     ///   the event itself, so only the choice among several owners of one field can differ.
     ///
     /// The send time (`sent_at`) is treated like `lastSeen`: after a restart it may be older than
-    /// the newest applied event's, which only makes the send-time rule fire later.
+    /// the newest applied event's, together with the `resourceVersion` written with it, so the
+    /// state and its send time still belong together.
     ///
     /// Every content change (spec, kept status, labels, annotations, owners, managers, data,
     /// deletion) is still written in the transaction that answers its event.

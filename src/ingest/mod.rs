@@ -263,6 +263,15 @@ async fn uniform_errors(request: Request, next: Next) -> Response {
     if response.extensions().get::<ErrorCode>().is_some() {
         return response;
     }
+    // The dashboard's own HTML pages (its 413 and 404 included) are answers, not defaults.
+    let html = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/html"));
+    if html {
+        return response;
+    }
     match response.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -276,8 +285,7 @@ async fn uniform_errors(request: Request, next: Next) -> Response {
             "service unavailable; retry later",
         )
         .into_response(),
-        // The router's own answers for an unknown path or method have no body; a handler's
-        // (the dashboard's HTML pages) keep theirs.
+        // The router's own answers for an unknown path or method have no body.
         StatusCode::NOT_FOUND if is_empty(&response) => {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint").into_response()
         }

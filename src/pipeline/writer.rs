@@ -530,7 +530,7 @@ impl Writer {
             self.refusal_logged = Some(std::time::Instant::now());
             let capacity = self.engine.capacity();
             tracing::warn!(
-                message = "New objects are not tracked: a cap of limits: is reached (drift_sentinel_objects_refused_total counts them; logged at most once a minute).",
+                message = "Objects are not tracked, or not updated, because a cap in the limits section is reached (drift_sentinel_objects_refused_total counts them; logged at most once a minute).",
                 refused_so_far = refused,
                 objects = self.engine.object_count(),
                 max_objects = capacity.objects,

@@ -887,5 +887,8 @@ async fn oversized_silence_bodies_are_a_413() {
         .await
         .unwrap();
     assert_eq!(response.status(), 413);
+    // The dashboard answers with its own page.
+    let page = response.text().await.unwrap();
+    assert!(page.contains("larger than this server takes"), "{page}");
     app.stop().await;
 }

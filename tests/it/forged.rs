@@ -917,14 +917,14 @@ fn resync_moves_its_own_copies_to_its_name() {
 }
 
 #[test]
-fn resync_replaces_a_copy_events_filed_elsewhere_only_when_more_events_use_its_name() {
+fn resync_replaces_a_copy_events_filed_elsewhere_only_when_events_for_it_agree() {
     use drift_sentinel::classify::ListContext;
     let list = ListContext {
         version: "200000",
         started_at: 0,
     };
-    // Events filed the object under `evil` and nothing under resync's `prod`: resync's name may
-    // be the wrong one, so the object is a conflict, not moved.
+    // Events filed the object under `evil`: resync's `prod` may be the wrong name, so the object
+    // is a conflict, not moved...
     let mut engine = Engine::new(Arc::new(Rules::default()));
     engine.begin();
     assert_eq!(
@@ -935,27 +935,38 @@ fn resync_replaces_a_copy_events_filed_elsewhere_only_when_more_events_use_its_n
         engine.apply_listed(&engine_event("prod", &with_version("100000")), list, 1),
         Outcome::Conflict
     );
-    assert_eq!(clusters_of(&engine), ["evil"]);
-    // One event under `prod` does not decide it either (it could be the forged one).
-    assert_eq!(
-        engine.apply(&engine_event("prod", &another_service(7, "100001")), 2),
-        Outcome::Applied
-    );
+    // ...and events for other objects under `prod` do not decide it (any sender can post them).
+    for index in 0..3 {
+        assert_eq!(
+            engine.apply(
+                &engine_event("prod", &another_service(7 + index, "100001")),
+                2
+            ),
+            Outcome::Applied
+        );
+    }
     assert_eq!(
         engine.apply_listed(&engine_event("prod", &with_version("100000")), list, 3),
         Outcome::Conflict
     );
-    // Once more of the events' objects carry `prod` than `evil`, the API server's list under
-    // `prod` contradicts the copy under `evil` (a forged or misconfigured sender): the list wins.
+    assert_eq!(clusters_of(&engine), ["evil", "prod", "prod", "prod"]);
+    // An event for this very object under `prod` (refused as a conflict) and the API server's
+    // list under `prod` agree against the copy under `evil` (a forged first event, or a cluster
+    // renamed on a running install): the list moves it.
     assert_eq!(
-        engine.apply(&engine_event("prod", &another_service(8, "100002")), 4),
-        Outcome::Applied
+        engine.apply(&engine_event("prod", &with_version("100002")), 4),
+        Outcome::Conflict
     );
     assert_eq!(
-        engine.apply_listed(&engine_event("prod", &with_version("100000")), list, 5),
+        engine.apply_listed(&engine_event("prod", &with_version("100002")), list, 5),
         Outcome::Applied
     );
-    assert_eq!(clusters_of(&engine), ["prod", "prod", "prod"]);
+    assert_eq!(clusters_of(&engine), ["prod", "prod", "prod", "prod"]);
+    // From then on the object's events apply.
+    assert_eq!(
+        engine.apply(&engine_event("prod", &with_version("100003")), 6),
+        Outcome::Applied
+    );
 }
 
 #[tokio::test]
@@ -1011,18 +1022,51 @@ async fn the_state_s_bytes_are_capped_and_a_change_that_would_pass_the_cap_is_re
     let mut same = big(0, "102");
     same["metadata"]["annotations"]["note"] = json!("m".repeat(20 * 1024));
     post(&app, from("prod", "g-2", "update", &same)).await;
-    post(&app, from("prod", "g-3", "delete", &big(1, "103"))).await;
+    // The delete carries a larger object than the state holds (at the cap): taken, as a lean
+    // tombstone that keeps the delete's own labels (what unexpected_delete judges).
+    let mut deleted = big(1, "103");
+    deleted["metadata"]["annotations"]["note"] = json!("d".repeat(60 * 1024));
+    deleted["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
+    post(&app, from("prod", "g-3", "delete", &deleted)).await;
     let objects = app.store.objects();
     let first = objects
         .iter()
         .find(|object| object.name == "flood-0")
         .unwrap();
     assert_eq!(first.resource_version, "102");
-    assert!(
-        objects
-            .iter()
-            .find(|object| object.name == "flood-1")
-            .unwrap()
-            .deleted
+    let tombstone = objects
+        .iter()
+        .find(|object| object.name == "flood-1")
+        .unwrap();
+    assert!(tombstone.deleted);
+    assert_eq!(
+        tombstone.label("serving.knative.dev/routingState"),
+        Some("reserve")
     );
+    assert!(tombstone.spec.is_null(), "the tombstone is lean");
+}
+
+#[tokio::test]
+async fn a_forged_event_without_a_send_time_is_undone_by_the_next_real_event() {
+    // Found in review: CloudEvent `time` is optional; a state made by an event without it must
+    // not be taken for the API server's own (which the send-time rule never overrules).
+    let timed = Timed::new();
+    assert_eq!(
+        timed.send("t-1", "add", &with_version("100000")).await,
+        StatusCode::ACCEPTED
+    );
+    let mut forged = structured_event("t-2", "delete", &with_version("100001"));
+    forged["cluster"] = json!("prod");
+    forged.as_object_mut().unwrap().remove("time");
+    assert_eq!(
+        post(&timed.app, binary_request(&forged)).await.0,
+        StatusCode::ACCEPTED
+    );
+    assert!(timed.service().deleted);
+    timed.advance(60);
+    assert_eq!(
+        timed.send("t-3", "update", &edited("100002", "250")).await,
+        StatusCode::ACCEPTED
+    );
+    assert!(!timed.service().deleted);
 }

@@ -18,6 +18,9 @@ use super::{
 use crate::decode::{Action, ApiServerEvent, Mode};
 use crate::model::{Drift, DriftSlot, DriftState, Millis, ObjectKey, Transition};
 
+/// Most (cluster, uid) conflicts remembered for resync to settle.
+const MAX_CONFLICTED: usize = 10_000;
+
 /// The drift engine.
 pub struct Engine {
     sequence: (Millis, usize),
@@ -31,6 +34,8 @@ pub struct Engine {
     journal: Journal,
     /// Per cluster, the newest plausible `resourceVersion` seen (events and resync lists).
     frontiers: Frontiers,
+    /// (cluster, uid) pairs an event named while the uid was tracked under another cluster name.
+    conflicted: std::collections::HashSet<ObjectKey>,
     /// Events applied with an implausible `resourceVersion` (a count for metrics).
     implausible: u64,
     /// How much state may be kept.
@@ -51,6 +56,7 @@ impl Engine {
             recheck: Vec::new(),
             journal: Journal::default(),
             frontiers: Frontiers::default(),
+            conflicted: std::collections::HashSet::new(),
             implausible: 0,
             capacity: Capacity::default(),
             refused: 0,

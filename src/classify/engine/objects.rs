@@ -45,21 +45,20 @@ impl Engine {
         if self.graph.get(&key).is_none() {
             if let Some(other) = self.other_cluster_of(&key.cluster, &key.uid) {
                 // An event never moves an object between names: two senders that disagree on a
-                // uid's cluster (one of them forged or misconfigured) are a conflict. A list
-                // moves resync's own copy, and a copy the API server contradicts while events
-                // also use resync's name.
+                // uid's cluster (one of them forged or misconfigured) are a conflict, and the
+                // event's name is remembered for this uid. A list moves resync's own copy, and an
+                // events' copy when events for this very uid came under the list's name too (the
+                // API server and an event stream agree against the copy: a renamed cluster, or
+                // a forged first event).
                 let Some(_) = list else {
+                    self.note_conflict(&key);
                     return Outcome::Conflict;
                 };
                 let copy_listed = self
                     .graph
                     .by_uid(&other, &key.uid)
                     .is_some_and(|copy| copy.listed);
-                // An events' copy moves only when more of the events' objects carry the list's
-                // name than the copy's: one forged event under either name cannot decide it.
-                if !copy_listed
-                    && self.graph.from_events_in(&key.cluster) <= self.graph.from_events_in(&other)
-                {
+                if !copy_listed && !self.conflicted.remove(&key) {
                     return Outcome::Conflict;
                 }
                 let reason = format!(
@@ -73,8 +72,18 @@ impl Engine {
             self.refused += 1;
             return Outcome::OverCapacity;
         }
-        // The source's send time (CloudEvent `time`); a listed object has none.
-        let sent = event.time.as_deref().and_then(crate::time::parse_time);
+        // The source's send time (CloudEvent `time`; its arrival when an event has none, since the
+        // attribute is optional). A listed object has none: it is the API server's own state.
+        let sent = match list {
+            Some(_) => None,
+            None => Some(
+                event
+                    .time
+                    .as_deref()
+                    .and_then(crate::time::parse_time)
+                    .unwrap_or(now),
+            ),
+        };
         let previous = self.graph.get(&key);
         let plausible = self
             .frontiers
@@ -98,28 +107,24 @@ impl Engine {
         after.deleted = event.action == Action::Delete;
         after.sent_at = sent;
         // Growing the state past its byte cap is refused like a new object at a cap. A delete of
-        // a tracked object is always taken: past the cap its tombstone keeps the state it had
-        // (the object's last content is what the delete carries, and nothing reads a
-        // tombstone's spec), so it cannot grow the state either.
-        let weight = after.weight();
+        // a tracked object is always taken: past the cap its tombstone drops what no class reads
+        // of a deleted object (spec, status, data, managers), keeping the delete's own labels,
+        // annotations and owners, which `unexpected_delete` judges.
         let previous_weight = previous.map_or(0, ObjectState::weight);
-        if weight > previous_weight
-            && self.graph.bytes().saturating_sub(previous_weight) + weight > self.capacity.bytes
-        {
-            match previous {
-                Some(previous) if after.deleted => {
-                    let mut tombstone = previous.clone();
-                    tombstone.deleted = true;
-                    tombstone.resource_version = after.resource_version;
-                    tombstone.confirmed_resource_version = None;
-                    tombstone.sent_at = after.sent_at;
-                    tombstone.last_seen = now;
-                    after = tombstone;
-                }
-                _ => {
-                    self.refused += 1;
-                    return Outcome::OverCapacity;
-                }
+        let over = |after: &ObjectState, graph: &Graph| {
+            let weight = after.weight();
+            weight > previous_weight
+                && graph.bytes().saturating_sub(previous_weight) + weight > self.capacity.bytes
+        };
+        if over(&after, &self.graph) {
+            if after.deleted && previous.is_some_and(|previous| !previous.deleted) {
+                after.spec = Default::default();
+                after.status = Default::default();
+                after.data = None;
+                after.managers.clear();
+            } else {
+                self.refused += 1;
+                return Outcome::OverCapacity;
             }
         }
         // Provenance: a list creates a listed object and leaves an existing one's as it was; any
@@ -272,5 +277,13 @@ impl Engine {
     /// True when the engine holds a live (not deleted) state for `key`.
     pub fn is_tracked(&self, key: &ObjectKey) -> bool {
         self.graph.get(key).is_some_and(|state| !state.deleted)
+    }
+
+    /// Remembers that an event named `key`'s cluster for a uid tracked under another name (see
+    /// `apply_listed`). Bounded: past `MAX_CONFLICTED`, new ones are not remembered.
+    fn note_conflict(&mut self, key: &ObjectKey) {
+        if self.conflicted.len() < MAX_CONFLICTED && !self.conflicted.contains(key) {
+            self.conflicted.insert(key.clone());
+        }
     }
 }
