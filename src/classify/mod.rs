@@ -27,6 +27,7 @@ pub mod baseline;
 pub mod classes;
 pub mod evidence;
 pub mod graph;
+pub(crate) mod kinds;
 pub mod resource_version;
 pub mod rules;
 pub mod state;

@@ -32,6 +32,70 @@ pub(crate) const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
 pub(crate) const DEFAULT_WATCHED_CONFIG_MAPS: &[&str] =
     &["knative-serving/config-*", "knative-eventing/config-*"];
 
+/// Label and annotation keys (globs) that are bookkeeping, not intent: written by tools and
+/// controllers on every apply or edit, so a change to one is never a manual edit. Each with why.
+pub(crate) const DEFAULT_BOOKKEEPING_KEYS: &[&str] = &[
+    // kubectl's record of the last applied manifest (the spec diff already covers its content).
+    "kubectl.kubernetes.io/last-applied-configuration",
+    // The command that made a change (`kubectl --record`), history only.
+    "kubernetes.io/change-cause",
+    // Knative's webhook stamps who created and last modified an object on every write.
+    "serving.knative.dev/creator",
+    "serving.knative.dev/lastModifier",
+    "eventing.knative.dev/creator",
+    "eventing.knative.dev/lastModifier",
+    "messaging.knative.dev/creator",
+    "messaging.knative.dev/lastModifier",
+    "sources.knative.dev/creator",
+    "sources.knative.dev/lastModifier",
+    "flows.knative.dev/creator",
+    "flows.knative.dev/lastModifier",
+    // Serving's controllers record routing and garbage-collection state.
+    "serving.knative.dev/routes",
+    "serving.knative.dev/routingState",
+    "serving.knative.dev/routingStateModified",
+    "serving.knative.dev/lastPinned",
+    // kn records when and with which image it last updated a Service.
+    "client.knative.dev/*",
+    // The Deployment controller's rollout counter.
+    "deployment.kubernetes.io/revision",
+    // The checksum of a Knative ConfigMap's `_example` block.
+    "knative.dev/example-checksum",
+    // GitOps tracking: Argo CD, Flux and Helm mark what they manage.
+    "argocd.argoproj.io/*",
+    "kustomize.toolkit.fluxcd.io/*",
+    "helm.toolkit.fluxcd.io/*",
+    "meta.helm.sh/*",
+    "helm.sh/chart",
+    "app.kubernetes.io/managed-by",
+];
+
+/// Label and annotation keys (globs) that change what Knative does: a hand edit of one is
+/// reported with the class's severity (at least `warning`); other metadata edits are `info`.
+pub(crate) const DEFAULT_BEHAVIOURAL_KEYS: &[&str] = &[
+    // `cluster-local` takes a Service off the public ingress.
+    "networking.knative.dev/visibility",
+    "serving.knative.dev/visibility",
+    // How fast traffic moves to a new Revision.
+    "serving.knative.dev/rollout-duration",
+    // Scale bounds, targets, windows, the autoscaler class.
+    "autoscaling.knative.dev/*",
+    // Per-object feature switches.
+    "features.knative.dev/*",
+    // Which Broker implementation (MTChannelBasedBroker, Kafka, RabbitMQ) serves a Broker.
+    "eventing.knative.dev/broker.class",
+    // Namespace-scoped eventing injection and source scoping.
+    "eventing.knative.dev/injection",
+    "eventing.knative.dev/scope",
+    // Certificates, ingress class, auto-TLS and HTTP redirect per object.
+    "networking.knative.dev/*",
+    "networking.internal.knative.dev/*",
+    // Revision garbage collection.
+    "serving.knative.dev/no-gc",
+    // Which workloads a SinkBinding injects into.
+    "bindings.knative.dev/*",
+];
+
 /// `traffic_drift`'s default tolerance, in percent points.
 pub(crate) const DEFAULT_TOLERANCE_PERCENT: f64 = 1.0;
 
@@ -83,6 +147,10 @@ pub struct RuleSet {
     pub watched_config_maps: Vec<String>,
     /// Configured silences.
     pub silences: Vec<Silence>,
+    /// Label and annotation keys that are bookkeeping, as globs.
+    pub bookkeeping_keys: Vec<String>,
+    /// Label and annotation keys whose hand edit changes behaviour, as globs.
+    pub behavioural_keys: Vec<String>,
 }
 
 impl RuleSet {
@@ -102,8 +170,14 @@ impl RuleSet {
                 .map(|pattern| pattern.to_string())
                 .collect(),
             silences: Vec::new(),
+            bookkeeping_keys: strings(DEFAULT_BOOKKEEPING_KEYS),
+            behavioural_keys: strings(DEFAULT_BEHAVIOURAL_KEYS),
         }
     }
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|item| item.to_string()).collect()
 }
 
 /// The compiled rules.
@@ -116,6 +190,8 @@ pub struct Rules {
     ignore_paths: BTreeMap<String, Vec<String>>,
     watched_config_maps: Vec<String>,
     silences: Vec<Silence>,
+    bookkeeping_keys: Vec<String>,
+    behavioural_keys: Vec<String>,
     baseline: Arc<Baseline>,
 }
 
@@ -136,6 +212,8 @@ impl Rules {
             ignore_paths: set.ignore_paths,
             watched_config_maps: set.watched_config_maps,
             silences: set.silences,
+            bookkeeping_keys: set.bookkeeping_keys,
+            behavioural_keys: set.behavioural_keys,
             baseline: Arc::new(Baseline::default()),
         }
     }
@@ -207,6 +285,20 @@ impl Rules {
         self.watched_config_maps
             .iter()
             .any(|pattern| glob_match(pattern, &reference))
+    }
+
+    /// True when a label or annotation key is bookkeeping (never a manual edit).
+    pub fn is_bookkeeping_key(&self, key: &str) -> bool {
+        self.bookkeeping_keys
+            .iter()
+            .any(|pattern| glob_match(pattern, key))
+    }
+
+    /// True when a hand edit of this label or annotation key changes behaviour.
+    pub fn is_behavioural_key(&self, key: &str) -> bool {
+        self.behavioural_keys
+            .iter()
+            .any(|pattern| glob_match(pattern, key))
     }
 
     /// The silences from the config.

@@ -176,6 +176,11 @@ const KEPT_STATUS: &[&str] = &[
     "readyReplicas",
     "availableReplicas",
     "updatedReplicas",
+    // PodAutoscaler: the scale it wants and the scale it has.
+    "desiredScale",
+    "actualScale",
+    // The operator's KnativeServing/KnativeEventing: the version installed.
+    "version",
 ];
 
 /// What one object costs beyond its strings: the struct, its maps' nodes, the graph's indexes
@@ -432,7 +437,14 @@ impl ObjectState {
         self.group() == "serving.knative.dev"
     }
 
-    /// True when the object is a Knative Service (not a core Service).
+    /// True for any Knative kind (a `*.knative.dev` group: Serving, Eventing, the internals,
+    /// the operator, extensions).
+    pub fn is_knative(&self) -> bool {
+        crate::decode::object::is_knative_group(self.group())
+    }
+
+    /// True when the object is of this group and kind (`is_kind(SERVING, "Service")` is a
+    /// Knative Service, not a core one).
     pub fn is_kind(&self, group: &str, kind: &str) -> bool {
         self.kind == kind && self.group() == group
     }

@@ -11,7 +11,8 @@ use serde::Deserialize;
 use super::de_opt_duration;
 use crate::classify::classes::default_settings;
 use crate::classify::rules::{
-    ClassSettings, RuleSet, Scope, DEFAULT_TRUSTED_MANAGERS, DEFAULT_WATCHED_CONFIG_MAPS,
+    ClassSettings, RuleSet, Scope, DEFAULT_BEHAVIOURAL_KEYS, DEFAULT_BOOKKEEPING_KEYS,
+    DEFAULT_TRUSTED_MANAGERS, DEFAULT_WATCHED_CONFIG_MAPS,
 };
 use crate::classify::Rules;
 use crate::model::{Severity, Silence};
@@ -45,6 +46,46 @@ pub struct RulesConfig {
     /// A directory of desired manifests (as kept in Git) for `baseline_drift`.
     #[serde(default)]
     pub baseline_dir: Option<PathBuf>,
+    /// Which label and annotation keys `manual_edit` ignores and which it treats as behaviour.
+    #[serde(default)]
+    pub metadata_keys: MetadataKeysConfig,
+}
+
+/// `rules.metadataKeys`: label and annotation keys, as globs (`autoscaling.knative.dev/*`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetadataKeysConfig {
+    /// Bookkeeping keys: a change to one is never a manual edit. Replaces the default list
+    /// when set.
+    #[serde(default = "default_bookkeeping_keys")]
+    pub bookkeeping: Vec<String>,
+    /// Keys whose hand edit changes what Knative does: reported with the class's severity
+    /// (other metadata edits are `info`). Replaces the default list when set.
+    #[serde(default = "default_behavioural_keys")]
+    pub behavioural: Vec<String>,
+}
+
+impl Default for MetadataKeysConfig {
+    fn default() -> Self {
+        MetadataKeysConfig {
+            bookkeeping: default_bookkeeping_keys(),
+            behavioural: default_behavioural_keys(),
+        }
+    }
+}
+
+fn default_bookkeeping_keys() -> Vec<String> {
+    DEFAULT_BOOKKEEPING_KEYS
+        .iter()
+        .map(|key| key.to_string())
+        .collect()
+}
+
+fn default_behavioural_keys() -> Vec<String> {
+    DEFAULT_BEHAVIOURAL_KEYS
+        .iter()
+        .map(|key| key.to_string())
+        .collect()
 }
 
 impl Default for RulesConfig {
@@ -58,6 +99,7 @@ impl Default for RulesConfig {
             watched_config_maps: default_watched_config_maps(),
             silences: Vec::new(),
             baseline_dir: None,
+            metadata_keys: MetadataKeysConfig::default(),
         }
     }
 }
@@ -185,6 +227,8 @@ impl RulesConfig {
                 .iter()
                 .map(SilenceConfig::to_silence)
                 .collect(),
+            bookkeeping_keys: self.metadata_keys.bookkeeping.clone(),
+            behavioural_keys: self.metadata_keys.behavioural.clone(),
         })
     }
 }

@@ -124,6 +124,12 @@ pub(crate) fn api_group(api_version: &str) -> &str {
     }
 }
 
+/// True for a group of Knative's own (`serving.knative.dev`, `eventing.knative.dev`, the
+/// internals, the operator, and extensions' groups such as `kafka.eventing.knative.dev`).
+pub(crate) fn is_knative_group(group: &str) -> bool {
+    group == "knative.dev" || group.ends_with(".knative.dev")
+}
+
 /// A short, stable hash of a secret value: enough to tell "changed" from "unchanged", useless
 /// for recovering the value.
 pub(crate) fn hash_value(value: &str) -> String {

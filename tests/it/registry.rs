@@ -103,7 +103,10 @@ fn config_the_api_and_check_take_their_ids_from_the_registry() {
             "not_ready",
             "revision_not_ready",
             "traffic_drift",
-            "revision_pileup"
+            "revision_pileup",
+            "event_delivery_broken",
+            "scale_unreachable",
+            "operator_upgrade_stuck"
         ]
     );
 }

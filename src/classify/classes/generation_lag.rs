@@ -1,9 +1,10 @@
-//! `generation_lag`: `metadata.generation > status.observedGeneration` past grace, for Knative
-//! Serving kinds and Deployments. A lag is normal for a moment after every spec change (the
+//! `generation_lag`: `metadata.generation > status.observedGeneration` past grace, for every
+//! Knative kind (the duck type all of them share) and Deployments. A lag is normal for a moment after every spec change (the
 //! controller has not reconciled yet); it is drift only when it lasts.
 
 use super::*;
 use crate::classify::evidence::hint::describe;
+use crate::classify::kinds;
 
 /// The class.
 pub(crate) struct GenerationLag;
@@ -40,27 +41,27 @@ impl DriftClass for GenerationLag {
 
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
-        let watched = (object.is_knative_serving()
-            && matches!(
-                object.kind.as_str(),
-                "Service" | "Configuration" | "Route" | "Revision"
-            ))
-            || object.is_kind("apps", "Deployment");
+        let watched = object.is_knative() || object.is_kind("apps", "Deployment");
         if !watched || object.is_going_away() {
             return Vec::new();
         }
         let Some(generation) = object.generation else {
             return Vec::new();
         };
-        let observed = object.observed_generation().unwrap_or(0);
+        let observed = match object.observed_generation() {
+            Some(observed) => observed,
+            // A status with conditions but no observedGeneration comes from a controller that
+            // does not report it (the v1alpha1 operator did not): nothing to compare.
+            None if !object.is_knative_serving() && !object.conditions().is_empty() => {
+                return Vec::new();
+            }
+            // No status at all: the controller has not looked at the object yet.
+            None => 0,
+        };
         if generation <= observed {
             return vec![Assessment::clear(object, "observedGeneration caught up")];
         }
-        let controller = if object.is_knative_serving() {
-            "the Knative Serving controller (kubectl -n knative-serving logs deploy/controller)"
-        } else {
-            "kube-controller-manager"
-        };
+        let controller = kinds::controller_of(object.group(), &object.kind);
         let mut found = evidence(format!(
             "{} has generation {generation} but status.observedGeneration is {observed}: {controller} has not reconciled the latest spec",
             object.reference()

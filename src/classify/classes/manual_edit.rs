@@ -1,4 +1,5 @@
-//! `manual_edit`: a change to an object's spec (or a ConfigMap's or Secret's data) whose changed
+//! `manual_edit`: a change to an object's spec, labels or annotations (or a ConfigMap's or
+//! Secret's data), on any watched kind, whose changed
 //! fields are owned, per `metadata.managedFields`, by a field manager not in `trustedManagers`:
 //! `kubectl-edit`, `kubectl-patch`, `kn`, ... are people. More severe on a Knative-managed child
 //! (a Deployment, a Route or Configuration under a Service, ...), whose edits the controller
@@ -9,6 +10,13 @@
 //! trusted manager writes it again (Argo CD or Flux re-applied, adopting or undoing it). Objects
 //! without `managedFields` cannot be attributed and are never reported (no guessing). Watched
 //! ConfigMaps are `config_drift`'s.
+//!
+//! Labels and annotations: keys that tools and controllers stamp on every write
+//! (`rules.metadataKeys.bookkeeping`: `last-applied-configuration`, Knative's
+//! `creator`/`lastModifier`/`routes`, Argo CD and Flux tracking, ...) are never edits. A hand edit
+//! of a key that changes behaviour (`rules.metadataKeys.behavioural`:
+//! `networking.knative.dev/visibility`, `autoscaling.knative.dev/*`, ...) has the class's
+//! severity, at least `warning`; an edit of any other label or annotation alone is `info`.
 
 use serde_json::Value;
 
@@ -38,6 +46,14 @@ pub(super) fn current_value(object: &ObjectState, spec: &Value, path: &str) -> O
             .filter(|value| !value.is_null())
             .cloned();
     }
+    if let Some((map, key)) = metadata_key(path) {
+        let map = if map == "labels" {
+            &object.labels
+        } else {
+            &object.annotations
+        };
+        return map.get(&key).map(|value| Value::String(value.clone()));
+    }
     if let Some(key) = path.strip_prefix("/data/") {
         let key = key.replace("~1", "/").replace("~0", "~");
         return object
@@ -47,6 +63,16 @@ pub(super) fn current_value(object: &ObjectState, spec: &Value, path: &str) -> O
             .map(|value| Value::String(value.clone()));
     }
     None
+}
+
+/// The map (`labels` or `annotations`) and the key a `/metadata/...` diff path names.
+pub(super) fn metadata_key(path: &str) -> Option<(&'static str, String)> {
+    let unescape = |key: &str| key.replace("~1", "/").replace("~0", "~");
+    if let Some(key) = path.strip_prefix("/metadata/labels/") {
+        return Some(("labels", unescape(key)));
+    }
+    path.strip_prefix("/metadata/annotations/")
+        .map(|key| ("annotations", unescape(key)))
 }
 
 /// Folds this event's changes into the edits an open drift already tracks.
@@ -154,12 +180,25 @@ impl DriftClass for ManualEdit {
         }
         // Parsed only when the spec changed (a Pod's would otherwise be parsed on every event).
         let after_spec = (before.spec != object.spec).then(|| context.after_spec());
-        let changes = crate::classify::evidence::diff::spec_diff_parsed(
+        let mut changes = crate::classify::evidence::diff::spec_diff_parsed(
             before,
             object,
             after_spec.as_deref(),
             context.rules,
         );
+        // Labels and annotations are intent too (`networking.knative.dev/visibility`,
+        // `autoscaling.knative.dev/*`), except the keys tools and controllers stamp on every
+        // write.
+        if before.labels != object.labels || before.annotations != object.annotations {
+            let mut metadata =
+                crate::classify::evidence::diff::metadata_diff(before, object, context.rules);
+            metadata.retain(|change| {
+                metadata_key(&change.path)
+                    .is_none_or(|(_, key)| !context.rules.is_bookkeeping_key(&key))
+            });
+            changes.extend(metadata);
+            changes.truncate(crate::model::MAX_CHANGES);
+        }
         if changes.is_empty() && context.open_drift(&object.key(), self.id()).is_none() {
             return Vec::new();
         }
@@ -204,10 +243,19 @@ impl DriftClass for ManualEdit {
                 )
             })
         };
+        // An edit of the spec, the data or a behavioural key is worth the class's severity
+        // (at least a warning); an edit of other labels and annotations is `info`.
+        let behavioural = tracked.changes.iter().any(|change| {
+            metadata_key(&change.path).is_none_or(|(_, key)| context.rules.is_behavioural_key(&key))
+        });
         found.changes = tracked.changes;
         found.actor = tracked.actor;
-        if child {
+        if !behavioural {
+            found.severity = Some(Severity::Info);
+        } else if child {
             found.severity = Some(Severity::Critical);
+        } else if context.rules.class(self.id()).severity < Severity::Warning {
+            found.severity = Some(Severity::Warning);
         }
         vec![Assessment::holds(object, found)]
     }

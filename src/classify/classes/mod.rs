@@ -154,14 +154,17 @@ pub fn reassessable(id: &str) -> bool {
 
 mod baseline_drift;
 mod config_drift;
+mod event_delivery_broken;
 mod generation_lag;
 mod image_drift;
 mod manual_edit;
 mod not_ready;
+mod operator_upgrade_stuck;
 mod orphan;
 mod replica_drift;
 mod revision_not_ready;
 mod revision_pileup;
+mod scale_unreachable;
 mod traffic_drift;
 mod unexpected_delete;
 
@@ -179,6 +182,9 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &unexpected_delete::UnexpectedDelete,
     &orphan::Orphan,
     &baseline_drift::BaselineDrift,
+    &event_delivery_broken::EventDeliveryBroken,
+    &scale_unreachable::ScaleUnreachable,
+    &operator_upgrade_stuck::OperatorUpgradeStuck,
 ];
 
 /// Every class id, in evaluation order: the one list config validation, `check`, the API, the
@@ -229,8 +235,7 @@ impl Default for Rules {
     }
 }
 
-/// The Knative Serving API group.
-pub(crate) const SERVING: &str = "serving.knative.dev";
+pub(crate) use crate::classify::kinds::SERVING;
 
 /// True for a Knative-managed child: its controller owner is a Knative kind.
 pub(crate) fn is_knative_child(object: &ObjectState) -> bool {

@@ -1,11 +1,22 @@
-//! `not_ready`: the `Ready` condition of a Knative Service, Configuration, Route or Revision is
-//! `False` or `Unknown` past grace. The evidence names the first failing condition with its reason
-//! and message (e.g. `ContainerHealthy=False ContainerMissing`), because `Ready` alone only says
-//! "something below failed". Conditions of severity `Info`/`Warning` (such as a scaled-to-zero
-//! Revision's `Active=False NoTraffic`) do not affect readiness and are never blamed.
+//! `not_ready`: the happy condition (`Ready`, or `Succeeded`) of any Knative object is `False` or
+//! `Unknown` past grace: Serving's Services, Configurations, Routes, Revisions and
+//! DomainMappings, Eventing's Brokers, Triggers, Channels, Subscriptions, Sequences, Parallels and
+//! Sources, the networking and autoscaling internals, the operator's CRs. The evidence names the
+//! first failing condition with its reason and message (e.g. `ContainerHealthy=False
+//! ContainerMissing`), because `Ready` alone only says "something below failed", and the chain
+//! of failing conditions below it (Service → Route → KIngress → Certificate). Conditions of
+//! severity `Info`/`Warning` (such as a scaled-to-zero Revision's `Active=False NoTraffic`) do
+//! not affect readiness and are never blamed.
+//!
+//! Not reported here, so that one failure is one alert: Knative working as designed (a
+//! PodAutoscaler or ServerlessService at zero), an internal object whose tracked owner reports
+//! it, a broken delivery path (`event_delivery_broken`), an operator upgrade in progress
+//! (`operator_upgrade_stuck`). A not-ready object on Eventing's delivery path loses events and
+//! is critical.
 
 use super::*;
 use crate::classify::evidence::hint::describe;
+use crate::classify::kinds;
 
 /// The class.
 pub(crate) struct NotReady;
@@ -42,29 +53,27 @@ impl DriftClass for NotReady {
 
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
-        let watched = object.is_knative_serving()
-            && matches!(
-                object.kind.as_str(),
-                "Service" | "Configuration" | "Route" | "Revision"
-            );
-        if !watched || object.is_going_away() {
+        if !object.is_knative() || object.is_going_away() {
             return Vec::new();
         }
         // A Revision no Route sends traffic to (routingState reserve) waits for garbage
         // collection; its old failure is history, not an outage.
-        if object.kind == "Revision"
+        if object.is_kind(SERVING, "Revision")
             && object.label("serving.knative.dev/routingState") == Some("reserve")
         {
             return vec![Assessment::clear(object, "Revision no longer routed")];
         }
-        let Some(ready) = object.condition("Ready") else {
+        let conditions = object.conditions();
+        let Some(ready) = kinds::happy_condition(&conditions) else {
             // No status yet: the controller has not looked at it. generation_lag covers that.
             return Vec::new();
         };
         if ready.status == "True" {
-            return vec![Assessment::clear(object, "Ready=True")];
+            return vec![Assessment::clear(
+                object,
+                format!("{}=True", ready.condition_type),
+            )];
         }
-        let conditions = object.conditions();
         // During a gradual rollout Knative holds IngressReady (and so Ready) at Unknown with
         // reason RolloutInProgress for the whole rollout duration: that is the rollout working.
         if ready.status == "Unknown"
@@ -74,14 +83,37 @@ impl DriftClass for NotReady {
         {
             return vec![Assessment::clear(object, "gradual rollout in progress")];
         }
-        let culprit = conditions
-            .iter()
-            .find(|condition| {
-                condition.condition_type != "Ready"
-                    && condition.status != "True"
-                    && condition.severity.is_empty()
-            })
-            .unwrap_or(&ready);
+        let culprit = kinds::culprit(&conditions, ready);
+        if let Some(why) = kinds::benign_not_ready(object, culprit) {
+            return vec![Assessment::clear(object, why)];
+        }
+        // An internal object whose owner is tracked shows up on the owner's conditions: the
+        // owner's finding carries it in its condition chain, so it is not a second alert.
+        if kinds::reported_through_owner(object)
+            && object
+                .controller_owner()
+                .is_some_and(|owner| context.graph.by_uid(&object.cluster, &owner.uid).is_some())
+        {
+            return vec![Assessment::clear(object, "reported on its owner")];
+        }
+        // A broken delivery path (unresolvable subscriber, Broker, sink or dead-letter sink) is
+        // `event_delivery_broken`'s, which says what cannot be reached.
+        if context.rules.class("event_delivery_broken").enabled
+            && super::event_delivery_broken::is_delivery_condition(object, culprit)
+        {
+            return vec![Assessment::clear(
+                object,
+                "reported as event_delivery_broken",
+            )];
+        }
+        // An upgrade (or the first install) in progress is `operator_upgrade_stuck`'s, with a
+        // grace long enough for one.
+        if context.rules.class("operator_upgrade_stuck").enabled
+            && super::operator_upgrade_stuck::upgrading(object).is_some()
+        {
+            return vec![Assessment::clear(object, "operator upgrade in progress")];
+        }
+        let chain = kinds::condition_chain(context.graph, object);
         let mut summary = format!(
             "{} is not ready: {}={}",
             object.reference(),
@@ -94,6 +126,9 @@ impl DriftClass for NotReady {
         if !culprit.message.is_empty() {
             summary.push_str(&format!(": {}", culprit.message));
         }
+        if chain.len() > 1 {
+            summary.push_str(&format!("; chain: {}", kinds::chain_text(&chain)));
+        }
         let mut found = evidence(summary);
         found
             .facts
@@ -105,6 +140,10 @@ impl DriftClass for NotReady {
         found
             .facts
             .insert("message".into(), culprit.message.clone());
+        if let Some(chain) = kinds::chain_fact(&chain) {
+            found.facts.insert("conditionChain".into(), chain);
+        }
+        found.severity = kinds::not_ready_severity(object.group(), &object.kind);
         found.hint = Some(describe(
             &object.api_version,
             &object.kind,

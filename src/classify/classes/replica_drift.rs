@@ -56,7 +56,13 @@ impl DriftClass for ReplicaDrift {
         .and_then(|value| value.trim().parse::<i64>().ok())
         .filter(|_| revision.label("serving.knative.dev/routingState") != Some("reserve"));
         let mut problems = Vec::new();
-        if actual != desired {
+        // A shortfall its tracked PodAutoscaler reports is `scale_unreachable`'s, which can say
+        // why (one failure, one alert).
+        let reported_on_autoscaler = actual < desired
+            && context.rules.class("scale_unreachable").enabled
+            && super::scale_unreachable::autoscaler_of(context.graph, revision)
+                .is_some_and(|autoscaler| super::scale_unreachable::short_of(autoscaler).is_some());
+        if actual != desired && !reported_on_autoscaler {
             problems.push(format!(
                 "{actual} of {desired} desired replicas are running"
             ));

@@ -24,9 +24,17 @@ pub(crate) fn resource_name(api_version: &str, kind: &str) -> String {
         .split_once('/')
         .map(|(group, _)| group)
         .unwrap_or("");
-    let plural = match kind {
-        "ConfigMap" => "configmaps".to_string(),
-        other => format!("{}s", other.to_lowercase()),
+    let lower = kind.to_lowercase();
+    // Kubernetes' plurals of the kinds watched here: `ingresses`, `eventpolicies`, else `-s`.
+    let plural = if lower.ends_with("ss") {
+        format!("{lower}es")
+    } else if let Some(stem) = lower
+        .strip_suffix('y')
+        .filter(|stem| !stem.ends_with(['a', 'e', 'i', 'o', 'u']))
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
     };
     if group.is_empty() || group == "apps" {
         plural

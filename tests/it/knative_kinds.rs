@@ -1,0 +1,549 @@
+//! All of Knative: the condition classes on every Knative kind, Eventing's delivery path, the
+//! operator, metadata edits. Scenarios built from the real Eventing and operator objects in
+//! `tests/fixtures/knative` (the vscode-knative, intellij-knative and Argo CD captures), moved
+//! through the states their controllers write (condition types, reasons and messages as the
+//! Knative reconcilers set them).
+
+use serde_json::{json, Value};
+
+use crate::scenario::*;
+use crate::support::fixture_yaml;
+
+fn item(file: &str, pick: impl Fn(&Value) -> bool) -> Value {
+    let list = if file.ends_with(".json") {
+        let text = std::fs::read_to_string(crate::support::fixture_path(file)).unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()
+    } else {
+        fixture_yaml(file)
+    };
+    let found = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| pick(item))
+        .cloned()
+        .expect("fixture item");
+    // resourceVersions from the scenario's counter, so one cluster's versions stay plausible.
+    changed(&found, |_| {})
+}
+
+fn named(name: &'static str) -> impl Fn(&Value) -> bool {
+    move |item| item["metadata"]["name"] == name
+}
+
+/// A ready Trigger (`josh/example-trigger0`, Broker `example-broker0`, subscriber Knative
+/// Service `aaa`), managers `kn` and `mtchannel-broker`.
+fn trigger() -> Value {
+    item(
+        "eventing/redhat-developer-vscode-knative__test-eventingTree-trigger.json",
+        named("example-trigger0"),
+    )
+}
+
+/// The ready Broker `josh/example-broker0`.
+fn broker() -> Value {
+    item(
+        "eventing/redhat-developer-vscode-knative__test-eventingTree-broker__BrokerList.json",
+        named("example-broker0"),
+    )
+}
+
+fn set_condition(object: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
+    let conditions = object["status"]["conditions"].as_array_mut().unwrap();
+    let mut condition = json!({"type": kind, "status": status});
+    if !reason.is_empty() {
+        condition["reason"] = json!(reason);
+    }
+    if !message.is_empty() {
+        condition["message"] = json!(message);
+    }
+    match conditions
+        .iter_mut()
+        .find(|existing| existing["type"] == kind)
+    {
+        Some(existing) => *existing = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// What eventing's trigger reconciler writes when the subscriber cannot be resolved
+/// (`MarkSubscriberResolvedFailed("Unable to get the Subscriber's URI", "%v", err)`; the living
+/// condition set copies it into Ready).
+fn subscriber_lost(trigger: &Value) -> Value {
+    changed(trigger, |t| {
+        let message =
+            r#"failed to get object josh/aaa: services.serving.knative.dev "aaa" not found"#;
+        set_condition(
+            t,
+            "SubscriberResolved",
+            "False",
+            "Unable to get the Subscriber's URI",
+            message,
+        );
+        set_condition(
+            t,
+            "Ready",
+            "False",
+            "Unable to get the Subscriber's URI",
+            message,
+        );
+        t["status"].as_object_mut().unwrap().remove("subscriberUri");
+    })
+}
+
+// ---- Eventing's delivery path -------------------------------------------------------------
+
+#[test]
+fn a_trigger_losing_its_subscriber_is_event_delivery_broken_not_also_not_ready() {
+    let mut sim = Sim::new();
+    let ready = trigger();
+    sim.send("add", &ready);
+    let lost = subscriber_lost(&ready);
+    sim.send("update", &lost);
+    sim.wait(119);
+    check(sim.notified(), &[]);
+    sim.wait(200);
+    check(
+        sim.notified(),
+        &["firing event_delivery_broken Trigger/example-trigger0"],
+    );
+    let fired = sim.last("event_delivery_broken").drift.clone();
+    assert_eq!(fired.severity.as_str(), "critical");
+    let summary = &fired.evidence.summary;
+    assert!(
+        summary.starts_with(
+            "Trigger/josh/example-trigger0 cannot deliver events: SubscriberResolved=False (Unable to get the Subscriber's URI): failed to get object josh/aaa"
+        ),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("; subscriber Service josh/aaa"),
+        "{summary}"
+    );
+    let hint = fired.evidence.hint.clone().unwrap();
+    assert!(
+        hint.starts_with("kubectl -n josh get services.serving.knative.dev aaa"),
+        "{hint}"
+    );
+    // The subscriber is back (the Service re-created under its old name).
+    sim.send(
+        "update",
+        &changed(&lost, |t| {
+            t["status"] = ready["status"].clone();
+        }),
+    );
+    check(
+        sim.notified(),
+        &[
+            "firing event_delivery_broken Trigger/example-trigger0",
+            "resolved event_delivery_broken Trigger/example-trigger0",
+        ],
+    );
+}
+
+#[test]
+fn with_event_delivery_broken_disabled_the_trigger_is_not_ready() {
+    let mut sim = Sim::with_rules("classes: {event_delivery_broken: {enabled: false}}");
+    let ready = trigger();
+    sim.send("add", &ready);
+    sim.send("update", &subscriber_lost(&ready));
+    sim.wait(181);
+    check(
+        sim.notified(),
+        &["firing not_ready Trigger/example-trigger0"],
+    );
+    let fired = &sim.last("not_ready").drift;
+    assert_eq!(fired.evidence.facts["condition"], "SubscriberResolved");
+    assert_eq!(fired.severity.as_str(), "critical");
+}
+
+#[test]
+fn a_trigger_whose_broker_is_not_ready_is_reported_on_the_broker_only() {
+    let mut sim = Sim::new();
+    let ready_broker = broker();
+    let ready_trigger = changed(&trigger(), |t| {
+        t["metadata"]["uid"] = json!("7bd1c0a6-3c55-4d7e-9e8b-0f0c5a7e0b01");
+    });
+    sim.send("add", &ready_broker);
+    sim.send("add", &ready_trigger);
+    let message = "channel \"example-broker0-kne-trigger\" not ready";
+    let broken_broker = changed(&ready_broker, |b| {
+        set_condition(
+            b,
+            "TriggerChannelReady",
+            "False",
+            "ChannelNotReady",
+            message,
+        );
+        set_condition(b, "Ready", "False", "ChannelNotReady", message);
+    });
+    sim.send("update", &broken_broker);
+    let broken_trigger = changed(&ready_trigger, |t| {
+        set_condition(t, "BrokerReady", "False", "ChannelNotReady", message);
+        set_condition(t, "Ready", "False", "ChannelNotReady", message);
+    });
+    sim.send("update", &broken_trigger);
+    sim.wait(3600);
+    check(sim.notified(), &["firing not_ready Broker/example-broker0"]);
+    let fired = &sim.last("not_ready").drift;
+    assert_eq!(fired.severity.as_str(), "critical");
+    assert!(
+        fired.evidence.summary.contains(
+            "Broker/josh/example-broker0 is not ready: TriggerChannelReady=False (ChannelNotReady)"
+        ),
+        "{}",
+        fired.evidence.summary
+    );
+}
+
+#[test]
+fn a_trigger_whose_broker_is_gone_is_event_delivery_broken() {
+    let mut sim = Sim::new();
+    let ready = trigger();
+    sim.send("add", &ready);
+    let orphaned = changed(&ready, |t| {
+        let message = r#"Broker "example-broker0" does not exist"#;
+        set_condition(t, "BrokerReady", "False", "BrokerDoesNotExist", message);
+        set_condition(t, "Ready", "False", "BrokerDoesNotExist", message);
+    });
+    sim.send("update", &orphaned);
+    sim.wait(121);
+    check(
+        sim.notified(),
+        &["firing event_delivery_broken Trigger/example-trigger0"],
+    );
+    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
+    assert!(
+        summary.contains("BrokerReady=False (BrokerDoesNotExist)"),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("; Broker josh/example-broker0"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_source_without_its_sink_is_event_delivery_broken() {
+    let mut sim = Sim::new();
+    // A real ApiServerSource whose sink Service does not exist: SinkProvided=False NotFound.
+    let source = item(
+        "eventing/redhat-developer-intellij-knative__src-test-resources-kn-sourcesList__ApiServerSource-SinkNotFound.yaml",
+        named("example-source-apiserver0"),
+    );
+    sim.send("add", &source);
+    sim.wait(121);
+    check(
+        sim.notified(),
+        &["firing event_delivery_broken ApiServerSource/example-source-apiserver0"],
+    );
+    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
+    assert!(
+        summary.contains("SinkProvided=False (NotFound)"),
+        "{summary}"
+    );
+    assert!(summary.ends_with("; sink Service default/aaa"), "{summary}");
+}
+
+#[test]
+fn a_ping_source_whose_adapter_is_unavailable_is_a_critical_not_ready() {
+    let mut sim = Sim::new();
+    let list = fixture_yaml(
+        "eventing/redhat-developer-vscode-knative__test-eventingTree-sourceList__SourceList-PingSource-MinimumReplicasUnavailable.yaml",
+    );
+    let ping = changed(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|item| item["kind"] == "PingSource")
+            .unwrap(),
+        |_| {},
+    );
+    let name = ping["metadata"]["name"].as_str().unwrap().to_string();
+    sim.send("add", &ping);
+    sim.wait(181);
+    check(
+        sim.notified(),
+        &[format!("firing not_ready PingSource/{name}").as_str()],
+    );
+    let fired = &sim.last("not_ready").drift;
+    assert_eq!(fired.severity.as_str(), "critical");
+    assert!(fired
+        .evidence
+        .summary
+        .contains("Deployed=False (MinimumReplicasUnavailable): Deployment does not have minimum availability."));
+}
+
+#[test]
+fn a_subscription_whose_channel_is_missing_names_the_channel() {
+    let mut sim = Sim::new();
+    let subscription = item(
+        "eventing/redhat-developer-vscode-knative__test-eventingTree-subscriptionList__SubscriptionList-ChannelReferenceFailed.yaml",
+        named("example-subscription3"),
+    );
+    sim.send("add", &subscription);
+    sim.wait(121);
+    check(
+        sim.notified(),
+        &["firing event_delivery_broken Subscription/example-subscription3"],
+    );
+    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
+    assert!(
+        summary.contains("ReferencesResolved=Unknown (ChannelReferenceFailed): Failed to get Spec.Channel or backing channel"),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("; channel Channel josh/example-channel2"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_broker_starting_up_is_benign() {
+    let mut sim = Sim::new();
+    let ready = broker();
+    // What the Broker controller writes first: every condition Unknown, nothing observed yet.
+    let starting = changed(&ready, |b| {
+        for condition in b["status"]["conditions"].as_array_mut().unwrap() {
+            condition["status"] = json!("Unknown");
+        }
+        b["status"]
+            .as_object_mut()
+            .unwrap()
+            .remove("observedGeneration");
+        b["status"].as_object_mut().unwrap().remove("address");
+    });
+    sim.send("add", &starting);
+    sim.wait(4);
+    sim.send("update", &changed(&ready, |_| {}));
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn a_trigger_filter_edited_by_hand_is_a_manual_edit() {
+    let mut sim = Sim::new();
+    let ready = trigger();
+    sim.send("add", &ready);
+    let edited = changed(&ready, |t| {
+        t["spec"]["filter"]["attributes"]["type"] = json!("dev.knative.bar");
+        written_by(
+            t,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:filter": {"f:attributes": {"f:type": {}}}}}),
+            "2021-01-15T09:00:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    check(
+        sim.notified(),
+        &["firing manual_edit Trigger/example-trigger0"],
+    );
+    let fired = &sim.last("manual_edit").drift;
+    assert_eq!(
+        fired.evidence.actor.as_ref().unwrap().manager,
+        "kubectl-edit"
+    );
+    assert!(fired
+        .evidence
+        .changes
+        .iter()
+        .any(|change| change.path == "/spec/filter/attributes/type"
+            && change.before == Some(json!("dev.knative.foo"))));
+    assert!(fired
+        .evidence
+        .hint
+        .as_deref()
+        .unwrap()
+        .starts_with("kubectl -n josh patch triggers.eventing.knative.dev example-trigger0"));
+}
+
+// ---- metadata edits ----------------------------------------------------------------------------
+
+#[test]
+fn a_visibility_label_flipped_by_hand_is_a_warning_and_bookkeeping_is_not_an_edit() {
+    let mut sim = Sim::new();
+    let original = service();
+    sim.send("add", &original);
+    // Knative's webhook stamps lastModifier on every write: bookkeeping, never an edit.
+    let stamped = changed(&original, |s| {
+        s["metadata"]["annotations"]["serving.knative.dev/lastModifier"] =
+            json!("jane@example.com");
+        written_by(
+            s,
+            "kubectl-annotate",
+            "Update",
+            json!({"f:metadata": {"f:annotations": {"f:serving.knative.dev/lastModifier": {}}}}),
+            "2023-10-09T21:44:00Z",
+        );
+    });
+    sim.send("update", &stamped);
+    check(sim.notified(), &[]);
+    let private = changed(&stamped, |s| {
+        s["metadata"]["labels"] = json!({"networking.knative.dev/visibility": "cluster-local"});
+        written_by(
+            s,
+            "kubectl-label",
+            "Update",
+            json!({"f:metadata": {"f:labels": {"f:networking.knative.dev/visibility": {}}}}),
+            "2023-10-09T21:45:00Z",
+        );
+    });
+    sim.send("update", &private);
+    check(
+        sim.notified(),
+        &["firing manual_edit Service/knative-webapp"],
+    );
+    let fired = sim.last("manual_edit").drift.clone();
+    assert_eq!(fired.severity.as_str(), "warning");
+    assert_eq!(
+        fired.evidence.actor.as_ref().unwrap().manager,
+        "kubectl-label"
+    );
+    let change = &fired.evidence.changes[0];
+    assert_eq!(
+        change.path,
+        "/metadata/labels/networking.knative.dev~1visibility"
+    );
+    assert_eq!(change.before, None);
+    assert_eq!(change.after, Some(json!("cluster-local")));
+    // Removing the label again restores what was there: resolved.
+    let public_again = changed(&private, |s| {
+        s["metadata"].as_object_mut().unwrap().remove("labels");
+    });
+    sim.send("update", &public_again);
+    check(
+        sim.notified(),
+        &[
+            "firing manual_edit Service/knative-webapp",
+            "resolved manual_edit Service/knative-webapp",
+        ],
+    );
+}
+
+#[test]
+fn an_ordinary_label_added_by_hand_is_info() {
+    let mut sim = Sim::new();
+    let original = service();
+    sim.send("add", &original);
+    let labelled = changed(&original, |s| {
+        s["metadata"]["labels"] = json!({"team": "payments"});
+        written_by(
+            s,
+            "kubectl-label",
+            "Update",
+            json!({"f:metadata": {"f:labels": {"f:team": {}}}}),
+            "2023-10-09T21:45:00Z",
+        );
+    });
+    sim.send("update", &labelled);
+    assert_eq!(sim.last("manual_edit").drift.severity.as_str(), "info");
+}
+
+#[test]
+fn configured_metadata_keys_replace_the_defaults() {
+    let mut sim = Sim::with_rules("metadataKeys: {bookkeeping: [team], behavioural: []}");
+    let original = service();
+    sim.send("add", &original);
+    let labelled = changed(&original, |s| {
+        s["metadata"]["labels"] =
+            json!({"team": "payments", "networking.knative.dev/visibility": "cluster-local"});
+        written_by(
+            s,
+            "kubectl-label",
+            "Update",
+            json!({"f:metadata": {"f:labels": {"f:team": {}, "f:networking.knative.dev/visibility": {}}}}),
+            "2023-10-09T21:45:00Z",
+        );
+    });
+    sim.send("update", &labelled);
+    let fired = &sim.last("manual_edit").drift;
+    // `team` is bookkeeping now; visibility is no longer behavioural, so info.
+    assert_eq!(fired.evidence.changes.len(), 1);
+    assert_eq!(fired.severity.as_str(), "info");
+}
+
+// ---- the operator --------------------------------------------------------------------------
+
+fn knative_serving() -> Value {
+    let fixture = fixture_yaml(
+        "serving-internal/argoproj-argo-cd__resource_customizations-operator.knative.dev-KnativeServing-testdata-healthy__KnativeServing.yaml",
+    );
+    changed(&fixture, |_| {})
+}
+
+#[test]
+fn an_operator_cr_without_observed_generation_is_no_generation_lag() {
+    let mut sim = Sim::new();
+    // The v1alpha1 operator never wrote status.observedGeneration (generation is 2 here).
+    sim.send("add", &knative_serving());
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn an_operator_upgrade_that_completes_is_benign_and_one_that_hangs_is_stuck() {
+    let mut sim = Sim::new();
+    let installed = knative_serving();
+    sim.send("add", &installed);
+    let upgrading = changed(&installed, |k| {
+        k["spec"]["version"] = json!("0.15");
+        set_condition(
+            k,
+            "DeploymentsAvailable",
+            "False",
+            "NotReady",
+            "Waiting on deployments: controller, webhook",
+        );
+        set_condition(
+            k,
+            "Ready",
+            "False",
+            "NotReady",
+            "Waiting on deployments: controller, webhook",
+        );
+    });
+    sim.send("update", &upgrading);
+    sim.wait(600);
+    let upgraded = changed(&upgrading, |k| {
+        k["status"]["version"] = json!("0.15.1");
+        set_condition(k, "DeploymentsAvailable", "True", "", "");
+        set_condition(k, "Ready", "True", "", "");
+    });
+    sim.send("update", &upgraded);
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+
+    let stuck = changed(&upgraded, |k| {
+        k["spec"]["version"] = json!("0.16");
+        set_condition(
+            k,
+            "InstallSucceeded",
+            "False",
+            "Error",
+            "Install failed with message: webhook not ready",
+        );
+        set_condition(
+            k,
+            "Ready",
+            "False",
+            "Error",
+            "Install failed with message: webhook not ready",
+        );
+    });
+    sim.send("update", &stuck);
+    sim.wait(899);
+    check(sim.notified(), &[]);
+    sim.wait(2);
+    check(
+        sim.notified(),
+        &["firing operator_upgrade_stuck KnativeServing/knative-serving"],
+    );
+    let summary = &sim.last("operator_upgrade_stuck").drift.evidence.summary;
+    assert!(
+        summary.contains("is stuck upgrading from 0.15.1 to 0.16: InstallSucceeded=False (Error)"),
+        "{summary}"
+    );
+}
