@@ -93,6 +93,15 @@ pub struct FiringLabel {
     pub namespace: String,
 }
 
+/// `cluster` and `part` of drift-sentinel's own event path.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PipelinePartLabel {
+    /// The cluster the part lives in.
+    pub cluster: String,
+    /// apiserversource, broker or trigger.
+    pub part: String,
+}
+
 /// `type` and `mode` of received events.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventTypeLabel {
@@ -166,6 +175,9 @@ pub struct Metrics {
     pub cluster_conflicts: Counter,
     /// Events whose `resourceVersion` was implausibly far ahead of their cluster's.
     pub implausible_versions: Counter,
+    /// 1 when a part of drift-sentinel's own event path is ready and points where it should,
+    /// 0 when not (or gone); absent until the part was seen.
+    pub pipeline_ready: Family<PipelinePartLabel, Gauge>,
     /// New objects not tracked because their cluster (or the number of clusters) was at the cap.
     pub objects_refused: Counter,
     /// Objects tracked in the cluster with the most.
@@ -383,6 +395,12 @@ impl Metrics {
             "Events naming another cluster than the one their object's events carry (not applied)",
             cluster_conflicts.clone(),
         );
+        let pipeline_ready = Family::<PipelinePartLabel, Gauge>::default();
+        registry.register(
+            "pipeline_ready",
+            "1 when a part of drift-sentinel's own event path (ApiServerSource, Broker, Trigger) is ready and points where it should, else 0",
+            pipeline_ready.clone(),
+        );
         let implausible_versions = Counter::default();
         registry.register(
             "implausible_resource_versions",
@@ -441,6 +459,7 @@ impl Metrics {
             registry,
             cluster_conflicts,
             implausible_versions,
+            pipeline_ready,
             objects_refused,
             cluster_objects_max,
             cluster_objects_limit,

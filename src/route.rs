@@ -155,6 +155,15 @@ impl Router {
                 }
             }
         }
+        // drift-sentinel's own event path broken: every channel hears it, whatever the routes
+        // say (nothing else will be reported until it is repaired).
+        if drift.class == crate::classify::classes::PIPELINE_BROKEN
+            && !matched
+                .iter()
+                .any(|route| std::ptr::eq(*route, &self.default_route))
+        {
+            matched.push(&self.default_route);
+        }
         let mut queued = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for route in matched {
@@ -291,6 +300,42 @@ mod tests {
 
     fn config(yaml: &str) -> crate::config::Config {
         crate::config::load_str(yaml, &|_| None).unwrap()
+    }
+
+    #[test]
+    fn a_broken_own_event_path_reaches_every_channel_whatever_the_routes_say() {
+        let config = config(concat!(
+            "channels:\n  - {name: pager, type: log}\n  - {name: chat, type: log}\n",
+            "routes:\n  - {match: {namespace: ['pay*']}, channels: [pager]}\n",
+        ));
+        let router = Router::new(&config.routes, &config.channels);
+        let rules = Rules::default();
+        let broken = router.route(
+            &transition(
+                drift(
+                    crate::classify::classes::PIPELINE_BROKEN,
+                    Severity::Critical,
+                    "drift-sentinel",
+                ),
+                DriftState::Pending,
+            ),
+            &rules,
+            &Silences::default(),
+            1_000,
+        );
+        let names: Vec<&str> = broken.iter().map(|q| q.channel.as_str()).collect();
+        assert_eq!(names, ["pager", "chat"]);
+        // Any other class in that namespace matches no route and goes nowhere.
+        let other = router.route(
+            &transition(
+                drift("not_ready", Severity::Critical, "drift-sentinel"),
+                DriftState::Pending,
+            ),
+            &rules,
+            &Silences::default(),
+            1_000,
+        );
+        assert!(other.is_empty());
     }
 
     #[test]

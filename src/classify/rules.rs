@@ -102,6 +102,94 @@ pub(crate) const DEFAULT_TOLERANCE_PERCENT: f64 = 1.0;
 /// `revision_pileup`'s default threshold (non-active Revisions per Configuration).
 pub(crate) const DEFAULT_PILEUP_THRESHOLD: u64 = 50;
 
+/// drift-sentinel's own delivery path: the ApiServerSource that sends it events, the Broker they
+/// go through and the Trigger that delivers them (names as in `k8s/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnPipeline {
+    /// The namespace all three live in.
+    pub namespace: String,
+    /// The ApiServerSource's name.
+    pub api_server_source: String,
+    /// The Broker's name.
+    pub broker: String,
+    /// The Trigger's name.
+    pub trigger: String,
+    /// The name of the Kubernetes Service the Trigger's subscriber points at (this sink).
+    pub service: String,
+}
+
+impl Default for OwnPipeline {
+    fn default() -> Self {
+        OwnPipeline {
+            namespace: "drift-sentinel".to_string(),
+            api_server_source: "drift-sentinel".to_string(),
+            broker: "drift-sentinel".to_string(),
+            trigger: "drift-sentinel".to_string(),
+            service: "drift-sentinel".to_string(),
+        }
+    }
+}
+
+/// One part of the own delivery path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PipelinePart {
+    /// The ApiServerSource.
+    Source,
+    /// The Broker.
+    Broker,
+    /// The Trigger.
+    Trigger,
+}
+
+impl PipelinePart {
+    /// Every part, in the order events pass them.
+    pub const ALL: [PipelinePart; 3] = [
+        PipelinePart::Source,
+        PipelinePart::Broker,
+        PipelinePart::Trigger,
+    ];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PipelinePart::Source => "apiserversource",
+            PipelinePart::Broker => "broker",
+            PipelinePart::Trigger => "trigger",
+        }
+    }
+
+    /// The part's (group, kind).
+    pub fn kind(self) -> (&'static str, &'static str) {
+        match self {
+            PipelinePart::Source => ("sources.knative.dev", "ApiServerSource"),
+            PipelinePart::Broker => ("eventing.knative.dev", "Broker"),
+            PipelinePart::Trigger => ("eventing.knative.dev", "Trigger"),
+        }
+    }
+}
+
+impl OwnPipeline {
+    /// The part's name.
+    pub fn name(&self, part: PipelinePart) -> &str {
+        match part {
+            PipelinePart::Source => &self.api_server_source,
+            PipelinePart::Broker => &self.broker,
+            PipelinePart::Trigger => &self.trigger,
+        }
+    }
+
+    /// Which part `object` is, if it is one.
+    pub fn part_of(&self, object: &ObjectState) -> Option<PipelinePart> {
+        if object.namespace != self.namespace {
+            return None;
+        }
+        PipelinePart::ALL.into_iter().find(|part| {
+            let (group, kind) = part.kind();
+            object.is_kind(group, kind) && object.name == self.name(*part)
+        })
+    }
+}
+
 /// Effective settings of one class.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassSettings {
@@ -151,6 +239,8 @@ pub struct RuleSet {
     pub bookkeeping_keys: Vec<String>,
     /// Label and annotation keys whose hand edit changes behaviour, as globs.
     pub behavioural_keys: Vec<String>,
+    /// drift-sentinel's own delivery path.
+    pub own_pipeline: OwnPipeline,
 }
 
 impl RuleSet {
@@ -172,6 +262,7 @@ impl RuleSet {
             silences: Vec::new(),
             bookkeeping_keys: strings(DEFAULT_BOOKKEEPING_KEYS),
             behavioural_keys: strings(DEFAULT_BEHAVIOURAL_KEYS),
+            own_pipeline: OwnPipeline::default(),
         }
     }
 }
@@ -192,6 +283,7 @@ pub struct Rules {
     silences: Vec<Silence>,
     bookkeeping_keys: Vec<String>,
     behavioural_keys: Vec<String>,
+    own_pipeline: OwnPipeline,
     baseline: Arc<Baseline>,
 }
 
@@ -214,6 +306,7 @@ impl Rules {
             silences: set.silences,
             bookkeeping_keys: set.bookkeeping_keys,
             behavioural_keys: set.behavioural_keys,
+            own_pipeline: set.own_pipeline,
             baseline: Arc::new(Baseline::default()),
         }
     }
@@ -299,6 +392,11 @@ impl Rules {
         self.behavioural_keys
             .iter()
             .any(|pattern| glob_match(pattern, key))
+    }
+
+    /// drift-sentinel's own delivery path.
+    pub fn own_pipeline(&self) -> &OwnPipeline {
+        &self.own_pipeline
     }
 
     /// The silences from the config.

@@ -169,6 +169,12 @@ impl Resync {
                 .inc();
         }
         if report.complete() {
+            let pass = ResyncWork::PassDone {
+                cluster: self.settings.cluster.clone(),
+                missed: report.missed + report.deleted,
+            };
+            let outcome = self.submit(pass).await?;
+            merge(&mut report, outcome);
             self.metrics.resync_last_success.set((self.clock)() / 1000);
             self.metrics
                 .resync_objects_listed

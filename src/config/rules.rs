@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::de_opt_duration;
 use crate::classify::classes::default_settings;
 use crate::classify::rules::{
-    ClassSettings, RuleSet, Scope, DEFAULT_BEHAVIOURAL_KEYS, DEFAULT_BOOKKEEPING_KEYS,
+    ClassSettings, OwnPipeline, RuleSet, Scope, DEFAULT_BEHAVIOURAL_KEYS, DEFAULT_BOOKKEEPING_KEYS,
     DEFAULT_TRUSTED_MANAGERS, DEFAULT_WATCHED_CONFIG_MAPS,
 };
 use crate::classify::Rules;
@@ -49,6 +49,47 @@ pub struct RulesConfig {
     /// Which label and annotation keys `manual_edit` ignores and which it treats as behaviour.
     #[serde(default)]
     pub metadata_keys: MetadataKeysConfig,
+    /// drift-sentinel's own ApiServerSource, Broker and Trigger (`pipeline_broken`); the
+    /// defaults are the names in `k8s/`.
+    #[serde(default)]
+    pub own_pipeline: OwnPipelineConfig,
+}
+
+/// `rules.ownPipeline`: where drift-sentinel's own events come from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OwnPipelineConfig {
+    /// The namespace of the ApiServerSource, Broker and Trigger.
+    #[serde(default = "default_pipeline_name")]
+    pub namespace: String,
+    /// The ApiServerSource's name.
+    #[serde(default = "default_pipeline_name")]
+    pub api_server_source: String,
+    /// The Broker's name.
+    #[serde(default = "default_pipeline_name")]
+    pub broker: String,
+    /// The Trigger's name.
+    #[serde(default = "default_pipeline_name")]
+    pub trigger: String,
+    /// The Kubernetes Service of this sink (the Trigger's subscriber).
+    #[serde(default = "default_pipeline_name")]
+    pub service: String,
+}
+
+impl Default for OwnPipelineConfig {
+    fn default() -> Self {
+        OwnPipelineConfig {
+            namespace: default_pipeline_name(),
+            api_server_source: default_pipeline_name(),
+            broker: default_pipeline_name(),
+            trigger: default_pipeline_name(),
+            service: default_pipeline_name(),
+        }
+    }
+}
+
+fn default_pipeline_name() -> String {
+    "drift-sentinel".to_string()
 }
 
 /// `rules.metadataKeys`: label and annotation keys, as globs (`autoscaling.knative.dev/*`).
@@ -100,6 +141,7 @@ impl Default for RulesConfig {
             silences: Vec::new(),
             baseline_dir: None,
             metadata_keys: MetadataKeysConfig::default(),
+            own_pipeline: OwnPipelineConfig::default(),
         }
     }
 }
@@ -229,6 +271,13 @@ impl RulesConfig {
                 .collect(),
             bookkeeping_keys: self.metadata_keys.bookkeeping.clone(),
             behavioural_keys: self.metadata_keys.behavioural.clone(),
+            own_pipeline: OwnPipeline {
+                namespace: self.own_pipeline.namespace.clone(),
+                api_server_source: self.own_pipeline.api_server_source.clone(),
+                broker: self.own_pipeline.broker.clone(),
+                trigger: self.own_pipeline.trigger.clone(),
+                service: self.own_pipeline.service.clone(),
+            },
         })
     }
 }

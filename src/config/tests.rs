@@ -195,3 +195,23 @@ fn oidc_and_a_bearer_token_together_are_refused() {
     );
     assert!(!error.to_string().contains("t0ken"), "{error}");
 }
+
+#[test]
+fn the_sample_configs_metadata_keys_are_the_built_in_lists() {
+    // The sample config ships the default lists with a reason per entry; they must stay the
+    // lists an unset `metadataKeys` means.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/drift-sentinel.yaml"
+    ))
+    .unwrap();
+    let config = crate::config::load_str(&text, &|_| Some(String::new())).unwrap();
+    let shipped = &config.rules.metadata_keys;
+    let built_in = crate::config::rules::MetadataKeysConfig::default();
+    assert_eq!(shipped.bookkeeping, built_in.bookkeeping);
+    assert_eq!(shipped.behavioural, built_in.behavioural);
+    assert_eq!(
+        config.rules.own_pipeline.trigger, "drift-sentinel",
+        "the sample names k8s/'s Trigger"
+    );
+}

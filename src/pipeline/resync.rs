@@ -24,6 +24,15 @@ pub enum ResyncWork {
     /// A complete list of one kind ended: tracked objects of that kind it did not contain are
     /// deleted (see [`crate::classify::Engine::vanished`]).
     Sweep(Sweep),
+    /// A complete pass over every listed resource of a cluster ended, having found `missed`
+    /// changes and deletions the events had not delivered (see
+    /// [`crate::classify::Engine::resync_pass_done`]: is the source blind?).
+    PassDone {
+        /// The cluster listed.
+        cluster: String,
+        /// Changes and deletions the pass found.
+        missed: usize,
+    },
 }
 
 /// The end of a complete list of one kind (owned form of [`crate::classify::Sweep`]).
@@ -213,6 +222,11 @@ pub(super) fn apply(
                 }
                 opened_since(engine, start, &mut outcome);
             }
+        }
+        ResyncWork::PassDone { cluster, missed } => {
+            let start = engine.journaled_transitions().len();
+            engine.resync_pass_done(&cluster, missed, now);
+            opened_since(engine, start, &mut outcome);
         }
     }
     outcome

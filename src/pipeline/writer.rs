@@ -513,6 +513,17 @@ impl Writer {
     /// Publishes the engine's counts of implausible versions and refused objects (before any
     /// answer, so a caller that has its answer sees the counts of its own events).
     fn count_refusals(&mut self) {
+        if let Some(parts) = self.engine.take_pipeline_readiness() {
+            for (cluster, part, ready) in parts {
+                self.metrics
+                    .pipeline_ready
+                    .get_or_create(&crate::metrics::PipelinePartLabel {
+                        cluster,
+                        part: part.to_string(),
+                    })
+                    .set(i64::from(ready));
+            }
+        }
         let implausible = self.engine.implausible_versions();
         self.metrics
             .implausible_versions

@@ -547,3 +547,136 @@ fn an_operator_upgrade_that_completes_is_benign_and_one_that_hangs_is_stuck() {
         "{summary}"
     );
 }
+
+// ---- drift-sentinel's own event path ------------------------------------------------------
+
+/// Rules naming the fixture Trigger's namespace, Broker and subscriber as the own event path.
+const OWN_PATH: &str = "ownPipeline: {namespace: josh, apiServerSource: example-source-apiserver0, broker: example-broker0, trigger: example-trigger0, service: aaa}";
+
+/// The real ApiServerSource, moved into the own path's namespace, sending to the Broker in
+/// Resource mode, ready.
+fn own_source() -> Value {
+    let source = item(
+        "eventing/redhat-developer-intellij-knative__src-test-resources-kn-sourcesList__ApiServerSource-SinkNotFound.yaml",
+        named("example-source-apiserver0"),
+    );
+    changed(&source, |s| {
+        s["metadata"]["namespace"] = json!("josh");
+        s["spec"]["mode"] = json!("Resource");
+        s["spec"]["sink"] = json!({"ref": {"apiVersion": "eventing.knative.dev/v1", "kind": "Broker", "name": "example-broker0"}});
+        for condition in s["status"]["conditions"].as_array_mut().unwrap() {
+            condition["status"] = json!("True");
+            condition.as_object_mut().unwrap().remove("reason");
+        }
+    })
+}
+
+#[test]
+fn the_own_trigger_pointed_elsewhere_breaks_the_pipeline_and_its_edit_is_critical() {
+    let mut sim = Sim::with_rules(OWN_PATH);
+    let ready = trigger();
+    sim.send("add", &ready);
+    let redirected = changed(&ready, |t| {
+        t["spec"]["subscriber"]["ref"]["name"] = json!("somewhere-else");
+        written_by(
+            t,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:subscriber": {"f:ref": {"f:name": {}}}}}),
+            "2021-01-15T09:00:00Z",
+        );
+    });
+    sim.send("update", &redirected);
+    sim.wait(61);
+    check(
+        sim.notified(),
+        &[
+            "firing manual_edit Trigger/example-trigger0",
+            "firing pipeline_broken Trigger/example-trigger0",
+        ],
+    );
+    assert_eq!(sim.last("manual_edit").drift.severity.as_str(), "critical");
+    let broken = &sim.last("pipeline_broken").drift;
+    assert_eq!(broken.severity.as_str(), "critical");
+    assert!(
+        broken
+            .evidence
+            .summary
+            .contains("its subscriber is somewhere-else instead of Service aaa"),
+        "{}",
+        broken.evidence.summary
+    );
+}
+
+#[test]
+fn a_deleted_own_broker_stays_broken_until_it_is_created_again() {
+    let mut sim = Sim::with_rules(OWN_PATH);
+    let ready = broker();
+    sim.send("add", &ready);
+    sim.send("delete", &changed(&ready, |_| {}));
+    sim.wait(61);
+    check(
+        sim.notified(),
+        &["firing pipeline_broken Broker/example-broker0"],
+    );
+    let recreated = changed(&ready, |b| {
+        b["metadata"]["uid"] = json!("5a0d8c43-1f0e-4c3b-9a51-6c1f2f7f0c11");
+    });
+    sim.send("add", &recreated);
+    check(
+        sim.notified(),
+        &[
+            "firing pipeline_broken Broker/example-broker0",
+            "resolved pipeline_broken Broker/example-broker0",
+        ],
+    );
+}
+
+#[test]
+fn a_blind_source_is_found_by_resync_and_an_event_ends_it() {
+    let mut sim = Sim::with_rules(OWN_PATH);
+    sim.send("add", &own_source());
+    // The first pass after a start is not judged: changes made while the sink was down are
+    // missed by design.
+    sim.wait(1);
+    sim.resync_pass(5);
+    sim.wait(600);
+    // Events kept arriving: a pass that finds nothing missed is no finding either.
+    sim.resync_pass(0);
+    sim.wait(600);
+    sim.resync_pass(3);
+    sim.wait(61);
+    check(
+        sim.notified(),
+        &["firing pipeline_broken ApiServerSource/example-source-apiserver0"],
+    );
+    let summary = &sim.last("pipeline_broken").drift.evidence.summary;
+    assert!(
+        summary
+            .contains("resync found 3 change(s) the events never delivered: the source is blind"),
+        "{summary}"
+    );
+    // An event arrives again.
+    sim.send("update", &changed(&trigger(), |_| {}));
+    check(
+        sim.notified(),
+        &[
+            "firing pipeline_broken ApiServerSource/example-source-apiserver0",
+            "resolved pipeline_broken ApiServerSource/example-source-apiserver0",
+        ],
+    );
+}
+
+#[test]
+fn a_pass_that_misses_changes_while_events_arrive_is_not_blindness() {
+    let mut sim = Sim::with_rules(OWN_PATH);
+    sim.send("add", &own_source());
+    sim.resync_pass(0);
+    sim.wait(300);
+    // An event in between: the source sees, even if it missed a filtered kind's change.
+    sim.send("add", &trigger());
+    sim.wait(300);
+    sim.resync_pass(4);
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}

@@ -153,6 +153,15 @@ impl Sim {
         self.take(changes);
     }
 
+    /// A complete resync pass of cluster `prod` ends now, having found `missed` changes the
+    /// events had not delivered.
+    pub fn resync_pass(&mut self, missed: usize) {
+        self.engine.begin();
+        self.engine.resync_pass_done("prod", missed, self.now);
+        let changes = self.engine.changes();
+        self.take(changes);
+    }
+
     /// Hot-reloads rules given as YAML, as the writer does.
     pub fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");

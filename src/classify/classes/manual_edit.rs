@@ -250,7 +250,10 @@ impl DriftClass for ManualEdit {
         });
         found.changes = tracked.changes;
         found.actor = tracked.actor;
-        if !behavioural {
+        if context.rules.own_pipeline().part_of(object).is_some() {
+            // An edit of drift-sentinel's own event path may blind it: always critical.
+            found.severity = Some(Severity::Critical);
+        } else if !behavioural {
             found.severity = Some(Severity::Info);
         } else if child {
             found.severity = Some(Severity::Critical);

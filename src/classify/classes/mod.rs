@@ -33,6 +33,8 @@ pub struct Context<'a> {
     pub rules: &'a Rules,
     /// Open drifts.
     pub drifts: &'a HashMap<DriftSlot, Drift>,
+    /// The cluster's event source is blind (resync found changes no event delivered), if it is.
+    pub source_blind: Option<&'a SourceBlind>,
     /// The event's time.
     pub now: Millis,
 }
@@ -58,6 +60,16 @@ impl Context<'_> {
             class: class.to_string(),
         })
     }
+}
+
+/// A cluster's event source is blind: a complete resync pass found changes the events never
+/// delivered, and no event arrived since the pass before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceBlind {
+    /// Changes (and deletions) the pass found that no event had delivered.
+    pub missed: usize,
+    /// When the last event arrived (or the previous pass ended, if none ever did).
+    pub quiet_since: Millis,
 }
 
 /// The verdict of a class for one object.
@@ -161,6 +173,7 @@ mod manual_edit;
 mod not_ready;
 mod operator_upgrade_stuck;
 mod orphan;
+mod pipeline_broken;
 mod replica_drift;
 mod revision_not_ready;
 mod revision_pileup;
@@ -185,7 +198,12 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &event_delivery_broken::EventDeliveryBroken,
     &scale_unreachable::ScaleUnreachable,
     &operator_upgrade_stuck::OperatorUpgradeStuck,
+    &pipeline_broken::PipelineBroken,
 ];
+
+pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
+/// The id of the class the router sends to every channel.
+pub use pipeline_broken::ID as PIPELINE_BROKEN;
 
 /// Every class id, in evaluation order: the one list config validation, `check`, the API, the
 /// renderers and the docs take their class ids from.
@@ -284,5 +302,5 @@ pub const fn secs(seconds: u64) -> Duration {
 
 /// Classes whose drift stays open after its object is deleted (they are about the deletion).
 pub(crate) fn survives_delete(class: &str) -> bool {
-    matches!(class, "unexpected_delete")
+    matches!(class, "unexpected_delete" | "pipeline_broken")
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 mod objects;
+mod pipeline_watch;
 
 use super::journal::Journal;
 pub use super::ordering::ListContext;
@@ -42,6 +43,8 @@ pub struct Engine {
     capacity: Capacity,
     /// New objects not tracked for lack of capacity (a count for metrics).
     refused: u64,
+    /// The own event path: parts' readiness and the source's blindness.
+    pipeline_watch: pipeline_watch::PipelineWatch,
 }
 
 impl Engine {
@@ -60,6 +63,7 @@ impl Engine {
             implausible: 0,
             capacity: Capacity::default(),
             refused: 0,
+            pipeline_watch: pipeline_watch::PipelineWatch::default(),
         }
     }
 
@@ -241,6 +245,17 @@ impl Engine {
     /// came from events; the re-assessment sees only the stored state). Every enabled class
     /// runs: classes about a change find nothing without a `before` and an open drift, and the
     /// state-based part of `image_drift` (a workload running another image) is found again.
+    /// Every enabled class's verdicts on `key`'s object as it is now, all settled (what an
+    /// event would do, without one): for state the engine keeps beside the objects.
+    fn reevaluate(&mut self, key: &ObjectKey, now: Millis) {
+        let Some((assessments, _)) = self.assess(key, None, Action::Update, None, now) else {
+            return;
+        };
+        for (class_id, assessment) in assessments {
+            self.settle(class_id, assessment, now);
+        }
+    }
+
     fn reassess(&mut self, key: &ObjectKey, now: Millis) {
         let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now) else {
             return;
@@ -288,6 +303,7 @@ impl Engine {
             graph: &self.graph,
             rules: &self.rules,
             drifts: &self.drifts,
+            source_blind: self.source_blind(&key.cluster),
             now,
         };
         let mut assessments = Vec::new();

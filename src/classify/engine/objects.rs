@@ -6,7 +6,13 @@ use super::*;
 impl Engine {
     /// Applies one ApiServerSource event at `now`.
     pub fn apply(&mut self, event: &ApiServerEvent, now: Millis) -> Outcome {
-        self.apply_from(event, None, now)
+        let outcome = self.apply_from(event, None, now);
+        // Events that reached the engine for a cluster whose objects it tracks: its source
+        // sees (a conflicting or refused sender's events say nothing about it).
+        if matches!(outcome, Outcome::Applied | Outcome::Stale) {
+            self.note_event(&event.cluster, now);
+        }
+        outcome
     }
 
     /// Applies one object of a resync list (trusted: the API server's own view; see
@@ -161,6 +167,7 @@ impl Engine {
         }
         let context_before = before.as_ref().filter(|previous| !previous.deleted);
         self.evaluate(&key, context_before, event.action, object, now);
+        self.note_pipeline_part(&key);
         self.journal_object(key, before, durable);
         Outcome::Applied
     }
