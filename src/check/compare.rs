@@ -96,7 +96,7 @@ pub fn check(
         let state = &found.state;
         let watched_config_map = state.is_kind("", "ConfigMap")
             && rules.is_watched_config_map(&state.namespace, &state.name);
-        let knative = state.is_knative_serving();
+        let knative = state.is_knative();
         if !(knative || watched_config_map) {
             continue;
         }
@@ -220,6 +220,7 @@ fn extra(found: &Live, watched_config_map: bool) -> Option<Finding> {
     }
     let made_by_knative = state.is_kind(classes::SERVING, "Revision")
         || classes::is_knative_child(state)
+        || state.group().ends_with(".internal.knative.dev")
         || (matches!(state.kind.as_str(), "Configuration" | "Route")
             && state.label("serving.knative.dev/service").is_some());
     if made_by_knative {

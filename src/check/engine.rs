@@ -57,6 +57,7 @@ pub(crate) fn snapshot_drifts(live: &BTreeMap<ManifestKey, Live>, rules: Arc<Rul
         };
         engine.apply(&event, SNAPSHOT_TIME);
     }
+    engine.reevaluate_all(SNAPSHOT_TIME);
     engine.tick(Millis::MAX);
     let mut drifts: Vec<Drift> = engine
         .open_drifts()

@@ -1240,3 +1240,99 @@ fn live_can_come_from_standard_input() {
         "{stdout}"
     );
 }
+
+// ---- Eventing ----------------------------------------------------------------------------------
+
+fn eventing_item(file: &str, name: &str) -> Value {
+    let text = fixture_text(file);
+    let list: Value = if file.ends_with(".json") {
+        serde_json::from_str(&text).unwrap()
+    } else {
+        serde_saphyr::from_str(&text).unwrap()
+    };
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["metadata"]["name"] == name)
+        .cloned()
+        .expect("fixture item")
+}
+
+const TRIGGERS: &str = "eventing/redhat-developer-vscode-knative__test-eventingTree-trigger.json";
+const BROKERS: &str =
+    "eventing/redhat-developer-vscode-knative__test-eventingTree-broker__BrokerList.json";
+const SUBSCRIPTIONS: &str =
+    "eventing/redhat-developer-vscode-knative__test-eventingTree-subscription__SubscriptionList.yaml";
+
+/// The desired manifest of a live object: its apiVersion, kind, name, namespace and spec.
+fn manifest_of(object: &Value) -> String {
+    serde_saphyr::to_string(&json!({
+        "apiVersion": object["apiVersion"],
+        "kind": object["kind"],
+        "metadata": {"name": object["metadata"]["name"], "namespace": object["metadata"]["namespace"]},
+        "spec": object["spec"],
+    }))
+    .unwrap()
+}
+
+#[test]
+fn eventing_manifests_are_checked_desired_against_live_with_the_condition_classes() {
+    let broker = eventing_item(BROKERS, "example-broker0");
+    let mut trigger = eventing_item(TRIGGERS, "example-trigger0");
+    let baseline = format!("{}---\n{}", manifest_of(&broker), manifest_of(&trigger));
+    // Live: the Trigger's subscriber is gone, and its filter was changed by hand.
+    let message = r#"failed to get object josh/aaa: services.serving.knative.dev "aaa" not found"#;
+    for condition in trigger["status"]["conditions"].as_array_mut().unwrap() {
+        if condition["type"] == "SubscriberResolved" || condition["type"] == "Ready" {
+            condition["status"] = json!("False");
+            condition["reason"] = json!("Unable to get the Subscriber's URI");
+            condition["message"] = json!(message);
+        }
+    }
+    trigger["spec"]["filter"]["attributes"]["type"] = json!("dev.knative.other");
+    // The Subscription Knative made for another Trigger (owned by it): not an extra; a Trigger
+    // that is not in Git is.
+    let plumbing = eventing_item(
+        SUBSCRIPTIONS,
+        "example-broker0-example-trigger57933d7738bc8bbf15a14f392c0e56aa",
+    );
+    let stray = eventing_item(TRIGGERS, "example-trigger1");
+    let report = run(&baseline, &[broker, trigger, plumbing, stray]);
+    expect(
+        &report,
+        &[
+            "warning spec_drift Trigger.eventing.knative.dev/josh/example-trigger0",
+            "critical event_delivery_broken Trigger.eventing.knative.dev/josh/example-trigger0",
+            "warning extra Trigger.eventing.knative.dev/josh/example-trigger1",
+        ],
+    );
+    assert!(finding(&report, "event_delivery_broken")
+        .message
+        .ends_with("; subscriber Service josh/aaa"));
+}
+
+#[test]
+fn a_snapshot_reports_a_broken_broker_once_not_on_its_triggers() {
+    let mut broker = eventing_item(BROKERS, "example-broker0");
+    let mut trigger = eventing_item(TRIGGERS, "example-trigger0");
+    let message = "channel \"example-broker0-kne-trigger\" not ready";
+    for (object, failing) in [
+        (&mut broker, "TriggerChannelReady"),
+        (&mut trigger, "BrokerReady"),
+    ] {
+        for condition in object["status"]["conditions"].as_array_mut().unwrap() {
+            if condition["type"] == failing || condition["type"] == "Ready" {
+                condition["status"] = json!("False");
+                condition["reason"] = json!("ChannelNotReady");
+                condition["message"] = json!(message);
+            }
+        }
+    }
+    let baseline = format!("{}---\n{}", manifest_of(&broker), manifest_of(&trigger));
+    let report = run(&baseline, &[trigger, broker]);
+    expect(
+        &report,
+        &["critical not_ready Broker.eventing.knative.dev/josh/example-broker0"],
+    );
+}

@@ -255,11 +255,13 @@ impl Default for Rules {
 
 pub(crate) use crate::classify::kinds::SERVING;
 
-/// True for a Knative-managed child: its controller owner is a Knative kind.
+/// True for a Knative-managed child: its controller owner is a Knative kind (a Route's KIngress,
+/// a Revision's Deployment, a Trigger's Subscription, a Broker's Channel).
 pub(crate) fn is_knative_child(object: &ObjectState) -> bool {
     object.controller_owner().is_some_and(|owner| {
-        let group = crate::decode::object::api_group(&owner.api_version);
-        group == SERVING || group.ends_with(".internal.knative.dev")
+        crate::decode::object::is_knative_group(crate::decode::object::api_group(
+            &owner.api_version,
+        ))
     }) || object.label("serving.knative.dev/revision").is_some()
         && !object.is_kind(SERVING, "Revision")
 }

@@ -245,6 +245,18 @@ impl Engine {
     /// came from events; the re-assessment sees only the stored state). Every enabled class
     /// runs: classes about a change find nothing without a `before` and an open drift, and the
     /// state-based part of `image_drift` (a workload running another image) is found again.
+    /// Re-evaluates every tracked object as it is now (holds and clears both settled): what
+    /// `check` does once a whole snapshot is applied, so that a verdict that depends on other
+    /// objects (a Trigger whose Broker is not ready is reported on the Broker; an internal
+    /// object whose owner is tracked is reported through it) does not depend on the order the
+    /// snapshot's objects were applied in.
+    pub fn reevaluate_all(&mut self, now: Millis) {
+        let keys: Vec<ObjectKey> = self.graph.iter().map(ObjectState::key).collect();
+        for key in keys {
+            self.reevaluate(&key, now);
+        }
+    }
+
     /// Every enabled class's verdicts on `key`'s object as it is now, all settled (what an
     /// event would do, without one): for state the engine keeps beside the objects.
     fn reevaluate(&mut self, key: &ObjectKey, now: Millis) {
