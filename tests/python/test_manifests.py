@@ -37,6 +37,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, binary, free_port
+from knative_schema import METADATA_SCHEMA, strict_json_schema
 
 K8S = ROOT / "k8s"
 MONITORING = K8S / "monitoring"
@@ -134,59 +135,7 @@ def shipped_config_text() -> str:
 
 
 # --- Knative CRD schemas as strict JSON Schema --------------------------------------------------
-
-# Fields Knative's Go types accept but the CRD schemas do not list (DeliverySpec in
-# knative/eventing pkg/apis/duck/v1/delivery_types.go).
-DELIVERY_EXTRA_FIELDS = {
-    "timeout": {"type": "string"},
-    "retryAfterMax": {"type": "string"},
-}
-
-METADATA_SCHEMA = {
-    "type": "object",
-    "required": ["name", "namespace"],
-    "additionalProperties": False,
-    "properties": {
-        "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$", "maxLength": 253},
-        "namespace": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
-}
-
-
-def strict_json_schema(node):
-    """OpenAPI v3 structural schema (with Kubernetes extensions) → closed JSON Schema."""
-    if isinstance(node, list):
-        return [strict_json_schema(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    out = {}
-    for key, value in node.items():
-        if key.startswith("x-kubernetes-") or key == "nullable":
-            continue
-        if key == "properties":
-            out[key] = {name: strict_json_schema(sub) for name, sub in value.items()}
-        elif key in ("items", "additionalProperties", "not") and isinstance(value, dict):
-            out[key] = strict_json_schema(value)
-        elif key in ("anyOf", "allOf", "oneOf"):
-            out[key] = strict_json_schema(value)
-        else:
-            out[key] = value
-    if node.get("x-kubernetes-int-or-string"):
-        out.pop("type", None)
-        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
-    if node.get("nullable") and isinstance(out.get("type"), str):
-        out["type"] = [out["type"], "null"]
-    if "properties" in node:
-        # Closed even where the CRD preserves unknown fields: the webhook decodes strictly.
-        # Nodes that preserve unknown fields without declaring any stay open (label maps,
-        # ceOverrides.extensions, Trigger filter dialects).
-        out.setdefault("additionalProperties", False)
-        if "backoffPolicy" in node["properties"] and "deadLetterSink" in node["properties"]:
-            for name, schema in DELIVERY_EXTRA_FIELDS.items():
-                out["properties"].setdefault(name, schema)
-    return out
+# The conversion lives in knative_schema.py (shared with test_fixtures_schema.py).
 
 
 def crd_validator(api_version: str, kind: str, crd_dir: Path = CRD_DIR):
