@@ -44,21 +44,40 @@ pub(crate) fn on_event_path(group: &str, kind: &str) -> bool {
 
 /// True for an internal object Knative makes for a public one (a Route's KIngress and
 /// Certificate, a Revision's PodAutoscaler and ServerlessService, a Trigger's Subscription, a
-/// Broker's trigger Channel): its failure shows on its owner's conditions, and is reported there
-/// with this object in the condition chain, when the owner is tracked.
-pub(crate) fn reported_through_owner(object: &ObjectState) -> bool {
+/// Broker's trigger Channel) whose failure shows on its owner's conditions.
+pub(crate) fn is_plumbing(object: &ObjectState) -> bool {
     let group = object.group();
     let internal = group == NETWORKING_INTERNAL || group == AUTOSCALING_INTERNAL;
     let plumbing = matches!(
         (group, object.kind.as_str()),
         ("messaging.knative.dev", "Subscription")
-            | ("messaging.knative.dev", "Channel")
-            | ("messaging.knative.dev", "InMemoryChannel")
-    ) || (group.ends_with(".knative.dev") && object.kind.ends_with("Channel"));
+    ) || (is_knative_group(group) && object.kind.ends_with("Channel"));
     (internal || plumbing)
         && object.controller_owner().is_some_and(|owner| {
             is_knative_group(crate::decode::object::api_group(&owner.api_version))
         })
+}
+
+/// The tracked owner that reports `object`'s failure, if one does: `object` is plumbing (see
+/// [`is_plumbing`]) and its controller owner is tracked and not ready itself. The owner's finding
+/// then carries `object` in its condition chain, so one failure is one alert. An owner that still
+/// says it is ready does not hide its child's failure.
+pub(crate) fn reporting_owner<'a>(
+    graph: &'a Graph,
+    object: &ObjectState,
+) -> Option<&'a ObjectState> {
+    if !is_plumbing(object) {
+        return None;
+    }
+    let owner = object.controller_owner()?;
+    let owner = graph.by_uid(&object.cluster, &owner.uid)?;
+    if owner.is_going_away() {
+        return None;
+    }
+    let conditions = owner.conditions();
+    happy_condition(&conditions)
+        .filter(|happy| happy.status != "True")
+        .map(|_| owner)
 }
 
 /// Who reconciles a kind, with the command that shows its log: named in `generation_lag`.
@@ -206,7 +225,18 @@ const MAX_CHAIN: usize = 5;
 /// Trigger → Broker → its Channel; Revision → PodAutoscaler). Related objects are children
 /// (owner references) whose happy condition is not `True`, and for a Trigger its Broker.
 pub(crate) fn condition_chain<'a>(graph: &'a Graph, object: &'a ObjectState) -> Vec<ChainLink> {
-    let mut chain: Vec<ChainLink> = Vec::new();
+    chain_objects(graph, object)
+        .into_iter()
+        .map(|(_, link)| link)
+        .collect()
+}
+
+/// [`condition_chain`] with each link's object.
+pub(crate) fn chain_objects<'a>(
+    graph: &'a Graph,
+    object: &'a ObjectState,
+) -> Vec<(&'a ObjectState, ChainLink)> {
+    let mut chain: Vec<(&'a ObjectState, ChainLink)> = Vec::new();
     let mut current = Some(object);
     while let Some(subject) = current.take() {
         let conditions = subject.conditions();
@@ -217,23 +247,24 @@ pub(crate) fn condition_chain<'a>(graph: &'a Graph, object: &'a ObjectState) -> 
             break;
         }
         let blamed = culprit(&conditions, happy);
-        chain.push(ChainLink {
-            kind: subject.kind.clone(),
-            namespace: subject.namespace.clone(),
-            name: subject.name.clone(),
-            condition: blamed.condition_type.clone(),
-            status: blamed.status.clone(),
-            reason: blamed.reason.clone(),
-            message: blamed.message.clone(),
-        });
+        chain.push((
+            subject,
+            ChainLink {
+                kind: subject.kind.clone(),
+                namespace: subject.namespace.clone(),
+                name: subject.name.clone(),
+                condition: blamed.condition_type.clone(),
+                status: blamed.status.clone(),
+                reason: blamed.reason.clone(),
+                message: blamed.message.clone(),
+            },
+        ));
         if chain.len() >= MAX_CHAIN {
             break;
         }
         current = next_in_chain(graph, subject, blamed);
         if let Some(next) = current {
-            if chain.iter().any(|link| {
-                link.kind == next.kind && link.name == next.name && link.namespace == next.namespace
-            }) {
+            if chain.iter().any(|(seen, _)| seen.uid == next.uid) {
                 break;
             }
         }

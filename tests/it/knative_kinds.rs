@@ -680,3 +680,224 @@ fn a_pass_that_misses_changes_while_events_arrive_is_not_blindness() {
     sim.wait(3600);
     check(sim.notified(), &[]);
 }
+
+// ---- serving internals, DomainMapping, the v1beta1 operator (tests/fixtures/knative/derived) --
+
+/// A state from `tests/fixtures/knative/derived/` (shapes and strings from Knative's sources; see
+/// its README), with a resourceVersion from the scenario's counter so states sent in order are
+/// newer than the ones before.
+fn derived(file: &str) -> Value {
+    let object = fixture_yaml(&format!("derived/{file}"));
+    changed(&object, |_| {})
+}
+
+#[test]
+fn a_pod_autoscaler_scaling_up_and_to_zero_is_benign() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("serverlessservice-proxy-ready.yaml"));
+    sim.send("add", &derived("podautoscaler-active.yaml"));
+    sim.send("update", &derived("podautoscaler-scaling-up.yaml"));
+    sim.send("update", &derived("serverlessservice-serve.yaml"));
+    sim.wait(60);
+    sim.send("update", &derived("podautoscaler-active.yaml"));
+    sim.wait(900);
+    sim.send(
+        "update",
+        &derived("serverlessservice-proxy-scaled-to-zero.yaml"),
+    );
+    sim.send("update", &derived("podautoscaler-scaled-to-zero.yaml"));
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn a_pod_autoscaler_short_of_replicas_is_scale_unreachable_only() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("podautoscaler-below-min-scale.yaml"));
+    sim.wait(299);
+    check(sim.notified(), &[]);
+    sim.wait(3600);
+    check(
+        sim.notified(),
+        &["firing scale_unreachable PodAutoscaler/knative-webapp-00002"],
+    );
+    let fired = &sim.last("scale_unreachable").drift;
+    assert_eq!(fired.severity.as_str(), "warning");
+    assert!(
+        fired.evidence.summary.starts_with(
+            "PodAutoscaler/myapp/knative-webapp-00002 wants 3 replicas of Revision myapp/knative-webapp-00002 but has 1: Active=Unknown (Queued)"
+        ),
+        "{}",
+        fired.evidence.summary
+    );
+}
+
+#[test]
+fn a_kingress_re_reconciled_by_its_controller_is_benign() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("ingress-ready.yaml"));
+    sim.send("update", &derived("ingress-load-balancer-not-ready.yaml"));
+    sim.wait(8);
+    sim.send("update", &derived("ingress-ready.yaml"));
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn a_kingress_whose_load_balancer_never_comes_is_not_ready() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("ingress-load-balancer-not-ready.yaml"));
+    sim.wait(181);
+    check(sim.notified(), &["firing not_ready Ingress/hello"]);
+    let summary = &sim.last("not_ready").drift.evidence.summary;
+    assert!(
+        summary.starts_with("Ingress/default/hello is not ready: LoadBalancerReady=Unknown (Uninitialized): Waiting for load balancer to be ready"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_route_waiting_on_its_certificate_is_one_alert_with_the_chain() {
+    let mut sim = Sim::new();
+    // The Certificate fails first; its Route reports it a moment later.
+    let route = route();
+    sim.send("add", &route);
+    sim.send("add", &derived("certificate-not-ready.yaml"));
+    sim.wait(20);
+    let waiting = changed(&route, |r| {
+        for condition in r["status"]["conditions"].as_array_mut().unwrap() {
+            if condition["type"] == "CertificateProvisioned" || condition["type"] == "Ready" {
+                condition["status"] = json!("Unknown");
+                condition["reason"] = json!("CertificateNotReady");
+                condition["message"] =
+                    json!("Certificate route-6a3f0955-7515-421d-9d01-0a595b510839 is not ready.");
+            }
+        }
+    });
+    sim.send("update", &waiting);
+    sim.wait(3600);
+    check(sim.notified(), &["firing not_ready Route/knative-webapp"]);
+    let fired = &sim.last("not_ready").drift;
+    let chain: Vec<Value> = serde_json::from_str(&fired.evidence.facts["conditionChain"]).unwrap();
+    assert_eq!(chain.len(), 2, "{chain:?}");
+    assert_eq!(chain[0]["condition"], "CertificateProvisioned");
+    assert_eq!(chain[1]["kind"], "Certificate");
+    assert_eq!(chain[1]["reason"], "NoCertManagerCertCondition");
+    assert!(fired
+        .evidence
+        .summary
+        .contains("chain: Route CertificateProvisioned=Unknown → Certificate Ready=Unknown"));
+}
+
+#[test]
+fn a_domain_mapping_whose_domain_is_taken_is_not_ready() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("domainmapping-domain-already-claimed.yaml"));
+    sim.wait(181);
+    check(
+        sim.notified(),
+        &["firing not_ready DomainMapping/webapp.jarvis.cpod-nsxv8.az-stc.cloud-garage.net"],
+    );
+    assert_eq!(
+        sim.last("not_ready").drift.evidence.facts["reason"],
+        "DomainAlreadyClaimed"
+    );
+}
+
+#[test]
+fn a_brokers_lost_dead_letter_sink_is_one_alert_on_the_broker() {
+    // These objects are k8s/'s own Broker and Trigger; here they are watched as any other.
+    let mut sim = Sim::with_rules("ownPipeline: {namespace: elsewhere}");
+    sim.send("add", &derived("broker-ready.yaml"));
+    sim.send("add", &derived("trigger-ready.yaml"));
+    sim.send(
+        "update",
+        &derived("broker-dead-letter-sink-unresolved.yaml"),
+    );
+    sim.send("update", &derived("trigger-broker-not-ready.yaml"));
+    sim.wait(3600);
+    check(
+        sim.notified(),
+        &["firing event_delivery_broken Broker/drift-sentinel"],
+    );
+    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
+    assert!(
+        summary.contains("DeadLetterSinkResolved=False (Unable to get the dead letter sink's URI)"),
+        "{summary}"
+    );
+    assert!(
+        summary.ends_with("; dead-letter sink Service drift-sentinel/drift-sentinel-dlq"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn the_broker_starting_as_its_controller_writes_it_is_benign() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("broker-created.yaml"));
+    sim.send("update", &derived("broker-startup.yaml"));
+    sim.wait(2);
+    sim.send("update", &derived("broker-ready.yaml"));
+    sim.send("add", &derived("trigger-ready.yaml"));
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn an_operator_upgrade_across_minors_is_stuck_and_one_that_completes_is_not() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("knativeserving-ready-1.22.1.yaml"));
+    sim.send(
+        "update",
+        &derived("knativeserving-upgrade-in-progress.yaml"),
+    );
+    sim.wait(420);
+    sim.send("update", &derived("knativeserving-upgraded-1.23.0.yaml"));
+    sim.wait(3600);
+    // The upgrade raised no condition alert; the `kubectl apply` that asked for it is a manual
+    // edit of spec.version, as every kubectl apply is (a GitOps controller is trusted).
+    check(
+        sim.notified(),
+        &["firing manual_edit KnativeServing/knative-serving"],
+    );
+    assert!(sim
+        .last("manual_edit")
+        .drift
+        .evidence
+        .changes
+        .iter()
+        .any(|change| change.path == "/spec/version"));
+    // Another cluster's operator was asked to skip a minor version.
+    sim.send("add", &derived("knativeserving-upgrade-not-eligible.yaml"));
+    sim.wait(901);
+    check(
+        sim.notified(),
+        &[
+            "firing manual_edit KnativeServing/knative-serving",
+            "firing operator_upgrade_stuck KnativeServing/knative-serving",
+        ],
+    );
+    let summary = &sim.last("operator_upgrade_stuck").drift.evidence.summary;
+    assert!(
+        summary.contains("is stuck upgrading from 1.21.3 to 1.23.0: VersionMigrationEligible=False (Error): Version migration is not eligible"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_broken_own_broker_is_one_pipeline_alert_not_three() {
+    // k8s/'s own Broker loses its dead-letter sink; the own Trigger follows it.
+    let mut sim = Sim::new();
+    sim.send("add", &derived("broker-ready.yaml"));
+    sim.send("add", &derived("trigger-ready.yaml"));
+    sim.send(
+        "update",
+        &derived("broker-dead-letter-sink-unresolved.yaml"),
+    );
+    sim.send("update", &derived("trigger-broker-not-ready.yaml"));
+    sim.wait(3600);
+    check(
+        sim.notified(),
+        &["firing pipeline_broken Broker/drift-sentinel"],
+    );
+}

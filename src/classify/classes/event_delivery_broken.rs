@@ -177,6 +177,12 @@ impl DriftClass for EventDeliveryBroken {
         if watched.is_empty() || object.is_going_away() {
             return Vec::new();
         }
+        // drift-sentinel's own ApiServerSource, Broker and Trigger are `pipeline_broken`'s.
+        if context.rules.class(super::pipeline_broken::ID).enabled
+            && context.rules.own_pipeline().part_of(object).is_some()
+        {
+            return vec![Assessment::clear(object, "reported as pipeline_broken")];
+        }
         let conditions = object.conditions();
         // In the order the kind's list gives (the Broker before the subscriber), not status order.
         let Some(failing) = watched.iter().find_map(|wanted| {
@@ -193,11 +199,7 @@ impl DriftClass for EventDeliveryBroken {
         {
             return vec![Assessment::clear(object, "no dead-letter sink configured")];
         }
-        if kinds::reported_through_owner(object)
-            && object
-                .controller_owner()
-                .is_some_and(|owner| context.graph.by_uid(&object.cluster, &owner.uid).is_some())
-        {
+        if kinds::reporting_owner(context.graph, object).is_some() {
             return vec![Assessment::clear(object, "reported on its owner")];
         }
         if object.is_kind(EVENTING, "Trigger") && failing.condition_type == "BrokerReady" {

@@ -63,6 +63,12 @@ impl DriftClass for NotReady {
         {
             return vec![Assessment::clear(object, "Revision no longer routed")];
         }
+        // drift-sentinel's own ApiServerSource, Broker and Trigger are `pipeline_broken`'s.
+        if context.rules.class(super::pipeline_broken::ID).enabled
+            && context.rules.own_pipeline().part_of(object).is_some()
+        {
+            return vec![Assessment::clear(object, "reported as pipeline_broken")];
+        }
         let conditions = object.conditions();
         let Some(ready) = kinds::happy_condition(&conditions) else {
             // No status yet: the controller has not looked at it. generation_lag covers that.
@@ -89,11 +95,7 @@ impl DriftClass for NotReady {
         }
         // An internal object whose owner is tracked shows up on the owner's conditions: the
         // owner's finding carries it in its condition chain, so it is not a second alert.
-        if kinds::reported_through_owner(object)
-            && object
-                .controller_owner()
-                .is_some_and(|owner| context.graph.by_uid(&object.cluster, &owner.uid).is_some())
-        {
+        if kinds::reporting_owner(context.graph, object).is_some() {
             return vec![Assessment::clear(object, "reported on its owner")];
         }
         // A broken delivery path (unresolvable subscriber, Broker, sink or dead-letter sink) is
@@ -113,7 +115,28 @@ impl DriftClass for NotReady {
         {
             return vec![Assessment::clear(object, "operator upgrade in progress")];
         }
-        let chain = kinds::condition_chain(context.graph, object);
+        // A PodAutoscaler short of replicas is `scale_unreachable`'s, which says by how many.
+        if context.rules.class("scale_unreachable").enabled
+            && super::scale_unreachable::short_of(object).is_some()
+        {
+            return vec![Assessment::clear(object, "reported as scale_unreachable")];
+        }
+        let linked = kinds::chain_objects(context.graph, object);
+        // The plumbing below this object that it reports: its own not-ready episodes (opened
+        // before this owner's status caught up) end here.
+        let mut verdicts: Vec<Assessment> = linked
+            .iter()
+            .skip(1)
+            .filter(|(child, _)| kinds::is_plumbing(child))
+            .filter(|(child, _)| context.open_drift(&child.key(), self.id()).is_some())
+            .map(|(child, _)| {
+                Assessment::clear(
+                    child,
+                    format!("reported on its owner {}", object.reference()),
+                )
+            })
+            .collect();
+        let chain: Vec<kinds::ChainLink> = linked.into_iter().map(|(_, link)| link).collect();
         let mut summary = format!(
             "{} is not ready: {}={}",
             object.reference(),
@@ -150,6 +173,7 @@ impl DriftClass for NotReady {
             &object.namespace,
             &object.name,
         ));
-        vec![Assessment::holds(object, found)]
+        verdicts.push(Assessment::holds(object, found));
+        verdicts
     }
 }

@@ -146,6 +146,29 @@ impl DriftClass for PipelineBroken {
                 ));
             }
         }
+        // The own Trigger not ready because the own Broker is not: the Broker carries it.
+        if part == PipelinePart::Trigger && problem.is_some() {
+            let conditions = object.conditions();
+            let broker_only = kinds::happy_condition(&conditions).is_some_and(|ready| {
+                kinds::culprit(&conditions, ready).condition_type == "BrokerReady"
+            });
+            let (group, kind) = PipelinePart::Broker.kind();
+            let broker_broken = context
+                .graph
+                .live_by_name(
+                    &object.cluster,
+                    group,
+                    kind,
+                    &pipeline.namespace,
+                    &pipeline.broker,
+                )
+                .is_some_and(|broker| {
+                    part_problem(pipeline, PipelinePart::Broker, broker).is_some()
+                });
+            if broker_only && broker_broken {
+                return vec![Assessment::clear(object, "reported on the Broker")];
+            }
+        }
         let Some(problem) = problem else {
             let mut verdicts = vec![Assessment::clear(object, "own event path healthy")];
             // A part deleted and created again is a new uid: the old one's drift resolves.
