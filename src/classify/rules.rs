@@ -13,10 +13,25 @@ use crate::model::{glob_match, Severity, Silence};
 
 /// Field managers trusted by default: Knative's controllers, Kubernetes' own controllers and the
 /// GitOps controllers. People's tools (`kubectl-edit`, `kubectl-patch`, `kn`, ...) are absent.
+/// A controller that writes with client-go's defaults is recorded under its binary's name:
+/// Serving's and Eventing's `controller` and `webhook`, Serving's `autoscaler` and
+/// `autoscaler-hpa` (PodAutoscalers) and `default-domain` (config-domain), Eventing's
+/// `mtchannel_broker` (Brokers, Triggers, their Subscriptions; `mtchannel-broker` in builds that
+/// name the binary so, as recorded in `tests/fixtures/knative/eventing`) and the in-memory
+/// channel's `channel_controller` and `channel_dispatcher`; the networking layers' controllers
+/// (net-istio, net-contour, net-gateway-api, net-certmanager: `controller`; net-kourier:
+/// `kourier`); the Knative Operator's `operator`.
 pub(crate) const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
     "controller",
     "autoscaler",
+    "autoscaler-hpa",
+    "default-domain",
     "webhook",
+    "mtchannel_broker",
+    "mtchannel-broker",
+    "channel_controller",
+    "channel_dispatcher",
+    "kourier",
     "kube-controller-manager",
     "kube-scheduler",
     "kubelet",
@@ -28,9 +43,14 @@ pub(crate) const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
     "operator",
 ];
 
-/// ConfigMaps `config_drift` watches by default, as `namespace/name` globs.
-pub(crate) const DEFAULT_WATCHED_CONFIG_MAPS: &[&str] =
-    &["knative-serving/config-*", "knative-eventing/config-*"];
+/// ConfigMaps `config_drift` watches by default, as `namespace/name` globs: Serving's (with the
+/// networking layers' `config-kourier`, `config-istio`, ..., which live in `knative-serving`)
+/// and Eventing's, whose default channel is set in `default-ch-webhook`.
+pub(crate) const DEFAULT_WATCHED_CONFIG_MAPS: &[&str] = &[
+    "knative-serving/config-*",
+    "knative-eventing/config-*",
+    "knative-eventing/default-ch-webhook",
+];
 
 /// Label and annotation keys (globs) that are bookkeeping, not intent: written by tools and
 /// controllers on every apply or edit, so a change to one is never a manual edit. Each with why.

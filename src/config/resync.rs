@@ -133,8 +133,11 @@ pub struct SelectorRequirementConfig {
     pub values: Vec<String>,
 }
 
-/// What `k8s/apiserversource.yaml` watches: Knative Serving's kinds, the Deployments Knative
-/// creates for Revisions, and Knative Serving's ConfigMaps.
+/// What `k8s/apiserversource.yaml` watches (its opt-in kinds, commented out there, are not
+/// listed here either): Knative Serving's kinds and the Deployments Knative creates for Revisions,
+/// the Serving internals traffic flows through (KIngress, Certificate, ServerlessService,
+/// PodAutoscaler) and DomainMappings, Knative Eventing's Brokers, Triggers, Channels,
+/// Subscriptions, flows and sources, and Knative's ConfigMaps by three disjoint label selectors.
 pub fn default_resync_resources() -> Vec<ResourceConfig> {
     let plain = |api_version: &str, kind: &str| ResourceConfig {
         api_version: api_version.to_string(),
@@ -142,31 +145,80 @@ pub fn default_resync_resources() -> Vec<ResourceConfig> {
         plural: None,
         selector: LabelSelectorConfig::default(),
     };
+    let requirement = |key: &str, operator: &str, values: &[&str]| SelectorRequirementConfig {
+        key: key.to_string(),
+        operator: operator.to_string(),
+        values: values.iter().map(|value| value.to_string()).collect(),
+    };
+    let selected = |api_version: &str, kind: &str, requirements: Vec<SelectorRequirementConfig>| {
+        ResourceConfig {
+            selector: LabelSelectorConfig {
+                match_labels: BTreeMap::new(),
+                match_expressions: requirements,
+            },
+            ..plain(api_version, kind)
+        }
+    };
     vec![
         plain("serving.knative.dev/v1", "Service"),
         plain("serving.knative.dev/v1", "Configuration"),
         plain("serving.knative.dev/v1", "Revision"),
         plain("serving.knative.dev/v1", "Route"),
-        ResourceConfig {
-            selector: LabelSelectorConfig {
-                match_labels: BTreeMap::new(),
-                match_expressions: vec![SelectorRequirementConfig {
-                    key: "serving.knative.dev/revision".to_string(),
-                    operator: "Exists".to_string(),
-                    values: Vec::new(),
-                }],
-            },
-            ..plain("apps/v1", "Deployment")
-        },
-        ResourceConfig {
-            selector: LabelSelectorConfig {
-                match_labels: BTreeMap::from([(
-                    "app.kubernetes.io/name".to_string(),
-                    "knative-serving".to_string(),
-                )]),
-                match_expressions: Vec::new(),
-            },
-            ..plain("v1", "ConfigMap")
-        },
+        selected(
+            "apps/v1",
+            "Deployment",
+            vec![requirement("serving.knative.dev/revision", "Exists", &[])],
+        ),
+        plain("serving.knative.dev/v1beta1", "DomainMapping"),
+        plain("networking.internal.knative.dev/v1alpha1", "Ingress"),
+        plain("networking.internal.knative.dev/v1alpha1", "Certificate"),
+        plain(
+            "networking.internal.knative.dev/v1alpha1",
+            "ServerlessService",
+        ),
+        plain("autoscaling.internal.knative.dev/v1alpha1", "PodAutoscaler"),
+        plain("eventing.knative.dev/v1", "Broker"),
+        plain("eventing.knative.dev/v1", "Trigger"),
+        plain("messaging.knative.dev/v1", "Channel"),
+        plain("messaging.knative.dev/v1", "Subscription"),
+        plain("flows.knative.dev/v1", "Sequence"),
+        plain("flows.knative.dev/v1", "Parallel"),
+        plain("sources.knative.dev/v1", "ApiServerSource"),
+        plain("sources.knative.dev/v1", "PingSource"),
+        plain("sources.knative.dev/v1", "SinkBinding"),
+        plain("sources.knative.dev/v1", "ContainerSource"),
+        // Serving's, Eventing's and the networking layers' ConfigMaps.
+        selected(
+            "v1",
+            "ConfigMap",
+            vec![requirement(
+                "app.kubernetes.io/name",
+                "In",
+                &["knative-serving", "knative-eventing"],
+            )],
+        ),
+        // Networking-layer ConfigMaps labelled with their ingress provider only.
+        selected(
+            "v1",
+            "ConfigMap",
+            vec![
+                requirement("app.kubernetes.io/name", "DoesNotExist", &[]),
+                requirement("networking.knative.dev/ingress-provider", "Exists", &[]),
+            ],
+        ),
+        // Eventing's config-kreference-mapping (no app.kubernetes.io label).
+        selected(
+            "v1",
+            "ConfigMap",
+            vec![
+                requirement("app.kubernetes.io/name", "DoesNotExist", &[]),
+                requirement(
+                    "networking.knative.dev/ingress-provider",
+                    "DoesNotExist",
+                    &[],
+                ),
+                requirement("knative.dev/config-category", "Exists", &[]),
+            ],
+        ),
     ]
 }

@@ -8,7 +8,8 @@ What is checked, and with what:
 * ApiServerSource, Broker and Trigger pass Knative's CRD schemas (copied into
   tests/fixtures/knative-crds/), converted to JSON Schema and closed against unknown fields the
   way Knative's webhooks decode (see that directory's README), plus the webhook rules the schemas
-  cannot express;
+  cannot express; every Knative kind the source watches (opt-in ones included) is a namespaced
+  kind its CRD serves and stores at that version, under the plural the adapter and RBAC use;
 * the objects reference each other correctly (RBAC covers exactly what the source watches, the
   Trigger reaches the sink's Service, the config path, volume and drain settings agree);
 * the ConfigMap's config passes `drift-sentinel config validate` and the binary serves with it;
@@ -377,7 +378,9 @@ def test_webhook_rules_reject_broken_copies(rendered, kind, mutate):
 def test_crd_copies_match_the_shared_schemas():
     if not SHARED_SCHEMAS.is_dir():
         pytest.skip("../shared/schemas is not beside this clone (only the in-repo copies are used)")
-    for file in CRD_FILES.values():
+    files = sorted(path.name for path in CRD_DIR.glob("*.yaml"))
+    assert set(CRD_FILES.values()) <= set(files)
+    for file in files:
         assert (CRD_DIR / file).read_bytes() == (SHARED_SCHEMAS / file).read_bytes(), file
 
 
@@ -396,20 +399,65 @@ def granted_verbs(role) -> dict:
     return granted
 
 
+WATCHED_BY_DEFAULT = {
+    ("serving.knative.dev", "services"),
+    ("serving.knative.dev", "configurations"),
+    ("serving.knative.dev", "revisions"),
+    ("serving.knative.dev", "routes"),
+    ("serving.knative.dev", "domainmappings"),
+    ("apps", "deployments"),
+    ("", "configmaps"),
+    ("networking.internal.knative.dev", "ingresses"),
+    ("networking.internal.knative.dev", "certificates"),
+    ("networking.internal.knative.dev", "serverlessservices"),
+    ("autoscaling.internal.knative.dev", "podautoscalers"),
+    ("eventing.knative.dev", "brokers"),
+    ("eventing.knative.dev", "triggers"),
+    ("messaging.knative.dev", "channels"),
+    ("messaging.knative.dev", "subscriptions"),
+    ("flows.knative.dev", "sequences"),
+    ("flows.knative.dev", "parallels"),
+    ("sources.knative.dev", "apiserversources"),
+    ("sources.knative.dev", "pingsources"),
+    ("sources.knative.dev", "sinkbindings"),
+    ("sources.knative.dev", "containersources"),
+}
+
+# Commented out in apiserversource.yaml and in both ClusterRoles (see the README's install
+# section for why each is opt-in).
+OPT_IN = {
+    ("messaging.knative.dev", "inmemorychannels"),
+    ("sinks.knative.dev", "jobsinks"),
+    ("eventing.knative.dev", "eventtypes"),
+    ("eventing.knative.dev", "eventpolicies"),
+    ("operator.knative.dev", "knativeservings"),
+    ("operator.knative.dev", "knativeeventings"),
+}
+
+# Lines of an opt-in entry: a commented-out `- apiVersion:`/`kind:` (source) or
+# `- apiGroups:`/`resources:`/`verbs:` (RBAC) line.
+OPT_IN_LINE = re.compile(r"^(\s*)# (- apiVersion: |  kind: |- apiGroups: |  resources: |  verbs: )")
+
+
+def with_opt_ins(text: str) -> str:
+    """The manifest with its opt-in entries uncommented, as the README tells users to do."""
+    return "\n".join(OPT_IN_LINE.sub(r"\1\2", line) for line in text.splitlines()) + "\n"
+
+
+def watched_resources(source: dict) -> set:
+    return {
+        (resource["apiVersion"].rpartition("/")[0], guess_plural(resource["kind"]))
+        for resource in source["spec"]["resources"]
+    }
+
+
 def test_rbac_grants_exactly_get_list_watch_on_what_the_source_watches(rendered):
     source = find(rendered, "ApiServerSource", "drift-sentinel")
     watched = set()
     for resource in source["spec"]["resources"]:
         group = resource["apiVersion"].rpartition("/")[0]
         watched.add((group, guess_plural(resource["kind"])))
-    assert watched == {
-        ("serving.knative.dev", "services"),
-        ("serving.knative.dev", "configurations"),
-        ("serving.knative.dev", "revisions"),
-        ("serving.knative.dev", "routes"),
-        ("apps", "deployments"),
-        ("", "configmaps"),
-    }
+    assert watched == WATCHED_BY_DEFAULT
 
     role = find(rendered, "ClusterRole", "drift-sentinel-source")
     granted = granted_verbs(role)
@@ -456,18 +504,112 @@ def test_the_sink_may_only_list_what_the_source_watches(rendered):
     assert not [obj for obj in rendered if obj["kind"] == "ClusterRole" and obj["metadata"]["name"].startswith("system:")]
 
 
+def test_opt_in_kinds_uncommented_are_granted_to_both_roles():
+    [source] = [doc for doc in yaml.safe_load_all(with_opt_ins((K8S / "apiserversource.yaml").read_text())) if doc]
+    rbac = [doc for doc in yaml.safe_load_all(with_opt_ins((K8S / "rbac.yaml").read_text())) if doc]
+    # The shipped files uncomment into exactly the default kinds plus the opt-in ones.
+    assert watched_resources(source) == WATCHED_BY_DEFAULT | OPT_IN
+    for role_name, verbs in (("drift-sentinel-source", {"get", "list", "watch"}), ("drift-sentinel-resync", {"list"})):
+        granted = granted_verbs(find(rbac, "ClusterRole", role_name))
+        assert set(granted) == WATCHED_BY_DEFAULT | OPT_IN, role_name
+        assert all(given == verbs for given in granted.values()), role_name
+    # Uncommenting touches nothing else.
+    assert with_opt_ins("# - apiVersion: v1\n# Pods stay off.\n") == "- apiVersion: v1\n# Pods stay off.\n"
+
+
+def knative_crds() -> dict:
+    """(group, kind) -> CRD, for every copy in tests/fixtures/knative-crds."""
+    crds = {}
+    for path in CRD_DIR.glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text())
+        crds[(crd["spec"]["group"], crd["spec"]["names"]["kind"])] = crd
+    return crds
+
+
+def crd_mismatches(resources: list, crds: dict) -> list:
+    """Knative resources that name no CRD, a version it does not serve and store, a plural other
+    than the adapter's guess (which the RBAC rules use), or a cluster-scoped kind."""
+    errors = []
+    for resource in resources:
+        group, _, version = resource["apiVersion"].rpartition("/")
+        if not group.endswith("knative.dev"):
+            continue
+        crd = crds.get((group, resource["kind"]))
+        where = f"{resource['apiVersion']} {resource['kind']}"
+        if crd is None:
+            errors.append(f"{where}: no CRD in {CRD_DIR.name}")
+            continue
+        versions = {v["name"]: v for v in crd["spec"]["versions"]}
+        if not (version in versions and versions[version]["served"] and versions[version]["storage"]):
+            storage = [name for name, v in versions.items() if v["storage"]]
+            errors.append(f"{where}: not the served storage version {storage}")
+        if crd["spec"]["names"]["plural"] != guess_plural(resource["kind"]):
+            errors.append(f"{where}: plural {crd['spec']['names']['plural']} is not the guessed {guess_plural(resource['kind'])}")
+        if crd["spec"]["scope"] != "Namespaced":
+            errors.append(f"{where}: cluster-scoped")
+    return errors
+
+
+def test_watched_knative_kinds_are_served_at_their_storage_version():
+    [source] = [doc for doc in yaml.safe_load_all(with_opt_ins((K8S / "apiserversource.yaml").read_text())) if doc]
+    resources = source["spec"]["resources"]
+    knative = [r for r in resources if r["apiVersion"].rpartition("/")[0].endswith("knative.dev")]
+    assert len(knative) == len([g for g, _ in WATCHED_BY_DEFAULT | OPT_IN if g.endswith("knative.dev")])
+    assert crd_mismatches(resources, knative_crds()) == []
+
+
+@pytest.mark.parametrize(
+    "resource, fragment",
+    [
+        ({"apiVersion": "eventing.knative.dev/v1beta3", "kind": "EventType"}, "storage version"),
+        ({"apiVersion": "sources.knative.dev/v1beta2", "kind": "PingSource"}, "storage version"),
+        ({"apiVersion": "networking.internal.knative.dev/v1alpha1", "kind": "KIngress"}, "no CRD"),
+        ({"apiVersion": "networking.internal.knative.dev/v1alpha1", "kind": "ClusterDomainClaim"}, "cluster-scoped"),
+    ],
+    ids=["not-storage", "served-not-storage", "unknown-kind", "cluster-scoped"],
+)
+def test_crd_check_rejects_broken_resources(resource, fragment):
+    crds = knative_crds()
+    # ClusterDomainClaim has no copy here; give the check its shape (cluster-scoped).
+    crds[("networking.internal.knative.dev", "ClusterDomainClaim")] = {"spec": {
+        "names": {"plural": "clusterdomainclaims"}, "scope": "Cluster",
+        "versions": [{"name": "v1alpha1", "served": True, "storage": True}],
+    }}
+    errors = crd_mismatches([resource], crds)
+    assert errors and fragment in errors[0], errors
+
+
 def test_source_watches_knative_serving_in_resource_mode(rendered):
     source = find(rendered, "ApiServerSource", "drift-sentinel")
     spec = source["spec"]
     assert spec["mode"] == "Resource"
     assert spec["namespaceSelector"] == {}
-    by_kind = {(r["apiVersion"], r["kind"]): r for r in spec["resources"]}
+    by_kind = {(r["apiVersion"], r["kind"]): r for r in spec["resources"] if r["kind"] != "ConfigMap"}
     assert by_kind[("apps/v1", "Deployment")]["selector"] == {
         "matchExpressions": [{"key": "serving.knative.dev/revision", "operator": "Exists"}]
     }
-    assert by_kind[("v1", "ConfigMap")]["selector"] == {"matchLabels": {"app.kubernetes.io/name": "knative-serving"}}
-    for kind in ("Service", "Configuration", "Revision", "Route"):
-        assert "selector" not in by_kind[("serving.knative.dev/v1", kind)]
+    # Every Knative kind whole; only Deployments and ConfigMaps are narrowed by labels.
+    for (api_version, kind), resource in by_kind.items():
+        if kind != "Deployment":
+            assert "selector" not in resource, kind
+    assert not [r for r in spec["resources"] if r["kind"] == "Pod"], "Pods stay off"
+    # Knative's ConfigMaps by three disjoint selectors (which real ConfigMaps each one selects is
+    # checked by the Rust test every_watched_knative_config_map_is_selected_by_exactly_one_...).
+    config_maps = [r["selector"] for r in spec["resources"] if r["kind"] == "ConfigMap"]
+    assert config_maps == [
+        {"matchExpressions": [
+            {"key": "app.kubernetes.io/name", "operator": "In", "values": ["knative-serving", "knative-eventing"]},
+        ]},
+        {"matchExpressions": [
+            {"key": "app.kubernetes.io/name", "operator": "DoesNotExist"},
+            {"key": "networking.knative.dev/ingress-provider", "operator": "Exists"},
+        ]},
+        {"matchExpressions": [
+            {"key": "app.kubernetes.io/name", "operator": "DoesNotExist"},
+            {"key": "networking.knative.dev/ingress-provider", "operator": "DoesNotExist"},
+            {"key": "knative.dev/config-category", "operator": "Exists"},
+        ]},
+    ]
     # The cluster name is set, and agrees with the sink's defaultCluster.
     cluster = spec["ceOverrides"]["extensions"]["cluster"]
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", cluster)
@@ -975,8 +1117,22 @@ def test_grafana_dashboard_queries_parse_and_use_exported_metrics(tmp_path, expo
     assert unknown_metrics("\n".join(exprs), exported_metrics) == set()
     # promtool checks PromQL syntax when the queries are recording rules (Grafana's variables
     # replaced by plain values).
+    # Every variable a query uses is one the dashboard defines (Grafana's own $__rate_interval
+    # aside).
+    dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
+    defined = {variable["name"] for variable in dashboard["templating"]["list"]}
+    used = {name for expr in exprs for name in re.findall(r"\$(\w+)", expr)} - {"__rate_interval"}
+    assert used <= defined, used - defined
+    # The variables' own queries use exported metrics too.
+    definitions = [variable["definition"] for variable in dashboard["templating"]["list"] if "definition" in variable]
+    assert unknown_metrics("\n".join(definitions), exported_metrics) == set()
+    values = {"__rate_interval": "5m", "job": "drift-sentinel", "class": ".*", "namespace": ".*"}
+
+    def substituted(expr: str) -> str:
+        return re.sub(r"\$(\w+)", lambda match: values[match.group(1)], expr)
+
     rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query{index}", "expr": expr.replace("$__rate_interval", "5m").replace("$job", "drift-sentinel")}
+        {"record": f"dashboard:query{index}", "expr": substituted(expr)}
         for index, expr in enumerate(exprs)
     ]}]}
     (tmp_path / "dashboard-rules.yaml").write_text(yaml.safe_dump(rules))
