@@ -155,3 +155,29 @@ def test_benign_eventing_and_networking_churn_fires_nothing(workdir):
         assert sentinel.metric('drift_sentinel_pipeline_ready{cluster="default",part="trigger"}') == 1.0
     finally:
         assert sentinel.stop() == 0
+
+
+def test_the_readme_demo_makes_its_four_drifts_fire(workdir):
+    """examples/demo.py, as the README's quick start runs it (graces at 0s so it need not wait
+    two minutes): every drift it promises fires, from Serving, Eventing and a ConfigMap."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+
+    config = CONFIG + "    traffic_drift: {grace: 0s}\n"
+    sentinel = Sentinel(workdir, config).start()
+    try:
+        result = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), "--url", sentinel.url],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+        for line in ("[warning] manual_edit: Service/a-serverless-example/example was edited by kubectl-edit",
+                     "[critical] traffic_drift: Service/a-serverless-example/example",
+                     "[critical] event_delivery_broken: Trigger/josh/example-trigger0 cannot deliver events",
+                     "[warning] config_drift: ConfigMap/knative-eventing/config-features"):
+            assert line in result.stdout, result.stdout
+        # A second run (newer resourceVersions) is not taken for a replay.
+        again = subprocess.run([sys.executable, str(ROOT / "examples" / "demo.py"), "--url", sentinel.url,
+                                "--no-wait"], capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0 and "HTTP 202" in again.stdout, again.stdout + again.stderr
+    finally:
+        assert sentinel.stop() == 0
