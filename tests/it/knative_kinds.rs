@@ -901,3 +901,171 @@ fn a_broken_own_broker_is_one_pipeline_alert_not_three() {
         &["firing pipeline_broken Broker/drift-sentinel"],
     );
 }
+
+#[test]
+fn a_ping_source_firing_on_schedule_is_benign() {
+    // Firing sends events to the sink; the PingSource object itself only sees its controller
+    // re-writing status (condition times move, nothing else).
+    let mut sim = Sim::new();
+    let mut ping = derived("pingsource-ready.yaml");
+    sim.send("add", &ping);
+    for minute in 0..30 {
+        ping = changed(&ping, |p| {
+            for condition in p["status"]["conditions"].as_array_mut().unwrap() {
+                condition["lastTransitionTime"] = json!(format!("2026-06-15T15:{minute:02}:00Z"));
+            }
+        });
+        sim.send("update", &ping);
+        sim.wait(60);
+    }
+    check(sim.notified(), &[]);
+}
+
+/// `object` as Argo CD manages it: its `kubectl-client-side-apply` entry becomes Argo CD's.
+fn synced_by_argo_cd(object: &Value) -> Value {
+    changed(object, |o| {
+        for entry in o["metadata"]["managedFields"].as_array_mut().unwrap() {
+            if entry["manager"] == "kubectl-client-side-apply" {
+                entry["manager"] = json!("argocd-application-controller");
+                entry["operation"] = json!("Apply");
+            }
+        }
+        o["metadata"]["labels"]["argocd.argoproj.io/instance"] = json!("eventing-app");
+    })
+}
+
+#[test]
+fn argo_cd_syncing_an_eventing_app_and_an_operator_upgrade_is_benign() {
+    let mut sim = Sim::with_rules("ownPipeline: {namespace: elsewhere}");
+    // The sync creates a Broker and its Trigger; the Broker starts as its controller writes it.
+    sim.send(
+        "add",
+        &synced_by_argo_cd(&fixture_yaml("derived/broker-created.yaml")),
+    );
+    sim.send(
+        "update",
+        &synced_by_argo_cd(&fixture_yaml("derived/broker-startup.yaml")),
+    );
+    let trigger = synced_by_argo_cd(&fixture_yaml("derived/trigger-ready.yaml"));
+    sim.send("add", &trigger);
+    sim.wait(3);
+    sim.send(
+        "update",
+        &synced_by_argo_cd(&fixture_yaml("derived/broker-ready.yaml")),
+    );
+    // A later sync changes the Trigger's filter from Git.
+    let resynced = changed(&trigger, |t| {
+        t["spec"]["filter"] =
+            json!({"attributes": {"type": "dev.knative.apiserver.resource.update"}});
+        written_by(
+            t,
+            "argocd-application-controller",
+            "Apply",
+            json!({"f:spec": {"f:filter": {"f:attributes": {"f:type": {}}}}}),
+            "2026-06-15T15:00:00Z",
+        );
+    });
+    sim.send("update", &resynced);
+    // The same repository upgrades Knative through the operator.
+    sim.send(
+        "add",
+        &synced_by_argo_cd(&fixture_yaml("derived/knativeserving-ready-1.22.1.yaml")),
+    );
+    sim.send(
+        "update",
+        &synced_by_argo_cd(&fixture_yaml(
+            "derived/knativeserving-upgrade-in-progress.yaml",
+        )),
+    );
+    sim.wait(420);
+    sim.send(
+        "update",
+        &synced_by_argo_cd(&fixture_yaml("derived/knativeserving-upgraded-1.23.0.yaml")),
+    );
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+}
+
+#[test]
+fn a_channel_whose_dispatcher_has_no_endpoints_is_a_critical_not_ready() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("channel-ready.yaml"));
+    sim.send("update", &derived("channel-backing-channel-not-ready.yaml"));
+    sim.wait(181);
+    check(sim.notified(), &["firing not_ready Channel/my-channel"]);
+    let fired = &sim.last("not_ready").drift;
+    assert_eq!(fired.severity.as_str(), "critical");
+    assert!(fired.evidence.summary.contains(
+        "BackingChannelReady=False (DispatcherEndpointsNotReady): There are no endpoints ready for Dispatcher service"
+    ));
+}
+
+#[test]
+fn a_ping_source_whose_sink_is_gone_is_event_delivery_broken() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("pingsource-ready.yaml"));
+    sim.send("update", &derived("pingsource-sink-not-found.yaml"));
+    sim.wait(121);
+    check(
+        sim.notified(),
+        &["firing event_delivery_broken PingSource/test-ping-source"],
+    );
+    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
+    assert!(
+        summary.ends_with("SinkProvided=False (NotFound); sink Service default/event-display"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_brokers_dead_letter_sink_deleted_by_hand_and_its_class_changed_are_manual_edits() {
+    let mut sim = Sim::with_rules("ownPipeline: {namespace: elsewhere}");
+    let ready = derived("broker-ready.yaml");
+    sim.send("add", &ready);
+    let stripped = changed(&ready, |b| {
+        b["spec"]["delivery"]
+            .as_object_mut()
+            .unwrap()
+            .remove("deadLetterSink");
+        written_by(
+            b,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:delivery": {"f:retry": {}}}}),
+            "2026-06-15T15:00:00Z",
+        );
+    });
+    sim.send("update", &stripped);
+    check(
+        sim.notified(),
+        &["firing manual_edit Broker/drift-sentinel"],
+    );
+    let fired = sim.last("manual_edit").drift.clone();
+    assert!(fired
+        .evidence
+        .changes
+        .iter()
+        .any(|change| change.path == "/spec/delivery/deadLetterSink"
+            && change.before.is_some()
+            && change.after.is_none()));
+
+    let mut sim = Sim::with_rules("ownPipeline: {namespace: elsewhere}");
+    sim.send("add", &ready);
+    let reclassed = changed(&ready, |b| {
+        b["metadata"]["annotations"]["eventing.knative.dev/broker.class"] = json!("Kafka");
+        written_by(
+            b,
+            "kubectl-annotate",
+            "Update",
+            json!({"f:metadata": {"f:annotations": {"f:eventing.knative.dev/broker.class": {}}}}),
+            "2026-06-15T15:00:00Z",
+        );
+    });
+    sim.send("update", &reclassed);
+    let fired = &sim.last("manual_edit").drift;
+    assert_eq!(fired.severity.as_str(), "warning");
+    assert_eq!(
+        fired.evidence.changes[0].path,
+        "/metadata/annotations/eventing.knative.dev~1broker.class"
+    );
+}
