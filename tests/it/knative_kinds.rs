@@ -1069,3 +1069,43 @@ fn a_brokers_dead_letter_sink_deleted_by_hand_and_its_class_changed_are_manual_e
         "/metadata/annotations/eventing.knative.dev~1broker.class"
     );
 }
+
+/// A shipped manifest from `k8s/`, as the API server would hold it once reconciled: with a uid,
+/// a resourceVersion and a Ready status.
+fn shipped(file: &str, uid: &str) -> Value {
+    let text =
+        std::fs::read_to_string(format!("{}/k8s/{file}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let mut object: Value = serde_saphyr::from_str(&text).unwrap();
+    object["metadata"]["uid"] = json!(uid);
+    object["metadata"]["generation"] = json!(1);
+    object["status"] = json!({"observedGeneration": 1,
+        "conditions": [{"type": "Ready", "status": "True"}]});
+    changed(&object, |_| {})
+}
+
+#[test]
+fn the_shipped_event_path_is_what_own_pipeline_expects_by_default() {
+    // rules.ownPipeline's defaults name k8s/'s objects, and those objects point where the class
+    // checks they point: a fresh install is healthy, and a Trigger pointed elsewhere is not.
+    let mut sim = Sim::new();
+    let source = shipped(
+        "apiserversource.yaml",
+        "0d9f2a41-5a4e-4c1b-9d55-0a1b2c3d4e01",
+    );
+    let broker = shipped("broker.yaml", "0d9f2a41-5a4e-4c1b-9d55-0a1b2c3d4e02");
+    let trigger = shipped("trigger.yaml", "0d9f2a41-5a4e-4c1b-9d55-0a1b2c3d4e03");
+    for object in [&source, &broker, &trigger] {
+        sim.send("add", object);
+    }
+    sim.wait(3600);
+    check(sim.notified(), &[]);
+    sim.send(
+        "update",
+        &changed(&trigger, |t| t["spec"]["broker"] = json!("default")),
+    );
+    sim.wait(61);
+    check(
+        sim.notified(),
+        &["firing pipeline_broken Trigger/drift-sentinel"],
+    );
+}
