@@ -116,13 +116,7 @@ impl KubeObject {
     }
 }
 
-/// The group part of an `apiVersion`.
-pub(crate) fn api_group(api_version: &str) -> &str {
-    match api_version.split_once('/') {
-        Some((group, _)) => group,
-        None => "",
-    }
-}
+pub(crate) use crate::model::group::api_group;
 
 /// A short, stable hash of a secret value: enough to tell "changed" from "unchanged", useless
 /// for recovering the value.
