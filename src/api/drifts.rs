@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::{audit, blocking, no_query, query_error, ApiState, NoQuery};
 use crate::classify::classes;
 use crate::ingest::ApiError;
-use crate::model::{Drift, Millis, SEVERITIES};
+use crate::model::{group, Drift, Millis, SEVERITIES};
 use crate::store::{DeliveryView, DriftFilter, HistoryEntry, OutboxState};
 use crate::time::format_time;
 use crate::wire::drift::{DriftView, EvidenceView};
@@ -34,6 +34,9 @@ pub struct DriftQuery {
     pub cluster: Option<String>,
     /// Namespace.
     pub namespace: Option<String>,
+    /// An API group family (`eventing`) or one of its groups (`messaging.knative.dev`, `core`):
+    /// `model::group`.
+    pub group: Option<String>,
     /// RFC 3339.
     pub since: Option<String>,
     /// Page size (default 100, at most 500).
@@ -84,6 +87,7 @@ pub fn filter(query: &DriftQuery) -> Result<DriftFilter, InvalidQuery> {
             ));
         }
     }
+    let groups = query.group.as_deref().map(groups_of).transpose()?;
     let cursor = match &query.cursor {
         None => None,
         Some(text) => {
@@ -108,10 +112,25 @@ pub fn filter(query: &DriftQuery) -> Result<DriftFilter, InvalidQuery> {
         severity: query.severity.clone(),
         cluster: query.cluster.clone(),
         namespace: query.namespace.clone(),
+        groups,
         since,
         limit: query.limit.unwrap_or(100).clamp(1, 500),
         cursor,
     })
+}
+
+/// The API groups a `group` parameter selects (a family or one of its groups), or the `400`
+/// that names the values it takes. Shared by the drift list, the dashboard and the report.
+pub fn groups_of(value: &str) -> Result<Vec<String>, InvalidQuery> {
+    group::groups_selected_by(value)
+        .map(|groups| groups.into_iter().map(str::to_string).collect())
+        .ok_or_else(|| InvalidQuery {
+            field: "group",
+            message: format!(
+                "group: {value:?} is not an API group family or one of its groups; use one of {}",
+                group::filter_values().join(", ")
+            ),
+        })
 }
 
 /// A drift with its history and deliveries, or `None` when there is no such drift: the one

@@ -7,12 +7,14 @@
 //! Every answer forbids framing and content sniffing, and a browser's cross-origin write is
 //! refused ([`browser`]).
 //!
-//! Files: [`drifts`] (drifts, their detail and deliveries), [`silences`], [`report`] (the report
-//! model, its renderers and its route), [`ui`] (the dashboard), [`browser`] (security headers,
+//! Files: [`drifts`] (drifts, their detail and deliveries, the `group` filter), [`silences`],
+//! [`report`] (the report model, its renderers and its route), [`ui`] (the dashboard),
+//! [`overview`] (the dashboard's overview and its SVG chart), [`browser`] (security headers,
 //! cross-origin writes, HTTPS). With `ingest`, the only modules that know axum.
 
 pub mod browser;
 pub mod drifts;
+pub mod overview;
 pub mod report;
 pub mod silences;
 pub mod ui;

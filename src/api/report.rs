@@ -1,6 +1,8 @@
-//! The drift report: open drifts, counts by class and namespace, and time to resolve, rendered as
-//! JSON, Markdown or HTML ([`build`] and the renderers are pure: the route reads the store and
-//! passes the time in), and its route `GET /api/v1/report`.
+//! The drift report: open drifts, counts by class, API group family and namespace, and time to
+//! resolve, rendered as JSON, Markdown or HTML ([`build`] and the renderers are pure: the route
+//! reads the store and passes the time in), and its route `GET /api/v1/report`. With `group`
+//! (a family or one of its groups, `model::group`), every part covers only drifts of objects in
+//! those API groups; the store filters.
 
 use std::collections::BTreeMap;
 
@@ -11,10 +13,10 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::drifts::groups_of;
 use super::{audit, blocking, query_error, ApiState};
 use crate::ingest::ApiError;
-
-use crate::model::{Drift, Millis};
+use crate::model::{group, Drift, Millis};
 use crate::time::format_time;
 
 /// Time-to-resolve figures of one class.
@@ -51,6 +53,16 @@ pub struct OpenDrift {
     pub since: String,
 }
 
+/// The API groups a report covers (its `group` filter).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupScope {
+    /// The filter as given: a family id or a group.
+    pub filter: String,
+    /// The groups it selects (`core` for the core group).
+    pub groups: Vec<String>,
+}
+
 /// The report.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -59,10 +71,14 @@ pub struct Report {
     pub generated_at: String,
     /// Start of the time-to-resolve window.
     pub window_start: String,
+    /// The API groups covered (`null`: all).
+    pub group: Option<GroupScope>,
     /// Open drifts, most severe first.
     pub open: Vec<OpenDrift>,
     /// Open drifts per class.
     pub open_by_class: BTreeMap<String, usize>,
+    /// Open drifts per API group family (`Serving`, `Eventing`, …, `Other`).
+    pub open_by_group: BTreeMap<String, usize>,
     /// Open drifts per namespace.
     pub open_by_namespace: BTreeMap<String, usize>,
     /// Time to resolve per class, over the window.
@@ -77,8 +93,20 @@ fn percentile(sorted: &[f64], fraction: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Builds the report.
-pub fn build(open: &[Drift], resolved: &[Drift], window_start: Millis, now: Millis) -> Report {
+/// The family name a drift's object is counted under (`Other` for a group of no family).
+pub(crate) fn family_name(api_version: &str) -> &'static str {
+    group::family_of(group::api_group(api_version))
+        .map_or(group::OTHER_FAMILY, |family| family.name)
+}
+
+/// Builds the report (`group`: the filter the drifts were read with, if any).
+pub fn build(
+    open: &[Drift],
+    resolved: &[Drift],
+    window_start: Millis,
+    now: Millis,
+    group: Option<GroupScope>,
+) -> Report {
     let mut open_sorted: Vec<&Drift> = open.iter().collect();
     open_sorted.sort_by(|a, b| {
         b.severity
@@ -88,8 +116,12 @@ pub fn build(open: &[Drift], resolved: &[Drift], window_start: Millis, now: Mill
     });
     let mut open_by_class = BTreeMap::new();
     let mut open_by_namespace = BTreeMap::new();
+    let mut open_by_group = BTreeMap::new();
     for drift in open {
         *open_by_class.entry(drift.class.clone()).or_insert(0) += 1;
+        *open_by_group
+            .entry(family_name(&drift.api_version).to_string())
+            .or_insert(0) += 1;
         *open_by_namespace
             .entry(drift.namespace.clone())
             .or_insert(0) += 1;
@@ -118,6 +150,7 @@ pub fn build(open: &[Drift], resolved: &[Drift], window_start: Millis, now: Mill
     Report {
         generated_at: format_time(now),
         window_start: format_time(window_start),
+        group,
         open: open_sorted
             .into_iter()
             .map(|drift| OpenDrift {
@@ -132,8 +165,17 @@ pub fn build(open: &[Drift], resolved: &[Drift], window_start: Millis, now: Mill
             })
             .collect(),
         open_by_class,
+        open_by_group,
         open_by_namespace,
         time_to_resolve,
+    }
+}
+
+/// The sentence that says which API groups a report covers (empty for all); plain text.
+fn scope_text(report: &Report) -> String {
+    match &report.group {
+        None => String::new(),
+        Some(scope) => format!(" API group {}: {}.", scope.filter, scope.groups.join(", ")),
     }
 }
 
@@ -168,8 +210,9 @@ fn markdown_cell(text: &str) -> String {
 /// The report as Markdown.
 pub fn markdown(report: &Report) -> String {
     let mut out = format!(
-        "# Drift report\n\nGenerated {}. {} open drift(s).\n\n## Open drifts\n\n",
+        "# Drift report\n\nGenerated {}.{} {} open drift(s).\n\n## Open drifts\n\n",
         report.generated_at,
+        markdown_cell(&scope_text(report)),
         report.open.len()
     );
     if report.open.is_empty() {
@@ -193,6 +236,10 @@ pub fn markdown(report: &Report) -> String {
     for (class, count) in &report.open_by_class {
         out.push_str(&format!("| {} | {count} |\n", markdown_cell(class)));
     }
+    out.push_str("\n## Open drifts by API group\n\n| API group | Open |\n|---|---|\n");
+    for (family, count) in &report.open_by_group {
+        out.push_str(&format!("| {} | {count} |\n", markdown_cell(family)));
+    }
     out.push_str("\n## Open drifts by namespace\n\n| Namespace | Open |\n|---|---|\n");
     for (namespace, count) in &report.open_by_namespace {
         out.push_str(&format!("| {} | {count} |\n", markdown_cell(namespace)));
@@ -211,6 +258,19 @@ pub fn markdown(report: &Report) -> String {
         ));
     }
     out
+}
+
+/// What a query value keeps as it is: letters, digits and the other unreserved characters of
+/// RFC 3986 (`-`, `.`, `_`, `~`).
+const QUERY_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes text for a query value or a path segment (escape the result for HTML too).
+pub(crate) fn url_component(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string()
 }
 
 /// Escapes text for HTML.
@@ -268,15 +328,18 @@ pub fn html(report: &Report) -> String {
 <style>body{{font-family:system-ui,sans-serif;margin:2rem}}table{{border-collapse:collapse;margin-bottom:1.5rem}}\
 td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}}.sev-critical td:first-child{{color:#b00020;font-weight:bold}}\
 .sev-warning td:first-child{{color:#b36b00}}</style></head><body>\
-<h1>Drift report</h1><p>Generated {}. {} open drift(s).</p>\
+<h1>Drift report</h1><p>Generated {}.{} {} open drift(s).</p>\
 <h2>Open drifts</h2><table><tr><th>Severity</th><th>State</th><th>Class</th><th>Cluster</th><th>Object</th><th>Since</th><th>Summary</th></tr>{rows}</table>\
 <h2>Open drifts by class</h2><table><tr><th>Class</th><th>Open</th></tr>{}</table>\
+<h2>Open drifts by API group</h2><table><tr><th>API group</th><th>Open</th></tr>{}</table>\
 <h2>Open drifts by namespace</h2><table><tr><th>Namespace</th><th>Open</th></tr>{}</table>\
 <h2>Time to resolve (since {})</h2><table><tr><th>Class</th><th>Resolved</th><th>Median</th><th>p90</th></tr>{resolve}</table>\
 </body></html>",
         escape_html(&report.generated_at),
+        escape_html(&scope_text(report)),
         report.open.len(),
         counts(&report.open_by_class),
+        counts(&report.open_by_group),
         counts(&report.open_by_namespace),
         escape_html(&report.window_start),
     )
@@ -289,19 +352,37 @@ td,th{{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}}.sev-critical 
 pub(super) struct ReportQuery {
     format: Option<String>,
     window: Option<String>,
+    group: Option<String>,
 }
 
-/// Builds the report from the store.
+/// Builds the report from the store; `group`: a `group` filter's value, already checked with
+/// [`groups_of`] (a value it refuses is a `400` here too).
 pub(crate) async fn build_report(
     state: &ApiState,
     window: std::time::Duration,
+    group: Option<&str>,
 ) -> Result<Report, ApiError> {
+    let groups = group.map(groups_of).transpose()?;
+    let scope = group
+        .zip(groups.as_ref())
+        .map(|(filter, groups)| GroupScope {
+            filter: filter.to_string(),
+            groups: groups
+                .iter()
+                .map(|group| group::group_label(group).to_string())
+                .collect(),
+        });
     let reader = audit(state)?;
     let now = (state.clock)();
     let start = now - i64::try_from(window.as_millis()).unwrap_or(i64::MAX / 2);
-    let (open, resolved) =
-        blocking(move || Ok((reader.open_drifts()?, reader.resolved_since(start)?))).await?;
-    Ok(build(&open, &resolved, start, now))
+    let (open, resolved) = blocking(move || {
+        Ok((
+            reader.open_drifts(groups.as_deref())?,
+            reader.resolved_since(start, groups.as_deref())?,
+        ))
+    })
+    .await?;
+    Ok(build(&open, &resolved, start, now, scope))
 }
 
 pub(super) async fn report(
@@ -319,7 +400,7 @@ pub(super) async fn report(
         })?,
         None => std::time::Duration::from_secs(30 * 24 * 3600),
     };
-    let report = build_report(&state, window).await?;
+    let report = build_report(&state, window, query.group.as_deref()).await?;
     Ok(match query.format.as_deref().unwrap_or("json") {
         "json" => Json(serde_json::to_value(&report).unwrap_or(Value::Null)).into_response(),
         "markdown" => (
@@ -352,6 +433,10 @@ mod tests {
         let report = Report {
             generated_at: "2026-01-01T00:00:00Z".into(),
             window_start: "2025-12-01T00:00:00Z".into(),
+            group: Some(GroupScope {
+                filter: hostile.into(),
+                groups: vec![hostile.into()],
+            }),
             open: vec![OpenDrift {
                 id: "d1".into(),
                 class: "config_drift".into(),
@@ -363,6 +448,7 @@ mod tests {
                 since: "2026-01-01T00:00:00Z".into(),
             }],
             open_by_class: BTreeMap::from([(hostile.to_string(), 1)]),
+            open_by_group: BTreeMap::from([(hostile.to_string(), 1)]),
             open_by_namespace: BTreeMap::from([(hostile.to_string(), 1)]),
             time_to_resolve: BTreeMap::from([(
                 hostile.to_string(),
@@ -383,6 +469,6 @@ mod tests {
         );
         // Every row of a table is one line: the hostile values neither end a row nor add one.
         let rows = text.lines().filter(|line| line.starts_with('|')).count();
-        assert_eq!(rows, 2 + 1 + 2 + 1 + 2 + 1 + 2 + 1, "{text}");
+        assert_eq!(rows, 2 + 1 + 2 + 1 + 2 + 1 + 2 + 1 + 2 + 1, "{text}");
     }
 }

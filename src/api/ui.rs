@@ -1,5 +1,8 @@
-//! The dashboard (`/ui`): server-rendered HTML, no build step, no JavaScript. Open drifts with
-//! filters, a drift's diff, actor, hint, history and delivery status, a form to silence it, and
+//! The dashboard (`/ui`): server-rendered HTML, no build step, no JavaScript. The front page
+//! opens with an overview (firing drifts by severity, API group family and namespace, and a chart
+//! of drifts fired and resolved per day: [`super::overview`]) above the drifts with filters
+//! (state, class, severity, API group, namespace, cluster); a drift's page shows its diff, actor,
+//! failing condition chain, hint, history and delivery status, and a form to silence it; and
 //! the report. Pages refresh themselves every 15 seconds. With `api.token` set, the page takes
 //! the token once as `?token=` and keeps it in an HttpOnly, SameSite=Strict cookie (`Secure` when
 //! served over HTTPS).
@@ -19,12 +22,13 @@ use axum::{Form, Router};
 use serde::Deserialize;
 
 use super::drifts::{detail as drift_detail, filter, DriftQuery};
+use super::overview;
 use super::report::{build_report, escape_html as esc};
 use super::silences::{add_silence, all_silences};
 use super::{audit, blocking, ApiState};
 use crate::ingest::auth::{bearer, same_secret};
 use crate::ingest::ApiError;
-use crate::model::{Drift, Silence};
+use crate::model::{group, Drift, Silence};
 use crate::time::format_time;
 
 /// The `/ui` routes.
@@ -169,7 +173,14 @@ header a{{color:#fff;margin-right:1rem;text-decoration:none}}main{{padding:1rem 
 td,th{{border-bottom:1px solid #e3e6ea;padding:.4rem .6rem;text-align:left;vertical-align:top}}th{{background:#eef1f5}}\
 .critical{{color:#b00020;font-weight:600}}.warning{{color:#b36b00;font-weight:600}}.info{{color:#37699e}}\
 .firing{{background:#fde8ea}}.pending{{background:#fff7e0}}pre{{background:#fff;border:1px solid #e3e6ea;padding:.6rem;overflow:auto}}\
-form.filters label{{margin-right:.8rem}}.muted{{color:#69727d}}</style></head><body><header><strong>drift-sentinel</strong> \
+form.filters label{{margin-right:.8rem}}.muted{{color:#69727d}}\
+.tiles{{display:flex;gap:.8rem;flex-wrap:wrap;margin:.4rem 0 1rem}}.tile{{display:block;min-width:8.5rem;padding:.7rem 1rem;border-radius:6px;color:#fff;text-decoration:none;font-size:1.05rem}}\
+.tile .n{{display:block;font-size:2rem;font-weight:700;line-height:1.1}}.tile-critical{{background:#b00020}}.tile-warning{{background:#b36b00}}.tile-info{{background:#37699e}}\
+.tile.zero{{background:#e3e6ea;color:#4a525b}}.panels{{display:flex;gap:1rem;flex-wrap:wrap;align-items:flex-start;margin-bottom:1.2rem}}\
+.panel{{background:#fff;border:1px solid #e3e6ea;border-radius:6px;padding:.6rem .9rem;flex:1 1 16rem}}.panel.chart{{flex:3 1 30rem}}.panel h2{{font-size:1rem;margin:.2rem 0 .5rem}}\
+table.bars td,table.bars th{{border:0;padding:.2rem .4rem;background:none;font-weight:normal}}table.bars td.n{{text-align:right;font-weight:600}}\
+.barcell{{width:45%}}.bar{{display:inline-block;height:.7rem;background:#5c7ea8;border-radius:2px}}\
+.chart svg{{width:100%;height:auto;max-width:760px}}ol.chain li{{margin:.3rem 0}}</style></head><body><header><strong>drift-sentinel</strong> \
 <a href=\"/ui\">Drifts</a><a href=\"/ui?state=resolved\">Resolved</a><a href=\"/ui/report\">Report</a></header><main>{}</main></body></html>",
         esc(title),
         body
@@ -217,9 +228,13 @@ fn bad_filter(field: Option<&str>) -> Response {
             "severity must be one of {}.",
             crate::model::SEVERITIES.join(", ")
         ),
+        Some("group") => format!(
+            "group must be an API group family or one of its groups: {}.",
+            crate::model::group::filter_values().join(", ")
+        ),
         Some(other) => format!("{other} is not valid."),
         None => "The address holds a parameter this page does not take, or one it cannot read. \
-                 The drift list takes state, class, severity, cluster and namespace."
+                 The drift list takes state, class, severity, group, cluster and namespace."
             .to_string(),
     };
     error_page(StatusCode::BAD_REQUEST, "Invalid filter", &what)
@@ -238,6 +253,7 @@ async fn index(
         &mut query.severity,
         &mut query.cluster,
         &mut query.namespace,
+        &mut query.group,
     ] {
         if field.as_deref() == Some("") {
             *field = None;
@@ -251,10 +267,19 @@ async fn index(
         Err(invalid) => return Ok(bad_filter(Some(invalid.field))),
     };
     let reader = audit(&state)?;
-    let (drifts, _) = blocking(move || reader.drifts(&filter)).await?;
-    let mut body = format!(
-        "<h1>Drifts</h1><form class=\"filters\" method=\"get\" action=\"/ui\">{}{}{}<label>namespace <input name=\"namespace\" value=\"{}\"></label>\
-<label>cluster <input name=\"cluster\" value=\"{}\"></label><button>Filter</button></form><p class=\"muted\">{} drift(s)</p>",
+    let chart_start = overview::window_start((state.clock)());
+    let (drifts, counts, days) = blocking(move || {
+        Ok((
+            reader.drifts(&filter)?.0,
+            reader.firing_counts()?,
+            reader.moves_per_day(chart_start, overview::DAYS)?,
+        ))
+    })
+    .await?;
+    let mut body = overview::html(&overview::build(&counts, days));
+    body.push_str(&format!(
+        "<h1>Drifts</h1><form class=\"filters\" method=\"get\" action=\"/ui\">{}{}{}{}<label>namespace <input name=\"namespace\" value=\"{}\"></label>\
+<label>cluster <input name=\"cluster\" value=\"{}\"></label><button>Filter</button></form><p class=\"muted\">{} drift(s){}</p>",
         select("state", query.state.as_deref(), &["open", "pending", "firing", "resolved"]),
         // Classes by their English names; the value is the id the API takes.
         select_labelled(
@@ -266,11 +291,17 @@ async fn index(
                 .collect::<Vec<_>>(),
         ),
         select("severity", query.severity.as_deref(), crate::model::SEVERITIES),
+        group_select(query.group.as_deref()),
         esc(query.namespace.as_deref().unwrap_or_default()),
         esc(query.cluster.as_deref().unwrap_or_default()),
-        drifts.len()
-    );
-    body.push_str("<table id=\"drifts\"><tr><th>Severity</th><th>State</th><th>Class</th><th>Object</th><th>Cluster</th><th>Since</th><th>Summary</th></tr>");
+        drifts.len(),
+        // The filter is one the API takes (checked above), so it is safe in the address.
+        query.group.as_deref().map_or(String::new(), |group| format!(
+            " · <a href=\"/ui/report?group={}\">report of these API groups</a>",
+            esc(&super::report::url_component(group))
+        )),
+    ));
+    body.push_str("<table id=\"drifts\"><tr><th>Severity</th><th>State</th><th>Class</th><th>API group</th><th>Object</th><th>Cluster</th><th>Since</th><th>Summary</th></tr>");
     for drift in &drifts {
         body.push_str(&row(drift));
     }
@@ -278,12 +309,46 @@ async fn index(
     Ok(Html(page("Drifts", &body)).into_response())
 }
 
+/// The API group filter: the families, then each family's groups.
+fn group_select(current: Option<&str>) -> String {
+    let mut html = String::from(
+        "<label>group <select name=\"group\"><option value=\"\">any</option><optgroup label=\"Families\">",
+    );
+    let option = |value: &str, label: &str| {
+        let selected = if current == Some(value) {
+            " selected"
+        } else {
+            ""
+        };
+        format!(
+            "<option value=\"{}\"{selected}>{}</option>",
+            esc(value),
+            esc(label)
+        )
+    };
+    for family in group::FAMILIES {
+        html.push_str(&option(family.id, family.name));
+    }
+    html.push_str("</optgroup><optgroup label=\"API groups\">");
+    for family in group::FAMILIES {
+        for api_group in family.groups {
+            let label = group::group_label(api_group);
+            html.push_str(&option(label, label));
+        }
+    }
+    html.push_str("</optgroup></select></label>");
+    html
+}
+
 fn row(drift: &Drift) -> String {
+    let api_group = group::api_group(&drift.api_version);
     format!(
-        "<tr class=\"{state}\"><td class=\"{sev}\">{sev}</td><td>{state}</td><td>{class}</td><td><a href=\"/ui/drifts/{id}\">{kind} {ns}/{name}</a></td><td>{cluster}</td><td>{since}</td><td>{summary}</td></tr>",
+        "<tr class=\"{state}\"><td class=\"{sev}\">{sev}</td><td>{state}</td><td>{class}</td><td title=\"{group}\">{family}</td><td><a href=\"/ui/drifts/{id}\">{kind} {ns}/{name}</a></td><td>{cluster}</td><td>{since}</td><td>{summary}</td></tr>",
         state = drift.state.as_str(),
         sev = drift.severity.as_str(),
         class = esc(&drift.class),
+        group = esc(group::group_label(api_group)),
+        family = esc(super::report::family_name(&drift.api_version)),
         id = esc(&drift.id),
         kind = esc(&drift.kind),
         ns = esc(&drift.namespace),
@@ -339,6 +404,7 @@ async fn detail(
         service = esc(drift.owner.service.as_deref().unwrap_or("—")),
         actor = esc(&crate::model::text::actor_text(&drift).unwrap_or_else(|| "—".into())),
     );
+    body.push_str(&condition_chain(evidence));
     if !evidence.changes.is_empty() {
         body.push_str("<h2>What changed</h2><table id=\"diff\"><tr><th>Path</th><th>Before</th><th>After</th></tr>");
         let show = |value: &Option<serde_json::Value>| {
@@ -413,6 +479,63 @@ async fn detail(
         body.push_str(&format!("<p class=\"muted\">{} silence(s) in force or configured; see <code>/api/v1/silences</code>.</p>", silences.len()));
     }
     Ok(Html(page(&format!("{} {}", drift.class, drift.name), &body)).into_response())
+}
+
+/// Most links of a condition chain shown, and most characters of one message.
+const CHAIN_LINKS: usize = 32;
+const CHAIN_MESSAGE_CHARS: usize = 2000;
+
+/// The failing condition chain of a drift (`facts["conditionChain"]`, see
+/// [`crate::model::CONDITION_CHAIN_FACT`]) as an ordered list, or nothing when the evidence has
+/// none or it is not a JSON array. Every value comes from the cluster and is escaped; a field
+/// that is missing or not a string shows as absent.
+fn condition_chain(evidence: &crate::model::Evidence) -> String {
+    let Some(links) = evidence
+        .facts
+        .get(crate::model::CONDITION_CHAIN_FACT)
+        .and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(text).ok())
+        .filter(|links| !links.is_empty())
+    else {
+        return String::new();
+    };
+    let mut html =
+        String::from("<h2>Failing condition chain</h2><ol class=\"chain\" id=\"condition-chain\">");
+    for link in links.iter().take(CHAIN_LINKS) {
+        let field = |key: &str| link.get(key).and_then(|value| value.as_str()).unwrap_or("");
+        let object = match (field("namespace"), field("name")) {
+            ("", name) => esc(name),
+            (namespace, name) => format!("{}/{}", esc(namespace), esc(name)),
+        };
+        let mut item = format!("<li><strong>{}</strong> {object}", esc(field("kind")));
+        if !field("condition").is_empty() || !field("status").is_empty() {
+            item.push_str(&format!(
+                ": <code>{}={}</code>",
+                esc(field("condition")),
+                esc(field("status"))
+            ));
+        }
+        if !field("reason").is_empty() {
+            item.push_str(&format!(" <em>{}</em>", esc(field("reason"))));
+        }
+        let message = field("message");
+        if !message.is_empty() {
+            let mut shown: String = message.chars().take(CHAIN_MESSAGE_CHARS).collect();
+            if shown.len() < message.len() {
+                shown.push('…');
+            }
+            item.push_str(&format!(" <span class=\"muted\">— {}</span>", esc(&shown)));
+        }
+        item.push_str("</li>");
+        html.push_str(&item);
+    }
+    if links.len() > CHAIN_LINKS {
+        html.push_str(&format!(
+            "<li class=\"muted\">and {} more</li>",
+            links.len() - CHAIN_LINKS
+        ));
+    }
+    html.push_str("</ol>");
+    html
 }
 
 /// The silence form: which drift, for how long, why. Other fields (the hidden matchers an older
@@ -507,13 +630,31 @@ fn urlencode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
+/// The dashboard report's query: only the API group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportQuery {
+    group: Option<String>,
+}
+
 async fn report(
     State(state): State<ApiState>,
-    query: Result<Query<super::NoQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    if query.is_err() {
+    let Ok(Query(query)) = query else {
         return Ok(bad_filter(None));
+    };
+    let group = query.group.filter(|group| !group.is_empty());
+    if let Some(group) = &group {
+        if super::drifts::groups_of(group).is_err() {
+            return Ok(bad_filter(Some("group")));
+        }
     }
-    let report = build_report(&state, std::time::Duration::from_secs(30 * 24 * 3600)).await?;
+    let report = build_report(
+        &state,
+        std::time::Duration::from_secs(30 * 24 * 3600),
+        group.as_deref(),
+    )
+    .await?;
     Ok(Html(super::report::html(&report)).into_response())
 }

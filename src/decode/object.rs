@@ -116,13 +116,7 @@ impl KubeObject {
     }
 }
 
-/// The group part of an `apiVersion`.
-pub(crate) fn api_group(api_version: &str) -> &str {
-    match api_version.split_once('/') {
-        Some((group, _)) => group,
-        None => "",
-    }
-}
+pub(crate) use crate::model::group::api_group;
 
 /// True for a group of Knative's own (`serving.knative.dev`, `eventing.knative.dev`, the
 /// internals, the operator, and extensions' groups such as `kafka.eventing.knative.dev`).

@@ -88,6 +88,12 @@ pub struct Evidence {
     pub facts: BTreeMap<String, String>,
 }
 
+/// The key of [`Evidence::facts`] that holds the failing condition chain, when a class knows
+/// it: a JSON array (as a string) of links `{"kind", "namespace", "name", "condition", "status",
+/// "reason", "message"}`, from the drift's object to the one whose condition fails first
+/// (Service → Route → Ingress → Certificate; Trigger → Broker → subscriber).
+pub const CONDITION_CHAIN_FACT: &str = "conditionChain";
+
 /// A drift: one (object, class) episode from pending to resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Drift {

@@ -1,18 +1,21 @@
 //! The model: the vocabulary every stage shares, at the bottom of the crate. It imports no other
 //! module of the crate (no stage, no config, no I/O): drifts and their evidence ([`drift`]),
-//! severities, object identity, time as [`Millis`], silences and the words used to name an actor.
+//! severities, object identity, time as [`Millis`], silences, the families of API groups
+//! ([`group`]) and the words used to name an actor.
 //!
 //! Architecture invariant: nothing in `model` imports another module of this crate.
 
 pub mod drift;
 pub mod glob;
+pub mod group;
 pub mod notice;
 pub mod pointer;
 pub mod silence;
 pub mod text;
 
 pub use drift::{
-    Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, Transition, MAX_CHANGES,
+    Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, Transition,
+    CONDITION_CHAIN_FACT, MAX_CHANGES,
 };
 pub use glob::glob_match;
 pub use notice::{Notice, NoticeKind};

@@ -1,15 +1,20 @@
 //! An in-memory [`Store`] for tests: same contract as SQLite, and a switch that makes every write
-//! fail so tests can prove that a store failure becomes a `503` and loses nothing.
+//! fail so tests can prove that a store failure becomes a `503` and loses nothing. It answers the
+//! audit queries ([`AuditRead`]) as SQLite does (`tests/it/store_contract.rs` holds them to the
+//! same answers), except that it keeps no delivery attempt log.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::audit::dense_days;
 use super::{
-    Batch, Error, EventKey, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState,
-    OutboxStats, Settlement, SilenceChange, Snapshot, Store, StoredSilence,
+    AuditRead, Batch, Cursor, DayMoves, DeliveryView, DriftFilter, Error, EventKey, FiringCount,
+    FollowUp, HistoryEntry, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats,
+    Settlement, SilenceChange, Snapshot, Store, StoredSilence, DAY_MILLIS,
 };
 use crate::classify::ObjectState;
+use crate::model::group::api_group;
 use crate::model::{Drift, DriftState, Millis, ObjectKey};
 
 /// The in-memory store.
@@ -34,6 +39,8 @@ struct Inner {
     events: HashMap<EventKey, Millis>,
     objects: HashMap<ObjectKey, ObjectState>,
     drifts: HashMap<String, Drift>,
+    /// Every recorded move: (drift id, the move), in commit order.
+    history: Vec<(String, HistoryEntry)>,
     outbox: std::collections::BTreeMap<String, OutboxRow>,
     /// Claims of outbox rows: row id → (owner, until).
     claims: HashMap<String, (String, Millis)>,
@@ -191,6 +198,17 @@ impl Store for MemoryStore {
         for drift in &batch.changes.drifts {
             inner.drifts.insert(drift.id.clone(), drift.clone());
         }
+        for transition in &batch.changes.history {
+            inner.history.push((
+                transition.drift.id.clone(),
+                HistoryEntry {
+                    from: transition.from.map(|state| state.as_str().to_string()),
+                    to: transition.drift.state.as_str().to_string(),
+                    at: transition.at,
+                    evidence: Some(transition.drift.evidence.clone()),
+                },
+            ));
+        }
         for queued in &batch.outbox {
             inner
                 .outbox
@@ -222,15 +240,25 @@ impl Store for MemoryStore {
     fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error> {
         self.check()?;
         let mut inner = self.lock();
-        let before = inner.drifts.len() + inner.outbox.len();
-        inner.drifts.retain(|_, drift| {
-            !(drift.state == DriftState::Resolved
-                && drift.resolved_at.is_some_and(|at| at < cutoff))
-        });
+        let before = inner.drifts.len() + inner.history.len() + inner.outbox.len();
+        // Resolved drifts past retention go with their history.
+        let gone: HashSet<String> = inner
+            .drifts
+            .values()
+            .filter(|drift| {
+                drift.state == DriftState::Resolved
+                    && drift.resolved_at.is_some_and(|at| at < cutoff)
+            })
+            .map(|drift| drift.id.clone())
+            .collect();
+        inner.drifts.retain(|id, _| !gone.contains(id));
+        inner
+            .history
+            .retain(|(drift_id, _)| !gone.contains(drift_id));
         inner.outbox.retain(|_, row| {
             !(row.state != OutboxState::Pending && row.finished_at.is_some_and(|at| at < cutoff))
         });
-        let removed = before - inner.drifts.len() - inner.outbox.len();
+        let removed = before - inner.drifts.len() - inner.history.len() - inner.outbox.len();
         forget_claims_of_gone_rows(&mut inner);
         Ok(removed)
     }
@@ -481,5 +509,204 @@ impl Outbox for MemoryStore {
         rows.sort_by_key(|row| std::cmp::Reverse(row.queued.created_at));
         rows.truncate(limit);
         Ok(rows)
+    }
+}
+
+/// True when `drift` passes `filter` (all but the page), as SQLite's query decides.
+fn matches(drift: &Drift, filter: &DriftFilter) -> bool {
+    let state = drift.state.as_str();
+    let state_ok = match filter.state.as_deref() {
+        None => true,
+        Some("open") => state == "pending" || state == "firing",
+        Some(wanted) => state == wanted,
+    };
+    let equal = |wanted: &Option<String>, value: &str| wanted.as_deref().is_none_or(|w| w == value);
+    state_ok
+        && equal(&filter.class, &drift.class)
+        && equal(&filter.severity, drift.severity.as_str())
+        && equal(&filter.cluster, &drift.cluster)
+        && equal(&filter.namespace, &drift.namespace)
+        && filter.groups.as_ref().is_none_or(|groups| {
+            groups
+                .iter()
+                .any(|group| group == api_group(&drift.api_version))
+        })
+        && filter.since.is_none_or(|since| {
+            drift
+                .since
+                .max(drift.fired_at.unwrap_or(0))
+                .max(drift.resolved_at.unwrap_or(0))
+                >= since
+        })
+        && filter.cursor.as_ref().is_none_or(|(since, id)| {
+            drift.since < *since || (drift.since == *since && drift.id > *id)
+        })
+}
+
+fn delivery_view(row: &OutboxRow) -> DeliveryView {
+    DeliveryView {
+        id: row.queued.id.clone(),
+        channel: row.queued.channel.clone(),
+        drift_id: row.queued.drift_id.clone(),
+        kind: row.queued.kind.clone(),
+        state: row.state.as_str().to_string(),
+        attempts: row.attempts,
+        last_error: row.last_error.clone(),
+        created_at: row.queued.created_at,
+        next_attempt_at: row.next_attempt_at,
+        finished_at: row.finished_at,
+        // Attempts are not kept in memory.
+        attempt_log: Vec::new(),
+    }
+}
+
+impl AuditRead for MemoryStore {
+    fn drifts(&self, filter: &DriftFilter) -> Result<(Vec<Drift>, Option<Cursor>), Error> {
+        self.check()?;
+        let inner = self.lock();
+        let mut found: Vec<&Drift> = inner
+            .drifts
+            .values()
+            .filter(|drift| matches(drift, filter))
+            .collect();
+        found.sort_by(|a, b| b.since.cmp(&a.since).then_with(|| a.id.cmp(&b.id)));
+        let limit = filter.limit.clamp(1, 500);
+        let next =
+            (found.len() > limit).then(|| (found[limit - 1].since, found[limit - 1].id.clone()));
+        Ok((found.into_iter().take(limit).cloned().collect(), next))
+    }
+
+    fn drift(&self, id: &str) -> Result<Option<Drift>, Error> {
+        self.check()?;
+        Ok(self.lock().drifts.get(id).cloned())
+    }
+
+    fn history(&self, id: &str) -> Result<Vec<HistoryEntry>, Error> {
+        self.check()?;
+        Ok(self
+            .lock()
+            .history
+            .iter()
+            .filter(|(drift_id, _)| drift_id == id)
+            .map(|(_, entry)| entry.clone())
+            .collect())
+    }
+
+    fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {
+        self.check()?;
+        let inner = self.lock();
+        let mut rows: Vec<&OutboxRow> = inner
+            .outbox
+            .values()
+            .filter(|row| row.queued.drift_id == drift_id)
+            .collect();
+        rows.sort_by(|a, b| {
+            (a.queued.created_at, &a.queued.id).cmp(&(b.queued.created_at, &b.queued.id))
+        });
+        Ok(rows.into_iter().map(delivery_view).collect())
+    }
+
+    fn deliveries(
+        &self,
+        state: Option<OutboxState>,
+        channel: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<DeliveryView>, Error> {
+        self.check()?;
+        let inner = self.lock();
+        let mut rows: Vec<&OutboxRow> = inner
+            .outbox
+            .values()
+            .filter(|row| state.is_none_or(|wanted| row.state == wanted))
+            .filter(|row| channel.is_none_or(|wanted| row.queued.channel == wanted))
+            .collect();
+        rows.sort_by(|a, b| {
+            b.queued
+                .created_at
+                .cmp(&a.queued.created_at)
+                .then_with(|| a.queued.id.cmp(&b.queued.id))
+        });
+        rows.truncate(limit.clamp(1, 1000));
+        Ok(rows.into_iter().map(delivery_view).collect())
+    }
+
+    fn silences(&self) -> Result<Vec<StoredSilence>, Error> {
+        self.check()?;
+        let mut silences = self.lock().silences.clone();
+        silences.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(silences)
+    }
+
+    fn resolved_since(
+        &self,
+        since: Millis,
+        groups: Option<&[String]>,
+    ) -> Result<Vec<Drift>, Error> {
+        self.check()?;
+        let inner = self.lock();
+        let mut found: Vec<&Drift> = inner
+            .drifts
+            .values()
+            .filter(|drift| {
+                drift.state == DriftState::Resolved
+                    && drift.fired_at.is_some()
+                    && drift.resolved_at.is_some_and(|at| at >= since)
+                    && groups.is_none_or(|groups| {
+                        groups
+                            .iter()
+                            .any(|group| group == api_group(&drift.api_version))
+                    })
+            })
+            .collect();
+        found.sort_by(|a, b| {
+            b.resolved_at
+                .cmp(&a.resolved_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(found.into_iter().take(5000).cloned().collect())
+    }
+
+    fn firing_counts(&self) -> Result<Vec<FiringCount>, Error> {
+        self.check()?;
+        let inner = self.lock();
+        let mut counts: std::collections::BTreeMap<(String, String, String), u64> =
+            std::collections::BTreeMap::new();
+        for drift in inner.drifts.values() {
+            if drift.state == DriftState::Firing {
+                *counts
+                    .entry((
+                        drift.severity.as_str().to_string(),
+                        api_group(&drift.api_version).to_string(),
+                        drift.namespace.clone(),
+                    ))
+                    .or_insert(0) += 1;
+            }
+        }
+        Ok(counts
+            .into_iter()
+            .map(|((severity, group, namespace), count)| FiringCount {
+                severity,
+                group,
+                namespace,
+                count,
+            })
+            .collect())
+    }
+
+    fn moves_per_day(&self, start: Millis, days: usize) -> Result<Vec<DayMoves>, Error> {
+        self.check()?;
+        let inner = self.lock();
+        let counted = inner.history.iter().filter_map(|(_, entry)| {
+            let fired = entry.to == "firing" && entry.from.as_deref() != Some("firing");
+            let resolved = entry.to == "resolved" && entry.from.as_deref() == Some("firing");
+            (entry.at >= start && (fired || resolved)).then(|| {
+                (
+                    (entry.at - start) / DAY_MILLIS,
+                    u64::from(fired),
+                    u64::from(resolved),
+                )
+            })
+        });
+        Ok(dense_days(start, days, counted))
     }
 }

@@ -19,7 +19,10 @@ pub mod sqlite;
 
 use std::sync::Arc;
 
-pub use audit::{AttemptView, AuditRead, Cursor, DeliveryView, DriftFilter, HistoryEntry};
+pub use audit::{
+    AttemptView, AuditRead, Cursor, DayMoves, DeliveryView, DriftFilter, FiringCount, HistoryEntry,
+    DAY_MILLIS,
+};
 pub use outbox::{
     FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
 };

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::scenario::{changed, config_autoscaler, written_by};
-use crate::support::structured_event;
+use crate::scenario::{changed, config_autoscaler, configuration, written_by};
+use crate::support::{fixture_yaml, structured_event};
 
 struct Running {
     base: String,
@@ -891,4 +891,631 @@ async fn oversized_silence_bodies_are_a_413() {
     let page = response.text().await.unwrap();
     assert!(page.contains("larger than this server takes"), "{page}");
     app.stop().await;
+}
+
+/// The Trigger of `tests/fixtures/knative/eventing/` (a real object, `eventing.knative.dev`).
+fn trigger() -> Value {
+    let list =
+        fixture_yaml("eventing/redhat-developer-vscode-knative__test-eventingTree-trigger.json");
+    list["items"][0].clone()
+}
+
+impl Running {
+    /// [`Running::make_drifts`] (three ConfigMaps of the core group, two firing), and a hand edit
+    /// of a Trigger (Eventing) and of a Configuration (Serving): both `manual_edit`, firing.
+    async fn make_drifts_of_three_groups(&mut self) {
+        self.make_drifts().await;
+        let trigger = trigger();
+        self.send("add", &trigger).await;
+        let edited = changed(&trigger, |t| {
+            t["spec"]["subscriber"]["ref"]["name"] = json!("payments-v2");
+            written_by(
+                t,
+                "kubectl-edit",
+                "Update",
+                json!({"f:spec": {"f:subscriber": {"f:ref": {"f:name": {}}}}}),
+                "2026-11-29T09:00:00Z",
+            );
+        });
+        self.send("update", &edited).await;
+        let configuration = configuration();
+        self.send("add", &configuration).await;
+        let edited = changed(&configuration, |c| {
+            c["spec"]["template"]["spec"]["containerConcurrency"] = json!(7);
+            written_by(
+                c,
+                "kubectl-edit",
+                "Update",
+                json!({"f:spec": {"f:template": {"f:spec": {"f:containerConcurrency": {}}}}}),
+                "2026-11-29T09:00:00Z",
+            );
+        });
+        self.send("update", &edited).await;
+    }
+}
+
+#[tokio::test]
+async fn drifts_filter_by_api_group_family_or_group() {
+    let mut app = Running::start("").await;
+    app.make_drifts_of_three_groups().await;
+    let names = |value: &Value| {
+        let mut names: Vec<String> = value["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| {
+                format!(
+                    "{}/{}",
+                    item["kind"].as_str().unwrap(),
+                    item["name"].as_str().unwrap()
+                )
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let (status, all) = app.get("/api/v1/drifts").await;
+    assert_eq!(status, 200);
+    assert_eq!(all["items"].as_array().unwrap().len(), 5, "{all}");
+    for (query, expected) in [
+        ("group=eventing", vec!["Trigger/example-trigger0"]),
+        ("group=Eventing", vec!["Trigger/example-trigger0"]),
+        (
+            "group=eventing.knative.dev",
+            vec!["Trigger/example-trigger0"],
+        ),
+        ("group=messaging.knative.dev", vec![]),
+        ("group=serving", vec!["Configuration/knative-webapp"]),
+        (
+            "group=serving.knative.dev&state=firing",
+            vec!["Configuration/knative-webapp"],
+        ),
+        (
+            "group=kubernetes",
+            vec![
+                "ConfigMap/config-autoscaler",
+                "ConfigMap/config-gc",
+                "ConfigMap/config-network",
+            ],
+        ),
+        (
+            "group=core&state=firing",
+            vec!["ConfigMap/config-autoscaler", "ConfigMap/config-gc"],
+        ),
+        ("group=apps", vec![]),
+        ("group=networking", vec![]),
+        ("group=operator", vec![]),
+        (
+            "group=eventing&namespace=josh&class=manual_edit",
+            vec!["Trigger/example-trigger0"],
+        ),
+        ("group=eventing&namespace=knative-serving", vec![]),
+    ] {
+        let (status, page) = app.get(&format!("/api/v1/drifts?{query}")).await;
+        assert_eq!(status, 200, "{query}");
+        assert_eq!(names(&page), expected, "{query}");
+    }
+    // Pages within a family follow the cursor.
+    let (_, first) = app.get("/api/v1/drifts?group=kubernetes&limit=2").await;
+    assert_eq!(first["items"].as_array().unwrap().len(), 2);
+    let cursor = first["nextCursor"].as_str().unwrap().to_string();
+    let (_, second) = app
+        .get(&format!(
+            "/api/v1/drifts?group=kubernetes&limit=2&cursor={cursor}"
+        ))
+        .await;
+    assert_eq!(second["items"].as_array().unwrap().len(), 1);
+    assert_eq!(second["nextCursor"], Value::Null);
+    for bad in [
+        "knative",
+        "batch",
+        "",
+        "serving.knative.dev%2Fv1",
+        "%3Cscript%3E",
+    ] {
+        let (status, body) = app.get(&format!("/api/v1/drifts?group={bad}")).await;
+        assert_eq!(status, 400, "{bad}");
+        assert_eq!(body["code"], "invalid_query", "{bad}");
+        let message = body["message"].as_str().unwrap();
+        assert!(message.starts_with("group: "), "{message}");
+        assert!(
+            message.contains("serving, eventing, networking, operator, kubernetes, serving.knative.dev, eventing.knative.dev, messaging.knative.dev")
+                && message.contains("operator.knative.dev, core, apps"),
+            "{message}"
+        );
+    }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_report_and_the_dashboard_take_the_group_filter() {
+    let mut app = Running::start("").await;
+    app.make_drifts_of_three_groups().await;
+    let (status, report) = app.get("/api/v1/report").await;
+    assert_eq!(status, 200);
+    assert_eq!(report["group"], Value::Null);
+    assert_eq!(report["open"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        report["openByGroup"],
+        json!({"Eventing": 1, "Kubernetes": 2, "Serving": 1})
+    );
+    let (status, eventing) = app.get("/api/v1/report?group=eventing").await;
+    assert_eq!(status, 200);
+    assert_eq!(eventing["group"]["filter"], "eventing");
+    assert_eq!(eventing["group"]["groups"][4], "sinks.knative.dev");
+    assert_eq!(eventing["open"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        eventing["open"][0]["object"],
+        "Trigger/josh/example-trigger0"
+    );
+    assert_eq!(eventing["openByGroup"], json!({"Eventing": 1}));
+    assert_eq!(eventing["openByNamespace"], json!({"josh": 1}));
+    assert_eq!(eventing["timeToResolve"], json!({}));
+    let (_, kubernetes) = app.get("/api/v1/report?group=core").await;
+    assert_eq!(kubernetes["timeToResolve"]["config_drift"]["count"], 1);
+    assert_eq!(kubernetes["group"]["groups"], json!(["core"]));
+    let (_, markdown) = app
+        .text("/api/v1/report?format=markdown&group=eventing")
+        .await;
+    assert!(
+        markdown.contains("API group eventing: eventing.knative.dev, messaging.knative.dev, flows.knative.dev, sources.knative.dev, sinks.knative.dev. 1 open drift(s)."),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains(
+            "## Open drifts by API group\n\n| API group | Open |\n|---|---|\n| Eventing | 1 |"
+        ),
+        "{markdown}"
+    );
+    assert!(!markdown.contains("config-autoscaler"), "{markdown}");
+    let (_, html) = app.text("/api/v1/report?format=html&group=serving").await;
+    assert!(
+        html.contains("API group serving: serving.knative.dev."),
+        "{html}"
+    );
+    assert!(
+        html.contains("<tr><td>Serving</td><td>1</td></tr>") && html.contains("knative-webapp")
+    );
+    assert!(!html.contains("example-trigger0"));
+    let (status, body) = app.get("/api/v1/report?group=knative").await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_query"))
+    );
+    assert!(body["message"].as_str().unwrap().starts_with("group: "));
+
+    // The dashboard: the list filtered, the select offering families and groups, a report of
+    // the group, and a bad group answered with the dashboard's own page, never echoed.
+    let (status, page) = app.text("/ui?group=eventing").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Trigger josh/example-trigger0"), "{page}");
+    assert!(!page.contains("config-autoscaler") && !page.contains("knative-webapp"));
+    assert!(
+        page.contains(r#"<option value="eventing" selected>Eventing</option>"#),
+        "{page}"
+    );
+    assert!(page.contains(r#"<option value="networking.internal.knative.dev">networking.internal.knative.dev</option>"#));
+    assert!(page.contains(r#"<option value="core">core</option>"#));
+    assert!(
+        page.contains(r#"<a href="/ui/report?group=eventing">report of these API groups</a>"#),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"<td title="eventing.knative.dev">Eventing</td>"#),
+        "{page}"
+    );
+    let (_, all) = app.text("/ui?group=").await;
+    assert!(all.contains("config-autoscaler") && all.contains("example-trigger0"));
+    let (status, report_page) = app.text("/ui/report?group=eventing").await;
+    assert_eq!(status, 200);
+    assert!(report_page.contains("example-trigger0") && !report_page.contains("config-gc"));
+    for path in [
+        "/ui?group=%3Cscript%3Ealert(1)",
+        "/ui/report?group=%3Cscript%3Ealert(1)",
+    ] {
+        let (status, page) = app.text(path).await;
+        assert_eq!(status, 400, "{path}");
+        assert!(!page.contains("alert(1)"), "{page}");
+        assert!(
+            page.contains(
+                "group must be an API group family or one of its groups: serving, eventing"
+            ),
+            "{page}"
+        );
+    }
+    app.stop().await;
+}
+
+/// The numbers after `marker` up to the next `<` (the text of an element).
+fn text_after<'a>(page: &'a str, marker: &str) -> &'a str {
+    let start = page
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker} in {page}"))
+        + marker.len();
+    page[start..].split('<').next().unwrap()
+}
+
+#[tokio::test]
+async fn the_front_page_opens_with_an_overview_of_what_fires() {
+    let mut app = Running::start("").await;
+    app.make_drifts_of_three_groups().await;
+    let (status, page) = app.text("/ui").await;
+    assert_eq!(status, 200);
+    // The overview comes first, the list after it.
+    let overview = page.find("id=\"overview\"").unwrap();
+    assert!(overview < page.find("<table id=\"drifts\"").unwrap());
+    assert!(page.contains("4 drift(s) firing now"), "{page}");
+    // Severity tiles: as many as the API lists firing with each severity.
+    let (_, firing) = app.get("/api/v1/drifts?state=firing").await;
+    let firing = firing["items"].as_array().unwrap().clone();
+    assert_eq!(firing.len(), 4);
+    for severity in ["critical", "warning", "info"] {
+        let expected = firing
+            .iter()
+            .filter(|drift| drift["severity"] == severity)
+            .count();
+        let tile = format!(
+            "id=\"tile-{severity}\" href=\"/ui?state=firing&amp;severity={severity}\"><span class=\"n\">"
+        );
+        assert_eq!(text_after(&page, &tile), expected.to_string(), "{severity}");
+        assert_eq!(
+            page.contains(&format!("class=\"tile tile-{severity} zero\"")),
+            expected == 0,
+            "{severity}"
+        );
+    }
+    // Families, each linked to its filtered list.
+    for (family, id, count) in [
+        ("Serving", "serving", "1"),
+        ("Eventing", "eventing", "1"),
+        ("Networking", "networking", "0"),
+        ("Operator", "operator", "0"),
+        ("Kubernetes", "kubernetes", "2"),
+    ] {
+        let row = format!(
+            "<a href=\"/ui?state=firing&amp;group={id}\">{family}</a></th><td class=\"n\">"
+        );
+        assert_eq!(text_after(&page, &row), count, "{family}");
+    }
+    for (namespace, count) in [("knative-serving", "2"), ("josh", "1"), ("myapp", "1")] {
+        let row = format!("<a href=\"/ui?state=firing&amp;namespace={namespace}\">{namespace}</a></th><td class=\"n\">");
+        assert_eq!(text_after(&page, &row), count, "{namespace}");
+    }
+    // The chart: an inline SVG whose totals are the store's (five fired, one resolved, all
+    // within the last two days whatever the hour).
+    assert!(page.contains("<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"moves-chart\""));
+    assert_eq!(text_after(&page, "<text x=\"56\" y=\"18\">"), "fired (5)");
+    assert_eq!(
+        text_after(&page, "<text x=\"166\" y=\"18\">"),
+        "resolved (1)"
+    );
+    assert!(page.contains(": 5 fired and 1 resolved."), "{page}");
+    let bars: u64 = page
+        .split("<rect class=\"fired\" data-count=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(bars, 5);
+    assert_eq!(page.matches("<rect class=\"resolved\"").count(), 14);
+    app.stop().await;
+}
+
+/// A drift on a fixed clock, for the memory-backed API.
+fn seeded_drift(
+    id: &str,
+    api_version: &str,
+    namespace: &str,
+    severity: drift_sentinel::model::Severity,
+    fired_at: Option<i64>,
+    resolved_at: Option<i64>,
+) -> drift_sentinel::model::Drift {
+    use drift_sentinel::model::{Drift, DriftState, Evidence, OwnerChain};
+    let since = fired_at.unwrap_or(0) - 60_000;
+    Drift {
+        id: id.into(),
+        class: "not_ready".into(),
+        severity,
+        state: match (fired_at, resolved_at) {
+            (_, Some(_)) => DriftState::Resolved,
+            (Some(_), None) => DriftState::Firing,
+            _ => DriftState::Pending,
+        },
+        cluster: "prod".into(),
+        uid: format!("uid-{id}"),
+        api_version: api_version.into(),
+        kind: "Thing".into(),
+        namespace: namespace.into(),
+        name: id.into(),
+        labels: Default::default(),
+        owner: OwnerChain::default(),
+        evidence: Evidence {
+            summary: format!("{id} is not ready"),
+            ..Evidence::default()
+        },
+        since,
+        fire_at: since,
+        fired_at,
+        resolved_at,
+        resolution: resolved_at.map(|_| "cleared".into()),
+    }
+}
+
+/// Commits `drifts` and their moves (opened, fired, resolved) to the memory store.
+fn seed(
+    store: &drift_sentinel::store::memory::MemoryStore,
+    drifts: Vec<drift_sentinel::model::Drift>,
+) {
+    use drift_sentinel::model::{DriftState, Transition};
+    use drift_sentinel::store::Store;
+    let mut history = Vec::new();
+    for drift in &drifts {
+        let mut moved = drift.clone();
+        moved.state = DriftState::Pending;
+        history.push(Transition {
+            drift: moved.clone(),
+            from: None,
+            at: drift.since,
+        });
+        if let Some(at) = drift.fired_at {
+            moved.state = DriftState::Firing;
+            history.push(Transition {
+                drift: moved.clone(),
+                from: Some(DriftState::Pending),
+                at,
+            });
+        }
+        if let Some(at) = drift.resolved_at {
+            moved.state = DriftState::Resolved;
+            history.push(Transition {
+                drift: moved.clone(),
+                from: Some(DriftState::Firing),
+                at,
+            });
+        }
+    }
+    store
+        .clone()
+        .commit(&drift_sentinel::store::Batch {
+            changes: drift_sentinel::classify::Changes {
+                drifts,
+                history,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+}
+
+async fn page_of(router: &axum::Router, path: &str) -> (u16, String) {
+    use tower::ServiceExt;
+    let response = router
+        .clone()
+        .oneshot(
+            axum::http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = crate::support::body_bytes(response).await;
+    (status, String::from_utf8(body).unwrap())
+}
+
+#[tokio::test]
+async fn the_overview_chart_counts_days_by_the_injected_clock() {
+    use drift_sentinel::model::Severity;
+    // 2026-11-29T10:00:05Z: the chart's days run from 2026-11-16 to 2026-11-29 (UTC).
+    let now = 1_795_946_405_000_i64;
+    let day = 24 * 3600 * 1000;
+    let app = crate::support::app_with_audit(std::sync::Arc::new(move || now));
+    seed(
+        &app.store,
+        vec![
+            // Fired 20 days ago: outside the chart, still firing (counted in the tiles).
+            seeded_drift(
+                "old",
+                "serving.knative.dev/v1",
+                "shop",
+                Severity::Critical,
+                Some(now - 20 * day),
+                None,
+            ),
+            // Fired on the 16th (the first day), resolved on the 20th.
+            seeded_drift(
+                "broker",
+                "eventing.knative.dev/v1",
+                "<b>evil</b>",
+                Severity::Critical,
+                Some(now - 13 * day - 9 * 3_600_000),
+                Some(now - 9 * day),
+            ),
+            // Fired on the 20th, and three today (one of them resolved today).
+            seeded_drift(
+                "kingress",
+                "networking.internal.knative.dev/v1alpha1",
+                "shop",
+                Severity::Warning,
+                Some(now - 9 * day),
+                None,
+            ),
+            seeded_drift(
+                "pa",
+                "autoscaling.internal.knative.dev/v1alpha1",
+                "shop",
+                Severity::Info,
+                Some(now - 1000),
+                None,
+            ),
+            seeded_drift(
+                "operator",
+                "operator.knative.dev/v1beta1",
+                "knative-serving",
+                Severity::Warning,
+                Some(now - 2000),
+                None,
+            ),
+            // Fired and resolved today.
+            seeded_drift(
+                "cm",
+                "v1",
+                "knative-serving",
+                Severity::Warning,
+                Some(now - 5000),
+                Some(now - 100),
+            ),
+        ],
+    );
+    let (status, page) = page_of(&app.router, "/ui").await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("From 2026-11-16 to 2026-11-29: 5 fired and 2 resolved. Fired per day, oldest first: 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 3. Resolved per day: 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1."), "{page}");
+    let day_group = |date: &str| {
+        let start = page
+            .find(&format!("<g class=\"day\" data-day=\"{date}\">"))
+            .unwrap();
+        page[start..].split("</g>").next().unwrap().to_string()
+    };
+    let first = day_group("2026-11-16");
+    assert!(
+        first.contains("<rect class=\"fired\" data-count=\"1\""),
+        "{first}"
+    );
+    assert!(first.contains("<title>2026-11-16: 1 fired</title>"));
+    assert!(first.contains(">11-16</text>"));
+    let today = day_group("2026-11-29");
+    assert!(
+        today.contains("<rect class=\"fired\" data-count=\"3\""),
+        "{today}"
+    );
+    assert!(
+        today.contains("<rect class=\"resolved\" data-count=\"1\""),
+        "{today}"
+    );
+    assert!(today.contains("<text class=\"count fired\"") && today.contains(">3</text>"));
+    assert!(!page.contains("data-day=\"2026-11-15\"") && !page.contains("data-day=\"2026-11-30\""));
+    // Tiles and bars: what fires now, whenever it fired.
+    assert!(page.contains("4 drift(s) firing now"), "{page}");
+    assert_eq!(text_after(&page, "id=\"tile-critical\" href=\"/ui?state=firing&amp;severity=critical\"><span class=\"n\">"), "1");
+    assert_eq!(
+        text_after(
+            &page,
+            "id=\"tile-warning\" href=\"/ui?state=firing&amp;severity=warning\"><span class=\"n\">"
+        ),
+        "2"
+    );
+    assert_eq!(
+        text_after(
+            &page,
+            "id=\"tile-info\" href=\"/ui?state=firing&amp;severity=info\"><span class=\"n\">"
+        ),
+        "1"
+    );
+    assert_eq!(
+        text_after(
+            &page,
+            "<a href=\"/ui?state=firing&amp;group=networking\">Networking</a></th><td class=\"n\">"
+        ),
+        "2"
+    );
+    assert_eq!(
+        text_after(
+            &page,
+            "<a href=\"/ui?state=firing&amp;namespace=shop\">shop</a></th><td class=\"n\">"
+        ),
+        "3"
+    );
+    // The resolved Broker's namespace is not firing, and a namespace is escaped wherever shown.
+    assert!(!page.contains("<b>evil</b>"));
+    let (_, resolved) = page_of(&app.router, "/ui?state=resolved").await;
+    assert!(
+        resolved.contains("&lt;b&gt;evil&lt;/b&gt;") && !resolved.contains("<b>evil</b>"),
+        "{resolved}"
+    );
+}
+
+#[tokio::test]
+async fn the_drift_page_shows_the_failing_condition_chain_escaped() {
+    use drift_sentinel::model::Severity;
+    let now = 1_795_946_405_000_i64;
+    let app = crate::support::app_with_audit(std::sync::Arc::new(move || now));
+    let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)> & \"quoted\"";
+    let chain = json!([
+        {"kind": "Service", "namespace": "shop", "name": "web", "condition": "Ready", "status": "False", "reason": "RevisionMissing", "message": "Configuration \"web\" does not have any ready Revision."},
+        {"kind": "Route", "namespace": "shop", "name": "web", "condition": "IngressReady", "status": "False", "reason": "IngressNotConfigured", "message": "Ingress has not yet been reconciled."},
+        {"kind": "Ingress", "namespace": "shop", "name": "web", "condition": "CertificateProvisioned", "status": "Unknown", "reason": "CertificateNotReady"},
+        {"kind": "Certificate", "namespace": "shop", "name": "route-1234", "condition": "Ready", "status": "False", "reason": "<i>Failed</i>", "message": hostile},
+    ]);
+    let mut with_chain = seeded_drift(
+        "svc",
+        "serving.knative.dev/v1",
+        "shop",
+        Severity::Critical,
+        Some(now - 1000),
+        None,
+    );
+    with_chain.evidence.facts.insert(
+        drift_sentinel::model::CONDITION_CHAIN_FACT.into(),
+        chain.to_string(),
+    );
+    let mut broken = seeded_drift(
+        "trigger",
+        "eventing.knative.dev/v1",
+        "payments",
+        Severity::Critical,
+        Some(now - 1000),
+        None,
+    );
+    broken.evidence.facts.insert(
+        drift_sentinel::model::CONDITION_CHAIN_FACT.into(),
+        "not json <script>".into(),
+    );
+    let plain = seeded_drift(
+        "plain",
+        "v1",
+        "default",
+        Severity::Warning,
+        Some(now - 1000),
+        None,
+    );
+    seed(&app.store, vec![with_chain, broken, plain]);
+
+    let (status, page) = page_of(&app.router, "/ui/drifts/svc").await;
+    assert_eq!(status, 200, "{page}");
+    let start = page
+        .find("<ol class=\"chain\" id=\"condition-chain\">")
+        .expect("a chain");
+    let list = page[start..].split("</ol>").next().unwrap();
+    let items: Vec<&str> = list.split("<li>").skip(1).collect();
+    assert_eq!(items.len(), 4, "{list}");
+    assert!(items[0].starts_with("<strong>Service</strong> shop/web: <code>Ready=False</code> <em>RevisionMissing</em> <span class=\"muted\">— Configuration &quot;web&quot; does not have any ready Revision.</span>"), "{}", items[0]);
+    assert!(
+        items[1].starts_with("<strong>Route</strong> shop/web: <code>IngressReady=False</code>")
+    );
+    assert!(items[2].starts_with("<strong>Ingress</strong> shop/web: <code>CertificateProvisioned=Unknown</code> <em>CertificateNotReady</em></li>"), "{}", items[2]);
+    assert!(items[3].contains("<strong>Certificate</strong> shop/route-1234"));
+    assert!(items[3].contains("<em>&lt;i&gt;Failed&lt;/i&gt;</em>"));
+    assert!(items[3].contains("&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt; &amp; &quot;quoted&quot;"), "{}", items[3]);
+    assert!(!page.contains("<script") && !page.contains("<img") && !page.contains("<i>"));
+    // The chain sits between the facts table and what changed or the fix.
+    assert!(start > page.find("id=\"actor\"").unwrap());
+    // Evidence without a chain, or with one that is not a JSON array, shows none.
+    for id in ["trigger", "plain"] {
+        let (status, page) = page_of(&app.router, &format!("/ui/drifts/{id}")).await;
+        assert_eq!(status, 200);
+        assert!(
+            !page.contains("condition-chain") && !page.contains("<script"),
+            "{page}"
+        );
+    }
+    // The API shows the fact as it is stored, as JSON text.
+    let (status, api) = page_of(&app.router, "/api/v1/drifts/svc").await;
+    assert_eq!(status, 200);
+    let api: Value = serde_json::from_str(&api).unwrap();
+    let stored: Value = serde_json::from_str(
+        api["drift"]["evidence"]["facts"]["conditionChain"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stored, chain);
 }

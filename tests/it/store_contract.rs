@@ -1,14 +1,19 @@
 //! The storage boundary: a store written by the layout before schema versions opens and reads
-//! back whole; a store from a newer binary is refused untouched; and the outbox claim contract
-//! holds on every backend (two processes never send the same row).
+//! back whole; a store from a newer binary is refused untouched; the outbox claim contract
+//! holds on every backend (two processes never send the same row); and every backend answers
+//! the audit queries alike (filters, the API group filter, the overview's counts).
 
 use std::path::Path;
 
+use drift_sentinel::classify::Changes;
 use drift_sentinel::config::StoreConfig;
-use drift_sentinel::model::DriftState;
+use drift_sentinel::model::{
+    Drift, DriftState, Evidence, Millis, OwnerChain, Severity, Transition,
+};
 use drift_sentinel::store::memory::MemoryStore;
 use drift_sentinel::store::{
-    self, Batch, DriftFilter, FollowUp, Lease, NewOutbox, Outbox, OutboxState, Settlement, Store,
+    self, AuditRead, Batch, DayMoves, DriftFilter, FiringCount, FollowUp, Lease, NewOutbox, Outbox,
+    OutboxState, Settlement, Store, DAY_MILLIS,
 };
 
 const FIXTURE: &str = concat!(
@@ -71,6 +76,21 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         })
         .unwrap();
     assert_eq!(drifts.len(), 2);
+    // Version 2 filled in the drifts' API group from their bodies: both are ConfigMaps.
+    let of_groups = |groups: &[&str]| {
+        opened
+            .audit
+            .drifts(&DriftFilter {
+                groups: Some(groups.iter().map(|group| group.to_string()).collect()),
+                limit: 10,
+                ..DriftFilter::default()
+            })
+            .unwrap()
+            .0
+            .len()
+    };
+    assert_eq!(of_groups(&[""]), 2);
+    assert_eq!(of_groups(&["serving.knative.dev", "apps"]), 0);
     let resolved = opened.audit.drift("37ba1d9623d247c7").unwrap().unwrap();
     assert_eq!(resolved.state, DriftState::Resolved);
     assert_eq!(
@@ -361,4 +381,380 @@ fn outbox_claims_are_exclusive_in_memory() {
     let mut first = store.clone();
     let mut second = store.clone();
     claims_are_exclusive(&mut writer, &mut first, &mut second);
+}
+
+/// A drift of `api_version` in `namespace`, since `since`; `fired`/`resolved`: when.
+fn drift_of(
+    id: &str,
+    api_version: &str,
+    namespace: &str,
+    severity: Severity,
+    since: Millis,
+    fired: Option<Millis>,
+    resolved: Option<Millis>,
+) -> Drift {
+    let state = match (fired, resolved) {
+        (_, Some(_)) => DriftState::Resolved,
+        (Some(_), None) => DriftState::Firing,
+        (None, None) => DriftState::Pending,
+    };
+    Drift {
+        id: id.into(),
+        class: "not_ready".into(),
+        severity,
+        state,
+        cluster: "prod".into(),
+        uid: format!("uid-{id}"),
+        api_version: api_version.into(),
+        kind: "Thing".into(),
+        namespace: namespace.into(),
+        name: id.into(),
+        labels: Default::default(),
+        owner: OwnerChain::default(),
+        evidence: Evidence {
+            summary: format!("{id} is not ready"),
+            ..Evidence::default()
+        },
+        since,
+        fire_at: since,
+        fired_at: fired,
+        resolved_at: resolved,
+        resolution: resolved.map(|_| "cleared".to_string()),
+    }
+}
+
+/// Drifts of every family and state, with their moves over several days (day 0 starts at
+/// `DAY_MILLIS * 100`).
+fn audit_batch() -> Batch {
+    let day = |n: i64, hour: i64| DAY_MILLIS * (100 + n) + hour * 3_600_000;
+    let drifts = vec![
+        // Eventing: a Trigger firing, a Subscription that fired and resolved, a pending Source.
+        drift_of(
+            "trigger",
+            "eventing.knative.dev/v1",
+            "payments",
+            Severity::Critical,
+            day(0, 1),
+            Some(day(0, 2)),
+            None,
+        ),
+        drift_of(
+            "subscription",
+            "messaging.knative.dev/v1",
+            "payments",
+            Severity::Critical,
+            day(1, 1),
+            Some(day(1, 3)),
+            Some(day(2, 5)),
+        ),
+        drift_of(
+            "pingsource",
+            "sources.knative.dev/v1",
+            "cron",
+            Severity::Warning,
+            day(3, 1),
+            None,
+            None,
+        ),
+        // Serving: a Service firing, a Route resolved before it fired.
+        drift_of(
+            "service",
+            "serving.knative.dev/v1",
+            "shop",
+            Severity::Warning,
+            day(2, 1),
+            Some(day(2, 2)),
+            None,
+        ),
+        drift_of(
+            "route",
+            "serving.knative.dev/v1",
+            "shop",
+            Severity::Warning,
+            day(2, 3),
+            None,
+            Some(day(2, 4)),
+        ),
+        // Networking, Operator (cluster-scoped name space left empty), Kubernetes core and apps,
+        // and a group of no family.
+        drift_of(
+            "kingress",
+            "networking.internal.knative.dev/v1alpha1",
+            "shop",
+            Severity::Critical,
+            day(3, 0),
+            Some(day(3, 1)),
+            None,
+        ),
+        drift_of(
+            "serving-cr",
+            "operator.knative.dev/v1beta1",
+            "",
+            Severity::Info,
+            day(3, 2),
+            Some(day(3, 2)),
+            None,
+        ),
+        drift_of(
+            "configmap",
+            "v1",
+            "knative-serving",
+            Severity::Warning,
+            day(0, 5),
+            Some(day(0, 5)),
+            Some(day(3, 6)),
+        ),
+        drift_of(
+            "deployment",
+            "apps/v1",
+            "shop",
+            Severity::Warning,
+            day(1, 0),
+            Some(day(1, 1)),
+            None,
+        ),
+        drift_of(
+            "job",
+            "batch/v1",
+            "jobs",
+            Severity::Info,
+            day(4, 0),
+            Some(day(4, 0)),
+            None,
+        ),
+    ];
+    let mut history = Vec::new();
+    for drift in &drifts {
+        let mut moved = drift.clone();
+        moved.state = DriftState::Pending;
+        history.push(Transition {
+            drift: moved.clone(),
+            from: None,
+            at: drift.since,
+        });
+        if let Some(fired) = drift.fired_at {
+            moved.state = DriftState::Firing;
+            history.push(Transition {
+                drift: moved.clone(),
+                from: Some(DriftState::Pending),
+                at: fired,
+            });
+        }
+        if let Some(resolved) = drift.resolved_at {
+            let from = moved.state;
+            moved.state = DriftState::Resolved;
+            history.push(Transition {
+                drift: moved.clone(),
+                from: Some(from),
+                at: resolved,
+            });
+        }
+    }
+    Batch {
+        changes: Changes {
+            drifts,
+            history,
+            ..Changes::default()
+        },
+        ..Batch::default()
+    }
+}
+
+/// Everything the audit side answers about [`audit_batch`], and the answers it must give.
+fn audit_answers(audit: &dyn AuditRead) -> Vec<String> {
+    let ids = |filter: DriftFilter| {
+        let (drifts, _) = audit
+            .drifts(&DriftFilter {
+                limit: 50,
+                ..filter
+            })
+            .unwrap();
+        drifts.into_iter().map(|drift| drift.id).collect::<Vec<_>>()
+    };
+    let groups = |list: &[&str]| Some(list.iter().map(|group| group.to_string()).collect());
+    let mut answers = Vec::new();
+    let eventing = groups(
+        drift_sentinel::model::group::groups_selected_by("eventing")
+            .unwrap()
+            .as_slice(),
+    );
+    let eventing_ids = ids(DriftFilter {
+        groups: eventing.clone(),
+        ..DriftFilter::default()
+    });
+    assert_eq!(eventing_ids, ["pingsource", "subscription", "trigger"]);
+    answers.push(format!("eventing {eventing_ids:?}"));
+    let open_eventing = ids(DriftFilter {
+        groups: eventing.clone(),
+        state: Some("open".into()),
+        ..DriftFilter::default()
+    });
+    assert_eq!(open_eventing, ["pingsource", "trigger"]);
+    answers.push(format!("open eventing {open_eventing:?}"));
+    let core = ids(DriftFilter {
+        groups: groups(&[""]),
+        ..DriftFilter::default()
+    });
+    assert_eq!(core, ["configmap"]);
+    let kubernetes = ids(DriftFilter {
+        groups: groups(&["", "apps"]),
+        namespace: Some("shop".into()),
+        ..DriftFilter::default()
+    });
+    assert_eq!(kubernetes, ["deployment"]);
+    let nothing = ids(DriftFilter {
+        groups: groups(&[]),
+        ..DriftFilter::default()
+    });
+    assert_eq!(nothing, Vec::<String>::new());
+    let serving_firing = ids(DriftFilter {
+        groups: groups(&["serving.knative.dev"]),
+        state: Some("firing".into()),
+        ..DriftFilter::default()
+    });
+    assert_eq!(serving_firing, ["service"]);
+    answers.push(format!("{core:?} {kubernetes:?} {serving_firing:?}"));
+    // Pages of one within a group filter visit each of its drifts once, newest first.
+    let mut paged = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = audit
+            .drifts(&DriftFilter {
+                groups: eventing.clone(),
+                limit: 1,
+                cursor: cursor.clone(),
+                ..DriftFilter::default()
+            })
+            .unwrap();
+        paged.extend(page.into_iter().map(|drift| drift.id));
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged, eventing_ids);
+    let open: Vec<String> = audit
+        .open_drifts(eventing.as_deref())
+        .unwrap()
+        .into_iter()
+        .map(|d| d.id)
+        .collect();
+    assert_eq!(open, ["pingsource", "trigger"]);
+    let resolved: Vec<String> = audit
+        .resolved_since(0, groups(&["messaging.knative.dev", ""]).as_deref())
+        .unwrap()
+        .into_iter()
+        .map(|drift| drift.id)
+        .collect();
+    assert_eq!(
+        resolved,
+        ["configmap", "subscription"],
+        "latest resolved first; fired first"
+    );
+    answers.push(format!("open {open:?} resolved {resolved:?}"));
+    let counts = audit.firing_counts().unwrap();
+    let count = |severity: &str, group: &str, namespace: &str, count: u64| FiringCount {
+        severity: severity.into(),
+        group: group.into(),
+        namespace: namespace.into(),
+        count,
+    };
+    assert_eq!(
+        counts,
+        [
+            count("critical", "eventing.knative.dev", "payments", 1),
+            count("critical", "networking.internal.knative.dev", "shop", 1),
+            count("info", "batch", "jobs", 1),
+            count("info", "operator.knative.dev", "", 1),
+            count("warning", "apps", "shop", 1),
+            count("warning", "serving.knative.dev", "shop", 1),
+        ]
+    );
+    answers.push(format!("{counts:?}"));
+    // Day by day from the day before day 0: fired moves and resolved-after-firing moves (the
+    // Route resolved while pending: not counted).
+    let start = DAY_MILLIS * 99;
+    let days = audit.moves_per_day(start, 7).unwrap();
+    let expected: Vec<DayMoves> = [(0, 0), (2, 0), (2, 0), (1, 1), (2, 1), (1, 0), (0, 0)]
+        .iter()
+        .enumerate()
+        .map(|(index, (fired, resolved))| DayMoves {
+            start: start + DAY_MILLIS * index as i64,
+            fired: *fired,
+            resolved: *resolved,
+        })
+        .collect();
+    assert_eq!(days, expected);
+    // A window that starts mid-way counts only its own days.
+    let later = audit.moves_per_day(DAY_MILLIS * 103, 2).unwrap();
+    assert_eq!(
+        (later[0].fired, later[0].resolved, later[1].fired),
+        (2, 1, 1)
+    );
+    answers.push(format!("{days:?}"));
+    let history: Vec<(Option<String>, String, Millis)> = audit
+        .history("subscription")
+        .unwrap()
+        .into_iter()
+        .map(|entry| (entry.from, entry.to, entry.at))
+        .collect();
+    answers.push(format!("{history:?}"));
+    answers.push(format!("{:?}", audit.drift("trigger").unwrap()));
+    answers
+}
+
+#[test]
+fn the_audit_side_answers_alike_on_every_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sqlite = store::open(&config(&dir.path().join("audit.db"))).unwrap();
+    sqlite.writer.commit(&audit_batch()).unwrap();
+    let mut memory = MemoryStore::new();
+    memory.commit(&audit_batch()).unwrap();
+    let from_sqlite = audit_answers(sqlite.audit.as_ref());
+    let from_memory = audit_answers(&memory);
+    assert_eq!(from_sqlite, from_memory);
+    // Retention forgets the Subscription and the Route (resolved before day 3) with their moves,
+    // alike.
+    let cutoff = DAY_MILLIS * 103;
+    assert_eq!(sqlite.writer.prune_audit(cutoff).unwrap(), 2 + 3 + 2);
+    assert_eq!(memory.prune_audit(cutoff).unwrap(), 2 + 3 + 2);
+    for audit in [sqlite.audit.as_ref(), &memory as &dyn AuditRead] {
+        assert!(audit.history("subscription").unwrap().is_empty());
+        assert_eq!(audit.history("configmap").unwrap().len(), 3);
+        let days = audit.moves_per_day(DAY_MILLIS * 99, 7).unwrap();
+        let fired: Vec<u64> = days.iter().map(|day| day.fired).collect();
+        let resolved: Vec<u64> = days.iter().map(|day| day.resolved).collect();
+        assert_eq!(
+            (fired, resolved),
+            (vec![0, 2, 1, 1, 2, 1, 0], vec![0, 0, 0, 0, 1, 0, 0])
+        );
+    }
+}
+
+#[test]
+fn version_two_fills_in_the_api_group_of_drifts_stored_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let mut opened = store::open(&config(&path)).unwrap();
+        opened.writer.commit(&audit_batch()).unwrap();
+    }
+    // Back to the version 1 layout: no group column, no new indexes, version 1 recorded.
+    {
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection
+            .execute_batch(
+                "DROP INDEX drifts_api_group; DROP INDEX drift_history_at;
+                 ALTER TABLE drifts DROP COLUMN api_group;
+                 UPDATE schema_version SET version = 1;",
+            )
+            .unwrap();
+    }
+    assert_eq!(recorded_version(&path), Some(1));
+    let opened = store::open(&config(&path)).unwrap();
+    assert_eq!(recorded_version(&path), Some(2));
+    let from_sqlite = audit_answers(opened.audit.as_ref());
+    let mut memory = MemoryStore::new();
+    memory.commit(&audit_batch()).unwrap();
+    assert_eq!(from_sqlite, audit_answers(&memory));
 }

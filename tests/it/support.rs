@@ -148,6 +148,10 @@ struct Options {
     request_timeout: std::time::Duration,
     body_pace: drift_sentinel::ingest::admission::BodyPace,
     capacity: drift_sentinel::classify::Capacity,
+    /// The API reads the memory store's audit side (else it has none: `503`).
+    audit: bool,
+    /// `store.retention`: resolved drifts older than this are pruned.
+    audit_retention: std::time::Duration,
 }
 
 impl Default for Options {
@@ -161,8 +165,21 @@ impl Default for Options {
             request_timeout: std::time::Duration::from_secs(10),
             body_pace: drift_sentinel::ingest::admission::BodyPace::default(),
             capacity: drift_sentinel::classify::Capacity::default(),
+            audit: false,
+            audit_retention: std::time::Duration::from_secs(24 * 3600),
         }
     }
+}
+
+/// Builds a test app whose API and dashboard read the memory store (`app.store`) and whose
+/// clock is `clock`; resolved drifts are kept 90 days (the shipped `store.retention`).
+pub fn app_with_audit(clock: Clock) -> TestApp {
+    build(Options {
+        clock,
+        audit: true,
+        audit_retention: std::time::Duration::from_secs(90 * 24 * 3600),
+        ..Options::default()
+    })
 }
 
 /// Builds a test app whose ingest requires `auth`.
@@ -254,6 +271,8 @@ fn build(options: Options) -> TestApp {
         request_timeout,
         body_pace,
         capacity,
+        audit,
+        audit_retention,
     } = options;
     let store = MemoryStore::new();
     let metrics = Arc::new(Metrics::new());
@@ -268,7 +287,7 @@ fn build(options: Options) -> TestApp {
             outbox_notify: Arc::new(tokio::sync::Notify::new()),
             queue_capacity,
             dedup_retention: std::time::Duration::from_secs(3600),
-            audit_retention: std::time::Duration::from_secs(24 * 3600),
+            audit_retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
             capacity,
         },
@@ -278,7 +297,7 @@ fn build(options: Options) -> TestApp {
     .expect("pipeline starts");
     let draining = Arc::new(AtomicBool::new(false));
     let api = drift_sentinel::api::router(drift_sentinel::api::ApiState {
-        audit: None,
+        audit: audit.then(|| Arc::new(store.clone()) as Arc<dyn drift_sentinel::store::AuditRead>),
         token: None,
         pipeline: pipeline.clone(),
         clock: clock.clone(),

@@ -1,7 +1,11 @@
 """The dashboard in a real headless browser (Debian's chromium): it loads, lists a drift, shows
-its diff, and screenshots are written to test-output/. Its silence form works from its own page,
-and a page on another site can neither post it nor frame the dashboard."""
+its diff, and screenshots are written to test-output/. The front page's overview (tiles, bars
+and the inline SVG chart) renders drifts of every API group family under the dashboard's
+Content-Security-Policy. Its silence form works from its own page, and a page on another site can
+neither post it nor frame the dashboard."""
 
+import base64
+import copy
 import functools
 import http.server
 import json
@@ -15,8 +19,11 @@ import time
 import urllib.request
 from pathlib import Path
 
-from conftest import ROOT, Sentinel
-from test_delivery_process import config_map, edit, post
+from cloudevents.core.bindings.http import to_binary_event
+from cloudevents.core.v1.event import CloudEvent
+
+from conftest import ROOT, Sentinel, attributes, load_yaml_fixture
+from test_delivery_process import RV, config_map, edit, post
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 OUTPUT = ROOT / "test-output"
@@ -228,4 +235,207 @@ def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chrom
         browser.close()
         if server:
             server.shutdown()
+        sentinel.stop()
+
+
+# ---- The overview, with drifts of every API group family --------------------------------------
+
+def post_resource(sentinel, event_id: str, verb: str, obj: dict, plural: str):
+    """Posts `obj` as the ApiServerSource sends it, with the resource's real plural in `subject`."""
+    meta = obj["metadata"]
+    subject = f"/apis/{obj['apiVersion']}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
+    event = CloudEvent(attributes(event_id, verb, obj, cluster="prod", subject=subject), obj)
+    message = to_binary_event(event)
+    status, _, body = sentinel.post(dict(message.headers), message.body)
+    assert status == 202, body
+
+
+def hand_edit(obj: dict, path: list, value, fields: dict) -> dict:
+    """`kubectl edit` of one spec field: the new value, a new resourceVersion, the managedFields entry."""
+    out = copy.deepcopy(obj)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    RV[0] += 1
+    out["metadata"]["resourceVersion"] = str(RV[0])
+    out["metadata"]["managedFields"].append({
+        "manager": "kubectl-edit", "operation": "Update", "apiVersion": obj["apiVersion"],
+        "fieldsType": "FieldsV1", "fieldsV1": fields, "time": "2026-11-29T10:00:00Z"})
+    return out
+
+
+def trigger() -> dict:
+    """The Trigger of tests/fixtures/knative/eventing (a real object)."""
+    return load_yaml_fixture("eventing/redhat-developer-vscode-knative__test-eventingTree-trigger.json")["items"][0]
+
+
+def kingress() -> dict:
+    """A networking.internal.knative.dev Ingress as Knative Serving's route controller writes it."""
+    return {
+        "apiVersion": "networking.internal.knative.dev/v1alpha1", "kind": "Ingress",
+        "metadata": {
+            "name": "hello", "namespace": "shop", "uid": "2f0e41c5-5d7a-4b0e-9c1e-6c1f0e2d7a11",
+            "resourceVersion": "31000", "generation": 1,
+            "labels": {"serving.knative.dev/route": "hello", "serving.knative.dev/routeNamespace": "shop",
+                       "serving.knative.dev/service": "hello"},
+            "annotations": {"networking.knative.dev/ingress.class": "kourier.ingress.networking.knative.dev",
+                            "serving.knative.dev/creator": "system:admin"},
+            "ownerReferences": [{"apiVersion": "serving.knative.dev/v1", "kind": "Route", "name": "hello",
+                                 "uid": "9a7c3a52-1f64-4b8c-8d0e-0c4d7f0f5b21", "controller": True,
+                                 "blockOwnerDeletion": True}],
+            "managedFields": [{"manager": "controller", "operation": "Update",
+                               "apiVersion": "networking.internal.knative.dev/v1alpha1", "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:spec": {".": {}, "f:httpOption": {}, "f:rules": {}}},
+                               "time": "2026-11-01T00:00:00Z"}],
+        },
+        "spec": {"httpOption": "Enabled", "rules": [{
+            "hosts": ["hello.shop.example.com"], "visibility": "ExternalIP",
+            "http": {"paths": [{"splits": [{"serviceName": "hello-00001", "serviceNamespace": "shop",
+                                            "servicePort": 80, "percent": 100,
+                                            "appendHeaders": {"Knative-Serving-Revision": "hello-00001",
+                                                              "Knative-Serving-Namespace": "shop"}}]}]}}]},
+        "status": {"observedGeneration": 1, "conditions": [
+            {"type": "LoadBalancerReady", "status": "True", "lastTransitionTime": "2026-11-01T00:00:05Z"},
+            {"type": "NetworkConfigured", "status": "True", "lastTransitionTime": "2026-11-01T00:00:05Z"},
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-01T00:00:05Z"}]},
+    }
+
+
+def knative_serving() -> dict:
+    """The operator's KnativeServing custom resource."""
+    return {
+        "apiVersion": "operator.knative.dev/v1beta1", "kind": "KnativeServing",
+        "metadata": {
+            "name": "knative-serving", "namespace": "knative-serving",
+            "uid": "c1d2e3f4-0a1b-4c2d-8e3f-112233445566", "resourceVersion": "32000", "generation": 2,
+            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                               "apiVersion": "operator.knative.dev/v1beta1", "fieldsType": "FieldsV1",
+                               "fieldsV1": {"f:spec": {".": {}, "f:config": {}, "f:version": {}}},
+                               "time": "2026-11-01T00:00:00Z"}],
+        },
+        "spec": {"version": "1.15", "config": {"autoscaler": {"enable-scale-to-zero": "true"},
+                                               "network": {"ingress-class": "kourier.ingress.networking.knative.dev"}}},
+        "status": {"version": "1.15.2", "observedGeneration": 2, "conditions": [
+            {"type": "DependenciesInstalled", "status": "True"}, {"type": "DeploymentsAvailable", "status": "True"},
+            {"type": "InstallSucceeded", "status": "True"}, {"type": "Ready", "status": "True"},
+            {"type": "VersionMigrationEligible", "status": "True"}]},
+    }
+
+
+def api(sentinel, path: str):
+    with urllib.request.urlopen(sentinel.url + path, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir):
+    assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
+    OUTPUT.mkdir(exist_ok=True)
+    sentinel = Sentinel(workdir)
+    sentinel.config_path.write_text(
+        f"store:\n  path: {workdir / 'sentinel.db'}\n"
+        "channels:\n  - {name: log, type: log}\n"
+        "routes:\n  - {channels: [log], groupWait: 0s}\n")
+    sentinel.start()
+    browser = DevTools()
+    try:
+        # Kubernetes: one hand-edited ConfigMap stays edited, another is put back (resolved).
+        for index, name in enumerate(["config-autoscaler", "config-gc"]):
+            base = config_map(name)
+            post(sentinel, f"ov-cm-{index}-1", "add", base)
+            edited = edit(base, "enable-scale-to-zero", "false")
+            post(sentinel, f"ov-cm-{index}-2", "update", edited)
+            if name == "config-gc":
+                post(sentinel, f"ov-cm-{index}-3", "update", edit(edited, "enable-scale-to-zero", None))
+        # Eventing: a Trigger's subscriber changed by hand.
+        tr = trigger()
+        post_resource(sentinel, "ov-tr-1", "add", tr, "triggers")
+        post_resource(sentinel, "ov-tr-2", "update",
+                      hand_edit(tr, ["spec", "subscriber", "ref", "name"], "payments-v2",
+                                {"f:spec": {"f:subscriber": {"f:ref": {"f:name": {}}}}}), "triggers")
+        # Networking: a KIngress's HTTP option edited under Knative's feet.
+        ing = kingress()
+        post_resource(sentinel, "ov-ing-1", "add", ing, "ingresses")
+        post_resource(sentinel, "ov-ing-2", "update",
+                      hand_edit(ing, ["spec", "httpOption"], "Redirected", {"f:spec": {"f:httpOption": {}}}),
+                      "ingresses")
+        # Operator: the KnativeServing's autoscaler config edited by hand.
+        ks = knative_serving()
+        post_resource(sentinel, "ov-ks-1", "add", ks, "knativeservings")
+        post_resource(sentinel, "ov-ks-2", "update",
+                      hand_edit(ks, ["spec", "config", "autoscaler", "enable-scale-to-zero"], "false",
+                                {"f:spec": {"f:config": {"f:autoscaler": {"f:enable-scale-to-zero": {}}}}}),
+                      "knativeservings")
+
+        firing = api(sentinel, "/api/v1/drifts?state=firing")["items"]
+        groups = sorted({drift["apiVersion"].split("/")[0] if "/" in drift["apiVersion"] else "core"
+                         for drift in firing})
+        assert groups == ["core", "eventing.knative.dev", "networking.internal.knative.dev",
+                          "operator.knative.dev"], firing
+        assert [d["kind"] for d in api(sentinel, "/api/v1/drifts?group=networking")["items"]] == ["Ingress"]
+        resolved = api(sentinel, "/api/v1/drifts?state=resolved")["items"]
+        assert len(resolved) == 1, resolved
+
+        # The page as a person sees it, tall enough for the overview and the list.
+        browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=1500, deviceScaleFactor=1,
+                     mobile=False)
+        browser.open(sentinel.url + "/ui")
+        tiles = browser.evaluate("""Object.fromEntries(['critical', 'warning', 'info'].map(s => {
+            const tile = document.getElementById('tile-' + s);
+            return [s, {n: tile.querySelector('.n').innerText, bg: getComputedStyle(tile).backgroundColor,
+                        visible: tile.getBoundingClientRect().width > 0}];
+        }))""")
+        for severity in ["critical", "warning", "info"]:
+            expected = sum(1 for drift in firing if drift["severity"] == severity)
+            assert tiles[severity]["n"] == str(expected), (severity, tiles)
+            assert tiles[severity]["visible"]
+        # The inline <style> applies under the CSP: a non-empty critical tile is red.
+        assert tiles["critical"]["bg"] == "rgb(176, 0, 32)", tiles
+        by_group = browser.evaluate("""Object.fromEntries([...document.querySelectorAll('#by-group tr')].map(
+            row => [row.querySelector('th').innerText, [row.querySelector('td.n').innerText,
+                    row.querySelector('.bar').getBoundingClientRect().width]]))""")
+        assert {name: count for name, (count, _) in by_group.items()} == {
+            "Serving": "0", "Eventing": "1", "Networking": "1", "Operator": "1", "Kubernetes": "1"}, by_group
+        # Bars are drawn (their width is an inline style, which the CSP allows) in proportion.
+        assert by_group["Eventing"][1] > 0 and by_group["Serving"][1] == 0, by_group
+        namespaces = browser.evaluate("[...document.querySelectorAll('#by-namespace th')].map(th => th.innerText)")
+        assert set(namespaces) == {"knative-serving", "josh", "shop"}, namespaces
+        # The chart: an inline SVG, rendered, with a bar per day and series, numbers that are the
+        # API's, and its title and description for assistive technology.
+        chart = browser.evaluate("""(() => {
+            const svg = document.getElementById('moves-chart');
+            const box = svg.getBoundingClientRect();
+            const sum = cls => [...svg.querySelectorAll('rect.' + cls)]
+                .reduce((total, bar) => total + Number(bar.dataset.count), 0);
+            const drawn = [...svg.querySelectorAll('rect.fired')]
+                .filter(bar => Number(bar.dataset.count) > 0)
+                .map(bar => bar.getBoundingClientRect().height);
+            return {width: box.width, height: box.height, fired: sum('fired'), resolved: sum('resolved'),
+                    bars: svg.querySelectorAll('rect.fired').length, drawn,
+                    labels: [...svg.querySelectorAll('text.count')].map(t => t.textContent),
+                    title: svg.querySelector('title').textContent, desc: svg.querySelector('desc').textContent,
+                    role: svg.getAttribute('role')};
+        })()""")
+        assert chart["width"] > 400 and chart["height"] > 100, chart
+        assert chart["bars"] == 14, chart
+        assert chart["fired"] == len(firing) + len(resolved), chart
+        assert chart["resolved"] == len(resolved), chart
+        assert chart["drawn"] and all(height > 10 for height in chart["drawn"]), chart
+        assert str(chart["fired"]) in chart["labels"] or sum(map(int, chart["labels"])) == chart["fired"] + chart["resolved"], chart
+        assert chart["role"] == "img" and "last 14 days" in chart["title"], chart
+        assert f"{chart['fired']} fired and {chart['resolved']} resolved" in chart["desc"], chart
+        # The list below the overview, filtered by family from the select.
+        assert browser.evaluate("document.getElementById('overview').compareDocumentPosition("
+                                "document.getElementById('drifts')) & Node.DOCUMENT_POSITION_FOLLOWING")
+        shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        overview_png = OUTPUT / "dashboard-overview.png"
+        overview_png.write_bytes(base64.b64decode(shot["data"]))
+        assert overview_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and overview_png.stat().st_size > 20000
+        browser.evaluate("document.querySelector('select[name=group]').value = 'eventing'")
+        browser.evaluate("document.querySelector('form.filters button').click()")
+        browser.wait_for("location.href.includes('group=eventing') && document.readyState === 'complete'")
+        rows = browser.evaluate("[...document.querySelectorAll('#drifts tr')].slice(1).map(r => r.innerText)")
+        assert len(rows) == 1 and "Trigger josh/example-trigger0" in rows[0], rows
+    finally:
+        browser.close()
         sentinel.stop()

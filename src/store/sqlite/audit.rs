@@ -8,14 +8,29 @@ use std::sync::Mutex;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use crate::model::{Drift, Evidence, Millis};
+use crate::store::audit::dense_days;
 use crate::store::rows::{DriftRow, EvidenceRow, SilenceRow};
 use crate::store::{
-    AttemptView, AuditRead, Cursor, DeliveryView, DriftFilter, Error, HistoryEntry, OutboxState,
-    StoredSilence,
+    AttemptView, AuditRead, Cursor, DayMoves, DeliveryView, DriftFilter, Error, FiringCount,
+    HistoryEntry, OutboxState, StoredSilence, DAY_MILLIS,
 };
 
 fn sql_open(sql: &mut String) {
     sql.push_str(" AND state IN ('pending', 'firing')");
+}
+
+/// ` AND api_group IN (…)` with one numbered parameter per group (none: nothing matches).
+fn sql_groups(sql: &mut String, values: &mut Vec<rusqlite::types::Value>, groups: &[String]) {
+    let mut placeholders = Vec::with_capacity(groups.len());
+    for group in groups {
+        values.push(group.clone().into());
+        placeholders.push(format!("?{}", values.len()));
+    }
+    if placeholders.is_empty() {
+        sql.push_str(" AND 0");
+    } else {
+        sql.push_str(&format!(" AND api_group IN ({})", placeholders.join(", ")));
+    }
 }
 
 /// Queries for the API.
@@ -109,6 +124,9 @@ impl AuditRead for AuditReader {
                 " AND MAX(since, COALESCE(fired_at, 0), COALESCE(resolved_at, 0)) >= ?",
                 since.into(),
             );
+        }
+        if let Some(groups) = &filter.groups {
+            sql_groups(&mut sql, &mut values, groups);
         }
         if let Some((since, id)) = &filter.cursor {
             values.push((*since).into());
@@ -261,17 +279,69 @@ impl AuditRead for AuditReader {
         Ok(silences)
     }
 
-    /// Drifts that fired and resolved at or after `since`.
-    fn resolved_since(&self, since: Millis) -> Result<Vec<Drift>, Error> {
+    /// Drifts that fired and resolved at or after `since`, of objects in `groups` when given.
+    fn resolved_since(
+        &self,
+        since: Millis,
+        groups: Option<&[String]>,
+    ) -> Result<Vec<Drift>, Error> {
+        let mut sql = String::from(
+            "SELECT body FROM drifts WHERE state = 'resolved' AND fired_at IS NOT NULL AND resolved_at >= ?1",
+        );
+        let mut values: Vec<rusqlite::types::Value> = vec![since.into()];
+        if let Some(groups) = groups {
+            sql_groups(&mut sql, &mut values, groups);
+        }
+        sql.push_str(" ORDER BY resolved_at DESC, id LIMIT 5000");
         let connection = self.lock();
-        let mut statement = connection.prepare(
-            "SELECT body FROM drifts WHERE state = 'resolved' AND fired_at IS NOT NULL AND resolved_at >= ?1 ORDER BY resolved_at DESC LIMIT 5000",
-        )?;
-        let rows = statement.query_map(params![since], |row| row.get::<_, String>(0))?;
+        let mut statement = connection.prepare(&sql)?;
+        let rows = statement.query_map(params_from_iter(values.iter()), |row| {
+            row.get::<_, String>(0)
+        })?;
         let mut drifts = Vec::new();
         for row in rows {
             drifts.push(decode_drift(&row?)?);
         }
         Ok(drifts)
+    }
+
+    /// Firing drifts counted by severity, API group and namespace.
+    fn firing_counts(&self) -> Result<Vec<FiringCount>, Error> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT severity, api_group, namespace, COUNT(*) FROM drifts WHERE state = 'firing'
+             GROUP BY severity, api_group, namespace ORDER BY severity, api_group, namespace",
+        )?;
+        let rows = statement.query_map([], |row| {
+            Ok(FiringCount {
+                severity: row.get(0)?,
+                group: row.get(1)?,
+                namespace: row.get(2)?,
+                count: row.get::<_, i64>(3)?.max(0).unsigned_abs(),
+            })
+        })?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// Fired and resolved-after-firing moves per day, counted by SQLite over the days' history
+    /// (the `drift_history_at` index).
+    fn moves_per_day(&self, start: Millis, days: usize) -> Result<Vec<DayMoves>, Error> {
+        let end = start.saturating_add(DAY_MILLIS.saturating_mul(days as i64));
+        let connection = self.lock();
+        let mut statement = connection.prepare(
+            "SELECT (at - ?1) / ?3 AS day,
+                    SUM(to_state = 'firing' AND from_state IS NOT 'firing'),
+                    SUM(to_state = 'resolved' AND from_state IS 'firing')
+             FROM drift_history WHERE at >= ?1 AND at < ?2 GROUP BY day",
+        )?;
+        let rows = statement.query_map(params![start, end, DAY_MILLIS], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, i64>(1)?.max(0).unsigned_abs(),
+                row.get::<_, i64>(2)?.max(0).unsigned_abs(),
+            ))
+        })?;
+        let counted = rows.collect::<Result<Vec<_>, _>>()?;
+        Ok(dense_days(start, days, counted))
     }
 }

@@ -183,8 +183,8 @@ impl Store for SqliteStore {
                 delete_object.execute(params![key.cluster, key.uid])?;
             }
             let mut upsert_drift = transaction.prepare_cached(
-                "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body, api_group)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
                  ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
                  fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
             )?;
@@ -205,7 +205,8 @@ impl Store for SqliteStore {
                     super::rows::encode_drift(drift).map_err(|source| Error::Corrupt {
                         table: "drifts",
                         source,
-                    })?
+                    })?,
+                    crate::model::group::api_group(&drift.api_version),
                 ])?;
             }
             let mut insert_history = transaction.prepare_cached(

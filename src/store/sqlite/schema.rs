@@ -3,7 +3,8 @@
 //! The `schema_version` table holds one row: the version the file's layout has. Opening a store
 //! applies, in one transaction, every migration newer than its version and records the newest.
 //! A store without the table (a new file, or one written before versions were recorded) is
-//! version 0; version 1 is the current layout. Migration 1 is safe on both: it creates what is
+//! version 0; version 1 is that layout with outbox claims, version 2 adds the drifts' API group
+//! (and indexes for the dashboard's overview). Migration 1 is safe on both: it creates what is
 //! missing (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
 //! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
 //! binary never touches a layout it does not understand.
@@ -106,11 +107,24 @@ ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
 ALTER TABLE outbox ADD COLUMN claimed_until INTEGER;
 "#;
 
+/// Version 2: the drift's API group as a column (the `group` filter in the query, without
+/// reading bodies), filled in from the stored bodies' `apiVersion`; and the history by time (the
+/// overview's moves per day read only the days they count).
+const V2_GROUPS_AND_DAYS: &str = r#"
+ALTER TABLE drifts ADD COLUMN api_group TEXT NOT NULL DEFAULT '';
+UPDATE drifts SET api_group = COALESCE(
+    substr(json_extract(body, '$.apiVersion'), 1, instr(json_extract(body, '$.apiVersion'), '/') - 1),
+    '')
+WHERE json_valid(body) AND instr(json_extract(body, '$.apiVersion'), '/') > 0;
+CREATE INDEX IF NOT EXISTS drifts_api_group ON drifts (api_group);
+CREATE INDEX IF NOT EXISTS drift_history_at ON drift_history (at);
+"#;
+
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
-const MIGRATIONS: &[(i64, &[&str])] = &[(1, &[V1_TABLES, V1_CLAIMS])];
+const MIGRATIONS: &[(i64, &[&str])] = &[(1, &[V1_TABLES, V1_CLAIMS]), (2, &[V2_GROUPS_AND_DAYS])];
 
 /// The newest schema version this binary knows.
-pub const LATEST: i64 = 1;
+pub const LATEST: i64 = 2;
 
 /// Refuses a store written by a newer binary, before anything (not even a pragma) is written.
 pub(super) fn check_not_newer(connection: &Connection) -> Result<(), Error> {
