@@ -91,6 +91,9 @@ pub struct FiringLabel {
     pub severity: String,
     /// Namespace, or `_other` past the cap.
     pub namespace: String,
+    /// The object's API group family (`serving`, `eventing`, `networking`, `operator`,
+    /// `kubernetes`, or `other`): a bounded label to break drifts down by part of Knative.
+    pub group: String,
 }
 
 /// `cluster` and `part` of drift-sentinel's own event path.

@@ -661,6 +661,11 @@ impl Writer {
                     class: drift.class.clone(),
                     severity: drift.severity.as_str().to_string(),
                     namespace: self.metrics.namespace_label(&drift.namespace),
+                    group: crate::model::group::family_of(crate::model::group::api_group(
+                        &drift.api_version,
+                    ))
+                    .map_or("other", |family| family.id)
+                    .to_string(),
                 };
                 *counts.entry(label).or_default() += 1;
             }

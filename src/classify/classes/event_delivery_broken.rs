@@ -253,7 +253,9 @@ impl DriftClass for EventDeliveryBroken {
         }
         let chain = kinds::condition_chain(context.graph, object);
         if let Some(chain) = kinds::chain_fact(&chain) {
-            found.facts.insert("conditionChain".into(), chain);
+            found
+                .facts
+                .insert(crate::model::CONDITION_CHAIN_FACT.into(), chain);
         }
         found.hint = Some(match check {
             Some(command) => format!(

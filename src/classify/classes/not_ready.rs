@@ -164,7 +164,9 @@ impl DriftClass for NotReady {
             .facts
             .insert("message".into(), culprit.message.clone());
         if let Some(chain) = kinds::chain_fact(&chain) {
-            found.facts.insert("conditionChain".into(), chain);
+            found
+                .facts
+                .insert(crate::model::CONDITION_CHAIN_FACT.into(), chain);
         }
         found.severity = kinds::not_ready_severity(object.group(), &object.kind);
         found.hint = Some(describe(

@@ -199,7 +199,9 @@ impl DriftClass for PipelineBroken {
         found.facts.insert("problem".into(), problem);
         let chain = kinds::condition_chain(context.graph, object);
         if let Some(chain) = kinds::chain_fact(&chain) {
-            found.facts.insert("conditionChain".into(), chain);
+            found
+                .facts
+                .insert(crate::model::CONDITION_CHAIN_FACT.into(), chain);
         }
         found.hint = Some(format!(
             "{}; kubectl apply -k k8s/  # restores the shipped ApiServerSource, Broker and Trigger",

@@ -125,7 +125,9 @@ impl DriftClass for ScaleUnreachable {
         found.facts.insert("revision".into(), revision.clone());
         let chain = kinds::condition_chain(context.graph, autoscaler);
         if let Some(chain) = kinds::chain_fact(&chain) {
-            found.facts.insert("conditionChain".into(), chain);
+            found
+                .facts
+                .insert(crate::model::CONDITION_CHAIN_FACT.into(), chain);
         }
         found.hint = Some(format!(
             "kubectl{ns} describe deployment {}; kubectl{ns} get pods -l serving.knative.dev/revision={}  # look for FailedCreate, quota, scheduling or image pull events",
