@@ -26,7 +26,7 @@ use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
 use client::{Conn, Rng};
-use world::{Fixtures, Mode, Op};
+use world::{Fixtures, Mode, Op, OBJECTS_PER_APP};
 
 #[derive(Parser)]
 #[command(about = "drift-sentinel benchmark driver")]
@@ -42,7 +42,7 @@ enum Cmd {
         /// Output directory.
         #[arg(long)]
         out: PathBuf,
-        /// Apps (7 objects each).
+        /// Apps (11 objects each, `world::OBJECTS_PER_APP`).
         #[arg(long, default_value_t = 72)]
         apps: usize,
         /// Also write one cycle as structured events with concrete ids, for `drift-sentinel replay`.
@@ -100,7 +100,7 @@ struct RunArgs {
     threads: usize,
     #[arg(long, default_value_t = 64)]
     connections: usize,
-    /// Apps in the replayed event set (7 objects each).
+    /// Apps in the replayed event set (11 objects each, `world::OBJECTS_PER_APP`).
     #[arg(long, default_value_t = 72)]
     apps: usize,
     /// Objects for the second RSS reading (the first is at 10,000).
@@ -203,7 +203,7 @@ fn gen(out: &Path, apps: usize, replay: Option<&Path>) -> Result<Value> {
         let count = |op: Op| templates.iter().filter(|t| t.op == op).count();
         stats[name] = json!({
             "events": templates.len(),
-            "objects": apps * 7,
+            "objects": apps * OBJECTS_PER_APP,
             "status": count(Op::Status),
             "trusted": count(Op::Trusted),
             "drift": count(Op::Drift),
@@ -669,7 +669,7 @@ fn load_objects(
                     let mut buf = Vec::new();
                     for index in (first..first + apps).filter(|i| i % threads == t) {
                         for (number, object) in world::app(fixtures, index).iter().enumerate() {
-                            if (index - first) * 7 + number >= limit {
+                            if (index - first) * OBJECTS_PER_APP + number >= limit {
                                 break;
                             }
                             let template = world::request(
@@ -905,14 +905,14 @@ fn run(args: &RunArgs) -> Result<()> {
     let mut memory = json!({"rss_kib_empty": rss_empty});
     let mut loaded_apps = 0;
     for target in [10_000usize, args.objects] {
-        let apps = target.div_ceil(7) - loaded_apps;
+        let apps = target.div_ceil(OBJECTS_PER_APP) - loaded_apps;
         let started = Instant::now();
         let (ok, failed) = load_objects(
             sink.addr,
             &fixtures,
             10_000 + loaded_apps,
             apps,
-            target - loaded_apps * 7,
+            target - loaded_apps * OBJECTS_PER_APP,
             8,
         );
         loaded_apps += apps;

@@ -1,14 +1,27 @@
 //! The benchmark's synthetic cluster, built from the real Knative objects in
-//! `tests/fixtures/knative/serving/`.
+//! `tests/fixtures/knative/serving/` and the objects derived from Knative's sources in
+//! `tests/fixtures/knative/derived/`.
 //!
-//! One "app" is what Knative creates for one Service: the Service, its Configuration and Route,
-//! two Revisions, the Revision's Deployment and one Pod (7 objects, 2 to 20 KB each as JSON, with
-//! `managedFields` tries). Each object follows a 20-step script that returns to its starting spec,
-//! so the event list can be replayed in a loop: `S` a status-only update (the controller,
-//! kube-controller-manager or kubelet writes status), `a` a spec change by a trusted manager
-//! (Argo CD, Knative's controller, the autoscaler), `d` a spec change by `kubectl-edit` (a drift:
-//! `manual_edit` fires), `r` a trusted manager writing the edited field back (the drift
-//! resolves). Over one app the mix is exactly 112 `S` : 21 `a`/`r` : 7 `d` = 80 % : 15 % : 5 %.
+//! One "app" is what Knative and its user create for one Service ([`OBJECTS_PER_APP`] = 11
+//! objects, 2 to 20 KB each as JSON, with `managedFields` tries): the Service, its Configuration
+//! and Route, two Revisions, the active Revision's Deployment and one Pod; Serving's internals
+//! for them, the active Revision's PodAutoscaler (named after it, owned by it) and the Route's
+//! KIngress (named after it, owned by it); and Eventing: a Broker (`{service}-broker`) and a
+//! Trigger (`{service}-events`) from it to the Service. Each object follows a 20-step script that
+//! returns to its starting spec, so the event list can be replayed in a loop: `S` a status-only
+//! update (the controller, the autoscaler, kourier, `mtchannel-broker`, kube-controller-manager or
+//! kubelet writes status), `a` a spec change by a trusted manager (Argo CD, Knative's controller,
+//! the autoscaler), `d` a spec change by `kubectl-edit` (a drift: `manual_edit` fires), `r` a
+//! trusted manager writing the edited field back (the drift resolves). Over one app the mix is
+//! exactly 184 `S` : 27 `a`/`r` (18 `a`, 9 `r`) : 9 `d` of 220 events = 83.6 % : 12.3 % : 4.1 %
+//! (checked by the tests below, `cargo test --example bench-loadgen`).
+//!
+//! The status churn stays within every class's grace: Revisions and their PodAutoscaler scale
+//! 1 → 2 → 1 with `actual` one step behind `desired`, a KIngress's `LoadBalancerReady` (and
+//! `Ready`) is `Unknown` for one step of each script, `observedGeneration` catches up on the
+//! status write after a spec change. The Trigger's `a` steps move `spec.filter.attributes.type`
+//! between two event types (Argo CD), its `d` step sets a third by hand and its `r` step writes
+//! the value before the edit back; Broker, KIngress and PodAutoscaler take status writes only.
 //!
 //! Field ownership is simulated as the API server does it: the manager that writes a field takes
 //! it over from the others, and its `time` moves, so attribution sees what it sees in a cluster.
@@ -27,11 +40,19 @@ pub const RV_PLACE: &str = "^^^^^^^^^^^^^^^";
 pub const SOURCE: &str = "https://10.96.0.1:443";
 /// Steps in one object's script.
 pub const STEPS: usize = 20;
+/// Objects in one app (what [`app`] returns): the loaders and the stats count apps with it.
+pub const OBJECTS_PER_APP: usize = 11;
 
 const SERVICE_PLAN: &str = "SaSdSrSaSdSrSaSdSraS";
 const CONFIGURATION_PLAN: &str = "SaSSdSrSaSSSaSdSrSaS";
 const DEPLOYMENT_PLAN: &str = "SaSaSdSrSaSaSdSrSaSa";
 const STATUS_PLAN: &str = "SSSSSSSSSSSSSSSSSSSS";
+const TRIGGER_PLAN: &str = "SaSSdSrSaSSSaSdSrSaS";
+
+/// The two event types Argo CD moves a Trigger's filter between (`a` steps), and the one a
+/// person sets by hand (`d` steps).
+const TRIGGER_TYPES: [&str; 2] = ["com.example.order.created", "com.example.order.updated"];
+const TRIGGER_HAND_TYPE: &str = "com.example.order.cancelled";
 
 const SA_ARGO: &str = "system:serviceaccount:argocd:argocd-application-controller";
 const PERSON: &str = "jane@example.com";
@@ -42,14 +63,26 @@ pub struct Fixtures {
     revision: Value,
     configuration: Value,
     route: Value,
+    pod_autoscaler: Value,
+    ingress: Value,
+    broker: Value,
+    trigger: Value,
 }
 
 impl Fixtures {
-    /// Reads the fixtures under `root` (the repository).
+    /// Reads the fixtures under `root` (the repository): the real Serving objects in
+    /// `tests/fixtures/knative/serving/` and the objects derived from Knative's sources in
+    /// `tests/fixtures/knative/derived/` (PodAutoscaler, KIngress, Broker, Trigger).
     pub fn load(root: &Path) -> Result<Fixtures, String> {
         let dir = root.join("tests/fixtures/knative/serving");
+        let derived = root.join("tests/fixtures/knative/derived");
         let read = |name: &str| -> Result<String, String> {
             std::fs::read_to_string(dir.join(name)).map_err(|error| format!("{name}: {error}"))
+        };
+        let derived_yaml = |name: &str| -> Result<Value, String> {
+            let text = std::fs::read_to_string(derived.join(name))
+                .map_err(|error| format!("{name}: {error}"))?;
+            serde_saphyr::from_str::<Value>(&text).map_err(|e| format!("{name}: {e}"))
         };
         let list = |name: &str| -> Result<Value, String> {
             let value: Value = serde_json::from_str(&read(name)?).map_err(|e| e.to_string())?;
@@ -72,6 +105,10 @@ impl Fixtures {
                 "rguske-github-io__knative-serving-unwrapped__configuration-knative-webapp.yaml",
             )?,
             route: yaml("rguske-github-io__knative-serving-unwrapped__route-knative-webapp.yaml")?,
+            pod_autoscaler: derived_yaml("podautoscaler-active.yaml")?,
+            ingress: derived_yaml("ingress-ready.yaml")?,
+            broker: derived_yaml("broker-ready.yaml")?,
+            trigger: derived_yaml("trigger-ready.yaml")?,
         })
     }
 }
@@ -151,6 +188,8 @@ pub struct Object {
     managers: Vec<Manager>,
     plan: &'static str,
     status_steps: usize,
+    /// The value a `d` step replaced, which the next `r` step writes back.
+    edited_from: Option<Value>,
 }
 
 impl Object {
@@ -160,6 +199,7 @@ impl Object {
             managers,
             plan,
             status_steps: 0,
+            edited_from: None,
         }
     }
 
@@ -353,11 +393,52 @@ impl Object {
                     Op::Trusted
                 }
             }
+            ("Trigger", 'a') => {
+                let attributes = &mut self.value["spec"]["filter"]["attributes"];
+                let next = if attributes["type"] == TRIGGER_TYPES[0] {
+                    TRIGGER_TYPES[1]
+                } else {
+                    TRIGGER_TYPES[0]
+                };
+                attributes["type"] = json!(next);
+                self.write_trigger_type("argocd-application-controller", SA_ARGO, &at);
+                Op::Trusted
+            }
+            ("Trigger", 'd') => {
+                let attributes = &mut self.value["spec"]["filter"]["attributes"];
+                self.edited_from = Some(attributes["type"].clone());
+                attributes["type"] = json!(TRIGGER_HAND_TYPE);
+                self.write_trigger_type("kubectl-edit", PERSON, &at);
+                Op::Drift
+            }
+            ("Trigger", 'r') => {
+                // Argo CD's self-heal writes back what Git holds: the value before the edit.
+                let restored = self
+                    .edited_from
+                    .take()
+                    .unwrap_or_else(|| json!(TRIGGER_TYPES[0]));
+                self.value["spec"]["filter"]["attributes"]["type"] = restored;
+                self.write_trigger_type("argocd-application-controller", SA_ARGO, &at);
+                Op::Trusted
+            }
             _ => {
                 self.status(&kind, &at);
                 Op::Status
             }
         }
+    }
+
+    /// Records a write of a Trigger's `spec.filter.attributes.type` by `manager` (`user` is
+    /// what Eventing's webhook stamps as the last modifier).
+    fn write_trigger_type(&mut self, manager: &'static str, user: &str, at: &str) {
+        self.value["metadata"]["annotations"]["eventing.knative.dev/lastModifier"] = json!(user);
+        self.write(
+            manager,
+            "",
+            &["f:spec", "f:filter", "f:attributes", "f:type"],
+            at,
+        );
+        self.bump_generation();
     }
 
     /// A status-only write: conditions' times always move; some steps change kept fields too.
@@ -377,14 +458,48 @@ impl Object {
         let (manager, subresource) = match kind {
             "Deployment" => ("kube-controller-manager", "status"),
             "Pod" => ("kubelet", "status"),
+            // The KPA reconciler runs in Serving's `autoscaler`, the KIngress one in net-kourier's
+            // `kourier`, Broker and Trigger status in Eventing's `mtchannel-broker` (as in the
+            // derived fixtures' managedFields).
+            "PodAutoscaler" => ("autoscaler", "status"),
+            "Ingress" => ("kourier", "status"),
+            "Broker" | "Trigger" => ("mtchannel-broker", "status"),
             _ => ("controller", "status"),
         };
         match kind {
             "Revision" => {
-                let desired = if (1..=4).contains(&(k % 10)) { 2 } else { 1 };
-                let actual = if (2..=5).contains(&(k % 10)) { 2 } else { 1 };
+                let (desired, actual) = scale_at(k);
                 status["desiredReplicas"] = json!(desired);
                 status["actualReplicas"] = json!(actual);
+            }
+            "PodAutoscaler" => {
+                let (desired, actual) = scale_at(k);
+                status["desiredScale"] = json!(desired);
+                status["actualScale"] = json!(actual);
+                status["observedGeneration"] = generation;
+            }
+            "Ingress" => {
+                // Once per script the load balancer is re-programmed: LoadBalancerReady (and
+                // Ready, which follows it) is Unknown for one step, well within not_ready's grace.
+                let waiting = k % STEPS == INGRESS_WAIT_STEP;
+                if let Some(conditions) = status["conditions"].as_array_mut() {
+                    for condition in conditions {
+                        if condition["type"] != "LoadBalancerReady" && condition["type"] != "Ready"
+                        {
+                            continue;
+                        }
+                        if waiting {
+                            condition["status"] = json!("Unknown");
+                            condition["reason"] = json!("Uninitialized");
+                            condition["message"] = json!("Waiting for load balancer to be ready");
+                        } else if let Some(fields) = condition.as_object_mut() {
+                            fields.insert("status".into(), json!("True"));
+                            fields.remove("reason");
+                            fields.remove("message");
+                        }
+                    }
+                }
+                status["observedGeneration"] = generation;
             }
             "Deployment" => {
                 let replicas = self.value["spec"]["replicas"].clone();
@@ -410,6 +525,19 @@ impl Object {
         }
         self.touch(manager, subresource, at);
     }
+}
+
+/// The step of each script at which a KIngress waits for its load balancer.
+const INGRESS_WAIT_STEP: usize = 7;
+
+/// `(desired, actual)` replicas at status step `k`: up to 2 and back once every 10 steps,
+/// `actual` following `desired` one step later (a one-step shortfall, then a one-step excess).
+/// A Revision's `desiredReplicas`/`actualReplicas` and its PodAutoscaler's
+/// `desiredScale`/`actualScale` move the same way.
+fn scale_at(k: usize) -> (u32, u32) {
+    let desired = if (1..=4).contains(&(k % 10)) { 2 } else { 1 };
+    let actual = if (2..=5).contains(&(k % 10)) { 2 } else { 1 };
+    (desired, actual)
 }
 
 fn insert_path(trie: &mut Map<String, Value>, segments: &[String]) {
@@ -476,7 +604,8 @@ fn queue_env(namespace: &str, service: &str, revision: &str) -> Vec<(String, Str
     .collect()
 }
 
-/// The 7 objects of app `index` (parents first), in their starting state.
+/// The [`OBJECTS_PER_APP`] objects of app `index` (parents first, the Service at 0), in their
+/// starting state.
 pub fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
     let namespace = format!("team-{:02}", index % 40);
     let service = format!("app-{index:06}");
@@ -1024,17 +1153,364 @@ pub fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
         Manager {
             name: "kubelet",
             subresource: "status",
-            time: at0,
+            time: at0.clone(),
             paths: kubelet_paths,
         },
     ];
     objects.push(Object::new(pod, STATUS_PLAN, pod_managers));
+
+    let ready_at = |value: &mut Value| {
+        if let Some(conditions) = value["status"]["conditions"].as_array_mut() {
+            for condition in conditions {
+                condition["lastTransitionTime"] = json!(at0);
+            }
+        }
+    };
+    let field_paths = |prefix: &[&str], fields: &[&str]| -> Vec<Vec<String>> {
+        fields
+            .iter()
+            .map(|field| {
+                let mut segments = path(prefix);
+                segments.push(field.to_string());
+                segments
+            })
+            .collect()
+    };
+    let owner_ref_path = |owner_uid: &str| {
+        path(&[
+            "f:metadata",
+            "f:ownerReferences",
+            &format!("k:{{\"uid\":\"{owner_uid}\"}}"),
+            ".",
+        ])
+    };
+
+    // The active Revision's PodAutoscaler (`derived/podautoscaler-active.yaml`): Knative names it
+    // after the Revision, copies the Revision's labels and annotations, and the autoscaler
+    // writes its status.
+    let mut pa = fixtures.pod_autoscaler.clone();
+    pa["metadata"] = json!({
+        "annotations": {"autoscaling.knative.dev/class": "kpa.autoscaling.knative.dev", "autoscaling.knative.dev/metric": "concurrency",
+                        "autoscaling.knative.dev/max-scale": "10", "autoscaling.knative.dev/target": "100",
+                        "serving.knative.dev/creator": SA_ARGO},
+        "creationTimestamp": "2026-11-20T08:00:03Z", "generation": 1, "labels": labels,
+        "name": revision, "namespace": namespace,
+        "ownerReferences": owner("Revision", revision, rev_uid), "uid": uid(&format!("pa/{index}")),
+    });
+    pa["spec"]["scaleTargetRef"]["name"] = json!(deployment_name);
+    pa["status"]["metricsServiceName"] = json!(format!("{revision}-private"));
+    pa["status"]["serviceName"] = json!(revision);
+    ready_at(&mut pa);
+    let mut pa_paths = field_paths(
+        &["f:metadata", "f:annotations"],
+        &[
+            "f:autoscaling.knative.dev/class",
+            "f:autoscaling.knative.dev/metric",
+            "f:autoscaling.knative.dev/max-scale",
+            "f:autoscaling.knative.dev/target",
+            "f:serving.knative.dev/creator",
+        ],
+    );
+    pa_paths.extend(field_paths(
+        &["f:metadata", "f:labels"],
+        &[
+            "f:app",
+            "f:serving.knative.dev/configuration",
+            "f:serving.knative.dev/configurationGeneration",
+            "f:serving.knative.dev/configurationUID",
+            "f:serving.knative.dev/revision",
+            "f:serving.knative.dev/revisionUID",
+            "f:serving.knative.dev/service",
+            "f:serving.knative.dev/serviceUID",
+        ],
+    ));
+    pa_paths.push(owner_ref_path(rev_uid));
+    pa_paths.extend(field_paths(
+        &["f:spec"],
+        &["f:protocolType", "f:reachability", "f:scaleTargetRef"],
+    ));
+    let pa_managers = vec![
+        Manager {
+            name: "controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: pa_paths,
+        },
+        Manager {
+            name: "autoscaler",
+            subresource: "status",
+            time: at0.clone(),
+            paths: field_paths(
+                &["f:status"],
+                &[
+                    "f:actualScale",
+                    "f:conditions",
+                    "f:desiredScale",
+                    "f:metricsServiceName",
+                    "f:observedGeneration",
+                    "f:serviceName",
+                ],
+            ),
+        },
+    ];
+    objects.push(Object::new(pa, STATUS_PLAN, pa_managers));
+
+    // The Route's KIngress (`derived/ingress-ready.yaml`, net-kourier): named after the Route,
+    // one split to the active Revision on the cluster-local and the external hosts.
+    let mut ingress = fixtures.ingress.clone();
+    let rollout = json!({"configurations": [{"configurationName": service, "percent": 100,
+        "revisions": [{"percent": 100, "revisionName": revision}], "stepParams": {}}]});
+    ingress["metadata"] = json!({
+        "annotations": {"networking.internal.knative.dev/rollout": rollout.to_string(),
+                        "networking.knative.dev/ingress.class": "kourier.ingress.networking.knative.dev",
+                        "serving.knative.dev/creator": SA_ARGO, "serving.knative.dev/lastModifier": SA_ARGO},
+        "creationTimestamp": "2026-11-20T08:00:02Z", "finalizers": ["ingresses.networking.internal.knative.dev"],
+        "generation": 1,
+        "labels": {"serving.knative.dev/route": service, "serving.knative.dev/routeNamespace": namespace,
+                   "serving.knative.dev/service": service},
+        "name": service, "namespace": namespace, "ownerReferences": owner("Route", &service, &route_uid),
+        "uid": uid(&format!("kingress/{index}")),
+    });
+    let splits = json!([{"appendHeaders": {"Knative-Serving-Namespace": namespace, "Knative-Serving-Revision": revision},
+        "percent": 100, "serviceName": revision, "serviceNamespace": namespace, "servicePort": 80}]);
+    ingress["spec"]["rules"] = json!([
+        {"hosts": [format!("{service}.{namespace}"), format!("{service}.{namespace}.svc"),
+                   format!("{service}.{namespace}.svc.cluster.local")],
+         "http": {"paths": [{"splits": splits}]}, "visibility": "ClusterLocal"},
+        {"hosts": [format!("{service}.{namespace}.example.com")],
+         "http": {"paths": [{"splits": splits}]}, "visibility": "ExternalIP"},
+    ]);
+    ready_at(&mut ingress);
+    let mut ingress_paths = field_paths(
+        &["f:metadata", "f:annotations"],
+        &[
+            "f:networking.internal.knative.dev/rollout",
+            "f:networking.knative.dev/ingress.class",
+            "f:serving.knative.dev/creator",
+            "f:serving.knative.dev/lastModifier",
+        ],
+    );
+    ingress_paths.extend(field_paths(
+        &["f:metadata", "f:labels"],
+        &[
+            "f:serving.knative.dev/route",
+            "f:serving.knative.dev/routeNamespace",
+            "f:serving.knative.dev/service",
+        ],
+    ));
+    ingress_paths.push(owner_ref_path(&route_uid));
+    ingress_paths.extend(field_paths(&["f:spec"], &["f:httpOption", "f:rules"]));
+    let ingress_managers = vec![
+        Manager {
+            name: "controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: ingress_paths,
+        },
+        Manager {
+            name: "kourier",
+            subresource: "",
+            time: at0.clone(),
+            paths: vec![path(&[
+                "f:metadata",
+                "f:finalizers",
+                "v:\"ingresses.networking.internal.knative.dev\"",
+            ])],
+        },
+        Manager {
+            name: "kourier",
+            subresource: "status",
+            time: at0.clone(),
+            paths: field_paths(
+                &["f:status"],
+                &[
+                    "f:conditions",
+                    "f:observedGeneration",
+                    "f:privateLoadBalancer",
+                    "f:publicLoadBalancer",
+                ],
+            ),
+        },
+    ];
+    objects.push(Object::new(ingress, STATUS_PLAN, ingress_managers));
+
+    // The app's Broker (`derived/broker-ready.yaml`, MT channel-based), applied by Argo CD with
+    // its own dead-letter Service.
+    let broker_name = format!("{service}-broker");
+    let dead_letter = format!("{service}-dlq");
+    let app_labels =
+        json!({"app.kubernetes.io/instance": service, "app.kubernetes.io/part-of": namespace});
+    let applied_ref = json!({"ref": {"apiVersion": "v1", "kind": "Service", "name": dead_letter}});
+    let live_ref = json!({"ref": {"apiVersion": "v1", "kind": "Service", "name": dead_letter,
+                                  "namespace": namespace}});
+    let last_applied = |kind: &str, name: &str, labels: &Value, spec: &Value| {
+        let applied = json!({"apiVersion": "eventing.knative.dev/v1", "kind": kind,
+            "metadata": {"annotations": {}, "labels": labels, "name": name, "namespace": namespace},
+            "spec": spec});
+        format!("{applied}\n")
+    };
+    let mut broker = fixtures.broker.clone();
+    let mut applied_spec = json!({"delivery": broker["spec"]["delivery"].clone()});
+    applied_spec["delivery"]["deadLetterSink"] = applied_ref.clone();
+    broker["spec"]["delivery"]["deadLetterSink"] = live_ref.clone();
+    broker["metadata"] = json!({
+        "annotations": {"eventing.knative.dev/broker.class": "MTChannelBasedBroker",
+                        "eventing.knative.dev/creator": SA_ARGO, "eventing.knative.dev/lastModifier": SA_ARGO,
+                        "kubectl.kubernetes.io/last-applied-configuration": last_applied("Broker", &broker_name, &app_labels, &applied_spec)},
+        "creationTimestamp": "2026-11-20T08:00:00Z", "generation": 1, "labels": app_labels,
+        "name": broker_name, "namespace": namespace, "uid": uid(&format!("broker/{index}")),
+    });
+    let channel = format!("{broker_name}-kne-trigger");
+    broker["status"]["address"]["url"] = json!(format!(
+        "http://broker-ingress.knative-eventing.svc.cluster.local/{namespace}/{broker_name}"
+    ));
+    broker["status"]["annotations"]["knative.dev/channelAddress"] = json!(format!(
+        "http://{channel}-kn-channel.{namespace}.svc.cluster.local"
+    ));
+    broker["status"]["annotations"]["knative.dev/channelName"] = json!(channel);
+    broker["status"]["deadLetterSinkUri"] = json!(format!(
+        "http://{dead_letter}.{namespace}.svc.cluster.local"
+    ));
+    ready_at(&mut broker);
+    let eventing_metadata = |extra: &[&str]| -> Vec<Vec<String>> {
+        let mut paths = field_paths(
+            &["f:metadata", "f:annotations"],
+            &[
+                "f:eventing.knative.dev/creator",
+                "f:eventing.knative.dev/lastModifier",
+                "f:kubectl.kubernetes.io/last-applied-configuration",
+            ],
+        );
+        paths.extend(field_paths(&["f:metadata", "f:annotations"], extra));
+        paths.extend(field_paths(
+            &["f:metadata", "f:labels"],
+            &[
+                "f:app.kubernetes.io/instance",
+                "f:app.kubernetes.io/part-of",
+            ],
+        ));
+        paths
+    };
+    let delivery_paths = |extra: &[&str]| -> Vec<Vec<String>> {
+        let mut fields = vec!["f:backoffDelay", "f:backoffPolicy", "f:retry"];
+        fields.extend_from_slice(extra);
+        let mut paths = field_paths(&["f:spec", "f:delivery"], &fields);
+        paths.extend(field_paths(
+            &["f:spec", "f:delivery", "f:deadLetterSink", "f:ref"],
+            &["f:apiVersion", "f:kind", "f:name", "f:namespace"],
+        ));
+        paths
+    };
+    let mut broker_paths = eventing_metadata(&["f:eventing.knative.dev/broker.class"]);
+    broker_paths.extend(field_paths(
+        &["f:spec", "f:config"],
+        &["f:apiVersion", "f:kind", "f:name", "f:namespace"],
+    ));
+    broker_paths.extend(delivery_paths(&[]));
+    let broker_managers = vec![
+        Manager {
+            name: "argocd-application-controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: broker_paths,
+        },
+        Manager {
+            name: "mtchannel-broker",
+            subresource: "status",
+            time: at0.clone(),
+            paths: field_paths(
+                &["f:status"],
+                &[
+                    "f:address",
+                    "f:annotations",
+                    "f:conditions",
+                    "f:deadLetterSinkUri",
+                    "f:observedGeneration",
+                ],
+            ),
+        },
+    ];
+    objects.push(Object::new(broker, STATUS_PLAN, broker_managers));
+
+    // The app's Trigger (`derived/trigger-ready.yaml`): events of one type from the Broker to
+    // the app's Knative Service; Argo CD owns the filter, Eventing's `mtchannel-broker` the status.
+    let trigger_name = format!("{service}-events");
+    let mut trigger = fixtures.trigger.clone();
+    let mut delivery = trigger["spec"]["delivery"].clone();
+    delivery["deadLetterSink"] = applied_ref;
+    let subscriber = json!({"ref": {"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": service}});
+    let applied_spec = json!({"broker": broker_name, "delivery": delivery,
+        "filter": {"attributes": {"type": TRIGGER_TYPES[0]}}, "subscriber": subscriber});
+    let mut spec = applied_spec.clone();
+    spec["delivery"]["deadLetterSink"] = live_ref;
+    spec["subscriber"]["ref"]["namespace"] = json!(namespace);
+    trigger["spec"] = spec;
+    let mut trigger_labels = app_labels.clone();
+    trigger_labels["eventing.knative.dev/broker"] = json!(broker_name);
+    trigger["metadata"] = json!({
+        "annotations": {"eventing.knative.dev/creator": SA_ARGO, "eventing.knative.dev/lastModifier": SA_ARGO,
+                        "kubectl.kubernetes.io/last-applied-configuration": last_applied("Trigger", &trigger_name, &trigger_labels, &applied_spec)},
+        "creationTimestamp": "2026-11-20T08:00:01Z", "generation": 1, "labels": trigger_labels,
+        "name": trigger_name, "namespace": namespace, "uid": uid(&format!("trigger/{index}")),
+    });
+    if let Some(status) = trigger["status"].as_object_mut() {
+        // No audience on the subscriber, so none in the status.
+        status.remove("subscriberAudience");
+    }
+    trigger["status"]["deadLetterSinkUri"] = json!(format!(
+        "http://{dead_letter}.{namespace}.svc.cluster.local"
+    ));
+    trigger["status"]["subscriberUri"] =
+        json!(format!("http://{service}.{namespace}.svc.cluster.local"));
+    ready_at(&mut trigger);
+    let mut trigger_paths = eventing_metadata(&[]);
+    trigger_paths.push(path(&[
+        "f:metadata",
+        "f:labels",
+        "f:eventing.knative.dev/broker",
+    ]));
+    trigger_paths.push(path(&["f:spec", "f:broker"]));
+    trigger_paths.extend(delivery_paths(&["f:timeout"]));
+    trigger_paths.push(path(&["f:spec", "f:filter", "f:attributes", "f:type"]));
+    trigger_paths.extend(field_paths(
+        &["f:spec", "f:subscriber", "f:ref"],
+        &["f:apiVersion", "f:kind", "f:name", "f:namespace"],
+    ));
+    let trigger_managers = vec![
+        Manager {
+            name: "argocd-application-controller",
+            subresource: "",
+            time: at0.clone(),
+            paths: trigger_paths,
+        },
+        Manager {
+            name: "mtchannel-broker",
+            subresource: "status",
+            time: at0,
+            paths: field_paths(
+                &["f:status"],
+                &[
+                    "f:conditions",
+                    "f:deadLetterSinkUri",
+                    "f:observedGeneration",
+                    "f:subscriberUri",
+                ],
+            ),
+        },
+    ];
+    objects.push(Object::new(trigger, TRIGGER_PLAN, trigger_managers));
+    debug_assert_eq!(objects.len(), OBJECTS_PER_APP);
     objects
 }
 
 /// The ApiServerSource subject of an object.
 pub fn subject(api_version: &str, kind: &str, namespace: &str, name: &str) -> String {
-    let plural = format!("{}s", kind.to_ascii_lowercase());
+    let lower = kind.to_ascii_lowercase();
+    let plural = if lower.ends_with('s') {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    };
     if api_version.contains('/') {
         format!("/apis/{api_version}/namespaces/{namespace}/{plural}/{name}")
     } else {
@@ -1121,7 +1597,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// One entry of the replayed event list.
 pub struct Template {
-    /// Index of the object (apps × 7).
+    /// Index of the object (app × [`OBJECTS_PER_APP`] + its place in the app).
     pub object: usize,
     /// What the event does.
     pub op: Op,
@@ -1164,4 +1640,136 @@ pub fn body_len(request: &[u8]) -> usize {
     find(request, b"\r\n\r\n")
         .map(|at| request.len() - at - 4)
         .unwrap_or(0)
+}
+
+// Run with `cargo test --example bench-loadgen` (examples are built, not tested, by `cargo test`).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> Fixtures {
+        Fixtures::load(Path::new(env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|error| panic!("fixtures: {error}"))
+    }
+
+    #[test]
+    fn an_app_has_the_objects_and_the_mix_the_module_doc_states() {
+        let objects = app(&fixtures(), 0);
+        let kinds: Vec<String> = objects.iter().map(|object| object.ident().1).collect();
+        assert_eq!(
+            kinds,
+            [
+                "Service",
+                "Configuration",
+                "Route",
+                "Revision",
+                "Revision",
+                "Deployment",
+                "Pod",
+                "PodAutoscaler",
+                "Ingress",
+                "Broker",
+                "Trigger"
+            ]
+        );
+        assert_eq!(objects.len(), OBJECTS_PER_APP);
+        let mut letters: BTreeMap<char, usize> = BTreeMap::new();
+        for object in &objects {
+            assert_eq!(object.plan.len(), STEPS);
+            for letter in object.plan.chars() {
+                *letters.entry(letter).or_default() += 1;
+            }
+        }
+        assert_eq!(
+            letters,
+            BTreeMap::from([('S', 184), ('a', 18), ('d', 9), ('r', 9)])
+        );
+    }
+
+    #[test]
+    fn every_script_does_what_its_plan_says_and_returns_to_its_starting_spec() {
+        for mut object in app(&fixtures(), 4) {
+            let start = object.value["spec"].clone();
+            for step in 0..STEPS {
+                let expected = match object.plan.as_bytes()[step] {
+                    b'S' => Op::Status,
+                    b'd' => Op::Drift,
+                    _ => Op::Trusted,
+                };
+                assert_eq!(
+                    object.step(step),
+                    expected,
+                    "{:?} step {step}",
+                    object.ident()
+                );
+            }
+            assert_eq!(object.value["spec"], start, "{:?}", object.ident());
+        }
+    }
+
+    #[test]
+    fn the_new_kinds_point_at_their_app() {
+        let objects = app(&fixtures(), 3);
+        let uid_of = |index: usize| objects[index].value["metadata"]["uid"].clone();
+        let name_of = |index: usize| objects[index].value["metadata"]["name"].clone();
+        let (autoscaler, ingress, broker, trigger) = (
+            &objects[7].value,
+            &objects[8].value,
+            &objects[9].value,
+            &objects[10].value,
+        );
+        assert_eq!(autoscaler["metadata"]["name"], name_of(4));
+        assert_eq!(
+            autoscaler["metadata"]["ownerReferences"][0]["uid"],
+            uid_of(4)
+        );
+        assert_eq!(
+            autoscaler["metadata"]["ownerReferences"][0]["controller"],
+            true
+        );
+        assert_eq!(ingress["metadata"]["name"], name_of(2));
+        assert_eq!(ingress["metadata"]["ownerReferences"][0]["uid"], uid_of(2));
+        assert_eq!(broker["metadata"]["name"], "app-000003-broker");
+        assert_eq!(trigger["metadata"]["name"], "app-000003-events");
+        assert_eq!(trigger["spec"]["broker"], "app-000003-broker");
+        assert_eq!(trigger["spec"]["subscriber"]["ref"]["kind"], "Service");
+        assert_eq!(trigger["spec"]["subscriber"]["ref"]["name"], name_of(0));
+        for value in [autoscaler, ingress, broker, trigger] {
+            assert_eq!(value["metadata"]["namespace"], "team-03");
+        }
+        let (api_version, kind, namespace, name) = objects[8].ident();
+        assert_eq!(
+            subject(&api_version, &kind, &namespace, &name),
+            "/apis/networking.internal.knative.dev/v1alpha1/namespaces/team-03/ingresses/app-000003"
+        );
+    }
+
+    #[test]
+    fn the_autoscaler_scales_as_its_revision_and_the_ingress_waits_one_step() {
+        let mut objects = app(&fixtures(), 0);
+        let mut waiting_steps = 0;
+        for step in 0..2 * STEPS {
+            for object in &mut objects {
+                object.step(step);
+            }
+            let (revision, autoscaler) = (&objects[4].value["status"], &objects[7].value["status"]);
+            assert_eq!(revision["desiredReplicas"], autoscaler["desiredScale"]);
+            assert_eq!(revision["actualReplicas"], autoscaler["actualScale"]);
+            let ingress = &objects[8].value["status"]["conditions"];
+            let ready = ingress
+                .as_array()
+                .map(|conditions| {
+                    conditions
+                        .iter()
+                        .filter(|condition| condition["status"] == "True")
+                        .count()
+                })
+                .unwrap_or_default();
+            if ready < 3 {
+                waiting_steps += 1;
+                assert_eq!(ready, 1, "only LoadBalancerReady and Ready wait");
+            }
+        }
+        assert_eq!(waiting_steps, 2, "one step of each script");
+    }
 }
