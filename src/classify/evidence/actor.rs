@@ -149,12 +149,25 @@ pub fn attribute(
         operation: chosen.operation.clone(),
         subresource: chosen.subresource.clone(),
         time: chosen.time.clone(),
-        user: object
-            .annotations
-            .get("serving.knative.dev/lastModifier")
-            .cloned(),
+        user: last_modifier(object),
         trusted: rules.is_trusted(&chosen.manager),
     })
+}
+
+/// The user Knative's webhook recorded as the last to modify the object: each Knative group
+/// stamps its own `<group>/lastModifier` (`serving.knative.dev`, `eventing.knative.dev`,
+/// `messaging.knative.dev`, `sources.knative.dev`, `flows.knative.dev`).
+fn last_modifier(object: &KubeObject) -> Option<String> {
+    let group = crate::decode::object::api_group(&object.api_version);
+    if crate::decode::object::is_knative_group(group) {
+        if let Some(user) = object.annotations.get(&format!("{group}/lastModifier")) {
+            return Some(user.clone());
+        }
+    }
+    object
+        .annotations
+        .get("serving.knative.dev/lastModifier")
+        .cloned()
 }
 
 #[cfg(test)]
