@@ -22,6 +22,7 @@ mod recording;
 mod registry;
 #[cfg(feature = "cluster")]
 mod resync;
+mod review16;
 mod router;
 mod scenario;
 mod secrets;
