@@ -45,6 +45,10 @@ pub struct Graph {
     by_name: HashMap<NameKey, String>,
     children: HashMap<ObjectKey, BTreeSet<String>>,
     tombstones: BTreeSet<(Millis, ObjectKey)>,
+    /// Triggers by the Broker their `eventing.knative.dev/broker` label names: (cluster,
+    /// namespace, Broker name) → Trigger uids. Eventing's webhook sets the label from
+    /// `spec.broker`; a Broker's change of readiness re-assesses its Triggers through it.
+    triggers: HashMap<(String, String, String), BTreeSet<String>>,
     /// Objects per cluster name (a handful of names), to tell which clusters are tracked.
     clusters: HashMap<String, usize>,
     /// The sum of the objects' [`ObjectState::weight`].
@@ -52,6 +56,7 @@ pub struct Graph {
 }
 
 const CONFIGURATION_UID: &str = "serving.knative.dev/configurationUID";
+const TRIGGER_BROKER: &str = "eventing.knative.dev/broker";
 const REVISION_UID: &str = "serving.knative.dev/revisionUID";
 
 impl Graph {
@@ -118,6 +123,22 @@ impl Graph {
         };
         uids.iter()
             .filter_map(|uid| self.by_uid(&parent.cluster, uid))
+            .collect()
+    }
+
+    /// The Triggers (tombstones included) whose `eventing.knative.dev/broker` label names
+    /// `broker`.
+    pub fn triggers_of(&self, broker: &ObjectState) -> Vec<&ObjectState> {
+        let key = (
+            broker.cluster.clone(),
+            broker.namespace.clone(),
+            broker.name.clone(),
+        );
+        let Some(uids) = self.triggers.get(&key) else {
+            return Vec::new();
+        };
+        uids.iter()
+            .filter_map(|uid| self.by_uid(&broker.cluster, uid))
             .collect()
     }
 
@@ -241,9 +262,27 @@ impl Graph {
                 .or_default()
                 .insert(object.uid.clone());
         }
+        if let Some(key) = Self::trigger_key(object) {
+            self.triggers
+                .entry(key)
+                .or_default()
+                .insert(object.uid.clone());
+        }
         if object.deleted {
             self.tombstones.insert((object.last_seen, object.key()));
         }
+    }
+
+    fn trigger_key(object: &ObjectState) -> Option<(String, String, String)> {
+        if !object.is_kind("eventing.knative.dev", "Trigger") {
+            return None;
+        }
+        let broker = object.label(TRIGGER_BROKER)?;
+        Some((
+            object.cluster.clone(),
+            object.namespace.clone(),
+            broker.to_string(),
+        ))
     }
 
     fn unindex(&mut self, object: &ObjectState) {
@@ -263,6 +302,14 @@ impl Graph {
                 set.remove(&object.uid);
                 if set.is_empty() {
                     self.children.remove(&parent_key);
+                }
+            }
+        }
+        if let Some(key) = Self::trigger_key(object) {
+            if let Some(set) = self.triggers.get_mut(&key) {
+                set.remove(&object.uid);
+                if set.is_empty() {
+                    self.triggers.remove(&key);
                 }
             }
         }

@@ -48,9 +48,11 @@ pub(crate) fn on_event_path(group: &str, kind: &str) -> bool {
 pub(crate) fn is_plumbing(object: &ObjectState) -> bool {
     let group = object.group();
     let internal = group == NETWORKING_INTERNAL || group == AUTOSCALING_INTERNAL;
+    // A Trigger's Subscription, a Broker's or Sequence's Channel, a ContainerSource's
+    // SinkBinding.
     let plumbing = matches!(
         (group, object.kind.as_str()),
-        ("messaging.knative.dev", "Subscription")
+        ("messaging.knative.dev", "Subscription") | (SOURCES, "SinkBinding")
     ) || (is_knative_group(group) && object.kind.ends_with("Channel"));
     (internal || plumbing)
         && object.controller_owner().is_some_and(|owner| {
@@ -74,10 +76,29 @@ pub(crate) fn reporting_owner<'a>(
     if owner.is_going_away() {
         return None;
     }
+    // Owner references that lead back to the object (made by hand, or forged) would hide every
+    // object of the cycle behind another.
+    let mut above = owner;
+    for _ in 0..MAX_CHAIN {
+        let Some(next) = above
+            .controller_owner()
+            .and_then(|reference| graph.by_uid(&object.cluster, &reference.uid))
+        else {
+            break;
+        };
+        if next.uid == object.uid {
+            return None;
+        }
+        above = next;
+    }
     let conditions = owner.conditions();
-    happy_condition(&conditions)
-        .filter(|happy| happy.status != "True")
-        .map(|_| owner)
+    let happy = happy_condition(&conditions).filter(|happy| happy.status != "True")?;
+    // An owner not ready for a reason that is no failure (a PodAutoscaler at zero) reports
+    // nothing, so it cannot report its plumbing either.
+    if benign_not_ready(owner, culprit(&conditions, happy)).is_some() {
+        return None;
+    }
+    Some(owner)
 }
 
 /// Who reconciles a kind, with the command that shows its log: named in `generation_lag`.
@@ -317,8 +338,9 @@ fn next_in_chain<'a>(
         })
 }
 
-/// A chain as the JSON text kept in `evidence.facts["conditionChain"]` (what the dashboard
-/// renders), or `None` when it says nothing beyond the object itself.
+/// A chain as the JSON text kept in `evidence.facts["conditionChain"]` (the API returns it and
+/// the dashboard's drift page renders it), or `None` when it says nothing beyond the object
+/// itself.
 pub(crate) fn chain_fact(chain: &[ChainLink]) -> Option<String> {
     if chain.len() < 2 {
         return None;

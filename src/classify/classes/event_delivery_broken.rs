@@ -41,6 +41,8 @@ fn delivery_conditions(object: &ObjectState) -> &'static [&'static str] {
             &["DeadLetterSinkResolved"]
         }
         (_, "SinkBinding") => &["SinkProvided"],
+        // A ContainerSource delivers through the SinkBinding it owns.
+        (kinds::SOURCES, "ContainerSource") => &["SinkProvided", "SinkBindingReady"],
         (group, _) if group == kinds::SOURCES || group.ends_with(".sources.knative.dev") => {
             &["SinkProvided"]
         }
@@ -107,7 +109,7 @@ fn target(object: &ObjectState, condition: &str) -> (Option<String>, Option<Stri
     let (label, destination) = match condition {
         "SubscriberResolved" => ("subscriber", spec.get("subscriber")),
         "DeadLetterSinkResolved" => ("dead-letter sink", spec.pointer("/delivery/deadLetterSink")),
-        "SinkProvided" => ("sink", spec.get("sink")),
+        "SinkProvided" | "SinkBindingReady" => ("sink", spec.get("sink")),
         "BrokerReady" => {
             let broker = spec.get("broker").and_then(Value::as_str);
             return (
@@ -263,7 +265,7 @@ impl DriftClass for EventDeliveryBroken {
                 match failing.condition_type.as_str() {
                     "SubscriberResolved" => "spec.subscriber",
                     "DeadLetterSinkResolved" => "spec.delivery.deadLetterSink",
-                    "SinkProvided" => "spec.sink",
+                    "SinkProvided" | "SinkBindingReady" => "spec.sink",
                     "BrokerReady" => "spec.broker",
                     _ => "the reference",
                 }

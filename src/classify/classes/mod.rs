@@ -202,6 +202,23 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
 ];
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
+
+/// What other objects' verdicts read of an object: its happy condition's status, whether it is
+/// going away, and a PodAutoscaler's shortfall. When it changes, the engine re-evaluates the
+/// objects that depend on it.
+pub(crate) fn health(object: &ObjectState) -> (Option<String>, bool, bool) {
+    let happy = if object.is_knative() {
+        let conditions = object.conditions();
+        crate::classify::kinds::happy_condition(&conditions).map(|happy| happy.status.clone())
+    } else {
+        None
+    };
+    (
+        happy,
+        object.is_going_away(),
+        scale_unreachable::short_of(object).is_some(),
+    )
+}
 /// The id of the class the router sends to every channel.
 pub use pipeline_broken::ID as PIPELINE_BROKEN;
 

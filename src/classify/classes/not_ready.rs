@@ -111,9 +111,13 @@ impl DriftClass for NotReady {
         // An upgrade (or the first install) in progress is `operator_upgrade_stuck`'s, with a
         // grace long enough for one.
         if context.rules.class("operator_upgrade_stuck").enabled
-            && super::operator_upgrade_stuck::upgrading(object).is_some()
+            && object.group() == kinds::OPERATOR
+            && matches!(object.kind.as_str(), "KnativeServing" | "KnativeEventing")
         {
-            return vec![Assessment::clear(object, "operator upgrade in progress")];
+            return vec![Assessment::clear(
+                object,
+                "reported as operator_upgrade_stuck",
+            )];
         }
         // A PodAutoscaler short of replicas is `scale_unreachable`'s, which says by how many.
         if context.rules.class("scale_unreachable").enabled
@@ -127,7 +131,7 @@ impl DriftClass for NotReady {
         let mut verdicts: Vec<Assessment> = linked
             .iter()
             .skip(1)
-            .filter(|(child, _)| kinds::is_plumbing(child))
+            .filter(|(child, _)| kinds::reporting_owner(context.graph, child).is_some())
             .filter(|(child, _)| context.open_drift(&child.key(), self.id()).is_some())
             .map(|(child, _)| {
                 Assessment::clear(

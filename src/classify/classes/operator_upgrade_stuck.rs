@@ -3,8 +3,13 @@
 //! operator installs one minor version at a time and an upgrade takes minutes; one that lasts
 //! longer is stuck (a failed Deployment, a webhook that does not start, a skipped minor
 //! version), and the cluster runs a mix of versions meanwhile. The evidence names the versions
-//! and the failing condition (`InstallSucceeded=False ...`). While an upgrade (or the first
-//! install) is in progress, `not_ready` leaves the operator's CRs to this class.
+//! and the failing condition (`InstallSucceeded=False ...`).
+//!
+//! Many installs leave `spec.version` unset: upgrading the operator then upgrades Knative, and
+//! the CR is simply not ready while it does (`DeploymentsAvailable=False`, a first install's
+//! `InstallSucceeded=Unknown`). So a `KnativeServing`/`KnativeEventing` that is not ready is this
+//! class's too, with the same grace, and `not_ready` leaves the operator's CRs to it: an install
+//! or upgrade of a few minutes is no alert, one that does not finish is.
 
 use super::*;
 use crate::classify::evidence::hint::describe;
@@ -46,6 +51,50 @@ pub(crate) fn upgrading(object: &ObjectState) -> Option<(String, String)> {
     Some((requested.to_string(), installed))
 }
 
+/// The finding for an operator CR that is not ready without a pinned version it has not reached.
+fn not_ready_evidence(
+    object: &ObjectState,
+    conditions: &[crate::classify::state::Condition],
+    installed: &str,
+) -> crate::model::Evidence {
+    let mut summary = format!("{} has not become ready", object.reference());
+    if !installed.is_empty() {
+        summary.push_str(&format!(" (installed version {installed})"));
+    }
+    let mut found = evidence(String::new());
+    if let Some(ready) = kinds::happy_condition(conditions) {
+        let culprit = kinds::culprit(conditions, ready);
+        summary.push_str(&format!(": {}={}", culprit.condition_type, culprit.status));
+        if !culprit.reason.is_empty() {
+            summary.push_str(&format!(" ({})", culprit.reason));
+        }
+        if !culprit.message.is_empty() {
+            summary.push_str(&format!(": {}", culprit.message));
+        }
+        found
+            .facts
+            .insert("condition".into(), culprit.condition_type.clone());
+        found.facts.insert("reason".into(), culprit.reason.clone());
+        found
+            .facts
+            .insert("message".into(), culprit.message.clone());
+    }
+    found.summary = summary;
+    found
+        .facts
+        .insert("installedVersion".into(), installed.to_string());
+    found.hint = Some(format!(
+        "{}; kubectl -n knative-operator logs deploy/knative-operator",
+        describe(
+            &object.api_version,
+            &object.kind,
+            &object.namespace,
+            &object.name
+        )
+    ));
+    found
+}
+
 impl DriftClass for OperatorUpgradeStuck {
     fn id(&self) -> &'static str {
         "operator_upgrade_stuck"
@@ -83,10 +132,28 @@ impl DriftClass for OperatorUpgradeStuck {
         if object.group() != OPERATOR || object.is_going_away() {
             return Vec::new();
         }
-        let Some((requested, installed)) = upgrading(object) else {
-            return vec![Assessment::clear(object, "requested version installed")];
-        };
+        if !matches!(object.kind.as_str(), "KnativeServing" | "KnativeEventing") {
+            return Vec::new();
+        }
         let conditions = object.conditions();
+        let not_ready =
+            kinds::happy_condition(&conditions).is_some_and(|ready| ready.status != "True");
+        let Some((requested, installed)) = upgrading(object) else {
+            if !not_ready {
+                return vec![Assessment::clear(
+                    object,
+                    "requested version installed and ready",
+                )];
+            }
+            let installed = object
+                .status_field("version")
+                .and_then(|version| version.as_str().map(str::to_string))
+                .unwrap_or_default();
+            return vec![Assessment::holds(
+                object,
+                not_ready_evidence(object, &conditions, &installed),
+            )];
+        };
         let mut summary = if installed.is_empty() {
             format!(
                 "{} has not finished installing version {requested}",

@@ -43,13 +43,23 @@ pub(crate) fn part_problem(
         PipelinePart::Source => {
             let kind = text("/sink/ref/kind");
             let name = text("/sink/ref/name");
+            // An unset namespace means the source's own.
+            let elsewhere = text("/sink/ref/namespace")
+                .filter(|namespace| !namespace.is_empty())
+                .is_some_and(|namespace| namespace != pipeline.namespace);
             if kind.as_deref() != Some("Broker")
                 || name.as_deref() != Some(pipeline.broker.as_str())
+                || elsewhere
             {
                 return Some(format!(
                     "its sink is {} instead of Broker {}",
                     match (kind, name, text("/sink/uri")) {
-                        (Some(kind), Some(name), _) => format!("{kind} {name}"),
+                        (Some(kind), Some(name), _) => format!(
+                            "{kind} {}/{name}",
+                            text("/sink/ref/namespace")
+                                .filter(|namespace| !namespace.is_empty())
+                                .unwrap_or_else(|| object.namespace.clone())
+                        ),
                         (_, _, Some(uri)) => format!("URI {uri}"),
                         _ => "unset".to_string(),
                     },
@@ -72,7 +82,13 @@ pub(crate) fn part_problem(
                 ));
             }
             let subscriber = text("/subscriber/ref/name");
-            if subscriber.as_deref() != Some(pipeline.service.as_str()) {
+            // A Kubernetes Service, or a Knative Service when the sink runs as one.
+            let kind_ok = text("/subscriber/ref/kind").as_deref() == Some("Service");
+            let namespace_ok = text("/subscriber/ref/namespace")
+                .filter(|namespace| !namespace.is_empty())
+                .is_none_or(|namespace| namespace == pipeline.namespace);
+            if subscriber.as_deref() != Some(pipeline.service.as_str()) || !kind_ok || !namespace_ok
+            {
                 return Some(format!(
                     "its subscriber is {} instead of Service {}",
                     subscriber

@@ -79,7 +79,9 @@ impl Engine {
                 let (cluster, version) = (object.cluster.clone(), object.resource_version.clone());
                 self.frontiers.advance(&cluster, &version, object.last_seen);
             }
+            let key = object.key();
             self.graph.insert(object);
+            self.note_pipeline_part(&key);
         }
         // Popped from the end: reversed so objects are re-assessed in key order.
         self.recheck.sort_by(|a, b| b.cmp(a));
@@ -173,10 +175,13 @@ impl Engine {
         for key in expired {
             // Drifts about a deletion end when the deleted object is forgotten: a Service
             // deleted on purpose must not fire (and remind) forever.
+            // A part of the own event path that is gone stays broken until it is created again
+            // (`pipeline_broken` resolves the old uid's drift by name then).
             let open: Vec<DriftSlot> = self
                 .drifts
                 .keys()
                 .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
+                .filter(|slot| slot.class != classes::PIPELINE_BROKEN)
                 .cloned()
                 .collect();
             for slot in open {
@@ -263,8 +268,51 @@ impl Engine {
         let Some((assessments, _)) = self.assess(key, None, Action::Update, None, now) else {
             return;
         };
+        // Only the classes about state: a class about a change needs the event's "before".
         for (class_id, assessment) in assessments {
-            self.settle(class_id, assessment, now);
+            if classes::reassessable(class_id) {
+                self.settle(class_id, assessment, now);
+            }
+        }
+    }
+
+    /// Re-evaluates the objects whose verdict depends on `key`'s object, after its health (its
+    /// happy condition, a PodAutoscaler's shortfall, a deletion) changed: the plumbing it owns
+    /// (reported through it while it is not ready), a Broker's Triggers (reported on the Broker
+    /// while it is not ready), a PodAutoscaler's Revision (whose shortfall it reports). So a
+    /// finding left to another object does not depend on which of the two events came first.
+    pub(super) fn reevaluate_dependents(&mut self, key: &ObjectKey, now: Millis) {
+        let Some(object) = self.graph.get(key) else {
+            return;
+        };
+        let mut dependents: Vec<ObjectKey> = self
+            .graph
+            .children(key)
+            .into_iter()
+            .filter(|child| !child.deleted && crate::classify::kinds::is_plumbing(child))
+            .map(ObjectState::key)
+            .collect();
+        if object.is_kind(crate::classify::kinds::EVENTING, "Broker") {
+            dependents.extend(
+                self.graph
+                    .triggers_of(object)
+                    .into_iter()
+                    .filter(|trigger| !trigger.deleted)
+                    .map(ObjectState::key),
+            );
+        }
+        if object.is_kind(
+            crate::classify::kinds::AUTOSCALING_INTERNAL,
+            "PodAutoscaler",
+        ) {
+            if let Some(owner) = object.controller_owner() {
+                if let Some(revision) = self.graph.by_uid(&object.cluster, &owner.uid) {
+                    dependents.push(revision.key());
+                }
+            }
+        }
+        for dependent in dependents {
+            self.reevaluate(&dependent, now);
         }
     }
 
@@ -376,7 +424,8 @@ impl Engine {
                 let Some(target) = self.graph.get(&subject) else {
                     return;
                 };
-                if !self.rules.in_scope(target) {
+                // drift-sentinel's own event path is watched whatever the scope says.
+                if class_id != classes::PIPELINE_BROKEN && !self.rules.in_scope(target) {
                     return;
                 }
                 let settings = self.rules.class(class_id);

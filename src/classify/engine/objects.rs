@@ -158,6 +158,7 @@ impl Engine {
                 durable = !after.same_content(previous);
             }
         }
+        let after_health = classes::health(&after);
         // The previous state moves out of the graph (no copy) and into the journal once the
         // classes have seen it; `after` is read in place from the graph.
         let before = self.graph.insert(after);
@@ -167,6 +168,9 @@ impl Engine {
         }
         let context_before = before.as_ref().filter(|previous| !previous.deleted);
         self.evaluate(&key, context_before, event.action, object, now);
+        if before.as_ref().map(classes::health) != Some(after_health) {
+            self.reevaluate_dependents(&key, now);
+        }
         self.note_pipeline_part(&key);
         self.journal_object(key, before, durable);
         Outcome::Applied
@@ -245,7 +249,8 @@ impl Engine {
             Action::Delete,
             object,
         );
-        self.apply(&event, now)
+        // Not `apply`: a deletion resync inferred is no event that arrived.
+        self.apply_from(&event, None, now)
     }
 
     /// Another cluster name under which `uid` is tracked, if any. A uid names one object in one

@@ -1,8 +1,11 @@
 //! What the engine knows about drift-sentinel's own event path, per cluster: whether each part
 //! (ApiServerSource, Broker, Trigger of `rules.ownPipeline`) is ready, and whether the source is
 //! blind (a complete resync pass found changes the events never delivered while no event had
-//! arrived since the pass before). Kept in memory only: a restart forgets it, and the next
-//! events and passes find it again. Bounded by the clusters the engine tracks objects for.
+//! arrived since the pass before). Kept in memory: each part's readiness is rebuilt from the
+//! restored objects at a start; the blindness record is not (a restart forgets it), so the first
+//! event of a cluster after a start re-evaluates its source, which ends a blindness finding
+//! restored from the store, and the next quiet passes find blindness again. A deletion resync
+//! infers is no event that arrived. Bounded by the clusters the engine tracks objects for.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,15 +42,21 @@ impl PipelineWatch {
 impl Engine {
     /// Notes an event applied for `cluster`: a blind source sees again.
     pub(super) fn note_event(&mut self, cluster: &str, now: Millis) {
-        match self.pipeline_watch.last_event.get_mut(cluster) {
-            Some(at) => *at = now,
+        let first = match self.pipeline_watch.last_event.get_mut(cluster) {
+            Some(at) => {
+                *at = now;
+                false
+            }
             None => {
                 self.pipeline_watch
                     .last_event
                     .insert(cluster.to_string(), now);
+                true
             }
-        }
-        if self.pipeline_watch.blind.remove(cluster).is_some() {
+        };
+        // The first event since the start also ends a blindness finding restored from the
+        // store (the record that said "blind" did not survive the restart).
+        if self.pipeline_watch.blind.remove(cluster).is_some() || first {
             self.reevaluate_source(cluster, now);
         }
     }
@@ -66,16 +75,30 @@ impl Engine {
         };
         let last_event = self.pipeline_watch.last_event.get(cluster).copied();
         let quiet = last_event.is_none_or(|at| at < previous);
-        if missed > 0 && quiet {
-            self.pipeline_watch.blind.insert(
-                cluster.to_string(),
-                SourceBlind {
-                    missed,
-                    quiet_since: last_event.unwrap_or(previous),
-                },
-            );
-            self.reevaluate_source(cluster, now);
-        } else if self.pipeline_watch.blind.remove(cluster).is_some() {
+        if !quiet {
+            if self.pipeline_watch.blind.remove(cluster).is_some() {
+                self.reevaluate_source(cluster, now);
+            }
+            return;
+        }
+        // Quiet since the pass before: blind when this pass found changes; a blind source stays
+        // blind through a pass that found none (only an event shows it sees again).
+        let known = self.pipeline_watch.blind.get(cluster).copied();
+        let record = match known {
+            Some(blind) => SourceBlind {
+                missed: blind.missed + missed,
+                quiet_since: blind.quiet_since,
+            },
+            None if missed > 0 => SourceBlind {
+                missed,
+                quiet_since: last_event.unwrap_or(previous),
+            },
+            None => return,
+        };
+        self.pipeline_watch
+            .blind
+            .insert(cluster.to_string(), record);
+        if known != Some(record) {
             self.reevaluate_source(cluster, now);
         }
     }
@@ -97,7 +120,9 @@ impl Engine {
         let Some(part) = pipeline.part_of(object) else {
             return;
         };
-        let healthy = classes::pipeline_part_problem(pipeline, part, object).is_none();
+        let blind =
+            part == PipelinePart::Source && self.pipeline_watch.blind(&object.cluster).is_some();
+        let healthy = !blind && classes::pipeline_part_problem(pipeline, part, object).is_none();
         let slot = (object.cluster.clone(), part);
         if self.pipeline_watch.ready.get(&slot) != Some(&healthy) {
             self.pipeline_watch.ready.insert(slot, healthy);
@@ -138,5 +163,6 @@ impl Engine {
         };
         debug_assert_eq!(group, kinds::SOURCES);
         self.reevaluate(&key, now);
+        self.note_pipeline_part(&key);
     }
 }
