@@ -158,7 +158,6 @@ impl Engine {
                 durable = !after.same_content(previous);
             }
         }
-        let after_health = classes::health(&after);
         // The previous state moves out of the graph (no copy) and into the journal once the
         // classes have seen it; `after` is read in place from the graph.
         let before = self.graph.insert(after);
@@ -168,7 +167,17 @@ impl Engine {
         }
         let context_before = before.as_ref().filter(|previous| !previous.deleted);
         self.evaluate(&key, context_before, event.action, object, now);
-        if before.as_ref().map(classes::health) != Some(after_health) {
+        // Health is read from the status (parsed) only when the kept status or the deletion
+        // changed: most events are status churn whose kept status is unchanged.
+        let health_changed = match (before.as_ref(), self.graph.get(&key)) {
+            (Some(previous), Some(current)) => {
+                (previous.status != current.status
+                    || previous.is_going_away() != current.is_going_away())
+                    && classes::health(previous) != classes::health(current)
+            }
+            _ => true,
+        };
+        if health_changed {
             self.reevaluate_dependents(&key, now);
         }
         self.note_pipeline_part(&key);
