@@ -167,7 +167,7 @@ fn classify(c: &mut Criterion) {
         b.iter_batched(
             || {
                 rv += 1;
-                let mut event = if rv % 2 == 0 {
+                let mut event = if rv.is_multiple_of(2) {
                     edit.clone()
                 } else {
                     revert.clone()

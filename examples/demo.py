@@ -116,6 +116,8 @@ def main():
         "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceServiceList.json", "example"))
     trigger = next_version(item(
         "eventing/redhat-developer-vscode-knative__test-eventingTree-trigger.json", "example-trigger0"))
+    # The capture was read through the old v1beta1 API; a current cluster's source sends v1.
+    trigger["apiVersion"] = "eventing.knative.dev/v1"
     features = next_version(json.loads((ROOT / "examples" / "demo" / "config-features.json").read_text()))
     client.send("add", service, "Knative Service a-serverless-example/example")
     client.send("add", trigger, "Trigger josh/example-trigger0")

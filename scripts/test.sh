@@ -81,7 +81,7 @@ cargo test --quiet 2>&1
 
 log "Building the binary for process tests"
 cargo build --quiet
-export DRIFT_SENTINEL_BIN="$ROOT/target/debug/drift-sentinel"
+export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentinel"
 
 log "Process and interop tests (pytest)"
 cd "$ROOT/tests/python"

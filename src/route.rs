@@ -2,7 +2,9 @@
 //! clock (time comes in).
 //!
 //! Routes are evaluated in order; the first match wins unless it says `continue`. Without any
-//! route, every drift goes to every channel. A notification is queued for a transition people
+//! route, every drift of severity warning or critical goes to every channel (an `info` drift, such
+//! as an ordinary label edited by hand, is recorded but sent only by a route that matches it:
+//! zero noise by default). A notification is queued for a transition people
 //! should hear about (a drift fired, or a firing drift resolved, if the route sends resolves);
 //! silenced drifts queue nothing. Each notification carries its route's group key (drifts of one
 //! group due together go out as one digest), its `groupWait` (the earliest send time) and its
@@ -144,7 +146,9 @@ impl Router {
         };
         let mut matched: Vec<&RouteConfig> = Vec::new();
         if self.routes.is_empty() {
-            matched.push(&self.default_route);
+            if drift.severity > Severity::Info {
+                matched.push(&self.default_route);
+            }
         } else {
             for route in &self.routes {
                 if route_matches(route, drift) {

@@ -637,7 +637,7 @@ pub fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
         json!({"name": "TARGET", "value": "benchmark"}),
         json!({"name": "LOG_LEVEL", "value": "info"}),
     ];
-    if index % 4 == 0 {
+    if index.is_multiple_of(4) {
         for key in 0..40 {
             app_env.push(json!({"name": format!("FEATURE_FLAG_{key:02}"),
                 "value": format!("https://config.example.com/{service}/flags/{key}?rollout=canary&owner=team-{}", index % 40)}));

@@ -33,7 +33,7 @@ fn every_class_has_a_name_in_english_and_chinese() {
 
 fn grace_text(grace: std::time::Duration) -> String {
     let seconds = grace.as_secs();
-    if seconds > 0 && seconds % 60 == 0 {
+    if seconds > 0 && seconds.is_multiple_of(60) {
         format!("{}m", seconds / 60)
     } else {
         format!("{seconds}s")
@@ -106,7 +106,8 @@ fn config_the_api_and_check_take_their_ids_from_the_registry() {
             "revision_pileup",
             "event_delivery_broken",
             "scale_unreachable",
-            "operator_upgrade_stuck"
+            "operator_upgrade_stuck",
+            "pipeline_broken"
         ]
     );
 }

@@ -131,6 +131,11 @@ impl DriftClass for PipelineBroken {
         }
     }
 
+    fn applies_to_snapshot(&self) -> bool {
+        // Read off the objects' state; `check` reports a broken own path it finds in a dump.
+        true
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
