@@ -546,6 +546,21 @@ pub struct Condition {
     pub severity: String,
 }
 
+impl Condition {
+    /// The condition as findings say it: `Type=Status (Reason): message`, reason and message
+    /// only when set.
+    pub fn describe(&self) -> String {
+        let mut text = format!("{}={}", self.condition_type, self.status);
+        if !self.reason.is_empty() {
+            text.push_str(&format!(" ({})", self.reason));
+        }
+        if !self.message.is_empty() {
+            text.push_str(&format!(": {}", self.message));
+        }
+        text
+    }
+}
+
 fn strip_condition_times(key: &str, value: &Value) -> Value {
     // `lastTransitionTime` changes without meaning for drift; dropping it keeps state comparisons
     // (and therefore store writes) down to real changes.

@@ -227,17 +227,10 @@ impl DriftClass for EventDeliveryBroken {
         }
         let (what, check) = target(object, &failing.condition_type);
         let mut summary = format!(
-            "{} cannot deliver events: {}={}",
+            "{} cannot deliver events: {}",
             object.reference(),
-            failing.condition_type,
-            failing.status
+            failing.describe()
         );
-        if !failing.reason.is_empty() {
-            summary.push_str(&format!(" ({})", failing.reason));
-        }
-        if !failing.message.is_empty() {
-            summary.push_str(&format!(": {}", failing.message));
-        }
         if let Some(what) = &what {
             summary.push_str(&format!("; {what}"));
         }

@@ -142,17 +142,10 @@ impl DriftClass for NotReady {
             .collect();
         let chain: Vec<kinds::ChainLink> = linked.into_iter().map(|(_, link)| link).collect();
         let mut summary = format!(
-            "{} is not ready: {}={}",
+            "{} is not ready: {}",
             object.reference(),
-            culprit.condition_type,
-            culprit.status
+            culprit.describe()
         );
-        if !culprit.reason.is_empty() {
-            summary.push_str(&format!(" ({})", culprit.reason));
-        }
-        if !culprit.message.is_empty() {
-            summary.push_str(&format!(": {}", culprit.message));
-        }
         if chain.len() > 1 {
             summary.push_str(&format!("; chain: {}", kinds::chain_text(&chain)));
         }

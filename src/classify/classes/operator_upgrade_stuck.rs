@@ -64,13 +64,7 @@ fn not_ready_evidence(
     let mut found = evidence(String::new());
     if let Some(ready) = kinds::happy_condition(conditions) {
         let culprit = kinds::culprit(conditions, ready);
-        summary.push_str(&format!(": {}={}", culprit.condition_type, culprit.status));
-        if !culprit.reason.is_empty() {
-            summary.push_str(&format!(" ({})", culprit.reason));
-        }
-        if !culprit.message.is_empty() {
-            summary.push_str(&format!(": {}", culprit.message));
-        }
+        summary.push_str(&format!(": {}", culprit.describe()));
         found
             .facts
             .insert("condition".into(), culprit.condition_type.clone());
@@ -169,13 +163,7 @@ impl DriftClass for OperatorUpgradeStuck {
         if let Some(ready) = kinds::happy_condition(&conditions) {
             if ready.status != "True" {
                 let culprit = kinds::culprit(&conditions, ready);
-                summary.push_str(&format!(": {}={}", culprit.condition_type, culprit.status));
-                if !culprit.reason.is_empty() {
-                    summary.push_str(&format!(" ({})", culprit.reason));
-                }
-                if !culprit.message.is_empty() {
-                    summary.push_str(&format!(": {}", culprit.message));
-                }
+                summary.push_str(&format!(": {}", culprit.describe()));
                 found
                     .facts
                     .insert("condition".into(), culprit.condition_type.clone());

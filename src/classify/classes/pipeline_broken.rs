@@ -106,17 +106,7 @@ pub(crate) fn part_problem(
         return None;
     }
     let culprit = kinds::culprit(&conditions, ready);
-    let mut problem = format!(
-        "it is not ready: {}={}",
-        culprit.condition_type, culprit.status
-    );
-    if !culprit.reason.is_empty() {
-        problem.push_str(&format!(" ({})", culprit.reason));
-    }
-    if !culprit.message.is_empty() {
-        problem.push_str(&format!(": {}", culprit.message));
-    }
-    Some(problem)
+    Some(format!("it is not ready: {}", culprit.describe()))
 }
 
 impl DriftClass for PipelineBroken {

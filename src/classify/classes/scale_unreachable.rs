@@ -101,13 +101,7 @@ impl DriftClass for ScaleUnreachable {
             .iter()
             .find(|condition| condition.status != "True" && condition.severity.is_empty())
         {
-            summary.push_str(&format!(": {}={}", failing.condition_type, failing.status));
-            if !failing.reason.is_empty() {
-                summary.push_str(&format!(" ({})", failing.reason));
-            }
-            if !failing.message.is_empty() {
-                summary.push_str(&format!(": {}", failing.message));
-            }
+            summary.push_str(&format!(": {}", failing.describe()));
             found
                 .facts
                 .insert("condition".into(), failing.condition_type.clone());
