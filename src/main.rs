@@ -24,7 +24,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Config file for the default `serve` command.
+    /// Config file (YAML). `serve` (the default) and `replay` use all of it; `check` uses its
+    /// `rules:` (classes, scope, ignore paths, watched ConfigMaps) and `resync:` (what
+    /// `--live-cluster` lists, kubeconfig and context).
     #[arg(long, short, global = true, env = "DRIFT_SENTINEL_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -53,8 +55,9 @@ enum Command {
         /// Desired manifests: a directory (every .yaml, .yml and .json below it) or a file.
         #[arg(long)]
         baseline: PathBuf,
-        /// Live objects: the output of `kubectl get ksvc,configurations,routes,revisions,configmaps
-        /// -A -o yaml`, a directory of such files, or `-` for standard input.
+        /// Live objects: the output of `kubectl get ... -A -o yaml` for the Knative kinds and
+        /// ConfigMaps to check (docs/check.md gives the command), a directory of such files, or
+        /// `-` for standard input.
         #[arg(
             long,
             required_unless_present = "live_cluster",

@@ -1,5 +1,5 @@
 //! `drift-sentinel check`: the CI/CD regression gate. It compares a live snapshot (the output of
-//! `kubectl get ksvc,configurations,routes,revisions,configmaps -A -o yaml`) with the desired
+//! `kubectl get ksvc,configurations,routes,revisions,configmaps,brokers,triggers,subscriptions,pingsources,apiserversources,podautoscalers,ingresses.networking.internal.knative.dev -A -o yaml`) with the desired
 //! manifests kept in Git and reports, per object, what differs and what is unhealthy.
 //!
 //! What is reported (`class` of a [`Finding`]):
