@@ -1336,3 +1336,24 @@ fn a_snapshot_reports_a_broken_broker_once_not_on_its_triggers() {
         &["critical not_ready Broker.eventing.knative.dev/josh/example-broker0"],
     );
 }
+
+#[test]
+fn the_documented_example_finds_what_the_docs_show() {
+    // examples/check/ (README, docs/check.md): a hand-changed traffic split and a Trigger whose
+    // subscriber is gone.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/check");
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap();
+    let baseline = snapshot(&[(
+        "examples/check/baseline/example.yaml",
+        &read(&root.join("baseline/example.yaml")),
+    )]);
+    let live = snapshot(&[("examples/check/live.yaml", &read(&root.join("live.yaml")))]);
+    let report = check::check(&baseline, &live, rules("{}"), Severity::Warning).unwrap();
+    expect(
+        &report,
+        &[
+            "warning spec_drift Service.serving.knative.dev/a-serverless-example/example",
+            "critical event_delivery_broken Trigger.eventing.knative.dev/josh/example-trigger0",
+        ],
+    );
+}
