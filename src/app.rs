@@ -408,9 +408,8 @@ async fn start_resync(
             }
         };
     let resources = settings
-        .resources
-        .iter()
-        .map(Resource::new)
+        .listed()
+        .map(|(_, resource)| Resource::new(resource))
         .collect::<Result<Vec<_>, _>>()
         .context("resync.resources")?;
     tracing::info!(

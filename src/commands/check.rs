@@ -40,9 +40,8 @@ fn live_cluster_snapshot(
             .map_err(|error| error.to_string())?;
         let resources = config
             .resync
-            .resources
-            .iter()
-            .map(Resource::new)
+            .listed()
+            .map(|(_, resource)| Resource::new(resource))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|error| error.to_string())?;
         // Desired objects of kinds (or labels) the listed resources do not cover cannot be

@@ -66,9 +66,32 @@ pub struct ResyncConfig {
     /// Objects per list request (`limit`); the rest comes page by page (`continue`).
     #[serde(default = "default_page_size")]
     pub page_size: u32,
-    /// What to list: by default exactly what `k8s/apiserversource.yaml` watches.
+    /// What to list: by default exactly what `k8s/apiserversource.yaml` watches. Setting it
+    /// replaces that list.
     #[serde(default = "default_resync_resources")]
     pub resources: Vec<ResourceConfig>,
+    /// Kinds listed besides `resources`: the opt-in kinds of `k8s/apiserversource.yaml` (the
+    /// operator's CRs, EventType, InMemoryChannel, ...) once the source watches them, without
+    /// copying the default list.
+    #[serde(default)]
+    pub extra_resources: Vec<ResourceConfig>,
+}
+
+impl ResyncConfig {
+    /// Everything resync lists: `resources`, then `extraResources`, each with its key path.
+    pub fn listed(&self) -> impl Iterator<Item = (String, &ResourceConfig)> {
+        let base = self
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(index, resource)| (format!("resync.resources[{index}]"), resource));
+        let extra = self
+            .extra_resources
+            .iter()
+            .enumerate()
+            .map(|(index, resource)| (format!("resync.extraResources[{index}]"), resource));
+        base.chain(extra)
+    }
 }
 
 fn default_resync_interval() -> Duration {
@@ -88,6 +111,7 @@ impl Default for ResyncConfig {
             cluster: None,
             page_size: default_page_size(),
             resources: default_resync_resources(),
+            extra_resources: Vec::new(),
         }
     }
 }

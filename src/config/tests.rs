@@ -215,3 +215,40 @@ fn the_sample_configs_metadata_keys_are_the_built_in_lists() {
         "the sample names k8s/'s Trigger"
     );
 }
+
+#[test]
+fn extra_resources_add_to_the_default_list_and_duplicates_name_both_places() {
+    let config = load_str(
+        "resync:\n  extraResources:\n    - {apiVersion: operator.knative.dev/v1beta1, kind: KnativeServing}\n",
+        &no_env,
+    )
+    .unwrap();
+    let listed: Vec<(String, String)> = config
+        .resync
+        .listed()
+        .map(|(path, resource)| (path, resource.kind.clone()))
+        .collect();
+    // The default list stays whole and the extra kind comes after it.
+    assert_eq!(
+        listed.len(),
+        crate::config::resync::default_resync_resources().len() + 1
+    );
+    assert_eq!(
+        listed.last().unwrap(),
+        &(
+            "resync.extraResources[0]".to_string(),
+            "KnativeServing".to_string()
+        )
+    );
+    let error = load_str(
+        "resync:\n  extraResources:\n    - {apiVersion: eventing.knative.dev/v1, kind: Broker}\n",
+        &no_env,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("resync.extraResources[0]")
+            && error.contains("lists the same kind and selector as resync.resources["),
+        "{error}"
+    );
+}

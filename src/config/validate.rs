@@ -286,8 +286,29 @@ fn validate_resync(resync: &ResyncConfig) -> Result<(), Error> {
     {
         return Err(Error::invalid("resync.cluster", "must not be empty"));
     }
-    for (index, resource) in resync.resources.iter().enumerate() {
-        let path = format!("resync.resources[{index}]");
+    let mut seen: Vec<(
+        &str,
+        &str,
+        &crate::config::resync::LabelSelectorConfig,
+        String,
+    )> = Vec::new();
+    for (path, resource) in resync.listed() {
+        if let Some((.., first)) = seen.iter().find(|(api_version, kind, selector, _)| {
+            *api_version == resource.api_version
+                && *kind == resource.kind
+                && **selector == resource.selector
+        }) {
+            return Err(Error::invalid(
+                path,
+                format!("lists the same kind and selector as {first}"),
+            ));
+        }
+        seen.push((
+            &resource.api_version,
+            &resource.kind,
+            &resource.selector,
+            path.clone(),
+        ));
         let version = resource.api_version.rsplit('/').next().unwrap_or_default();
         if resource.api_version.split('/').count() > 2 || version.is_empty() {
             return Err(Error::invalid(
