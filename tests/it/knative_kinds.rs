@@ -48,24 +48,6 @@ fn broker() -> Value {
     )
 }
 
-fn set_condition(object: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
-    let conditions = object["status"]["conditions"].as_array_mut().unwrap();
-    let mut condition = json!({"type": kind, "status": status});
-    if !reason.is_empty() {
-        condition["reason"] = json!(reason);
-    }
-    if !message.is_empty() {
-        condition["message"] = json!(message);
-    }
-    match conditions
-        .iter_mut()
-        .find(|existing| existing["type"] == kind)
-    {
-        Some(existing) => *existing = condition,
-        None => conditions.push(condition),
-    }
-}
-
 /// What eventing's trigger reconciler writes when the subscriber cannot be resolved
 /// (`MarkSubscriberResolvedFailed("Unable to get the Subscriber's URI", "%v", err)`; the living
 /// condition set copies it into Ready).
@@ -212,14 +194,11 @@ fn a_trigger_whose_broker_is_gone_is_event_delivery_broken() {
         sim.notified(),
         &["firing event_delivery_broken Trigger/example-trigger0"],
     );
-    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
-    assert!(
-        summary.contains("BrokerReady=False (BrokerDoesNotExist)"),
-        "{summary}"
-    );
-    assert!(
-        summary.ends_with("; Broker josh/example-broker0"),
-        "{summary}"
+    assert_summary(
+        &sim,
+        "event_delivery_broken",
+        "BrokerReady=False (BrokerDoesNotExist)",
+        "; Broker josh/example-broker0",
     );
 }
 
@@ -237,12 +216,12 @@ fn a_source_without_its_sink_is_event_delivery_broken() {
         sim.notified(),
         &["firing event_delivery_broken ApiServerSource/example-source-apiserver0"],
     );
-    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
-    assert!(
-        summary.contains("SinkProvided=False (NotFound)"),
-        "{summary}"
+    assert_summary(
+        &sim,
+        "event_delivery_broken",
+        "SinkProvided=False (NotFound)",
+        "; sink Service default/aaa",
     );
-    assert!(summary.ends_with("; sink Service default/aaa"), "{summary}");
 }
 
 #[test]
@@ -288,15 +267,7 @@ fn a_subscription_whose_channel_is_missing_names_the_channel() {
         sim.notified(),
         &["firing event_delivery_broken Subscription/example-subscription3"],
     );
-    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
-    assert!(
-        summary.contains("ReferencesResolved=Unknown (ChannelReferenceFailed): Failed to get Spec.Channel or backing channel"),
-        "{summary}"
-    );
-    assert!(
-        summary.ends_with("; channel Channel josh/example-channel2"),
-        "{summary}"
-    );
+    assert_summary(&sim, "event_delivery_broken", "ReferencesResolved=Unknown (ChannelReferenceFailed): Failed to get Spec.Channel or backing channel", "; channel Channel josh/example-channel2");
 }
 
 #[test]
@@ -683,14 +654,6 @@ fn a_pass_that_misses_changes_while_events_arrive_is_not_blindness() {
 
 // ---- serving internals, DomainMapping, the v1beta1 operator (tests/fixtures/knative/derived) --
 
-/// A state from `tests/fixtures/knative/derived/` (shapes and strings from Knative's sources; see
-/// its README), with a resourceVersion from the scenario's counter so states sent in order are
-/// newer than the ones before.
-fn derived(file: &str) -> Value {
-    let object = fixture_yaml(&format!("derived/{file}"));
-    changed(&object, |_| {})
-}
-
 #[test]
 fn a_pod_autoscaler_scaling_up_and_to_zero_is_benign() {
     let mut sim = Sim::new();
@@ -820,14 +783,11 @@ fn a_brokers_lost_dead_letter_sink_is_one_alert_on_the_broker() {
         sim.notified(),
         &["firing event_delivery_broken Broker/drift-sentinel"],
     );
-    let summary = &sim.last("event_delivery_broken").drift.evidence.summary;
-    assert!(
-        summary.contains("DeadLetterSinkResolved=False (Unable to get the dead letter sink's URI)"),
-        "{summary}"
-    );
-    assert!(
-        summary.ends_with("; dead-letter sink Service drift-sentinel/drift-sentinel-dlq"),
-        "{summary}"
+    assert_summary(
+        &sim,
+        "event_delivery_broken",
+        "DeadLetterSinkResolved=False (Unable to get the dead letter sink's URI)",
+        "; dead-letter sink Service drift-sentinel/drift-sentinel-dlq",
     );
 }
 

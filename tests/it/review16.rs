@@ -16,24 +16,6 @@ use serde_json::{json, Value};
 use crate::scenario::*;
 use crate::support::fixture_yaml;
 
-/// A state from `tests/fixtures/knative/derived/`, with a resourceVersion from the scenario
-/// counter (so states sent in order are newer than the ones before).
-fn derived(file: &str) -> Value {
-    changed(&fixture_yaml(&format!("derived/{file}")), |_| {})
-}
-
-fn set_condition(object: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
-    let conditions = object["status"]["conditions"].as_array_mut().unwrap();
-    let condition = json!({"type": kind, "status": status, "reason": reason, "message": message});
-    match conditions
-        .iter_mut()
-        .find(|existing| existing["type"] == kind)
-    {
-        Some(existing) => *existing = condition,
-        None => conditions.push(condition),
-    }
-}
-
 /// The own path as the fixtures of `knative_kinds.rs` name it is not needed here: Scenario D's
 /// objects are `k8s/`'s own (namespace, Broker, Trigger and source all `drift-sentinel`), so
 /// the default `rules.ownPipeline` applies; `ELSEWHERE` watches them as any other objects.

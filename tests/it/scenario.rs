@@ -416,3 +416,39 @@ pub fn config_autoscaler() -> Value {
     );
     object
 }
+
+/// A state from `tests/fixtures/knative/derived/` (shapes and strings from Knative's sources; see
+/// its README), with a resourceVersion from the scenario's counter so states sent in order are
+/// newer than the ones before.
+pub fn derived(file: &str) -> Value {
+    changed(&fixture_yaml(&format!("derived/{file}")), |_| {})
+}
+
+/// Sets (or adds) a status condition as a Knative reconciler writes it; an empty reason or
+/// message is left out.
+pub fn set_condition(object: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
+    let conditions = object["status"]["conditions"].as_array_mut().unwrap();
+    let mut condition = json!({"type": kind, "status": status});
+    if !reason.is_empty() {
+        condition["reason"] = json!(reason);
+    }
+    if !message.is_empty() {
+        condition["message"] = json!(message);
+    }
+    match conditions
+        .iter_mut()
+        .find(|existing| existing["type"] == kind)
+    {
+        Some(existing) => *existing = condition,
+        None => conditions.push(condition),
+    }
+}
+
+/// Asserts that the last transition of `class` has a summary containing `part` and ending with
+/// `end` (the target a finding names comes last).
+#[track_caller]
+pub fn assert_summary(sim: &Sim, class: &str, part: &str, end: &str) {
+    let summary = &sim.last(class).drift.evidence.summary;
+    assert!(summary.contains(part), "{summary}");
+    assert!(summary.ends_with(end), "{summary}");
+}
