@@ -4,13 +4,6 @@
 //! own Broker, Trigger and the Trigger's Subscription, whose resourceVersions give the order the
 //! controllers wrote them in).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use drift_sentinel::classify::{Engine, ObjectState, Rules};
-use drift_sentinel::config::RulesConfig;
-use drift_sentinel::decode::{self, ClusterNames, Decoded};
-use drift_sentinel::model::{Drift, DriftState, Millis, ObjectKey, Transition};
 use serde_json::{json, Value};
 
 use crate::scenario::*;
@@ -172,125 +165,6 @@ fn review16_a_blind_source_stays_blind_until_an_event_arrives() {
     );
 }
 
-/// A tiny engine harness (like `scenario::Sim`, with the engine in reach) for what the writer
-/// does beyond events: resync's sweep (`Engine::forget`), pass ends, restarts, and the pipeline
-/// readiness the writer publishes as `drift_sentinel_pipeline_ready`.
-struct Rig {
-    engine: Engine,
-    rules: Arc<Rules>,
-    now: Millis,
-    next_id: u64,
-    log: Vec<Transition>,
-    rows: Vec<Drift>,
-    objects: BTreeMap<ObjectKey, ObjectState>,
-}
-
-impl Rig {
-    fn new(yaml: &str) -> Rig {
-        let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
-        let rules = Arc::new(config.compile());
-        Rig {
-            engine: Engine::new(Arc::clone(&rules)),
-            rules,
-            now: T0,
-            next_id: 0,
-            log: Vec::new(),
-            rows: Vec::new(),
-            objects: BTreeMap::new(),
-        }
-    }
-
-    fn round(&mut self, work: impl FnOnce(&mut Engine, Millis)) {
-        self.engine.begin();
-        self.engine.tick(self.now);
-        work(&mut self.engine, self.now);
-        let changes = self.engine.changes();
-        self.log.extend(changes.transitions);
-        self.rows.extend(changes.drifts);
-        for object in changes.objects {
-            self.objects.insert(object.key(), object);
-        }
-        for key in changes.removed_objects {
-            self.objects.remove(&key);
-        }
-        self.engine.commit();
-    }
-
-    fn send(&mut self, verb: &str, object: &Value) {
-        self.next_id += 1;
-        let event =
-            crate::support::structured_event(&format!("rig-{}", self.next_id), verb, object);
-        let mut headers = http::HeaderMap::new();
-        headers.insert(
-            "content-type",
-            http::HeaderValue::from_static("application/cloudevents+json"),
-        );
-        let clusters = ClusterNames {
-            default: "prod".into(),
-            by_source: Default::default(),
-        };
-        let decoded =
-            decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters)
-                .expect("event decodes");
-        self.round(|engine, now| {
-            for item in &decoded {
-                if let Decoded::ApiServer(event) = item {
-                    engine.apply(event, now);
-                }
-            }
-        });
-    }
-
-    fn wait(&mut self, seconds: i64) {
-        self.now += seconds * 1000;
-        self.round(|_, _| {});
-    }
-
-    /// What `pipeline/resync.rs` does for a tracked object a complete list no longer holds.
-    fn sweep(&mut self, uid: &str) {
-        let key = ObjectKey {
-            cluster: "prod".into(),
-            uid: uid.into(),
-        };
-        self.round(|engine, now| {
-            engine.forget(&key, now);
-        });
-    }
-
-    fn pass_done(&mut self, missed: usize) {
-        self.round(|engine, now| engine.resync_pass_done("prod", missed, now));
-    }
-
-    fn restart(&mut self) {
-        let mut latest: BTreeMap<String, Drift> = BTreeMap::new();
-        for row in &self.rows {
-            latest.insert(row.id.clone(), row.clone());
-        }
-        let open: Vec<Drift> = latest
-            .into_values()
-            .filter(|drift| drift.state != DriftState::Resolved)
-            .collect();
-        self.engine = Engine::new(Arc::clone(&self.rules));
-        self.engine
-            .restore(self.objects.values().cloned().collect(), open);
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.log
-            .iter()
-            .map(|transition| {
-                format!(
-                    "{} {} {}/{}",
-                    transition.drift.state.as_str(),
-                    transition.drift.class,
-                    transition.drift.kind,
-                    transition.drift.name
-                )
-            })
-            .collect()
-    }
-}
-
 /// A blind source whose resync pass also infers a deletion: `Engine::forget` applies the
 /// deletion through `Engine::apply`, which notes it as an event that arrived, so the pass is not
 /// "quiet" and the blindness is never found (and an open blindness finding is resolved by any
@@ -298,16 +172,16 @@ impl Rig {
 /// deletion no event delivered: that is exactly the "source is blind".
 #[test]
 fn review16_a_deletion_inferred_by_resync_is_not_an_event_that_arrived() {
-    let mut rig = Rig::new("{}");
+    let mut rig = Sim::new();
     rig.send("add", &own_source());
     let ping = derived("pingsource-ready.yaml");
     rig.send("add", &ping);
     rig.wait(1);
-    rig.pass_done(0);
+    rig.resync_pass(0);
     rig.wait(600);
     // The next pass: the PingSource is gone (no delete event came), plus one listed change.
     rig.sweep(ping["metadata"]["uid"].as_str().unwrap());
-    rig.pass_done(2);
+    rig.resync_pass(2);
     rig.wait(61);
     assert!(
         rig.lines()
@@ -327,13 +201,13 @@ fn review16_a_deletion_inferred_by_resync_is_not_an_event_that_arrived() {
 /// broken Broker to refill it; a resync list of the same resourceVersion is stale).
 #[test]
 fn review16_pipeline_readiness_survives_a_restart() {
-    let mut rig = Rig::new("{}");
+    let mut rig = Sim::new();
     rig.send("add", &derived("broker-ready.yaml"));
     rig.send(
         "update",
         &derived("broker-dead-letter-sink-unresolved.yaml"),
     );
-    let before = rig.engine.take_pipeline_readiness();
+    let before = rig.pipeline_readiness();
     assert_eq!(
         before,
         Some(vec![("prod".to_string(), "broker", false)]),
@@ -342,7 +216,7 @@ fn review16_pipeline_readiness_survives_a_restart() {
     rig.restart();
     rig.wait(1);
     rig.send("add", &derived("pingsource-ready.yaml"));
-    let after = rig.engine.take_pipeline_readiness();
+    let after = rig.pipeline_readiness();
     assert_eq!(
         after,
         Some(vec![("prod".to_string(), "broker", false)]),
@@ -355,22 +229,22 @@ fn review16_pipeline_readiness_survives_a_restart() {
 /// the ApiServerSource, but its part stays exported as ready (1).
 #[test]
 fn review16_a_blind_source_is_not_exported_as_ready() {
-    let mut rig = Rig::new("{}");
+    let mut rig = Sim::new();
     rig.send("add", &own_source());
     assert_eq!(
-        rig.engine.take_pipeline_readiness(),
+        rig.pipeline_readiness(),
         Some(vec![("prod".to_string(), "apiserversource", true)])
     );
     rig.wait(1);
-    rig.pass_done(0);
+    rig.resync_pass(0);
     rig.wait(600);
-    rig.pass_done(3);
+    rig.resync_pass(3);
     rig.wait(61);
     assert!(rig
         .lines()
         .contains(&"firing pipeline_broken ApiServerSource/drift-sentinel".to_string()));
     assert_eq!(
-        rig.engine.take_pipeline_readiness(),
+        rig.pipeline_readiness(),
         Some(vec![("prod".to_string(), "apiserversource", false)]),
         "the blind source's part is still exported as ready"
     );

@@ -162,6 +162,26 @@ impl Sim {
         self.take(changes);
     }
 
+    /// What resync does for a tracked object of cluster `prod` a complete list no longer holds
+    /// (`Engine::forget`).
+    pub fn sweep(&mut self, uid: &str) {
+        let key = ObjectKey {
+            cluster: "prod".into(),
+            uid: uid.into(),
+        };
+        self.engine.begin();
+        self.engine.tick(self.now);
+        self.engine.forget(&key, self.now);
+        let changes = self.engine.changes();
+        self.take(changes);
+    }
+
+    /// The own event path's readiness per part when it changed since the last call, as the
+    /// writer publishes it (`drift_sentinel_pipeline_ready`).
+    pub fn pipeline_readiness(&mut self) -> Option<Vec<(String, &'static str, bool)>> {
+        self.engine.take_pipeline_readiness()
+    }
+
     /// Hot-reloads rules given as YAML, as the writer does.
     pub fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
