@@ -105,6 +105,15 @@ pub struct PipelinePartLabel {
     pub part: String,
 }
 
+/// `rule` and `kind` of an invariant's failed evaluations.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleErrorLabel {
+    /// The invariant's name.
+    pub rule: String,
+    /// `evaluation` (a missing field, a type mismatch) or `budget` (stopped by its budget).
+    pub kind: String,
+}
+
 /// `type` and `mode` of received events.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventTypeLabel {
@@ -178,6 +187,8 @@ pub struct Metrics {
     pub cluster_conflicts: Counter,
     /// Events whose `resourceVersion` was implausibly far ahead of their cluster's.
     pub implausible_versions: Counter,
+    /// Evaluations of an invariant that failed, by rule and kind.
+    pub invariant_errors: Family<RuleErrorLabel, Counter>,
     /// 1 when a part of drift-sentinel's own event path is ready and points where it should,
     /// 0 when not (or gone); absent until the part was seen.
     pub pipeline_ready: Family<PipelinePartLabel, Gauge>,
@@ -404,6 +415,12 @@ impl Metrics {
             "1 when a part of drift-sentinel's own event path (ApiServerSource, Broker, Trigger) is ready and points where it should, else 0",
             pipeline_ready.clone(),
         );
+        let invariant_errors = Family::<RuleErrorLabel, Counter>::default();
+        registry.register(
+            "invariant_errors",
+            "Evaluations of a team invariant (rules.invariants) that failed on an object, by rule and kind (evaluation: a missing field or a type mismatch; budget: stopped by its evaluation budget)",
+            invariant_errors.clone(),
+        );
         let implausible_versions = Counter::default();
         registry.register(
             "implausible_resource_versions",
@@ -462,6 +479,7 @@ impl Metrics {
             registry,
             cluster_conflicts,
             implausible_versions,
+            invariant_errors,
             pipeline_ready,
             objects_refused,
             cluster_objects_max,

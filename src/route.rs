@@ -273,6 +273,7 @@ mod tests {
         Drift {
             id: format!("{class}-{namespace}"),
             class: class.into(),
+            rule: None,
             severity,
             state: DriftState::Firing,
             cluster: "prod".into(),

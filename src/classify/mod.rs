@@ -27,6 +27,7 @@ pub mod baseline;
 pub mod classes;
 pub mod evidence;
 pub mod graph;
+pub mod invariants;
 pub(crate) mod kinds;
 pub mod resource_version;
 pub mod rules;

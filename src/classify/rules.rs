@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::baseline::Baseline;
+use super::invariants::Invariant;
 use super::state::ObjectState;
 use crate::model::{glob_match, Severity, Silence};
 
@@ -261,6 +262,8 @@ pub struct RuleSet {
     pub behavioural_keys: Vec<String>,
     /// drift-sentinel's own delivery path.
     pub own_pipeline: OwnPipeline,
+    /// Team invariants (`rules.invariants`), compiled.
+    pub invariants: Vec<Invariant>,
 }
 
 impl RuleSet {
@@ -283,6 +286,7 @@ impl RuleSet {
             bookkeeping_keys: strings(DEFAULT_BOOKKEEPING_KEYS),
             behavioural_keys: strings(DEFAULT_BEHAVIOURAL_KEYS),
             own_pipeline: OwnPipeline::default(),
+            invariants: Vec::new(),
         }
     }
 }
@@ -304,6 +308,7 @@ pub struct Rules {
     bookkeeping_keys: Vec<String>,
     behavioural_keys: Vec<String>,
     own_pipeline: OwnPipeline,
+    invariants: Arc<[Invariant]>,
     baseline: Arc<Baseline>,
 }
 
@@ -327,6 +332,7 @@ impl Rules {
             bookkeeping_keys: set.bookkeeping_keys,
             behavioural_keys: set.behavioural_keys,
             own_pipeline: set.own_pipeline,
+            invariants: set.invariants.into(),
             baseline: Arc::new(Baseline::default()),
         }
     }
@@ -417,6 +423,16 @@ impl Rules {
     /// drift-sentinel's own delivery path.
     pub fn own_pipeline(&self) -> &OwnPipeline {
         &self.own_pipeline
+    }
+
+    /// The team invariants, in config order.
+    pub fn invariants(&self) -> &[Invariant] {
+        &self.invariants
+    }
+
+    /// The invariant with this name.
+    pub fn invariant(&self, name: &str) -> Option<&Invariant> {
+        self.invariants.iter().find(|rule| rule.name == name)
     }
 
     /// The silences from the config.

@@ -181,6 +181,10 @@ const KEPT_STATUS: &[&str] = &[
     "actualScale",
     // The operator's KnativeServing/KnativeEventing: the version installed.
     "version",
+    // Where a Source sends (its resolved sink) and where an addressable receives: what team
+    // invariants check ("every Source has a resolved sink").
+    "sinkUri",
+    "address",
 ];
 
 /// What one object costs beyond its strings: the struct, its maps' nodes, the graph's indexes

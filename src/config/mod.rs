@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 pub mod channels;
 mod duration;
+pub mod invariants;
 pub mod limits;
 pub mod load;
 pub mod resync;

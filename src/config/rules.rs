@@ -53,6 +53,9 @@ pub struct RulesConfig {
     /// defaults are the names in `k8s/`.
     #[serde(default)]
     pub own_pipeline: OwnPipelineConfig,
+    /// Team invariants: CEL rules every matching object must keep (class `invariant`).
+    #[serde(default)]
+    pub invariants: Vec<super::invariants::InvariantConfig>,
 }
 
 /// `rules.ownPipeline`: where drift-sentinel's own events come from.
@@ -134,6 +137,7 @@ impl Default for RulesConfig {
         RulesConfig {
             defaults: RuleDefaults::default(),
             classes: BTreeMap::new(),
+            invariants: Vec::new(),
             trusted_managers: default_trusted_managers(),
             scope: ScopeConfig::default(),
             ignore_paths: BTreeMap::new(),
@@ -278,6 +282,10 @@ impl RulesConfig {
                 trigger: self.own_pipeline.trigger.clone(),
                 service: self.own_pipeline.service.clone(),
             },
+            // Validated when the config was loaded: a rule that does not compile cannot be here
+            // (`validate` compiles them with their key paths); should one, it is left out.
+            invariants: super::invariants::compile(&self.invariants, "rules.invariants")
+                .unwrap_or_default(),
         })
     }
 }

@@ -68,6 +68,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
         return Err(Error::invalid("store.path", "must not be empty"));
     }
     validate_resync(&config.resync)?;
+    super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
     validate_limits(&config.limits)?;
     for (class, rule) in &config.rules.classes {
         if !classes::is_known(class) {

@@ -616,6 +616,7 @@ pub(crate) mod tests {
             drift: Drift {
                 id: "d1".into(),
                 class: "traffic_drift".into(),
+                rule: None,
                 severity: Severity::Critical,
                 state: DriftState::Firing,
                 cluster: "prod".into(),

@@ -94,13 +94,16 @@ pub struct Evidence {
 /// (Service → Route → Ingress → Certificate; Trigger → Broker → subscriber).
 pub const CONDITION_CHAIN_FACT: &str = "conditionChain";
 
-/// A drift: one (object, class) episode from pending to resolved.
+/// A drift: one (object, class, rule) episode from pending to resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Drift {
     /// Stable id of this episode.
     pub id: String,
     /// Public class id.
     pub class: String,
+    /// The rule, for a class whose findings are per rule (`invariant`): part of the identity,
+    /// so two rules broken on one object are two drifts.
+    pub rule: Option<String>,
     /// Severity.
     pub severity: Severity,
     /// Current state.
@@ -142,11 +145,12 @@ impl Drift {
             cluster: self.cluster.clone(),
             uid: self.uid.clone(),
             class: self.class.clone(),
+            rule: self.rule.clone(),
         }
     }
 }
 
-/// The identity of an open drift: one per (object, class).
+/// The identity of an open drift: one per (object, class, rule).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DriftSlot {
     /// Cluster.
@@ -155,6 +159,8 @@ pub struct DriftSlot {
     pub uid: String,
     /// Class id.
     pub class: String,
+    /// The rule within the class (`invariant`), if the class has rules.
+    pub rule: Option<String>,
 }
 
 /// A drift moved from one state to another.

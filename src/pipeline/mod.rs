@@ -34,9 +34,13 @@ use crate::classify::{Capacity, Engine, Rules};
 use crate::decode::Decoded;
 use crate::metrics::Metrics;
 use crate::model::Silence;
+
 use crate::route::{Router, Silences};
 use crate::store::{Store, StoredSilence};
 use crate::time::Clock;
+
+/// The writer thread's stack (reserved address space; only what is used is committed).
+const WRITER_STACK_BYTES: usize = 64 << 20;
 
 /// Why a submission was not accepted.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -221,6 +225,9 @@ impl Pipeline {
         );
         let thread = std::thread::Builder::new()
             .name("drift-writer".to_string())
+            // Team invariants are evaluated here by a recursive interpreter: their depth is
+            // bounded when they compile, and this leaves a wide margin (reserved, not used).
+            .stack_size(WRITER_STACK_BYTES)
             .spawn(move || writer.run(receiver))
             .map_err(crate::store::Error::Io)?;
         Ok(Pipeline {

@@ -524,6 +524,25 @@ impl Writer {
                     .set(i64::from(ready));
             }
         }
+        for ((rule, kind), count) in self.engine.take_invariant_errors() {
+            self.metrics
+                .invariant_errors
+                .get_or_create(&crate::metrics::RuleErrorLabel {
+                    rule,
+                    kind: kind.to_string(),
+                })
+                .inc_by(count);
+        }
+        for failure in self.engine.take_invariant_failures() {
+            tracing::warn!(
+                message = "An invariant could not be evaluated on an object: it is neither held nor broken there (logged once per object and rule until it evaluates again; drift_sentinel_invariant_errors_total counts every failure).",
+                rule = %failure.rule,
+                kind = failure.kind,
+                cluster = %failure.subject.cluster,
+                object = %failure.object,
+                error = %failure.error,
+            );
+        }
         let implausible = self.engine.implausible_versions();
         self.metrics
             .implausible_versions

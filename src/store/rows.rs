@@ -189,6 +189,9 @@ pub(crate) struct DriftRow {
     pub id: String,
     /// Class id.
     pub class: String,
+    /// The rule of an `invariant` drift (absent in rows written before invariants existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     /// Severity.
     pub severity: SeverityRow,
     /// State.
@@ -409,6 +412,8 @@ pub(crate) struct OwnerRowRef<'a> {
 pub(crate) struct DriftRowRef<'a> {
     id: &'a str,
     class: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rule: Option<&'a str>,
     severity: SeverityRow,
     state: StateRow,
     cluster: &'a str,
@@ -474,6 +479,7 @@ impl<'a> From<&'a Drift> for DriftRowRef<'a> {
         DriftRowRef {
             id: &drift.id,
             class: &drift.class,
+            rule: drift.rule.as_deref(),
             severity: drift.severity.into(),
             state: drift.state.into(),
             cluster: &drift.cluster,
@@ -731,6 +737,7 @@ impl From<DriftRow> for Drift {
         Drift {
             id: row.id,
             class: row.class,
+            rule: row.rule,
             severity: row.severity.into(),
             state: row.state.into(),
             cluster: row.cluster,
@@ -799,6 +806,7 @@ mod tests {
         Drift {
             id: "d1".into(),
             class: "manual_edit".into(),
+            rule: None,
             severity: Severity::Critical,
             state: DriftState::Resolved,
             cluster: "prod".into(),

@@ -1214,6 +1214,7 @@ fn seeded_drift(
     Drift {
         id: id.into(),
         class: "not_ready".into(),
+        rule: None,
         severity,
         state: match (fired_at, resolved_at) {
             (_, Some(_)) => DriftState::Resolved,

@@ -56,6 +56,7 @@ fn drift(index: usize) -> Drift {
     Drift {
         id: format!("drift{index}"),
         class: "config_drift".into(),
+        rule: None,
         severity: Severity::Warning,
         state: DriftState::Firing,
         cluster: "prod".into(),

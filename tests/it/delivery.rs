@@ -26,6 +26,7 @@ fn drift(index: usize, state: DriftState) -> Drift {
     Drift {
         id: format!("drift{index:04}"),
         class: "traffic_drift".into(),
+        rule: None,
         severity: Severity::Critical,
         state,
         cluster: "prod".into(),

@@ -107,7 +107,8 @@ fn config_the_api_and_check_take_their_ids_from_the_registry() {
             "event_delivery_broken",
             "scale_unreachable",
             "operator_upgrade_stuck",
-            "pipeline_broken"
+            "pipeline_broken",
+            "invariant"
         ]
     );
 }

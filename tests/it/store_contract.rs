@@ -401,6 +401,7 @@ fn drift_of(
     Drift {
         id: id.into(),
         class: "not_ready".into(),
+        rule: None,
         severity,
         state,
         cluster: "prod".into(),

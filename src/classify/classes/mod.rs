@@ -54,10 +54,21 @@ impl Context<'_> {
 
     /// The open drift of a class on an object, if any.
     pub fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
+        self.open_rule_drift(subject, class, None)
+    }
+
+    /// The open drift of one rule of a class (`invariant`) on an object, if any.
+    pub fn open_rule_drift(
+        &self,
+        subject: &ObjectKey,
+        class: &str,
+        rule: Option<&str>,
+    ) -> Option<&Drift> {
         self.drifts.get(&DriftSlot {
             cluster: subject.cluster.clone(),
             uid: subject.uid.clone(),
             class: class.to_string(),
+            rule: rule.map(str::to_string),
         })
     }
 }
@@ -79,6 +90,14 @@ pub enum Finding {
     Holds(Box<Evidence>),
     /// The condition does not hold; the reason is recorded when an open drift resolves.
     Clear(String),
+    /// The class could not tell (a rule's expression failed on this object): an open drift
+    /// stays as it is, and the failure is counted per rule.
+    Failed {
+        /// Stable kind for metrics (`evaluation`, `budget`).
+        kind: &'static str,
+        /// What failed.
+        error: String,
+    },
 }
 
 /// A class's verdict about one object (`subject`, which need not be the changed object).
@@ -86,6 +105,8 @@ pub enum Finding {
 pub struct Assessment {
     /// The object the drift is about.
     pub subject: ObjectKey,
+    /// The rule, for a class whose findings are per rule (`invariant`).
+    pub rule: Option<String>,
     /// Holds or clear.
     pub finding: Finding,
 }
@@ -95,6 +116,7 @@ impl Assessment {
     pub fn holds(subject: &ObjectState, evidence: Evidence) -> Assessment {
         Assessment {
             subject: subject.key(),
+            rule: None,
             finding: Finding::Holds(Box::new(evidence)),
         }
     }
@@ -103,8 +125,15 @@ impl Assessment {
     pub fn clear(subject: &ObjectState, reason: impl Into<String>) -> Assessment {
         Assessment {
             subject: subject.key(),
+            rule: None,
             finding: Finding::Clear(reason.into()),
         }
+    }
+
+    /// This verdict about one rule of the class.
+    pub fn for_rule(mut self, rule: &str) -> Assessment {
+        self.rule = Some(rule.to_string());
+        self
     }
 }
 
@@ -169,6 +198,7 @@ mod config_drift;
 mod event_delivery_broken;
 mod generation_lag;
 mod image_drift;
+mod invariant;
 mod manual_edit;
 mod not_ready;
 mod operator_upgrade_stuck;
@@ -199,6 +229,7 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &scale_unreachable::ScaleUnreachable,
     &operator_upgrade_stuck::OperatorUpgradeStuck,
     &pipeline_broken::PipelineBroken,
+    &invariant::InvariantBroken,
 ];
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
@@ -219,6 +250,8 @@ pub(crate) fn health(object: &ObjectState) -> (Option<String>, bool, bool) {
         scale_unreachable::short_of(object).is_some(),
     )
 }
+/// The id of the class of team invariants (`rules.invariants`).
+pub use invariant::ID as INVARIANT;
 /// The id of the class the router sends to every channel.
 pub use pipeline_broken::ID as PIPELINE_BROKEN;
 

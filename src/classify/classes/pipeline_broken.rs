@@ -196,6 +196,7 @@ impl DriftClass for PipelineBroken {
                             cluster: drift.cluster.clone(),
                             uid: drift.uid.clone(),
                         },
+                        rule: None,
                         finding: Finding::Clear("re-created".to_string()),
                     });
                 }

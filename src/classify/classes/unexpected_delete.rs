@@ -62,6 +62,7 @@ impl DriftClass for UnexpectedDelete {
                                     cluster: drift.cluster.clone(),
                                     uid: drift.uid.clone(),
                                 },
+                                rule: None,
                                 finding: Finding::Clear("re-created".to_string()),
                             });
                         }

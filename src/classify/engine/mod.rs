@@ -8,6 +8,9 @@ use sha2::{Digest, Sha256};
 
 mod objects;
 mod pipeline_watch;
+mod rule_errors;
+
+pub use rule_errors::RuleFailure;
 
 use super::journal::Journal;
 pub use super::ordering::ListContext;
@@ -45,6 +48,8 @@ pub struct Engine {
     refused: u64,
     /// The own event path: parts' readiness and the source's blindness.
     pipeline_watch: pipeline_watch::PipelineWatch,
+    /// Rules that failed to evaluate: counts, and what is still to be logged.
+    rule_errors: rule_errors::RuleErrors,
 }
 
 impl Engine {
@@ -64,6 +69,7 @@ impl Engine {
             capacity: Capacity::default(),
             refused: 0,
             pipeline_watch: pipeline_watch::PipelineWatch::default(),
+            rule_errors: rule_errors::RuleErrors::default(),
         }
     }
 
@@ -107,19 +113,43 @@ impl Engine {
         self.recheck.sort_by(|a, b| b.cmp(a));
     }
 
-    /// Resolves open drifts of classes the rules no longer enable (after a hot reload), so a
-    /// disabled class leaves nothing firing forever.
+    /// Resolves open drifts of classes the rules no longer enable, and of invariants the rules
+    /// no longer have (after a hot reload), so a disabled class or a removed rule leaves nothing
+    /// firing forever.
     pub fn retire_disabled(&mut self, now: Millis) {
-        let mut disabled: Vec<DriftSlot> = self
+        let mut disabled: Vec<(DriftSlot, &'static str)> = self
             .drifts
             .keys()
-            .filter(|slot| !self.rules.class(&slot.class).enabled)
-            .cloned()
+            .filter_map(|slot| {
+                if !self.rules.class(&slot.class).enabled {
+                    return Some((slot.clone(), "class disabled in the rules"));
+                }
+                match &slot.rule {
+                    Some(rule) if self.rules.invariant(rule).is_none() => {
+                        Some((slot.clone(), "rule removed from the rules"))
+                    }
+                    _ => None,
+                }
+            })
             .collect();
         disabled.sort();
-        for slot in disabled {
-            self.clear(&slot, "class disabled in the rules", now);
+        for (slot, reason) in disabled {
+            self.clear(&slot, reason, now);
         }
+        self.rule_errors.forget_removed(&self.rules);
+    }
+
+    /// How often each invariant failed to evaluate since the last call, by rule and kind
+    /// (`evaluation`, `budget`).
+    pub fn take_invariant_errors(
+        &mut self,
+    ) -> std::collections::BTreeMap<(String, &'static str), u64> {
+        self.rule_errors.take_counts()
+    }
+
+    /// Invariant failures not yet reported (each (object, rule) once until it evaluates again).
+    pub fn take_invariant_failures(&mut self) -> Vec<RuleFailure> {
+        self.rule_errors.take_reports()
     }
 
     /// The rules in force.
@@ -321,6 +351,12 @@ impl Engine {
             return;
         };
         for (class_id, assessment) in assessments {
+            // A rule's verdict is about the object's state alone, so it is settled whatever it
+            // is: a rule changed by a reload may now hold where it was broken.
+            if assessment.rule.is_some() {
+                self.settle(class_id, assessment, now);
+                continue;
+            }
             if !matches!(assessment.finding, classes::Finding::Holds(_)) {
                 continue;
             }
@@ -328,6 +364,7 @@ impl Engine {
                 cluster: assessment.subject.cluster.clone(),
                 uid: assessment.subject.uid.clone(),
                 class: class_id.to_string(),
+                rule: None,
             };
             if !self.drifts.contains_key(&slot) {
                 self.settle(class_id, assessment, now);
@@ -406,18 +443,45 @@ impl Engine {
             for slot in open {
                 self.clear(&slot, "object deleted", now);
             }
+            self.rule_errors.forget_object(key);
         }
     }
 
     fn settle(&mut self, class_id: &'static str, assessment: classes::Assessment, now: Millis) {
-        let classes::Assessment { subject, finding } = assessment;
+        let classes::Assessment {
+            subject,
+            rule,
+            finding,
+        } = assessment;
         let slot = DriftSlot {
             cluster: subject.cluster.clone(),
             uid: subject.uid.clone(),
             class: class_id.to_string(),
+            rule,
         };
         match finding {
-            classes::Finding::Clear(reason) => self.clear(&slot, &reason, now),
+            classes::Finding::Clear(reason) => {
+                if let Some(rule) = &slot.rule {
+                    self.rule_errors.recovered(&subject, rule);
+                }
+                self.clear(&slot, &reason, now)
+            }
+            classes::Finding::Failed { kind, error } => {
+                let rule = slot.rule.as_deref().unwrap_or(class_id);
+                let graph = &self.graph;
+                self.rule_errors.failed(&subject, rule, kind, &error, || {
+                    graph.get(&subject).map_or_else(
+                        || subject.uid.clone(),
+                        |object| {
+                            if object.namespace.is_empty() {
+                                format!("{} {}", object.kind, object.name)
+                            } else {
+                                format!("{} {}/{}", object.kind, object.namespace, object.name)
+                            }
+                        },
+                    )
+                });
+            }
             classes::Finding::Holds(evidence) => {
                 let evidence = *evidence;
                 // Borrowed, not cloned: this runs for every finding that still holds.
@@ -428,8 +492,20 @@ impl Engine {
                 if class_id != classes::PIPELINE_BROKEN && !self.rules.in_scope(target) {
                     return;
                 }
+                if let Some(rule) = &slot.rule {
+                    self.rule_errors.recovered(&subject, rule);
+                }
                 let settings = self.rules.class(class_id);
-                let severity = evidence.severity.unwrap_or(settings.severity);
+                // A rule of its own (an invariant) brings its severity and grace.
+                let rule = slot
+                    .rule
+                    .as_deref()
+                    .and_then(|name| self.rules.invariant(name));
+                let (default_severity, grace) = match rule {
+                    Some(rule) => (rule.severity, rule.grace),
+                    None => (settings.severity, settings.grace),
+                };
+                let severity = evidence.severity.unwrap_or(default_severity);
                 if let Some(existing) = self.drifts.get(&slot) {
                     let mut updated = existing.clone();
                     updated.evidence = evidence;
@@ -441,11 +517,12 @@ impl Engine {
                     return;
                 }
                 let target = target.clone();
-                let grace_ms = i64::try_from(settings.grace.as_millis()).unwrap_or(i64::MAX);
+                let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
                 let fire_at = now.saturating_add(grace_ms);
                 let drift = Drift {
                     id: drift_id(&slot, now, self.next_sequence(now)),
                     class: class_id.to_string(),
+                    rule: slot.rule.clone(),
                     severity,
                     state: DriftState::Pending,
                     cluster: target.cluster.clone(),
@@ -618,6 +695,11 @@ fn drift_id(slot: &DriftSlot, since: Millis, sequence: usize) -> String {
     let mut hasher = Sha256::new();
     for part in [&slot.cluster, &slot.uid, &slot.class] {
         hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    // Drifts of built-in classes keep the ids they always had.
+    if let Some(rule) = &slot.rule {
+        hasher.update(rule.as_bytes());
         hasher.update([0u8]);
     }
     hasher.update(since.to_be_bytes());

@@ -353,6 +353,7 @@ mod tests {
         Drift {
             id: id.into(),
             class: "not_ready".into(),
+            rule: None,
             severity: Severity::Critical,
             state,
             cluster: "c".into(),

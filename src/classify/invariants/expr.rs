@@ -1,0 +1,1154 @@
+//! CEL expressions of team invariants: compiled once, checked for what a type checker would
+//! catch (an unknown variable, a result that cannot be a `bool` or a `string`), bounded in size
+//! and nesting, rewritten so that every evaluation runs under a cost budget, and evaluated
+//! against an object that is borrowed, not copied.
+//!
+//! Invariants: evaluation never panics the caller (a panic inside the `cel` crate becomes an
+//! error), never recurses deeper than [`MAX_DEPTH`] levels of the expression (the interpreter is
+//! recursive; the checks at compile time bound its stack), and never does more than about
+//! [`BUDGET`] units of work: every comprehension is charged for all its iterations before it
+//! starts (its range's size times the cost of its body), every value that `+`, `replace`,
+//! `join` or `format` builds is charged for its size, and once the budget is spent every
+//! further comprehension fails before it iterates. This is the only module that knows the
+//! `cel` crate.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
+use cel::common::value::{CowVal, Val};
+use cel::objects::Value;
+use cel::{Context, Env, ExecutionError, FunctionContext};
+
+use crate::decode::object::OwnerReference;
+
+/// Longest expression source accepted, in bytes.
+pub const MAX_SOURCE_BYTES: usize = 4096;
+/// Deepest expression tree accepted (the interpreter recurses once per level).
+pub const MAX_DEPTH: usize = 48;
+/// Most nodes in one expression tree.
+pub const MAX_NODES: usize = 1000;
+/// Most comprehensions (`all`, `exists`, `map`, `filter`, ...) nested in one another.
+pub const MAX_COMPREHENSION_NESTING: usize = 3;
+/// Work units one evaluation may spend: about 10 ms of the writer's time at worst.
+pub const BUDGET: u64 = 100_000;
+/// What a regular expression match costs beyond one node (the `cel` crate compiles the
+/// pattern on every call).
+const MATCHES_COST: u64 = 100;
+/// The variables an expression may name, besides those its comprehensions bind.
+const VARIABLES: &[&str] = &["object", "oldObject"];
+/// Type names and namespaces CEL resolves as identifiers.
+const BUILT_IN_NAMES: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "dyn",
+    "strings",
+];
+/// Internal functions of the rewrite; CEL source cannot name them (`@` starts no identifier).
+const RANGE: &str = "@ds_range";
+const SIZED: &str = "@ds_sized";
+const LIVE: &str = "@ds_live";
+/// Functions whose result is charged for its size.
+const GROWING: &[&str] = &["_+_", "replace", "join", "format"];
+
+/// Why an expression was not accepted, with where in its source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}, column {column}: {message}")]
+pub struct CompileError {
+    /// 1-based line in the expression.
+    pub line: usize,
+    /// 1-based column (in characters).
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Why an evaluation gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    /// The expression failed on this object (a missing field, a type mismatch, ...).
+    #[error("{0}")]
+    Evaluation(String),
+    /// The expression spent its budget and was stopped.
+    #[error("stopped after spending its evaluation budget ({BUDGET} units)")]
+    Budget,
+}
+
+impl EvalError {
+    /// Stable label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EvalError::Evaluation(_) => "evaluation",
+            EvalError::Budget => "budget",
+        }
+    }
+}
+
+/// What an expression must return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returns {
+    /// A condition.
+    Bool,
+    /// A message.
+    String,
+}
+
+/// A compiled, checked and instrumented expression.
+#[derive(Debug, Clone)]
+pub struct Expression {
+    root: Arc<IdedExpr>,
+    returns: Returns,
+    names_old_object: bool,
+}
+
+impl PartialEq for Expression {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root && self.returns == other.returns
+    }
+}
+
+/// The static type of a node, where it is known without knowing the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Static {
+    Bool,
+    Int,
+    UInt,
+    Double,
+    String,
+    Bytes,
+    Null,
+    List,
+    Map,
+}
+
+impl Static {
+    fn name(self) -> &'static str {
+        match self {
+            Static::Bool => "bool",
+            Static::Int => "int",
+            Static::UInt => "uint",
+            Static::Double => "double",
+            Static::String => "string",
+            Static::Bytes => "bytes",
+            Static::Null => "null",
+            Static::List => "list",
+            Static::Map => "map",
+        }
+    }
+}
+
+fn env() -> &'static Arc<Env> {
+    static ENV: OnceLock<Arc<Env>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Env::stdlib();
+        // The strings extension is what Kubernetes' CEL offers too (`lowerAscii`, `split`, ...).
+        // Registering it on a fresh standard environment cannot fail; if it ever did, the
+        // standard library alone is still a working environment.
+        let _ = env.add_extension(cel::extensions::strings);
+        Arc::new(env)
+    })
+}
+
+impl Expression {
+    /// Compiles `source`. Parsing recurses as deep as the expression nests, so call this on a
+    /// thread with a large stack (see `config::invariants::compile_on_large_stack`).
+    pub fn compile(source: &str, returns: Returns) -> Result<Expression, CompileError> {
+        if source.len() > MAX_SOURCE_BYTES {
+            return Err(CompileError {
+                line: 1,
+                column: 1,
+                message: format!(
+                    "the expression is {} bytes long; at most {MAX_SOURCE_BYTES} are accepted",
+                    source.len()
+                ),
+            });
+        }
+        if let Some((line, column)) = too_deeply_bracketed(source) {
+            return Err(CompileError {
+                line,
+                column,
+                message: format!("brackets nest deeper than {MAX_DEPTH} levels"),
+            });
+        }
+        let program = env().compile(source).map_err(|errors| {
+            let first = errors.errors.into_iter().next();
+            match first {
+                Some(error) => CompileError {
+                    line: usize::try_from(error.pos.0).unwrap_or(1).max(1),
+                    column: usize::try_from(error.pos.1).unwrap_or(0) + 1,
+                    message: error.msg,
+                },
+                None => CompileError {
+                    line: 1,
+                    column: 1,
+                    message: "the expression does not parse".to_string(),
+                },
+            }
+        })?;
+        let at = |id: u64| position(source, program.source_info().offset_for(id));
+        let root = program.expression();
+        let mut check = Check {
+            nodes: 0,
+            names_old_object: false,
+            at: &at,
+        };
+        check.walk(root, &mut Vec::new(), 1, 0)?;
+        if let Some(found) = static_type(root, &[]) {
+            let wanted = match returns {
+                Returns::Bool => Static::Bool,
+                Returns::String => Static::String,
+            };
+            if found != wanted {
+                let (line, column) = at(root.id);
+                return Err(CompileError {
+                    line,
+                    column,
+                    message: format!(
+                        "the expression returns a {}, not a {}",
+                        found.name(),
+                        wanted.name()
+                    ),
+                });
+            }
+        }
+        let mut next_id = max_id(root) + 1;
+        let root = instrument(root.clone(), &mut next_id);
+        Ok(Expression {
+            root: Arc::new(root),
+            returns,
+            names_old_object: check.names_old_object,
+        })
+    }
+
+    /// True when the expression names `oldObject`.
+    pub fn names_old_object(&self) -> bool {
+        self.names_old_object
+    }
+
+    /// Evaluates a condition.
+    pub fn holds(&self, bindings: &Bindings<'_>) -> Result<bool, EvalError> {
+        match self.evaluate(bindings)? {
+            Value::Bool(value) => Ok(value),
+            other => Err(EvalError::Evaluation(format!(
+                "the expression returned a {}, not a bool",
+                other.type_of()
+            ))),
+        }
+    }
+
+    /// Evaluates a message.
+    pub fn text(&self, bindings: &Bindings<'_>) -> Result<String, EvalError> {
+        match self.evaluate(bindings)? {
+            Value::String(text) => Ok(text.to_string()),
+            other => Err(EvalError::Evaluation(format!(
+                "the message expression returned a {}, not a string",
+                other.type_of()
+            ))),
+        }
+    }
+
+    fn evaluate(&self, bindings: &Bindings<'_>) -> Result<Value, EvalError> {
+        BUDGET_LEFT.with(|left| left.set(BUDGET));
+        TRIPPED.with(|tripped| tripped.set(false));
+        let root = &self.root;
+        let context = &bindings.context;
+        // The `cel` crate is a dependency: should it ever panic, that is one rule's failed
+        // evaluation, not the writer's end.
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| context.resolve(root)));
+        if TRIPPED.with(Cell::get) {
+            return Err(EvalError::Budget);
+        }
+        match result {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(error)) => Err(EvalError::Evaluation(error.to_string())),
+            Err(_) => Err(EvalError::Evaluation(
+                "the expression evaluator failed internally".to_string(),
+            )),
+        }
+    }
+}
+
+thread_local! {
+    static BUDGET_LEFT: Cell<u64> = const { Cell::new(BUDGET) };
+    static TRIPPED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Spends `units`; false (and tripped from now on) when they are not left.
+fn charge(units: u64) -> bool {
+    if TRIPPED.with(Cell::get) {
+        return false;
+    }
+    let left = BUDGET_LEFT.with(Cell::get);
+    if units > left {
+        TRIPPED.with(|tripped| tripped.set(true));
+        BUDGET_LEFT.with(|cell| cell.set(0));
+        return false;
+    }
+    BUDGET_LEFT.with(|cell| cell.set(left - units));
+    true
+}
+
+fn budget_spent() -> ExecutionError {
+    ExecutionError::function_error("budget", "the evaluation budget is spent")
+}
+
+fn size_of(value: &dyn Val) -> u64 {
+    value
+        .as_sizer()
+        .map(|sizer| u64::try_from(*sizer.size().inner()).unwrap_or(0))
+        .unwrap_or(1)
+}
+
+type Handler = Box<
+    dyn for<'c, 'a> Fn(&mut FunctionContext<'c, 'a>) -> Result<CowVal<'c, 'a>, ExecutionError>
+        + Send
+        + Sync,
+>;
+
+/// `@ds_range(range, cost)`: charges a comprehension's iterations before it starts.
+fn range_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let mut args = std::mem::take(&mut call.args).into_iter();
+        let (Some(range), Some(cost)) = (args.next(), args.next()) else {
+            return Err(ExecutionError::invalid_argument_count(2, 0));
+        };
+        let cost = cost
+            .downcast_ref::<CelInt>()
+            .map(|cost| u64::try_from(*cost.inner()).unwrap_or(1))
+            .unwrap_or(1);
+        if !charge(
+            size_of(range.as_ref())
+                .saturating_mul(cost)
+                .saturating_add(1),
+        ) {
+            return Err(budget_spent());
+        }
+        Ok(range)
+    })
+}
+
+/// `@ds_sized(value)`: charges a built value for its size.
+fn sized_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
+            return Err(ExecutionError::invalid_argument_count(1, 0));
+        };
+        if !charge(size_of(value.as_ref())) {
+            return Err(budget_spent());
+        }
+        Ok(value)
+    })
+}
+
+/// `@ds_live(condition)`: a comprehension's loop condition, false once the budget is spent.
+fn live_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
+            return Err(ExecutionError::invalid_argument_count(1, 0));
+        };
+        if TRIPPED.with(Cell::get) {
+            return Ok(CowVal::owned(CelBool::from(false)));
+        }
+        Ok(value)
+    })
+}
+
+/// The variables of one evaluation: the object (and the one before), borrowed.
+pub struct Bindings<'v> {
+    context: Context<'v, 'v>,
+}
+
+impl<'v> Bindings<'v> {
+    /// Binds `object` and, when there is one, `oldObject`.
+    pub fn new(object: &ObjectView<'v>, old: Option<&ObjectView<'v>>) -> Bindings<'v> {
+        let mut context = Context::with_env(Arc::clone(env()));
+        // The names are ours and cannot clash with the standard library's.
+        let _ = context.add_function(RANGE, range_handler());
+        let _ = context.add_function(SIZED, sized_handler());
+        let _ = context.add_function(LIVE, live_handler());
+        context.add_variable_as_val("object", object.to_val());
+        if let Some(old) = old {
+            context.add_variable_as_val("oldObject", old.to_val());
+        }
+        Bindings { context }
+    }
+}
+
+/// An object as an expression sees it: the fields of the Kubernetes object, borrowed.
+pub struct ObjectView<'v> {
+    /// `apiVersion`.
+    pub api_version: &'v str,
+    /// `kind`.
+    pub kind: &'v str,
+    /// `metadata.name`.
+    pub name: &'v str,
+    /// `metadata.namespace` (empty: cluster-scoped, left out).
+    pub namespace: &'v str,
+    /// `metadata.uid`.
+    pub uid: &'v str,
+    /// `metadata.resourceVersion`.
+    pub resource_version: &'v str,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `metadata.creationTimestamp`.
+    pub creation_timestamp: Option<&'v str>,
+    /// `metadata.deletionTimestamp`.
+    pub deletion_timestamp: Option<&'v str>,
+    /// `metadata.labels` (always present, maybe empty).
+    pub labels: &'v BTreeMap<String, String>,
+    /// `metadata.annotations` (always present, maybe empty).
+    pub annotations: &'v BTreeMap<String, String>,
+    /// `metadata.ownerReferences`.
+    pub owners: &'v [OwnerReference],
+    /// `spec` (`null`: left out).
+    pub spec: &'v serde_json::Value,
+    /// `status` (`null`: left out).
+    pub status: &'v serde_json::Value,
+    /// `data`.
+    pub data: Option<&'v BTreeMap<String, String>>,
+}
+
+fn text<'v>(value: &'v str) -> Box<dyn Val + 'v> {
+    Box::new(CelString::from(value))
+}
+
+fn string_map<'v>(map: &'v BTreeMap<String, String>) -> Box<dyn Val + 'v> {
+    let entries: std::collections::HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = map
+        .iter()
+        .map(|(key, value)| (CelMapKey::from(key.as_str()), text(value)))
+        .collect();
+    Box::new(CelMap::from(entries))
+}
+
+fn record<'v>(fields: Vec<(&'static str, Box<dyn Val + 'v>)>) -> Box<dyn Val + 'v> {
+    let entries: std::collections::HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = fields
+        .into_iter()
+        .map(|(key, value)| (CelMapKey::from(key), value))
+        .collect();
+    Box::new(CelMap::from(entries))
+}
+
+impl<'v> ObjectView<'v> {
+    fn to_val(&self) -> Box<dyn Val + 'v> {
+        let mut metadata = vec![
+            ("name", text(self.name)),
+            ("uid", text(self.uid)),
+            ("resourceVersion", text(self.resource_version)),
+            ("labels", string_map(self.labels)),
+            ("annotations", string_map(self.annotations)),
+        ];
+        if !self.namespace.is_empty() {
+            metadata.push(("namespace", text(self.namespace)));
+        }
+        if let Some(generation) = self.generation {
+            metadata.push(("generation", Box::new(CelInt::from(generation))));
+        }
+        if let Some(created) = self.creation_timestamp {
+            metadata.push(("creationTimestamp", text(created)));
+        }
+        if let Some(deleted) = self.deletion_timestamp {
+            metadata.push(("deletionTimestamp", text(deleted)));
+        }
+        if !self.owners.is_empty() {
+            let owners: Vec<Box<dyn Val + 'v>> = self
+                .owners
+                .iter()
+                .map(|owner| {
+                    record(vec![
+                        ("apiVersion", text(&owner.api_version)),
+                        ("kind", text(&owner.kind)),
+                        ("name", text(&owner.name)),
+                        ("uid", text(&owner.uid)),
+                        ("controller", Box::new(CelBool::from(owner.controller))),
+                    ])
+                })
+                .collect();
+            metadata.push(("ownerReferences", Box::new(CelList::from(owners))));
+        }
+        let mut fields = vec![
+            ("apiVersion", text(self.api_version)),
+            ("kind", text(self.kind)),
+            ("metadata", record(metadata)),
+        ];
+        if !self.spec.is_null() {
+            fields.push(("spec", json(self.spec)));
+        }
+        if !self.status.is_null() {
+            fields.push(("status", json(self.status)));
+        }
+        if let Some(data) = self.data {
+            fields.push(("data", string_map(data)));
+        }
+        record(fields)
+    }
+}
+
+/// A JSON value as CEL sees it, borrowed: integers stay `int` (as Kubernetes' CEL has them),
+/// numbers beyond `int` are `uint` or `double`.
+fn json<'v>(value: &'v serde_json::Value) -> Box<dyn Val + 'v> {
+    match value {
+        serde_json::Value::Null => Box::new(CelNull),
+        serde_json::Value::Bool(value) => Box::new(CelBool::from(*value)),
+        serde_json::Value::Number(number) => {
+            if let Some(int) = number.as_i64() {
+                Box::new(CelInt::from(int))
+            } else if let Some(uint) = number.as_u64() {
+                Box::new(CelUInt::from(uint))
+            } else {
+                Box::new(CelDouble::from(number.as_f64().unwrap_or(f64::NAN)))
+            }
+        }
+        serde_json::Value::String(value) => text(value),
+        serde_json::Value::Array(items) => {
+            Box::new(CelList::from(items.iter().map(json).collect::<Vec<_>>()))
+        }
+        serde_json::Value::Object(entries) => {
+            let entries: std::collections::HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = entries
+                .iter()
+                .map(|(key, value)| (CelMapKey::from(key.as_str()), json(value)))
+                .collect();
+            Box::new(CelMap::from(entries))
+        }
+    }
+}
+
+/// The first bracket that opens deeper than [`MAX_DEPTH`], as (line, column): checked before
+/// parsing, whose recursion follows the brackets.
+fn too_deeply_bracketed(source: &str) -> Option<(usize, usize)> {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let (mut line, mut column) = (1, 0);
+    for character in source.chars() {
+        if character == '\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+        }
+        if let Some(open) = quote {
+            if escaped {
+                escaped = false;
+            } else if character == '\\' {
+                escaped = true;
+            } else if character == open {
+                quote = None;
+            }
+            continue;
+        }
+        match character {
+            '"' | '\'' => quote = Some(character),
+            '(' | '[' | '{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some((line, column));
+                }
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// (line, column) of a byte offset range's start.
+fn position(source: &str, offsets: Option<(u32, u32)>) -> (usize, usize) {
+    let Some((start, _)) = offsets else {
+        return (1, 1);
+    };
+    let start = usize::try_from(start).unwrap_or(0).min(source.len());
+    let before = source.get(..start).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    (line, column)
+}
+
+struct Check<'a> {
+    nodes: usize,
+    names_old_object: bool,
+    at: &'a dyn Fn(u64) -> (usize, usize),
+}
+
+impl Check<'_> {
+    fn fail(&self, id: u64, message: String) -> CompileError {
+        let (line, column) = (self.at)(id);
+        CompileError {
+            line,
+            column,
+            message,
+        }
+    }
+
+    /// Walks the tree: size, depth, comprehension nesting, and every identifier in scope.
+    fn walk(
+        &mut self,
+        node: &IdedExpr,
+        scope: &mut Vec<String>,
+        depth: usize,
+        nesting: usize,
+    ) -> Result<(), CompileError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.fail(
+                node.id,
+                format!("the expression has more than {MAX_NODES} parts"),
+            ));
+        }
+        if depth > MAX_DEPTH {
+            return Err(self.fail(
+                node.id,
+                format!("the expression nests deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        match &node.expr {
+            Expr::Unspecified => {
+                return Err(self.fail(node.id, "an empty expression".to_string()));
+            }
+            Expr::Ident(name) => {
+                if name == "oldObject" {
+                    self.names_old_object = true;
+                }
+                let known = scope.iter().any(|bound| bound == name)
+                    || VARIABLES.contains(&name.as_str())
+                    || BUILT_IN_NAMES.contains(&name.as_str());
+                if !known {
+                    return Err(self.fail(
+                        node.id,
+                        format!(
+                            "undeclared reference to '{name}' (the variables are `object` and \
+                             `oldObject`)"
+                        ),
+                    ));
+                }
+            }
+            Expr::Literal(_) => {}
+            Expr::Select(select) => self.walk(&select.operand, scope, depth + 1, nesting)?,
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.walk(target, scope, depth + 1, nesting)?;
+                }
+                for arg in &call.args {
+                    self.walk(arg, scope, depth + 1, nesting)?;
+                }
+            }
+            Expr::List(list) => {
+                for element in &list.elements {
+                    self.walk(element, scope, depth + 1, nesting)?;
+                }
+            }
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(entry) = &entry.expr {
+                        self.walk(&entry.key, scope, depth + 1, nesting)?;
+                        self.walk(&entry.value, scope, depth + 1, nesting)?;
+                    }
+                }
+            }
+            Expr::Struct(_) => {
+                return Err(self.fail(
+                    node.id,
+                    "message literals are not supported; use a map".to_string(),
+                ));
+            }
+            Expr::Comprehension(comprehension) => {
+                if nesting + 1 > MAX_COMPREHENSION_NESTING {
+                    return Err(self.fail(
+                        node.id,
+                        format!(
+                            "macros (all, exists, map, filter, ...) nest deeper than \
+                             {MAX_COMPREHENSION_NESTING} levels"
+                        ),
+                    ));
+                }
+                self.walk(&comprehension.iter_range, scope, depth + 1, nesting)?;
+                self.walk(&comprehension.accu_init, scope, depth + 1, nesting)?;
+                let bound = scope.len();
+                scope.push(comprehension.accu_var.clone());
+                scope.push(comprehension.iter_var.clone());
+                if let Some(second) = &comprehension.iter_var2 {
+                    scope.push(second.clone());
+                }
+                self.walk(&comprehension.loop_cond, scope, depth + 1, nesting + 1)?;
+                self.walk(&comprehension.loop_step, scope, depth + 1, nesting + 1)?;
+                scope.truncate(bound + 1);
+                self.walk(&comprehension.result, scope, depth + 1, nesting + 1)?;
+                scope.truncate(bound);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The type a node returns whatever the data, where the tree says it.
+fn static_type(node: &IdedExpr, accumulators: &[(&str, Option<Static>)]) -> Option<Static> {
+    match &node.expr {
+        Expr::Literal(literal) => Some(match literal {
+            LiteralValue::Boolean(_) => Static::Bool,
+            LiteralValue::Bytes(_) => Static::Bytes,
+            LiteralValue::Double(_) => Static::Double,
+            LiteralValue::Int(_) => Static::Int,
+            LiteralValue::Null => Static::Null,
+            LiteralValue::String(_) => Static::String,
+            LiteralValue::UInt(_) => Static::UInt,
+        }),
+        Expr::List(_) => Some(Static::List),
+        Expr::Map(_) => Some(Static::Map),
+        Expr::Select(select) if select.test => Some(Static::Bool),
+        Expr::Ident(name) => accumulators
+            .iter()
+            .rev()
+            .find(|(accumulator, _)| accumulator == name)
+            .and_then(|(_, kind)| *kind),
+        Expr::Comprehension(comprehension) => {
+            let mut inner = accumulators.to_vec();
+            inner.push((
+                comprehension.accu_var.as_str(),
+                static_type(&comprehension.accu_init, accumulators),
+            ));
+            static_type(&comprehension.result, &inner)
+        }
+        Expr::Call(call) => call_type(call, accumulators),
+        _ => None,
+    }
+}
+
+fn call_type(call: &CallExpr, accumulators: &[(&str, Option<Static>)]) -> Option<Static> {
+    match call.func_name.as_str() {
+        "_&&_"
+        | "_||_"
+        | "!_"
+        | "_==_"
+        | "_!=_"
+        | "_<_"
+        | "_<=_"
+        | "_>_"
+        | "_>=_"
+        | "@in"
+        | "@not_strictly_false"
+        | "matches"
+        | "startsWith"
+        | "endsWith"
+        | "contains" => Some(Static::Bool),
+        "size" | "int" | "indexOf" | "lastIndexOf" => Some(Static::Int),
+        "string" | "lowerAscii" | "upperAscii" | "trim" | "replace" | "substring" | "join"
+        | "format" | "charAt" => Some(Static::String),
+        "double" => Some(Static::Double),
+        "uint" => Some(Static::UInt),
+        "split" => Some(Static::List),
+        "_-_" | "_*_" | "_/_" | "_%_" | "-_" => {
+            // A number of some kind: never a bool nor a string.
+            call.args
+                .first()
+                .and_then(|first| static_type(first, accumulators))
+                .or(Some(Static::Int))
+        }
+        "_+_" => {
+            let left = call
+                .args
+                .first()
+                .and_then(|arg| static_type(arg, accumulators));
+            let right = call
+                .args
+                .get(1)
+                .and_then(|arg| static_type(arg, accumulators));
+            left.or(right)
+        }
+        "_?_:_" => {
+            let then = call
+                .args
+                .get(1)
+                .and_then(|arg| static_type(arg, accumulators));
+            let otherwise = call
+                .args
+                .get(2)
+                .and_then(|arg| static_type(arg, accumulators));
+            match (then, otherwise) {
+                (Some(then), Some(otherwise)) if then == otherwise => Some(then),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+fn max_id(node: &IdedExpr) -> u64 {
+    let mut highest = node.id;
+    visit(node, &mut |child| highest = highest.max(child.id));
+    highest
+}
+
+fn visit(node: &IdedExpr, each: &mut dyn FnMut(&IdedExpr)) {
+    each(node);
+    match &node.expr {
+        Expr::Select(select) => visit(&select.operand, each),
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                visit(target, each);
+            }
+            for arg in &call.args {
+                visit(arg, each);
+            }
+        }
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .for_each(|element| visit(element, each)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(entry) = &entry.expr {
+                    visit(&entry.key, each);
+                    visit(&entry.value, each);
+                }
+            }
+        }
+        Expr::Comprehension(comprehension) => {
+            for part in [
+                &comprehension.iter_range,
+                &comprehension.accu_init,
+                &comprehension.loop_cond,
+                &comprehension.loop_step,
+                &comprehension.result,
+            ] {
+                visit(part, each);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What one pass of a comprehension's body costs: its nodes, a regular expression more, a
+/// nested comprehension as its range (the nested one charges its own iterations).
+fn body_cost(node: &IdedExpr) -> u64 {
+    let own = match &node.expr {
+        Expr::Call(call) if call.func_name == "matches" => 1 + MATCHES_COST,
+        _ => 1,
+    };
+    let children: u64 = match &node.expr {
+        Expr::Select(select) => body_cost(&select.operand),
+        Expr::Call(call) => {
+            call.target.as_deref().map_or(0, body_cost)
+                + call.args.iter().map(body_cost).sum::<u64>()
+        }
+        Expr::List(list) => list.elements.iter().map(body_cost).sum(),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(entry) => body_cost(&entry.key) + body_cost(&entry.value),
+                EntryExpr::StructField(_) => 0,
+            })
+            .sum(),
+        Expr::Comprehension(comprehension) => {
+            body_cost(&comprehension.iter_range) + body_cost(&comprehension.accu_init)
+        }
+        _ => 0,
+    };
+    own + children
+}
+
+fn call(id: &mut u64, name: &str, args: Vec<IdedExpr>) -> IdedExpr {
+    *id += 1;
+    IdedExpr {
+        id: *id,
+        expr: Expr::Call(CallExpr {
+            func_name: name.to_string(),
+            target: None,
+            args,
+        }),
+    }
+}
+
+/// Rewrites the tree so that every evaluation is charged (see the module docs).
+fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
+    let IdedExpr { id: own, expr } = node;
+    let expr = match expr {
+        Expr::Select(mut select) => {
+            select.operand = Box::new(instrument(*select.operand, id));
+            Expr::Select(select)
+        }
+        Expr::Call(mut inner) => {
+            inner.target = inner.target.map(|target| Box::new(instrument(*target, id)));
+            inner.args = inner
+                .args
+                .into_iter()
+                .map(|arg| instrument(arg, id))
+                .collect();
+            let growing = GROWING.contains(&inner.func_name.as_str());
+            let rebuilt = IdedExpr {
+                id: own,
+                expr: Expr::Call(inner),
+            };
+            if growing {
+                return call(id, SIZED, vec![rebuilt]);
+            }
+            return rebuilt;
+        }
+        Expr::List(mut list) => {
+            list.elements = list
+                .elements
+                .into_iter()
+                .map(|element| instrument(element, id))
+                .collect();
+            Expr::List(list)
+        }
+        Expr::Map(mut map) => {
+            for entry in &mut map.entries {
+                if let EntryExpr::MapEntry(entry) = &mut entry.expr {
+                    entry.key = instrument(std::mem::take(&mut entry.key), id);
+                    entry.value = instrument(std::mem::take(&mut entry.value), id);
+                }
+            }
+            Expr::Map(map)
+        }
+        Expr::Comprehension(comprehension) => {
+            let ComprehensionExpr {
+                iter_range,
+                iter_var,
+                iter_var2,
+                accu_var,
+                accu_init,
+                loop_cond,
+                loop_step,
+                result,
+            } = *comprehension;
+            let cost = body_cost(&loop_cond) + body_cost(&loop_step);
+            let iter_range = instrument(iter_range, id);
+            *id += 1;
+            let cost_literal = IdedExpr {
+                id: *id,
+                expr: Expr::Literal(LiteralValue::Int(CelInt::from(
+                    i64::try_from(cost).unwrap_or(i64::MAX),
+                ))),
+            };
+            let iter_range = call(id, RANGE, vec![iter_range, cost_literal]);
+            let loop_cond_is_literal = matches!(loop_cond.expr, Expr::Literal(_));
+            let loop_cond = instrument(loop_cond, id);
+            // A literal condition is left alone: `map` and `filter` are recognised by it and
+            // built in place (their steps fail at once when the budget is spent).
+            let loop_cond = if loop_cond_is_literal {
+                loop_cond
+            } else {
+                call(id, LIVE, vec![loop_cond])
+            };
+            Expr::Comprehension(Box::new(ComprehensionExpr {
+                iter_range,
+                iter_var,
+                iter_var2,
+                accu_var,
+                accu_init: instrument(accu_init, id),
+                loop_cond,
+                loop_step: instrument(loop_step, id),
+                result: instrument(result, id),
+            }))
+        }
+        other => other,
+    };
+    IdedExpr { id: own, expr }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object_with(spec: &serde_json::Value) -> bool {
+        let labels = BTreeMap::from([("app".to_string(), "shop".to_string())]);
+        let empty = BTreeMap::new();
+        let view = ObjectView {
+            api_version: "serving.knative.dev/v1",
+            kind: "Service",
+            name: "shop",
+            namespace: "prod",
+            uid: "u1",
+            resource_version: "7",
+            generation: Some(3),
+            creation_timestamp: None,
+            deletion_timestamp: None,
+            labels: &labels,
+            annotations: &empty,
+            owners: &[],
+            spec,
+            status: &serde_json::Value::Null,
+            data: None,
+        };
+        let bindings = Bindings::new(&view, None);
+        let expression = Expression::compile(
+            "object.spec.template.spec.containers.all(c, !c.image.endsWith(':latest'))",
+            Returns::Bool,
+        )
+        .unwrap();
+        expression.holds(&bindings).unwrap()
+    }
+
+    #[test]
+    fn a_condition_sees_the_object_with_kubernetes_field_names() {
+        let good = serde_json::json!({"template": {"spec": {"containers": [{"image": "a:1"}]}}});
+        let bad =
+            serde_json::json!({"template": {"spec": {"containers": [{"image": "a:latest"}]}}});
+        assert!(object_with(&good));
+        assert!(!object_with(&bad));
+    }
+
+    #[test]
+    fn integers_stay_int() {
+        let spec = serde_json::json!({"replicas": 3});
+        let empty = BTreeMap::new();
+        let view = ObjectView {
+            api_version: "apps/v1",
+            kind: "Deployment",
+            name: "d",
+            namespace: "",
+            uid: "u",
+            resource_version: "1",
+            generation: None,
+            creation_timestamp: None,
+            deletion_timestamp: None,
+            labels: &empty,
+            annotations: &empty,
+            owners: &[],
+            spec: &spec,
+            status: &serde_json::Value::Null,
+            data: None,
+        };
+        let bindings = Bindings::new(&view, None);
+        let holds = |source: &str| {
+            Expression::compile(source, Returns::Bool)
+                .unwrap()
+                .holds(&bindings)
+        };
+        assert_eq!(holds("object.spec.replicas + 1 == 4"), Ok(true));
+        assert_eq!(holds("!has(object.metadata.namespace)"), Ok(true));
+        assert_eq!(holds("object.metadata.labels.size() == 0"), Ok(true));
+        assert!(matches!(
+            holds("object.spec.missing == 1"),
+            Err(EvalError::Evaluation(_))
+        ));
+    }
+
+    #[test]
+    fn compile_errors_say_where() {
+        let error = Expression::compile("object.spec.x ==", Returns::Bool).unwrap_err();
+        assert_eq!(error.line, 1, "{error}");
+        let error =
+            Expression::compile("object.spec.a == 1 &&\n  objct.spec.b == 2", Returns::Bool)
+                .unwrap_err();
+        assert_eq!((error.line, error.column), (2, 3), "{error}");
+        assert!(error.message.contains("objct"), "{error}");
+        let error = Expression::compile("size(object.spec)", Returns::Bool).unwrap_err();
+        assert!(error.message.contains("returns a int"), "{error}");
+        let error = Expression::compile("object.spec.containers.all(c, c.image)", Returns::String)
+            .unwrap_err();
+        assert!(error.message.contains("returns a bool"), "{error}");
+        // Variables bound by a macro are in scope in its body only.
+        let error = Expression::compile("object.spec.xs.all(x, x > 0) && x == 1", Returns::Bool)
+            .unwrap_err();
+        assert!(error.message.contains("'x'"), "{error}");
+        let deep = format!("{}true{}", "(".repeat(200), ")".repeat(200));
+        let error = Expression::compile(&deep, Returns::Bool).unwrap_err();
+        assert!(error.message.contains("nest"), "{error}");
+    }
+
+    #[test]
+    fn a_huge_comprehension_is_stopped_by_the_budget() {
+        let items: Vec<serde_json::Value> = (0..400).map(serde_json::Value::from).collect();
+        let spec = serde_json::json!({ "items": items });
+        let empty = BTreeMap::new();
+        let view = ObjectView {
+            api_version: "v1",
+            kind: "ConfigMap",
+            name: "c",
+            namespace: "n",
+            uid: "u",
+            resource_version: "1",
+            generation: None,
+            creation_timestamp: None,
+            deletion_timestamp: None,
+            labels: &empty,
+            annotations: &empty,
+            owners: &[],
+            spec: &spec,
+            status: &serde_json::Value::Null,
+            data: None,
+        };
+        let bindings = Bindings::new(&view, None);
+        let nested = Expression::compile(
+            "object.spec.items.all(a, object.spec.items.all(b, object.spec.items.all(c, a + b + c >= 0)))",
+            Returns::Bool,
+        )
+        .unwrap();
+        assert_eq!(nested.holds(&bindings), Err(EvalError::Budget));
+        let growing = Expression::compile(
+            "object.spec.items.map(a, object.spec.items + object.spec.items).size() > 0",
+            Returns::Bool,
+        )
+        .unwrap();
+        assert_eq!(growing.holds(&bindings), Err(EvalError::Budget));
+        // The same shape over a small list is fine: the budget is per evaluation.
+        let small = Expression::compile(
+            "[1, 2, 3].all(a, [1, 2, 3].all(b, a + b > 0))",
+            Returns::Bool,
+        )
+        .unwrap();
+        assert_eq!(small.holds(&bindings), Ok(true));
+    }
+}
+
+#[cfg(test)]
+mod stack_tests {
+    use super::*;
+
+    /// The deepest expression accepted evaluates on a small (2 MiB) stack even in a debug
+    /// build: the depth bound keeps evaluation far from the writer's 64 MiB.
+    #[test]
+    fn the_deepest_accepted_expression_evaluates_on_a_small_stack() {
+        let depth = MAX_DEPTH - 4;
+        let source = format!("{}true{}", "(!".repeat(depth / 2), ")".repeat(depth / 2));
+        let expression = std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || Expression::compile(&source, Returns::Bool))
+            .unwrap()
+            .join()
+            .unwrap()
+            .unwrap();
+        let holds = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let empty = BTreeMap::new();
+                let view = ObjectView {
+                    api_version: "v1",
+                    kind: "ConfigMap",
+                    name: "c",
+                    namespace: "n",
+                    uid: "u",
+                    resource_version: "1",
+                    generation: None,
+                    creation_timestamp: None,
+                    deletion_timestamp: None,
+                    labels: &empty,
+                    annotations: &empty,
+                    owners: &[],
+                    spec: &serde_json::Value::Null,
+                    status: &serde_json::Value::Null,
+                    data: None,
+                };
+                let bindings = Bindings::new(&view, None);
+                expression.holds(&bindings)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(holds, Ok(true));
+    }
+}
