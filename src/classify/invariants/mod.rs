@@ -191,3 +191,21 @@ pub fn view<'v>(
         data: state.data.as_ref(),
     }
 }
+
+/// A rule's verdict on one object as the service judges it (the object reduced to what the
+/// service keeps of it, so a rule behaves the same in `check`, `invariants test` and the sink);
+/// `None` when the rule does not select the object.
+pub fn judge_object(
+    rule: &Invariant,
+    cluster: &str,
+    object: &crate::decode::KubeObject,
+) -> Option<Verdict> {
+    let state = ObjectState::from_object(cluster, object, 0);
+    if !rule.selects(&state) {
+        return None;
+    }
+    let parsed = Parsed::of(&state);
+    let object = view(&state, &parsed.spec, &parsed.status);
+    let bindings = Bindings::new(&object, None);
+    Some(rule.judge(&bindings))
+}
