@@ -219,6 +219,14 @@ fn route_matches(route: &RouteConfig, drift: &Drift) -> bool {
     if !globs(&matcher.cluster, &drift.cluster) || !globs(&matcher.namespace, &drift.namespace) {
         return false;
     }
+    if !matcher.rule.is_empty()
+        && !drift
+            .rule
+            .as_deref()
+            .is_some_and(|rule| matcher.rule.iter().any(|pattern| glob_match(pattern, rule)))
+    {
+        return false;
+    }
     if !matcher.kind.is_empty() && !matcher.kind.contains(&drift.kind) {
         return false;
     }
@@ -235,6 +243,7 @@ fn group_key(route: &RouteConfig, drift: &Drift, kind: NoticeKind) -> String {
             "cluster" => drift.cluster.clone(),
             "namespace" => drift.namespace.clone(),
             "class" => drift.class.clone(),
+            "rule" => drift.rule.clone().unwrap_or_default(),
             "severity" => drift.severity.as_str().to_string(),
             "kind" => drift.kind.clone(),
             "name" => drift.name.clone(),

@@ -592,7 +592,7 @@ async fn silence(
             &format!("No drift {}.", form.drift),
         ));
     };
-    let matchers: std::collections::BTreeMap<String, String> = [
+    let mut matchers: std::collections::BTreeMap<String, String> = [
         ("class", &drift.class),
         ("cluster", &drift.cluster),
         ("namespace", &drift.namespace),
@@ -602,6 +602,10 @@ async fn silence(
     .into_iter()
     .map(|(key, value)| (key.to_string(), value.clone()))
     .collect();
+    // One rule's drift, not every invariant broken on the object.
+    if let Some(rule) = &drift.rule {
+        matchers.insert("rule".to_string(), rule.clone());
+    }
     // Matchers are globs: a value holding `*` or `?` (a cluster name is any string an event
     // carries) would match other objects than this drift's.
     if matchers.values().any(|value| value.contains(['*', '?'])) {

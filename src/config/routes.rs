@@ -58,6 +58,9 @@ pub struct RouteMatch {
     /// Class ids.
     #[serde(default)]
     pub class: Vec<String>,
+    /// Rule name globs (`invariant` drifts; a route that sets this matches no other class).
+    #[serde(default)]
+    pub rule: Vec<String>,
     /// Minimum severity (`warning` matches warning and critical).
     #[serde(default)]
     pub severity: Option<String>,

@@ -229,6 +229,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
                 "cluster",
                 "namespace",
                 "class",
+                "rule",
                 "severity",
                 "kind",
                 "name",

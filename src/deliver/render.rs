@@ -272,6 +272,19 @@ impl Style {
         format!("{name}（{class}）")
     }
 
+    /// The class name people read, with the rule of an `invariant` drift after it.
+    pub fn drift_class(&self, drift: &Drift) -> String {
+        let class = if self.zh() {
+            self.class_name(&drift.class)
+        } else {
+            drift.class.clone()
+        };
+        match &drift.rule {
+            Some(rule) => format!("{class} {rule}"),
+            None => class,
+        }
+    }
+
     /// A label in the message's language.
     pub fn label(&self, key: &str) -> &'static str {
         match (key, self.zh()) {
@@ -334,13 +347,13 @@ impl Style {
             format!(
                 "【{}】{} {object}（{cluster}）",
                 self.state_word(notice.kind),
-                markup.text(&self.class_name(&drift.class)),
+                markup.text(&self.drift_class(drift)),
             )
         } else {
             format!(
                 "[{}] {} on {object} ({cluster})",
                 self.state_word(notice.kind),
-                markup.text(&drift.class),
+                markup.text(&self.drift_class(drift)),
             )
         }
     }
@@ -553,9 +566,10 @@ pub(crate) fn diff_lines(
 pub fn fill(template: &str, notice: &Notice, style: &Style, markup: Markup) -> String {
     let drift = &notice.drift;
     let text = |value: &str| markup.text(value);
-    let variables: [(&str, String); 14] = [
+    let variables: [(&str, String); 15] = [
         ("state", style.state_word(notice.kind).to_string()),
         ("class", text(&drift.class)),
+        ("rule", text(drift.rule.as_deref().unwrap_or_default())),
         ("className", text(&style.class_name(&drift.class))),
         ("severity", drift.severity.as_str().to_string()),
         ("cluster", text(&drift.cluster)),

@@ -7,14 +7,21 @@ use std::collections::BTreeMap;
 use super::{glob_match, Drift, Millis};
 
 /// The matcher keys a silence may use besides `label:<key>`.
-pub(crate) const MATCHER_KEYS: &[&str] =
-    &["class", "severity", "cluster", "namespace", "kind", "name"];
+pub(crate) const MATCHER_KEYS: &[&str] = &[
+    "class",
+    "rule",
+    "severity",
+    "cluster",
+    "namespace",
+    "kind",
+    "name",
+];
 
 /// A silence: drifts matching every matcher are muted until `expires_at`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Silence {
-    /// `class`, `severity`, `cluster`, `namespace`, `kind`, `name` (globs), or `label:<key>`
-    /// (exact).
+    /// `class`, `rule` (an `invariant` drift's rule), `severity`, `cluster`, `namespace`, `kind`,
+    /// `name` (globs), or `label:<key>` (exact).
     pub matchers: BTreeMap<String, String>,
     /// RFC 3339 expiry as given; absent means until removed.
     pub expires_at: Option<String>,
@@ -35,6 +42,7 @@ impl Silence {
         self.matchers.iter().all(|(key, pattern)| {
             let value = match key.as_str() {
                 "class" => drift.class.as_str(),
+                "rule" => drift.rule.as_deref().unwrap_or_default(),
                 "severity" => drift.severity.as_str(),
                 "cluster" => drift.cluster.as_str(),
                 "namespace" => drift.namespace.as_str(),

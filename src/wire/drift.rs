@@ -17,6 +17,9 @@ pub struct DriftView {
     pub id: String,
     /// Class id.
     pub class: String,
+    /// The rule of an `invariant` drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     /// `info`, `warning` or `critical`.
     pub severity: &'static str,
     /// `pending`, `firing` or `resolved`.
@@ -142,6 +145,7 @@ impl From<&Drift> for DriftView {
         DriftView {
             id: drift.id.clone(),
             class: drift.class.clone(),
+            rule: drift.rule.clone(),
             severity: drift.severity.as_str(),
             state: drift.state.as_str(),
             cluster: drift.cluster.clone(),

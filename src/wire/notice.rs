@@ -34,6 +34,9 @@ pub struct NoticeJson {
     pub id: String,
     /// Class id.
     pub class: String,
+    /// The rule of an `invariant` drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     /// `firing` or `resolved`.
     pub state: &'static str,
     /// True for `repeatInterval` reminders.
@@ -104,6 +107,7 @@ impl NoticeJson {
         NoticeJson {
             id: drift.id.clone(),
             class: drift.class.clone(),
+            rule: drift.rule.clone(),
             state: match notice.kind {
                 NoticeKind::Resolved => "resolved",
                 _ => "firing",
