@@ -182,6 +182,44 @@ impl Sim {
         self.engine.take_pipeline_readiness()
     }
 
+    /// Invariant failures counted since the last call, by (rule, kind).
+    pub fn invariant_errors(&mut self) -> BTreeMap<(String, &'static str), u64> {
+        self.engine.take_invariant_errors()
+    }
+
+    /// Invariant failures still to be logged: (rule, kind, object, error).
+    pub fn invariant_failures(&mut self) -> Vec<(String, &'static str, String, String)> {
+        self.engine
+            .take_invariant_failures()
+            .into_iter()
+            .map(|failure| (failure.rule, failure.kind, failure.object, failure.error))
+            .collect()
+    }
+
+    /// Open drifts, as `class[/rule] state Kind/name`, sorted.
+    pub fn open(&self) -> Vec<String> {
+        let mut open: Vec<String> = self
+            .engine
+            .open_drifts()
+            .map(|drift| {
+                format!(
+                    "{}{} {} {}/{}",
+                    drift.class,
+                    drift
+                        .rule
+                        .as_deref()
+                        .map(|rule| format!("/{rule}"))
+                        .unwrap_or_default(),
+                    drift.state.as_str(),
+                    drift.kind,
+                    drift.name
+                )
+            })
+            .collect();
+        open.sort();
+        open
+    }
+
     /// Hot-reloads rules given as YAML, as the writer does.
     pub fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
@@ -193,7 +231,7 @@ impl Sim {
         self.take(changes);
     }
 
-    /// Every transition as `state class Kind/name`.
+    /// Every transition as `state class Kind/name` (`class/rule` for a rule's drift).
     pub fn lines(&self) -> Vec<String> {
         self.log
             .iter()
@@ -201,7 +239,7 @@ impl Sim {
                 format!(
                     "{} {} {}/{}",
                     transition.drift.state.as_str(),
-                    transition.drift.class,
+                    class_and_rule(&transition.drift),
                     transition.drift.kind,
                     transition.drift.name
                 )
@@ -218,7 +256,7 @@ impl Sim {
                 format!(
                     "{} {} {}/{}",
                     transition.drift.state.as_str(),
-                    transition.drift.class,
+                    class_and_rule(&transition.drift),
                     transition.drift.kind,
                     transition.drift.name
                 )
@@ -233,6 +271,13 @@ impl Sim {
             .rev()
             .find(|transition| transition.drift.class == class)
             .unwrap_or_else(|| panic!("no transition of {class}: {:?}", self.lines()))
+    }
+}
+
+fn class_and_rule(drift: &Drift) -> String {
+    match &drift.rule {
+        Some(rule) => format!("{}/{rule}", drift.class),
+        None => drift.class.clone(),
     }
 }
 

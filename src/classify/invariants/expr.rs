@@ -372,7 +372,8 @@ pub struct Bindings<'v> {
 }
 
 impl<'v> Bindings<'v> {
-    /// Binds `object` and, when there is one, `oldObject`.
+    /// Binds `object`, and `oldObject`: the object before an update, `null` when there is none
+    /// (its first sight, a re-assessment), as Kubernetes' admission CEL binds it on create.
     pub fn new(object: &ObjectView<'v>, old: Option<&ObjectView<'v>>) -> Bindings<'v> {
         let mut context = Context::with_env(Arc::clone(env()));
         // The names are ours and cannot clash with the standard library's.
@@ -380,8 +381,9 @@ impl<'v> Bindings<'v> {
         let _ = context.add_function(SIZED, sized_handler());
         let _ = context.add_function(LIVE, live_handler());
         context.add_variable_as_val("object", object.to_val());
-        if let Some(old) = old {
-            context.add_variable_as_val("oldObject", old.to_val());
+        match old {
+            Some(old) => context.add_variable_as_val("oldObject", old.to_val()),
+            None => context.add_variable_as_val("oldObject", Box::new(CelNull)),
         }
         Bindings { context }
     }
