@@ -84,6 +84,15 @@ enum Command {
         /// Lowest severity that fails the check.
         #[arg(long, value_enum, default_value = "warning")]
         fail_on: FailOn,
+        /// A file of team invariants (a list of rules, or `invariants: [...]`), checked on the
+        /// live objects besides the config's `rules.invariants`. Repeatable.
+        #[arg(long = "invariants", value_name = "FILE")]
+        invariants: Vec<PathBuf>,
+    },
+    /// Team invariants (`rules.invariants`) outside the service.
+    Invariants {
+        #[command(subcommand)]
+        action: InvariantsCommand,
     },
     /// Work with config files.
     Config {
@@ -111,6 +120,29 @@ enum FailOn {
     Info,
     Warning,
     Critical,
+}
+
+#[derive(Subcommand)]
+enum InvariantsCommand {
+    /// Evaluate rules against a directory of YAML objects, as unit tests: per rule and object,
+    /// held, broken or error.
+    ///
+    /// Exit code 0: nothing broken and no error (or, when objects carry the annotation
+    /// `invariants.drift-sentinel.dev/expect`, every expectation met); 1: something broken (an
+    /// expectation not met); 2: bad input or an evaluation error.
+    Test {
+        /// The rules: a list of rules, or `invariants: [...]`, or a whole config file.
+        file: PathBuf,
+        /// Objects: a YAML or JSON file or a directory of them (Lists are flattened).
+        #[arg(long)]
+        against: PathBuf,
+        /// The cluster name the objects are judged under (rules may match on `clusters`).
+        #[arg(long, default_value = "default")]
+        cluster: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ReplayFormat,
+    },
 }
 
 #[derive(Subcommand)]
@@ -145,6 +177,7 @@ fn main() -> ExitCode {
             namespace,
             format,
             fail_on,
+            invariants,
         } => {
             let live = match (live, live_cluster) {
                 (Some(path), _) => Live::Files(path),
@@ -165,8 +198,22 @@ fn main() -> ExitCode {
                 FailOn::Warning => Severity::Warning,
                 FailOn::Critical => Severity::Critical,
             };
-            commands::check::run(cli.config, &baseline, live, format, fail_on)
+            commands::check::run(cli.config, &baseline, live, format, fail_on, &invariants)
         }
+        Command::Invariants {
+            action:
+                InvariantsCommand::Test {
+                    file,
+                    against,
+                    cluster,
+                    format,
+                },
+        } => commands::invariants::test(
+            &file,
+            &against,
+            &cluster,
+            matches!(format, ReplayFormat::Json),
+        ),
         Command::Config {
             action: ConfigCommand::Validate { file },
         } => commands::validate(&file),

@@ -108,7 +108,8 @@ pub fn check(
     }
 
     // The state-based classes, by the engine itself.
-    for drift in snapshot_drifts(&parsed, rules) {
+    let (drifts, rule_outcomes) = snapshot_drifts(&parsed, rules);
+    for drift in drifts {
         let key = ManifestKey {
             group: api_group(&drift.api_version).to_string(),
             kind: drift.kind.clone(),
@@ -120,6 +121,7 @@ pub fn check(
             .or_insert_with(|| new_report(&key, &drift.api_version));
         report.findings.push(Finding {
             class: drift.class.clone(),
+            rule: drift.rule.clone(),
             severity: drift.severity,
             message: drift.evidence.summary.clone(),
             diff: drift.evidence.changes.iter().map(DiffEntry::from).collect(),
@@ -131,7 +133,11 @@ pub fn check(
     objects.sort_by(|a, b| {
         (&a.namespace, &a.kind, &a.name, &a.group).cmp(&(&b.namespace, &b.kind, &b.name, &b.group))
     });
-    Ok(Report { objects, fail_on })
+    Ok(Report {
+        objects,
+        rules: rule_outcomes,
+        fail_on,
+    })
 }
 
 fn new_report(key: &ManifestKey, api_version: &str) -> ObjectReport {
@@ -183,6 +189,7 @@ fn missing(key: &ManifestKey, document: &Document, live: &BTreeMap<ManifestKey, 
     message.push_str(&format!("; manifest: {}", document.origin));
     Finding {
         class: MISSING.to_string(),
+        rule: None,
         severity,
         message,
         diff: Vec::new(),
@@ -205,6 +212,7 @@ fn extra(found: &Live, watched_config_map: bool) -> Option<Finding> {
     if watched_config_map {
         return Some(Finding {
             class: EXTRA.to_string(),
+            rule: None,
             severity: Severity::Info,
             message: format!(
                 "watched ConfigMap not in the baseline, so its data is not checked; live object: {}",
@@ -228,6 +236,7 @@ fn extra(found: &Live, watched_config_map: bool) -> Option<Finding> {
     }
     Some(Finding {
         class: EXTRA.to_string(),
+        rule: None,
         severity: Severity::Warning,
         message: format!(
             "in the live snapshot but not in the baseline: deployed outside Git, or removed from Git and not pruned; live object: {}",
@@ -278,6 +287,7 @@ fn differences(
         };
         findings.push(Finding {
             class: SPEC_DRIFT.to_string(),
+            rule: None,
             severity: Severity::Warning,
             message: format!(
                 "differs from the baseline at {}; manifest: {}",
@@ -293,6 +303,7 @@ fn differences(
         let keys: Vec<String> = data.iter().map(describe_data_change).collect();
         findings.push(Finding {
             class: CONFIG_DRIFT.to_string(),
+            rule: None,
             severity: settings.severity,
             message: format!(
                 "data differs from the baseline: {}; manifest: {}",

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::normalize::{Live, CLUSTER, SNAPSHOT_TIME};
+use super::report::RuleOutcome;
 use crate::classify::{classes, Engine, Rules};
 use crate::decode::{Action, ApiServerEvent, KubeObject, Mode};
 use crate::manifest::ManifestKey;
@@ -23,10 +24,14 @@ pub fn snapshot_classes() -> Vec<&'static str> {
 }
 
 /// Applies every live object to a fresh engine at one instant, fires everything past its grace,
-/// and returns the firing drifts of the snapshot classes, in a stable order.
-pub(crate) fn snapshot_drifts(live: &BTreeMap<ManifestKey, Live>, rules: Arc<Rules>) -> Vec<Drift> {
+/// and returns the firing drifts of the snapshot classes, in a stable order, with what each team
+/// invariant found (objects it selects, how many broke it, where it could not be evaluated).
+pub(crate) fn snapshot_drifts(
+    live: &BTreeMap<ManifestKey, Live>,
+    rules: Arc<Rules>,
+) -> (Vec<Drift>, Vec<RuleOutcome>) {
     let snapshot_classes = snapshot_classes();
-    let mut engine = Engine::new(rules);
+    let mut engine = Engine::new(Arc::clone(&rules));
     // Children before owners, so that an owner's classes see its whole family when it is
     // applied: Revisions, then Configurations, Routes, Services (a Service's assessment covers
     // its Route too).
@@ -72,12 +77,43 @@ pub(crate) fn snapshot_drifts(live: &BTreeMap<ManifestKey, Live>, rules: Arc<Rul
             .unwrap_or(usize::MAX)
     };
     drifts.sort_by(|a, b| {
-        (&a.namespace, &a.kind, &a.name, order(&a.class)).cmp(&(
+        (&a.namespace, &a.kind, &a.name, order(&a.class), &a.rule).cmp(&(
             &b.namespace,
             &b.kind,
             &b.name,
             order(&b.class),
+            &b.rule,
         ))
     });
-    drifts
+    let mut failures = engine.take_invariant_failures();
+    failures.sort_by(|a, b| (&a.rule, &a.object).cmp(&(&b.rule, &b.object)));
+    let enabled = rules.class(classes::INVARIANT).enabled;
+    let outcomes = rules
+        .invariants()
+        .iter()
+        .map(|rule| RuleOutcome {
+            name: rule.name.clone(),
+            description: rule.description.clone(),
+            severity: rule.severity,
+            selected: if enabled {
+                engine
+                    .graph()
+                    .iter()
+                    .filter(|object| !object.deleted && rule.selects(object))
+                    .count()
+            } else {
+                0
+            },
+            broken: drifts
+                .iter()
+                .filter(|drift| drift.rule.as_deref() == Some(rule.name.as_str()))
+                .count(),
+            errors: failures
+                .iter()
+                .filter(|failure| failure.rule == rule.name)
+                .map(|failure| (failure.object.clone(), failure.error.clone()))
+                .collect(),
+        })
+        .collect();
+    (drifts, outcomes)
 }

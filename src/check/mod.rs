@@ -56,8 +56,11 @@ mod report;
 
 pub use compare::check;
 pub use engine::snapshot_classes;
+/// Decodes an object of a manifest or a dump as the sink decodes events, filling in the `uid`
+/// and `resourceVersion` a manifest leaves out.
+pub(crate) use normalize::decode_live as decode_object;
 pub use render::{render, render_text, Format};
-pub use report::{DiffEntry, Finding, ObjectReport, Report};
+pub use report::{DiffEntry, Finding, ObjectReport, Report, RuleOutcome};
 
 /// Why `check` could not run: bad input, with the file and document it is in.
 #[derive(Debug, thiserror::Error)]

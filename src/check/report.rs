@@ -33,6 +33,8 @@ impl From<&FieldChange> for DiffEntry {
 pub struct Finding {
     /// `missing`, `extra`, `spec_drift`, `config_drift`, or an engine class id.
     pub class: String,
+    /// The team invariant of an `invariant` finding.
+    pub rule: Option<String>,
     /// Severity.
     pub severity: Severity,
     /// One sentence.
@@ -68,11 +70,31 @@ impl ObjectReport {
     }
 }
 
+/// What one team invariant found in the snapshot. Its broken objects are `invariant` findings
+/// of those objects; evaluation errors are listed here and do not fail the check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleOutcome {
+    /// The rule's name.
+    pub name: String,
+    /// Why the rule exists.
+    pub description: String,
+    /// The severity of its findings.
+    pub severity: Severity,
+    /// Live objects the rule selects.
+    pub selected: usize,
+    /// Objects that break it.
+    pub broken: usize,
+    /// Objects it could not be evaluated on: (object, error).
+    pub errors: Vec<(String, String)>,
+}
+
 /// The result of a check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
     /// Every object checked, sorted by namespace, kind, name, group.
     pub objects: Vec<ObjectReport>,
+    /// What each team invariant found, in config order (empty without invariants).
+    pub rules: Vec<RuleOutcome>,
     /// Findings at or above this severity fail the check.
     pub fail_on: Severity,
 }

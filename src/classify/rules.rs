@@ -343,6 +343,15 @@ impl Rules {
         self
     }
 
+    /// The same rules with more invariants after their own (`check --invariants`); the caller
+    /// keeps names unique.
+    pub fn with_invariants(mut self, extra: Vec<Invariant>) -> Rules {
+        let mut all = self.invariants.to_vec();
+        all.extend(extra);
+        self.invariants = all.into();
+        self
+    }
+
     /// Desired manifests (empty unless `baselineDir` is set).
     pub fn baseline(&self) -> &Baseline {
         &self.baseline

@@ -80,6 +80,38 @@ fn live_cluster_snapshot(
     Err("--live-cluster needs a build with the `cluster` feature".to_string())
 }
 
+/// The config's rules with the invariants of `--invariants` files after its own; a name used
+/// twice (in two files, or in a file and the config) is an error naming both places.
+fn with_rule_files(
+    rules: crate::classify::Rules,
+    files: &[PathBuf],
+) -> Result<crate::classify::Rules, String> {
+    let mut seen: std::collections::BTreeMap<String, String> = rules
+        .invariants()
+        .iter()
+        .map(|rule| {
+            (
+                rule.name.clone(),
+                "the config's rules.invariants".to_string(),
+            )
+        })
+        .collect();
+    let mut extra = Vec::new();
+    for file in files {
+        for rule in crate::config::invariants::load_rules_file(file).map_err(|e| e.to_string())? {
+            let here = file.display().to_string();
+            if let Some(first) = seen.insert(rule.name.clone(), here.clone()) {
+                return Err(format!(
+                    "{here}: invariant {:?} is already defined in {first}",
+                    rule.name
+                ));
+            }
+            extra.push(rule);
+        }
+    }
+    Ok(rules.with_invariants(extra))
+}
+
 /// `check`: the CI/CD gate. Exit 0: nothing at or above `fail_on`; 1: drift; 2: bad input.
 pub fn run(
     config_path: Option<PathBuf>,
@@ -87,6 +119,7 @@ pub fn run(
     live: Live,
     format: crate::check::Format,
     fail_on: crate::model::Severity,
+    invariants: &[PathBuf],
 ) -> ExitCode {
     use crate::check;
     use std::io::Write;
@@ -99,7 +132,10 @@ pub fn run(
         Err(message) => return fail(message),
     };
     // Only `rules:` matter here; `rules.baselineDir` is the sink's, `--baseline` is the check's.
-    let rules = std::sync::Arc::new(config.rules.compile());
+    let rules = match with_rule_files(config.rules.compile(), invariants) {
+        Ok(rules) => std::sync::Arc::new(rules),
+        Err(message) => return fail(message),
+    };
     let result = match live {
         Live::Files(path) => {
             check::run(baseline, &path, rules, fail_on).map_err(|error| error.to_string())

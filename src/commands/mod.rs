@@ -3,6 +3,7 @@
 //! process's exit code and prints its own errors.
 
 pub mod check;
+pub mod invariants;
 pub mod replay;
 pub mod serve;
 

@@ -161,43 +161,49 @@ fn valid_name(name: &str) -> bool {
             .is_some_and(|first| first.is_ascii_lowercase() || first.is_ascii_digit())
 }
 
-/// A stand-alone rules file: a list of rules, or a mapping with `invariants:` (the same key a
-/// config's `rules:` section uses), so one file can serve `check --invariants` and a config.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum RulesFile {
-    List(Vec<InvariantConfig>),
-    Section { invariants: Vec<InvariantConfig> },
-}
-
-/// Reads and compiles a stand-alone rules file (`check --invariants`, `invariants test`).
+/// Reads and compiles a stand-alone rules file (`check --invariants`, `invariants test`): a
+/// list of rules, a mapping with `invariants:`, or a whole config (its `rules.invariants`), so
+/// one file can serve the commands and the service.
 pub fn load_rules_file(path: &std::path::Path) -> Result<Vec<Invariant>, Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let value: serde_json::Value = serde_saphyr::from_str(&text)
-        .map_err(|error| Error::Syntax(format!("{}: {error}", path.display())))?;
-    let (rules, at) = match &value {
-        serde_json::Value::Array(_) => ("", "invariants"),
-        _ => ("invariants", "invariants"),
+    let file = path.display();
+    let value: serde_json::Value =
+        serde_saphyr::from_str(&text).map_err(|error| Error::Syntax(format!("{file}: {error}")))?;
+    let (list, at) = match value {
+        serde_json::Value::Array(_) => (value, "invariants".to_string()),
+        serde_json::Value::Object(mut map) => {
+            if let Some(list) = map.remove("invariants") {
+                (list, "invariants".to_string())
+            } else if let Some(list) = map
+                .get_mut("rules")
+                .and_then(|rules| rules.as_object_mut())
+                .and_then(|rules| rules.remove("invariants"))
+            {
+                (list, "rules.invariants".to_string())
+            } else {
+                return Err(Error::invalid(
+                    format!("{file}"),
+                    "expected a list of rules, a mapping with `invariants:`, or a config with \
+                     `rules.invariants`",
+                ));
+            }
+        }
+        _ => {
+            return Err(Error::invalid(
+                format!("{file}"),
+                "expected a list of rules or a mapping with `invariants:`",
+            ))
+        }
     };
-    let file: RulesFile = serde_path_to_error::deserialize(value).map_err(|error| {
+    let rules: Vec<InvariantConfig> = serde_path_to_error::deserialize(list).map_err(|error| {
         let key = error.path().to_string();
-        Error::invalid(
-            format!(
-                "{}: {}{}",
-                path.display(),
-                rules,
-                key.trim_start_matches('.')
-            ),
-            error.into_inner().to_string(),
-        )
+        let key = if key == "." { String::new() } else { key };
+        Error::invalid(format!("{file}: {at}{key}"), error.into_inner().to_string())
     })?;
-    let list = match file {
-        RulesFile::List(list) | RulesFile::Section { invariants: list } => list,
-    };
-    compile(&list, &format!("{}: {at}", path.display()))
+    compile(&rules, &format!("{file}: {at}"))
 }
 
 /// Runs `compile` on a thread with a large stack: parsing recurses as deep as an expression

@@ -7,8 +7,10 @@ use crate::check::Report;
 use crate::model::Severity;
 
 /// The JSON structure: `{schemaVersion, summary: {objects, findings, bySeverity, failOn,
-/// failing, result}, findings: [{object, group, apiVersion, kind, namespace, name, class,
-/// severity, failing, message, diff: [{path, desired, live}], hint}]}`. Absent values are `null`.
+/// failing, result}, findings: [{object, group, apiVersion, kind, namespace, name, class, rule,
+/// severity, failing, message, diff: [{path, desired, live}], hint}], rules: [{name,
+/// description, severity, selected, broken, errors: [{object, error}]}]}`. Absent values are
+/// `null`.
 pub(crate) fn render_json(report: &Report) -> Value {
     let findings: Vec<Value> = report
         .findings()
@@ -21,6 +23,7 @@ pub(crate) fn render_json(report: &Report) -> Value {
                 "namespace": object.namespace,
                 "name": object.name,
                 "class": finding.class,
+                "rule": finding.rule,
                 "severity": finding.severity.as_str(),
                 "failing": finding.severity >= report.fail_on,
                 "message": finding.message,
@@ -48,5 +51,16 @@ pub(crate) fn render_json(report: &Report) -> Value {
             "result": if report.failed() { "fail" } else { "pass" },
         },
         "findings": findings,
+        "rules": report.rules.iter().map(|rule| json!({
+            "name": rule.name,
+            "description": rule.description,
+            "severity": rule.severity.as_str(),
+            "selected": rule.selected,
+            "broken": rule.broken,
+            "errors": rule.errors.iter().map(|(object, error)| json!({
+                "object": object,
+                "error": error,
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
     })
 }

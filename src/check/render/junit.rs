@@ -1,5 +1,6 @@
 //! JUnit XML, for CI systems that show test results: one test case per object checked, one
-//! failure per finding at or above `fail_on`. Every text and attribute goes through
+//! failure per finding at or above `fail_on`; and, with team invariants, a second suite with one
+//! test case per rule, failed when an object breaks it at or above `fail_on`. Every text and attribute goes through
 //! [`xml_escape`], so the output is well-formed XML 1.0 whatever the findings say.
 
 use super::{one_line, value_text};
@@ -19,9 +20,16 @@ pub(crate) fn render_junit(report: &Report) -> String {
         })
         .count();
     let tests = report.objects.len();
+    let failed_rules = report
+        .rules
+        .iter()
+        .filter(|rule| rule.broken > 0 && rule.severity >= report.fail_on)
+        .count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out.push_str(&format!(
-        "<testsuites name=\"drift-sentinel check\" tests=\"{tests}\" failures=\"{failed_objects}\" errors=\"0\">\n"
+        "<testsuites name=\"drift-sentinel check\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
+        tests + report.rules.len(),
+        failed_objects + failed_rules
     ));
     out.push_str(&format!(
         "  <testsuite name=\"drift-sentinel check\" tests=\"{tests}\" failures=\"{failed_objects}\" errors=\"0\" skipped=\"0\" time=\"0\">\n"
@@ -90,8 +98,67 @@ pub(crate) fn render_junit(report: &Report) -> String {
         }
         out.push_str("    </testcase>\n");
     }
-    out.push_str("  </testsuite>\n</testsuites>\n");
+    out.push_str("  </testsuite>\n");
+    if !report.rules.is_empty() {
+        render_rules(report, failed_rules, &mut out);
+    }
+    out.push_str("</testsuites>\n");
     out
+}
+
+/// The suite of team invariants: one test case per rule; its failure lists the objects that
+/// break it, and objects it could not be evaluated on go to `<system-err>`.
+fn render_rules(report: &Report, failed_rules: usize, out: &mut String) {
+    out.push_str(&format!(
+        "  <testsuite name=\"drift-sentinel invariants\" tests=\"{}\" failures=\"{failed_rules}\" errors=\"0\" skipped=\"0\" time=\"0\">\n",
+        report.rules.len()
+    ));
+    for rule in &report.rules {
+        out.push_str(&format!(
+            "    <testcase classname=\"invariant\" name=\"{}\" time=\"0\">\n",
+            xml_escape(&rule.name)
+        ));
+        let broken: Vec<String> = report
+            .findings()
+            .filter(|(_, finding)| finding.rule.as_deref() == Some(rule.name.as_str()))
+            .map(|(object, finding)| format!("{}: {}\n", object.reference(), finding.message))
+            .collect();
+        let summary = super::rule_line(rule);
+        if !broken.is_empty() && rule.severity >= report.fail_on {
+            out.push_str(&format!(
+                "      <failure type=\"invariant\" message=\"{}\">{}</failure>\n",
+                xml_escape(&format!(
+                    "{} {}: {summary}",
+                    rule.severity.as_str(),
+                    rule.name
+                )),
+                xml_escape(&broken.concat())
+            ));
+        } else {
+            let mut text = format!("{summary}\n");
+            if !rule.description.is_empty() {
+                text.push_str(&format!("{}\n", rule.description));
+            }
+            text.push_str(&broken.concat());
+            out.push_str(&format!(
+                "      <system-out>{}</system-out>\n",
+                xml_escape(&text)
+            ));
+        }
+        if !rule.errors.is_empty() {
+            let errors: String = rule
+                .errors
+                .iter()
+                .map(|(object, error)| format!("could not evaluate on {object}: {error}\n"))
+                .collect();
+            out.push_str(&format!(
+                "      <system-err>{}</system-err>\n",
+                xml_escape(&errors)
+            ));
+        }
+        out.push_str("    </testcase>\n");
+    }
+    out.push_str("  </testsuite>\n");
 }
 
 /// Escapes text for XML content and attribute values; drops characters XML 1.0 forbids.

@@ -2,7 +2,7 @@
 //! most [`MARKDOWN_ROWS`] findings. Every cell is escaped, so no finding can break the table or
 //! inject raw HTML.
 
-use super::{one_line, summary_line, value_text};
+use super::{one_line, rule_line, summary_line, value_text};
 use crate::check::Report;
 
 /// Most rows a Markdown report lists (a pull-request comment holds 65,536 characters).
@@ -14,6 +14,16 @@ pub(crate) fn render_markdown(report: &Report) -> String {
     let verdict = if report.failed() { "failed" } else { "passed" };
     out.push_str(&format!("### drift-sentinel check {verdict}\n\n"));
     out.push_str(&format!("{}\n", md_text(&summary_line(report))));
+    if !report.rules.is_empty() {
+        out.push_str("\n| Invariant | Outcome |\n|---|---|\n");
+        for rule in &report.rules {
+            out.push_str(&format!(
+                "| {} | {} |\n",
+                md_code(&rule.name),
+                md_text(&rule_line(rule))
+            ));
+        }
+    }
     let total = report.findings().count();
     if total == 0 {
         return out;

@@ -23,7 +23,8 @@ pub enum Format {
     Markdown,
     /// The documented JSON structure.
     Json,
-    /// JUnit XML: one test case per object, a failure per finding at or above `fail_on`.
+    /// JUnit XML: one test case per object, a failure per finding at or above `fail_on`; and
+    /// one test case per team invariant.
     Junit,
 }
 
@@ -72,6 +73,27 @@ fn summary_line(report: &Report) -> String {
         report.failing(),
         report.fail_on.as_str()
     )
+}
+
+/// One team invariant's outcome in words: `broken on 2 of 5 objects (warning)`.
+fn rule_line(rule: &crate::check::RuleOutcome) -> String {
+    let mut line = if rule.broken == 0 {
+        format!("held on all {} objects it selects", rule.selected)
+    } else {
+        format!(
+            "broken on {} of {} objects ({})",
+            rule.broken,
+            rule.selected,
+            rule.severity.as_str()
+        )
+    };
+    if !rule.errors.is_empty() {
+        line.push_str(&format!(
+            "; could not be evaluated on {}",
+            rule.errors.len()
+        ));
+    }
+    line
 }
 
 /// Line breaks become spaces, so a message or hint cannot break a one-line layout.

@@ -1,7 +1,7 @@
 //! Text for a terminal or a CI log: one line per finding, its diff and fix indented under it,
 //! then the summary line. Messages and hints are kept to one line each.
 
-use super::{one_line, summary_line, value_text};
+use super::{one_line, rule_line, summary_line, value_text};
 use crate::check::Report;
 
 /// Text for a terminal or a CI log.
@@ -25,6 +25,20 @@ pub fn render_text(report: &Report) -> String {
         }
         if let Some(hint) = &finding.hint {
             out.push_str(&format!("          fix: {}\n", one_line(hint)));
+        }
+    }
+    for rule in &report.rules {
+        out.push_str(&format!(
+            "{:<9} {:<18} {}\n",
+            "RULE",
+            rule.name,
+            rule_line(rule)
+        ));
+        for (object, error) in &rule.errors {
+            out.push_str(&format!(
+                "          could not evaluate on {object}: {}\n",
+                one_line(error)
+            ));
         }
     }
     out.push_str(&summary_line(report));

@@ -132,7 +132,7 @@ fn broken(
             .insert("description".to_string(), rule.description.clone());
     }
     found.hint = Some(format!(
-        "{} and bring it back within the rule, or change the rule `{}` in rules.invariants",
+        "{}  # then bring it back within the rule, or change the rule `{}` in rules.invariants",
         describe(
             &object.api_version,
             &object.kind,
