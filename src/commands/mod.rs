@@ -1,5 +1,5 @@
-//! The commands of the `drift-sentinel` binary: `serve` (the default), `replay`, `check` and
-//! `config validate`. `main.rs` parses the arguments and calls one of these; each returns the
+//! The commands of the `drift-sentinel` binary: `serve` (the default), `replay`, `check`,
+//! `invariants test` and `config validate`. `main.rs` parses the arguments and calls one of these; each returns the
 //! process's exit code and prints its own errors.
 
 pub mod check;
