@@ -115,6 +115,10 @@ struct RunArgs {
     /// First TCP port to use (a few consecutive ones are taken).
     #[arg(long, default_value_t = 18080)]
     port: u16,
+    /// A team invariants file (`invariants: [...]`, e.g. examples/invariants/knative.yaml) whose
+    /// rules the sink runs (`rules.invariants`), for the A/B of their cost.
+    #[arg(long)]
+    invariants: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -705,6 +709,17 @@ struct Sink {
     addr: SocketAddr,
 }
 
+/// `rules.invariants` from a rules file, as one YAML line (JSON is YAML), or nothing.
+fn invariants_yaml(path: Option<&std::path::Path>) -> Result<String> {
+    let Some(path) = path else {
+        return Ok(String::new());
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: Value = serde_saphyr::from_str(&text).map_err(|e| e.to_string())?;
+    let list = value.get("invariants").cloned().unwrap_or(value);
+    Ok(format!("\n  invariants: {list}"))
+}
+
 fn write_config(args: &RunArgs, name: &str, port: u16, receiver: SocketAddr) -> Result<PathBuf> {
     let dir = args.work.join(name);
     let _ = std::fs::remove_dir_all(&dir);
@@ -723,7 +738,7 @@ limits:
 store:
   path: {store}
 rules:
-  baselineDir: {baseline}
+  baselineDir: {baseline}{invariants}
 channels:
   - name: webhook
     type: webhook
@@ -734,6 +749,7 @@ routes:
 "#,
         store = dir.join("drift-sentinel.db").display(),
         baseline = args.work.join("templates/baseline").display(),
+        invariants = invariants_yaml(args.invariants.as_deref())?,
     );
     let path = dir.join("config.yaml");
     std::fs::write(&path, config).map_err(|e| e.to_string())?;

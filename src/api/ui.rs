@@ -340,13 +340,21 @@ fn group_select(current: Option<&str>) -> String {
     html
 }
 
+/// The class as the dashboard shows it: `invariant rule-name` for a team invariant's drift.
+fn class_of(drift: &Drift) -> String {
+    match &drift.rule {
+        Some(rule) => format!("{} {rule}", drift.class),
+        None => drift.class.clone(),
+    }
+}
+
 fn row(drift: &Drift) -> String {
     let api_group = group::api_group(&drift.api_version);
     format!(
         "<tr class=\"{state}\"><td class=\"{sev}\">{sev}</td><td>{state}</td><td>{class}</td><td title=\"{group}\">{family}</td><td><a href=\"/ui/drifts/{id}\">{kind} {ns}/{name}</a></td><td>{cluster}</td><td>{since}</td><td>{summary}</td></tr>",
         state = drift.state.as_str(),
         sev = drift.severity.as_str(),
-        class = esc(&drift.class),
+        class = esc(&class_of(drift)),
         group = esc(group::group_label(api_group)),
         family = esc(super::report::family_name(&drift.api_version)),
         id = esc(&drift.id),
@@ -387,7 +395,7 @@ async fn detail(
 <tr><th>Fired</th><td>{fired}</td></tr><tr><th>Resolved</th><td>{resolved}</td></tr><tr><th>Service</th><td>{service}</td></tr>\
 <tr><th>Changed by</th><td id=\"actor\">{actor}</td></tr></table>",
         sev = drift.severity.as_str(),
-        class = esc(&drift.class),
+        class = esc(&class_of(&drift)),
         kind = esc(&drift.kind),
         ns = esc(&drift.namespace),
         name = esc(&drift.name),
@@ -468,7 +476,7 @@ async fn detail(
 <label>comment <input name=\"comment\" size=\"40\"></label> <button>Silence this drift</button></form>\
 <p class=\"muted\">Mutes new notifications of {class} for {kind} {ns}/{name} in cluster {cluster}.</p>",
         id = esc(&drift.id),
-        class = esc(&drift.class),
+        class = esc(&class_of(&drift)),
         kind = esc(&drift.kind),
         ns = esc(&drift.namespace),
         name = esc(&drift.name),
@@ -478,7 +486,7 @@ async fn detail(
     if !silences.is_empty() {
         body.push_str(&format!("<p class=\"muted\">{} silence(s) in force or configured; see <code>/api/v1/silences</code>.</p>", silences.len()));
     }
-    Ok(Html(page(&format!("{} {}", drift.class, drift.name), &body)).into_response())
+    Ok(Html(page(&format!("{} {}", class_of(&drift), drift.name), &body)).into_response())
 }
 
 /// Most links of a condition chain shown, and most characters of one message.
