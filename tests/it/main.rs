@@ -12,6 +12,7 @@ mod fake_apiserver;
 mod forged;
 mod forged_caps;
 mod fuzz_seeds;
+mod invariant_library;
 mod invariants;
 mod knative_defaults;
 mod knative_kinds;
