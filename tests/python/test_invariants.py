@@ -563,8 +563,6 @@ def test_config_validate_reports_a_broken_rule_with_its_position(workdir):
     assert err == f"{path}: rules.invariants[0].messageExpression: line 1, column 30: the expression returns a bool, not a string"
 
 
-@pytest.mark.xfail(strict=True, reason="bug: syntax errors are reported one column too far right (the cel "
-                   "crate's ParseError.pos is already 1-based; Expression::compile adds 1 again)")
 def test_a_syntax_error_is_reported_at_its_column(workdir):
     path = workdir / "rules.yaml"
     results = []

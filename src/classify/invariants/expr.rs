@@ -186,8 +186,9 @@ impl Expression {
             let first = errors.errors.into_iter().next();
             match first {
                 Some(error) => CompileError {
+                    // The parser's positions are 1-based already.
                     line: usize::try_from(error.pos.0).unwrap_or(1).max(1),
-                    column: usize::try_from(error.pos.1).unwrap_or(0) + 1,
+                    column: usize::try_from(error.pos.1).unwrap_or(1).max(1),
                     message: error.msg,
                 },
                 None => CompileError {
@@ -216,7 +217,12 @@ impl Expression {
                     line,
                     column,
                     message: format!(
-                        "the expression returns a {}, not a {}",
+                        "the expression returns {} {}, not a {}",
+                        if found.name().starts_with(['a', 'e', 'i', 'o', 'u']) {
+                            "an"
+                        } else {
+                            "a"
+                        },
                         found.name(),
                         wanted.name()
                     ),
@@ -1043,13 +1049,16 @@ mod tests {
     fn compile_errors_say_where() {
         let error = Expression::compile("object.spec.x ==", Returns::Bool).unwrap_err();
         assert_eq!(error.line, 1, "{error}");
+        // Syntax errors point at the offending token (1-based), as the other errors do.
+        let error = Expression::compile("object.spec.x == == 1", Returns::Bool).unwrap_err();
+        assert_eq!((error.line, error.column), (1, 18), "{error}");
         let error =
             Expression::compile("object.spec.a == 1 &&\n  objct.spec.b == 2", Returns::Bool)
                 .unwrap_err();
         assert_eq!((error.line, error.column), (2, 3), "{error}");
         assert!(error.message.contains("objct"), "{error}");
         let error = Expression::compile("size(object.spec)", Returns::Bool).unwrap_err();
-        assert!(error.message.contains("returns a int"), "{error}");
+        assert!(error.message.contains("returns an int"), "{error}");
         let error = Expression::compile("object.spec.containers.all(c, c.image)", Returns::String)
             .unwrap_err();
         assert!(error.message.contains("returns a bool"), "{error}");
