@@ -79,6 +79,20 @@ fn rules() -> Arc<Rules> {
     Arc::new(config.rules.compile())
 }
 
+/// The default rules with the ten shipped team invariants (`examples/invariants/knative.yaml`).
+fn rules_with_invariants() -> Arc<Rules> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/invariants/knative.yaml");
+    let invariants = match drift_sentinel::config::invariants::load_rules_file(&path) {
+        Ok(invariants) => invariants,
+        Err(error) => panic!("invariants: {error}"),
+    };
+    let rules = match Arc::try_unwrap(rules()) {
+        Ok(rules) => rules,
+        Err(_) => panic!("rules are shared"),
+    };
+    Arc::new(rules.with_invariants(invariants))
+}
+
 /// The states one object goes through in its 20-step script (second cycle, steady state).
 fn states(mut object: Object) -> Vec<Object> {
     for step in 0..world::STEPS {
@@ -111,10 +125,15 @@ fn decode(c: &mut Criterion) {
 }
 
 fn classify(c: &mut Criterion) {
+    classify_with(c, "classify", rules());
+    // The same events with the ten shipped team invariants (BENCHMARKS.md, issue 17).
+    classify_with(c, "classify_invariants", rules_with_invariants());
+}
+
+fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>) {
     let fixtures = fixtures();
     let app = world::app(&fixtures, 1);
-    let rules = rules();
-    let mut group = c.benchmark_group("classify");
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(1));
     let baseline = |engine: &mut Engine| {
         for object in &app {
@@ -124,8 +143,16 @@ fn classify(c: &mut Criterion) {
         }
     };
 
-    // Status-only updates: a Revision's 20 status writes (replica changes and condition times).
-    for (label, index) in [("status_only/revision", 3), ("status_only/pod", 6)] {
+    // Status-only updates: a Revision's 20 status writes (replica changes and condition times);
+    // and the 20-step scripts of the Service, the Broker and the Trigger (mostly status writes,
+    // a few spec changes), the kinds the shipped invariants select besides Revisions.
+    for (label, index) in [
+        ("status_only/revision", 3),
+        ("status_only/pod", 6),
+        ("script/service", 0),
+        ("script/broker", 9),
+        ("script/trigger", 10),
+    ] {
         let cycle: Vec<ApiServerEvent> = states(app[index].clone())
             .iter()
             .map(|object| decoded(Mode::Binary, "update", object, 0))
@@ -188,6 +215,9 @@ fn classify(c: &mut Criterion) {
         )
     });
     group.finish();
+    if name != "classify" {
+        return;
+    }
 
     let mut group = c.benchmark_group("diff");
     group.throughput(Throughput::Elements(1));

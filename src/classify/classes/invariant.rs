@@ -15,7 +15,7 @@
 use super::*;
 use crate::classify::evidence::diff::{metadata_diff, spec_diff_parsed};
 use crate::classify::evidence::hint::describe;
-use crate::classify::invariants::{view, Bindings, Invariant, Parsed, Verdict};
+use crate::classify::invariants::{view, Bindings, Fields, Invariant, Parsed, Verdict};
 
 /// The class id.
 pub const ID: &str = "invariant";
@@ -81,10 +81,19 @@ impl DriftClass for InvariantBroken {
         if selected.is_empty() {
             return verdicts;
         }
+        // Only what the selected rules read is bound (and the status parsed only if read).
+        let (mut reads, mut reads_old) = (Fields::default(), Fields::default());
+        for rule in &selected {
+            rule.read_fields(&mut reads, &mut reads_old);
+        }
         let spec = context.after_spec();
-        let status = object.status.value();
+        let status = if reads.reads("status") {
+            object.status.value()
+        } else {
+            serde_json::Value::Null
+        };
         let after = view(object, &spec, &status);
-        let needs_old = selected.iter().any(|rule| rule.names_old_object());
+        let needs_old = !reads_old.is_empty();
         let old = context.before.filter(|_| needs_old).map(|before| {
             let parsed = Parsed::of(before);
             (before, parsed)
@@ -92,7 +101,7 @@ impl DriftClass for InvariantBroken {
         let old_view = old
             .as_ref()
             .map(|(before, parsed)| view(before, &parsed.spec, &parsed.status));
-        let bindings = Bindings::new(&after, old_view.as_ref());
+        let bindings = Bindings::new(&after, old_view.as_ref(), &reads, &reads_old);
         for rule in selected {
             let verdict = match rule.judge(&bindings) {
                 Verdict::Held => Assessment::clear(object, "the rule holds"),

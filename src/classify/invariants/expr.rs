@@ -60,6 +60,9 @@ const BUILT_IN_NAMES: &[&str] = &[
 const RANGE: &str = "@ds_range";
 const SIZED: &str = "@ds_sized";
 const LIVE: &str = "@ds_live";
+const MATCHES: &str = "@ds_matches";
+/// Most distinct literal patterns kept compiled (rules are few; a bound all the same).
+const MAX_CACHED_PATTERNS: usize = 1024;
 /// Functions whose result is charged for its size.
 const GROWING: &[&str] = &["_+_", "replace", "join", "format"];
 
@@ -105,12 +108,85 @@ pub enum Returns {
     String,
 }
 
+/// The parts of an object an expression reads, as a tree of field names: a node marked `whole`
+/// reads everything below it. Only these parts are bound for an evaluation (a Service's whole
+/// spec is not converted for a rule that reads one annotation); an expression that reads
+/// `object` other than through field selections reads it whole.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fields {
+    whole: bool,
+    children: BTreeMap<String, Fields>,
+}
+
+static WHOLE: Fields = Fields {
+    whole: true,
+    children: BTreeMap::new(),
+};
+
+impl Fields {
+    /// Every field.
+    pub fn everything() -> Fields {
+        WHOLE.clone()
+    }
+
+    /// True when nothing is read.
+    pub fn is_empty(&self) -> bool {
+        !self.whole && self.children.is_empty()
+    }
+
+    fn add(&mut self, path: &[&str]) {
+        if self.whole {
+            return;
+        }
+        match path.split_first() {
+            None => {
+                self.whole = true;
+                self.children.clear();
+            }
+            Some((first, rest)) => self
+                .children
+                .entry(first.to_string())
+                .or_default()
+                .add(rest),
+        }
+    }
+
+    /// Adds what `other` reads.
+    pub fn merge(&mut self, other: &Fields) {
+        if self.whole {
+            return;
+        }
+        if other.whole {
+            *self = Fields::everything();
+            return;
+        }
+        for (key, fields) in &other.children {
+            self.children.entry(key.clone()).or_default().merge(fields);
+        }
+    }
+
+    /// True when the field `key` (or all of them) is read.
+    pub fn reads(&self, key: &str) -> bool {
+        self.child(key).is_some()
+    }
+
+    fn child(&self, key: &str) -> Option<&Fields> {
+        if self.whole {
+            Some(&WHOLE)
+        } else {
+            self.children.get(key)
+        }
+    }
+}
+
 /// A compiled, checked and instrumented expression.
 #[derive(Debug, Clone)]
 pub struct Expression {
     root: Arc<IdedExpr>,
     returns: Returns,
     names_old_object: bool,
+    object_fields: Fields,
+    old_object_fields: Fields,
 }
 
 impl PartialEq for Expression {
@@ -229,13 +305,23 @@ impl Expression {
                 });
             }
         }
+        let mut object_fields = Fields::default();
+        let mut old_object_fields = Fields::default();
+        read_fields(root, &mut object_fields, &mut old_object_fields);
         let mut next_id = max_id(root) + 1;
         let root = instrument(root.clone(), &mut next_id);
         Ok(Expression {
             root: Arc::new(root),
             returns,
             names_old_object: check.names_old_object,
+            object_fields,
+            old_object_fields,
         })
+    }
+
+    /// What the expression reads of `object` and of `oldObject`.
+    pub fn fields(&self) -> (&Fields, &Fields) {
+        (&self.object_fields, &self.old_object_fields)
     }
 
     /// True when the expression names `oldObject`.
@@ -372,6 +458,54 @@ fn live_handler() -> Handler {
     })
 }
 
+/// Compiled literal patterns, shared by every rule: `matches` with a literal pattern is compiled
+/// once when its rule compiles, not on every call as the `cel` crate does.
+fn patterns() -> &'static std::sync::Mutex<std::collections::HashMap<String, Arc<regex::Regex>>> {
+    static PATTERNS: OnceLock<
+        std::sync::Mutex<std::collections::HashMap<String, Arc<regex::Regex>>>,
+    > = OnceLock::new();
+    PATTERNS.get_or_init(Default::default)
+}
+
+/// The compiled pattern (compiled and kept now if it is new and there is room).
+fn pattern(source: &str) -> Result<Arc<regex::Regex>, String> {
+    let mut cache = patterns()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(found) = cache.get(source) {
+        return Ok(Arc::clone(found));
+    }
+    let compiled = Arc::new(regex::Regex::new(source).map_err(|error| error.to_string())?);
+    if cache.len() < MAX_CACHED_PATTERNS {
+        cache.insert(source.to_string(), Arc::clone(&compiled));
+    }
+    Ok(compiled)
+}
+
+/// `@ds_matches(text, 'pattern')`: `text.matches('pattern')` with the pattern compiled once.
+fn matches_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let mut args = std::mem::take(&mut call.args).into_iter();
+        let (Some(text), Some(source)) = (args.next(), args.next()) else {
+            return Err(ExecutionError::invalid_argument_count(2, 0));
+        };
+        let (Some(text), Some(source)) = (
+            text.downcast_ref::<CelString>(),
+            source.downcast_ref::<CelString>(),
+        ) else {
+            return Err(ExecutionError::function_error(
+                "matches",
+                "matches takes a string and a pattern string",
+            ));
+        };
+        let compiled = pattern(source.inner())
+            .map_err(|error| ExecutionError::function_error("matches", error))?;
+        Ok(CowVal::owned(CelBool::from(
+            compiled.is_match(text.inner()),
+        )))
+    })
+}
+
 /// The variables of one evaluation: the object (and the one before), borrowed.
 pub struct Bindings<'v> {
     context: Context<'v, 'v>,
@@ -380,15 +514,23 @@ pub struct Bindings<'v> {
 impl<'v> Bindings<'v> {
     /// Binds `object`, and `oldObject`: the object before an update, `null` when there is none
     /// (its first sight, a re-assessment), as Kubernetes' admission CEL binds it on create.
-    pub fn new(object: &ObjectView<'v>, old: Option<&ObjectView<'v>>) -> Bindings<'v> {
+    /// Only the parts the expressions read are bound (`object_fields`, `old_fields`: what
+    /// [`Expression::fields`] says, merged over the expressions evaluated).
+    pub fn new(
+        object: &ObjectView<'v>,
+        old: Option<&ObjectView<'v>>,
+        object_fields: &Fields,
+        old_fields: &Fields,
+    ) -> Bindings<'v> {
         let mut context = Context::with_env(Arc::clone(env()));
         // The names are ours and cannot clash with the standard library's.
         let _ = context.add_function(RANGE, range_handler());
         let _ = context.add_function(SIZED, sized_handler());
         let _ = context.add_function(LIVE, live_handler());
-        context.add_variable_as_val("object", object.to_val());
+        let _ = context.add_function(MATCHES, matches_handler());
+        context.add_variable_as_val("object", object.to_val(object_fields));
         match old {
-            Some(old) => context.add_variable_as_val("oldObject", old.to_val()),
+            Some(old) => context.add_variable_as_val("oldObject", old.to_val(old_fields)),
             None => context.add_variable_as_val("oldObject", Box::new(CelNull)),
         }
         Bindings { context }
@@ -450,7 +592,27 @@ fn record<'v>(fields: Vec<(&'static str, Box<dyn Val + 'v>)>) -> Box<dyn Val + '
 }
 
 impl<'v> ObjectView<'v> {
-    fn to_val(&self) -> Box<dyn Val + 'v> {
+    fn to_val(&self, fields: &Fields) -> Box<dyn Val + 'v> {
+        let mut top = vec![
+            ("apiVersion", text(self.api_version)),
+            ("kind", text(self.kind)),
+        ];
+        if fields.child("metadata").is_some() {
+            top.push(("metadata", self.metadata()));
+        }
+        if let Some(spec) = fields.child("spec").filter(|_| !self.spec.is_null()) {
+            top.push(("spec", pruned(self.spec, spec)));
+        }
+        if let Some(status) = fields.child("status").filter(|_| !self.status.is_null()) {
+            top.push(("status", pruned(self.status, status)));
+        }
+        if let (Some(data), Some(_)) = (self.data, fields.child("data")) {
+            top.push(("data", string_map(data)));
+        }
+        record(top)
+    }
+
+    fn metadata(&self) -> Box<dyn Val + 'v> {
         let mut metadata = vec![
             ("name", text(self.name)),
             ("uid", text(self.uid)),
@@ -486,21 +648,83 @@ impl<'v> ObjectView<'v> {
                 .collect();
             metadata.push(("ownerReferences", Box::new(CelList::from(owners))));
         }
-        let mut fields = vec![
-            ("apiVersion", text(self.api_version)),
-            ("kind", text(self.kind)),
-            ("metadata", record(metadata)),
-        ];
-        if !self.spec.is_null() {
-            fields.push(("spec", json(self.spec)));
+        record(metadata)
+    }
+}
+
+/// The parts of a JSON value that `fields` reads, as CEL sees them (see [`json`]).
+fn pruned<'v>(value: &'v serde_json::Value, fields: &Fields) -> Box<dyn Val + 'v> {
+    match value {
+        serde_json::Value::Object(entries) if !fields.whole => {
+            let entries: std::collections::HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = fields
+                .children
+                .iter()
+                .filter_map(|(key, below)| {
+                    entries
+                        .get_key_value(key.as_str())
+                        .map(|(key, value)| (CelMapKey::from(key.as_str()), pruned(value, below)))
+                })
+                .collect();
+            Box::new(CelMap::from(entries))
         }
-        if !self.status.is_null() {
-            fields.push(("status", json(self.status)));
+        _ => json(value),
+    }
+}
+
+/// Adds to `object` and `old` the fields each is read through: every field selection chain
+/// that starts at the variable (`object.spec.template.metadata.annotations`) reads the subtree
+/// at its end; the variable used any other way reads it whole.
+fn read_fields(node: &IdedExpr, object: &mut Fields, old: &mut Fields) {
+    let mut path = Vec::new();
+    let mut at = node;
+    while let Expr::Select(select) = &at.expr {
+        path.push(select.field.as_str());
+        at = &select.operand;
+    }
+    if let Expr::Ident(name) = &at.expr {
+        path.reverse();
+        match name.as_str() {
+            "object" => object.add(&path),
+            "oldObject" => old.add(&path),
+            _ => {}
         }
-        if let Some(data) = self.data {
-            fields.push(("data", string_map(data)));
+        return;
+    }
+    match &node.expr {
+        Expr::Select(select) => read_fields(&select.operand, object, old),
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                read_fields(target, object, old);
+            }
+            for arg in &call.args {
+                read_fields(arg, object, old);
+            }
         }
-        record(fields)
+        Expr::List(list) => {
+            for element in &list.elements {
+                read_fields(element, object, old);
+            }
+        }
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(entry) = &entry.expr {
+                    read_fields(&entry.key, object, old);
+                    read_fields(&entry.value, object, old);
+                }
+            }
+        }
+        Expr::Comprehension(comprehension) => {
+            for part in [
+                &comprehension.iter_range,
+                &comprehension.accu_init,
+                &comprehension.loop_cond,
+                &comprehension.loop_step,
+                &comprehension.result,
+            ] {
+                read_fields(part, object, old);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -645,6 +869,18 @@ impl Check<'_> {
             Expr::Literal(_) => {}
             Expr::Select(select) => self.walk(&select.operand, scope, depth + 1, nesting)?,
             Expr::Call(call) => {
+                if call.func_name == "matches" {
+                    if let Some(Expr::Literal(LiteralValue::String(source))) =
+                        call.args.last().map(|arg| &arg.expr)
+                    {
+                        if let Err(error) = pattern(source.inner()) {
+                            return Err(self.fail(
+                                node.id,
+                                format!("not a valid regular expression: {error}"),
+                            ));
+                        }
+                    }
+                }
                 if let Some(target) = &call.target {
                     self.walk(target, scope, depth + 1, nesting)?;
                 }
@@ -888,6 +1124,36 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
             Expr::Select(select)
         }
         Expr::Call(mut inner) => {
+            // `text.matches('literal')` (or `matches(text, 'literal')`): the pattern compiled
+            // once (it was checked when the rule compiled).
+            if inner.func_name == "matches" {
+                let literal =
+                    |node: &IdedExpr| matches!(&node.expr, Expr::Literal(LiteralValue::String(_)));
+                let operands = match (inner.target.take(), inner.args.len()) {
+                    (Some(target), 1) if literal(&inner.args[0]) => {
+                        Some(vec![*target, inner.args.remove(0)])
+                    }
+                    (None, 2) if literal(&inner.args[1]) => Some(std::mem::take(&mut inner.args)),
+                    (target, _) => {
+                        inner.target = target;
+                        None
+                    }
+                };
+                if let Some(operands) = operands {
+                    let operands = operands
+                        .into_iter()
+                        .map(|operand| instrument(operand, id))
+                        .collect();
+                    return IdedExpr {
+                        id: own,
+                        expr: Expr::Call(CallExpr {
+                            func_name: MATCHES.to_string(),
+                            target: None,
+                            args: operands,
+                        }),
+                    };
+                }
+            }
             inner.target = inner.target.map(|target| Box::new(instrument(*target, id)));
             inner.args = inner
                 .args
@@ -991,7 +1257,7 @@ mod tests {
             status: &serde_json::Value::Null,
             data: None,
         };
-        let bindings = Bindings::new(&view, None);
+        let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
         let expression = Expression::compile(
             "object.spec.template.spec.containers.all(c, !c.image.endsWith(':latest'))",
             Returns::Bool,
@@ -1030,7 +1296,7 @@ mod tests {
             status: &serde_json::Value::Null,
             data: None,
         };
-        let bindings = Bindings::new(&view, None);
+        let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
         let holds = |source: &str| {
             Expression::compile(source, Returns::Bool)
                 .unwrap()
@@ -1039,6 +1305,10 @@ mod tests {
         assert_eq!(holds("object.spec.replicas + 1 == 4"), Ok(true));
         assert_eq!(holds("!has(object.metadata.namespace)"), Ok(true));
         assert_eq!(holds("object.metadata.labels.size() == 0"), Ok(true));
+        // `matches` with a literal pattern (compiled once) and with a computed one.
+        assert_eq!(holds("object.metadata.name.matches('^d$')"), Ok(true));
+        assert_eq!(holds("matches(object.metadata.name, '^x')"), Ok(false));
+        assert_eq!(holds("object.metadata.name.matches('^' + 'd')"), Ok(true));
         assert!(matches!(
             holds("object.spec.missing == 1"),
             Err(EvalError::Evaluation(_))
@@ -1066,6 +1336,12 @@ mod tests {
         let error = Expression::compile("object.spec.xs.all(x, x > 0) && x == 1", Returns::Bool)
             .unwrap_err();
         assert!(error.message.contains("'x'"), "{error}");
+        let error =
+            Expression::compile("object.metadata.name.matches('a(')", Returns::Bool).unwrap_err();
+        assert!(
+            error.message.contains("not a valid regular expression"),
+            "{error}"
+        );
         let deep = format!("{}true{}", "(".repeat(200), ")".repeat(200));
         let error = Expression::compile(&deep, Returns::Bool).unwrap_err();
         assert!(error.message.contains("nest"), "{error}");
@@ -1093,7 +1369,7 @@ mod tests {
             status: &serde_json::Value::Null,
             data: None,
         };
-        let bindings = Bindings::new(&view, None);
+        let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
         let nested = Expression::compile(
             "object.spec.items.all(a, object.spec.items.all(b, object.spec.items.all(c, a + b + c >= 0)))",
             Returns::Bool,
@@ -1154,12 +1430,91 @@ mod stack_tests {
                     status: &serde_json::Value::Null,
                     data: None,
                 };
-                let bindings = Bindings::new(&view, None);
+                let bindings =
+                    Bindings::new(&view, None, &Fields::everything(), &Fields::default());
                 expression.holds(&bindings)
             })
             .unwrap()
             .join()
             .unwrap();
         assert_eq!(holds, Ok(true));
+    }
+}
+
+#[cfg(test)]
+mod field_tests {
+    use super::*;
+
+    fn fields(source: &str) -> (Fields, Fields) {
+        let expression = Expression::compile(source, Returns::Bool).unwrap();
+        let (object, old) = expression.fields();
+        (object.clone(), old.clone())
+    }
+
+    #[test]
+    fn an_expression_reads_the_subtrees_its_selections_reach() {
+        let (object, old) = fields(
+            "has(object.spec.delivery) && object.spec.template.spec.containers.all(c, c.image != '') \
+             && object.metadata.annotations['a/b'] == 'x' && oldObject == null",
+        );
+        let mut expected = Fields::default();
+        expected.add(&["spec", "delivery"]);
+        expected.add(&["spec", "template", "spec", "containers"]);
+        expected.add(&["metadata", "annotations"]);
+        assert_eq!(object, expected);
+        assert_eq!(old, Fields::everything());
+        // `object` used whole reads everything.
+        let (object, _) = fields("size(object) > 0");
+        assert_eq!(object, Fields::everything());
+    }
+
+    #[test]
+    fn a_pruned_object_judges_as_the_whole_one() {
+        let spec = serde_json::json!({
+            "template": {"metadata": {"annotations": {"a": "1"}},
+                         "spec": {"containers": [{"image": "x:1", "env": [{"name": "A", "value": "1"}]}]}},
+            "traffic": [{"percent": 100}]
+        });
+        let empty = BTreeMap::new();
+        let view = ObjectView {
+            api_version: "serving.knative.dev/v1",
+            kind: "Service",
+            name: "s",
+            namespace: "n",
+            uid: "u",
+            resource_version: "1",
+            generation: Some(1),
+            creation_timestamp: None,
+            deletion_timestamp: None,
+            labels: &empty,
+            annotations: &empty,
+            owners: &[],
+            spec: &spec,
+            status: &serde_json::Value::Null,
+            data: None,
+        };
+        for source in [
+            "has(object.spec.template.metadata.annotations.a)",
+            "has(object.spec.delivery)",
+            "object.spec.template.spec.containers.all(c, c.image.endsWith(':1'))",
+            "object.spec.traffic[0].percent == 100",
+            "!has(object.status)",
+            "object.spec.template.metadata.annotations.size() == 1",
+        ] {
+            let expression = Expression::compile(source, Returns::Bool).unwrap();
+            let (reads, _) = expression.fields();
+            let whole = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+            let pruned = Bindings::new(&view, None, reads, &Fields::default());
+            assert_eq!(
+                expression.holds(&pruned),
+                expression.holds(&whole),
+                "{source}"
+            );
+            assert_eq!(
+                expression.holds(&whole),
+                Ok(!source.contains("delivery")),
+                "{source}"
+            );
+        }
     }
 }

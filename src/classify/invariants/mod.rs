@@ -16,7 +16,7 @@ use crate::classify::state::ObjectState;
 use crate::model::glob::glob_match;
 use crate::model::Severity;
 
-pub use expr::{Bindings, CompileError, EvalError, Expression, ObjectView, Returns};
+pub use expr::{Bindings, CompileError, EvalError, Expression, Fields, ObjectView, Returns};
 
 /// Which objects a rule applies to. Empty lists select everything.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -139,6 +139,20 @@ impl Invariant {
             || matches!(&self.message, Message::Expression(message) if message.names_old_object())
     }
 
+    /// Adds to `object` and `old` what the condition and the message read of `object` and
+    /// `oldObject`.
+    pub fn read_fields(&self, object: &mut Fields, old: &mut Fields) {
+        let mut add = |expression: &Expression| {
+            let (reads, reads_old) = expression.fields();
+            object.merge(reads);
+            old.merge(reads_old);
+        };
+        add(&self.condition);
+        if let Message::Expression(message) = &self.message {
+            add(message);
+        }
+    }
+
     fn description_or_name(&self) -> &str {
         if self.description.is_empty() {
             &self.name
@@ -206,6 +220,8 @@ pub fn judge_object(
     }
     let parsed = Parsed::of(&state);
     let object = view(&state, &parsed.spec, &parsed.status);
-    let bindings = Bindings::new(&object, None);
+    let (mut reads, mut reads_old) = (Fields::default(), Fields::default());
+    rule.read_fields(&mut reads, &mut reads_old);
+    let bindings = Bindings::new(&object, None, &reads, &reads_old);
     Some(rule.judge(&bindings))
 }
