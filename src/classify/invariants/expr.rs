@@ -65,6 +65,23 @@ const MATCHES: &str = "@ds_matches";
 const MAX_CACHED_PATTERNS: usize = 1024;
 /// Functions whose result is charged for its size.
 const GROWING: &[&str] = &["_+_", "replace", "join", "format"];
+/// Internal: charges a value for its size and returns it.
+const CHARGE: &str = "@ds_charge";
+/// Functions whose work grows with their receiver (a string scan, a case change).
+const SCANNING: &[&str] = &[
+    "contains",
+    "startsWith",
+    "endsWith",
+    "indexOf",
+    "lastIndexOf",
+    "split",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "charAt",
+    "substring",
+    "replace",
+];
 
 /// Why an expression was not accepted, with where in its source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -528,6 +545,7 @@ impl<'v> Bindings<'v> {
         let _ = context.add_function(SIZED, sized_handler());
         let _ = context.add_function(LIVE, live_handler());
         let _ = context.add_function(MATCHES, matches_handler());
+        let _ = context.add_function(CHARGE, sized_handler());
         context.add_variable_as_val("object", object.to_val(object_fields));
         match old {
             Some(old) => context.add_variable_as_val("oldObject", old.to_val(old_fields)),
@@ -1140,10 +1158,13 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
                     }
                 };
                 if let Some(operands) = operands {
-                    let operands = operands
+                    let mut operands: Vec<IdedExpr> = operands
                         .into_iter()
                         .map(|operand| instrument(operand, id))
                         .collect();
+                    // The match scans the text.
+                    let text = operands.remove(0);
+                    operands.insert(0, call(id, CHARGE, vec![text]));
                     return IdedExpr {
                         id: own,
                         expr: Expr::Call(CallExpr {
@@ -1160,6 +1181,22 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
                 .into_iter()
                 .map(|arg| instrument(arg, id))
                 .collect();
+            // Work that grows with an operand is charged for the operand's size: a scan of the
+            // receiver string, `in` over a list, comparing two lists or maps.
+            let name = inner.func_name.as_str();
+            if inner.target.is_some() && SCANNING.contains(&name) {
+                inner.target = inner
+                    .target
+                    .map(|target| Box::new(call(id, CHARGE, vec![*target])));
+            } else if name == "@in" && inner.args.len() == 2 {
+                let container = inner.args.remove(1);
+                inner.args.push(call(id, CHARGE, vec![container]));
+            } else if matches!(name, "_==_" | "_!=_") {
+                inner.args = std::mem::take(&mut inner.args)
+                    .into_iter()
+                    .map(|operand| call(id, CHARGE, vec![operand]))
+                    .collect();
+            }
             let growing = GROWING.contains(&inner.func_name.as_str());
             let rebuilt = IdedExpr {
                 id: own,
@@ -1382,6 +1419,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(growing.holds(&bindings), Err(EvalError::Budget));
+        // Work that grows with an operand: `in` over the whole list on every iteration.
+        let scanning = Expression::compile(
+            "object.spec.items.all(a, a in object.spec.items)",
+            Returns::Bool,
+        )
+        .unwrap();
+        let small = Expression::compile("[1, 2, 3].all(a, a in [1, 2, 3])", Returns::Bool).unwrap();
+        assert_eq!(small.holds(&bindings), Ok(true));
+        let long: Vec<serde_json::Value> = (0..5000).map(serde_json::Value::from).collect();
+        let long = serde_json::json!({ "items": long });
+        let long_view = ObjectView {
+            spec: &long,
+            ..view
+        };
+        let long_bindings =
+            Bindings::new(&long_view, None, &Fields::everything(), &Fields::default());
+        assert_eq!(scanning.holds(&long_bindings), Err(EvalError::Budget));
         // The same shape over a small list is fine: the budget is per evaluation.
         let small = Expression::compile(
             "[1, 2, 3].all(a, [1, 2, 3].all(b, a + b > 0))",
