@@ -193,10 +193,24 @@ pub fn test(file: &Path, against: &Path, cluster: &str, json: bool) -> ExitCode 
             }
             println!("{line}");
         }
+        // Rules that selected no object are named: a rule whose match is wrong tests nothing.
+        for rule in &rules {
+            if !outcomes.iter().any(|outcome| outcome.rule == rule.name) {
+                println!("{:<7} {:<32} selects no object", "-", rule.name);
+            }
+        }
+        let plural = |count: usize, word: &str| {
+            if count == 1 {
+                format!("1 {word}")
+            } else {
+                format!("{count} {word}s")
+            }
+        };
         let mut summary = format!(
-            "{}: {} rules, {held} held, {broken} broken, {errors} errors",
+            "{}: {}, {held} held, {broken} broken, {}",
             result.to_uppercase(),
-            rules.len()
+            plural(rules.len(), "rule"),
+            plural(errors, "error")
         );
         if with_expectations {
             summary.push_str(&format!(", {unmet} expectations not met"));

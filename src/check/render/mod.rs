@@ -77,8 +77,14 @@ fn summary_line(report: &Report) -> String {
 
 /// One team invariant's outcome in words: `broken on 2 of 5 objects (warning)`.
 fn rule_line(rule: &crate::check::RuleOutcome) -> String {
-    let mut line = if rule.broken == 0 {
-        format!("held on all {} objects it selects", rule.selected)
+    let mut line = if rule.selected == 0 {
+        "selects no object".to_string()
+    } else if rule.broken == 0 {
+        format!(
+            "held on all {} object{} it selects",
+            rule.selected,
+            if rule.selected == 1 { "" } else { "s" }
+        )
     } else {
         format!(
             "broken on {} of {} objects ({})",

@@ -141,7 +141,7 @@ fn broken(
             .insert("description".to_string(), rule.description.clone());
     }
     found.hint = Some(format!(
-        "{}  # then bring it back within the rule, or change the rule `{}` in rules.invariants",
+        "{}  # then bring it back within the rule, or change the rule `{}`",
         describe(
             &object.api_version,
             &object.kind,

@@ -326,14 +326,36 @@ impl Expression {
         let mut old_object_fields = Fields::default();
         read_fields(root, &mut object_fields, &mut old_object_fields);
         let mut next_id = max_id(root) + 1;
+        let root_id = root.id;
         let root = instrument(root.clone(), &mut next_id);
-        Ok(Expression {
+        let expression = Expression {
             root: Arc::new(root),
             returns,
             names_old_object: check.names_old_object,
             object_fields,
             old_object_fields,
-        })
+        };
+        // No type checker: where the tree does not tell the result's type, one evaluation on a
+        // sample object often does (`object.metadata.name` as a condition). An evaluation that
+        // fails on the sample says nothing: the real objects have the fields it lacks.
+        if let Ok(value) = expression.evaluate(&Bindings::sample()) {
+            let found = value.type_of().to_string();
+            let wanted = match returns {
+                Returns::Bool => "bool",
+                Returns::String => "string",
+            };
+            if found != wanted {
+                let (line, column) = at(root_id);
+                return Err(CompileError {
+                    line,
+                    column,
+                    message: format!(
+                        "the expression returns a {found} (on a sample object), not a {wanted}"
+                    ),
+                });
+            }
+        }
+        Ok(expression)
     }
 
     /// What the expression reads of `object` and of `oldObject`.
@@ -526,6 +548,33 @@ fn matches_handler() -> Handler {
 /// The variables of one evaluation: the object (and the one before), borrowed.
 pub struct Bindings<'v> {
     context: Context<'v, 'v>,
+}
+
+impl Bindings<'static> {
+    /// An object with every part present and empty, to probe an expression's result type.
+    fn sample() -> Bindings<'static> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        static EMPTY_OBJECT: OnceLock<serde_json::Value> = OnceLock::new();
+        let spec = EMPTY_OBJECT.get_or_init(|| serde_json::json!({}));
+        let view = ObjectView {
+            api_version: "v1",
+            kind: "Sample",
+            name: "sample",
+            namespace: "default",
+            uid: "sample",
+            resource_version: "1",
+            generation: Some(1),
+            creation_timestamp: None,
+            deletion_timestamp: None,
+            labels: &EMPTY,
+            annotations: &EMPTY,
+            owners: &[],
+            spec,
+            status: spec,
+            data: Some(&EMPTY),
+        };
+        Bindings::new(&view, None, &Fields::everything(), &Fields::everything())
+    }
 }
 
 impl<'v> Bindings<'v> {
@@ -1366,6 +1415,14 @@ mod tests {
         assert!(error.message.contains("objct"), "{error}");
         let error = Expression::compile("size(object.spec)", Returns::Bool).unwrap_err();
         assert!(error.message.contains("returns an int"), "{error}");
+        // A field read as a condition: the sample object shows it is a string.
+        let error = Expression::compile("object.metadata.name", Returns::Bool).unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("returns a string (on a sample object)"),
+            "{error}"
+        );
         let error = Expression::compile("object.spec.containers.all(c, c.image)", Returns::String)
             .unwrap_err();
         assert!(error.message.contains("returns a bool"), "{error}");
