@@ -1414,7 +1414,7 @@ fn invariants_are_checked_on_the_snapshot_next_to_the_baseline() {
         "{text}"
     );
     assert!(
-        text.contains("RULE      autoscaler-keeps-scale-to-zero held on all 1 objects it selects"),
+        text.contains("RULE      autoscaler-keeps-scale-to-zero held on all 1 object it selects"),
         "{text}"
     );
 }
