@@ -42,7 +42,11 @@ impl Silence {
         self.matchers.iter().all(|(key, pattern)| {
             let value = match key.as_str() {
                 "class" => drift.class.as_str(),
-                "rule" => drift.rule.as_deref().unwrap_or_default(),
+                // Only a rule's drift has a rule: `rule: "*"` mutes invariants, not every class.
+                "rule" => match drift.rule.as_deref() {
+                    Some(rule) => rule,
+                    None => return false,
+                },
                 "severity" => drift.severity.as_str(),
                 "cluster" => drift.cluster.as_str(),
                 "namespace" => drift.namespace.as_str(),

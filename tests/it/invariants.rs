@@ -335,3 +335,84 @@ fn a_pending_rule_drift_is_found_again_after_a_restart() {
         &["firing invariant/keep-warm Service/knative-webapp"],
     );
 }
+
+#[test]
+fn a_reload_that_narrows_a_rules_selection_resolves_its_drifts() {
+    let mut sim = Sim::with_rules(RULES);
+    sim.send("add", &service());
+    sim.wait(301);
+    assert_eq!(
+        rules_only(sim.open()),
+        ["invariant/keep-warm firing Service/knative-webapp"]
+    );
+    sim.reload(&RULES.replace(r#"namespaces: ["my*"]"#, r#"namespaces: ["other"]"#));
+    assert!(rules_only(sim.open()).is_empty(), "{:?}", sim.open());
+    assert_eq!(
+        sim.last("invariant").drift.resolution.as_deref(),
+        Some("the rule no longer selects the object")
+    );
+}
+
+#[test]
+fn a_transition_rule_is_judged_on_updates_only_and_keeps_its_drift_through_reload_and_restart() {
+    const SWAP: &str = r#"
+invariants:
+  - name: no-image-swap
+    match: {kind: Service}
+    expression: "oldObject.spec.template.spec.containers[0].image == object.spec.template.spec.containers[0].image"
+    grace: 0s
+"#;
+    let mut sim = Sim::with_rules(SWAP);
+    let service = service();
+    // First sight: nothing to compare with, no verdict (and no error for the missing oldObject).
+    sim.send("add", &service);
+    assert!(rules_only(sim.open()).is_empty());
+    assert!(sim.invariant_errors().is_empty());
+    sim.send("update", &latest(&service));
+    assert_eq!(
+        rules_only(sim.open()),
+        ["invariant/no-image-swap firing Service/knative-webapp"]
+    );
+    // Re-assessments have no update to judge: the drift stays.
+    sim.reload(SWAP);
+    sim.wait(1);
+    sim.restart();
+    sim.wait(1);
+    assert_eq!(
+        rules_only(sim.open()),
+        ["invariant/no-image-swap firing Service/knative-webapp"]
+    );
+    // The next update that keeps the image judges the transition again.
+    sim.send("update", &changed(&latest(&service), |_| {}));
+    assert!(rules_only(sim.open()).is_empty());
+}
+
+#[test]
+fn a_rule_matcher_silences_rule_drifts_only() {
+    let mut sim = Sim::with_rules(RULES);
+    sim.send("add", &service());
+    sim.send("update", &latest(&service()));
+    sim.wait(301);
+    let silence = drift_sentinel::model::Silence {
+        matchers: [("rule".to_string(), "*".to_string())].into(),
+        expires_at: None,
+        comment: None,
+    };
+    let mut muted: Vec<String> = sim
+        .log
+        .iter()
+        .map(|transition| &transition.drift)
+        .filter(|drift| silence.matches(drift, 0))
+        .map(|drift| format!("{} {:?}", drift.class, drift.rule))
+        .collect();
+    muted.sort();
+    muted.dedup();
+    assert_eq!(
+        muted,
+        [
+            "invariant Some(\"keep-warm\")",
+            "invariant Some(\"no-latest\")"
+        ]
+    );
+    assert!(sim.log.iter().any(|t| t.drift.class == "manual_edit"));
+}

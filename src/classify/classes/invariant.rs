@@ -63,6 +63,12 @@ impl DriftClass for InvariantBroken {
         let mut verdicts = Vec::new();
         let mut selected: Vec<&Invariant> = Vec::new();
         for rule in rules {
+            // A rule about a transition (it names `oldObject`) is judged on updates only: without
+            // the state before (an object's first sight, a re-assessment) it has nothing to say,
+            // and must not resolve what an update found.
+            if rule.names_old_object() && context.before.is_none() {
+                continue;
+            }
             if rule.selects(object) {
                 selected.push(rule);
             } else if !rule.selector.match_labels.is_empty()

@@ -124,11 +124,21 @@ impl Engine {
                 if !self.rules.class(&slot.class).enabled {
                     return Some((slot.clone(), "class disabled in the rules"));
                 }
-                match &slot.rule {
-                    Some(rule) if self.rules.invariant(rule).is_none() => {
-                        Some((slot.clone(), "rule removed from the rules"))
+                let rule = slot.rule.as_deref()?;
+                match self.rules.invariant(rule) {
+                    None => Some((slot.clone(), "rule removed from the rules")),
+                    // A reload can narrow what a rule selects (its kinds, namespaces, clusters).
+                    Some(rule) => {
+                        let key = ObjectKey {
+                            cluster: slot.cluster.clone(),
+                            uid: slot.uid.clone(),
+                        };
+                        let selected = self
+                            .graph
+                            .get(&key)
+                            .is_some_and(|object| rule.selects(object));
+                        (!selected).then(|| (slot.clone(), "the rule no longer selects the object"))
                     }
-                    _ => None,
                 }
             })
             .collect();
@@ -295,7 +305,7 @@ impl Engine {
     /// Every enabled class's verdicts on `key`'s object as it is now, all settled (what an
     /// event would do, without one): for state the engine keeps beside the objects.
     fn reevaluate(&mut self, key: &ObjectKey, now: Millis) {
-        let Some((assessments, _)) = self.assess(key, None, Action::Update, None, now) else {
+        let Some((assessments, _)) = self.assess(key, None, Action::Update, None, now, true) else {
             return;
         };
         // Only the classes about state: a class about a change needs the event's "before".
@@ -347,7 +357,8 @@ impl Engine {
     }
 
     fn reassess(&mut self, key: &ObjectKey, now: Millis) {
-        let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now) else {
+        let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now, false)
+        else {
             return;
         };
         for (class_id, assessment) in assessments {
@@ -375,6 +386,8 @@ impl Engine {
     /// Every enabled class's verdicts on `key`'s object as it is in the graph, with whether it
     /// is deleted (`None` when it is not tracked). `object` is the event's decoded object, or
     /// `None` to render one from the state.
+    /// `dependent`: the object is re-evaluated because another one's health changed; classes
+    /// that read nothing but the object itself (team invariants) are not run again then.
     fn assess(
         &self,
         key: &ObjectKey,
@@ -382,6 +395,7 @@ impl Engine {
         action: Action,
         object: Option<&crate::decode::KubeObject>,
         now: Millis,
+        dependent: bool,
     ) -> Option<(Vec<(&'static str, classes::Assessment)>, bool)> {
         let after = self.graph.get(key)?;
         let rendered;
@@ -405,7 +419,9 @@ impl Engine {
         };
         let mut assessments = Vec::new();
         for class in classes::REGISTRY {
-            if !self.rules.class(class.id()).enabled {
+            if !self.rules.class(class.id()).enabled
+                || (dependent && class.id() == classes::INVARIANT)
+            {
                 continue;
             }
             for assessment in class.assess(&context) {
@@ -423,7 +439,8 @@ impl Engine {
         object: &crate::decode::KubeObject,
         now: Millis,
     ) {
-        let Some((assessments, deleted)) = self.assess(key, before, action, Some(object), now)
+        let Some((assessments, deleted)) =
+            self.assess(key, before, action, Some(object), now, false)
         else {
             return;
         };

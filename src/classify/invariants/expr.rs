@@ -443,6 +443,29 @@ fn size_of(value: &dyn Val) -> u64 {
         .unwrap_or(1)
 }
 
+/// What copying or comparing a value costs: one unit per list element, map entry and scalar at
+/// every depth, and one per 16 bytes of a string. The count stops past the budget left, so
+/// counting is bounded by the budget too.
+fn deep_size(value: &dyn Val) -> u64 {
+    let limit = BUDGET_LEFT.with(Cell::get).saturating_add(1);
+    let mut count = 0u64;
+    let mut pending: Vec<&dyn Val> = vec![value];
+    while let Some(next) = pending.pop() {
+        count += 1;
+        if count > limit {
+            break;
+        }
+        if let Some(list) = next.downcast_ref::<CelList>() {
+            pending.extend(list.inner().iter().map(|item| item.as_ref()));
+        } else if let Some(map) = next.downcast_ref::<CelMap>() {
+            pending.extend(map.inner().values().map(|item| item.as_ref()));
+        } else if let Some(text) = next.downcast_ref::<CelString>() {
+            count += u64::try_from(text.inner().len() / 16).unwrap_or(u64::MAX);
+        }
+    }
+    count
+}
+
 type Handler = Box<
     dyn for<'c, 'a> Fn(&mut FunctionContext<'c, 'a>) -> Result<CowVal<'c, 'a>, ExecutionError>
         + Send
@@ -460,10 +483,11 @@ fn range_handler() -> Handler {
             .downcast_ref::<CelInt>()
             .map(|cost| u64::try_from(*cost.inner()).unwrap_or(1))
             .unwrap_or(1);
+        // Every pass of the body, and a copy of every item (the iteration variable is a copy).
         if !charge(
             size_of(range.as_ref())
                 .saturating_mul(cost)
-                .saturating_add(1),
+                .saturating_add(deep_size(range.as_ref())),
         ) {
             return Err(budget_spent());
         }
@@ -471,13 +495,14 @@ fn range_handler() -> Handler {
     })
 }
 
-/// `@ds_sized(value)`: charges a built value for its size.
+/// `@ds_sized(value)` (a built value) and `@ds_charge(value)` (an operand whose size the work
+/// grows with): charges the value for its size, at every depth.
 fn sized_handler() -> Handler {
     Box::new(|call: &mut FunctionContext<'_, '_>| {
         let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
             return Err(ExecutionError::invalid_argument_count(1, 0));
         };
-        if !charge(size_of(value.as_ref())) {
+        if !charge(deep_size(value.as_ref())) {
             return Err(budget_spent());
         }
         Ok(value)
@@ -1246,7 +1271,13 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
                     .map(|operand| call(id, CHARGE, vec![operand]))
                     .collect();
             }
-            let growing = GROWING.contains(&inner.func_name.as_str());
+            // `@result + [item]`, the step of `map` and `filter`, is left as it is: the crate
+            // builds it in place (the item is charged as a list literal's element).
+            let appends = matches!(
+                inner.args.first().map(|arg| &arg.expr),
+                Some(Expr::Ident(name)) if name.starts_with('@')
+            );
+            let growing = GROWING.contains(&inner.func_name.as_str()) && !appends;
             let rebuilt = IdedExpr {
                 id: own,
                 expr: Expr::Call(inner),
@@ -1257,10 +1288,19 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
             return rebuilt;
         }
         Expr::List(mut list) => {
+            // A list literal holds copies of its elements.
             list.elements = list
                 .elements
                 .into_iter()
-                .map(|element| instrument(element, id))
+                .map(|element| {
+                    let literal = matches!(element.expr, Expr::Literal(_));
+                    let element = instrument(element, id);
+                    if literal {
+                        element
+                    } else {
+                        call(id, CHARGE, vec![element])
+                    }
+                })
                 .collect();
             Expr::List(list)
         }
@@ -1493,6 +1533,37 @@ mod tests {
         let long_bindings =
             Bindings::new(&long_view, None, &Fields::everything(), &Fields::default());
         assert_eq!(scanning.holds(&long_bindings), Err(EvalError::Budget));
+        // Copies and comparisons of large values are charged for their whole size: a one-key
+        // map over a large list compared, or put in a list literal, on every iteration.
+        let maps: Vec<serde_json::Value> = (0..3000)
+            .map(|index| serde_json::json!({"k": index}))
+            .collect();
+        let deep = serde_json::json!({ "xs": (0..400).collect::<Vec<u32>>(), "t": {"a": maps} });
+        let deep_view = ObjectView {
+            spec: &deep,
+            ..view
+        };
+        let deep_bindings =
+            Bindings::new(&deep_view, None, &Fields::everything(), &Fields::default());
+        for source in [
+            "object.spec.xs.all(x, object.spec.t == object.spec.t)",
+            "object.spec.xs.all(x, [object.spec.t].size() == 1)",
+            "object.spec.xs.map(x, object.spec.t).size() > 0",
+        ] {
+            let expression = Expression::compile(source, Returns::Bool).unwrap();
+            assert_eq!(
+                expression.holds(&deep_bindings),
+                Err(EvalError::Budget),
+                "{source}"
+            );
+        }
+        // `map` and `filter` over a long list stay linear (built in place) and within budget.
+        let linear = Expression::compile(
+            "object.spec.items.map(x, x).size() == 5000 && object.spec.items.filter(x, x >= 0).size() == 5000",
+            Returns::Bool,
+        )
+        .unwrap();
+        assert_eq!(linear.holds(&long_bindings), Ok(true));
         // The same shape over a small list is fine: the budget is per evaluation.
         let small = Expression::compile(
             "[1, 2, 3].all(a, [1, 2, 3].all(b, a + b > 0))",

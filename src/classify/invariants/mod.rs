@@ -208,14 +208,15 @@ pub fn view<'v>(
 
 /// A rule's verdict on one object as the service judges it (the object reduced to what the
 /// service keeps of it, so a rule behaves the same in `check`, `invariants test` and the sink);
-/// `None` when the rule does not select the object.
+/// `None` when the rule does not select the object, or names `oldObject` (judged on updates
+/// only, and a snapshot has no update).
 pub fn judge_object(
     rule: &Invariant,
     cluster: &str,
     object: &crate::decode::KubeObject,
 ) -> Option<Verdict> {
     let state = ObjectState::from_object(cluster, object, 0);
-    if !rule.selects(&state) {
+    if rule.names_old_object() || !rule.selects(&state) {
         return None;
     }
     let parsed = Parsed::of(&state);
