@@ -67,19 +67,18 @@ const MAX_CACHED_PATTERNS: usize = 1024;
 const GROWING: &[&str] = &["_+_", "replace", "join", "format"];
 /// Internal: charges a value for its size and returns it.
 const CHARGE: &str = "@ds_charge";
-/// Functions whose work grows with their receiver (a string scan, a case change).
+/// Internal: charges a list for its size (`in` scans a list; a map lookup is one step).
+const CHARGE_LIST: &str = "@ds_charge_list";
+/// Functions whose work grows with their receiver (a string scan, a case change); `startsWith`
+/// and `endsWith` grow with their argument, which the source bounds.
 const SCANNING: &[&str] = &[
     "contains",
-    "startsWith",
-    "endsWith",
     "indexOf",
     "lastIndexOf",
     "split",
     "lowerAscii",
     "upperAscii",
     "trim",
-    "charAt",
-    "substring",
     "replace",
 ];
 
@@ -509,6 +508,19 @@ fn sized_handler() -> Handler {
     })
 }
 
+/// `@ds_charge_list(container)`: `in`'s container, charged for its size when it is a list.
+fn list_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
+            return Err(ExecutionError::invalid_argument_count(1, 0));
+        };
+        if value.downcast_ref::<CelList>().is_some() && !charge(deep_size(value.as_ref())) {
+            return Err(budget_spent());
+        }
+        Ok(value)
+    })
+}
+
 /// `@ds_live(condition)`: a comprehension's loop condition, false once the budget is spent.
 fn live_handler() -> Handler {
     Box::new(|call: &mut FunctionContext<'_, '_>| {
@@ -620,6 +632,7 @@ impl<'v> Bindings<'v> {
         let _ = context.add_function(LIVE, live_handler());
         let _ = context.add_function(MATCHES, matches_handler());
         let _ = context.add_function(CHARGE, sized_handler());
+        let _ = context.add_function(CHARGE_LIST, list_handler());
         context.add_variable_as_val("object", object.to_val(object_fields));
         match old {
             Some(old) => context.add_variable_as_val("oldObject", old.to_val(old_fields)),
@@ -1262,10 +1275,19 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
                 inner.target = inner
                     .target
                     .map(|target| Box::new(call(id, CHARGE, vec![*target])));
-            } else if name == "@in" && inner.args.len() == 2 {
+            } else if name == "@in"
+                && inner.args.len() == 2
+                && !matches!(inner.args[1].expr, Expr::List(_))
+            {
                 let container = inner.args.remove(1);
-                inner.args.push(call(id, CHARGE, vec![container]));
-            } else if matches!(name, "_==_" | "_!=_") {
+                inner.args.push(call(id, CHARGE_LIST, vec![container]));
+            } else if matches!(name, "_==_" | "_!=_")
+                // Against a literal, a comparison is as short as the literal.
+                && !inner
+                    .args
+                    .iter()
+                    .any(|operand| matches!(operand.expr, Expr::Literal(_)))
+            {
                 inner.args = std::mem::take(&mut inner.args)
                     .into_iter()
                     .map(|operand| call(id, CHARGE, vec![operand]))
