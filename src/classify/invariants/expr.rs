@@ -1381,30 +1381,39 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
     IdedExpr { id: own, expr }
 }
 
+/// An object for the tests: a namespaced `kind` with this spec and labels, nothing else.
+#[cfg(test)]
+fn sample_view<'v>(
+    kind: &'v str,
+    spec: &'v serde_json::Value,
+    labels: &'v BTreeMap<String, String>,
+) -> ObjectView<'v> {
+    ObjectView {
+        api_version: "v1",
+        kind,
+        name: "d",
+        namespace: "n",
+        uid: "u",
+        resource_version: "1",
+        generation: Some(1),
+        creation_timestamp: None,
+        deletion_timestamp: None,
+        labels,
+        annotations: labels,
+        owners: &[],
+        spec,
+        status: &serde_json::Value::Null,
+        data: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn object_with(spec: &serde_json::Value) -> bool {
         let labels = BTreeMap::from([("app".to_string(), "shop".to_string())]);
-        let empty = BTreeMap::new();
-        let view = ObjectView {
-            api_version: "serving.knative.dev/v1",
-            kind: "Service",
-            name: "shop",
-            namespace: "prod",
-            uid: "u1",
-            resource_version: "7",
-            generation: Some(3),
-            creation_timestamp: None,
-            deletion_timestamp: None,
-            labels: &labels,
-            annotations: &empty,
-            owners: &[],
-            spec,
-            status: &serde_json::Value::Null,
-            data: None,
-        };
+        let view = sample_view("Service", spec, &labels);
         let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
         let expression = Expression::compile(
             "object.spec.template.spec.containers.all(c, !c.image.endsWith(':latest'))",
@@ -1428,21 +1437,8 @@ mod tests {
         let spec = serde_json::json!({"replicas": 3});
         let empty = BTreeMap::new();
         let view = ObjectView {
-            api_version: "apps/v1",
-            kind: "Deployment",
-            name: "d",
             namespace: "",
-            uid: "u",
-            resource_version: "1",
-            generation: None,
-            creation_timestamp: None,
-            deletion_timestamp: None,
-            labels: &empty,
-            annotations: &empty,
-            owners: &[],
-            spec: &spec,
-            status: &serde_json::Value::Null,
-            data: None,
+            ..sample_view("Deployment", &spec, &empty)
         };
         let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
         let holds = |source: &str| {
@@ -1508,23 +1504,7 @@ mod tests {
         let items: Vec<serde_json::Value> = (0..400).map(serde_json::Value::from).collect();
         let spec = serde_json::json!({ "items": items });
         let empty = BTreeMap::new();
-        let view = ObjectView {
-            api_version: "v1",
-            kind: "ConfigMap",
-            name: "c",
-            namespace: "n",
-            uid: "u",
-            resource_version: "1",
-            generation: None,
-            creation_timestamp: None,
-            deletion_timestamp: None,
-            labels: &empty,
-            annotations: &empty,
-            owners: &[],
-            spec: &spec,
-            status: &serde_json::Value::Null,
-            data: None,
-        };
+        let view = sample_view("ConfigMap", &spec, &empty);
         let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
         let nested = Expression::compile(
             "object.spec.items.all(a, object.spec.items.all(b, object.spec.items.all(c, a + b + c >= 0)))",
@@ -1617,23 +1597,7 @@ mod stack_tests {
             .stack_size(2 << 20)
             .spawn(move || {
                 let empty = BTreeMap::new();
-                let view = ObjectView {
-                    api_version: "v1",
-                    kind: "ConfigMap",
-                    name: "c",
-                    namespace: "n",
-                    uid: "u",
-                    resource_version: "1",
-                    generation: None,
-                    creation_timestamp: None,
-                    deletion_timestamp: None,
-                    labels: &empty,
-                    annotations: &empty,
-                    owners: &[],
-                    spec: &serde_json::Value::Null,
-                    status: &serde_json::Value::Null,
-                    data: None,
-                };
+                let view = sample_view("ConfigMap", &serde_json::Value::Null, &empty);
                 let bindings =
                     Bindings::new(&view, None, &Fields::everything(), &Fields::default());
                 expression.holds(&bindings)
@@ -1680,23 +1644,7 @@ mod field_tests {
             "traffic": [{"percent": 100}]
         });
         let empty = BTreeMap::new();
-        let view = ObjectView {
-            api_version: "serving.knative.dev/v1",
-            kind: "Service",
-            name: "s",
-            namespace: "n",
-            uid: "u",
-            resource_version: "1",
-            generation: Some(1),
-            creation_timestamp: None,
-            deletion_timestamp: None,
-            labels: &empty,
-            annotations: &empty,
-            owners: &[],
-            spec: &spec,
-            status: &serde_json::Value::Null,
-            data: None,
-        };
+        let view = sample_view("Service", &spec, &empty);
         for source in [
             "has(object.spec.template.metadata.annotations.a)",
             "has(object.spec.delivery)",
