@@ -95,6 +95,7 @@ pub(crate) fn snapshot_drifts(
             name: rule.name.clone(),
             description: rule.description.clone(),
             severity: rule.severity,
+            transition: rule.names_old_object(),
             selected: if enabled {
                 engine
                     .graph()

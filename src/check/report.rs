@@ -80,6 +80,9 @@ pub struct RuleOutcome {
     pub description: String,
     /// The severity of its findings.
     pub severity: Severity,
+    /// True for a rule about a transition (it names `oldObject`): judged on updates only, so
+    /// not on a snapshot.
+    pub transition: bool,
     /// Live objects the rule selects.
     pub selected: usize,
     /// Objects that break it.

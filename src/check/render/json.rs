@@ -55,6 +55,7 @@ pub(crate) fn render_json(report: &Report) -> Value {
             "name": rule.name,
             "description": rule.description,
             "severity": rule.severity.as_str(),
+            "transition": rule.transition,
             "selected": rule.selected,
             "broken": rule.broken,
             "errors": rule.errors.iter().map(|(object, error)| json!({

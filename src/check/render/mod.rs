@@ -77,7 +77,9 @@ fn summary_line(report: &Report) -> String {
 
 /// One team invariant's outcome in words: `broken on 2 of 5 objects (warning)`.
 fn rule_line(rule: &crate::check::RuleOutcome) -> String {
-    let mut line = if rule.selected == 0 {
+    let mut line = if rule.transition {
+        "names oldObject: judged on updates only, not on a snapshot".to_string()
+    } else if rule.selected == 0 {
         "selects no object".to_string()
     } else if rule.broken == 0 {
         format!(

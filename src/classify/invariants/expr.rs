@@ -69,8 +69,10 @@ const GROWING: &[&str] = &["_+_", "replace", "join", "format"];
 const CHARGE: &str = "@ds_charge";
 /// Internal: charges a list for its size (`in` scans a list; a map lookup is one step).
 const CHARGE_LIST: &str = "@ds_charge_list";
-/// Functions whose work grows with their receiver (a string scan, a case change); `startsWith`
-/// and `endsWith` grow with their argument, which the source bounds.
+/// Internal: charges a string (or bytes) for its length, anything else nothing.
+const CHARGE_TEXT: &str = "@ds_charge_text";
+/// Functions whose work grows with the strings they are given (a scan, a copy, a count of
+/// characters): every operand that is not a literal is charged for its length.
 const SCANNING: &[&str] = &[
     "contains",
     "indexOf",
@@ -80,6 +82,20 @@ const SCANNING: &[&str] = &[
     "upperAscii",
     "trim",
     "replace",
+    "charAt",
+    "substring",
+    "startsWith",
+    "endsWith",
+    "size",
+    "reverse",
+    "strings.quote",
+    "matches",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "string",
+    "bytes",
 ];
 
 /// Why an expression was not accepted, with where in its source.
@@ -458,8 +474,16 @@ fn deep_size(value: &dyn Val) -> u64 {
             pending.extend(list.inner().iter().map(|item| item.as_ref()));
         } else if let Some(map) = next.downcast_ref::<CelMap>() {
             pending.extend(map.inner().values().map(|item| item.as_ref()));
+            // Keys are hashed and copied too.
+            for key in map.inner().keys() {
+                if let CelMapKey::String(text) = key {
+                    count += u64::try_from(text.inner().len() / 16).unwrap_or(u64::MAX);
+                }
+            }
         } else if let Some(text) = next.downcast_ref::<CelString>() {
             count += u64::try_from(text.inner().len() / 16).unwrap_or(u64::MAX);
+        } else if let Some(bytes) = next.downcast_ref::<cel::common::types::CelBytes>() {
+            count += u64::try_from(bytes.inner().len() / 16).unwrap_or(u64::MAX);
         }
     }
     count
@@ -502,6 +526,23 @@ fn sized_handler() -> Handler {
             return Err(ExecutionError::invalid_argument_count(1, 0));
         };
         if !charge(deep_size(value.as_ref())) {
+            return Err(budget_spent());
+        }
+        Ok(value)
+    })
+}
+
+/// `@ds_charge_text(value)`: charged for its length when it is a string or bytes.
+fn text_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
+            return Err(ExecutionError::invalid_argument_count(1, 0));
+        };
+        let text = value.downcast_ref::<CelString>().is_some()
+            || value
+                .downcast_ref::<cel::common::types::CelBytes>()
+                .is_some();
+        if text && !charge(deep_size(value.as_ref())) {
             return Err(budget_spent());
         }
         Ok(value)
@@ -633,6 +674,7 @@ impl<'v> Bindings<'v> {
         let _ = context.add_function(MATCHES, matches_handler());
         let _ = context.add_function(CHARGE, sized_handler());
         let _ = context.add_function(CHARGE_LIST, list_handler());
+        let _ = context.add_function(CHARGE_TEXT, text_handler());
         context.add_variable_as_val("object", object.to_val(object_fields));
         match old {
             Some(old) => context.add_variable_as_val("oldObject", old.to_val(old_fields)),
@@ -1271,16 +1313,39 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
             // Work that grows with an operand is charged for the operand's size: a scan of the
             // receiver string, `in` over a list, comparing two lists or maps.
             let name = inner.func_name.as_str();
-            if inner.target.is_some() && SCANNING.contains(&name) {
-                inner.target = inner
-                    .target
-                    .map(|target| Box::new(call(id, CHARGE, vec![*target])));
-            } else if name == "@in"
-                && inner.args.len() == 2
-                && !matches!(inner.args[1].expr, Expr::List(_))
-            {
+            let literal = |node: &IdedExpr| matches!(node.expr, Expr::Literal(_));
+            if SCANNING.contains(&name) {
+                let text = |node: IdedExpr, id: &mut u64| {
+                    if literal(&node) {
+                        node
+                    } else {
+                        call(id, CHARGE_TEXT, vec![node])
+                    }
+                };
+                inner.target = inner.target.map(|target| Box::new(text(*target, id)));
+                inner.args = std::mem::take(&mut inner.args)
+                    .into_iter()
+                    .map(|arg| text(arg, id))
+                    .collect();
+            } else if name == "_[_]" && inner.args.len() == 2 && !literal(&inner.args[1]) {
+                // A key is hashed (a string key for its length); the container is not copied.
+                let key = inner.args.remove(1);
+                inner.args.push(call(id, CHARGE_TEXT, vec![key]));
+            } else if name == "@in" && inner.args.len() == 2 {
+                // The needle is hashed or compared; a list container is scanned.
                 let container = inner.args.remove(1);
-                inner.args.push(call(id, CHARGE_LIST, vec![container]));
+                let needle = inner.args.remove(0);
+                let needle = if literal(&needle) {
+                    needle
+                } else {
+                    call(id, CHARGE_TEXT, vec![needle])
+                };
+                let container = if matches!(container.expr, Expr::List(_)) {
+                    container
+                } else {
+                    call(id, CHARGE_LIST, vec![container])
+                };
+                inner.args = vec![needle, container];
             } else if matches!(name, "_==_" | "_!=_")
                 // Against a literal, a comparison is as short as the literal.
                 && !inner
@@ -1327,10 +1392,20 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
             Expr::List(list)
         }
         Expr::Map(mut map) => {
+            // A map literal holds copies of its keys and values.
+            let copied = |node: IdedExpr, id: &mut u64| {
+                let literal = matches!(node.expr, Expr::Literal(_));
+                let node = instrument(node, id);
+                if literal {
+                    node
+                } else {
+                    call(id, CHARGE, vec![node])
+                }
+            };
             for entry in &mut map.entries {
                 if let EntryExpr::MapEntry(entry) = &mut entry.expr {
-                    entry.key = instrument(std::mem::take(&mut entry.key), id);
-                    entry.value = instrument(std::mem::take(&mut entry.value), id);
+                    entry.key = copied(std::mem::take(&mut entry.key), id);
+                    entry.value = copied(std::mem::take(&mut entry.value), id);
                 }
             }
             Expr::Map(map)
@@ -1555,6 +1630,35 @@ mod tests {
             let expression = Expression::compile(source, Returns::Bool).unwrap();
             assert_eq!(
                 expression.holds(&deep_bindings),
+                Err(EvalError::Budget),
+                "{source}"
+            );
+        }
+        // Map literals copy their values; scans of a long string are charged by its length.
+        let text = "x".repeat(200_000);
+        let texts = serde_json::json!({ "xs": (0..400).collect::<Vec<u32>>(), "s": text });
+        let text_view = ObjectView {
+            spec: &texts,
+            ..view
+        };
+        let text_bindings =
+            Bindings::new(&text_view, None, &Fields::everything(), &Fields::default());
+        for source in [
+            "object.spec.xs.all(x, {'a': object.spec.t}.size() == 1)",
+            "object.spec.xs.all(x, object.spec.s.charAt(0) == 'x')",
+            "object.spec.xs.all(x, size(object.spec.s) > 0)",
+            "object.spec.xs.all(x, object.spec.s.startsWith(object.spec.s))",
+            "object.spec.xs.all(x, object.spec.s > 'a')",
+            "object.spec.xs.all(x, !(object.spec.s in {'a': 1}))",
+        ] {
+            let expression = Expression::compile(source, Returns::Bool).unwrap();
+            let bindings = if source.contains(".t}") {
+                &deep_bindings
+            } else {
+                &text_bindings
+            };
+            assert_eq!(
+                expression.holds(bindings),
                 Err(EvalError::Budget),
                 "{source}"
             );
