@@ -1313,7 +1313,16 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
             // Work that grows with an operand is charged for the operand's size: a scan of the
             // receiver string, `in` over a list, comparing two lists or maps.
             let name = inner.func_name.as_str();
-            let literal = |node: &IdedExpr| matches!(node.expr, Expr::Literal(_));
+            // A literal is bounded by the source, and an operand the tree shows to be a number
+            // or a bool (`int(...)`, `size(...)`, a comparison) costs one step: neither is
+            // charged (each charge is a function call of its own).
+            let literal = |node: &IdedExpr| {
+                matches!(node.expr, Expr::Literal(_))
+                    || matches!(
+                        static_type(node, &[]),
+                        Some(Static::Int | Static::UInt | Static::Double | Static::Bool)
+                    )
+            };
             if SCANNING.contains(&name) {
                 let text = |node: IdedExpr, id: &mut u64| {
                     if literal(&node) {
