@@ -140,3 +140,17 @@ def attributes(event_id: str, verb: str, obj: dict, **extensions) -> dict:
     }
     attrs.update(extensions)
     return attrs
+
+
+def swap_config(directory: Path, text: str, generation: int):
+    """Writes the config the way the kubelet updates a ConfigMap volume: a new timestamped
+    directory, then an atomic swap of the `..data` symlink."""
+    target = directory / f"..2026_11_29_{generation}"
+    target.mkdir()
+    (target / "config.yaml").write_text(text)
+    temporary = directory / "..data_tmp"
+    temporary.symlink_to(target.name)
+    os.replace(temporary, directory / "..data")
+    link = directory / "config.yaml"
+    if not link.is_symlink():
+        link.symlink_to("..data/config.yaml")

@@ -10,7 +10,7 @@ from pathlib import Path
 from cloudevents.core.bindings.http import to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 
-from conftest import Sentinel, attributes, binary, load_yaml_fixture
+from conftest import Sentinel, attributes, binary, load_yaml_fixture, swap_config
 
 RV = [9_000_000]
 
@@ -81,18 +81,6 @@ def test_replay_reports_bad_input_with_its_location(tmp_path):
     assert f"{path}:1: invalid CloudEvent JSON" in result.stderr, result.stderr
 
 
-def swap_config(directory: Path, text: str, generation: int):
-    """Writes the config the way the kubelet updates a ConfigMap volume: a new timestamped
-    directory, then an atomic swap of the `..data` symlink."""
-    target = directory / f"..2026_11_29_{generation}"
-    target.mkdir()
-    (target / "config.yaml").write_text(text)
-    temporary = directory / "..data_tmp"
-    temporary.symlink_to(target.name)
-    os.replace(temporary, directory / "..data")
-    link = directory / "config.yaml"
-    if not link.is_symlink():
-        link.symlink_to("..data/config.yaml")
 
 
 def wait_for(predicate, timeout=20):

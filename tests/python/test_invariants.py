@@ -26,7 +26,7 @@ from cloudevents.core.v1.event import CloudEvent
 from jsonschema import Draft202012Validator
 from standardwebhooks.webhooks import Webhook
 
-from conftest import ROOT, Sentinel, attributes, binary, free_port, load_yaml_fixture
+from conftest import ROOT, Sentinel, attributes, binary, free_port, load_yaml_fixture, swap_config
 
 WHSEC = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 WEBHOOK_SCHEMA = json.loads((ROOT / "docs" / "schemas" / "webhook-v1.schema.json").read_text())
@@ -240,18 +240,6 @@ def config_text(workdir: Path, invariants: str, channels: str = "  - {name: log,
     )
 
 
-def swap_config(directory: Path, text: str, generation: int):
-    """Writes the config the way the kubelet updates a ConfigMap volume (a new timestamped
-    directory, then an atomic swap of the `..data` symlink), as test_engine_process.py does."""
-    target = directory / f"..2026_11_29_{generation}"
-    target.mkdir()
-    (target / "config.yaml").write_text(text)
-    temporary = directory / "..data_tmp"
-    temporary.symlink_to(target.name)
-    os.replace(temporary, directory / "..data")
-    link = directory / "config.yaml"
-    if not link.is_symlink():
-        link.symlink_to("..data/config.yaml")
 
 
 def sentinel_on_volume(workdir: Path, text: str) -> tuple:

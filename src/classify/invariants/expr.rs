@@ -518,44 +518,34 @@ fn range_handler() -> Handler {
     })
 }
 
-/// `@ds_sized(value)` (a built value) and `@ds_charge(value)` (an operand whose size the work
-/// grows with): charges the value for its size, at every depth.
-fn sized_handler() -> Handler {
-    Box::new(|call: &mut FunctionContext<'_, '_>| {
-        let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
-            return Err(ExecutionError::invalid_argument_count(1, 0));
-        };
-        if !charge(deep_size(value.as_ref())) {
-            return Err(budget_spent());
-        }
-        Ok(value)
-    })
+/// Which values a charging function charges.
+#[derive(Clone, Copy)]
+enum Charged {
+    /// Every value (`@ds_sized`: a built value; `@ds_charge`: an operand the work grows with).
+    All,
+    /// Strings and bytes (`@ds_charge_text`: read by a string function).
+    Text,
+    /// Lists (`@ds_charge_list`: searched by `in`; a map lookup is one step).
+    List,
 }
 
-/// `@ds_charge_text(value)`: charged for its length when it is a string or bytes.
-fn text_handler() -> Handler {
-    Box::new(|call: &mut FunctionContext<'_, '_>| {
+/// A function that charges its one argument for its size, at every depth, and returns it.
+fn charging_handler(charged: Charged) -> Handler {
+    Box::new(move |call: &mut FunctionContext<'_, '_>| {
         let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
             return Err(ExecutionError::invalid_argument_count(1, 0));
         };
-        let text = value.downcast_ref::<CelString>().is_some()
-            || value
-                .downcast_ref::<cel::common::types::CelBytes>()
-                .is_some();
-        if text && !charge(deep_size(value.as_ref())) {
-            return Err(budget_spent());
-        }
-        Ok(value)
-    })
-}
-
-/// `@ds_charge_list(container)`: `in`'s container, charged for its size when it is a list.
-fn list_handler() -> Handler {
-    Box::new(|call: &mut FunctionContext<'_, '_>| {
-        let Some(value) = std::mem::take(&mut call.args).into_iter().next() else {
-            return Err(ExecutionError::invalid_argument_count(1, 0));
+        let applies = match charged {
+            Charged::All => true,
+            Charged::Text => {
+                value.downcast_ref::<CelString>().is_some()
+                    || value
+                        .downcast_ref::<cel::common::types::CelBytes>()
+                        .is_some()
+            }
+            Charged::List => value.downcast_ref::<CelList>().is_some(),
         };
-        if value.downcast_ref::<CelList>().is_some() && !charge(deep_size(value.as_ref())) {
+        if applies && !charge(deep_size(value.as_ref())) {
             return Err(budget_spent());
         }
         Ok(value)
@@ -669,12 +659,12 @@ impl<'v> Bindings<'v> {
         let mut context = Context::with_env(Arc::clone(env()));
         // The names are ours and cannot clash with the standard library's.
         let _ = context.add_function(RANGE, range_handler());
-        let _ = context.add_function(SIZED, sized_handler());
+        let _ = context.add_function(SIZED, charging_handler(Charged::All));
         let _ = context.add_function(LIVE, live_handler());
         let _ = context.add_function(MATCHES, matches_handler());
-        let _ = context.add_function(CHARGE, sized_handler());
-        let _ = context.add_function(CHARGE_LIST, list_handler());
-        let _ = context.add_function(CHARGE_TEXT, text_handler());
+        let _ = context.add_function(CHARGE, charging_handler(Charged::All));
+        let _ = context.add_function(CHARGE_LIST, charging_handler(Charged::List));
+        let _ = context.add_function(CHARGE_TEXT, charging_handler(Charged::Text));
         context.add_variable_as_val("object", object.to_val(object_fields));
         match old {
             Some(old) => context.add_variable_as_val("oldObject", old.to_val(old_fields)),
