@@ -14,7 +14,7 @@ use super::normalize::{
 };
 use super::report::{DiffEntry, Finding, ObjectReport, Report};
 use super::Error;
-use crate::classify::baseline::compare;
+use crate::classify::baseline::{compare, KnativeDefaults, Normalization};
 use crate::classify::evidence::hint::{namespace_flag, resource_name, revert_patch, shell_quote};
 use crate::classify::{classes, ObjectState, Rules};
 use crate::decode::object::api_group;
@@ -63,6 +63,19 @@ pub fn check(
         );
     }
 
+    // Knative's defaults as the snapshot has them (its ConfigMaps), else the built-in ones.
+    let defaults = KnativeDefaults::from_config_maps(|namespace, name| {
+        let key = ManifestKey {
+            group: String::new(),
+            kind: "ConfigMap".to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        parsed
+            .get(&key)
+            .and_then(|found| found.object.data.as_ref())
+    });
+
     let mut reports: BTreeMap<ManifestKey, ObjectReport> = BTreeMap::new();
 
     // The baseline side: missing objects, spec and data differences.
@@ -79,9 +92,14 @@ pub fn check(
         match parsed.get(key) {
             None => report.findings.push(missing(key, document, &parsed)),
             Some(found) => {
-                report
-                    .findings
-                    .extend(differences(key, &api_version, document, found, &rules));
+                report.findings.extend(differences(
+                    key,
+                    &api_version,
+                    document,
+                    found,
+                    &rules,
+                    &defaults,
+                ));
             }
         }
         reports.insert(key.clone(), report);
@@ -136,6 +154,7 @@ pub fn check(
     Ok(Report {
         objects,
         rules: rule_outcomes,
+        defaults: defaults.sources().to_vec(),
         fail_on,
     })
 }
@@ -253,6 +272,7 @@ fn differences(
     document: &Document,
     found: &Live,
     rules: &Rules,
+    defaults: &KnativeDefaults,
 ) -> Vec<Finding> {
     let object = &found.object;
     let is_secret = object.is_secret();
@@ -263,7 +283,21 @@ fn differences(
     };
     let live = live_manifest(object);
     let ignored = |path: &str| rules.is_ignored_path(&key.kind, path);
-    let mut changes = compare(&desired, &live, &ignored);
+    let comparison = compare(
+        &desired,
+        &live,
+        &Normalization {
+            defaults,
+            behavioural: &|key| rules.is_behavioural_key(key),
+            ignored: &ignored,
+        },
+    );
+    let entry = |change: &FieldChange| {
+        let mut entry = DiffEntry::from(change);
+        entry.desired_from = comparison.note(&change.path).map(str::to_string);
+        entry
+    };
+    let mut changes = comparison.changes.clone();
     if is_secret {
         changes.extend(
             data_changes(&desired, &live)
@@ -294,7 +328,7 @@ fn differences(
                 paths.join(", "),
                 document.origin
             ),
-            diff: spec.iter().map(DiffEntry::from).collect(),
+            diff: spec.iter().map(entry).collect(),
             hint,
         });
     }

@@ -12,9 +12,11 @@
 //!   Knative creates itself (Revisions, and the Configuration and Route of a Knative Service,
 //!   which are checked through their Service) and every other kind (a cluster dump holds many
 //!   objects the baseline does not manage).
-//! * `spec_drift`: the live object differs from its manifest, desired fields only
-//!   ([`crate::classify::baseline::compare`]: status, server-set metadata and the
-//!   defaults Knative adds are not compared; `rules.ignorePaths` apply). `warning`.
+//! * `spec_drift`: the live object differs from its manifest
+//!   ([`crate::classify::baseline::compare`]: fields the manifest leaves out against Knative's
+//!   defaults from the snapshot's ConfigMaps or built in, behavioural labels and annotations
+//!   even when the manifest does not set them; status and server-set metadata are not
+//!   compared; `rules.ignorePaths` apply). `warning`.
 //! * `config_drift`: a ConfigMap's `data` differs from its manifest, key by key both ways,
 //!   `_example` ignored. Severity and `enabled` from `rules.classes.config_drift`.
 //! * `not_ready`, `revision_not_ready`, `traffic_drift`, `generation_lag`, `revision_pileup`:

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::classify::defaults::DefaultsSource;
 use crate::model::{FieldChange, Severity};
 
 /// One changed field: desired (baseline) and live value; `None` when absent.
@@ -16,6 +17,9 @@ pub struct DiffEntry {
     pub desired: Option<Value>,
     /// The live value.
     pub live: Option<Value>,
+    /// Where the desired value came from when the manifest leaves the field out (Knative's
+    /// default and its ConfigMap, or a behavioural key that must be absent).
+    pub desired_from: Option<String>,
 }
 
 impl From<&FieldChange> for DiffEntry {
@@ -24,6 +28,7 @@ impl From<&FieldChange> for DiffEntry {
             path: change.path.clone(),
             desired: change.before.clone(),
             live: change.after.clone(),
+            desired_from: None,
         }
     }
 }
@@ -98,6 +103,8 @@ pub struct Report {
     pub objects: Vec<ObjectReport>,
     /// What each team invariant found, in config order (empty without invariants).
     pub rules: Vec<RuleOutcome>,
+    /// Where Knative's defaults came from: each ConfigMap found in the snapshot, or built-in.
+    pub defaults: Vec<DefaultsSource>,
     /// Findings at or above this severity fail the check.
     pub fail_on: Severity,
 }

@@ -1,19 +1,25 @@
 //! Desired state, as kept in Git (manifests loaded by [`crate::manifest`]), and the normalized
-//! comparison of a live object against them (used by the `baseline_drift` class and by `check`).
+//! comparison of a live object against them: one implementation for the sink's
+//! `baseline_drift` class and for `check`.
 //!
-//! Comparison is "desired fields only", as `kubectl apply` sees it: every field the manifest sets
-//! must have that value live; fields the manifest leaves out (server-set metadata, status,
-//! defaults Knative adds such as `containerConcurrency`, `readinessProbe` or `timeoutSeconds`) are
-//! not compared. Lists must have the same length and are compared item by item. Numbers compare by
-//! value (`100` equals `100.0`). ConfigMap `data` is compared key by key in both directions, except
-//! `_example` (documentation that Knative ignores). Configured ignore paths are dropped.
+//! Every field the manifest sets must have that value live. A field it leaves out must hold the
+//! value Knative would have given it, for the fields whose default can be told from Knative's
+//! ConfigMaps ([`super::defaults`]): a Service's traffic, a revision template's timeouts,
+//! concurrency, service links, container resources and security context, a Broker's class and
+//! delivery, a Trigger's filters and delivery. Behavioural label and annotation keys
+//! (`rules.metadataKeys.behavioural`) are compared even when the manifest does not mention them; other
+//! keys (bookkeeping, tools' own) only when it does. Server-set metadata and `status` are never
+//! compared. Lists must have the same length and are compared item by item; numbers compare by
+//! value (`100` equals `100.0`). ConfigMap `data` is compared key by key in both directions,
+//! except `_example` (documentation that Knative ignores). Configured ignore paths are dropped.
 //!
-//! Pure: the manifests are loaded by the caller.
+//! Pure: the manifests and the ConfigMaps are looked up by the caller.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+pub use super::defaults::KnativeDefaults;
 use crate::manifest::{ManifestKey, Manifests};
 use crate::model::pointer::push_pointer;
 use crate::model::FieldChange;
@@ -58,34 +64,125 @@ impl Baseline {
     }
 }
 
-/// Differences between a desired manifest and a live object (both as JSON), desired fields only.
-/// `before` of each change is the desired value, `after` the live one.
-pub(crate) fn compare(
-    desired: &Value,
-    live: &Value,
-    ignored: &dyn Fn(&str) -> bool,
-) -> Vec<FieldChange> {
-    let mut changes = Vec::new();
-    if let Some(spec) = desired.get("spec") {
-        subset("/spec", spec, live.get("spec"), &mut changes);
+/// How a live object is compared with its manifest: Knative's defaults in the object's cluster,
+/// which label and annotation keys change behaviour, and which paths are ignored.
+pub struct Normalization<'a> {
+    /// Knative's defaults for the fields a manifest leaves out.
+    pub defaults: &'a KnativeDefaults,
+    /// True for a label or annotation key whose value changes behaviour.
+    pub behavioural: &'a dyn Fn(&str) -> bool,
+    /// True for a path the rules ignore.
+    pub ignored: &'a dyn Fn(&str) -> bool,
+}
+
+/// The differences between a manifest and a live object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Comparison {
+    /// `before` of each change is the desired value, `after` the live one.
+    pub changes: Vec<FieldChange>,
+    /// For a change at a path the manifest leaves out: where its desired value came from.
+    pub notes: BTreeMap<String, String>,
+}
+
+impl Comparison {
+    /// True when the object matches its manifest.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
     }
-    for field in ["labels", "annotations"] {
-        if let Some(Value::Object(wanted)) = desired.pointer(&format!("/metadata/{field}")) {
-            for (key, value) in wanted {
-                let live_value = live
-                    .pointer(&format!("/metadata/{field}"))
-                    .and_then(|map| map.get(key));
+
+    /// Where the desired value of a change came from, when the manifest does not set it.
+    pub fn note(&self, path: &str) -> Option<&str> {
+        self.notes.get(path).map(String::as_str)
+    }
+}
+
+/// Differences between a desired manifest and a live object (both as JSON).
+///
+/// * Every field the manifest sets must have that value live (lists item by item, numbers by
+///   value).
+/// * A field it leaves out that Knative defaults must hold Knative's default
+///   ([`KnativeDefaults::expectations`]) when the live object has it.
+/// * A behavioural label or annotation key the manifest does not set must be absent live (on
+///   the object and on a revision template), unless Knative defaults it.
+/// * ConfigMap `data` key by key in both directions, except `_example`.
+pub(crate) fn compare(desired: &Value, live: &Value, how: &Normalization<'_>) -> Comparison {
+    let mut out = Comparison::default();
+    if let Some(spec) = desired.get("spec") {
+        subset("/spec", spec, live.get("spec"), &mut out.changes);
+    }
+    let kind = desired.get("kind").and_then(Value::as_str).unwrap_or("");
+    let mut defaulted: BTreeSet<String> = BTreeSet::new();
+    for expectation in how.defaults.expectations(desired) {
+        if desired.pointer(&expectation.path).is_some() {
+            // The manifest decides; `subset` compared it.
+            continue;
+        }
+        defaulted.insert(expectation.path.clone());
+        let have = live
+            .pointer(&expectation.path)
+            .filter(|value| !is_empty(value));
+        let differs = match (&expectation.value, have) {
+            // The live object lacks the field: a Knative release that does not set it.
+            (Some(_), None) | (None, None) => false,
+            (Some(want), Some(have)) => !same(want, have),
+            (None, Some(_)) => true,
+        };
+        if differs {
+            out.notes.insert(expectation.path.clone(), expectation.why);
+            out.changes.push(FieldChange {
+                path: expectation.path,
+                before: expectation.value,
+                after: have.cloned(),
+            });
+        }
+    }
+    let mut metadata = vec!["/metadata/labels", "/metadata/annotations"];
+    if live.pointer("/spec/template/metadata").is_some() {
+        metadata.extend([
+            "/spec/template/metadata/labels",
+            "/spec/template/metadata/annotations",
+        ]);
+    }
+    for field in metadata {
+        let wanted = desired.pointer(field).and_then(Value::as_object);
+        let actual = live.pointer(field).and_then(Value::as_object);
+        if field.starts_with("/metadata/") {
+            for (key, value) in wanted.into_iter().flatten() {
                 subset(
-                    &push_pointer(&format!("/metadata/{field}"), key),
+                    &push_pointer(field, key),
                     value,
-                    live_value,
-                    &mut changes,
+                    actual.and_then(|map| map.get(key)),
+                    &mut out.changes,
                 );
             }
         }
+        // ConfigMaps and Secrets are compared by their data; their labels are bookkeeping.
+        if matches!(kind, "ConfigMap" | "Secret") {
+            continue;
+        }
+        for (key, value) in actual.into_iter().flatten() {
+            let path = push_pointer(field, key);
+            let set = wanted.is_some_and(|map| map.contains_key(key));
+            if set || defaulted.contains(&path) || !(how.behavioural)(key) {
+                continue;
+            }
+            let what = if field.ends_with("labels") {
+                "label"
+            } else {
+                "annotation"
+            };
+            out.notes.insert(
+                path.clone(),
+                format!("a behavioural {what} the manifest does not set: it must be absent"),
+            );
+            out.changes.push(FieldChange {
+                path,
+                before: None,
+                after: Some(value.clone()),
+            });
+        }
     }
-    let is_config_map = desired.get("kind").and_then(Value::as_str) == Some("ConfigMap");
-    if is_config_map {
+    if kind == "ConfigMap" {
         let empty = serde_json::Map::new();
         let wanted = desired
             .get("data")
@@ -105,7 +202,7 @@ pub(crate) fn compare(
         for key in keys {
             let (want, have) = (wanted.get(key), actual.get(key));
             if want != have {
-                changes.push(FieldChange {
+                out.changes.push(FieldChange {
                     path: push_pointer("/data", key),
                     before: want.cloned(),
                     after: have.cloned(),
@@ -113,9 +210,38 @@ pub(crate) fn compare(
             }
         }
     }
-    changes.retain(|change| !ignored(&change.path));
-    changes.truncate(MAX_CHANGES);
-    changes
+    out.changes.retain(|change| !(how.ignored)(&change.path));
+    out.changes.truncate(MAX_CHANGES);
+    let kept: BTreeSet<&str> = out.changes.iter().map(|c| c.path.as_str()).collect();
+    out.notes.retain(|path, _| kept.contains(path.as_str()));
+    out
+}
+
+/// Null, `{}`, `[]` and `""`: what Knative leaves out and what it writes as empty are the same.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::String(text) => text.is_empty(),
+        _ => false,
+    }
+}
+
+/// Deep equality with numbers by value (`100` equals `100.0`).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(key, value)| y.get(key).is_some_and(|other| same(value, other)))
+        }
+        _ => a == b,
+    }
 }
 
 fn subset(path: &str, desired: &Value, live: Option<&Value>, out: &mut Vec<FieldChange>) {
@@ -152,6 +278,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `compare` with built-in defaults, the default behavioural keys and no ignore paths.
+    fn compare_plain(desired: &Value, live: &Value) -> Vec<FieldChange> {
+        compare_with(desired, live, &KnativeDefaults::default()).changes
+    }
+
+    fn compare_with(desired: &Value, live: &Value, defaults: &KnativeDefaults) -> Comparison {
+        let rules = crate::classify::Rules::new(crate::classify::rules::RuleSet::with_classes(
+            Default::default(),
+        ));
+        let behavioural = |key: &str| rules.is_behavioural_key(key);
+        compare(
+            desired,
+            live,
+            &Normalization {
+                defaults,
+                behavioural: &behavioural,
+                ignored: &|_| false,
+            },
+        )
+    }
+
     #[test]
     fn defaults_added_by_knative_are_not_drift() {
         let desired = json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "a"},
@@ -159,16 +306,16 @@ mod tests {
         let live = json!({"spec": {"template": {"spec": {"containerConcurrency": 0, "timeoutSeconds": 300,
             "containers": [{"image": "img:1", "name": "user-container", "resources": {}}]}},
             "traffic": [{"latestRevision": true, "percent": 100}]}});
-        assert!(compare(&desired, &live, &|_| false).is_empty());
+        assert!(compare_plain(&desired, &live).is_empty());
     }
 
     #[test]
     fn a_changed_desired_field_is_drift() {
         let desired = json!({"kind": "Service", "spec": {"traffic": [{"latestRevision": true, "percent": 100}]}});
         let live = json!({"spec": {"traffic": [{"latestRevision": true, "percent": 100.0}]}});
-        assert!(compare(&desired, &live, &|_| false).is_empty());
+        assert!(compare_plain(&desired, &live).is_empty());
         let live = json!({"spec": {"traffic": [{"revisionName": "a-00001", "percent": 100}]}});
-        let changes = compare(&desired, &live, &|_| false);
+        let changes = compare_plain(&desired, &live);
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].path, "/spec/traffic/0/latestRevision");
     }
@@ -177,7 +324,7 @@ mod tests {
     fn config_map_data_compares_both_ways_but_not_example() {
         let desired = json!({"kind": "ConfigMap", "data": {"min-scale": "1", "_example": "docs"}});
         let live = json!({"data": {"min-scale": "1", "max-scale": "5", "_example": "other docs"}});
-        let changes = compare(&desired, &live, &|_| false);
+        let changes = compare_plain(&desired, &live);
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].path, "/data/max-scale");
         assert_eq!(changes[0].before, None);
@@ -199,6 +346,126 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "bad.yaml document 1 (line 1): not a Kubernetes object: missing apiVersion, metadata.name (needs apiVersion, kind and metadata.name)"
+        );
+    }
+
+    /// The Service of the issue: its manifest leaves traffic, timeouts, concurrency and the
+    /// visibility to Knative.
+    fn service_manifest() -> Value {
+        json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+            "metadata": {"name": "a", "namespace": "n", "labels": {"app": "a"}},
+            "spec": {"template": {"spec": {"containers": [{"image": "img:1"}]}}}})
+    }
+
+    /// That Service as Knative defaulted it.
+    fn service_live() -> Value {
+        json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+            "metadata": {"name": "a", "namespace": "n", "labels": {"app": "a"},
+                "annotations": {"serving.knative.dev/creator": "admin"}},
+            "spec": {"template": {"metadata": {"creationTimestamp": null},
+                "spec": {"containerConcurrency": 0, "timeoutSeconds": 300, "enableServiceLinks": false,
+                "containers": [{"image": "img:1", "name": "user-container", "resources": {},
+                    "readinessProbe": {"successThreshold": 1, "tcpSocket": {"port": 0}}}]}},
+            "traffic": [{"latestRevision": true, "percent": 100}]}})
+    }
+
+    fn paths(changes: &[FieldChange]) -> Vec<&str> {
+        changes.iter().map(|change| change.path.as_str()).collect()
+    }
+
+    #[test]
+    fn fields_left_to_knative_must_hold_its_defaults() {
+        assert!(compare_plain(&service_manifest(), &service_live()).is_empty());
+        let mut live = service_live();
+        live["spec"]["traffic"] = json!([{"revisionName": "a-00001", "percent": 80},
+            {"latestRevision": true, "percent": 20}]);
+        live["spec"]["template"]["spec"]["timeoutSeconds"] = json!(900);
+        live["spec"]["template"]["spec"]["containerConcurrency"] = json!(5);
+        live["metadata"]["labels"]["networking.knative.dev/visibility"] = json!("cluster-local");
+        live["spec"]["template"]["metadata"]["annotations"] = json!({"autoscaling.knative.dev/min-scale": "3", "client.knative.dev/user-image": "img:1"});
+        let comparison = compare_with(&service_manifest(), &live, &KnativeDefaults::default());
+        assert_eq!(
+            paths(&comparison.changes),
+            [
+                "/spec/template/spec/timeoutSeconds",
+                "/spec/template/spec/containerConcurrency",
+                "/spec/traffic",
+                "/metadata/labels/networking.knative.dev~1visibility",
+                "/spec/template/metadata/annotations/autoscaling.knative.dev~1min-scale",
+            ]
+        );
+        assert_eq!(comparison.changes[0].before, Some(json!(300)));
+        assert_eq!(
+            comparison.note("/spec/template/spec/timeoutSeconds"),
+            Some("Knative's default: revision-timeout-seconds of knative-serving/config-defaults (not found, Knative's built-in default)")
+        );
+        assert_eq!(comparison.changes[3].before, None);
+        assert!(comparison
+            .note("/metadata/labels/networking.knative.dev~1visibility")
+            .unwrap()
+            .starts_with("a behavioural label"));
+    }
+
+    #[test]
+    fn the_manifest_decides_what_it_sets_and_config_defaults_move_the_default() {
+        let mut manifest = service_manifest();
+        manifest["spec"]["template"]["spec"]["timeoutSeconds"] = json!(900);
+        let mut live = service_live();
+        live["spec"]["template"]["spec"]["timeoutSeconds"] = json!(900);
+        assert!(compare_plain(&manifest, &live).is_empty());
+        // A cluster whose config-defaults says 900 defaults to 900.
+        let data: BTreeMap<String, String> =
+            [("revision-timeout-seconds".to_string(), "900".to_string())].into();
+        let defaults = KnativeDefaults::from_config_maps(|_, name| {
+            (name == "config-defaults").then_some(&data)
+        });
+        assert!(compare_with(&service_manifest(), &live, &defaults).is_empty());
+        assert_eq!(
+            paths(&compare_plain(&service_manifest(), &live)),
+            ["/spec/template/spec/timeoutSeconds"]
+        );
+    }
+
+    #[test]
+    fn a_live_object_without_a_defaulted_field_is_not_drift() {
+        // An older Knative that does not write enableServiceLinks.
+        let mut live = service_live();
+        live["spec"]["template"]["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("enableServiceLinks");
+        assert!(compare_plain(&service_manifest(), &live).is_empty());
+    }
+
+    #[test]
+    fn broker_class_is_defaulted_and_compared() {
+        let manifest = json!({"apiVersion": "eventing.knative.dev/v1", "kind": "Broker",
+            "metadata": {"name": "default", "namespace": "n"}});
+        let mut live = manifest.clone();
+        live["metadata"]["annotations"] =
+            json!({"eventing.knative.dev/broker.class": "MTChannelBasedBroker"});
+        assert!(compare_plain(&manifest, &live).is_empty());
+        live["metadata"]["annotations"]["eventing.knative.dev/broker.class"] = json!("Kafka");
+        let changes = compare_plain(&manifest, &live);
+        assert_eq!(
+            paths(&changes),
+            ["/metadata/annotations/eventing.knative.dev~1broker.class"]
+        );
+        assert_eq!(changes[0].before, Some(json!("MTChannelBasedBroker")));
+    }
+
+    #[test]
+    fn a_trigger_filter_added_by_hand_is_drift() {
+        let manifest = json!({"apiVersion": "eventing.knative.dev/v1", "kind": "Trigger",
+            "metadata": {"name": "t", "namespace": "n"},
+            "spec": {"broker": "default", "subscriber": {"ref": {"apiVersion": "v1", "kind": "Service", "name": "s"}}}});
+        let mut live = manifest.clone();
+        live["spec"]["filter"] = json!({});
+        assert!(compare_plain(&manifest, &live).is_empty());
+        live["spec"]["filter"] = json!({"attributes": {"type": "dev.example"}});
+        assert_eq!(
+            paths(&compare_plain(&manifest, &live)),
+            ["/spec/filter/attributes"]
         );
     }
 }

@@ -25,6 +25,7 @@
 
 pub mod baseline;
 pub mod classes;
+pub mod defaults;
 pub mod evidence;
 pub mod graph;
 pub mod invariants;

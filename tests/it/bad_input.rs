@@ -653,18 +653,6 @@ async fn wrong_types_in_what_the_classes_read_are_a_400_with_the_key_path() {
     assert_eq!(app.store.event_count(), 0, "nothing is committed");
 }
 
-/// Merges `patch` into `target` (objects key by key, anything else replaced).
-fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(target), Value::Object(patch)) => {
-            for (key, value) in patch {
-                merge(target.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
-        (target, patch) => *target = patch.clone(),
-    }
-}
-
 #[tokio::test]
 async fn what_one_object_may_cost_is_bounded_and_the_400_names_the_limit() {
     let app = app();

@@ -15,7 +15,7 @@ use drift_sentinel::model::Severity;
 use serde_json::{json, Value};
 
 use crate::scenario::*;
-use crate::support::{fixture_path, fixture_yaml};
+use crate::support::{fixture_path, fixture_yaml, merge};
 
 // ---- Inputs -----------------------------------------------------------------------------------
 
@@ -366,6 +366,352 @@ fn traffic_tagged_by_hand_differs_from_the_applied_manifest() {
     );
 }
 
+// ---- Fields left to Knative -------------------------------------------------------------------
+
+/// The web app's manifest as most teams write it: traffic, timeouts and concurrency left to
+/// Knative.
+fn manifest_leaving_traffic_to_knative() -> String {
+    let manifest = WEBAPP_MANIFEST.replace(
+        "  traffic:\n    - latestRevision: true\n      percent: 100\n",
+        "",
+    );
+    assert!(
+        !manifest.contains("traffic"),
+        "the manifest leaves traffic out"
+    );
+    manifest
+}
+
+/// The Service and what Knative made of it, without the ConfigMap (not in this baseline).
+fn webapp_family(service: Value) -> Vec<Value> {
+    vec![service, configuration(), route(), revision()]
+}
+
+/// One diff entry: its path, desired value, and where the desired value came from.
+type Entry = (String, Option<Value>, Option<String>);
+
+/// The `spec_drift` of the Service: its paths, desired values and where they came from.
+fn service_spec_drift(report: &Report) -> Vec<Entry> {
+    let (_, finding) = report
+        .findings()
+        .find(|(object, finding)| object.reference() == KSVC && finding.class == "spec_drift")
+        .unwrap_or_else(|| panic!("no spec_drift on the Service: {:?}", lines(report)));
+    finding
+        .diff
+        .iter()
+        .map(|entry| {
+            (
+                entry.path.clone(),
+                entry.desired.clone(),
+                entry.desired_from.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn fields_left_to_knative_pass_when_defaulted_and_fail_when_edited() {
+    let manifest = manifest_leaving_traffic_to_knative();
+    expect(&run(&manifest, &webapp_family(service())), &[]);
+    let built_in = Some(
+        "Knative's default: revision-timeout-seconds of knative-serving/config-defaults (not found, Knative's built-in default)"
+            .to_string(),
+    );
+    let cases: Vec<(&str, Value, Entry)> = vec![
+        (
+            "a hand-made 80/20 split",
+            json!({"spec": {"traffic": [
+                {"revisionName": "knative-webapp-00001", "percent": 80},
+                {"latestRevision": true, "percent": 20}]}}),
+            (
+                "/spec/traffic".into(),
+                Some(json!([{"latestRevision": true, "percent": 100}])),
+                Some("Knative's default: all traffic to the latest Revision".into()),
+            ),
+        ),
+        (
+            "a cluster-local label",
+            json!({"metadata": {"labels": {"networking.knative.dev/visibility": "cluster-local"}}}),
+            (
+                "/metadata/labels/networking.knative.dev~1visibility".into(),
+                None,
+                Some("a behavioural label the manifest does not set: it must be absent".into()),
+            ),
+        ),
+        (
+            "a min-scale on the template",
+            json!({"spec": {"template": {"metadata": {"annotations": {"autoscaling.knative.dev/min-scale": "3"}}}}}),
+            (
+                "/spec/template/metadata/annotations/autoscaling.knative.dev~1min-scale".into(),
+                None,
+                Some("a behavioural annotation the manifest does not set: it must be absent".into()),
+            ),
+        ),
+        (
+            "a longer timeout",
+            json!({"spec": {"template": {"spec": {"timeoutSeconds": 900}}}}),
+            (
+                "/spec/template/spec/timeoutSeconds".into(),
+                Some(json!(300)),
+                built_in,
+            ),
+        ),
+        (
+            "a container concurrency",
+            json!({"spec": {"template": {"spec": {"containerConcurrency": 10}}}}),
+            (
+                "/spec/template/spec/containerConcurrency".into(),
+                Some(json!(0)),
+                Some("Knative's default: container-concurrency of knative-serving/config-defaults (not found, Knative's built-in default)".into()),
+            ),
+        ),
+    ];
+    for (what, patch, expected) in cases {
+        let mut live = service();
+        merge(&mut live, &patch);
+        let report = run(&manifest, &webapp_family(live));
+        assert!(report.failed(), "{what}: {:?}", lines(&report));
+        assert_eq!(service_spec_drift(&report), [expected], "{what}");
+    }
+    // A bookkeeping annotation added by a tool is not compared.
+    let mut live = service();
+    merge(
+        &mut live,
+        &json!({"spec": {"template": {"metadata": {"annotations": {"client.knative.dev/updateTimestamp": "2023-10-09T21:40:00Z"}}}}}),
+    );
+    expect(&run(&manifest, &webapp_family(live)), &[]);
+}
+
+#[test]
+fn the_snapshots_config_defaults_decide_and_the_report_says_so() {
+    let manifest = manifest_leaving_traffic_to_knative();
+    let mut live = service();
+    live["spec"]["template"]["spec"]["timeoutSeconds"] = json!(900);
+    let mut config = fixture_yaml(CONFIG_DEFAULTS);
+    config["data"]["revision-timeout-seconds"] = json!("900");
+    let baseline = format!(
+        "{manifest}---\n{}",
+        serde_saphyr::to_string(&config).unwrap()
+    );
+    let mut family = webapp_family(live.clone());
+    family.push(config.clone());
+    let report = run(&baseline, &family);
+    expect(&report, &[]);
+    let json: Value = serde_json::from_str(&check::render(&report, Format::Json)).unwrap();
+    assert_eq!(
+        json["defaults"][0],
+        json!({"configMap": "knative-serving/config-defaults", "found": true, "notes": []})
+    );
+    // Where the cluster's default is 900, 300 is the edit, and the text says whose default.
+    live["spec"]["template"]["spec"]["timeoutSeconds"] = json!(300);
+    let mut family = webapp_family(live);
+    family.push(config);
+    let report = run(&baseline, &family);
+    assert_eq!(
+        service_spec_drift(&report),
+        [(
+            "/spec/template/spec/timeoutSeconds".to_string(),
+            Some(json!(900)),
+            Some("Knative's default: revision-timeout-seconds of knative-serving/config-defaults (found)".to_string()),
+        )]
+    );
+    assert!(check::render_text(&report).contains(
+        "/spec/template/spec/timeoutSeconds: desired 900 (Knative's default: revision-timeout-seconds of knative-serving/config-defaults (found)), live 300"
+    ), "{}", check::render_text(&report));
+}
+
+const CONFIG_DEFAULTS: &str =
+    "configmaps/knative-serving__config-core-configmaps__config-defaults.yaml";
+
+/// What a manifest in Git holds of a live object: apiVersion, kind, name, namespace, labels,
+/// annotations other than bookkeeping, spec and data; no status, no server-set metadata.
+fn as_manifest(live: &Value) -> Value {
+    let mut manifest = json!({
+        "apiVersion": live["apiVersion"],
+        "kind": live["kind"],
+        "metadata": {"name": live["metadata"]["name"], "namespace": live["metadata"]["namespace"]},
+    });
+    for field in ["labels", "annotations"] {
+        if let Some(Value::Object(map)) = live["metadata"].get(field) {
+            let kept: serde_json::Map<String, Value> = map
+                .iter()
+                .filter(|(key, _)| {
+                    !key.ends_with("/creator")
+                        && !key.ends_with("/lastModifier")
+                        && *key != "kubectl.kubernetes.io/last-applied-configuration"
+                })
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            manifest["metadata"][field] = Value::Object(kept);
+        }
+    }
+    for field in ["spec", "data"] {
+        if let Some(value) = live.get(field) {
+            manifest[field] = value.clone();
+        }
+    }
+    manifest
+}
+
+/// Every real and derived Knative object of the fixtures, each with the manifest it came from:
+/// the one `kubectl apply` recorded (`last-applied-configuration`), else the object itself as a
+/// team would keep it in Git. A clean, defaulted live object compares equal to it, under the
+/// built-in defaults and under Knative's own default ConfigMaps (`tests/fixtures/knative/configmaps/`).
+#[test]
+fn every_clean_fixture_compares_equal_to_its_manifest() {
+    // The one Service whose live object really drifted from what was applied, in both lists
+    // that hold it: `kn` tagged two traffic targets after `kubectl apply` (see
+    // traffic_tagged_by_hand_differs_from_the_applied_manifest).
+    let drifted = [
+        "redhat-developer-vscode-knative__test-servingTree-singleServiceServiceList.yaml",
+        "redhat-developer-vscode-knative__test-servingTree-multipleServiceServicesList.yaml",
+    ];
+    let mut objects: Vec<(String, Value)> = Vec::new();
+    for directory in [
+        "serving",
+        "eventing",
+        "serving-internal",
+        "derived",
+        "configmaps",
+    ] {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(fixture_path(directory))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            for document in text.split("\n---") {
+                let Ok(value) = serde_saphyr::from_str::<Value>(document) else {
+                    continue;
+                };
+                let items = match value.get("items") {
+                    Some(Value::Array(items)) => items.clone(),
+                    _ => vec![value],
+                };
+                for item in items {
+                    if item.get("kind").is_some() && item.pointer("/metadata/name").is_some() {
+                        objects.push((name.clone(), item));
+                    }
+                }
+            }
+        }
+    }
+    let mut kinds = std::collections::BTreeSet::new();
+    let knative_config_maps: Vec<Value> = [
+        CONFIG_DEFAULTS,
+        "configmaps/knative-serving__config-core-configmaps__config-features.yaml",
+        "configmaps/knative-eventing__config-core-configmaps__config-br-defaults.yaml",
+    ]
+    .iter()
+    .map(|relative| fixture_yaml(relative))
+    .collect();
+    let mut compared = 0;
+    let mut applied_manifests = 0;
+    for (file, live) in &objects {
+        let reference = format!(
+            "{}/{}",
+            live["kind"].as_str().unwrap(),
+            live["metadata"]["name"].as_str().unwrap()
+        );
+        let manifest = match live
+            .pointer("/metadata/annotations/kubectl.kubernetes.io~1last-applied-configuration")
+            .and_then(Value::as_str)
+        {
+            Some(applied) => {
+                applied_manifests += 1;
+                serde_json::from_str(applied).unwrap()
+            }
+            None => as_manifest(live),
+        };
+        let mut manifest = manifest;
+        if manifest
+            .pointer("/metadata/namespace")
+            .is_none_or(Value::is_null)
+        {
+            // Applied with `-n`: the namespace is the live one.
+            manifest["metadata"]["namespace"] = live["metadata"]["namespace"].clone();
+        }
+        kinds.insert(live["kind"].as_str().unwrap().to_string());
+        for with_config_maps in [false, true] {
+            let mut live_side = vec![live.clone()];
+            let mut baseline = vec![manifest.clone()];
+            if with_config_maps {
+                for config in &knative_config_maps {
+                    if config["metadata"]["name"] != live["metadata"]["name"] {
+                        live_side.push(config.clone());
+                        baseline.push(config.clone());
+                    }
+                }
+            }
+            let baseline_text: Vec<String> = baseline
+                .iter()
+                .map(|doc| serde_saphyr::to_string(doc).unwrap())
+                .collect();
+            let report = run(&baseline_text.join("---\n"), &live_side);
+            let differences: Vec<String> = report
+                .findings()
+                .filter(|(_, finding)| {
+                    matches!(finding.class.as_str(), "spec_drift" | "config_drift")
+                })
+                .map(|(object, finding)| {
+                    format!(
+                        "{} {}: {}",
+                        object.reference(),
+                        finding.class,
+                        finding.message
+                    )
+                })
+                .collect();
+            let expected_drift = drifted.contains(&file.as_str()) && reference == "Service/example";
+            if expected_drift {
+                assert_eq!(differences.len(), 1, "{file} {reference}: {differences:?}");
+                assert!(differences[0].contains("/spec/traffic"), "{differences:?}");
+            } else {
+                assert_eq!(
+                    differences,
+                    Vec::<String>::new(),
+                    "{file} {reference} (Knative's ConfigMaps in the snapshot: {with_config_maps})"
+                );
+            }
+            compared += 1;
+        }
+    }
+    // Every kind of the fixtures was compared.
+    for kind in [
+        "Service",
+        "Configuration",
+        "Route",
+        "Revision",
+        "Broker",
+        "Trigger",
+        "Subscription",
+        "PingSource",
+        "ApiServerSource",
+        "ContainerSource",
+        "Channel",
+        "DomainMapping",
+        "KnativeServing",
+        "KnativeEventing",
+        "ConfigMap",
+        "PodAutoscaler",
+        "Ingress",
+    ] {
+        assert!(
+            kinds.contains(kind),
+            "no {kind} among the fixtures: {kinds:?}"
+        );
+    }
+    assert!(compared >= 80, "{compared} comparisons");
+    // Most of them against the manifest really applied, which leaves Knative's defaults out.
+    assert!(
+        applied_manifests >= 30,
+        "{applied_manifests} applied manifests"
+    );
+}
+
 #[test]
 fn unknown_kinds_are_compared_as_any_object() {
     let manifest = "apiVersion: example.com/v1\nkind: Foo\nmetadata:\n  name: bar\n  namespace: myapp\nspec:\n  size: 3\n---\napiVersion: example.com/v1\nkind: Foo\nmetadata:\n  name: gone\n  namespace: myapp\n";
@@ -634,13 +980,22 @@ fn json_has_the_documented_structure() {
     assert_eq!(config["failing"], true);
     assert_eq!(
         config["diff"],
-        json!([{"path": "/data/enable-scale-to-zero", "desired": null,
+        json!([{"path": "/data/enable-scale-to-zero", "desired": null, "desiredFrom": null,
                 "live": "<false> & \"true\" | 'x'"}])
     );
     assert!(config["hint"]
         .as_str()
         .unwrap()
         .starts_with("kubectl -n knative-serving patch configmaps"));
+    // The snapshot has no Knative defaults ConfigMaps: the built-in defaults stand in.
+    assert_eq!(
+        json["defaults"],
+        json!([
+            {"configMap": "knative-serving/config-defaults", "found": false, "notes": []},
+            {"configMap": "knative-serving/config-features", "found": false, "notes": []},
+            {"configMap": "knative-eventing/config-br-defaults", "found": false, "notes": []},
+        ])
+    );
     let info = findings.iter().find(|f| f["severity"] == "info").unwrap();
     assert_eq!(info["class"], "extra");
     assert_eq!(info["failing"], false);

@@ -1021,6 +1021,148 @@ fn live_service_differing_from_git_is_baseline_drift() {
     );
 }
 
+/// The `baseline_drift` moves of a run, for runs in which other classes also speak.
+fn baseline_moves(sim: &Sim) -> Vec<String> {
+    sim.notified()
+        .into_iter()
+        .filter(|line| line.contains("baseline_drift"))
+        .collect()
+}
+
+/// Each hand edit of a field the manifest leaves to Knative fires after the grace, with the
+/// path, Knative's default as the desired value, and where that default came from.
+#[test]
+fn fields_left_to_knative_are_compared_with_its_defaults() {
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit, &str, serde_json::Value); 5] = [
+        (
+            "a hand-made 80/20 split",
+            |s| {
+                s["spec"]["traffic"] = json!([
+                    {"revisionName": "knative-webapp-00001", "percent": 80},
+                    {"latestRevision": true, "percent": 20}
+                ])
+            },
+            "/spec/traffic",
+            json!([{"latestRevision": true, "percent": 100}]),
+        ),
+        (
+            "a cluster-local label",
+            |s| {
+                s["metadata"]["labels"] =
+                    json!({"networking.knative.dev/visibility": "cluster-local"})
+            },
+            "/metadata/labels/networking.knative.dev~1visibility",
+            serde_json::Value::Null,
+        ),
+        (
+            "a min-scale on the template",
+            |s| {
+                s["spec"]["template"]["metadata"]["annotations"] =
+                    json!({"autoscaling.knative.dev/min-scale": "3"})
+            },
+            "/spec/template/metadata/annotations/autoscaling.knative.dev~1min-scale",
+            serde_json::Value::Null,
+        ),
+        (
+            "a longer timeout",
+            |s| s["spec"]["template"]["spec"]["timeoutSeconds"] = json!(900),
+            "/spec/template/spec/timeoutSeconds",
+            json!(300),
+        ),
+        (
+            "a container concurrency",
+            |s| s["spec"]["template"]["spec"]["containerConcurrency"] = json!(10),
+            "/spec/template/spec/containerConcurrency",
+            json!(0),
+        ),
+    ];
+    for (what, edit, path, desired) in cases {
+        let mut sim = Sim::with_compiled(baseline_rules());
+        let service = service();
+        sim.send("add", &service);
+        sim.wait(600);
+        assert_eq!(
+            baseline_moves(&sim),
+            Vec::<String>::new(),
+            "{what}: clean first"
+        );
+        let edited = changed(&service, edit);
+        sim.send("update", &edited);
+        sim.wait(299);
+        assert_eq!(
+            baseline_moves(&sim),
+            Vec::<String>::new(),
+            "{what}: within grace"
+        );
+        sim.wait(2);
+        assert_eq!(
+            baseline_moves(&sim),
+            ["firing baseline_drift Service/knative-webapp"],
+            "{what}"
+        );
+        let evidence = &sim.last("baseline_drift").drift.evidence;
+        assert_eq!(evidence.changes.len(), 1, "{what}: {:?}", evidence.changes);
+        assert_eq!(evidence.changes[0].path, path, "{what}");
+        assert_eq!(
+            evidence.changes[0].before,
+            (!desired.is_null()).then_some(desired),
+            "{what}"
+        );
+        assert!(
+            evidence.summary.contains("is left out of the manifest"),
+            "{what}: {}",
+            evidence.summary
+        );
+        sim.send("update", &changed(&edited, |s| *s = service.clone()));
+        assert_eq!(
+            baseline_moves(&sim),
+            [
+                "firing baseline_drift Service/knative-webapp",
+                "resolved baseline_drift Service/knative-webapp"
+            ],
+            "{what}: resolves when reverted"
+        );
+    }
+}
+
+/// The cluster's own `config-defaults` moves the default: a timeout of 900 is Knative's default
+/// where the ConfigMap says so, and the evidence names the ConfigMap.
+#[test]
+fn the_clusters_config_defaults_decide_the_default() {
+    let mut sim = Sim::with_compiled(baseline_rules());
+    let mut config = crate::support::fixture_yaml(
+        "configmaps/knative-serving__config-core-configmaps__config-defaults.yaml",
+    );
+    config["metadata"]["uid"] = json!("config-defaults-uid");
+    config["metadata"]["resourceVersion"] = json!("100");
+    config["data"]["revision-timeout-seconds"] = json!("900");
+    sim.send("add", &config);
+    let service = changed(&service(), |s| {
+        s["spec"]["template"]["spec"]["timeoutSeconds"] = json!(900)
+    });
+    sim.send("add", &service);
+    sim.wait(600);
+    assert_eq!(baseline_moves(&sim), Vec::<String>::new());
+    // 300 is now a change away from this cluster's default.
+    sim.send(
+        "update",
+        &changed(&service, |s| {
+            s["spec"]["template"]["spec"]["timeoutSeconds"] = json!(300)
+        }),
+    );
+    sim.wait(301);
+    let evidence = &sim.last("baseline_drift").drift.evidence;
+    assert_eq!(evidence.changes[0].before, Some(json!(900)));
+    assert!(
+        evidence
+            .summary
+            .contains("revision-timeout-seconds of knative-serving/config-defaults (found)"),
+        "{}",
+        evidence.summary
+    );
+}
+
 // ---- ordering, redelivery, secrets -------------------------------------------------------------
 
 #[test]

@@ -23,6 +23,18 @@ pub fn fixture_path(relative: &str) -> PathBuf {
         .join(relative)
 }
 
+/// Merges `patch` into `target` (objects key by key, anything else replaced).
+pub fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (key, value) in patch {
+                merge(target.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+        (target, patch) => *target = patch.clone(),
+    }
+}
+
 /// A YAML fixture as JSON.
 pub fn fixture_yaml(relative: &str) -> Value {
     let text = std::fs::read_to_string(fixture_path(relative)).expect("fixture exists");

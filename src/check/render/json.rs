@@ -8,9 +8,9 @@ use crate::model::Severity;
 
 /// The JSON structure: `{schemaVersion, summary: {objects, findings, bySeverity, failOn,
 /// failing, result}, findings: [{object, group, apiVersion, kind, namespace, name, class, rule,
-/// severity, failing, message, diff: [{path, desired, live}], hint}], rules: [{name,
-/// description, severity, selected, broken, errors: [{object, error}]}]}`. Absent values are
-/// `null`.
+/// severity, failing, message, diff: [{path, desired, desiredFrom, live}], hint}], defaults:
+/// [{configMap, found, notes}], rules: [{name, description, severity, selected, broken, errors:
+/// [{object, error}]}]}`. Absent values are `null`.
 pub(crate) fn render_json(report: &Report) -> Value {
     let findings: Vec<Value> = report
         .findings()
@@ -30,6 +30,7 @@ pub(crate) fn render_json(report: &Report) -> Value {
                 "diff": finding.diff.iter().map(|change| json!({
                     "path": change.path,
                     "desired": change.desired,
+                    "desiredFrom": change.desired_from,
                     "live": change.live,
                 })).collect::<Vec<_>>(),
                 "hint": finding.hint,
@@ -51,6 +52,11 @@ pub(crate) fn render_json(report: &Report) -> Value {
             "result": if report.failed() { "fail" } else { "pass" },
         },
         "findings": findings,
+        "defaults": report.defaults.iter().map(|source| json!({
+            "configMap": source.config_map,
+            "found": source.found,
+            "notes": source.notes,
+        })).collect::<Vec<_>>(),
         "rules": report.rules.iter().map(|rule| json!({
             "name": rule.name,
             "description": rule.description,

@@ -3,7 +3,7 @@
 //! test case per rule, failed when an object breaks it at or above `fail_on`. Every text and attribute goes through
 //! [`xml_escape`], so the output is well-formed XML 1.0 whatever the findings say.
 
-use super::{one_line, value_text};
+use super::{desired_text, one_line, value_text};
 use crate::check::Report;
 
 /// JUnit XML: test suite `drift-sentinel check`, one `<testcase>` per object checked, one
@@ -62,7 +62,7 @@ pub(crate) fn render_junit(report: &Report) -> String {
                 body.push_str(&format!(
                     "{}: desired {}, live {}\n",
                     change.path,
-                    value_text(&change.desired),
+                    desired_text(change),
                     value_text(&change.live)
                 ));
             }

@@ -2,7 +2,7 @@
 //! most [`MARKDOWN_ROWS`] findings. Every cell is escaped, so no finding can break the table or
 //! inject raw HTML.
 
-use super::{one_line, rule_line, summary_line, value_text};
+use super::{desired_text, one_line, rule_line, summary_line, value_text};
 use crate::check::Report;
 
 /// Most rows a Markdown report lists (a pull-request comment holds 65,536 characters).
@@ -41,7 +41,7 @@ pub(crate) fn render_markdown(report: &Report) -> String {
             cell.push_str(&format!(
                 "<br>{}: desired {}, live {}",
                 md_code(&change.path),
-                md_code(&value_text(&change.desired)),
+                md_code(&desired_text(change)),
                 md_code(&value_text(&change.live))
             ));
         }

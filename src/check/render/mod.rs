@@ -51,6 +51,15 @@ fn value_text(value: &Option<Value>) -> String {
     }
 }
 
+/// The desired value of a change, with where it came from when the manifest leaves it out.
+fn desired_text(change: &crate::check::DiffEntry) -> String {
+    let value = value_text(&change.desired);
+    match &change.desired_from {
+        Some(from) => format!("{value} ({from})"),
+        None => value,
+    }
+}
+
 /// The summary line of text and Markdown: PASS or FAIL, and the counts by severity.
 fn summary_line(report: &Report) -> String {
     let objects = report.objects.len();

@@ -1,7 +1,7 @@
 //! Text for a terminal or a CI log: one line per finding, its diff and fix indented under it,
 //! then the summary line. Messages and hints are kept to one line each.
 
-use super::{one_line, rule_line, summary_line, value_text};
+use super::{desired_text, one_line, rule_line, summary_line, value_text};
 use crate::check::Report;
 
 /// Text for a terminal or a CI log.
@@ -19,7 +19,7 @@ pub fn render_text(report: &Report) -> String {
             out.push_str(&format!(
                 "          {}: desired {}, live {}\n",
                 change.path,
-                value_text(&change.desired),
+                desired_text(change),
                 value_text(&change.live)
             ));
         }
@@ -38,6 +38,17 @@ pub fn render_text(report: &Report) -> String {
             out.push_str(&format!(
                 "          could not evaluate on {object}: {}\n",
                 one_line(error)
+            ));
+        }
+    }
+    for source in &report.defaults {
+        for note in &source.notes {
+            out.push_str(&format!(
+                "{:<9} {:<18} {}: {}\n",
+                "NOTE",
+                "defaults",
+                source.config_map,
+                one_line(note)
             ));
         }
     }

@@ -1,12 +1,14 @@
 //! `baseline_drift`: with desired manifests configured (`rules.baselineDir`, as kept in Git), the
-//! live object differs from its manifest after normalization: only fields the manifest sets are
-//! compared (server-set metadata, status and Knative's defaults are not), ConfigMap data key by
-//! key, minus configured ignore paths. See [`crate::baseline`].
+//! live object differs from its manifest after normalization: the fields the manifest sets, the
+//! fields it leaves to Knative against Knative's defaults (from the cluster's tracked
+//! `config-defaults`, `config-features` and `config-br-defaults`, else built-in), behavioural
+//! labels and annotations, ConfigMap data key by key, minus configured ignore paths. The same
+//! comparison as `check`'s: [`crate::classify::baseline::compare`].
 
 use serde_json::{json, Value};
 
 use super::*;
-use crate::classify::baseline::compare;
+use crate::classify::baseline::{compare, KnativeDefaults, Normalization};
 use crate::classify::evidence::hint::revert_patch;
 use crate::manifest::ManifestKey;
 
@@ -70,18 +72,42 @@ impl DriftClass for BaselineDrift {
             return Vec::new();
         };
         let rules = context.rules;
-        let changes = compare(desired, &live_json(object), &|path| {
-            rules.is_ignored_path(&object.kind, path)
+        // Knative's defaults as this cluster has them: its ConfigMaps are tracked like any
+        // watched object.
+        let defaults = KnativeDefaults::from_config_maps(|namespace, name| {
+            context
+                .graph
+                .live_by_name(&object.cluster, "", "ConfigMap", namespace, name)
+                .and_then(|config_map| config_map.data.as_ref())
         });
+        let comparison = compare(
+            desired,
+            &live_json(object),
+            &Normalization {
+                defaults: &defaults,
+                behavioural: &|key| rules.is_behavioural_key(key),
+                ignored: &|path| rules.is_ignored_path(&object.kind, path),
+            },
+        );
+        let changes = comparison.changes.clone();
         if changes.is_empty() {
             return vec![Assessment::clear(object, "matches the baseline manifest")];
         }
         let paths: Vec<&str> = changes.iter().map(|change| change.path.as_str()).collect();
-        let mut found = evidence(format!(
+        let mut summary = format!(
             "{} differs from its baseline manifest at {}",
             object.reference(),
             paths.join(", ")
-        ));
+        );
+        for change in &changes {
+            if let Some(note) = comparison.note(&change.path) {
+                summary.push_str(&format!(
+                    "; {} is left out of the manifest ({note})",
+                    change.path
+                ));
+            }
+        }
+        let mut found = evidence(summary);
         if let Some(actor) = changes.iter().find_map(|change| {
             crate::classify::evidence::attribute(
                 &change.path,
