@@ -29,6 +29,13 @@ const BUILT_IN_BROKER_CLASS: &str = "MTChannelBasedBroker";
 /// The Broker class annotation.
 pub(crate) const BROKER_CLASS: &str = "eventing.knative.dev/broker.class";
 
+/// True for one of the ConfigMaps the defaults are read from.
+pub fn is_defaults_config_map(group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+    group.is_empty()
+        && kind == "ConfigMap"
+        && [CONFIG_DEFAULTS, CONFIG_FEATURES, CONFIG_BR_DEFAULTS].contains(&(namespace, name))
+}
+
 /// Where the defaults of one ConfigMap came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DefaultsSource {

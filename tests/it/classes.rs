@@ -1161,6 +1161,21 @@ fn the_clusters_config_defaults_decide_the_default() {
         "{}",
         evidence.summary
     );
+    // Setting config-defaults back to 300 makes the Service match again: it is re-compared
+    // when the ConfigMap changes, without an event of its own.
+    sim.send(
+        "update",
+        &changed(&config, |c| {
+            c["data"]["revision-timeout-seconds"] = json!("300")
+        }),
+    );
+    assert_eq!(
+        baseline_moves(&sim),
+        [
+            "firing baseline_drift Service/knative-webapp",
+            "resolved baseline_drift Service/knative-webapp"
+        ]
+    );
 }
 
 // ---- ordering, redelivery, secrets -------------------------------------------------------------

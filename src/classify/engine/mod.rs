@@ -356,6 +356,29 @@ impl Engine {
         }
     }
 
+    /// Re-evaluates the objects of one cluster that have a baseline manifest, after one of
+    /// Knative's defaults ConfigMaps changed there: their comparison reads those defaults.
+    pub(super) fn reevaluate_baseline(&mut self, cluster: &str, now: Millis) {
+        let rules = self.rules.clone();
+        let keys: Vec<ObjectKey> = rules
+            .baseline()
+            .iter()
+            .filter_map(|(manifest, _)| {
+                self.graph.live_by_name(
+                    cluster,
+                    &manifest.group,
+                    &manifest.kind,
+                    &manifest.namespace,
+                    &manifest.name,
+                )
+            })
+            .map(ObjectState::key)
+            .collect();
+        for key in keys {
+            self.reevaluate(&key, now);
+        }
+    }
+
     fn reassess(&mut self, key: &ObjectKey, now: Millis) {
         let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now, false)
         else {

@@ -180,6 +180,21 @@ impl Engine {
         if health_changed {
             self.reevaluate_dependents(&key, now);
         }
+        let defaults_changed = match (before.as_ref(), self.graph.get(&key)) {
+            (previous, Some(current)) => {
+                crate::classify::defaults::is_defaults_config_map(
+                    current.group(),
+                    &current.kind,
+                    &current.namespace,
+                    &current.name,
+                ) && previous.map(|p| (&p.data, p.deleted))
+                    != Some((&current.data, current.deleted))
+            }
+            _ => false,
+        };
+        if defaults_changed {
+            self.reevaluate_baseline(&key.cluster, now);
+        }
         self.note_pipeline_part(&key);
         self.journal_object(key, before, durable);
         Outcome::Applied
