@@ -124,11 +124,6 @@ impl Resync {
         self
     }
 
-    /// The control this resync takes requests from and shows its passes on.
-    pub fn control(&self) -> Arc<ResyncControl> {
-        Arc::clone(&self.control)
-    }
-
     /// Resyncs now and then every interval (sooner, with backoff, after a failure, and at once
     /// when the API asks) until `stop`.
     pub async fn run(self, stop: CancellationToken) {
