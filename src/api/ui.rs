@@ -11,10 +11,11 @@
 //! "Re-check now" button that starts a pass as `POST /api/v1/resync` does.
 //!
 //! The silence form and the re-check button are the two writes. A browser's cross-origin post is
-//! refused before anything else looks at it ([`super::browser`]), with or without a token. The form carries only the
-//! drift's id, a duration and a comment: the silence's matchers are the stored drift's own
-//! (class, cluster, namespace, kind, name), so no field of a forged form can widen it, and the
-//! duration is one of the form's choices.
+//! refused before anything else looks at it ([`super::browser`]), with or without a token. The
+//! silence form carries only the drift's id, a duration and a comment: the silence's matchers are
+//! the stored drift's own (class, cluster, namespace, kind, name), so no field of a forged form
+//! can widen it, and the duration is one of the form's choices. The re-check button carries
+//! nothing: a forged one could only start a pass, which the origin check refuses too.
 
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};

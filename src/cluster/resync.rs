@@ -141,10 +141,8 @@ impl Resync {
                 .control
                 .begin((self.clock)(), self.settings.resources.len());
             let result = tokio::select! {
-                _ = stop.cancelled() => {
-                    self.control.abandon();
-                    return;
-                }
+                // The pass is dropped half done; `_detach` clears it from the status.
+                _ = stop.cancelled() => return,
                 result = self.run_once() => result,
             };
             let stopped = matches!(result, Err(pipeline::Error::Stopped));

@@ -248,11 +248,6 @@ impl ResyncControl {
         status.next_at = next_at;
     }
 
-    /// The running pass was cancelled before it ended (shutdown): it is no longer shown.
-    pub fn abandon(&self) {
-        self.lock().running = None;
-    }
-
     /// True when the API has claimed a pass the loop has not begun.
     pub fn claimed(&self) -> bool {
         self.lock().running.is_some()
@@ -268,6 +263,7 @@ impl ResyncControl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     fn finished(trigger: ResyncTrigger, started_at: Millis) -> FinishedPass {
         FinishedPass {
@@ -346,11 +342,12 @@ mod tests {
         control.resource_done(3);
         let running = control.status().running.unwrap();
         assert_eq!((running.resources_done, running.listed), (2, 10));
-        control.abandon();
+        // Shutdown in the middle of it: it is no longer shown, and it is no record.
+        control.detach();
         assert_eq!(control.status().running, None);
         assert!(
             control.status().last.is_none(),
-            "an abandoned pass is no record"
+            "a cancelled pass is no record"
         );
     }
 
@@ -361,16 +358,23 @@ mod tests {
         assert_eq!(control.status(), ResyncStatus::default());
     }
 
-    #[tokio::test]
-    async fn a_request_wakes_the_loop_even_when_it_was_not_waiting_yet() {
-        let control = std::sync::Arc::new(ResyncControl::new());
+    /// Whether `requested()` is ready at the first poll (without waiting for anything).
+    fn woken_at_once(control: &ResyncControl) -> bool {
+        let mut waiting = std::pin::pin!(control.requested());
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        waiting.as_mut().poll(&mut context).is_ready()
+    }
+
+    #[test]
+    fn a_request_wakes_the_loop_even_when_it_was_not_waiting_yet() {
+        let control = ResyncControl::new();
         control.attach();
+        assert!(!woken_at_once(&control), "nothing requested yet");
         // The request comes first; the loop waits afterwards and is woken by the kept permit.
         control.request(1).unwrap();
-        let waiter = std::sync::Arc::clone(&control);
-        tokio::spawn(async move { waiter.requested().await })
-            .await
-            .unwrap();
+        assert!(woken_at_once(&control));
         assert!(control.claimed());
+        // One request, one wake.
+        assert!(!woken_at_once(&control));
     }
 }
