@@ -78,12 +78,15 @@ pub async fn start(
     )
     .context("loading state from the store")?;
     let draining = Arc::new(AtomicBool::new(false));
+    // The API's end of the resync loop; it refuses requests until the loop attaches to it.
+    let resync_control = Arc::new(pipeline::ResyncControl::new());
     let api = crate::api::router(crate::api::ApiState {
         audit: Some(audit),
         token: config.api.token.clone(),
         pipeline: pipeline.clone(),
         clock: clock.clone(),
         public_url: config.public_url.clone(),
+        resync: Arc::clone(&resync_control),
     });
     let state = AppState {
         ingest_auth: match (&config.auth.oidc, &config.auth.bearer_token) {
@@ -190,7 +193,14 @@ pub async fn start(
         relay_stop.clone(),
     )));
     let resync_stop = CancellationToken::new();
-    let resync = start_resync(&config, &pipeline, &metrics, resync_stop.clone()).await?;
+    let resync = start_resync(
+        &config,
+        &pipeline,
+        &metrics,
+        resync_control,
+        resync_stop.clone(),
+    )
+    .await?;
     if let Some(path) = config_path {
         crate::reload::spawn(
             path,
@@ -385,6 +395,7 @@ async fn start_resync(
     config: &Config,
     pipeline: &Pipeline,
     metrics: &Arc<Metrics>,
+    control: Arc<pipeline::ResyncControl>,
     stop: CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     use crate::cluster::{resync, Cluster, Resource};
@@ -433,7 +444,8 @@ async fn start_resync(
             resources,
             min_backoff: resync::MIN_BACKOFF,
         },
-    );
+    )
+    .with_control(control);
     Ok(Some(tokio::spawn(resync.run(stop))))
 }
 
@@ -442,6 +454,7 @@ async fn start_resync(
     config: &Config,
     _pipeline: &Pipeline,
     _metrics: &Arc<Metrics>,
+    _control: Arc<pipeline::ResyncControl>,
     _stop: CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if !resync_enabled(config) {

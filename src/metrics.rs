@@ -114,6 +114,15 @@ pub struct RuleErrorLabel {
     pub kind: String,
 }
 
+/// `trigger` and `outcome` of a resync pass.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResyncPassLabel {
+    /// `schedule` or `api`.
+    pub trigger: String,
+    /// `complete`, `incomplete` or `failed`.
+    pub outcome: String,
+}
+
 /// `type` and `mode` of received events.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct EventTypeLabel {
@@ -183,6 +192,8 @@ pub struct Metrics {
     pub resync_drifts_found: Family<ClassLabel, Counter>,
     /// Failed resync lists, by error kind.
     pub resync_errors: Family<KindLabel, Counter>,
+    /// Resync passes that ended, by what started them and how they ended.
+    pub resync_passes: Family<ResyncPassLabel, Counter>,
     /// Events for an object tracked under another cluster name that events carry: not applied.
     pub cluster_conflicts: Counter,
     /// Events whose `resourceVersion` was implausibly far ahead of their cluster's.
@@ -403,6 +414,12 @@ impl Metrics {
             "Resync lists that failed, by error kind",
             resync_errors.clone(),
         );
+        let resync_passes = Family::<ResyncPassLabel, Counter>::default();
+        registry.register(
+            "resync_passes",
+            "Resync passes that ended, by trigger (schedule, api) and outcome (complete, incomplete, failed)",
+            resync_passes.clone(),
+        );
         let cluster_conflicts = Counter::default();
         registry.register(
             "cluster_conflicts",
@@ -496,6 +513,7 @@ impl Metrics {
             resync_missed_changes,
             resync_drifts_found,
             resync_errors,
+            resync_passes,
             deliveries,
             delivery_latency,
             outbox_pending,

@@ -1,21 +1,23 @@
 //! The API: the drift API (`/api/v1`), the dashboard (`/ui`) and the report, over the store's
 //! read-only audit side. JSON in and out (the public shapes are `wire`'s); times are RFC 3339.
 //! Protected by a bearer token when `api.token` is set (the CloudEvents ingest keeps its own
-//! auth). Writes (silences) go through the pipeline's single writer. Time comes from the
-//! injected clock.
+//! auth). Writes (silences) go through the pipeline's single writer; a resync pass is asked of
+//! the resync loop through the control they share. Time comes from the injected clock.
 //!
 //! Every answer forbids framing and content sniffing, and a browser's cross-origin write is
 //! refused ([`browser`]).
 //!
 //! Files: [`drifts`] (drifts, their detail and deliveries, the `group` filter), [`silences`],
-//! [`report`] (the report model, its renderers and its route), [`ui`] (the dashboard),
-//! [`overview`] (the dashboard's overview and its SVG chart), [`browser`] (security headers,
-//! cross-origin writes, HTTPS). With `ingest`, the only modules that know axum.
+//! [`resync`] (re-check on demand), [`report`] (the report model, its renderers and its route),
+//! [`ui`] (the dashboard), [`overview`] (the dashboard's overview and its SVG chart), [`browser`]
+//! (security headers, cross-origin writes, HTTPS). With `ingest`, the only modules that know
+//! axum.
 
 pub mod browser;
 pub mod drifts;
 pub mod overview;
 pub mod report;
+pub mod resync;
 pub mod silences;
 pub mod ui;
 
@@ -31,7 +33,7 @@ use axum::Router;
 use crate::config::Secret;
 use crate::ingest::auth::{bearer, same_secret};
 use crate::ingest::ApiError;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, ResyncControl};
 use crate::store::AuditRead;
 use crate::time::Clock;
 
@@ -49,6 +51,9 @@ pub struct ApiState {
     /// `publicUrl`: the origin browsers use when a proxy rewrites `Host`, and whether the
     /// dashboard is served over HTTPS.
     pub public_url: Option<String>,
+    /// The resync loop's control: `POST /api/v1/resync` and the dashboard's button start a pass
+    /// through it, and its status is shown. A control no loop attached to refuses (`resync_off`).
+    pub resync: Arc<ResyncControl>,
 }
 
 /// The routes of the API (`/api/v1`) and the dashboard (`/ui`), ready to merge into the
@@ -64,6 +69,7 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/silences/{id}", delete(silences::delete_silence))
         .route("/report", get(report::report))
+        .route("/resync", get(resync::get_status).post(resync::post_resync))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         // Outermost: a cross-origin write learns nothing, not even whether its token was valid.
         .layer(middleware::from_fn_with_state(

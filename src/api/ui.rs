@@ -7,11 +7,15 @@
 //! the token once as `?token=` and keeps it in an HttpOnly, SameSite=Strict cookie (`Secure` when
 //! served over HTTPS).
 //!
-//! The silence form is the one write. A browser's cross-origin post is refused before anything
-//! else looks at it ([`super::browser`]), with or without a token. The form carries only the
-//! drift's id, a duration and a comment: the silence's matchers are the stored drift's own
-//! (class, cluster, namespace, kind, name), so no field of a forged form can widen it, and the
-//! duration is one of the form's choices.
+//! The front page also shows resync (the pass running, the last pass and its counts) with a
+//! "Re-check now" button that starts a pass as `POST /api/v1/resync` does.
+//!
+//! The silence form and the re-check button are the two writes. A browser's cross-origin post is
+//! refused before anything else looks at it ([`super::browser`]), with or without a token. The
+//! silence form carries only the drift's id, a duration and a comment: the silence's matchers are
+//! the stored drift's own (class, cluster, namespace, kind, name), so no field of a forged form
+//! can widen it, and the duration is one of the form's choices. The re-check button carries
+//! nothing: a forged one could only start a pass, which the origin check refuses too.
 
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -29,6 +33,7 @@ use super::{audit, blocking, ApiState};
 use crate::ingest::auth::{bearer, same_secret};
 use crate::ingest::ApiError;
 use crate::model::{group, Drift, Silence};
+use crate::pipeline::{ResyncStatus, ResyncTrigger, StartError};
 use crate::time::format_time;
 
 /// The `/ui` routes.
@@ -37,6 +42,7 @@ pub fn routes(state: ApiState) -> Router<ApiState> {
         .route("/", get(index))
         .route("/drifts/{id}", get(detail))
         .route("/silences", post(silence))
+        .route("/resync", post(resync))
         .route("/report", get(report))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         // Outermost: a cross-origin write is refused whatever cookie it carries.
@@ -277,6 +283,7 @@ async fn index(
     })
     .await?;
     let mut body = overview::html(&overview::build(&counts, days));
+    body.push_str(&resync_panel(&state.resync.status()));
     body.push_str(&format!(
         "<h1>Drifts</h1><form class=\"filters\" method=\"get\" action=\"/ui\">{}{}{}{}<label>namespace <input name=\"namespace\" value=\"{}\"></label>\
 <label>cluster <input name=\"cluster\" value=\"{}\"></label><button>Filter</button></form><p class=\"muted\">{} drift(s){}</p>",
@@ -307,6 +314,98 @@ async fn index(
     }
     body.push_str("</table>");
     Ok(Html(page("Drifts", &body)).into_response())
+}
+
+/// The resync panel: the pass running or the last one, and the button that starts one now.
+fn resync_panel(status: &ResyncStatus) -> String {
+    let mut html = String::from(
+        "<section class=\"panel\" id=\"resync\" aria-labelledby=\"resync-title\"><h2 id=\"resync-title\">Resync</h2>",
+    );
+    if !status.enabled {
+        html.push_str(
+            "<p class=\"muted\">Resync is off: no cluster access is configured \
+             (<code>resync.enabled</code>, <code>resync.kubeconfig</code>).</p></section>",
+        );
+        return html;
+    }
+    let started_by = |trigger: ResyncTrigger| match trigger {
+        ResyncTrigger::Schedule => "on schedule",
+        ResyncTrigger::Api => "on request",
+    };
+    if let Some(running) = &status.running {
+        html.push_str(&format!(
+            "<p id=\"resync-running\"><strong>Running</strong> since {} ({}): {} of {} resource(s) listed, {} object(s) so far.</p>",
+            format_time(running.started_at),
+            started_by(running.trigger),
+            running.resources_done,
+            running.resources,
+            running.listed,
+        ));
+    }
+    match &status.last {
+        Some(pass) => {
+            let errors = if pass.errors.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; errors: {}",
+                    esc(&pass
+                        .errors
+                        .iter()
+                        .map(|(kind, count)| format!("{kind} ×{count}"))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                )
+            };
+            html.push_str(&format!(
+                "<p id=\"resync-last\">Last pass <strong>{outcome}</strong> at {at} ({by}): {listed} listed, {missed} missed, {deleted} deleted, {drifts} drift(s) found{errors}.</p>",
+                outcome = pass.outcome.as_str(),
+                at = format_time(pass.finished_at),
+                by = started_by(pass.trigger),
+                listed = pass.listed,
+                missed = pass.missed,
+                deleted = pass.deleted,
+                drifts = pass.drifts_found_total(),
+            ));
+        }
+        None if status.running.is_none() => {
+            html.push_str("<p class=\"muted\" id=\"resync-last\">No pass has ended yet.</p>");
+        }
+        None => {}
+    }
+    if let Some(next) = status.next_at {
+        html.push_str(&format!(
+            "<p class=\"muted\">Next scheduled pass at {}.</p>",
+            format_time(next)
+        ));
+    }
+    let button = if status.running.is_some() {
+        "<button disabled>Re-check running…</button>"
+    } else {
+        "<button>Re-check now</button>"
+    };
+    html.push_str(&format!(
+        "<form method=\"post\" action=\"/ui/resync\" id=\"resync-form\">{button}</form></section>"
+    ));
+    html
+}
+
+/// The "Re-check now" button: starts a resync pass, then back to the front page, which shows it
+/// running.
+async fn resync(State(state): State<ApiState>) -> Response {
+    match super::resync::start(&state) {
+        Ok(_) => Redirect::to("/ui").into_response(),
+        Err(StartError::Off) => error_page(
+            StatusCode::CONFLICT,
+            "Not started",
+            "Resync is off: no cluster access is configured (resync.enabled, resync.kubeconfig).",
+        ),
+        Err(StartError::Running(_)) => error_page(
+            StatusCode::CONFLICT,
+            "Not started",
+            "A resync pass is already running; the front page shows its progress.",
+        ),
+    }
 }
 
 /// The API group filter: the families, then each family's groups.

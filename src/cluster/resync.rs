@@ -10,6 +10,11 @@
 //! objects its label selector covers, and only for objects last seen before the list started.
 //! A failing API server never stops the service: resync logs, counts, and tries again with
 //! backoff while events keep flowing.
+//!
+//! The loop also runs a pass when the API asks for one ([`ResyncControl::request`]): between
+//! passes it waits for the interval (or backoff) or for such a request, whichever comes first,
+//! and it shows each pass on the control (running, progress, outcome) and counts it in
+//! `resync_passes_total{trigger,outcome}`.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -19,8 +24,11 @@ use tokio_util::sync::CancellationToken;
 use super::{Cluster, Error, Resource};
 use crate::decode::{Action, ApiServerEvent};
 
-use crate::metrics::{ClassLabel, KindLabel, Metrics};
-use crate::pipeline::{self, Pipeline, ResyncOutcome, ResyncWork, Sweep};
+use crate::metrics::{ClassLabel, KindLabel, Metrics, ResyncPassLabel};
+use crate::pipeline::{
+    self, FinishedPass, PassOutcome, Pipeline, ResyncControl, ResyncOutcome, ResyncWork,
+    RunningPass, Sweep,
+};
 use crate::time::Clock;
 use std::sync::Arc;
 
@@ -83,6 +91,7 @@ pub struct Resync {
     metrics: Arc<Metrics>,
     clock: Clock,
     settings: Settings,
+    control: Arc<ResyncControl>,
 }
 
 impl Resync {
@@ -94,25 +103,50 @@ impl Resync {
         clock: Clock,
         settings: Settings,
     ) -> Resync {
+        let control = Arc::new(ResyncControl::new());
+        control.attach();
         Resync {
             cluster,
             pipeline,
             metrics,
             clock,
             settings,
+            control,
         }
     }
 
-    /// Resyncs now and then every interval (sooner, with backoff, after a failure) until `stop`.
+    /// Takes requests for a pass from `control` (the API's end) instead of a control of its own.
+    /// The control counts as attached from here on, before [`Resync::run`] is first polled, so a
+    /// request that comes before the loop starts is run, not refused.
+    pub fn with_control(mut self, control: Arc<ResyncControl>) -> Resync {
+        control.attach();
+        self.control = control;
+        self
+    }
+
+    /// Resyncs now and then every interval (sooner, with backoff, after a failure, and at once
+    /// when the API asks) until `stop`.
     pub async fn run(self, stop: CancellationToken) {
+        // However the loop ends, requests are refused from then on.
+        struct Detach<'a>(&'a ResyncControl);
+        impl Drop for Detach<'_> {
+            fn drop(&mut self) {
+                self.0.detach();
+            }
+        }
+        let _detach = Detach(&self.control);
         let mut failures: u32 = 0;
         loop {
-            let report = tokio::select! {
+            let pass = self
+                .control
+                .begin((self.clock)(), self.settings.resources.len());
+            let result = tokio::select! {
+                // The pass is dropped half done; `_detach` clears it from the status.
                 _ = stop.cancelled() => return,
-                report = self.run_once() => report,
+                result = self.run_once() => result,
             };
-            let wait = match report {
-                Err(pipeline::Error::Stopped) => return,
+            let stopped = matches!(result, Err(pipeline::Error::Stopped));
+            let wait = match &result {
                 Ok(report) if report.complete() => {
                     failures = 0;
                     self.settings.interval
@@ -122,9 +156,41 @@ impl Resync {
                     backoff(failures, self.settings.min_backoff, self.settings.interval)
                 }
             };
+            let finished = finished_pass(pass, (self.clock)(), &result);
+            self.metrics
+                .resync_passes
+                .get_or_create(&ResyncPassLabel {
+                    trigger: finished.trigger.as_str().to_string(),
+                    outcome: finished.outcome.as_str().to_string(),
+                })
+                .inc();
+            let next_at = (!stopped).then(|| {
+                (self.clock)().saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX))
+            });
+            self.control.finish(finished, next_at);
+            if stopped {
+                return;
+            }
+            if !self.wait(wait, &stop).await {
+                return;
+            }
+        }
+    }
+
+    /// Waits `wait`, or less when the API claims a pass. False when `stop` came first.
+    async fn wait(&self, wait: Duration, stop: &CancellationToken) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
             tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
+                _ = stop.cancelled() => return false,
+                _ = tokio::time::sleep_until(deadline) => return true,
+                _ = self.control.requested() => {
+                    // A wake without a claim is left over from a request whose pass has run
+                    // already (it came before the loop waited): keep waiting.
+                    if self.control.claimed() {
+                        return true;
+                    }
+                }
             }
         }
     }
@@ -135,9 +201,12 @@ impl Resync {
         let mut report = Report::default();
         let mut sweeps = Vec::new();
         for resource in &self.settings.resources {
+            let listed_before = report.listed;
             if let Some(sweep) = self.resync_resource(resource, &mut report).await? {
                 sweeps.push(sweep);
             }
+            self.control
+                .resource_done(report.listed.saturating_sub(listed_before));
         }
         // Deletions only from a pass in which every kind listed completely: a child whose
         // owner's list failed would look deleted while its owner still exists.
@@ -317,6 +386,51 @@ impl Resync {
             }
         }
     }
+}
+
+/// The record of a pass that began as `pass` and ended at `now` with `result`.
+fn finished_pass(
+    pass: RunningPass,
+    now: crate::model::Millis,
+    result: &Result<Report, pipeline::Error>,
+) -> FinishedPass {
+    let mut finished = FinishedPass {
+        trigger: pass.trigger,
+        started_at: pass.started_at,
+        finished_at: now,
+        outcome: PassOutcome::Failed,
+        listed: 0,
+        missed: 0,
+        deleted: 0,
+        drifts_found: Default::default(),
+        rejected: 0,
+        conflicts: 0,
+        errors: Default::default(),
+    };
+    match result {
+        Ok(report) => {
+            finished.outcome = if report.complete() {
+                PassOutcome::Complete
+            } else {
+                PassOutcome::Incomplete
+            };
+            finished.listed = report.listed;
+            finished.missed = report.missed;
+            finished.deleted = report.deleted;
+            finished.rejected = report.rejected;
+            finished.conflicts = report.conflicts;
+            for class in &report.drifts_found {
+                *finished.drifts_found.entry(class.clone()).or_insert(0) += 1;
+            }
+            for error in &report.failed {
+                *finished.errors.entry(error.kind().to_string()).or_insert(0) += 1;
+            }
+        }
+        Err(error) => {
+            finished.errors.insert(error.kind().to_string(), 1);
+        }
+    }
+    finished
 }
 
 fn merge(report: &mut Report, outcome: ResyncOutcome) {

@@ -1,7 +1,9 @@
 //! The pipeline's single writer: decoded events in, durable state and drift transitions out.
 //!
 //! This file is the handle ([`Pipeline`]) and the vocabulary of its queue; `writer.rs` is the
-//! writer thread and its round, step by step; `resync.rs` applies the work of the resync loop.
+//! writer thread and its round, step by step; `resync.rs` applies the work of the resync loop;
+//! `resync_control.rs` is how the API starts a resync pass and sees its status (shared by the
+//! resync loop and the API, which may not import each other).
 //!
 //! One OS thread owns the [`Engine`] and the [`Store`]. Ingest hands it decoded events through a
 //! bounded queue and waits for the answer; the writer takes everything queued (up to a cap),
@@ -18,6 +20,7 @@
 //! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
 
 mod resync;
+mod resync_control;
 mod writer;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,6 +32,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 pub use resync::{ResyncOutcome, ResyncWork, Sweep};
+pub use resync_control::{
+    FinishedPass, PassOutcome, ResyncControl, ResyncStatus, ResyncTrigger, RunningPass, StartError,
+};
 
 use crate::classify::{Capacity, Engine, Rules};
 use crate::decode::Decoded;

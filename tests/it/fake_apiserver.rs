@@ -4,7 +4,8 @@
 //! bearer token from the kubeconfig) is answered `500` and recorded; [`FakeApiServer::verify`]
 //! fails the test on any such request and on expected requests never made. Answers are recorded
 //! Knative objects from `../shared/fixtures/`, shaped as the API server lists them (items
-//! without `apiVersion` and `kind`).
+//! without `apiVersion` and `kind`). An expected request can be held behind a [`Gate`] until
+//! the test opens it, to keep a resync pass running for as long as the test needs.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -26,6 +27,33 @@ pub struct Expect {
     query: BTreeMap<String, String>,
     status: u16,
     body: Value,
+    gate: Option<Gate>,
+}
+
+/// Holds the answer of an expected request until [`Gate::open`].
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate.
+    pub fn new() -> Gate {
+        Gate(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+
+    /// Lets the held answer (and any later one behind this gate) go.
+    pub fn open(&self) {
+        self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    async fn wait(&self) {
+        let _ = self.0.acquire().await;
+    }
 }
 
 impl Expect {
@@ -39,7 +67,14 @@ impl Expect {
                 .collect(),
             status: 200,
             body,
+            gate: None,
         }
+    }
+
+    /// The same, answered only once `gate` is open.
+    pub fn held(mut self, gate: &Gate) -> Expect {
+        self.gate = Some(gate.clone());
+        self
     }
 
     /// A `GET path?query` answered with a Kubernetes `Status` failure.
@@ -118,7 +153,13 @@ impl FakeApiServer {
         let shared = Arc::clone(&state);
         let app = axum::Router::new().fallback(move |request: Request<Body>| {
             let state = Arc::clone(&shared);
-            async move { answer(&state, request) }
+            async move {
+                let (gate, response) = answer(&state, request);
+                if let Some(gate) = gate {
+                    gate.wait().await;
+                }
+                response
+            }
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -163,7 +204,8 @@ impl FakeApiServer {
     }
 }
 
-fn answer(state: &Mutex<State>, request: Request<Body>) -> Response {
+/// The answer to `request`, and the gate it waits behind, if any.
+fn answer(state: &Mutex<State>, request: Request<Body>) -> (Option<Gate>, Response) {
     let uri = request.uri().clone();
     let path = uri.path().to_string();
     let query: BTreeMap<String, String> = reqwest::Url::parse(&format!("http://fake{uri}"))
@@ -188,16 +230,20 @@ fn answer(state: &Mutex<State>, request: Request<Body>) -> Response {
         state.unexpected.push(format!(
             "{described} (authorized: {authorized}); expected {wanted}"
         ));
-        return (StatusCode::INTERNAL_SERVER_ERROR, "unexpected request").into_response();
+        return (
+            None,
+            (StatusCode::INTERNAL_SERVER_ERROR, "unexpected request").into_response(),
+        );
     }
     let expect = state.script.pop_front().unwrap();
     state.served.push(format!("{path}?{}", encode(&query)));
-    (
+    let response = (
         StatusCode::from_u16(expect.status).unwrap(),
         [("content-type", "application/json")],
         expect.body.to_string(),
     )
-        .into_response()
+        .into_response();
+    (expect.gate, response)
 }
 
 fn encode(query: &BTreeMap<String, String>) -> String {

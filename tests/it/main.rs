@@ -24,6 +24,7 @@ mod recording;
 mod registry;
 #[cfg(feature = "cluster")]
 mod resync;
+mod resync_api;
 mod review16;
 mod router;
 mod scenario;

@@ -10,18 +10,19 @@ use drift_sentinel::cluster::resync::{Resync, Settings};
 use drift_sentinel::cluster::{Cluster, Resource};
 use drift_sentinel::config::{LabelSelectorConfig, ResourceConfig};
 use drift_sentinel::model::DriftState;
+use drift_sentinel::pipeline::{PassOutcome, ResyncControl, ResyncTrigger, StartError};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
 use crate::fake_apiserver::{list, Expect, FakeApiServer};
 use crate::support::{self, fixture_yaml, metric, structured_event, TestApp};
 
-const SERVICES: &str = "/apis/serving.knative.dev/v1/services";
+pub(crate) const SERVICES: &str = "/apis/serving.knative.dev/v1/services";
 const CONFIGMAPS: &str = "/api/v1/configmaps";
 const NOW: i64 = 1_700_000_000_000;
 
 /// Services `aaa`, `bbb`, `ccc` (Ready) from a recorded `kn service list`.
-fn ready_services() -> Vec<Value> {
+pub(crate) fn ready_services() -> Vec<Value> {
     let list = fixture_yaml(
         "serving/redhat-developer-vscode-knative__test-servingTree-multipleServiceServicesList.json",
     );
@@ -35,7 +36,7 @@ fn ready_services() -> Vec<Value> {
 }
 
 /// Service `example` whose Revision failed (Ready=False, RevisionFailed), recorded.
-fn failed_service() -> Value {
+pub(crate) fn failed_service() -> Value {
     let list = fixture_yaml(
         "serving/redhat-developer-vscode-knative__test-servingTree-singleServiceFailedRevisionServiceList.json",
     );
@@ -475,6 +476,21 @@ async fn api_errors_are_retried_with_backoff_while_events_keep_flowing() {
         ),
         1.0
     );
+    // Two scheduled passes ended incomplete (nothing deleted, retried), then one completed.
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_resync_passes_total{trigger=\"schedule\",outcome=\"incomplete\"}"
+        ),
+        2.0
+    );
+    assert_eq!(
+        metric(
+            &app.metrics,
+            "drift_sentinel_resync_passes_total{trigger=\"schedule\",outcome=\"complete\"}"
+        ),
+        1.0
+    );
     let names: Vec<String> = app
         .store
         .objects()
@@ -484,6 +500,76 @@ async fn api_errors_are_retried_with_backoff_while_events_keep_flowing() {
     assert!(
         names.contains(&"aaa".to_string()) && names.contains(&"bbb".to_string()),
         "{names:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_pass_runs_at_once_instead_of_after_the_interval_and_is_counted() {
+    let ready = ready_services();
+    let script = vec![services_list(&ready[0..1]), services_list(&ready[0..2])];
+    // The interval is an hour: only the request can bring the second pass within the test.
+    let harness = Harness::new(script, vec![services_resource()], 500).await;
+    let Harness {
+        app, fake, resync, ..
+    } = harness;
+    let control = Arc::new(ResyncControl::new());
+    assert_eq!(control.request(NOW), Err(StartError::Off), "no loop yet");
+    let resync = resync.with_control(Arc::clone(&control));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(resync.run(stop.clone()));
+
+    let ended = |trigger: ResyncTrigger| {
+        let control = Arc::clone(&control);
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            loop {
+                let status = control.status();
+                if let Some(last) = status.last.filter(|last| last.trigger == trigger) {
+                    return last;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no {trigger:?} pass ended: {:?}",
+                    control.status()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let first = ended(ResyncTrigger::Schedule).await;
+    assert_eq!((first.listed, first.missed), (1, 1));
+    assert!(control.status().next_at.is_some());
+    control.request(NOW).unwrap();
+    let second = ended(ResyncTrigger::Api).await;
+    assert_eq!(second.outcome, PassOutcome::Complete);
+    assert_eq!(
+        (
+            second.started_at,
+            second.listed,
+            second.missed,
+            second.deleted
+        ),
+        (NOW, 2, 1, 0)
+    );
+    assert_eq!(control.status().running, None);
+    for trigger in ["schedule", "api"] {
+        assert_eq!(
+            metric(
+                &app.metrics,
+                &format!(
+                    "drift_sentinel_resync_passes_total{{trigger=\"{trigger}\",outcome=\"complete\"}}"
+                )
+            ),
+            1.0
+        );
+    }
+    stop.cancel();
+    running.await.unwrap();
+    fake.verify();
+    assert_eq!(
+        control.request(NOW),
+        Err(StartError::Off),
+        "a stopped loop takes no more requests"
     );
 }
 

@@ -140,6 +140,9 @@ pub struct TestApp {
     pub metrics: Arc<Metrics>,
     pub draining: Arc<AtomicBool>,
     pub pipeline: Pipeline,
+    /// The API's resync control: no loop is attached (requests answer `resync_off`) until a test
+    /// attaches one.
+    pub resync: Arc<drift_sentinel::pipeline::ResyncControl>,
 }
 
 impl Drop for TestApp {
@@ -308,12 +311,14 @@ fn build(options: Options) -> TestApp {
     )
     .expect("pipeline starts");
     let draining = Arc::new(AtomicBool::new(false));
+    let resync = Arc::new(drift_sentinel::pipeline::ResyncControl::new());
     let api = drift_sentinel::api::router(drift_sentinel::api::ApiState {
         audit: audit.then(|| Arc::new(store.clone()) as Arc<dyn drift_sentinel::store::AuditRead>),
         token: None,
         pipeline: pipeline.clone(),
         clock: clock.clone(),
         public_url: None,
+        resync: Arc::clone(&resync),
     });
     let state = AppState {
         ingest_auth,
@@ -334,6 +339,7 @@ fn build(options: Options) -> TestApp {
         metrics,
         draining,
         pipeline,
+        resync,
     }
 }
 

@@ -2,7 +2,8 @@
 its diff, and screenshots are written to test-output/. The front page's overview (tiles, bars
 and the inline SVG chart) renders drifts of every API group family under the dashboard's
 Content-Security-Policy. Its silence form works from its own page, and a page on another site can
-neither post it nor frame the dashboard."""
+neither post it nor frame the dashboard. Its "Re-check now" button starts a resync pass against a
+fake Kubernetes API server, and shows it running and then its counts; another site cannot press it."""
 
 import base64
 import copy
@@ -438,4 +439,131 @@ def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir):
         assert len(rows) == 1 and "Trigger josh/example-trigger0" in rows[0], rows
     finally:
         browser.close()
+        sentinel.stop()
+
+
+# ---- Re-check now: the resync button, against a fake Kubernetes API server --------------------
+
+class FakeKubeApi:
+    """A Kubernetes API server on loopback that lists the recorded Ready Services on every pass.
+    Lists after the first wait for `release`, so a requested pass stays running while the test
+    looks at the dashboard."""
+
+    TOKEN = "fake-browser-sa-token"
+    SERVICES = "/apis/serving.knative.dev/v1/services"
+
+    def __init__(self):
+        self.lists = []
+        self.release = threading.Event()
+        items = load_yaml_fixture(
+            "serving/redhat-developer-vscode-knative__test-servingTree-multipleServiceServicesList.json")["items"]
+        items = [item for item in items if item["metadata"]["name"] != "example"]
+        for item in items:
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
+        body = json.dumps({"kind": "ServiceList", "apiVersion": "serving.knative.dev/v1",
+                           "metadata": {"resourceVersion": "90000"}, "items": items}).encode()
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if (self.path.split("?")[0] != fake.SERVICES
+                        or self.headers.get("Authorization") != f"Bearer {fake.TOKEN}"):
+                    self.send_error(404)
+                    return
+                fake.lists.append(self.path)
+                if len(fake.lists) > 1:
+                    fake.release.wait(60)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def kubeconfig(self, directory: Path) -> Path:
+        path = directory / "kubeconfig"
+        path.write_text(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n"
+            f"    server: http://127.0.0.1:{self.server.server_address[1]}\n"
+            "contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n"
+            f"current-context: fake\nusers:\n- name: fake\n  user:\n    token: {self.TOKEN}\n")
+        return path
+
+    def close(self):
+        self.release.set()
+        self.server.shutdown()
+
+
+def until(what: str, check, timeout=30):
+    """Polls `check` until it returns a true value (the deadline bounds a hang; it claims no speed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_chromium(workdir):
+    assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
+    kube = FakeKubeApi()
+    sentinel = Sentinel(workdir)
+    sentinel.config_path.write_text(
+        f"store:\n  path: {workdir / 'sentinel.db'}\n"
+        "channels:\n  - {name: log, type: log}\n"
+        "routes:\n  - {channels: [log], groupWait: 0s}\n"
+        f"resync:\n  enabled: true\n  interval: 1h\n  kubeconfig: {kube.kubeconfig(workdir)}\n"
+        "  resources:\n    - {apiVersion: serving.knative.dev/v1, kind: Service}\n")
+    sentinel.start()
+    other_site = workdir / "other-site"
+    other_site.mkdir()
+    server = None
+    browser = DevTools()
+    try:
+        first = until("the scheduled pass at start",
+                      lambda: (status := api(sentinel, "/api/v1/resync"))["lastPass"] and status)
+        assert first["lastPass"]["trigger"] == "schedule" and first["lastPass"]["listed"] == 3, first
+
+        # Another site's page presses the button the moment it opens: refused, nothing starts.
+        (other_site / "recheck.html").write_text(
+            f'<form id="f" method="post" action="{sentinel.url}/ui/resync"></form>'
+            '<script>document.getElementById("f").submit()</script>')
+        server, port = serve_directory(other_site)
+        browser.call("Page.navigate", url=f"http://localhost:{port}/recheck.html")
+        browser.wait_for(f"location.href.startsWith({json.dumps(sentinel.url)}) && document.readyState === 'complete'")
+        assert "Refused" in browser.evaluate("document.body.innerText"), browser.evaluate("document.body.innerText")
+        assert api(sentinel, "/api/v1/resync")["running"] is None
+        assert len(kube.lists) == 1, kube.lists
+
+        # From the dashboard, a person clicks it: the front page comes back with the pass running.
+        browser.open(f"{sentinel.url}/ui")
+        assert "Last pass complete" in browser.evaluate("document.getElementById('resync').innerText")
+        browser.evaluate("document.querySelector('form[action=\"/ui/resync\"] button').click()")
+        browser.wait_for("document.getElementById('resync-running') !== null && document.readyState === 'complete'")
+        panel = browser.evaluate("document.getElementById('resync').innerText")
+        assert "Running" in panel and "(on request)" in panel, panel
+        assert browser.evaluate("document.querySelector('#resync-form button').disabled") is True
+        assert api(sentinel, "/api/v1/resync")["running"]["trigger"] == "api"
+
+        kube.release.set()
+        done = until("the requested pass to end",
+                     lambda: (status := api(sentinel, "/api/v1/resync"))["running"] is None
+                     and status["lastPass"]["trigger"] == "api" and status)
+        assert done["lastPass"]["outcome"] == "complete" and done["lastPass"]["listed"] == 3, done
+        browser.open(f"{sentinel.url}/ui")
+        panel = browser.evaluate("document.getElementById('resync').innerText")
+        assert "(on request): 3 listed, 0 missed, 0 deleted" in panel, panel
+        assert sentinel.metric('drift_sentinel_resync_passes_total{trigger="api",outcome="complete"}') == 1
+    finally:
+        browser.close()
+        if server:
+            server.shutdown()
+        kube.close()
         sentinel.stop()
