@@ -15,6 +15,7 @@ use super::normalize::{
 use super::report::{DiffEntry, Finding, ObjectReport, Report};
 use super::Error;
 use crate::classify::baseline::{compare, KnativeDefaults, Normalization};
+use crate::classify::defaults::NO_DATA;
 use crate::classify::evidence::hint::{namespace_flag, resource_name, revert_patch, shell_quote};
 use crate::classify::{classes, ObjectState, Rules};
 use crate::decode::object::api_group;
@@ -73,7 +74,7 @@ pub fn check(
         };
         parsed
             .get(&key)
-            .and_then(|found| found.object.data.as_ref())
+            .map(|found| found.object.data.as_ref().unwrap_or(&NO_DATA))
     });
 
     let mut reports: BTreeMap<ManifestKey, ObjectReport> = BTreeMap::new();

@@ -5,8 +5,9 @@
 //! Every field the manifest sets must have that value live. A field it leaves out must hold the
 //! value Knative would have given it, for the fields whose default can be told from Knative's
 //! ConfigMaps ([`super::defaults`]): a Service's traffic, a revision template's timeouts,
-//! concurrency, service links, container resources and security context, a Broker's class and
-//! delivery, a Trigger's filters and delivery. Behavioural label and annotation keys
+//! concurrency, service links, container resources and security context, a Broker's class, a
+//! Trigger's filters and delivery; Knative's built-in default is accepted too, since an object
+//! keeps the default it was created with. Behavioural label and annotation keys
 //! (`rules.metadataKeys.behavioural`) are compared even when the manifest does not mention them; other
 //! keys (bookkeeping, tools' own) only when it does. Server-set metadata and `status` are never
 //! compared. Lists must have the same length and are compared item by item; numbers compare by
@@ -19,7 +20,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use super::defaults::Expected;
 pub use super::defaults::KnativeDefaults;
+use super::quantity::{is_quantity_path, same_quantity};
 use crate::manifest::{ManifestKey, Manifests};
 use crate::model::pointer::push_pointer;
 use crate::model::FieldChange;
@@ -107,6 +110,7 @@ impl Comparison {
 /// * ConfigMap `data` key by key in both directions, except `_example`.
 pub(crate) fn compare(desired: &Value, live: &Value, how: &Normalization<'_>) -> Comparison {
     let mut out = Comparison::default();
+    let desired = &*left_to_knative(desired);
     if let Some(spec) = desired.get("spec") {
         subset("/spec", spec, live.get("spec"), &mut out.changes);
     }
@@ -121,17 +125,24 @@ pub(crate) fn compare(desired: &Value, live: &Value, how: &Normalization<'_>) ->
         let have = live
             .pointer(&expectation.path)
             .filter(|value| !is_empty(value));
-        let differs = match (&expectation.value, have) {
+        let path = &expectation.path;
+        let equal = |want: &Value, have: &Value| same_at(path, want, have);
+        let differs = match (&expectation.expected, have) {
+            (Expected::Unknown, _) => false,
             // The live object lacks the field: a Knative release that does not set it.
-            (Some(_), None) | (None, None) => false,
-            (Some(want), Some(have)) => !same(want, have),
-            (None, Some(_)) => true,
-        };
+            (_, None) => false,
+            (Expected::Value(want), Some(have)) => !equal(want, have),
+            (Expected::Unset, Some(_)) => true,
+        } && !expectation
+            .also
+            .as_ref()
+            .zip(have)
+            .is_some_and(|(also, have)| equal(also, have));
         if differs {
             out.notes.insert(expectation.path.clone(), expectation.why);
             out.changes.push(FieldChange {
                 path: expectation.path,
-                before: expectation.value,
+                before: expectation.expected.value().cloned(),
                 after: have.cloned(),
             });
         }
@@ -217,6 +228,39 @@ pub(crate) fn compare(desired: &Value, live: &Value, how: &Normalization<'_>) ->
     out
 }
 
+/// The manifest with the values Knative replaces by its default taken out, as if the manifest
+/// left them out: a `timeoutSeconds` of 0 and a Service's empty `traffic`.
+fn left_to_knative(desired: &Value) -> std::borrow::Cow<'_, Value> {
+    let zero_timeout = desired
+        .pointer("/spec/template/spec/timeoutSeconds")
+        .and_then(Value::as_f64)
+        == Some(0.0);
+    let no_traffic = desired
+        .pointer("/spec/traffic")
+        .and_then(Value::as_array)
+        .is_some_and(Vec::is_empty);
+    if !(zero_timeout || no_traffic) {
+        return std::borrow::Cow::Borrowed(desired);
+    }
+    let mut copy = desired.clone();
+    if zero_timeout {
+        if let Some(Value::Object(spec)) = copy.pointer_mut("/spec/template/spec") {
+            spec.remove("timeoutSeconds");
+        }
+    }
+    if no_traffic {
+        if let Some(Value::Object(spec)) = copy.pointer_mut("/spec") {
+            spec.remove("traffic");
+        }
+    }
+    std::borrow::Cow::Owned(copy)
+}
+
+/// Equality at a path: quantities by value under `resources`, else [`same`].
+fn same_at(path: &str, want: &Value, have: &Value) -> bool {
+    same(want, have) || (is_quantity_path(path) && same_quantity(want, have))
+}
+
 /// Null, `{}`, `[]` and `""`: what Knative leaves out and what it writes as empty are the same.
 fn is_empty(value: &Value) -> bool {
     match value {
@@ -265,6 +309,7 @@ fn subset(path: &str, desired: &Value, live: Option<&Value>, out: &mut Vec<Field
         (Value::Null, None | Some(Value::Null)) => {}
         (Value::Number(want), Some(Value::Number(have))) if want.as_f64() == have.as_f64() => {}
         (want, Some(have)) if want == have => {}
+        (want, Some(have)) if is_quantity_path(path) && same_quantity(want, have) => {}
         (want, have) => out.push(FieldChange {
             path: path.to_string(),
             before: Some(want.clone()),
@@ -438,20 +483,74 @@ mod tests {
     }
 
     #[test]
-    fn broker_class_is_defaulted_and_compared() {
+    fn broker_class_is_compared_with_config_br_defaults() {
         let manifest = json!({"apiVersion": "eventing.knative.dev/v1", "kind": "Broker",
             "metadata": {"name": "default", "namespace": "n"}});
         let mut live = manifest.clone();
         live["metadata"]["annotations"] =
             json!({"eventing.knative.dev/broker.class": "MTChannelBasedBroker"});
-        assert!(compare_plain(&manifest, &live).is_empty());
+        let config: BTreeMap<String, String> = [(
+            "default-br-config".to_string(),
+            "clusterDefault:\n  brokerClass: MTChannelBasedBroker\n".to_string(),
+        )]
+        .into();
+        let defaults = KnativeDefaults::from_config_maps(|_, name| {
+            (name == "config-br-defaults").then_some(&config)
+        });
+        assert!(compare_with(&manifest, &live, &defaults).is_empty());
         live["metadata"]["annotations"]["eventing.knative.dev/broker.class"] = json!("Kafka");
-        let changes = compare_plain(&manifest, &live);
+        let changes = compare_with(&manifest, &live, &defaults).changes;
         assert_eq!(
             paths(&changes),
             ["/metadata/annotations/eventing.knative.dev~1broker.class"]
         );
         assert_eq!(changes[0].before, Some(json!("MTChannelBasedBroker")));
+        // Without config-br-defaults the cluster's default class cannot be told: no difference,
+        // and the behavioural-key rule does not claim it must be absent.
+        assert!(compare_plain(&manifest, &live).is_empty());
+    }
+
+    #[test]
+    fn quantities_compare_by_value_and_zero_timeout_is_left_to_knative() {
+        let mut manifest = service_manifest();
+        manifest["spec"]["template"]["spec"]["containers"][0]["resources"] =
+            json!({"limits": {"cpu": "1000m", "memory": "1024Mi"}});
+        manifest["spec"]["template"]["spec"]["timeoutSeconds"] = json!(0);
+        manifest["spec"]["traffic"] = json!([]);
+        let mut live = service_live();
+        live["spec"]["template"]["spec"]["containers"][0]["resources"] =
+            json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}});
+        // The cluster defaults the CPU request to 0.5 CPU.
+        let data: BTreeMap<String, String> =
+            [("revision-cpu-request".to_string(), "0.5".to_string())].into();
+        let defaults = KnativeDefaults::from_config_maps(|_, name| {
+            (name == "config-defaults").then_some(&data)
+        });
+        assert!(compare_with(&manifest, &live, &defaults).is_empty());
+        live["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+            json!("2");
+        assert_eq!(
+            paths(&compare_with(&manifest, &live, &defaults).changes),
+            ["/spec/template/spec/containers/0/resources/limits/cpu"]
+        );
+    }
+
+    #[test]
+    fn an_object_created_under_the_built_in_default_keeps_it() {
+        // The cluster raised revision-timeout-seconds to 600 after this Service was created:
+        // Knative does not rewrite a field it defaulted, so 300 stays and is not drift.
+        let data: BTreeMap<String, String> =
+            [("revision-timeout-seconds".to_string(), "600".to_string())].into();
+        let defaults = KnativeDefaults::from_config_maps(|_, name| {
+            (name == "config-defaults").then_some(&data)
+        });
+        assert!(compare_with(&service_manifest(), &service_live(), &defaults).is_empty());
+        let mut live = service_live();
+        live["spec"]["template"]["spec"]["timeoutSeconds"] = json!(450);
+        assert_eq!(
+            paths(&compare_with(&service_manifest(), &live, &defaults).changes),
+            ["/spec/template/spec/timeoutSeconds"]
+        );
     }
 
     #[test]

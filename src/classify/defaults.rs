@@ -7,7 +7,11 @@
 //! What is defaulted here follows Knative's webhooks (`RevisionSpec.SetDefaults`,
 //! `RouteSpec.SetDefaults`, `Broker.SetDefaults`), restricted to what can be told from the
 //! ConfigMaps alone; each expectation says where its value came from, so a report can name the
-//! source. Pure: the caller looks the ConfigMaps up (in a snapshot, or in the engine's graph).
+//! source. Knative fills a field in only while it is unset, so an object keeps the default it
+//! was created with: besides the cluster's current default, Knative's built-in default is
+//! accepted too (a cluster that raised `revision-timeout-seconds` from 300 to 600 keeps its older
+//! Services at 300, and that is not drift). Pure: the caller looks the ConfigMaps up (in a
+//! snapshot, or in the engine's graph).
 
 use std::collections::BTreeMap;
 
@@ -24,10 +28,11 @@ pub const CONFIG_BR_DEFAULTS: (&str, &str) = ("knative-eventing", "config-br-def
 
 /// Knative's built-in `revision-timeout-seconds`.
 const BUILT_IN_TIMEOUT: i64 = 300;
-/// Knative's built-in Broker class.
-const BUILT_IN_BROKER_CLASS: &str = "MTChannelBasedBroker";
 /// The Broker class annotation.
 pub(crate) const BROKER_CLASS: &str = "eventing.knative.dev/broker.class";
+
+/// The data of a ConfigMap that has none: found, with every key at its built-in default.
+pub static NO_DATA: BTreeMap<String, String> = BTreeMap::new();
 
 /// True for one of the ConfigMaps the defaults are read from.
 pub fn is_defaults_config_map(group: &str, kind: &str, namespace: &str, name: &str) -> bool {
@@ -57,7 +62,8 @@ impl DefaultsSource {
         }
     }
 
-    /// `config-defaults in knative-serving (from the cluster)` or `... (not found: built-in)`.
+    /// `Knative's default: KEY of NAMESPACE/NAME (found)`, or `(not found, Knative's built-in
+    /// default)`.
     fn describe(&self, key: &str) -> String {
         let from = if self.found {
             "found"
@@ -76,18 +82,11 @@ enum SecurePodDefaults {
     Enabled,
 }
 
-/// The Broker defaults of `config-br-defaults` for one namespace.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct BrokerDefaults {
-    class: Option<String>,
-    delivery: Option<Value>,
-}
-
 /// Knative's defaults in one cluster.
 #[derive(Debug, Clone)]
 pub struct KnativeDefaults {
     timeout: i64,
-    response_start_timeout: Option<i64>,
+    response_start_timeout: i64,
     idle_timeout: i64,
     container_concurrency: i64,
     enable_service_links: Option<bool>,
@@ -152,21 +151,18 @@ impl KnativeDefaults {
         let timeout = integer("revision-timeout-seconds", BUILT_IN_TIMEOUT);
         let idle_timeout = integer("revision-idle-timeout-seconds", 0);
         let container_concurrency = integer("container-concurrency", 0);
-        // Knative's built-in response-start timeout has changed between releases, so it is
-        // compared only when the ConfigMap sets it.
-        let response_start_timeout = data
-            .contains_key("revision-response-start-timeout-seconds")
-            .then(|| integer("revision-response-start-timeout-seconds", 0));
-        let enable_service_links = match data.get("enable-service-links").map(|v| v.trim()) {
+        // Without its key the response-start default is the revision timeout itself.
+        let response_start_timeout = integer("revision-response-start-timeout-seconds", timeout);
+        // Knative parses true and false in any case; anything else (`default`) leaves the
+        // field unset.
+        let enable_service_links = match data
+            .get("enable-service-links")
+            .map(|value| value.trim().to_ascii_lowercase())
+            .as_deref()
+        {
             None | Some("false") => Some(false),
             Some("true") => Some(true),
-            Some("default") => None,
-            Some(other) => {
-                serving_source.notes.push(format!(
-                    "enable-service-links: {other:?} is not true, false or default; the built-in false is used"
-                ));
-                Some(false)
-            }
+            Some(_) => None,
         };
         let resources = RESOURCE_KEYS
             .iter()
@@ -175,22 +171,24 @@ impl KnativeDefaults {
                 (!value.is_empty()).then(|| (*kind, *resource, value.to_string()))
             })
             .collect();
+        // Knative reads its flags case-insensitively and takes anything else as Disabled.
         let secure_pod_defaults = match features
             .and_then(|data| data.get("secure-pod-defaults"))
-            .map(|value| value.trim())
+            .map(|value| value.trim().to_ascii_lowercase())
+            .as_deref()
         {
             None | Some("disabled") => SecurePodDefaults::Disabled,
             Some("enabled") => SecurePodDefaults::Enabled,
-            Some("root-allowed") => SecurePodDefaults::AllowRootBounded,
+            Some("allowrootbounded") => SecurePodDefaults::AllowRootBounded,
             Some(other) => {
                 features_source.notes.push(format!(
-                    "secure-pod-defaults: {other:?} is not enabled, root-allowed or disabled; disabled is used"
+                    "secure-pod-defaults: {other:?} is not Enabled, AllowRootBounded or Disabled; Knative takes it as Disabled"
                 ));
                 SecurePodDefaults::Disabled
             }
         };
         let brokers = match brokers {
-            // Without the ConfigMap a Broker's delivery default cannot be told: not compared.
+            // Without the ConfigMap a Broker's class cannot be told: not compared.
             None => None,
             Some(data) => match data.get("default-br-config") {
                 None => Some(json!({})),
@@ -250,7 +248,8 @@ impl KnativeDefaults {
                 self.revision_template(desired, &mut out);
                 out.push(Expectation {
                     path: "/spec/traffic".to_string(),
-                    value: Some(json!([{"latestRevision": true, "percent": 100}])),
+                    expected: Expected::Value(json!([{"latestRevision": true, "percent": 100}])),
+                    also: None,
                     why: "Knative's default: all traffic to the latest Revision".to_string(),
                 });
             }
@@ -264,7 +263,8 @@ impl KnativeDefaults {
                 ] {
                     out.push(Expectation {
                         path: path.to_string(),
-                        value: None,
+                        expected: Expected::Unset,
+                        also: None,
                         why: format!("Knative's default: {what}"),
                     });
                 }
@@ -277,17 +277,24 @@ impl KnativeDefaults {
     fn revision_template(&self, desired: &Value, out: &mut Vec<Expectation>) {
         let serving = &self.sources[0];
         let spec = "/spec/template/spec";
-        let mut push = |path: String, value: Option<Value>, why: String| {
-            out.push(Expectation { path, value, why });
+        let mut push = |path: String, value: Option<Value>, also: Option<Value>, why: String| {
+            out.push(Expectation {
+                path,
+                expected: Expected::from(value),
+                also,
+                why,
+            });
         };
         push(
             format!("{spec}/timeoutSeconds"),
             Some(json!(self.timeout)),
+            Some(json!(BUILT_IN_TIMEOUT)),
             serving.describe("revision-timeout-seconds"),
         );
         push(
             format!("{spec}/containerConcurrency"),
             Some(json!(self.container_concurrency)),
+            Some(json!(0)),
             serving.describe("container-concurrency"),
         );
         // The timeouts below are set only when their default is below the revision timeout.
@@ -300,55 +307,53 @@ impl KnativeDefaults {
         push(
             format!("{spec}/idleTimeoutSeconds"),
             bounded(self.idle_timeout),
+            None,
             serving.describe("revision-idle-timeout-seconds"),
         );
-        if let Some(response_start) = self.response_start_timeout {
-            push(
-                format!("{spec}/responseStartTimeoutSeconds"),
-                bounded(response_start),
-                serving.describe("revision-response-start-timeout-seconds"),
-            );
-        }
+        push(
+            format!("{spec}/responseStartTimeoutSeconds"),
+            bounded(self.response_start_timeout),
+            bounded(BUILT_IN_TIMEOUT),
+            serving.describe("revision-response-start-timeout-seconds"),
+        );
         push(
             format!("{spec}/enableServiceLinks"),
             self.enable_service_links.map(Value::Bool),
+            Some(json!(false)),
             serving.describe("enable-service-links"),
         );
-        let containers = desired
-            .pointer(&format!("{spec}/containers"))
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
         let pod_security = desired.pointer(&format!("{spec}/securityContext"));
-        for (index, container) in containers.iter().enumerate() {
-            let base = format!("{spec}/containers/{index}");
-            for kind in ["requests", "limits"] {
-                for resource in ["cpu", "memory", "ephemeral-storage"] {
-                    let value = self
-                        .resources
-                        .iter()
-                        .find(|(k, r, _)| *k == kind && *r == resource)
-                        .map(|(_, _, quantity)| json!(quantity));
-                    push(
-                        push_pointer(&format!("{base}/resources/{kind}"), resource),
-                        value,
-                        serving.describe(&format!(
-                            "revision-{}-{}",
-                            resource,
-                            if kind == "requests" {
-                                "request"
-                            } else {
-                                "limit"
-                            }
-                        )),
-                    );
+        for list in ["containers", "initContainers"] {
+            let containers = desired
+                .pointer(&format!("{spec}/{list}"))
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for (index, container) in containers.iter().enumerate() {
+                let base = format!("{spec}/{list}/{index}");
+                // Knative gives resource defaults to the serving containers only.
+                if list == "containers" {
+                    for (key, kind, resource) in RESOURCE_KEYS {
+                        let value = self
+                            .resources
+                            .iter()
+                            .find(|(k, r, _)| *k == kind && *r == resource)
+                            .map(|(_, _, quantity)| json!(quantity));
+                        push(
+                            push_pointer(&format!("{base}/resources/{kind}"), resource),
+                            value,
+                            None,
+                            serving.describe(key),
+                        );
+                    }
                 }
+                push(
+                    format!("{base}/securityContext"),
+                    self.security_context(container, pod_security),
+                    None,
+                    self.sources[1].describe("secure-pod-defaults"),
+                );
             }
-            push(
-                format!("{base}/securityContext"),
-                self.security_context(container, pod_security),
-                self.sources[1].describe("secure-pod-defaults"),
-            );
         }
     }
 
@@ -382,56 +387,49 @@ impl KnativeDefaults {
             capabilities["add"] = json!(["NET_BIND_SERVICE"]);
         }
         context.insert("capabilities".into(), capabilities);
-        let pod_non_root = pod.and_then(|pod| pod.get("runAsNonRoot")).is_some();
+        let pod_non_root = pod
+            .and_then(|pod| pod.get("runAsNonRoot"))
+            .is_some_and(|value| !value.is_null());
         if self.secure_pod_defaults == SecurePodDefaults::Enabled && !pod_non_root {
             context.insert("runAsNonRoot".into(), json!(true));
         }
         Some(Value::Object(context))
     }
 
+    /// A Broker's class annotation. A Broker's `spec.config` and `spec.delivery` are not
+    /// defaulted here: Knative picks them per class and namespace from maps whose shape changed
+    /// between releases, and a wrong guess would be a false difference on every Broker.
     fn broker(&self, namespace: &str, out: &mut Vec<Expectation>) {
         let source = &self.sources[2];
-        let settings = self.broker_defaults(namespace);
+        let path = push_pointer("/metadata/annotations", BROKER_CLASS);
+        let expected = match self.broker_class(namespace) {
+            Some(class) => Expected::Value(json!(class)),
+            // No ConfigMap, or one that names no class: Knative's choice cannot be told.
+            None => Expected::Unknown,
+        };
         out.push(Expectation {
-            path: push_pointer("/metadata/annotations", BROKER_CLASS),
-            value: Some(json!(settings
-                .class
-                .unwrap_or_else(|| BUILT_IN_BROKER_CLASS.to_string()))),
+            path,
+            expected,
+            also: None,
             why: source.describe("brokerClass"),
         });
-        if self.brokers.is_some() {
-            out.push(Expectation {
-                path: "/spec/delivery".to_string(),
-                value: settings.delivery,
-                why: source.describe("delivery"),
-            });
-        }
     }
 
-    /// `GetBrokerClass` and `GetBrokerConfig` of Knative's `config-br-defaults`: the
-    /// namespace's entry when it has one, else the cluster default.
-    fn broker_defaults(&self, namespace: &str) -> BrokerDefaults {
-        let Some(config) = &self.brokers else {
-            return BrokerDefaults::default();
-        };
-        let cluster = config.get("clusterDefault");
-        let own = config
-            .get("namespaceDefaults")
-            .and_then(|namespaces| namespaces.get(namespace));
-        let text = |entry: Option<&Value>, key: &str| {
+    /// `GetBrokerClass` of Knative's `config-br-defaults`: the namespace's `brokerClass` when
+    /// its entry names one, else the cluster default's.
+    fn broker_class(&self, namespace: &str) -> Option<String> {
+        let config = self.brokers.as_ref()?;
+        let text = |entry: Option<&Value>| {
             entry
-                .and_then(|entry| entry.get(key))
+                .and_then(|entry| entry.get("brokerClass"))
                 .and_then(Value::as_str)
                 .filter(|text| !text.is_empty())
                 .map(str::to_string)
         };
-        let class = text(own, "brokerClass").or_else(|| text(cluster, "brokerClass"));
-        let delivery = own
-            .or(cluster)
-            .and_then(|entry| entry.get("delivery"))
-            .filter(|delivery| !delivery.is_null())
-            .cloned();
-        BrokerDefaults { class, delivery }
+        let own = config
+            .get("namespaceDefaults")
+            .and_then(|namespaces| namespaces.get(namespace));
+        text(own).or_else(|| text(config.get("clusterDefault")))
     }
 }
 
@@ -440,10 +438,38 @@ impl KnativeDefaults {
 pub(crate) struct Expectation {
     /// JSON pointer.
     pub(crate) path: String,
-    /// The value; `None` when Knative leaves the field unset (or empty).
-    pub(crate) value: Option<Value>,
+    /// What Knative puts there.
+    pub(crate) expected: Expected,
+    /// Another value that is not drift: Knative's built-in default, which an object created
+    /// before the cluster changed its default keeps.
+    pub(crate) also: Option<Value>,
     /// Where the value came from, for the report.
     pub(crate) why: String,
+}
+
+/// What Knative puts at a path a manifest leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Expected {
+    /// This value.
+    Value(Value),
+    /// Nothing: the field stays unset (or empty).
+    Unset,
+    /// It cannot be told (a ConfigMap it depends on is not known): not compared.
+    Unknown,
+}
+
+impl Expected {
+    fn from(value: Option<Value>) -> Expected {
+        value.map_or(Expected::Unset, Expected::Value)
+    }
+
+    /// The value, `None` for unset or unknown.
+    pub(crate) fn value(&self) -> Option<&Value> {
+        match self {
+            Expected::Value(value) => Some(value),
+            Expected::Unset | Expected::Unknown => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -468,8 +494,8 @@ mod tests {
             .iter()
             .find(|expectation| expectation.path == path)
             .unwrap_or_else(|| panic!("no expectation at {path}"))
-            .value
-            .as_ref()
+            .expected
+            .value()
     }
 
     #[test]
@@ -516,7 +542,8 @@ mod tests {
             ("revision-memory-limit", "200M"),
             ("enable-service-links", "default"),
         ]);
-        let features = map(&[("secure-pod-defaults", "enabled")]);
+        // Knative's own spelling; flags are read case-insensitively.
+        let features = map(&[("secure-pod-defaults", "Enabled")]);
         let defaults =
             KnativeDefaults::from_config_maps(|namespace, name| match (namespace, name) {
                 ("knative-serving", "config-defaults") => Some(&serving),
@@ -577,7 +604,7 @@ mod tests {
     }
 
     #[test]
-    fn broker_defaults_come_per_namespace_from_config_br_defaults() {
+    fn broker_class_comes_per_namespace_from_config_br_defaults() {
         let config = map(&[(
             "default-br-config",
             "clusterDefault:\n  brokerClass: MTChannelBasedBroker\n  delivery:\n    retry: 10\nnamespaceDefaults:\n  kafka-ns:\n    brokerClass: Kafka\n",
@@ -592,15 +619,49 @@ mod tests {
         let class = "/metadata/annotations/eventing.knative.dev~1broker.class";
         let out = defaults.expectations(&broker("apps"));
         assert_eq!(value_at(&out, class), Some(&json!("MTChannelBasedBroker")));
-        assert_eq!(
-            value_at(&out, "/spec/delivery"),
-            Some(&json!({"retry": 10}))
-        );
+        // Delivery and config are not defaulted here (see `broker`).
+        assert!(out.iter().all(|e| e.path == class), "{out:?}");
         let out = defaults.expectations(&broker("kafka-ns"));
         assert_eq!(value_at(&out, class), Some(&json!("Kafka")));
-        // Without the ConfigMap the class is built in and the delivery is not compared.
+        // Without the ConfigMap the class cannot be told.
         let out = KnativeDefaults::default().expectations(&broker("apps"));
-        assert_eq!(value_at(&out, class), Some(&json!("MTChannelBasedBroker")));
-        assert!(out.iter().all(|e| e.path != "/spec/delivery"));
+        assert_eq!(out[0].expected, Expected::Unknown);
+    }
+
+    #[test]
+    fn allow_root_bounded_and_odd_flags_are_read_as_knative_reads_them() {
+        let features = map(&[("secure-pod-defaults", "allowrootbounded")]);
+        let serving = map(&[("enable-service-links", "True")]);
+        let defaults = KnativeDefaults::from_config_maps(|_, name| match name {
+            "config-features" => Some(&features),
+            "config-defaults" => Some(&serving),
+            _ => None,
+        });
+        let mut service = service();
+        service["spec"]["template"]["spec"]["containers"][0]["ports"] =
+            json!([{"containerPort": 80}]);
+        let out = defaults.expectations(&service);
+        assert_eq!(
+            value_at(&out, "/spec/template/spec/containers/0/securityContext"),
+            Some(&json!({"allowPrivilegeEscalation": false,
+                "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                "seccompProfile": {"type": "RuntimeDefault"}}))
+        );
+        assert_eq!(
+            value_at(&out, "/spec/template/spec/enableServiceLinks"),
+            Some(&json!(true))
+        );
+        let features = map(&[("secure-pod-defaults", "sometimes")]);
+        let defaults = KnativeDefaults::from_config_maps(|_, name| {
+            (name == "config-features").then_some(&features)
+        });
+        assert_eq!(
+            value_at(
+                &defaults.expectations(&service),
+                "/spec/template/spec/containers/0/securityContext"
+            ),
+            None
+        );
+        assert_eq!(defaults.sources()[1].notes.len(), 1);
     }
 }

@@ -30,6 +30,7 @@ pub mod evidence;
 pub mod graph;
 pub mod invariants;
 pub(crate) mod kinds;
+mod quantity;
 pub mod resource_version;
 pub mod rules;
 pub mod state;

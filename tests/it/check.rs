@@ -502,8 +502,10 @@ fn the_snapshots_config_defaults_decide_and_the_report_says_so() {
         json["defaults"][0],
         json!({"configMap": "knative-serving/config-defaults", "found": true, "notes": []})
     );
-    // Where the cluster's default is 900, 300 is the edit, and the text says whose default.
-    live["spec"]["template"]["spec"]["timeoutSeconds"] = json!(300);
+    // Where the cluster's default is 900, 450 is an edit (300, Knative's built-in default, is
+    // what a Service created before the cluster raised it keeps), and the text says whose
+    // default.
+    live["spec"]["template"]["spec"]["timeoutSeconds"] = json!(450);
     let mut family = webapp_family(live);
     family.push(config);
     let report = run(&baseline, &family);
@@ -516,7 +518,7 @@ fn the_snapshots_config_defaults_decide_and_the_report_says_so() {
         )]
     );
     assert!(check::render_text(&report).contains(
-        "/spec/template/spec/timeoutSeconds: desired 900 (Knative's default: revision-timeout-seconds of knative-serving/config-defaults (found)), live 300"
+        "/spec/template/spec/timeoutSeconds: desired 900 (Knative's default: revision-timeout-seconds of knative-serving/config-defaults (found)), live 450"
     ), "{}", check::render_text(&report));
 }
 

@@ -1144,11 +1144,12 @@ fn the_clusters_config_defaults_decide_the_default() {
     sim.send("add", &service);
     sim.wait(600);
     assert_eq!(baseline_moves(&sim), Vec::<String>::new());
-    // 300 is now a change away from this cluster's default.
+    // 450 is neither this cluster's default nor Knative's built-in one (300, which a Service
+    // created before the cluster raised its default keeps).
     sim.send(
         "update",
         &changed(&service, |s| {
-            s["spec"]["template"]["spec"]["timeoutSeconds"] = json!(300)
+            s["spec"]["template"]["spec"]["timeoutSeconds"] = json!(450)
         }),
     );
     sim.wait(301);
@@ -1161,12 +1162,12 @@ fn the_clusters_config_defaults_decide_the_default() {
         "{}",
         evidence.summary
     );
-    // Setting config-defaults back to 300 makes the Service match again: it is re-compared
-    // when the ConfigMap changes, without an event of its own.
+    // Setting config-defaults to 450 makes the Service match again: it is re-compared when
+    // the ConfigMap changes, without an event of its own.
     sim.send(
         "update",
         &changed(&config, |c| {
-            c["data"]["revision-timeout-seconds"] = json!("300")
+            c["data"]["revision-timeout-seconds"] = json!("450")
         }),
     );
     assert_eq!(

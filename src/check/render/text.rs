@@ -42,6 +42,20 @@ pub fn render_text(report: &Report) -> String {
         }
     }
     for source in &report.defaults {
+        let used = report.findings().any(|(_, finding)| {
+            finding.diff.iter().any(|entry| {
+                entry
+                    .desired_from
+                    .as_deref()
+                    .is_some_and(|from| from.contains(source.config_map.as_str()))
+            })
+        });
+        if used && !source.found {
+            out.push_str(&format!(
+                "{:<9} {:<18} {}: not in the live snapshot, so Knative's built-in defaults were used; list it with the snapshot (`kubectl get configmaps -A`) if the cluster changes them\n",
+                "NOTE", "defaults", source.config_map
+            ));
+        }
         for note in &source.notes {
             out.push_str(&format!(
                 "{:<9} {:<18} {}: {}\n",

@@ -78,7 +78,12 @@ impl DriftClass for BaselineDrift {
             context
                 .graph
                 .live_by_name(&object.cluster, "", "ConfigMap", namespace, name)
-                .and_then(|config_map| config_map.data.as_ref())
+                .map(|config_map| {
+                    config_map
+                        .data
+                        .as_ref()
+                        .unwrap_or(&crate::classify::defaults::NO_DATA)
+                })
         });
         let comparison = compare(
             desired,
