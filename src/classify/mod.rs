@@ -26,6 +26,7 @@
 pub mod baseline;
 pub mod classes;
 pub mod evidence;
+pub mod fleet;
 pub mod graph;
 pub mod invariants;
 pub(crate) mod kinds;

@@ -9,6 +9,7 @@ mod crash_resend;
 mod delivery;
 #[cfg(feature = "cluster")]
 mod fake_apiserver;
+mod fleet;
 mod forged;
 mod forged_caps;
 mod fuzz_seeds;
