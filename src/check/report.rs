@@ -16,6 +16,9 @@ pub struct DiffEntry {
     pub desired: Option<Value>,
     /// The live value.
     pub live: Option<Value>,
+    /// `compare` only: every cluster's value, in the order the snapshots were given (`desired`
+    /// is then the value most of them hold, `live` the first other value). Empty for `check`.
+    pub clusters: Vec<(String, Option<Value>)>,
 }
 
 impl From<&FieldChange> for DiffEntry {
@@ -24,6 +27,7 @@ impl From<&FieldChange> for DiffEntry {
             path: change.path.clone(),
             desired: change.before.clone(),
             live: change.after.clone(),
+            clusters: Vec::new(),
         }
     }
 }

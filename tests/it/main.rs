@@ -5,6 +5,7 @@ mod architecture;
 mod bad_input;
 mod check;
 mod classes;
+mod compare;
 mod crash_resend;
 mod delivery;
 #[cfg(feature = "cluster")]
