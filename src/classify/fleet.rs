@@ -542,6 +542,124 @@ pub fn values_fact(divergences: &[Divergence]) -> String {
     .to_string()
 }
 
+/// Most rows of one object in the fleet view (the leaves of a large spec are many).
+pub const MAX_ROWS: usize = 200;
+
+/// One row of an object's cluster-by-cluster table: a path, each member's value there, and
+/// whether they differ.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// JSON pointer ([`WHOLE_OBJECT`] for the row that says which members hold the object).
+    pub path: String,
+    /// Each member's value, in member order (`None`: absent).
+    pub values: Vec<Option<Value>>,
+    /// True when the members do not all hold the same value.
+    pub differs: bool,
+}
+
+/// The cluster-by-cluster table of one object: every compared path any member holds (up to
+/// [`MAX_ROWS`], differing rows first so none is cut), with the [`WHOLE_OBJECT`] row first
+/// when some member lacks the object. Members lacking it show absent on every row.
+pub fn rows(members: &[(String, Option<Value>)], ignore_paths: &[String]) -> Vec<Row> {
+    let divergences = compare(members, ignore_paths);
+    let mut rows: Vec<Row> = divergences
+        .iter()
+        .map(|divergence| Row {
+            path: divergence.path.clone(),
+            // `compare` lists only the members holding the object below the whole-object row;
+            // the table has a column per member.
+            values: members
+                .iter()
+                .map(|(cluster, view)| {
+                    if view.is_none() && divergence.path != WHOLE_OBJECT {
+                        return None;
+                    }
+                    divergence
+                        .values
+                        .iter()
+                        .find(|(held, _)| held == cluster)
+                        .and_then(|(_, value)| value.clone())
+                })
+                .collect(),
+            differs: true,
+        })
+        .collect();
+    let differing: std::collections::BTreeSet<String> =
+        rows.iter().map(|row| row.path.clone()).collect();
+    let ignore = |pointer: &str| {
+        ignore_paths.iter().any(|prefix| {
+            pointer == prefix
+                || (pointer.starts_with(prefix.as_str())
+                    && pointer.as_bytes().get(prefix.len()) == Some(&b'/'))
+        })
+    };
+    let held: Vec<Option<BTreeMap<String, Value>>> = members
+        .iter()
+        .map(|(_, view)| {
+            view.as_ref().map(|view| {
+                let mut out = BTreeMap::new();
+                leaves(view, "", &ignore, &mut out);
+                out
+            })
+        })
+        .collect();
+    let mut alike: BTreeMap<&String, ()> = BTreeMap::new();
+    for leaves in held.iter().flatten() {
+        for path in leaves.keys() {
+            if !differing.contains(path) {
+                alike.insert(path, ());
+            }
+        }
+    }
+    for path in alike.into_keys() {
+        if rows.len() >= MAX_ROWS {
+            break;
+        }
+        rows.push(Row {
+            path: path.clone(),
+            values: held
+                .iter()
+                .map(|leaves| leaves.as_ref().and_then(|leaves| leaves.get(path).cloned()))
+                .collect(),
+            differs: false,
+        });
+    }
+    rows.truncate(MAX_ROWS);
+    rows
+}
+
+/// A member of a fleet group as the fleet view shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberView {
+    /// Cluster name.
+    pub cluster: String,
+    /// When an event of the cluster was last applied (none since the process started, for a
+    /// member known from the stored state or from resync lists only).
+    pub last_event: Option<crate::model::Millis>,
+}
+
+/// One compared object in the fleet view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectView {
+    /// The object.
+    pub object: FleetObject,
+    /// Its table, one value per member.
+    pub rows: Vec<Row>,
+    /// The open drift about it: (id, state).
+    pub drift: Option<(String, crate::model::DriftState)>,
+}
+
+/// One group in the fleet view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupView {
+    /// The group as configured.
+    pub group: FleetGroup,
+    /// Its members, sorted by name.
+    pub members: Vec<MemberView>,
+    /// The objects it compares that a member holds, sorted by key.
+    pub objects: Vec<ObjectView>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -709,6 +827,39 @@ mod tests {
         assert_eq!(
             summary(&object, "prod", &[divergence]),
             "ConfigMap/knative-serving/config-autoscaler differs across fleet group prod: /data/max-scale is \"0\" in prod-eu, staging; \"10\" in prod-us"
+        );
+    }
+
+    #[test]
+    fn the_table_has_a_column_per_member_and_differing_rows_first() {
+        let views = members(&[
+            ("a", Some(json!({"data": {"k": "1", "same": "x"}}))),
+            ("b", Some(json!({"data": {"k": "2", "same": "x"}}))),
+            ("c", None),
+        ]);
+        let got: Vec<(String, Vec<Option<Value>>, bool)> = rows(&views, &[])
+            .into_iter()
+            .map(|row| (row.path, row.values, row.differs))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "".into(),
+                    vec![Some(json!("present")), Some(json!("present")), None],
+                    true
+                ),
+                (
+                    "/data/k".into(),
+                    vec![Some(json!("1")), Some(json!("2")), None],
+                    true
+                ),
+                (
+                    "/data/same".into(),
+                    vec![Some(json!("x")), Some(json!("x")), None],
+                    false
+                ),
+            ]
         );
     }
 

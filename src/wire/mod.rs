@@ -1,5 +1,5 @@
 //! Wire: the public JSON, as serializable types of its own. The webhook body and the data of the
-//! `cloudevents` channel ([`notice`]), a drift as the API shows it ([`drift`]) and a silence as
+//! `cloudevents` channel ([`notice`]), a drift as the API shows it ([`drift`]), the fleet view ([`fleet`]) and a silence as
 //! the API takes and shows it ([`silence`]). Core types
 //! are never serialized directly (rust-analyzer's rule: make a serializable counterpart), so a
 //! field added to `model::Drift` changes no public contract by accident.
@@ -12,6 +12,7 @@
 
 pub mod diff;
 pub mod drift;
+pub mod fleet;
 pub mod notice;
 pub mod silence;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+mod fleet_view;
 mod objects;
 mod pipeline_watch;
 mod rule_errors;
