@@ -381,3 +381,38 @@ fn a_firing_fleet_drift_survives_a_restart_without_a_second_alert() {
         &["firing fleet_divergence/prod ConfigMap/config-autoscaler"],
     );
 }
+
+#[test]
+fn an_object_forged_under_a_fleet_drifts_key_cannot_end_it() {
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    sim.send_to("prod-eu", "add", &autoscaler("prod-eu"));
+    sim.send_to(
+        "prod-us",
+        "add",
+        &with_key(&autoscaler("prod-us"), "max-scale", "3"),
+    );
+    sim.wait(300);
+    assert_eq!(
+        open_fleet(&sim),
+        ["fleet_divergence/prod firing ConfigMap/config-autoscaler"]
+    );
+    // An event naming cluster `fleet:prod` and the drift's uid, then its delete: not a member
+    // (no difference found in it), and the delete's clean-up leaves the group's drift alone.
+    let mut forged = autoscaler("forged");
+    forged["metadata"]["uid"] = json!("ConfigMap/knative-serving/config-autoscaler");
+    sim.send_to("fleet:prod", "add", &forged);
+    sim.send_to("fleet:prod", "delete", &changed(&forged, |_| {}));
+    sim.wait(3600);
+    assert_eq!(
+        open_fleet(&sim),
+        ["fleet_divergence/prod firing ConfigMap/config-autoscaler"]
+    );
+    let members = &sim
+        .engine()
+        .open_drifts()
+        .find(|drift| drift.class == "fleet_divergence")
+        .unwrap()
+        .evidence
+        .facts["members"];
+    assert_eq!(members, "prod-eu,prod-us");
+}

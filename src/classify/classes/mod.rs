@@ -360,7 +360,12 @@ pub const fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
 
-/// Classes whose drift stays open after its object is deleted (they are about the deletion).
+/// Classes whose drift stays open after its object is deleted (they are about the deletion), and
+/// `fleet_divergence`, whose drift is about a group and no tracked object (one under its key,
+/// `fleet:<group>`, could only come from a forged event).
 pub(crate) fn survives_delete(class: &str) -> bool {
-    matches!(class, "unexpected_delete" | "pipeline_broken")
+    matches!(
+        class,
+        "unexpected_delete" | "pipeline_broken" | fleet_divergence::ID
+    )
 }
