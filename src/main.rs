@@ -1,5 +1,5 @@
 //! The `drift-sentinel` command: parses the arguments and calls one of `commands` (`serve`, the
-//! default; `replay`; `check`; `config validate`).
+//! default; `replay`; `check`; `compare`; `config validate`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -89,6 +89,40 @@ enum Command {
         #[arg(long = "invariants", value_name = "FILE")]
         invariants: Vec<PathBuf>,
     },
+    /// Compare snapshots of clusters that should be alike (fleet drift): ConfigMap keys, spec
+    /// fields, behavioural labels and annotations, Knative versions, objects missing from some.
+    ///
+    /// Uses the config's `fleet.groups` when it has any, else compares every snapshot with every
+    /// other. Exit code 0: nothing at or above --fail-on; 1: divergence found; 2: bad input.
+    Compare {
+        /// A cluster's objects (`kubectl get ... -A -o yaml`), a directory of such files; named
+        /// after the file stem (or --name). Give two or more.
+        #[arg(
+            long,
+            required_unless_present = "live_cluster",
+            conflicts_with = "live_cluster"
+        )]
+        live: Vec<PathBuf>,
+        /// The cluster name of each --live, in order (default: the file stem).
+        #[arg(long, requires = "live")]
+        name: Vec<String>,
+        /// Read each cluster straight from its API (the kinds of `resync.resources`), one per
+        /// --context, named after the context.
+        #[arg(long)]
+        live_cluster: bool,
+        /// The kubeconfig file for --live-cluster.
+        #[arg(long, requires = "live_cluster")]
+        kubeconfig: Option<PathBuf>,
+        /// A kubeconfig context to read with --live-cluster. Give two or more.
+        #[arg(long = "context", requires = "live_cluster")]
+        contexts: Vec<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: CheckFormat,
+        /// Lowest severity that fails the comparison.
+        #[arg(long, value_enum, default_value = "warning")]
+        fail_on: FailOn,
+    },
     /// Team invariants (`rules.invariants`) outside the service.
     Invariants {
         #[command(subcommand)]
@@ -154,6 +188,23 @@ enum ConfigCommand {
     },
 }
 
+fn check_format(format: CheckFormat) -> Format {
+    match format {
+        CheckFormat::Text => Format::Text,
+        CheckFormat::Markdown => Format::Markdown,
+        CheckFormat::Json => Format::Json,
+        CheckFormat::Junit => Format::Junit,
+    }
+}
+
+fn severity(fail_on: FailOn) -> Severity {
+    match fail_on {
+        FailOn::Info => Severity::Info,
+        FailOn::Warning => Severity::Warning,
+        FailOn::Critical => Severity::Critical,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command.unwrap_or(Command::Serve) {
@@ -187,18 +238,44 @@ fn main() -> ExitCode {
                     namespace,
                 },
             };
-            let format = match format {
-                CheckFormat::Text => Format::Text,
-                CheckFormat::Markdown => Format::Markdown,
-                CheckFormat::Json => Format::Json,
-                CheckFormat::Junit => Format::Junit,
+            commands::check::run(
+                cli.config,
+                &baseline,
+                live,
+                check_format(format),
+                severity(fail_on),
+                &invariants,
+            )
+        }
+        Command::Compare {
+            live,
+            name,
+            live_cluster,
+            kubeconfig,
+            contexts,
+            format,
+            fail_on,
+        } => {
+            let snapshots = if live_cluster {
+                commands::compare::Snapshots::Contexts {
+                    kubeconfig,
+                    contexts,
+                }
+            } else {
+                match commands::compare::names_of(live, &name) {
+                    Ok(files) => commands::compare::Snapshots::Files(files),
+                    Err(message) => {
+                        eprintln!("drift-sentinel compare: {message}");
+                        return ExitCode::from(2);
+                    }
+                }
             };
-            let fail_on = match fail_on {
-                FailOn::Info => Severity::Info,
-                FailOn::Warning => Severity::Warning,
-                FailOn::Critical => Severity::Critical,
-            };
-            commands::check::run(cli.config, &baseline, live, format, fail_on, &invariants)
+            commands::compare::run(
+                cli.config,
+                snapshots,
+                check_format(format),
+                severity(fail_on),
+            )
         }
         Command::Invariants {
             action:

@@ -1,4 +1,4 @@
-//! Hot reload of the config file's `rules:`.
+//! Hot reload of the config file's `rules:` and `fleet:`.
 //!
 //! Kubernetes updates a mounted ConfigMap by swapping the `..data` symlink in the mount
 //! directory, so a watch on the file itself goes blind after the first update. This re-reads the
@@ -10,7 +10,8 @@
 //! a ConfigMap volume (up to a minute). An invalid edit keeps the rules in force and says why (log
 //! line and `drift_sentinel_config_reload_errors_total`).
 //!
-//! Only `rules:` is applied. The other sections (`channels:`, `routes:`, `server:`, `store:`,
+//! Only `rules:` and `fleet:` (the fleet groups, compiled into the same rules) are applied. The
+//! other sections (`channels:`, `routes:`, `server:`, `store:`,
 //! `api:`, `auth:`, `resync:`, ...) were wired into the running service at start; an edit to
 //! one of them is compared with what is in force and, while it differs, every reload says so
 //! (a warning naming the sections, and `drift_sentinel_config_restart_required_total`), so an
@@ -30,15 +31,18 @@ use crate::model::Millis;
 use crate::pipeline::Pipeline;
 use crate::time::Clock;
 
-/// The one section hot reload applies.
-const RELOADED_SECTION: &str = "rules";
+/// The sections hot reload applies.
+const RELOADED_SECTIONS: &[&str] = &["rules", "fleet"];
 
 /// How often the file is re-read.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Compiles the rules of a config, loading the baseline manifests it names (file I/O).
 pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::manifest::Error> {
-    let rules = config.rules.compile();
+    // The groups compiled when the config was loaded (`config::load_str` validates them), so
+    // this compiles them again without an error to meet.
+    let fleet = config.fleet.compile("fleet.groups").unwrap_or_default();
+    let rules = config.rules.compile().with_fleet(fleet);
     match &config.rules.baseline_dir {
         Some(dir) => match crate::manifest::load(dir) {
             Ok(manifests) => Ok(rules.with_baseline(Baseline::from_manifests(&manifests))),
@@ -50,7 +54,7 @@ pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::manife
     }
 }
 
-/// The top-level sections, other than `rules:`, whose content differs between `in_force` and
+/// The top-level sections, other than `rules:` and `fleet:`, whose content differs between `in_force` and
 /// `edited` (added, removed or changed), in the file's key order.
 pub fn restart_sections(
     in_force: &serde_json::Map<String, serde_json::Value>,
@@ -62,7 +66,7 @@ pub fn restart_sections(
     names
         .into_iter()
         .filter(|name| {
-            name.as_str() != RELOADED_SECTION && in_force.get(*name) != edited.get(*name)
+            !RELOADED_SECTIONS.contains(&name.as_str()) && in_force.get(*name) != edited.get(*name)
         })
         .cloned()
         .collect()
@@ -196,6 +200,8 @@ mod tests {
             ("server:\n  port: 9090\nchannels:\n  - {name: log, type: log}\n", vec!["server"]),
             ("server:\n  port: 8080\nchannels: []\npublicUrl: https://x\n", vec!["channels", "publicUrl"]),
             ("channels:\n  - {name: log, type: log}\n", vec!["server"]),
+            // The fleet groups are reloaded with the rules.
+            ("server:\n  port: 8080\nchannels:\n  - {name: log, type: log}\nfleet:\n  groups: []\n", vec![]),
             // Comments, key order and layout are not changes.
             ("# edited\nchannels: [{type: log, name: log}]\nserver: {port: 8080}\n", vec![]),
         ];

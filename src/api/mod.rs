@@ -8,13 +8,14 @@
 //! refused ([`browser`]).
 //!
 //! Files: [`drifts`] (drifts, their detail and deliveries, the `group` filter), [`silences`],
-//! [`resync`] (re-check on demand), [`report`] (the report model, its renderers and its route),
-//! [`ui`] (the dashboard), [`overview`] (the dashboard's overview and its SVG chart), [`browser`]
-//! (security headers, cross-origin writes, HTTPS). With `ingest`, the only modules that know
-//! axum.
+//! [`resync`] (re-check on demand), [`fleet`] (the fleet view, JSON and its dashboard page),
+//! [`report`] (the report model, its renderers and its route), [`ui`] (the dashboard),
+//! [`overview`] (the dashboard's overview and its SVG chart), [`browser`] (security headers,
+//! cross-origin writes, HTTPS). With `ingest`, the only modules that know axum.
 
 pub mod browser;
 pub mod drifts;
+pub mod fleet;
 pub mod overview;
 pub mod report;
 pub mod resync;
@@ -70,6 +71,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/silences/{id}", delete(silences::delete_silence))
         .route("/report", get(report::report))
         .route("/resync", get(resync::get_status).post(resync::post_resync))
+        .route("/fleet", get(fleet::get_fleet))
         .layer(middleware::from_fn_with_state(state.clone(), require_token))
         // Outermost: a cross-origin write learns nothing, not even whether its token was valid.
         .layer(middleware::from_fn_with_state(

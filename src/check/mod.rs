@@ -52,12 +52,14 @@ use crate::model::Severity;
 
 mod compare;
 mod engine;
+mod fleet;
 mod normalize;
 mod render;
 mod report;
 
 pub use compare::check;
 pub use engine::snapshot_classes;
+pub use fleet::{compare as compare_snapshots, ALL_SNAPSHOTS};
 /// Decodes an object of a manifest or a dump as the sink decodes events, filling in the `uid`
 /// and `resourceVersion` a manifest leaves out.
 pub(crate) use normalize::decode_live as decode_object;
@@ -88,6 +90,10 @@ pub enum Error {
         /// The second definition.
         second: Box<Origin>,
     },
+    /// `compare`'s snapshots cannot be compared as given (two of one name, no group holding
+    /// two of them).
+    #[error("{0}")]
+    Fleet(String),
 }
 
 impl Error {
@@ -97,8 +103,23 @@ impl Error {
             Error::Manifest(error) => error.kind(),
             Error::Invalid { .. } => "invalid",
             Error::Duplicate { .. } => "duplicate",
+            Error::Fleet(_) => "fleet",
         }
     }
+}
+
+/// Loads every snapshot (cluster name, path) and compares them (`compare`): the whole command
+/// minus output.
+pub fn run_compare(
+    snapshots: &[(String, std::path::PathBuf)],
+    rules: &Rules,
+    fail_on: Severity,
+) -> Result<Report, Error> {
+    let mut loaded = Vec::with_capacity(snapshots.len());
+    for (name, path) in snapshots {
+        loaded.push((name.clone(), manifest::load(path)?));
+    }
+    compare_snapshots(&loaded, rules, fail_on)
 }
 
 /// Loads both sides and checks them: the whole command minus output.

@@ -20,6 +20,9 @@ pub struct DiffEntry {
     /// Where the desired value came from when the manifest leaves the field out (Knative's
     /// default and its ConfigMap, or a behavioural key that must be absent).
     pub desired_from: Option<String>,
+    /// `compare` only: every cluster's value, in the order the snapshots were given (`desired`
+    /// is then the value most of them hold, `live` the first other value). Empty for `check`.
+    pub clusters: Vec<(String, Option<Value>)>,
 }
 
 impl From<&FieldChange> for DiffEntry {
@@ -29,6 +32,7 @@ impl From<&FieldChange> for DiffEntry {
             desired: change.before.clone(),
             live: change.after.clone(),
             desired_from: None,
+            clusters: Vec::new(),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod baseline;
 pub mod classes;
 pub mod defaults;
 pub mod evidence;
+pub mod fleet;
 pub mod graph;
 pub mod invariants;
 pub(crate) mod kinds;

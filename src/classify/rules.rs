@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::baseline::Baseline;
+use super::fleet::FleetGroup;
 use super::invariants::Invariant;
 use super::state::ObjectState;
 use crate::model::{glob_match, Severity, Silence};
@@ -310,6 +311,7 @@ pub struct Rules {
     own_pipeline: OwnPipeline,
     invariants: Arc<[Invariant]>,
     baseline: Arc<Baseline>,
+    fleet: Arc<[FleetGroup]>,
 }
 
 impl Rules {
@@ -334,7 +336,24 @@ impl Rules {
             own_pipeline: set.own_pipeline,
             invariants: set.invariants.into(),
             baseline: Arc::new(Baseline::default()),
+            fleet: Arc::new([]),
         }
+    }
+
+    /// The same rules with fleet groups (`fleet.groups`, a section of its own beside `rules:`).
+    pub fn with_fleet(mut self, groups: Vec<FleetGroup>) -> Rules {
+        self.fleet = groups.into();
+        self
+    }
+
+    /// The fleet groups, in config order.
+    pub fn fleet_groups(&self) -> &[FleetGroup] {
+        &self.fleet
+    }
+
+    /// The fleet group with this name.
+    pub fn fleet_group(&self, name: &str) -> Option<&FleetGroup> {
+        self.fleet.iter().find(|group| group.name == name)
     }
 
     /// The same rules with desired manifests for `baseline_drift`.
@@ -427,6 +446,12 @@ impl Rules {
         self.behavioural_keys
             .iter()
             .any(|pattern| glob_match(pattern, key))
+    }
+
+    /// True when a label or annotation key is compared across a fleet (besides the version
+    /// label): behavioural and not bookkeeping.
+    pub fn is_fleet_compared_key(&self, key: &str) -> bool {
+        self.is_behavioural_key(key) && !self.is_bookkeeping_key(key)
     }
 
     /// drift-sentinel's own delivery path.

@@ -19,7 +19,7 @@ pub enum Live {
 }
 
 #[cfg(feature = "cluster")]
-fn live_cluster_snapshot(
+pub(crate) fn live_cluster_snapshot(
     config: &crate::config::Config,
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
@@ -70,7 +70,7 @@ fn live_cluster_snapshot(
 }
 
 #[cfg(not(feature = "cluster"))]
-fn live_cluster_snapshot(
+pub(crate) fn live_cluster_snapshot(
     _config: &crate::config::Config,
     _kubeconfig: Option<PathBuf>,
     _context: Option<String>,

@@ -1,8 +1,9 @@
 //! The commands of the `drift-sentinel` binary: `serve` (the default), `replay`, `check`,
-//! `invariants test` and `config validate`. `main.rs` parses the arguments and calls one of these; each returns the
+//! `compare`, `invariants test` and `config validate`. `main.rs` parses the arguments and calls one of these; each returns the
 //! process's exit code and prints its own errors.
 
 pub mod check;
+pub mod compare;
 pub mod invariants;
 pub mod replay;
 pub mod serve;

@@ -2,7 +2,7 @@
 //!
 //! The file ships as a Kubernetes ConfigMap, so keys follow the Kubernetes camelCase convention.
 //! One file per section: [`server`] (with `store:`, `api:`, `auth:`), [`resync`], [`rules`],
-//! [`channels`], [`routes`]; [`load`] reads and interpolates, [`validate`] checks meaning. Every
+//! [`channels`], [`routes`], [`fleet`]; [`load`] reads and interpolates, [`validate`] checks meaning. Every
 //! error names the key path and the reason. `drift-sentinel config validate FILE` runs exactly
 //! [`load_file`]. Configuration is the YAML wire format: it compiles into the engine's own types
 //! (`RulesConfig::compile`), which know nothing of it.
@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 pub mod channels;
 mod duration;
+pub mod fleet;
 pub mod invariants;
 pub mod limits;
 pub mod load;
@@ -125,6 +126,9 @@ pub struct Config {
     /// How much state is kept.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// Groups of clusters that should hold the same desired state (`fleet.groups`).
+    #[serde(default)]
+    pub fleet: fleet::FleetConfig,
 }
 
 fn default_cluster_name() -> String {

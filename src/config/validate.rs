@@ -69,6 +69,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     }
     validate_resync(&config.resync)?;
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
+    config.fleet.compile("fleet.groups")?;
     validate_limits(&config.limits)?;
     for (class, rule) in &config.rules.classes {
         if !classes::is_known(class) {

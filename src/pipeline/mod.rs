@@ -118,6 +118,7 @@ pub struct Health {
 
 pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
 pub(super) type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
+pub(super) type FleetReply = oneshot::Sender<Vec<crate::classify::fleet::GroupView>>;
 pub(super) type SilenceReply = oneshot::Sender<Result<SilenceOutcome, Error>>;
 
 /// A write to the silences created through the API: committed by the writer like every other
@@ -149,6 +150,7 @@ pub(super) enum Command {
         reply: ResyncReply,
     },
     SetRules(Arc<Rules>),
+    Fleet(FleetReply),
     Silence {
         request: SilenceRequest,
         reply: SilenceReply,
@@ -296,6 +298,20 @@ impl Pipeline {
         match self.sender.send(Command::Silence { request, reply }) {
             Ok(()) => Ok(receiver),
             Err(_) => Err(Error::Stopped),
+        }
+    }
+
+    /// The fleet view (each fleet group's members, compared objects and their drifts), built by
+    /// the writer from the engine between two rounds. A full queue is [`Error::Overloaded`]: the
+    /// view is a read, and waits for no room.
+    pub fn fleet(
+        &self,
+    ) -> Result<oneshot::Receiver<Vec<crate::classify::fleet::GroupView>>, Error> {
+        let (reply, receiver) = oneshot::channel();
+        match self.sender.try_send(Command::Fleet(reply)) {
+            Ok(()) => Ok(receiver),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
         }
     }
 

@@ -156,6 +156,10 @@ impl Writer {
                         self.rules_changed = true;
                     }
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
+                    // A read: answered from the engine as it stands, before this round's work.
+                    Command::Fleet(reply) => {
+                        let _ = reply.send(self.engine.fleet_view());
+                    }
                     Command::Shutdown => stop = true,
                 }
             }

@@ -1,6 +1,7 @@
 //! Wire: the public JSON, as serializable types of its own. The webhook body and the data of the
-//! `cloudevents` channel ([`notice`]), a drift as the API shows it ([`drift`]), a silence as
-//! the API takes and shows it ([`silence`]) and resync's status ([`resync`]). Core types
+//! `cloudevents` channel ([`notice`]), a drift as the API shows it ([`drift`]), the fleet view
+//! ([`fleet`]), a silence as the API takes and shows it ([`silence`]) and resync's status
+//! ([`resync`]). Core types
 //! are never serialized directly (rust-analyzer's rule: make a serializable counterpart), so a
 //! field added to `model::Drift` changes no public contract by accident.
 //!
@@ -12,6 +13,7 @@
 
 pub mod diff;
 pub mod drift;
+pub mod fleet;
 pub mod notice;
 pub mod resync;
 pub mod silence;

@@ -5,10 +5,12 @@ mod architecture;
 mod bad_input;
 mod check;
 mod classes;
+mod compare;
 mod crash_resend;
 mod delivery;
 #[cfg(feature = "cluster")]
 mod fake_apiserver;
+mod fleet;
 mod forged;
 mod forged_caps;
 mod fuzz_seeds;

@@ -43,6 +43,11 @@ impl Sim {
         Sim::with_compiled(config.compile())
     }
 
+    /// A simulator with a `rules:` section and a `fleet:` section, each given as YAML.
+    pub fn with_fleet(rules: &str, fleet: &str) -> Sim {
+        Sim::with_compiled(compile_with_fleet(rules, fleet))
+    }
+
     pub fn with_compiled(rules: Rules) -> Sim {
         let rules = Arc::new(rules);
         Sim {
@@ -117,6 +122,33 @@ impl Sim {
         let event =
             crate::support::structured_event(&format!("event-{}", self.next_id), verb, object);
         self.send_event(&event);
+    }
+
+    /// Sends `dev.knative.apiserver.resource.<verb>` for `object` now, from `cluster` (the
+    /// `cluster` extension, as a per-cluster ApiServerSource sets it).
+    pub fn send_to(&mut self, cluster: &str, verb: &str, object: &Value) {
+        self.next_id += 1;
+        let mut event =
+            crate::support::structured_event(&format!("event-{}", self.next_id), verb, object);
+        event["cluster"] = json!(cluster);
+        self.send_event(&event);
+    }
+
+    /// Hot-reloads a `rules:` and a `fleet:` section given as YAML, as the writer does.
+    pub fn reload_fleet(&mut self, rules: &str, fleet: &str) {
+        self.rules = Arc::new(compile_with_fleet(rules, fleet));
+        self.engine.set_rules(Arc::clone(&self.rules));
+        self.engine.begin();
+        self.engine.retire_disabled(self.now);
+        let changes = self.engine.changes();
+        self.take(changes);
+        // The re-assessment a reload starts runs over the next rounds.
+        self.wait(0);
+    }
+
+    /// The engine (read-only), for what a test reads beyond transitions.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     /// Sends a prepared structured CloudEvent (to replay the same id).
@@ -272,6 +304,15 @@ impl Sim {
             .find(|transition| transition.drift.class == class)
             .unwrap_or_else(|| panic!("no transition of {class}: {:?}", self.lines()))
     }
+}
+
+fn compile_with_fleet(rules: &str, fleet: &str) -> Rules {
+    let config: RulesConfig = serde_saphyr::from_str(rules).expect("rules yaml");
+    let fleet: drift_sentinel::config::fleet::FleetConfig =
+        serde_saphyr::from_str(fleet).expect("fleet yaml");
+    config
+        .compile()
+        .with_fleet(fleet.compile("fleet.groups").expect("fleet groups compile"))
 }
 
 fn class_and_rule(drift: &Drift) -> String {

@@ -567,3 +567,40 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
             server.shutdown()
         kube.close()
         sentinel.stop()
+
+
+# ---- The fleet page -------------------------------------------------------------------------
+
+def test_the_fleet_page_shows_a_group_cluster_by_cluster_with_the_differing_value_highlighted_in_chromium(workdir):
+    from test_fleet import FLEET_CONFIG, KEY, autoscaler, fleet_drifts, post as post_to, with_key
+    assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
+    OUTPUT.mkdir(exist_ok=True)
+    sentinel = Sentinel(workdir, extra_config=FLEET_CONFIG).start()
+    try:
+        post_to(sentinel, "prod-eu", "add", with_key(autoscaler("prod-eu"), "100"))
+        post_to(sentinel, "prod-us", "add", with_key(autoscaler("prod-us"), "50"))
+        deadline = time.monotonic() + 30
+        while not fleet_drifts(sentinel, "firing") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert fleet_drifts(sentinel, "firing")
+        dom = chromium("--dump-dom", sentinel.url + "/ui/fleet")
+        assert dom.returncode == 0, dom.stderr[-2000:]
+        page = dom.stdout
+        assert 'href="/ui/fleet"' in page  # linked from the nav
+        assert '<section class="fleet-group" id="group-prod">' in page, page[:3000]
+        assert "<th>prod-eu</th><th>prod-us</th>" in page
+        # The differing row, each cluster's cell highlighted with its value.
+        row = page.split(f"<code>/data/{KEY}</code>")[0].rsplit("<tr", 1)[1]
+        assert row.startswith(' class="differs"'), row
+        assert '<td data-cluster="prod-us" class="diff"><code>"50"</code></td>' in page
+        assert '<td data-cluster="prod-eu" class="diff"><code>"100"</code></td>' in page
+        # An alike row is not highlighted; the drift is linked with its state.
+        assert '<td data-cluster="prod-us"><code>"devel"</code></td>' in page
+        assert 'class="firing" href="/ui/drifts/' in page
+        shot_png = OUTPUT / "dashboard-fleet.png"
+        shot_png.unlink(missing_ok=True)
+        shot = chromium(f"--screenshot={shot_png}", sentinel.url + "/ui/fleet")
+        assert shot.returncode == 0, shot.stderr[-2000:]
+        assert shot_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot_png.stat().st_size > 5000
+    finally:
+        sentinel.stop()

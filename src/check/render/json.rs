@@ -8,9 +8,9 @@ use crate::model::Severity;
 
 /// The JSON structure: `{schemaVersion, summary: {objects, findings, bySeverity, failOn,
 /// failing, result}, findings: [{object, group, apiVersion, kind, namespace, name, class, rule,
-/// severity, failing, message, diff: [{path, desired, desiredFrom, live}], hint}], defaults:
-/// [{configMap, found, notes}], rules: [{name, description, severity, selected, broken, errors:
-/// [{object, error}]}]}`. Absent values are `null`.
+/// severity, failing, message, diff: [{path, desired, desiredFrom, live, clusters?}], hint}],
+/// defaults: [{configMap, found, notes}], rules: [{name, description, severity, selected,
+/// broken, errors: [{object, error}]}]}`. Absent values are `null`.
 pub(crate) fn render_json(report: &Report) -> Value {
     let findings: Vec<Value> = report
         .findings()
@@ -27,12 +27,21 @@ pub(crate) fn render_json(report: &Report) -> Value {
                 "severity": finding.severity.as_str(),
                 "failing": finding.severity >= report.fail_on,
                 "message": finding.message,
-                "diff": finding.diff.iter().map(|change| json!({
-                    "path": change.path,
-                    "desired": change.desired,
-                    "desiredFrom": change.desired_from,
-                    "live": change.live,
-                })).collect::<Vec<_>>(),
+                "diff": finding.diff.iter().map(|change| {
+                    let mut entry = json!({
+                        "path": change.path,
+                        "desired": change.desired,
+                        "desiredFrom": change.desired_from,
+                        "live": change.live,
+                    });
+                    // `compare` only: every cluster's value (absent: null).
+                    if !change.clusters.is_empty() {
+                        entry["clusters"] = Value::Object(change.clusters.iter().map(|(cluster, value)| {
+                            (cluster.clone(), value.clone().unwrap_or(Value::Null))
+                        }).collect());
+                    }
+                    entry
+                }).collect::<Vec<_>>(),
                 "hint": finding.hint,
             })
         })

@@ -3,7 +3,7 @@
 //! test case per rule, failed when an object breaks it at or above `fail_on`. Every text and attribute goes through
 //! [`xml_escape`], so the output is well-formed XML 1.0 whatever the findings say.
 
-use super::{desired_text, one_line, value_text};
+use super::{change_line, one_line};
 use crate::check::Report;
 
 /// JUnit XML: test suite `drift-sentinel check`, one `<testcase>` per object checked, one
@@ -60,10 +60,8 @@ pub(crate) fn render_junit(report: &Report) -> String {
             let mut body = format!("{}\n", finding.message);
             for change in &finding.diff {
                 body.push_str(&format!(
-                    "{}: desired {}, live {}\n",
-                    change.path,
-                    desired_text(change),
-                    value_text(&change.live)
+                    "{}\n",
+                    change_line(change, &|text| text.to_string())
                 ));
             }
             if let Some(hint) = &finding.hint {

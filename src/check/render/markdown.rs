@@ -2,7 +2,7 @@
 //! most [`MARKDOWN_ROWS`] findings. Every cell is escaped, so no finding can break the table or
 //! inject raw HTML.
 
-use super::{desired_text, one_line, rule_line, summary_line, value_text};
+use super::{change_line, one_line, rule_line, summary_line};
 use crate::check::Report;
 
 /// Most rows a Markdown report lists (a pull-request comment holds 65,536 characters).
@@ -38,12 +38,7 @@ pub(crate) fn render_markdown(report: &Report) -> String {
         };
         let mut cell = md_text(&finding.message);
         for change in finding.diff.iter().take(5) {
-            cell.push_str(&format!(
-                "<br>{}: desired {}, live {}",
-                md_code(&change.path),
-                md_code(&desired_text(change)),
-                md_code(&value_text(&change.live))
-            ));
+            cell.push_str(&format!("<br>{}", change_line(change, &md_code)));
         }
         if finding.diff.len() > 5 {
             cell.push_str(&format!("<br>… {} more", finding.diff.len() - 5));

@@ -60,6 +60,30 @@ fn desired_text(change: &crate::check::DiffEntry) -> String {
     }
 }
 
+/// One diff entry in words, each value passed through `quote`: `path: desired X, live Y`, or
+/// for a comparison of clusters (`compare`) every cluster's value, `path: staging X, prod Y`
+/// (the path of an object missing from some clusters is the whole object, `(object)`).
+fn change_line(change: &crate::check::DiffEntry, quote: &dyn Fn(&str) -> String) -> String {
+    let path = if change.path.is_empty() {
+        "(object)".to_string()
+    } else {
+        quote(&change.path)
+    };
+    if change.clusters.is_empty() {
+        return format!(
+            "{path}: desired {}, live {}",
+            quote(&desired_text(change)),
+            quote(&value_text(&change.live))
+        );
+    }
+    let values: Vec<String> = change
+        .clusters
+        .iter()
+        .map(|(cluster, value)| format!("{cluster} {}", quote(&value_text(value))))
+        .collect();
+    format!("{path}: {}", values.join(", "))
+}
+
 /// The summary line of text and Markdown: PASS or FAIL, and the counts by severity.
 fn summary_line(report: &Report) -> String {
     let objects = report.objects.len();

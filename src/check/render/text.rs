@@ -1,7 +1,7 @@
 //! Text for a terminal or a CI log: one line per finding, its diff and fix indented under it,
 //! then the summary line. Messages and hints are kept to one line each.
 
-use super::{desired_text, one_line, rule_line, summary_line, value_text};
+use super::{change_line, one_line, rule_line, summary_line};
 use crate::check::Report;
 
 /// Text for a terminal or a CI log.
@@ -17,10 +17,8 @@ pub fn render_text(report: &Report) -> String {
         ));
         for change in &finding.diff {
             out.push_str(&format!(
-                "          {}: desired {}, live {}\n",
-                change.path,
-                desired_text(change),
-                value_text(&change.live)
+                "          {}\n",
+                change_line(change, &|text| text.to_string())
             ));
         }
         if let Some(hint) = &finding.hint {

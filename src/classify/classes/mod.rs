@@ -196,6 +196,7 @@ pub fn reassessable(id: &str) -> bool {
 mod baseline_drift;
 mod config_drift;
 mod event_delivery_broken;
+mod fleet_divergence;
 mod generation_lag;
 mod image_drift;
 mod invariant;
@@ -230,6 +231,7 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &operator_upgrade_stuck::OperatorUpgradeStuck,
     &pipeline_broken::PipelineBroken,
     &invariant::InvariantBroken,
+    &fleet_divergence::FleetDivergence,
 ];
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
@@ -250,6 +252,12 @@ pub(crate) fn health(object: &ObjectState) -> (Option<String>, bool, bool) {
         scale_unreachable::short_of(object).is_some(),
     )
 }
+/// The id of the class of fleet groups' differences (`fleet.groups`).
+pub use fleet_divergence::ID as FLEET_DIVERGENCE;
+pub(crate) use fleet_divergence::{
+    compared_objects as fleet_compared_objects, member_views as fleet_member_views,
+    members as fleet_members, subject as fleet_subject,
+};
 /// The id of the class of team invariants (`rules.invariants`).
 pub use invariant::ID as INVARIANT;
 /// The id of the class the router sends to every channel.
@@ -352,7 +360,12 @@ pub const fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
 
-/// Classes whose drift stays open after its object is deleted (they are about the deletion).
+/// Classes whose drift stays open after its object is deleted (they are about the deletion), and
+/// `fleet_divergence`, whose drift is about a group and no tracked object (one under its key,
+/// `fleet:<group>`, could only come from a forged event).
 pub(crate) fn survives_delete(class: &str) -> bool {
-    matches!(class, "unexpected_delete" | "pipeline_broken")
+    matches!(
+        class,
+        "unexpected_delete" | "pipeline_broken" | fleet_divergence::ID
+    )
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+mod fleet_view;
 mod objects;
 mod pipeline_watch;
 mod rule_errors;
@@ -125,6 +126,11 @@ impl Engine {
                     return Some((slot.clone(), "class disabled in the rules"));
                 }
                 let rule = slot.rule.as_deref()?;
+                if slot.class == classes::FLEET_DIVERGENCE {
+                    return self
+                        .fleet_retired(slot)
+                        .map(|reason| (slot.clone(), reason));
+                }
                 match self.rules.invariant(rule) {
                     None => Some((slot.clone(), "rule removed from the rules")),
                     // A reload can narrow what a rule selects (its kinds, namespaces, clusters).
@@ -147,6 +153,27 @@ impl Engine {
             self.clear(&slot, reason, now);
         }
         self.rule_errors.forget_removed(&self.rules);
+    }
+
+    /// Why an open fleet drift no longer stands after a reload, if it does not: its group is
+    /// gone, or no longer compares the object. (A group whose members changed is judged again by
+    /// the re-assessment every reload starts.)
+    fn fleet_retired(&self, slot: &DriftSlot) -> Option<&'static str> {
+        let Some(group) = slot
+            .rule
+            .as_deref()
+            .and_then(|name| self.rules.fleet_group(name))
+        else {
+            return Some("fleet group removed from the config");
+        };
+        let drift = self.drifts.get(slot)?;
+        (!group.compares(
+            &drift.api_version,
+            &drift.kind,
+            &drift.namespace,
+            &drift.name,
+        ))
+        .then_some("the fleet group no longer compares the object")
     }
 
     /// How often each invariant failed to evaluate since the last call, by rule and kind
@@ -222,6 +249,9 @@ impl Engine {
                 .keys()
                 .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
                 .filter(|slot| slot.class != classes::PIPELINE_BROKEN)
+                // A fleet drift is about a group, never about an object tracked under its key
+                // (a forged event could name cluster `fleet:<group>`).
+                .filter(|slot| slot.class != classes::FLEET_DIVERGENCE)
                 .cloned()
                 .collect();
             for slot in open {
@@ -522,6 +552,9 @@ impl Engine {
                     )
                 });
             }
+            classes::Finding::Holds(evidence) if class_id == classes::FLEET_DIVERGENCE => {
+                self.settle_fleet(slot, *evidence, now);
+            }
             classes::Finding::Holds(evidence) => {
                 let evidence = *evidence;
                 // Borrowed, not cloned: this runs for every finding that still holds.
@@ -580,16 +613,71 @@ impl Engine {
                     resolved_at: None,
                     resolution: None,
                 };
-                self.put_drift(slot.clone(), Some(drift.clone()));
-                self.push_transition(drift.clone(), None, now);
-                if fire_at <= now {
-                    let mut firing = drift;
-                    firing.state = DriftState::Firing;
-                    firing.fired_at = Some(now);
-                    self.put_drift(slot, Some(firing.clone()));
-                    self.push_transition(firing, Some(DriftState::Pending), now);
-                }
+                self.open(slot, drift, now);
             }
+        }
+    }
+
+    /// Settles a fleet group's finding about one compared object. Its drift is about the group,
+    /// not a tracked object: the object's names come from the evidence facts, severity and
+    /// grace from the group, and the scope does not apply (the group names what it compares).
+    fn settle_fleet(&mut self, slot: DriftSlot, evidence: crate::model::Evidence, now: Millis) {
+        let Some(group) = slot
+            .rule
+            .as_deref()
+            .and_then(|name| self.rules.fleet_group(name))
+        else {
+            return;
+        };
+        let severity = evidence.severity.unwrap_or(group.severity);
+        let grace = group.grace;
+        if let Some(existing) = self.drifts.get(&slot) {
+            let mut updated = existing.clone();
+            updated.evidence = evidence;
+            updated.severity = severity;
+            if updated != *existing {
+                self.put_drift(slot, Some(updated));
+            }
+            return;
+        }
+        let fact = |key: &str| evidence.facts.get(key).cloned().unwrap_or_default();
+        let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+        let fire_at = now.saturating_add(grace_ms);
+        let drift = Drift {
+            id: drift_id(&slot, now, self.next_sequence(now)),
+            class: classes::FLEET_DIVERGENCE.to_string(),
+            rule: slot.rule.clone(),
+            severity,
+            state: DriftState::Pending,
+            cluster: slot.cluster.clone(),
+            uid: slot.uid.clone(),
+            api_version: fact("apiVersion"),
+            kind: fact("kind"),
+            namespace: fact("namespace"),
+            name: fact("name"),
+            labels: Default::default(),
+            owner: Default::default(),
+            evidence,
+            since: now,
+            fire_at,
+            fired_at: None,
+            resolved_at: None,
+            resolution: None,
+        };
+        self.open(slot, drift, now);
+    }
+
+    /// Opens a new drift (pending), and fires it at once when it has no grace.
+    fn open(&mut self, slot: DriftSlot, drift: Drift, now: Millis) {
+        let fire_at = drift.fire_at;
+        self.put_drift(slot.clone(), Some(drift.clone()));
+        self.push_transition(drift.clone(), None, now);
+        if fire_at <= now {
+            let mut firing = drift;
+            firing.state = DriftState::Firing;
+            firing.fired_at = Some(now);
+            self.put_drift(slot, Some(firing.clone()));
+            self.push_transition(firing, Some(DriftState::Pending), now);
         }
     }
 

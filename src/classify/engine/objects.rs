@@ -300,6 +300,7 @@ impl Engine {
                 .drifts
                 .keys()
                 .filter(|slot| slot.cluster == stale.cluster && slot.uid == stale.uid)
+                .filter(|slot| slot.class != classes::FLEET_DIVERGENCE)
                 .cloned()
                 .collect();
             open.sort();

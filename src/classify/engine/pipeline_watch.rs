@@ -31,6 +31,11 @@ pub(super) struct PipelineWatch {
 }
 
 impl PipelineWatch {
+    /// When an event of `cluster` was last applied.
+    pub(super) fn last_event(&self, cluster: &str) -> Option<Millis> {
+        self.last_event.get(cluster).copied()
+    }
+
     pub(super) fn blind(&self, cluster: &str) -> Option<&SourceBlind> {
         if self.blind.is_empty() {
             return None;

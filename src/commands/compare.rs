@@ -1,0 +1,121 @@
+//! `drift-sentinel compare`: snapshots of clusters that should be alike, compared with the
+//! service's fleet comparison, in `check`'s formats and exit codes (0 clean, 1 findings at or
+//! above `--fail-on`, 2 bad input).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Where `compare` reads the clusters.
+pub enum Snapshots {
+    /// Files or directories (`kubectl get ... -o yaml` of each cluster), each with its cluster
+    /// name (`--name`, else the file stem).
+    Files(Vec<(String, PathBuf)>),
+    /// Each kubeconfig context's cluster, through its API (named after the context).
+    Contexts {
+        /// The kubeconfig file.
+        kubeconfig: Option<PathBuf>,
+        /// The contexts.
+        contexts: Vec<String>,
+    },
+}
+
+/// The cluster names of `--live` files: `--name` given in order, else each file's stem.
+pub fn names_of(paths: Vec<PathBuf>, names: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
+    if !names.is_empty() && names.len() != paths.len() {
+        return Err(format!(
+            "--name is given {} time(s) for {} --live snapshot(s); give one per snapshot or none",
+            names.len(),
+            paths.len()
+        ));
+    }
+    paths
+        .into_iter()
+        .enumerate()
+        .map(|(index, path)| {
+            let name = match names.get(index) {
+                Some(name) => name.clone(),
+                None => path
+                    .file_stem()
+                    .map(|stem| stem.to_string_lossy().to_string())
+                    .filter(|stem| !stem.is_empty() && stem != "-")
+                    .ok_or_else(|| {
+                        format!(
+                            "{}: cannot name the cluster after it; give --name",
+                            path.display()
+                        )
+                    })?,
+            };
+            Ok((name, path))
+        })
+        .collect()
+}
+
+/// `compare`. Exit 0: nothing at or above `fail_on`; 1: divergence; 2: bad input.
+pub fn run(
+    config_path: Option<PathBuf>,
+    snapshots: Snapshots,
+    format: crate::check::Format,
+    fail_on: crate::model::Severity,
+) -> ExitCode {
+    use std::io::Write;
+    let fail = |message: String| {
+        eprintln!("drift-sentinel compare: {message}");
+        ExitCode::from(2)
+    };
+    let config = match super::load_config(config_path.as_ref()) {
+        Ok(config) => config,
+        Err(message) => return fail(message),
+    };
+    let rules = match crate::reload::load_rules(&config) {
+        Ok(rules) => rules,
+        Err(error) => return fail(error.to_string()),
+    };
+    let result = match snapshots {
+        Snapshots::Files(files) => {
+            if files.len() < 2 {
+                return fail("give at least two --live snapshots".to_string());
+            }
+            crate::check::run_compare(&files, &rules, fail_on).map_err(|error| error.to_string())
+        }
+        Snapshots::Contexts {
+            kubeconfig,
+            contexts,
+        } => (|| {
+            if contexts.len() < 2 {
+                return Err("give at least two --context with --live-cluster".to_string());
+            }
+            let mut loaded = Vec::new();
+            for context in contexts {
+                let mut nothing = crate::manifest::Manifests::default();
+                let live = super::check::live_cluster_snapshot(
+                    &config,
+                    kubeconfig.clone(),
+                    Some(context.clone()),
+                    None,
+                    &mut nothing,
+                )
+                .map_err(|error| format!("context {context}: {error}"))?;
+                loaded.push((context, live));
+            }
+            crate::check::compare_snapshots(&loaded, &rules, fail_on)
+                .map_err(|error| error.to_string())
+        })(),
+    };
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => return fail(error),
+    };
+    let output = crate::check::render(&report, format);
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(output.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        return fail(format!("cannot write the report: {error}"));
+    }
+    if report.failed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
