@@ -402,6 +402,11 @@ async fn resync(State(state): State<ApiState>) -> Response {
             "Not started",
             "Resync is off: no cluster access is configured (resync.enabled, resync.kubeconfig).",
         ),
+        Err(StartError::Stopped) => error_page(
+            StatusCode::CONFLICT,
+            "Not started",
+            "Resync has stopped: the service is shutting down or its resync loop ended (see the log).",
+        ),
         Err(StartError::Running(_)) => error_page(
             StatusCode::CONFLICT,
             "Not started",

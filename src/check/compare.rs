@@ -318,7 +318,7 @@ fn differences(
             Some(format!("re-apply the Secret from its source: {reapply}"))
         } else {
             revert_patch(api_version, &key.kind, &key.namespace, &key.name, &spec)
-                .map(|patch| format!("{patch}  # or: {reapply}"))
+                .map(|patch| format!("{patch}  # {}", comparison.reapply_advice(&spec, &reapply)))
         };
         findings.push(Finding {
             class: SPEC_DRIFT.to_string(),

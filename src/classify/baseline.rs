@@ -97,6 +97,21 @@ impl Comparison {
     pub fn note(&self, path: &str) -> Option<&str> {
         self.notes.get(path).map(String::as_str)
     }
+
+    /// What to say after a patch that restores `changes`, beside re-applying `manifest`:
+    /// re-applying restores only fields the manifest sets (neither client-side nor server-side
+    /// apply removes or resets a field the manifest leaves out).
+    pub fn reapply_advice(&self, changes: &[FieldChange], reapply: &str) -> String {
+        if changes
+            .iter()
+            .all(|change| self.note(&change.path).is_none())
+        {
+            return format!("or: {reapply}");
+        }
+        "the manifest leaves these fields to Knative, so re-applying it does not restore them: \
+         patch them, set them in Git, or ignore them (rules.ignorePaths)"
+            .to_string()
+    }
 }
 
 /// Differences between a desired manifest and a live object (both as JSON).
@@ -442,7 +457,7 @@ mod tests {
         assert_eq!(comparison.changes[0].before, Some(json!(300)));
         assert_eq!(
             comparison.note("/spec/template/spec/timeoutSeconds"),
-            Some("Knative's default: revision-timeout-seconds of knative-serving/config-defaults (not found, Knative's built-in default)")
+            Some("Knative's built-in default for revision-timeout-seconds: knative-serving/config-defaults not found")
         );
         assert_eq!(comparison.changes[3].before, None);
         assert!(comparison

@@ -51,26 +51,48 @@ pub struct DefaultsSource {
     pub found: bool,
     /// Values that could not be read (each falls back to the built-in default).
     pub notes: Vec<String>,
+    /// The keys the ConfigMap sets (a found ConfigMap that leaves a key out, as Knative's
+    /// shipped ones do, gives that key's built-in default).
+    keys: std::collections::BTreeSet<String>,
 }
 
 impl DefaultsSource {
-    fn new((namespace, name): (&str, &str), found: bool) -> DefaultsSource {
+    fn new(
+        (namespace, name): (&str, &str),
+        data: Option<&BTreeMap<String, String>>,
+    ) -> DefaultsSource {
         DefaultsSource {
             config_map: format!("{namespace}/{name}"),
-            found,
+            found: data.is_some(),
             notes: Vec::new(),
+            keys: data
+                .into_iter()
+                .flat_map(|data| data.keys())
+                .filter(|key| *key != "_example")
+                .cloned()
+                .collect(),
         }
     }
 
-    /// `Knative's default: KEY of NAMESPACE/NAME (found)`, or `(not found, Knative's built-in
-    /// default)`.
+    /// Where the default of `key` came from: the ConfigMap that sets it, or Knative's built-in
+    /// default because the ConfigMap leaves the key out or was not found.
     fn describe(&self, key: &str) -> String {
-        let from = if self.found {
-            "found"
-        } else {
-            "not found, Knative's built-in default"
-        };
-        format!("Knative's default: {key} of {} ({from})", self.config_map)
+        self.describe_as(key, self.keys.contains(key))
+    }
+
+    /// [`Self::describe`] for a setting inside one of the ConfigMap's values (`brokerClass` in
+    /// `default-br-config`): `set` says whether the ConfigMap gives it.
+    fn describe_as(&self, key: &str, set: bool) -> String {
+        let config_map = &self.config_map;
+        match (self.found, set) {
+            (true, true) => format!("Knative's default: {key} in {config_map}"),
+            (true, false) => {
+                format!("Knative's built-in default: {key} is not set in {config_map}")
+            }
+            (false, _) => {
+                format!("Knative's built-in default for {key}: {config_map} not found")
+            }
+        }
     }
 }
 
@@ -131,9 +153,9 @@ impl KnativeDefaults {
         let serving = lookup(CONFIG_DEFAULTS.0, CONFIG_DEFAULTS.1);
         let features = lookup(CONFIG_FEATURES.0, CONFIG_FEATURES.1);
         let brokers = lookup(CONFIG_BR_DEFAULTS.0, CONFIG_BR_DEFAULTS.1);
-        let mut serving_source = DefaultsSource::new(CONFIG_DEFAULTS, serving.is_some());
-        let mut features_source = DefaultsSource::new(CONFIG_FEATURES, features.is_some());
-        let mut brokers_source = DefaultsSource::new(CONFIG_BR_DEFAULTS, brokers.is_some());
+        let mut serving_source = DefaultsSource::new(CONFIG_DEFAULTS, serving);
+        let mut features_source = DefaultsSource::new(CONFIG_FEATURES, features);
+        let mut brokers_source = DefaultsSource::new(CONFIG_BR_DEFAULTS, brokers);
         let empty = BTreeMap::new();
         let data = serving.unwrap_or(&empty);
 
@@ -278,6 +300,12 @@ impl KnativeDefaults {
         let serving = &self.sources[0];
         let spec = "/spec/template/spec";
         let mut push = |path: String, value: Option<Value>, also: Option<Value>, why: String| {
+            // Say so when the built-in default is accepted besides the cluster's.
+            let also = also.filter(|also| Some(also) != value.as_ref());
+            let why = match &also {
+                Some(also) => format!("{why}; Knative's built-in {also} is accepted too"),
+                None => why,
+            };
             out.push(Expectation {
                 path,
                 expected: Expected::from(value),
@@ -411,7 +439,7 @@ impl KnativeDefaults {
             path,
             expected,
             also: None,
-            why: source.describe("brokerClass"),
+            why: source.describe_as("brokerClass", true),
         });
     }
 
@@ -530,7 +558,10 @@ mod tests {
             value_at(&out, "/spec/traffic"),
             Some(&json!([{"latestRevision": true, "percent": 100}]))
         );
-        assert!(out[0].why.contains("not found"), "{}", out[0].why);
+        assert_eq!(
+            out[0].why,
+            "Knative's built-in default for revision-timeout-seconds: knative-serving/config-defaults not found"
+        );
     }
 
     #[test]
@@ -581,7 +612,30 @@ mod tests {
                 "runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
             )
         );
-        assert!(out[0].why.contains("(found)"), "{}", out[0].why);
+        assert_eq!(
+            out[0].why,
+            "Knative's default: revision-timeout-seconds in knative-serving/config-defaults; Knative's built-in 300 is accepted too"
+        );
+        assert_eq!(
+            out[1].why,
+            "Knative's default: container-concurrency in knative-serving/config-defaults; Knative's built-in 0 is accepted too"
+        );
+        // A key the ConfigMap leaves out is Knative's built-in default.
+        assert_eq!(
+            value_at(
+                &out,
+                "/spec/template/spec/containers/0/resources/limits/cpu"
+            ),
+            None
+        );
+        let cpu = out
+            .iter()
+            .find(|e| e.path == "/spec/template/spec/containers/0/resources/limits/cpu")
+            .unwrap();
+        assert_eq!(
+            cpu.why,
+            "Knative's built-in default: revision-cpu-limit is not set in knative-serving/config-defaults"
+        );
     }
 
     #[test]

@@ -120,6 +120,9 @@ pub struct ResyncStatus {
     pub last: Option<FinishedPass>,
     /// When the loop's next scheduled pass is due (absent while one runs).
     pub next_at: Option<Millis>,
+    /// True once a loop that ran has stopped, so a refusal can say so rather than claim resync
+    /// was never configured.
+    pub stopped: bool,
 }
 
 /// Why a pass was not started on request.
@@ -130,6 +133,11 @@ pub enum StartError {
         "resync is off: no cluster access is configured (see resync.enabled and resync.kubeconfig)"
     )]
     Off,
+    /// The resync loop ran and has stopped (the service is shutting down, or the loop ended).
+    #[error(
+        "resync has stopped: the service is shutting down or its resync loop ended (see the log)"
+    )]
+    Stopped,
     /// A pass is running (or claimed and about to run).
     #[error("a resync pass is already running (started by {}); see GET /api/v1/resync", .0.trigger.as_str())]
     Running(RunningPass),
@@ -139,7 +147,7 @@ impl StartError {
     /// A stable, bounded code: `resync_off` or `resync_running`.
     pub fn kind(&self) -> &'static str {
         match self {
-            StartError::Off => "resync_off",
+            StartError::Off | StartError::Stopped => "resync_off",
             StartError::Running(_) => "resync_running",
         }
     }
@@ -180,6 +188,7 @@ impl ResyncControl {
     pub fn detach(&self) {
         let mut status = self.lock();
         status.enabled = false;
+        status.stopped = true;
         status.running = None;
         status.next_at = None;
     }
@@ -189,7 +198,11 @@ impl ResyncControl {
     pub fn request(&self, now: Millis) -> Result<RunningPass, StartError> {
         let mut status = self.lock();
         if !status.enabled {
-            return Err(StartError::Off);
+            return Err(if status.stopped {
+                StartError::Stopped
+            } else {
+                StartError::Off
+            });
         }
         if let Some(running) = &status.running {
             return Err(StartError::Running(running.clone()));
@@ -292,7 +305,8 @@ mod tests {
         let status = control.status();
         assert!(!status.enabled);
         assert_eq!(status.running, None, "a stopped loop runs nothing");
-        assert_eq!(control.request(3), Err(StartError::Off));
+        assert_eq!(control.request(3), Err(StartError::Stopped));
+        assert_eq!(StartError::Stopped.kind(), "resync_off");
     }
 
     #[test]

@@ -1158,7 +1158,7 @@ fn the_clusters_config_defaults_decide_the_default() {
     assert!(
         evidence
             .summary
-            .contains("revision-timeout-seconds of knative-serving/config-defaults (found)"),
+            .contains("revision-timeout-seconds in knative-serving/config-defaults"),
         "{}",
         evidence.summary
     );

@@ -568,8 +568,8 @@ async fn a_requested_pass_runs_at_once_instead_of_after_the_interval_and_is_coun
     fake.verify();
     assert_eq!(
         control.request(NOW),
-        Err(StartError::Off),
-        "a stopped loop takes no more requests"
+        Err(StartError::Stopped),
+        "a stopped loop takes no more requests, and says it stopped"
     );
 }
 

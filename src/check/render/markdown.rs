@@ -2,7 +2,7 @@
 //! most [`MARKDOWN_ROWS`] findings. Every cell is escaped, so no finding can break the table or
 //! inject raw HTML.
 
-use super::{change_line, one_line, rule_line, summary_line};
+use super::{change_line, defaults_notes, one_line, rule_line, summary_line};
 use crate::check::Report;
 
 /// Most rows a Markdown report lists (a pull-request comment holds 65,536 characters).
@@ -14,6 +14,13 @@ pub(crate) fn render_markdown(report: &Report) -> String {
     let verdict = if report.failed() { "failed" } else { "passed" };
     out.push_str(&format!("### drift-sentinel check {verdict}\n\n"));
     out.push_str(&format!("{}\n", md_text(&summary_line(report))));
+    for (config_map, note) in defaults_notes(report) {
+        out.push_str(&format!(
+            "\n> Note: {}: {}\n",
+            md_code(&config_map),
+            md_text(&note)
+        ));
+    }
     if !report.rules.is_empty() {
         out.push_str("\n| Invariant | Outcome |\n|---|---|\n");
         for rule in &report.rules {

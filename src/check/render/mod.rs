@@ -51,6 +51,33 @@ fn value_text(value: &Option<Value>) -> String {
     }
 }
 
+/// What the reader should know about Knative's defaults, as `(ConfigMap, note)`: a ConfigMap
+/// some difference relied on that the snapshot lacks (so built-in defaults were used), and
+/// values that could not be read.
+fn defaults_notes(report: &Report) -> Vec<(String, String)> {
+    let mut notes = Vec::new();
+    for source in &report.defaults {
+        let used = report.findings().any(|(_, finding)| {
+            finding.diff.iter().any(|entry| {
+                entry
+                    .desired_from
+                    .as_deref()
+                    .is_some_and(|from| from.contains(source.config_map.as_str()))
+            })
+        });
+        if used && !source.found {
+            notes.push((
+                source.config_map.clone(),
+                "not in the live snapshot, so Knative's built-in defaults were used; list it with the snapshot (`kubectl get configmaps -A`) if the cluster changes them".to_string(),
+            ));
+        }
+        for note in &source.notes {
+            notes.push((source.config_map.clone(), note.clone()));
+        }
+    }
+    notes
+}
+
 /// The desired value of a change, with where it came from when the manifest leaves it out.
 fn desired_text(change: &crate::check::DiffEntry) -> String {
     let value = value_text(&change.desired);

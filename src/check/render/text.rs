@@ -1,7 +1,7 @@
 //! Text for a terminal or a CI log: one line per finding, its diff and fix indented under it,
 //! then the summary line. Messages and hints are kept to one line each.
 
-use super::{change_line, one_line, rule_line, summary_line};
+use super::{change_line, defaults_notes, one_line, rule_line, summary_line};
 use crate::check::Report;
 
 /// Text for a terminal or a CI log.
@@ -39,30 +39,13 @@ pub fn render_text(report: &Report) -> String {
             ));
         }
     }
-    for source in &report.defaults {
-        let used = report.findings().any(|(_, finding)| {
-            finding.diff.iter().any(|entry| {
-                entry
-                    .desired_from
-                    .as_deref()
-                    .is_some_and(|from| from.contains(source.config_map.as_str()))
-            })
-        });
-        if used && !source.found {
-            out.push_str(&format!(
-                "{:<9} {:<18} {}: not in the live snapshot, so Knative's built-in defaults were used; list it with the snapshot (`kubectl get configmaps -A`) if the cluster changes them\n",
-                "NOTE", "defaults", source.config_map
-            ));
-        }
-        for note in &source.notes {
-            out.push_str(&format!(
-                "{:<9} {:<18} {}: {}\n",
-                "NOTE",
-                "defaults",
-                source.config_map,
-                one_line(note)
-            ));
-        }
+    for (config_map, note) in defaults_notes(report) {
+        out.push_str(&format!(
+            "{:<9} {:<18} {config_map}: {}\n",
+            "NOTE",
+            "defaults",
+            one_line(&note)
+        ));
     }
     out.push_str(&summary_line(report));
     out.push('\n');

@@ -133,7 +133,12 @@ impl DriftClass for BaselineDrift {
                 &object.name,
                 &changes,
             )
-            .map(|command| format!("{command}  # or re-apply the manifest from Git"))
+            .map(|command| {
+                format!(
+                    "{command}  # {}",
+                    comparison.reapply_advice(&changes, "re-apply the manifest from Git")
+                )
+            })
         };
         found.changes = changes;
         vec![Assessment::holds(object, found)]
