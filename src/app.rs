@@ -400,6 +400,15 @@ async fn start_resync(
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     use crate::cluster::{resync, Cluster, Resource};
     if !resync_enabled(config) {
+        // Say why, once: `auto` outside a pod ignores $KUBECONFIG, which surprises people.
+        let why = match config.resync.enabled {
+            ResyncMode::Off => "resync.enabled is false",
+            _ => {
+                "resync.enabled is auto, and this is not a pod and resync.kubeconfig is not set \
+                 ($KUBECONFIG and ~/.kube/config are used only with resync.enabled: true)"
+            }
+        };
+        tracing::info!(message = "Resync off.", why);
         return Ok(None);
     }
     let settings = &config.resync;

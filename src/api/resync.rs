@@ -42,6 +42,7 @@ pub(crate) fn view(status: &ResyncStatus) -> ResyncView {
             rejected: pass.rejected,
             conflicts: pass.conflicts,
             errors: pass.errors.clone(),
+            first_error: pass.first_error.clone(),
         }),
         next_pass_at: status.next_at.map(format_time),
     }

@@ -369,6 +369,12 @@ fn resync_panel(status: &ResyncStatus) -> String {
                 deleted = pass.deleted,
                 drifts = pass.drifts_found_total(),
             ));
+            if let Some(error) = &pass.first_error {
+                html.push_str(&format!(
+                    "<p class=\"muted\" id=\"resync-error\">First error: {}</p>",
+                    esc(error)
+                ));
+            }
         }
         None if status.running.is_none() => {
             html.push_str("<p class=\"muted\" id=\"resync-last\">No pass has ended yet.</p>");

@@ -406,6 +406,7 @@ fn finished_pass(
         rejected: 0,
         conflicts: 0,
         errors: Default::default(),
+        first_error: None,
     };
     match result {
         Ok(report) => {
@@ -425,9 +426,11 @@ fn finished_pass(
             for error in &report.failed {
                 *finished.errors.entry(error.kind().to_string()).or_insert(0) += 1;
             }
+            finished.first_error = report.failed.first().map(ToString::to_string);
         }
         Err(error) => {
             finished.errors.insert(error.kind().to_string(), 1);
+            finished.first_error = Some(error.to_string());
         }
     }
     finished

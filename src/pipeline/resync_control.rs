@@ -100,6 +100,9 @@ pub struct FinishedPass {
     /// Error kinds of the resources that could not be listed, or of the writer's failure, with
     /// how often each occurred.
     pub errors: BTreeMap<String, usize>,
+    /// The first error's message (which resource, and what the API server or the connection
+    /// said), so the reason is visible without the log.
+    pub first_error: Option<String>,
 }
 
 impl FinishedPass {
@@ -130,7 +133,8 @@ pub struct ResyncStatus {
 pub enum StartError {
     /// No resync loop runs: resync is off, or it found no cluster configuration.
     #[error(
-        "resync is off: no cluster access is configured (see resync.enabled and resync.kubeconfig)"
+        "resync is off: no cluster access is configured (resync.enabled: true, or auto with \
+         resync.kubeconfig or in a pod; the start-up log says why)"
     )]
     Off,
     /// The resync loop ran and has stopped (the service is shutting down, or the loop ended).
@@ -291,6 +295,7 @@ mod tests {
             rejected: 0,
             conflicts: 0,
             errors: BTreeMap::new(),
+            first_error: None,
         }
     }
 

@@ -65,4 +65,6 @@ pub struct PassView {
     pub conflicts: usize,
     /// Error kinds (`forbidden`, `not_found`, `api`, `store`, ...) and how often each occurred.
     pub errors: BTreeMap<String, usize>,
+    /// The first error's message (`null` when none).
+    pub first_error: Option<String>,
 }

@@ -136,6 +136,9 @@ async fn a_post_claims_a_pass_and_a_second_is_refused_until_that_pass_has_ended(
             rejected: 0,
             conflicts: 0,
             errors: [("forbidden".to_string(), 1)].into(),
+            first_error: Some(
+                "listing v1 ConfigMap: the API server answered 403 Forbidden: no".to_string(),
+            ),
         },
         Some(NOW + 3_600_000),
     );
@@ -158,6 +161,7 @@ async fn a_post_claims_a_pass_and_a_second_is_refused_until_that_pass_has_ended(
             "rejected": 0,
             "conflicts": 0,
             "errors": {"forbidden": 1},
+            "firstError": "listing v1 ConfigMap: the API server answered 403 Forbidden: no",
         })
     );
     assert_eq!(
