@@ -746,13 +746,17 @@ fn urlencode(text: &str) -> String {
 /// The fleet page: the view from the writer, as [`super::fleet::html`] shows it.
 async fn fleet(
     State(state): State<ApiState>,
-    query: Result<Query<super::NoQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<super::fleet::FleetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    if query.is_err() {
+    let Ok(Query(query)) = query else {
         return Ok(bad_filter(None));
-    }
-    let groups = super::fleet::view(&state).await?;
-    Ok(Html(page("Fleet", &super::fleet::html(&groups))).into_response())
+    };
+    let groups = super::fleet::view(&state, query.group.clone()).await?;
+    Ok(Html(page(
+        "Fleet",
+        &super::fleet::html(&groups, query.group.as_deref()),
+    ))
+    .into_response())
 }
 
 /// The dashboard report's query: only the API group.
