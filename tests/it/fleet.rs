@@ -542,3 +542,36 @@ fn an_object_forged_under_a_fleet_drifts_key_cannot_end_it() {
         .facts["members"];
     assert_eq!(members, "prod-eu,prod-us");
 }
+
+#[test]
+fn the_fleet_view_caps_objects_per_group_divergent_first_and_filters_by_group() {
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    let count = drift_sentinel::classify::fleet::MAX_VIEW_OBJECTS + 5;
+    for index in 0..count {
+        for cluster in ["prod-eu", "prod-us"] {
+            let mut object = autoscaler(cluster);
+            object["metadata"]["name"] = json!(format!("config-{index:04}"));
+            object["metadata"]["uid"] = json!(format!("{cluster}-{index}"));
+            // The last one by key differs: it must still be shown, first.
+            if index == count - 1 && cluster == "prod-us" {
+                object["data"]["max-scale"] = json!("3");
+            }
+            sim.send_to(cluster, "add", &object);
+        }
+    }
+    let view = sim.engine().fleet_view(Some("prod"));
+    assert_eq!(view.len(), 1);
+    let group = &view[0];
+    assert_eq!(
+        group.objects.len(),
+        drift_sentinel::classify::fleet::MAX_VIEW_OBJECTS
+    );
+    assert_eq!(group.truncated, 5);
+    assert_eq!(group.divergent, 1);
+    assert_eq!(
+        group.objects[0].object.name,
+        format!("config-{:04}", count - 1)
+    );
+    assert!(group.objects[0].divergent() && !group.objects[1].divergent());
+    assert!(sim.engine().fleet_view(Some("other")).is_empty());
+}
