@@ -8,7 +8,7 @@ use axum::Json;
 use serde_json::Value;
 
 use super::report::escape_html as esc;
-use super::{no_query, ApiState, NoQuery};
+use super::ApiState;
 use crate::classify::fleet::{value_text, GroupView, WHOLE_OBJECT};
 use crate::ingest::ApiError;
 use crate::time::format_time;
@@ -16,11 +16,22 @@ use crate::wire::fleet::{
     FleetDriftRef, FleetGroupView, FleetMemberView, FleetObjectView, FleetRowView, FleetView,
 };
 
-/// The engine's fleet view, from the writer.
-pub(crate) async fn view(state: &ApiState) -> Result<Vec<GroupView>, ApiError> {
+/// The query of the fleet view and page: `?group=NAME` shows that group only.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FleetQuery {
+    /// Only this group.
+    pub group: Option<String>,
+}
+
+/// The engine's fleet view (only `group` when set), from the writer.
+pub(crate) async fn view(
+    state: &ApiState,
+    group: Option<String>,
+) -> Result<Vec<GroupView>, ApiError> {
     let receiver = state
         .pipeline
-        .fleet()
+        .fleet(group)
         .map_err(|error| ApiError::unavailable(&error))?;
     receiver
         .await
@@ -42,7 +53,8 @@ pub(crate) fn wire(groups: &[GroupView]) -> FleetView {
                         kind: object.object.kind.clone(),
                         namespace: object.object.namespace.clone(),
                         name: object.object.name.clone(),
-                        divergent: object.rows.iter().any(|row| row.differs),
+                        divergent: object.divergent(),
+                        not_reported: object.not_reported.clone(),
                         drift: object.drift.as_ref().map(|(id, state)| FleetDriftRef {
                             id: id.clone(),
                             state: state.as_str(),
@@ -50,20 +62,26 @@ pub(crate) fn wire(groups: &[GroupView]) -> FleetView {
                         rows: object
                             .rows
                             .iter()
-                            .map(|row| FleetRowView {
-                                path: row.path.clone(),
-                                differs: row.differs,
-                                values: view
-                                    .members
-                                    .iter()
-                                    .zip(&row.values)
-                                    .map(|(member, value)| {
-                                        (
-                                            member.cluster.clone(),
-                                            value.clone().unwrap_or(Value::Null),
-                                        )
-                                    })
-                                    .collect(),
+                            .map(|row| {
+                                let cells = || view.members.iter().zip(&row.values);
+                                FleetRowView {
+                                    path: row.path.clone(),
+                                    differs: row.differs,
+                                    // A member that never reported the object has no value.
+                                    values: cells()
+                                        .filter(|(_, cell)| cell.reported)
+                                        .map(|(member, cell)| {
+                                            (
+                                                member.cluster.clone(),
+                                                cell.value.clone().unwrap_or(Value::Null),
+                                            )
+                                        })
+                                        .collect(),
+                                    highlighted: cells()
+                                        .filter(|(_, cell)| cell.highlighted)
+                                        .map(|(member, _)| member.cluster.clone())
+                                        .collect(),
+                                }
                             })
                             .collect(),
                     })
@@ -81,7 +99,8 @@ pub(crate) fn wire(groups: &[GroupView]) -> FleetView {
                             last_event: member.last_event.map(format_time),
                         })
                         .collect(),
-                    divergent: objects.iter().filter(|object| object.divergent).count(),
+                    divergent: view.divergent,
+                    truncated: view.truncated,
                     objects,
                 }
             })
@@ -92,16 +111,25 @@ pub(crate) fn wire(groups: &[GroupView]) -> FleetView {
 /// `GET /api/v1/fleet`.
 pub(super) async fn get_fleet(
     State(state): State<ApiState>,
-    query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<FleetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<FleetView>, ApiError> {
-    no_query(query)?;
-    Ok(Json(wire(&view(&state).await?)))
+    let Query(query) = query.map_err(super::query_error)?;
+    Ok(Json(wire(&view(&state, query.group).await?)))
 }
 
-/// The body of `/ui/fleet`: per group, its members and a table per compared object, divergent
-/// objects first. Every value comes from a cluster and is escaped.
-pub(crate) fn html(groups: &[GroupView]) -> String {
+/// The body of `/ui/fleet` (`only`: the `?group=` asked for): per group, its members and a
+/// table per compared object, divergent objects first, only the cells that differ from what
+/// most members hold highlighted, and `not reported` for a member that never reported the
+/// object. Every value comes from a cluster and is escaped.
+pub(crate) fn html(groups: &[GroupView], only: Option<&str>) -> String {
     let mut body = String::from("<h1>Fleet</h1>");
+    if let (Some(name), true) = (only, groups.is_empty()) {
+        body.push_str(&format!(
+            "<p class=\"muted\">No fleet group named <code>{}</code>: <a href=\"/ui/fleet\">every group</a>.</p>",
+            esc(name)
+        ));
+        return body;
+    }
     if groups.is_empty() {
         body.push_str(
             "<p class=\"muted\">No fleet groups: set <code>fleet.groups</code> in the config \
@@ -111,19 +139,23 @@ pub(crate) fn html(groups: &[GroupView]) -> String {
     }
     for view in groups {
         let group = &view.group;
-        let divergent = view
-            .objects
-            .iter()
-            .filter(|object| object.rows.iter().any(|row| row.differs))
-            .count();
         body.push_str(&format!(
-            "<section class=\"fleet-group\" id=\"group-{name}\"><h2>{name}</h2><p class=\"muted\">clusters {globs} · {severity} after {grace}s · {divergent} of {objects} object(s) differ</p>",
+            "<section class=\"fleet-group\" id=\"group-{name}\"><h2><a href=\"/ui/fleet?group={link}\">{name}</a></h2><p class=\"muted\">clusters {globs} · {severity} after {grace}s · {divergent} of {objects} object(s) differ</p>",
             name = esc(&group.name),
+            link = esc(&group.name),
             globs = esc(&group.clusters.join(", ")),
             severity = group.severity.as_str(),
             grace = group.grace.as_secs(),
-            objects = view.objects.len(),
+            divergent = view.divergent,
+            objects = view.objects.len() + view.truncated,
         ));
+        if view.truncated > 0 {
+            body.push_str(&format!(
+                "<p class=\"muted\">{} more object(s) not shown (at most {} per group, divergent ones first).</p>",
+                view.truncated,
+                crate::classify::fleet::MAX_VIEW_OBJECTS
+            ));
+        }
         body.push_str("<table class=\"members\"><tr><th>Member</th><th>Last event</th></tr>");
         for member in &view.members {
             body.push_str(&format!(
@@ -136,10 +168,8 @@ pub(crate) fn html(groups: &[GroupView]) -> String {
             ));
         }
         body.push_str("</table>");
-        let mut objects: Vec<_> = view.objects.iter().collect();
-        // Divergent objects first, each group of them in key order.
-        objects.sort_by_key(|object| !object.rows.iter().any(|row| row.differs));
-        for object in objects {
+        // Divergent objects come first already (the engine's view orders them so).
+        for object in &view.objects {
             let key = object.object.key();
             let drift = match &object.drift {
                 Some((id, state)) => format!(
@@ -173,12 +203,23 @@ pub(crate) fn html(groups: &[GroupView]) -> String {
                     },
                     esc(&path)
                 ));
-                for (member, value) in view.members.iter().zip(&row.values) {
+                for (member, cell) in view.members.iter().zip(&row.values) {
+                    if !cell.reported {
+                        body.push_str(&format!(
+                            "<td data-cluster=\"{}\" class=\"unreported\"><em>not reported</em></td>",
+                            esc(&member.cluster)
+                        ));
+                        continue;
+                    }
                     body.push_str(&format!(
                         "<td data-cluster=\"{}\"{}><code>{}</code></td>",
                         esc(&member.cluster),
-                        if row.differs { " class=\"diff\"" } else { "" },
-                        esc(&value_text(value.as_ref()))
+                        if cell.highlighted {
+                            " class=\"diff\""
+                        } else {
+                            ""
+                        },
+                        esc(&value_text(cell.value.as_ref()))
                     ));
                 }
                 body.push_str("</tr>");

@@ -187,7 +187,7 @@ form.filters label{{margin-right:.8rem}}.muted{{color:#69727d}}\
 .panel{{background:#fff;border:1px solid #e3e6ea;border-radius:6px;padding:.6rem .9rem;flex:1 1 16rem}}.panel.chart{{flex:3 1 30rem}}.panel h2{{font-size:1rem;margin:.2rem 0 .5rem}}\
 table.bars td,table.bars th{{border:0;padding:.2rem .4rem;background:none;font-weight:normal}}table.bars td.n{{text-align:right;font-weight:600}}\
 .barcell{{width:45%}}.bar{{display:inline-block;height:.7rem;background:#5c7ea8;border-radius:2px}}\
-.chart svg{{width:100%;height:auto;max-width:760px}}table.fleet{{margin-bottom:1rem}}table.fleet tr.differs td.diff{{background:#fde8ea;font-weight:600}}\
+.chart svg{{width:100%;height:auto;max-width:760px}}table.fleet{{margin-bottom:1rem}}table.fleet tr.differs td.diff{{background:#fde8ea;font-weight:600}}table.fleet td.unreported{{color:#888}}\
 table.members{{width:auto;margin-bottom:.6rem}}ol.chain li{{margin:.3rem 0}}</style></head><body><header><strong>drift-sentinel</strong> \
 <a href=\"/ui\">Drifts</a><a href=\"/ui?state=resolved\">Resolved</a><a href=\"/ui/report\">Report</a><a href=\"/ui/fleet\">Fleet</a></header><main>{}</main></body></html>",
         esc(title),
@@ -757,13 +757,17 @@ fn urlencode(text: &str) -> String {
 /// The fleet page: the view from the writer, as [`super::fleet::html`] shows it.
 async fn fleet(
     State(state): State<ApiState>,
-    query: Result<Query<super::NoQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<super::fleet::FleetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    if query.is_err() {
+    let Ok(Query(query)) = query else {
         return Ok(bad_filter(None));
-    }
-    let groups = super::fleet::view(&state).await?;
-    Ok(Html(page("Fleet", &super::fleet::html(&groups))).into_response())
+    };
+    let groups = super::fleet::view(&state, query.group.clone()).await?;
+    Ok(Html(page(
+        "Fleet",
+        &super::fleet::html(&groups, query.group.as_deref()),
+    ))
+    .into_response())
 }
 
 /// The dashboard report's query: only the API group.

@@ -157,6 +157,7 @@ pub fn check(
         rules: rule_outcomes,
         defaults: defaults.sources().to_vec(),
         fail_on,
+        command: "check",
     })
 }
 

@@ -24,7 +24,8 @@ pub const ALL_SNAPSHOTS: &str = "snapshots";
 
 /// Compares the snapshots (cluster name, objects) under the config's fleet groups, or all with
 /// all when it has none. Fails on bad input: two snapshots of one name, an object defined twice
-/// in a snapshot or one the decoder rejects, or groups none of which holds two snapshots.
+/// in a snapshot or one the decoder rejects, a snapshot holding no object its groups compare,
+/// or groups none of which holds two snapshots.
 pub fn compare(
     snapshots: &[(String, Manifests)],
     rules: &Rules,
@@ -77,14 +78,39 @@ pub fn compare(
                     && rules.is_watched_config_map(&state.namespace, &state.name))
                 && state.controller_owner().is_none()
         } else {
-            group.compares(
-                &state.api_version,
-                &state.kind,
-                &state.namespace,
-                &state.name,
-            )
+            group.selects(state)
         }
     };
+    // A snapshot that holds nothing its groups compare is a wrong dump (another kind, another
+    // cluster's namespace, an empty file): compared as it is, every object would be reported
+    // missing from it.
+    for (cluster, objects) in &parsed {
+        let mine: Vec<&FleetGroup> = groups
+            .iter()
+            .filter(|group| group.has_member(cluster))
+            .collect();
+        if !mine.is_empty()
+            && !objects
+                .values()
+                .any(|state| mine.iter().any(|group| selects(group, state)))
+        {
+            return Err(Error::Fleet(format!(
+                "snapshot {cluster:?} holds no object that {} compares ({} object(s) in it);                  check that it is a dump of the compared kinds (kubectl get ... -A -o yaml)",
+                if configured.is_empty() {
+                    "compare (Knative objects and watched ConfigMaps)".to_string()
+                } else {
+                    format!(
+                        "fleet group {}",
+                        mine.iter()
+                            .map(|group| group.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+                objects.len()
+            )));
+        }
+    }
     let compared_key = |key: &str| rules.is_fleet_compared_key(key);
     let mut reports: BTreeMap<(String, String, String, String), ObjectReport> = BTreeMap::new();
     let mut compared_any = false;
@@ -157,7 +183,30 @@ pub fn compare(
         // Clusters are compared with each other as they are, so no Knative default is read.
         defaults: Vec::new(),
         fail_on,
+        command: "compare",
     })
+}
+
+/// The `compare` entries of the config's fleet groups that no listed resource (`apiVersion`,
+/// `kind`: what `--live-cluster` lists, `resync.resources`) can hold, as `group: apiVersion
+/// kind namespace/name`: objects of those kinds are never read from the clusters, so they are
+/// not compared (rather than reported missing everywhere).
+pub fn uncovered_entries(rules: &Rules, listed: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for group in rules.fleet_groups() {
+        for entry in &group.compare {
+            if !listed
+                .iter()
+                .any(|(api_version, kind)| entry.may_select(api_version, kind))
+            {
+                out.push(format!(
+                    "{}: {} {} {}/{}",
+                    group.name, entry.api_version, entry.kind, entry.namespace, entry.name
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The finding of one group about one object: the service's summary and hint, and a diff entry
@@ -188,5 +237,44 @@ fn finding(group: &FleetGroup, object: &FleetObject, divergences: &[Divergence])
             })
             .collect(),
         hint: fleet::hint(object, divergences),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_entries_no_listed_resource_holds_are_named() {
+        let group = FleetGroup {
+            name: "prod".into(),
+            clusters: vec!["*".into()],
+            compare: vec![
+                fleet::Compared {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    namespace: "knative-serving".into(),
+                    name: "config-*".into(),
+                },
+                fleet::Compared {
+                    api_version: "networking.internal.knative.dev/*".into(),
+                    kind: "Certificate".into(),
+                    namespace: "*".into(),
+                    name: "*".into(),
+                },
+            ],
+            ignore_paths: Vec::new(),
+            severity: Severity::Warning,
+            grace: std::time::Duration::ZERO,
+        };
+        let rules = Rules::default().with_fleet(vec![group]);
+        let listed = [
+            ("v1".to_string(), "ConfigMap".to_string()),
+            ("serving.knative.dev/v1".to_string(), "Service".to_string()),
+        ];
+        assert_eq!(
+            uncovered_entries(&rules, &listed),
+            ["prod: networking.internal.knative.dev/* Certificate */*"]
+        );
     }
 }

@@ -59,7 +59,7 @@ mod report;
 
 pub use compare::check;
 pub use engine::snapshot_classes;
-pub use fleet::{compare as compare_snapshots, ALL_SNAPSHOTS};
+pub use fleet::{compare as compare_snapshots, uncovered_entries, ALL_SNAPSHOTS};
 /// Decodes an object of a manifest or a dump as the sink decodes events, filling in the `uid`
 /// and `resourceVersion` a manifest leaves out.
 pub(crate) use normalize::decode_live as decode_object;

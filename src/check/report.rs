@@ -111,6 +111,9 @@ pub struct Report {
     pub defaults: Vec<DefaultsSource>,
     /// Findings at or above this severity fail the check.
     pub fail_on: Severity,
+    /// The command that made the report (`check`, `compare`): the Markdown heading and the
+    /// JUnit suite name say which gate spoke.
+    pub command: &'static str,
 }
 
 impl Report {

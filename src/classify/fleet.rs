@@ -6,18 +6,27 @@
 //! to what is compared, [`compare`] lines the members' copies up and names each path whose value
 //! differs, with the value every member holds there (`None`: absent). Pure: no I/O, no clock.
 //!
+//! A member lacks an object only with evidence ([`Held::Missing`]); one that never reported it
+//! is unknown ([`Held::NotReported`]) and takes no part: the engine hears of an object through
+//! its changes, so silence is no evidence of absence. Snapshots (`compare`) are complete: there
+//! an object a snapshot does not hold is missing from it.
+//!
 //! What is compared, both ways: a ConfigMap's `data` key by key (`_example` is documentation,
-//! never configuration), the `spec` down to its leaves (arrays by index), the labels and
-//! annotations whose hand edit changes behaviour (`Rules::is_behavioural_key`) and the
-//! `app.kubernetes.io/version` label (the Knative release a component runs). Not compared: the
-//! status, server-set metadata (uid, resourceVersion, generation, timestamps, managers, owners),
-//! bookkeeping keys, and a group's `ignorePaths` (JSON pointers, each a prefix).
+//! never configuration), the `spec` down to its leaves (arrays by index; under
+//! `spec.template.metadata` only its name and behavioural keys; a core Service without the
+//! fields the API server allocates), the labels and annotations whose hand edit changes
+//! behaviour (`Rules::is_behavioural_key`) and the `app.kubernetes.io/version` label (the
+//! Knative release a component runs). Resource quantities compare by value (`quantity.rs`).
+//! Not compared: the status, server-set metadata (uid, resourceVersion, generation,
+//! timestamps, managers, owners), bookkeeping keys, objects a controller made, and a group's
+//! `ignorePaths` (JSON pointers, each a prefix).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::quantity::{is_quantity_path, same_quantity};
 use super::state::ObjectState;
 use crate::model::glob::glob_match;
 use crate::model::pointer::push_pointer;
@@ -64,6 +73,12 @@ pub struct Compared {
 }
 
 impl Compared {
+    /// True when this entry can select objects of this `apiVersion` and kind (some namespace
+    /// and name).
+    pub fn may_select(&self, api_version: &str, kind: &str) -> bool {
+        matches(&self.kind, kind) && matches(&self.api_version, api_version)
+    }
+
     /// True when this entry selects the object.
     pub fn selects(&self, api_version: &str, kind: &str, namespace: &str, name: &str) -> bool {
         // Kind first: it tells most objects apart with a string comparison.
@@ -100,6 +115,18 @@ impl FleetGroup {
                 .clusters
                 .iter()
                 .any(|pattern| matches(pattern, cluster))
+    }
+
+    /// True when the group compares this tracked object: it names the object, and no
+    /// controller made it (an object with a controller `ownerReference`, such as a Revision or
+    /// a Service's Route, holds names and content that are each cluster's own).
+    pub fn selects(&self, object: &ObjectState) -> bool {
+        self.compares(
+            &object.api_version,
+            &object.kind,
+            &object.namespace,
+            &object.name,
+        ) && object.controller_owner().is_none()
     }
 
     /// True when the group compares this object.
@@ -197,6 +224,29 @@ impl Divergence {
             .and_then(|(value, _)| value)
     }
 
+    /// The value held by more members than any other (`Some(None)`: most lack it), or `None`
+    /// on a tie: no value the others can be told to align to.
+    pub fn consensus(&self) -> Option<Option<&Value>> {
+        let holders = self.holders();
+        let most = holders.iter().map(|(_, clusters)| clusters.len()).max()?;
+        let mut leaders = holders
+            .into_iter()
+            .filter(|(_, clusters)| clusters.len() == most);
+        match (leaders.next(), leaders.next()) {
+            (Some((value, _)), None) => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The clusters whose value is absent (at [`WHOLE_OBJECT`]: those missing the object).
+    pub fn missing(&self) -> Vec<&str> {
+        self.values
+            .iter()
+            .filter(|(_, value)| value.is_none())
+            .map(|(cluster, _)| cluster.as_str())
+            .collect()
+    }
+
     /// `"100" in prod-eu, prod-us; "50" in staging` (absent values as `absent`).
     pub fn describe(&self) -> String {
         self.holders()
@@ -224,12 +274,25 @@ pub fn value_text(value: Option<&Value>) -> String {
     }
 }
 
+/// The fields of a core `v1` Service's spec that the API server allocates per cluster (an IP,
+/// the IP families, a node port): different in every member by nature, never configuration.
+const SERVER_ALLOCATED: [&str; 5] = [
+    "clusterIP",
+    "clusterIPs",
+    "ipFamilies",
+    "ipFamilyPolicy",
+    "healthCheckNodePort",
+];
+
 /// What of an object is compared across a fleet, as one JSON object:
 /// `{"data": {..}, "spec": {..}, "metadata": {"labels": {..}, "annotations": {..}}}` holding
 /// only what is compared (see the module docs). Secret data is compared by its hashes.
 /// `behavioural` tells the label and annotation keys compared besides the version label
 /// ([`crate::classify::Rules::is_behavioural_key`] and not bookkeeping; passed in so this
-/// module and the rules, which hold the groups, do not import each other).
+/// module and the rules, which hold the groups, do not import each other). The same filter
+/// applies under `spec.template.metadata`, as the baseline comparison applies it there: tools
+/// and controllers stamp a revision template with keys of their own (`kn`'s user image and
+/// update time), which differ per cluster without changing what runs.
 pub fn comparable(object: &ObjectState, behavioural: &dyn Fn(&str) -> bool) -> Value {
     let mut view = Map::new();
     if let Some(data) = &object.data {
@@ -241,7 +304,32 @@ pub fn comparable(object: &ObjectState, behavioural: &dyn Fn(&str) -> bool) -> V
         view.insert("data".to_string(), Value::Object(data));
     }
     if !object.spec.is_null() {
-        view.insert("spec".to_string(), object.spec.value());
+        let mut spec = object.spec.value();
+        if let Some(Value::Object(metadata)) = spec.pointer_mut("/template/metadata") {
+            // The template's name is chosen by whoever deploys; its other metadata (a
+            // `creationTimestamp: null` some tools write) is not desired state.
+            metadata.retain(|field, _| matches!(field.as_str(), "name" | "labels" | "annotations"));
+            for section in ["labels", "annotations"] {
+                if let Some(Value::Object(keys)) = metadata.get_mut(section) {
+                    keys.retain(|key, _| behavioural(key));
+                }
+            }
+        }
+        if object.is_kind("", "Service") && object.api_version == "v1" {
+            if let Value::Object(fields) = &mut spec {
+                for field in SERVER_ALLOCATED {
+                    fields.remove(field);
+                }
+                if let Some(Value::Array(ports)) = fields.get_mut("ports") {
+                    for port in ports.iter_mut() {
+                        if let Value::Object(port) = port {
+                            port.remove("nodePort");
+                        }
+                    }
+                }
+            }
+        }
+        view.insert("spec".to_string(), spec);
     }
     let kept = |map: &BTreeMap<String, String>, version: bool| -> Map<String, Value> {
         map.iter()
@@ -264,42 +352,86 @@ pub fn comparable(object: &ObjectState, behavioural: &dyn Fn(&str) -> bool) -> V
     Value::Object(view)
 }
 
+/// True when an ignore path (a pointer prefix) covers `pointer`: segment by segment, so
+/// `/data/max` does not cover `/data/max-scale`.
+fn ignored(ignore_paths: &[String], pointer: &str) -> bool {
+    ignore_paths.iter().any(|prefix| {
+        pointer == prefix
+            || (pointer.starts_with(prefix.as_str())
+                && pointer.as_bytes().get(prefix.len()) == Some(&b'/'))
+    })
+}
+
 /// The leaves of a compared view: pointer → value. Objects and arrays are walked down (arrays
 /// by index); an empty object or array has no leaf, so it is the same as absent (as it is to
 /// Kubernetes for `data`, labels and most spec fields, and a ConfigMap holding only ignored
 /// keys is then the same as one holding none).
-fn leaves(
-    value: &Value,
-    path: &str,
-    ignore: &dyn Fn(&str) -> bool,
-    out: &mut BTreeMap<String, Value>,
-) {
-    if ignore(path) {
-        return;
+fn leaves(view: &Value, ignore_paths: &[String]) -> BTreeMap<String, Value> {
+    fn walk(value: &Value, path: &str, ignore_paths: &[String], out: &mut BTreeMap<String, Value>) {
+        if ignored(ignore_paths, path) {
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    walk(child, &push_pointer(path, key), ignore_paths, out);
+                }
+            }
+            Value::Array(items) => {
+                for (index, child) in items.iter().enumerate() {
+                    walk(
+                        child,
+                        &push_pointer(path, &index.to_string()),
+                        ignore_paths,
+                        out,
+                    );
+                }
+            }
+            leaf => {
+                out.insert(path.to_string(), leaf.clone());
+            }
+        }
     }
-    match value {
-        Value::Object(map) => {
-            for (key, child) in map {
-                leaves(child, &push_pointer(path, key), ignore, out);
-            }
-        }
-        Value::Array(items) => {
-            for (index, child) in items.iter().enumerate() {
-                leaves(child, &push_pointer(path, &index.to_string()), ignore, out);
-            }
-        }
-        leaf => {
-            out.insert(path.to_string(), leaf.clone());
-        }
+    let mut out = BTreeMap::new();
+    walk(view, "", ignore_paths, &mut out);
+    out
+}
+
+/// Two members' values at `path` are the same: equal, or the same resource quantity written
+/// two ways (`1000m` and `1`, as the baseline comparison reads them).
+fn same_leaf(path: &str, a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b || (is_quantity_path(path) && same_quantity(a, b)),
+        (a, b) => a == b,
     }
 }
 
-/// Compares one object across the members: `members` is every member with its copy's compared
-/// view ([`comparable`]), `None` where the member does not hold the object. Gives the paths
-/// whose value differs (both ways: a key one member lacks is a difference), sorted by path,
-/// at most [`MAX_DIVERGENCES`]; first, when the object is missing from some members but not
-/// all, a [`WHOLE_OBJECT`] entry (`present` or absent per member). Fewer than two members, or
-/// an object no member holds, never diverge. `ignore_paths` are pointer prefixes.
+/// Every path at which the members holding a copy (their leaves, at least two) do not all hold
+/// the same value, sorted: not capped (the fleet view marks each; [`compare`] caps what an alert
+/// carries).
+fn differing_paths<'a>(held: &[&'a BTreeMap<String, Value>]) -> Vec<&'a String> {
+    if held.len() < 2 {
+        return Vec::new();
+    }
+    let mut paths: Vec<&String> = held.iter().flat_map(|leaves| leaves.keys()).collect();
+    paths.sort();
+    paths.dedup();
+    paths.retain(|path| {
+        let first = held[0].get(*path);
+        !held
+            .iter()
+            .all(|leaves| same_leaf(path, leaves.get(*path), first))
+    });
+    paths
+}
+
+/// Compares one object across the members: `members` is every member with evidence about the
+/// object ([`evidenced`]) with its copy's compared view ([`comparable`]), `None` where the
+/// member lacks the object. Gives the paths whose value differs (both ways: a key one member
+/// lacks is a difference), sorted by path, at most [`MAX_DIVERGENCES`]; first, when the object
+/// is missing from some members but not all, a [`WHOLE_OBJECT`] entry (`present` or absent per
+/// member). Fewer than two members, or an object no member holds, never diverge.
+/// `ignore_paths` are pointer prefixes. Resource quantities compare by value.
 pub fn compare(members: &[(String, Option<Value>)], ignore_paths: &[String]) -> Vec<Divergence> {
     let mut divergences = Vec::new();
     if members.len() < 2 {
@@ -323,38 +455,17 @@ pub fn compare(members: &[(String, Option<Value>)], ignore_paths: &[String]) -> 
                 .collect(),
         });
     }
-    // A prefix covers the pointers below it segment by segment (`/data/max` does not cover
-    // `/data/max-scale`).
-    let ignore = |pointer: &str| {
-        ignore_paths.iter().any(|prefix| {
-            pointer == prefix
-                || (pointer.starts_with(prefix.as_str())
-                    && pointer.as_bytes().get(prefix.len()) == Some(&b'/'))
-        })
-    };
     // The members that hold the object are compared among themselves; a missing copy is
     // reported once, above, not at every path.
     let held: Vec<(&str, BTreeMap<String, Value>)> = members
         .iter()
         .filter_map(|(cluster, view)| {
-            view.as_ref().map(|view| {
-                let mut out = BTreeMap::new();
-                leaves(view, "", &ignore, &mut out);
-                (cluster.as_str(), out)
-            })
+            view.as_ref()
+                .map(|view| (cluster.as_str(), leaves(view, ignore_paths)))
         })
         .collect();
-    if held.len() < 2 {
-        return divergences;
-    }
-    let mut paths: Vec<&String> = held.iter().flat_map(|(_, leaves)| leaves.keys()).collect();
-    paths.sort();
-    paths.dedup();
-    for path in paths {
-        let first = held[0].1.get(path);
-        if held.iter().all(|(_, leaves)| leaves.get(path) == first) {
-            continue;
-        }
+    let maps: Vec<&BTreeMap<String, Value>> = held.iter().map(|(_, leaves)| leaves).collect();
+    for path in differing_paths(&maps) {
         if divergences.len() >= MAX_DIVERGENCES {
             break;
         }
@@ -369,6 +480,32 @@ pub fn compare(members: &[(String, Option<Value>)], ignore_paths: &[String]) -> 
     divergences
 }
 
+/// What a member holds of one compared object, as far as the engine knows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Held {
+    /// Its copy, as [`comparable`] views it.
+    Copy(Value),
+    /// Evidence that it lacks the object: it reported the object deleted, or an open drift
+    /// already names it missing and it has not reported the object since.
+    Missing,
+    /// It never reported the object: unknown, not missing (its events about the object may
+    /// not have come, or the object was never changed since the service watches it).
+    NotReported,
+}
+
+/// The members with evidence about the object, as [`compare`] takes them (`None`: missing);
+/// members that never reported it are left out.
+pub fn evidenced(members: &[(String, Held)]) -> Vec<(String, Option<Value>)> {
+    members
+        .iter()
+        .filter_map(|(cluster, held)| match held {
+            Held::Copy(view) => Some((cluster.clone(), Some(view.clone()))),
+            Held::Missing => Some((cluster.clone(), None)),
+            Held::NotReported => None,
+        })
+        .collect()
+}
+
 /// One sentence about an object's divergences: which paths, which clusters hold which value.
 pub fn summary(object: &FleetObject, group: &str, divergences: &[Divergence]) -> String {
     let what = object.key();
@@ -376,15 +513,9 @@ pub fn summary(object: &FleetObject, group: &str, divergences: &[Divergence]) ->
         return format!("{what} is alike in every member of fleet group {group}");
     };
     if first.path == WHOLE_OBJECT {
-        let holders = first.holders();
-        let missing: Vec<&str> = holders
-            .iter()
-            .filter(|(value, _)| value.is_none())
-            .flat_map(|(_, clusters)| clusters.iter().copied())
-            .collect();
         let mut text = format!(
             "{what} is missing from {} in fleet group {group}",
-            missing.join(", ")
+            first.missing().join(", ")
         );
         if divergences.len() > 1 {
             text.push_str(&format!(
@@ -414,89 +545,278 @@ fn paths_text(divergences: &[Divergence]) -> String {
     parts.join(", ")
 }
 
-/// A runnable fix: per member that does not hold the majority value, a `kubectl --context`
-/// line that aligns it (a merge patch of the differing `data` keys, labels and annotations; an
-/// edit for spec fields; an apply from a member that holds it for a missing object).
-pub fn hint(object: &FleetObject, divergences: &[Divergence]) -> Option<String> {
-    let first = divergences.first()?;
-    let resource = format!(
-        "{}{}",
-        object.kind.to_lowercase(),
-        match object.group() {
-            "" => String::new(),
-            group => format!(".{group}"),
-        }
-    );
-    let namespace = if object.namespace.is_empty() {
-        String::new()
-    } else {
-        format!(" -n {}", object.namespace)
-    };
-    let mut lines = Vec::new();
-    if first.path == WHOLE_OBJECT {
-        let holders = first.holders();
-        let source = holders
-            .iter()
-            .find(|(value, _)| value.is_some())
-            .and_then(|(_, clusters)| clusters.first().copied())?;
-        for (value, clusters) in &holders {
-            if value.is_some() {
-                continue;
-            }
-            for cluster in clusters {
-                lines.push(format!(
-                    "kubectl --context {source}{namespace} get {resource} {name} -o yaml | kubectl --context {cluster} apply -f -",
-                    name = object.name
-                ));
-            }
+/// How the hint's commands name the object: `kubectl --context X{namespace} VERB {resource}
+/// {name}`.
+struct Target<'a> {
+    object: &'a FleetObject,
+    resource: String,
+    namespace: String,
+}
+
+impl<'a> Target<'a> {
+    fn of(object: &'a FleetObject) -> Target<'a> {
+        Target {
+            object,
+            resource: format!(
+                "{}{}",
+                object.kind.to_lowercase(),
+                match object.group() {
+                    "" => String::new(),
+                    group => format!(".{group}"),
+                }
+            ),
+            namespace: if object.namespace.is_empty() {
+                String::new()
+            } else {
+                format!(" -n {}", object.namespace)
+            },
         }
     }
-    // Per cluster, the merge patch that brings its data, labels and annotations to the
-    // majority's values; spec fields are named for an edit.
+
+    /// `kubectl --context {cluster}{namespace} {verb} {resource} {name}`.
+    fn kubectl(&self, cluster: &str, verb: &str) -> String {
+        format!(
+            "kubectl --context {cluster}{} {verb} {} {}",
+            self.namespace, self.resource, self.object.name
+        )
+    }
+
+    /// A runnable copy of the object from `source` into `cluster`, without what the API server
+    /// set in `source` (its uid, version, timestamps, managers, owners, status), which `apply`
+    /// would refuse or carry over wrongly.
+    fn copy(&self, source: &str, cluster: &str) -> String {
+        format!(
+            "{} -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status)' | kubectl --context {cluster} apply -f -",
+            self.kubectl(source, "get")
+        )
+    }
+
+    /// True when the values at a `data` path are hashes, never values (a Secret's data, a
+    /// ConfigMap's `binaryData`): a patch carrying one would write the hash as the value.
+    fn hashed(&self, values: &[Option<&Value>]) -> bool {
+        self.object.kind == "Secret"
+            || values.iter().flatten().any(|value| {
+                value.as_str().is_some_and(|text| {
+                    text.strip_prefix("sha256:").is_some_and(|hex| {
+                        hex.len() == 12 && hex.bytes().all(|byte| byte.is_ascii_hexdigit())
+                    })
+                })
+            })
+    }
+
+    /// A runnable copy of one hashed `data` key from `source` into `cluster`: the value is read
+    /// from `source` itself, since the service keeps only its hash.
+    fn copy_key(&self, key: &str, source: &str, cluster: &str) -> String {
+        // A ConfigMap's hashed values are its `binaryData`; a Secret's are its `data`.
+        let field = if self.object.kind == "Secret" {
+            "data"
+        } else {
+            "binaryData"
+        };
+        let key_json = Value::String(key.to_string()).to_string();
+        let filter = format!("{{{field}: {{{key_json}: .{field}[{key_json}]}}}}");
+        format!(
+            "copy key {key} from cluster {source}: {} --type merge -p \"$({} -o json | jq -c '{}')\"",
+            self.kubectl(cluster, "patch"),
+            self.kubectl(source, "get"),
+            filter.replace('\'', "'\\''")
+        )
+    }
+}
+
+/// One step of a hint: a line of its own, a key of a per-cluster merge patch, or a spec path
+/// to align by hand.
+enum Fix<'a> {
+    Line(String),
+    Patch {
+        cluster: &'a str,
+        sections: Vec<String>,
+        key: String,
+        value: Option<Value>,
+    },
+    Edit {
+        cluster: &'a str,
+        path: &'a str,
+    },
+}
+
+/// The steps that bring every member of one divergence to `toward` (`None`: absent).
+fn fixes_toward<'a>(
+    target: &Target<'_>,
+    divergence: &'a Divergence,
+    toward: Option<&Value>,
+) -> Vec<Fix<'a>> {
+    let segments = crate::model::pointer::pointer_segments(&divergence.path);
+    let source = divergence
+        .values
+        .iter()
+        .find(|(_, value)| value.as_ref() == toward)
+        .map(|(cluster, _)| cluster.as_str());
+    let values: Vec<Option<&Value>> = divergence.values.iter().map(|(_, v)| v.as_ref()).collect();
+    let mut fixes = Vec::new();
+    for (cluster, value) in &divergence.values {
+        if value.as_ref() == toward {
+            continue;
+        }
+        let fix = match segments.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+            // A release is upgraded as a whole; a patched label would only hide the skew.
+            ["metadata", "labels", label] if *label == VERSION_LABEL => Fix::Line(match toward {
+                Some(Value::String(version)) => format!("upgrade Knative in {cluster} to {version}"),
+                _ => format!(
+                    "check the Knative release of {cluster}: it is labelled {} where {} carries no {VERSION_LABEL} label",
+                    value_text(value.as_ref()),
+                    source.unwrap_or("the others")
+                ),
+            }),
+            ["data", key] if toward.is_some() && target.hashed(&values) => match source {
+                Some(source) => Fix::Line(target.copy_key(key, source, cluster)),
+                None => continue,
+            },
+            ["data", key] => Fix::Patch {
+                cluster,
+                sections: vec!["data".to_string()],
+                key: key.to_string(),
+                value: toward.cloned(),
+            },
+            ["metadata", section, key] => Fix::Patch {
+                cluster,
+                sections: vec!["metadata".to_string(), section.to_string()],
+                key: key.to_string(),
+                value: toward.cloned(),
+            },
+            _ => Fix::Edit {
+                cluster,
+                path: &divergence.path,
+            },
+        };
+        fixes.push(fix);
+    }
+    fixes
+}
+
+/// The fixes as command lines: single lines first, then one merge patch per cluster, then one
+/// edit per cluster naming its spec paths.
+fn render_fixes(target: &Target<'_>, fixes: Vec<Fix<'_>>) -> Vec<String> {
+    let mut lines = Vec::new();
     let mut patches: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
     let mut edits: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for divergence in divergences.iter().filter(|d| d.path != WHOLE_OBJECT) {
-        let majority = divergence.majority().cloned();
-        let segments = crate::model::pointer::pointer_segments(&divergence.path);
-        for (cluster, value) in &divergence.values {
-            if *value == majority {
-                continue;
-            }
-            match segments.as_slice() {
-                [section, key] if section == "data" => {
-                    insert_patch(
-                        patches.entry(cluster).or_default(),
-                        &["data"],
-                        key,
-                        &majority,
-                    );
-                }
-                [meta, section, key] if meta == "metadata" => {
-                    insert_patch(
-                        patches.entry(cluster).or_default(),
-                        &["metadata", section],
-                        key,
-                        &majority,
-                    );
-                }
-                _ => edits.entry(cluster).or_default().push(&divergence.path),
-            }
+    for fix in fixes {
+        match fix {
+            Fix::Line(line) => lines.push(line),
+            Fix::Patch {
+                cluster,
+                sections,
+                key,
+                value,
+            } => insert_patch(
+                patches.entry(cluster).or_default(),
+                &sections.iter().map(String::as_str).collect::<Vec<_>>(),
+                &key,
+                &value,
+            ),
+            Fix::Edit { cluster, path } => edits.entry(cluster).or_default().push(path),
         }
     }
     for (cluster, patch) in patches {
         lines.push(format!(
-            "kubectl --context {cluster}{namespace} patch {resource} {} --type merge -p '{}'",
-            object.name,
+            "{} --type merge -p '{}'",
+            target.kubectl(cluster, "patch"),
             Value::Object(patch).to_string().replace('\'', "'\\''")
         ));
     }
     for (cluster, paths) in edits {
         lines.push(format!(
-            "kubectl --context {cluster}{namespace} edit {resource} {}  # align {}",
-            object.name,
+            "{}  # align {}",
+            target.kubectl(cluster, "edit"),
             paths.join(", ")
         ));
     }
+    lines
+}
+
+/// The hint for an object some members lack: add it where it is missing (from Git, or a copy
+/// from a member that holds it); when no more members hold it than lack it, deleting it from
+/// the holders is named as the other way.
+fn missing_hint(target: &Target<'_>, whole: &Divergence, lines: &mut Vec<String>) {
+    let missing = whole.missing();
+    let holding: Vec<&str> = whole
+        .values
+        .iter()
+        .filter(|(_, value)| value.is_some())
+        .map(|(cluster, _)| cluster.as_str())
+        .collect();
+    let Some(source) = holding.first() else {
+        return;
+    };
+    let both_ways = holding.len() <= missing.len();
+    if both_ways {
+        lines.push(format!(
+            "{} is in {} but not in {}: add it to {} or delete it from {}",
+            target.object.key(),
+            holding.join(", "),
+            missing.join(", "),
+            missing.join(", "),
+            holding.join(", ")
+        ));
+    }
+    for cluster in &missing {
+        lines.push(format!(
+            "add it to {cluster} from Git, or copy it from {source}: {}",
+            target.copy(source, cluster)
+        ));
+    }
+    if both_ways {
+        for cluster in &holding {
+            lines.push(format!(
+                "or delete it from {cluster}: {}",
+                target.kubectl(cluster, "delete")
+            ));
+        }
+    }
+}
+
+/// A runnable fix, each command naming a cluster by `kubectl --context <cluster>` (cluster
+/// names are taken to be kubectl context names). Per path, the members that do not hold the
+/// value most members hold are aligned to it: a merge patch of the differing `data` keys,
+/// labels and annotations; an upgrade of Knative for a version skew; a copy of the key from a
+/// member that holds it for a hashed value (a Secret's data, a ConfigMap's `binaryData`: the
+/// service keeps only hashes, which a patch would write as values); an edit for spec fields.
+/// A path without a majority (a tie) gets no single direction: every way is named. A missing
+/// object: see [`missing_hint`].
+pub fn hint(object: &FleetObject, divergences: &[Divergence]) -> Option<String> {
+    let target = Target::of(object);
+    let mut lines = Vec::new();
+    let mut fixes = Vec::new();
+    for divergence in divergences {
+        if divergence.path == WHOLE_OBJECT {
+            missing_hint(&target, divergence, &mut lines);
+            continue;
+        }
+        match divergence.consensus() {
+            Some(toward) => fixes.extend(fixes_toward(&target, divergence, toward)),
+            None => {
+                lines.push(format!(
+                    "no majority for {} ({}): align either way",
+                    divergence.path,
+                    divergence.describe()
+                ));
+                for (index, (value, _)) in divergence.holders().into_iter().enumerate() {
+                    for (line_index, line) in
+                        render_fixes(&target, fixes_toward(&target, divergence, value))
+                            .into_iter()
+                            .enumerate()
+                    {
+                        lines.push(if index > 0 && line_index == 0 {
+                            format!("or {line}")
+                        } else {
+                            line
+                        });
+                    }
+                }
+            }
+        }
+    }
+    lines.extend(render_fixes(&target, fixes));
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
@@ -523,9 +843,24 @@ fn insert_patch(
     map.insert(key.to_string(), value.clone().unwrap_or(Value::Null));
 }
 
+/// Longest string value the `values` fact carries (in characters); a longer one is cut and
+/// ends in `…`, as [`value_text`] shows values elsewhere: a drift's facts travel in every
+/// alert and API answer.
+const MAX_FACT_VALUE: usize = 200;
+
 /// The divergences as a JSON fact: `[{"path", "values": {cluster: value or null}}]`, what the
-/// API, the dashboard and the messages read to show which cluster holds which value.
+/// API, the dashboard and the messages read to show which cluster holds which value. Long
+/// string values are cut to [`MAX_FACT_VALUE`] characters.
 pub fn values_fact(divergences: &[Divergence]) -> String {
+    let bounded = |value: &Option<Value>| match value {
+        Some(Value::String(text)) if text.chars().count() > MAX_FACT_VALUE => {
+            let mut short: String = text.chars().take(MAX_FACT_VALUE).collect();
+            short.push('…');
+            Value::String(short)
+        }
+        Some(value) => value.clone(),
+        None => Value::Null,
+    };
     Value::Array(
         divergences
             .iter()
@@ -533,7 +868,7 @@ pub fn values_fact(divergences: &[Divergence]) -> String {
                 let values: Map<String, Value> = divergence
                     .values
                     .iter()
-                    .map(|(cluster, value)| (cluster.clone(), value.clone().unwrap_or(Value::Null)))
+                    .map(|(cluster, value)| (cluster.clone(), bounded(value)))
                     .collect();
                 serde_json::json!({"path": divergence.path, "values": values})
             })
@@ -545,86 +880,139 @@ pub fn values_fact(divergences: &[Divergence]) -> String {
 /// Most rows of one object in the fleet view (the leaves of a large spec are many).
 pub const MAX_ROWS: usize = 200;
 
-/// One row of an object's cluster-by-cluster table: a path, each member's value there, and
-/// whether they differ.
+/// One member's cell in a row of the fleet view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Its value (`None`: absent, or not reported).
+    pub value: Option<Value>,
+    /// False when the member never reported the object (shown `not reported`, never
+    /// highlighted).
+    pub reported: bool,
+    /// True when the cell differs from what most members hold (every compared cell of a row
+    /// without a majority).
+    pub highlighted: bool,
+}
+
+/// One row of an object's cluster-by-cluster table: a path, each member's cell there, and
+/// whether the members that report the object differ.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// JSON pointer ([`WHOLE_OBJECT`] for the row that says which members hold the object).
     pub path: String,
-    /// Each member's value, in member order (`None`: absent).
-    pub values: Vec<Option<Value>>,
+    /// Each member's cell, in member order.
+    pub values: Vec<Cell>,
     /// True when the members do not all hold the same value.
     pub differs: bool,
 }
 
+/// The cells of a row whose compared members are `compared` (indexes into `values`):
+/// highlighted where they differ from the consensus, all of them without one.
+fn highlight(path: &str, values: &[Option<&Value>], compared: &[usize]) -> Vec<bool> {
+    let mut groups: Vec<(Option<&Value>, usize)> = Vec::new();
+    for &index in compared {
+        let value = values[index];
+        match groups
+            .iter_mut()
+            .find(|(held, _)| same_leaf(path, *held, value))
+        {
+            Some((_, count)) => *count += 1,
+            None => groups.push((value, 1)),
+        }
+    }
+    let most = groups.iter().map(|(_, count)| *count).max().unwrap_or(0);
+    let mut leaders = groups.iter().filter(|(_, count)| *count == most);
+    let consensus = match (leaders.next(), leaders.next()) {
+        (Some((value, _)), None) => Some(*value),
+        _ => None,
+    };
+    let mut out = vec![false; values.len()];
+    for &index in compared {
+        out[index] = match consensus {
+            Some(consensus) => !same_leaf(path, values[index], consensus),
+            None => true,
+        };
+    }
+    out
+}
+
 /// The cluster-by-cluster table of one object: every compared path any member holds (up to
 /// [`MAX_ROWS`], differing rows first so none is cut), with the [`WHOLE_OBJECT`] row first
-/// when some member lacks the object. Members lacking it show absent on every row.
-pub fn rows(members: &[(String, Option<Value>)], ignore_paths: &[String]) -> Vec<Row> {
-    let divergences = compare(members, ignore_paths);
-    let mut rows: Vec<Row> = divergences
+/// when a member is known to lack the object. Every differing path is marked, however many
+/// (the alert's [`MAX_DIVERGENCES`] does not cap the table). A member that lacks the object
+/// shows absent on every row; one that never reported it shows `not reported` and takes no
+/// part in the comparison.
+pub fn rows(members: &[(String, Held)], ignore_paths: &[String]) -> Vec<Row> {
+    // Per member: None (not reported), Some(None) (missing), Some(Some(leaves)).
+    let flat: Vec<Option<Option<BTreeMap<String, Value>>>> = members
         .iter()
-        .map(|divergence| Row {
-            path: divergence.path.clone(),
-            // `compare` lists only the members holding the object below the whole-object row;
-            // the table has a column per member.
-            values: members
-                .iter()
-                .map(|(cluster, view)| {
-                    if view.is_none() && divergence.path != WHOLE_OBJECT {
-                        return None;
-                    }
-                    divergence
-                        .values
-                        .iter()
-                        .find(|(held, _)| held == cluster)
-                        .and_then(|(_, value)| value.clone())
+        .map(|(_, held)| match held {
+            Held::Copy(view) => Some(Some(leaves(view, ignore_paths))),
+            Held::Missing => Some(None),
+            Held::NotReported => None,
+        })
+        .collect();
+    let reported: Vec<usize> = (0..flat.len()).filter(|&i| flat[i].is_some()).collect();
+    let holding: Vec<usize> = (0..flat.len())
+        .filter(|&i| matches!(flat[i], Some(Some(_))))
+        .collect();
+    let mut rows = Vec::new();
+    let present = Value::String(PRESENT.to_string());
+    if reported.len() >= 2 && !holding.is_empty() && holding.len() < reported.len() {
+        let values: Vec<Option<&Value>> = flat
+            .iter()
+            .map(|cell| matches!(cell, Some(Some(_))).then_some(&present))
+            .collect();
+        let highlighted = highlight(WHOLE_OBJECT, &values, &reported);
+        rows.push(Row {
+            path: WHOLE_OBJECT.to_string(),
+            values: (0..flat.len())
+                .map(|i| Cell {
+                    value: values[i].cloned(),
+                    reported: flat[i].is_some(),
+                    highlighted: highlighted[i],
                 })
                 .collect(),
             differs: true,
-        })
-        .collect();
-    let differing: std::collections::BTreeSet<String> =
-        rows.iter().map(|row| row.path.clone()).collect();
-    let ignore = |pointer: &str| {
-        ignore_paths.iter().any(|prefix| {
-            pointer == prefix
-                || (pointer.starts_with(prefix.as_str())
-                    && pointer.as_bytes().get(prefix.len()) == Some(&b'/'))
-        })
-    };
-    let held: Vec<Option<BTreeMap<String, Value>>> = members
-        .iter()
-        .map(|(_, view)| {
-            view.as_ref().map(|view| {
-                let mut out = BTreeMap::new();
-                leaves(view, "", &ignore, &mut out);
-                out
-            })
-        })
-        .collect();
-    let mut alike: BTreeMap<&String, ()> = BTreeMap::new();
-    for leaves in held.iter().flatten() {
-        for path in leaves.keys() {
-            if !differing.contains(path) {
-                alike.insert(path, ());
-            }
-        }
+        });
     }
-    for path in alike.into_keys() {
+    let maps: Vec<&BTreeMap<String, Value>> = flat.iter().flatten().flatten().collect();
+    let differing = differing_paths(&maps);
+    let mut alike: Vec<&String> = maps.iter().flat_map(|leaves| leaves.keys()).collect();
+    alike.sort();
+    alike.dedup();
+    alike.retain(|path| differing.binary_search(path).is_err());
+    let marked = differing.iter().map(|path| (*path, true));
+    let unmarked = alike.into_iter().map(|path| (path, false));
+    for (path, differs) in marked.chain(unmarked) {
         if rows.len() >= MAX_ROWS {
             break;
         }
+        let values: Vec<Option<&Value>> = flat
+            .iter()
+            .map(|cell| match cell {
+                Some(Some(leaves)) => leaves.get(path),
+                _ => None,
+            })
+            .collect();
+        // Only the members holding a copy are compared at a path; a missing copy is shown on
+        // the whole-object row.
+        let highlighted = if differs {
+            highlight(path, &values, &holding)
+        } else {
+            vec![false; values.len()]
+        };
         rows.push(Row {
             path: path.clone(),
-            values: held
-                .iter()
-                .map(|leaves| leaves.as_ref().and_then(|leaves| leaves.get(path).cloned()))
+            values: (0..flat.len())
+                .map(|i| Cell {
+                    value: values[i].cloned(),
+                    reported: flat[i].is_some(),
+                    highlighted: highlighted[i],
+                })
                 .collect(),
-            differs: false,
+            differs,
         });
     }
-    rows.truncate(MAX_ROWS);
     rows
 }
 
@@ -643,11 +1031,23 @@ pub struct MemberView {
 pub struct ObjectView {
     /// The object.
     pub object: FleetObject,
-    /// Its table, one value per member.
+    /// Its table, one cell per member.
     pub rows: Vec<Row>,
+    /// The members that never reported the object.
+    pub not_reported: Vec<String>,
     /// The open drift about it: (id, state).
     pub drift: Option<(String, crate::model::DriftState)>,
 }
+
+impl ObjectView {
+    /// True when the members that report the object do not all hold the same.
+    pub fn divergent(&self) -> bool {
+        self.rows.iter().any(|row| row.differs)
+    }
+}
+
+/// Most compared objects one group shows in the fleet view (divergent ones first).
+pub const MAX_VIEW_OBJECTS: usize = 500;
 
 /// One group in the fleet view.
 #[derive(Debug, Clone, PartialEq)]
@@ -656,8 +1056,13 @@ pub struct GroupView {
     pub group: FleetGroup,
     /// Its members, sorted by name.
     pub members: Vec<MemberView>,
-    /// The objects it compares that a member holds, sorted by key.
+    /// The objects it compares that a member holds: the divergent ones first, each part sorted
+    /// by key, at most [`MAX_VIEW_OBJECTS`].
     pub objects: Vec<ObjectView>,
+    /// How many more compared objects were left out past [`MAX_VIEW_OBJECTS`].
+    pub truncated: usize,
+    /// How many compared objects differ (counted over all of them, the left-out ones too).
+    pub divergent: usize,
 }
 
 #[cfg(test)]
@@ -830,37 +1235,333 @@ mod tests {
         );
     }
 
+    /// (path, cells as (value, reported, highlighted), differs) of each row.
+    type RowText = (String, Vec<(Option<Value>, bool, bool)>, bool);
+
+    fn table(views: &[(&str, Held)]) -> Vec<RowText> {
+        let views: Vec<(String, Held)> = views
+            .iter()
+            .map(|(cluster, held)| (cluster.to_string(), held.clone()))
+            .collect();
+        rows(&views, &[])
+            .into_iter()
+            .map(|row| {
+                let cells = row
+                    .values
+                    .into_iter()
+                    .map(|cell| (cell.value, cell.reported, cell.highlighted))
+                    .collect();
+                (row.path, cells, row.differs)
+            })
+            .collect()
+    }
+
     #[test]
     fn the_table_has_a_column_per_member_and_differing_rows_first() {
-        let views = members(&[
-            ("a", Some(json!({"data": {"k": "1", "same": "x"}}))),
-            ("b", Some(json!({"data": {"k": "2", "same": "x"}}))),
-            ("c", None),
+        let got = table(&[
+            ("a", Held::Copy(json!({"data": {"k": "1", "same": "x"}}))),
+            ("b", Held::Copy(json!({"data": {"k": "2", "same": "x"}}))),
+            ("c", Held::Missing),
+            ("d", Held::NotReported),
         ]);
-        let got: Vec<(String, Vec<Option<Value>>, bool)> = rows(&views, &[])
-            .into_iter()
-            .map(|row| (row.path, row.values, row.differs))
-            .collect();
+        let present = Some(json!("present"));
         assert_eq!(
             got,
             vec![
                 (
                     "".into(),
-                    vec![Some(json!("present")), Some(json!("present")), None],
+                    vec![
+                        (present.clone(), true, false),
+                        (present.clone(), true, false),
+                        (None, true, true),
+                        (None, false, false),
+                    ],
                     true
                 ),
+                // A tie: no majority, every compared cell is highlighted; the missing member
+                // is shown absent (on the row above), the unreported one not reported.
                 (
                     "/data/k".into(),
-                    vec![Some(json!("1")), Some(json!("2")), None],
+                    vec![
+                        (Some(json!("1")), true, true),
+                        (Some(json!("2")), true, true),
+                        (None, true, false),
+                        (None, false, false),
+                    ],
                     true
                 ),
                 (
                     "/data/same".into(),
-                    vec![Some(json!("x")), Some(json!("x")), None],
+                    vec![
+                        (Some(json!("x")), true, false),
+                        (Some(json!("x")), true, false),
+                        (None, true, false),
+                        (None, false, false),
+                    ],
                     false
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn only_the_cells_that_differ_from_the_majority_are_highlighted() {
+        let got = table(&[
+            ("a", Held::Copy(json!({"data": {"k": "1"}}))),
+            ("b", Held::Copy(json!({"data": {"k": "2"}}))),
+            ("c", Held::Copy(json!({"data": {"k": "1"}}))),
+        ]);
+        let highlighted: Vec<bool> = got[0].1.iter().map(|cell| cell.2).collect();
+        assert_eq!(highlighted, [false, true, false]);
+    }
+
+    #[test]
+    fn a_member_that_never_reported_the_object_is_neither_missing_nor_compared() {
+        let views = vec![
+            ("a".to_string(), Held::Copy(json!({"data": {"k": "1"}}))),
+            ("b".to_string(), Held::NotReported),
+        ];
+        assert_eq!(
+            evidenced(&views),
+            vec![("a".to_string(), Some(json!({"data": {"k": "1"}})))]
+        );
+        assert!(compare(&evidenced(&views), &[]).is_empty());
+        // The table shows no whole-object row: nobody is known to lack it.
+        let got = table(&[
+            ("a", Held::Copy(json!({"data": {"k": "1"}}))),
+            ("b", Held::NotReported),
+        ]);
+        assert_eq!(
+            got,
+            vec![(
+                "/data/k".to_string(),
+                vec![(Some(json!("1")), true, false), (None, false, false)],
+                false
+            )]
+        );
+    }
+
+    #[test]
+    fn every_differing_path_is_marked_in_the_table_beyond_the_alerts_cap() {
+        let many = |value: &str| {
+            let data: Map<String, Value> = (0..MAX_DIVERGENCES + 10)
+                .map(|i| (format!("k{i:03}"), json!(value)))
+                .collect();
+            json!({ "data": data })
+        };
+        let views = vec![
+            ("a".to_string(), Held::Copy(many("1"))),
+            ("b".to_string(), Held::Copy(many("2"))),
+        ];
+        assert_eq!(compare(&evidenced(&views), &[]).len(), MAX_DIVERGENCES);
+        let table = rows(&views, &[]);
+        assert_eq!(table.len(), MAX_DIVERGENCES + 10);
+        assert!(table.iter().all(|row| row.differs));
+    }
+
+    #[test]
+    fn quantities_compare_by_value() {
+        let cpu = |value: &str| json!({"spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"cpu": value}}}]}}}});
+        let same = members(&[("a", Some(cpu("1000m"))), ("b", Some(cpu("1")))]);
+        assert!(compare(&same, &[]).is_empty());
+        let other = members(&[("a", Some(cpu("500m"))), ("b", Some(cpu("1")))]);
+        assert_eq!(compare(&other, &[]).len(), 1);
+    }
+
+    fn state(cluster: &str, mut object: Value) -> ObjectState {
+        object["metadata"]["resourceVersion"] = json!("1");
+        let object = crate::decode::shape::parse_object(object).expect("object");
+        ObjectState::from_object(cluster, &object, 0)
+    }
+
+    #[test]
+    fn what_tools_and_the_api_server_set_per_cluster_is_not_compared() {
+        let behavioural = |key: &str| key.starts_with("autoscaling.knative.dev/");
+        let ksvc = |cluster: &str, extra: Value| {
+            let mut object = json!({
+                "apiVersion": "serving.knative.dev/v1", "kind": "Service",
+                "metadata": {"name": "web", "namespace": "apps", "uid": format!("{cluster}-web")},
+                "spec": {"template": {"metadata": {
+                    "annotations": {"autoscaling.knative.dev/min-scale": "1"}},
+                    "spec": {"containers": [{"image": "web:1"}]}}}
+            });
+            let metadata = &mut object["spec"]["template"]["metadata"];
+            if let Value::Object(extra) = extra {
+                for (key, value) in extra {
+                    metadata["annotations"][key] = value;
+                }
+            }
+            comparable(&state(cluster, object), &behavioural)
+        };
+        // kn stamps the template with its own annotations; they differ per cluster.
+        let a = ksvc(
+            "a",
+            json!({"client.knative.dev/updateTimestamp": "2026-01-01T00:00:00Z"}),
+        );
+        let b = ksvc(
+            "b",
+            json!({"client.knative.dev/updateTimestamp": "2026-02-02T00:00:00Z"}),
+        );
+        assert!(compare(&members(&[("a", Some(a)), ("b", Some(b))]), &[]).is_empty());
+        // A behavioural key under the template is still compared.
+        let a = ksvc("a", json!({}));
+        let b = ksvc("b", json!({"autoscaling.knative.dev/min-scale": "3"}));
+        let found = compare(&members(&[("a", Some(a)), ("b", Some(b))]), &[]);
+        assert_eq!(
+            found[0].path,
+            "/spec/template/metadata/annotations/autoscaling.knative.dev~1min-scale"
+        );
+        // A core Service's IPs and node ports are the API server's, per cluster.
+        let service = |cluster: &str, ip: &str, node_port: u16| {
+            comparable(
+                &state(
+                    cluster,
+                    json!({"apiVersion": "v1", "kind": "Service",
+                        "metadata": {"name": "gw", "namespace": "apps", "uid": format!("{cluster}-gw")},
+                        "spec": {"type": "LoadBalancer", "clusterIP": ip, "clusterIPs": [ip],
+                            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+                            "healthCheckNodePort": node_port,
+                            "ports": [{"port": 80, "nodePort": node_port}]}}),
+                ),
+                &behavioural,
+            )
+        };
+        let views = members(&[
+            ("a", Some(service("a", "10.0.0.1", 30001))),
+            ("b", Some(service("b", "10.9.9.9", 31999))),
+        ]);
+        assert!(
+            compare(&views, &[]).is_empty(),
+            "{:?}",
+            compare(&views, &[])
+        );
+    }
+
+    fn object(kind: &str) -> FleetObject {
+        FleetObject {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            namespace: "knative-serving".into(),
+            name: "config-x".into(),
+        }
+    }
+
+    fn divergence(path: &str, values: &[(&str, Option<Value>)]) -> Divergence {
+        Divergence {
+            path: path.into(),
+            values: values
+                .iter()
+                .map(|(cluster, value)| (cluster.to_string(), value.clone()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn hints_never_carry_a_hash_nor_patch_a_version_label() {
+        let hashed = divergence(
+            "/data/tls.key",
+            &[
+                ("a", Some(json!("sha256:0123456789ab"))),
+                ("b", Some(json!("sha256:0123456789ab"))),
+                ("c", Some(json!("sha256:ba9876543210"))),
+            ],
+        );
+        let hint = hint(&object("Secret"), &[hashed]).unwrap();
+        assert!(!hint.contains("sha256:"), "{hint}");
+        assert!(hint.starts_with("copy key tls.key from cluster a: kubectl --context c -n knative-serving patch secret config-x --type merge -p \"$(kubectl --context a -n knative-serving get secret config-x -o json | jq -c '{data: {\"tls.key\": .data[\"tls.key\"]}}')\""), "{hint}");
+        // A ConfigMap's binaryData is hashed too.
+        let binary = divergence(
+            "/data/logo",
+            &[
+                ("a", Some(json!("sha256:0123456789ab"))),
+                ("b", Some(json!("sha256:0123456789ab"))),
+                ("c", None),
+            ],
+        );
+        let hint = super::hint(&object("ConfigMap"), &[binary]).unwrap();
+        assert!(
+            !hint.contains("sha256:") && hint.contains(".binaryData["),
+            "{hint}"
+        );
+        let skew = divergence(
+            "/metadata/labels/app.kubernetes.io~1version",
+            &[
+                ("a", Some(json!("1.15.1"))),
+                ("b", Some(json!("1.14.0"))),
+                ("c", Some(json!("1.15.1"))),
+            ],
+        );
+        assert_eq!(
+            super::hint(&object("ConfigMap"), &[skew]).unwrap(),
+            "upgrade Knative in b to 1.15.1"
+        );
+    }
+
+    #[test]
+    fn a_tie_names_both_directions() {
+        let tie = divergence(
+            "/data/max-scale",
+            &[("a", Some(json!("1"))), ("b", Some(json!("2")))],
+        );
+        assert_eq!(
+            hint(&object("ConfigMap"), &[tie]).unwrap(),
+            "no majority for /data/max-scale (\"1\" in a; \"2\" in b): align either way\n\
+             kubectl --context b -n knative-serving patch configmap config-x --type merge -p '{\"data\":{\"max-scale\":\"1\"}}'\n\
+             or kubectl --context a -n knative-serving patch configmap config-x --type merge -p '{\"data\":{\"max-scale\":\"2\"}}'"
+        );
+        let skew = divergence(
+            "/metadata/labels/app.kubernetes.io~1version",
+            &[("a", Some(json!("1.15.1"))), ("b", Some(json!("1.14.0")))],
+        );
+        let hint = hint(&object("ConfigMap"), &[skew]).unwrap();
+        assert!(
+            hint.contains("upgrade Knative in b to 1.15.1")
+                && hint.contains("or upgrade Knative in a to 1.14.0"),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn a_missing_object_is_copied_without_server_fields_or_deleted_from_a_lone_holder() {
+        let present = Some(json!(PRESENT));
+        let missing_from_one = divergence(
+            WHOLE_OBJECT,
+            &[("a", present.clone()), ("b", None), ("c", present.clone())],
+        );
+        assert_eq!(
+            hint(&object("ConfigMap"), &[missing_from_one]).unwrap(),
+            "add it to b from Git, or copy it from a: kubectl --context a -n knative-serving get configmap config-x -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status)' | kubectl --context b apply -f -"
+        );
+        let only_one = divergence(
+            WHOLE_OBJECT,
+            &[("a", present.clone()), ("b", None), ("c", None)],
+        );
+        let hint = hint(&object("ConfigMap"), &[only_one]).unwrap();
+        let lines: Vec<&str> = hint.lines().collect();
+        assert_eq!(
+            lines[0],
+            "ConfigMap/knative-serving/config-x is in a but not in b, c: add it to b, c or delete it from a"
+        );
+        assert!(lines[1].starts_with("add it to b from Git, or copy it from a: "));
+        assert!(lines[2].starts_with("add it to c from Git, or copy it from a: "));
+        assert_eq!(
+            lines[3],
+            "or delete it from a: kubectl --context a -n knative-serving delete configmap config-x"
+        );
+    }
+
+    #[test]
+    fn the_values_fact_cuts_long_values() {
+        let long = "x".repeat(5000);
+        let fact = values_fact(&[divergence(
+            "/data/k",
+            &[("a", Some(json!(long))), ("b", None)],
+        )]);
+        let parsed: Value = serde_json::from_str(&fact).unwrap();
+        let cut = parsed[0]["values"]["a"].as_str().unwrap();
+        assert_eq!(cut.chars().count(), MAX_FACT_VALUE + 1);
+        assert!(cut.ends_with('…'));
+        assert_eq!(parsed[0]["values"]["b"], Value::Null);
     }
 
     #[test]

@@ -84,6 +84,27 @@ pub fn run(
             if contexts.len() < 2 {
                 return Err("give at least two --context with --live-cluster".to_string());
             }
+            // Entries of kinds the listed resources do not hold are never read from the
+            // clusters: said, so that a group comparing nothing is not taken for alike clusters.
+            let listed: Vec<(String, String)> = config
+                .resync
+                .listed()
+                .map(|(_, resource)| (resource.api_version.clone(), resource.kind.clone()))
+                .collect();
+            let uncovered = crate::check::uncovered_entries(&rules, &listed);
+            if !uncovered.is_empty() {
+                eprintln!(
+                    "drift-sentinel compare: {} fleet compare entr{} not compared: --live-cluster lists only resync.resources ({}): {}",
+                    uncovered.len(),
+                    if uncovered.len() == 1 { "y" } else { "ies" },
+                    listed
+                        .iter()
+                        .map(|(api_version, kind)| format!("{api_version} {kind}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    uncovered.join(", ")
+                );
+            }
             let mut loaded = Vec::new();
             for context in contexts {
                 let mut nothing = crate::manifest::Manifests::default();

@@ -150,7 +150,12 @@ pub(super) enum Command {
         reply: ResyncReply,
     },
     SetRules(Arc<Rules>),
-    Fleet(FleetReply),
+    Fleet {
+        /// Only this group, when set.
+        group: Option<String>,
+        /// Where the view goes.
+        reply: FleetReply,
+    },
     Silence {
         request: SilenceRequest,
         reply: SilenceReply,
@@ -301,14 +306,16 @@ impl Pipeline {
         }
     }
 
-    /// The fleet view (each fleet group's members, compared objects and their drifts), built by
+    /// The fleet view (each fleet group's members, compared objects and their drifts; only
+    /// `group` when set), built by
     /// the writer from the engine between two rounds. A full queue is [`Error::Overloaded`]: the
     /// view is a read, and waits for no room.
     pub fn fleet(
         &self,
+        group: Option<String>,
     ) -> Result<oneshot::Receiver<Vec<crate::classify::fleet::GroupView>>, Error> {
         let (reply, receiver) = oneshot::channel();
-        match self.sender.try_send(Command::Fleet(reply)) {
+        match self.sender.try_send(Command::Fleet { group, reply }) {
             Ok(()) => Ok(receiver),
             Err(TrySendError::Full(_)) => Err(Error::Overloaded),
             Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),

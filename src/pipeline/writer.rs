@@ -157,8 +157,8 @@ impl Writer {
                     }
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
                     // A read: answered from the engine as it stands, before this round's work.
-                    Command::Fleet(reply) => {
-                        let _ = reply.send(self.engine.fleet_view());
+                    Command::Fleet { group, reply } => {
+                        let _ = reply.send(self.engine.fleet_view(group.as_deref()));
                     }
                     Command::Shutdown => stop = true,
                 }

@@ -30,9 +30,11 @@ pub struct FleetGroupView {
     pub grace_seconds: u64,
     /// The members seen, sorted by name.
     pub members: Vec<FleetMemberView>,
-    /// How many compared objects differ.
+    /// How many compared objects differ (the ones left out past the cap too).
     pub divergent: usize,
-    /// The compared objects that a member holds, sorted.
+    /// How many compared objects are left out past the cap (500 per group).
+    pub truncated: usize,
+    /// The compared objects that a member holds: divergent ones first, each part sorted.
     pub objects: Vec<FleetObjectView>,
 }
 
@@ -60,8 +62,11 @@ pub struct FleetObjectView {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// True when the members do not all hold the same desired state.
+    /// True when the members that report the object do not all hold the same desired state.
     pub divergent: bool,
+    /// The members that never reported the object (unknown, not missing): they have no value
+    /// in the rows.
+    pub not_reported: Vec<String>,
     /// The open drift about it, if any.
     pub drift: Option<FleetDriftRef>,
     /// Path by path, every member's value (differing rows first).
@@ -84,6 +89,10 @@ pub struct FleetRowView {
     pub path: String,
     /// True when the members' values differ.
     pub differs: bool,
-    /// Each member's value (`null`: absent).
+    /// Each member's value (`null`: absent); a member that never reported the object is left
+    /// out.
     pub values: BTreeMap<String, Value>,
+    /// The members whose value differs from what most members hold (every compared member
+    /// when no value has a majority).
+    pub highlighted: Vec<String>,
 }

@@ -115,10 +115,10 @@ fn a_missing_object_and_a_version_skew_are_reported_in_text_with_exit_1() {
         outcome.stdout,
         "WARNING   fleet_divergence   ConfigMap/knative-serving/config-network: ConfigMap/knative-serving/config-network differs across fleet group snapshots: /metadata/labels/app.kubernetes.io~1version is \"devel\" in staging; \"1.15.1\" in prod\n\
         \x20         /metadata/labels/app.kubernetes.io~1version: staging \"devel\", prod \"1.15.1\"\n\
-        \x20         fix: kubectl --context prod -n knative-serving patch configmap config-network --type merge -p '{\"metadata\":{\"labels\":{\"app.kubernetes.io/version\":\"devel\"}}}'\n\
+        \x20         fix: no majority for /metadata/labels/app.kubernetes.io~1version (\"devel\" in staging; \"1.15.1\" in prod): align either way upgrade Knative in prod to devel or upgrade Knative in staging to 1.15.1\n\
         WARNING   fleet_divergence   Service.serving.knative.dev/myapp/knative-webapp: Service.serving.knative.dev/myapp/knative-webapp is missing from prod in fleet group snapshots\n\
         \x20         (object): staging \"present\", prod (absent)\n\
-        \x20         fix: kubectl --context staging -n myapp get service.serving.knative.dev knative-webapp -o yaml | kubectl --context prod apply -f -\n\
+        \x20         fix: Service.serving.knative.dev/myapp/knative-webapp is in staging but not in prod: add it to prod or delete it from staging add it to prod from Git, or copy it from staging: kubectl --context staging -n myapp get service.serving.knative.dev knative-webapp -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status)' | kubectl --context prod apply -f - or delete it from staging: kubectl --context staging -n myapp delete service.serving.knative.dev knative-webapp\n\
         FAIL: 2 of 2 findings at or above warning in 3 objects (0 critical, 2 warning, 0 info)\n"
     );
     // Below --fail-on: reported, exit 0.
@@ -151,8 +151,15 @@ fn each_format_carries_every_clusters_value() {
     assert_eq!(markdown.code, 1);
     assert!(
         markdown.stdout.contains(
-            "<br>`/data/container-concurrency-target-default`: staging `(absent)`, prod `\"50\"`"
+            "<br>`/data/container-concurrency-target-default`: `staging` `(absent)`, `prod` `\"50\"`"
         ),
+        "{}",
+        markdown.stdout
+    );
+    assert!(
+        markdown
+            .stdout
+            .starts_with("### drift-sentinel compare failed\n"),
         "{}",
         markdown.stdout
     );
@@ -164,6 +171,68 @@ fn each_format_carries_every_clusters_value() {
         ),
         "{}",
         junit.stdout
+    );
+    assert!(
+        junit
+            .stdout
+            .contains("<testsuite name=\"drift-sentinel compare\""),
+        "{}",
+        junit.stdout
+    );
+}
+
+#[test]
+fn cluster_names_are_quoted_in_markdown_like_values() {
+    let (_dir, a, b) = pair(|prod| {
+        prod[0]["data"]["max-scale"] = json!("5");
+    });
+    let hostile = "us|<img src=x onerror=alert(1)>";
+    let outcome = compare(
+        &args(
+            &a,
+            &b,
+            &[
+                "--name", "staging", "--name", hostile, "--format", "markdown",
+            ],
+        ),
+        None,
+    );
+    assert_eq!(outcome.code, 1, "{}", outcome.stderr);
+    assert!(
+        // Unquoted, the pipe would end the table cell and the tag would render.
+        !outcome.stdout.contains("us|<"),
+        "{}",
+        outcome.stdout
+    );
+    assert!(
+        outcome
+            .stdout
+            .contains("`us\\|<img src=x onerror=alert(1)>` `\"5\"`"),
+        "{}",
+        outcome.stdout
+    );
+}
+
+#[test]
+fn a_snapshot_holding_nothing_compared_is_bad_input() {
+    let dir = Dir::new();
+    let a = dir.write("staging.yaml", &dump(&staging(), "staging"));
+    // A dump of another kind: nothing compare looks at.
+    let pods = dump(
+        &[json!({"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "p", "namespace": "default"},
+                 "spec": {"containers": [{"name": "c", "image": "x"}]}})],
+        "prod",
+    );
+    let b = dir.write("prod.yaml", &pods);
+    let outcome = compare(&args(&a, &b, &[]), None);
+    assert_eq!(outcome.code, 2, "{}{}", outcome.stdout, outcome.stderr);
+    assert!(
+        outcome
+            .stderr
+            .contains("snapshot \"prod\" holds no object that compare (Knative objects and watched ConfigMaps) compares"),
+        "{}",
+        outcome.stderr
     );
 }
 

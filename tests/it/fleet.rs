@@ -2,8 +2,10 @@
 //! copies of Knative's own ConfigMaps (the shipped `config-autoscaler` and `config-network`,
 //! `app.kubernetes.io/version` label included) sent as events of each cluster. A difference
 //! fires after the group's grace naming every cluster and value, and resolves when aligned; a
-//! rollout that reaches every member within grace stays silent; a missing object, a new member,
-//! a version skew; a reload that removes or narrows a group; clusters outside every group.
+//! rollout that reaches every member within grace stays silent; an object a member never
+//! reported is not missing, a deleted one is (past its tombstone's expiry too); a version skew;
+//! a reload that removes or narrows a group or drops the only holder; a decommissioned member;
+//! clusters and controller-made objects outside every comparison.
 
 use serde_json::{json, Value};
 
@@ -224,23 +226,65 @@ fn a_knative_version_skew_fires_naming_each_clusters_release() {
     );
 }
 
+/// How long the engine keeps a tombstone (`TOMBSTONE_RETENTION_MS`), in seconds.
+const TOMBSTONE_RETENTION: i64 = 6 * 3600;
+
 #[test]
-fn an_object_missing_from_a_member_fires_and_a_new_member_that_catches_up_within_grace_is_silent() {
+fn an_object_a_member_never_reported_is_not_missing_from_it() {
+    // The reviewer's input: each cluster sends an update of a different ConfigMap (the first
+    // the service hears of either). Neither is known to be missing anywhere.
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    sim.send_to("prod-eu", "update", &autoscaler("prod-eu"));
+    sim.send_to("prod-us", "update", &network("prod-us"));
+    sim.wait(3600);
+    assert_eq!(fleet_only(sim.lines()), Vec::<String>::new());
+    // The fleet view says so: the other member's cell is not reported, nothing differs.
+    let view = sim.engine().fleet_view(None);
+    let objects: Vec<(String, Vec<String>, bool)> = view[0]
+        .objects
+        .iter()
+        .map(|object| {
+            (
+                object.object.key(),
+                object.not_reported.clone(),
+                object.divergent(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        objects,
+        [
+            (
+                "ConfigMap/knative-serving/config-autoscaler".to_string(),
+                vec!["prod-us".to_string()],
+                false
+            ),
+            (
+                "ConfigMap/knative-serving/config-network".to_string(),
+                vec!["prod-eu".to_string()],
+                false
+            ),
+        ]
+    );
+    assert!(view[0].objects[0]
+        .rows
+        .iter()
+        .all(|row| !row.values[1].reported && !row.values[1].highlighted));
+}
+
+#[test]
+fn a_delete_in_one_member_fires_keeps_firing_past_tombstone_expiry_and_resolves_when_recreated() {
     let mut sim = Sim::with_fleet("{}", FLEET);
     sim.send_to("prod-eu", "add", &autoscaler("prod-eu"));
     sim.send_to("prod-eu", "add", &network("prod-eu"));
-    // prod-us is seen for the first time: it holds neither ConfigMap yet, and sends one.
     sim.send_to("prod-us", "add", &autoscaler("prod-us"));
+    sim.send_to("prod-us", "add", &network("prod-us"));
+    assert_eq!(open_fleet(&sim), Vec::<String>::new());
+    sim.send_to("prod-us", "delete", &network("prod-us"));
     assert_eq!(
         open_fleet(&sim),
         ["fleet_divergence/prod pending ConfigMap/config-network"]
     );
-    // The member's own events bring the rest within grace: silent.
-    sim.wait(60);
-    sim.send_to("prod-us", "add", &network("prod-us"));
-    assert_eq!(open_fleet(&sim), Vec::<String>::new());
-    // A third member that never sends config-network: missing from it past grace.
-    sim.send_to("prod-ap", "add", &autoscaler("prod-ap"));
     sim.wait(300);
     check(
         fleet_only(sim.notified()),
@@ -249,30 +293,44 @@ fn an_object_missing_from_a_member_fires_and_a_new_member_that_catches_up_within
     let drift = sim.last("fleet_divergence").drift.clone();
     assert_eq!(
         drift.evidence.summary,
-        "ConfigMap/knative-serving/config-network is missing from prod-ap in fleet group prod"
+        "ConfigMap/knative-serving/config-network is missing from prod-us in fleet group prod"
     );
-    assert!(
-        drift.evidence.hint.as_deref().unwrap().starts_with(
-            "kubectl --context prod-eu -n knative-serving get configmap config-network -o yaml | kubectl --context prod-ap apply -f -"
-        ),
-        "{:?}",
-        drift.evidence.hint
-    );
-    // Deleted from a member that had it: still missing there, now from two.
-    let us_network = network("prod-us");
-    sim.send_to("prod-us", "delete", &changed(&us_network, |_| {}));
-    // The open drift's evidence follows (no transition: it stays firing).
-    let open = sim
-        .engine()
-        .open_drifts()
-        .find(|drift| drift.class == "fleet_divergence")
-        .unwrap();
     assert_eq!(
-        open.evidence.summary,
-        "ConfigMap/knative-serving/config-network is missing from prod-ap, prod-us in fleet group prod"
+        drift.evidence.hint.as_deref(),
+        Some(
+            "ConfigMap/knative-serving/config-network is in prod-eu but not in prod-us: add it to prod-us or delete it from prod-eu\n\
+             add it to prod-us from Git, or copy it from prod-eu: kubectl --context prod-eu -n knative-serving get configmap config-network -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status)' | kubectl --context prod-us apply -f -\n\
+             or delete it from prod-eu: kubectl --context prod-eu -n knative-serving delete configmap config-network"
+        )
     );
-    sim.send_to("prod-ap", "add", &network("prod-ap"));
-    sim.send_to("prod-us", "add", &changed(&network("prod-us-2"), |_| {}));
+    // The tombstone expires; the deletion is still the evidence (the drift names prod-us), and
+    // a change in prod-eu does not turn prod-us into "not reported".
+    sim.wait(TOMBSTONE_RETENTION + 60);
+    sim.send_to(
+        "prod-eu",
+        "update",
+        &with_key(&network("prod-eu"), "ingress-class", "kourier"),
+    );
+    sim.wait(60);
+    assert_eq!(
+        open_fleet(&sim),
+        ["fleet_divergence/prod firing ConfigMap/config-network"]
+    );
+    assert_eq!(
+        sim.engine()
+            .open_drifts()
+            .find(|drift| drift.class == "fleet_divergence")
+            .unwrap()
+            .evidence
+            .summary,
+        "ConfigMap/knative-serving/config-network is missing from prod-us in fleet group prod"
+    );
+    // prod-us creates it again (a new uid), as prod-eu holds it: resolved.
+    sim.send_to(
+        "prod-us",
+        "add",
+        &with_key(&network("prod-us-2"), "ingress-class", "kourier"),
+    );
     check(
         fleet_only(sim.notified()),
         &[
@@ -280,6 +338,74 @@ fn an_object_missing_from_a_member_fires_and_a_new_member_that_catches_up_within
             "resolved fleet_divergence/prod ConfigMap/config-network",
         ],
     );
+}
+
+#[test]
+fn a_decommissioned_member_stops_counting_once_its_tombstones_expire() {
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    sim.send_to("prod-eu", "add", &autoscaler("prod-eu"));
+    sim.send_to("prod-us", "add", &autoscaler("prod-us"));
+    // prod-us is torn down: its only object is deleted.
+    sim.send_to("prod-us", "delete", &autoscaler("prod-us"));
+    sim.wait(300);
+    check(
+        fleet_only(sim.notified()),
+        &["firing fleet_divergence/prod ConfigMap/config-autoscaler"],
+    );
+    // Its tombstone expires without any event: prod-us holds nothing, it is no member, and the
+    // drift is judged again over the members left.
+    sim.wait(TOMBSTONE_RETENTION + 60);
+    check(
+        fleet_only(sim.notified()),
+        &[
+            "firing fleet_divergence/prod ConfigMap/config-autoscaler",
+            "resolved fleet_divergence/prod ConfigMap/config-autoscaler",
+        ],
+    );
+    assert_eq!(
+        sim.last("fleet_divergence").drift.resolution.as_deref(),
+        Some("fewer than two members report the object")
+    );
+}
+
+#[test]
+fn a_reload_that_drops_the_only_holder_resolves_the_drift() {
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    sim.send_to("prod-eu", "add", &autoscaler("prod-eu"));
+    sim.send_to("prod-us", "add", &autoscaler("prod-us"));
+    sim.send_to("prod-us", "add", &network("prod-us"));
+    sim.send_to("prod-ap", "add", &network("prod-ap"));
+    sim.send_to("prod-us", "delete", &autoscaler("prod-us"));
+    sim.wait(300);
+    assert_eq!(
+        open_fleet(&sim),
+        ["fleet_divergence/prod firing ConfigMap/config-autoscaler"]
+    );
+    // prod-eu, the only member holding config-autoscaler, leaves the group: no event is about
+    // the object, and no live copy of it is left to re-assess.
+    sim.reload_fleet("{}", &FLEET.replace("[\"prod-*\"]", "[prod-us, prod-ap]"));
+    assert_eq!(open_fleet(&sim), Vec::<String>::new());
+    assert_eq!(
+        sim.last("fleet_divergence").drift.resolution.as_deref(),
+        Some("fewer than two members report the object")
+    );
+}
+
+#[test]
+fn objects_a_controller_made_are_not_compared() {
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    let owned = |cluster: &str, value: &str| {
+        changed(&autoscaler(cluster), |o| {
+            o["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "operator.knative.dev/v1beta1", "kind": "KnativeServing",
+                "name": "knative-serving", "uid": format!("{cluster}-ks"), "controller": true}]);
+            o["data"]["max-scale"] = json!(value);
+        })
+    };
+    sim.send_to("prod-eu", "add", &owned("prod-eu", "1"));
+    sim.send_to("prod-us", "add", &owned("prod-us", "2"));
+    sim.wait(3600);
+    assert_eq!(fleet_only(sim.lines()), Vec::<String>::new());
 }
 
 #[test]
@@ -415,4 +541,37 @@ fn an_object_forged_under_a_fleet_drifts_key_cannot_end_it() {
         .evidence
         .facts["members"];
     assert_eq!(members, "prod-eu,prod-us");
+}
+
+#[test]
+fn the_fleet_view_caps_objects_per_group_divergent_first_and_filters_by_group() {
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    let count = drift_sentinel::classify::fleet::MAX_VIEW_OBJECTS + 5;
+    for index in 0..count {
+        for cluster in ["prod-eu", "prod-us"] {
+            let mut object = autoscaler(cluster);
+            object["metadata"]["name"] = json!(format!("config-{index:04}"));
+            object["metadata"]["uid"] = json!(format!("{cluster}-{index}"));
+            // The last one by key differs: it must still be shown, first.
+            if index == count - 1 && cluster == "prod-us" {
+                object["data"]["max-scale"] = json!("3");
+            }
+            sim.send_to(cluster, "add", &object);
+        }
+    }
+    let view = sim.engine().fleet_view(Some("prod"));
+    assert_eq!(view.len(), 1);
+    let group = &view[0];
+    assert_eq!(
+        group.objects.len(),
+        drift_sentinel::classify::fleet::MAX_VIEW_OBJECTS
+    );
+    assert_eq!(group.truncated, 5);
+    assert_eq!(group.divergent, 1);
+    assert_eq!(
+        group.objects[0].object.name,
+        format!("config-{:04}", count - 1)
+    );
+    assert!(group.objects[0].divergent() && !group.objects[1].divergent());
+    assert!(sim.engine().fleet_view(Some("other")).is_empty());
 }

@@ -49,6 +49,15 @@ def autoscaler(cluster: str) -> dict:
     return obj
 
 
+def network(cluster: str) -> dict:
+    """The shipped config-network as `cluster` holds it."""
+    obj = load_yaml_fixture("configmaps/knative-serving__vendor-knative-networking__config-network.yaml")
+    obj["metadata"]["uid"] = f"{cluster}-config-network"
+    RV[0] += 1
+    obj["metadata"]["resourceVersion"] = str(RV[0])
+    return obj
+
+
 def with_key(obj: dict, value: str) -> dict:
     """The ConfigMap after `kubectl apply` set KEY (a key its `_example` documents)."""
     out = copy.deepcopy(obj)
@@ -130,10 +139,13 @@ def test_a_key_set_differently_fires_after_grace_naming_both_clusters_and_resolv
         assert compared["key"] == "ConfigMap/knative-serving/config-autoscaler"
         assert compared["divergent"] and compared["drift"] == {"id": drift["id"], "state": "firing"}
         row = compared["rows"][0]
-        assert row == {"path": f"/data/{KEY}", "differs": True, "values": {"prod-eu": "100", "prod-us": "50"}}
+        # Two members, two values: no majority, both cells highlighted.
+        assert row == {"path": f"/data/{KEY}", "differs": True, "values": {"prod-eu": "100", "prod-us": "50"},
+                       "highlighted": ["prod-eu", "prod-us"]}
+        assert compared["notReported"] == [] and group["truncated"] == 0
         version = [r for r in compared["rows"] if r["path"] == "/metadata/labels/app.kubernetes.io~1version"]
         assert version == [{"path": "/metadata/labels/app.kubernetes.io~1version", "differs": False,
-                            "values": {"prod-eu": "devel", "prod-us": "devel"}}]
+                            "values": {"prod-eu": "devel", "prod-us": "devel"}, "highlighted": []}]
 
         # Aligned: prod-us takes prod-eu's value.
         post(sentinel, "prod-us", "update", with_key(us, "100"))
@@ -162,5 +174,33 @@ def test_a_rollout_reaching_both_clusters_within_grace_stays_silent(workdir):
         assert fleet_drifts(sentinel, "open") == [] and fleet_drifts(sentinel, "resolved") == []
         compared = api(sentinel, "/api/v1/fleet")["groups"][0]["objects"][0]
         assert not compared["divergent"] and compared["drift"] is None
+    finally:
+        sentinel.stop()
+
+
+def test_an_object_a_cluster_never_reported_is_not_reported_not_missing(workdir):
+    """Each cluster sends an update of a different ConfigMap: neither is known to be missing
+    anywhere, so nothing opens; the view and the page say `not reported`; ?group= narrows both."""
+    sentinel = start(workdir)
+    try:
+        post(sentinel, "prod-eu", "update", autoscaler("prod-eu"))
+        post(sentinel, "prod-us", "update", network("prod-us"))
+        assert wait_for(lambda: len(api(sentinel, "/api/v1/fleet")["groups"][0]["objects"]) == 2)
+        time.sleep(GRACE_SECONDS + 1)
+        assert transitions(sentinel, "pending") == 0 and transitions(sentinel, "firing") == 0
+        view = api(sentinel, "/api/v1/fleet", group="prod")
+        Draft202012Validator(FLEET_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER).validate(view)
+        (group,) = view["groups"]
+        assert group["divergent"] == 0
+        by_key = {o["key"]: o for o in group["objects"]}
+        autoscaler_view = by_key["ConfigMap/knative-serving/config-autoscaler"]
+        assert autoscaler_view["notReported"] == ["prod-us"] and not autoscaler_view["divergent"]
+        assert all(set(row["values"]) == {"prod-eu"} and row["highlighted"] == [] for row in autoscaler_view["rows"])
+        assert by_key["ConfigMap/knative-serving/config-network"]["notReported"] == ["prod-eu"]
+        assert api(sentinel, "/api/v1/fleet", group="nope") == {"groups": []}
+        with urllib.request.urlopen(sentinel.url + "/ui/fleet?group=prod", timeout=5) as response:
+            page = response.read().decode()
+        assert '<td data-cluster="prod-us" class="unreported"><em>not reported</em></td>' in page
+        assert 'class="diff"' not in page
     finally:
         sentinel.stop()

@@ -6,7 +6,7 @@
 use super::{change_line, one_line};
 use crate::check::Report;
 
-/// JUnit XML: test suite `drift-sentinel check`, one `<testcase>` per object checked, one
+/// JUnit XML: test suite `drift-sentinel check` (or `compare`, the report's command), one `<testcase>` per object checked, one
 /// `<failure>` per finding at or above `fail_on`; findings below it go to `<system-out>`.
 pub(crate) fn render_junit(report: &Report) -> String {
     let failed_objects = report
@@ -27,12 +27,14 @@ pub(crate) fn render_junit(report: &Report) -> String {
         .count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out.push_str(&format!(
-        "<testsuites name=\"drift-sentinel check\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
+        "<testsuites name=\"drift-sentinel {}\" tests=\"{}\" failures=\"{}\" errors=\"0\">\n",
+        report.command,
         tests + report.rules.len(),
         failed_objects + failed_rules
     ));
     out.push_str(&format!(
-        "  <testsuite name=\"drift-sentinel check\" tests=\"{tests}\" failures=\"{failed_objects}\" errors=\"0\" skipped=\"0\" time=\"0\">\n"
+        "  <testsuite name=\"drift-sentinel {}\" tests=\"{tests}\" failures=\"{failed_objects}\" errors=\"0\" skipped=\"0\" time=\"0\">\n",
+        report.command
     ));
     for object in &report.objects {
         let classname = if object.group.is_empty() {

@@ -12,7 +12,10 @@ const MARKDOWN_ROWS: usize = 100;
 pub(crate) fn render_markdown(report: &Report) -> String {
     let mut out = String::new();
     let verdict = if report.failed() { "failed" } else { "passed" };
-    out.push_str(&format!("### drift-sentinel check {verdict}\n\n"));
+    out.push_str(&format!(
+        "### drift-sentinel {} {verdict}\n\n",
+        report.command
+    ));
     out.push_str(&format!("{}\n", md_text(&summary_line(report))));
     for (config_map, note) in defaults_notes(report) {
         out.push_str(&format!(
@@ -59,8 +62,9 @@ pub(crate) fn render_markdown(report: &Report) -> String {
     }
     if total > MARKDOWN_ROWS {
         out.push_str(&format!(
-            "\n{} more findings: run `drift-sentinel check --format text` for all of them.\n",
-            total - MARKDOWN_ROWS
+            "\n{} more findings: run `drift-sentinel {} --format text` for all of them.\n",
+            total - MARKDOWN_ROWS,
+            report.command
         ));
     }
     out

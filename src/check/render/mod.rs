@@ -106,7 +106,8 @@ fn change_line(change: &crate::check::DiffEntry, quote: &dyn Fn(&str) -> String)
     let values: Vec<String> = change
         .clusters
         .iter()
-        .map(|(cluster, value)| format!("{cluster} {}", quote(&value_text(value))))
+        // A cluster name is anyone's text, like a value: quoted the same way.
+        .map(|(cluster, value)| format!("{} {}", quote(cluster), quote(&value_text(value))))
         .collect();
     format!("{path}: {}", values.join(", "))
 }

@@ -11,13 +11,17 @@
 //! name matches the group's globs: a cluster is a member from its first event on.
 //!
 //! It is assessed when a member's copy changes what is compared (spec, data, labels,
-//! annotations), appears or is deleted, and for every compared object when a member is seen
-//! for the first time (it holds none of them yet, so each is pending until its events arrive:
-//! a new member that sends its objects within grace never fires). Status churn of a compared
-//! object, and every event of an object no group compares, costs a few comparisons.
+//! annotations), appears or is deleted. A member that never reported an object is unknown, not
+//! missing (the engine hears of objects through their changes): an object is missing from a
+//! member only when the member reported it deleted (it holds the tombstone), or when an open
+//! drift already names the member missing (fact `missing`) and it has not reported the object
+//! since, so that a real deletion keeps firing after the tombstone expires. Open drifts are
+//! also judged again when members change without an event (a reload, tombstone expiry): see
+//! `Engine::rejudge_fleet`. Status churn of a compared object, and every event of an object no
+//! group compares, costs a few comparisons.
 
 use super::*;
-use crate::classify::fleet::{self, FleetGroup, FleetObject};
+use crate::classify::fleet::{self, FleetGroup, FleetObject, Held};
 
 /// The class id.
 pub const ID: &str = "fleet_divergence";
@@ -69,28 +73,16 @@ impl DriftClass for FleetDivergence {
                 return Vec::new();
             }
         }
-        // The cluster's first object: it just became a member of its groups.
-        let new_member = context.before.is_none()
-            && !object.deleted
-            && context.graph.count_in(&object.cluster) == 1;
         let mut verdicts = Vec::new();
         for group in groups {
-            if new_member {
-                if group.has_member(&object.cluster) {
-                    for compared in compared_objects(context.graph, group) {
-                        verdicts.push(assess_object(context, group, &compared));
-                    }
-                }
-                continue;
-            }
-            if group.compares(
-                &object.api_version,
-                &object.kind,
-                &object.namespace,
-                &object.name,
-            ) && group.has_member(&object.cluster)
-            {
-                verdicts.push(assess_object(context, group, &FleetObject::of(object)));
+            if group.selects(object) && group.has_member(&object.cluster) {
+                verdicts.push(assess_object(
+                    context.graph,
+                    context.rules,
+                    context.drifts,
+                    group,
+                    &FleetObject::of(object),
+                ));
             }
         }
         verdicts
@@ -111,15 +103,7 @@ pub(crate) fn members<'a>(graph: &'a Graph, group: &FleetGroup) -> Vec<&'a str> 
 pub(crate) fn compared_objects(graph: &Graph, group: &FleetGroup) -> Vec<FleetObject> {
     let mut seen = std::collections::BTreeMap::new();
     for object in graph.iter() {
-        if !object.deleted
-            && group.compares(
-                &object.api_version,
-                &object.kind,
-                &object.namespace,
-                &object.name,
-            )
-            && group.has_member(&object.cluster)
-        {
+        if !object.deleted && group.selects(object) && group.has_member(&object.cluster) {
             let compared = FleetObject::of(object);
             seen.entry(compared.key()).or_insert(compared);
         }
@@ -127,28 +111,60 @@ pub(crate) fn compared_objects(graph: &Graph, group: &FleetGroup) -> Vec<FleetOb
     seen.into_values().collect()
 }
 
-/// Each member with its copy's compared view (`None`: it holds no live copy).
+/// The members an open drift about `object` in `group` names missing (its `missing` fact, a
+/// JSON list of cluster names).
+fn named_missing(
+    drifts: &HashMap<DriftSlot, Drift>,
+    group: &FleetGroup,
+    object: &FleetObject,
+) -> Vec<String> {
+    let subject = subject(group, object);
+    let slot = DriftSlot {
+        cluster: subject.cluster,
+        uid: subject.uid,
+        class: ID.to_string(),
+        rule: Some(group.name.clone()),
+    };
+    drifts
+        .get(&slot)
+        .and_then(|drift| drift.evidence.facts.get("missing"))
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
+}
+
+/// Each member with what it holds of `object`: its copy's compared view, evidence that it
+/// lacks the object (a tombstone, or an open drift naming it missing while it reported the
+/// object no more since), or nothing known.
 pub(crate) fn member_views(
     graph: &Graph,
     rules: &Rules,
+    drifts: &HashMap<DriftSlot, Drift>,
     group: &FleetGroup,
     object: &FleetObject,
-) -> Vec<(String, Option<serde_json::Value>)> {
+) -> Vec<(String, Held)> {
     let compared_key = |key: &str| rules.is_fleet_compared_key(key);
+    let named = named_missing(drifts, group, object);
     members(graph, group)
         .into_iter()
         .map(|cluster| {
-            let copy = graph.live_by_name(
+            let newest = graph.by_name(
                 cluster,
                 object.group(),
                 &object.kind,
                 &object.namespace,
                 &object.name,
             );
-            (
-                cluster.to_string(),
-                copy.map(|copy| fleet::comparable(copy, &compared_key)),
-            )
+            let held = match newest {
+                // A copy a controller made is not what the group compares (see `selects`).
+                Some(copy) if !copy.deleted && copy.controller_owner().is_some() => {
+                    Held::NotReported
+                }
+                Some(copy) if !copy.deleted => Held::Copy(fleet::comparable(copy, &compared_key)),
+                Some(_) => Held::Missing,
+                None if named.iter().any(|name| name == cluster) => Held::Missing,
+                None => Held::NotReported,
+            };
+            (cluster.to_string(), held)
         })
         .collect()
 }
@@ -161,14 +177,27 @@ pub(crate) fn subject(group: &FleetGroup, object: &FleetObject) -> ObjectKey {
     }
 }
 
-/// The verdict about one compared object in one group, over every member's copy.
-fn assess_object(context: &Context<'_>, group: &FleetGroup, object: &FleetObject) -> Assessment {
-    let views = member_views(context.graph, context.rules, group, object);
-    let divergences = fleet::compare(&views, &group.ignore_paths);
-    let finding = if divergences.is_empty() {
-        Finding::Clear("every member holds the same desired state".to_string())
-    } else {
+/// The verdict about one compared object in one group, over every member's copy: what an
+/// event of a member finds, and what `Engine::rejudge_fleet` finds for an open drift when the
+/// members changed without one.
+pub(crate) fn assess_object(
+    graph: &Graph,
+    rules: &Rules,
+    drifts: &HashMap<DriftSlot, Drift>,
+    group: &FleetGroup,
+    object: &FleetObject,
+) -> Assessment {
+    let views = member_views(graph, rules, drifts, group, object);
+    let evidenced = fleet::evidenced(&views);
+    let divergences = fleet::compare(&evidenced, &group.ignore_paths);
+    let finding = if !divergences.is_empty() {
         Finding::Holds(Box::new(divergent(group, object, &views, &divergences)))
+    } else if evidenced.len() < 2 {
+        Finding::Clear("fewer than two members report the object".to_string())
+    } else if evidenced.iter().all(|(_, view)| view.is_none()) {
+        Finding::Clear("no member holds the object".to_string())
+    } else {
+        Finding::Clear("every member holds the same desired state".to_string())
     };
     Assessment {
         subject: subject(group, object),
@@ -181,7 +210,7 @@ fn assess_object(context: &Context<'_>, group: &FleetGroup, object: &FleetObject
 fn divergent(
     group: &FleetGroup,
     object: &FleetObject,
-    views: &[(String, Option<serde_json::Value>)],
+    views: &[(String, Held)],
     divergences: &[fleet::Divergence],
 ) -> Evidence {
     let mut found = evidence(fleet::summary(object, &group.name, divergences));
@@ -208,6 +237,16 @@ fn divergent(
             }
         })
         .collect();
+    let missing: Vec<&str> = divergences
+        .first()
+        .filter(|first| first.path == fleet::WHOLE_OBJECT)
+        .map(fleet::Divergence::missing)
+        .unwrap_or_default();
+    let not_reported: Vec<&str> = views
+        .iter()
+        .filter(|(_, held)| *held == Held::NotReported)
+        .map(|(cluster, _)| cluster.as_str())
+        .collect();
     let facts = &mut found.facts;
     facts.insert("group".to_string(), group.name.clone());
     facts.insert("apiVersion".to_string(), object.api_version.clone());
@@ -222,6 +261,17 @@ fn divergent(
             .collect::<Vec<_>>()
             .join(","),
     );
+    // Read back by `member_views`: a member named here stays missing after its tombstone
+    // expires, until it reports the object again.
+    if !missing.is_empty() {
+        facts.insert(
+            "missing".to_string(),
+            serde_json::to_string(&missing).unwrap_or_default(),
+        );
+    }
+    if !not_reported.is_empty() {
+        facts.insert("notReported".to_string(), not_reported.join(","));
+    }
     facts.insert("values".to_string(), fleet::values_fact(divergences));
     found
 }

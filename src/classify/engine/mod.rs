@@ -127,9 +127,8 @@ impl Engine {
                 }
                 let rule = slot.rule.as_deref()?;
                 if slot.class == classes::FLEET_DIVERGENCE {
-                    return self
-                        .fleet_retired(slot)
-                        .map(|reason| (slot.clone(), reason));
+                    // Judged again below, over the members the new rules name.
+                    return None;
                 }
                 match self.rules.invariant(rule) {
                     None => Some((slot.clone(), "rule removed from the rules")),
@@ -152,28 +151,60 @@ impl Engine {
         for (slot, reason) in disabled {
             self.clear(&slot, reason, now);
         }
+        self.rejudge_fleet(now);
         self.rule_errors.forget_removed(&self.rules);
     }
 
-    /// Why an open fleet drift no longer stands after a reload, if it does not: its group is
-    /// gone, or no longer compares the object. (A group whose members changed is judged again by
-    /// the re-assessment every reload starts.)
-    fn fleet_retired(&self, slot: &DriftSlot) -> Option<&'static str> {
-        let Some(group) = slot
-            .rule
-            .as_deref()
-            .and_then(|name| self.rules.fleet_group(name))
-        else {
-            return Some("fleet group removed from the config");
-        };
-        let drift = self.drifts.get(slot)?;
-        (!group.compares(
-            &drift.api_version,
-            &drift.kind,
-            &drift.namespace,
-            &drift.name,
-        ))
-        .then_some("the fleet group no longer compares the object")
+    /// Judges every open fleet drift again from its group and object over the current members:
+    /// members can change without any event about the object (a reload changes a group's
+    /// globs, what it compares or removes it; tombstone expiry makes a cluster that holds
+    /// nothing any more no member), and the re-assessment of live objects a reload starts does
+    /// not reach an object no member holds alive. Resolved when the group or its comparison of
+    /// the object is gone, when fewer than two members report the object, when no member holds
+    /// it, or when the members agree; otherwise its evidence follows.
+    pub(super) fn rejudge_fleet(&mut self, now: Millis) {
+        if !self.rules.class(classes::FLEET_DIVERGENCE).enabled {
+            return;
+        }
+        let mut open: Vec<DriftSlot> = self
+            .drifts
+            .keys()
+            .filter(|slot| slot.class == classes::FLEET_DIVERGENCE)
+            .cloned()
+            .collect();
+        open.sort();
+        for slot in open {
+            let rules = Arc::clone(&self.rules);
+            let Some(group) = slot
+                .rule
+                .as_deref()
+                .and_then(|name| rules.fleet_group(name))
+            else {
+                self.clear(&slot, "fleet group removed from the config", now);
+                continue;
+            };
+            let Some(drift) = self.drifts.get(&slot) else {
+                continue;
+            };
+            let object = super::fleet::FleetObject {
+                api_version: drift.api_version.clone(),
+                kind: drift.kind.clone(),
+                namespace: drift.namespace.clone(),
+                name: drift.name.clone(),
+            };
+            if !group.compares(
+                &object.api_version,
+                &object.kind,
+                &object.namespace,
+                &object.name,
+            ) {
+                self.clear(&slot, "the fleet group no longer compares the object", now);
+                continue;
+            }
+            let assessment =
+                classes::fleet_assess_object(&self.graph, &rules, &self.drifts, group, &object);
+            self.settle(classes::FLEET_DIVERGENCE, assessment, now);
+        }
     }
 
     /// How often each invariant failed to evaluate since the last call, by rule and kind
@@ -239,6 +270,7 @@ impl Engine {
             self.journal.rechecked(key);
         }
         let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
+        let mut forgot_any = false;
         for key in expired {
             // Drifts about a deletion end when the deleted object is forgotten: a Service
             // deleted on purpose must not fire (and remind) forever.
@@ -258,6 +290,11 @@ impl Engine {
                 self.clear(&slot, "deleted object no longer tracked", now);
             }
             self.remove_object(&key);
+            forgot_any = true;
+        }
+        // A forgotten tombstone can end a cluster's membership (it held nothing else).
+        if forgot_any {
+            self.rejudge_fleet(now);
         }
     }
 
