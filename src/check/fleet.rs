@@ -216,7 +216,15 @@ fn finding(group: &FleetGroup, object: &FleetObject, divergences: &[Divergence])
         class: classes::FLEET_DIVERGENCE.to_string(),
         rule: (group.name != ALL_SNAPSHOTS).then(|| group.name.clone()),
         severity: group.severity,
-        message: fleet::summary(object, &group.name, divergences),
+        message: fleet::summary(
+            object,
+            &if group.name == ALL_SNAPSHOTS {
+                "the snapshots".to_string()
+            } else {
+                format!("fleet group {}", group.name)
+            },
+            divergences,
+        ),
         diff: divergences
             .iter()
             .map(|divergence| {

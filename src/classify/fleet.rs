@@ -507,14 +507,15 @@ pub fn evidenced(members: &[(String, Held)]) -> Vec<(String, Option<Value>)> {
 }
 
 /// One sentence about an object's divergences: which paths, which clusters hold which value.
-pub fn summary(object: &FleetObject, group: &str, divergences: &[Divergence]) -> String {
+/// `scope` names what was compared: `fleet group prod`, or `the snapshots` for `compare`.
+pub fn summary(object: &FleetObject, scope: &str, divergences: &[Divergence]) -> String {
     let what = object.key();
     let Some(first) = divergences.first() else {
-        return format!("{what} is alike in every member of fleet group {group}");
+        return format!("{what} is alike across {scope}");
     };
     if first.path == WHOLE_OBJECT {
         let mut text = format!(
-            "{what} is missing from {} in fleet group {group}",
+            "{what} is missing from {} in {scope}",
             first.missing().join(", ")
         );
         if divergences.len() > 1 {
@@ -525,10 +526,7 @@ pub fn summary(object: &FleetObject, group: &str, divergences: &[Divergence]) ->
         }
         return text;
     }
-    format!(
-        "{what} differs across fleet group {group}: {}",
-        paths_text(divergences)
-    )
+    format!("{what} differs across {scope}: {}", paths_text(divergences))
 }
 
 /// `/data/a is "1" in x; "2" in y` for the first few paths, then how many more.
@@ -1230,7 +1228,7 @@ mod tests {
             "kubectl --context prod-us -n knative-serving patch configmap config-autoscaler --type merge -p '{\"data\":{\"max-scale\":\"0\"}}'"
         );
         assert_eq!(
-            summary(&object, "prod", &[divergence]),
+            summary(&object, "fleet group prod", &[divergence]),
             "ConfigMap/knative-serving/config-autoscaler differs across fleet group prod: /data/max-scale is \"0\" in prod-eu, staging; \"10\" in prod-us"
         );
     }

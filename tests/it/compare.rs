@@ -113,12 +113,16 @@ fn a_missing_object_and_a_version_skew_are_reported_in_text_with_exit_1() {
     assert_eq!(outcome.code, 1, "{}{}", outcome.stdout, outcome.stderr);
     assert_eq!(
         outcome.stdout,
-        "WARNING   fleet_divergence   ConfigMap/knative-serving/config-network: ConfigMap/knative-serving/config-network differs across fleet group snapshots: /metadata/labels/app.kubernetes.io~1version is \"devel\" in staging; \"1.15.1\" in prod\n\
+        "WARNING   fleet_divergence   ConfigMap/knative-serving/config-network: ConfigMap/knative-serving/config-network differs across the snapshots: /metadata/labels/app.kubernetes.io~1version is \"devel\" in staging; \"1.15.1\" in prod\n\
         \x20         /metadata/labels/app.kubernetes.io~1version: staging \"devel\", prod \"1.15.1\"\n\
-        \x20         fix: no majority for /metadata/labels/app.kubernetes.io~1version (\"devel\" in staging; \"1.15.1\" in prod): align either way upgrade Knative in prod to devel or upgrade Knative in staging to 1.15.1\n\
-        WARNING   fleet_divergence   Service.serving.knative.dev/myapp/knative-webapp: Service.serving.knative.dev/myapp/knative-webapp is missing from prod in fleet group snapshots\n\
+        \x20         fix: no majority for /metadata/labels/app.kubernetes.io~1version (\"devel\" in staging; \"1.15.1\" in prod): align either way\n\
+        \x20              upgrade Knative in prod to devel\n\
+        \x20              or upgrade Knative in staging to 1.15.1\n\
+        WARNING   fleet_divergence   Service.serving.knative.dev/myapp/knative-webapp: Service.serving.knative.dev/myapp/knative-webapp is missing from prod in the snapshots\n\
         \x20         (object): staging \"present\", prod (absent)\n\
-        \x20         fix: Service.serving.knative.dev/myapp/knative-webapp is in staging but not in prod: add it to prod or delete it from staging add it to prod from Git, or copy it from staging: kubectl --context staging -n myapp get service.serving.knative.dev knative-webapp -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status)' | kubectl --context prod apply -f - or delete it from staging: kubectl --context staging -n myapp delete service.serving.knative.dev knative-webapp\n\
+        \x20         fix: Service.serving.knative.dev/myapp/knative-webapp is in staging but not in prod: add it to prod or delete it from staging\n\
+        \x20              add it to prod from Git, or copy it from staging: kubectl --context staging -n myapp get service.serving.knative.dev knative-webapp -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status)' | kubectl --context prod apply -f -\n\
+        \x20              or delete it from staging: kubectl --context staging -n myapp delete service.serving.knative.dev knative-webapp\n\
         FAIL: 2 of 2 findings at or above warning in 3 objects (0 critical, 2 warning, 0 info)\n"
     );
     // Below --fail-on: reported, exit 0.

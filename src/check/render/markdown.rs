@@ -57,7 +57,17 @@ pub(crate) fn render_markdown(report: &Report) -> String {
             "| {severity} | {} | {} | {cell} | {} |\n",
             md_code(&object.reference()),
             md_code(&finding.class),
-            finding.hint.as_deref().map(md_code).unwrap_or_default()
+            // One code span per command of a hint of several.
+            finding
+                .hint
+                .as_deref()
+                .map(|hint| hint
+                    .lines()
+                    .filter(|line| !line.trim().is_empty())
+                    .map(md_code)
+                    .collect::<Vec<_>>()
+                    .join("<br>"))
+                .unwrap_or_default()
         ));
     }
     if total > MARKDOWN_ROWS {

@@ -1,5 +1,6 @@
 //! Text for a terminal or a CI log: one line per finding, its diff and fix indented under it,
-//! then the summary line. Messages and hints are kept to one line each.
+//! then the summary line. Messages are kept to one line each; a hint of several commands (a fleet
+//! divergence's, one per cluster to align) gets one line per command.
 
 use super::{change_line, defaults_notes, one_line, rule_line, summary_line};
 use crate::check::Report;
@@ -22,7 +23,14 @@ pub fn render_text(report: &Report) -> String {
             ));
         }
         if let Some(hint) = &finding.hint {
-            out.push_str(&format!("          fix: {}\n", one_line(hint)));
+            for (index, line) in hint
+                .lines()
+                .filter(|line| !line.trim().is_empty())
+                .enumerate()
+            {
+                let lead = if index == 0 { "fix:" } else { "    " };
+                out.push_str(&format!("          {lead} {}\n", one_line(line)));
+            }
         }
     }
     for rule in &report.rules {

@@ -213,7 +213,11 @@ fn divergent(
     views: &[(String, Held)],
     divergences: &[fleet::Divergence],
 ) -> Evidence {
-    let mut found = evidence(fleet::summary(object, &group.name, divergences));
+    let mut found = evidence(fleet::summary(
+        object,
+        &format!("fleet group {}", group.name),
+        divergences,
+    ));
     found.severity = Some(group.severity);
     found.hint = fleet::hint(object, divergences);
     // Each path as a change from the value most members hold to the first other value, so the
