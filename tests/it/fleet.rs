@@ -391,19 +391,61 @@ fn a_reload_that_drops_the_only_holder_resolves_the_drift() {
     );
 }
 
+/// What the Knative Operator installs is desired state: its ConfigMaps, owned by the
+/// `KnativeServing`, are compared. What Knative's runtime makes (a Service's Configuration,
+/// owned by the Service) holds each cluster's own content and is not.
 #[test]
-fn objects_a_controller_made_are_not_compared() {
-    let mut sim = Sim::with_fleet("{}", FLEET);
-    let owned = |cluster: &str, value: &str| {
-        changed(&autoscaler(cluster), |o| {
+fn operator_installed_objects_are_compared_and_runtime_made_ones_are_not() {
+    let owned_by = |object: &Value, cluster: &str, api_version: &str, kind: &str, value: &str| {
+        changed(object, |o| {
             o["metadata"]["ownerReferences"] = json!([{
-                "apiVersion": "operator.knative.dev/v1beta1", "kind": "KnativeServing",
-                "name": "knative-serving", "uid": format!("{cluster}-ks"), "controller": true}]);
+                "apiVersion": api_version, "kind": kind,
+                "name": "owner", "uid": format!("{cluster}-owner"), "controller": true}]);
             o["data"]["max-scale"] = json!(value);
         })
     };
-    sim.send_to("prod-eu", "add", &owned("prod-eu", "1"));
-    sim.send_to("prod-us", "add", &owned("prod-us", "2"));
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    let operator = "operator.knative.dev/v1beta1";
+    sim.send_to(
+        "prod-eu",
+        "add",
+        &owned_by(
+            &autoscaler("prod-eu"),
+            "prod-eu",
+            operator,
+            "KnativeServing",
+            "1",
+        ),
+    );
+    sim.send_to(
+        "prod-us",
+        "add",
+        &owned_by(
+            &autoscaler("prod-us"),
+            "prod-us",
+            operator,
+            "KnativeServing",
+            "2",
+        ),
+    );
+    sim.wait(301);
+    assert_eq!(
+        fleet_only(sim.notified()),
+        ["firing fleet_divergence/prod ConfigMap/config-autoscaler"]
+    );
+    // The same ConfigMaps, had a Knative Service made them, are each cluster's own.
+    let mut sim = Sim::with_fleet("{}", FLEET);
+    let runtime = "serving.knative.dev/v1";
+    sim.send_to(
+        "prod-eu",
+        "add",
+        &owned_by(&autoscaler("prod-eu"), "prod-eu", runtime, "Service", "1"),
+    );
+    sim.send_to(
+        "prod-us",
+        "add",
+        &owned_by(&autoscaler("prod-us"), "prod-us", runtime, "Service", "2"),
+    );
     sim.wait(3600);
     assert_eq!(fleet_only(sim.lines()), Vec::<String>::new());
 }

@@ -143,6 +143,7 @@ pub(crate) fn member_views(
     object: &FleetObject,
 ) -> Vec<(String, Held)> {
     let compared_key = |key: &str| rules.is_fleet_compared_key(key);
+    let bookkeeping = |key: &str| rules.is_bookkeeping_key(key);
     let named = named_missing(drifts, group, object);
     members(graph, group)
         .into_iter()
@@ -155,11 +156,13 @@ pub(crate) fn member_views(
                 &object.name,
             );
             let held = match newest {
-                // A copy a controller made is not what the group compares (see `selects`).
-                Some(copy) if !copy.deleted && copy.controller_owner().is_some() => {
+                // A copy Knative's runtime made is not what the group compares (see `selects`).
+                Some(copy) if !copy.deleted && fleet::made_by_knative_runtime(copy) => {
                     Held::NotReported
                 }
-                Some(copy) if !copy.deleted => Held::Copy(fleet::comparable(copy, &compared_key)),
+                Some(copy) if !copy.deleted => {
+                    Held::Copy(fleet::comparable(copy, &compared_key, &bookkeeping))
+                }
                 Some(_) => Held::Missing,
                 None if named.iter().any(|name| name == cluster) => Held::Missing,
                 None => Held::NotReported,

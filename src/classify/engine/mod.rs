@@ -289,11 +289,20 @@ impl Engine {
             for slot in open {
                 self.clear(&slot, "deleted object no longer tracked", now);
             }
+            // Fleet drifts change only when a compared object's tombstone goes (its evidence of
+            // absence) or a cluster's last object does (its membership): not on every expiry of
+            // a busy fleet's Revisions and Pods.
+            let fleet_relevant = !self.rules.fleet_groups().is_empty()
+                && self.graph.get(&key).is_some_and(|object| {
+                    self.rules
+                        .fleet_groups()
+                        .iter()
+                        .any(|group| group.selects(object))
+                });
             self.remove_object(&key);
-            forgot_any = true;
+            forgot_any |= fleet_relevant || self.graph.count_in(&key.cluster) == 0;
         }
-        // A forgotten tombstone can end a cluster's membership (it held nothing else).
-        if forgot_any {
+        if forgot_any && !self.rules.fleet_groups().is_empty() {
             self.rejudge_fleet(now);
         }
     }

@@ -5,17 +5,7 @@ use serde_json::{json, Value};
 
 use crate::model::FieldChange;
 
-/// Quotes a string for a POSIX shell.
-pub(crate) fn shell_quote(text: &str) -> String {
-    if !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c))
-    {
-        return text.to_string();
-    }
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
+pub(crate) use crate::model::text::shell_quote;
 
 /// The kubectl resource name of a kind (Knative kinds by their full resource name, so they never
 /// collide with core kinds: `services.serving.knative.dev`, not `service`).
