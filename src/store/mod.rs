@@ -14,6 +14,7 @@
 
 pub mod audit;
 pub mod memory;
+pub mod migrate;
 pub mod outbox;
 pub mod postgres;
 pub mod rows;

@@ -996,3 +996,168 @@ fn postgres_errors_never_show_the_password() {
         assert!(!config.location().contains(password));
     }
 }
+
+/// Everything the outbox, the writer's snapshot and the audit reader answer about a store.
+fn whole_store(opened: &mut store::Opened) -> Vec<String> {
+    let mut answers = audit_answers(opened.audit.as_ref());
+    answers.push(format!("{:?}", opened.outbox.rows(None, 500).unwrap()));
+    answers.push(format!("{:?}", opened.outbox.stats().unwrap()));
+    answers.push(format!("{:?}", opened.outbox.claim_owners().unwrap()));
+    for drift in ["trigger", "configmap"] {
+        answers.push(format!("{:?}", opened.audit.deliveries_of(drift).unwrap()));
+    }
+    answers.push(format!("{:?}", opened.audit.silences().unwrap()));
+    let snapshot = opened.writer.load().unwrap();
+    let mut drifts: Vec<String> = snapshot.drifts.iter().map(|d| format!("{d:?}")).collect();
+    drifts.sort();
+    answers.extend(drifts);
+    answers.push(format!("{:?}", snapshot.silences));
+    answers
+}
+
+#[test]
+fn store_migrate_moves_a_sqlite_store_into_postgres() {
+    use drift_sentinel::model::Silence;
+    use drift_sentinel::store::{EventKey, SilenceChange, StoredSilence};
+    let sqlite = Backend::sqlite();
+    let mut source = sqlite.open();
+    let mut batch = audit_batch();
+    batch.events = vec![(
+        EventKey {
+            source: "s".into(),
+            id: "e1".into(),
+        },
+        5,
+    )];
+    batch.outbox = vec![
+        NewOutbox {
+            drift_id: "trigger".into(),
+            ..queued("n1", "hook")
+        },
+        NewOutbox {
+            drift_id: "trigger".into(),
+            ..queued("n2", "hook")
+        },
+        NewOutbox {
+            drift_id: "configmap".into(),
+            ..queued("n3", "chat")
+        },
+    ];
+    batch.silences = vec![SilenceChange::Add(StoredSilence {
+        id: "quiet".into(),
+        silence: Silence {
+            matchers: [("namespace".to_string(), "team-*".to_string())].into(),
+            expires_at: None,
+            comment: Some("migrated".into()),
+        },
+        created_at: 3,
+    })];
+    source.writer.commit(&batch).unwrap();
+    // Deliveries in every state: one delivered, one retried (and still claimed), one pending.
+    let lease = Lease {
+        owner: "pod/1/x/hook".into(),
+        until: 90_000,
+    };
+    let held = source
+        .outbox
+        .claim(&["n1".into(), "n2".into()], "m1", &lease, 2_000)
+        .unwrap();
+    assert_eq!(held.len(), 2);
+    source
+        .outbox
+        .settle(
+            &settled(&["n1"], OutboxState::Delivered, Some("pod/1/x/hook"), 2_100),
+            &[reminder_of("n1")],
+        )
+        .unwrap();
+    source
+        .outbox
+        .settle(
+            &settled(&["n2"], OutboxState::Pending, Some("pod/1/x/hook"), 2_200),
+            &[],
+        )
+        .unwrap();
+    source
+        .outbox
+        .claim(&["n2".into()], "m1", &lease, 2_300)
+        .unwrap();
+    source.writer.heartbeat(42).unwrap();
+    let expected = whole_store(&mut source);
+    drop(source);
+
+    let postgres = Backend::postgres();
+    let Backend::Postgres { url, .. } = &postgres else {
+        unreachable!()
+    };
+    let target = store::postgres::Target::new(url, None, None).unwrap();
+    let path = match &sqlite {
+        Backend::Sqlite(dir) => dir.path().join("store.db"),
+        Backend::Postgres { .. } => unreachable!(),
+    };
+    let summary = store::migrate::sqlite_to_postgres(&path, &target).unwrap();
+    assert_eq!(summary.version, store::sqlite::schema::LATEST);
+    let counts: Vec<(&str, u64)> = summary.tables.clone();
+    let written = audit_batch();
+    assert_eq!(
+        counts,
+        [
+            ("events", 1),
+            ("objects", 0),
+            ("drifts", written.changes.drifts.len() as u64),
+            ("drift_history", written.changes.history.len() as u64),
+            ("silences", 1),
+            ("outbox", 4),
+            ("delivery_attempts", 2),
+            ("heartbeat", 1),
+        ]
+    );
+    let mut migrated = postgres.open();
+    assert_eq!(whole_store(&mut migrated), expected);
+    assert!(migrated
+        .writer
+        .is_duplicate(&EventKey {
+            source: "s".into(),
+            id: "e1".into()
+        })
+        .unwrap());
+
+    // The service continues from it: new history follows the copied history, and a second
+    // settlement's attempt follows the first.
+    let mut next = Batch::default();
+    let mut resolved = audit_batch().changes.drifts[0].clone();
+    assert_eq!(resolved.id, "trigger");
+    resolved.state = DriftState::Resolved;
+    resolved.resolved_at = Some(DAY_MILLIS * 200);
+    next.changes.history = vec![Transition {
+        drift: resolved.clone(),
+        from: Some(DriftState::Firing),
+        at: DAY_MILLIS * 200,
+    }];
+    next.changes.drifts = vec![resolved];
+    migrated.writer.commit(&next).unwrap();
+    let history = migrated.audit.history("trigger").unwrap();
+    assert_eq!(history.last().unwrap().to, "resolved");
+    assert_eq!(history.last().unwrap().at, DAY_MILLIS * 200);
+    migrated
+        .outbox
+        .settle(
+            &settled(&["n2"], OutboxState::Delivered, Some("pod/1/x/hook"), 2_400),
+            &[],
+        )
+        .unwrap();
+    let deliveries = migrated.audit.deliveries_of("trigger").unwrap();
+    let n2 = deliveries.iter().find(|d| d.id == "n2").unwrap();
+    let states: Vec<&str> = n2.attempt_log.iter().map(|a| a.state.as_str()).collect();
+    assert_eq!(states, ["pending", "delivered"]);
+
+    // A second migration into the now non-empty database is refused, and writes nothing.
+    let error = store::migrate::sqlite_to_postgres(&path, &target).unwrap_err();
+    assert!(
+        error.to_string().contains("already holds a store"),
+        "{error}"
+    );
+    assert_eq!(
+        migrated.audit.history("trigger").unwrap().len(),
+        history.len()
+    );
+}

@@ -79,6 +79,34 @@ impl Target {
         })
     }
 
+    /// Uses `password` when the URL has none (the `PGPASSWORD` of `store migrate`).
+    pub fn password_if_missing(mut self, password: Option<String>) -> Target {
+        if self.config.get_password().is_none() {
+            if let Some(password) = password {
+                self.config.password(password);
+            }
+        }
+        self
+    }
+
+    /// A description for messages: hosts, port and database, never user or password.
+    pub fn describe(&self) -> String {
+        let hosts: Vec<String> = self
+            .config
+            .get_hosts()
+            .iter()
+            .map(|host| match host {
+                tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+            })
+            .collect();
+        format!(
+            "postgres://{}/{}",
+            hosts.join(","),
+            self.config.get_dbname().unwrap_or("")
+        )
+    }
+
     /// Opens a connection.
     pub(super) fn connect(&self) -> Result<Client, Error> {
         let (sender, receiver) = std::sync::mpsc::channel();
@@ -154,14 +182,14 @@ fn tls(
 }
 
 /// One connection, opened again when the server closed it.
-pub(super) struct Conn {
+pub(crate) struct Conn {
     target: Target,
     client: Option<Client>,
 }
 
 impl Conn {
     /// Opens the connection now, so a wrong URL or password fails at start.
-    pub(super) fn open(target: &Target) -> Result<Conn, Error> {
+    pub(crate) fn open(target: &Target) -> Result<Conn, Error> {
         let client = target.connect()?;
         Ok(Conn {
             target: target.clone(),
@@ -170,7 +198,7 @@ impl Conn {
     }
 
     /// The client, connected again if the server closed it.
-    pub(super) fn client(&mut self) -> Result<&mut Client, Error> {
+    pub(crate) fn client(&mut self) -> Result<&mut Client, Error> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             self.client = Some(self.target.connect()?);
@@ -184,7 +212,7 @@ impl Conn {
 /// Polls `future` to completion on this thread. The futures of a tokio-postgres client only wait
 /// for messages from the connection task (on its own thread, see [`Target::connect`]), so they
 /// need no runtime here: the thread parks until that task wakes it.
-pub(super) fn wait<F: Future>(future: F) -> F::Output {
+pub(crate) fn wait<F: Future>(future: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl Wake for Unpark {
         fn wake(self: Arc<Self>) {
