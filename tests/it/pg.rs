@@ -136,6 +136,23 @@ impl PgServer {
         server
     }
 
+    /// Stops the server (every connection is closed) and starts it again.
+    pub fn restart(&self) {
+        let data = self.data().to_string_lossy().to_string();
+        // Fast, not immediate: with `synchronous_commit=off` an immediate stop loses the last
+        // commits, and this restart is about connections, not about losing data.
+        self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
+        let options = format!(
+            "-p {PORT} -k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off",
+            self.socket().display()
+        );
+        let log = self.dir.path().join("log").to_string_lossy().to_string();
+        self.run(
+            "pg_ctl",
+            &["-D", &data, "-l", &log, "-w", "-o", &options, "start"],
+        );
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }

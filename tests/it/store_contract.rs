@@ -1161,3 +1161,22 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
         history.len()
     );
 }
+
+#[test]
+fn a_postgres_store_outlives_a_server_restart() {
+    let backend = Backend::postgres();
+    let mut opened = backend.open();
+    opened.writer.commit(&audit_batch()).unwrap();
+    let Backend::Postgres { server, .. } = &backend else {
+        unreachable!()
+    };
+    server.restart();
+    // The call that finds its connection closed fails (its caller retries, as for any store
+    // error); the next one connects again.
+    let _ = opened.audit.drift("trigger");
+    let _ = opened.writer.heartbeat(1);
+    let _ = opened.outbox.stats();
+    assert!(opened.audit.drift("trigger").unwrap().is_some());
+    opened.writer.heartbeat(2).unwrap();
+    assert_eq!(opened.outbox.stats().unwrap().pending, 0);
+}
