@@ -29,7 +29,10 @@ fi
 # kustomize is old, v2.0.3, and k8s/kustomization.yaml is kept simple enough for it).
 # prometheus-alertmanager: the real Alertmanager the alertmanager channel is tested against.
 # chromium: the headless browser that loads the dashboard and takes a screenshot.
-APT_PACKAGES=(prometheus prometheus-alertmanager chromium)
+# postgresql: the server binaries (initdb, pg_ctl) of the PostgreSQL store tests, which start a
+# throwaway server of their own in a temporary directory (tests/it/pg.rs). Debian's package also
+# creates and starts a system cluster; the tests never use it.
+APT_PACKAGES=(prometheus prometheus-alertmanager chromium postgresql)
 command -v kubectl >/dev/null 2>&1 || APT_PACKAGES+=(kubernetes-client)
 need_apt=()
 for package in "${APT_PACKAGES[@]}"; do
@@ -76,7 +79,13 @@ log "cargo deny check bans licenses sources"
 log "cargo clippy"
 cargo clippy --all-targets --quiet -- -D warnings
 
-log "cargo test (unit, router, engine, store)"
+# Debian puts PostgreSQL's server binaries under /usr/lib/postgresql/<version>/bin, not on PATH:
+# tell the tests (tests/it/pg.rs) which version's to use, the newest.
+if [ -z "${PG_BINDIR:-}" ]; then
+  PG_BINDIR=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -n "$PG_BINDIR" ]; then export PG_BINDIR; fi
+fi
+log "cargo test (unit, router, engine, store on SQLite and PostgreSQL)"
 cargo test --quiet 2>&1
 
 log "Building the binary for process tests"

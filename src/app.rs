@@ -46,7 +46,7 @@ pub async fn start(
     // One clock for the writer, the relays, the channels (re-signing) and the API.
     let clock = crate::time::system_clock();
     let opened = crate::store::open(&config.store)
-        .with_context(|| format!("opening store {}", config.store.path.display()))?;
+        .with_context(|| format!("opening store {}", config.store.location()))?;
     let crate::store::Opened {
         writer: store,
         outbox,

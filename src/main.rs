@@ -133,6 +133,31 @@ enum Command {
         #[command(subcommand)]
         action: ConfigCommand,
     },
+    /// Work with the store.
+    Store {
+        #[command(subcommand)]
+        action: StoreCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// Copy a SQLite store into an empty PostgreSQL database (one transaction, counts checked).
+    ///
+    /// Stop the service first. The password comes from the URL or from PGPASSWORD. Exit code 0:
+    /// copied; 2: refused (a non-empty target, a bad argument) or failed, nothing committed.
+    Migrate {
+        /// The SQLite store: `sqlite:PATH`.
+        #[arg(long)]
+        from: String,
+        /// The PostgreSQL database: `postgres://user@host:5432/db?sslmode=require`.
+        #[arg(long, env = "DRIFT_SENTINEL_STORE_URL", hide_env_values = true)]
+        to: String,
+        /// A PEM bundle of CA certificates for the server's TLS certificate (besides the
+        /// Mozilla roots).
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -294,5 +319,8 @@ fn main() -> ExitCode {
         Command::Config {
             action: ConfigCommand::Validate { file },
         } => commands::validate(&file),
+        Command::Store {
+            action: StoreCommand::Migrate { from, to, ca_file },
+        } => commands::store::migrate(&from, &to, ca_file.as_deref()),
     }
 }

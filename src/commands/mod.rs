@@ -1,5 +1,5 @@
 //! The commands of the `drift-sentinel` binary: `serve` (the default), `replay`, `check`,
-//! `compare`, `invariants test` and `config validate`. `main.rs` parses the arguments and calls one of these; each returns the
+//! `compare`, `invariants test`, `config validate` and `store migrate`. `main.rs` parses the arguments and calls one of these; each returns the
 //! process's exit code and prints its own errors.
 
 pub mod check;
@@ -7,6 +7,7 @@ pub mod compare;
 pub mod invariants;
 pub mod replay;
 pub mod serve;
+pub mod store;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -208,20 +208,109 @@ impl Default for ServerConfig {
     }
 }
 
-/// The embedded SQLite store.
+/// The store: one SQLite file (`path`, the default) or a PostgreSQL database (`url`).
+///
+/// Deserialized through [`StoreWire`] so validation can tell a `path` written in the file from
+/// the default one: setting both `path` and `url` is an error naming the two keys.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(from = "StoreWire")]
 pub struct StoreConfig {
     /// Path of the SQLite file (created if missing; WAL mode).
-    #[serde(default = "default_store_path")]
     pub path: PathBuf,
+    /// True when the file set `store.path` (not the default).
+    pub path_set: bool,
+    /// A PostgreSQL connection URL (`postgres://user@host:5432/db?sslmode=require`): when set,
+    /// the store is that database instead of the SQLite file. A secret: it may hold a password.
+    pub url: Option<Secret>,
+    /// The PostgreSQL password, when kept out of `url` (`password: ${PGPASSWORD}`); it wins over
+    /// a password in the URL and needs no percent-encoding.
+    pub password: Option<Secret>,
+    /// A PEM bundle of CA certificates trusted for the PostgreSQL server's TLS certificate,
+    /// besides the Mozilla roots (a private CA, a cloud provider's server CA).
+    pub ca_file: Option<PathBuf>,
     /// How long a CloudEvent (`source`, `id`) is remembered for de-duplication. The Broker's
     /// retries span minutes; a day leaves a wide margin.
-    #[serde(default = "default_dedup_retention", deserialize_with = "de_duration")]
     pub dedup_retention: Duration,
     /// How long resolved drifts, their history and finished deliveries are kept (audit trail).
-    #[serde(default = "default_retention", deserialize_with = "de_duration")]
     pub retention: Duration,
+}
+
+impl StoreConfig {
+    /// Where the store is, for messages: the SQLite file, or the PostgreSQL server and database
+    /// without user or password.
+    pub fn location(&self) -> String {
+        match &self.url {
+            Some(url) => describe_url(url.expose()),
+            None => self.path.display().to_string(),
+        }
+    }
+}
+
+/// The schemes a PostgreSQL `store.url` may have.
+pub const POSTGRES_SCHEMES: [&str; 2] = ["postgres", "postgresql"];
+
+/// A PostgreSQL URL without its user and password: scheme, host, port and database.
+pub fn describe_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(parsed) => {
+            let port = parsed
+                .port()
+                .map(|port| format!(":{port}"))
+                .unwrap_or_default();
+            format!(
+                "{}://{}{port}{}",
+                parsed.scheme(),
+                parsed.host_str().unwrap_or(""),
+                parsed.path()
+            )
+        }
+        Err(_) => "store.url (not a URL)".to_string(),
+    }
+}
+
+/// Why `url` cannot be a PostgreSQL store URL; the reason never repeats the URL, which may hold
+/// a password. (The connection options are checked by the store when it opens.)
+pub fn check_store_url(url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|error| format!("not a URL: {error}"))?;
+    if !POSTGRES_SCHEMES.contains(&parsed.scheme()) {
+        return Err(format!(
+            "the scheme must be postgres:// or postgresql://, not {}://",
+            parsed.scheme()
+        ));
+    }
+    Ok(())
+}
+
+/// `store:` as written.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StoreWire {
+    #[serde(default)]
+    path: Option<PathBuf>,
+    #[serde(default)]
+    url: Option<Secret>,
+    #[serde(default)]
+    password: Option<Secret>,
+    #[serde(default)]
+    ca_file: Option<PathBuf>,
+    #[serde(default = "default_dedup_retention", deserialize_with = "de_duration")]
+    dedup_retention: Duration,
+    #[serde(default = "default_retention", deserialize_with = "de_duration")]
+    retention: Duration,
+}
+
+impl From<StoreWire> for StoreConfig {
+    fn from(wire: StoreWire) -> StoreConfig {
+        StoreConfig {
+            path_set: wire.path.is_some(),
+            path: wire.path.unwrap_or_else(default_store_path),
+            url: wire.url,
+            password: wire.password,
+            ca_file: wire.ca_file,
+            dedup_retention: wire.dedup_retention,
+            retention: wire.retention,
+        }
+    }
 }
 
 fn default_retention() -> Duration {
@@ -239,6 +328,10 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             path: default_store_path(),
+            path_set: false,
+            url: None,
+            password: None,
+            ca_file: None,
             dedup_retention: default_dedup_retention(),
             retention: default_retention(),
         }

@@ -252,3 +252,62 @@ fn extra_resources_add_to_the_default_list_and_duplicates_name_both_places() {
         "{error}"
     );
 }
+
+#[test]
+fn store_url_selects_postgres_and_keeps_its_password_secret() {
+    let env = |name: &str| (name == "PGPASSWORD").then(|| "pw-s3cret".to_string());
+    let config = load_str(
+        "store:\n  url: postgres://drift:${PGPASSWORD}@db.example:5433/drifts?sslmode=require\n",
+        &env,
+    )
+    .unwrap();
+    let url = config.store.url.as_ref().unwrap();
+    assert!(url.expose().contains("pw-s3cret"));
+    assert!(!format!("{config:?}").contains("pw-s3cret"));
+    assert_eq!(config.store.location(), "postgres://db.example:5433/drifts");
+    // The default store stays the SQLite file.
+    let config = load_str("", &no_env).unwrap();
+    assert!(config.store.url.is_none());
+    assert_eq!(config.store.location(), "drift-sentinel.db");
+    let config = load_str(
+        "store:\n  url: postgres://db/d\n  password: ${PGPASSWORD}\n",
+        &env,
+    )
+    .unwrap();
+    assert_eq!(config.store.password.unwrap().expose(), "pw-s3cret");
+}
+
+#[test]
+fn store_keys_that_do_not_go_together_are_named() {
+    let cases = [
+        (
+            "store:\n  path: /data/s.db\n  url: postgres://db/d\n",
+            "store.url: set either store.path (SQLite) or store.url (PostgreSQL), not both",
+        ),
+        (
+            "store:\n  password: x\n",
+            "store.password: applies to a PostgreSQL store only (store.url)",
+        ),
+        (
+            "store:\n  caFile: /ca.pem\n",
+            "store.caFile: applies to a PostgreSQL store only (store.url)",
+        ),
+        (
+            "store:\n  url: mysql://u:pw-s3cret@db/d\n",
+            "store.url: the scheme must be postgres:// or postgresql://, not mysql://",
+        ),
+        (
+            "store:\n  url: postgres://db/d\n  password: ''\n",
+            "store.password: is empty (an unset environment variable?)",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = load_str(text, &no_env).unwrap_err();
+        assert_eq!(error.to_string(), expected, "{text}");
+    }
+    let error = load_str("store:\n  pth: x\n", &no_env).unwrap_err();
+    assert!(
+        error.to_string().starts_with("store.pth: unknown field"),
+        "{error}"
+    );
+}

@@ -9,6 +9,42 @@ use crate::classify::classes;
 use crate::model::silence::MATCHER_KEYS;
 use crate::model::SEVERITIES;
 
+fn validate_store(store: &super::StoreConfig) -> Result<(), Error> {
+    if store.path.as_os_str().is_empty() {
+        return Err(Error::invalid("store.path", "must not be empty"));
+    }
+    let Some(url) = &store.url else {
+        for (key, set) in [
+            ("store.password", store.password.is_some()),
+            ("store.caFile", store.ca_file.is_some()),
+        ] {
+            if set {
+                return Err(Error::invalid(
+                    key,
+                    "applies to a PostgreSQL store only (store.url)",
+                ));
+            }
+        }
+        return Ok(());
+    };
+    if store.path_set {
+        return Err(Error::invalid(
+            "store.url",
+            "set either store.path (SQLite) or store.url (PostgreSQL), not both",
+        ));
+    }
+    // The URL's own words (never its value: it may hold a password).
+    super::server::check_store_url(url.expose())
+        .map_err(|reason| Error::invalid("store.url", reason))?;
+    if store.password.as_ref().is_some_and(Secret::is_empty) {
+        return Err(Error::invalid(
+            "store.password",
+            "is empty (an unset environment variable?)",
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn validate(config: &Config) -> Result<(), Error> {
     if config.default_cluster.trim().is_empty() {
         return Err(Error::invalid("defaultCluster", "must not be empty"));
@@ -64,9 +100,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
             "must be at least 1",
         ));
     }
-    if config.store.path.as_os_str().is_empty() {
-        return Err(Error::invalid("store.path", "must not be empty"));
-    }
+    validate_store(&config.store)?;
     validate_resync(&config.resync)?;
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
     config.fleet.compile("fleet.groups")?;

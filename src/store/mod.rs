@@ -3,7 +3,8 @@
 //! Three roles, each behind a trait, so a backend is one module behind [`open`]: the [`Store`]
 //! (the single writer's transactions), the [`Outbox`] (the relays' claims and settlements) and the
 //! [`AuditRead`]er (read-only queries for the API). Backends: [`sqlite`] (the embedded default,
-//! one SQLite file in WAL mode, schema versions and ordered migrations in `sqlite/schema.rs`) and
+//! one SQLite file in WAL mode, schema versions and ordered migrations in `sqlite/schema.rs`),
+//! [`postgres`] (`store.url`: the same tables and versions in a PostgreSQL database) and
 //! [`memory`] (tests; it can be told to fail or block). The stored JSON has shapes of its own
 //! ([`rows`]), apart from the core types. Errors are backend-neutral ([`Error`]).
 //!
@@ -13,7 +14,9 @@
 
 pub mod audit;
 pub mod memory;
+pub mod migrate;
 pub mod outbox;
+pub mod postgres;
 pub mod rows;
 pub mod sqlite;
 
@@ -37,7 +40,7 @@ pub enum Error {
     /// The database reported an error.
     #[error("{backend}: {source}")]
     Backend {
-        /// The backend (`sqlite`), also the metric label.
+        /// The backend (`sqlite`, `postgres`), also the metric label.
         backend: &'static str,
         /// The database's error.
         #[source]
@@ -53,7 +56,7 @@ pub enum Error {
         source: serde_json::Error,
     },
     /// The store was written by a newer binary: opening it could damage it.
-    #[error("the store has schema version {found}, newer than this binary knows ({supported}): run the drift-sentinel version that wrote it (or a newer one), or point store.path at a new file")]
+    #[error("the store has schema version {found}, newer than this binary knows ({supported}): run the drift-sentinel version that wrote it (or a newer one), or point store.path or store.url at a new store")]
     Schema {
         /// The store's version.
         found: i64,
@@ -94,9 +97,17 @@ pub struct Opened {
     pub background: Box<dyn Send>,
 }
 
-/// Opens (creating and migrating if needed) the configured store.
+/// Opens (creating and migrating if needed) the configured store: the PostgreSQL database of
+/// `store.url` when set, else the SQLite file of `store.path`.
 pub fn open(config: &StoreConfig) -> Result<Opened, Error> {
-    sqlite::open(&config.path)
+    match &config.url {
+        Some(url) => postgres::open(&postgres::Target::new(
+            url.expose(),
+            config.password.as_ref().map(|password| password.expose()),
+            config.ca_file.as_deref(),
+        )?),
+        None => sqlite::open(&config.path),
+    }
 }
 
 /// A CloudEvent identity, remembered so a redelivery takes effect once.

@@ -18,9 +18,14 @@ struct Running {
 impl Running {
     async fn start(extra: &str) -> Running {
         let dir = tempfile::tempdir().unwrap();
+        let store = format!("store:\n  path: {}\n", dir.path().join("api.db").display());
+        Running::start_on(dir, &store, extra).await
+    }
+
+    /// Starts the service on the store of `store` (a `store:` section).
+    async fn start_on(dir: tempfile::TempDir, store: &str, extra: &str) -> Running {
         let yaml = format!(
-            "store:\n  path: {}\nchannels:\n  - {{name: log, type: log}}\nroutes:\n  - {{channels: [log], groupWait: 0s}}\n{extra}",
-            dir.path().join("api.db").display()
+            "{store}channels:\n  - {{name: log, type: log}}\nroutes:\n  - {{channels: [log], groupWait: 0s}}\n{extra}"
         );
         let config = drift_sentinel::config::load_str(&yaml, &|_| None).unwrap();
         let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())
@@ -1519,4 +1524,112 @@ async fn the_drift_page_shows_the_failing_condition_chain_escaped() {
     )
     .unwrap();
     assert_eq!(stored, chain);
+}
+
+/// `store migrate` moves the service's SQLite store into PostgreSQL, and the service started on
+/// PostgreSQL answers with the same drifts, deliveries and silences, and goes on recording.
+#[tokio::test]
+async fn a_store_migrated_to_postgres_serves_the_same_drifts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("before.db");
+    let mut app = Running::start_on(
+        tempfile::tempdir().unwrap(),
+        &format!("store:\n  path: {}\n", path.display()),
+        "",
+    )
+    .await;
+    let edited = app.make_drifts().await;
+    let response = app
+        .client
+        .post(format!("{}/api/v1/silences", app.base))
+        .json(&json!({"matchers": {"name": "config-gc"}, "comment": "moving"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    // The log channel delivered the firing notices (attempts are part of what moves).
+    let delivered = eventually(|| async {
+        app.get("/api/v1/deliveries?state=delivered").await.1["items"]
+            .as_array()
+            .is_some_and(|items| !items.is_empty())
+    })
+    .await;
+    assert!(delivered);
+    let (_, drifts) = app.get("/api/v1/drifts").await;
+    let (_, silences) = app.get("/api/v1/silences").await;
+    let (_, deliveries) = app.get("/api/v1/deliveries?limit=100").await;
+    let first = drifts["items"][0]["id"].as_str().unwrap().to_string();
+    let (_, detail) = app.get(&format!("/api/v1/drifts/{first}")).await;
+    assert_eq!(drifts["items"].as_array().unwrap().len(), 3);
+    app.stop().await;
+
+    let server = crate::pg::PgServer::start();
+    let url = server.database();
+    let migrate = |url: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+            .args([
+                "store",
+                "migrate",
+                "--from",
+                &format!("sqlite:{}", path.display()),
+            ])
+            .args(["--to", url])
+            .env_remove("DRIFT_SENTINEL_CONFIG")
+            .output()
+            .unwrap()
+    };
+    let output = migrate(&url);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("drifts                     3 rows"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("silences                   1 rows"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Counts checked."), "{stdout}");
+
+    let mut app = Running::start_on(
+        tempfile::tempdir().unwrap(),
+        &format!("store:\n  url: \"{url}\"\n"),
+        "",
+    )
+    .await;
+    assert_eq!(app.get("/api/v1/drifts").await.1, drifts);
+    assert_eq!(app.get("/api/v1/silences").await.1, silences);
+    assert_eq!(app.get("/api/v1/deliveries?limit=100").await.1, deliveries);
+    assert_eq!(app.get(&format!("/api/v1/drifts/{first}")).await.1, detail);
+    // It goes on from there: the engine state came along, so reverting a firing drift's
+    // edit resolves it.
+    let reverted = changed(&edited[0], |c| {
+        c["data"].as_object_mut().unwrap().remove("min-scale");
+    });
+    // The event keys came along too: a CloudEvent id the SQLite store saw is a redelivery here.
+    app.next = 0;
+    app.send("update", &reverted).await;
+    assert_eq!(
+        app.get("/api/v1/drifts?state=resolved").await.1["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "a redelivered event id takes no effect"
+    );
+    app.next = 100;
+    app.send("update", &reverted).await;
+    let (_, resolved) = app.get("/api/v1/drifts?state=resolved").await;
+    assert_eq!(resolved["items"].as_array().unwrap().len(), 2);
+    app.stop().await;
+
+    // Into a database that holds a store: refused, exit 2, nothing written.
+    let output = migrate(&url);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already holds a store"), "{stderr}");
 }

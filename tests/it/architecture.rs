@@ -303,6 +303,7 @@ fn only_x_knows_y() {
     only_in("hyper", &["ingest/"]);
     only_in("reqwest", &["deliver/", "ingest/auth.rs"]);
     only_in("rusqlite", &["store/"]);
+    only_in("tokio_postgres", &["store/"]);
     only_in("SELECT ", &["store/"]);
     only_in("INSERT ", &["store/"]);
     only_in("kube::", &["cluster/"]);

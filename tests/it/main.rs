@@ -20,6 +20,7 @@ mod knative_defaults;
 mod knative_kinds;
 mod oidc;
 mod overload;
+mod pg;
 mod properties;
 mod receivers;
 mod recording;

@@ -2,10 +2,17 @@
 //! back whole; a store from a newer binary is refused untouched; the outbox claim contract
 //! holds on every backend (two processes never send the same row); and every backend answers
 //! the audit queries alike (filters, the API group filter, the overview's counts).
+//!
+//! The contract tests run on every backend: SQLite, PostgreSQL (a throwaway server, `pg.rs`)
+//! and, where it takes part, the memory store. A test that passes on one and fails on another is
+//! a bug in one of them.
 
 use std::path::Path;
 
+use crate::pg::PgServer;
+
 use drift_sentinel::classify::Changes;
+use drift_sentinel::config::Secret;
 use drift_sentinel::config::StoreConfig;
 use drift_sentinel::model::{
     Drift, DriftState, Evidence, Millis, OwnerChain, Severity, Transition,
@@ -25,6 +32,78 @@ fn config(path: &Path) -> StoreConfig {
     StoreConfig {
         path: path.to_path_buf(),
         ..StoreConfig::default()
+    }
+}
+
+/// A database backend under test, with a fresh empty store.
+pub enum Backend {
+    Sqlite(tempfile::TempDir),
+    Postgres { server: PgServer, url: String },
+}
+
+impl Backend {
+    pub fn sqlite() -> Backend {
+        Backend::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    pub fn postgres() -> Backend {
+        let server = PgServer::start();
+        let url = server.database();
+        Backend::Postgres { server, url }
+    }
+
+    /// Every database backend.
+    pub fn all() -> [Backend; 2] {
+        [Backend::sqlite(), Backend::postgres()]
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres { .. } => "postgres",
+        }
+    }
+
+    pub fn config(&self) -> StoreConfig {
+        match self {
+            Backend::Sqlite(dir) => config(&dir.path().join("store.db")),
+            Backend::Postgres { url, .. } => StoreConfig {
+                url: Some(Secret::new(url.clone())),
+                ..StoreConfig::default()
+            },
+        }
+    }
+
+    /// Opens the store (again: each call is another set of connections, like another process).
+    pub fn open(&self) -> store::Opened {
+        store::open(&self.config())
+            .unwrap_or_else(|error| panic!("opening the {} store: {error}", self.name()))
+    }
+
+    /// Runs SQL outside the store (tests that tamper with it); returns what it prints.
+    fn execute(&self, sql: &str) -> String {
+        match self {
+            Backend::Sqlite(dir) => {
+                let connection = rusqlite::Connection::open(dir.path().join("store.db")).unwrap();
+                connection.execute_batch(sql).unwrap();
+                String::new()
+            }
+            Backend::Postgres { server, url } => server.psql(PgServer::name_of(url), sql),
+        }
+    }
+
+    /// The schema version recorded in the store.
+    fn version(&self) -> Option<i64> {
+        match self {
+            Backend::Sqlite(dir) => recorded_version(&dir.path().join("store.db")),
+            Backend::Postgres { server, url } => {
+                let text = server.psql(
+                    PgServer::name_of(url),
+                    "SELECT version FROM schema_version WHERE id = 1",
+                );
+                text.parse().ok()
+            }
+        }
     }
 }
 
@@ -168,6 +247,29 @@ fn a_store_from_a_newer_binary_is_refused_untouched() {
     );
     assert_eq!(recorded_version(&path), Some(99));
     assert_eq!(std::fs::read(&path).unwrap(), before, "nothing written");
+}
+
+#[test]
+fn a_postgres_store_from_a_newer_binary_is_refused_untouched() {
+    let backend = Backend::postgres();
+    drop(backend.open());
+    // A newer binary's layout: version 99, a table of its own, a column dropped.
+    backend.execute(
+        "UPDATE schema_version SET version = 99; CREATE TABLE from_the_future (x BIGINT);
+         ALTER TABLE drifts DROP COLUMN api_group;",
+    );
+    let layout =
+        "SELECT string_agg(table_name || '.' || column_name, ',' ORDER BY table_name, column_name)
+                  FROM information_schema.columns WHERE table_schema = 'public'";
+    let before = backend.execute(layout);
+    let error = match store::open(&backend.config()) {
+        Ok(_) => panic!("a newer store must be refused"),
+        Err(error) => error,
+    };
+    assert_eq!(error.kind(), "schema");
+    assert!(error.to_string().contains("schema version 99"), "{error}");
+    assert_eq!(backend.version(), Some(99));
+    assert_eq!(backend.execute(layout), before, "nothing written");
 }
 
 fn queued(id: &str, channel: &str) -> NewOutbox {
@@ -362,16 +464,16 @@ fn claims_are_exclusive(writer: &mut dyn Store, a: &mut dyn Outbox, b: &mut dyn 
 }
 
 #[test]
-fn outbox_claims_are_exclusive_on_sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("claims.db");
-    let mut one = store::open(&config(&path)).unwrap();
-    let mut two = store::open(&config(&path)).unwrap();
-    claims_are_exclusive(
-        one.writer.as_mut(),
-        one.outbox.as_mut(),
-        two.outbox.as_mut(),
-    );
+fn outbox_claims_are_exclusive_on_every_database() {
+    for backend in Backend::all() {
+        let mut one = backend.open();
+        let mut two = backend.open();
+        claims_are_exclusive(
+            one.writer.as_mut(),
+            one.outbox.as_mut(),
+            two.outbox.as_mut(),
+        );
+    }
 }
 
 #[test]
@@ -706,20 +808,35 @@ fn audit_answers(audit: &dyn AuditRead) -> Vec<String> {
 
 #[test]
 fn the_audit_side_answers_alike_on_every_backend() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut sqlite = store::open(&config(&dir.path().join("audit.db"))).unwrap();
-    sqlite.writer.commit(&audit_batch()).unwrap();
     let mut memory = MemoryStore::new();
     memory.commit(&audit_batch()).unwrap();
-    let from_sqlite = audit_answers(sqlite.audit.as_ref());
-    let from_memory = audit_answers(&memory);
-    assert_eq!(from_sqlite, from_memory);
+    let expected = audit_answers(&memory);
+    let cutoff = DAY_MILLIS * 103;
     // Retention forgets the Subscription and the Route (resolved before day 3) with their moves,
     // alike.
-    let cutoff = DAY_MILLIS * 103;
-    assert_eq!(sqlite.writer.prune_audit(cutoff).unwrap(), 2 + 3 + 2);
     assert_eq!(memory.prune_audit(cutoff).unwrap(), 2 + 3 + 2);
-    for audit in [sqlite.audit.as_ref(), &memory as &dyn AuditRead] {
+    let backends = Backend::all();
+    let mut opened: Vec<store::Opened> = backends.iter().map(Backend::open).collect();
+    for (backend, store) in backends.iter().zip(&mut opened) {
+        store.writer.commit(&audit_batch()).unwrap();
+        assert_eq!(
+            audit_answers(store.audit.as_ref()),
+            expected,
+            "{}",
+            backend.name()
+        );
+        assert_eq!(
+            store.writer.prune_audit(cutoff).unwrap(),
+            2 + 3 + 2,
+            "{}",
+            backend.name()
+        );
+    }
+    let audits = opened
+        .iter()
+        .map(|store| store.audit.as_ref())
+        .chain([&memory as &dyn AuditRead]);
+    for audit in audits {
         assert!(audit.history("subscription").unwrap().is_empty());
         assert_eq!(audit.history("configmap").unwrap().len(), 3);
         let days = audit.moves_per_day(DAY_MILLIS * 99, 7).unwrap();
@@ -734,28 +851,332 @@ fn the_audit_side_answers_alike_on_every_backend() {
 
 #[test]
 fn version_two_fills_in_the_api_group_of_drifts_stored_before_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("v1.db");
-    {
-        let mut opened = store::open(&config(&path)).unwrap();
-        opened.writer.commit(&audit_batch()).unwrap();
-    }
-    // Back to the version 1 layout: no group column, no new indexes, version 1 recorded.
-    {
-        let connection = rusqlite::Connection::open(&path).unwrap();
-        connection
-            .execute_batch(
-                "DROP INDEX drifts_api_group; DROP INDEX drift_history_at;
-                 ALTER TABLE drifts DROP COLUMN api_group;
-                 UPDATE schema_version SET version = 1;",
-            )
-            .unwrap();
-    }
-    assert_eq!(recorded_version(&path), Some(1));
-    let opened = store::open(&config(&path)).unwrap();
-    assert_eq!(recorded_version(&path), Some(2));
-    let from_sqlite = audit_answers(opened.audit.as_ref());
     let mut memory = MemoryStore::new();
     memory.commit(&audit_batch()).unwrap();
-    assert_eq!(from_sqlite, audit_answers(&memory));
+    let expected = audit_answers(&memory);
+    for backend in Backend::all() {
+        {
+            let mut opened = backend.open();
+            opened.writer.commit(&audit_batch()).unwrap();
+        }
+        // Back to the version 1 layout: no group column, no new indexes, version 1 recorded.
+        backend.execute(
+            "DROP INDEX drifts_api_group; DROP INDEX drift_history_at;
+             ALTER TABLE drifts DROP COLUMN api_group;
+             UPDATE schema_version SET version = 1;",
+        );
+        assert_eq!(backend.version(), Some(1), "{}", backend.name());
+        let opened = backend.open();
+        assert_eq!(backend.version(), Some(2), "{}", backend.name());
+        assert_eq!(
+            audit_answers(opened.audit.as_ref()),
+            expected,
+            "{}",
+            backend.name()
+        );
+    }
+}
+
+/// The writer's side: what a commit stores comes back at start (objects, open drifts only,
+/// silences in order), event keys make redeliveries duplicates until pruned, and the audit
+/// reader sees the silences.
+fn writer_round_trip(store: &mut dyn Store, audit: &dyn AuditRead) {
+    use drift_sentinel::model::Silence;
+    use drift_sentinel::store::{EventKey, SilenceChange, StoredSilence};
+    let silence = |id: &str, at: Millis| StoredSilence {
+        id: id.into(),
+        silence: Silence {
+            matchers: [("namespace".to_string(), "team-*".to_string())].into(),
+            expires_at: Some("2030-01-01T00:00:00Z".into()),
+            comment: Some(format!("silence {id}")),
+        },
+        created_at: at,
+    };
+    let mut batch = audit_batch();
+    batch.events = vec![
+        (
+            EventKey {
+                source: "s".into(),
+                id: "1".into(),
+            },
+            1_000,
+        ),
+        (
+            EventKey {
+                source: "s".into(),
+                id: "2".into(),
+            },
+            5_000,
+        ),
+    ];
+    batch.silences = vec![
+        SilenceChange::Add(silence("Zed", 2)),
+        SilenceChange::Add(silence("alpha", 2)),
+        SilenceChange::Add(silence("gone", 1)),
+    ];
+    store.commit(&batch).unwrap();
+    store
+        .commit(&Batch {
+            silences: vec![SilenceChange::Remove("gone".into())],
+            ..Batch::default()
+        })
+        .unwrap();
+    let key = |id: &str| EventKey {
+        source: "s".into(),
+        id: id.into(),
+    };
+    assert!(store.is_duplicate(&key("1")).unwrap());
+    assert!(!store.is_duplicate(&key("3")).unwrap());
+    assert_eq!(store.prune_events(2_000).unwrap(), 1);
+    assert!(!store.is_duplicate(&key("1")).unwrap());
+    assert!(store.is_duplicate(&key("2")).unwrap());
+    store.heartbeat(7).unwrap();
+    store.heartbeat(8).unwrap();
+
+    let snapshot = store.load().unwrap();
+    let mut open: Vec<&str> = snapshot.drifts.iter().map(|d| d.id.as_str()).collect();
+    open.sort();
+    let mut expected: Vec<String> = audit_batch()
+        .changes
+        .drifts
+        .iter()
+        .filter(|drift| drift.state != DriftState::Resolved)
+        .map(|drift| drift.id.clone())
+        .collect();
+    expected.sort();
+    assert_eq!(open, expected);
+    let silences: Vec<&str> = snapshot.silences.iter().map(|s| s.id.as_str()).collect();
+    // By creation time, then id in byte order ('Z' before 'a').
+    assert_eq!(silences, ["Zed", "alpha"]);
+    assert_eq!(snapshot.silences[1], silence("alpha", 2));
+    assert_eq!(audit.silences().unwrap(), snapshot.silences);
+}
+
+#[test]
+fn the_writer_round_trips_on_every_backend() {
+    for backend in Backend::all() {
+        let mut opened = backend.open();
+        writer_round_trip(opened.writer.as_mut(), opened.audit.as_ref());
+    }
+    let memory = MemoryStore::new();
+    writer_round_trip(&mut memory.clone(), &memory);
+}
+
+#[test]
+fn postgres_errors_never_show_the_password() {
+    let server = PgServer::start();
+    let password = "pw-Sekr1t-do-not-print";
+    // A URL that does not parse, one whose database does not exist, a password in its own key.
+    let socket = server.path().join("sock");
+    let urls = [
+        format!("postgres://u:{password}@localhost:notaport/db"),
+        format!(
+            "postgres://postgres:{password}@/missing?host={}&port=5432",
+            socket.display()
+        ),
+        format!(
+            "postgres:///missing?host={}&port=5432&user=postgres",
+            socket.display()
+        ),
+    ];
+    for (index, url) in urls.iter().enumerate() {
+        let config = StoreConfig {
+            url: Some(Secret::new(url.clone())),
+            password: (index == 2).then(|| Secret::new(password)),
+            ..StoreConfig::default()
+        };
+        let error = match store::open(&config) {
+            Ok(_) => panic!("{index}: opening must fail"),
+            Err(error) => error,
+        };
+        assert_eq!(error.kind(), "postgres", "{index}");
+        let shown = format!("{error} {error:?} {:?}", std::error::Error::source(&error));
+        assert!(!shown.contains(password), "{index}: {shown}");
+        assert!(!format!("{config:?}").contains(password));
+        assert!(!config.location().contains(password));
+    }
+}
+
+/// Everything the outbox, the writer's snapshot and the audit reader answer about a store.
+fn whole_store(opened: &mut store::Opened) -> Vec<String> {
+    let mut answers = audit_answers(opened.audit.as_ref());
+    answers.push(format!("{:?}", opened.outbox.rows(None, 500).unwrap()));
+    answers.push(format!("{:?}", opened.outbox.stats().unwrap()));
+    answers.push(format!("{:?}", opened.outbox.claim_owners().unwrap()));
+    for drift in ["trigger", "configmap"] {
+        answers.push(format!("{:?}", opened.audit.deliveries_of(drift).unwrap()));
+    }
+    answers.push(format!("{:?}", opened.audit.silences().unwrap()));
+    let snapshot = opened.writer.load().unwrap();
+    let mut drifts: Vec<String> = snapshot.drifts.iter().map(|d| format!("{d:?}")).collect();
+    drifts.sort();
+    answers.extend(drifts);
+    answers.push(format!("{:?}", snapshot.silences));
+    answers
+}
+
+#[test]
+fn store_migrate_moves_a_sqlite_store_into_postgres() {
+    use drift_sentinel::model::Silence;
+    use drift_sentinel::store::{EventKey, SilenceChange, StoredSilence};
+    let sqlite = Backend::sqlite();
+    let mut source = sqlite.open();
+    let mut batch = audit_batch();
+    batch.events = vec![(
+        EventKey {
+            source: "s".into(),
+            id: "e1".into(),
+        },
+        5,
+    )];
+    batch.outbox = vec![
+        NewOutbox {
+            drift_id: "trigger".into(),
+            ..queued("n1", "hook")
+        },
+        NewOutbox {
+            drift_id: "trigger".into(),
+            ..queued("n2", "hook")
+        },
+        NewOutbox {
+            drift_id: "configmap".into(),
+            ..queued("n3", "chat")
+        },
+    ];
+    batch.silences = vec![SilenceChange::Add(StoredSilence {
+        id: "quiet".into(),
+        silence: Silence {
+            matchers: [("namespace".to_string(), "team-*".to_string())].into(),
+            expires_at: None,
+            comment: Some("migrated".into()),
+        },
+        created_at: 3,
+    })];
+    source.writer.commit(&batch).unwrap();
+    // Deliveries in every state: one delivered, one retried (and still claimed), one pending.
+    let lease = Lease {
+        owner: "pod/1/x/hook".into(),
+        until: 90_000,
+    };
+    let held = source
+        .outbox
+        .claim(&["n1".into(), "n2".into()], "m1", &lease, 2_000)
+        .unwrap();
+    assert_eq!(held.len(), 2);
+    source
+        .outbox
+        .settle(
+            &settled(&["n1"], OutboxState::Delivered, Some("pod/1/x/hook"), 2_100),
+            &[reminder_of("n1")],
+        )
+        .unwrap();
+    source
+        .outbox
+        .settle(
+            &settled(&["n2"], OutboxState::Pending, Some("pod/1/x/hook"), 2_200),
+            &[],
+        )
+        .unwrap();
+    source
+        .outbox
+        .claim(&["n2".into()], "m1", &lease, 2_300)
+        .unwrap();
+    source.writer.heartbeat(42).unwrap();
+    let expected = whole_store(&mut source);
+    drop(source);
+
+    let postgres = Backend::postgres();
+    let Backend::Postgres { url, .. } = &postgres else {
+        unreachable!()
+    };
+    let target = store::postgres::Target::new(url, None, None).unwrap();
+    let path = match &sqlite {
+        Backend::Sqlite(dir) => dir.path().join("store.db"),
+        Backend::Postgres { .. } => unreachable!(),
+    };
+    let summary = store::migrate::sqlite_to_postgres(&path, &target).unwrap();
+    assert_eq!(summary.version, store::sqlite::schema::LATEST);
+    let counts: Vec<(&str, u64)> = summary.tables.clone();
+    let written = audit_batch();
+    assert_eq!(
+        counts,
+        [
+            ("events", 1),
+            ("objects", 0),
+            ("drifts", written.changes.drifts.len() as u64),
+            ("drift_history", written.changes.history.len() as u64),
+            ("silences", 1),
+            ("outbox", 4),
+            ("delivery_attempts", 2),
+            ("heartbeat", 1),
+        ]
+    );
+    let mut migrated = postgres.open();
+    assert_eq!(whole_store(&mut migrated), expected);
+    assert!(migrated
+        .writer
+        .is_duplicate(&EventKey {
+            source: "s".into(),
+            id: "e1".into()
+        })
+        .unwrap());
+
+    // The service continues from it: new history follows the copied history, and a second
+    // settlement's attempt follows the first.
+    let mut next = Batch::default();
+    let mut resolved = audit_batch().changes.drifts[0].clone();
+    assert_eq!(resolved.id, "trigger");
+    resolved.state = DriftState::Resolved;
+    resolved.resolved_at = Some(DAY_MILLIS * 200);
+    next.changes.history = vec![Transition {
+        drift: resolved.clone(),
+        from: Some(DriftState::Firing),
+        at: DAY_MILLIS * 200,
+    }];
+    next.changes.drifts = vec![resolved];
+    migrated.writer.commit(&next).unwrap();
+    let history = migrated.audit.history("trigger").unwrap();
+    assert_eq!(history.last().unwrap().to, "resolved");
+    assert_eq!(history.last().unwrap().at, DAY_MILLIS * 200);
+    migrated
+        .outbox
+        .settle(
+            &settled(&["n2"], OutboxState::Delivered, Some("pod/1/x/hook"), 2_400),
+            &[],
+        )
+        .unwrap();
+    let deliveries = migrated.audit.deliveries_of("trigger").unwrap();
+    let n2 = deliveries.iter().find(|d| d.id == "n2").unwrap();
+    let states: Vec<&str> = n2.attempt_log.iter().map(|a| a.state.as_str()).collect();
+    assert_eq!(states, ["pending", "delivered"]);
+
+    // A second migration into the now non-empty database is refused, and writes nothing.
+    let error = store::migrate::sqlite_to_postgres(&path, &target).unwrap_err();
+    assert!(
+        error.to_string().contains("already holds a store"),
+        "{error}"
+    );
+    assert_eq!(
+        migrated.audit.history("trigger").unwrap().len(),
+        history.len()
+    );
+}
+
+#[test]
+fn a_postgres_store_outlives_a_server_restart() {
+    let backend = Backend::postgres();
+    let mut opened = backend.open();
+    opened.writer.commit(&audit_batch()).unwrap();
+    let Backend::Postgres { server, .. } = &backend else {
+        unreachable!()
+    };
+    server.restart();
+    // The call that finds its connection closed fails (its caller retries, as for any store
+    // error); the next one connects again.
+    let _ = opened.audit.drift("trigger");
+    let _ = opened.writer.heartbeat(1);
+    let _ = opened.outbox.stats();
+    assert!(opened.audit.drift("trigger").unwrap().is_some());
+    opened.writer.heartbeat(2).unwrap();
+    assert_eq!(opened.outbox.stats().unwrap().pending, 0);
 }

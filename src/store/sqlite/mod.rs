@@ -50,7 +50,7 @@ pub fn open(path: &Path) -> Result<Opened, Error> {
 }
 
 /// The SQLite store.
-pub(crate) struct SqliteStore {
+pub struct SqliteStore {
     connection: Connection,
 }
 

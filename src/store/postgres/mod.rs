@@ -1,0 +1,300 @@
+//! The PostgreSQL store (`store.url`): the same tables, schema versions and answers as the
+//! SQLite store, in a database that outlives the pod.
+//!
+//! Each role has its own connection, as with SQLite: the writer ([`PostgresStore`]), the relays
+//! ([`outbox`]) and the audit reader ([`audit`]); [`schema`] versions the layout and migrates it
+//! when the writer opens it. [`conn`] says how a connection is used from synchronous code. The
+//! single-writer assumption stays: one process writes a database.
+
+pub mod audit;
+pub mod conn;
+pub mod outbox;
+pub mod schema;
+
+use std::sync::Arc;
+
+use tokio_postgres::types::ToSql;
+
+pub use audit::PostgresAudit;
+pub use conn::Target;
+pub use outbox::PostgresOutbox;
+
+use self::conn::{wait, Conn};
+use super::rows::{DriftRow, ObjectRow, SilenceRow};
+use super::{Batch, Error, EventKey, Opened, SilenceChange, Snapshot, Store, StoredSilence};
+use crate::classify::ObjectState;
+use crate::model::{Drift, Millis};
+
+/// Opens the database for every role: the writer first (it creates and migrates the schema),
+/// then the outbox and the audit reader.
+pub fn open(target: &Target) -> Result<Opened, Error> {
+    let writer = PostgresStore::open(target)?;
+    let outbox = PostgresOutbox::open(target)?;
+    let audit = PostgresAudit::open(target)?;
+    Ok(Opened {
+        writer: Box::new(writer),
+        outbox: Box::new(outbox),
+        audit: Arc::new(audit),
+        // Nothing runs in the background: PostgreSQL checkpoints by itself.
+        background: Box::new(()),
+    })
+}
+
+/// The PostgreSQL store's writer.
+pub struct PostgresStore {
+    conn: Conn,
+}
+
+fn to_json<T: serde::Serialize>(value: &T, table: &'static str) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|source| Error::Corrupt { table, source })
+}
+
+pub(super) fn decode_silences(rows: &[tokio_postgres::Row]) -> Result<Vec<StoredSilence>, Error> {
+    let mut silences = Vec::with_capacity(rows.len());
+    for row in rows {
+        let body: String = row.try_get(1)?;
+        let decoded: SilenceRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+            table: "silences",
+            source,
+        })?;
+        silences.push(StoredSilence {
+            id: row.try_get(0)?,
+            silence: decoded.into(),
+            created_at: row.try_get(2)?,
+        });
+    }
+    Ok(silences)
+}
+
+impl PostgresStore {
+    /// Connects and brings the schema to the latest version (or refuses a newer one).
+    pub fn open(target: &Target) -> Result<PostgresStore, Error> {
+        let mut conn = Conn::open(target)?;
+        schema::migrate(&mut conn)?;
+        Ok(PostgresStore { conn })
+    }
+}
+
+impl Store for PostgresStore {
+    fn load(&mut self) -> Result<Snapshot, Error> {
+        let client = self.conn.client()?;
+        let mut snapshot = Snapshot::default();
+        for row in wait(client.query("SELECT body FROM objects", &[]))? {
+            let body: String = row.try_get(0)?;
+            let object: ObjectRow =
+                serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+                    table: "objects",
+                    source,
+                })?;
+            snapshot.objects.push(ObjectState::from(object));
+        }
+        let silences = wait(client.query(
+            "SELECT id, body, created_at FROM silences ORDER BY created_at, id",
+            &[],
+        ))?;
+        snapshot.silences = decode_silences(&silences)?;
+        for row in wait(client.query("SELECT body FROM drifts WHERE state != 'resolved'", &[]))? {
+            let body: String = row.try_get(0)?;
+            let drift: DriftRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+                table: "drifts",
+                source,
+            })?;
+            snapshot.drifts.push(Drift::from(drift));
+        }
+        Ok(snapshot)
+    }
+
+    fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
+        let client = self.conn.client()?;
+        Ok(wait(client.query_opt(
+            "SELECT 1 FROM events WHERE source = $1 AND id = $2",
+            &[&key.source, &key.id],
+        ))?
+        .is_some())
+    }
+
+    fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        let client = self.conn.client()?;
+        wait(async {
+            let transaction = client.transaction().await?;
+            if !batch.events.is_empty() {
+                let insert = transaction
+                    .prepare(
+                        "INSERT INTO events (source, id, received_at) VALUES ($1, $2, $3)
+                         ON CONFLICT DO NOTHING",
+                    )
+                    .await?;
+                for (key, received_at) in &batch.events {
+                    transaction
+                        .execute(&insert, &[&key.source, &key.id, received_at])
+                        .await?;
+                }
+            }
+            if !batch.changes.objects.is_empty() {
+                let upsert = transaction
+                    .prepare(
+                        "INSERT INTO objects (cluster, uid, kind, namespace, name, body) VALUES ($1, $2, $3, $4, $5, $6)
+                         ON CONFLICT (cluster, uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace,
+                         name = excluded.name, body = excluded.body",
+                    )
+                    .await?;
+                for object in &batch.changes.objects {
+                    let body =
+                        super::rows::encode_object(object).map_err(|source| Error::Corrupt {
+                            table: "objects",
+                            source,
+                        })?;
+                    transaction
+                        .execute(
+                            &upsert,
+                            &[
+                                &object.cluster,
+                                &object.uid,
+                                &object.kind,
+                                &object.namespace,
+                                &object.name,
+                                &body,
+                            ],
+                        )
+                        .await?;
+                }
+            }
+            if !batch.changes.removed_objects.is_empty() {
+                let delete = transaction
+                    .prepare("DELETE FROM objects WHERE cluster = $1 AND uid = $2")
+                    .await?;
+                for key in &batch.changes.removed_objects {
+                    transaction
+                        .execute(&delete, &[&key.cluster, &key.uid])
+                        .await?;
+                }
+            }
+            if !batch.changes.drifts.is_empty() {
+                let upsert = transaction
+                    .prepare(
+                        "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body, api_group)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                         ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
+                         fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
+                    )
+                    .await?;
+                for drift in &batch.changes.drifts {
+                    let body =
+                        super::rows::encode_drift(drift).map_err(|source| Error::Corrupt {
+                            table: "drifts",
+                            source,
+                        })?;
+                    let group = crate::model::group::api_group(&drift.api_version);
+                    let params: [&(dyn ToSql + Sync); 14] = [
+                        &drift.id,
+                        &drift.class,
+                        &drift.state.as_str(),
+                        &drift.severity.as_str(),
+                        &drift.cluster,
+                        &drift.namespace,
+                        &drift.kind,
+                        &drift.name,
+                        &drift.uid,
+                        &drift.since,
+                        &drift.fired_at,
+                        &drift.resolved_at,
+                        &body,
+                        &group,
+                    ];
+                    transaction.execute(&upsert, &params).await?;
+                }
+            }
+            if !batch.changes.history.is_empty() {
+                let insert = transaction
+                    .prepare(
+                        "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES ($1, $2, $3, $4, $5)",
+                    )
+                    .await?;
+                for transition in &batch.changes.history {
+                    let evidence = to_json(
+                        &super::rows::EvidenceRowRef::from(&transition.drift.evidence),
+                        "drift_history",
+                    )?;
+                    transaction
+                        .execute(
+                            &insert,
+                            &[
+                                &transition.drift.id,
+                                &transition.from.map(|state| state.as_str()),
+                                &transition.drift.state.as_str(),
+                                &transition.at,
+                                &evidence,
+                            ],
+                        )
+                        .await?;
+                }
+            }
+            outbox::insert_outbox(&transaction, &batch.outbox).await?;
+            if !batch.cancel_reminders.is_empty() {
+                let cancel = transaction
+                    .prepare(
+                        "DELETE FROM outbox WHERE drift_id = $1 AND kind = 'repeat' AND state = 'pending'",
+                    )
+                    .await?;
+                for drift_id in &batch.cancel_reminders {
+                    transaction.execute(&cancel, &[drift_id]).await?;
+                }
+            }
+            for change in &batch.silences {
+                match change {
+                    SilenceChange::Add(stored) => {
+                        let body = to_json(&SilenceRow::from(&stored.silence), "silences")?;
+                        transaction
+                            .execute(
+                                "INSERT INTO silences (id, body, created_at) VALUES ($1, $2, $3)",
+                                &[&stored.id, &body, &stored.created_at],
+                            )
+                            .await?;
+                    }
+                    SilenceChange::Remove(id) => {
+                        transaction
+                            .execute("DELETE FROM silences WHERE id = $1", &[id])
+                            .await?;
+                    }
+                }
+            }
+            transaction.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn heartbeat(&mut self, now: Millis) -> Result<(), Error> {
+        let client = self.conn.client()?;
+        wait(client.execute(
+            "INSERT INTO heartbeat (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+            &[&now],
+        ))?;
+        Ok(())
+    }
+
+    fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
+        let client = self.conn.client()?;
+        let removed =
+            wait(client.execute("DELETE FROM events WHERE received_at < $1", &[&cutoff]))?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
+    fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error> {
+        let client = self.conn.client()?;
+        let removed = wait(async {
+            let transaction = client.transaction().await?;
+            let mut removed = 0;
+            for sql in [
+                "DELETE FROM drift_history WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < $1)",
+                "DELETE FROM drifts WHERE state = 'resolved' AND resolved_at < $1",
+                "DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE state != 'pending' AND finished_at < $1)",
+                "DELETE FROM outbox WHERE state != 'pending' AND finished_at < $1",
+            ] {
+                removed += transaction.execute(sql, &[&cutoff]).await?;
+            }
+            transaction.commit().await?;
+            Ok::<u64, Error>(removed)
+        })?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+}
