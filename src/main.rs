@@ -51,6 +51,7 @@ enum Command {
     /// Compare a live snapshot with the desired manifests in Git: the CI/CD regression gate.
     ///
     /// Exit code 0: nothing at or above --fail-on; 1: drift found; 2: bad input.
+    #[command(group(clap::ArgGroup::new("source").required(true).args(["live", "live_cluster"])))]
     Check {
         /// Desired manifests: a directory (every .yaml, .yml and .json below it) or a file.
         #[arg(long)]
@@ -58,11 +59,7 @@ enum Command {
         /// Live objects: the output of `kubectl get ... -A -o yaml` for the Knative kinds and
         /// ConfigMaps to check (docs/check.md gives the command), a directory of such files, or
         /// `-` for standard input.
-        #[arg(
-            long,
-            required_unless_present = "live_cluster",
-            conflicts_with = "live_cluster"
-        )]
+        #[arg(long, conflicts_with = "live_cluster")]
         live: Option<PathBuf>,
         /// Read the live objects straight from the cluster (the kinds of `resync.resources`),
         /// through the kubeconfig (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`) or in-cluster.
@@ -94,14 +91,11 @@ enum Command {
     ///
     /// Uses the config's `fleet.groups` when it has any, else compares every snapshot with every
     /// other. Exit code 0: nothing at or above --fail-on; 1: divergence found; 2: bad input.
+    #[command(group(clap::ArgGroup::new("source").required(true).args(["live", "live_cluster"])))]
     Compare {
         /// A cluster's objects (`kubectl get ... -A -o yaml`), a directory of such files; named
         /// after the file stem (or --name). Give two or more.
-        #[arg(
-            long,
-            required_unless_present = "live_cluster",
-            conflicts_with = "live_cluster"
-        )]
+        #[arg(long, conflicts_with = "live_cluster")]
         live: Vec<PathBuf>,
         /// The cluster name of each --live, in order (default: the file stem).
         #[arg(long, requires = "live")]

@@ -122,16 +122,20 @@ fn summary_line(report: &Report) -> String {
         report.count(Severity::Warning),
         report.count(Severity::Info)
     );
+    let plural =
+        |count: usize, word: &str| format!("{count} {word}{}", if count == 1 { "" } else { "s" });
+    let objects = plural(objects, "object");
     if total == 0 {
         return format!(
-            "PASS: no findings in {objects} objects (fail-on {})",
+            "PASS: no findings in {objects} (fail-on {})",
             report.fail_on.as_str()
         );
     }
     format!(
-        "{}: {} of {total} findings at or above {} in {objects} objects ({counts})",
+        "{}: {} of {} at or above {} in {objects} ({counts})",
         if report.failed() { "FAIL" } else { "PASS" },
         report.failing(),
+        plural(total, "finding"),
         report.fail_on.as_str()
     )
 }
