@@ -30,6 +30,8 @@ const EXTRA: &str = "extra";
 const SPEC_DRIFT: &str = "spec_drift";
 /// Class id: a ConfigMap's data differs from its manifest.
 const CONFIG_DRIFT: &str = "config_drift";
+/// The engine's class whose hint re-applies the spec's traffic split.
+const TRAFFIC_DRIFT: &str = "traffic_drift";
 
 /// Compares `live` with `baseline` under `rules` (ignore paths, class settings, thresholds,
 /// scope, watched ConfigMaps). Pure. Fails only on bad input: a baseline object defined twice, or
@@ -128,6 +130,21 @@ pub fn check(
 
     // The state-based classes, by the engine itself.
     let (drifts, rule_outcomes) = snapshot_drifts(&parsed, rules);
+    // Knative Services whose spec traffic differs from the baseline.
+    let traffic_edited: BTreeSet<(String, String)> = reports
+        .iter()
+        .filter(|(key, report)| {
+            is_knative_service(&key.group, &key.kind)
+                && report.findings.iter().any(|finding| {
+                    finding.class == SPEC_DRIFT
+                        && finding
+                            .diff
+                            .iter()
+                            .any(|entry| entry.path.starts_with("/spec/traffic"))
+                })
+        })
+        .map(|(key, _)| (key.namespace.clone(), key.name.clone()))
+        .collect();
     for drift in drifts {
         let key = ManifestKey {
             group: api_group(&drift.api_version).to_string(),
@@ -138,13 +155,29 @@ pub fn check(
         let report = reports
             .entry(key.clone())
             .or_insert_with(|| new_report(&key, &drift.api_version));
+        // When a Service's traffic itself differs from the baseline, the split its Route and
+        // status show is not the thing to restore: `traffic_drift`'s own hint (re-apply the
+        // spec's split, or look at the Route) would work against the `spec_drift` fix. Point
+        // at that fix instead, on the Service and on its Route (named after it).
+        let spec_traffic_drifted = traffic_edited
+            .contains(&(drift.namespace.clone(), drift.name.clone()))
+            && matches!(drift.kind.as_str(), "Service" | "Route");
+        let hint = if drift.class == TRAFFIC_DRIFT && spec_traffic_drifted {
+            Some(
+                "the spec's traffic itself differs from the baseline: apply the spec_drift fix \
+                 first; the served split follows the restored spec"
+                    .to_string(),
+            )
+        } else {
+            drift.evidence.hint.clone()
+        };
         report.findings.push(Finding {
             class: drift.class.clone(),
             rule: drift.rule.clone(),
             severity: drift.severity,
             message: drift.evidence.summary.clone(),
             diff: drift.evidence.changes.iter().map(DiffEntry::from).collect(),
-            hint: drift.evidence.hint.clone(),
+            hint,
         });
     }
 

@@ -491,6 +491,29 @@ fn fields_left_to_knative_pass_when_defaulted_and_fail_when_edited() {
     expect(&run(&manifest, &webapp_family(live)), &[]);
 }
 
+/// A split made by hand in the spec, not yet served: `spec_drift` says to restore the
+/// baseline, and `traffic_drift` does not contradict it by re-applying the edited split.
+#[test]
+fn a_hand_made_split_gets_one_direction_of_fix() {
+    let split = json!([
+        {"revisionName": "knative-webapp-00001", "percent": 80},
+        {"latestRevision": true, "percent": 20}]);
+    let mut live = service();
+    live["spec"]["traffic"] = split.clone();
+    // The Route follows its Service; the split is not served yet (status still 100 %).
+    let mut route = route();
+    route["spec"]["traffic"] = split;
+    let family = vec![live, configuration(), route, revision()];
+    let report = run(&manifest_leaving_traffic_to_knative(), &family);
+    let spec = finding(&report, "spec_drift").hint.clone().unwrap();
+    assert!(spec.contains("patch"), "{spec}");
+    let traffic = finding(&report, "traffic_drift").hint.clone().unwrap();
+    assert_eq!(
+        traffic,
+        "the spec's traffic itself differs from the baseline: apply the spec_drift fix first; the served split follows the restored spec"
+    );
+}
+
 #[test]
 fn the_snapshots_config_defaults_decide_and_the_report_says_so() {
     let manifest = manifest_leaving_traffic_to_knative();
