@@ -140,12 +140,12 @@ pub(crate) fn html(groups: &[GroupView], only: Option<&str>) -> String {
     for view in groups {
         let group = &view.group;
         body.push_str(&format!(
-            "<section class=\"fleet-group\" id=\"group-{name}\"><h2><a href=\"/ui/fleet?group={link}\">{name}</a></h2><p class=\"muted\">clusters {globs} · {severity} after {grace}s · {divergent} of {objects} object(s) differ</p>",
+            "<section class=\"fleet-group\" id=\"group-{name}\"><h2><a href=\"/ui/fleet?group={link}\">{name}</a></h2><p class=\"muted\">clusters {globs} · {severity} after {grace} · {divergent} of {objects} object(s) differ</p>",
             name = esc(&group.name),
             link = esc(&group.name),
             globs = esc(&group.clusters.join(", ")),
             severity = group.severity.as_str(),
-            grace = group.grace.as_secs(),
+            grace = super::report::duration_text(group.grace.as_secs_f64()),
             divergent = view.divergent,
             objects = view.objects.len() + view.truncated,
         ));
