@@ -164,3 +164,99 @@ fn a_store_without_a_lease_is_unfenced_and_cannot_renew() {
     assert_eq!(lease_row(&server, &url), "");
     assert_eq!(events(&server, &url), "e1");
 }
+
+/// Polls `sql` (through psql) until it prints `want`: waiting for a state of the server, not
+/// for time; the deadline only turns a hang into a failure.
+fn until(server: &PgServer, url: &str, sql: &str, want: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let got = server.psql(PgServer::name_of(url), sql);
+        if got == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{sql}: still {got:?}, waiting for {want:?}"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// How many other sessions are blocked on a lock.
+const WAITING: &str = "SELECT count(*) FROM pg_stat_activity \
+     WHERE wait_event_type = 'Lock' AND pid != pg_backend_pid()";
+const IDLE_IN_TRANSACTION: &str = "SELECT count(*) FROM pg_stat_activity \
+     WHERE state = 'idle in transaction' AND pid != pg_backend_pid()";
+
+fn send(session: &mut std::process::Child, sql: &str) {
+    use std::io::Write;
+    let stdin = session.stdin.as_mut().expect("piped stdin");
+    stdin.write_all(sql.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+}
+
+fn finish(mut session: std::process::Child) {
+    drop(session.stdin.take());
+    assert!(session.wait().unwrap().success(), "the psql session failed");
+}
+
+#[test]
+fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
+    let server = PgServer::start();
+    let url = server.database();
+    let database = PgServer::name_of(&url).to_string();
+
+    // A takeover in flight (another replica's acquire, not yet committed) and A's commit: the
+    // commit waits for it, then finds the new epoch and writes nothing.
+    let mut a = replica(&url);
+    a.acquire(SHARD, "a", 0, TTL)
+        .unwrap()
+        .expect("a free lease");
+    let mut takeover = server.session(&database);
+    send(
+        &mut takeover,
+        "BEGIN;\nUPDATE writer_lease SET holder = 'b', epoch = epoch + 1, expires_at = 30000;\n",
+    );
+    until(&server, &url, IDLE_IN_TRANSACTION, "1");
+    let committing = std::thread::spawn(move || {
+        let result = a.commit(&event("e1", 1));
+        (a, result)
+    });
+    until(&server, &url, WAITING, "1");
+    send(&mut takeover, "COMMIT;\n");
+    finish(takeover);
+    let (_, result) = committing.join().unwrap();
+    assert_lost(result, "a's commit that waited for the takeover");
+    assert_eq!(events(&server, &url), "");
+
+    // The other way round: A's commit in flight (what `fence` runs, then a write, uncommitted)
+    // and a standby's acquire after the expiry: the acquire waits for the commit, then takes
+    // the lease, and the commit's rows are there for the new writer to load.
+    let mut a = replica(&url);
+    assert_eq!(a.acquire(SHARD, "a", 20_000, TTL).unwrap(), None);
+    a.acquire(SHARD, "a", 30_000, TTL)
+        .unwrap()
+        .expect("b's expired lease");
+    let mut commit = server.session(&database);
+    send(
+        &mut commit,
+        "BEGIN;\nSELECT 1 FROM writer_lease WHERE shard = '0' AND holder = 'a' AND epoch = 3 FOR UPDATE;\n\
+         INSERT INTO events (source, id, received_at) VALUES ('test', 'in-flight', 1);\n",
+    );
+    until(&server, &url, IDLE_IN_TRANSACTION, "1");
+    let standby_url = url.clone();
+    let acquiring = std::thread::spawn(move || {
+        let mut c = replica(&standby_url);
+        let taken = c.acquire(SHARD, "c", 40_000, TTL);
+        (c, taken)
+    });
+    until(&server, &url, WAITING, "1");
+    send(&mut commit, "COMMIT;\n");
+    finish(commit);
+    let (mut c, taken) = acquiring.join().unwrap();
+    assert_eq!(taken.unwrap().map(|lease| lease.epoch), Some(4));
+    assert_eq!(events(&server, &url), "in-flight");
+    assert_lost(a.commit(&event("late", 2)), "a's commit after c took over");
+    c.commit(&event("c1", 3)).unwrap();
+    assert_eq!(events(&server, &url), "c1,in-flight");
+}
