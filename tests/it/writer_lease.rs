@@ -260,3 +260,32 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
     c.commit(&event("c1", 3)).unwrap();
     assert_eq!(events(&server, &url), "c1,in-flight");
 }
+
+#[test]
+fn a_released_lease_is_taken_at_once_and_fences_its_old_holder() {
+    let server = PgServer::start();
+    let url = server.database();
+    let mut a = replica(&url);
+    let mut b = replica(&url);
+    a.acquire(SHARD, "a", 0, TTL)
+        .unwrap()
+        .expect("a free lease");
+    assert_eq!(b.acquire(SHARD, "b", 1, TTL).unwrap(), None);
+    a.release().unwrap();
+    // Long before the ttl would have run out.
+    let taken = b
+        .acquire(SHARD, "b", 2, TTL)
+        .unwrap()
+        .expect("a released lease");
+    assert_eq!(taken.epoch, 2);
+    assert_lost(
+        a.commit(&event("after", 3)),
+        "a's commit after its release and a takeover",
+    );
+    // A stale holder cannot release its successor's lease.
+    assert_lost(a.release(), "a's second release");
+    assert_eq!(lease_row(&server, &url), "b 2 10002");
+    // A store without a lease has nothing to release.
+    replica(&url).release().unwrap();
+    assert_eq!(events(&server, &url), "");
+}

@@ -110,6 +110,25 @@ pub(super) async fn renew(
     }
 }
 
+/// Gives the lease up (a graceful stop): it expires now, so a standby need not wait out the
+/// ttl. Only if `(holder, epoch)` still match: a stale holder cannot release its successor's.
+/// The epoch stays, so the releasing store's own later commits pass the fence until a standby
+/// takes over, and fail after.
+pub(super) async fn release(client: &impl GenericClient, lease: &WriterLease) -> Result<(), Error> {
+    let updated = client
+        .execute(
+            "UPDATE writer_lease SET expires_at = LEAST(expires_at, 0)
+             WHERE shard = $1 AND holder = $2 AND epoch = $3",
+            &[&lease.shard, &lease.holder, &lease.epoch],
+        )
+        .await?;
+    if updated == 1 {
+        Ok(())
+    } else {
+        Err(lost(lease))
+    }
+}
+
 /// The first statement of every writing transaction when a lease is held: locks the lease row
 /// until the transaction ends and checks it is still ours (see the module comment).
 pub(super) async fn fence(

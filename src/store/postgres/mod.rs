@@ -115,6 +115,21 @@ impl PostgresStore {
         Ok(renewed)
     }
 
+    /// Gives the held lease up at once (a graceful stop), so a standby takes over without
+    /// waiting out the ttl; [`Error::LeaseLost`] when another replica has it already. The store
+    /// keeps the lease as its fence: its commits fail once a standby took over.
+    pub fn release(&mut self) -> Result<(), Error> {
+        let Some(held) = self.lease.clone() else {
+            return Ok(());
+        };
+        let client = self.conn.client()?;
+        wait(lease::release(&*client, &held))?;
+        if let Some(held) = self.lease.as_mut() {
+            held.expires_at = held.expires_at.min(0);
+        }
+        Ok(())
+    }
+
     /// The lease this store holds, as last acquired or renewed (the database may know better:
     /// a commit or renewal finds out).
     pub fn lease(&self) -> Option<&WriterLease> {
