@@ -66,6 +66,18 @@ pub enum Error {
     /// The store was told to fail (tests) or is closed.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// This writer's lease was taken over by another replica (or never was this holder's): the
+    /// transaction was rolled back, nothing of it written. Only a store that acquired a writer
+    /// lease (PostgreSQL, `postgres::lease`) fails so.
+    #[error("writer lease of shard {shard} lost by {holder} (epoch {epoch}): another replica is the writer")]
+    LeaseLost {
+        /// The shard.
+        shard: String,
+        /// This replica's name.
+        holder: String,
+        /// The epoch it held.
+        epoch: i64,
+    },
     /// The database directory could not be created.
     #[error("cannot create store directory: {0}")]
     Io(#[from] std::io::Error),
@@ -79,6 +91,7 @@ impl Error {
             Error::Corrupt { .. } => "corrupt",
             Error::Schema { .. } => "schema",
             Error::Unavailable(_) => "unavailable",
+            Error::LeaseLost { .. } => "lease_lost",
             Error::Io(_) => "io",
         }
     }

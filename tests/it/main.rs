@@ -34,3 +34,4 @@ mod scenario;
 mod secrets;
 mod store_contract;
 mod support;
+mod writer_lease;

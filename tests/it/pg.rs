@@ -250,6 +250,31 @@ impl PgServer {
         String::from_utf8_lossy(&output.stdout).trim().to_string()
     }
 
+    /// A `psql` session left open, reading SQL from its stdin (tests that hold a transaction
+    /// open while the store works); closing stdin ends it.
+    pub fn session(&self, url_database: &str) -> std::process::Child {
+        self.command("psql")
+            .args([
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                &self.socket().to_string_lossy(),
+                "-p",
+                PORT,
+                "-U",
+                "postgres",
+                "-d",
+                url_database,
+            ])
+            .current_dir(self.dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("psql runs")
+    }
+
     /// The database name of a URL from [`PgServer::database`].
     pub fn name_of(url: &str) -> &str {
         url.trim_start_matches("postgres:///")

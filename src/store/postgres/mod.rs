@@ -4,10 +4,12 @@
 //! Each role has its own connection, as with SQLite: the writer ([`PostgresStore`]), the relays
 //! ([`outbox`]) and the audit reader ([`audit`]); [`schema`] versions the layout and migrates it
 //! when the writer opens it. [`conn`] says how a connection is used from synchronous code. The
-//! single-writer assumption stays: one process writes a database.
+//! single-writer assumption stays: one process writes a database, and when several replicas share
+//! one, the writer is the holder of the [`lease`] and every commit is fenced on it.
 
 pub mod audit;
 pub mod conn;
+pub mod lease;
 pub mod outbox;
 pub mod schema;
 
@@ -17,6 +19,7 @@ use tokio_postgres::types::ToSql;
 
 pub use audit::PostgresAudit;
 pub use conn::Target;
+pub use lease::WriterLease;
 pub use outbox::PostgresOutbox;
 
 use self::conn::{wait, Conn};
@@ -43,6 +46,9 @@ pub fn open(target: &Target) -> Result<Opened, Error> {
 /// The PostgreSQL store's writer.
 pub struct PostgresStore {
     conn: Conn,
+    /// The writer lease taken with [`PostgresStore::acquire`]: when set, every writing
+    /// transaction checks it first ([`lease::fence`]).
+    lease: Option<WriterLease>,
 }
 
 fn to_json<T: serde::Serialize>(value: &T, table: &'static str) -> Result<String, Error> {
@@ -71,7 +77,63 @@ impl PostgresStore {
     pub fn open(target: &Target) -> Result<PostgresStore, Error> {
         let mut conn = Conn::open(target)?;
         schema::migrate(&mut conn)?;
-        Ok(PostgresStore { conn })
+        Ok(PostgresStore { conn, lease: None })
+    }
+
+    /// Takes the writer lease of `shard` for `holder` when it is free or expired at `now`
+    /// (bumping its epoch); from then on every commit is fenced on it. `None` (and no lease kept)
+    /// when another replica holds it. Load state only after this succeeded: the previous
+    /// writer's commits are then all visible.
+    pub fn acquire(
+        &mut self,
+        shard: &str,
+        holder: &str,
+        now: Millis,
+        ttl_ms: Millis,
+    ) -> Result<Option<WriterLease>, Error> {
+        let client = self.conn.client()?;
+        let taken = wait(lease::acquire(&*client, shard, holder, now, ttl_ms))?;
+        if let Some(taken) = &taken {
+            self.lease = Some(taken.clone());
+        }
+        Ok(taken)
+    }
+
+    /// Extends the held lease to `now + ttl` ([`Store::heartbeat`] does this too);
+    /// [`Error::LeaseLost`] when another replica took it, or `Unavailable` when none was taken.
+    pub fn renew(&mut self, now: Millis) -> Result<WriterLease, Error> {
+        let Some(held) = self.lease.clone() else {
+            return Err(Error::Unavailable("no writer lease taken".to_string()));
+        };
+        let client = self.conn.client()?;
+        let expires_at = wait(lease::renew(&*client, &held, now))?;
+        let renewed = WriterLease {
+            expires_at: expires_at.max(held.expires_at),
+            ..held
+        };
+        self.lease = Some(renewed.clone());
+        Ok(renewed)
+    }
+
+    /// Gives the held lease up at once (a graceful stop), so a standby takes over without
+    /// waiting out the ttl; [`Error::LeaseLost`] when another replica has it already. The store
+    /// keeps the lease as its fence: its commits fail once a standby took over.
+    pub fn release(&mut self) -> Result<(), Error> {
+        let Some(held) = self.lease.clone() else {
+            return Ok(());
+        };
+        let client = self.conn.client()?;
+        wait(lease::release(&*client, &held))?;
+        if let Some(held) = self.lease.as_mut() {
+            held.expires_at = held.expires_at.min(0);
+        }
+        Ok(())
+    }
+
+    /// The lease this store holds, as last acquired or renewed (the database may know better:
+    /// a commit or renewal finds out).
+    pub fn lease(&self) -> Option<&WriterLease> {
+        self.lease.as_ref()
     }
 }
 
@@ -115,8 +177,11 @@ impl Store for PostgresStore {
 
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         let client = self.conn.client()?;
+        let held = self.lease.as_ref();
         wait(async {
             let transaction = client.transaction().await?;
+            // First, so the lease row stays locked until the commit: a takeover waits for it.
+            lease::fence(&transaction, held).await?;
             if !batch.events.is_empty() {
                 let insert = transaction
                     .prepare(
@@ -265,24 +330,50 @@ impl Store for PostgresStore {
 
     fn heartbeat(&mut self, now: Millis) -> Result<(), Error> {
         let client = self.conn.client()?;
-        wait(client.execute(
-            "INSERT INTO heartbeat (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-            &[&now],
-        ))?;
+        let expires_at = wait(async {
+            let transaction = client.transaction().await?;
+            // The writer's heartbeat is also its lease's: a writer that proves the store
+            // writable keeps the lease, and finds out here (LeaseLost) when it no longer has it.
+            let renewed = match &self.lease {
+                Some(held) => Some(lease::renew(&transaction, held, now).await?),
+                None => None,
+            };
+            transaction
+                .execute(
+                    "INSERT INTO heartbeat (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+                    &[&now],
+                )
+                .await?;
+            transaction.commit().await?;
+            Ok::<_, Error>(renewed)
+        })?;
+        if let (Some(held), Some(expires_at)) = (self.lease.as_mut(), expires_at) {
+            held.expires_at = held.expires_at.max(expires_at);
+        }
         Ok(())
     }
 
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
         let client = self.conn.client()?;
-        let removed =
-            wait(client.execute("DELETE FROM events WHERE received_at < $1", &[&cutoff]))?;
+        let held = self.lease.as_ref();
+        let removed = wait(async {
+            let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
+            let removed = transaction
+                .execute("DELETE FROM events WHERE received_at < $1", &[&cutoff])
+                .await?;
+            transaction.commit().await?;
+            Ok::<u64, Error>(removed)
+        })?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 
     fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error> {
         let client = self.conn.client()?;
+        let held = self.lease.as_ref();
         let removed = wait(async {
             let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
             let mut removed = 0;
             for sql in [
                 "DELETE FROM drift_history WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < $1)",
