@@ -329,6 +329,17 @@ def api(sentinel, path: str):
         return json.loads(response.read())
 
 
+RESYNC_SCHEMA = json.loads((ROOT / "docs" / "schemas" / "api-resync-v1.schema.json").read_text())
+
+
+def resync_status(sentinel):
+    """GET /api/v1/resync, checked against its schema (docs/schemas/api-resync-v1.schema.json)."""
+    from jsonschema import Draft202012Validator
+    status = api(sentinel, "/api/v1/resync")
+    Draft202012Validator(RESYNC_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER).validate(status)
+    return status
+
+
 def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir):
     assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
     OUTPUT.mkdir(exist_ok=True)
@@ -528,7 +539,7 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
     browser = DevTools()
     try:
         first = until("the scheduled pass at start",
-                      lambda: (status := api(sentinel, "/api/v1/resync"))["lastPass"] and status)
+                      lambda: (status := resync_status(sentinel))["lastPass"] and status)
         assert first["lastPass"]["trigger"] == "schedule" and first["lastPass"]["listed"] == 3, first
 
         # Another site's page presses the button the moment it opens: refused, nothing starts.
@@ -539,7 +550,7 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
         browser.call("Page.navigate", url=f"http://localhost:{port}/recheck.html")
         browser.wait_for(f"location.href.startsWith({json.dumps(sentinel.url)}) && document.readyState === 'complete'")
         assert "Refused" in browser.evaluate("document.body.innerText"), browser.evaluate("document.body.innerText")
-        assert api(sentinel, "/api/v1/resync")["running"] is None
+        assert resync_status(sentinel)["running"] is None
         assert len(kube.lists) == 1, kube.lists
 
         # From the dashboard, a person clicks it: the front page comes back with the pass running.
@@ -550,11 +561,11 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
         panel = browser.evaluate("document.getElementById('resync').innerText")
         assert "Running" in panel and "(on request)" in panel, panel
         assert browser.evaluate("document.querySelector('#resync-form button').disabled") is True
-        assert api(sentinel, "/api/v1/resync")["running"]["trigger"] == "api"
+        assert resync_status(sentinel)["running"]["trigger"] == "api"
 
         kube.release.set()
         done = until("the requested pass to end",
-                     lambda: (status := api(sentinel, "/api/v1/resync"))["running"] is None
+                     lambda: (status := resync_status(sentinel))["running"] is None
                      and status["lastPass"]["trigger"] == "api" and status)
         assert done["lastPass"]["outcome"] == "complete" and done["lastPass"]["listed"] == 3, done
         browser.open(f"{sentinel.url}/ui")
