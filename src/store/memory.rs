@@ -438,7 +438,7 @@ impl Outbox for MemoryStore {
             if row.state == OutboxState::Pending && !known.contains(&row.queued.channel) && !held {
                 row.state = OutboxState::Expired;
                 row.finished_at = Some(now);
-                row.last_error = Some("channel no longer configured".to_string());
+                row.last_error = Some(super::outbox::ORPHANED.to_string());
                 count += 1;
             }
         }

@@ -115,6 +115,27 @@ pub struct Settlement {
     pub owner: Option<String>,
 }
 
+impl Settlement {
+    /// Rows whose channel endpoint is no longer configured, expired at `now` without an
+    /// attempt and held by no relay (every backend's `expire_orphans` decides this the same way).
+    pub fn orphans_expired(ids: Vec<String>, now: Millis) -> Settlement {
+        Settlement {
+            ids,
+            state: OutboxState::Expired,
+            next_attempt_at: now,
+            at: now,
+            detail: ORPHANED.to_string(),
+            duration_ms: 0,
+            attempted: false,
+            message_id: None,
+            owner: None,
+        }
+    }
+}
+
+/// Why an orphaned row expired, in its audit trail.
+pub const ORPHANED: &str = "channel no longer configured";
+
 /// Outbox figures for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OutboxStats {

@@ -15,7 +15,7 @@ use drift_sentinel::model::Severity;
 use serde_json::{json, Value};
 
 use crate::scenario::*;
-use crate::support::{fixture_path, fixture_yaml, merge};
+use crate::support::{fixture_path, fixture_yaml, merge, run_binary, Outcome};
 
 // ---- Inputs -----------------------------------------------------------------------------------
 
@@ -1252,27 +1252,10 @@ impl Files {
     }
 }
 
-struct Outcome {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn binary(args: &[&str], config: Option<&Path>) -> Outcome {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
-    command
-        .arg("check")
-        .args(args)
-        .env_remove("DRIFT_SENTINEL_CONFIG");
-    if let Some(config) = config {
-        command.arg("--config").arg(config);
-    }
-    let output = command.output().expect("run drift-sentinel");
-    Outcome {
-        code: output.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-    }
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    run_binary(&all, config)
 }
 
 fn check_files(files: &Files, extra: &[&str], config: Option<&Path>) -> Outcome {
@@ -1894,18 +1877,9 @@ fn binary_check_takes_invariants_from_a_file_and_junit_has_a_case_per_rule() {
 }
 
 fn invariants_test(args: &[&str]) -> Outcome {
-    let output = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
-        .arg("invariants")
-        .arg("test")
-        .args(args)
-        .env_remove("DRIFT_SENTINEL_CONFIG")
-        .output()
-        .expect("run drift-sentinel");
-    Outcome {
-        code: output.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-    }
+    let mut all = vec!["invariants", "test"];
+    all.extend_from_slice(args);
+    run_binary(&all, None)
 }
 
 #[test]

@@ -4,11 +4,10 @@
 //! config, names, and the exit codes (0 alike, 1 divergence at or above `--fail-on`, 2 bad input).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::support::fixture_yaml;
+use crate::support::{fixture_yaml, run_binary, Outcome};
 
 const AUTOSCALER: &str =
     "configmaps/knative-serving__config-core-configmaps__config-autoscaler.yaml";
@@ -52,27 +51,10 @@ impl Dir {
     }
 }
 
-struct Outcome {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn compare(args: &[&str], config: Option<&Path>) -> Outcome {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
-    command
-        .arg("compare")
-        .args(args)
-        .env_remove("DRIFT_SENTINEL_CONFIG");
-    if let Some(config) = config {
-        command.arg("--config").arg(config);
-    }
-    let output = command.output().expect("run drift-sentinel");
-    Outcome {
-        code: output.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-    }
+    let mut all = vec!["compare"];
+    all.extend_from_slice(args);
+    run_binary(&all, config)
 }
 
 /// The pair every test starts from: staging as shipped, prod with `prod` changes applied.

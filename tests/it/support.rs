@@ -370,3 +370,26 @@ pub fn metric(metrics: &Metrics, line_prefix: &str) -> f64 {
         .and_then(|value| value.parse().ok())
         .unwrap_or(0.0)
 }
+
+/// What a run of the real binary printed and how it exited.
+pub struct Outcome {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the real binary with `args` (the subcommand first), never the environment's config, and
+/// `--config` when given.
+pub fn run_binary(args: &[&str], config: Option<&std::path::Path>) -> Outcome {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
+    command.args(args).env_remove("DRIFT_SENTINEL_CONFIG");
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let output = command.output().expect("run drift-sentinel");
+    Outcome {
+        code: output.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+    }
+}

@@ -287,17 +287,7 @@ impl Outbox for PostgresOutbox {
             return Ok(0);
         }
         let count = orphaned.len();
-        let settlement = Settlement {
-            ids: orphaned,
-            state: OutboxState::Expired,
-            next_attempt_at: now,
-            at: now,
-            detail: "channel no longer configured".to_string(),
-            duration_ms: 0,
-            attempted: false,
-            message_id: None,
-            owner: None,
-        };
+        let settlement = Settlement::orphans_expired(orphaned, now);
         self.settle(&settlement, &[])?;
         Ok(count)
     }

@@ -198,17 +198,7 @@ impl Outbox for SqliteOutbox {
         if orphaned.is_empty() {
             return Ok(0);
         }
-        let settlement = Settlement {
-            ids: orphaned.clone(),
-            state: OutboxState::Expired,
-            next_attempt_at: now,
-            at: now,
-            detail: "channel no longer configured".to_string(),
-            duration_ms: 0,
-            attempted: false,
-            message_id: None,
-            owner: None,
-        };
+        let settlement = Settlement::orphans_expired(orphaned.clone(), now);
         self.settle(&settlement, &[])?;
         Ok(orphaned.len())
     }
