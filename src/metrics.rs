@@ -219,6 +219,46 @@ pub struct Metrics {
     pub http_connections_opened: Counter,
     /// HTTP connections closed, by reason.
     pub http_connections_closed: Family<ReasonLabel, Counter>,
+    /// 1 while this replica holds its shard's writer lease, 0 while it is a standby (PostgreSQL
+    /// store only).
+    pub writer_lease_held: Family<ShardLabel, Gauge>,
+    /// Times this replica took its shard's writer lease after another holder had it (a failover,
+    /// or a handover at a rolling update).
+    pub writer_lease_takeovers: Family<ShardLabel, Counter>,
+    /// Times this replica lost the writer lease, by reason (`taken_over`: another replica holds
+    /// it now; `unrenewed`: no renewal reached the database within the lease).
+    pub writer_lease_losses: Family<ShardReasonLabel, Counter>,
+    /// Outbox rows a relay took over from a claim that had lapsed (its process died or stalled
+    /// mid-send): sent again under the same idempotency key.
+    pub outbox_claim_expiries: Family<ChannelLabel, Counter>,
+    /// CloudEvents of resource events by shard and whether the shard owns their cluster
+    /// (`owned`) or refused them (`refused`, answered `421`).
+    pub shard_events: Family<ShardOutcomeLabel, Counter>,
+}
+
+/// `shard` label (`shard.name`, from the config: bounded).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabel {
+    /// The shard's name.
+    pub shard: String,
+}
+
+/// `shard` and `reason` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardReasonLabel {
+    /// The shard's name.
+    pub shard: String,
+    /// taken_over or unrenewed.
+    pub reason: String,
+}
+
+/// `shard` and `outcome` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardOutcomeLabel {
+    /// The shard's name.
+    pub shard: String,
+    /// owned or refused.
+    pub outcome: String,
 }
 
 /// `reason` label (why a connection closed).
@@ -492,7 +532,42 @@ impl Metrics {
             "HTTP connections closed, by reason (cap: closed to make room at server.maxConnections)",
             http_connections_closed.clone(),
         );
+        let writer_lease_held = Family::<ShardLabel, Gauge>::default();
+        registry.register(
+            "writer_lease_held",
+            "1 while this replica holds its shard's writer lease (it is the writer), 0 while it is a standby",
+            writer_lease_held.clone(),
+        );
+        let writer_lease_takeovers = Family::<ShardLabel, Counter>::default();
+        registry.register(
+            "writer_lease_takeovers",
+            "Times this replica took its shard's writer lease from an earlier holder",
+            writer_lease_takeovers.clone(),
+        );
+        let writer_lease_losses = Family::<ShardReasonLabel, Counter>::default();
+        registry.register(
+            "writer_lease_losses",
+            "Times this replica lost the writer lease, by reason (taken_over, unrenewed)",
+            writer_lease_losses.clone(),
+        );
+        let outbox_claim_expiries = Family::<ChannelLabel, Counter>::default();
+        registry.register(
+            "outbox_claim_expiries",
+            "Outbox rows taken over from a lapsed claim of another process, by channel",
+            outbox_claim_expiries.clone(),
+        );
+        let shard_events = Family::<ShardOutcomeLabel, Counter>::default();
+        registry.register(
+            "shard_events",
+            "Resource events by shard and outcome (owned, refused: the cluster belongs to another shard)",
+            shard_events.clone(),
+        );
         Metrics {
+            writer_lease_held,
+            writer_lease_takeovers,
+            writer_lease_losses,
+            outbox_claim_expiries,
+            shard_events,
             registry,
             cluster_conflicts,
             implausible_versions,

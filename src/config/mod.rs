@@ -23,6 +23,7 @@ pub mod routes;
 pub mod rules;
 pub mod secret;
 pub mod server;
+pub mod shard;
 mod validate;
 
 pub use channels::{ChannelConfig, ChannelKind, TemplateConfig};
@@ -129,6 +130,9 @@ pub struct Config {
     /// Groups of clusters that should hold the same desired state (`fleet.groups`).
     #[serde(default)]
     pub fleet: fleet::FleetConfig,
+    /// The clusters this shard owns (a fleet split over several writers on PostgreSQL).
+    #[serde(default, deserialize_with = "shard::de_set")]
+    pub shard: shard::ShardConfig,
 }
 
 fn default_cluster_name() -> String {

@@ -233,6 +233,48 @@ pub struct StoreConfig {
     pub dedup_retention: Duration,
     /// How long resolved drifts, their history and finished deliveries are kept (audit trail).
     pub retention: Duration,
+    /// The writer lease of a PostgreSQL store (`store.lease`): with several replicas on one
+    /// database, the holder is the shard's one writer.
+    pub lease: LeaseConfig,
+    /// True when the file set `store.lease` (an error with SQLite).
+    pub lease_set: bool,
+}
+
+/// `store.lease`: how the replicas of a shard choose their writer (PostgreSQL only).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LeaseConfig {
+    /// How long the lease holds without a renewal: a standby takes over this long after the
+    /// writer's last renewal (a SIGKILL, a lost node, a partition from the database).
+    #[serde(default = "default_lease_ttl", deserialize_with = "de_duration")]
+    pub ttl: Duration,
+    /// How often the writer renews the lease; a writer that could not renew it by
+    /// `ttl - renewInterval` after the last renewal gives the writer role up itself.
+    #[serde(default = "default_lease_renew", deserialize_with = "de_duration")]
+    pub renew_interval: Duration,
+    /// How often a standby tries to take the lease.
+    #[serde(default = "default_lease_retry", deserialize_with = "de_duration")]
+    pub retry_interval: Duration,
+}
+
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_lease_renew() -> Duration {
+    Duration::from_secs(2)
+}
+fn default_lease_retry() -> Duration {
+    Duration::from_secs(1)
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            ttl: default_lease_ttl(),
+            renew_interval: default_lease_renew(),
+            retry_interval: default_lease_retry(),
+        }
+    }
 }
 
 impl StoreConfig {
@@ -297,6 +339,8 @@ struct StoreWire {
     dedup_retention: Duration,
     #[serde(default = "default_retention", deserialize_with = "de_duration")]
     retention: Duration,
+    #[serde(default)]
+    lease: Option<LeaseConfig>,
 }
 
 impl From<StoreWire> for StoreConfig {
@@ -309,6 +353,8 @@ impl From<StoreWire> for StoreConfig {
             ca_file: wire.ca_file,
             dedup_retention: wire.dedup_retention,
             retention: wire.retention,
+            lease_set: wire.lease.is_some(),
+            lease: wire.lease.unwrap_or_default(),
         }
     }
 }
@@ -334,6 +380,8 @@ impl Default for StoreConfig {
             ca_file: None,
             dedup_retention: default_dedup_retention(),
             retention: default_retention(),
+            lease_set: false,
+            lease: LeaseConfig::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ fn validate_store(store: &super::StoreConfig) -> Result<(), Error> {
         for (key, set) in [
             ("store.password", store.password.is_some()),
             ("store.caFile", store.ca_file.is_some()),
+            ("store.lease", store.lease_set),
         ] {
             if set {
                 return Err(Error::invalid(
@@ -40,6 +41,28 @@ fn validate_store(store: &super::StoreConfig) -> Result<(), Error> {
         return Err(Error::invalid(
             "store.password",
             "is empty (an unset environment variable?)",
+        ));
+    }
+    let lease = &store.lease;
+    if lease.ttl < Duration::from_secs(2) {
+        return Err(Error::invalid(
+            "store.lease.ttl",
+            "must be at least 2s (a shorter lease lapses on a slow commit)",
+        ));
+    }
+    if lease.renew_interval.is_zero() || lease.renew_interval.saturating_mul(2) > lease.ttl {
+        return Err(Error::invalid(
+            "store.lease.renewInterval",
+            format!(
+                "must be more than 0s and at most half of store.lease.ttl ({}s), so one missed renewal does not lose the lease",
+                lease.ttl.as_secs_f64()
+            ),
+        ));
+    }
+    if lease.retry_interval.is_zero() || lease.retry_interval > lease.ttl {
+        return Err(Error::invalid(
+            "store.lease.retryInterval",
+            "must be more than 0s and at most store.lease.ttl",
         ));
     }
     Ok(())
@@ -101,6 +124,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
         ));
     }
     validate_store(&config.store)?;
+    config.shard.validate(config.store.url.is_some())?;
     validate_resync(&config.resync)?;
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
     config.fleet.compile("fleet.groups")?;

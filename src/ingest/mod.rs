@@ -9,7 +9,8 @@
 //! | not a valid CloudEvent | `400` JSON `{code, message}` (not retried; the first 768 bytes reach the dead-letter event) |
 //! | body arrives slower than the minimum rate | `408` JSON, connection closed (retried) |
 //! | body over the limit, declared or counted | `413` JSON (not retried) |
-//! | queue full, request bytes in flight, store cannot commit, shutting down, request timeout | `503` JSON with `Retry-After` (retried) |
+//! | an event of a cluster this shard does not own (`shard.clusters`) | `421` JSON naming the shard (not retried: dead-lettered) |
+//! | queue full, request bytes in flight, store cannot commit, shutting down, request timeout, a standby replica | `503` JSON with `Retry-After` (retried) |
 //!
 //! Every error answer, of `POST /` and of every other route, is an [`ApiError`]: JSON
 //! `{code, message}`, and every `503` carries `Retry-After` (its reasons are [`Unavailable`]).
@@ -32,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::config::shard::ShardConfig;
 use crate::decode::{self, ClusterNames, Decoded};
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
@@ -41,6 +43,9 @@ pub mod auth;
 pub mod server;
 
 pub use server::{serve, ConnectionLimits};
+
+/// The routes of a server (the writer's, or a standby's), for the wiring that swaps them.
+pub type Routes = Router;
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -61,6 +66,10 @@ pub struct AppState {
     pub in_flight_limit: usize,
     /// How fast a request body must arrive.
     pub body_pace: admission::BodyPace,
+    /// The clusters this replica's shard owns; events of others are refused with `421`.
+    pub shard: Arc<ShardConfig>,
+    /// Set when this replica lost its writer lease: readiness turns false for good.
+    pub lease_lost: Arc<AtomicBool>,
 }
 
 /// An error answer: stable `code`, short `message`, and `Retry-After` on every `503`.
@@ -97,6 +106,10 @@ pub enum Unavailable {
     Draining,
     /// Readiness: the store is not writable.
     StoreNotWritable,
+    /// A standby replica: another replica holds the shard's writer lease.
+    Standby,
+    /// Readiness: this replica lost its writer lease and is stopping.
+    LeaseLost,
 }
 
 impl Unavailable {
@@ -110,6 +123,8 @@ impl Unavailable {
             Unavailable::RequestTimeout => "request_timeout",
             Unavailable::Draining => "draining",
             Unavailable::StoreNotWritable => "store_not_writable",
+            Unavailable::Standby => "standby",
+            Unavailable::LeaseLost => "lease_lost",
         }
     }
 
@@ -123,6 +138,10 @@ impl Unavailable {
             Unavailable::RequestTimeout => "the request was not answered in time; retry later",
             Unavailable::Draining => "draining",
             Unavailable::StoreNotWritable => "store not writable",
+            Unavailable::Standby => "standby: another replica is the writer of this shard",
+            Unavailable::LeaseLost => {
+                "this replica lost the writer lease to another replica and is stopping"
+            }
         }
     }
 
@@ -130,7 +149,10 @@ impl Unavailable {
     fn retry_after(self) -> u32 {
         match self {
             Unavailable::QueueFull | Unavailable::InFlightBytes => 1,
-            Unavailable::Stopped | Unavailable::Draining => 2,
+            Unavailable::Stopped
+            | Unavailable::Draining
+            | Unavailable::Standby
+            | Unavailable::LeaseLost => 2,
             Unavailable::Store
             | Unavailable::AuthKeys
             | Unavailable::RequestTimeout
@@ -382,6 +404,7 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
             );
             ApiError::bad_request(&error)
         })?;
+    check_shard(state, &decoded)?;
     // Metrics and the log line need a few names once the writer has answered; the events
     // themselves move to the writer (copying whole objects would cost about what decoding did).
     let summaries: Vec<EventSummary> = decoded.iter().map(EventSummary::of).collect();
@@ -400,6 +423,56 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
         summary.log(result);
     }
     Ok(())
+}
+
+/// Refuses the whole request when one of its events belongs to a cluster another shard owns:
+/// `421`, which the Broker does not retry (the event goes to the dead-letter sink, visibly),
+/// instead of applying it here (two shards would judge one object) or dropping it.
+fn check_shard(state: &AppState, decoded: &[Decoded]) -> Result<(), ApiError> {
+    let shard = &state.shard;
+    let mut refused = None;
+    let mut owned = 0u64;
+    for event in decoded {
+        if let Decoded::ApiServer(event) = event {
+            if shard.owns(&event.cluster) {
+                owned += 1;
+            } else if refused.is_none() {
+                refused = Some(event.cluster.clone());
+            }
+        }
+    }
+    let count = |outcome: &str, by: u64| {
+        if by > 0 {
+            state
+                .metrics
+                .shard_events
+                .get_or_create(&crate::metrics::ShardOutcomeLabel {
+                    shard: shard.name.clone(),
+                    outcome: outcome.to_string(),
+                })
+                .inc_by(by);
+        }
+    };
+    let Some(cluster) = refused else {
+        count("owned", owned);
+        return Ok(());
+    };
+    count("refused", decoded.len() as u64);
+    let cluster = crate::decode::cloudevent::short(&cluster);
+    tracing::warn!(
+        message = "Refused an event of a cluster this shard does not own; check the Triggers' cluster filters.",
+        cluster = %cluster,
+        shard = %shard.name,
+    );
+    Err(ApiError::new(
+        StatusCode::MISDIRECTED_REQUEST,
+        "cluster_not_in_shard",
+        format!(
+            "cluster {cluster:?} is not owned by shard {:?} (shard.clusters: {}): the Trigger of the shard that owns it should receive this event",
+            shard.name,
+            shard.clusters.join(", ")
+        ),
+    ))
 }
 
 /// What is kept of an event for metrics and logs after it went to the writer.
@@ -498,6 +571,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
         .store_writable
         .load(Ordering::SeqCst);
     let draining = state.draining.load(Ordering::SeqCst);
+    if state.lease_lost.load(Ordering::SeqCst) {
+        return ApiError::unavailable_for(Unavailable::LeaseLost).into_response();
+    }
     if store_ok && !draining {
         (StatusCode::OK, "ready").into_response()
     } else if draining {
@@ -508,10 +584,69 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let mut response = state.metrics.render().into_response();
+    render_metrics(&state.metrics)
+}
+
+fn render_metrics(metrics: &Metrics) -> Response {
+    let mut response = metrics.render().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
     );
     response
+}
+
+/// What a replica answers before it holds its shard's writer lease (a standby), on the same
+/// listener as the writer's routes: alive (`/healthz`), not ready (`/readyz` says who the writer
+/// is, so the Kubernetes Service routes the Trigger's deliveries to the writer), its metrics,
+/// and `503` with `Retry-After` for everything else (an event that reaches a standby anyway is
+/// retried by the Broker).
+#[derive(Clone)]
+pub struct Standby {
+    /// Why this replica is not the writer, e.g. "shard default: the writer is pod-0/7/ab12cd34".
+    pub reason: Arc<std::sync::RwLock<String>>,
+    /// The replica's metrics (the lease gauges tell a standby from a writer).
+    pub metrics: Arc<Metrics>,
+}
+
+impl Standby {
+    fn answer(&self) -> Response {
+        let reason = self
+            .reason
+            .read()
+            .map(|reason| reason.clone())
+            .unwrap_or_default();
+        let mut error = ApiError::unavailable_for(Unavailable::Standby);
+        if !reason.is_empty() {
+            error.message = format!("standby: {reason}");
+        }
+        error.into_response()
+    }
+}
+
+/// The router of a replica that may be a standby: the standby's answers until `writer` is set
+/// (once this replica holds the lease and loaded its state), then every request goes to the
+/// writer's router, on the same connections.
+pub fn switch(standby: Standby, writer: Arc<std::sync::OnceLock<Router>>) -> Router {
+    use tower::ServiceExt as _;
+    let standby_routes = Router::new()
+        .route("/healthz", get(healthz))
+        .route(
+            "/metrics",
+            get({
+                let metrics = Arc::clone(&standby.metrics);
+                move || async move { render_metrics(&metrics) }
+            }),
+        )
+        .fallback({
+            let standby = standby.clone();
+            move || async move { standby.answer() }
+        });
+    Router::new().fallback_service(tower::service_fn(move |request: Request| {
+        let router = writer
+            .get()
+            .cloned()
+            .unwrap_or_else(|| standby_routes.clone());
+        async move { router.oneshot(request).await }
+    }))
 }

@@ -114,6 +114,8 @@ pub struct Health {
     pub store_writable: AtomicBool,
     /// Time of the last successful commit or heartbeat.
     pub last_store_ok: AtomicU64,
+    /// A commit or heartbeat was fenced: another replica took the writer lease.
+    pub lease_lost: AtomicBool,
 }
 
 pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
@@ -180,6 +182,9 @@ pub struct Settings {
     pub heartbeat_interval: Duration,
     /// How much state the engine may keep.
     pub capacity: Capacity,
+    /// The clusters of this writer's shard: only their objects and drifts are loaded (the
+    /// other shards' writers own the rest of the store).
+    pub shard: Arc<crate::config::shard::ShardConfig>,
 }
 
 /// A handle to the writer; cheap to clone.
@@ -189,6 +194,8 @@ pub struct Pipeline {
     health: Arc<Health>,
     rules: Arc<std::sync::RwLock<Arc<Rules>>>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
+    /// Objects loaded from the store at start (tombstones included).
+    loaded: usize,
 }
 
 impl Pipeline {
@@ -200,11 +207,17 @@ impl Pipeline {
         clock: Clock,
         metrics: Arc<Metrics>,
     ) -> Result<Pipeline, crate::store::Error> {
-        let snapshot = store.load()?;
+        let mut snapshot = store.load()?;
+        let shard = &settings.shard;
+        snapshot
+            .objects
+            .retain(|object| shard.owns(&object.cluster));
+        snapshot.drifts.retain(|drift| shard.owns(&drift.cluster));
         let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);
         engine.set_capacity(settings.capacity);
         engine.restore(snapshot.objects, snapshot.drifts);
+        let loaded = engine.object_count();
         let capacity = settings.capacity;
         if engine.graph().bytes() > capacity.bytes || engine.object_count() > capacity.objects {
             // Restored whole (dropping objects would lose their drifts); new objects are refused
@@ -248,7 +261,13 @@ impl Pipeline {
             health,
             rules: current_rules,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+            loaded,
         })
+    }
+
+    /// How many objects were loaded from the store at start (tombstones included).
+    pub fn object_count(&self) -> usize {
+        self.loaded
     }
 
     /// Queues events; the receiver yields once they are committed (or failed).

@@ -489,6 +489,11 @@ impl Writer {
             }
             Err(error) => {
                 self.engine.rollback();
+                if matches!(error, crate::store::Error::LeaseLost { .. }) {
+                    // Fenced: another replica is the writer. The lease keeper sees this flag and
+                    // stops this replica; until then every round fails the same way.
+                    self.health.lease_lost.store(true, Ordering::SeqCst);
+                }
                 self.store_backoff_until = now + STORE_RETRY_MS;
                 // The retirement was rolled back with the rest; do it again next round.
                 self.rules_changed |= round.retiring;
@@ -709,6 +714,9 @@ impl Writer {
         match self.store.heartbeat(now) {
             Ok(()) => self.mark_store(true, now),
             Err(error) => {
+                if matches!(error, crate::store::Error::LeaseLost { .. }) {
+                    self.health.lease_lost.store(true, Ordering::SeqCst);
+                }
                 if self.health.store_writable.load(Ordering::SeqCst) {
                     tracing::error!(message = "Store is not writable.", %error);
                 }

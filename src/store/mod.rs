@@ -29,6 +29,7 @@ pub use audit::{
 pub use outbox::{
     FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
 };
+pub use postgres::WriterLease;
 
 use crate::classify::{Changes, ObjectState};
 use crate::config::StoreConfig;
@@ -108,6 +109,41 @@ pub struct Opened {
     /// Background work of the backend (SQLite's checkpoints); it stops when dropped, after the
     /// writer has stopped.
     pub background: Box<dyn Send>,
+    /// The writer leases, on a connection of their own: `Some` for a store several replicas may
+    /// share (PostgreSQL), `None` for one pod's file.
+    pub leases: Option<Box<dyn Leases>>,
+}
+
+/// Who holds a shard's writer lease, as the database says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseHolder {
+    /// The holder's name (`{instance}/{pid}/{start}`).
+    pub holder: String,
+    /// Its epoch.
+    pub epoch: i64,
+    /// Until when it holds (milliseconds since the epoch); past it, anyone may take it.
+    pub expires_at: Millis,
+}
+
+/// The writer leases of a shared store: per shard, one replica is the writer at a time (see
+/// `postgres::lease` for why a lease row with a fencing epoch). Used by the replica's lease
+/// keeper on a connection of its own, so renewals do not wait behind the writer's rounds.
+pub trait Leases: Send {
+    /// Takes the lease of `shard` for `holder` when it is free or expired at `now`, bumping its
+    /// epoch; `None` while another holder's lease runs.
+    fn acquire(
+        &mut self,
+        shard: &str,
+        holder: &str,
+        now: Millis,
+        ttl_ms: Millis,
+    ) -> Result<Option<WriterLease>, Error>;
+    /// Extends `lease` to `now + ttl`; [`Error::LeaseLost`] when another replica took it.
+    fn renew(&mut self, lease: &WriterLease, now: Millis) -> Result<Millis, Error>;
+    /// Gives `lease` up at once (a graceful stop); [`Error::LeaseLost`] when it was taken.
+    fn release(&mut self, lease: &WriterLease) -> Result<(), Error>;
+    /// Who holds the lease of `shard` now, if anyone ever did.
+    fn holder(&mut self, shard: &str) -> Result<Option<LeaseHolder>, Error>;
 }
 
 /// Opens (creating and migrating if needed) the configured store: the PostgreSQL database of
@@ -193,4 +229,13 @@ pub trait Store: Send {
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error>;
     /// Forgets drifts resolved, and deliveries finished, before `cutoff` (audit retention).
     fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error>;
+    /// Fences every later writing transaction on `lease` (taken through [`Leases`]): each checks
+    /// first that `lease` still holds and fails with [`Error::LeaseLost`] once another replica
+    /// took over. Stores of one pod (SQLite, memory) have no leases and refuse.
+    fn fence(&mut self, lease: WriterLease) -> Result<(), Error> {
+        Err(Error::Unavailable(format!(
+            "this store has no writer leases (shard {})",
+            lease.shard
+        )))
+    }
 }

@@ -31,7 +31,7 @@ impl Running {
         let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
-        Running {
+        let running = Running {
             base: format!("http://{}", server.addr),
             server,
             client: reqwest::Client::builder()
@@ -40,7 +40,18 @@ impl Running {
                 .unwrap(),
             _dir: dir,
             next: 0,
+        };
+        // On PostgreSQL the service first stands by, then takes the writer lease and loads its
+        // state: ready means it is the writer.
+        let ready = format!("{}/readyz", running.base);
+        for _ in 0..300 {
+            let response = running.client.get(&ready).send().await.unwrap();
+            if response.status() == 200 {
+                return running;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
+        panic!("the service did not become ready");
     }
 
     async fn send(&mut self, verb: &str, object: &Value) {

@@ -263,6 +263,8 @@ pub fn app_with_routes(routes: axum::Router) -> TestApp {
         body_limit: 4 * 1024 * 1024,
         in_flight_limit: 64 * 1024 * 1024,
         body_pace: drift_sentinel::ingest::admission::BodyPace::default(),
+        shard: Arc::new(Default::default()),
+        lease_lost: Arc::new(AtomicBool::new(false)),
     };
     app.router = ingest::router(state, routes, std::time::Duration::from_secs(10));
     app
@@ -305,6 +307,7 @@ fn build(options: Options) -> TestApp {
             audit_retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
             capacity,
+            shard: Arc::new(Default::default()),
         },
         clock.clone(),
         Arc::clone(&metrics),
@@ -332,6 +335,8 @@ fn build(options: Options) -> TestApp {
         body_limit,
         in_flight_limit: in_flight.unwrap_or(body_limit * drift_sentinel::config::IN_FLIGHT_BODIES),
         body_pace,
+        shard: Arc::new(Default::default()),
+        lease_lost: Arc::new(AtomicBool::new(false)),
     };
     TestApp {
         router: ingest::router(state, api, request_timeout),

@@ -154,6 +154,27 @@ pub(super) async fn fence(
     }
 }
 
+/// Who holds the lease of `shard`, if anyone ever took it.
+pub(super) async fn holder(
+    client: &impl GenericClient,
+    shard: &str,
+) -> Result<Option<crate::store::LeaseHolder>, Error> {
+    let row = client
+        .query_opt(
+            "SELECT holder, epoch, expires_at FROM writer_lease WHERE shard = $1",
+            &[&shard],
+        )
+        .await?;
+    Ok(match row {
+        Some(row) => Some(crate::store::LeaseHolder {
+            holder: row.try_get(0)?,
+            epoch: row.try_get(1)?,
+            expires_at: row.try_get(2)?,
+        }),
+        None => None,
+    })
+}
+
 fn lost(lease: &WriterLease) -> Error {
     Error::LeaseLost {
         shard: lease.shard.clone(),

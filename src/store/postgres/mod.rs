@@ -34,13 +34,50 @@ pub fn open(target: &Target) -> Result<Opened, Error> {
     let writer = PostgresStore::open(target)?;
     let outbox = PostgresOutbox::open(target)?;
     let audit = PostgresAudit::open(target)?;
+    let leases = PostgresLeases {
+        conn: Conn::open(target)?,
+    };
     Ok(Opened {
         writer: Box::new(writer),
         outbox: Box::new(outbox),
         audit: Arc::new(audit),
         // Nothing runs in the background: PostgreSQL checkpoints by itself.
         background: Box::new(()),
+        leases: Some(Box::new(leases)),
     })
+}
+
+/// The writer leases on a connection of their own (the lease keeper's).
+pub struct PostgresLeases {
+    conn: Conn,
+}
+
+impl super::Leases for PostgresLeases {
+    fn acquire(
+        &mut self,
+        shard: &str,
+        holder: &str,
+        now: Millis,
+        ttl_ms: Millis,
+    ) -> Result<Option<WriterLease>, Error> {
+        let client = self.conn.client()?;
+        wait(lease::acquire(&*client, shard, holder, now, ttl_ms))
+    }
+
+    fn renew(&mut self, held: &WriterLease, now: Millis) -> Result<Millis, Error> {
+        let client = self.conn.client()?;
+        wait(lease::renew(&*client, held, now))
+    }
+
+    fn release(&mut self, held: &WriterLease) -> Result<(), Error> {
+        let client = self.conn.client()?;
+        wait(lease::release(&*client, held))
+    }
+
+    fn holder(&mut self, shard: &str) -> Result<Option<super::LeaseHolder>, Error> {
+        let client = self.conn.client()?;
+        wait(lease::holder(&*client, shard))
+    }
 }
 
 /// The PostgreSQL store's writer.
@@ -138,6 +175,11 @@ impl PostgresStore {
 }
 
 impl Store for PostgresStore {
+    fn fence(&mut self, lease: WriterLease) -> Result<(), Error> {
+        self.lease = Some(lease);
+        Ok(())
+    }
+
     fn load(&mut self) -> Result<Snapshot, Error> {
         let client = self.conn.client()?;
         let mut snapshot = Snapshot::default();

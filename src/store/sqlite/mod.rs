@@ -46,6 +46,7 @@ pub fn open(path: &Path) -> Result<Opened, Error> {
         outbox: Box::new(outbox),
         audit: Arc::new(audit),
         background: Box::new(checkpointer),
+        leases: None,
     })
 }
 

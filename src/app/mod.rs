@@ -14,9 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, ResyncMode};
 use crate::decode::ClusterNames;
-use crate::ingest::{self, AppState};
+use crate::ingest;
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Pipeline};
+
+mod lease;
+mod writer;
 
 /// A running server, for tests and `main`.
 pub struct Server {
@@ -26,6 +29,10 @@ pub struct Server {
     pub shutdown: CancellationToken,
     /// Completes when the server has drained and the writer has stopped.
     pub done: tokio::task::JoinHandle<()>,
+    /// Why the service stopped on its own, when it did: it lost its writer lease, or could not
+    /// start as the writer after taking it. `run` exits non-zero with this, so the pod restarts
+    /// (as a standby).
+    pub failure: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 /// Cluster naming from the config.
@@ -36,7 +43,44 @@ pub(crate) fn cluster_names(config: &Config) -> ClusterNames {
     }
 }
 
+/// What the parts of a running service share: the config, the clock, the metrics and the
+/// flags of its lifecycle.
+#[derive(Clone)]
+struct Shared {
+    config: Arc<Config>,
+    config_path: Option<PathBuf>,
+    metrics: Arc<Metrics>,
+    clock: crate::time::Clock,
+    /// Cancelled to stop the service (a signal, or a lost lease).
+    shutdown: CancellationToken,
+    /// Set when the service stops: readiness false, new events `503`.
+    draining: Arc<AtomicBool>,
+    /// Set when the writer lease was lost.
+    lease_lost: Arc<AtomicBool>,
+    /// The writer's routes, once this replica is the writer.
+    active: Arc<std::sync::OnceLock<ingest::Routes>>,
+    /// This process, as the owner of outbox claims and the writer lease.
+    identity: Arc<Identity>,
+    /// Why the service stopped on its own.
+    failure: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl Shared {
+    /// Stops the service because of `reason` (it exits non-zero).
+    fn fail(&self, reason: String) {
+        self.draining.store(true, Ordering::SeqCst);
+        if let Ok(mut failure) = self.failure.lock() {
+            failure.get_or_insert(reason);
+        }
+        self.shutdown.cancel();
+    }
+}
+
 /// Starts the service on `addr` and returns once it listens.
+///
+/// With a SQLite store the process is the writer at once. With a PostgreSQL store it first
+/// stands by: it serves `/healthz` and `/metrics`, is not ready, and becomes the writer (loads
+/// state, becomes ready) once it holds its shard's writer lease (see `lease.rs`).
 pub async fn start(
     config: Config,
     config_path: Option<PathBuf>,
@@ -45,174 +89,53 @@ pub async fn start(
     let metrics = Arc::new(Metrics::new());
     // One clock for the writer, the relays, the channels (re-signing) and the API.
     let clock = crate::time::system_clock();
-    let opened = crate::store::open(&config.store)
+    let mut opened = crate::store::open(&config.store)
         .with_context(|| format!("opening store {}", config.store.location()))?;
-    let crate::store::Opened {
-        writer: store,
-        outbox,
-        audit,
-        background: store_background,
-    } = opened;
-    let mut channel_configs = config.channels.clone();
-    if channel_configs.is_empty() {
-        channel_configs.push(crate::config::ChannelConfig::log("log"));
-    }
-    let router = crate::route::Router::new(&config.routes, &channel_configs);
-    let outbox_notify = Arc::new(tokio::sync::Notify::new());
-    let rules = Arc::new(crate::reload::load_rules(&config).context("loading baseline manifests")?);
-    crate::reload::warn_expired_silences(&config, clock());
-    let pipeline = Pipeline::start(
-        store,
-        rules,
-        pipeline::Settings {
-            router,
-            outbox_notify: Arc::clone(&outbox_notify),
-            queue_capacity: config.server.queue_capacity,
-            dedup_retention: config.store.dedup_retention,
-            audit_retention: config.store.retention,
-            heartbeat_interval: std::time::Duration::from_secs(5),
-            capacity: config.limits.capacity(),
-        },
-        clock.clone(),
-        Arc::clone(&metrics),
-    )
-    .context("loading state from the store")?;
-    let draining = Arc::new(AtomicBool::new(false));
-    // The API's end of the resync loop; it refuses requests until the loop attaches to it.
-    let resync_control = Arc::new(pipeline::ResyncControl::new());
-    let api = crate::api::router(crate::api::ApiState {
-        audit: Some(audit),
-        token: config.api.token.clone(),
-        pipeline: pipeline.clone(),
-        clock: clock.clone(),
-        public_url: config.public_url.clone(),
-        resync: Arc::clone(&resync_control),
-    });
-    let state = AppState {
-        ingest_auth: match (&config.auth.oidc, &config.auth.bearer_token) {
-            (Some(oidc), _) => crate::ingest::auth::IngestAuth::Oidc(Arc::new(
-                crate::ingest::auth::OidcVerifier::new(oidc.clone()).map_err(anyhow::Error::msg)?,
-            )),
-            (None, Some(token)) => crate::ingest::auth::IngestAuth::Static(token.clone()),
-            (None, None) => crate::ingest::auth::IngestAuth::Open,
-        },
-        pipeline: pipeline.clone(),
-        clusters: Arc::new(cluster_names(&config)),
-        metrics: Arc::clone(&metrics),
-        draining: Arc::clone(&draining),
-        body_limit: config.server.body_limit_bytes,
-        in_flight_limit: config.server.in_flight_limit(),
-        body_pace: ingest::admission::BodyPace {
-            grace: config.server.body_read_timeout,
-            min_bytes_per_second: config.server.body_min_bytes_per_second,
-        },
-    };
+    let leases = opened.leases.take();
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    let addr = listener.local_addr()?;
     let connection_limits = ingest::ConnectionLimits {
         header_read_timeout: config.server.header_read_timeout,
         idle_timeout: config.server.idle_timeout,
         max_connections: config.server.max_connections,
     };
     warn_if_files_run_out(connection_limits.max_connections);
-    let router = ingest::router(state, api, config.server.request_timeout);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding {addr}"))?;
-    let addr = listener.local_addr()?;
-    let shutdown = CancellationToken::new();
-    let outbox: crate::deliver::relay::SharedOutbox = Arc::new(std::sync::Mutex::new(outbox));
-    let channels = crate::deliver::build_channels(
-        &channel_configs,
-        config.public_url.as_deref(),
-        clock.clone(),
-    )
-    .context("building HTTP clients for channels")?;
-    {
-        // Notifications queued for a channel that was since removed or renamed have no relay:
-        // end them visibly instead of leaving them pending forever.
-        let known: Vec<String> = channels
-            .iter()
-            .map(|channel| channel.name().to_string())
-            .collect();
-        let now = clock();
-        let mut guard = outbox
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match guard.expire_unknown_channels(&known, now) {
-            Ok(0) => {}
-            Ok(count) => tracing::warn!(
-                message = "Expired notifications of channels no longer configured.",
-                count
-            ),
-            Err(error) => {
-                tracing::warn!(message = "Could not check the outbox for removed channels.", %error)
-            }
-        }
-    }
-    let relay_stop = CancellationToken::new();
-    let identity = Identity::of_this_process();
-    release_stale_claims(&outbox, &identity);
-    let identity = identity.owner_prefix();
-    let mut relays = Vec::new();
-    for channel in channels {
-        let send_timeout = channel_configs
-            .iter()
-            .find(|candidate| {
-                channel.name() == candidate.name
-                    || channel.name().starts_with(&format!("{}#", candidate.name))
-            })
-            .map(|candidate| candidate.timeout)
-            .unwrap_or(std::time::Duration::from_secs(10));
-        let settings = channel_configs
-            .iter()
-            .find(|candidate| {
-                channel.name() == candidate.name
-                    || channel.name().starts_with(&format!("{}#", candidate.name))
-            })
-            .map(|candidate| crate::deliver::relay::Limits {
-                max_attempts: candidate.max_attempts,
-                max_age: candidate.max_age,
-                min_backoff: candidate.min_backoff,
-                max_backoff: candidate.max_backoff,
-            })
-            .context("channel without config")?;
-        let relay = crate::deliver::relay::Relay::new(
-            channel,
-            settings,
-            Arc::clone(&outbox),
-            clock.clone(),
-            Arc::clone(&metrics),
-            Arc::clone(&outbox_notify),
-        )
-        .with_claims(&identity, send_timeout);
-        relays.push(tokio::spawn(relay.run(relay_stop.clone())));
-    }
-    relays.push(tokio::spawn(crate::deliver::relay::watch_outbox(
-        Arc::clone(&outbox),
-        clock.clone(),
-        Arc::clone(&metrics),
-        relay_stop.clone(),
-    )));
-    let resync_stop = CancellationToken::new();
-    let resync = start_resync(
-        &config,
-        &pipeline,
-        &metrics,
-        resync_control,
-        resync_stop.clone(),
-    )
-    .await?;
-    if let Some(path) = config_path {
-        crate::reload::spawn(
-            path,
-            pipeline.clone(),
-            Arc::clone(&metrics),
-            clock.clone(),
-            shutdown.clone(),
-        );
-    }
     let drain_timeout = config.server.drain_timeout;
-    let server_shutdown = shutdown.clone();
+    let shared = Shared {
+        config: Arc::new(config),
+        config_path,
+        metrics: Arc::clone(&metrics),
+        clock,
+        shutdown: CancellationToken::new(),
+        draining: Arc::new(AtomicBool::new(false)),
+        lease_lost: Arc::new(AtomicBool::new(false)),
+        active: Arc::new(std::sync::OnceLock::new()),
+        identity: Arc::new(Identity::of_this_process()),
+        failure: Arc::new(std::sync::Mutex::new(None)),
+    };
+    let standby = ingest::Standby {
+        reason: Arc::new(std::sync::RwLock::new(String::new())),
+        metrics: Arc::clone(&metrics),
+    };
+    let router = ingest::switch(standby.clone(), Arc::clone(&shared.active));
+    // The writer role: at once on SQLite; after the lease on PostgreSQL.
+    let role: tokio::task::JoinHandle<Option<lease::Role>> = match leases {
+        None => {
+            let role = writer::WriterRole::start(&shared, opened).await?;
+            tokio::spawn(async move {
+                Some(lease::Role {
+                    writer: role,
+                    elected: None,
+                })
+            })
+        }
+        Some(leases) => tokio::spawn(lease::stand_by(shared.clone(), opened, leases, standby)),
+    };
+    let server_shutdown = shared.shutdown.clone();
     let server_metrics = Arc::clone(&metrics);
+    let draining = Arc::clone(&shared.draining);
     let done = tokio::spawn(async move {
         let graceful = server_shutdown.clone();
         let mut serve = tokio::spawn(async move {
@@ -244,28 +167,20 @@ pub async fn start(
                 }
             }
         }
-        resync_stop.cancel();
-        if let Some(resync) = resync {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), resync).await;
-        }
-        let writer = pipeline.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            writer.shutdown();
-            drop(store_background);
-        })
-        .await;
-        // Deliveries in flight finish their attempt; anything unsent stays in the outbox.
-        relay_stop.cancel();
-        for relay in relays {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), relay).await;
+        // A standby still waiting for the lease sees the cancelled token and ends; a writer
+        // role stops (its last commit lands), and then its lease is given up.
+        server_shutdown.cancel();
+        if let Ok(Some(role)) = role.await {
+            role.stop().await;
         }
         tracing::info!(message = "Stopped.");
     });
     tracing::info!(message = "Listening.", %addr);
     Ok(Server {
         addr,
-        shutdown,
+        shutdown: shared.shutdown.clone(),
         done,
+        failure: shared.failure,
     })
 }
 
@@ -298,7 +213,7 @@ fn warn_if_files_run_out(max_connections: usize) {
 /// This process as the owner of outbox claims: `{instance}/{pid}/{start}`, unique among the
 /// processes that share a store. `instance` is the pod's name (`POD_NAME`, from the downward
 /// API), else the host's name; `start` tells apart two runs that got the same pid.
-struct Identity {
+pub(crate) struct Identity {
     instance: String,
     pid: u32,
     start: String,
@@ -492,7 +407,15 @@ pub async fn run(config: Config, config_path: Option<PathBuf>) -> anyhow::Result
         shutdown.cancel();
     });
     server.done.await.context("server task")?;
-    Ok(())
+    let failure = server
+        .failure
+        .lock()
+        .map(|failure| failure.clone())
+        .unwrap_or_default();
+    match failure {
+        Some(reason) => anyhow::bail!("{reason}"),
+        None => Ok(()),
+    }
 }
 
 async fn wait_for_signal() {

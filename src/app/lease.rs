@@ -1,0 +1,348 @@
+//! Standby and takeover on a shared (PostgreSQL) store: a replica stands by until it holds its
+//! shard's writer lease, then becomes the writer; a lease keeper renews the lease and stops the
+//! replica the moment it can no longer be sure it holds it.
+//!
+//! The lease is a row with an expiry and a fencing epoch (`store::postgres::lease` says why not
+//! an advisory lock). Invariants kept here:
+//! * State is loaded only after the lease is taken and the writer's store is fenced on it, so
+//!   the new writer sees every commit of the one before, and a commit of the one before that
+//!   lands later fails.
+//! * A writer gives the role up by itself before a standby can take it: it stops when no renewal
+//!   reached the database for `ttl - renewInterval` (measured on its monotonic clock, from when
+//!   the last successful renewal *started*), which is before the lease expires for anyone else.
+//!   A pause (SIGSTOP, a frozen VM) is caught the same way on waking. Losing the lease turns
+//!   readiness false at once and stops the process with an error, so Kubernetes restarts it and
+//!   it comes back as a standby (as client-go's leader election does); a fenced commit in the
+//!   meantime fails and its events are answered `503`.
+//! * A graceful stop releases the lease only after the writer stopped, so a standby takes over
+//!   at once without waiting out the ttl, and never while the last commit is in flight.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::writer::WriterRole;
+use super::Shared;
+use crate::metrics::{ShardLabel, ShardReasonLabel};
+use crate::store::{Error, Leases, WriterLease};
+
+/// How often the keeper looks at the lease's state between renewals.
+const WATCH_INTERVAL: Duration = Duration::from_millis(200);
+
+type SharedLeases = Arc<Mutex<Box<dyn Leases>>>;
+/// The writer's health, once it runs (a fenced commit sets its `lease_lost`).
+type WriterHealth = Arc<std::sync::OnceLock<Arc<crate::pipeline::Health>>>;
+
+/// The writer role of a replica, with its lease when the store is shared.
+pub(super) struct Role {
+    pub(super) writer: WriterRole,
+    pub(super) elected: Option<Elected>,
+}
+
+/// A lease held, and the keeper renewing it.
+pub(super) struct Elected {
+    lease: WriterLease,
+    leases: SharedLeases,
+    keeper_stop: CancellationToken,
+    keeper: tokio::task::JoinHandle<()>,
+    shared: Shared,
+}
+
+impl Role {
+    /// Stops the writer, then gives the lease up (unless it was lost).
+    pub(super) async fn stop(self) {
+        self.writer.stop().await;
+        let Some(elected) = self.elected else {
+            return;
+        };
+        elected.keeper_stop.cancel();
+        let _ = elected.keeper.await;
+        let shard = elected.lease.shard.clone();
+        held(&elected.shared, &shard, false);
+        if elected.shared.lease_lost.load(Ordering::SeqCst) {
+            return;
+        }
+        let (leases, lease) = (elected.leases, elected.lease);
+        let released = tokio::task::spawn_blocking(move || lock(&leases).release(&lease)).await;
+        match released {
+            Ok(Ok(())) => tracing::info!(message = "Released the writer lease.", shard = %shard),
+            Ok(Err(error)) => {
+                tracing::warn!(message = "Could not release the writer lease; a standby takes over when it expires.", shard = %shard, %error)
+            }
+            Err(error) => tracing::warn!(message = "Could not release the writer lease.", %error),
+        }
+    }
+}
+
+fn lock(leases: &SharedLeases) -> std::sync::MutexGuard<'_, Box<dyn Leases>> {
+    leases
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn held(shared: &Shared, shard: &str, holds: bool) {
+    shared
+        .metrics
+        .writer_lease_held
+        .get_or_create(&ShardLabel {
+            shard: shard.to_string(),
+        })
+        .set(i64::from(holds));
+}
+
+/// Stands by until this replica holds the writer lease of its shard, then starts the writer
+/// role; `None` when the service stopped first (or the role could not start: the service then
+/// stops with the reason).
+pub(super) async fn stand_by(
+    shared: Shared,
+    mut opened: crate::store::Opened,
+    leases: Box<dyn Leases>,
+    standby: crate::ingest::Standby,
+) -> Option<Role> {
+    let config = &shared.config;
+    let shard = config.shard.name.clone();
+    let holder = shared.identity.owner_prefix();
+    let lease_settings = config.store.lease.clone();
+    let ttl_ms = crate::model::Millis::try_from(lease_settings.ttl.as_millis()).unwrap_or(10_000);
+    let leases: SharedLeases = Arc::new(Mutex::new(leases));
+    held(&shared, &shard, false);
+    set_reason(&standby, format!("shard {shard}: taking the writer lease"));
+    tracing::info!(message = "Standing by for the writer lease.", shard = %shard, holder = %holder);
+    let mut last_seen: Option<String> = None;
+    let lease = loop {
+        if shared.shutdown.is_cancelled() {
+            return None;
+        }
+        let now = (shared.clock)();
+        let attempt = {
+            let (leases, shard, holder) = (Arc::clone(&leases), shard.clone(), holder.clone());
+            tokio::task::spawn_blocking(move || {
+                let mut leases = lock(&leases);
+                let before = leases.holder(&shard)?;
+                let taken = leases.acquire(&shard, &holder, now, ttl_ms)?;
+                Ok::<_, Error>((before, taken))
+            })
+            .await
+        };
+        let seen = match attempt {
+            Ok(Ok((before, Some(lease)))) => {
+                if before.is_some() {
+                    shared
+                        .metrics
+                        .writer_lease_takeovers
+                        .get_or_create(&ShardLabel {
+                            shard: shard.clone(),
+                        })
+                        .inc();
+                }
+                tracing::info!(
+                    message = "Took the writer lease; loading state.",
+                    shard = %shard,
+                    epoch = lease.epoch,
+                    previous = before.as_ref().map(|before| before.holder.as_str()).unwrap_or("none"),
+                );
+                break lease;
+            }
+            Ok(Ok((before, None))) => match before {
+                Some(before) => format!(
+                    "shard {shard}: the writer is {} (its lease runs until {})",
+                    before.holder,
+                    crate::time::format_time_offset(before.expires_at)
+                ),
+                None => format!("shard {shard}: the writer lease is being taken"),
+            },
+            Ok(Err(error)) => {
+                format!("shard {shard}: cannot reach the store to take the writer lease: {error}")
+            }
+            Err(error) => format!("shard {shard}: taking the writer lease failed: {error}"),
+        };
+        // Log when the situation changes, not every retry.
+        let situation = seen
+            .split(" (its lease")
+            .next()
+            .unwrap_or(&seen)
+            .to_string();
+        if last_seen.as_deref() != Some(situation.as_str()) {
+            tracing::info!(message = "Standing by.", reason = %seen);
+            last_seen = Some(situation);
+        }
+        set_reason(&standby, seen);
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(lease_settings.retry_interval) => {}
+        }
+    };
+    // Fence before loading: from here on, a commit of this writer fails once another replica
+    // takes over, and loading sees every commit of the writer before.
+    if let Err(error) = opened.writer.fence(lease.clone()) {
+        shared.fail(format!("could not fence the writer on its lease: {error}"));
+        return None;
+    }
+    let keeper_stop = CancellationToken::new();
+    // The keeper runs while the state loads: a long load must not cost the lease. Once the
+    // writer runs, its health tells the keeper when a commit was fenced.
+    let health: WriterHealth = Arc::new(std::sync::OnceLock::new());
+    let keeper = tokio::spawn(keep(
+        shared.clone(),
+        lease.clone(),
+        Arc::clone(&leases),
+        Arc::clone(&health),
+        keeper_stop.clone(),
+    ));
+    let writer = match WriterRole::start(&shared, opened).await {
+        Ok(writer) => writer,
+        Err(error) => {
+            keeper_stop.cancel();
+            let _ = keeper.await;
+            let release = Arc::clone(&leases);
+            let given = lease.clone();
+            let _ = tokio::task::spawn_blocking(move || lock(&release).release(&given)).await;
+            held(&shared, &shard, false);
+            shared.fail(format!(
+                "took the writer lease of shard {shard} but could not start as the writer: {error:#}"
+            ));
+            return None;
+        }
+    };
+    let _ = health.set(Arc::clone(writer.pipeline.health()));
+    held(&shared, &shard, true);
+    tracing::info!(
+        message = "Became the writer.",
+        shard = %shard,
+        epoch = lease.epoch,
+        objects = writer.loaded.0,
+        load_ms = u64::try_from(writer.loaded.1.as_millis()).unwrap_or(u64::MAX),
+    );
+    Some(Role {
+        writer,
+        elected: Some(Elected {
+            lease,
+            leases,
+            keeper_stop,
+            keeper,
+            shared,
+        }),
+    })
+}
+
+fn set_reason(standby: &crate::ingest::Standby, reason: String) {
+    if let Ok(mut current) = standby.reason.write() {
+        *current = reason;
+    }
+}
+
+/// Renews the lease every `renewInterval` and stops the replica when it is lost: taken over
+/// (a renewal or a commit was fenced) or not renewed in time (the database unreachable, the
+/// process paused).
+async fn keep(
+    shared: Shared,
+    lease: WriterLease,
+    leases: SharedLeases,
+    health: WriterHealth,
+    stop: CancellationToken,
+) {
+    let settings = shared.config.store.lease.clone();
+    // Give up a renewal interval before the lease can expire for the others.
+    let deadline = settings.ttl.saturating_sub(settings.renew_interval);
+    // The acquisition counts as the first renewal; it started before this instant.
+    let mut renewed_from = Instant::now();
+    let mut next_renewal = renewed_from + settings.renew_interval;
+    let mut in_flight: Option<(
+        Instant,
+        tokio::task::JoinHandle<Result<crate::model::Millis, Error>>,
+    )> = None;
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(WATCH_INTERVAL) => {}
+        }
+        if in_flight
+            .as_ref()
+            .is_some_and(|(_, task)| task.is_finished())
+        {
+            if let Some((started, task)) = in_flight.take() {
+                match task.await {
+                    Ok(Ok(_)) => {
+                        renewed_from = started;
+                        warned = false;
+                    }
+                    Ok(Err(Error::LeaseLost { .. })) => {
+                        return lost(
+                            &shared,
+                            &lease,
+                            "taken_over",
+                            "another replica took the writer lease".to_string(),
+                        );
+                    }
+                    Ok(Err(error)) => {
+                        if !warned {
+                            tracing::warn!(message = "Could not renew the writer lease; retrying.", shard = %lease.shard, %error);
+                            warned = true;
+                        }
+                    }
+                    Err(error) => tracing::warn!(message = "Lease renewal task failed.", %error),
+                }
+            }
+        }
+        if health
+            .get()
+            .is_some_and(|health| health.lease_lost.load(Ordering::SeqCst))
+        {
+            return lost(
+                &shared,
+                &lease,
+                "taken_over",
+                "a commit was fenced: another replica took the writer lease".to_string(),
+            );
+        }
+        if renewed_from.elapsed() >= deadline {
+            return lost(
+                &shared,
+                &lease,
+                "unrenewed",
+                format!(
+                    "no renewal of the writer lease reached the database for {:.1}s (store.lease.ttl {}s): a standby may take over",
+                    renewed_from.elapsed().as_secs_f64(),
+                    settings.ttl.as_secs_f64()
+                ),
+            );
+        }
+        // One renewal at a time: a renewal stuck on a dead connection is not repeated behind it.
+        if in_flight.is_none() && Instant::now() >= next_renewal {
+            let started = Instant::now();
+            next_renewal = started + settings.renew_interval;
+            let now = (shared.clock)();
+            let (leases, held_lease) = (Arc::clone(&leases), lease.clone());
+            in_flight = Some((
+                started,
+                tokio::task::spawn_blocking(move || lock(&leases).renew(&held_lease, now)),
+            ));
+        }
+    }
+}
+
+fn lost(shared: &Shared, lease: &WriterLease, reason: &str, detail: String) {
+    shared.lease_lost.store(true, Ordering::SeqCst);
+    shared
+        .metrics
+        .writer_lease_losses
+        .get_or_create(&ShardReasonLabel {
+            shard: lease.shard.clone(),
+            reason: reason.to_string(),
+        })
+        .inc();
+    held(shared, &lease.shard, false);
+    tracing::error!(
+        message = "Lost the writer lease: stopping, so this replica restarts as a standby.",
+        shard = %lease.shard,
+        epoch = lease.epoch,
+        reason = %detail,
+    );
+    shared.fail(format!(
+        "lost the writer lease of shard {} (epoch {}): {detail}",
+        lease.shard, lease.epoch
+    ));
+}
