@@ -1,0 +1,93 @@
+"""A throwaway PostgreSQL server for process tests, as tests/it/pg.rs is for the Rust ones:
+`initdb` in a temporary directory, listening on a Unix socket in that directory only (no TCP
+port), one database per `database()`, stopped and removed by `stop()`. It never touches a
+system-wide cluster. As root, the server runs as the `postgres` user (PostgreSQL refuses root).
+
+The binaries come from $PG_BINDIR, else Debian's /usr/lib/postgresql/<newest>/bin, else PATH;
+without them the test fails saying what to install (scripts/test.sh installs `postgresql`)."""
+
+import itertools
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+PORT = "5432"
+_names = itertools.count()
+
+
+def bindir() -> Path:
+    if os.environ.get("PG_BINDIR"):
+        return Path(os.environ["PG_BINDIR"])
+    versions = []
+    for entry in Path("/usr/lib/postgresql").glob("*/bin/initdb"):
+        try:
+            versions.append((int(entry.parent.parent.name), entry.parent))
+        except ValueError:
+            pass
+    if versions:
+        return sorted(versions)[-1][1]
+    on_path = shutil.which("initdb")
+    if on_path:
+        return Path(on_path).parent
+    raise RuntimeError(
+        "PostgreSQL server binaries (initdb, pg_ctl) not found in $PG_BINDIR, "
+        "/usr/lib/postgresql/*/bin or PATH: install Debian's `postgresql` package "
+        "(scripts/test.sh does)"
+    )
+
+
+class PgServer:
+    def __init__(self):
+        self.bindir = bindir()
+        self.dir = Path(tempfile.mkdtemp(prefix="ds-pg"))
+        self.run_as = "postgres" if os.geteuid() == 0 else None
+        self.socket = self.dir / "sock"
+        self.socket.mkdir()
+        if self.run_as:
+            user = pwd.getpwnam(self.run_as)
+            for path in (self.dir, self.socket):
+                os.chown(path, user.pw_uid, user.pw_gid)
+        self._run("initdb", "-D", str(self.dir / "data"), "--auth=trust", "-U", "postgres",
+                  "--no-sync", "--encoding=UTF8", "--locale=C.UTF-8")
+        self._run("pg_ctl", "-D", str(self.dir / "data"), "-l", str(self.dir / "log"), "-w",
+                  "-o", self._options(), "start")
+
+    def _options(self) -> str:
+        return (f"-p {PORT} -k {self.socket} -c listen_addresses='' -c fsync=off "
+                "-c synchronous_commit=off -c max_connections=200")
+
+    def _command(self, program: str) -> list:
+        binary = str(self.bindir / program)
+        return ["runuser", "-u", self.run_as, "--", binary] if self.run_as else [binary]
+
+    def _run(self, program: str, *args: str) -> str:
+        done = subprocess.run(self._command(program) + list(args), cwd=self.dir,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            log = (self.dir / "log").read_text() if (self.dir / "log").exists() else ""
+            raise RuntimeError(f"{program} failed: {done.stdout}\n{done.stderr}\n{log}")
+        return done.stdout
+
+    def database(self) -> str:
+        """A new, empty database; its URL for `store.url`."""
+        name = f"t{next(_names)}"
+        self._run("createdb", "-h", str(self.socket), "-p", PORT, "-U", "postgres", name)
+        return self.url(name)
+
+    def url(self, name: str) -> str:
+        return f"postgres:///{name}?host={self.socket}&port={PORT}&user=postgres"
+
+    def psql(self, url: str, sql: str) -> str:
+        name = url.split("///", 1)[1].split("?", 1)[0]
+        return self._run("psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+                         "-h", str(self.socket), "-p", PORT, "-U", "postgres", "-d", name,
+                         "-c", sql).strip()
+
+    def stop(self):
+        try:
+            self._run("pg_ctl", "-D", str(self.dir / "data"), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)

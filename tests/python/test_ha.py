@@ -1,0 +1,298 @@
+"""Several real drift-sentinel processes on one real PostgreSQL server (issue 19): a standby takes
+over when the writer is SIGKILLed, a paused writer is fenced and stops, and shards each take only
+their clusters while any shard's API shows the whole fleet.
+
+One throwaway server (pgserver.py) serves the whole file, a database per test. Deliveries go to a
+Standard Webhooks receiver that verifies signatures with the reference `standardwebhooks`
+library. The failover test uses the shipped lease settings (store.lease defaults) and writes the
+measured takeover times to test-output/ha-takeover.json (BENCHMARKS.md quotes them)."""
+
+import json
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cloudevents.core.bindings.http import to_binary_event
+from cloudevents.core.v1.event import CloudEvent
+
+from conftest import ROOT, Sentinel, attributes, free_port
+from pgserver import PgServer
+from test_delivery_process import WHSEC, WebhookReceiver, config_map, edit
+
+OUTPUT = ROOT / "test-output"
+FAST_LEASE = "  lease: {ttl: 3s, renewInterval: 1s, retryInterval: 200ms}\n"
+
+
+@pytest.fixture(scope="module")
+def pg():
+    server = PgServer()
+    yield server
+    server.stop()
+
+
+class Replica(Sentinel):
+    """A drift-sentinel process on a PostgreSQL store; it may start as a standby."""
+
+    def __init__(self, workdir: Path, name: str, config: str):
+        directory = workdir / name
+        directory.mkdir()
+        super().__init__(directory)
+        self.name = name
+        self.config_path.write_text(config)
+
+    def start(self, ready=True):
+        env_start = time.monotonic()
+        import os
+        import subprocess
+        env = dict(os.environ, PORT=str(self.port), RUST_LOG="info", POD_NAME=self.name)
+        self.log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            [__import__("conftest").binary(), "serve", "--config", str(self.config_path)],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        path = "/readyz" if ready else "/healthz"
+        while time.monotonic() - env_start < 30:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited early:\n{self.logs()}")
+            if self.status(path)[0] == 200:
+                return self
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.name} did not answer {path}:\n{self.logs()}")
+
+    def status(self, path: str):
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=2) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+        except (urllib.error.URLError, ConnectionError, OSError):
+            return None, b""
+
+    def ready(self) -> bool:
+        return self.status("/readyz")[0] == 200
+
+    def api(self, path: str):
+        status, body = self.status(path)
+        assert status == 200, (status, body)
+        return json.loads(body)
+
+    def send(self, event_id: str, verb: str, obj: dict, cluster="prod"):
+        message = to_binary_event(CloudEvent(attributes(event_id, verb, obj, cluster=cluster), obj))
+        try:
+            return self.post(dict(message.headers), message.body)
+        except (urllib.error.URLError, ConnectionError, OSError) as error:
+            return None, {}, str(error).encode()
+
+
+def config(url: str, lease: str = "", extra: str = "", hook_port: int = 0) -> str:
+    channels = (
+        "channels:\n"
+        f"  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{hook_port}/hook\n    secret: {WHSEC}\n"
+        "    minBackoff: 200ms\n    maxBackoff: 1s\n    maxAttempts: 1000\n"
+        "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupBy: [name]\n    repeatInterval: 0s\n"
+        if hook_port else "channels:\n  - {name: log, type: log}\n"
+    )
+    return f"store:\n  url: \"{url}\"\n{lease}server:\n  drainTimeout: 5s\n{channels}{extra}"
+
+
+def wait_for(predicate, timeout=30.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return None
+
+
+def stop_all(*replicas):
+    for replica in replicas:
+        if replica.process is not None and replica.process.poll() is None:
+            replica.process.kill()
+            replica.process.wait(timeout=10)
+
+
+class Load:
+    """A steady stream of drifting ConfigMaps sent the way the Broker sends them: to a ready
+    replica (the Kubernetes Service routes only there), retried until answered 202."""
+
+    def __init__(self, replicas):
+        self.replicas = replicas
+        self.acknowledged = []  # (event id, object name, verb)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def deliver(self, event_id, verb, obj):
+        while not self.stopping.is_set() or verb == "update":
+            for replica in self.replicas:
+                if replica.process is None or replica.process.poll() is not None:
+                    continue
+                status, _, _ = replica.send(event_id, verb, obj)
+                if status == 202:
+                    self.acknowledged.append((event_id, obj["metadata"]["name"], verb))
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def run(self):
+        index = 0
+        while not self.stopping.is_set():
+            base = config_map(f"config-ha-{index:03d}")
+            if self.deliver(f"ha-{index}-a", "add", base):
+                self.deliver(f"ha-{index}-b", "update", edit(base, "max-scale", str(index + 2)))
+            index += 1
+            time.sleep(0.05)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(timeout=60)
+
+
+def test_a_standby_takes_over_from_a_killed_writer_three_times_losing_nothing(pg, workdir):
+    """SIGKILL the writer three times under load, with the shipped lease settings."""
+    url = pg.database()
+    hook_port = free_port()
+    receiver = WebhookReceiver(hook_port).start()
+    text = config(url, hook_port=hook_port)
+    a = Replica(workdir, "replica-a", text).start()
+    b = Replica(workdir, "replica-b", text).start(ready=False)
+    load = None
+    takeovers = []
+    try:
+        status, body = b.status("/readyz")
+        assert status == 503 and json.loads(body)["code"] == "standby", body
+        assert "replica-a/" in json.loads(body)["message"], body
+        load = Load([a, b]).start()
+        assert wait_for(lambda: len(load.acknowledged) >= 10, timeout=20)
+        for _ in range(3):
+            writer, standby = (a, b) if a.ready() else (b, a)
+            assert writer.ready() and not standby.ready()
+            seen = len(load.acknowledged)
+            writer.process.kill()
+            writer.process.wait(timeout=10)
+            killed = time.monotonic()
+            assert wait_for(standby.ready, timeout=30), standby.logs()
+            takeovers.append(round(time.monotonic() - killed, 2))
+            # Kubernetes restarts the killed container: it comes back as a standby.
+            writer.log.close()
+            writer.start(ready=False)
+            status, body = writer.status("/readyz")
+            assert status == 503 and json.loads(body)["code"] == "standby", body
+            assert wait_for(lambda: len(load.acknowledged) >= seen + 10, timeout=30)
+        load.stop()
+        final = a if a.ready() else b
+        acknowledged = load.acknowledged
+        # Every 202 is in the store: its event key, and its object's drift.
+        stored = set(pg.psql(url, "SELECT id FROM events").split())
+        assert {event_id for event_id, _, _ in acknowledged} <= stored
+        edited = sorted({name for _, name, verb in acknowledged if verb == "update"})
+        assert len(edited) >= 20
+        firing = final.api("/api/v1/drifts?state=firing&class=config_drift&limit=500")["items"]
+        assert sorted(drift["name"] for drift in firing) == edited
+        # Every firing drift notified, each under exactly one idempotency key.
+        assert wait_for(lambda: {d["name"] for d in receiver.drifts} >= set(edited), timeout=60), \
+            sorted(set(edited) - {d["name"] for d in receiver.drifts})
+        keys = {}
+        for webhook_id, drift in zip(receiver.ids, receiver.drifts):
+            keys.setdefault((drift["id"], drift["state"]), set()).add(webhook_id)
+        assert all(len(ids) == 1 for ids in keys.values()), keys
+        assert receiver.bad == 0
+        assert all(takeover < 15 for takeover in takeovers), takeovers
+        metrics = final.status("/metrics")[1].decode()
+        assert 'drift_sentinel_writer_lease_held{shard="default"} 1' in metrics
+        assert 'drift_sentinel_writer_lease_takeovers_total{shard="default"}' in metrics
+    finally:
+        if load:
+            load.stop()
+        stop_all(a, b)
+        receiver.stop()
+    OUTPUT.mkdir(exist_ok=True)
+    (OUTPUT / "ha-takeover.json").write_text(json.dumps(
+        {"lease": "shipped defaults (ttl 10s, renewInterval 2s, retryInterval 1s)",
+         "takeoverSeconds": takeovers, "eventsAcknowledged": len(acknowledged)}, indent=2))
+
+
+def test_a_paused_writer_is_fenced_commits_nothing_and_turns_unready(pg, workdir):
+    """The writer loses the database (paused with SIGSTOP past its lease) while the standby
+    takes over; when it wakes, an event it was sent meanwhile is not committed, and it stops."""
+    url = pg.database()
+    text = config(url, lease=FAST_LEASE)
+    a = Replica(workdir, "replica-a", text).start()
+    b = Replica(workdir, "replica-b", text).start(ready=False)
+    try:
+        base = config_map("config-before")
+        assert a.send("before-1", "add", base)[0] == 202
+        assert a.send("before-2", "update", edit(base, "max-scale", "7"))[0] == 202
+        a.process.send_signal(signal.SIGSTOP)
+        # An event reaches the paused writer (its socket accepts; nothing answers).
+        late = config_map("config-late")
+        answer = {}
+        sender = threading.Thread(target=lambda: answer.update(status=a.send("late-1", "add", late)[0]))
+        sender.start()
+        assert wait_for(b.ready, timeout=20), b.logs()
+        a.process.send_signal(signal.SIGCONT)
+        sender.join(timeout=30)
+        assert answer.get("status") != 202, answer
+        # It turns unready (lease_lost), then exits non-zero so the pod restarts as a standby.
+        statuses = []
+        code = wait_for(lambda: statuses.append(a.status("/readyz")) or a.process.poll(), timeout=30)
+        assert code not in (None, 0), a.logs()
+        answered = [status for status in statuses if status[0] is not None]
+        assert all(status[0] == 503 for status in answered), answered
+        assert "Lost the writer lease" in a.logs()
+        # Fencing: nothing of the late event was committed, by anyone.
+        assert pg.psql(url, "SELECT count(*) FROM events WHERE id = 'late-1'") == "0"
+        assert pg.psql(url, "SELECT count(*) FROM objects WHERE body LIKE '%config-late%'") == "0"
+        # The new writer has the state from before, and takes the event when the Broker retries.
+        assert [d["name"] for d in b.api("/api/v1/drifts?state=firing")["items"]] == ["config-before"]
+        assert b.send("late-1", "add", late)[0] == 202
+        assert pg.psql(url, "SELECT count(*) FROM events WHERE id = 'late-1'") == "1"
+    finally:
+        stop_all(a, b)
+
+
+def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
+    url = pg.database()
+    east = Replica(workdir, "east", config(
+        url, lease=FAST_LEASE, extra="shard:\n  name: east\n  clusters: [\"east-*\"]\n")).start()
+    west = Replica(workdir, "west", config(
+        url, lease=FAST_LEASE, extra="shard:\n  name: west\n  clusters: [\"west-*\"]\n")).start()
+    try:
+        for replica, cluster in ((east, "east-1"), (west, "west-1")):
+            base = config_map("config-autoscaler")
+            base["metadata"]["uid"] = f"uid-{cluster}"
+            assert replica.send(f"{cluster}-a", "add", base, cluster=cluster)[0] == 202
+            changed = edit(base, "max-scale", "9")
+            assert replica.send(f"{cluster}-b", "update", changed, cluster=cluster)[0] == 202
+        # A misrouted event: refused with 421 naming the shard and its config, not applied.
+        stray = config_map("config-stray")
+        status, _, body = east.send("stray-1", "add", stray, cluster="west-2")
+        assert status == 421, body
+        error = json.loads(body)
+        assert error["code"] == "cluster_not_in_shard"
+        assert '"east"' in error["message"] and "east-*" in error["message"], error
+        assert pg.psql(url, "SELECT count(*) FROM events WHERE id = 'stray-1'") == "0"
+        # Each shard's writer processes only its clusters; either API shows both.
+        for replica in (east, west):
+            drifts = replica.api("/api/v1/drifts?state=firing")["items"]
+            assert sorted(d["cluster"] for d in drifts) == ["east-1", "west-1"], drifts
+        metrics = east.status("/metrics")[1].decode()
+        assert 'drift_sentinel_shard_events_total{shard="east",outcome="refused"} 1' in metrics
+        assert 'drift_sentinel_writer_lease_held{shard="east"} 1' in metrics
+        # Both writers hold their own shard's lease at once.
+        holders = pg.psql(url, "SELECT shard || '=' || split_part(holder, '/', 1) FROM writer_lease ORDER BY shard")
+        assert holders.split() == ["east=east", "west=west"]
+        # A restarted shard writer loads only its own clusters' objects.
+        west.stop()
+        west.log.close()
+        west.start()
+        assert "objects=1" in west.logs().split("Became the writer.")[-1] or '"objects":1' in west.logs().split("Became the writer.")[-1], west.logs()[-2000:]
+    finally:
+        stop_all(east, west)
