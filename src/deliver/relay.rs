@@ -382,6 +382,25 @@ impl Relay {
             .into_iter()
             .filter(|(row, _)| held.contains(&row.queued.id))
             .collect();
+        // Rows another process had claimed, taken now because that claim lapsed: it died or
+        // stalled mid-send, and this is the resend under the same idempotency key.
+        let lapsed = batch
+            .iter()
+            .filter(|(row, _)| row.claimed_by.as_deref().is_some_and(|by| by != self.owner))
+            .count();
+        if lapsed > 0 {
+            self.metrics
+                .outbox_claim_expiries
+                .get_or_create(&crate::metrics::ChannelLabel {
+                    channel: self.channel.name().to_string(),
+                })
+                .inc_by(lapsed as u64);
+            tracing::info!(
+                message = "Took over notifications whose claim by another process lapsed; resending them under the same idempotency key.",
+                channel = %self.channel.name(),
+                count = lapsed,
+            );
+        }
         let ids = held;
         let message = Message {
             id: message_id,

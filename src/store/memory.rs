@@ -77,6 +77,7 @@ fn pending_row(queued: &NewOutbox) -> OutboxRow {
         last_error: None,
         finished_at: None,
         message_id: None,
+        claimed_by: None,
     }
 }
 
@@ -291,7 +292,10 @@ impl Outbox for MemoryStore {
                     && row.next_attempt_at <= now
                     && claimable(&inner.claims, &row.queued.id, owner, now)
             })
-            .cloned()
+            .map(|row| OutboxRow {
+                claimed_by: inner.claims.get(&row.queued.id).map(|(by, _)| by.clone()),
+                ..row.clone()
+            })
             .collect();
         rows.sort_by(|a, b| {
             (a.queued.created_at, &a.queued.id).cmp(&(b.queued.created_at, &b.queued.id))

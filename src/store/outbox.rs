@@ -88,6 +88,9 @@ pub struct OutboxRow {
     /// The message it was first sent in: a retry sends the same message under the same
     /// idempotency key, never a regrouped one.
     pub message_id: Option<String>,
+    /// Who holds (or held, until it lapsed) the row's unsettled claim: a due row claimed by
+    /// another process is a claim that lapsed (that process died or stalled mid-send).
+    pub claimed_by: Option<String>,
 }
 
 /// The result of one delivery attempt for a set of rows (one message).

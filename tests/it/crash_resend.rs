@@ -194,3 +194,130 @@ async fn a_message_cut_off_by_a_crash_is_resent_whole_under_its_id() {
     }
     assert_eq!(ids_of.len(), 5, "every drift was sent: {seen:?}");
 }
+
+/// A relay of process `identity` on its own clock, over `outbox`.
+fn relay_of(
+    outbox: Box<dyn drift_sentinel::store::Outbox>,
+    channel: Recording,
+    identity: &str,
+    clock: i64,
+    metrics: &Arc<Metrics>,
+) -> Relay {
+    Relay::new(
+        Arc::new(channel),
+        Limits {
+            max_attempts: 10,
+            max_age: Duration::from_secs(3600),
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        },
+        Arc::new(Mutex::new(outbox)),
+        Arc::new(move || clock),
+        Arc::clone(metrics),
+        Arc::new(tokio::sync::Notify::new()),
+    )
+    .with_claims(identity, Duration::from_secs(2))
+}
+
+/// Two processes on one PostgreSQL store (a writer killed mid-send and the standby that took
+/// over): the dead process's claim keeps the rows from the other until it lapses, then they go
+/// out again as the same message, under the same idempotency key, and the takeover is counted.
+#[tokio::test]
+async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_same_key() {
+    let server = crate::pg::PgServer::start();
+    let target =
+        drift_sentinel::store::postgres::Target::new(&server.database(), None, None).unwrap();
+    let mut opened = drift_sentinel::store::postgres::open(&target).unwrap();
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    {
+        let drifts: Vec<Drift> = (0..3).map(drift).collect();
+        let rows = drifts
+            .iter()
+            .map(|drift| NewOutbox {
+                id: format!("ntf_{}", drift.id),
+                channel: "hook".into(),
+                drift_id: drift.id.clone(),
+                kind: "firing".into(),
+                group_key: "prod/knative-serving/config_drift".into(),
+                payload: drift_sentinel::store::rows::encode_notice(&Notice {
+                    kind: NoticeKind::Firing,
+                    drift: drift.clone(),
+                    at: NOW,
+                    resend: 0,
+                })
+                .unwrap(),
+                created_at: NOW,
+                not_before: NOW,
+                repeat_after_ms: None,
+            })
+            .collect();
+        opened
+            .writer
+            .commit(&Batch {
+                changes: drift_sentinel::classify::Changes {
+                    drifts,
+                    ..Default::default()
+                },
+                outbox: rows,
+                ..Default::default()
+            })
+            .unwrap();
+    }
+    let (metrics_a, metrics_b) = (Arc::new(Metrics::new()), Arc::new(Metrics::new()));
+    // Process A claims the three rows and dies mid-send.
+    let mut a = relay_of(
+        opened.outbox,
+        Recording {
+            seen: Arc::clone(&seen),
+            hang: true,
+        },
+        "pod-a/7/aaaa",
+        NOW,
+        &metrics_a,
+    );
+    let cut = tokio::time::timeout(Duration::from_millis(300), a.round(NOW)).await;
+    assert!(cut.is_err(), "the send never completed");
+    drop(a);
+    let other = || {
+        drift_sentinel::store::postgres::open(&target)
+            .unwrap()
+            .outbox
+    };
+    // Process B, while A's claim holds (send timeout 2s plus CLAIM_MARGIN): nothing to send.
+    let mut early = relay_of(
+        other(),
+        Recording {
+            seen: Arc::clone(&seen),
+            hang: false,
+        },
+        "pod-b/9/bbbb",
+        NOW + 1_000,
+        &metrics_b,
+    );
+    early.round(NOW + 1_000).await.unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 1, "B waits for A's claim");
+    // Once it lapsed, B sends them, as A's message, and counts the lapsed claims.
+    let later = NOW + 2_000 + drift_sentinel::deliver::relay::CLAIM_MARGIN.as_millis() as i64 + 1;
+    let mut b = relay_of(
+        other(),
+        Recording {
+            seen: Arc::clone(&seen),
+            hang: false,
+        },
+        "pod-b/9/bbbb",
+        later,
+        &metrics_b,
+    );
+    b.round(later).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[1], seen[0], "same message, same idempotency key");
+    let text = metrics_b.render();
+    assert!(
+        text.contains("drift_sentinel_outbox_claim_expiries_total{channel=\"hook\"} 3"),
+        "{text}"
+    );
+    // Settled: a third round sends nothing more.
+    b.round(later + 1_000).await.unwrap();
+    assert!(other().claim_owners().unwrap().is_empty());
+}

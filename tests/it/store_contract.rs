@@ -1180,3 +1180,76 @@ fn a_postgres_store_outlives_a_server_restart() {
     opened.writer.heartbeat(2).unwrap();
     assert_eq!(opened.outbox.stats().unwrap().pending, 0);
 }
+
+/// Two processes' relays racing over one outbox, as two replicas' relays do during a takeover:
+/// each row is claimed, and settled, by exactly one of them.
+#[test]
+fn outbox_claims_hold_under_two_racing_processes_on_every_database() {
+    for backend in Backend::all() {
+        let mut opened = backend.open();
+        let rows: Vec<NewOutbox> = (0..300)
+            .map(|index| queued(&format!("r{index:03}"), "hook"))
+            .collect();
+        opened
+            .writer
+            .commit(&Batch {
+                outbox: rows,
+                ..Batch::default()
+            })
+            .unwrap();
+        // Both connected before either starts, so they race from the first row.
+        let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let race = |mut outbox: Box<dyn Outbox>, owner: &'static str| {
+            let start = std::sync::Arc::clone(&start);
+            std::thread::spawn(move || {
+                start.wait();
+                let mut sent = Vec::new();
+                loop {
+                    let due = outbox.due("hook", 2_000, 20, owner).unwrap();
+                    if due.is_empty() {
+                        return sent;
+                    }
+                    for row in due {
+                        let id = row.queued.id;
+                        let lease = Lease {
+                            owner: owner.into(),
+                            until: 2_000 + 60_000,
+                        };
+                        let held = outbox
+                            .claim(std::slice::from_ref(&id), &id, &lease, 2_000)
+                            .unwrap();
+                        if held.is_empty() {
+                            continue;
+                        }
+                        outbox
+                            .settle(
+                                &settled(
+                                    &[id.as_str()],
+                                    OutboxState::Delivered,
+                                    Some(owner),
+                                    2_000,
+                                ),
+                                &[],
+                            )
+                            .unwrap();
+                        sent.push(id);
+                    }
+                }
+            })
+        };
+        let (one, two) = (backend.open().outbox, backend.open().outbox);
+        let first = race(one, "pod-a/1/x/hook");
+        let second = race(two, "pod-b/2/y/hook");
+        let (first, second) = (first.join().unwrap(), second.join().unwrap());
+        let mut all: Vec<String> = first.iter().chain(second.iter()).cloned().collect();
+        all.sort();
+        let unique: std::collections::BTreeSet<&String> = all.iter().collect();
+        assert_eq!(
+            unique.len(),
+            all.len(),
+            "{}: a row sent twice",
+            backend.name()
+        );
+        assert_eq!(all.len(), 300, "{}: every row sent", backend.name());
+    }
+}

@@ -25,7 +25,7 @@ impl PostgresOutbox {
     }
 }
 
-pub(super) const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at, message_id";
+pub(super) const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at, message_id, claimed_by";
 
 pub(super) fn outbox_row(row: &Row) -> Result<OutboxRow, Error> {
     let state: String = row.try_get(11)?;
@@ -48,6 +48,7 @@ pub(super) fn outbox_row(row: &Row) -> Result<OutboxRow, Error> {
         last_error: row.try_get(12)?,
         finished_at: row.try_get(13)?,
         message_id: row.try_get(14)?,
+        claimed_by: row.try_get(15)?,
     })
 }
 

@@ -300,7 +300,7 @@ pub(super) fn insert_outbox(connection: &Connection, rows: &[NewOutbox]) -> Resu
     Ok(())
 }
 
-const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at, message_id";
+const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at, message_id, claimed_by";
 
 fn outbox_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
     let state: String = row.get(11)?;
@@ -322,5 +322,6 @@ fn outbox_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<OutboxRow> {
         last_error: row.get(12)?,
         finished_at: row.get(13)?,
         message_id: row.get(14)?,
+        claimed_by: row.get(15)?,
     })
 }
