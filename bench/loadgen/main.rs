@@ -51,6 +51,18 @@ enum Cmd {
     },
     /// Runs the whole benchmark.
     Run(RunArgs),
+    /// The PostgreSQL store next to SQLite in one run (issue 19): throughput and open-loop
+    /// latency on each, then the takeover of a 100,000-object PostgreSQL store by a standby.
+    Store {
+        #[command(flatten)]
+        run: RunArgs,
+        /// An empty PostgreSQL database for the throughput phase (`postgres://...`).
+        #[arg(long)]
+        throughput_url: String,
+        /// An empty PostgreSQL database for the takeover phase.
+        #[arg(long)]
+        takeover_url: String,
+    },
     /// Sends open-loop load at a fixed rate to a running server and prints the latency figures
     /// as JSON (for investigating one phase by hand).
     Open {
@@ -119,6 +131,9 @@ struct RunArgs {
     /// rules the sink runs (`rules.invariants`), for the A/B of their cost.
     #[arg(long)]
     invariants: Option<PathBuf>,
+    /// The sink's store as a PostgreSQL URL instead of a SQLite file (set by `store`).
+    #[arg(skip)]
+    store_url: Option<String>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -131,6 +146,11 @@ fn main() -> std::process::ExitCode {
             );
         }),
         Cmd::Run(args) => run(&args),
+        Cmd::Store {
+            run,
+            throughput_url,
+            takeover_url,
+        } => store_phases(&run, &throughput_url, &takeover_url),
         Cmd::Open {
             addr,
             reqs,
@@ -736,7 +756,7 @@ limits:
   maxObjects: 1000000
   maxObjectsPerCluster: 1000000
 store:
-  path: {store}
+{store}
 rules:
   baselineDir: {baseline}{invariants}
 channels:
@@ -747,7 +767,10 @@ routes:
   - channels: [webhook]
     groupWait: 0s
 "#,
-        store = dir.join("drift-sentinel.db").display(),
+        store = match &args.store_url {
+            Some(url) => format!("  url: \"{url}\""),
+            None => format!("  path: {}", dir.join("drift-sentinel.db").display()),
+        },
         baseline = args.work.join("templates/baseline").display(),
         invariants = invariants_yaml(args.invariants.as_deref())?,
     );
@@ -1301,4 +1324,134 @@ fn markdown(report: &Value) -> String {
         f(&d["after_202_p99_ms"])
     ));
     out
+}
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL next to SQLite (`store`)
+
+/// Throughput (closed loop, binary mode) and open-loop latency at 50 % and 90 % of each store's
+/// own maximum, SQLite then PostgreSQL in the same run; then a standby's takeover of a writer
+/// killed with a 100,000-object PostgreSQL store: the state load it logs and kill-to-ready.
+fn store_phases(args: &RunArgs, throughput_url: &str, takeover_url: &str) -> Result<()> {
+    let begun = Instant::now();
+    std::fs::create_dir_all(&args.work).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
+    let mut report = json!({"machine": machine(), "load_before": loadavg()});
+    let templates_dir = args.work.join("templates");
+    report["events"] = gen(&templates_dir, args.apps, None)?;
+    let fixtures = Fixtures::load(&repo_root())?;
+    let receiver_addr: SocketAddr = format!("127.0.0.1:{}", args.port + 9)
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let _received = start_receiver(receiver_addr)?;
+    let reqs = templates_dir.join("binary.reqs");
+    let templates = read_templates(&reqs)?;
+    let mut stores = json!({});
+    for (name, url) in [
+        ("sqlite", None),
+        ("postgres", Some(throughput_url.to_string())),
+    ] {
+        let args = RunArgs {
+            store_url: url,
+            ..args.clone()
+        };
+        log(&format!("{name}: throughput"));
+        let sink = start_sink(&args, &format!("store-{name}"), args.port, receiver_addr)?;
+        wrk(&args, sink.addr, &reqs, 3)?;
+        let before = scrape(sink.addr);
+        let result = measured_wrk(&args, sink.proc.pid(), sink.addr, &reqs)?;
+        let after = scrape(sink.addr);
+        let commits = metric(&after, "drift_sentinel_store_commits_total", None)
+            - metric(&before, "drift_sentinel_store_commits_total", None);
+        let mut latency = json!({});
+        for share in [50u32, 90] {
+            let rate = result.rps * f64::from(share) / 100.0;
+            log(&format!("{name}: open loop at {share}% = {rate:.0}/s"));
+            latency[format!("{share}%")] = json!(open_loop(
+                sink.addr,
+                &templates,
+                rate,
+                Duration::from_secs(args.latency_duration),
+                args.connections,
+            ));
+        }
+        sink.proc.stop(Duration::from_secs(25));
+        log(&format!("{name}: {:.0}/s", result.rps));
+        stores[name] = json!({"sink": result, "commits": commits, "latency": latency});
+    }
+    let ratio = stores["postgres"]["sink"]["rps"].as_f64().unwrap_or(0.0)
+        / stores["sqlite"]["sink"]["rps"]
+            .as_f64()
+            .unwrap_or(1.0)
+            .max(1e-9);
+    report["stores"] = stores;
+    report["postgres_to_sqlite_throughput"] = json!(ratio);
+
+    // Takeover: a writer holding `objects` objects is killed; a standby takes the lease when
+    // it expires and loads the state.
+    let takeover = RunArgs {
+        store_url: Some(takeover_url.to_string()),
+        ..args.clone()
+    };
+    log(&format!("takeover: loading {} objects", args.objects));
+    let writer = start_sink(&takeover, "takeover-a", args.port, receiver_addr)?;
+    let (ok, failed) = load_objects(
+        writer.addr,
+        &fixtures,
+        10_000,
+        args.objects.div_ceil(OBJECTS_PER_APP),
+        args.objects,
+        8,
+    );
+    log(&format!("takeover: {ok} loaded, {failed} failed"));
+    let standby_port = args.port + 2;
+    let config = write_config(&takeover, "takeover-b", standby_port, receiver_addr)?;
+    let standby_addr: SocketAddr = format!("127.0.0.1:{standby_port}")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let standby_log = args.work.join("takeover-b.log");
+    let standby = Proc::spawn(
+        "takeover-b",
+        Command::new(&args.bin)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "info"),
+        &standby_log,
+    )?;
+    wait_ready(standby_addr, "/healthz", Duration::from_secs(20))?;
+    let mut killer = writer.proc;
+    let _ = killer.child.kill();
+    let _ = killer.child.wait();
+    let killed = Instant::now();
+    wait_ready(standby_addr, "/readyz", Duration::from_secs(120))?;
+    let kill_to_ready = killed.elapsed().as_secs_f64();
+    let text = std::fs::read_to_string(&standby_log).unwrap_or_default();
+    let became = text
+        .lines()
+        .find(|line| line.contains("Became the writer."))
+        .and_then(|line| serde_json::from_str::<Value>(line).ok())
+        .unwrap_or(Value::Null);
+    let fields = if became["fields"].is_object() {
+        became["fields"].clone()
+    } else {
+        became.clone()
+    };
+    let rss = status_kib(standby.pid(), "VmRSS");
+    standby.stop(Duration::from_secs(25));
+    report["takeover"] = json!({
+        "objects_loaded": fields["objects"],
+        "state_load_ms": fields["load_ms"],
+        "kill_to_ready_seconds": kill_to_ready,
+        "lease": "shipped defaults (ttl 10s, renewInterval 2s, retryInterval 1s)",
+        "standby_rss_kib_after": rss,
+        "objects_sent": ok,
+        "objects_failed": failed,
+    });
+    report["load_after"] = json!(loadavg());
+    report["elapsed_seconds"] = json!(begun.elapsed().as_secs_f64());
+    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(args.out.join("store-report.json"), &text).map_err(|e| e.to_string())?;
+    println!("{text}");
+    Ok(())
 }

@@ -282,6 +282,26 @@ impl Writer {
         let now = round.now;
         let mut keys_in_round = HashSet::new();
         round.results.reserve(submissions.len());
+        // Which of the round's events the store has seen, asked once for the whole round (one
+        // query on PostgreSQL, instead of one round trip per event).
+        let keys: Vec<EventKey> = submissions
+            .iter()
+            .flat_map(|(events, _)| events.iter())
+            .filter_map(|event| match event {
+                Decoded::ApiServer(event) => Some(EventKey {
+                    source: event.source.clone(),
+                    id: event.id.clone(),
+                }),
+                Decoded::Ignored { .. } => None,
+            })
+            .collect();
+        let seen = match self.store.duplicates(&keys) {
+            Ok(seen) => seen,
+            Err(error) => {
+                round.store_failure.get_or_insert(error);
+                HashSet::new()
+            }
+        };
         for (mut events, reply) in submissions {
             let mut reply = Some(reply);
             let writes_before = self.engine.journaled_writes();
@@ -294,14 +314,7 @@ impl Writer {
                             source: event.source.clone(),
                             id: event.id.clone(),
                         };
-                        let duplicate = keys_in_round.contains(&key)
-                            || match self.store.is_duplicate(&key) {
-                                Ok(seen) => seen,
-                                Err(error) => {
-                                    round.store_failure.get_or_insert(error);
-                                    false
-                                }
-                            };
+                        let duplicate = keys_in_round.contains(&key) || seen.contains(&key);
                         if duplicate {
                             EventResult::Duplicate
                         } else {

@@ -221,6 +221,20 @@ pub trait Store: Send {
     fn load(&mut self) -> Result<Snapshot, Error>;
     /// True when the event was already committed.
     fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error>;
+    /// Which of `keys` were already committed (the writer asks once per round). By default one
+    /// [`Store::is_duplicate`] per key; a store across a network answers in one query.
+    fn duplicates(
+        &mut self,
+        keys: &[EventKey],
+    ) -> Result<std::collections::HashSet<EventKey>, Error> {
+        let mut seen = std::collections::HashSet::new();
+        for key in keys {
+            if self.is_duplicate(key)? {
+                seen.insert(key.clone());
+            }
+        }
+        Ok(seen)
+    }
     /// Commits a batch atomically.
     fn commit(&mut self, batch: &Batch) -> Result<(), Error>;
     /// Proves the store is writable (a tiny write).

@@ -1558,11 +1558,17 @@ async fn a_store_migrated_to_postgres_serves_the_same_drifts() {
         .await
         .unwrap();
     assert_eq!(response.status(), 201);
-    // The log channel delivered the firing notices (attempts are part of what moves).
+    // The log channel delivered every notice due now (attempts are part of what moves); only
+    // the reminder, due in hours, stays pending. Captured after that, so the copy on PostgreSQL
+    // has nothing left to deliver that would make it differ.
     let delivered = eventually(|| async {
-        app.get("/api/v1/deliveries?state=delivered").await.1["items"]
+        app.get("/api/v1/deliveries?limit=100").await.1["items"]
             .as_array()
-            .is_some_and(|items| !items.is_empty())
+            .is_some_and(|items| {
+                items
+                    .iter()
+                    .all(|item| item["state"] == "delivered" || item["kind"] == "repeat")
+            })
     })
     .await;
     assert!(delivered);

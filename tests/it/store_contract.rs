@@ -1253,3 +1253,37 @@ fn outbox_claims_hold_under_two_racing_processes_on_every_database() {
         assert_eq!(all.len(), 300, "{}: every row sent", backend.name());
     }
 }
+
+/// The writer asks once per round which event keys were committed before: the same answer as
+/// asking key by key, on every database.
+#[test]
+fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
+    for backend in Backend::all() {
+        let mut opened = backend.open();
+        let key = |source: &str, id: &str| drift_sentinel::store::EventKey {
+            source: source.into(),
+            id: id.into(),
+        };
+        opened
+            .writer
+            .commit(&Batch {
+                events: vec![(key("a", "1"), 1_000), (key("a", "2"), 1_000)],
+                ..Batch::default()
+            })
+            .unwrap();
+        let asked = [key("a", "1"), key("a", "3"), key("b", "2"), key("a", "2")];
+        let seen = opened.writer.duplicates(&asked).unwrap();
+        let expected: std::collections::HashSet<_> =
+            [key("a", "1"), key("a", "2")].into_iter().collect();
+        assert_eq!(seen, expected, "{}", backend.name());
+        for asked in &asked {
+            assert_eq!(
+                opened.writer.is_duplicate(asked).unwrap(),
+                expected.contains(asked),
+                "{}",
+                backend.name()
+            );
+        }
+        assert!(opened.writer.duplicates(&[]).unwrap().is_empty());
+    }
+}

@@ -217,136 +217,190 @@ impl Store for PostgresStore {
         .is_some())
     }
 
+    fn duplicates(
+        &mut self,
+        keys: &[EventKey],
+    ) -> Result<std::collections::HashSet<EventKey>, Error> {
+        if keys.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let (sources, ids): (Vec<&str>, Vec<&str>) = keys
+            .iter()
+            .map(|key| (key.source.as_str(), key.id.as_str()))
+            .unzip();
+        let client = self.conn.client()?;
+        let rows = wait(client.query(
+            "SELECT e.source, e.id FROM events e
+             JOIN UNNEST($1::text[], $2::text[]) AS k(source, id)
+             ON e.source = k.source AND e.id = k.id",
+            &[&sources, &ids],
+        ))?;
+        rows.iter()
+            .map(|row| {
+                Ok(EventKey {
+                    source: row.try_get(0)?,
+                    id: row.try_get(1)?,
+                })
+            })
+            .collect()
+    }
+
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        // Encoded first: a row that cannot be encoded fails the commit before it begins.
+        let objects = batch
+            .changes
+            .objects
+            .iter()
+            .map(|object| {
+                super::rows::encode_object(object)
+                    .map(|body| (object, body))
+                    .map_err(|source| Error::Corrupt {
+                        table: "objects",
+                        source,
+                    })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let drifts = batch
+            .changes
+            .drifts
+            .iter()
+            .map(|drift| {
+                super::rows::encode_drift(drift)
+                    .map(|body| {
+                        (
+                            drift,
+                            body,
+                            crate::model::group::api_group(&drift.api_version),
+                        )
+                    })
+                    .map_err(|source| Error::Corrupt {
+                        table: "drifts",
+                        source,
+                    })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let history = batch
+            .changes
+            .history
+            .iter()
+            .map(|transition| {
+                to_json(
+                    &super::rows::EvidenceRowRef::from(&transition.drift.evidence),
+                    "drift_history",
+                )
+                .map(|evidence| (transition, evidence))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
         let client = self.conn.client()?;
         let held = self.lease.as_ref();
         wait(async {
             let transaction = client.transaction().await?;
             // First, so the lease row stays locked until the commit: a takeover waits for it.
             lease::fence(&transaction, held).await?;
-            if !batch.events.is_empty() {
-                let insert = transaction
-                    .prepare(
-                        "INSERT INTO events (source, id, received_at) VALUES ($1, $2, $3)
-                         ON CONFLICT DO NOTHING",
+            // Each table's rows are sent pipelined (every statement of a group without waiting
+            // for the answer to the one before), so a round of many events costs a few round
+            // trips to the server, not one per row; the groups keep their order.
+            let statements = statements(&transaction).await?;
+            pipelined(batch.events.iter().map(|(key, received_at)| {
+                transaction.execute_raw(
+                    &statements.event,
+                    [&key.source as &(dyn ToSql + Sync), &key.id, received_at],
+                )
+            }))
+            .await?;
+            pipelined(objects.iter().map(|(object, body)| {
+                transaction.execute_raw(
+                    &statements.object,
+                    [
+                        &object.cluster as &(dyn ToSql + Sync),
+                        &object.uid,
+                        &object.kind,
+                        &object.namespace,
+                        &object.name,
+                        body,
+                    ],
+                )
+            }))
+            .await?;
+            pipelined(batch.changes.removed_objects.iter().map(|key| {
+                transaction.execute_raw(
+                    &statements.remove_object,
+                    [&key.cluster as &(dyn ToSql + Sync), &key.uid],
+                )
+            }))
+            .await?;
+            let drift_params: Vec<(&Drift, &String, &'static str, &'static str, &str)> = drifts
+                .iter()
+                .map(|(drift, body, group)| {
+                    (
+                        *drift,
+                        body,
+                        drift.state.as_str(),
+                        drift.severity.as_str(),
+                        *group,
                     )
-                    .await?;
-                for (key, received_at) in &batch.events {
-                    transaction
-                        .execute(&insert, &[&key.source, &key.id, received_at])
-                        .await?;
-                }
-            }
-            if !batch.changes.objects.is_empty() {
-                let upsert = transaction
-                    .prepare(
-                        "INSERT INTO objects (cluster, uid, kind, namespace, name, body) VALUES ($1, $2, $3, $4, $5, $6)
-                         ON CONFLICT (cluster, uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace,
-                         name = excluded.name, body = excluded.body",
+                })
+                .collect();
+            pipelined(
+                drift_params
+                    .iter()
+                    .map(|(drift, body, state, severity, group)| {
+                        let params: [&(dyn ToSql + Sync); 14] = [
+                            &drift.id,
+                            &drift.class,
+                            state,
+                            severity,
+                            &drift.cluster,
+                            &drift.namespace,
+                            &drift.kind,
+                            &drift.name,
+                            &drift.uid,
+                            &drift.since,
+                            &drift.fired_at,
+                            &drift.resolved_at,
+                            *body,
+                            group,
+                        ];
+                        transaction.execute_raw(&statements.drift, params)
+                    }),
+            )
+            .await?;
+            let history_params: Vec<_> = history
+                .iter()
+                .map(|(transition, evidence)| {
+                    (
+                        transition,
+                        evidence,
+                        transition.from.map(|state| state.as_str()),
+                        transition.drift.state.as_str(),
                     )
-                    .await?;
-                for object in &batch.changes.objects {
-                    let body =
-                        super::rows::encode_object(object).map_err(|source| Error::Corrupt {
-                            table: "objects",
-                            source,
-                        })?;
-                    transaction
-                        .execute(
-                            &upsert,
-                            &[
-                                &object.cluster,
-                                &object.uid,
-                                &object.kind,
-                                &object.namespace,
-                                &object.name,
-                                &body,
-                            ],
-                        )
-                        .await?;
-                }
-            }
-            if !batch.changes.removed_objects.is_empty() {
-                let delete = transaction
-                    .prepare("DELETE FROM objects WHERE cluster = $1 AND uid = $2")
-                    .await?;
-                for key in &batch.changes.removed_objects {
-                    transaction
-                        .execute(&delete, &[&key.cluster, &key.uid])
-                        .await?;
-                }
-            }
-            if !batch.changes.drifts.is_empty() {
-                let upsert = transaction
-                    .prepare(
-                        "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body, api_group)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-                         ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
-                         fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
-                    )
-                    .await?;
-                for drift in &batch.changes.drifts {
-                    let body =
-                        super::rows::encode_drift(drift).map_err(|source| Error::Corrupt {
-                            table: "drifts",
-                            source,
-                        })?;
-                    let group = crate::model::group::api_group(&drift.api_version);
-                    let params: [&(dyn ToSql + Sync); 14] = [
-                        &drift.id,
-                        &drift.class,
-                        &drift.state.as_str(),
-                        &drift.severity.as_str(),
-                        &drift.cluster,
-                        &drift.namespace,
-                        &drift.kind,
-                        &drift.name,
-                        &drift.uid,
-                        &drift.since,
-                        &drift.fired_at,
-                        &drift.resolved_at,
-                        &body,
-                        &group,
-                    ];
-                    transaction.execute(&upsert, &params).await?;
-                }
-            }
-            if !batch.changes.history.is_empty() {
-                let insert = transaction
-                    .prepare(
-                        "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES ($1, $2, $3, $4, $5)",
-                    )
-                    .await?;
-                for transition in &batch.changes.history {
-                    let evidence = to_json(
-                        &super::rows::EvidenceRowRef::from(&transition.drift.evidence),
-                        "drift_history",
-                    )?;
-                    transaction
-                        .execute(
-                            &insert,
-                            &[
-                                &transition.drift.id,
-                                &transition.from.map(|state| state.as_str()),
-                                &transition.drift.state.as_str(),
+                })
+                .collect();
+            pipelined(
+                history_params
+                    .iter()
+                    .map(|(transition, evidence, from, to)| {
+                        transaction.execute_raw(
+                            &statements.history,
+                            [
+                                &transition.drift.id as &(dyn ToSql + Sync),
+                                from,
+                                to,
                                 &transition.at,
-                                &evidence,
+                                *evidence,
                             ],
                         )
-                        .await?;
-                }
-            }
+                    }),
+            )
+            .await?;
             outbox::insert_outbox(&transaction, &batch.outbox).await?;
-            if !batch.cancel_reminders.is_empty() {
-                let cancel = transaction
-                    .prepare(
-                        "DELETE FROM outbox WHERE drift_id = $1 AND kind = 'repeat' AND state = 'pending'",
-                    )
-                    .await?;
-                for drift_id in &batch.cancel_reminders {
-                    transaction.execute(&cancel, &[drift_id]).await?;
-                }
-            }
+            pipelined(batch.cancel_reminders.iter().map(|drift_id| {
+                transaction.execute_raw(
+                    &statements.cancel_reminders,
+                    [drift_id as &(dyn ToSql + Sync)],
+                )
+            }))
+            .await?;
             for change in &batch.silences {
                 match change {
                     SilenceChange::Add(stored) => {
@@ -430,4 +484,60 @@ impl Store for PostgresStore {
         })?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
+}
+
+/// Runs `queries` pipelined: tokio-postgres writes the query of every future polled together
+/// without waiting for the previous answer, so `n` statements cost about one round trip.
+pub(super) async fn pipelined<F, T>(queries: impl IntoIterator<Item = F>) -> Result<Vec<T>, Error>
+where
+    F: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+{
+    futures_util::future::try_join_all(queries)
+        .await
+        .map_err(Error::from)
+}
+
+/// The writer's statements, prepared together (one round trip) at the start of a commit.
+struct Statements {
+    event: tokio_postgres::Statement,
+    object: tokio_postgres::Statement,
+    remove_object: tokio_postgres::Statement,
+    drift: tokio_postgres::Statement,
+    history: tokio_postgres::Statement,
+    cancel_reminders: tokio_postgres::Statement,
+}
+
+async fn statements(client: &impl tokio_postgres::GenericClient) -> Result<Statements, Error> {
+    let (event, object, remove_object, drift, history, cancel_reminders) = futures_util::try_join!(
+        client.prepare(
+            "INSERT INTO events (source, id, received_at) VALUES ($1, $2, $3)
+             ON CONFLICT DO NOTHING",
+        ),
+        client.prepare(
+            "INSERT INTO objects (cluster, uid, kind, namespace, name, body) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (cluster, uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace,
+             name = excluded.name, body = excluded.body",
+        ),
+        client.prepare("DELETE FROM objects WHERE cluster = $1 AND uid = $2"),
+        client.prepare(
+            "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body, api_group)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
+             fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
+        ),
+        client.prepare(
+            "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES ($1, $2, $3, $4, $5)",
+        ),
+        client.prepare(
+            "DELETE FROM outbox WHERE drift_id = $1 AND kind = 'repeat' AND state = 'pending'",
+        ),
+    )?;
+    Ok(Statements {
+        event,
+        object,
+        remove_object,
+        drift,
+        history,
+        cancel_reminders,
+    })
 }

@@ -66,24 +66,23 @@ pub(super) async fn insert_outbox(
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $8) ON CONFLICT DO NOTHING",
         )
         .await?;
-    for row in rows {
-        client
-            .execute(
-                &insert,
-                &[
-                    &row.id,
-                    &row.channel,
-                    &row.drift_id,
-                    &row.kind,
-                    &row.group_key,
-                    &row.payload,
-                    &row.created_at,
-                    &row.not_before,
-                    &row.repeat_after_ms,
-                ],
-            )
-            .await?;
-    }
+    super::pipelined(rows.iter().map(|row| {
+        client.execute_raw(
+            &insert,
+            [
+                &row.id as &(dyn tokio_postgres::types::ToSql + Sync),
+                &row.channel,
+                &row.drift_id,
+                &row.kind,
+                &row.group_key,
+                &row.payload,
+                &row.created_at,
+                &row.not_before,
+                &row.repeat_after_ms,
+            ],
+        )
+    }))
+    .await?;
     Ok(())
 }
 
