@@ -1,6 +1,6 @@
 //! Standby and takeover on a shared (PostgreSQL) store: a replica stands by until it holds its
-//! shard's writer lease, then becomes the writer; a lease keeper renews the lease and stops the
-//! replica the moment it can no longer be sure it holds it.
+//! shard's writer lease, then becomes the writer; a lease keeper renews the lease and ends the
+//! writer role the moment it can no longer be sure it holds it, and the replica stands by again.
 //!
 //! The lease is a row with an expiry and a fencing epoch (`store::postgres::lease` says why not
 //! an advisory lock). Invariants kept here:
@@ -11,9 +11,9 @@
 //!   reached the database for `ttl - renewInterval` (measured on its monotonic clock, from when
 //!   the last successful renewal *started*), which is before the lease expires for anyone else.
 //!   A pause (SIGSTOP, a frozen VM) is caught the same way on waking. Losing the lease turns
-//!   readiness false at once and stops the process with an error, so Kubernetes restarts it and
-//!   it comes back as a standby (as client-go's leader election does); a fenced commit in the
-//!   meantime fails and its events are answered `503`.
+//!   readiness false and events `503` at once, stops the writer role (its relays, resync and
+//!   reload too; a commit in the meantime is fenced and fails), and the replica stands by again
+//!   in the same process, its metrics (the loss counted) intact.
 //! * A graceful stop releases the lease only after the writer stopped, so a standby takes over
 //!   at once without waiting out the ttl, and never while the last commit is in flight.
 
@@ -35,10 +35,12 @@ type SharedLeases = Arc<Mutex<Box<dyn Leases>>>;
 /// The writer's health, once it runs (a fenced commit sets its `lease_lost`).
 type WriterHealth = Arc<std::sync::OnceLock<Arc<crate::pipeline::Health>>>;
 
-/// The writer role of a replica, with its lease when the store is shared.
+/// The writer role of a replica on a shared store, with its lease.
 pub(super) struct Role {
-    pub(super) writer: WriterRole,
-    pub(super) elected: Option<Elected>,
+    writer: WriterRole,
+    elected: Elected,
+    /// Cancelled by the keeper when the lease is lost.
+    lost: CancellationToken,
 }
 
 /// A lease held, and the keeper renewing it.
@@ -52,16 +54,14 @@ pub(super) struct Elected {
 
 impl Role {
     /// Stops the writer, then gives the lease up (unless it was lost).
-    pub(super) async fn stop(self) {
+    async fn stop(self) {
         self.writer.stop().await;
-        let Some(elected) = self.elected else {
-            return;
-        };
+        let elected = self.elected;
         elected.keeper_stop.cancel();
         let _ = elected.keeper.await;
         let shard = elected.lease.shard.clone();
         held(&elected.shared, &shard, false);
-        if elected.shared.lease_lost.load(Ordering::SeqCst) {
+        if self.lost.is_cancelled() {
             return;
         }
         let (leases, lease) = (elected.leases, elected.lease);
@@ -92,15 +92,113 @@ fn held(shared: &Shared, shard: &str, holds: bool) {
         .set(i64::from(holds));
 }
 
+/// A replica on a shared store until `shared.role_stop`: stands by, is the writer while it
+/// holds the lease, and stands by again when it loses it.
+pub(super) async fn replica(
+    shared: Shared,
+    opened: crate::store::Opened,
+    leases: Box<dyn Leases>,
+    standby: crate::ingest::Standby,
+) {
+    let shard = shared.config.shard.name.clone();
+    // Every series of the shard from the start, at 0: a rate or `changes()` over them counts
+    // the first takeover and the first loss too.
+    shared
+        .metrics
+        .writer_lease_takeovers
+        .get_or_create(&ShardLabel {
+            shard: shard.clone(),
+        })
+        .inc_by(0);
+    for reason in ["taken_over", "unrenewed"] {
+        shared
+            .metrics
+            .writer_lease_losses
+            .get_or_create(&ShardReasonLabel {
+                shard: shard.clone(),
+                reason: reason.to_string(),
+            })
+            .inc_by(0);
+    }
+    let mut parts = Some((opened, leases));
+    loop {
+        let (opened, leases) = match parts.take() {
+            Some(parts) => parts,
+            None => match reopen(&shared, &standby).await {
+                Some(parts) => parts,
+                None => return,
+            },
+        };
+        let Some(role) = stand_by(&shared, opened, leases, &standby).await else {
+            return;
+        };
+        let lost = tokio::select! {
+            _ = shared.role_stop.cancelled() => false,
+            _ = role.lost.cancelled() => true,
+        };
+        if !lost {
+            role.stop().await;
+            return;
+        }
+        // The standby answers from now on; the fenced writer role stops behind it.
+        set_reason(
+            &standby,
+            format!("shard {shard}: lost the writer lease; standing by"),
+        );
+        if let Ok(mut active) = shared.active.write() {
+            *active = None;
+        }
+        role.stop().await;
+        shared.lease_lost.store(false, Ordering::SeqCst);
+        tracing::info!(message = "The writer role stopped; standing by for the lease again.", shard = %shard);
+    }
+}
+
+/// Opens the store again for the next writer role (the last one took its connections along);
+/// retries until it can, or `None` once the service stops.
+async fn reopen(
+    shared: &Shared,
+    standby: &crate::ingest::Standby,
+) -> Option<(crate::store::Opened, Box<dyn Leases>)> {
+    loop {
+        let config = Arc::clone(&shared.config);
+        let opened = tokio::task::spawn_blocking(move || crate::store::open(&config.store)).await;
+        match opened {
+            Ok(Ok(mut opened)) => {
+                if let Some(leases) = opened.leases.take() {
+                    return Some((opened, leases));
+                }
+                tracing::error!(message = "The store has no writer leases; cannot stand by.");
+                return None;
+            }
+            Ok(Err(error)) => {
+                set_reason(
+                    standby,
+                    format!(
+                        "cannot open the store {}: {error}",
+                        shared.config.store.location()
+                    ),
+                );
+            }
+            Err(error) => tracing::warn!(message = "Opening the store failed.", %error),
+        }
+        tokio::select! {
+            _ = shared.role_stop.cancelled() => return None,
+            _ = tokio::time::sleep(shared.config.store.lease.retry_interval) => {}
+        }
+    }
+}
+
 /// Stands by until this replica holds the writer lease of its shard, then starts the writer
 /// role; `None` when the service stopped first (or the role could not start: the service then
 /// stops with the reason).
-pub(super) async fn stand_by(
-    shared: Shared,
+async fn stand_by(
+    shared: &Shared,
     mut opened: crate::store::Opened,
     leases: Box<dyn Leases>,
-    standby: crate::ingest::Standby,
+    standby: &crate::ingest::Standby,
 ) -> Option<Role> {
+    let shared = shared.clone();
     let config = &shared.config;
     let shard = config.shard.name.clone();
     let holder = shared.identity.owner_prefix();
@@ -108,11 +206,11 @@ pub(super) async fn stand_by(
     let ttl_ms = crate::model::Millis::try_from(lease_settings.ttl.as_millis()).unwrap_or(10_000);
     let leases: SharedLeases = Arc::new(Mutex::new(leases));
     held(&shared, &shard, false);
-    set_reason(&standby, format!("shard {shard}: taking the writer lease"));
+    set_reason(standby, format!("shard {shard}: taking the writer lease"));
     tracing::info!(message = "Standing by for the writer lease.", shard = %shard, holder = %holder);
     let mut last_seen: Option<String> = None;
     let lease = loop {
-        if shared.shutdown.is_cancelled() {
+        if shared.role_stop.is_cancelled() {
             return None;
         }
         let now = (shared.clock)();
@@ -168,9 +266,9 @@ pub(super) async fn stand_by(
             tracing::info!(message = "Standing by.", reason = %seen);
             last_seen = Some(situation);
         }
-        set_reason(&standby, seen);
+        set_reason(standby, seen);
         tokio::select! {
-            _ = shared.shutdown.cancelled() => return None,
+            _ = shared.role_stop.cancelled() => return None,
             _ = tokio::time::sleep(lease_settings.retry_interval) => {}
         }
     };
@@ -181,6 +279,7 @@ pub(super) async fn stand_by(
         return None;
     }
     let keeper_stop = CancellationToken::new();
+    let lost = CancellationToken::new();
     // The keeper runs while the state loads: a long load must not cost the lease. Once the
     // writer runs, its health tells the keeper when a commit was fenced.
     let health: WriterHealth = Arc::new(std::sync::OnceLock::new());
@@ -190,6 +289,7 @@ pub(super) async fn stand_by(
         Arc::clone(&leases),
         Arc::clone(&health),
         keeper_stop.clone(),
+        lost.clone(),
     ));
     let writer = match WriterRole::start(&shared, opened).await {
         Ok(writer) => writer,
@@ -217,13 +317,14 @@ pub(super) async fn stand_by(
     );
     Some(Role {
         writer,
-        elected: Some(Elected {
+        elected: Elected {
             lease,
             leases,
             keeper_stop,
             keeper,
             shared,
-        }),
+        },
+        lost,
     })
 }
 
@@ -233,8 +334,8 @@ fn set_reason(standby: &crate::ingest::Standby, reason: String) {
     }
 }
 
-/// Renews the lease every `renewInterval` and stops the replica when it is lost: taken over
-/// (a renewal or a commit was fenced) or not renewed in time (the database unreachable, the
+/// Renews the lease every `renewInterval` and cancels `lost` when it is lost: taken over (a
+/// renewal or a commit was fenced) or not renewed in time (the database unreachable, the
 /// process paused).
 async fn keep(
     shared: Shared,
@@ -242,6 +343,7 @@ async fn keep(
     leases: SharedLeases,
     health: WriterHealth,
     stop: CancellationToken,
+    lost_token: CancellationToken,
 ) {
     let settings = shared.config.store.lease.clone();
     // Give up a renewal interval before the lease can expire for the others.
@@ -273,6 +375,7 @@ async fn keep(
                         return lost(
                             &shared,
                             &lease,
+                            &lost_token,
                             "taken_over",
                             "another replica took the writer lease".to_string(),
                         );
@@ -294,6 +397,7 @@ async fn keep(
             return lost(
                 &shared,
                 &lease,
+                &lost_token,
                 "taken_over",
                 "a commit was fenced: another replica took the writer lease".to_string(),
             );
@@ -302,6 +406,7 @@ async fn keep(
             return lost(
                 &shared,
                 &lease,
+                &lost_token,
                 "unrenewed",
                 format!(
                     "no renewal of the writer lease reached the database for {:.1}s (store.lease.ttl {}s): a standby may take over",
@@ -324,7 +429,14 @@ async fn keep(
     }
 }
 
-fn lost(shared: &Shared, lease: &WriterLease, reason: &str, detail: String) {
+fn lost(
+    shared: &Shared,
+    lease: &WriterLease,
+    token: &CancellationToken,
+    reason: &str,
+    detail: String,
+) {
+    // Unready and refusing events first; the replica then stops the writer role.
     shared.lease_lost.store(true, Ordering::SeqCst);
     shared
         .metrics
@@ -336,13 +448,10 @@ fn lost(shared: &Shared, lease: &WriterLease, reason: &str, detail: String) {
         .inc();
     held(shared, &lease.shard, false);
     tracing::error!(
-        message = "Lost the writer lease: stopping, so this replica restarts as a standby.",
+        message = "Lost the writer lease: this replica stops writing and stands by.",
         shard = %lease.shard,
         epoch = lease.epoch,
         reason = %detail,
     );
-    shared.fail(format!(
-        "lost the writer lease of shard {} (epoch {}): {detail}",
-        lease.shard, lease.epoch
-    ));
+    token.cancel();
 }

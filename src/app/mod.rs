@@ -29,9 +29,8 @@ pub struct Server {
     pub shutdown: CancellationToken,
     /// Completes when the server has drained and the writer has stopped.
     pub done: tokio::task::JoinHandle<()>,
-    /// Why the service stopped on its own, when it did: it lost its writer lease, or could not
-    /// start as the writer after taking it. `run` exits non-zero with this, so the pod restarts
-    /// (as a standby).
+    /// Why the service stopped on its own, when it did: it took the writer lease but could not
+    /// start as the writer. `run` exits non-zero with this, so the pod restarts.
     pub failure: Arc<std::sync::Mutex<Option<String>>>,
 }
 
@@ -51,14 +50,17 @@ struct Shared {
     config_path: Option<PathBuf>,
     metrics: Arc<Metrics>,
     clock: crate::time::Clock,
-    /// Cancelled to stop the service (a signal, or a lost lease).
+    /// Cancelled to stop the service (a signal, or a writer that cannot start).
     shutdown: CancellationToken,
+    /// Cancelled after the HTTP drain: the writer role stops (its last commit lands) and gives
+    /// its lease up.
+    role_stop: CancellationToken,
     /// Set when the service stops: readiness false, new events `503`.
     draining: Arc<AtomicBool>,
-    /// Set when the writer lease was lost.
+    /// Set while a writer role that lost its lease stops.
     lease_lost: Arc<AtomicBool>,
-    /// The writer's routes, once this replica is the writer.
-    active: Arc<std::sync::OnceLock<ingest::Routes>>,
+    /// The writer's routes while this replica is the writer.
+    active: Arc<std::sync::RwLock<Option<ingest::Routes>>>,
     /// This process, as the owner of outbox claims and the writer lease.
     identity: Arc<Identity>,
     /// Why the service stopped on its own.
@@ -109,9 +111,10 @@ pub async fn start(
         metrics: Arc::clone(&metrics),
         clock,
         shutdown: CancellationToken::new(),
+        role_stop: CancellationToken::new(),
         draining: Arc::new(AtomicBool::new(false)),
         lease_lost: Arc::new(AtomicBool::new(false)),
-        active: Arc::new(std::sync::OnceLock::new()),
+        active: Arc::new(std::sync::RwLock::new(None)),
         identity: Arc::new(Identity::of_this_process()),
         failure: Arc::new(std::sync::Mutex::new(None)),
     };
@@ -120,19 +123,20 @@ pub async fn start(
         metrics: Arc::clone(&metrics),
     };
     let router = ingest::switch(standby.clone(), Arc::clone(&shared.active));
-    // The writer role: at once on SQLite; after the lease on PostgreSQL.
-    let role: tokio::task::JoinHandle<Option<lease::Role>> = match leases {
+    // The writer role: at once on SQLite; on PostgreSQL, whenever this replica holds the lease.
+    // Either task ends once `role_stop` is cancelled, with the role stopped.
+    let replica: tokio::task::JoinHandle<()> = match leases {
         None => {
             let role = writer::WriterRole::start(&shared, opened).await?;
+            let stop = shared.role_stop.clone();
             tokio::spawn(async move {
-                Some(lease::Role {
-                    writer: role,
-                    elected: None,
-                })
+                stop.cancelled().await;
+                role.stop().await;
             })
         }
-        Some(leases) => tokio::spawn(lease::stand_by(shared.clone(), opened, leases, standby)),
+        Some(leases) => tokio::spawn(lease::replica(shared.clone(), opened, leases, standby)),
     };
+    let role_stop = shared.role_stop.clone();
     let server_shutdown = shared.shutdown.clone();
     let server_metrics = Arc::clone(&metrics);
     let draining = Arc::clone(&shared.draining);
@@ -167,12 +171,11 @@ pub async fn start(
                 }
             }
         }
-        // A standby still waiting for the lease sees the cancelled token and ends; a writer
-        // role stops (its last commit lands), and then its lease is given up.
+        // A standby still waiting for the lease ends; a writer role stops (its last commit
+        // lands), and then its lease is given up.
         server_shutdown.cancel();
-        if let Ok(Some(role)) = role.await {
-            role.stop().await;
-        }
+        role_stop.cancel();
+        let _ = replica.await;
         tracing::info!(message = "Stopped.");
     });
     tracing::info!(message = "Listening.", %addr);

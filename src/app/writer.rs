@@ -20,6 +20,8 @@ pub(super) struct WriterRole {
     relay_stop: CancellationToken,
     resync: Option<tokio::task::JoinHandle<()>>,
     resync_stop: CancellationToken,
+    /// Stops the config reload thread of this role.
+    reload_stop: CancellationToken,
     /// How many objects the writer loaded, and how long loading took (the takeover's cost).
     pub(super) loaded: (usize, std::time::Duration),
 }
@@ -179,20 +181,22 @@ impl WriterRole {
             resync_stop.clone(),
         )
         .await?;
+        let reload_stop = shared.shutdown.child_token();
         if let Some(path) = &shared.config_path {
             crate::reload::spawn(
                 path.clone(),
                 pipeline.clone(),
                 Arc::clone(metrics),
                 clock.clone(),
-                shared.shutdown.clone(),
+                reload_stop.clone(),
             );
         }
         // From now on every request goes to the writer's routes.
-        if shared.active.set(routes).is_err() {
-            tracing::error!(
-                message = "A second writer role started in one process; its routes are not used."
-            );
+        shared
+            .lease_lost
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(mut active) = shared.active.write() {
+            *active = Some(routes);
         }
         Ok(WriterRole {
             pipeline,
@@ -201,6 +205,7 @@ impl WriterRole {
             relay_stop,
             resync,
             resync_stop,
+            reload_stop,
             loaded,
         })
     }
@@ -208,6 +213,7 @@ impl WriterRole {
     /// Stops resync, then the writer (its last commit lands), then the relays (deliveries in
     /// flight finish their attempt; anything unsent stays in the outbox).
     pub(super) async fn stop(self) {
+        self.reload_stop.cancel();
         self.resync_stop.cancel();
         if let Some(resync) = self.resync {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), resync).await;

@@ -68,7 +68,8 @@ pub struct AppState {
     pub body_pace: admission::BodyPace,
     /// The clusters this replica's shard owns; events of others are refused with `421`.
     pub shard: Arc<ShardConfig>,
-    /// Set when this replica lost its writer lease: readiness turns false for good.
+    /// Set when this replica lost its writer lease: readiness false, events `503`, until the
+    /// standby's answers take over.
     pub lease_lost: Arc<AtomicBool>,
 }
 
@@ -108,7 +109,7 @@ pub enum Unavailable {
     StoreNotWritable,
     /// A standby replica: another replica holds the shard's writer lease.
     Standby,
-    /// Readiness: this replica lost its writer lease and is stopping.
+    /// This replica lost its writer lease (it stops writing and stands by).
     LeaseLost,
 }
 
@@ -140,7 +141,7 @@ impl Unavailable {
             Unavailable::StoreNotWritable => "store not writable",
             Unavailable::Standby => "standby: another replica is the writer of this shard",
             Unavailable::LeaseLost => {
-                "this replica lost the writer lease to another replica and is stopping"
+                "this replica lost the writer lease to another replica and is standing by"
             }
         }
     }
@@ -376,6 +377,10 @@ async fn receive(State(state): State<AppState>, request: Request) -> Response {
 async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
     if state.draining.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable(&pipeline::Error::Stopped));
+    }
+    if state.lease_lost.load(Ordering::SeqCst) {
+        // Fenced: its commits would fail; the Broker retries on the replica that took over.
+        return Err(ApiError::unavailable_for(Unavailable::LeaseLost));
     }
     let authorization = request
         .headers()
@@ -624,10 +629,10 @@ impl Standby {
     }
 }
 
-/// The router of a replica that may be a standby: the standby's answers until `writer` is set
-/// (once this replica holds the lease and loaded its state), then every request goes to the
-/// writer's router, on the same connections.
-pub fn switch(standby: Standby, writer: Arc<std::sync::OnceLock<Router>>) -> Router {
+/// The router of a replica that may be a standby: the standby's answers while `writer` is
+/// `None`, the writer's routes while it is set (from when this replica holds the lease and loaded
+/// its state until it stops or loses the lease), on the same connections.
+pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Router>>>) -> Router {
     use tower::ServiceExt as _;
     let standby_routes = Router::new()
         .route("/healthz", get(healthz))
@@ -644,8 +649,9 @@ pub fn switch(standby: Standby, writer: Arc<std::sync::OnceLock<Router>>) -> Rou
         });
     Router::new().fallback_service(tower::service_fn(move |request: Request| {
         let router = writer
-            .get()
-            .cloned()
+            .read()
+            .ok()
+            .and_then(|writer| writer.clone())
             .unwrap_or_else(|| standby_routes.clone());
         async move { router.oneshot(request).await }
     }))

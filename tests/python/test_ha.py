@@ -221,7 +221,8 @@ def test_a_standby_takes_over_from_a_killed_writer_three_times_losing_nothing(pg
 
 def test_a_paused_writer_is_fenced_commits_nothing_and_turns_unready(pg, workdir):
     """The writer loses the database (paused with SIGSTOP past its lease) while the standby
-    takes over; when it wakes, an event it was sent meanwhile is not committed, and it stops."""
+    takes over; when it wakes, an event it was sent meanwhile is not committed, it turns unready
+    and stands by, and takes over again when the new writer dies."""
     url = pg.database()
     text = config(url, lease=FAST_LEASE)
     a = Replica(workdir, "replica-a", text).start()
@@ -240,13 +241,16 @@ def test_a_paused_writer_is_fenced_commits_nothing_and_turns_unready(pg, workdir
         a.process.send_signal(signal.SIGCONT)
         sender.join(timeout=30)
         assert answer.get("status") != 202, answer
-        # It turns unready (lease_lost), then exits non-zero so the pod restarts as a standby.
-        statuses = []
-        code = wait_for(lambda: statuses.append(a.status("/readyz")) or a.process.poll(), timeout=30)
-        assert code not in (None, 0), a.logs()
-        answered = [status for status in statuses if status[0] is not None]
-        assert all(status[0] == 503 for status in answered), answered
-        assert "Lost the writer lease" in a.logs()
+        # It turns unready, stops writing, and stands by again in the same process.
+        assert wait_for(lambda: "Lost the writer lease" in a.logs(), timeout=10), a.logs()
+        assert wait_for(lambda: json.loads(a.status("/readyz")[1] or b"{}").get("code") == "standby",
+                        timeout=20), a.status("/readyz")
+        assert a.process.poll() is None, a.logs()
+        metrics = a.status("/metrics")[1].decode()
+        losses = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                     if line.startswith("drift_sentinel_writer_lease_losses_total{"))
+        assert losses == 1, metrics
+        assert 'drift_sentinel_writer_lease_held{shard="default"} 0' in metrics
         # Fencing: nothing of the late event was committed, by anyone.
         assert pg.psql(url, "SELECT count(*) FROM events WHERE id = 'late-1'") == "0"
         assert pg.psql(url, "SELECT count(*) FROM objects WHERE body LIKE '%config-late%'") == "0"
@@ -254,6 +258,12 @@ def test_a_paused_writer_is_fenced_commits_nothing_and_turns_unready(pg, workdir
         assert [d["name"] for d in b.api("/api/v1/drifts?state=firing")["items"]] == ["config-before"]
         assert b.send("late-1", "add", late)[0] == 202
         assert pg.psql(url, "SELECT count(*) FROM events WHERE id = 'late-1'") == "1"
+        # The fenced replica is a working standby: when the new writer dies, it takes over again.
+        b.process.kill()
+        assert wait_for(a.ready, timeout=20), a.logs()
+        names = sorted(d["name"] for d in a.api("/api/v1/drifts?state=firing")["items"])
+        assert names == ["config-before"], names
+        assert a.send("late-2", "update", edit(late, "max-scale", "3"))[0] == 202
     finally:
         stop_all(a, b)
 
