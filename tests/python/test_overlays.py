@@ -13,9 +13,10 @@ that shard's Service, every resource event delivered to exactly one place.
 
 Every validator is also shown a deliberately broken copy and must reject it.
 
-A process test at the end serves the overlays' configs on a throwaway PostgreSQL server: two
-replicas of the ha-postgres config (one writer, one standby, a graceful handover), and the east
-shard's config refusing a west cluster's event with 421.
+A process test at the end serves the overlays' own configs on a throwaway PostgreSQL server
+(pgserver.py): two replicas of the ha-postgres config (one writer, one standby, a graceful
+handover), and the east shard's config refusing a west cluster's event with 421 and the west
+Trigger's token. (test_ha.py tests failover, fencing and shards in depth on configs of its own.)
 """
 
 import copy
@@ -25,7 +26,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, binary, free_port
+from pgserver import PgServer
 from test_manifests import (
     K8S,
     KUBERNETES_VERSIONS,
@@ -869,46 +870,12 @@ def test_shard_names_and_labels_agree(sharded):
 # --- the overlays' configs, served on PostgreSQL ----------------------------------------------------
 
 
-def pg_bindir() -> Path:
-    if os.environ.get("PG_BINDIR"):
-        return Path(os.environ["PG_BINDIR"])
-    versions = sorted(
-        (int(p.name), p / "bin") for p in Path("/usr/lib/postgresql").glob("*")
-        if p.name.isdigit() and (p / "bin" / "initdb").exists()
-    )
-    if versions:
-        return versions[-1][1]
-    on_path = shutil.which("initdb")
-    assert on_path, "PostgreSQL server binaries not found: install Debian's postgresql (scripts/test.sh does)"
-    return Path(on_path).parent
-
-
 @pytest.fixture(scope="module")
 def postgres():
-    """A throwaway PostgreSQL server on a Unix socket in a temporary directory (no TCP port), as
-    tests/it/pg.rs starts one: as the `postgres` user when running as root. Yields a store.url."""
-    bindir = pg_bindir()
-    directory = Path(tempfile.mkdtemp(prefix="drift-sentinel-pg-"))
-    run_as = []
-    if os.geteuid() == 0:
-        shutil.chown(directory, "postgres")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    data = directory / "data"
-
-    def run(*args):
-        result = subprocess.run(run_as + [str(bindir / args[0]), *args[1:]], capture_output=True, text=True, timeout=120)
-        assert result.returncode == 0, result.stdout + result.stderr
-
-    run("initdb", "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
-    run("pg_ctl", "-D", str(data), "-w", "-l", str(directory / "log"), "-o",
-        f"-c listen_addresses='' -k {directory} -c fsync=off", "start")
-    try:
-        run("createdb", "-h", str(directory), "-U", "postgres", "drift")
-        yield f"postgres://postgres@localhost/drift?host={directory}&sslmode=disable"
-    finally:
-        subprocess.run(run_as + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
-        shutil.rmtree(directory, ignore_errors=True)
+    """A throwaway PostgreSQL server (pgserver.py, as test_ha.py uses); yields it."""
+    server = PgServer()
+    yield server
+    server.stop()
 
 
 class Replica:
@@ -979,7 +946,7 @@ def local_config(text: str, url: str, workdir: Path, api_server: LocalApiServer)
 
 def test_ha_config_serves_one_writer_and_a_standby_that_takes_over(ha, postgres, tmp_path):
     api_server = LocalApiServer("sa-token")
-    text = local_config(configmap_texts(ha)["drift-sentinel"], postgres, tmp_path, api_server)
+    text = local_config(configmap_texts(ha)["drift-sentinel"], postgres.database(), tmp_path, api_server)
     first = Replica(tmp_path, text, "drift-sentinel-aaaaa")
     second = None
     try:
@@ -1008,7 +975,7 @@ def test_ha_config_serves_one_writer_and_a_standby_that_takes_over(ha, postgres,
 
 def test_shard_config_refuses_another_shards_cluster_with_421(sharded, postgres, tmp_path):
     api_server = LocalApiServer("sa-token")
-    text = local_config(configmap_texts(sharded)["drift-sentinel-east"], postgres, tmp_path, api_server)
+    text = local_config(configmap_texts(sharded)["drift-sentinel-east"], postgres.database(), tmp_path, api_server)
     east = Replica(tmp_path, text, "drift-sentinel-east-aaaaa")
     try:
         east.wait(lambda: east.get("/readyz")[0] == 200, "ready")
