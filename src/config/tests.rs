@@ -300,10 +300,43 @@ fn store_keys_that_do_not_go_together_are_named() {
             "store:\n  url: postgres://db/d\n  password: ''\n",
             "store.password: is empty (an unset environment variable?)",
         ),
+        (
+            "store:\n  lease: {ttl: 10s}\n",
+            "store.lease: applies to a PostgreSQL store only (store.url)",
+        ),
+        (
+            "store:\n  url: postgres://db/d\n  lease: {ttl: 1s}\n",
+            "store.lease.ttl: must be at least 2s (a shorter lease lapses on a slow commit)",
+        ),
+        (
+            "store:\n  url: postgres://db/d\n  lease: {ttl: 10s, renewInterval: 6s}\n",
+            "store.lease.renewInterval: must be more than 0s and at most half of store.lease.ttl (10s), so one missed renewal does not lose the lease",
+        ),
+        (
+            "store:\n  url: postgres://db/d\n  lease: {retryInterval: 0s}\n",
+            "store.lease.retryInterval: must be more than 0s and at most store.lease.ttl",
+        ),
+        (
+            "shard: {name: east, clusters: [\"east-*\"]}\n",
+            "shard: shards share one PostgreSQL database: set store.url (a SQLite store is one pod's and owns every cluster)",
+        ),
+        (
+            "store:\n  url: postgres://db/d\nshard: {name: east, clusters: [\"east-*\"]}\n",
+            "resync.enabled: resync files the cluster it lists as \"default\", which shard \"east\" does not own (shard.clusters): set resync.enabled: false in this shard, or resync.cluster to a cluster it owns",
+        ),
     ];
     for (text, expected) in cases {
         let error = load_str(text, &no_env).unwrap_err();
         assert_eq!(error.to_string(), expected, "{text}");
+    }
+    // The shard that owns the cluster resync lists may resync; one that does not, with it off.
+    for text in [
+        "store:\n  url: postgres://db/d\ndefaultCluster: east-1\nshard: {name: east, clusters: [\"east-*\"]}\n",
+        "store:\n  url: postgres://db/d\nshard: {name: west, clusters: [\"west-*\"]}\nresync: {enabled: false}\n",
+    ] {
+        let config = load_str(text, &no_env).unwrap();
+        assert!(config.shard.set, "{text}");
+        assert_eq!(config.store.lease, crate::config::server::LeaseConfig::default());
     }
     let error = load_str("store:\n  pth: x\n", &no_env).unwrap_err();
     assert!(

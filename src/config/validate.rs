@@ -125,6 +125,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     }
     validate_store(&config.store)?;
     config.shard.validate(config.store.url.is_some())?;
+    validate_shard_resync(config)?;
     validate_resync(&config.resync)?;
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
     config.fleet.compile("fleet.groups")?;
@@ -325,6 +326,30 @@ fn validate_limits(limits: &super::LimitsConfig) -> Result<(), Error> {
         return Err(Error::invalid("limits.maxClusters", "must be at least 1"));
     }
     Ok(())
+}
+
+/// Resync files what it lists under one cluster name (`resync.cluster`, else `defaultCluster`):
+/// in a shard that does not own that cluster it would judge another shard's objects a second
+/// time. Resync may be on (or `auto`: on in a pod) only in the shard that owns it.
+fn validate_shard_resync(config: &Config) -> Result<(), Error> {
+    if !config.shard.set || config.resync.enabled == super::ResyncMode::Off {
+        return Ok(());
+    }
+    let cluster = config
+        .resync
+        .cluster
+        .as_deref()
+        .unwrap_or(&config.default_cluster);
+    if config.shard.owns(cluster) {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "resync.enabled",
+        format!(
+            "resync files the cluster it lists as {cluster:?}, which shard {:?} does not own (shard.clusters): set resync.enabled: false in this shard, or resync.cluster to a cluster it owns",
+            config.shard.name
+        ),
+    ))
 }
 
 fn validate_resync(resync: &ResyncConfig) -> Result<(), Error> {

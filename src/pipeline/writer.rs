@@ -57,6 +57,9 @@ struct Round {
     store_failure: Option<crate::store::Error>,
 }
 
+/// How often a shard's writer reads back the silences all shards share.
+const SILENCE_SYNC_MS: Millis = 5_000;
+
 pub(super) struct Writer {
     pub(super) engine: Engine,
     pub(super) store: Box<dyn Store>,
@@ -71,6 +74,8 @@ pub(super) struct Writer {
     pub(super) store_backoff_until: Millis,
     pub(super) last_write: Millis,
     pub(super) last_prune: Millis,
+    /// When the silences were last read back from a store other shards write too.
+    pub(super) last_silence_sync: Millis,
     pub(super) dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
     /// Cluster-name mix-ups already logged.
     pub(super) misnamed: Misnamed,
@@ -108,6 +113,7 @@ impl Writer {
             store_backoff_until: 0,
             last_write: 0,
             last_prune: 0,
+            last_silence_sync: 0,
             dropper: spawn_dropper(),
             misnamed: Misnamed::default(),
             implausible_seen: 0,
@@ -220,6 +226,7 @@ impl Writer {
     /// timers; route the transitions to outbox rows; commit; observe; answer; prune.
     fn round(&mut self, work: Work) {
         let now = (self.clock)();
+        self.sync_silences(now);
         if work.is_empty() && !self.timers_due(now) && !self.rules_changed {
             if now - self.last_write >= self.heartbeat_ms() {
                 self.heartbeat(now);
@@ -720,6 +727,25 @@ impl Writer {
         for (label, value) in counts {
             self.metrics.drifts_firing.get_or_create(&label).set(value);
             self.firing_series.insert(label);
+        }
+    }
+
+    /// In a sharded deployment the other shards' writers create and remove silences through
+    /// their APIs in the same store: read them back every few seconds, so every shard enforces
+    /// every silence (a notification queued in between is not withdrawn).
+    fn sync_silences(&mut self, now: Millis) {
+        if !self.settings.shard.set || now - self.last_silence_sync < SILENCE_SYNC_MS {
+            return;
+        }
+        self.last_silence_sync = now;
+        match self.store.silences() {
+            Ok(stored) => {
+                self.silences =
+                    Silences::new(stored.into_iter().map(|stored| (stored.id, stored.silence)));
+            }
+            Err(error) => {
+                tracing::warn!(message = "Could not read the silences of the other shards.", %error)
+            }
         }
     }
 

@@ -243,6 +243,11 @@ pub trait Store: Send {
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error>;
     /// Forgets drifts resolved, and deliveries finished, before `cutoff` (audit retention).
     fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error>;
+    /// The silences created through the API, as stored (a sharded writer reads back what the
+    /// other shards' APIs wrote). By default from [`Store::load`].
+    fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
+        Ok(self.load()?.silences)
+    }
     /// Fences every later writing transaction on `lease` (taken through [`Leases`]): each checks
     /// first that `lease` still holds and fails with [`Error::LeaseLost`] once another replica
     /// took over. Stores of one pod (SQLite, memory) have no leases and refuse.

@@ -217,6 +217,15 @@ impl Store for PostgresStore {
         .is_some())
     }
 
+    fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
+        let client = self.conn.client()?;
+        let rows = wait(client.query(
+            "SELECT id, body, created_at FROM silences ORDER BY created_at, id",
+            &[],
+        ))?;
+        decode_silences(&rows)
+    }
+
     fn duplicates(
         &mut self,
         keys: &[EventKey],

@@ -151,6 +151,10 @@ impl Store for SqliteStore {
             .is_some())
     }
 
+    fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
+        read_silences(&self.connection)
+    }
+
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         let transaction = self.connection.transaction()?;
         {
