@@ -183,15 +183,26 @@ impl Store for PostgresStore {
     fn load(&mut self) -> Result<Snapshot, Error> {
         let client = self.conn.client()?;
         let mut snapshot = Snapshot::default();
-        for row in wait(client.query("SELECT body FROM objects", &[]))? {
-            let body: String = row.try_get(0)?;
-            let object: ObjectRow =
-                serde_json::from_str(&body).map_err(|source| Error::Corrupt {
-                    table: "objects",
-                    source,
-                })?;
-            snapshot.objects.push(ObjectState::from(object));
-        }
+        // Streamed: each row is decoded as it arrives, while the connection's thread reads the
+        // next ones (a takeover loads every tracked object; buffering them all first would
+        // serialize the transfer and the decoding).
+        wait(async {
+            use futures_util::TryStreamExt as _;
+            let rows = client
+                .query_raw("SELECT body FROM objects", std::iter::empty::<&str>())
+                .await?;
+            let mut rows = std::pin::pin!(rows);
+            while let Some(row) = rows.try_next().await? {
+                let body: &str = row.try_get(0)?;
+                let object: ObjectRow =
+                    serde_json::from_str(body).map_err(|source| Error::Corrupt {
+                        table: "objects",
+                        source,
+                    })?;
+                snapshot.objects.push(ObjectState::from(object));
+            }
+            Ok::<_, Error>(())
+        })?;
         let silences = wait(client.query(
             "SELECT id, body, created_at FROM silences ORDER BY created_at, id",
             &[],
