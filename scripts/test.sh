@@ -32,7 +32,9 @@ fi
 # postgresql: the server binaries (initdb, pg_ctl) of the PostgreSQL store tests, which start a
 # throwaway server of their own in a temporary directory (tests/it/pg.rs). Debian's package also
 # creates and starts a system cluster; the tests never use it.
-APT_PACKAGES=(prometheus prometheus-alertmanager chromium postgresql)
+# openssl: the command that makes the private CA and server certificate of the PostgreSQL TLS
+# test (tests/it/pg_tls.rs); the binary itself uses rustls.
+APT_PACKAGES=(prometheus prometheus-alertmanager chromium postgresql openssl)
 command -v kubectl >/dev/null 2>&1 || APT_PACKAGES+=(kubernetes-client)
 need_apt=()
 for package in "${APT_PACKAGES[@]}"; do

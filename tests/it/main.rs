@@ -21,6 +21,7 @@ mod knative_kinds;
 mod oidc;
 mod overload;
 mod pg;
+mod pg_tls;
 mod properties;
 mod receivers;
 mod recording;

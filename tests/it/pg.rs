@@ -14,9 +14,13 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The port in the socket's name (`.s.PGSQL.5432`); unique per server through its directory.
-const PORT: &str = "5432";
+const PORT: u16 = 5432;
 
 pub struct PgServer {
+    /// The port: in the socket's name, and on loopback TCP for a TLS server.
+    port: u16,
+    /// `listen_addresses` and TLS settings of a TLS server.
+    extra: String,
     dir: tempfile::TempDir,
     bindir: PathBuf,
     run_as: Option<String>,
@@ -80,6 +84,23 @@ fn user_ids(user: &str) -> (u32, u32) {
 impl PgServer {
     /// Creates and starts a server; panics with the reason when it cannot.
     pub fn start() -> PgServer {
+        PgServer::start_with(PORT, String::new(), &[])
+    }
+
+    /// A server that also listens on loopback TCP at `port`, with TLS on: its certificate and
+    /// key are `cert` and `key` (copied into the data directory, the key readable by the server
+    /// alone, as PostgreSQL requires).
+    pub fn start_tls(port: u16, cert: &Path, key: &Path) -> PgServer {
+        PgServer::start_with(
+            port,
+            "-c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file=server.crt \
+             -c ssl_key_file=server.key"
+                .to_string(),
+            &[(cert, "server.crt"), (key, "server.key")],
+        )
+    }
+
+    fn start_with(port: u16, extra: String, files: &[(&Path, &str)]) -> PgServer {
         let bindir = bindir();
         let dir = tempfile::Builder::new()
             .prefix("ds-pg")
@@ -94,6 +115,8 @@ impl PgServer {
             }
         }
         let server = PgServer {
+            port,
+            extra,
             dir,
             bindir,
             run_as,
@@ -116,10 +139,17 @@ impl PgServer {
                 "--icu-locale=en-US",
             ],
         );
-        let options = format!(
-            "-p {PORT} -k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off",
-            server.socket().display()
-        );
+        for (from, name) in files {
+            let to = server.data().join(name);
+            std::fs::copy(from, &to).unwrap();
+            std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            if let Some(user) = &server.run_as {
+                let (uid, gid) = user_ids(user);
+                std::os::unix::fs::chown(&to, Some(uid), Some(gid)).unwrap();
+            }
+        }
+        let options = server.options();
         server.run(
             "pg_ctl",
             &[
@@ -142,15 +172,21 @@ impl PgServer {
         // Fast, not immediate: with `synchronous_commit=off` an immediate stop loses the last
         // commits, and this restart is about connections, not about losing data.
         self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
-        let options = format!(
-            "-p {PORT} -k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off",
-            self.socket().display()
-        );
+        let options = self.options();
         let log = self.dir.path().join("log").to_string_lossy().to_string();
         self.run(
             "pg_ctl",
             &["-D", &data, "-l", &log, "-w", "-o", &options, "start"],
         );
+    }
+
+    fn options(&self) -> String {
+        format!(
+            "-p {} -k {} -c listen_addresses='' -c fsync=off -c synchronous_commit=off {}",
+            self.port,
+            self.socket().display(),
+            self.extra
+        )
     }
 
     fn data(&self) -> PathBuf {
@@ -200,7 +236,7 @@ impl PgServer {
                 "-h",
                 &self.socket().to_string_lossy(),
                 "-p",
-                PORT,
+                &self.port.to_string(),
                 "-U",
                 "postgres",
                 &name,
@@ -212,8 +248,9 @@ impl PgServer {
     /// The URL of database `name`.
     pub fn url(&self, name: &str) -> String {
         format!(
-            "postgres:///{name}?host={}&port={PORT}&user=postgres",
-            self.socket().display()
+            "postgres:///{name}?host={}&port={}&user=postgres",
+            self.socket().display(),
+            self.port
         )
     }
 
@@ -231,7 +268,7 @@ impl PgServer {
                 "-h",
                 &self.socket().to_string_lossy(),
                 "-p",
-                PORT,
+                &self.port.to_string(),
                 "-U",
                 "postgres",
                 "-d",
@@ -262,7 +299,7 @@ impl PgServer {
                 "-h",
                 &self.socket().to_string_lossy(),
                 "-p",
-                PORT,
+                &self.port.to_string(),
                 "-U",
                 "postgres",
                 "-d",

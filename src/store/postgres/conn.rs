@@ -30,10 +30,22 @@ pub(super) const BACKEND: &str = "postgres";
 impl From<tokio_postgres::Error> for Error {
     fn from(error: tokio_postgres::Error) -> Error {
         // tokio-postgres never puts the connection's password in an error: it carries the
-        // server's message or an I/O error.
+        // server's message or an I/O or TLS error. Its own words are often only the kind ("error
+        // performing TLS handshake"), the reason is in its sources ("invalid peer certificate:
+        // UnknownIssuer"): the message says both.
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            source = cause.source();
+        }
         Error::Backend {
             backend: BACKEND,
-            source: Box::new(error),
+            source: message.into(),
         }
     }
 }
