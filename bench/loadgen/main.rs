@@ -1420,6 +1420,9 @@ fn store_phases(args: &RunArgs, throughput_url: &str, takeover_url: &str) -> Res
         &standby_log,
     )?;
     wait_ready(standby_addr, "/healthz", Duration::from_secs(20))?;
+    std::thread::sleep(Duration::from_millis(500));
+    let standby_rss_waiting = status_kib(standby.pid(), "VmRSS");
+    let writer_rss = status_kib(writer.proc.pid(), "VmRSS");
     let mut killer = writer.proc;
     let _ = killer.child.kill();
     let _ = killer.child.wait();
@@ -1445,6 +1448,8 @@ fn store_phases(args: &RunArgs, throughput_url: &str, takeover_url: &str) -> Res
         "kill_to_ready_seconds": kill_to_ready,
         "lease": "shipped defaults (ttl 10s, renewInterval 2s, retryInterval 1s)",
         "standby_rss_kib_after": rss,
+        "standby_rss_kib_waiting": standby_rss_waiting,
+        "writer_rss_kib_before_kill": writer_rss,
         "objects_sent": ok,
         "objects_failed": failed,
     });

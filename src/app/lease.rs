@@ -96,8 +96,7 @@ fn held(shared: &Shared, shard: &str, holds: bool) {
 /// holds the lease, and stands by again when it loses it.
 pub(super) async fn replica(
     shared: Shared,
-    opened: crate::store::Opened,
-    leases: Box<dyn Leases>,
+    parts: Option<(crate::store::Opened, Box<dyn Leases>)>,
     standby: crate::ingest::Standby,
 ) {
     let shard = shared.config.shard.name.clone();
@@ -120,7 +119,7 @@ pub(super) async fn replica(
             })
             .inc_by(0);
     }
-    let mut parts = Some((opened, leases));
+    let mut parts = parts;
     loop {
         let (opened, leases) = match parts.take() {
             Some(parts) => parts,
@@ -160,6 +159,8 @@ async fn reopen(
     shared: &Shared,
     standby: &crate::ingest::Standby,
 ) -> Option<(crate::store::Opened, Box<dyn Leases>)> {
+    let mut last: Option<String> = None;
+    held(shared, &shared.config.shard.name, false);
     loop {
         let config = Arc::clone(&shared.config);
         let opened = tokio::task::spawn_blocking(move || crate::store::open(&config.store)).await;
@@ -172,13 +173,16 @@ async fn reopen(
                 return None;
             }
             Ok(Err(error)) => {
-                set_reason(
-                    standby,
-                    format!(
-                        "cannot open the store {}: {error}",
-                        shared.config.store.location()
-                    ),
+                let reason = format!(
+                    "shard {}: cannot reach the store {} to take the writer lease: {error}",
+                    shared.config.shard.name,
+                    shared.config.store.location()
                 );
+                if last.as_deref() != Some(reason.as_str()) {
+                    tracing::warn!(message = "Standing by.", reason = %reason);
+                    last = Some(reason.clone());
+                }
+                set_reason(standby, reason);
             }
             Err(error) => tracing::warn!(message = "Opening the store failed.", %error),
         }
@@ -251,9 +255,10 @@ async fn stand_by(
                 ),
                 None => format!("shard {shard}: the writer lease is being taken"),
             },
-            Ok(Err(error)) => {
-                format!("shard {shard}: cannot reach the store to take the writer lease: {error}")
-            }
+            Ok(Err(error)) => format!(
+                "shard {shard}: cannot reach the store {} to take the writer lease: {error}",
+                config.store.location()
+            ),
             Err(error) => format!("shard {shard}: taking the writer lease failed: {error}"),
         };
         // Log when the situation changes, not every retry.
@@ -451,7 +456,8 @@ fn lost(
         message = "Lost the writer lease: this replica stops writing and stands by.",
         shard = %lease.shard,
         epoch = lease.epoch,
-        reason = %detail,
+        reason,
+        detail = %detail,
     );
     token.cancel();
 }

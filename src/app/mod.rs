@@ -91,9 +91,27 @@ pub async fn start(
     let metrics = Arc::new(Metrics::new());
     // One clock for the writer, the relays, the channels (re-signing) and the API.
     let clock = crate::time::system_clock();
-    let mut opened = crate::store::open(&config.store)
-        .with_context(|| format!("opening store {}", config.store.location()))?;
-    let leases = opened.leases.take();
+    // A shared store that cannot be reached now (the database restarting, a network blip) is
+    // waited for as a standby, alive and not ready, like a writer that lost it; a SQLite file
+    // that cannot be opened, or a store written by a newer binary, stops the start.
+    let (opened, leases) = match crate::store::open(&config.store) {
+        Ok(mut opened) => {
+            let leases = opened.leases.take();
+            (Some(opened), leases)
+        }
+        Err(error) if config.store.url.is_some() && error.kind() == "postgres" => {
+            tracing::error!(
+                message = "Cannot open the store now; standing by until it can.",
+                store = %config.store.location(),
+                %error
+            );
+            (None, None)
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error))
+                .with_context(|| format!("opening store {}", config.store.location()))
+        }
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -125,8 +143,8 @@ pub async fn start(
     let router = ingest::switch(standby.clone(), Arc::clone(&shared.active));
     // The writer role: at once on SQLite; on PostgreSQL, whenever this replica holds the lease.
     // Either task ends once `role_stop` is cancelled, with the role stopped.
-    let replica: tokio::task::JoinHandle<()> = match leases {
-        None => {
+    let replica: tokio::task::JoinHandle<()> = match (opened, leases) {
+        (Some(opened), None) => {
             let role = writer::WriterRole::start(&shared, opened).await?;
             let stop = shared.role_stop.clone();
             tokio::spawn(async move {
@@ -134,7 +152,12 @@ pub async fn start(
                 role.stop().await;
             })
         }
-        Some(leases) => tokio::spawn(lease::replica(shared.clone(), opened, leases, standby)),
+        (Some(opened), Some(leases)) => tokio::spawn(lease::replica(
+            shared.clone(),
+            Some((opened, leases)),
+            standby,
+        )),
+        (None, _) => tokio::spawn(lease::replica(shared.clone(), None, standby)),
     };
     let role_stop = shared.role_stop.clone();
     let server_shutdown = shared.shutdown.clone();

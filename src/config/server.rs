@@ -299,12 +299,16 @@ pub fn describe_url(url: &str) -> String {
                 .port()
                 .map(|port| format!(":{port}"))
                 .unwrap_or_default();
-            format!(
-                "{}://{}{port}{}",
-                parsed.scheme(),
-                parsed.host_str().unwrap_or(""),
-                parsed.path()
-            )
+            // A Unix socket's directory comes as `?host=/run/postgresql`: shown in brackets.
+            let host = match parsed.host_str() {
+                Some(host) if !host.is_empty() => host.to_string(),
+                _ => parsed
+                    .query_pairs()
+                    .find(|(key, _)| key == "host")
+                    .map(|(_, value)| format!("[{value}]"))
+                    .unwrap_or_default(),
+            };
+            format!("{}://{host}{port}{}", parsed.scheme(), parsed.path())
         }
         Err(_) => "store.url (not a URL)".to_string(),
     }
@@ -319,6 +323,23 @@ pub fn check_store_url(url: &str) -> Result<(), String> {
             "the scheme must be postgres:// or postgresql://, not {}://",
             parsed.scheme()
         ));
+    }
+    for (key, value) in parsed.query_pairs() {
+        match key.as_ref() {
+            "sslmode" if !["disable", "prefer", "require"].contains(&value.as_ref()) => {
+                return Err(format!(
+                    "sslmode={value} is not understood: use sslmode=require with store.caFile \
+                     (require verifies the certificate and host name, as verify-full does)"
+                ));
+            }
+            "sslrootcert" | "sslcert" | "sslkey" => {
+                return Err(format!(
+                    "{key} is not understood: a private CA goes in store.caFile; client \
+                     certificates are not supported"
+                ));
+            }
+            _ => {}
+        }
     }
     Ok(())
 }

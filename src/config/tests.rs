@@ -301,6 +301,14 @@ fn store_keys_that_do_not_go_together_are_named() {
             "store.password: is empty (an unset environment variable?)",
         ),
         (
+            "store:\n  url: postgres://db/d?sslmode=verify-full\n",
+            "store.url: sslmode=verify-full is not understood: use sslmode=require with store.caFile (require verifies the certificate and host name, as verify-full does)",
+        ),
+        (
+            "store:\n  url: postgres://db/d?sslrootcert=/ca.pem\n",
+            "store.url: sslrootcert is not understood: a private CA goes in store.caFile; client certificates are not supported",
+        ),
+        (
             "store:\n  lease: {ttl: 10s}\n",
             "store.lease: applies to a PostgreSQL store only (store.url)",
         ),

@@ -208,20 +208,26 @@ pub fn sqlite_to_postgres(path: &Path, target: &Target) -> Result<Summary, Error
         let transaction = client.transaction().await?;
         let mut occupied = Vec::new();
         for (table, _) in TABLES {
+            // The heartbeat row is the one write of a service that started on the database and
+            // stopped without receiving anything: it holds no data, and the copy replaces it.
+            if *table == "heartbeat" {
+                continue;
+            }
             let rows: i64 = transaction
                 .query_one(&format!("SELECT COUNT(*) FROM {table}"), &[])
                 .await?
                 .try_get(0)?;
             if rows > 0 {
-                occupied.push(format!("{table}: {rows}"));
+                occupied.push(format!("{table}: {rows} rows"));
             }
         }
         if !occupied.is_empty() {
             return Err(Error::Unavailable(format!(
-                "the target database already holds a store ({}); migrate into an empty database",
+                "the target database already holds drift-sentinel data ({}), probably from a service that ran on it: migrate into a new, empty database (or drop and recreate this one) before any replica starts on it",
                 occupied.join(", ")
             )));
         }
+        transaction.execute("DELETE FROM heartbeat", &[]).await?;
         for (table, columns) in TABLES {
             let rows = read_table(&source, table, columns)?;
             let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();

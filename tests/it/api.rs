@@ -1648,5 +1648,8 @@ async fn a_store_migrated_to_postgres_serves_the_same_drifts() {
     let output = migrate(&url);
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("already holds a store"), "{stderr}");
+    assert!(
+        stderr.contains("already holds drift-sentinel data"),
+        "{stderr}"
+    );
 }

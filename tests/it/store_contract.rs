@@ -1094,6 +1094,13 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
         Backend::Sqlite(dir) => dir.path().join("store.db"),
         Backend::Postgres { .. } => unreachable!(),
     };
+    // A service that started on the database and stopped before any event left only its
+    // heartbeat row: the database still counts as empty.
+    store::postgres::open(&target)
+        .unwrap()
+        .writer
+        .heartbeat(1_000)
+        .unwrap();
     let summary = store::migrate::sqlite_to_postgres(&path, &target).unwrap();
     assert_eq!(summary.version, store::sqlite::schema::LATEST);
     let counts: Vec<(&str, u64)> = summary.tables.clone();
@@ -1153,7 +1160,9 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
     // A second migration into the now non-empty database is refused, and writes nothing.
     let error = store::migrate::sqlite_to_postgres(&path, &target).unwrap_err();
     assert!(
-        error.to_string().contains("already holds a store"),
+        error
+            .to_string()
+            .contains("already holds drift-sentinel data"),
         "{error}"
     );
     assert_eq!(

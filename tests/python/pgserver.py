@@ -71,9 +71,9 @@ class PgServer:
             raise RuntimeError(f"{program} failed: {done.stdout}\n{done.stderr}\n{log}")
         return done.stdout
 
-    def database(self) -> str:
-        """A new, empty database; its URL for `store.url`."""
-        name = f"t{next(_names)}"
+    def database(self, name: str = "") -> str:
+        """A new, empty database (named `name`, or a fresh name); its URL for `store.url`."""
+        name = name or f"t{next(_names)}"
         self._run("createdb", "-h", str(self.socket), "-p", PORT, "-U", "postgres", name)
         return self.url(name)
 

@@ -329,3 +329,23 @@ def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
         assert '"objects":3' in became or "objects=3" in became, west.logs()[-2000:]
     finally:
         stop_all(east, west)
+
+
+def test_a_replica_that_cannot_reach_its_database_stands_by_until_it_can(pg, workdir):
+    """At start the database does not exist yet (as when PostgreSQL is still coming up): the
+    replica stays alive and unready, says why, and becomes the writer once it can open it."""
+    url = pg.url("not_yet")
+    replica = Replica(workdir, "replica-a", config(url, lease=FAST_LEASE)).start(ready=False)
+    try:
+        status, body = replica.status("/readyz")
+        assert status == 503, body
+        answer = json.loads(body)
+        assert answer["code"] == "standby" and "cannot reach the store" in answer["message"], answer
+        assert "not_yet" in answer["message"], answer
+        metrics = replica.status("/metrics")[1].decode()
+        assert 'drift_sentinel_writer_lease_held{shard="default"} 0' in metrics, metrics
+        pg.database("not_yet")
+        assert wait_for(replica.ready, timeout=20), replica.logs()
+        assert replica.send("late-db-1", "add", config_map("config-after"))[0] == 202
+    finally:
+        stop_all(replica)

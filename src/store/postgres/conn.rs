@@ -85,6 +85,11 @@ impl Target {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
+        if config.get_options().is_none() {
+            // The schema's `CREATE ... IF NOT EXISTS` on every start would otherwise log one
+            // NOTICE per existing table.
+            config.options("-c client_min_messages=warning");
+        }
         Ok(Target {
             config,
             tls: tls(ca_file)?,
@@ -109,7 +114,7 @@ impl Target {
             .iter()
             .map(|host| match host {
                 tokio_postgres::config::Host::Tcp(name) => name.clone(),
-                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+                tokio_postgres::config::Host::Unix(path) => format!("[{}]", path.display()),
             })
             .collect();
         format!(
