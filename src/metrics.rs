@@ -297,6 +297,27 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Clears what only a writer knows (its state, its drifts, its outbox, its resync), when
+    /// this replica stops being the writer: a standby that kept the last values would count
+    /// every firing drift a second time beside the new writer. Counters stay (they only grow;
+    /// `rate()` handles a replica that stops adding to them).
+    pub fn clear_writer_gauges(&self) {
+        for gauge in [
+            &self.tracked_objects,
+            &self.outbox_pending,
+            &self.outbox_oldest_age_seconds,
+            &self.resync_last_success,
+            &self.resync_objects_listed,
+            &self.cluster_objects_max,
+            &self.state_bytes,
+        ] {
+            gauge.set(0);
+        }
+        self.outbox_dead.clear();
+        self.drifts_firing.clear();
+        self.pipeline_ready.clear();
+    }
+
     /// Creates and registers every metric.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("drift_sentinel");

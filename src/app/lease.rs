@@ -128,8 +128,17 @@ pub(super) async fn replica(
                 None => return,
             },
         };
-        let Some(role) = stand_by(&shared, opened, leases, &standby).await else {
-            return;
+        let role = match stand_by(&shared, opened, leases, &standby).await {
+            Some(Turn::Writer(role)) => *role,
+            Some(Turn::Retry) => {
+                // Not at once: the same failure would come back every retry interval.
+                tokio::select! {
+                    _ = shared.role_stop.cancelled() => return,
+                    _ = tokio::time::sleep(shared.config.store.lease.ttl) => {}
+                }
+                continue;
+            }
+            None => return,
         };
         let lost = tokio::select! {
             _ = shared.role_stop.cancelled() => false,
@@ -201,7 +210,7 @@ async fn stand_by(
     mut opened: crate::store::Opened,
     leases: Box<dyn Leases>,
     standby: &crate::ingest::Standby,
-) -> Option<Role> {
+) -> Option<Turn> {
     let shared = shared.clone();
     let config = &shared.config;
     let shard = config.shard.name.clone();
@@ -213,10 +222,13 @@ async fn stand_by(
     set_reason(standby, format!("shard {shard}: taking the writer lease"));
     tracing::info!(message = "Standing by for the writer lease.", shard = %shard, holder = %holder);
     let mut last_seen: Option<String> = None;
-    let lease = loop {
+    let (lease, acquired_from) = loop {
         if shared.role_stop.is_cancelled() {
             return None;
         }
+        // The lease's expiry is computed from this moment: the keeper's deadline counts from it
+        // too, however long the acquisition then waits.
+        let attempted_at = Instant::now();
         let now = (shared.clock)();
         let attempt = {
             let (leases, shard, holder) = (Arc::clone(&leases), shard.clone(), holder.clone());
@@ -245,7 +257,7 @@ async fn stand_by(
                     epoch = lease.epoch,
                     previous = before.as_ref().map(|before| before.holder.as_str()).unwrap_or("none"),
                 );
-                break lease;
+                break (lease, attempted_at);
             }
             Ok(Ok((before, None))) => match before {
                 Some(before) => format!(
@@ -295,6 +307,7 @@ async fn stand_by(
         Arc::clone(&health),
         keeper_stop.clone(),
         lost.clone(),
+        acquired_from,
     ));
     let writer = match WriterRole::start(&shared, opened).await {
         Ok(writer) => writer,
@@ -305,10 +318,22 @@ async fn stand_by(
             let given = lease.clone();
             let _ = tokio::task::spawn_blocking(move || lock(&release).release(&given)).await;
             held(&shared, &shard, false);
-            shared.fail(format!(
+            // The store failing while the state loads (the database restarting) is waited out
+            // as a standby; anything else (a baseline manifest, a channel's client) is the
+            // config's, and stops the service.
+            let from_store = error
+                .chain()
+                .any(|cause| cause.downcast_ref::<crate::store::Error>().is_some());
+            let reason = format!(
                 "took the writer lease of shard {shard} but could not start as the writer: {error:#}"
-            ));
-            return None;
+            );
+            if !from_store {
+                shared.fail(reason);
+                return None;
+            }
+            tracing::error!(message = "Could not load the state; standing by to try again.", reason = %reason);
+            set_reason(standby, format!("shard {shard}: {reason}"));
+            return Some(Turn::Retry);
         }
     };
     let _ = health.set(Arc::clone(writer.pipeline.health()));
@@ -320,7 +345,7 @@ async fn stand_by(
         objects = writer.loaded.0,
         load_ms = u64::try_from(writer.loaded.1.as_millis()).unwrap_or(u64::MAX),
     );
-    Some(Role {
+    Some(Turn::Writer(Box::new(Role {
         writer,
         elected: Elected {
             lease,
@@ -330,7 +355,15 @@ async fn stand_by(
             shared,
         },
         lost,
-    })
+    })))
+}
+
+/// What a turn of standing by ended in.
+enum Turn {
+    /// This replica is the writer.
+    Writer(Box<Role>),
+    /// It took the lease but could not start (the store failed); it stands by again.
+    Retry,
 }
 
 fn set_reason(standby: &crate::ingest::Standby, reason: String) {
@@ -349,13 +382,14 @@ async fn keep(
     health: WriterHealth,
     stop: CancellationToken,
     lost_token: CancellationToken,
+    acquired_from: Instant,
 ) {
     let settings = shared.config.store.lease.clone();
     // Give up a renewal interval before the lease can expire for the others.
     let deadline = settings.ttl.saturating_sub(settings.renew_interval);
-    // The acquisition counts as the first renewal; it started before this instant.
-    let mut renewed_from = Instant::now();
-    let mut next_renewal = renewed_from + settings.renew_interval;
+    // The acquisition counts as the first renewal, from before its expiry was computed.
+    let mut renewed_from = acquired_from;
+    let mut next_renewal = Instant::now();
     let mut in_flight: Option<(
         Instant,
         tokio::task::JoinHandle<Result<crate::model::Millis, Error>>,
@@ -407,6 +441,17 @@ async fn keep(
                 "a commit was fenced: another replica took the writer lease".to_string(),
             );
         }
+        // One renewal at a time: a renewal stuck on a dead connection is not repeated behind it.
+        if in_flight.is_none() && Instant::now() >= next_renewal {
+            let started = Instant::now();
+            next_renewal = started + settings.renew_interval;
+            let now = (shared.clock)();
+            let (leases, held_lease) = (Arc::clone(&leases), lease.clone());
+            in_flight = Some((
+                started,
+                tokio::task::spawn_blocking(move || lock(&leases).renew(&held_lease, now)),
+            ));
+        }
         if renewed_from.elapsed() >= deadline {
             return lost(
                 &shared,
@@ -419,17 +464,6 @@ async fn keep(
                     settings.ttl.as_secs_f64()
                 ),
             );
-        }
-        // One renewal at a time: a renewal stuck on a dead connection is not repeated behind it.
-        if in_flight.is_none() && Instant::now() >= next_renewal {
-            let started = Instant::now();
-            next_renewal = started + settings.renew_interval;
-            let now = (shared.clock)();
-            let (leases, held_lease) = (Arc::clone(&leases), lease.clone());
-            in_flight = Some((
-                started,
-                tokio::task::spawn_blocking(move || lock(&leases).renew(&held_lease, now)),
-            ));
         }
     }
 }

@@ -22,6 +22,7 @@ pub(super) struct WriterRole {
     resync_stop: CancellationToken,
     /// Stops the config reload thread of this role.
     reload_stop: CancellationToken,
+    metrics: Arc<crate::metrics::Metrics>,
     /// How many objects the writer loaded, and how long loading took (the takeover's cost).
     pub(super) loaded: (usize, std::time::Duration),
 }
@@ -113,9 +114,10 @@ impl WriterRole {
             clock.clone(),
         )
         .context("building HTTP clients for channels")?;
-        {
+        if !config.shard.set {
             // Notifications queued for a channel that was since removed or renamed have no relay:
-            // end them visibly instead of leaving them pending forever.
+            // end them visibly instead of leaving them pending forever. Not in a shard: the
+            // outbox is every shard's, and another shard's channel is not this one's to end.
             let known: Vec<String> = channels
                 .iter()
                 .map(|channel| channel.name().to_string())
@@ -207,6 +209,7 @@ impl WriterRole {
             resync_stop,
             reload_stop,
             loaded,
+            metrics: Arc::clone(metrics),
         })
     }
 
@@ -226,8 +229,17 @@ impl WriterRole {
         })
         .await;
         self.relay_stop.cancel();
-        for relay in self.relays {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), relay).await;
+        for mut relay in self.relays {
+            // A relay still sending after its grace is aborted, not left running: a later writer
+            // role of this process claims under the same owner name, and two relays behind one
+            // owner would not keep each other's rows apart.
+            if tokio::time::timeout(std::time::Duration::from_secs(5), &mut relay)
+                .await
+                .is_err()
+            {
+                relay.abort();
+            }
         }
+        self.metrics.clear_writer_gauges();
     }
 }

@@ -317,8 +317,8 @@ fn store_keys_that_do_not_go_together_are_named() {
             "store.lease.ttl: must be at least 2s (a shorter lease lapses on a slow commit)",
         ),
         (
-            "store:\n  url: postgres://db/d\n  lease: {ttl: 10s, renewInterval: 6s}\n",
-            "store.lease.renewInterval: must be more than 0s and at most half of store.lease.ttl (10s), so one missed renewal does not lose the lease",
+            "store:\n  url: postgres://db/d\n  lease: {ttl: 10s, renewInterval: 4s}\n",
+            "store.lease.renewInterval: must be more than 0s and at most a third of store.lease.ttl (10s), so one failed renewal does not lose the lease",
         ),
         (
             "store:\n  url: postgres://db/d\n  lease: {retryInterval: 0s}\n",

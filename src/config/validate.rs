@@ -50,11 +50,13 @@ fn validate_store(store: &super::StoreConfig) -> Result<(), Error> {
             "must be at least 2s (a shorter lease lapses on a slow commit)",
         ));
     }
-    if lease.renew_interval.is_zero() || lease.renew_interval.saturating_mul(2) > lease.ttl {
+    // The writer gives the role up when no renewal succeeded for ttl - renewInterval: a third
+    // of the ttl leaves one renewal that fails (or is slow) room before that.
+    if lease.renew_interval.is_zero() || lease.renew_interval.saturating_mul(3) > lease.ttl {
         return Err(Error::invalid(
             "store.lease.renewInterval",
             format!(
-                "must be more than 0s and at most half of store.lease.ttl ({}s), so one missed renewal does not lose the lease",
+                "must be more than 0s and at most a third of store.lease.ttl ({}s), so one failed renewal does not lose the lease",
                 lease.ttl.as_secs_f64()
             ),
         ));

@@ -263,6 +263,31 @@ pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result
     } else {
         api_version
     };
+    // These become keys and columns of the store. A NUL character cannot be stored in a
+    // PostgreSQL text column (SQLite takes it): refused here, alike on both, instead of failing a
+    // whole commit on one backend. (Inside the object's JSON a NUL is escaped and harmless.)
+    for (what, value) in [
+        ("id", &id),
+        ("source", &source),
+        ("cluster", &cluster),
+        ("apiVersion", &api_version),
+        ("kind", &kind),
+        ("namespace", &namespace),
+        ("name", &name),
+    ] {
+        if value.contains('\0') {
+            return Err(Error::InvalidEvent(format!(
+                "{what} contains a NUL character"
+            )));
+        }
+    }
+    if let Some(object) = &object {
+        if object.uid.contains('\0') {
+            return Err(Error::InvalidObject(
+                "metadata.uid contains a NUL character".to_string(),
+            ));
+        }
+    }
     Ok(Decoded::ApiServer(Box::new(ApiServerEvent {
         source,
         id,
@@ -283,6 +308,33 @@ pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_nul_in_a_stored_name_is_refused() {
+        let ok = event(
+            "dev.knative.apiserver.ref.add",
+            &[("cluster", "prod")],
+            json!({"kind": "Service", "name": "web", "namespace": "default", "apiVersion": "v1"}),
+        );
+        assert!(decode_event(ok.clone(), &names()).is_ok());
+        let mut bad = ok.clone();
+        bad.id = "id\u{0}1".into();
+        let error = decode_event(bad, &names()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid CloudEvent: id contains a NUL character"
+        );
+        let bad = event(
+            "dev.knative.apiserver.ref.add",
+            &[("cluster", "pr\u{0}od")],
+            json!({"kind": "Service", "name": "web", "namespace": "default", "apiVersion": "v1"}),
+        );
+        let error = decode_event(bad, &names()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid CloudEvent: cluster contains a NUL character"
+        );
+    }
 
     fn event(ty: &str, extensions: &[(&str, &str)], data: Value) -> CloudEvent {
         CloudEvent {

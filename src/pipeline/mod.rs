@@ -212,7 +212,20 @@ impl Pipeline {
         snapshot
             .objects
             .retain(|object| shard.owns(&object.cluster));
-        snapshot.drifts.retain(|drift| shard.owns(&drift.cluster));
+        // A fleet drift is filed under `fleet:<group>`, not a member cluster: it belongs to the
+        // shard whose config has the group (a group's clusters live in one shard).
+        snapshot.drifts.retain(|drift| {
+            shard.owns(&drift.cluster)
+                || drift
+                    .cluster
+                    .strip_prefix(crate::classify::fleet::CLUSTER_PREFIX)
+                    .is_some_and(|group| {
+                        rules
+                            .fleet_groups()
+                            .iter()
+                            .any(|configured| configured.name == group)
+                    })
+        });
         let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);
         engine.set_capacity(settings.capacity);

@@ -206,6 +206,10 @@ pub fn sqlite_to_postgres(path: &Path, target: &Target) -> Result<Summary, Error
     let mut tables = Vec::with_capacity(TABLES.len());
     wait(async {
         let transaction = client.transaction().await?;
+        // The copy waits inside its transaction while it reads each SQLite table.
+        transaction
+            .execute("SET LOCAL idle_in_transaction_session_timeout = 0", &[])
+            .await?;
         let mut occupied = Vec::new();
         for (table, _) in TABLES {
             // The heartbeat row is the one write of a service that started on the database and

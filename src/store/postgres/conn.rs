@@ -86,9 +86,25 @@ impl Target {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
         if config.get_options().is_none() {
-            // The schema's `CREATE ... IF NOT EXISTS` on every start would otherwise log one
-            // NOTICE per existing table.
-            config.options("-c client_min_messages=warning");
+            // No NOTICE per existing table from the schema's `CREATE ... IF NOT EXISTS` at every
+            // start. And a session that stops talking inside a transaction (its process paused,
+            // its node lost, cut off by the network) must not keep the writer lease's row locked
+            // for longer than a lease: the server ends it after 5 s idle in a transaction, and
+            // no lock is waited for longer than 10 s. (`store migrate`, whose one transaction
+            // waits while it reads SQLite, turns the first off for itself.)
+            config.options(
+                "-c client_min_messages=warning -c idle_in_transaction_session_timeout=5s \
+                 -c lock_timeout=10s",
+            );
+        }
+        // A peer that vanished is noticed in seconds, not after the kernel's two hours of
+        // keepalive silence or a quarter hour of retransmissions.
+        config.keepalives(true);
+        config.keepalives_idle(std::time::Duration::from_secs(5));
+        config.keepalives_interval(std::time::Duration::from_secs(2));
+        config.keepalives_retries(3);
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(std::time::Duration::from_secs(15));
         }
         Ok(Target {
             config,
