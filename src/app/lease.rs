@@ -156,6 +156,8 @@ pub(super) async fn replica(
         if let Ok(mut active) = shared.active.write() {
             *active = None;
         }
+        // At once, and again when the role has stopped (its last round may still set them).
+        shared.metrics.clear_writer_gauges();
         role.stop().await;
         shared.lease_lost.store(false, Ordering::SeqCst);
         tracing::info!(message = "The writer role stopped; standing by for the lease again.", shard = %shard);

@@ -207,11 +207,8 @@ impl Pipeline {
         clock: Clock,
         metrics: Arc<Metrics>,
     ) -> Result<Pipeline, crate::store::Error> {
-        let mut snapshot = store.load()?;
         let shard = &settings.shard;
-        snapshot
-            .objects
-            .retain(|object| shard.owns(&object.cluster));
+        let mut snapshot = store.load_owned(&|cluster| shard.owns(cluster))?;
         // A fleet drift is filed under `fleet:<group>`, not a member cluster: it belongs to the
         // shard whose config has the group (a group's clusters live in one shard).
         snapshot.drifts.retain(|drift| {

@@ -76,6 +76,9 @@ pub(super) struct Writer {
     pub(super) last_prune: Millis,
     /// When the silences were last read back from a store other shards write too.
     pub(super) last_silence_sync: Millis,
+    /// Open drifts a silence created through another shard covers: their pending reminders are
+    /// withdrawn in the next round.
+    pub(super) reminders_to_cancel: Vec<String>,
     pub(super) dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
     /// Cluster-name mix-ups already logged.
     pub(super) misnamed: Misnamed,
@@ -114,6 +117,7 @@ impl Writer {
             last_write: 0,
             last_prune: 0,
             last_silence_sync: 0,
+            reminders_to_cancel: Vec::new(),
             dropper: spawn_dropper(),
             misnamed: Misnamed::default(),
             implausible_seen: 0,
@@ -227,7 +231,11 @@ impl Writer {
     fn round(&mut self, work: Work) {
         let now = (self.clock)();
         self.sync_silences(now);
-        if work.is_empty() && !self.timers_due(now) && !self.rules_changed {
+        if work.is_empty()
+            && !self.timers_due(now)
+            && !self.rules_changed
+            && self.reminders_to_cancel.is_empty()
+        {
             if now - self.last_write >= self.heartbeat_ms() {
                 self.heartbeat(now);
             }
@@ -235,12 +243,17 @@ impl Writer {
         }
         let started = std::time::Instant::now();
         let mut round = self.begin(now);
+        round
+            .batch
+            .cancel_reminders
+            .append(&mut self.reminders_to_cancel);
         self.apply_events(&mut round, work.submissions);
         self.apply_resyncs(&mut round, work.resyncs);
         self.apply_silences(&mut round, work.silences);
         self.evaluate(&mut round);
         self.route(&mut round);
         let committed = self.commit(&mut round);
+        let committed = self.settle_unknown(&round, committed);
         // Observed before answering, so a caller that has its answer also sees the counters of
         // its own events.
         self.observe(started);
@@ -449,8 +462,10 @@ impl Writer {
             return Err(error);
         }
         let batch = &round.batch;
-        let writes =
-            !(batch.events.is_empty() && batch.changes.is_empty() && batch.silences.is_empty());
+        let writes = !(batch.events.is_empty()
+            && batch.changes.is_empty()
+            && batch.silences.is_empty()
+            && batch.cancel_reminders.is_empty());
         if !writes {
             return Ok(false);
         }
@@ -730,6 +745,47 @@ impl Writer {
         }
     }
 
+    /// A commit whose outcome is unknown (the connection dropped after COMMIT was sent) is
+    /// settled by asking the store whether the round's event keys are there: all of them, it
+    /// landed; none, it did not. Without events to ask by, or without an answer, the state is
+    /// uncertain: the round fails and the writer gives its role up (`lease_lost`), so the
+    /// replica loads the state again from the store instead of going on from a guess.
+    fn settle_unknown(
+        &mut self,
+        round: &Round,
+        committed: Result<bool, crate::store::Error>,
+    ) -> Result<bool, crate::store::Error> {
+        let Err(crate::store::Error::CommitUnknown(detail)) = committed else {
+            return committed;
+        };
+        let keys: Vec<EventKey> = round
+            .batch
+            .events
+            .iter()
+            .map(|(key, _)| key.clone())
+            .collect();
+        let found = if keys.is_empty() {
+            None
+        } else {
+            self.store.duplicates(&keys).ok().map(|seen| seen.len())
+        };
+        match found {
+            Some(count) if count == keys.len() => {
+                tracing::warn!(
+                    message = "A commit whose answer was lost had landed; going on.",
+                    keys = count
+                );
+                Ok(true)
+            }
+            Some(0) => Err(crate::store::Error::CommitUnknown(detail)),
+            _ => {
+                tracing::error!(message = "A commit's outcome is unknown; giving the writer role up to reload the state.", %detail);
+                self.health.lease_lost.store(true, Ordering::SeqCst);
+                Err(crate::store::Error::CommitUnknown(detail))
+            }
+        }
+    }
+
     /// In a sharded deployment the other shards' writers create and remove silences through
     /// their APIs in the same store: read them back every few seconds, so every shard enforces
     /// every silence (a notification queued in between is not withdrawn).
@@ -740,6 +796,19 @@ impl Writer {
         self.last_silence_sync = now;
         match self.store.silences() {
             Ok(stored) => {
+                // A silence another shard created withdraws the reminders of this shard's open
+                // drifts it covers, as the creating shard did for its own.
+                for new in stored
+                    .iter()
+                    .filter(|stored| !self.silences.contains(&stored.id))
+                {
+                    self.reminders_to_cancel.extend(
+                        self.engine
+                            .open_drifts()
+                            .filter(|drift| new.silence.matches(drift, now))
+                            .map(|drift| drift.id.clone()),
+                    );
+                }
                 self.silences =
                     Silences::new(stored.into_iter().map(|stored| (stored.id, stored.silence)));
             }

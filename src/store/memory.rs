@@ -22,6 +22,9 @@ use crate::model::{Drift, DriftState, Millis, ObjectKey};
 pub struct MemoryStore {
     inner: Arc<std::sync::Mutex<Inner>>,
     failing: Arc<AtomicBool>,
+    /// What the next commits answer although they landed (`Some(true)`) or did not
+    /// (`Some(false)`): a commit whose answer was lost.
+    lost_answers: Arc<std::sync::Mutex<Option<bool>>>,
     gate: Arc<(std::sync::Mutex<Gate>, std::sync::Condvar)>,
 }
 
@@ -85,6 +88,15 @@ impl MemoryStore {
     /// A new, empty store.
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// Makes every later commit answer "outcome unknown": `Some(true)` after landing,
+    /// `Some(false)` without landing; `None` answers truly again.
+    pub fn set_lost_commit_answers(&self, landed: Option<bool>) {
+        *self
+            .lost_answers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = landed;
     }
 
     /// Makes every later call fail (or succeed again).
@@ -183,6 +195,15 @@ impl Store for MemoryStore {
             }
         }
         self.check()?;
+        let lost = *self
+            .lost_answers
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if lost == Some(false) {
+            return Err(Error::CommitUnknown(
+                "the answer was lost (test)".to_string(),
+            ));
+        }
         let mut inner = self.lock();
         let mut seen = HashSet::new();
         for (key, at) in &batch.events {
@@ -231,6 +252,11 @@ impl Store for MemoryStore {
         }
         forget_claims_of_gone_rows(&mut inner);
         inner.commits += 1;
+        if lost == Some(true) {
+            return Err(Error::CommitUnknown(
+                "the answer was lost (test)".to_string(),
+            ));
+        }
         Ok(())
     }
 

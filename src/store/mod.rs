@@ -79,6 +79,9 @@ pub enum Error {
         /// The epoch it held.
         epoch: i64,
     },
+    /// The connection failed after a commit was sent: it may or may not have landed.
+    #[error("commit outcome unknown: {0}")]
+    CommitUnknown(String),
     /// The database directory could not be created.
     #[error("cannot create store directory: {0}")]
     Io(#[from] std::io::Error),
@@ -93,6 +96,7 @@ impl Error {
             Error::Schema { .. } => "schema",
             Error::Unavailable(_) => "unavailable",
             Error::LeaseLost { .. } => "lease_lost",
+            Error::CommitUnknown(_) => "commit_unknown",
             Error::Io(_) => "io",
         }
     }
@@ -219,6 +223,14 @@ pub struct StoredSilence {
 pub trait Store: Send {
     /// Loads the engine state.
     fn load(&mut self) -> Result<Snapshot, Error>;
+    /// Loads the engine state with only the objects of the clusters `owns` accepts (a shard's
+    /// writer: the other shards' objects are not decoded at all where the backend can skip
+    /// them). Drifts and silences are loaded whole. By default [`Store::load`], then filtered.
+    fn load_owned(&mut self, owns: &dyn Fn(&str) -> bool) -> Result<Snapshot, Error> {
+        let mut snapshot = self.load()?;
+        snapshot.objects.retain(|object| owns(&object.cluster));
+        Ok(snapshot)
+    }
     /// True when the event was already committed.
     fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error>;
     /// Which of `keys` were already committed (the writer asks once per round). By default one

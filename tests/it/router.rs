@@ -341,6 +341,44 @@ async fn store_failure_is_503_with_retry_after_and_nothing_is_half_applied() {
     }
 }
 
+/// A commit whose answer was lost (the connection dropped after COMMIT): the writer asks the
+/// store by the round's event keys. Landed: the event is answered 202 and its state kept, so
+/// the Broker's redelivery is a duplicate of something the engine has. Not landed: 503, the
+/// state rolled back, and the redelivery takes effect.
+#[tokio::test]
+async fn a_commit_whose_answer_was_lost_is_settled_by_asking_the_store() {
+    let first = app();
+    first.store.set_lost_commit_answers(Some(true));
+    let event = structured_event("landed", "add", &revision());
+    let (status, headers, body) = send(&first, structured_request(&event)).await;
+    assert_accepted(status, &headers, &body, "landed");
+    first.store.set_lost_commit_answers(None);
+    assert_eq!(first.store.objects().len(), 1);
+    assert!(!first
+        .pipeline
+        .health()
+        .lease_lost
+        .load(std::sync::atomic::Ordering::SeqCst));
+
+    let other = app();
+    other.store.set_lost_commit_answers(Some(false));
+    let event = structured_event("not-landed", "add", &revision());
+    let (status, _, body) = send(&other, structured_request(&event)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(error_code(&body), "store");
+    other.store.set_lost_commit_answers(None);
+    let (status, headers, body) = send(&other, structured_request(&event)).await;
+    assert_accepted(status, &headers, &body, "redelivered");
+    assert_eq!(other.store.objects().len(), 1);
+    assert_eq!(
+        metric(
+            &other.metrics,
+            "drift_sentinel_events_total{outcome=\"applied\"}"
+        ),
+        1.0
+    );
+}
+
 #[tokio::test]
 async fn full_queue_is_503_with_retry_after() {
     let app = app_with(1, 4 * 1024 * 1024, drift_sentinel::time::system_clock());

@@ -175,12 +175,16 @@ impl PostgresStore {
 }
 
 impl Store for PostgresStore {
+    fn load(&mut self) -> Result<Snapshot, Error> {
+        self.load_owned(&|_| true)
+    }
+
     fn fence(&mut self, lease: WriterLease) -> Result<(), Error> {
         self.lease = Some(lease);
         Ok(())
     }
 
-    fn load(&mut self) -> Result<Snapshot, Error> {
+    fn load_owned(&mut self, owns: &dyn Fn(&str) -> bool) -> Result<Snapshot, Error> {
         let client = self.conn.client()?;
         let mut snapshot = Snapshot::default();
         // Streamed: each row is decoded as it arrives, while the connection's thread reads the
@@ -189,11 +193,18 @@ impl Store for PostgresStore {
         wait(async {
             use futures_util::TryStreamExt as _;
             let rows = client
-                .query_raw("SELECT body FROM objects", std::iter::empty::<&str>())
+                .query_raw(
+                    "SELECT cluster, body FROM objects",
+                    std::iter::empty::<&str>(),
+                )
                 .await?;
             let mut rows = std::pin::pin!(rows);
             while let Some(row) = rows.try_next().await? {
-                let body: &str = row.try_get(0)?;
+                let cluster: &str = row.try_get(0)?;
+                if !owns(cluster) {
+                    continue;
+                }
+                let body: &str = row.try_get(1)?;
                 let object: ObjectRow =
                     serde_json::from_str(body).map_err(|source| Error::Corrupt {
                         table: "objects",
@@ -439,7 +450,15 @@ impl Store for PostgresStore {
                     }
                 }
             }
-            transaction.commit().await?;
+            // A COMMIT whose answer never came (the connection dropped after it was sent) may
+            // have landed: the writer must find out before it rolls its state back.
+            transaction.commit().await.map_err(|error| {
+                if error.as_db_error().is_some() {
+                    Error::from(error)
+                } else {
+                    Error::CommitUnknown(Error::from(error).to_string())
+                }
+            })?;
             Ok(())
         })
     }
