@@ -21,7 +21,7 @@ from cloudevents.core.v1.event import CloudEvent
 
 from conftest import ROOT, Sentinel, attributes, free_port
 from pgserver import PgServer
-from test_delivery_process import WHSEC, WebhookReceiver, config_map, edit
+from test_delivery_process import WHSEC, WebhookReceiver, config_map, edit, wait_for
 
 OUTPUT = ROOT / "test-output"
 FAST_LEASE = "  lease: {ttl: 3s, renewInterval: 1s, retryInterval: 200ms}\n"
@@ -96,16 +96,6 @@ def config(url: str, lease: str = "", extra: str = "", hook_port: int = 0) -> st
         if hook_port else "channels:\n  - {name: log, type: log}\n"
     )
     return f"store:\n  url: \"{url}\"\n{lease}server:\n  drainTimeout: 5s\n{channels}{extra}"
-
-
-def wait_for(predicate, timeout=30.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return None
 
 
 def stop_all(*replicas):

@@ -278,38 +278,12 @@ impl Store for PostgresStore {
 
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         // Encoded first: a row that cannot be encoded fails the commit before it begins.
-        let objects = batch
-            .changes
-            .objects
-            .iter()
-            .map(|object| {
-                super::rows::encode_object(object)
-                    .map(|body| (object, body))
-                    .map_err(|source| Error::Corrupt {
-                        table: "objects",
-                        source,
-                    })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        let drifts = batch
-            .changes
-            .drifts
-            .iter()
-            .map(|drift| {
-                super::rows::encode_drift(drift)
-                    .map(|body| {
-                        (
-                            drift,
-                            body,
-                            crate::model::group::api_group(&drift.api_version),
-                        )
-                    })
-                    .map_err(|source| Error::Corrupt {
-                        table: "drifts",
-                        source,
-                    })
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+        let objects = encode_all(
+            &batch.changes.objects,
+            "objects",
+            super::rows::encode_object,
+        )?;
+        let drifts = encode_all(&batch.changes.drifts, "drifts", super::rows::encode_drift)?;
         let history = batch
             .changes
             .history
@@ -362,13 +336,13 @@ impl Store for PostgresStore {
             .await?;
             let drift_params: Vec<(&Drift, &String, &'static str, &'static str, &str)> = drifts
                 .iter()
-                .map(|(drift, body, group)| {
+                .map(|(drift, body)| {
                     (
                         *drift,
                         body,
                         drift.state.as_str(),
                         drift.severity.as_str(),
-                        *group,
+                        crate::model::group::api_group(&drift.api_version),
                     )
                 })
                 .collect();
@@ -523,6 +497,22 @@ impl Store for PostgresStore {
         })?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
+}
+
+/// Each of `items` with its stored JSON, or the first that cannot be encoded (as `Corrupt`).
+fn encode_all<'a, T>(
+    items: &'a [T],
+    table: &'static str,
+    encode: impl Fn(&T) -> Result<String, serde_json::Error>,
+) -> Result<Vec<(&'a T, String)>, Error> {
+    items
+        .iter()
+        .map(|item| {
+            encode(item)
+                .map(|body| (item, body))
+                .map_err(|source| Error::Corrupt { table, source })
+        })
+        .collect()
 }
 
 /// Runs `queries` pipelined: tokio-postgres writes the query of every future polled together
