@@ -225,8 +225,9 @@ pub struct Metrics {
     /// Times this replica took its shard's writer lease after another holder had it (a failover,
     /// or a handover at a rolling update).
     pub writer_lease_takeovers: Family<ShardLabel, Counter>,
-    /// Times this replica lost the writer lease, by reason (`taken_over`: another replica holds
-    /// it now; `unrenewed`: no renewal reached the database within the lease).
+    /// Times this replica lost (or gave up) the writer lease, by reason (`taken_over`: another
+    /// replica holds it now; `unrenewed`: no renewal reached the database within the lease;
+    /// `commit_unknown`: a commit's outcome could not be told, the state is loaded again).
     pub writer_lease_losses: Family<ShardReasonLabel, Counter>,
     /// Outbox rows a relay took over from a claim that had lapsed (its process died or stalled
     /// mid-send): sent again under the same idempotency key.
@@ -248,7 +249,7 @@ pub struct ShardLabel {
 pub struct ShardReasonLabel {
     /// The shard's name.
     pub shard: String,
-    /// taken_over or unrenewed.
+    /// taken_over, unrenewed or commit_unknown.
     pub reason: String,
 }
 
@@ -568,7 +569,7 @@ impl Metrics {
         let writer_lease_losses = Family::<ShardReasonLabel, Counter>::default();
         registry.register(
             "writer_lease_losses",
-            "Times this replica lost the writer lease, by reason (taken_over, unrenewed)",
+            "Times this replica lost the writer lease, by reason (taken_over, unrenewed, commit_unknown)",
             writer_lease_losses.clone(),
         );
         let outbox_claim_expiries = Family::<ChannelLabel, Counter>::default();

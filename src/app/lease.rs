@@ -41,6 +41,8 @@ pub(super) struct Role {
     elected: Elected,
     /// Cancelled by the keeper when the lease is lost.
     lost: CancellationToken,
+    /// Set when the role was given up with the lease still held: released on stop all the same.
+    release: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A lease held, and the keeper renewing it.
@@ -61,7 +63,7 @@ impl Role {
         let _ = elected.keeper.await;
         let shard = elected.lease.shard.clone();
         held(&elected.shared, &shard, false);
-        if self.lost.is_cancelled() {
+        if self.lost.is_cancelled() && !self.release.load(Ordering::SeqCst) {
             return;
         }
         let (leases, lease) = (elected.leases, elected.lease);
@@ -109,7 +111,7 @@ pub(super) async fn replica(
             shard: shard.clone(),
         })
         .inc_by(0);
-    for reason in ["taken_over", "unrenewed"] {
+    for reason in ["taken_over", "unrenewed", "commit_unknown"] {
         shared
             .metrics
             .writer_lease_losses
@@ -299,6 +301,7 @@ async fn stand_by(
     }
     let keeper_stop = CancellationToken::new();
     let lost = CancellationToken::new();
+    let release = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The keeper runs while the state loads: a long load must not cost the lease. Once the
     // writer runs, its health tells the keeper when a commit was fenced.
     let health: WriterHealth = Arc::new(std::sync::OnceLock::new());
@@ -307,8 +310,11 @@ async fn stand_by(
         lease.clone(),
         Arc::clone(&leases),
         Arc::clone(&health),
-        keeper_stop.clone(),
-        lost.clone(),
+        KeeperSignals {
+            stop: keeper_stop.clone(),
+            lost: lost.clone(),
+            release: Arc::clone(&release),
+        },
         acquired_from,
     ));
     let writer = match WriterRole::start(&shared, opened).await {
@@ -323,9 +329,11 @@ async fn stand_by(
             // The store failing while the state loads (the database restarting) is waited out
             // as a standby; anything else (a baseline manifest, a channel's client) is the
             // config's, and stops the service.
-            let from_store = error
-                .chain()
-                .any(|cause| cause.downcast_ref::<crate::store::Error>().is_some());
+            let from_store = error.chain().any(|cause| {
+                cause
+                    .downcast_ref::<crate::store::Error>()
+                    .is_some_and(|error| matches!(error.kind(), "postgres" | "unavailable"))
+            });
             let reason = format!(
                 "took the writer lease of shard {shard} but could not start as the writer: {error:#}"
             );
@@ -357,7 +365,16 @@ async fn stand_by(
             shared,
         },
         lost,
+        release,
     })))
+}
+
+/// Between the keeper and its role: `stop` ends the keeper, `lost` is cancelled by it when the
+/// role must end, and `release` says the lease is still this replica's to give up.
+struct KeeperSignals {
+    stop: CancellationToken,
+    lost: CancellationToken,
+    release: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What a turn of standing by ended in.
@@ -382,10 +399,14 @@ async fn keep(
     lease: WriterLease,
     leases: SharedLeases,
     health: WriterHealth,
-    stop: CancellationToken,
-    lost_token: CancellationToken,
+    signals: KeeperSignals,
     acquired_from: Instant,
 ) {
+    let KeeperSignals {
+        stop,
+        lost: lost_token,
+        release,
+    } = signals;
     let settings = shared.config.store.lease.clone();
     // Give up a renewal interval before the lease can expire for the others.
     let deadline = settings.ttl.saturating_sub(settings.renew_interval);
@@ -433,6 +454,21 @@ async fn keep(
         }
         if health
             .get()
+            .is_some_and(|health| health.gave_up.load(Ordering::SeqCst))
+        {
+            // The lease is still this replica's: given up so the state is loaded again, and
+            // released after the writer stopped so the next writer need not wait out the ttl.
+            release.store(true, Ordering::SeqCst);
+            return lost(
+                &shared,
+                &lease,
+                &lost_token,
+                "commit_unknown",
+                "a commit's outcome could not be told: the state is loaded again".to_string(),
+            );
+        }
+        if health
+            .get()
             .is_some_and(|health| health.lease_lost.load(Ordering::SeqCst))
         {
             return lost(
@@ -442,17 +478,6 @@ async fn keep(
                 "taken_over",
                 "a commit was fenced: another replica took the writer lease".to_string(),
             );
-        }
-        // One renewal at a time: a renewal stuck on a dead connection is not repeated behind it.
-        if in_flight.is_none() && Instant::now() >= next_renewal {
-            let started = Instant::now();
-            next_renewal = started + settings.renew_interval;
-            let now = (shared.clock)();
-            let (leases, held_lease) = (Arc::clone(&leases), lease.clone());
-            in_flight = Some((
-                started,
-                tokio::task::spawn_blocking(move || lock(&leases).renew(&held_lease, now)),
-            ));
         }
         if renewed_from.elapsed() >= deadline {
             return lost(
@@ -466,6 +491,18 @@ async fn keep(
                     settings.ttl.as_secs_f64()
                 ),
             );
+        }
+        // After the deadline check: a replica that gave the role up must not extend the lease
+        // it gave up. One renewal at a time: a renewal stuck on a dead connection is not repeated behind it.
+        if in_flight.is_none() && Instant::now() >= next_renewal {
+            let started = Instant::now();
+            next_renewal = started + settings.renew_interval;
+            let now = (shared.clock)();
+            let (leases, held_lease) = (Arc::clone(&leases), lease.clone());
+            in_flight = Some((
+                started,
+                tokio::task::spawn_blocking(move || lock(&leases).renew(&held_lease, now)),
+            ));
         }
     }
 }

@@ -116,6 +116,9 @@ pub struct Health {
     pub last_store_ok: AtomicU64,
     /// A commit or heartbeat was fenced: another replica took the writer lease.
     pub lease_lost: AtomicBool,
+    /// The writer gave its role up: a commit's outcome could not be told, so it commits nothing
+    /// more and the replica must load the state again.
+    pub gave_up: AtomicBool,
 }
 
 pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
@@ -212,16 +215,16 @@ impl Pipeline {
         // A fleet drift is filed under `fleet:<group>`, not a member cluster: it belongs to the
         // shard whose config has the group (a group's clusters live in one shard).
         snapshot.drifts.retain(|drift| {
-            shard.owns(&drift.cluster)
-                || drift
-                    .cluster
-                    .strip_prefix(crate::classify::fleet::CLUSTER_PREFIX)
-                    .is_some_and(|group| {
-                        rules
-                            .fleet_groups()
-                            .iter()
-                            .any(|configured| configured.name == group)
-                    })
+            match drift
+                .cluster
+                .strip_prefix(crate::classify::fleet::CLUSTER_PREFIX)
+            {
+                Some(group) => rules
+                    .fleet_groups()
+                    .iter()
+                    .any(|configured| configured.name == group),
+                None => shard.owns(&drift.cluster),
+            }
         });
         let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);

@@ -79,6 +79,9 @@ pub(super) struct Writer {
     /// Open drifts a silence created through another shard covers: their pending reminders are
     /// withdrawn in the next round.
     pub(super) reminders_to_cancel: Vec<String>,
+    /// Set when a commit's outcome could not be told: nothing is committed any more (the
+    /// engine may differ from the store), until the replica loads the state again.
+    pub(super) gave_up: bool,
     pub(super) dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
     /// Cluster-name mix-ups already logged.
     pub(super) misnamed: Misnamed,
@@ -118,6 +121,7 @@ impl Writer {
             last_prune: 0,
             last_silence_sync: 0,
             reminders_to_cancel: Vec::new(),
+            gave_up: false,
             dropper: spawn_dropper(),
             misnamed: Misnamed::default(),
             implausible_seen: 0,
@@ -198,6 +202,9 @@ impl Writer {
     /// their `since` (and grace) instead of finding them again from scratch. A failure here loses
     /// nothing that was acknowledged: the next start re-assesses every object.
     fn record_pending_before_stop(&mut self) {
+        if self.gave_up {
+            return;
+        }
         self.engine.begin();
         self.engine.record_pending();
         let changes = self.engine.changes();
@@ -461,6 +468,11 @@ impl Writer {
         if let Some(error) = round.store_failure.take() {
             return Err(error);
         }
+        if self.gave_up {
+            return Err(crate::store::Error::Unavailable(
+                "the writer gave its role up after a commit of unknown outcome".to_string(),
+            ));
+        }
         let batch = &round.batch;
         let writes = !(batch.events.is_empty()
             && batch.changes.is_empty()
@@ -480,7 +492,7 @@ impl Writer {
     /// Ends the round: on success the engine keeps its changes, the silences in force follow
     /// the committed writes and every waiting request gets its answer; on failure the engine
     /// rolls back to the committed state and every request gets [`Error::Store`].
-    fn answer(&mut self, round: Round, committed: Result<bool, crate::store::Error>) {
+    fn answer(&mut self, mut round: Round, committed: Result<bool, crate::store::Error>) {
         let now = round.now;
         match committed {
             Ok(wrote) => {
@@ -538,6 +550,9 @@ impl Writer {
                     .get_or_create(&crate::metrics::KindLabel::new(error.kind()))
                     .inc();
                 tracing::error!(message = "Store commit failed; the round is refused and will be retried by the sender.", %error);
+                // Withdrawals read back from other shards' silences are asked again next round.
+                self.reminders_to_cancel
+                    .append(&mut round.batch.cancel_reminders);
                 let refused = Error::Store(error.kind());
                 for (_, reply) in round.submissions {
                     if let Some(reply) = reply {
@@ -647,7 +662,7 @@ impl Writer {
 
     /// Every [`PRUNE_INTERVAL_MS`]: forgets old event keys and the audit trail past retention.
     fn prune(&mut self, now: Millis) {
-        if now - self.last_prune < PRUNE_INTERVAL_MS {
+        if self.gave_up || now - self.last_prune < PRUNE_INTERVAL_MS {
             return;
         }
         self.last_prune = now;
@@ -767,7 +782,7 @@ impl Writer {
         let found = if keys.is_empty() {
             None
         } else {
-            self.store.duplicates(&keys).ok().map(|seen| seen.len())
+            self.store.committed_keys(&keys).ok().map(|seen| seen.len())
         };
         match found {
             Some(count) if count == keys.len() => {
@@ -780,7 +795,10 @@ impl Writer {
             Some(0) => Err(crate::store::Error::CommitUnknown(detail)),
             _ => {
                 tracing::error!(message = "A commit's outcome is unknown; giving the writer role up to reload the state.", %detail);
-                self.health.lease_lost.store(true, Ordering::SeqCst);
+                // From here nothing is committed (every later round fails), so nothing is
+                // written from a state that may differ from the store's.
+                self.gave_up = true;
+                self.health.gave_up.store(true, Ordering::SeqCst);
                 Err(crate::store::Error::CommitUnknown(detail))
             }
         }
@@ -793,6 +811,10 @@ impl Writer {
         if !self.settings.shard.set || now - self.last_silence_sync < SILENCE_SYNC_MS {
             return;
         }
+        // The first read-back after loading treats every silence as new: one created through
+        // another shard while this shard had no writer withdraws its reminders too (withdrawing
+        // twice is harmless).
+        let first = self.last_silence_sync == 0;
         self.last_silence_sync = now;
         match self.store.silences() {
             Ok(stored) => {
@@ -800,7 +822,7 @@ impl Writer {
                 // drifts it covers, as the creating shard did for its own.
                 for new in stored
                     .iter()
-                    .filter(|stored| !self.silences.contains(&stored.id))
+                    .filter(|stored| first || !self.silences.contains(&stored.id))
                 {
                     self.reminders_to_cancel.extend(
                         self.engine
@@ -819,6 +841,9 @@ impl Writer {
     }
 
     fn heartbeat(&mut self, now: Millis) {
+        if self.gave_up {
+            return;
+        }
         match self.store.heartbeat(now) {
             Ok(()) => self.mark_store(true, now),
             Err(error) => {

@@ -255,6 +255,15 @@ pub trait Store: Send {
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error>;
     /// Forgets drifts resolved, and deliveries finished, before `cutoff` (audit retention).
     fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error>;
+    /// Which of `keys` are committed, asked after a commit whose answer was lost: a store that
+    /// can still be committing it (PostgreSQL) waits for that transaction to end first. By
+    /// default [`Store::duplicates`].
+    fn committed_keys(
+        &mut self,
+        keys: &[EventKey],
+    ) -> Result<std::collections::HashSet<EventKey>, Error> {
+        self.duplicates(keys)
+    }
     /// The silences created through the API, as stored (a sharded writer reads back what the
     /// other shards' APIs wrote). By default from [`Store::load`].
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {

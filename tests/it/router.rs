@@ -379,6 +379,44 @@ async fn a_commit_whose_answer_was_lost_is_settled_by_asking_the_store() {
     );
 }
 
+/// A round whose commit answer was lost and that has no event key to ask by (a silence): the
+/// writer cannot tell whether it landed, so it gives its role up (the replica reloads) and
+/// commits nothing more, whatever comes after.
+#[tokio::test]
+async fn a_round_whose_outcome_cannot_be_told_gives_the_writer_role_up() {
+    let app = app();
+    app.store.set_lost_commit_answers(Some(true));
+    let pipeline = app.pipeline.clone();
+    let silenced = tokio::task::spawn_blocking(move || {
+        pipeline.silence(drift_sentinel::pipeline::SilenceRequest::Add(
+            drift_sentinel::model::Silence {
+                matchers: [("name".to_string(), "web".to_string())].into(),
+                expires_at: None,
+                comment: Some("lost answer".to_string()),
+            },
+        ))
+    })
+    .await
+    .unwrap()
+    .expect("queued")
+    .await
+    .expect("answered");
+    assert!(silenced.is_err(), "{silenced:?}");
+    let health = app.pipeline.health();
+    assert!(health.gave_up.load(std::sync::atomic::Ordering::SeqCst));
+    app.store.set_lost_commit_answers(None);
+    let commits = app.store.commit_count();
+    let event = structured_event("after-giving-up", "add", &revision());
+    let (status, _, _) = send(&app, structured_request(&event)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        app.store.commit_count(),
+        commits,
+        "nothing committed after giving up"
+    );
+    assert!(app.store.objects().is_empty());
+}
+
 #[tokio::test]
 async fn full_queue_is_503_with_retry_after() {
     let app = app_with(1, 4 * 1024 * 1024, drift_sentinel::time::system_clock());

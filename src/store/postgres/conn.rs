@@ -85,17 +85,21 @@ impl Target {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
-        if config.get_options().is_none() {
+        {
             // No NOTICE per existing table from the schema's `CREATE ... IF NOT EXISTS` at every
             // start. And a session that stops talking inside a transaction (its process paused,
             // its node lost, cut off by the network) must not keep the writer lease's row locked
             // for longer than a lease: the server ends it after 5 s idle in a transaction, and
             // no lock is waited for longer than 10 s. (`store migrate`, whose one transaction
             // waits while it reads SQLite, turns the first off for itself.)
-            config.options(
-                "-c client_min_messages=warning -c idle_in_transaction_session_timeout=5s \
-                 -c lock_timeout=10s",
-            );
+            // First, so settings of the URL's own `options` come later and win.
+            let defaults = "-c client_min_messages=warning \
+                            -c idle_in_transaction_session_timeout=5s -c lock_timeout=10s";
+            let options = match config.get_options() {
+                Some(own) => format!("{defaults} {own}"),
+                None => defaults.to_string(),
+            };
+            config.options(&options);
         }
         // A peer that vanished is noticed in seconds, not after the kernel's two hours of
         // keepalive silence or a quarter hour of retransmissions.

@@ -230,6 +230,24 @@ impl Store for PostgresStore {
         Ok(snapshot)
     }
 
+    fn committed_keys(
+        &mut self,
+        keys: &[EventKey],
+    ) -> Result<std::collections::HashSet<EventKey>, Error> {
+        let client = self.conn.client()?;
+        let held = self.lease.as_ref();
+        // The lost commit's transaction holds the lease row until it ends (or the server ends
+        // it, idle in a transaction): locking the row first waits for it, so the keys read after
+        // are its outcome, not a moment before it.
+        wait(async {
+            let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
+            transaction.commit().await?;
+            Ok::<_, Error>(())
+        })?;
+        self.duplicates(keys)
+    }
+
     fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
         let client = self.conn.client()?;
         Ok(wait(client.query_opt(

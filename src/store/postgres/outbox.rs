@@ -162,6 +162,15 @@ impl Outbox for PostgresOutbox {
     }
 
     fn settle(&mut self, settlement: &Settlement, follow_ups: &[FollowUp]) -> Result<(), Error> {
+        // A receiver's words (an error body, a message id) may hold a NUL, which PostgreSQL text
+        // cannot: replaced, or the settlement would fail at every attempt and the row be sent
+        // forever (SQLite stores it as it is).
+        let clean = |text: &str| text.replace('\0', "\u{FFFD}");
+        let settlement = &Settlement {
+            detail: clean(&settlement.detail),
+            message_id: settlement.message_id.as_deref().map(clean),
+            ..settlement.clone()
+        };
         let client = self.conn.client()?;
         wait(async {
             let transaction = client.transaction().await?;
