@@ -953,6 +953,8 @@ def test_ha_config_serves_one_writer_and_a_standby_that_takes_over(ha, postgres,
         first.wait(lambda: first.get("/readyz")[0] == 200, "ready")
         second = Replica(tmp_path, text, "drift-sentinel-bbbbb")
         second.wait(lambda: second.lease_held() == ("default", 0), "standing by")
+        # Once its first attempt at the lease is answered, the standby names the writer.
+        second.wait(lambda: "drift-sentinel-aaaaa" in second.get("/readyz")[1], "naming the writer")
         assert first.lease_held() == ("default", 1)
         # The standby: alive, not ready (naming the writer's pod), metrics served, the rest 503.
         assert second.get("/healthz")[0] == 200
