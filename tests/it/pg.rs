@@ -254,29 +254,30 @@ impl PgServer {
         )
     }
 
-    /// Runs SQL through `psql` (tests that tamper with a store).
-    pub fn psql(&self, url_database: &str, sql: &str) -> String {
-        let output = self
-            .command("psql")
+    /// `psql` connected to database `url_database` of this server, quiet, stopping at the
+    /// first error.
+    fn psql_to(&self, url_database: &str) -> Command {
+        let mut command = self.command("psql");
+        command
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(self.socket())
             .args([
-                "-X",
-                "-q",
-                "-A",
-                "-t",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-h",
-                &self.socket().to_string_lossy(),
                 "-p",
                 &self.port.to_string(),
                 "-U",
                 "postgres",
                 "-d",
                 url_database,
-                "-c",
-                sql,
             ])
-            .current_dir(self.dir.path())
+            .current_dir(self.dir.path());
+        command
+    }
+
+    /// Runs SQL through `psql` (tests that tamper with a store).
+    pub fn psql(&self, url_database: &str, sql: &str) -> String {
+        let output = self
+            .psql_to(url_database)
+            .args(["-A", "-t", "-c", sql])
             .output()
             .expect("psql runs");
         assert!(
@@ -290,22 +291,7 @@ impl PgServer {
     /// A `psql` session left open, reading SQL from its stdin (tests that hold a transaction
     /// open while the store works); closing stdin ends it.
     pub fn session(&self, url_database: &str) -> std::process::Child {
-        self.command("psql")
-            .args([
-                "-X",
-                "-q",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-h",
-                &self.socket().to_string_lossy(),
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "postgres",
-                "-d",
-                url_database,
-            ])
-            .current_dir(self.dir.path())
+        self.psql_to(url_database)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()

@@ -15,6 +15,17 @@ fn replica(url: &str) -> PostgresStore {
     PostgresStore::open(&Target::new(url, None, None).unwrap()).unwrap()
 }
 
+/// A throwaway server and database, and replica `a` holding the shard's lease since 0.
+fn holding() -> (PgServer, String, PostgresStore) {
+    let server = PgServer::start();
+    let url = server.database();
+    let mut a = replica(&url);
+    a.acquire(SHARD, "a", 0, TTL)
+        .unwrap()
+        .expect("a free lease");
+    (server, url, a)
+}
+
 fn event(id: &str, at: i64) -> Batch {
     Batch {
         events: vec![(
@@ -97,12 +108,7 @@ fn a_stale_writer_cannot_commit_after_a_takeover() {
 fn a_stale_writer_cannot_commit_even_on_a_fresh_connection() {
     // What an advisory lock could not do: A's session is gone (a server restart closes every
     // connection), B took over, A reconnects; the epoch still fences A's commit.
-    let server = PgServer::start();
-    let url = server.database();
-    let mut a = replica(&url);
-    a.acquire(SHARD, "a", 0, TTL)
-        .unwrap()
-        .expect("a free lease");
+    let (server, url, mut a) = holding();
     server.restart();
     let mut b = replica(&url);
     b.acquire(SHARD, "b", TTL, TTL)
@@ -117,13 +123,8 @@ fn a_stale_writer_cannot_commit_even_on_a_fresh_connection() {
 
 #[test]
 fn the_holder_renews_and_a_stale_epoch_cannot() {
-    let server = PgServer::start();
-    let url = server.database();
-    let mut a = replica(&url);
+    let (server, url, mut a) = holding();
     let mut b = replica(&url);
-    a.acquire(SHARD, "a", 0, TTL)
-        .unwrap()
-        .expect("a free lease");
     // Acquiring is not renewing, even for the holder.
     assert_eq!(a.acquire(SHARD, "a", 5_000, TTL).unwrap(), None);
 
@@ -263,13 +264,8 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
 
 #[test]
 fn a_released_lease_is_taken_at_once_and_fences_its_old_holder() {
-    let server = PgServer::start();
-    let url = server.database();
-    let mut a = replica(&url);
+    let (server, url, mut a) = holding();
     let mut b = replica(&url);
-    a.acquire(SHARD, "a", 0, TTL)
-        .unwrap()
-        .expect("a free lease");
     assert_eq!(b.acquire(SHARD, "b", 1, TTL).unwrap(), None);
     a.release().unwrap();
     // Long before the ttl would have run out.

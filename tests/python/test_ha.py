@@ -98,6 +98,24 @@ def config(url: str, lease: str = "", extra: str = "", hook_port: int = 0) -> st
     return f"store:\n  url: \"{url}\"\n{lease}server:\n  drainTimeout: 5s\n{channels}{extra}"
 
 
+def writer_and_standby(workdir, url, lease=FAST_LEASE, **options):
+    """Replica a, the writer (ready), and replica b, its standby, on database `url`."""
+    text = config(url, lease=lease, **options)
+    return (Replica(workdir, "replica-a", text).start(),
+            Replica(workdir, "replica-b", text).start(ready=False))
+
+
+def drift_then_pause(writer, until=None):
+    """One firing drift committed by `writer`, then (once `until()` holds, if given) the writer
+    paused (SIGSTOP)."""
+    base = config_map("config-before")
+    assert writer.send("before-1", "add", base)[0] == 202
+    assert writer.send("before-2", "update", edit(base, "max-scale", "7"))[0] == 202
+    if until is not None:
+        assert wait_for(until, timeout=10)
+    writer.process.send_signal(signal.SIGSTOP)
+
+
 def stop_all(*replicas):
     for replica in replicas:
         if replica.process is not None and replica.process.poll() is None:
@@ -216,14 +234,9 @@ def test_a_paused_writer_is_fenced_commits_nothing_and_turns_unready(pg, workdir
     takes over; when it wakes, an event it was sent meanwhile is not committed, it turns unready
     and stands by, and takes over again when the new writer dies."""
     url = pg.database()
-    text = config(url, lease=FAST_LEASE)
-    a = Replica(workdir, "replica-a", text).start()
-    b = Replica(workdir, "replica-b", text).start(ready=False)
+    a, b = writer_and_standby(workdir, url)
     try:
-        base = config_map("config-before")
-        assert a.send("before-1", "add", base)[0] == 202
-        assert a.send("before-2", "update", edit(base, "max-scale", "7"))[0] == 202
-        a.process.send_signal(signal.SIGSTOP)
+        drift_then_pause(a)
         # An event reaches the paused writer (its socket accepts; nothing answers).
         late = config_map("config-late")
         answer = {}

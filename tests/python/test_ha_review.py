@@ -21,7 +21,7 @@ from conftest import free_port
 from pgserver import PgServer
 from test_delivery_process import WHSEC, config_map, edit
 from test_fleet import autoscaler, with_key
-from test_ha import Replica, config, stop_all, wait_for
+from test_ha import Replica, config, drift_then_pause, stop_all, wait_for, writer_and_standby
 
 
 @pytest.fixture(scope="module")
@@ -139,10 +139,7 @@ def test_a_writer_paused_inside_a_commit_does_not_block_the_takeover(pg, workdir
     lock_timeout, so the standby waits on the row lock for as long as the old writer is gone,
     instead of taking over after the ttl."""
     url = pg.database()
-    lease = "  lease: {ttl: 3s, renewInterval: 1s, retryInterval: 200ms}\n"
-    text = config(url, lease=lease)
-    a = Replica(workdir, "replica-a", text).start()
-    b = Replica(workdir, "replica-b", text).start(ready=False)
+    a, b = writer_and_standby(workdir, url)
     try:
         pg.psql(url, SLOW_INSERT)
         sender = threading.Thread(
@@ -176,16 +173,9 @@ def test_a_fenced_writer_standing_by_does_not_keep_exporting_the_writers_gauges(
     (standbys are scraped), so one firing drift counts twice, and keeps the alert firing after
     the new writer resolved it."""
     url = pg.database()
-    lease = "  lease: {ttl: 3s, renewInterval: 1s, retryInterval: 200ms}\n"
-    text = config(url, lease=lease)
-    a = Replica(workdir, "replica-a", text).start()
-    b = Replica(workdir, "replica-b", text).start(ready=False)
+    a, b = writer_and_standby(workdir, url)
     try:
-        base = config_map("config-before")
-        assert a.send("before-1", "add", base)[0] == 202
-        assert a.send("before-2", "update", edit(base, "max-scale", "7"))[0] == 202
-        assert wait_for(lambda: firing_gauge(a) == 1, timeout=10)
-        a.process.send_signal(signal.SIGSTOP)
+        drift_then_pause(a, until=lambda: firing_gauge(a) == 1)
         assert wait_for(b.ready, timeout=20), b.logs()
         a.process.send_signal(signal.SIGCONT)
         assert wait_for(lambda: json.loads(a.status("/readyz")[1] or b"{}").get("code") == "standby",
