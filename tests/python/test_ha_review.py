@@ -178,7 +178,7 @@ def test_a_fenced_writer_standing_by_does_not_keep_exporting_the_writers_gauges(
         drift_then_pause(a, until=lambda: firing_gauge(a) == 1)
         assert wait_for(b.ready, timeout=20), b.logs()
         a.process.send_signal(signal.SIGCONT)
-        assert wait_for(lambda: json.loads(a.status("/readyz")[1] or b"{}").get("code") == "standby",
+        assert wait_for(lambda: a.readiness().get("code") == "standby",
                         timeout=20)
         assert wait_for(lambda: firing_gauge(b) == 1, timeout=10)
         # One drift fires in the shard; the standby must not report it as well (once its writer
