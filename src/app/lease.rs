@@ -161,7 +161,7 @@ pub(super) async fn replica(
         // At once, and again when the role has stopped (its last round may still set them).
         shared.metrics.clear_writer_gauges();
         role.stop().await;
-        shared.lease_lost.store(false, Ordering::SeqCst);
+        shared.lease.set_lost(false);
         tracing::info!(message = "The writer role stopped; standing by for the lease again.", shard = %shard);
     }
 }
@@ -176,7 +176,7 @@ async fn reopen(
     held(shared, &shared.config.shard.name, false);
     loop {
         let config = Arc::clone(&shared.config);
-        let opened = tokio::task::spawn_blocking(move || crate::store::open(&config.store)).await;
+        let opened = tokio::task::spawn_blocking(move || super::open_store(&config)).await;
         match opened {
             Ok(Ok(mut opened)) => {
                 if let Some(leases) = opened.leases.take() {
@@ -305,6 +305,11 @@ async fn stand_by(
     // The keeper runs while the state loads: a long load must not cost the lease. Once the
     // writer runs, its health tells the keeper when a commit was fenced.
     let health: WriterHealth = Arc::new(std::sync::OnceLock::new());
+    // The acquisition counts as the first renewal (see `keep`); set before the writer's routes
+    // can answer.
+    shared
+        .lease
+        .hold_until(acquired_from + renewal_deadline(&lease_settings));
     let keeper = tokio::spawn(keep(
         shared.clone(),
         lease.clone(),
@@ -408,8 +413,7 @@ async fn keep(
         release,
     } = signals;
     let settings = shared.config.store.lease.clone();
-    // Give up a renewal interval before the lease can expire for the others.
-    let deadline = settings.ttl.saturating_sub(settings.renew_interval);
+    let deadline = renewal_deadline(&settings);
     // The acquisition counts as the first renewal, from before its expiry was computed.
     let mut renewed_from = acquired_from;
     let mut next_renewal = Instant::now();
@@ -431,6 +435,7 @@ async fn keep(
                 match task.await {
                     Ok(Ok(_)) => {
                         renewed_from = started;
+                        shared.lease.hold_until(started + deadline);
                         warned = false;
                     }
                     Ok(Err(Error::LeaseLost { .. })) => {
@@ -507,6 +512,12 @@ async fn keep(
     }
 }
 
+/// How long after its last renewal (or its acquisition) a writer may act on its lease: a renewal
+/// interval less than the ttl, so it gives up before the lease can expire for the others.
+fn renewal_deadline(settings: &crate::config::server::LeaseConfig) -> Duration {
+    settings.ttl.saturating_sub(settings.renew_interval)
+}
+
 fn lost(
     shared: &Shared,
     lease: &WriterLease,
@@ -515,7 +526,7 @@ fn lost(
     detail: String,
 ) {
     // Unready and refusing events first; the replica then stops the writer role.
-    shared.lease_lost.store(true, Ordering::SeqCst);
+    shared.lease.set_lost(true);
     shared
         .metrics
         .writer_lease_losses

@@ -57,8 +57,9 @@ struct Shared {
     role_stop: CancellationToken,
     /// Set when the service stops: readiness false, new events `503`.
     draining: Arc<AtomicBool>,
-    /// Set while a writer role that lost its lease stops.
-    lease_lost: Arc<AtomicBool>,
+    /// Whether the writer role still holds its lease (lost while a writer role that lost it
+    /// stops; its time runs out between renewals).
+    lease: Arc<ingest::LeaseGate>,
     /// The writer's routes while this replica is the writer.
     active: Arc<std::sync::RwLock<Option<ingest::Routes>>>,
     /// This process, as the owner of outbox claims and the writer lease.
@@ -94,7 +95,7 @@ pub async fn start(
     // A shared store that cannot be reached now (the database restarting, a network blip) is
     // waited for as a standby, alive and not ready, like a writer that lost it; a SQLite file
     // that cannot be opened, or a store written by a newer binary, stops the start.
-    let (opened, leases) = match crate::store::open(&config.store) {
+    let (opened, leases) = match open_store(&config) {
         Ok(mut opened) => {
             let leases = opened.leases.take();
             (Some(opened), leases)
@@ -131,7 +132,7 @@ pub async fn start(
         shutdown: CancellationToken::new(),
         role_stop: CancellationToken::new(),
         draining: Arc::new(AtomicBool::new(false)),
-        lease_lost: Arc::new(AtomicBool::new(false)),
+        lease: Arc::new(ingest::LeaseGate::default()),
         active: Arc::new(std::sync::RwLock::new(None)),
         identity: Arc::new(Identity::of_this_process()),
         failure: Arc::new(std::sync::Mutex::new(None)),
@@ -464,4 +465,14 @@ async fn wait_for_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// Opens the configured store; in a shard, its writer and relays are the shard's (each shard
+/// queues, sends and counts only its own notifications).
+fn open_store(config: &Config) -> Result<crate::store::Opened, crate::store::Error> {
+    let mut opened = crate::store::open(&config.store)?;
+    if config.shard.set {
+        opened.assign_shard(&config.shard.name)?;
+    }
+    Ok(opened)
 }

@@ -104,7 +104,7 @@ impl WriterRole {
                 min_bytes_per_second: config.server.body_min_bytes_per_second,
             },
             shard: Arc::new(config.shard.clone()),
-            lease_lost: Arc::clone(&shared.lease_lost),
+            lease: Arc::clone(&shared.lease),
         };
         let routes = ingest::router(state, api, config.server.request_timeout);
         let outbox: crate::deliver::relay::SharedOutbox = Arc::new(std::sync::Mutex::new(outbox));
@@ -114,10 +114,10 @@ impl WriterRole {
             clock.clone(),
         )
         .context("building HTTP clients for channels")?;
-        if !config.shard.set {
+        {
             // Notifications queued for a channel that was since removed or renamed have no relay:
-            // end them visibly instead of leaving them pending forever. Not in a shard: the
-            // outbox is every shard's, and another shard's channel is not this one's to end.
+            // end them visibly instead of leaving them pending forever. In a shard, only the
+            // shard's own (its outbox handle is the shard's: see `open_store`).
             let known: Vec<String> = channels
                 .iter()
                 .map(|channel| channel.name().to_string())
@@ -194,9 +194,7 @@ impl WriterRole {
             );
         }
         // From now on every request goes to the writer's routes.
-        shared
-            .lease_lost
-            .store(false, std::sync::atomic::Ordering::SeqCst);
+        shared.lease.set_lost(false);
         if let Ok(mut active) = shared.active.write() {
             *active = Some(routes);
         }

@@ -68,9 +68,59 @@ pub struct AppState {
     pub body_pace: admission::BodyPace,
     /// The clusters this replica's shard owns; events of others are refused with `421`.
     pub shard: Arc<ShardConfig>,
-    /// Set when this replica lost its writer lease: readiness false, events `503`, until the
-    /// standby's answers take over.
-    pub lease_lost: Arc<AtomicBool>,
+    /// Whether this replica still holds its writer lease: once not, readiness false and events
+    /// `503`, until the standby's answers take over.
+    pub lease: Arc<LeaseGate>,
+}
+
+/// Whether this replica may still act as the writer of a shared store: not once its lease was
+/// found lost, nor once the time its last renewal allows has run out. The second is read from
+/// the monotonic clock at each request, so a replica resumed after a pause (SIGSTOP, a frozen
+/// node) refuses events and turns unready on its first request, not at the lease keeper's next
+/// look (the keeper then stops the writer role). Without a lease (one pod's SQLite file) the
+/// time never runs out.
+#[derive(Debug)]
+pub struct LeaseGate {
+    lost: AtomicBool,
+    base: std::time::Instant,
+    /// Milliseconds after `base` until which the lease holds; `u64::MAX` without a lease.
+    valid_until_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Default for LeaseGate {
+    fn default() -> LeaseGate {
+        LeaseGate {
+            lost: AtomicBool::new(false),
+            base: std::time::Instant::now(),
+            valid_until_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl LeaseGate {
+    /// Marks the lease lost (`true`) or the replica's state as its own again (`false`).
+    pub fn set_lost(&self, lost: bool) {
+        self.lost.store(lost, Ordering::SeqCst);
+    }
+
+    /// The lease holds until `deadline` (monotonic): the last renewal's, or the acquisition's.
+    pub fn hold_until(&self, deadline: std::time::Instant) {
+        let millis = deadline.saturating_duration_since(self.base).as_millis();
+        self.valid_until_ms.store(
+            u64::try_from(millis).unwrap_or(u64::MAX - 1),
+            Ordering::SeqCst,
+        );
+    }
+
+    /// True once the lease was found lost or its time ran out.
+    pub fn is_lost(&self) -> bool {
+        if self.lost.load(Ordering::SeqCst) {
+            return true;
+        }
+        let until = self.valid_until_ms.load(Ordering::SeqCst);
+        until != u64::MAX
+            && u64::try_from(self.base.elapsed().as_millis()).unwrap_or(u64::MAX) >= until
+    }
 }
 
 /// An error answer: stable `code`, short `message`, and `Retry-After` on every `503`.
@@ -378,7 +428,7 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
     if state.draining.load(Ordering::SeqCst) {
         return Err(ApiError::unavailable(&pipeline::Error::Stopped));
     }
-    if state.lease_lost.load(Ordering::SeqCst) {
+    if state.lease.is_lost() {
         // Fenced: its commits would fail; the Broker retries on the replica that took over.
         return Err(ApiError::unavailable_for(Unavailable::LeaseLost));
     }
@@ -576,7 +626,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
         .store_writable
         .load(Ordering::SeqCst);
     let draining = state.draining.load(Ordering::SeqCst);
-    if state.lease_lost.load(Ordering::SeqCst) {
+    if state.lease.is_lost() {
         return ApiError::unavailable_for(Unavailable::LeaseLost).into_response();
     }
     if store_ok && !draining {
@@ -655,4 +705,29 @@ pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Router>>>) 
             .unwrap_or_else(|| standby_routes.clone());
         async move { router.oneshot(request).await }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LeaseGate;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_lease_gate_closes_when_lost_or_when_its_time_runs_out() {
+        let gate = LeaseGate::default();
+        assert!(!gate.is_lost(), "without a lease its time never runs out");
+        gate.hold_until(Instant::now() + Duration::from_secs(3600));
+        assert!(!gate.is_lost());
+        gate.set_lost(true);
+        assert!(gate.is_lost());
+        gate.set_lost(false);
+        assert!(!gate.is_lost());
+        gate.hold_until(Instant::now());
+        assert!(
+            gate.is_lost(),
+            "a deadline that passed closes it before the keeper looks"
+        );
+        gate.hold_until(Instant::now() + Duration::from_secs(3600));
+        assert!(!gate.is_lost(), "a renewal opens it again");
+    }
 }

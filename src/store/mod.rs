@@ -118,6 +118,17 @@ pub struct Opened {
     pub leases: Option<Box<dyn Leases>>,
 }
 
+impl Opened {
+    /// Makes the writer and the relays `shard`'s: the notifications they queue are the shard's,
+    /// and the relays send, count and expire only the shard's (and those queued before
+    /// notifications had shards), so each shard delivers its own drifts through its own
+    /// channels and rate limits.
+    pub fn assign_shard(&mut self, shard: &str) -> Result<(), Error> {
+        self.writer.assign_shard(shard)?;
+        self.outbox.assign_shard(shard)
+    }
+}
+
 /// Who holds a shard's writer lease, as the database says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseHolder {
@@ -276,6 +287,13 @@ pub trait Store: Send {
         Err(Error::Unavailable(format!(
             "this store has no writer leases (shard {})",
             lease.shard
+        )))
+    }
+    /// Marks every notification this handle queues from now on as `shard`'s (a sharded
+    /// deployment: see [`Outbox::assign_shard`]). Stores of one pod have no shards and refuse.
+    fn assign_shard(&mut self, shard: &str) -> Result<(), Error> {
+        Err(Error::Unavailable(format!(
+            "this store has no shards (shard {shard})"
         )))
     }
 }

@@ -233,4 +233,14 @@ pub trait Outbox: Send {
     fn stats(&mut self) -> Result<OutboxStats, Error>;
     /// Rows in a state (newest first), for the API and tests.
     fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error>;
+    /// From now on, serves only `shard`'s notifications: [`Outbox::due`], [`Outbox::next_due`]
+    /// and [`Outbox::stats`] see the rows the shard queued and those queued before rows had
+    /// shards; [`Outbox::expire_unknown_channels`] ends only the shard's own; reminders queued
+    /// by a settlement are the shard's. [`Outbox::rows`] still lists every shard's (the API).
+    /// Stores of one pod have no shards and refuse.
+    fn assign_shard(&mut self, shard: &str) -> Result<(), Error> {
+        Err(Error::Unavailable(format!(
+            "this store has no shards (shard {shard})"
+        )))
+    }
 }

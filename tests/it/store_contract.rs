@@ -1296,3 +1296,129 @@ fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
         assert!(opened.writer.duplicates(&[]).unwrap().is_empty());
     }
 }
+
+/// The ids of `channel`'s rows due for `outbox` at 2,000.
+fn due_ids(outbox: &mut dyn Outbox, channel: &str) -> Vec<String> {
+    let mut ids: Vec<String> = outbox
+        .due(channel, 2_000, 50, "pod-z/1/z/hook")
+        .unwrap()
+        .into_iter()
+        .map(|row| row.queued.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Shards share one database but not their notifications: each shard's relays send, count and
+/// expire only what its writer queued (and rows queued before rows had shards, which any shard
+/// may send once), so a shard's channels and rate limits are its own.
+#[test]
+fn each_shard_serves_only_its_own_notifications() {
+    let backend = Backend::postgres();
+    let mut east = backend.open();
+    east.assign_shard("east").unwrap();
+    let mut west = backend.open();
+    west.assign_shard("west").unwrap();
+    // Queued by a deployment without shards (or a binary before them).
+    let mut unsharded = backend.open();
+    unsharded
+        .writer
+        .commit(&Batch {
+            outbox: vec![queued("legacy", "hook")],
+            ..Batch::default()
+        })
+        .unwrap();
+    east.writer
+        .commit(&Batch {
+            outbox: vec![queued("e1", "hook"), queued("e-pager", "pager")],
+            ..Batch::default()
+        })
+        .unwrap();
+    west.writer
+        .commit(&Batch {
+            outbox: vec![queued("w1", "hook")],
+            ..Batch::default()
+        })
+        .unwrap();
+
+    let ids = |list: &[&str]| list.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+    assert_eq!(due_ids(&mut *east.outbox, "hook"), ids(&["e1", "legacy"]));
+    assert_eq!(due_ids(&mut *west.outbox, "hook"), ids(&["legacy", "w1"]));
+    assert_eq!(due_ids(&mut *west.outbox, "pager"), Vec::<String>::new());
+    assert_eq!(
+        west.outbox.next_due("pager", "pod-z/1/z/hook").unwrap(),
+        None
+    );
+    assert_eq!(
+        east.outbox.next_due("pager", "pod-z/1/z/hook").unwrap(),
+        Some(1_000)
+    );
+    // Without a shard, a relay sends every row (a deployment that stopped sharding).
+    assert_eq!(
+        due_ids(&mut *unsharded.outbox, "hook"),
+        ids(&["e1", "legacy", "w1"])
+    );
+    assert_eq!(east.outbox.stats().unwrap().pending, 3);
+    assert_eq!(west.outbox.stats().unwrap().pending, 2);
+    assert_eq!(unsharded.outbox.stats().unwrap().pending, 4);
+
+    // A reminder queued when east settles its row is east's.
+    let owner = "pod-e/1/x/hook";
+    let lease = Lease {
+        owner: owner.into(),
+        until: 62_000,
+    };
+    assert_eq!(
+        east.outbox
+            .claim(&ids(&["e1"]), "m-e1", &lease, 2_000)
+            .unwrap(),
+        ids(&["e1"])
+    );
+    east.outbox
+        .settle(
+            &settled(&["e1"], OutboxState::Delivered, Some(owner), 2_000),
+            &[reminder_of("e1")],
+        )
+        .unwrap();
+    assert_eq!(
+        due_ids(&mut *east.outbox, "hook"),
+        ids(&["e1-reminder", "legacy"])
+    );
+    assert_eq!(due_ids(&mut *west.outbox, "hook"), ids(&["legacy", "w1"]));
+
+    // West has no `pager` channel: it must not end east's notifications for it, nor the rows
+    // without a shard; east ends its own when it no longer has the channel.
+    assert_eq!(
+        west.outbox
+            .expire_unknown_channels(&["other".into()], 3_000)
+            .unwrap(),
+        1,
+        "west expires only its own w1"
+    );
+    assert_eq!(
+        ids_in(&mut *east.outbox, OutboxState::Expired),
+        ids(&["w1"])
+    );
+    assert_eq!(
+        east.outbox
+            .expire_unknown_channels(&["hook".into()], 3_000)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        ids_in(&mut *east.outbox, OutboxState::Expired),
+        ids(&["e-pager", "w1"])
+    );
+    assert_eq!(
+        ids_in(&mut *east.outbox, OutboxState::Pending),
+        ids(&["e1-reminder", "legacy"])
+    );
+
+    // One pod's stores have no shards.
+    let sqlite = Backend::sqlite();
+    let error = match sqlite.open().assign_shard("east") {
+        Ok(()) => panic!("a SQLite store took a shard"),
+        Err(error) => error,
+    };
+    assert_eq!(error.kind(), "unavailable");
+}

@@ -264,7 +264,7 @@ pub fn app_with_routes(routes: axum::Router) -> TestApp {
         in_flight_limit: 64 * 1024 * 1024,
         body_pace: drift_sentinel::ingest::admission::BodyPace::default(),
         shard: Arc::new(Default::default()),
-        lease_lost: Arc::new(AtomicBool::new(false)),
+        lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
     };
     app.router = ingest::router(state, routes, std::time::Duration::from_secs(10));
     app
@@ -336,7 +336,7 @@ fn build(options: Options) -> TestApp {
         in_flight_limit: in_flight.unwrap_or(body_limit * drift_sentinel::config::IN_FLIGHT_BODIES),
         body_pace,
         shard: Arc::new(Default::default()),
-        lease_lost: Arc::new(AtomicBool::new(false)),
+        lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
     };
     TestApp {
         router: ingest::router(state, api, request_timeout),

@@ -337,6 +337,9 @@ def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
         assert {"config-quiet", "config-loud"} <= set(firing), firing
         queued = {d["driftId"] for d in west.api("/api/v1/deliveries?limit=100")["items"]}
         assert firing["config-loud"] in queued and firing["config-quiet"] not in queued, queued
+        # Each shard's notifications are its own: queued as its shard's, sent by its relays.
+        shards = pg.psql(url, "SELECT string_agg(DISTINCT coalesce(shard, '-'), ',' ORDER BY coalesce(shard, '-')) FROM outbox")
+        assert shards == "east,west", shards
         # A restarted shard writer loads only its own clusters' objects.
         west.stop()
         west.log.close()

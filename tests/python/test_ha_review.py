@@ -178,6 +178,9 @@ def test_a_fenced_writer_standing_by_does_not_keep_exporting_the_writers_gauges(
         drift_then_pause(a, until=lambda: firing_gauge(a) == 1)
         assert wait_for(b.ready, timeout=20), b.logs()
         a.process.send_signal(signal.SIGCONT)
+        # Its lease ran out while it was paused: unready from its first answer on, before its
+        # keeper looks (CI once caught it answering `ready` here).
+        assert a.status("/readyz")[0] == 503, a.status("/readyz")
         assert wait_for(lambda: a.readiness().get("code") == "standby",
                         timeout=20)
         assert wait_for(lambda: firing_gauge(b) == 1, timeout=10)

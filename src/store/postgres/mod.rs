@@ -86,6 +86,8 @@ pub struct PostgresStore {
     /// The writer lease taken with [`PostgresStore::acquire`]: when set, every writing
     /// transaction checks it first ([`lease::fence`]).
     lease: Option<WriterLease>,
+    /// The shard its queued notifications belong to (`None`: a deployment without shards).
+    shard: Option<String>,
 }
 
 fn to_json<T: serde::Serialize>(value: &T, table: &'static str) -> Result<String, Error> {
@@ -114,7 +116,11 @@ impl PostgresStore {
     pub fn open(target: &Target) -> Result<PostgresStore, Error> {
         let mut conn = Conn::open(target)?;
         schema::migrate(&mut conn)?;
-        Ok(PostgresStore { conn, lease: None })
+        Ok(PostgresStore {
+            conn,
+            lease: None,
+            shard: None,
+        })
     }
 
     /// Takes the writer lease of `shard` for `holder` when it is free or expired at `now`
@@ -181,6 +187,11 @@ impl Store for PostgresStore {
 
     fn fence(&mut self, lease: WriterLease) -> Result<(), Error> {
         self.lease = Some(lease);
+        Ok(())
+    }
+
+    fn assign_shard(&mut self, shard: &str) -> Result<(), Error> {
+        self.shard = Some(shard.to_string());
         Ok(())
     }
 
@@ -416,7 +427,7 @@ impl Store for PostgresStore {
                     }),
             )
             .await?;
-            outbox::insert_outbox(&transaction, &batch.outbox).await?;
+            outbox::insert_outbox(&transaction, &batch.outbox, self.shard.as_deref()).await?;
             pipelined(batch.cancel_reminders.iter().map(|drift_id| {
                 transaction.execute_raw(
                     &statements.cancel_reminders,

@@ -14,6 +14,8 @@ use crate::store::{
 /// The delivery side of the PostgreSQL store.
 pub struct PostgresOutbox {
     conn: Conn,
+    /// The shard whose notifications this handle serves (`None`: every row, one deployment).
+    shard: Option<String>,
 }
 
 impl PostgresOutbox {
@@ -21,8 +23,42 @@ impl PostgresOutbox {
     pub(super) fn open(target: &Target) -> Result<PostgresOutbox, Error> {
         Ok(PostgresOutbox {
             conn: Conn::open(target)?,
+            shard: None,
         })
     }
+}
+
+/// Adds `outbox.shard`, the shard that queued a row (NULL: queued by a deployment without
+/// shards, or before rows had shards; every relay may send those). Not a schema version, like
+/// the lease table: the versions are shared with SQLite, which has no shards, and the column is
+/// nullable and additive, so an older binary still reads and writes the table (its rows are
+/// NULL). Checked first so that a replica starting does not lock the table it need not change.
+pub(super) async fn add_shard_column(
+    client: &impl tokio_postgres::GenericClient,
+) -> Result<(), Error> {
+    let present = client
+        .query_opt(
+            "SELECT 1 FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = 'outbox' AND column_name = 'shard'",
+            &[],
+        )
+        .await?
+        .is_some();
+    if !present {
+        client
+            .batch_execute("ALTER TABLE outbox ADD COLUMN IF NOT EXISTS shard TEXT COLLATE \"C\"")
+            .await?;
+    }
+    Ok(())
+}
+
+/// The rows a relay of `$shard` may send: its shard's and those without one. A bound NULL
+/// (no shard assigned) sees every row.
+const SERVED_BY: &str = "($SHARD::text IS NULL OR shard = $SHARD::text OR shard IS NULL)";
+
+/// [`SERVED_BY`] with the shard as parameter `$n`.
+fn served_by(n: usize) -> String {
+    SERVED_BY.replace("$SHARD", &format!("${n}"))
 }
 
 pub(super) const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at, message_id, claimed_by";
@@ -52,18 +88,20 @@ pub(super) fn outbox_row(row: &Row) -> Result<OutboxRow, Error> {
     })
 }
 
-/// Queues rows; a row whose id is already queued is left as it is (SQLite's `INSERT OR IGNORE`).
+/// Queues rows as `shard`'s; a row whose id is already queued is left as it is (SQLite's
+/// `INSERT OR IGNORE`).
 pub(super) async fn insert_outbox(
     client: &impl tokio_postgres::GenericClient,
     rows: &[NewOutbox],
+    shard: Option<&str>,
 ) -> Result<(), Error> {
     if rows.is_empty() {
         return Ok(());
     }
     let insert = client
         .prepare(
-            "INSERT INTO outbox (id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, next_attempt_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $8) ON CONFLICT DO NOTHING",
+            "INSERT INTO outbox (id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, next_attempt_at, shard)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $8, $10) ON CONFLICT DO NOTHING",
         )
         .await?;
     super::pipelined(rows.iter().map(|row| {
@@ -79,6 +117,7 @@ pub(super) async fn insert_outbox(
                 &row.created_at,
                 &row.not_before,
                 &row.repeat_after_ms,
+                &shard,
             ],
         )
     }))
@@ -104,9 +143,11 @@ impl Outbox for PostgresOutbox {
                 "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE channel = $1 AND state = 'pending'
                  AND next_attempt_at <= $2
                  AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until <= $2)
-                 ORDER BY created_at, id LIMIT $4"
+                 AND {}
+                 ORDER BY created_at, id LIMIT $4",
+                served_by(5)
             ),
-            &[&channel, &now, &owner, &limit_of(limit)],
+            &[&channel, &now, &owner, &limit_of(limit), &self.shard],
         ))?;
         rows.iter().map(outbox_row).collect()
     }
@@ -115,11 +156,14 @@ impl Outbox for PostgresOutbox {
         // A row another relay holds is due for this one only once that claim lapses.
         let client = self.conn.client()?;
         let row = wait(client.query_one(
-            "SELECT MIN(CASE WHEN claimed_by IS NOT NULL AND claimed_by != $2
-                             AND claimed_until > next_attempt_at
-                        THEN claimed_until ELSE next_attempt_at END)
-             FROM outbox WHERE channel = $1 AND state = 'pending'",
-            &[&channel, &owner],
+            &format!(
+                "SELECT MIN(CASE WHEN claimed_by IS NOT NULL AND claimed_by != $2
+                                 AND claimed_until > next_attempt_at
+                            THEN claimed_until ELSE next_attempt_at END)
+                 FROM outbox WHERE channel = $1 AND state = 'pending' AND {}",
+                served_by(3)
+            ),
+            &[&channel, &owner, &self.shard],
         ))?;
         Ok(row.try_get(0)?)
     }
@@ -235,7 +279,7 @@ impl Outbox for PostgresOutbox {
                 .filter(|follow| settled.contains(follow.of.as_str()))
                 .map(|follow| follow.queued.clone())
                 .collect();
-            insert_outbox(&transaction, &follow_ups).await?;
+            insert_outbox(&transaction, &follow_ups, self.shard.as_deref()).await?;
             transaction.commit().await?;
             Ok(())
         })
@@ -281,9 +325,12 @@ impl Outbox for PostgresOutbox {
 
     fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error> {
         let client = self.conn.client()?;
+        // A shard ends only its own rows: another shard's channels are not this one's to know,
+        // and rows without a shard may be any shard's.
         let pending = wait(client.query(
-            "SELECT id, channel FROM outbox WHERE state = 'pending'",
-            &[],
+            "SELECT id, channel FROM outbox WHERE state = 'pending'
+             AND ($1::text IS NULL OR shard = $1::text)",
+            &[&self.shard],
         ))?;
         let mut orphaned = Vec::new();
         for row in &pending {
@@ -332,12 +379,15 @@ impl Outbox for PostgresOutbox {
     fn stats(&mut self) -> Result<OutboxStats, Error> {
         let client = self.conn.client()?;
         let row = wait(client.query_one(
-            "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
+            &format!(
+                "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
                     MIN(created_at) FILTER (WHERE state = 'pending'),
                     COUNT(*) FILTER (WHERE state = 'rejected'),
                     COUNT(*) FILTER (WHERE state = 'expired')
-             FROM outbox",
-            &[],
+             FROM outbox WHERE {}",
+                served_by(1)
+            ),
+            &[&self.shard],
         ))?;
         Ok(OutboxStats {
             pending: row.try_get(0)?,
@@ -345,6 +395,11 @@ impl Outbox for PostgresOutbox {
             rejected: row.try_get(2)?,
             expired: row.try_get(3)?,
         })
+    }
+
+    fn assign_shard(&mut self, shard: &str) -> Result<(), Error> {
+        self.shard = Some(shard.to_string());
+        Ok(())
     }
 
     fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error> {

@@ -153,6 +153,7 @@ pub(super) fn migrate(conn: &mut Conn) -> Result<i64, Error> {
         }
         // Unversioned and additive (see `lease.rs`): created whatever the recorded version.
         transaction.batch_execute(super::lease::TABLE).await?;
+        super::outbox::add_shard_column(&transaction).await?;
         transaction
             .execute(
                 "INSERT INTO schema_version (id, version) VALUES (1, $1)
