@@ -311,12 +311,12 @@ fn reminder_of(id: &str) -> FollowUp {
 }
 
 fn ids_in(outbox: &mut dyn Outbox, state: OutboxState) -> Vec<String> {
-    let mut ids: Vec<String> = outbox
-        .rows(Some(state), 50)
-        .unwrap()
-        .into_iter()
-        .map(|row| row.queued.id)
-        .collect();
+    sorted_ids(outbox.rows(Some(state), 50).unwrap())
+}
+
+/// The rows' ids, sorted.
+fn sorted_ids(rows: Vec<store::OutboxRow>) -> Vec<String> {
+    let mut ids: Vec<String> = rows.into_iter().map(|row| row.queued.id).collect();
     ids.sort();
     ids
 }
@@ -1299,14 +1299,7 @@ fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
 
 /// The ids of `channel`'s rows due for `outbox` at 2,000.
 fn due_ids(outbox: &mut dyn Outbox, channel: &str) -> Vec<String> {
-    let mut ids: Vec<String> = outbox
-        .due(channel, 2_000, 50, "pod-z/1/z/hook")
-        .unwrap()
-        .into_iter()
-        .map(|row| row.queued.id)
-        .collect();
-    ids.sort();
-    ids
+    sorted_ids(outbox.due(channel, 2_000, 50, "pod-z/1/z/hook").unwrap())
 }
 
 /// Shards share one database but not their notifications: each shard's relays send, count and
