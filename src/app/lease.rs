@@ -305,8 +305,10 @@ async fn stand_by(
     // The keeper runs while the state loads: a long load must not cost the lease. Once the
     // writer runs, its health tells the keeper when a commit was fenced.
     let health: WriterHealth = Arc::new(std::sync::OnceLock::new());
-    // The acquisition counts as the first renewal (see `keep`); set before the writer's routes
-    // can answer.
+    // A new lease, nothing lost yet; the acquisition counts as the first renewal (see `keep`).
+    // Set before the writer's routes can answer, and not again when the role starts: a loss the
+    // keeper finds while the state loads stays in force.
+    shared.lease.set_lost(false);
     shared
         .lease
         .hold_until(acquired_from + renewal_deadline(&lease_settings));

@@ -193,8 +193,8 @@ impl WriterRole {
                 reload_stop.clone(),
             );
         }
-        // From now on every request goes to the writer's routes.
-        shared.lease.set_lost(false);
+        // From now on every request goes to the writer's routes (a lease lost while the state
+        // loaded stays lost: the replica stops this role at once).
         if let Ok(mut active) = shared.active.write() {
             *active = Some(routes);
         }

@@ -35,6 +35,7 @@ pub use resync::{ResyncOutcome, ResyncWork, Sweep};
 pub use resync_control::{
     FinishedPass, PassOutcome, ResyncControl, ResyncStatus, ResyncTrigger, RunningPass, StartError,
 };
+pub use writer::ORPHANED_AFTER_MS;
 
 use crate::classify::{Capacity, Engine, Rules};
 use crate::decode::Decoded;

@@ -59,6 +59,12 @@ struct Round {
 
 /// How often a shard's writer reads back the silences all shards share.
 const SILENCE_SYNC_MS: Millis = 5_000;
+/// How often a shard's writer looks for notifications without a live owner to take over.
+const ADOPT_EVERY_MS: Millis = 60_000;
+/// How long a shard may have no writer before its pending notifications are another shard's to
+/// send: longer than a restart or a takeover, so a shard's own notifications normally go out
+/// through its own channels; short enough that a renamed or removed shard loses none.
+pub const ORPHANED_AFTER_MS: Millis = 600_000;
 
 pub(super) struct Writer {
     pub(super) engine: Engine,
@@ -76,6 +82,8 @@ pub(super) struct Writer {
     pub(super) last_prune: Millis,
     /// When the silences were last read back from a store other shards write too.
     pub(super) last_silence_sync: Millis,
+    /// When notifications without a live owner were last looked for (shards only).
+    pub(super) last_adoption: Millis,
     /// Open drifts a silence created through another shard covers: their pending reminders are
     /// withdrawn in the next round.
     pub(super) reminders_to_cancel: Vec<String>,
@@ -120,6 +128,7 @@ impl Writer {
             last_write: 0,
             last_prune: 0,
             last_silence_sync: 0,
+            last_adoption: 0,
             reminders_to_cancel: Vec::new(),
             gave_up: false,
             dropper: spawn_dropper(),
@@ -238,6 +247,7 @@ impl Writer {
     fn round(&mut self, work: Work) {
         let now = (self.clock)();
         self.sync_silences(now);
+        self.adopt_notifications(now);
         if work.is_empty()
             && !self.timers_due(now)
             && !self.rules_changed
@@ -836,6 +846,49 @@ impl Writer {
             }
             Err(error) => {
                 tracing::warn!(message = "Could not read the silences of the other shards.", %error)
+            }
+        }
+    }
+
+    /// In a sharded deployment, takes over the pending notifications no live shard will send
+    /// (of a shard renamed, removed, or without a writer for [`ORPHANED_AFTER_MS`]) and those
+    /// without a shard whose drift is in this shard's clusters, so none is left unsent: at the
+    /// first round after loading, then every [`ADOPT_EVERY_MS`].
+    fn adopt_notifications(&mut self, now: Millis) {
+        if !self.settings.shard.set
+            || self.gave_up
+            || (self.last_adoption != 0 && now - self.last_adoption < ADOPT_EVERY_MS)
+        {
+            return;
+        }
+        self.last_adoption = now;
+        let shard = std::sync::Arc::clone(&self.settings.shard);
+        match self
+            .store
+            .adopt_notifications(now, ORPHANED_AFTER_MS, &|cluster| shard.owns(cluster))
+        {
+            Ok(adopted) => {
+                for (from, count) in &adopted.orphaned {
+                    tracing::warn!(
+                        message = "Took over the pending notifications of a shard without a writer.",
+                        shard = %shard.name,
+                        from = %from,
+                        count,
+                    );
+                }
+                if adopted.unsharded > 0 {
+                    tracing::info!(
+                        message = "Took over pending notifications queued before shards, of this shard's clusters.",
+                        shard = %shard.name,
+                        count = adopted.unsharded,
+                    );
+                }
+            }
+            Err(error) => {
+                if matches!(error, crate::store::Error::LeaseLost { .. }) {
+                    self.health.lease_lost.store(true, Ordering::SeqCst);
+                }
+                tracing::warn!(message = "Could not look for notifications without a live shard.", %error);
             }
         }
     }

@@ -102,6 +102,15 @@ impl Error {
     }
 }
 
+/// Notifications a shard took over ([`Store::adopt_notifications`]).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Adopted {
+    /// Of shards without a live writer: (shard, how many), by shard.
+    pub orphaned: Vec<(String, usize)>,
+    /// Without a shard, of drifts in this shard's clusters.
+    pub unsharded: usize,
+}
+
 /// An opened store: one handle per role, each on its own connection.
 pub struct Opened {
     /// The single writer's handle.
@@ -295,5 +304,19 @@ pub trait Store: Send {
         Err(Error::Unavailable(format!(
             "this store has no shards (shard {shard})"
         )))
+    }
+    /// Makes pending notifications without a live owner this shard's (the one assigned), so
+    /// that none is left unsent: those of a shard with no writer lease renewed in the last
+    /// `orphaned_after_ms` before `now` (a shard renamed, removed or down that long), and those
+    /// without a shard (queued before shards, or by an unsharded replica) whose drift is in a
+    /// cluster `owns` accepts. Returns how many it took. Stores of one pod have no shards: 0.
+    fn adopt_notifications(
+        &mut self,
+        now: Millis,
+        orphaned_after_ms: Millis,
+        owns: &dyn Fn(&str) -> bool,
+    ) -> Result<Adopted, Error> {
+        let _ = (now, orphaned_after_ms, owns);
+        Ok(Adopted::default())
     }
 }

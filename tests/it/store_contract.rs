@@ -1415,3 +1415,141 @@ fn each_shard_serves_only_its_own_notifications() {
     };
     assert_eq!(error.kind(), "unavailable");
 }
+
+/// Notifications without a live owner are taken over, so none is left unsent: those of a shard
+/// renamed or removed (no writer lease renewed for `ORPHANED_AFTER_MS`) by a live shard, and
+/// those queued before shards by the shard of their drift's cluster. A live shard's stay its
+/// own, and a reminder keeps the shard of the notification it follows.
+#[test]
+fn notifications_without_a_live_shard_are_taken_over() {
+    use drift_sentinel::pipeline::ORPHANED_AFTER_MS;
+    let backend = Backend::postgres();
+    let now: Millis = 10_000_000;
+    let mut gone = backend.open();
+    gone.assign_shard("gone").unwrap();
+    let mut live = backend.open();
+    live.assign_shard("live").unwrap();
+    let mut east = backend.open();
+    east.assign_shard("east").unwrap();
+    let mut leases = live.leases.take().unwrap();
+    // "gone" had a writer until 11 minutes ago; "live" renewed just now.
+    leases
+        .acquire(
+            "gone",
+            "pod-g/1/x",
+            now - ORPHANED_AFTER_MS - 60_000,
+            10_000,
+        )
+        .unwrap()
+        .unwrap();
+    leases
+        .acquire("live", "pod-l/1/x", now, 10_000)
+        .unwrap()
+        .unwrap();
+    gone.writer
+        .commit(&Batch {
+            outbox: vec![queued("g1", "hook")],
+            ..Batch::default()
+        })
+        .unwrap();
+    live.writer
+        .commit(&Batch {
+            outbox: vec![queued("l1", "hook")],
+            ..Batch::default()
+        })
+        .unwrap();
+    // Before shards: one drift in an east cluster, one in another.
+    let mut unsharded = backend.open();
+    let in_cluster = |id: &str, cluster: &str| Drift {
+        cluster: cluster.into(),
+        ..drift_of(id, "v1", "ns", Severity::Warning, 1_000, Some(1_000), None)
+    };
+    let mut before = Batch {
+        outbox: vec![queued("u-east", "hook"), queued("u-west", "hook")],
+        ..Batch::default()
+    };
+    before.changes.drifts = vec![
+        in_cluster("drift-u-east", "east-1"),
+        in_cluster("drift-u-west", "west-1"),
+    ];
+    unsharded.writer.commit(&before).unwrap();
+
+    let owns = |cluster: &str| cluster.starts_with("east-");
+    let adopted = east
+        .writer
+        .adopt_notifications(now, ORPHANED_AFTER_MS, &owns)
+        .unwrap();
+    assert_eq!(adopted.orphaned, vec![("gone".to_string(), 1)]);
+    assert_eq!(adopted.unsharded, 1);
+    assert_eq!(
+        due_ids(&mut *east.outbox, "hook"),
+        vec!["g1", "u-east", "u-west"]
+    );
+    assert_eq!(due_ids(&mut *live.outbox, "hook"), vec!["l1", "u-west"]);
+    // Done once: another look takes nothing more.
+    assert_eq!(
+        east.writer
+            .adopt_notifications(now, ORPHANED_AFTER_MS, &owns)
+            .unwrap(),
+        store::Adopted::default()
+    );
+
+    // A reminder of a row without a shard keeps none, whichever shard sent it.
+    let owner = "pod-l/1/x/hook";
+    let lease = Lease {
+        owner: owner.into(),
+        until: now + 60_000,
+    };
+    let ids = |list: &[&str]| list.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        live.outbox
+            .claim(&ids(&["u-west"]), "m", &lease, now)
+            .unwrap(),
+        ids(&["u-west"])
+    );
+    live.outbox
+        .settle(
+            &settled(&["u-west"], OutboxState::Delivered, Some(owner), now),
+            &[reminder_of("u-west")],
+        )
+        .unwrap();
+    assert!(due_ids(&mut *east.outbox, "hook").contains(&"u-west-reminder".to_string()));
+
+    // One pod's stores have none to take.
+    let sqlite = Backend::sqlite();
+    assert_eq!(
+        sqlite
+            .open()
+            .writer
+            .adopt_notifications(now, ORPHANED_AFTER_MS, &owns)
+            .unwrap(),
+        store::Adopted::default()
+    );
+}
+
+/// A database from before `outbox.shard` gets the column when a replica opens it, and a
+/// sharded writer's rows carry their shard from then on.
+#[test]
+fn an_outbox_without_shards_gets_them_on_open() {
+    let backend = Backend::postgres();
+    drop(backend.open());
+    backend.execute("ALTER TABLE outbox DROP COLUMN shard");
+    assert_eq!(
+        backend.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'outbox' AND column_name = 'shard'"
+        ),
+        "0"
+    );
+    let mut east = backend.open();
+    east.assign_shard("east").unwrap();
+    east.writer
+        .commit(&Batch {
+            outbox: vec![queued("e1", "hook")],
+            ..Batch::default()
+        })
+        .unwrap();
+    assert_eq!(
+        backend.execute("SELECT shard FROM outbox WHERE id = 'e1'"),
+        "east"
+    );
+}

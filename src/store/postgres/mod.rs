@@ -491,6 +491,72 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    fn adopt_notifications(
+        &mut self,
+        now: Millis,
+        orphaned_after_ms: Millis,
+        owns: &dyn Fn(&str) -> bool,
+    ) -> Result<super::Adopted, Error> {
+        let Some(shard) = self.shard.clone() else {
+            return Ok(super::Adopted::default());
+        };
+        let client = self.conn.client()?;
+        let held = self.lease.as_ref();
+        wait(async {
+            let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
+            // A shard whose writer renewed its lease recently is alive (or restarting): its rows
+            // stay its own. Two shards adopting at once each take a row once: the second's
+            // UPDATE re-reads a row the first took, whose new shard is alive.
+            let rows = transaction
+                .query(
+                    "UPDATE outbox o SET shard = $1
+                     FROM (SELECT id, shard AS previous FROM outbox
+                           WHERE state = 'pending' AND shard IS NOT NULL AND shard <> $1) old
+                     WHERE o.id = old.id AND o.state = 'pending' AND o.shard = old.previous
+                     AND NOT EXISTS (SELECT 1 FROM writer_lease l
+                                     WHERE l.shard = o.shard AND l.expires_at > $2)
+                     RETURNING old.previous",
+                    &[&shard, &(now - orphaned_after_ms)],
+                )
+                .await?;
+            let mut orphaned = std::collections::BTreeMap::<String, usize>::new();
+            for row in &rows {
+                *orphaned.entry(row.try_get(0)?).or_default() += 1;
+            }
+            // Rows without a shard go to the shard of their drift's cluster.
+            let candidates = transaction
+                .query(
+                    "SELECT o.id, d.cluster FROM outbox o JOIN drifts d ON d.id = o.drift_id
+                     WHERE o.state = 'pending' AND o.shard IS NULL",
+                    &[],
+                )
+                .await?;
+            let mut mine = Vec::new();
+            for row in &candidates {
+                let cluster: String = row.try_get(1)?;
+                if owns(&cluster) {
+                    mine.push(row.try_get::<_, String>(0)?);
+                }
+            }
+            let unsharded = if mine.is_empty() {
+                0
+            } else {
+                transaction
+                    .execute(
+                        "UPDATE outbox SET shard = $1 WHERE id = ANY($2) AND shard IS NULL",
+                        &[&shard, &mine],
+                    )
+                    .await?
+            };
+            transaction.commit().await?;
+            Ok::<_, Error>(super::Adopted {
+                orphaned: orphaned.into_iter().collect(),
+                unsharded: usize::try_from(unsharded).unwrap_or(usize::MAX),
+            })
+        })
+    }
+
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
         let client = self.conn.client()?;
         let held = self.lease.as_ref();

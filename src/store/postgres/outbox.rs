@@ -45,8 +45,14 @@ pub(super) async fn add_shard_column(
         .await?
         .is_some();
     if !present {
+        // The ALTER waits for every running statement on the table and blocks the ones behind
+        // it (older replicas' relays, a writer's commit holding its lease row): waited for 2 s
+        // at most, then the open fails and the replica retries as a standby.
         client
-            .batch_execute("ALTER TABLE outbox ADD COLUMN IF NOT EXISTS shard TEXT COLLATE \"C\"")
+            .batch_execute(
+                "SET LOCAL lock_timeout = '2s';
+                 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS shard TEXT COLLATE \"C\"",
+            )
             .await?;
     }
     Ok(())
@@ -230,7 +236,8 @@ impl Outbox for PostgresOutbox {
                      WHERE id = $1 AND state = 'pending'
                      AND CASE WHEN $4::boolean THEN claimed_by IS NOT NULL AND claimed_by = $8::text
                          ELSE claimed_by IS NULL OR claimed_until <= $9
-                              OR ($8::text IS NOT NULL AND claimed_by = $8::text) END",
+                              OR ($8::text IS NOT NULL AND claimed_by = $8::text) END
+                     RETURNING shard",
                 )
                 .await?;
             let attempt = transaction
@@ -242,7 +249,8 @@ impl Outbox for PostgresOutbox {
             let error =
                 (settlement.state != OutboxState::Delivered).then_some(settlement.detail.as_str());
             let state = settlement.state.as_str();
-            let mut settled = std::collections::HashSet::new();
+            // Each settled row's shard: its reminders are that shard's too.
+            let mut settled = std::collections::HashMap::<&str, Option<String>>::new();
             for id in &settlement.ids {
                 let params: [&(dyn ToSql + Sync); 9] = [
                     id,
@@ -255,11 +263,11 @@ impl Outbox for PostgresOutbox {
                     &settlement.owner,
                     &settlement.at,
                 ];
-                if transaction.execute(&update, &params).await? == 0 {
+                let Some(row) = transaction.query_opt(&update, &params).await? else {
                     // Not this settlement's to record: another relay holds it, or it ended.
                     continue;
-                }
-                settled.insert(id.as_str());
+                };
+                settled.insert(id.as_str(), row.try_get(0)?);
                 transaction
                     .execute(
                         &attempt,
@@ -273,13 +281,20 @@ impl Outbox for PostgresOutbox {
                     )
                     .await?;
             }
-            // Follow-ups (reminders) belong to the rows that were settled here.
-            let follow_ups: Vec<NewOutbox> = follow_ups
-                .iter()
-                .filter(|follow| settled.contains(follow.of.as_str()))
-                .map(|follow| follow.queued.clone())
-                .collect();
-            insert_outbox(&transaction, &follow_ups, self.shard.as_deref()).await?;
+            // Follow-ups (reminders) belong to the rows that were settled here, and to their
+            // shards (a row without one, sent by whichever shard claimed it, keeps none).
+            let mut by_shard = std::collections::BTreeMap::<Option<&str>, Vec<NewOutbox>>::new();
+            for follow in follow_ups {
+                if let Some(shard) = settled.get(follow.of.as_str()) {
+                    by_shard
+                        .entry(shard.as_deref())
+                        .or_default()
+                        .push(follow.queued.clone());
+                }
+            }
+            for (shard, rows) in &by_shard {
+                insert_outbox(&transaction, rows, *shard).await?;
+            }
             transaction.commit().await?;
             Ok(())
         })
