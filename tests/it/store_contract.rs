@@ -1297,6 +1297,19 @@ fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
     }
 }
 
+/// Commits queued notifications `(id, channel)` through `writer`.
+fn queue(writer: &mut dyn Store, rows: &[(&str, &str)]) {
+    writer
+        .commit(&Batch {
+            outbox: rows
+                .iter()
+                .map(|(id, channel)| queued(id, channel))
+                .collect(),
+            ..Batch::default()
+        })
+        .unwrap();
+}
+
 /// The ids of `channel`'s rows due for `outbox` at 2,000.
 fn due_ids(outbox: &mut dyn Outbox, channel: &str) -> Vec<String> {
     sorted_ids(outbox.due(channel, 2_000, 50, "pod-z/1/z/hook").unwrap())
@@ -1314,25 +1327,9 @@ fn each_shard_serves_only_its_own_notifications() {
     west.assign_shard("west").unwrap();
     // Queued by a deployment without shards (or a binary before them).
     let mut unsharded = backend.open();
-    unsharded
-        .writer
-        .commit(&Batch {
-            outbox: vec![queued("legacy", "hook")],
-            ..Batch::default()
-        })
-        .unwrap();
-    east.writer
-        .commit(&Batch {
-            outbox: vec![queued("e1", "hook"), queued("e-pager", "pager")],
-            ..Batch::default()
-        })
-        .unwrap();
-    west.writer
-        .commit(&Batch {
-            outbox: vec![queued("w1", "hook")],
-            ..Batch::default()
-        })
-        .unwrap();
+    queue(&mut *unsharded.writer, &[("legacy", "hook")]);
+    queue(&mut *east.writer, &[("e1", "hook"), ("e-pager", "pager")]);
+    queue(&mut *west.writer, &[("w1", "hook")]);
 
     let ids = |list: &[&str]| list.iter().map(|id| id.to_string()).collect::<Vec<_>>();
     assert_eq!(due_ids(&mut *east.outbox, "hook"), ids(&["e1", "legacy"]));
@@ -1446,18 +1443,8 @@ fn notifications_without_a_live_shard_are_taken_over() {
         .acquire("live", "pod-l/1/x", now, 10_000)
         .unwrap()
         .unwrap();
-    gone.writer
-        .commit(&Batch {
-            outbox: vec![queued("g1", "hook")],
-            ..Batch::default()
-        })
-        .unwrap();
-    live.writer
-        .commit(&Batch {
-            outbox: vec![queued("l1", "hook")],
-            ..Batch::default()
-        })
-        .unwrap();
+    queue(&mut *gone.writer, &[("g1", "hook")]);
+    queue(&mut *live.writer, &[("l1", "hook")]);
     // Before shards: one drift in an east cluster, one in another.
     let mut unsharded = backend.open();
     let in_cluster = |id: &str, cluster: &str| Drift {
@@ -1542,12 +1529,7 @@ fn an_outbox_without_shards_gets_them_on_open() {
     );
     let mut east = backend.open();
     east.assign_shard("east").unwrap();
-    east.writer
-        .commit(&Batch {
-            outbox: vec![queued("e1", "hook")],
-            ..Batch::default()
-        })
-        .unwrap();
+    queue(&mut *east.writer, &[("e1", "hook")]);
     assert_eq!(
         backend.execute("SELECT shard FROM outbox WHERE id = 'e1'"),
         "east"
