@@ -254,7 +254,8 @@ impl Pipeline {
         let writable = store.heartbeat(clock()).is_ok();
         health.store_writable.store(writable, Ordering::SeqCst);
         let (sender, receiver) = mpsc::sync_channel(settings.queue_capacity.max(1));
-        let writer = writer::Writer::new(
+        let now = clock();
+        let mut writer = writer::Writer::new(
             engine,
             store,
             clock,
@@ -263,6 +264,8 @@ impl Pipeline {
             settings,
             silences,
         );
+        // Before the relays start (they start when this returns).
+        writer.adopt_notifications(now);
         let thread = std::thread::Builder::new()
             .name("drift-writer".to_string())
             // Team invariants are evaluated here by a recursive interpreter: their depth is

@@ -84,6 +84,9 @@ pub(super) struct Writer {
     pub(super) last_silence_sync: Millis,
     /// When notifications without a live owner were last looked for (shards only).
     pub(super) last_adoption: Millis,
+    /// How many notifications of shards without a writer the last look left (said when it
+    /// changes).
+    pub(super) last_stranded: usize,
     /// Open drifts a silence created through another shard covers: their pending reminders are
     /// withdrawn in the next round.
     pub(super) reminders_to_cancel: Vec<String>,
@@ -129,6 +132,7 @@ impl Writer {
             last_prune: 0,
             last_silence_sync: 0,
             last_adoption: 0,
+            last_stranded: 0,
             reminders_to_cancel: Vec::new(),
             gave_up: false,
             dropper: spawn_dropper(),
@@ -247,7 +251,10 @@ impl Writer {
     fn round(&mut self, work: Work) {
         let now = (self.clock)();
         self.sync_silences(now);
-        self.adopt_notifications(now);
+        if now - self.last_adoption >= ADOPT_EVERY_MS {
+            // Again every minute after the first, when the writer started.
+            self.adopt_notifications(now);
+        }
         if work.is_empty()
             && !self.timers_due(now)
             && !self.rules_changed
@@ -850,15 +857,13 @@ impl Writer {
         }
     }
 
-    /// In a sharded deployment, takes over the pending notifications no live shard will send
-    /// (of a shard renamed, removed, or without a writer for [`ORPHANED_AFTER_MS`]) and those
-    /// without a shard whose drift is in this shard's clusters, so none is left unsent: at the
-    /// first round after loading, then every [`ADOPT_EVERY_MS`].
-    fn adopt_notifications(&mut self, now: Millis) {
-        if !self.settings.shard.set
-            || self.gave_up
-            || (self.last_adoption != 0 && now - self.last_adoption < ADOPT_EVERY_MS)
-        {
+    /// In a sharded deployment, takes over the pending notifications of this shard's clusters
+    /// that no live shard will send (of a shard renamed, removed, or without a writer for
+    /// [`ORPHANED_AFTER_MS`]) and those without a shard: once after loading, before the relays
+    /// start (so a notification queued before shards goes out through its own shard's channel),
+    /// then every [`ADOPT_EVERY_MS`].
+    pub(super) fn adopt_notifications(&mut self, now: Millis) {
+        if !self.settings.shard.set || self.gave_up {
             return;
         }
         self.last_adoption = now;
@@ -876,6 +881,14 @@ impl Writer {
                         count,
                     );
                 }
+                if adopted.stranded != self.last_stranded && adopted.stranded > 0 {
+                    tracing::warn!(
+                        message = "Pending notifications of shards without a writer are of clusters this shard does not own: the shard that owns them sends them; if none does, they stay pending.",
+                        shard = %shard.name,
+                        count = adopted.stranded,
+                    );
+                }
+                self.last_stranded = adopted.stranded;
                 if adopted.unsharded > 0 {
                     tracing::info!(
                         message = "Took over pending notifications queued before shards, of this shard's clusters.",

@@ -109,6 +109,9 @@ pub struct Adopted {
     pub orphaned: Vec<(String, usize)>,
     /// Without a shard, of drifts in this shard's clusters.
     pub unsharded: usize,
+    /// Of shards without a live writer, left because their drift is not in this shard's
+    /// clusters (or no longer stored): the owning shard takes them, if one does.
+    pub stranded: usize,
 }
 
 /// An opened store: one handle per role, each on its own connection.
@@ -305,11 +308,11 @@ pub trait Store: Send {
             "this store has no shards (shard {shard})"
         )))
     }
-    /// Makes pending notifications without a live owner this shard's (the one assigned), so
-    /// that none is left unsent: those of a shard with no writer lease renewed in the last
-    /// `orphaned_after_ms` before `now` (a shard renamed, removed or down that long), and those
-    /// without a shard (queued before shards, or by an unsharded replica) whose drift is in a
-    /// cluster `owns` accepts. Returns how many it took. Stores of one pod have no shards: 0.
+    /// Makes pending notifications of this shard's clusters (`owns`, by their drift) without a
+    /// live owner this shard's (the one assigned): those of a shard whose writer last renewed
+    /// its lease more than `orphaned_after_ms` before `now` (a shard renamed, removed or down
+    /// that long), and those without a shard (queued before shards, or by an unsharded
+    /// replica). Returns what it took. Stores of one pod have no shards: nothing.
     fn adopt_notifications(
         &mut self,
         now: Millis,

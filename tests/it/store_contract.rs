@@ -1424,55 +1424,115 @@ fn notifications_without_a_live_shard_are_taken_over() {
     let now: Millis = 10_000_000;
     let mut gone = backend.open();
     gone.assign_shard("gone").unwrap();
+    let mut restarting = backend.open();
+    restarting.assign_shard("restarting").unwrap();
     let mut live = backend.open();
     live.assign_shard("live").unwrap();
     let mut east = backend.open();
     east.assign_shard("east").unwrap();
     let mut leases = live.leases.take().unwrap();
-    // "gone" had a writer until 11 minutes ago; "live" renewed just now.
+    // "gone" had a writer until 11 minutes ago; "restarting" renewed a minute ago and released
+    // its lease (a graceful restart); "live" renewed just now.
+    let long_ago = now - ORPHANED_AFTER_MS - 60_000;
     leases
-        .acquire(
-            "gone",
-            "pod-g/1/x",
-            now - ORPHANED_AFTER_MS - 60_000,
-            10_000,
-        )
+        .acquire("gone", "pod-g/1/x", long_ago, 10_000)
         .unwrap()
         .unwrap();
-    leases
-        .acquire("live", "pod-l/1/x", now, 10_000)
+    let released = leases
+        .acquire("restarting", "pod-r/1/x", now - 60_000, 10_000)
         .unwrap()
         .unwrap();
-    queue(&mut *gone.writer, &[("g1", "hook")]);
-    queue(&mut *live.writer, &[("l1", "hook")]);
-    // Before shards: one drift in an east cluster, one in another.
+    leases.release(&released).unwrap();
+    for (shard, holder) in [
+        ("live", "pod-l/1/x"),
+        ("east", "pod-e/1/x"),
+        ("west", "pod-w/1/x"),
+    ] {
+        leases.acquire(shard, holder, now, 10_000).unwrap().unwrap();
+    }
+    queue(&mut *gone.writer, &[("g-east", "hook"), ("g-west", "hook")]);
+    queue(&mut *restarting.writer, &[("r-east", "hook")]);
+    queue(&mut *live.writer, &[("l-east", "hook")]);
+    // The drifts, and three notifications queued before shards: of an east cluster's drift, a
+    // west cluster's, and a cluster no shard owns.
     let mut unsharded = backend.open();
     let in_cluster = |id: &str, cluster: &str| Drift {
         cluster: cluster.into(),
-        ..drift_of(id, "v1", "ns", Severity::Warning, 1_000, Some(1_000), None)
+        ..drift_of(
+            &format!("drift-{id}"),
+            "v1",
+            "ns",
+            Severity::Warning,
+            1_000,
+            Some(1_000),
+            None,
+        )
     };
     let mut before = Batch {
-        outbox: vec![queued("u-east", "hook"), queued("u-west", "hook")],
+        outbox: vec![
+            queued("u-east", "hook"),
+            queued("u-west", "hook"),
+            queued("u-lab", "hook"),
+        ],
         ..Batch::default()
     };
-    before.changes.drifts = vec![
-        in_cluster("drift-u-east", "east-1"),
-        in_cluster("drift-u-west", "west-1"),
-    ];
+    before.changes.drifts = [
+        ("g-east", "east-1"),
+        ("g-west", "west-1"),
+        ("r-east", "east-2"),
+        ("l-east", "east-1"),
+        ("u-east", "east-1"),
+        ("u-west", "west-1"),
+        ("u-lab", "lab-1"),
+    ]
+    .iter()
+    .map(|(id, cluster)| in_cluster(id, cluster))
+    .collect();
     unsharded.writer.commit(&before).unwrap();
 
+    // East takes the gone shard's notification of its cluster and the unsharded one of its
+    // cluster; not the restarting or live shards' own, nor another cluster's.
     let owns = |cluster: &str| cluster.starts_with("east-");
     let adopted = east
         .writer
         .adopt_notifications(now, ORPHANED_AFTER_MS, &owns)
         .unwrap();
-    assert_eq!(adopted.orphaned, vec![("gone".to_string(), 1)]);
-    assert_eq!(adopted.unsharded, 1);
+    assert_eq!(
+        adopted,
+        store::Adopted {
+            orphaned: vec![("gone".to_string(), 1)],
+            unsharded: 1,
+            stranded: 1,
+        }
+    );
     assert_eq!(
         due_ids(&mut *east.outbox, "hook"),
-        vec!["g1", "u-east", "u-west"]
+        vec!["g-east", "u-east", "u-lab", "u-west"]
     );
-    assert_eq!(due_ids(&mut *live.outbox, "hook"), vec!["l1", "u-west"]);
+    assert_eq!(
+        due_ids(&mut *restarting.outbox, "hook"),
+        vec!["r-east", "u-lab", "u-west"]
+    );
+    assert_eq!(
+        due_ids(&mut *live.outbox, "hook"),
+        vec!["l-east", "u-lab", "u-west"]
+    );
+    // West, the owner of the other cluster, takes the rest.
+    let west_owns = |cluster: &str| cluster.starts_with("west-");
+    let mut west = backend.open();
+    west.assign_shard("west").unwrap();
+    let adopted = west
+        .writer
+        .adopt_notifications(now, ORPHANED_AFTER_MS, &west_owns)
+        .unwrap();
+    assert_eq!(
+        (adopted.orphaned, adopted.unsharded, adopted.stranded),
+        (vec![("gone".to_string(), 1)], 1, 0)
+    );
+    assert_eq!(
+        due_ids(&mut *west.outbox, "hook"),
+        vec!["g-west", "u-lab", "u-west"]
+    );
     // Done once: another look takes nothing more.
     assert_eq!(
         east.writer
@@ -1481,26 +1541,36 @@ fn notifications_without_a_live_shard_are_taken_over() {
         store::Adopted::default()
     );
 
-    // A reminder of a row without a shard keeps none, whichever shard sent it.
-    let owner = "pod-l/1/x/hook";
-    let lease = Lease {
-        owner: owner.into(),
-        until: now + 60_000,
-    };
+    // A reminder keeps the shard of the row it follows: none for a row without one, whichever
+    // shard sent it; west's for a row west took over.
     let ids = |list: &[&str]| list.iter().map(|id| id.to_string()).collect::<Vec<_>>();
+    for (outbox, owner, row) in [
+        (&mut live.outbox, "pod-l/1/x/hook", "u-lab"),
+        (&mut west.outbox, "pod-w/1/x/hook", "g-west"),
+    ] {
+        let lease = Lease {
+            owner: owner.into(),
+            until: now + 60_000,
+        };
+        assert_eq!(
+            outbox.claim(&ids(&[row]), row, &lease, now).unwrap(),
+            ids(&[row])
+        );
+        outbox
+            .settle(
+                &settled(&[row], OutboxState::Delivered, Some(owner), now),
+                &[reminder_of(row)],
+            )
+            .unwrap();
+    }
     assert_eq!(
-        live.outbox
-            .claim(&ids(&["u-west"]), "m", &lease, now)
-            .unwrap(),
-        ids(&["u-west"])
+        due_ids(&mut *east.outbox, "hook"),
+        vec!["g-east", "u-east", "u-lab-reminder"]
     );
-    live.outbox
-        .settle(
-            &settled(&["u-west"], OutboxState::Delivered, Some(owner), now),
-            &[reminder_of("u-west")],
-        )
-        .unwrap();
-    assert!(due_ids(&mut *east.outbox, "hook").contains(&"u-west-reminder".to_string()));
+    assert_eq!(
+        due_ids(&mut *west.outbox, "hook"),
+        vec!["g-west-reminder", "u-lab-reminder", "u-west"]
+    );
 
     // One pod's stores have none to take.
     let sqlite = Backend::sqlite();
@@ -1512,6 +1582,70 @@ fn notifications_without_a_live_shard_are_taken_over() {
             .unwrap(),
         store::Adopted::default()
     );
+}
+
+/// A sharded writer takes the notifications of its clusters queued before shards while it
+/// starts, before its relays run (they start once `Pipeline::start` returns), so they go out
+/// through its own channels and not through whichever shard's relay looks first.
+#[test]
+fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() {
+    use drift_sentinel::pipeline::{self, Pipeline};
+    let backend = Backend::postgres();
+    let mut before = Batch {
+        outbox: vec![queued("u-east", "hook"), queued("u-west", "hook")],
+        ..Batch::default()
+    };
+    before.changes.drifts = [("u-east", "east-1"), ("u-west", "west-1")]
+        .iter()
+        .map(|(id, cluster)| Drift {
+            cluster: cluster.to_string(),
+            ..drift_of(
+                &format!("drift-{id}"),
+                "v1",
+                "ns",
+                Severity::Warning,
+                1_000,
+                Some(1_000),
+                None,
+            )
+        })
+        .collect();
+    backend.open().writer.commit(&before).unwrap();
+
+    let mut east = backend.open();
+    east.assign_shard("east").unwrap();
+    let shard = drift_sentinel::config::shard::ShardConfig {
+        name: "east".into(),
+        clusters: vec!["east-*".into()],
+        set: true,
+    };
+    let pipeline = Pipeline::start(
+        east.writer,
+        std::sync::Arc::new(drift_sentinel::classify::Rules::default()),
+        pipeline::Settings {
+            router: drift_sentinel::route::Router::new(
+                &[],
+                &[drift_sentinel::config::ChannelConfig::log("hook")],
+            ),
+            outbox_notify: std::sync::Arc::new(tokio::sync::Notify::new()),
+            queue_capacity: 16,
+            dedup_retention: std::time::Duration::from_secs(3600),
+            audit_retention: std::time::Duration::from_secs(3600),
+            heartbeat_interval: std::time::Duration::from_secs(5),
+            capacity: Default::default(),
+            shard: std::sync::Arc::new(shard),
+        },
+        // Less than a minute after the epoch: the writer's rounds do not look again yet, so
+        // only the look at start can have taken the row.
+        std::sync::Arc::new(|| 30_000),
+        std::sync::Arc::new(drift_sentinel::metrics::Metrics::new()),
+    )
+    .unwrap();
+    assert_eq!(
+        backend.execute("SELECT id || '=' || coalesce(shard, '-') FROM outbox ORDER BY id"),
+        "u-east=east\nu-west=-"
+    );
+    drop(pipeline);
 }
 
 /// A database from before `outbox.shard` gets the column when a replica opens it, and a

@@ -68,9 +68,11 @@ pub(super) async fn acquire(
     let expires_at = now.saturating_add(ttl_ms);
     let row = client
         .query_opt(
-            "INSERT INTO writer_lease (shard, holder, epoch, expires_at) VALUES ($1, $2, 1, $3)
+            "INSERT INTO writer_lease (shard, holder, epoch, expires_at, renewed_at)
+             VALUES ($1, $2, 1, $3, $4)
              ON CONFLICT (shard) DO UPDATE SET holder = excluded.holder,
-                 epoch = writer_lease.epoch + 1, expires_at = excluded.expires_at
+                 epoch = writer_lease.epoch + 1, expires_at = excluded.expires_at,
+                 renewed_at = excluded.renewed_at
              WHERE writer_lease.expires_at <= $4
              RETURNING epoch",
             &[&shard, &holder, &expires_at, &now],
@@ -98,9 +100,10 @@ pub(super) async fn renew(
     let expires_at = now.saturating_add(lease.ttl_ms);
     let updated = client
         .execute(
-            "UPDATE writer_lease SET expires_at = GREATEST(expires_at, $4)
+            "UPDATE writer_lease SET expires_at = GREATEST(expires_at, $4),
+                 renewed_at = GREATEST(renewed_at, $5)
              WHERE shard = $1 AND holder = $2 AND epoch = $3",
-            &[&lease.shard, &lease.holder, &lease.epoch, &expires_at],
+            &[&lease.shard, &lease.holder, &lease.epoch, &expires_at, &now],
         )
         .await?;
     if updated == 1 {
@@ -111,7 +114,8 @@ pub(super) async fn renew(
 }
 
 /// Gives the lease up (a graceful stop): it expires now, so a standby need not wait out the
-/// ttl. Only if `(holder, epoch)` still match: a stale holder cannot release its successor's.
+/// ttl. `renewed_at` stays: the shard's writer was alive then (other shards take over a shard's
+/// notifications only long after its last renewal, not after every restart). Only if `(holder, epoch)` still match: a stale holder cannot release its successor's.
 /// The epoch stays, so the releasing store's own later commits pass the fence until a standby
 /// takes over, and fail after.
 pub(super) async fn release(client: &impl GenericClient, lease: &WriterLease) -> Result<(), Error> {

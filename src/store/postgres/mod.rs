@@ -505,55 +505,58 @@ impl Store for PostgresStore {
         wait(async {
             let transaction = client.transaction().await?;
             lease::fence(&transaction, held).await?;
-            // A shard whose writer renewed its lease recently is alive (or restarting): its rows
-            // stay its own. Two shards adopting at once each take a row once: the second's
-            // UPDATE re-reads a row the first took, whose new shard is alive.
-            let rows = transaction
+            // Pending rows of no shard, and of shards whose writer last renewed its lease before
+            // the cutoff (a released lease keeps its last renewal: a restart is not an absence;
+            // a row without `renewed_at` was written by a binary before it), with their drift's
+            // cluster when the drift is still stored.
+            let candidates = transaction
                 .query(
-                    "UPDATE outbox o SET shard = $1
-                     FROM (SELECT id, shard AS previous FROM outbox
-                           WHERE state = 'pending' AND shard IS NOT NULL AND shard <> $1) old
-                     WHERE o.id = old.id AND o.state = 'pending' AND o.shard = old.previous
-                     AND NOT EXISTS (SELECT 1 FROM writer_lease l
-                                     WHERE l.shard = o.shard AND l.expires_at > $2)
-                     RETURNING old.previous",
+                    "SELECT o.id, o.shard, d.cluster FROM outbox o
+                     LEFT JOIN drifts d ON d.id = o.drift_id
+                     WHERE o.state = 'pending'
+                     AND (o.shard IS NULL
+                          OR (o.shard <> $1 AND NOT EXISTS (
+                                SELECT 1 FROM writer_lease l WHERE l.shard = o.shard
+                                AND COALESCE(l.renewed_at, l.expires_at) > $2)))",
                     &[&shard, &(now - orphaned_after_ms)],
                 )
                 .await?;
-            let mut orphaned = std::collections::BTreeMap::<String, usize>::new();
-            for row in &rows {
-                *orphaned.entry(row.try_get(0)?).or_default() += 1;
-            }
-            // Rows without a shard go to the shard of their drift's cluster.
-            let candidates = transaction
-                .query(
-                    "SELECT o.id, d.cluster FROM outbox o JOIN drifts d ON d.id = o.drift_id
-                     WHERE o.state = 'pending' AND o.shard IS NULL",
-                    &[],
-                )
-                .await?;
-            let mut mine = Vec::new();
+            let (mut ids, mut previous) = (Vec::new(), Vec::<Option<String>>::new());
+            let mut adopted = super::Adopted::default();
             for row in &candidates {
-                let cluster: String = row.try_get(1)?;
-                if owns(&cluster) {
-                    mine.push(row.try_get::<_, String>(0)?);
+                let from: Option<String> = row.try_get(1)?;
+                let cluster: Option<String> = row.try_get(2)?;
+                if cluster.as_deref().is_some_and(owns) {
+                    ids.push(row.try_get::<_, String>(0)?);
+                    previous.push(from);
+                } else if from.is_some() {
+                    // A gone shard's notification of a cluster this shard does not own: the
+                    // owning shard takes it; if none does, it stays (and is reported).
+                    adopted.stranded += 1;
                 }
             }
-            let unsharded = if mine.is_empty() {
-                0
-            } else {
-                transaction
-                    .execute(
-                        "UPDATE outbox SET shard = $1 WHERE id = ANY($2) AND shard IS NULL",
-                        &[&shard, &mine],
-                    )
-                    .await?
-            };
+            // Only rows still as read: two shards adopting at once each take a row once (the
+            // second's UPDATE sees the first's shard and skips it).
+            let taken = transaction
+                .query(
+                    "UPDATE outbox o SET shard = $1
+                     FROM UNNEST($2::text[], $3::text[]) AS t(id, previous)
+                     WHERE o.id = t.id AND o.state = 'pending'
+                     AND o.shard IS NOT DISTINCT FROM t.previous
+                     RETURNING t.previous",
+                    &[&shard, &ids, &previous],
+                )
+                .await?;
             transaction.commit().await?;
-            Ok::<_, Error>(super::Adopted {
-                orphaned: orphaned.into_iter().collect(),
-                unsharded: usize::try_from(unsharded).unwrap_or(usize::MAX),
-            })
+            let mut orphaned = std::collections::BTreeMap::<String, usize>::new();
+            for row in &taken {
+                match row.try_get::<_, Option<String>>(0)? {
+                    Some(from) => *orphaned.entry(from).or_default() += 1,
+                    None => adopted.unsharded += 1,
+                }
+            }
+            adopted.orphaned = orphaned.into_iter().collect();
+            Ok::<_, Error>(adopted)
         })
     }
 

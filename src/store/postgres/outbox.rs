@@ -28,36 +28,6 @@ impl PostgresOutbox {
     }
 }
 
-/// Adds `outbox.shard`, the shard that queued a row (NULL: queued by a deployment without
-/// shards, or before rows had shards; every relay may send those). Not a schema version, like
-/// the lease table: the versions are shared with SQLite, which has no shards, and the column is
-/// nullable and additive, so an older binary still reads and writes the table (its rows are
-/// NULL). Checked first so that a replica starting does not lock the table it need not change.
-pub(super) async fn add_shard_column(
-    client: &impl tokio_postgres::GenericClient,
-) -> Result<(), Error> {
-    let present = client
-        .query_opt(
-            "SELECT 1 FROM information_schema.columns
-             WHERE table_schema = current_schema() AND table_name = 'outbox' AND column_name = 'shard'",
-            &[],
-        )
-        .await?
-        .is_some();
-    if !present {
-        // The ALTER waits for every running statement on the table and blocks the ones behind
-        // it (older replicas' relays, a writer's commit holding its lease row): waited for 2 s
-        // at most, then the open fails and the replica retries as a standby.
-        client
-            .batch_execute(
-                "SET LOCAL lock_timeout = '2s';
-                 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS shard TEXT COLLATE \"C\"",
-            )
-            .await?;
-    }
-    Ok(())
-}
-
 /// The rows a relay of `$shard` may send: its shard's and those without one. A bound NULL
 /// (no shard assigned) sees every row.
 const SERVED_BY: &str = "($SHARD::text IS NULL OR shard = $SHARD::text OR shard IS NULL)";

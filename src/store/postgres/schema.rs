@@ -153,7 +153,12 @@ pub(super) fn migrate(conn: &mut Conn) -> Result<i64, Error> {
         }
         // Unversioned and additive (see `lease.rs`): created whatever the recorded version.
         transaction.batch_execute(super::lease::TABLE).await?;
-        super::outbox::add_shard_column(&transaction).await?;
+        // `outbox.shard`: the shard that queued a row (NULL: queued by a deployment without
+        // shards, or before rows had shards). `writer_lease.renewed_at`: when the shard's
+        // writer last renewed (or took) its lease, kept when it releases it, so other shards
+        // can tell a shard gone for good from one restarting.
+        add_column(&transaction, "outbox", "shard", "TEXT COLLATE \"C\"").await?;
+        add_column(&transaction, "writer_lease", "renewed_at", "BIGINT").await?;
         transaction
             .execute(
                 "INSERT INTO schema_version (id, version) VALUES (1, $1)
@@ -185,4 +190,36 @@ pub(super) async fn recorded(
         .query_opt("SELECT version FROM schema_version WHERE id = 1", &[])
         .await?
         .map(|row| row.get::<_, i64>(0)))
+}
+
+/// Adds a nullable column when it is missing. Not a schema version, like the lease table: the
+/// versions are shared with SQLite, which has neither shards nor leases, and a nullable column is
+/// additive, so an older binary still reads and writes the table (its rows leave it NULL).
+/// Checked first so that a replica starting does not lock a table it need not change; the ALTER
+/// waits for every running statement on the table and blocks those behind it (the writer's
+/// commits, older replicas' relays), so it waits 2 s at most for the lock: the open then fails
+/// and the replica retries as a standby.
+async fn add_column(
+    client: &impl tokio_postgres::GenericClient,
+    table: &str,
+    column: &str,
+    definition: &str,
+) -> Result<(), Error> {
+    let present = client
+        .query_opt(
+            "SELECT 1 FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
+            &[&table, &column],
+        )
+        .await?
+        .is_some();
+    if !present {
+        client
+            .batch_execute(&format!(
+                "SET LOCAL lock_timeout = '2s';
+                 ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {definition}"
+            ))
+            .await?;
+    }
+    Ok(())
 }
