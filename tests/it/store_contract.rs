@@ -1297,6 +1297,22 @@ fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
     }
 }
 
+/// The firing drift of the notification `queued(id, ..)`, in `cluster`.
+fn firing_in(id: &str, cluster: &str) -> Drift {
+    Drift {
+        cluster: cluster.into(),
+        ..drift_of(
+            &format!("drift-{id}"),
+            "v1",
+            "ns",
+            Severity::Warning,
+            1_000,
+            Some(1_000),
+            None,
+        )
+    }
+}
+
 /// Commits queued notifications `(id, channel)` through `writer`.
 fn queue(writer: &mut dyn Store, rows: &[(&str, &str)]) {
     writer
@@ -1456,18 +1472,6 @@ fn notifications_without_a_live_shard_are_taken_over() {
     // The drifts, and three notifications queued before shards: of an east cluster's drift, a
     // west cluster's, and a cluster no shard owns.
     let mut unsharded = backend.open();
-    let in_cluster = |id: &str, cluster: &str| Drift {
-        cluster: cluster.into(),
-        ..drift_of(
-            &format!("drift-{id}"),
-            "v1",
-            "ns",
-            Severity::Warning,
-            1_000,
-            Some(1_000),
-            None,
-        )
-    };
     let mut before = Batch {
         outbox: vec![
             queued("u-east", "hook"),
@@ -1486,7 +1490,7 @@ fn notifications_without_a_live_shard_are_taken_over() {
         ("u-lab", "lab-1"),
     ]
     .iter()
-    .map(|(id, cluster)| in_cluster(id, cluster))
+    .map(|(id, cluster)| firing_in(id, cluster))
     .collect();
     unsharded.writer.commit(&before).unwrap();
 
@@ -1597,18 +1601,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
     };
     before.changes.drifts = [("u-east", "east-1"), ("u-west", "west-1")]
         .iter()
-        .map(|(id, cluster)| Drift {
-            cluster: cluster.to_string(),
-            ..drift_of(
-                &format!("drift-{id}"),
-                "v1",
-                "ns",
-                Severity::Warning,
-                1_000,
-                Some(1_000),
-                None,
-            )
-        })
+        .map(|(id, cluster)| firing_in(id, cluster))
         .collect();
     backend.open().writer.commit(&before).unwrap();
 
