@@ -202,6 +202,23 @@ pub struct Pipeline {
     loaded: usize,
 }
 
+/// True when a drift filed under `cluster` is this shard's: a member cluster's by the shard's
+/// globs; a fleet drift, filed under `fleet:<group>` rather than a member cluster, by the shard
+/// whose config has the group (a group's clusters live in one shard).
+pub(crate) fn owns_drift_cluster(
+    shard: &crate::config::shard::ShardConfig,
+    rules: &Rules,
+    cluster: &str,
+) -> bool {
+    match cluster.strip_prefix(crate::classify::fleet::CLUSTER_PREFIX) {
+        Some(group) => rules
+            .fleet_groups()
+            .iter()
+            .any(|configured| configured.name == group),
+        None => shard.owns(cluster),
+    }
+}
+
 impl Pipeline {
     /// Loads state from the store and starts the writer thread.
     pub fn start(
@@ -213,20 +230,9 @@ impl Pipeline {
     ) -> Result<Pipeline, crate::store::Error> {
         let shard = &settings.shard;
         let mut snapshot = store.load_owned(&|cluster| shard.owns(cluster))?;
-        // A fleet drift is filed under `fleet:<group>`, not a member cluster: it belongs to the
-        // shard whose config has the group (a group's clusters live in one shard).
-        snapshot.drifts.retain(|drift| {
-            match drift
-                .cluster
-                .strip_prefix(crate::classify::fleet::CLUSTER_PREFIX)
-            {
-                Some(group) => rules
-                    .fleet_groups()
-                    .iter()
-                    .any(|configured| configured.name == group),
-                None => shard.owns(&drift.cluster),
-            }
-        });
+        snapshot
+            .drifts
+            .retain(|drift| owns_drift_cluster(shard, &rules, &drift.cluster));
         let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);
         engine.set_capacity(settings.capacity);

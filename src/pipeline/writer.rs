@@ -61,6 +61,8 @@ struct Round {
 const SILENCE_SYNC_MS: Millis = 5_000;
 /// How often a shard's writer looks for notifications without a live owner to take over.
 const ADOPT_EVERY_MS: Millis = 60_000;
+/// How soon a look that failed is tried again.
+const ADOPT_RETRY_MS: Millis = 5_000;
 /// How long a shard may have no writer before its pending notifications are another shard's to
 /// send: longer than a restart or a takeover, so a shard's own notifications normally go out
 /// through its own channels; short enough that a renamed or removed shard loses none.
@@ -866,13 +868,15 @@ impl Writer {
         if !self.settings.shard.set || self.gave_up {
             return;
         }
-        self.last_adoption = now;
         let shard = std::sync::Arc::clone(&self.settings.shard);
+        let rules = std::sync::Arc::clone(self.engine.rules());
         match self
             .store
-            .adopt_notifications(now, ORPHANED_AFTER_MS, &|cluster| shard.owns(cluster))
-        {
+            .adopt_notifications(now, ORPHANED_AFTER_MS, &|cluster| {
+                super::owns_drift_cluster(&shard, &rules, cluster)
+            }) {
             Ok(adopted) => {
+                self.last_adoption = now;
                 for (from, count) in &adopted.orphaned {
                     tracing::warn!(
                         message = "Took over the pending notifications of a shard without a writer.",
@@ -883,7 +887,7 @@ impl Writer {
                 }
                 if adopted.stranded != self.last_stranded && adopted.stranded > 0 {
                     tracing::warn!(
-                        message = "Pending notifications of shards without a writer are of clusters this shard does not own: the shard that owns them sends them; if none does, they stay pending.",
+                        message = "Pending notifications of shards without a writer for 20 minutes are of clusters this shard does not own, and no shard took them: they stay pending until a shard owns their cluster.",
                         shard = %shard.name,
                         count = adopted.stranded,
                     );
@@ -898,6 +902,9 @@ impl Writer {
                 }
             }
             Err(error) => {
+                // Looked at again in a few seconds, not at once (the store may be down) nor a
+                // minute later (the relays already run).
+                self.last_adoption = now - ADOPT_EVERY_MS + ADOPT_RETRY_MS;
                 if matches!(error, crate::store::Error::LeaseLost { .. }) {
                     self.health.lease_lost.store(true, Ordering::SeqCst);
                 }

@@ -109,8 +109,8 @@ pub struct Adopted {
     pub orphaned: Vec<(String, usize)>,
     /// Without a shard, of drifts in this shard's clusters.
     pub unsharded: usize,
-    /// Of shards without a live writer, left because their drift is not in this shard's
-    /// clusters (or no longer stored): the owning shard takes them, if one does.
+    /// Of shards without a writer for twice `orphaned_after_ms`, left because their drift is
+    /// not in this shard's clusters (or no longer stored): no shard took them when it could.
     pub stranded: usize,
 }
 

@@ -1447,9 +1447,9 @@ fn notifications_without_a_live_shard_are_taken_over() {
     let mut east = backend.open();
     east.assign_shard("east").unwrap();
     let mut leases = live.leases.take().unwrap();
-    // "gone" had a writer until 11 minutes ago; "restarting" renewed a minute ago and released
+    // "gone" had a writer until 21 minutes ago (its unowned rows are reported as left); "restarting" renewed a minute ago and released
     // its lease (a graceful restart); "live" renewed just now.
-    let long_ago = now - ORPHANED_AFTER_MS - 60_000;
+    let long_ago = now - 2 * ORPHANED_AFTER_MS - 60_000;
     leases
         .acquire("gone", "pod-g/1/x", long_ago, 10_000)
         .unwrap()
@@ -1468,6 +1468,15 @@ fn notifications_without_a_live_shard_are_taken_over() {
     }
     queue(&mut *gone.writer, &[("g-east", "hook"), ("g-west", "hook")]);
     queue(&mut *restarting.writer, &[("r-east", "hook")]);
+    // A live shard whose writer now runs a binary from before `renewed_at`: it renews the
+    // expiry only, and the `renewed_at` a newer one wrote long ago stays.
+    backend.execute(&format!(
+        "INSERT INTO writer_lease (shard, holder, epoch, expires_at, renewed_at) VALUES ('older', 'pod-o/1/x', 1, {}, {long_ago})",
+        now + 10_000
+    ));
+    let mut older = backend.open();
+    older.assign_shard("older").unwrap();
+    queue(&mut *older.writer, &[("o-east", "hook")]);
     queue(&mut *live.writer, &[("l-east", "hook")]);
     // The drifts, and three notifications queued before shards: of an east cluster's drift, a
     // west cluster's, and a cluster no shard owns.
@@ -1484,6 +1493,7 @@ fn notifications_without_a_live_shard_are_taken_over() {
         ("g-east", "east-1"),
         ("g-west", "west-1"),
         ("r-east", "east-2"),
+        ("o-east", "east-3"),
         ("l-east", "east-1"),
         ("u-east", "east-1"),
         ("u-west", "west-1"),
@@ -1612,8 +1622,12 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
         clusters: vec!["east-*".into()],
         set: true,
     };
+    let looks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let pipeline = Pipeline::start(
-        east.writer,
+        Box::new(RecordsWhereItAdopts {
+            inner: east.writer,
+            threads: std::sync::Arc::clone(&looks),
+        }),
         std::sync::Arc::new(drift_sentinel::classify::Rules::default()),
         pipeline::Settings {
             router: drift_sentinel::route::Router::new(
@@ -1638,7 +1652,53 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
         backend.execute("SELECT id || '=' || coalesce(shard, '-') FROM outbox ORDER BY id"),
         "u-east=east\nu-west=-"
     );
+    // The first look ran in `Pipeline::start` itself, on this thread: before the relays.
+    let first = looks.lock().unwrap().first().cloned();
+    assert_eq!(first, std::thread::current().name().map(str::to_string));
     drop(pipeline);
+}
+
+/// A writer's store that records on which thread each look for notifications to take over ran.
+struct RecordsWhereItAdopts {
+    inner: Box<dyn Store>,
+    threads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Store for RecordsWhereItAdopts {
+    fn load(&mut self) -> Result<store::Snapshot, store::Error> {
+        self.inner.load()
+    }
+    fn load_owned(&mut self, owns: &dyn Fn(&str) -> bool) -> Result<store::Snapshot, store::Error> {
+        self.inner.load_owned(owns)
+    }
+    fn is_duplicate(&mut self, key: &store::EventKey) -> Result<bool, store::Error> {
+        self.inner.is_duplicate(key)
+    }
+    fn commit(&mut self, batch: &Batch) -> Result<(), store::Error> {
+        self.inner.commit(batch)
+    }
+    fn heartbeat(&mut self, now: Millis) -> Result<(), store::Error> {
+        self.inner.heartbeat(now)
+    }
+    fn prune_events(&mut self, cutoff: Millis) -> Result<usize, store::Error> {
+        self.inner.prune_events(cutoff)
+    }
+    fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, store::Error> {
+        self.inner.prune_audit(cutoff)
+    }
+    fn adopt_notifications(
+        &mut self,
+        now: Millis,
+        orphaned_after_ms: Millis,
+        owns: &dyn Fn(&str) -> bool,
+    ) -> Result<store::Adopted, store::Error> {
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_string();
+        self.threads.lock().unwrap().push(thread);
+        self.inner.adopt_notifications(now, orphaned_after_ms, owns)
+    }
 }
 
 /// A database from before `outbox.shard` gets the column when a replica opens it, and a

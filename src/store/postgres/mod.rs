@@ -509,15 +509,19 @@ impl Store for PostgresStore {
             // the cutoff (a released lease keeps its last renewal: a restart is not an absence;
             // a row without `renewed_at` was written by a binary before it), with their drift's
             // cluster when the drift is still stored.
+            // `last_seen` is the later of the last renewal and the expiry: a lease row written
+            // by a binary without `renewed_at` still counts as alive while it is renewed.
             let candidates = transaction
                 .query(
-                    "SELECT o.id, o.shard, d.cluster FROM outbox o
+                    "SELECT o.id, o.shard, d.cluster,
+                            GREATEST(l.renewed_at, l.expires_at) AS last_seen
+                     FROM outbox o
                      LEFT JOIN drifts d ON d.id = o.drift_id
+                     LEFT JOIN writer_lease l ON l.shard = o.shard
                      WHERE o.state = 'pending'
                      AND (o.shard IS NULL
-                          OR (o.shard <> $1 AND NOT EXISTS (
-                                SELECT 1 FROM writer_lease l WHERE l.shard = o.shard
-                                AND COALESCE(l.renewed_at, l.expires_at) > $2)))",
+                          OR (o.shard <> $1
+                              AND (l.shard IS NULL OR GREATEST(l.renewed_at, l.expires_at) <= $2)))",
                     &[&shard, &(now - orphaned_after_ms)],
                 )
                 .await?;
@@ -526,12 +530,16 @@ impl Store for PostgresStore {
             for row in &candidates {
                 let from: Option<String> = row.try_get(1)?;
                 let cluster: Option<String> = row.try_get(2)?;
+                let last_seen: Option<Millis> = row.try_get(3)?;
                 if cluster.as_deref().is_some_and(owns) {
                     ids.push(row.try_get::<_, String>(0)?);
                     previous.push(from);
-                } else if from.is_some() {
+                } else if from.is_some()
+                    && last_seen.is_none_or(|seen| seen <= now - 2 * orphaned_after_ms)
+                {
                     // A gone shard's notification of a cluster this shard does not own: the
-                    // owning shard takes it; if none does, it stays (and is reported).
+                    // owning shard takes it. Reported only once the owner had as long again to
+                    // take it (so a rename does not make every other shard warn).
                     adopted.stranded += 1;
                 }
             }

@@ -157,8 +157,10 @@ pub(super) fn migrate(conn: &mut Conn) -> Result<i64, Error> {
         // shards, or before rows had shards). `writer_lease.renewed_at`: when the shard's
         // writer last renewed (or took) its lease, kept when it releases it, so other shards
         // can tell a shard gone for good from one restarting.
-        add_column(&transaction, "outbox", "shard", "TEXT COLLATE \"C\"").await?;
+        // In the order a writer's commit locks them (its lease row, then the outbox), so a
+        // running commit and this cannot wait for each other.
         add_column(&transaction, "writer_lease", "renewed_at", "BIGINT").await?;
+        add_column(&transaction, "outbox", "shard", "TEXT COLLATE \"C\"").await?;
         transaction
             .execute(
                 "INSERT INTO schema_version (id, version) VALUES (1, $1)
