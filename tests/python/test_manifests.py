@@ -766,8 +766,9 @@ def test_config_validate_rejects_a_broken_copy(tmp_path):
 EXAMPLES_MARKER = "# --- example channels and routes ---"
 
 
-def config_with_examples_uncommented() -> str:
-    head, marker, tail = shipped_config_text().partition(EXAMPLES_MARKER)
+def config_with_examples_uncommented(text: str = None) -> str:
+    """A config's text (the shipped one by default) with its example block uncommented."""
+    head, marker, tail = (shipped_config_text() if text is None else text).partition(EXAMPLES_MARKER)
     assert marker, "the example block's marker line is missing"
     lines = []
     for line in tail.splitlines()[1:]:

@@ -43,6 +43,7 @@ from test_manifests import (
     LocalApiServer,
     broker_token,
     builtin_errors,
+    config_with_examples_uncommented,
     find,
     is_knative,
     knative_schema_errors,
@@ -401,6 +402,27 @@ def test_each_overlay_config_passes_config_validate(built, overlay, tmp_path):
         missing = validate(text, tmp_path, env={})
         assert missing.returncode != 0
         assert "PGPASSWORD is not set" in missing.stderr, missing.stderr
+
+
+def test_shard_example_channels_share_names_and_use_each_shards_own_robot(sharded, tmp_path):
+    """The README's advice for channels in shards, as the shipped examples show it: the same
+    channel names in every shard, each shard's robot through variables of its own."""
+    urls = {}
+    for shard in SHARDS:
+        text = find(sharded, "ConfigMap", f"drift-sentinel-config-{shard}")["data"]["config.yaml"]
+        uncommented = config_with_examples_uncommented(text)
+        config = yaml.safe_load(uncommented)
+        urls[shard] = {channel["name"]: channel.get("url") for channel in config["channels"]}
+        up = shard.upper()
+        env = dict(DUMMY_ENV, **{
+            f"DINGTALK_{up}_WEBHOOK_URL": "https://oapi.dingtalk.com/robot/send?access_token=0123456789abcdef",
+            f"DINGTALK_{up}_SECRET": "SEC0123456789abcdef",
+            "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T000/B000/XXXX",
+        })
+        result = validate(uncommented, tmp_path, env)
+        assert result.returncode == 0, f"{shard}: {result.stderr}"
+    assert set(urls["east"]) == set(urls["west"]), urls
+    assert urls["east"]["ops-dingtalk"] != urls["west"]["ops-dingtalk"], urls
 
 
 @pytest.mark.parametrize(
@@ -1006,3 +1028,29 @@ def test_shard_config_refuses_another_shards_cluster_with_421(sharded, postgres,
     finally:
         east.stop()
         api_server.close()
+
+
+# --- the README's temporary pod --------------------------------------------------------------------
+
+
+def readme_store_copy_pod() -> dict:
+    """The pod spec of the README's `kubectl run store-copy --overrides='...'` (backup, and the
+    move to PostgreSQL)."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("run store-copy")
+    start = text.index("--overrides='", start) + len("--overrides='")
+    return json.loads(text[start:text.index("'", start)])["spec"]
+
+
+def test_the_readme_store_copy_pod_is_admitted_in_the_restricted_namespace():
+    pod = readme_store_copy_pod()
+    owner = {"metadata": {"name": "store-copy"}}
+    assert restricted_errors(owner, pod) == []
+    # It mounts the sink's claim, and runs as the sink's user (the store's files are its own).
+    sink = find(kustomize(K8S), "StatefulSet", "drift-sentinel")
+    claim = f"{sink['spec']['volumeClaimTemplates'][0]['metadata']['name']}-drift-sentinel-0"
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim
+    assert pod["securityContext"]["runAsUser"] == sink["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+    broken = copy.deepcopy(pod)
+    broken["containers"][0]["securityContext"].pop("allowPrivilegeEscalation")
+    assert restricted_errors(owner, broken)
