@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use drift_sentinel::classify::{Engine, ObjectState, Rules};
-use drift_sentinel::decode::{decode_request, ApiServerEvent, ClusterNames, Decoded};
+use drift_core::classify::{Engine, ObjectState, Rules};
+use drift_core::decode::{decode_request, ApiServerEvent, ClusterNames, Decoded};
 
 use world::{Fixtures, Mode, Object};
 
@@ -72,7 +72,7 @@ fn clusters() -> ClusterNames {
 }
 
 fn rules() -> Arc<Rules> {
-    let config = match drift_sentinel::config::load_str("", &|_| None) {
+    let config = match drift_core::config::load_str("", &|_| None) {
         Ok(config) => config,
         Err(error) => panic!("config: {error}"),
     };
@@ -82,7 +82,7 @@ fn rules() -> Arc<Rules> {
 /// The default rules with the ten shipped team invariants (`examples/invariants/knative.yaml`).
 fn rules_with_invariants() -> Arc<Rules> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/invariants/knative.yaml");
-    let invariants = match drift_sentinel::config::invariants::load_rules_file(&path) {
+    let invariants = match drift_core::config::invariants::load_rules_file(&path) {
         Ok(invariants) => invariants,
         Err(error) => panic!("invariants: {error}"),
     };
@@ -228,11 +228,7 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>) {
     let (before, after) = (state(&edit), state(&revert));
     group.bench_function("spec_diff/service", |b| {
         b.iter(|| {
-            drift_sentinel::classify::evidence::spec_diff(
-                black_box(&before),
-                black_box(&after),
-                &rules,
-            )
+            drift_core::classify::evidence::spec_diff(black_box(&before), black_box(&after), &rules)
         })
     });
     let deployment = states(app[5].clone());
@@ -242,11 +238,7 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>) {
     );
     group.bench_function("spec_diff/deployment", |b| {
         b.iter(|| {
-            drift_sentinel::classify::evidence::spec_diff(
-                black_box(&before),
-                black_box(&after),
-                &rules,
-            )
+            drift_core::classify::evidence::spec_diff(black_box(&before), black_box(&after), &rules)
         })
     });
     group.finish();

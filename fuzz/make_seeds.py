@@ -159,6 +159,19 @@ rules:
     write("config", "anchors", "a: &a [1, 2]\nb: &b [*a, *a]\nc: &c [*b, *b]\nd: [*c, *c]\n")
     write("config", "deep-nesting", "x: " + "[" * 2000 + "]" * 2000 + "\n")
 
+    # cel: the expression, a NUL, the object as JSON.
+    def cel(name, expression, obj):
+        write("cel", name, expression.encode() + b"\x00" + compact(obj).encode())
+    cel("service-traffic", "!has(object.spec.traffic) || object.spec.traffic.all(t, t.percent >= 0 && t.percent <= 100)", service)
+    cel("revision-message", "'revision ' + object.metadata.name + ' has ' + string(size(object.metadata.labels)) + ' labels'", revision)
+    cel("config-map-matches", "object.data.all(k, k.matches('^[a-z0-9-]+$') && object.data[k] != '')", config_map)
+    cel("old-object-update", "oldObject == null || object.metadata.generation >= oldObject.metadata.generation", revision)
+    cel("dynamic-pattern", "object.metadata.annotations.all(k, k.matches(object.metadata.annotations[k]))",
+        dict(service, metadata=dict(service["metadata"], annotations={"a1": "^a[0-9]$"})))
+    cel("nested-comprehensions", "object.metadata.labels.all(a, object.metadata.labels.all(b, object.metadata.labels.all(c, a + b + c != '')))", revision)
+    cel("deep-brackets", "(" * 200 + "true" + ")" * 200, {})
+    cel("not-an-object", "object.kind == 'Fuzz'", [1, 2, 3])
+
 
 if __name__ == "__main__":
     main()

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use drift_model::Severity;
 use drift_sentinel::check::Format;
 use drift_sentinel::commands::{self, check::Live};
-use drift_sentinel::model::Severity;
 
 // mimalloc instead of glibc malloc: events are decoded on the HTTP workers and freed on the
 // writer thread, a cross-thread pattern where glibc spent a quarter of the CPU in malloc, free

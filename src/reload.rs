@@ -24,12 +24,12 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::classify::baseline::Baseline;
-use crate::classify::Rules;
 use crate::metrics::Metrics;
-use crate::model::Millis;
 use crate::pipeline::Pipeline;
-use crate::time::Clock;
+use drift_core::classify::baseline::Baseline;
+use drift_core::classify::Rules;
+use drift_model::time::Clock;
+use drift_model::Millis;
 
 /// The sections hot reload applies.
 const RELOADED_SECTIONS: &[&str] = &["rules", "fleet"];
@@ -38,16 +38,18 @@ const RELOADED_SECTIONS: &[&str] = &["rules", "fleet"];
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Compiles the rules of a config, loading the baseline manifests it names (file I/O).
-pub fn load_rules(config: &crate::config::Config) -> Result<Rules, crate::manifest::Error> {
+pub fn load_rules(
+    config: &drift_core::config::Config,
+) -> Result<Rules, drift_core::manifest::Error> {
     // The groups compiled when the config was loaded (`config::load_str` validates them), so
     // this compiles them again without an error to meet.
     let fleet = config.fleet.compile("fleet.groups").unwrap_or_default();
     let rules = config.rules.compile().with_fleet(fleet);
     match &config.rules.baseline_dir {
-        Some(dir) => match crate::manifest::load(dir) {
+        Some(dir) => match drift_core::manifest::load(dir) {
             Ok(manifests) => Ok(rules.with_baseline(Baseline::from_manifests(&manifests))),
             // An empty baseline directory is a baseline with nothing in it, not an error.
-            Err(crate::manifest::Error::NoFiles { .. }) => Ok(rules),
+            Err(drift_core::manifest::Error::NoFiles { .. }) => Ok(rules),
             Err(error) => Err(error),
         },
         None => Ok(rules),
@@ -74,12 +76,12 @@ pub fn restart_sections(
 
 /// Logs each configured silence whose `expiresAt` has passed: it is accepted (refusing it would
 /// make a config that loaded yesterday fail after a restart today) but matches nothing.
-pub fn warn_expired_silences(config: &crate::config::Config, now: Millis) {
+pub fn warn_expired_silences(config: &drift_core::config::Config, now: Millis) {
     for (index, silence) in config.rules.silences.iter().enumerate() {
         let Some(expires) = &silence.expires_at else {
             continue;
         };
-        if crate::time::parse_time(expires).is_some_and(|at| at <= now) {
+        if drift_model::time::parse_time(expires).is_some_and(|at| at <= now) {
             tracing::warn!(
                 message = "A configured silence has expired and matches nothing; remove it.",
                 silence = format!("rules.silences[{index}]"),
@@ -115,7 +117,7 @@ fn digest(path: &Path) -> Option<Vec<u8>> {
 fn read_sections(path: &Path) -> serde_json::Map<String, serde_json::Value> {
     std::fs::read_to_string(path)
         .ok()
-        .and_then(|text| crate::config::sections(&text).ok())
+        .and_then(|text| drift_core::config::sections(&text).ok())
         .unwrap_or_default()
 }
 
@@ -139,13 +141,13 @@ fn watch(
         last = current;
         // One read: the rules applied and the sections compared come from the same text.
         let loaded = std::fs::read_to_string(&path)
-            .map_err(|source| crate::config::Error::Read {
+            .map_err(|source| drift_core::config::Error::Read {
                 path: path.clone(),
                 source,
             })
             .and_then(|text| {
-                let config = crate::config::load_str(&text, &|name| std::env::var(name).ok())?;
-                Ok((config, crate::config::sections(&text)?))
+                let config = drift_core::config::load_str(&text, &|name| std::env::var(name).ok())?;
+                Ok((config, drift_core::config::sections(&text)?))
             })
             .map_err(|error| (error.kind(), error.to_string()))
             .and_then(|(config, sections)| {
@@ -187,7 +189,7 @@ mod tests {
     use super::*;
 
     fn sections(text: &str) -> serde_json::Map<String, serde_json::Value> {
-        crate::config::sections(text).unwrap()
+        drift_core::config::sections(text).unwrap()
     }
 
     #[test]

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::classify::{Engine, Rules};
-use crate::decode::{self, ClusterNames, Decoded};
-use crate::model::{Millis, Transition};
-use crate::time::format_time;
-use crate::wire::drift::ActorView;
+use drift_core::classify::{Engine, Rules};
+use drift_core::decode::{self, ClusterNames, Decoded};
+use drift_model::time::format_time;
+use drift_model::wire::drift::ActorView;
+use drift_model::{Millis, Transition};
 
 /// Why replay input was rejected.
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +171,7 @@ pub(crate) fn transition_json(transition: &Transition) -> Value {
         "driftId": drift.id,
         "summary": drift.evidence.summary,
         "actor": drift.evidence.actor.as_ref().map(ActorView::from),
-        "changes": crate::wire::diff::entries(&drift.evidence.changes),
+        "changes": drift_model::wire::diff::entries(&drift.evidence.changes),
         "hint": drift.evidence.hint,
         "resolution": drift.resolution,
     })
@@ -195,7 +195,7 @@ pub(crate) fn transition_text(transition: &Transition) -> String {
     if let Some(reason) = &drift.resolution {
         line.push_str(&format!(" [resolved: {reason}]"));
     }
-    if let (Some(hint), crate::model::DriftState::Firing) = (&drift.evidence.hint, drift.state) {
+    if let (Some(hint), drift_model::DriftState::Firing) = (&drift.evidence.hint, drift.state) {
         line.push_str(&format!("\n    fix: {hint}"));
     }
     line

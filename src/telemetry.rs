@@ -2,7 +2,7 @@
 //!
 //! Every log line about an event carries `ce_id`, `ce_type`, `cluster`, `kind`, `namespace` and
 //! `name`. Webhook URLs, tokens and Secret values are never logged: config secrets are
-//! [`crate::config::Secret`] values whose `Debug`/`Display` redact.
+//! [`drift_core::config::Secret`] values whose `Debug`/`Display` redact.
 
 use tracing_subscriber::EnvFilter;
 

@@ -7,19 +7,20 @@
 
 use std::sync::Arc;
 
-use drift_sentinel::classify::evidence as enrich;
-use drift_sentinel::classify::{Engine, Rules};
-use drift_sentinel::decode::{self, ClusterNames, Decoded};
-use drift_sentinel::model::FieldChange;
+use drift_core::classify::evidence as enrich;
+use drift_core::classify::{Engine, Rules};
+use drift_core::decode::{self, ClusterNames, Decoded};
+use drift_model::FieldChange;
 use serde_json::Value;
 
 /// The fuzz targets, by name (the file names under `fuzz/fuzz_targets/` and `fuzz/seeds/`).
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
     "decode_request",
     "parse_object",
     "managed_fields",
     "diff",
     "config",
+    "cel",
 ];
 
 /// Runs the target called `name` on `data`.
@@ -30,6 +31,7 @@ pub fn run(name: &str, data: &[u8]) {
         "managed_fields" => managed_fields(data),
         "diff" => diff(data),
         "config" => config(data),
+        "cel" => cel(data),
         other => panic!("unknown fuzz target {other}"),
     }
 }
@@ -165,7 +167,7 @@ pub fn diff(data: &[u8]) {
     enrich::diff::diff_values("/spec", before.as_ref(), after.as_ref(), &mut changes);
     for change in &changes {
         // Every change names a pointer that splits back into segments, and values are bounded.
-        let _ = drift_sentinel::model::pointer::pointer_segments(&change.path);
+        let _ = drift_model::pointer::pointer_segments(&change.path);
         for value in change.before.iter().chain(change.after.iter()) {
             let _ = serde_json::to_string(&enrich::diff::bounded(value));
         }
@@ -184,11 +186,64 @@ pub fn config(data: &[u8]) {
             _ => Some(format!("value-of-{name}")),
         }
     };
-    let Ok(config) = drift_sentinel::config::load_str(text, &lookup) else {
+    let Ok(config) = drift_core::config::load_str(text, &lookup) else {
         return;
     };
     let _ = config.rules.compile();
-    let _ = drift_sentinel::route::Router::new(&config.routes, &config.channels);
+    let _ = drift_core::route::Router::new(&config.routes, &config.channels);
+}
+
+/// A team invariant's expression judged on an object as the service judges it: compiled with
+/// its checks and budget rewrite (as a `bool` rule and as a message), then evaluated on the
+/// object, with the object as `oldObject` too (an update). The work runs on a thread with the
+/// stack the service compiles rules on (256 MiB): a stack overflow or an evaluation past its
+/// budget is a bug either way.
+///
+/// Input: the expression's text, a NUL byte, then the object as JSON (anything that is not a
+/// Kubernetes object is judged on an empty one).
+pub fn cel(data: &[u8]) {
+    let (source, object) = match data.iter().position(|byte| *byte == 0) {
+        Some(nul) => (&data[..nul], &data[nul + 1..]),
+        None => (data, &data[..0]),
+    };
+    let Ok(source) = std::str::from_utf8(source) else {
+        return;
+    };
+    let source = source.to_string();
+    let object = serde_json::from_slice::<Value>(object).unwrap_or(Value::Null);
+    let judged = std::thread::Builder::new()
+        .stack_size(256 * 1024 * 1024)
+        .spawn(move || judge(&source, object))
+        .expect("spawn");
+    if let Err(panic) = judged.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn judge(source: &str, object: Value) {
+    use drift_core::classify::invariants::{view, Bindings, Expression, Returns};
+    use drift_core::classify::ObjectState;
+    let object = decode::parse_object(object)
+        .or_else(|_| decode::parse_object(serde_json::json!({"apiVersion": "v1", "kind": "Fuzz", "metadata": {"name": "fuzz", "uid": "fuzz", "resourceVersion": "1"}})));
+    let Ok(object) = object else {
+        return;
+    };
+    let state = ObjectState::from_object("fuzz", &object, 0);
+    let (spec, status) = (state.spec.value(), state.status.value());
+    let view = view(&state, &spec, &status);
+    for returns in [Returns::Bool, Returns::String] {
+        let Ok(expression) = Expression::compile(source, returns) else {
+            continue;
+        };
+        let (reads, reads_old) = expression.fields();
+        for old in [None, Some(&view)] {
+            let bindings = Bindings::new(&view, old, reads, reads_old);
+            match returns {
+                Returns::Bool => drop(expression.holds(&bindings)),
+                Returns::String => drop(expression.text(&bindings)),
+            }
+        }
+    }
 }
 
 fn split_head(data: &[u8]) -> (&[u8], &[u8]) {

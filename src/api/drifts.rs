@@ -8,12 +8,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{audit, blocking, no_query, query_error, ApiState, NoQuery};
-use crate::classify::classes;
 use crate::ingest::ApiError;
-use crate::model::{group, Drift, Millis, SEVERITIES};
-use crate::store::{DeliveryView, DriftFilter, HistoryEntry, OutboxState};
-use crate::time::format_time;
-use crate::wire::drift::{DriftView, EvidenceView};
+use drift_core::classify::classes;
+use drift_model::time::format_time;
+use drift_model::wire::drift::{DriftView, EvidenceView};
+use drift_model::{group, Drift, Millis, SEVERITIES};
+use drift_store::{DeliveryView, DriftFilter, HistoryEntry, OutboxState};
 
 /// A drift as the API shows it (`wire::drift::DriftView`): the record with times as RFC 3339.
 pub(crate) fn drift_view(drift: &Drift) -> Value {
@@ -102,7 +102,7 @@ pub fn filter(query: &DriftQuery) -> Result<DriftFilter, InvalidQuery> {
     let since =
         match query.since.as_deref() {
             None => None,
-            Some(text) => Some(crate::time::parse_time(text).ok_or_else(|| {
+            Some(text) => Some(drift_model::time::parse_time(text).ok_or_else(|| {
                 invalid("since", format!("since: {text:?} is not an RFC 3339 time"))
             })?),
         };

@@ -9,10 +9,10 @@ use serde_json::Value;
 
 use super::report::escape_html as esc;
 use super::ApiState;
-use crate::classify::fleet::{value_text, GroupView, WHOLE_OBJECT};
 use crate::ingest::ApiError;
-use crate::time::format_time;
-use crate::wire::fleet::{
+use drift_core::classify::fleet::{value_text, GroupView, WHOLE_OBJECT};
+use drift_model::time::format_time;
+use drift_model::wire::fleet::{
     FleetDriftRef, FleetGroupView, FleetMemberView, FleetObjectView, FleetRowView, FleetView,
 };
 
@@ -153,7 +153,7 @@ pub(crate) fn html(groups: &[GroupView], only: Option<&str>) -> String {
             body.push_str(&format!(
                 "<p class=\"muted\">{} more object(s) not shown (at most {} per group, divergent ones first).</p>",
                 view.truncated,
-                crate::classify::fleet::MAX_VIEW_OBJECTS
+                drift_core::classify::fleet::MAX_VIEW_OBJECTS
             ));
         }
         body.push_str("<table class=\"members\"><tr><th>Member</th><th>Last event</th></tr>");

@@ -31,12 +31,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::Router;
 
-use crate::config::Secret;
 use crate::ingest::auth::{bearer, same_secret};
 use crate::ingest::ApiError;
 use crate::pipeline::{Pipeline, ResyncControl};
-use crate::store::AuditRead;
-use crate::time::Clock;
+use drift_core::config::Secret;
+use drift_model::time::Clock;
+use drift_store::AuditRead;
 
 /// Shared state of the API and dashboard handlers.
 #[derive(Clone)]
@@ -118,7 +118,7 @@ pub fn audit(state: &ApiState) -> Result<Arc<dyn AuditRead>, ApiError> {
 
 /// Runs a blocking store query off the async runtime.
 pub async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, crate::store::Error> + Send + 'static,
+    work: impl FnOnce() -> Result<T, drift_store::Error> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::task::spawn_blocking(work).await {
         Ok(Ok(value)) => Ok(value),

@@ -1,8 +1,8 @@
 //! The dashboard's overview, at the top of `/ui`: the drifts firing now as coloured tiles by
 //! severity, bars by API group family and by namespace (the busiest few), and a chart of the
 //! drifts that fired and resolved per day over the last [`DAYS`] days. Pure: the route reads the
-//! counts from the store ([`crate::store::AuditRead::firing_counts`] and
-//! [`crate::store::AuditRead::moves_per_day`], which count in the store and read no drift's
+//! counts from the store ([`drift_store::AuditRead::firing_counts`] and
+//! [`drift_store::AuditRead::moves_per_day`], which count in the store and read no drift's
 //! body) and passes them in with the time from the injected clock. The overview counts every
 //! firing drift, whatever the list's filters; a namespace's count sums it over the clusters.
 //!
@@ -15,9 +15,9 @@
 use std::collections::BTreeMap;
 
 use super::report::{escape_html as esc, url_component};
-use crate::model::{group, Millis, Severity};
-use crate::store::{DayMoves, FiringCount, DAY_MILLIS};
-use crate::time::format_time;
+use drift_model::time::format_time;
+use drift_model::{group, Millis, Severity};
+use drift_store::{DayMoves, FiringCount, DAY_MILLIS};
 
 /// Days the chart shows, today (UTC) the last of them.
 pub const DAYS: usize = 14;
@@ -390,7 +390,7 @@ mod tests {
     #[test]
     fn the_chart_says_every_number_as_text() {
         let start = window_start(1_795_946_405_000);
-        let days = crate::store::audit::dense_days(start, DAYS, [(0, 2, 0), (3, 5, 1), (13, 0, 4)]);
+        let days = drift_store::audit::dense_days(start, DAYS, [(0, 2, 0), (3, 5, 1), (13, 0, 4)]);
         let svg = chart_svg(&days);
         assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>"));
         assert!(svg.contains("<title id=\"moves-title\">Drifts fired and resolved per day, last 14 days (UTC)</title>"));

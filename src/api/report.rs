@@ -16,8 +16,8 @@ use serde_json::Value;
 use super::drifts::groups_of;
 use super::{audit, blocking, query_error, ApiState};
 use crate::ingest::ApiError;
-use crate::model::{group, Drift, Millis};
-use crate::time::format_time;
+use drift_model::time::format_time;
+use drift_model::{group, Drift, Millis};
 
 /// Time-to-resolve figures of one class.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -391,7 +391,7 @@ pub(super) async fn report(
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(query_error)?;
     let window = match &query.window {
-        Some(text) => crate::time::parse_duration(text).map_err(|message| {
+        Some(text) => drift_model::time::parse_duration(text).map_err(|message| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_query",

@@ -15,8 +15,8 @@ use axum::Json;
 use super::{no_query, ApiState, NoQuery};
 use crate::ingest::ApiError;
 use crate::pipeline::{ResyncStatus, StartError};
-use crate::time::format_time;
-use crate::wire::resync::{PassView, ResyncView, RunningView};
+use drift_model::time::format_time;
+use drift_model::wire::resync::{PassView, ResyncView, RunningView};
 
 /// The status as the API shows it.
 pub(crate) fn view(status: &ResyncStatus) -> ResyncView {

@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 
 use super::{audit, blocking, no_query, ApiState, NoQuery};
 use crate::ingest::ApiError;
-use crate::model::Silence;
 use crate::pipeline::{SilenceOutcome, SilenceRequest};
-use crate::wire::silence::{SilenceInput, SilenceView};
+use drift_model::wire::silence::{SilenceInput, SilenceView};
+use drift_model::Silence;
 
 /// Every silence: configured ones (read-only, from `rules.silences`) and API ones.
 pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiError> {
@@ -54,7 +54,7 @@ pub(crate) fn validate_silence(silence: &Silence) -> Result<(), ApiError> {
         "comment": silence.comment,
     });
     let text = json!({"rules": {"silences": [value]}}).to_string();
-    crate::config::load_str(&text, &|_| None)
+    drift_core::config::load_str(&text, &|_| None)
         .map(|_| ())
         .map_err(|error| {
             ApiError::new(
@@ -69,14 +69,14 @@ pub(crate) fn validate_silence(silence: &Silence) -> Result<(), ApiError> {
 pub(crate) async fn add_silence(
     state: &ApiState,
     silence: Silence,
-) -> Result<crate::store::StoredSilence, ApiError> {
+) -> Result<drift_store::StoredSilence, ApiError> {
     validate_silence(&silence)?;
     // An expiry already past would store a silence that matches nothing: a mistake (a wrong
     // year, a time zone) that the caller should hear about. Configured silences are not held
     // to this: one that has expired is harmless, and refusing it would make a config that
     // loaded yesterday fail to load after a restart today.
     if let Some(expires) = &silence.expires_at {
-        if crate::time::parse_time(expires).is_some_and(|at| at <= (state.clock)()) {
+        if drift_model::time::parse_time(expires).is_some_and(|at| at <= (state.clock)()) {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_silence",

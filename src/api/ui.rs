@@ -32,9 +32,9 @@ use super::silences::{add_silence, all_silences};
 use super::{audit, blocking, ApiState};
 use crate::ingest::auth::{bearer, same_secret};
 use crate::ingest::ApiError;
-use crate::model::{group, Drift, Silence};
 use crate::pipeline::{ResyncStatus, ResyncTrigger, StartError};
-use crate::time::format_time;
+use drift_model::time::format_time;
+use drift_model::{group, Drift, Silence};
 
 /// The `/ui` routes.
 pub fn routes(state: ApiState) -> Router<ApiState> {
@@ -226,7 +226,7 @@ fn bad_filter(field: Option<&str>) -> Response {
         Some("state") => "state must be open, pending, firing or resolved.".to_string(),
         Some("class") => format!(
             "class must be a drift class: {}.",
-            crate::classify::classes::REGISTRY
+            drift_core::classify::classes::REGISTRY
                 .iter()
                 .map(|class| class.id())
                 .collect::<Vec<_>>()
@@ -234,11 +234,11 @@ fn bad_filter(field: Option<&str>) -> Response {
         ),
         Some("severity") => format!(
             "severity must be one of {}.",
-            crate::model::SEVERITIES.join(", ")
+            drift_model::SEVERITIES.join(", ")
         ),
         Some("group") => format!(
             "group must be an API group family or one of its groups: {}.",
-            crate::model::group::filter_values().join(", ")
+            drift_model::group::filter_values().join(", ")
         ),
         Some(other) => format!("{other} is not valid."),
         None => "The address holds a parameter this page does not take, or one it cannot read. \
@@ -294,12 +294,12 @@ async fn index(
         select_labelled(
             "class",
             query.class.as_deref(),
-            &crate::classify::classes::REGISTRY
+            &drift_core::classify::classes::REGISTRY
                 .iter()
                 .map(|class| (class.id(), class.names().en))
                 .collect::<Vec<_>>(),
         ),
-        select("severity", query.severity.as_deref(), crate::model::SEVERITIES),
+        select("severity", query.severity.as_deref(), drift_model::SEVERITIES),
         group_select(query.group.as_deref()),
         esc(query.namespace.as_deref().unwrap_or_default()),
         esc(query.cluster.as_deref().unwrap_or_default()),
@@ -522,7 +522,7 @@ async fn detail(
             _ => "—".to_string(),
         },
         service = esc(drift.owner.service.as_deref().unwrap_or("—")),
-        actor = esc(&crate::model::text::actor_text(&drift).unwrap_or_else(|| "—".into())),
+        actor = esc(&drift_model::text::actor_text(&drift).unwrap_or_else(|| "—".into())),
     );
     body.push_str(&condition_chain(evidence));
     if !evidence.changes.is_empty() {
@@ -530,7 +530,7 @@ async fn detail(
         let show = |value: &Option<serde_json::Value>| {
             value
                 .as_ref()
-                .map(|v| crate::classify::evidence::diff::bounded(v).to_string())
+                .map(|v| drift_core::classify::evidence::diff::bounded(v).to_string())
                 .unwrap_or_else(|| "∅".into())
         };
         for change in &evidence.changes {
@@ -606,13 +606,13 @@ const CHAIN_LINKS: usize = 32;
 const CHAIN_MESSAGE_CHARS: usize = 2000;
 
 /// The failing condition chain of a drift (`facts["conditionChain"]`, see
-/// [`crate::model::CONDITION_CHAIN_FACT`]) as an ordered list, or nothing when the evidence has
+/// [`drift_model::CONDITION_CHAIN_FACT`]) as an ordered list, or nothing when the evidence has
 /// none or it is not a JSON array. Every value comes from the cluster and is escaped; a field
 /// that is missing or not a string shows as absent.
-fn condition_chain(evidence: &crate::model::Evidence) -> String {
+fn condition_chain(evidence: &drift_model::Evidence) -> String {
     let Some(links) = evidence
         .facts
-        .get(crate::model::CONDITION_CHAIN_FACT)
+        .get(drift_model::CONDITION_CHAIN_FACT)
         .and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(text).ok())
         .filter(|links| !links.is_empty())
     else {
@@ -736,11 +736,12 @@ async fn silence(
              through the API (POST /api/v1/silences) with matchers you choose.",
         ));
     }
-    let expires = (state.clock)()
-        .saturating_add(crate::time::millis(std::time::Duration::from_secs(seconds)));
+    let expires = (state.clock)().saturating_add(drift_model::time::millis(
+        std::time::Duration::from_secs(seconds),
+    ));
     let silence = Silence {
         matchers,
-        expires_at: Some(crate::time::format_time_offset(expires)),
+        expires_at: Some(drift_model::time::format_time_offset(expires)),
         comment: form
             .comment
             .filter(|comment| !comment.trim().is_empty())

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::writer::WriterRole;
 use super::Shared;
 use crate::metrics::{ShardLabel, ShardReasonLabel};
-use crate::store::{Error, Leases, WriterLease};
+use drift_store::{Error, Leases, WriterLease};
 
 /// How often the keeper looks at the lease's state between renewals.
 const WATCH_INTERVAL: Duration = Duration::from_millis(200);
@@ -98,7 +98,7 @@ fn held(shared: &Shared, shard: &str, holds: bool) {
 /// holds the lease, and stands by again when it loses it.
 pub(super) async fn replica(
     shared: Shared,
-    parts: Option<(crate::store::Opened, Box<dyn Leases>)>,
+    parts: Option<(drift_store::Opened, Box<dyn Leases>)>,
     standby: crate::ingest::Standby,
 ) {
     let shard = shared.config.shard.name.clone();
@@ -171,7 +171,7 @@ pub(super) async fn replica(
 async fn reopen(
     shared: &Shared,
     standby: &crate::ingest::Standby,
-) -> Option<(crate::store::Opened, Box<dyn Leases>)> {
+) -> Option<(drift_store::Opened, Box<dyn Leases>)> {
     let mut last: Option<String> = None;
     held(shared, &shared.config.shard.name, false);
     loop {
@@ -211,7 +211,7 @@ async fn reopen(
 /// stops with the reason).
 async fn stand_by(
     shared: &Shared,
-    mut opened: crate::store::Opened,
+    mut opened: drift_store::Opened,
     leases: Box<dyn Leases>,
     standby: &crate::ingest::Standby,
 ) -> Option<Turn> {
@@ -220,7 +220,7 @@ async fn stand_by(
     let shard = config.shard.name.clone();
     let holder = shared.identity.owner_prefix();
     let lease_settings = config.store.lease.clone();
-    let ttl_ms = crate::model::Millis::try_from(lease_settings.ttl.as_millis()).unwrap_or(10_000);
+    let ttl_ms = drift_model::Millis::try_from(lease_settings.ttl.as_millis()).unwrap_or(10_000);
     let leases: SharedLeases = Arc::new(Mutex::new(leases));
     held(&shared, &shard, false);
     set_reason(standby, format!("shard {shard}: taking the writer lease"));
@@ -267,7 +267,7 @@ async fn stand_by(
                 Some(before) => format!(
                     "shard {shard}: the writer is {} (its lease runs until {})",
                     before.holder,
-                    crate::time::format_time_offset(before.expires_at)
+                    drift_model::time::format_time_offset(before.expires_at)
                 ),
                 None => format!("shard {shard}: the writer lease is being taken"),
             },
@@ -338,7 +338,7 @@ async fn stand_by(
             // config's, and stops the service.
             let from_store = error.chain().any(|cause| {
                 cause
-                    .downcast_ref::<crate::store::Error>()
+                    .downcast_ref::<drift_store::Error>()
                     .is_some_and(|error| matches!(error.kind(), "postgres" | "unavailable"))
             });
             let reason = format!(
@@ -421,7 +421,7 @@ async fn keep(
     let mut next_renewal = Instant::now();
     let mut in_flight: Option<(
         Instant,
-        tokio::task::JoinHandle<Result<crate::model::Millis, Error>>,
+        tokio::task::JoinHandle<Result<drift_model::Millis, Error>>,
     )> = None;
     let mut warned = false;
     loop {
@@ -516,7 +516,7 @@ async fn keep(
 
 /// How long after its last renewal (or its acquisition) a writer may act on its lease: a renewal
 /// interval less than the ttl, so it gives up before the lease can expire for the others.
-fn renewal_deadline(settings: &crate::config::server::LeaseConfig) -> Duration {
+fn renewal_deadline(settings: &drift_core::config::server::LeaseConfig) -> Duration {
     settings.ttl.saturating_sub(settings.renew_interval)
 }
 

@@ -12,11 +12,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, ResyncMode};
-use crate::decode::ClusterNames;
 use crate::ingest;
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Pipeline};
+use drift_core::config::{Config, ResyncMode};
+use drift_core::decode::ClusterNames;
 
 mod lease;
 mod writer;
@@ -49,7 +49,7 @@ struct Shared {
     config: Arc<Config>,
     config_path: Option<PathBuf>,
     metrics: Arc<Metrics>,
-    clock: crate::time::Clock,
+    clock: drift_model::time::Clock,
     /// Cancelled to stop the service (a signal, or a writer that cannot start).
     shutdown: CancellationToken,
     /// Cancelled after the HTTP drain: the writer role stops (its last commit lands) and gives
@@ -91,7 +91,7 @@ pub async fn start(
 ) -> anyhow::Result<Server> {
     let metrics = Arc::new(Metrics::new());
     // One clock for the writer, the relays, the channels (re-signing) and the API.
-    let clock = crate::time::system_clock();
+    let clock = drift_model::time::system_clock();
     // A shared store that cannot be reached now (the database restarting, a network blip) is
     // waited for as a standby, alive and not ready, like a writer that lost it; a SQLite file
     // that cannot be opened, or a store written by a newer binary, stops the start.
@@ -318,7 +318,7 @@ fn release_stale_claims(outbox: &crate::deliver::relay::SharedOutbox, identity: 
     }
 }
 
-/// Whether resync runs with this config (see [`crate::config::ResyncMode`]).
+/// Whether resync runs with this config (see [`drift_core::config::ResyncMode`]).
 pub(crate) fn resync_enabled(config: &Config) -> bool {
     match config.resync.enabled {
         ResyncMode::On => true,
@@ -384,7 +384,7 @@ async fn start_resync(
         cluster,
         pipeline.clone(),
         Arc::clone(metrics),
-        crate::time::system_clock(),
+        drift_model::time::system_clock(),
         resync::Settings {
             interval: settings.interval,
             page_size: settings.page_size,
@@ -467,10 +467,28 @@ async fn wait_for_signal() {
     }
 }
 
+/// Where the configured store is: `store.url`'s PostgreSQL database when set, else the SQLite
+/// file of `store.path`.
+pub fn store_options(store: &drift_core::config::StoreConfig) -> drift_store::Options {
+    match &store.url {
+        Some(url) => drift_store::Options::Postgres {
+            url: url.expose().to_string(),
+            password: store
+                .password
+                .as_ref()
+                .map(|password| password.expose().to_string()),
+            ca_file: store.ca_file.clone(),
+        },
+        None => drift_store::Options::Sqlite {
+            path: store.path.clone(),
+        },
+    }
+}
+
 /// Opens the configured store; in a shard, its writer and relays are the shard's (each shard
 /// queues, sends and counts only its own notifications).
-fn open_store(config: &Config) -> Result<crate::store::Opened, crate::store::Error> {
-    let mut opened = crate::store::open(&config.store)?;
+fn open_store(config: &Config) -> Result<drift_store::Opened, drift_store::Error> {
+    let mut opened = drift_store::open(&store_options(&config.store))?;
     if config.shard.set {
         opened.assign_shard(&config.shard.name)?;
     }

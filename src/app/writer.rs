@@ -32,12 +32,12 @@ impl WriterRole {
     /// routes requests to them (`shared.active`).
     pub(super) async fn start(
         shared: &Shared,
-        opened: crate::store::Opened,
+        opened: drift_store::Opened,
     ) -> anyhow::Result<WriterRole> {
         let config = &shared.config;
         let clock = shared.clock.clone();
         let metrics = &shared.metrics;
-        let crate::store::Opened {
+        let drift_store::Opened {
             writer: store,
             outbox,
             audit,
@@ -46,9 +46,9 @@ impl WriterRole {
         } = opened;
         let mut channel_configs = config.channels.clone();
         if channel_configs.is_empty() {
-            channel_configs.push(crate::config::ChannelConfig::log("log"));
+            channel_configs.push(drift_core::config::ChannelConfig::log("log"));
         }
-        let router = crate::route::Router::new(&config.routes, &channel_configs);
+        let router = drift_core::route::Router::new(&config.routes, &channel_configs);
         let outbox_notify = Arc::new(tokio::sync::Notify::new());
         let rules =
             Arc::new(crate::reload::load_rules(config).context("loading baseline manifests")?);

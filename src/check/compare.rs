@@ -14,13 +14,15 @@ use super::normalize::{
 };
 use super::report::{DiffEntry, Finding, ObjectReport, Report};
 use super::Error;
-use crate::classify::baseline::{compare, KnativeDefaults, Normalization};
-use crate::classify::defaults::NO_DATA;
-use crate::classify::evidence::hint::{namespace_flag, resource_name, revert_patch, shell_quote};
-use crate::classify::{classes, ObjectState, Rules};
-use crate::decode::object::api_group;
-use crate::manifest::{Document, ManifestKey, Manifests};
-use crate::model::{FieldChange, Severity};
+use drift_core::classify::baseline::{compare, KnativeDefaults, Normalization};
+use drift_core::classify::defaults::NO_DATA;
+use drift_core::classify::evidence::hint::{
+    namespace_flag, resource_name, revert_patch, shell_quote,
+};
+use drift_core::classify::{classes, ObjectState, Rules};
+use drift_core::decode::object::api_group;
+use drift_core::manifest::{Document, ManifestKey, Manifests};
+use drift_model::{FieldChange, Severity};
 
 /// Class id: in the baseline, not live.
 const MISSING: &str = "missing";
@@ -402,7 +404,7 @@ fn data_changes(desired: &Value, live: &Value) -> Vec<FieldChange> {
     keys.into_iter()
         .filter(|key| wanted.get(*key) != actual.get(*key))
         .map(|key| FieldChange {
-            path: crate::model::pointer::push_pointer("/data", key),
+            path: drift_model::pointer::push_pointer("/data", key),
             before: wanted.get(key).cloned(),
             after: actual.get(key).cloned(),
         })

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use super::normalize::{Live, CLUSTER, SNAPSHOT_TIME};
 use super::report::RuleOutcome;
-use crate::classify::{classes, Engine, Rules};
-use crate::decode::{Action, ApiServerEvent, KubeObject, Mode};
-use crate::manifest::ManifestKey;
-use crate::model::{Drift, DriftState, Millis};
+use drift_core::classify::{classes, Engine, Rules};
+use drift_core::decode::{Action, ApiServerEvent, KubeObject, Mode};
+use drift_core::manifest::ManifestKey;
+use drift_model::{Drift, DriftState, Millis};
 
 /// The engine classes that apply to a snapshot (state-based), in registry order.
 pub fn snapshot_classes() -> Vec<&'static str> {

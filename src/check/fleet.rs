@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use super::normalize::decode_live;
 use super::report::{DiffEntry, Finding, ObjectReport, Report};
 use super::Error;
-use crate::classify::fleet::{self, Divergence, FleetGroup, FleetObject};
-use crate::classify::{classes, ObjectState, Rules};
-use crate::manifest::Manifests;
-use crate::model::Severity;
+use drift_core::classify::fleet::{self, Divergence, FleetGroup, FleetObject};
+use drift_core::classify::{classes, ObjectState, Rules};
+use drift_core::manifest::Manifests;
+use drift_model::Severity;
 
 /// The name of the group `compare` makes of every snapshot when the config has none.
 pub const ALL_SNAPSHOTS: &str = "snapshots";

@@ -13,7 +13,7 @@
 //!   which are checked through their Service) and every other kind (a cluster dump holds many
 //!   objects the baseline does not manage).
 //! * `spec_drift`: the live object differs from its manifest
-//!   ([`crate::classify::baseline::compare`]: fields the manifest leaves out against Knative's
+//!   ([`drift_core::classify::baseline::compare`]: fields the manifest leaves out against Knative's
 //!   defaults from the snapshot's ConfigMaps or built in, behavioural labels and annotations
 //!   even when the manifest does not set them; status and server-set metadata are not
 //!   compared; `rules.ignorePaths` apply). `warning`.
@@ -21,7 +21,7 @@
 //!   `_example` ignored. Severity and `enabled` from `rules.classes.config_drift`.
 //! * `not_ready`, `revision_not_ready`, `traffic_drift`, `generation_lag`, `revision_pileup`:
 //!   the state-based classes of the engine, run for real: every live object is applied to a
-//!   [`crate::classify::Engine`] as a Resource-mode `add` event at one instant, the clock then
+//!   [`drift_core::classify::Engine`] as a Resource-mode `add` event at one instant, the clock then
 //!   jumps past every grace period, and the drifts that fire are reported with the engine's own
 //!   severity, summary and hint. A snapshot cannot tell how long a condition has held, so it is
 //!   treated as held past its grace. Change-based classes (`manual_edit`, `image_drift`,
@@ -36,19 +36,19 @@
 //! output.
 //!
 //! Invariants: [`check`] and the renderers are pure (no I/O, no clock) and deterministic (the same
-//! inputs give byte-identical output); only [`crate::manifest::load`] and [`run`] read files.
+//! inputs give byte-identical output); only [`drift_core::manifest::load`] and [`run`] read files.
 //! Nothing here panics on input: every bad input is an [`Error`] naming the file and document.
 //! Secret values are never output: live objects go through
-//! [`crate::decode::parse_object`], which hashes them, and a Secret manifest's values are
-//! hashed the same way before comparison. Input is bounded: [`crate::manifest::MAX_FILE_BYTES`]
-//! per file, [`crate::manifest::MAX_TOTAL_BYTES`] in all.
+//! [`drift_core::decode::parse_object`], which hashes them, and a Secret manifest's values are
+//! hashed the same way before comparison. Input is bounded: [`drift_core::manifest::MAX_FILE_BYTES`]
+//! per file, [`drift_core::manifest::MAX_TOTAL_BYTES`] in all.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::classify::Rules;
-use crate::manifest::{self, Origin};
-use crate::model::Severity;
+use drift_core::classify::Rules;
+use drift_core::manifest::{self, Origin};
+use drift_model::Severity;
 
 mod compare;
 mod engine;

@@ -5,13 +5,13 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::classify::ObjectState;
-use crate::decode::object::hash_value;
-use crate::decode::parse_object;
-use crate::decode::KubeObject;
-use crate::manifest::Origin;
-use crate::manifest::{manifest_key, ManifestKey};
-use crate::model::Millis;
+use drift_core::classify::ObjectState;
+use drift_core::decode::object::hash_value;
+use drift_core::decode::parse_object;
+use drift_core::decode::KubeObject;
+use drift_core::manifest::Origin;
+use drift_core::manifest::{manifest_key, ManifestKey};
+use drift_model::Millis;
 
 /// The instant every live object is applied at; the clock then moves to [`Millis::MAX`].
 pub(crate) const SNAPSHOT_TIME: Millis = 0;
@@ -39,7 +39,7 @@ pub(crate) fn decode_live(key: &ManifestKey, value: &Value) -> Result<KubeObject
         }
     }
     parse_object(value).map_err(|error| match error {
-        crate::decode::Error::InvalidObject(message) => message
+        drift_core::decode::Error::InvalidObject(message) => message
             .strip_prefix("data.")
             .map(str::to_string)
             .unwrap_or(message),

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use crate::classify::defaults::DefaultsSource;
-use crate::model::{FieldChange, Severity};
+use drift_core::classify::defaults::DefaultsSource;
+use drift_model::{FieldChange, Severity};
 
 /// One changed field: desired (baseline) and live value; `None` when absent.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,7 +75,7 @@ impl ObjectReport {
     /// `Kind.group/namespace/name` (`Kind/namespace/name` for the core group): unambiguous, a
     /// Knative Service is never confused with a core Service.
     pub fn reference(&self) -> String {
-        crate::manifest::format_reference(&self.group, &self.kind, &self.namespace, &self.name)
+        drift_core::manifest::format_reference(&self.group, &self.kind, &self.namespace, &self.name)
     }
 }
 

@@ -23,10 +23,10 @@ use kube::core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::{LabelSelectorConfig, ResourceConfig};
-use crate::decode::parse_object;
-use crate::decode::KubeObject;
-use crate::manifest;
+use drift_core::config::{LabelSelectorConfig, ResourceConfig};
+use drift_core::decode::parse_object;
+use drift_core::decode::KubeObject;
+use drift_core::manifest;
 
 /// How long to wait for a connection to the API server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -204,7 +204,7 @@ impl Resource {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
         };
-        let group = crate::decode::object::api_group(text("/apiVersion"));
+        let group = drift_core::decode::object::api_group(text("/apiVersion"));
         if group != self.api.group || text("/kind") != self.api.kind {
             return false;
         }

@@ -22,14 +22,14 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{Cluster, Error, Resource};
-use crate::decode::{Action, ApiServerEvent};
+use drift_core::decode::{Action, ApiServerEvent};
 
 use crate::metrics::{ClassLabel, KindLabel, Metrics, ResyncPassLabel};
 use crate::pipeline::{
     self, FinishedPass, PassOutcome, Pipeline, ResyncControl, ResyncOutcome, ResyncWork,
     RunningPass, Sweep,
 };
-use crate::time::Clock;
+use drift_model::time::Clock;
 use std::sync::Arc;
 
 /// The CloudEvent `source` given to listed objects (they carry no event key).
@@ -391,7 +391,7 @@ impl Resync {
 /// The record of a pass that began as `pass` and ended at `now` with `result`.
 fn finished_pass(
     pass: RunningPass,
-    now: crate::model::Millis,
+    now: drift_model::Millis,
     result: &Result<Report, pipeline::Error>,
 ) -> FinishedPass {
     let mut finished = FinishedPass {
@@ -445,7 +445,10 @@ fn merge(report: &mut Report, outcome: ResyncOutcome) {
 
 /// A listed object as the event an ApiServerSource would have sent for it. The writer decides
 /// between `add` and `update` by whether it tracks the object.
-pub(crate) fn listed_event(cluster: &str, object: crate::decode::KubeObject) -> ApiServerEvent {
+pub(crate) fn listed_event(
+    cluster: &str,
+    object: drift_core::decode::KubeObject,
+) -> ApiServerEvent {
     ApiServerEvent::for_object(
         SOURCE.to_string(),
         format!("{}/{}", object.uid, object.resource_version),

@@ -20,12 +20,12 @@ pub enum Live {
 
 #[cfg(feature = "cluster")]
 pub(crate) fn live_cluster_snapshot(
-    config: &crate::config::Config,
+    config: &drift_core::config::Config,
     kubeconfig: Option<PathBuf>,
     context: Option<String>,
     namespace: Option<&str>,
-    desired: &mut crate::manifest::Manifests,
-) -> Result<crate::manifest::Manifests, String> {
+    desired: &mut drift_core::manifest::Manifests,
+) -> Result<drift_core::manifest::Manifests, String> {
     use crate::cluster::{snapshot, Cluster, Resource};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -71,21 +71,21 @@ pub(crate) fn live_cluster_snapshot(
 
 #[cfg(not(feature = "cluster"))]
 pub(crate) fn live_cluster_snapshot(
-    _config: &crate::config::Config,
+    _config: &drift_core::config::Config,
     _kubeconfig: Option<PathBuf>,
     _context: Option<String>,
     _namespace: Option<&str>,
-    _desired: &mut crate::manifest::Manifests,
-) -> Result<crate::manifest::Manifests, String> {
+    _desired: &mut drift_core::manifest::Manifests,
+) -> Result<drift_core::manifest::Manifests, String> {
     Err("--live-cluster needs a build with the `cluster` feature".to_string())
 }
 
 /// The config's rules with the invariants of `--invariants` files after its own; a name used
 /// twice (in two files, or in a file and the config) is an error naming both places.
 fn with_rule_files(
-    rules: crate::classify::Rules,
+    rules: drift_core::classify::Rules,
     files: &[PathBuf],
-) -> Result<crate::classify::Rules, String> {
+) -> Result<drift_core::classify::Rules, String> {
     let mut seen: std::collections::BTreeMap<String, String> = rules
         .invariants()
         .iter()
@@ -98,7 +98,9 @@ fn with_rule_files(
         .collect();
     let mut extra = Vec::new();
     for file in files {
-        for rule in crate::config::invariants::load_rules_file(file).map_err(|e| e.to_string())? {
+        for rule in
+            drift_core::config::invariants::load_rules_file(file).map_err(|e| e.to_string())?
+        {
             let here = file.display().to_string();
             if let Some(first) = seen.insert(rule.name.clone(), here.clone()) {
                 return Err(format!(
@@ -118,7 +120,7 @@ pub fn run(
     baseline: &std::path::Path,
     live: Live,
     format: crate::check::Format,
-    fail_on: crate::model::Severity,
+    fail_on: drift_model::Severity,
     invariants: &[PathBuf],
 ) -> ExitCode {
     use crate::check;
@@ -145,7 +147,8 @@ pub fn run(
             context,
             namespace,
         } => (|| {
-            let mut desired = crate::manifest::load(baseline).map_err(|error| error.to_string())?;
+            let mut desired =
+                drift_core::manifest::load(baseline).map_err(|error| error.to_string())?;
             if let Some(namespace) = &namespace {
                 desired.retain_namespace(namespace);
             }

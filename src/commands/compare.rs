@@ -55,7 +55,7 @@ pub fn run(
     config_path: Option<PathBuf>,
     snapshots: Snapshots,
     format: crate::check::Format,
-    fail_on: crate::model::Severity,
+    fail_on: drift_model::Severity,
 ) -> ExitCode {
     use std::io::Write;
     let fail = |message: String| {
@@ -107,7 +107,7 @@ pub fn run(
             }
             let mut loaded = Vec::new();
             for context in contexts {
-                let mut nothing = crate::manifest::Manifests::default();
+                let mut nothing = drift_core::manifest::Manifests::default();
                 let live = super::check::live_cluster_snapshot(
                     &config,
                     kubeconfig.clone(),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::classify::invariants::{judge_object, Verdict};
+use drift_core::classify::invariants::{judge_object, Verdict};
 
 /// The annotation with an object's expected verdicts.
 pub const EXPECT_ANNOTATION: &str = "invariants.drift-sentinel.dev/expect";
@@ -60,11 +60,11 @@ pub fn test(file: &Path, against: &Path, cluster: &str, json: bool) -> ExitCode 
         eprintln!("drift-sentinel invariants test: {message}");
         ExitCode::from(2)
     };
-    let rules = match crate::config::invariants::load_rules_file(file) {
+    let rules = match drift_core::config::invariants::load_rules_file(file) {
         Ok(rules) => rules,
         Err(error) => return fail(error.to_string()),
     };
-    let objects = match crate::manifest::load(against) {
+    let objects = match drift_core::manifest::load(against) {
         Ok(objects) => objects,
         Err(error) => return fail(error.to_string()),
     };

@@ -14,7 +14,7 @@ pub fn run(config_path: Option<PathBuf>, inputs: &[PathBuf], json: bool, settle:
         Ok(config) => config,
         Err(message) => return fail(message),
     };
-    let settle = match crate::time::parse_duration(settle) {
+    let settle = match drift_model::time::parse_duration(settle) {
         Ok(duration) => i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),
         Err(message) => return fail(format!("--settle: {message}")),
     };

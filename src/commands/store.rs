@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::store::migrate::sqlite_to_postgres;
-use crate::store::postgres::Target;
+use drift_store::migrate::sqlite_to_postgres;
+use drift_store::postgres::Target;
 
 /// Runs the migration; prints a summary (exit 0) or the reason it refused or failed (exit 2).
 /// The password comes from the URL or, when it has none, from `PGPASSWORD` as `psql` takes it;
@@ -25,7 +25,7 @@ fn run(from: &str, to: &str, ca_file: Option<&Path>) -> Result<(), String> {
     let Some(path) = from.strip_prefix("sqlite:") else {
         return Err("--from must be sqlite:PATH (the SQLite store file)".to_string());
     };
-    crate::config::server::check_store_url(to).map_err(|reason| format!("--to: {reason}"))?;
+    drift_core::config::server::check_store_url(to).map_err(|reason| format!("--to: {reason}"))?;
     let target = Target::new(to, None, ca_file)
         .map_err(|error| format!("--to: {error}"))?
         .password_if_missing(std::env::var("PGPASSWORD").ok());

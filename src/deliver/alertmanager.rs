@@ -18,10 +18,10 @@ use serde_json::{json, Value};
 use super::http::{classify_status, read, transport_error};
 use super::render::{diff_lines, Markup, Placement};
 use super::{BoxFuture, Channel, Message, Outcome};
-use crate::config::Secret;
-use crate::model::text::actor_text;
-use crate::model::NoticeKind;
-use crate::time::format_time;
+use drift_core::config::Secret;
+use drift_model::text::actor_text;
+use drift_model::time::format_time;
+use drift_model::NoticeKind;
 
 /// An Alertmanager instance.
 pub struct Alertmanager {

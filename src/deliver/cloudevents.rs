@@ -9,9 +9,9 @@ use cloudevents::{EventBuilder, EventBuilderV10};
 
 use super::http::{classify_status, read, transport_error};
 use super::{BoxFuture, Channel, Message, Outcome};
-use crate::config::Secret;
-use crate::model::NoticeKind;
-use crate::wire::notice::NoticeJson;
+use drift_core::config::Secret;
+use drift_model::wire::notice::NoticeJson;
+use drift_model::NoticeKind;
 
 /// A CloudEvents sink.
 pub(crate) struct CloudEventsChannel {

@@ -20,9 +20,9 @@ use sha2::Sha256;
 use super::http::{classify_status, cut_bytes, read, transport_error};
 use super::render::Style;
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
-use crate::config::Secret;
-use crate::model::NoticeKind;
-use crate::time::Clock;
+use drift_core::config::Secret;
+use drift_model::time::Clock;
+use drift_model::NoticeKind;
 
 /// Feishu's documented body cap.
 pub(crate) const MAX_BODY_BYTES: usize = 20_000;

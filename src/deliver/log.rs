@@ -46,7 +46,7 @@ impl Channel for LogChannel {
                     namespace = %drift.namespace,
                     name = %drift.name,
                     summary = %drift.evidence.summary,
-                    actor = crate::model::text::actor_text(drift).unwrap_or_default(),
+                    actor = drift_model::text::actor_text(drift).unwrap_or_default(),
                     diff = super::render::diff_lines(
                         &drift.evidence.changes,
                         10,

@@ -27,10 +27,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{ChannelConfig, ChannelKind};
-use crate::model::Millis;
-use crate::model::Notice;
-use crate::time::Clock;
+use drift_core::config::{ChannelConfig, ChannelKind};
+use drift_model::time::Clock;
+use drift_model::Millis;
+use drift_model::Notice;
 
 /// A boxed future, so channels can live behind `Arc<dyn Channel>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

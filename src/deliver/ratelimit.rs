@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 
 use super::RateWindow;
-use crate::model::Millis;
+use drift_model::Millis;
 
 /// The send log of one endpoint.
 #[derive(Debug, Clone)]

@@ -22,11 +22,11 @@ use tokio_util::sync::CancellationToken;
 use super::ratelimit::RateLimiter;
 use super::{Channel, Message, Outcome};
 use crate::metrics::{ChannelLabel, Metrics};
-use crate::model::{DriftState, Millis};
-use crate::model::{Notice, NoticeKind};
-use crate::route::notification_id;
-use crate::store::{FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
-use crate::time::Clock;
+use drift_core::route::notification_id;
+use drift_model::time::Clock;
+use drift_model::{DriftState, Millis};
+use drift_model::{Notice, NoticeKind};
+use drift_store::{FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
 
 /// Delivery limits of one channel.
 #[derive(Debug, Clone, Copy)]
@@ -92,8 +92,8 @@ pub fn backoff(limits: &Limits, attempt: u32, seed: &str) -> Duration {
 
 async fn with_outbox<T: Send + 'static>(
     outbox: &SharedOutbox,
-    call: impl FnOnce(&mut dyn Outbox) -> Result<T, crate::store::Error> + Send + 'static,
-) -> Result<T, crate::store::Error> {
+    call: impl FnOnce(&mut dyn Outbox) -> Result<T, drift_store::Error> + Send + 'static,
+) -> Result<T, drift_store::Error> {
     let outbox = Arc::clone(outbox);
     tokio::task::spawn_blocking(move || {
         let mut guard = outbox
@@ -103,7 +103,7 @@ async fn with_outbox<T: Send + 'static>(
     })
     .await
     .unwrap_or_else(|error| {
-        Err(crate::store::Error::Unavailable(format!(
+        Err(drift_store::Error::Unavailable(format!(
             "outbox task failed: {error}"
         )))
     })
@@ -145,7 +145,7 @@ impl Relay {
     }
 
     /// Ends this relay's claims (a graceful stop: another process may send them at once).
-    pub async fn release(&self) -> Result<usize, crate::store::Error> {
+    pub async fn release(&self) -> Result<usize, drift_store::Error> {
         let owner = self.owner.clone();
         with_outbox(&self.outbox, move |outbox| outbox.release(&owner)).await
     }
@@ -181,7 +181,7 @@ impl Relay {
     }
 
     /// One round. `Ok(None)`: more work is due now; `Ok(Some(t))`: nothing before `t`.
-    pub async fn round(&mut self, now: Millis) -> Result<Option<Millis>, crate::store::Error> {
+    pub async fn round(&mut self, now: Millis) -> Result<Option<Millis>, drift_store::Error> {
         if self.paused_until > now {
             return Ok(Some(self.paused_until));
         }
@@ -215,7 +215,7 @@ impl Relay {
                 .await?;
                 continue;
             }
-            let notice: Notice = match crate::store::rows::decode_notice(&row.queued.payload) {
+            let notice: Notice = match drift_store::rows::decode_notice(&row.queued.payload) {
                 Ok(notice) => notice,
                 Err(error) => {
                     self.finish(
@@ -342,7 +342,7 @@ impl Relay {
         batch: Vec<(OutboxRow, Notice)>,
         omitted: usize,
         now: Millis,
-    ) -> Result<(), crate::store::Error> {
+    ) -> Result<(), drift_store::Error> {
         let ids: Vec<String> = batch.iter().map(|(row, _)| row.queued.id.clone()).collect();
         let existing = batch.first().and_then(|(row, _)| row.message_id.clone());
         let message_id = if let Some(existing) = existing {
@@ -558,7 +558,7 @@ impl Relay {
                 at: notice.at,
                 resend: resend_count,
             };
-            let Ok(payload) = crate::store::rows::encode_notice(&follow) else {
+            let Ok(payload) = drift_store::rows::encode_notice(&follow) else {
                 continue;
             };
             follow_ups.push(FollowUp {
@@ -592,7 +592,7 @@ impl Relay {
         at: Millis,
         detail: String,
         duration_ms: i64,
-    ) -> Result<(), crate::store::Error> {
+    ) -> Result<(), drift_store::Error> {
         self.metrics.record_delivery(self.channel.name(), "retried");
         tracing::warn!(message = "Delivery failed; will retry.", channel = %self.channel.name(), detail = %detail, retry_in_ms = next - at);
         let settlement = Settlement {
@@ -616,7 +616,7 @@ impl Relay {
         at: Millis,
         detail: String,
         attempted: bool,
-    ) -> Result<(), crate::store::Error> {
+    ) -> Result<(), drift_store::Error> {
         self.metrics
             .record_delivery(self.channel.name(), state.as_str());
         if state == OutboxState::Expired {

@@ -10,11 +10,11 @@
 //! stays on one line and cannot add a heading, a link, an image, HTML, a mention or a code fence
 //! to the ops channel. Only the templates (ours, or the operator's `templates:`) make structure.
 
-use crate::config::{ChannelConfig, TemplateConfig};
-use crate::model::text::{actor_text, object_path};
-use crate::model::{Drift, FieldChange};
-use crate::model::{Notice, NoticeKind};
-use crate::time::format_time;
+use drift_core::config::{ChannelConfig, TemplateConfig};
+use drift_model::text::{actor_text, object_path};
+use drift_model::time::format_time;
+use drift_model::{Drift, FieldChange};
+use drift_model::{Notice, NoticeKind};
 
 use super::Message;
 
@@ -266,7 +266,7 @@ impl Style {
         if !self.zh() {
             return class.to_string();
         }
-        let name = crate::classify::classes::by_id(class)
+        let name = drift_core::classify::classes::by_id(class)
             .map(|known| known.names().zh)
             .unwrap_or(class);
         format!("{name}（{class}）")
@@ -533,7 +533,7 @@ pub(crate) fn diff_lines(
 ) -> Vec<String> {
     let show = |value: &Option<serde_json::Value>| match value
         .as_ref()
-        .map(crate::classify::evidence::diff::bounded)
+        .map(drift_core::classify::evidence::diff::bounded)
     {
         None => "∅".to_string(),
         Some(serde_json::Value::String(text)) => text,
@@ -622,7 +622,7 @@ pub fn fill(template: &str, notice: &Notice, style: &Style, markup: Markup) -> S
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::model::{Drift, DriftState, Evidence, OwnerChain, Severity};
+    use drift_model::{Drift, DriftState, Evidence, OwnerChain, Severity};
 
     pub(crate) fn notice() -> Notice {
         Notice {

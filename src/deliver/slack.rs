@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use super::http::{classify_status, read, retry_after, transport_error};
 use super::render::{diff_lines, Markup, Placement, Style};
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
-use crate::config::Secret;
-use crate::model::NoticeKind;
+use drift_core::config::Secret;
+use drift_model::NoticeKind;
 
 fn cut_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {

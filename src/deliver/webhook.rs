@@ -13,10 +13,10 @@ use sha2::Sha256;
 
 use super::http::{classify_status, read, transport_error};
 use super::{BoxFuture, Channel, Message, Outcome};
-use crate::config::Secret;
-use crate::wire::notice::WebhookBody;
+use drift_core::config::Secret;
+use drift_model::wire::notice::WebhookBody;
 
-/// The body of a webhook message: the public JSON of [`crate::wire::notice::WebhookBody`], its
+/// The body of a webhook message: the public JSON of [`drift_model::wire::notice::WebhookBody`], its
 /// keys in sorted order as serde_json writes a map.
 pub fn body(message: &Message, public_url: Option<&str>) -> Value {
     let body = WebhookBody::new(

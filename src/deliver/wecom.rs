@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use super::http::{classify_status, cut_bytes, read, transport_error};
 use super::render::{Markup, Style};
 use super::{BoxFuture, Channel, Message, Outcome, RateWindow};
-use crate::config::Secret;
-use crate::model::NoticeKind;
+use drift_core::config::Secret;
+use drift_model::NoticeKind;
 
 /// WeCom's markdown content cap.
 pub(crate) const MAX_CONTENT_BYTES: usize = 4096;

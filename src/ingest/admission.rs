@@ -3,7 +3,7 @@
 //! The writer queue (`server.queueCapacity`) bounds events waiting to be committed, but every
 //! request is read and decoded before it reaches the queue, so without a cap the memory of an
 //! overloaded sink grows with the number of senders. Requests share a budget of
-//! `server.inFlightBytes` (by default [`crate::config::IN_FLIGHT_BODIES`] times
+//! `server.inFlightBytes` (by default [`drift_core::config::IN_FLIGHT_BODIES`] times
 //! `server.bodyLimitBytes`), and each holds **the bytes of its body that actually arrived**, from
 //! their arrival until the request is answered. A request is refused before its body is read
 //! (`503` with `Retry-After`, which the Broker retries) when the bytes others hold leave no room
@@ -48,8 +48,8 @@ pub struct BodyPace {
 impl Default for BodyPace {
     fn default() -> Self {
         BodyPace {
-            grace: crate::config::DEFAULT_BODY_READ_TIMEOUT,
-            min_bytes_per_second: crate::config::DEFAULT_BODY_MIN_BYTES_PER_SECOND,
+            grace: drift_core::config::DEFAULT_BODY_READ_TIMEOUT,
+            min_bytes_per_second: drift_core::config::DEFAULT_BODY_MIN_BYTES_PER_SECOND,
         }
     }
 }

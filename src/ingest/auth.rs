@@ -32,7 +32,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, PublicK
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use tokio::sync::RwLock;
 
-use crate::config::{OidcConfig, Secret};
+use drift_core::config::{OidcConfig, Secret};
 
 /// Why a caller was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

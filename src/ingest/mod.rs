@@ -33,10 +33,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use crate::config::shard::ShardConfig;
-use crate::decode::{self, ClusterNames, Decoded};
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
+use drift_core::config::shard::ShardConfig;
+use drift_core::decode::{self, ClusterNames, Decoded};
 
 pub mod admission;
 pub mod auth;
@@ -248,7 +248,7 @@ impl ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             error.kind(),
-            crate::decode::cloudevent::short(&error.to_string()),
+            drift_core::decode::cloudevent::short(&error.to_string()),
         )
     }
 
@@ -454,7 +454,7 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
         decode::decode_request(&parts.headers, &bytes, &state.clusters).map_err(|error| {
             tracing::warn!(
                 message = "Rejected an invalid CloudEvent.",
-                error = %crate::decode::cloudevent::short(&error.to_string()),
+                error = %drift_core::decode::cloudevent::short(&error.to_string()),
                 code = error.kind()
             );
             ApiError::bad_request(&error)
@@ -513,7 +513,7 @@ fn check_shard(state: &AppState, decoded: &[Decoded]) -> Result<(), ApiError> {
         return Ok(());
     };
     count("refused", decoded.len() as u64);
-    let cluster = crate::decode::cloudevent::short(&cluster);
+    let cluster = drift_core::decode::cloudevent::short(&cluster);
     tracing::warn!(
         message = "Refused an event of a cluster this shard does not own; check the Triggers' cluster filters.",
         cluster = %cluster,
@@ -546,8 +546,8 @@ impl EventSummary {
             Decoded::ApiServer(event) => EventSummary {
                 action: event.action.as_str(),
                 mode: match event.mode {
-                    crate::decode::Mode::Resource => "resource",
-                    crate::decode::Mode::Reference => "reference",
+                    drift_core::decode::Mode::Resource => "resource",
+                    drift_core::decode::Mode::Reference => "reference",
                 },
                 id: event.id.clone(),
                 ce_type: event.ce_type.clone(),

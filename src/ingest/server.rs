@@ -64,9 +64,9 @@ pub struct ConnectionLimits {
 impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits {
-            header_read_timeout: crate::config::DEFAULT_HEADER_READ_TIMEOUT,
-            idle_timeout: crate::config::DEFAULT_IDLE_TIMEOUT,
-            max_connections: crate::config::DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: drift_core::config::DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: drift_core::config::DEFAULT_IDLE_TIMEOUT,
+            max_connections: drift_core::config::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }

@@ -37,14 +37,14 @@ pub use resync_control::{
 };
 pub use writer::ORPHANED_AFTER_MS;
 
-use crate::classify::{Capacity, Engine, Rules};
-use crate::decode::Decoded;
 use crate::metrics::Metrics;
-use crate::model::Silence;
+use drift_core::classify::{Capacity, Engine, Rules};
+use drift_core::decode::Decoded;
+use drift_model::Silence;
 
-use crate::route::{Router, Silences};
-use crate::store::{Store, StoredSilence};
-use crate::time::Clock;
+use drift_core::route::{Router, Silences};
+use drift_model::time::Clock;
+use drift_store::{Store, StoredSilence};
 
 /// The writer thread's stack (reserved address space; only what is used is committed).
 const WRITER_STACK_BYTES: usize = 64 << 20;
@@ -124,7 +124,7 @@ pub struct Health {
 
 pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
 pub(super) type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
-pub(super) type FleetReply = oneshot::Sender<Vec<crate::classify::fleet::GroupView>>;
+pub(super) type FleetReply = oneshot::Sender<Vec<drift_core::classify::fleet::GroupView>>;
 pub(super) type SilenceReply = oneshot::Sender<Result<SilenceOutcome, Error>>;
 
 /// A write to the silences created through the API: committed by the writer like every other
@@ -188,7 +188,7 @@ pub struct Settings {
     pub capacity: Capacity,
     /// The clusters of this writer's shard: only their objects and drifts are loaded (the
     /// other shards' writers own the rest of the store).
-    pub shard: Arc<crate::config::shard::ShardConfig>,
+    pub shard: Arc<drift_core::config::shard::ShardConfig>,
 }
 
 /// A handle to the writer; cheap to clone.
@@ -206,11 +206,11 @@ pub struct Pipeline {
 /// globs; a fleet drift, filed under `fleet:<group>` rather than a member cluster, by the shard
 /// whose config has the group (a group's clusters live in one shard).
 pub(crate) fn owns_drift_cluster(
-    shard: &crate::config::shard::ShardConfig,
+    shard: &drift_core::config::shard::ShardConfig,
     rules: &Rules,
     cluster: &str,
 ) -> bool {
-    match cluster.strip_prefix(crate::classify::fleet::CLUSTER_PREFIX) {
+    match cluster.strip_prefix(drift_core::classify::fleet::CLUSTER_PREFIX) {
         Some(group) => rules
             .fleet_groups()
             .iter()
@@ -227,16 +227,23 @@ impl Pipeline {
         settings: Settings,
         clock: Clock,
         metrics: Arc<Metrics>,
-    ) -> Result<Pipeline, crate::store::Error> {
+    ) -> Result<Pipeline, drift_store::Error> {
         let shard = &settings.shard;
-        let mut snapshot = store.load_owned(&|cluster| shard.owns(cluster))?;
+        // A shard's writer decodes only its own clusters' objects.
+        let mut objects = Vec::new();
+        let mut snapshot = store.load(&mut |cluster, body| {
+            if shard.owns(cluster) {
+                objects.push(drift_core::classify::stored::decode(body)?);
+            }
+            Ok(())
+        })?;
         snapshot
             .drifts
             .retain(|drift| owns_drift_cluster(shard, &rules, &drift.cluster));
         let current_rules = Arc::new(std::sync::RwLock::new(Arc::clone(&rules)));
         let mut engine = Engine::new(rules);
         engine.set_capacity(settings.capacity);
-        engine.restore(snapshot.objects, snapshot.drifts);
+        engine.restore(objects, snapshot.drifts);
         let loaded = engine.object_count();
         let capacity = settings.capacity;
         if engine.graph().bytes() > capacity.bytes || engine.object_count() > capacity.objects {
@@ -278,7 +285,7 @@ impl Pipeline {
             // bounded when they compile, and this leaves a wide margin (reserved, not used).
             .stack_size(WRITER_STACK_BYTES)
             .spawn(move || writer.run(receiver))
-            .map_err(crate::store::Error::Io)?;
+            .map_err(drift_store::Error::Io)?;
         Ok(Pipeline {
             sender,
             health,
@@ -355,7 +362,7 @@ impl Pipeline {
     pub fn fleet(
         &self,
         group: Option<String>,
-    ) -> Result<oneshot::Receiver<Vec<crate::classify::fleet::GroupView>>, Error> {
+    ) -> Result<oneshot::Receiver<Vec<drift_core::classify::fleet::GroupView>>, Error> {
         let (reply, receiver) = oneshot::channel();
         match self.sender.try_send(Command::Fleet { group, reply }) {
             Ok(()) => Ok(receiver),
@@ -401,4 +408,37 @@ impl Pipeline {
             let _ = handle.join();
         }
     }
+}
+
+/// Moves what the engine changed into `batch` (each changed object encoded as the store keeps
+/// it) and returns every transition of the round, which the store does not keep but the writer
+/// routes. An object that cannot be encoded fails the round as a store error would: nothing of
+/// it is committed.
+fn take_changes(
+    changes: drift_core::classify::Changes,
+    batch: &mut drift_store::Batch,
+) -> Result<Vec<drift_model::Transition>, drift_store::Error> {
+    batch.objects = changes
+        .objects
+        .iter()
+        .map(|object| {
+            Ok(drift_store::ObjectRecord {
+                cluster: object.cluster.clone(),
+                uid: object.uid.clone(),
+                kind: object.kind.clone(),
+                namespace: object.namespace.clone(),
+                name: object.name.clone(),
+                body: drift_core::classify::stored::encode(object).map_err(|source| {
+                    drift_store::Error::Corrupt {
+                        table: "objects",
+                        source,
+                    }
+                })?,
+            })
+        })
+        .collect::<Result<_, drift_store::Error>>()?;
+    batch.removed_objects = changes.removed_objects;
+    batch.drifts = changes.drifts;
+    batch.history = changes.history;
+    Ok(changes.transitions)
 }

@@ -4,10 +4,10 @@
 
 use std::collections::HashSet;
 
-use crate::classify::{Engine, ListContext, Outcome};
-use crate::decode::{Action, ApiServerEvent};
 use crate::metrics::Metrics;
-use crate::model::{Millis, ObjectKey};
+use drift_core::classify::{Engine, ListContext, Outcome};
+use drift_core::decode::{Action, ApiServerEvent};
+use drift_model::{Millis, ObjectKey};
 
 /// Work from the resync source (`cluster::resync`), committed like events but without event
 /// keys: a listed state is idempotent by its `resourceVersion` (an unchanged object is stale).
@@ -22,11 +22,11 @@ pub enum ResyncWork {
         listed_at: Millis,
     },
     /// A complete list of one kind ended: tracked objects of that kind it did not contain are
-    /// deleted (see [`crate::classify::Engine::vanished`]).
+    /// deleted (see [`drift_core::classify::Engine::vanished`]).
     Sweep(Sweep),
     /// A complete pass over every listed resource of a cluster ended, having found `missed`
     /// changes and deletions the events had not delivered (see
-    /// [`crate::classify::Engine::resync_pass_done`]: is the source blind?).
+    /// [`drift_core::classify::Engine::resync_pass_done`]: is the source blind?).
     PassDone {
         /// The cluster listed.
         cluster: String,
@@ -35,7 +35,7 @@ pub enum ResyncWork {
     },
 }
 
-/// The end of a complete list of one kind (owned form of [`crate::classify::Sweep`]).
+/// The end of a complete list of one kind (owned form of [`drift_core::classify::Sweep`]).
 pub struct Sweep {
     /// The cluster listed.
     pub cluster: String,
@@ -50,7 +50,7 @@ pub struct Sweep {
     /// When the list started.
     pub listed_at: Millis,
     /// True for labels the list's selector covers.
-    pub selects: Box<crate::classify::LabelMatcher>,
+    pub selects: Box<drift_core::classify::LabelMatcher>,
 }
 
 /// What one piece of resync work found.
@@ -206,7 +206,7 @@ pub(super) fn apply(
             }
         }
         ResyncWork::Sweep(sweep) => {
-            let vanished = engine.vanished(&crate::classify::Sweep {
+            let vanished = engine.vanished(&drift_core::classify::Sweep {
                 cluster: &sweep.cluster,
                 api_version: &sweep.api_version,
                 kind: &sweep.kind,

@@ -16,7 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::model::Millis;
+use drift_model::Millis;
 
 /// What started a pass. A bounded metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,13 +13,13 @@ use super::{
     Command, Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply, ResyncWork, Settings,
     SilenceOutcome, SilenceReply, SilenceRequest,
 };
-use crate::classify::{Engine, Outcome};
-use crate::decode::Decoded;
 use crate::metrics::Metrics;
-use crate::model::{DriftState, Millis, Transition};
-use crate::route::{notification_id, Silences};
-use crate::store::{Batch, EventKey, NewOutbox, SilenceChange, Store, StoredSilence};
-use crate::time::Clock;
+use drift_core::classify::{Engine, Outcome};
+use drift_core::decode::Decoded;
+use drift_core::route::{notification_id, Silences};
+use drift_model::time::Clock;
+use drift_model::{DriftState, Millis, Transition};
+use drift_store::{Batch, EventKey, NewOutbox, SilenceChange, Store, StoredSilence};
 
 /// Most requests taken into one transaction.
 const MAX_ROUND: usize = 512;
@@ -48,13 +48,16 @@ struct Round {
     /// The round retires the drifts of classes a rules change disabled.
     retiring: bool,
     batch: Batch,
+    /// Every state move of the round, in order (the recorded ones are also in the batch's
+    /// history): routed to notifications, counted and logged after the commit.
+    transitions: Vec<Transition>,
     /// Submitted events with their reply; `None` once answered early.
     submissions: Vec<(Vec<Decoded>, Option<Reply>)>,
     results: Vec<Result<Vec<EventResult>, Error>>,
     resync_replies: Vec<(ResyncOutcome, ResyncReply)>,
     silence_replies: Vec<(SilenceOutcome, SilenceReply)>,
     /// A store error met while applying (a duplicate check that failed): the round is refused.
-    store_failure: Option<crate::store::Error>,
+    store_failure: Option<drift_store::Error>,
 }
 
 /// How often a shard's writer reads back the silences all shards share.
@@ -228,11 +231,10 @@ impl Writer {
             return;
         }
         let recorded = changes.drifts.len();
-        let batch = Batch {
-            changes,
-            ..Batch::default()
-        };
-        match self.store.commit(&batch) {
+        let mut batch = Batch::default();
+        let committed = super::take_changes(changes, &mut batch)
+            .and_then(|_transitions| self.store.commit(&batch));
+        match committed {
             Ok(()) => {
                 self.engine.commit();
                 tracing::info!(
@@ -312,6 +314,7 @@ impl Writer {
             now,
             retiring,
             batch: Batch::default(),
+            transitions: Vec::new(),
             submissions: Vec::new(),
             results: Vec::new(),
             resync_replies: Vec::new(),
@@ -459,17 +462,21 @@ impl Writer {
     /// what the round changed from the engine's journal.
     fn evaluate(&mut self, round: &mut Round) {
         self.engine.tick(round.now);
-        round.batch.changes = self.engine.changes();
+        match super::take_changes(self.engine.changes(), &mut round.batch) {
+            Ok(transitions) => round.transitions = transitions,
+            Err(error) => {
+                round.store_failure.get_or_insert(error);
+            }
+        }
     }
 
     /// Routes the round's transitions to outbox rows (committed with them), and withdraws the
     /// reminders of drifts that resolved.
     fn route(&mut self, round: &mut Round) {
         let batch = &mut round.batch;
-        batch.outbox = self.queue_notifications(&batch.changes.transitions);
+        batch.outbox = self.queue_notifications(&round.transitions);
         batch.cancel_reminders.extend(
-            batch
-                .changes
+            round
                 .transitions
                 .iter()
                 // Only a drift that fired has reminders.
@@ -483,21 +490,17 @@ impl Writer {
 
     /// Commits the round in one transaction; a round that changed nothing durable writes
     /// nothing.
-    fn commit(&mut self, round: &mut Round) -> Result<bool, crate::store::Error> {
+    fn commit(&mut self, round: &mut Round) -> Result<bool, drift_store::Error> {
         if let Some(error) = round.store_failure.take() {
             return Err(error);
         }
         if self.gave_up {
-            return Err(crate::store::Error::Unavailable(
+            return Err(drift_store::Error::Unavailable(
                 "the writer gave its role up after a commit of unknown outcome".to_string(),
             ));
         }
         let batch = &round.batch;
-        let writes = !(batch.events.is_empty()
-            && batch.changes.is_empty()
-            && batch.silences.is_empty()
-            && batch.cancel_reminders.is_empty());
-        if !writes {
+        if batch.is_empty() {
             return Ok(false);
         }
         let started = std::time::Instant::now();
@@ -511,7 +514,7 @@ impl Writer {
     /// Ends the round: on success the engine keeps its changes, the silences in force follow
     /// the committed writes and every waiting request gets its answer; on failure the engine
     /// rolls back to the committed state and every request gets [`Error::Store`].
-    fn answer(&mut self, mut round: Round, committed: Result<bool, crate::store::Error>) {
+    fn answer(&mut self, mut round: Round, committed: Result<bool, drift_store::Error>) {
         let now = round.now;
         match committed {
             Ok(wrote) => {
@@ -523,7 +526,7 @@ impl Writer {
                     // A busy writer whose rounds write nothing still proves the store writable.
                     self.heartbeat(now);
                 }
-                self.after_commit(&round.batch.changes.transitions);
+                self.after_commit(&round.transitions);
                 if !round.batch.outbox.is_empty() {
                     self.settings.outbox_notify.notify_waiters();
                     self.settings.outbox_notify.notify_one();
@@ -555,7 +558,7 @@ impl Writer {
             }
             Err(error) => {
                 self.engine.rollback();
-                if matches!(error, crate::store::Error::LeaseLost { .. }) {
+                if matches!(error, drift_store::Error::LeaseLost { .. }) {
                     // Fenced: another replica is the writer. The lease keeper sees this flag and
                     // stops this replica; until then every round fails the same way.
                     self.health.lease_lost.store(true, Ordering::SeqCst);
@@ -685,11 +688,11 @@ impl Writer {
             return;
         }
         self.last_prune = now;
-        let retention = crate::time::millis(self.settings.dedup_retention);
+        let retention = drift_model::time::millis(self.settings.dedup_retention);
         if let Err(error) = self.store.prune_events(now.saturating_sub(retention)) {
             tracing::warn!(message = "Pruning old event keys failed.", %error);
         }
-        let audit = crate::time::millis(self.settings.audit_retention);
+        let audit = drift_model::time::millis(self.settings.audit_retention);
         if let Err(error) = self.store.prune_audit(now.saturating_sub(audit)) {
             tracing::warn!(message = "Pruning the audit trail failed.", %error);
         }
@@ -713,7 +716,7 @@ impl Writer {
                     .router
                     .route(transition, &rules, &self.silences, transition.at)
             {
-                let payload = match crate::store::rows::encode_notice(&queued.notice) {
+                let payload = match drift_store::rows::encode_notice(&queued.notice) {
                     Ok(payload) => payload,
                     Err(error) => {
                         tracing::error!(message = "Could not serialize a notification; it is not queued.", %error);
@@ -758,7 +761,7 @@ impl Writer {
                     class: drift.class.clone(),
                     severity: drift.severity.as_str().to_string(),
                     namespace: self.metrics.namespace_label(&drift.namespace),
-                    group: crate::model::group::family_of(crate::model::group::api_group(
+                    group: drift_model::group::family_of(drift_model::group::api_group(
                         &drift.api_version,
                     ))
                     .map_or("other", |family| family.id)
@@ -787,9 +790,9 @@ impl Writer {
     fn settle_unknown(
         &mut self,
         round: &Round,
-        committed: Result<bool, crate::store::Error>,
-    ) -> Result<bool, crate::store::Error> {
-        let Err(crate::store::Error::CommitUnknown(detail)) = committed else {
+        committed: Result<bool, drift_store::Error>,
+    ) -> Result<bool, drift_store::Error> {
+        let Err(drift_store::Error::CommitUnknown(detail)) = committed else {
             return committed;
         };
         let keys: Vec<EventKey> = round
@@ -811,14 +814,14 @@ impl Writer {
                 );
                 Ok(true)
             }
-            Some(0) => Err(crate::store::Error::CommitUnknown(detail)),
+            Some(0) => Err(drift_store::Error::CommitUnknown(detail)),
             _ => {
                 tracing::error!(message = "A commit's outcome is unknown; giving the writer role up to reload the state.", %detail);
                 // From here nothing is committed (every later round fails), so nothing is
                 // written from a state that may differ from the store's.
                 self.gave_up = true;
                 self.health.gave_up.store(true, Ordering::SeqCst);
-                Err(crate::store::Error::CommitUnknown(detail))
+                Err(drift_store::Error::CommitUnknown(detail))
             }
         }
     }
@@ -905,7 +908,7 @@ impl Writer {
                 // Looked at again in a few seconds, not at once (the store may be down) nor a
                 // minute later (the relays already run).
                 self.last_adoption = now - ADOPT_EVERY_MS + ADOPT_RETRY_MS;
-                if matches!(error, crate::store::Error::LeaseLost { .. }) {
+                if matches!(error, drift_store::Error::LeaseLost { .. }) {
                     self.health.lease_lost.store(true, Ordering::SeqCst);
                 }
                 tracing::warn!(message = "Could not look for notifications without a live shard.", %error);
@@ -920,7 +923,7 @@ impl Writer {
         match self.store.heartbeat(now) {
             Ok(()) => self.mark_store(true, now),
             Err(error) => {
-                if matches!(error, crate::store::Error::LeaseLost { .. }) {
+                if matches!(error, drift_store::Error::LeaseLost { .. }) {
                     self.health.lease_lost.store(true, Ordering::SeqCst);
                 }
                 if self.health.store_writable.load(Ordering::SeqCst) {

@@ -27,7 +27,7 @@ impl Running {
         let yaml = format!(
             "{store}channels:\n  - {{name: log, type: log}}\nroutes:\n  - {{channels: [log], groupWait: 0s}}\n{extra}"
         );
-        let config = drift_sentinel::config::load_str(&yaml, &|_| None).unwrap();
+        let config = drift_core::config::load_str(&yaml, &|_| None).unwrap();
         let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
@@ -1221,11 +1221,11 @@ fn seeded_drift(
     id: &str,
     api_version: &str,
     namespace: &str,
-    severity: drift_sentinel::model::Severity,
+    severity: drift_model::Severity,
     fired_at: Option<i64>,
     resolved_at: Option<i64>,
-) -> drift_sentinel::model::Drift {
-    use drift_sentinel::model::{Drift, DriftState, Evidence, OwnerChain};
+) -> drift_model::Drift {
+    use drift_model::{Drift, DriftState, Evidence, OwnerChain};
     let since = fired_at.unwrap_or(0) - 60_000;
     Drift {
         id: id.into(),
@@ -1258,12 +1258,9 @@ fn seeded_drift(
 }
 
 /// Commits `drifts` and their moves (opened, fired, resolved) to the memory store.
-fn seed(
-    store: &drift_sentinel::store::memory::MemoryStore,
-    drifts: Vec<drift_sentinel::model::Drift>,
-) {
-    use drift_sentinel::model::{DriftState, Transition};
-    use drift_sentinel::store::Store;
+fn seed(store: &drift_store::memory::MemoryStore, drifts: Vec<drift_model::Drift>) {
+    use drift_model::{DriftState, Transition};
+    use drift_store::Store;
     let mut history = Vec::new();
     for drift in &drifts {
         let mut moved = drift.clone();
@@ -1292,12 +1289,9 @@ fn seed(
     }
     store
         .clone()
-        .commit(&drift_sentinel::store::Batch {
-            changes: drift_sentinel::classify::Changes {
-                drifts,
-                history,
-                ..Default::default()
-            },
+        .commit(&drift_store::Batch {
+            drifts,
+            history,
             ..Default::default()
         })
         .unwrap();
@@ -1321,7 +1315,7 @@ async fn page_of(router: &axum::Router, path: &str) -> (u16, String) {
 
 #[tokio::test]
 async fn the_overview_chart_counts_days_by_the_injected_clock() {
-    use drift_sentinel::model::Severity;
+    use drift_model::Severity;
     // 2026-11-29T10:00:05Z: the chart's days run from 2026-11-16 to 2026-11-29 (UTC).
     let now = 1_795_946_405_000_i64;
     let day = 24 * 3600 * 1000;
@@ -1452,7 +1446,7 @@ async fn the_overview_chart_counts_days_by_the_injected_clock() {
 
 #[tokio::test]
 async fn the_drift_page_shows_the_failing_condition_chain_escaped() {
-    use drift_sentinel::model::Severity;
+    use drift_model::Severity;
     let now = 1_795_946_405_000_i64;
     let app = crate::support::app_with_audit(std::sync::Arc::new(move || now));
     let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)> & \"quoted\"";
@@ -1470,10 +1464,10 @@ async fn the_drift_page_shows_the_failing_condition_chain_escaped() {
         Some(now - 1000),
         None,
     );
-    with_chain.evidence.facts.insert(
-        drift_sentinel::model::CONDITION_CHAIN_FACT.into(),
-        chain.to_string(),
-    );
+    with_chain
+        .evidence
+        .facts
+        .insert(drift_model::CONDITION_CHAIN_FACT.into(), chain.to_string());
     let mut broken = seeded_drift(
         "trigger",
         "eventing.knative.dev/v1",
@@ -1483,7 +1477,7 @@ async fn the_drift_page_shows_the_failing_condition_chain_escaped() {
         None,
     );
     broken.evidence.facts.insert(
-        drift_sentinel::model::CONDITION_CHAIN_FACT.into(),
+        drift_model::CONDITION_CHAIN_FACT.into(),
         "not json <script>".into(),
     );
     let plain = seeded_drift(

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
+use drift_core::classify::Rules;
+use drift_core::config::RulesConfig;
+use drift_core::manifest::Manifests;
+use drift_model::Severity;
 use drift_sentinel::check::{self, Format, Report};
-use drift_sentinel::classify::Rules;
-use drift_sentinel::config::RulesConfig;
-use drift_sentinel::manifest::Manifests;
-use drift_sentinel::model::Severity;
 use serde_json::{json, Value};
 
 use crate::scenario::*;
@@ -1512,7 +1512,7 @@ fn unreadable_missing_and_empty_paths_are_bad_input() {
 fn a_huge_file_is_refused_before_it_is_read() {
     let files = Files::clean(&live_objects());
     let huge = std::fs::File::create(files.path("huge.yaml")).unwrap();
-    huge.set_len(drift_sentinel::manifest::MAX_FILE_BYTES + 1)
+    huge.set_len(drift_core::manifest::MAX_FILE_BYTES + 1)
         .unwrap();
     bad_input(
         &files,
@@ -1528,9 +1528,9 @@ fn the_sinks_baseline_dir_has_the_same_limits() {
     // directory loop) is refused before it is read, and the rules in force are kept.
     let files = Files::clean(&live_objects());
     let huge = std::fs::File::create(files.path("git/huge.yaml")).unwrap();
-    huge.set_len(drift_sentinel::manifest::MAX_FILE_BYTES + 1)
+    huge.set_len(drift_core::manifest::MAX_FILE_BYTES + 1)
         .unwrap();
-    let mut config = drift_sentinel::config::load_str("", &|_| None).unwrap();
+    let mut config = drift_core::config::load_str("", &|_| None).unwrap();
     config.rules.baseline_dir = Some(files.path("git"));
     let error = drift_sentinel::reload::load_rules(&config).unwrap_err();
     assert_eq!(error.kind(), "too_large");
@@ -1570,7 +1570,7 @@ fn a_large_cluster_dump_fits() {
     let files = Files::clean(&live);
     // The parser budget meant for config files (250,000 nodes) refuses this dump.
     let dump = std::fs::read_to_string(files.path("live.yaml")).unwrap();
-    let error = drift_sentinel::config::load_str(&dump, &|_| None).unwrap_err();
+    let error = drift_core::config::load_str(&dump, &|_| None).unwrap_err();
     assert!(error.to_string().contains("budget"), "{error}");
     let outcome = check_files(&files, &["--format", "json"], None);
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);

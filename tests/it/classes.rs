@@ -956,8 +956,8 @@ fn deployment_collected_with_its_revision_is_benign() {
 
 // ---- baseline_drift -------------------------------------------------------------------------------
 
-fn baseline_rules() -> drift_sentinel::classify::Rules {
-    let mut manifests = drift_sentinel::manifest::Manifests::default();
+fn baseline_rules() -> drift_core::classify::Rules {
+    let mut manifests = drift_core::manifest::Manifests::default();
     manifests
         .add_yaml(
             "git/webapp.yaml",
@@ -977,8 +977,9 @@ spec:
 "#,
         )
         .unwrap();
-    drift_sentinel::classify::Rules::default()
-        .with_baseline(drift_sentinel::classify::baseline::Baseline::from_manifests(&manifests))
+    drift_core::classify::Rules::default().with_baseline(
+        drift_core::classify::baseline::Baseline::from_manifests(&manifests),
+    )
 }
 
 #[test]
@@ -1236,17 +1237,16 @@ fn secret_edits_are_reported_without_values() {
         .log
         .iter()
         .map(|transition| {
-            let notice = drift_sentinel::model::Notice {
-                kind: drift_sentinel::model::NoticeKind::Firing,
+            let notice = drift_model::Notice {
+                kind: drift_model::NoticeKind::Firing,
                 drift: transition.drift.clone(),
                 at: transition.at,
                 resend: 0,
             };
-            let stored = drift_sentinel::store::rows::encode_notice(&notice).unwrap();
-            let sent = serde_json::to_string(&drift_sentinel::wire::notice::NoticeJson::new(
-                &notice, None,
-            ))
-            .unwrap();
+            let stored = drift_store::rows::encode_notice(&notice).unwrap();
+            let sent =
+                serde_json::to_string(&drift_model::wire::notice::NoticeJson::new(&notice, None))
+                    .unwrap();
             stored + &sent
         })
         .collect();

@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use drift_model::{Drift, DriftState, Evidence, OwnerChain, Severity};
+use drift_model::{Notice, NoticeKind};
 use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
 use drift_sentinel::deliver::{BoxFuture, Channel, Message, Outcome};
 use drift_sentinel::metrics::Metrics;
-use drift_sentinel::model::{Drift, DriftState, Evidence, OwnerChain, Severity};
-use drift_sentinel::model::{Notice, NoticeKind};
-use drift_sentinel::store::memory::MemoryStore;
-use drift_sentinel::store::{Batch, NewOutbox, Store};
+use drift_store::memory::MemoryStore;
+use drift_store::{Batch, NewOutbox, Store};
 
 const NOW: i64 = 1_800_000_000_000;
 
@@ -104,7 +104,7 @@ fn queue(store: &MemoryStore, indexes: std::ops::Range<usize>, at: i64) {
                 drift_id: drift.id.clone(),
                 kind: "firing".into(),
                 group_key: "prod/knative-serving/config_drift".into(),
-                payload: drift_sentinel::store::rows::encode_notice(&notice).unwrap(),
+                payload: drift_store::rows::encode_notice(&notice).unwrap(),
                 created_at: at,
                 not_before: at,
                 repeat_after_ms: None,
@@ -115,10 +115,7 @@ fn queue(store: &MemoryStore, indexes: std::ops::Range<usize>, at: i64) {
     store
         .commit(&Batch {
             events: vec![],
-            changes: drift_sentinel::classify::Changes {
-                drifts,
-                ..Default::default()
-            },
+            drifts,
             outbox: rows,
             ..Default::default()
         })
@@ -197,7 +194,7 @@ async fn a_message_cut_off_by_a_crash_is_resent_whole_under_its_id() {
 
 /// A relay of process `identity` on its own clock, over `outbox`.
 fn relay_of(
-    outbox: Box<dyn drift_sentinel::store::Outbox>,
+    outbox: Box<dyn drift_store::Outbox>,
     channel: Recording,
     identity: &str,
     clock: i64,
@@ -225,9 +222,8 @@ fn relay_of(
 #[tokio::test]
 async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_same_key() {
     let server = crate::pg::PgServer::start();
-    let target =
-        drift_sentinel::store::postgres::Target::new(&server.database(), None, None).unwrap();
-    let mut opened = drift_sentinel::store::postgres::open(&target).unwrap();
+    let target = drift_store::postgres::Target::new(&server.database(), None, None).unwrap();
+    let mut opened = drift_store::postgres::open(&target).unwrap();
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     {
         let drifts: Vec<Drift> = (0..3).map(drift).collect();
@@ -239,7 +235,7 @@ async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_sa
                 drift_id: drift.id.clone(),
                 kind: "firing".into(),
                 group_key: "prod/knative-serving/config_drift".into(),
-                payload: drift_sentinel::store::rows::encode_notice(&Notice {
+                payload: drift_store::rows::encode_notice(&Notice {
                     kind: NoticeKind::Firing,
                     drift: drift.clone(),
                     at: NOW,
@@ -254,10 +250,7 @@ async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_sa
         opened
             .writer
             .commit(&Batch {
-                changes: drift_sentinel::classify::Changes {
-                    drifts,
-                    ..Default::default()
-                },
+                drifts,
                 outbox: rows,
                 ..Default::default()
             })
@@ -278,11 +271,7 @@ async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_sa
     let cut = tokio::time::timeout(Duration::from_millis(300), a.round(NOW)).await;
     assert!(cut.is_err(), "the send never completed");
     drop(a);
-    let other = || {
-        drift_sentinel::store::postgres::open(&target)
-            .unwrap()
-            .outbox
-    };
+    let other = || drift_store::postgres::open(&target).unwrap().outbox;
     // Process B, while A's claim holds (send timeout 2s plus CLAIM_MARGIN): nothing to send.
     let mut early = relay_of(
         other(),

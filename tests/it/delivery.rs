@@ -3,15 +3,13 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use drift_sentinel::config::load_str;
+use drift_core::config::load_str;
+use drift_model::{Actor, Drift, DriftState, Evidence, FieldChange, OwnerChain, Severity};
+use drift_model::{Notice, NoticeKind};
 use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
 use drift_sentinel::metrics::Metrics;
-use drift_sentinel::model::{
-    Actor, Drift, DriftState, Evidence, FieldChange, OwnerChain, Severity,
-};
-use drift_sentinel::model::{Notice, NoticeKind};
-use drift_sentinel::store::memory::MemoryStore;
-use drift_sentinel::store::{Batch, NewOutbox, Outbox, OutboxState, Store};
+use drift_store::memory::MemoryStore;
+use drift_store::{Batch, NewOutbox, Outbox, OutboxState, Store};
 use serde_json::{json, Value};
 
 use crate::receivers::{self, FakeClock, Receiver, Scripted};
@@ -72,7 +70,7 @@ fn row(channel: &str, index: usize, kind: NoticeKind, group: &str, at: i64) -> N
         drift_id: notice.drift.id.clone(),
         kind: kind.as_str().to_string(),
         group_key: group.to_string(),
-        payload: drift_sentinel::store::rows::encode_notice(&notice).unwrap(),
+        payload: drift_store::rows::encode_notice(&notice).unwrap(),
         created_at: at,
         not_before: at,
         repeat_after_ms: None,
@@ -85,7 +83,7 @@ fn queue(store: &MemoryStore, rows: Vec<NewOutbox>) {
     let drifts = rows
         .iter()
         .map(|row| {
-            drift_sentinel::store::rows::decode_notice(&row.payload)
+            drift_store::rows::decode_notice(&row.payload)
                 .unwrap()
                 .drift
         })
@@ -93,10 +91,7 @@ fn queue(store: &MemoryStore, rows: Vec<NewOutbox>) {
     store
         .commit(&Batch {
             events: vec![],
-            changes: drift_sentinel::classify::Changes {
-                drifts,
-                ..Default::default()
-            },
+            drifts,
             outbox: rows,
             ..Default::default()
         })
@@ -162,7 +157,7 @@ impl Harness {
         }
     }
 
-    fn rows(&self, state: OutboxState) -> Vec<drift_sentinel::store::OutboxRow> {
+    fn rows(&self, state: OutboxState) -> Vec<drift_store::OutboxRow> {
         let mut store = self.store.clone();
         store.rows(Some(state), 10_000).unwrap()
     }
@@ -398,9 +393,9 @@ async fn dingtalk_body_is_kept_under_20000_bytes_with_a_note() {
         "g",
         h.clock.load(Ordering::SeqCst),
     );
-    let mut notice: Notice = drift_sentinel::store::rows::decode_notice(&big.payload).unwrap();
+    let mut notice: Notice = drift_store::rows::decode_notice(&big.payload).unwrap();
     notice.drift.evidence.summary = "漂移".repeat(6000);
-    big.payload = drift_sentinel::store::rows::encode_notice(&notice).unwrap();
+    big.payload = drift_store::rows::encode_notice(&notice).unwrap();
     queue(&h.store, vec![big]);
     h.drive(5).await;
     let accepted = receiver.accepted();
@@ -809,10 +804,7 @@ async fn reminders_repeat_while_firing_and_stop_when_resolved() {
     store
         .commit(&Batch {
             events: vec![],
-            changes: drift_sentinel::classify::Changes {
-                drifts: vec![resolved],
-                ..Default::default()
-            },
+            drifts: vec![resolved],
             outbox: vec![],
             ..Default::default()
         })
@@ -1060,7 +1052,7 @@ async fn deliver_one(
             drift_id: notice.drift.id.clone(),
             kind: "firing".into(),
             group_key: "g".into(),
-            payload: drift_sentinel::store::rows::encode_notice(&notice).unwrap(),
+            payload: drift_store::rows::encode_notice(&notice).unwrap(),
             created_at: at,
             not_before: at,
             repeat_after_ms: None,

@@ -588,7 +588,7 @@ fn an_object_forged_under_a_fleet_drifts_key_cannot_end_it() {
 #[test]
 fn the_fleet_view_caps_objects_per_group_divergent_first_and_filters_by_group() {
     let mut sim = Sim::with_fleet("{}", FLEET);
-    let count = drift_sentinel::classify::fleet::MAX_VIEW_OBJECTS + 5;
+    let count = drift_core::classify::fleet::MAX_VIEW_OBJECTS + 5;
     for index in 0..count {
         for cluster in ["prod-eu", "prod-us"] {
             let mut object = autoscaler(cluster);
@@ -606,7 +606,7 @@ fn the_fleet_view_caps_objects_per_group_divergent_first_and_filters_by_group() 
     let group = &view[0];
     assert_eq!(
         group.objects.len(),
-        drift_sentinel::classify::fleet::MAX_VIEW_OBJECTS
+        drift_core::classify::fleet::MAX_VIEW_OBJECTS
     );
     assert_eq!(group.truncated, 5);
     assert_eq!(group.divergent, 1);

@@ -3,13 +3,14 @@
 //! `resourceVersion`s made to freeze an object or to be unorderable. None may resolve, freeze or
 //! replace the state real events keep.
 
+use crate::support::StoredStates;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use drift_sentinel::classify::{Engine, Outcome, Rules};
-use drift_sentinel::decode::{self, ClusterNames, Decoded};
-use drift_sentinel::model::DriftState;
+use drift_core::classify::{Engine, Outcome, Rules};
+use drift_core::decode::{self, ClusterNames, Decoded};
+use drift_model::DriftState;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -56,7 +57,7 @@ fn with_version(version: &str) -> Value {
     object
 }
 
-fn drifts_of(app: &TestApp, class: &str) -> Vec<drift_sentinel::model::Drift> {
+fn drifts_of(app: &TestApp, class: &str) -> Vec<drift_model::Drift> {
     let mut drifts: Vec<_> = app
         .store
         .drifts()
@@ -115,7 +116,7 @@ async fn a_cluster_extension_naming_another_cluster_moves_and_resolves_nothing()
     );
     assert!(
         app.store
-            .objects()
+            .states()
             .iter()
             .all(|object| object.cluster == "prod"),
         "the object stays under its events' name"
@@ -133,7 +134,7 @@ async fn a_cluster_extension_naming_another_cluster_moves_and_resolves_nothing()
     );
     let object = app
         .store
-        .objects()
+        .states()
         .into_iter()
         .find(|object| object.kind == "Service")
         .unwrap();
@@ -187,7 +188,7 @@ async fn a_forged_huge_resource_version_does_not_freeze_the_object() {
     );
     let object = app
         .store
-        .objects()
+        .states()
         .into_iter()
         .find(|object| object.kind == "Service")
         .unwrap();
@@ -249,7 +250,7 @@ fn a_listed_state_replaces_a_version_from_the_future() {
     assert_eq!(
         engine.apply_listed(
             &decode("4000"),
-            drift_sentinel::classify::ListContext {
+            drift_core::classify::ListContext {
                 version: "6000",
                 started_at: 2,
             },
@@ -272,7 +273,7 @@ fn another_service(index: usize, version: &str) -> Value {
 
 #[tokio::test]
 async fn a_flood_of_new_objects_stops_at_the_cap_and_tracked_objects_keep_working() {
-    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+    let app = app_with_capacity(drift_core::classify::Capacity {
         bytes: usize::MAX,
         objects: 100,
         objects_per_cluster: 2,
@@ -321,13 +322,13 @@ async fn a_flood_of_new_objects_stops_at_the_cap_and_tracked_objects_keep_workin
         2.0
     );
     assert_eq!(
-        app.store.objects().len(),
+        app.store.states().len(),
         2,
         "the refused object is not stored"
     );
     assert!(app
         .store
-        .objects()
+        .states()
         .iter()
         .all(|object| object.name != "flood-2"));
 
@@ -363,7 +364,7 @@ async fn a_flood_of_new_objects_stops_at_the_cap_and_tracked_objects_keep_workin
 
 #[tokio::test]
 async fn cluster_names_beyond_the_cap_are_refused() {
-    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+    let app = app_with_capacity(drift_core::classify::Capacity {
         bytes: usize::MAX,
         objects: 100,
         objects_per_cluster: 100,
@@ -393,7 +394,7 @@ async fn cluster_names_beyond_the_cap_are_refused() {
     );
     let mut clusters: Vec<String> = app
         .store
-        .objects()
+        .states()
         .into_iter()
         .map(|object| object.cluster)
         .collect();
@@ -406,12 +407,12 @@ async fn cluster_names_beyond_the_cap_are_refused() {
             .0,
         StatusCode::ACCEPTED
     );
-    assert_eq!(app.store.objects().len(), 3);
+    assert_eq!(app.store.states().len(), 3);
 }
 
 #[tokio::test]
 async fn the_total_cap_holds_across_clusters() {
-    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+    let app = app_with_capacity(drift_core::classify::Capacity {
         bytes: usize::MAX,
         objects: 3,
         objects_per_cluster: 100,
@@ -430,7 +431,7 @@ async fn the_total_cap_holds_across_clusters() {
         .await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
-    assert_eq!(app.store.objects().len(), 3);
+    assert_eq!(app.store.states().len(), 3);
     assert_eq!(
         metric(&app.metrics, "drift_sentinel_objects_refused_total"),
         2.0
@@ -651,14 +652,14 @@ impl Timed {
     ) -> StatusCode {
         let mut event = structured_event(id, verb, object);
         event["cluster"] = json!("prod");
-        event["time"] = json!(drift_sentinel::time::format_time_offset(sent));
+        event["time"] = json!(drift_model::time::format_time_offset(sent));
         post(&self.app, binary_request(&event)).await.0
     }
 
-    pub fn service(&self) -> drift_sentinel::classify::ObjectState {
+    pub fn service(&self) -> drift_core::classify::ObjectState {
         self.app
             .store
-            .objects()
+            .states()
             .into_iter()
             .find(|object| object.name == "knative-webapp")
             .expect("tracked")
@@ -675,7 +676,7 @@ async fn a_walked_frontier_freezes_an_object_only_until_an_event_sent_after_it()
         timed.send("r-1", "add", &with_version("100000")).await,
         StatusCode::ACCEPTED
     );
-    let step = drift_sentinel::classify::resource_version::MAX_JUMP;
+    let step = drift_core::classify::resource_version::MAX_JUMP;
     let mut frontier = 100_000u128;
     for index in 0..20 {
         frontier += step;
@@ -733,7 +734,7 @@ async fn a_plausible_forged_version_is_replaced_by_the_next_event_sent_after_it(
         timed.send("m-1", "add", &with_version("100000")).await,
         StatusCode::ACCEPTED
     );
-    let forged = (100_000u128 + drift_sentinel::classify::resource_version::MAX_JUMP).to_string();
+    let forged = (100_000u128 + drift_core::classify::resource_version::MAX_JUMP).to_string();
     assert_eq!(
         timed.send("m-2", "update", &edited(&forged, "999")).await,
         StatusCode::ACCEPTED
@@ -800,7 +801,7 @@ fn a_listed_object_replaces_a_tombstone_that_arrived_before_the_list() {
     // the object alive. A uid is never re-created, so a list that started after the delete
     // arrived and still holds the object proves the delete was not real; a list that started
     // before it may predate a real delete.
-    use drift_sentinel::classify::ListContext;
+    use drift_core::classify::ListContext;
     let mut engine = Engine::new(Arc::new(Rules::default()));
     let decode = |verb: &str, version: &str| engine_event_as("prod", verb, &with_version(version));
     engine.begin();
@@ -835,9 +836,9 @@ fn a_listed_object_replaces_a_tombstone_that_arrived_before_the_list() {
     );
 }
 
-fn stored_service(app: &TestApp) -> drift_sentinel::classify::ObjectState {
+fn stored_service(app: &TestApp) -> drift_core::classify::ObjectState {
     app.store
-        .objects()
+        .states()
         .into_iter()
         .find(|object| object.name == "knative-webapp")
         .expect("tracked")
@@ -886,7 +887,7 @@ fn clusters_of(engine: &Engine) -> Vec<String> {
 fn resync_moves_its_own_copies_to_its_name() {
     // The fix of a misconfiguration: resync filed objects under `staging`, then was set to the
     // events' name `prod`. Its own copies move (nothing else would: an event never moves one).
-    use drift_sentinel::classify::ListContext;
+    use drift_core::classify::ListContext;
     let mut engine = Engine::new(Arc::new(Rules::default()));
     engine.begin();
     let list = |started_at| ListContext {
@@ -918,7 +919,7 @@ fn resync_moves_its_own_copies_to_its_name() {
 
 #[test]
 fn resync_replaces_a_copy_events_filed_elsewhere_only_when_events_for_it_agree() {
-    use drift_sentinel::classify::ListContext;
+    use drift_core::classify::ListContext;
     let list = ListContext {
         version: "200000",
         started_at: 0,
@@ -984,7 +985,7 @@ async fn the_state_s_bytes_are_capped_and_a_change_that_would_pass_the_cap_is_re
     let weight = metric(&probe.metrics, "drift_sentinel_tracked_state_bytes");
     assert!(weight > 20.0 * 1024.0, "{weight}");
     let cap = (weight * 3.5) as usize;
-    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+    let app = app_with_capacity(drift_core::classify::Capacity {
         bytes: cap,
         objects: 1000,
         objects_per_cluster: 1000,
@@ -999,7 +1000,7 @@ async fn the_state_s_bytes_are_capped_and_a_change_that_would_pass_the_cap_is_re
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     }
     // Three fit, the fourth does not.
-    assert_eq!(app.store.objects().len(), 3);
+    assert_eq!(app.store.states().len(), 3);
     assert_eq!(
         metric(&app.metrics, "drift_sentinel_objects_refused_total"),
         1.0
@@ -1028,7 +1029,7 @@ async fn the_state_s_bytes_are_capped_and_a_change_that_would_pass_the_cap_is_re
     deleted["metadata"]["annotations"]["note"] = json!("d".repeat(60 * 1024));
     deleted["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
     post(&app, from("prod", "g-3", "delete", &deleted)).await;
-    let objects = app.store.objects();
+    let objects = app.store.states();
     let first = objects
         .iter()
         .find(|object| object.name == "flood-0")

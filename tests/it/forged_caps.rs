@@ -1,6 +1,7 @@
 //! Forged events against the caps, the send-time rule and the cluster-name rules: cases found
 //! in the second review of issue 15.
 
+use crate::support::StoredStates;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{json, Value};
@@ -47,7 +48,7 @@ async fn deletes_of_new_objects_are_held_to_max_state_bytes() {
     .await;
     let weight = metric(&probe.metrics, "drift_sentinel_tracked_state_bytes");
     let cap = (weight * 3.5) as usize;
-    let app = app_with_capacity(drift_sentinel::classify::Capacity {
+    let app = app_with_capacity(drift_core::classify::Capacity {
         bytes: cap,
         objects: 1000,
         objects_per_cluster: 1000,
@@ -70,7 +71,7 @@ async fn deletes_of_new_objects_are_held_to_max_state_bytes() {
     assert!(
         bytes <= cap as f64,
         "state holds {bytes} bytes, over limits.maxStateBytes {cap} ({} tombstones of new uids)",
-        app.store.objects().len()
+        app.store.states().len()
     );
 }
 
@@ -135,7 +136,7 @@ fn one_forged_event_under_resync_s_name_does_not_hand_every_object_to_resync() {
     // `event_clusters` contains `default`, the next resync list "moves" every object the real
     // events track under `prod` to `default` (resolving their drifts), and every later real
     // event from `prod` is a Conflict that is not applied: detection stops for the cluster.
-    use drift_sentinel::classify::{Engine, ListContext, Outcome, Rules};
+    use drift_core::classify::{Engine, ListContext, Outcome, Rules};
     use std::sync::Arc;
     let mut engine = Engine::new(Arc::new(Rules::default()));
     engine.begin();

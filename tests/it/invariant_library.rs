@@ -14,9 +14,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use drift_sentinel::classify::invariants::{judge_object, Invariant, Verdict};
-use drift_sentinel::config::invariants::load_rules_file;
-use drift_sentinel::decode::{parse_object, KubeObject};
+use drift_core::classify::invariants::{judge_object, Invariant, Verdict};
+use drift_core::config::invariants::load_rules_file;
+use drift_core::decode::{parse_object, KubeObject};
 use serde_json::{json, Value};
 
 use crate::support::fixture_path;
@@ -846,12 +846,12 @@ fn uncomment_invariants(config: &str) -> String {
 #[test]
 fn the_sample_config_ships_the_library_commented_out() {
     let text = std::fs::read_to_string(repo(SAMPLE_CONFIG)).unwrap();
-    let shipped = drift_sentinel::config::load_str(&text, &|_| None).expect("the sample loads");
+    let shipped = drift_core::config::load_str(&text, &|_| None).expect("the sample loads");
     assert!(shipped.rules.compile().invariants().is_empty());
 
     let uncommented = uncomment_invariants(&text);
     assert_ne!(uncommented, text);
-    let config = drift_sentinel::config::load_str(&uncommented, &|_| None)
+    let config = drift_core::config::load_str(&uncommented, &|_| None)
         .unwrap_or_else(|error| panic!("the uncommented sample loads: {error}"));
     let rules = config.rules.compile();
     let library = library();

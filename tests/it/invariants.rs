@@ -393,7 +393,7 @@ fn a_rule_matcher_silences_rule_drifts_only() {
     sim.send("add", &service());
     sim.send("update", &latest(&service()));
     sim.wait(301);
-    let silence = drift_sentinel::model::Silence {
+    let silence = drift_model::Silence {
         matchers: [("rule".to_string(), "*".to_string())].into(),
         expires_at: None,
         comment: None,

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use drift_sentinel::config::{default_trusted_managers, RulesConfig};
+use drift_core::config::{default_trusted_managers, RulesConfig};
 use serde_json::Value;
 
 /// Field managers of people's tools: `kn` and kubectl's (`kubectl`, `kubectl-edit`,

@@ -9,7 +9,7 @@ use axum::http::{Request, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use drift_sentinel::config::{OidcConfig, Secret};
+use drift_core::config::{OidcConfig, Secret};
 use drift_sentinel::ingest::auth::{IngestAuth, OidcVerifier};
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
@@ -148,11 +148,7 @@ fn token(
 }
 
 fn verifier(issuer: &Issuer, subjects: &[&str]) -> IngestAuth {
-    verifier_keeping_keys(
-        issuer,
-        subjects,
-        drift_sentinel::config::DEFAULT_JWKS_MAX_AGE,
-    )
+    verifier_keeping_keys(issuer, subjects, drift_core::config::DEFAULT_JWKS_MAX_AGE)
 }
 
 /// A verifier that keeps the JWKS at most `jwks_max_age` (`auth.oidc.jwksMaxAge`).
@@ -528,7 +524,7 @@ async fn the_configured_maximum_age_caps_the_issuers_max_age() {
     );
     // Keys that are still published keep working across the refetch, and a config below a
     // second is refused.
-    let error = drift_sentinel::config::load_str(
+    let error = drift_core::config::load_str(
         "auth: {oidc: {issuer: 'https://kubernetes.default.svc', audience: a, jwksMaxAge: 0s}}",
         &|_| None,
     )

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use drift_sentinel::config::IN_FLIGHT_BODIES;
+use drift_core::config::IN_FLIGHT_BODIES;
 use tower::ServiceExt;
 
 use crate::support::*;
@@ -108,7 +108,7 @@ async fn slow_senders_hold_only_the_bytes_they_sent() {
     // then trickle used to reserve the whole budget and make valid senders get 503. The budget
     // now holds the bytes that arrived, so valid events are accepted while they trickle.
     let limit = 8 * 1024;
-    let app = app_with(64, limit, drift_sentinel::time::system_clock());
+    let app = app_with(64, limit, drift_model::time::system_clock());
     let mut stalled = Vec::new();
     for chunked in [false, true] {
         if chunked {
@@ -352,7 +352,7 @@ fn first_then_stall(
 #[tokio::test]
 async fn small_requests_are_not_limited_by_the_largest_body() {
     // Reservations are the declared length, so many ordinary events fit at once.
-    let app = app_with(1024, 4 * 1024 * 1024, drift_sentinel::time::system_clock());
+    let app = app_with(1024, 4 * 1024 * 1024, drift_model::time::system_clock());
     let mut tasks = Vec::new();
     for index in 0..200 {
         let mut object = revision();
@@ -370,7 +370,7 @@ async fn small_requests_are_not_limited_by_the_largest_body() {
 
 #[test]
 fn an_in_flight_budget_below_one_request_is_a_config_error() {
-    let error = drift_sentinel::config::load_str(
+    let error = drift_core::config::load_str(
         "server: {bodyLimitBytes: 65536, inFlightBytes: 1024}",
         &|_| None,
     )
@@ -378,20 +378,20 @@ fn an_in_flight_budget_below_one_request_is_a_config_error() {
     .to_string();
     assert!(error.contains("server.inFlightBytes"), "{error}");
     let config =
-        drift_sentinel::config::load_str("server: {bodyLimitBytes: 65536}", &|_| None).unwrap();
+        drift_core::config::load_str("server: {bodyLimitBytes: 65536}", &|_| None).unwrap();
     assert_eq!(config.server.in_flight_limit(), 16 * 65536);
 }
 
 #[test]
 fn connection_and_body_limits_have_defaults_and_are_validated() {
-    let config = drift_sentinel::config::load_str("{}", &|_| None).unwrap();
+    let config = drift_core::config::load_str("{}", &|_| None).unwrap();
     let server = &config.server;
     assert_eq!(server.header_read_timeout, Duration::from_secs(10));
     assert_eq!(server.idle_timeout, Duration::from_secs(75));
     assert_eq!(server.max_connections, 512);
     assert_eq!(server.body_read_timeout, Duration::from_secs(10));
     assert_eq!(server.body_min_bytes_per_second, 65536);
-    let config = drift_sentinel::config::load_str(
+    let config = drift_core::config::load_str(
         "server: {headerReadTimeout: 2s, idleTimeout: 1m, maxConnections: 64, \
          bodyReadTimeout: 5s, bodyMinBytesPerSecond: 1024}",
         &|_| None,
@@ -413,7 +413,7 @@ fn connection_and_body_limits_have_defaults_and_are_validated() {
             "server.bodyMinBytesPerSecond",
         ),
     ] {
-        let error = drift_sentinel::config::load_str(yaml, &|_| None)
+        let error = drift_core::config::load_str(yaml, &|_| None)
             .unwrap_err()
             .to_string();
         assert!(error.contains(key), "{yaml}: {error}");

@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::process::Command;
 
-use drift_sentinel::store::postgres::{open, Target};
-use drift_sentinel::store::{Batch, EventKey};
+use drift_store::postgres::{open, Target};
+use drift_store::{Batch, EventKey};
 
 use crate::pg::PgServer;
 

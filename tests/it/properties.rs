@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use drift_sentinel::classify::Rules;
-use drift_sentinel::decode::ClusterNames;
+use drift_core::classify::Rules;
+use drift_core::decode::ClusterNames;
 use drift_sentinel::replay::{replay, Recorded};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -140,7 +140,7 @@ proptest! {
             }
         }
         let clusters = ClusterNames { default: "d".into(), by_source: Default::default() };
-        let _ = drift_sentinel::decode::decode_request(&headers, &body, &clusters);
+        let _ = drift_core::decode::decode_request(&headers, &body, &clusters);
     }
 
     #[test]
@@ -157,11 +157,11 @@ proptest! {
         let mut headers = http::HeaderMap::new();
         headers.insert("content-type", http::HeaderValue::from_static("application/cloudevents+json"));
         let clusters = ClusterNames { default: "d".into(), by_source: Default::default() };
-        if let Ok(decoded) = drift_sentinel::decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters) {
+        if let Ok(decoded) = drift_core::decode::decode_request(&headers, &serde_json::to_vec(&event).unwrap(), &clusters) {
             // Whatever decodes must also go through the engine without a panic.
-            let mut engine = drift_sentinel::classify::Engine::new(Arc::new(Rules::default()));
+            let mut engine = drift_core::classify::Engine::new(Arc::new(Rules::default()));
             for item in &decoded {
-                if let drift_sentinel::decode::Decoded::ApiServer(event) = item {
+                if let drift_core::decode::Decoded::ApiServer(event) = item {
                     engine.apply(event, 0);
                     engine.tick(10_000_000);
                 }

@@ -3,8 +3,8 @@
 //! an episode about a change is recorded at once. Checked on the changes the writer commits.
 
 use axum::http::StatusCode;
-use drift_sentinel::classify::RECORD_PENDING_AFTER_MS;
-use drift_sentinel::model::DriftState;
+use drift_core::classify::RECORD_PENDING_AFTER_MS;
+use drift_model::DriftState;
 use serde_json::json;
 use tower::ServiceExt;
 

@@ -2,7 +2,7 @@
 //! table lists exactly the registry with each class's built-in defaults, and config validation,
 //! `check` and the renderers take their ids from it.
 
-use drift_sentinel::classify::classes::{self, REGISTRY};
+use drift_core::classify::classes::{self, REGISTRY};
 
 #[test]
 fn every_class_has_a_name_in_english_and_chinese() {
@@ -88,7 +88,7 @@ fn the_readme_class_table_is_the_registry() {
 fn config_the_api_and_check_take_their_ids_from_the_registry() {
     for id in classes::ids() {
         let yaml = format!("rules:\n  classes:\n    {id}: {{enabled: true}}\n");
-        drift_sentinel::config::load_str(&yaml, &|_| None)
+        drift_core::config::load_str(&yaml, &|_| None)
             .unwrap_or_else(|error| panic!("{id}: {error}"));
     }
     let snapshot = drift_sentinel::check::snapshot_classes();

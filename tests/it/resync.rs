@@ -2,14 +2,15 @@
 //! continue token, pre-existing drift, deletions found by listing, unchanged objects, API errors
 //! with backoff while events keep flowing, and the CI gate reading a live cluster.
 
+use crate::support::StoredStates;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use drift_core::config::{LabelSelectorConfig, ResourceConfig};
+use drift_model::DriftState;
 use drift_sentinel::cluster::resync::{Resync, Settings};
 use drift_sentinel::cluster::{Cluster, Resource};
-use drift_sentinel::config::{LabelSelectorConfig, ResourceConfig};
-use drift_sentinel::model::DriftState;
 use drift_sentinel::pipeline::{PassOutcome, ResyncControl, ResyncTrigger, StartError};
 use serde_json::{json, Value};
 use tower::ServiceExt;
@@ -168,11 +169,11 @@ impl Harness {
     /// Lets pending drifts last long enough to be recorded (they live in memory until then),
     /// so the store shows them.
     async fn record_pending(&self) {
-        self.advance(drift_sentinel::classify::RECORD_PENDING_AFTER_MS / 1000 + 1);
+        self.advance(drift_core::classify::RECORD_PENDING_AFTER_MS / 1000 + 1);
         self.tick().await;
     }
 
-    fn drift(&self, class: &str, name: &str) -> Option<drift_sentinel::model::Drift> {
+    fn drift(&self, class: &str, name: &str) -> Option<drift_model::Drift> {
         self.app
             .store
             .drifts()
@@ -185,7 +186,7 @@ impl Harness {
         let deleted: Vec<String> = self
             .app
             .store
-            .objects()
+            .states()
             .into_iter()
             .filter(|object| object.deleted)
             .map(|object| object.name)
@@ -229,7 +230,7 @@ async fn a_paged_list_brings_every_object_and_a_drift_from_before_the_start_fire
         "{:?}",
         report.drifts_found
     );
-    let objects = harness.app.store.objects();
+    let objects = harness.app.store.states();
     assert_eq!(objects.len(), 4, "every listed object is stored");
     assert!(objects.iter().all(|object| object.cluster == "test"));
 
@@ -304,7 +305,7 @@ async fn an_expired_continue_token_restarts_the_list_and_forgets_the_abandoned_p
         report.deleted, 1,
         "aaa, seen only by the abandoned pass, is deleted"
     );
-    let stored = harness.app.store.objects();
+    let stored = harness.app.store.states();
     let aaa_state = stored
         .iter()
         .find(|object| object.name == "aaa")
@@ -356,7 +357,7 @@ async fn objects_missing_from_a_complete_list_are_deleted_within_its_selector_an
     let deleted: Vec<String> = harness
         .app
         .store
-        .objects()
+        .states()
         .into_iter()
         .filter(|object| object.deleted)
         .map(|object| object.name)
@@ -493,7 +494,7 @@ async fn api_errors_are_retried_with_backoff_while_events_keep_flowing() {
     );
     let names: Vec<String> = app
         .store
-        .objects()
+        .states()
         .into_iter()
         .map(|object| object.name)
         .collect();
@@ -684,7 +685,7 @@ fn live_cluster_script(namespace: &str, services: &[Value]) -> Vec<Expect> {
     ];
     assert_eq!(
         listed.len(),
-        drift_sentinel::config::default_resync_resources().len()
+        drift_core::config::default_resync_resources().len()
     );
     listed
         .into_iter()
@@ -842,7 +843,7 @@ async fn the_service_resyncs_at_start_and_reports_a_drift_that_predates_it() {
         db = dir.path().join("resync.db").display(),
         kubeconfig = kubeconfig.display(),
     );
-    let config = drift_sentinel::config::load_str(&yaml, &|_| None).unwrap();
+    let config = drift_core::config::load_str(&yaml, &|_| None).unwrap();
     let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap();
@@ -927,7 +928,7 @@ fn shipped_opt_in_resources() -> Vec<ResourceConfig> {
 fn the_built_in_resync_resources_are_exactly_what_the_shipped_source_watches() {
     let watched = shipped_source_resources();
     assert_eq!(
-        drift_sentinel::config::default_resync_resources(),
+        drift_core::config::default_resync_resources(),
         watched,
         "resync must list what events come from, with the same selectors"
     );
@@ -1117,7 +1118,7 @@ fn every_watched_knative_config_map_is_selected_by_exactly_one_shipped_config_ma
         .filter(|resource| resource.kind == "ConfigMap")
         .map(|resource| Resource::new(resource).unwrap())
         .collect();
-    let watched = drift_sentinel::config::RulesConfig::default().watched_config_maps;
+    let watched = drift_core::config::RulesConfig::default().watched_config_maps;
 
     // Knative's ConfigMaps as shipped (tests/fixtures/knative/configmaps), and the networking
     // layers'.
@@ -1153,7 +1154,7 @@ fn every_watched_knative_config_map_is_selected_by_exactly_one_shipped_config_ma
     for (name, labels) in &config_maps {
         if !watched
             .iter()
-            .any(|pattern| drift_sentinel::model::glob_match(pattern, name))
+            .any(|pattern| drift_model::glob_match(pattern, name))
         {
             continue;
         }
@@ -1239,7 +1240,7 @@ async fn a_resync_under_another_name_than_the_events_files_only_what_events_do_n
     let mut objects: Vec<(String, String)> = harness
         .app
         .store
-        .objects()
+        .states()
         .into_iter()
         .map(|object| (object.cluster, object.name))
         .collect();
@@ -1283,7 +1284,7 @@ async fn an_event_never_moves_an_object_resync_filed_under_another_name() {
     let clusters: Vec<String> = harness
         .app
         .store
-        .objects()
+        .states()
         .into_iter()
         .map(|object| object.cluster)
         .collect();
@@ -1467,7 +1468,7 @@ async fn a_forged_cluster_neither_moves_a_listed_object_nor_stops_resync() {
     let clusters: Vec<String> = harness
         .app
         .store
-        .objects()
+        .states()
         .into_iter()
         .map(|object| object.cluster)
         .collect();

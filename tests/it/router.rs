@@ -1,5 +1,6 @@
 //! The ingest contract, response code by response code, in every content mode.
 
+use crate::support::StoredStates;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{json, Value};
@@ -55,11 +56,11 @@ async fn valid_event_is_accepted_with_empty_body_in_every_mode() {
             "{mode:?}: the event key is committed"
         );
         assert_eq!(
-            app.store.objects().len(),
+            app.store.states().len(),
             1,
             "{mode:?}: the object state is committed"
         );
-        assert_eq!(app.store.objects()[0].name, "knative-webapp-00001");
+        assert_eq!(app.store.states()[0].name, "knative-webapp-00001");
         assert_eq!(
             metric(
                 &app.metrics,
@@ -83,7 +84,7 @@ async fn batch_with_several_events_commits_all() {
     ];
     let (status, headers, body) = send(&app, batch_request(&events)).await;
     assert_accepted(status, &headers, &body, "batch");
-    assert_eq!(app.store.objects().len(), 2);
+    assert_eq!(app.store.states().len(), 2);
 }
 
 #[tokio::test]
@@ -245,7 +246,7 @@ async fn malformed_json_is_400() {
 #[tokio::test]
 async fn body_over_the_limit_is_413_in_every_mode() {
     for mode in MODES {
-        let app = app_with(64, 8 * 1024, drift_sentinel::time::system_clock());
+        let app = app_with(64, 8 * 1024, drift_model::time::system_clock());
         let mut object = revision();
         object["metadata"]["annotations"]["big"] = json!("x".repeat(16 * 1024));
         let event = structured_event("big", "update", &object);
@@ -260,7 +261,7 @@ async fn a_declared_length_over_the_limit_is_the_same_json_413_in_every_mode() {
     // With a `content-length` the limit is known before the body is read; the answer is the
     // same JSON error as when the limit is hit while reading (issue 15, item 9).
     for mode in MODES {
-        let app = app_with(64, 8 * 1024, drift_sentinel::time::system_clock());
+        let app = app_with(64, 8 * 1024, drift_model::time::system_clock());
         let mut object = revision();
         object["metadata"]["annotations"]["big"] = json!("x".repeat(16 * 1024));
         let mut request = request(mode, &structured_event("big-declared", "update", &object));
@@ -286,7 +287,7 @@ async fn a_declared_length_over_the_limit_is_the_same_json_413_in_every_mode() {
 #[tokio::test]
 async fn streamed_body_over_the_limit_is_413_with_json_error() {
     // Without a content-length the limit is hit while reading, inside the handler.
-    let app = app_with(64, 8 * 1024, drift_sentinel::time::system_clock());
+    let app = app_with(64, 8 * 1024, drift_model::time::system_clock());
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
         (0..4).map(|_| Ok(vec![b' '; 4096])).collect();
     let stream = futures_util_stream(chunks);
@@ -330,7 +331,7 @@ async fn store_failure_is_503_with_retry_after_and_nothing_is_half_applied() {
         app.store.set_failing(false);
         let (status, headers, body) = send(&app, request(mode, &event)).await;
         assert_accepted(status, &headers, &body, &format!("{mode:?} retry"));
-        assert_eq!(app.store.objects().len(), 1, "{mode:?}");
+        assert_eq!(app.store.states().len(), 1, "{mode:?}");
         assert_eq!(
             metric(
                 &app.metrics,
@@ -353,7 +354,7 @@ async fn a_commit_whose_answer_was_lost_is_settled_by_asking_the_store() {
     let (status, headers, body) = send(&first, structured_request(&event)).await;
     assert_accepted(status, &headers, &body, "landed");
     first.store.set_lost_commit_answers(None);
-    assert_eq!(first.store.objects().len(), 1);
+    assert_eq!(first.store.states().len(), 1);
     assert!(!first
         .pipeline
         .health()
@@ -369,7 +370,7 @@ async fn a_commit_whose_answer_was_lost_is_settled_by_asking_the_store() {
     other.store.set_lost_commit_answers(None);
     let (status, headers, body) = send(&other, structured_request(&event)).await;
     assert_accepted(status, &headers, &body, "redelivered");
-    assert_eq!(other.store.objects().len(), 1);
+    assert_eq!(other.store.states().len(), 1);
     assert_eq!(
         metric(
             &other.metrics,
@@ -389,7 +390,7 @@ async fn a_round_whose_outcome_cannot_be_told_gives_the_writer_role_up() {
     let pipeline = app.pipeline.clone();
     let silenced = tokio::task::spawn_blocking(move || {
         pipeline.silence(drift_sentinel::pipeline::SilenceRequest::Add(
-            drift_sentinel::model::Silence {
+            drift_model::Silence {
                 matchers: [("name".to_string(), "web".to_string())].into(),
                 expires_at: None,
                 comment: Some("lost answer".to_string()),
@@ -414,12 +415,12 @@ async fn a_round_whose_outcome_cannot_be_told_gives_the_writer_role_up() {
         commits,
         "nothing committed after giving up"
     );
-    assert!(app.store.objects().is_empty());
+    assert!(app.store.states().is_empty());
 }
 
 #[tokio::test]
 async fn full_queue_is_503_with_retry_after() {
-    let app = app_with(1, 4 * 1024 * 1024, drift_sentinel::time::system_clock());
+    let app = app_with(1, 4 * 1024 * 1024, drift_model::time::system_clock());
     app.store.set_blocked(true);
     let mut handles = Vec::new();
     // The writer takes the first request and blocks in commit; the second fills the queue.
@@ -638,7 +639,7 @@ async fn out_of_order_update_does_not_roll_state_back() {
         .await;
         assert_accepted(status, &headers, &body, id);
     }
-    let objects = app.store.objects();
+    let objects = app.store.states();
     assert_eq!(objects[0].resource_version, "7749790");
     assert_eq!(objects[0].status.value()["actualReplicas"], json!(3));
     assert_eq!(
@@ -667,7 +668,7 @@ async fn update_after_delete_is_stale() {
         binary_request(&structured_event("late", "update", &late)),
     )
     .await;
-    let objects = app.store.objects();
+    let objects = app.store.states();
     assert!(objects[0].deleted, "the tombstone stays");
     assert_eq!(objects[0].resource_version, "7749800");
 }
@@ -678,7 +679,7 @@ async fn cluster_comes_from_the_extension() {
     let mut event = structured_event("c1", "add", &revision());
     event["cluster"] = json!("prod-eu");
     send(&app, binary_request(&event)).await;
-    assert_eq!(app.store.objects()[0].cluster, "prod-eu");
+    assert_eq!(app.store.states()[0].cluster, "prod-eu");
 }
 
 #[tokio::test]
@@ -695,9 +696,9 @@ async fn secret_values_never_reach_the_store() {
     // What the SQLite store writes for each object.
     let stored: String = app
         .store
-        .objects()
+        .states()
         .iter()
-        .map(|object| drift_sentinel::store::rows::encode_object(object).unwrap())
+        .map(|object| drift_core::classify::stored::encode(object).unwrap())
         .collect();
     assert!(stored.contains("token"), "key names are kept");
     assert!(

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use std::collections::BTreeMap;
 
-use drift_sentinel::classify::{Changes, Engine, ObjectState, Rules};
-use drift_sentinel::config::RulesConfig;
-use drift_sentinel::decode::{self, ClusterNames, Decoded};
-use drift_sentinel::model::{Drift, Millis, ObjectKey, Transition};
+use drift_core::classify::{Changes, Engine, ObjectState, Rules};
+use drift_core::config::RulesConfig;
+use drift_core::decode::{self, ClusterNames, Decoded};
+use drift_model::{Drift, Millis, ObjectKey, Transition};
 use serde_json::{json, Value};
 
 use crate::support::fixture_yaml;
@@ -86,7 +86,7 @@ impl Sim {
         }
         let open: Vec<Drift> = latest
             .into_values()
-            .filter(|drift| drift.state != drift_sentinel::model::DriftState::Resolved)
+            .filter(|drift| drift.state != drift_model::DriftState::Resolved)
             .collect();
         self.engine = Engine::new(Arc::clone(&self.rules));
         self.engine
@@ -308,7 +308,7 @@ impl Sim {
 
 fn compile_with_fleet(rules: &str, fleet: &str) -> Rules {
     let config: RulesConfig = serde_saphyr::from_str(rules).expect("rules yaml");
-    let fleet: drift_sentinel::config::fleet::FleetConfig =
+    let fleet: drift_core::config::fleet::FleetConfig =
         serde_saphyr::from_str(fleet).expect("fleet yaml");
     config
         .compile()

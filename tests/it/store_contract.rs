@@ -11,14 +11,14 @@ use std::path::Path;
 
 use crate::pg::PgServer;
 
-use drift_sentinel::classify::Changes;
-use drift_sentinel::config::Secret;
-use drift_sentinel::config::StoreConfig;
-use drift_sentinel::model::{
-    Drift, DriftState, Evidence, Millis, OwnerChain, Severity, Transition,
-};
-use drift_sentinel::store::memory::MemoryStore;
-use drift_sentinel::store::{
+use drift_core::classify::ObjectState;
+use drift_core::config::Secret;
+use drift_core::config::StoreConfig;
+use drift_model::{Drift, DriftState, Evidence, Millis, OwnerChain, Severity, Transition};
+use drift_sentinel::app::store_options;
+use drift_store as store;
+use drift_store::memory::MemoryStore;
+use drift_store::{
     self, AuditRead, Batch, DayMoves, DriftFilter, FiringCount, FollowUp, Lease, NewOutbox, Outbox,
     OutboxState, Settlement, Store, DAY_MILLIS,
 };
@@ -28,11 +28,22 @@ const FIXTURE: &str = concat!(
     "/tests/fixtures/store/layout-e062af0.db"
 );
 
-fn config(path: &Path) -> StoreConfig {
-    StoreConfig {
+fn config(path: &Path) -> store::Options {
+    store::Options::Sqlite {
         path: path.to_path_buf(),
-        ..StoreConfig::default()
     }
+}
+
+/// Loads the writer's state: the objects decoded as the writer does, and the rest.
+fn load(store: &mut dyn Store) -> (Vec<ObjectState>, store::Snapshot) {
+    let mut objects = Vec::new();
+    let snapshot = store
+        .load(&mut |_cluster, body| {
+            objects.push(drift_core::classify::stored::decode(body)?);
+            Ok(())
+        })
+        .unwrap();
+    (objects, snapshot)
 }
 
 /// A database backend under test, with a fresh empty store.
@@ -64,12 +75,13 @@ impl Backend {
         }
     }
 
-    pub fn config(&self) -> StoreConfig {
+    pub fn config(&self) -> store::Options {
         match self {
             Backend::Sqlite(dir) => config(&dir.path().join("store.db")),
-            Backend::Postgres { url, .. } => StoreConfig {
-                url: Some(Secret::new(url.clone())),
-                ..StoreConfig::default()
+            Backend::Postgres { url, .. } => store::Options::Postgres {
+                url: url.clone(),
+                password: None,
+                ca_file: None,
             },
         }
     }
@@ -109,7 +121,7 @@ impl Backend {
 
 fn recorded_version(path: &Path) -> Option<i64> {
     let connection = rusqlite::Connection::open(path).unwrap();
-    drift_sentinel::store::sqlite::schema::recorded_version(&connection).unwrap()
+    drift_store::sqlite::schema::recorded_version(&connection).unwrap()
 }
 
 #[test]
@@ -130,8 +142,8 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         "version 1 recognised, migrated and recorded"
     );
 
-    let snapshot = opened.writer.load().unwrap();
-    let mut names: Vec<&str> = snapshot.objects.iter().map(|o| o.name.as_str()).collect();
+    let (objects, snapshot) = load(opened.writer.as_mut());
+    let mut names: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["config-autoscaler", "config-deployment"]);
     assert_eq!(snapshot.drifts.len(), 1);
@@ -202,7 +214,7 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|row| row.attempts <= 1));
     for row in &rows {
-        let notice = drift_sentinel::store::rows::decode_notice(&row.queued.payload).unwrap();
+        let notice = drift_store::rows::decode_notice(&row.queued.payload).unwrap();
         assert_eq!(notice.drift.id, row.queued.drift_id);
         assert_eq!(notice.drift.class, "config_drift");
     }
@@ -654,11 +666,8 @@ fn audit_batch() -> Batch {
         }
     }
     Batch {
-        changes: Changes {
-            drifts,
-            history,
-            ..Changes::default()
-        },
+        drifts,
+        history,
         ..Batch::default()
     }
 }
@@ -677,7 +686,7 @@ fn audit_answers(audit: &dyn AuditRead) -> Vec<String> {
     let groups = |list: &[&str]| Some(list.iter().map(|group| group.to_string()).collect());
     let mut answers = Vec::new();
     let eventing = groups(
-        drift_sentinel::model::group::groups_selected_by("eventing")
+        drift_model::group::groups_selected_by("eventing")
             .unwrap()
             .as_slice(),
     );
@@ -881,8 +890,8 @@ fn version_two_fills_in_the_api_group_of_drifts_stored_before_it() {
 /// silences in order), event keys make redeliveries duplicates until pruned, and the audit
 /// reader sees the silences.
 fn writer_round_trip(store: &mut dyn Store, audit: &dyn AuditRead) {
-    use drift_sentinel::model::Silence;
-    use drift_sentinel::store::{EventKey, SilenceChange, StoredSilence};
+    use drift_model::Silence;
+    use drift_store::{EventKey, SilenceChange, StoredSilence};
     let silence = |id: &str, at: Millis| StoredSilence {
         id: id.into(),
         silence: Silence {
@@ -933,11 +942,10 @@ fn writer_round_trip(store: &mut dyn Store, audit: &dyn AuditRead) {
     store.heartbeat(7).unwrap();
     store.heartbeat(8).unwrap();
 
-    let snapshot = store.load().unwrap();
+    let (_, snapshot) = load(store);
     let mut open: Vec<&str> = snapshot.drifts.iter().map(|d| d.id.as_str()).collect();
     open.sort();
     let mut expected: Vec<String> = audit_batch()
-        .changes
         .drifts
         .iter()
         .filter(|drift| drift.state != DriftState::Resolved)
@@ -985,7 +993,7 @@ fn postgres_errors_never_show_the_password() {
             password: (index == 2).then(|| Secret::new(password)),
             ..StoreConfig::default()
         };
-        let error = match store::open(&config) {
+        let error = match store::open(&store_options(&config)) {
             Ok(_) => panic!("{index}: opening must fail"),
             Err(error) => error,
         };
@@ -1007,7 +1015,7 @@ fn whole_store(opened: &mut store::Opened) -> Vec<String> {
         answers.push(format!("{:?}", opened.audit.deliveries_of(drift).unwrap()));
     }
     answers.push(format!("{:?}", opened.audit.silences().unwrap()));
-    let snapshot = opened.writer.load().unwrap();
+    let (_, snapshot) = load(opened.writer.as_mut());
     let mut drifts: Vec<String> = snapshot.drifts.iter().map(|d| format!("{d:?}")).collect();
     drifts.sort();
     answers.extend(drifts);
@@ -1017,8 +1025,8 @@ fn whole_store(opened: &mut store::Opened) -> Vec<String> {
 
 #[test]
 fn store_migrate_moves_a_sqlite_store_into_postgres() {
-    use drift_sentinel::model::Silence;
-    use drift_sentinel::store::{EventKey, SilenceChange, StoredSilence};
+    use drift_model::Silence;
+    use drift_store::{EventKey, SilenceChange, StoredSilence};
     let sqlite = Backend::sqlite();
     let mut source = sqlite.open();
     let mut batch = audit_batch();
@@ -1110,8 +1118,8 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
         [
             ("events", 1),
             ("objects", 0),
-            ("drifts", written.changes.drifts.len() as u64),
-            ("drift_history", written.changes.history.len() as u64),
+            ("drifts", written.drifts.len() as u64),
+            ("drift_history", written.history.len() as u64),
             ("silences", 1),
             ("outbox", 4),
             ("delivery_attempts", 2),
@@ -1131,16 +1139,16 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
     // The service continues from it: new history follows the copied history, and a second
     // settlement's attempt follows the first.
     let mut next = Batch::default();
-    let mut resolved = audit_batch().changes.drifts[0].clone();
+    let mut resolved = audit_batch().drifts[0].clone();
     assert_eq!(resolved.id, "trigger");
     resolved.state = DriftState::Resolved;
     resolved.resolved_at = Some(DAY_MILLIS * 200);
-    next.changes.history = vec![Transition {
+    next.history = vec![Transition {
         drift: resolved.clone(),
         from: Some(DriftState::Firing),
         at: DAY_MILLIS * 200,
     }];
-    next.changes.drifts = vec![resolved];
+    next.drifts = vec![resolved];
     migrated.writer.commit(&next).unwrap();
     let history = migrated.audit.history("trigger").unwrap();
     assert_eq!(history.last().unwrap().to, "resolved");
@@ -1269,7 +1277,7 @@ fn outbox_claims_hold_under_two_racing_processes_on_every_database() {
 fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
     for backend in Backend::all() {
         let mut opened = backend.open();
-        let key = |source: &str, id: &str| drift_sentinel::store::EventKey {
+        let key = |source: &str, id: &str| drift_store::EventKey {
             source: source.into(),
             id: id.into(),
         };
@@ -1489,7 +1497,7 @@ fn notifications_without_a_live_shard_are_taken_over() {
         ],
         ..Batch::default()
     };
-    before.changes.drifts = [
+    before.drifts = [
         ("g-east", "east-1"),
         ("g-west", "west-1"),
         ("r-east", "east-2"),
@@ -1609,7 +1617,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
         outbox: vec![queued("u-east", "hook"), queued("u-west", "hook")],
         ..Batch::default()
     };
-    before.changes.drifts = [("u-east", "east-1"), ("u-west", "west-1")]
+    before.drifts = [("u-east", "east-1"), ("u-west", "west-1")]
         .iter()
         .map(|(id, cluster)| firing_in(id, cluster))
         .collect();
@@ -1617,7 +1625,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
 
     let mut east = backend.open();
     east.assign_shard("east").unwrap();
-    let shard = drift_sentinel::config::shard::ShardConfig {
+    let shard = drift_core::config::shard::ShardConfig {
         name: "east".into(),
         clusters: vec!["east-*".into()],
         set: true,
@@ -1628,11 +1636,11 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
             inner: east.writer,
             threads: std::sync::Arc::clone(&looks),
         }),
-        std::sync::Arc::new(drift_sentinel::classify::Rules::default()),
+        std::sync::Arc::new(drift_core::classify::Rules::default()),
         pipeline::Settings {
-            router: drift_sentinel::route::Router::new(
+            router: drift_core::route::Router::new(
                 &[],
-                &[drift_sentinel::config::ChannelConfig::log("hook")],
+                &[drift_core::config::ChannelConfig::log("hook")],
             ),
             outbox_notify: std::sync::Arc::new(tokio::sync::Notify::new()),
             queue_capacity: 16,
@@ -1665,11 +1673,14 @@ struct RecordsWhereItAdopts {
 }
 
 impl Store for RecordsWhereItAdopts {
-    fn load(&mut self) -> Result<store::Snapshot, store::Error> {
-        self.inner.load()
+    fn load(
+        &mut self,
+        objects: &mut store::ObjectLoader<'_>,
+    ) -> Result<store::Snapshot, store::Error> {
+        self.inner.load(objects)
     }
-    fn load_owned(&mut self, owns: &dyn Fn(&str) -> bool) -> Result<store::Snapshot, store::Error> {
-        self.inner.load_owned(owns)
+    fn silences(&mut self) -> Result<Vec<store::StoredSilence>, store::Error> {
+        self.inner.silences()
     }
     fn is_duplicate(&mut self, key: &store::EventKey) -> Result<bool, store::Error> {
         self.inner.is_duplicate(key)

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::Request;
-use drift_sentinel::classify::Rules;
-use drift_sentinel::decode::ClusterNames;
+use drift_core::classify::Rules;
+use drift_core::decode::ClusterNames;
+use drift_model::time::Clock;
 use drift_sentinel::ingest::{self, AppState};
 use drift_sentinel::metrics::Metrics;
 use drift_sentinel::pipeline::{self, Pipeline};
-use drift_sentinel::store::memory::MemoryStore;
-use drift_sentinel::time::Clock;
+use drift_store::memory::MemoryStore;
 use serde_json::{json, Value};
 
 /// Path of a fixture file.
@@ -162,7 +162,7 @@ struct Options {
     ingest_auth: drift_sentinel::ingest::auth::IngestAuth,
     request_timeout: std::time::Duration,
     body_pace: drift_sentinel::ingest::admission::BodyPace,
-    capacity: drift_sentinel::classify::Capacity,
+    capacity: drift_core::classify::Capacity,
     /// The API reads the memory store's audit side (else it has none: `503`).
     audit: bool,
     /// `store.retention`: resolved drifts older than this are pruned.
@@ -175,11 +175,11 @@ impl Default for Options {
             queue_capacity: 64,
             body_limit: 4 * 1024 * 1024,
             in_flight: None,
-            clock: drift_sentinel::time::system_clock(),
+            clock: drift_model::time::system_clock(),
             ingest_auth: drift_sentinel::ingest::auth::IngestAuth::Open,
             request_timeout: std::time::Duration::from_secs(10),
             body_pace: drift_sentinel::ingest::admission::BodyPace::default(),
-            capacity: drift_sentinel::classify::Capacity::default(),
+            capacity: drift_core::classify::Capacity::default(),
             audit: false,
             audit_retention: std::time::Duration::from_secs(24 * 3600),
         }
@@ -215,7 +215,7 @@ pub fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
 }
 
 /// Builds a test app whose engine keeps at most `capacity` state.
-pub fn app_with_capacity(capacity: drift_sentinel::classify::Capacity) -> TestApp {
+pub fn app_with_capacity(capacity: drift_core::classify::Capacity) -> TestApp {
     build(Options {
         capacity,
         ..Options::default()
@@ -297,9 +297,9 @@ fn build(options: Options) -> TestApp {
         Box::new(store.clone()),
         Arc::new(Rules::default()),
         pipeline::Settings {
-            router: drift_sentinel::route::Router::new(
+            router: drift_core::route::Router::new(
                 &[],
-                &[drift_sentinel::config::ChannelConfig::log("log")],
+                &[drift_core::config::ChannelConfig::log("log")],
             ),
             outbox_notify: Arc::new(tokio::sync::Notify::new()),
             queue_capacity,
@@ -316,7 +316,7 @@ fn build(options: Options) -> TestApp {
     let draining = Arc::new(AtomicBool::new(false));
     let resync = Arc::new(drift_sentinel::pipeline::ResyncControl::new());
     let api = drift_sentinel::api::router(drift_sentinel::api::ApiState {
-        audit: audit.then(|| Arc::new(store.clone()) as Arc<dyn drift_sentinel::store::AuditRead>),
+        audit: audit.then(|| Arc::new(store.clone()) as Arc<dyn drift_store::AuditRead>),
         token: None,
         pipeline: pipeline.clone(),
         clock: clock.clone(),
@@ -333,7 +333,7 @@ fn build(options: Options) -> TestApp {
         metrics: Arc::clone(&metrics),
         draining: Arc::clone(&draining),
         body_limit,
-        in_flight_limit: in_flight.unwrap_or(body_limit * drift_sentinel::config::IN_FLIGHT_BODIES),
+        in_flight_limit: in_flight.unwrap_or(body_limit * drift_core::config::IN_FLIGHT_BODIES),
         body_pace,
         shard: Arc::new(Default::default()),
         lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
@@ -350,7 +350,7 @@ fn build(options: Options) -> TestApp {
 
 /// A test app with defaults.
 pub fn app() -> TestApp {
-    app_with(64, 4 * 1024 * 1024, drift_sentinel::time::system_clock())
+    app_with(64, 4 * 1024 * 1024, drift_model::time::system_clock())
 }
 
 /// Reads a response body.
@@ -396,5 +396,21 @@ pub fn run_binary(args: &[&str], config: Option<&std::path::Path>) -> Outcome {
         code: output.status.code().expect("exited, not killed"),
         stdout: String::from_utf8_lossy(&output.stdout).to_string(),
         stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+    }
+}
+
+/// The engine's states of the objects a memory store holds, decoded as the writer decodes them
+/// at start.
+pub trait StoredStates {
+    /// Every stored object's state.
+    fn states(&self) -> Vec<drift_core::classify::ObjectState>;
+}
+
+impl StoredStates for MemoryStore {
+    fn states(&self) -> Vec<drift_core::classify::ObjectState> {
+        self.objects()
+            .iter()
+            .map(|record| drift_core::classify::stored::decode(&record.body).unwrap())
+            .collect()
     }
 }

@@ -3,8 +3,8 @@
 //! and bumps the epoch; a stale writer's commit fails with `LeaseLost` and writes nothing. Time
 //! is injected (milliseconds passed to `acquire`, `renew` and `heartbeat`): no sleeps.
 
-use drift_sentinel::store::postgres::{PostgresStore, Target};
-use drift_sentinel::store::{Batch, Error, EventKey, Store};
+use drift_store::postgres::{PostgresStore, Target};
+use drift_store::{Batch, Error, EventKey, Store};
 
 use crate::pg::PgServer;
 

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::check::Report;
-use crate::model::Severity;
+use drift_model::Severity;
 
 /// The JSON structure: `{schemaVersion, summary: {objects, findings, bySeverity, failOn,
 /// failing, result}, findings: [{object, group, apiVersion, kind, namespace, name, class, rule,

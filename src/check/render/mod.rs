@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::check::Report;
-use crate::model::Severity;
+use drift_model::Severity;
 
 mod json;
 mod junit;

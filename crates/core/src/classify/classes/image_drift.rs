@@ -1,0 +1,298 @@
+//! `image_drift`: a Knative-managed Deployment or Pod (label `serving.knative.dev/revision`) runs
+//! a container image other than its Revision's, or a Revision's resolved digest changed.
+//!
+//! The Revision's image is `status.containerStatuses[name].imageDigest` (matched by container
+//! name), else the legacy `status.imageDigest`, else the spec image (registries listed in
+//! `registries-skipping-tag-resolving` leave the digest empty). Knative sets the Deployment's
+//! container image to exactly that value, so any other value was written by someone else.
+//! Knative's own `queue-proxy` sidecar is not part of the Revision spec and is not compared.
+
+use serde_json::Value;
+
+use super::*;
+use crate::classify::evidence::hint::{namespace_flag, shell_quote};
+
+/// The class.
+pub(crate) struct ImageDrift;
+
+/// Expected image per container name, from a Revision.
+fn revision_images(revision: &ObjectState) -> Vec<(String, String)> {
+    let spec = revision.spec.value();
+    let Some(Value::Array(containers)) = spec.get("containers") else {
+        return Vec::new();
+    };
+    let status = revision.status.value();
+    let statuses = status
+        .get("containerStatuses")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let legacy = status.get("imageDigest").and_then(Value::as_str);
+    containers
+        .iter()
+        .enumerate()
+        .filter_map(|(index, container)| {
+            let name = container
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("user-container")
+                .to_string();
+            let spec_image = container.get("image").and_then(Value::as_str)?;
+            let digest = statuses
+                .iter()
+                .find(|status| status.get("name").and_then(Value::as_str) == Some(name.as_str()))
+                .and_then(|status| status.get("imageDigest").and_then(Value::as_str))
+                .filter(|digest| !digest.is_empty())
+                .or(if index == 0 {
+                    legacy.filter(|digest| !digest.is_empty())
+                } else {
+                    None
+                });
+            Some((name, digest.unwrap_or(spec_image).to_string()))
+        })
+        .collect()
+}
+
+fn digests(revision: &ObjectState) -> Vec<(String, String)> {
+    revision
+        .status_field("containerStatuses")
+        .as_ref()
+        .and_then(Value::as_array)
+        .map(|statuses| {
+            statuses
+                .iter()
+                .filter_map(|status| {
+                    let name = status.get("name").and_then(Value::as_str)?;
+                    let digest = status
+                        .get("imageDigest")
+                        .and_then(Value::as_str)
+                        .filter(|d| !d.is_empty())?;
+                    Some((name.to_string(), digest.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn workload_images(workload: &ObjectState) -> Vec<(usize, String, String)> {
+    let spec = workload.spec.value();
+    let containers = if workload.kind == "Pod" {
+        spec.get("containers")
+    } else {
+        spec.pointer("/template/spec/containers")
+    };
+    containers
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .enumerate()
+                .filter_map(|(index, container)| {
+                    Some((
+                        index,
+                        container.get("name")?.as_str()?.to_string(),
+                        container.get("image")?.as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl ImageDrift {
+    fn workload(&self, context: &Context<'_>, workload: &ObjectState) -> Option<Assessment> {
+        if workload.is_going_away() {
+            return None;
+        }
+        let revision = revision_of(context.graph, workload)?;
+        if revision.deleted {
+            return None;
+        }
+        let expected = revision_images(revision);
+        if expected.is_empty() {
+            return None;
+        }
+        let running = workload_images(workload);
+        let mut changes = Vec::new();
+        let mut patch = Vec::new();
+        for (name, want) in &expected {
+            if let Some((index, _, have)) = running
+                .iter()
+                .find(|(_, running_name, _)| running_name == name)
+            {
+                if have != want {
+                    let path = if workload.kind == "Pod" {
+                        format!("/spec/containers/{index}/image")
+                    } else {
+                        format!("/spec/template/spec/containers/{index}/image")
+                    };
+                    changes.push(drift_model::FieldChange {
+                        path: path.clone(),
+                        before: Some(Value::String(want.clone())),
+                        after: Some(Value::String(have.clone())),
+                    });
+                    patch.push(serde_json::json!({"op": "replace", "path": path, "value": want}));
+                }
+            }
+        }
+        if changes.is_empty() {
+            return Some(Assessment::clear(
+                workload,
+                "running image matches the Revision",
+            ));
+        }
+        let first = &changes[0];
+        let mut found = evidence(format!(
+            "{} runs {} but its Revision {} specifies {}",
+            workload.reference(),
+            first
+                .after
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            revision.name,
+            first
+                .before
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ));
+        found.changes = changes;
+        found.facts.insert("revision".into(), revision.name.clone());
+        found.hint = Some(if workload.kind == "Pod" {
+            format!(
+                "kubectl{} delete pod {}  # the Revision's Deployment recreates it with the right image",
+                namespace_flag(&workload.namespace),
+                shell_quote(&workload.name)
+            )
+        } else {
+            format!(
+                "kubectl{} patch deployment {} --type=json -p {}",
+                namespace_flag(&workload.namespace),
+                shell_quote(&workload.name),
+                shell_quote(&Value::Array(patch).to_string())
+            )
+        });
+        Some(Assessment::holds(workload, found))
+    }
+
+    fn revision(&self, context: &Context<'_>, revision: &ObjectState) -> Option<Assessment> {
+        if revision.is_going_away() {
+            return None;
+        }
+        let current = digests(revision);
+        let open = context.open_drift(&revision.key(), self.id());
+        let original: Vec<(String, String)> = match open {
+            Some(drift) => drift
+                .evidence
+                .facts
+                .iter()
+                .filter_map(|(key, value)| {
+                    key.strip_prefix("originalDigest/")
+                        .map(|name| (name.to_string(), value.clone()))
+                })
+                .collect(),
+            None => context.before.map(digests).unwrap_or_default(),
+        };
+        let changed: Vec<(&String, &String, &String)> = original
+            .iter()
+            .filter_map(|(name, was)| {
+                current
+                    .iter()
+                    .find(|(current_name, _)| current_name == name)
+                    .filter(|(_, now)| now != was)
+                    .map(|(_, now)| (name, was, now))
+            })
+            .collect();
+        if changed.is_empty() {
+            return open.map(|_| Assessment::clear(revision, "Revision digest restored"));
+        }
+        let (name, was, now) = changed[0];
+        let mut found = evidence(format!(
+            "{} container {name} digest changed from {was} to {now}; Revisions are immutable and Knative resolves a digest once",
+            revision.reference()
+        ));
+        for (name, was) in &original {
+            found
+                .facts
+                .insert(format!("originalDigest/{name}"), was.clone());
+        }
+        found.changes = changed
+            .iter()
+            .map(|(name, was, now)| drift_model::FieldChange {
+                path: format!("/status/containerStatuses/{name}/imageDigest"),
+                before: Some(Value::String((*was).clone())),
+                after: Some(Value::String((*now).clone())),
+            })
+            .collect();
+        found.severity = Some(Severity::Critical);
+        Some(Assessment::holds(revision, found))
+    }
+}
+
+impl DriftClass for ImageDrift {
+    fn id(&self) -> &'static str {
+        "image_drift"
+    }
+
+    fn names(&self) -> ClassNames {
+        ClassNames {
+            en: "Image drift",
+            zh: "镜像漂移",
+        }
+    }
+
+    fn defaults(&self) -> ClassDefaults {
+        ClassDefaults {
+            enabled: true,
+            severity: Severity::Critical,
+            grace: secs(60),
+            grace_follows_default: false,
+        }
+    }
+
+    fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
+        let object = context.after;
+        if is_revision_workload(object) {
+            // The running images are in the workload's spec and the expected ones in its
+            // Revision, whose own events re-check its workloads: an event that left the
+            // workload's spec as it was (status churn, most of a busy cluster's events) cannot
+            // change this class's finding, and is not worth parsing the spec for.
+            // (Which Revision it belongs to is in its labels; a rules change re-assesses every
+            // object, see `Engine::set_rules`.)
+            if let Some(before) = context.before {
+                if before.spec.text() == object.spec.text()
+                    && before.labels == object.labels
+                    && before.is_going_away() == object.is_going_away()
+                {
+                    return Vec::new();
+                }
+            }
+            return self.workload(context, object).into_iter().collect();
+        }
+        if object.is_kind(SERVING, "Revision") {
+            let mut verdicts: Vec<Assessment> =
+                self.revision(context, object).into_iter().collect();
+            // Its workloads are re-checked only when what they must run moved: the Revision's
+            // spec or its resolved digests (status churn of a Revision is frequent, and each
+            // re-check parses every workload's spec).
+            if let Some(before) = context.before {
+                let legacy = |revision: &ObjectState| revision.status_field("imageDigest");
+                if before.spec.text() == object.spec.text()
+                    && digests(before) == digests(object)
+                    && legacy(before) == legacy(object)
+                    && before.is_going_away() == object.is_going_away()
+                {
+                    return verdicts;
+                }
+            }
+            for child in context.graph.children(&object.key()) {
+                if is_revision_workload(child) {
+                    verdicts.extend(self.workload(context, child));
+                }
+            }
+            return verdicts;
+        }
+        Vec::new()
+    }
+}

@@ -1,0 +1,371 @@
+//! The drift classes: one file each, one line each in [`REGISTRY`].
+//!
+//! A class looks at the object an event just changed (with its previous state and the rest of
+//! the graph) and says, for each object it is responsible for, whether its condition holds now
+//! ([`Finding::Holds`] with evidence) or not ([`Finding::Clear`]). The engine turns those
+//! assessments into pending/firing/resolved transitions; a class never deals with time, grace or
+//! state itself. Class ids are public (labels, metrics, config): never rename one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use super::graph::Graph;
+use super::rules::{
+    ClassSettings, RuleSet, Rules, DEFAULT_PILEUP_THRESHOLD, DEFAULT_TOLERANCE_PERCENT,
+};
+use super::state::ObjectState;
+use crate::decode::{Action, KubeObject};
+use drift_model::{Drift, DriftSlot, Evidence, Millis, ObjectKey, Severity};
+
+/// What a class needs to know about the change being applied.
+pub struct Context<'a> {
+    /// The object after the event (a tombstone for deletes).
+    pub after: &'a ObjectState,
+    /// The object before the event; `None` on first sight (the baseline).
+    pub before: Option<&'a ObjectState>,
+    /// add / update / delete.
+    pub action: Action,
+    /// The full decoded object (for `managedFields` tries).
+    pub object: &'a KubeObject,
+    /// Every tracked object, `after` included.
+    pub graph: &'a Graph,
+    /// Rules in force.
+    pub rules: &'a Rules,
+    /// Open drifts.
+    pub drifts: &'a HashMap<DriftSlot, Drift>,
+    /// The cluster's event source is blind (resync found changes no event delivered), if it is.
+    pub source_blind: Option<&'a SourceBlind>,
+    /// The event's time.
+    pub now: Millis,
+}
+
+impl Context<'_> {
+    /// The after state's spec, parsed: the event's own spec, already parsed by the decoder,
+    /// when the state keeps the spec whole (every kind but Pods, whose spec is trimmed), else
+    /// parsed from the state.
+    pub fn after_spec(&self) -> std::borrow::Cow<'_, serde_json::Value> {
+        let is_pod = self.after.api_version == "v1" && self.after.kind == "Pod";
+        if !is_pod && self.object.uid == self.after.uid {
+            std::borrow::Cow::Borrowed(&self.object.spec)
+        } else {
+            std::borrow::Cow::Owned(self.after.spec.value())
+        }
+    }
+
+    /// The open drift of a class on an object, if any.
+    pub fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
+        self.open_rule_drift(subject, class, None)
+    }
+
+    /// The open drift of one rule of a class (`invariant`) on an object, if any.
+    pub fn open_rule_drift(
+        &self,
+        subject: &ObjectKey,
+        class: &str,
+        rule: Option<&str>,
+    ) -> Option<&Drift> {
+        self.drifts.get(&DriftSlot {
+            cluster: subject.cluster.clone(),
+            uid: subject.uid.clone(),
+            class: class.to_string(),
+            rule: rule.map(str::to_string),
+        })
+    }
+}
+
+/// A cluster's event source is blind: a complete resync pass found changes the events never
+/// delivered, and no event arrived since the pass before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceBlind {
+    /// Changes (and deletions) the pass found that no event had delivered.
+    pub missed: usize,
+    /// When the last event arrived (or the previous pass ended, if none ever did).
+    pub quiet_since: Millis,
+}
+
+/// The verdict of a class for one object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finding {
+    /// The condition holds, with evidence.
+    Holds(Box<Evidence>),
+    /// The condition does not hold; the reason is recorded when an open drift resolves.
+    Clear(String),
+    /// The class could not tell (a rule's expression failed on this object): an open drift
+    /// stays as it is, and the failure is counted per rule.
+    Failed {
+        /// Stable kind for metrics (`evaluation`, `budget`).
+        kind: &'static str,
+        /// What failed.
+        error: String,
+    },
+}
+
+/// A class's verdict about one object (`subject`, which need not be the changed object).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    /// The object the drift is about.
+    pub subject: ObjectKey,
+    /// The rule, for a class whose findings are per rule (`invariant`).
+    pub rule: Option<String>,
+    /// Holds or clear.
+    pub finding: Finding,
+}
+
+impl Assessment {
+    /// The condition holds on `subject`.
+    pub fn holds(subject: &ObjectState, evidence: Evidence) -> Assessment {
+        Assessment {
+            subject: subject.key(),
+            rule: None,
+            finding: Finding::Holds(Box::new(evidence)),
+        }
+    }
+
+    /// The condition is clear on `subject`.
+    pub fn clear(subject: &ObjectState, reason: impl Into<String>) -> Assessment {
+        Assessment {
+            subject: subject.key(),
+            rule: None,
+            finding: Finding::Clear(reason.into()),
+        }
+    }
+
+    /// This verdict about one rule of the class.
+    pub fn for_rule(mut self, rule: &str) -> Assessment {
+        self.rule = Some(rule.to_string());
+        self
+    }
+}
+
+/// A class's built-in defaults, overridable under `rules.classes.<id>`.
+#[derive(Debug, Clone, Copy)]
+pub struct ClassDefaults {
+    /// Runs unless disabled.
+    pub enabled: bool,
+    /// Default severity.
+    pub severity: Severity,
+    /// Default grace.
+    pub grace: Duration,
+    /// Whether `rules.defaults.grace` overrides `grace` (false for classes whose grace has a
+    /// meaning of its own, such as immediate change-based classes).
+    pub grace_follows_default: bool,
+}
+
+/// The names of a class that people read, in each message language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClassNames {
+    /// English.
+    pub en: &'static str,
+    /// Simplified Chinese.
+    pub zh: &'static str,
+}
+
+/// One drift class.
+pub trait DriftClass: Sync {
+    /// The public id.
+    fn id(&self) -> &'static str;
+    /// Its names in English and Chinese (messages, the dashboard, the docs).
+    fn names(&self) -> ClassNames;
+    /// Built-in defaults.
+    fn defaults(&self) -> ClassDefaults;
+    /// Verdicts for the objects this change concerns.
+    fn assess(&self, context: &Context<'_>) -> Vec<Assessment>;
+    /// True when the condition can be found again from the objects' current state alone (no
+    /// `before`, no event): a pending episode may then live in memory only, since a restart
+    /// re-assesses the restored objects (see the engine's module docs). Classes about a change
+    /// (an edit, a delete, a digest that moved) keep the default, `false`: theirs are recorded
+    /// as soon as they open.
+    fn reassessable(&self) -> bool {
+        false
+    }
+    /// True when the class is about state alone and so applies to a snapshot: `check` runs it
+    /// on the live objects. Classes about a change, or needing a history or the workloads, keep
+    /// the default, `false`.
+    fn applies_to_snapshot(&self) -> bool {
+        false
+    }
+}
+
+/// [`DriftClass::reassessable`] of the class with this id (`false` for an unknown id).
+pub fn reassessable(id: &str) -> bool {
+    REGISTRY
+        .iter()
+        .any(|class| class.id() == id && class.reassessable())
+}
+
+mod baseline_drift;
+mod config_drift;
+mod event_delivery_broken;
+mod fleet_divergence;
+mod generation_lag;
+mod image_drift;
+mod invariant;
+mod manual_edit;
+mod not_ready;
+mod operator_upgrade_stuck;
+mod orphan;
+mod pipeline_broken;
+mod replica_drift;
+mod revision_not_ready;
+mod revision_pileup;
+mod scale_unreachable;
+mod traffic_drift;
+mod unexpected_delete;
+
+/// Every class, in evaluation order.
+pub static REGISTRY: &[&dyn DriftClass] = &[
+    &generation_lag::GenerationLag,
+    &not_ready::NotReady,
+    &revision_not_ready::RevisionNotReady,
+    &traffic_drift::TrafficDrift,
+    &image_drift::ImageDrift,
+    &manual_edit::ManualEdit,
+    &config_drift::ConfigDrift,
+    &revision_pileup::RevisionPileup,
+    &replica_drift::ReplicaDrift,
+    &unexpected_delete::UnexpectedDelete,
+    &orphan::Orphan,
+    &baseline_drift::BaselineDrift,
+    &event_delivery_broken::EventDeliveryBroken,
+    &scale_unreachable::ScaleUnreachable,
+    &operator_upgrade_stuck::OperatorUpgradeStuck,
+    &pipeline_broken::PipelineBroken,
+    &invariant::InvariantBroken,
+    &fleet_divergence::FleetDivergence,
+];
+
+pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
+
+/// What other objects' verdicts read of an object: its happy condition's status, whether it is
+/// going away, and a PodAutoscaler's shortfall. When it changes, the engine re-evaluates the
+/// objects that depend on it.
+pub(crate) fn health(object: &ObjectState) -> (Option<String>, bool, bool) {
+    let happy = if object.is_knative() {
+        let conditions = object.conditions();
+        crate::classify::kinds::happy_condition(&conditions).map(|happy| happy.status.clone())
+    } else {
+        None
+    };
+    (
+        happy,
+        object.is_going_away(),
+        scale_unreachable::short_of(object).is_some(),
+    )
+}
+/// The id of the class of fleet groups' differences (`fleet.groups`).
+pub use fleet_divergence::ID as FLEET_DIVERGENCE;
+pub(crate) use fleet_divergence::{
+    assess_object as fleet_assess_object, compared_objects as fleet_compared_objects,
+    member_views as fleet_member_views, members as fleet_members, subject as fleet_subject,
+};
+/// The id of the class of team invariants (`rules.invariants`).
+pub use invariant::ID as INVARIANT;
+/// The id of the class the router sends to every channel.
+pub use pipeline_broken::ID as PIPELINE_BROKEN;
+
+/// Every class id, in evaluation order: the one list config validation, `check`, the API, the
+/// renderers and the docs take their class ids from.
+pub fn ids() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|class| class.id())
+}
+
+/// True for the id of a class in [`REGISTRY`].
+pub fn is_known(id: &str) -> bool {
+    REGISTRY.iter().any(|class| class.id() == id)
+}
+
+/// The class with this id.
+pub fn by_id(id: &str) -> Option<&'static dyn DriftClass> {
+    REGISTRY.iter().copied().find(|class| class.id() == id)
+}
+
+/// Every class's built-in settings; `default_grace` (`rules.defaults.grace`) replaces the grace
+/// of the classes that follow the shared default.
+pub(crate) fn default_settings(
+    default_grace: Option<Duration>,
+) -> BTreeMap<&'static str, ClassSettings> {
+    REGISTRY
+        .iter()
+        .map(|class| {
+            let defaults = class.defaults();
+            let settings = ClassSettings {
+                enabled: defaults.enabled,
+                severity: defaults.severity,
+                grace: default_grace
+                    .filter(|_| defaults.grace_follows_default)
+                    .unwrap_or(defaults.grace),
+                tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
+                threshold: DEFAULT_PILEUP_THRESHOLD,
+            };
+            (class.id(), settings)
+        })
+        .collect()
+}
+
+impl Default for Rules {
+    /// Every class with its built-in settings, the default trusted managers and watched
+    /// ConfigMaps: what an empty `rules:` section compiles to. (Here, not in `rules.rs`: the
+    /// rules know nothing of the classes.)
+    fn default() -> Self {
+        Rules::new(RuleSet::with_classes(default_settings(None)))
+    }
+}
+
+pub use crate::classify::kinds::SERVING;
+
+/// True for a Knative-managed child: its controller owner is a Knative kind (a Route's KIngress,
+/// a Revision's Deployment, a Trigger's Subscription, a Broker's Channel).
+pub fn is_knative_child(object: &ObjectState) -> bool {
+    object.controller_owner().is_some_and(|owner| {
+        crate::decode::object::is_knative_group(crate::decode::object::api_group(
+            &owner.api_version,
+        ))
+    }) || object.label("serving.knative.dev/revision").is_some()
+        && !object.is_kind(SERVING, "Revision")
+}
+
+/// True for a Knative-managed Deployment or Pod (label `serving.knative.dev/revision`).
+pub(crate) fn is_revision_workload(object: &ObjectState) -> bool {
+    object.label("serving.knative.dev/revision").is_some()
+        && (object.is_kind("apps", "Deployment") || object.is_kind("", "Pod"))
+}
+
+/// The Revision a Deployment or Pod belongs to, by uid label, else by name.
+pub(crate) fn revision_of<'a>(graph: &'a Graph, object: &ObjectState) -> Option<&'a ObjectState> {
+    if let Some(uid) = object.label("serving.knative.dev/revisionUID") {
+        if let Some(revision) = graph.by_uid(&object.cluster, uid) {
+            return Some(revision);
+        }
+    }
+    let name = object.label("serving.knative.dev/revision")?;
+    graph.by_name(
+        &object.cluster,
+        SERVING,
+        "Revision",
+        &object.namespace,
+        name,
+    )
+}
+
+/// Builds evidence with a summary.
+pub fn evidence(summary: impl Into<String>) -> Evidence {
+    Evidence {
+        summary: summary.into(),
+        ..Evidence::default()
+    }
+}
+
+/// Seconds as a `Duration`.
+pub const fn secs(seconds: u64) -> Duration {
+    Duration::from_secs(seconds)
+}
+
+/// Classes whose drift stays open after its object is deleted (they are about the deletion), and
+/// `fleet_divergence`, whose drift is about a group and no tracked object (one under its key,
+/// `fleet:<group>`, could only come from a forged event).
+pub(crate) fn survives_delete(class: &str) -> bool {
+    matches!(
+        class,
+        "unexpected_delete" | "pipeline_broken" | fleet_divergence::ID
+    )
+}

@@ -1,0 +1,218 @@
+//! Attribution: which field manager changed a path, from `metadata.managedFields`.
+//!
+//! A path is owned by the entries whose `fieldsV1` trie covers it (`f:` fields, `k:` keyed list
+//! items matched against the object's own list items, `v:` set items, `i:` positions; an empty
+//! `{}` node owns its whole subtree, which is how atomic lists such as `spec.traffic` and
+//! `spec.template.spec.containers` appear). Among the owners, the one whose `time` moved since the
+//! previous observed version wins, else the newest. A removed field has no owner left; the entry
+//! whose time moved is then the best witness. Knative's `serving.knative.dev/lastModifier`
+//! annotation names the user behind the last spec change.
+
+use serde_json::Value;
+
+use crate::classify::state::ObjectState;
+use crate::classify::Rules;
+use crate::decode::{KubeObject, ManagedFieldsEntry};
+use drift_model::pointer::pointer_segments;
+use drift_model::Actor;
+
+/// True when the `fieldsV1` trie owns the field at `pointer` in `object`.
+pub fn owns(fields: &Value, object: &Value, pointer: &str) -> bool {
+    let segments = pointer_segments(pointer);
+    owns_segments(fields, Some(object), &segments)
+}
+
+fn owns_segments(node: &Value, value: Option<&Value>, segments: &[String]) -> bool {
+    let Value::Object(map) = node else {
+        return false;
+    };
+    // An empty node is a leaf: the whole subtree below it is owned.
+    if map.is_empty() {
+        return true;
+    }
+    let Some((segment, rest)) = segments.split_first() else {
+        return map.contains_key(".");
+    };
+    let child_value = match value {
+        Some(Value::Object(object)) => object.get(segment),
+        Some(Value::Array(items)) => segment
+            .parse::<usize>()
+            .ok()
+            .and_then(|index| items.get(index)),
+        _ => None,
+    };
+    if let Some(child) = map.get(&format!("f:{segment}")) {
+        return owns_segments(child, child_value, rest);
+    }
+    if let Ok(index) = segment.parse::<usize>() {
+        if let Some(child) = map.get(&format!("i:{index}")) {
+            return owns_segments(child, child_value, rest);
+        }
+        if let Some(item) = child_value {
+            for (key, child) in map {
+                if let Some(json_key) = key.strip_prefix("k:") {
+                    if keyed_item_matches(json_key, item) {
+                        return owns_segments(child, child_value, rest);
+                    }
+                } else if let Some(json_value) = key.strip_prefix("v:") {
+                    if serde_json::from_str::<Value>(json_value).ok().as_ref() == Some(item) {
+                        return owns_segments(child, child_value, rest);
+                    }
+                }
+            }
+        }
+    }
+    false
+}
+
+fn keyed_item_matches(json_key: &str, item: &Value) -> bool {
+    let Ok(Value::Object(keys)) = serde_json::from_str::<Value>(json_key) else {
+        return false;
+    };
+    keys.iter()
+        .all(|(key, expected)| item.get(key) == Some(expected))
+}
+
+/// The object as JSON for trie matching: `spec` and `data` at their usual places.
+fn object_json(object: &KubeObject) -> Value {
+    let mut root = serde_json::Map::new();
+    root.insert("spec".into(), object.spec.clone());
+    if let Some(data) = &object.data {
+        root.insert(
+            "data".into(),
+            Value::Object(
+                data.iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect(),
+            ),
+        );
+    }
+    root.insert(
+        "metadata".into(),
+        serde_json::json!({"labels": object.labels, "annotations": object.annotations}),
+    );
+    Value::Object(root)
+}
+
+fn moved(entry: &ManagedFieldsEntry, before: Option<&ObjectState>) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
+    match before.managers.iter().find(|stamp| {
+        stamp.manager == entry.manager
+            && stamp.operation == entry.operation
+            && stamp.subresource == entry.subresource
+    }) {
+        None => true,
+        Some(stamp) => stamp.time != entry.time,
+    }
+}
+
+/// Who changed `pointer` between `before` and `object`.
+pub fn attribute(
+    pointer: &str,
+    object: &KubeObject,
+    before: Option<&ObjectState>,
+    rules: &Rules,
+) -> Option<Actor> {
+    let json = object_json(object);
+    let main_resource =
+        |entry: &&ManagedFieldsEntry| entry.subresource.is_empty() || entry.subresource == "scale";
+    let owners: Vec<&ManagedFieldsEntry> = object
+        .managed_fields
+        .iter()
+        .filter(main_resource)
+        .filter(|entry| owns(&entry.fields, &json, pointer))
+        .collect();
+    let chosen = owners
+        .iter()
+        .copied()
+        .filter(|entry| moved(entry, before))
+        .max_by(|left, right| left.time.cmp(&right.time))
+        .or_else(|| {
+            owners
+                .iter()
+                .copied()
+                .max_by(|left, right| left.time.cmp(&right.time))
+        })
+        .or_else(|| {
+            // Nobody owns it any more (a removal): the writer whose time moved is the witness.
+            object
+                .managed_fields
+                .iter()
+                .filter(main_resource)
+                .filter(|entry| moved(entry, before))
+                .max_by(|left, right| left.time.cmp(&right.time))
+        })?;
+    Some(Actor {
+        manager: chosen.manager.clone(),
+        operation: chosen.operation.clone(),
+        subresource: chosen.subresource.clone(),
+        time: chosen.time.clone(),
+        user: last_modifier(object),
+        trusted: rules.is_trusted(&chosen.manager),
+    })
+}
+
+/// The user Knative's webhook recorded as the last to modify the object: each Knative group
+/// stamps its own `<group>/lastModifier` (`serving.knative.dev`, `eventing.knative.dev`,
+/// `messaging.knative.dev`, `sources.knative.dev`, `flows.knative.dev`).
+fn last_modifier(object: &KubeObject) -> Option<String> {
+    let group = crate::decode::object::api_group(&object.api_version);
+    if crate::decode::object::is_knative_group(group) {
+        if let Some(user) = object.annotations.get(&format!("{group}/lastModifier")) {
+            return Some(user.clone());
+        }
+    }
+    object
+        .annotations
+        .get("serving.knative.dev/lastModifier")
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn atomic_list_owner_owns_every_item() {
+        let fields = json!({"f:spec": {"f:traffic": {}}});
+        let object = json!({"spec": {"traffic": [{"percent": 100}]}});
+        assert!(owns(&fields, &object, "/spec/traffic/0/percent"));
+        assert!(!owns(&fields, &object, "/spec/template"));
+    }
+
+    #[test]
+    fn keyed_list_items_match_by_key() {
+        let fields = json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"user-container\"}": {".": {}, "f:image": {}}}}}}});
+        let object = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "queue-proxy", "image": "q"}, {"name": "user-container", "image": "u"}]}}}});
+        assert!(owns(
+            &fields,
+            &object,
+            "/spec/template/spec/containers/1/image"
+        ));
+        assert!(!owns(
+            &fields,
+            &object,
+            "/spec/template/spec/containers/0/image"
+        ));
+        assert!(owns(&fields, &object, "/spec/template/spec/containers/1"));
+        assert!(!owns(
+            &fields,
+            &object,
+            "/spec/template/spec/containers/1/env"
+        ));
+    }
+
+    #[test]
+    fn dotted_node_owns_itself_only() {
+        let fields = json!({"f:data": {".": {}, "f:a": {}}});
+        let object = json!({"data": {"a": "1", "b": "2"}});
+        assert!(owns(&fields, &object, "/data/a"));
+        assert!(!owns(&fields, &object, "/data/b"));
+        assert!(owns(&fields, &object, "/data"));
+    }
+}

@@ -1,0 +1,614 @@
+//! Compact per-object state: what the drift classes and the diff need, not whole objects.
+//!
+//! Kept per (cluster, uid). Specs of Knative kinds and Deployments are kept whole because a
+//! manual edit can touch any field and its diff needs the "before"; status is cut down to the
+//! fields the classes read; Pods keep only their containers' names and images; the
+//! `last-applied-configuration` annotation is replaced by a hash (it duplicates the spec and can
+//! be larger than it); `managedFields` keep only who/when, since attribution reads the full
+//! entries from the incoming event.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::decode::object::{api_group, hash_value};
+use crate::decode::{KubeObject, OwnerReference};
+use drift_model::{Millis, ObjectKey};
+
+/// Who last wrote what, per `managedFields` entry (without the field trie).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerStamp {
+    /// Field manager.
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// Subresource, empty for the main resource.
+    pub subresource: String,
+    /// Last write time.
+    pub time: Option<String>,
+}
+
+/// A JSON value kept serialized: the text serde_json writes for it (object keys sorted, so equal
+/// values have equal text). A parsed `serde_json::Value` tree costs seven to twelve times its
+/// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
+/// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
+/// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
+/// unchanged one is recognised by its text alone. The store writes the text as it is.
+#[derive(Clone)]
+pub struct Serialized(Box<serde_json::value::RawValue>);
+
+/// An object's `spec` (trimmed for Pods), serialized.
+pub type Spec = Serialized;
+
+/// The status fields the classes read, serialized.
+pub type Status = Serialized;
+
+impl Serialized {
+    /// The serialized form of `value`.
+    pub fn from_value(value: &Value) -> Serialized {
+        match serde_json::value::to_raw_value(value) {
+            Ok(raw) => Serialized(raw),
+            // A `Value` always serializes (its map keys are strings); this arm is unreachable.
+            Err(_) => Serialized::default(),
+        }
+    }
+
+    /// The value, parsed.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+
+    /// The value at a JSON pointer below it (`/traffic`), parsed.
+    pub fn pointer(&self, pointer: &str) -> Option<Value> {
+        let mut value = self.value();
+        value.pointer_mut(pointer).map(Value::take)
+    }
+
+    /// A value already serialized (a stored state being restored).
+    pub fn from_raw(raw: Box<serde_json::value::RawValue>) -> Serialized {
+        Serialized(raw)
+    }
+
+    /// The serialized value.
+    pub fn raw(&self) -> &serde_json::value::RawValue {
+        &self.0
+    }
+
+    /// The serialized text.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// True for an absent value.
+    pub fn is_null(&self) -> bool {
+        self.0.get() == "null"
+    }
+}
+
+impl Default for Serialized {
+    fn default() -> Serialized {
+        Serialized(serde_json::value::RawValue::NULL.to_owned())
+    }
+}
+
+impl PartialEq for Serialized {
+    fn eq(&self, other: &Serialized) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl std::fmt::Debug for Serialized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
+/// The compact state of one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectState {
+    /// Cluster name.
+    pub cluster: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// Namespace (empty when cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Newest `resourceVersion` applied.
+    pub resource_version: String,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `metadata.creationTimestamp`.
+    pub creation_timestamp: Option<String>,
+    /// `metadata.deletionTimestamp` (deletion in progress).
+    pub deletion_timestamp: Option<String>,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (large ones hashed).
+    pub annotations: BTreeMap<String, String>,
+    /// Owner references.
+    pub owners: Vec<OwnerReference>,
+    /// Field managers and their last write times.
+    pub managers: Vec<ManagerStamp>,
+    /// `spec` (trimmed for Pods), serialized.
+    pub spec: Spec,
+    /// The status fields the classes read, serialized.
+    pub status: Status,
+    /// ConfigMap values or Secret value hashes.
+    pub data: Option<BTreeMap<String, String>>,
+    /// True once a delete event was seen (kept as a tombstone for a while).
+    pub deleted: bool,
+    /// True when a resync list created this object and no event has been applied to it since:
+    /// a list under another cluster name (resync's corrected name) then moves it.
+    pub listed: bool,
+    /// Set when `resource_version` is implausibly far ahead of every other version of its
+    /// cluster (`resource_version.rs`): the last version before it, which later events are
+    /// ordered against, so one forged version cannot freeze the object.
+    pub confirmed_resource_version: Option<String>,
+    /// When the source sent the event that made this state (its CloudEvent `time`); none for a
+    /// listed state. What a later event's send time is compared with (`ordering::sent_after`).
+    pub sent_at: Option<Millis>,
+    /// When this process first saw the object.
+    pub first_seen: Millis,
+    /// When the newest event for the object was applied.
+    pub last_seen: Millis,
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Status fields kept, per kind; everything else in `status` is churn for drift purposes.
+const KEPT_STATUS: &[&str] = &[
+    "observedGeneration",
+    "conditions",
+    "latestCreatedRevisionName",
+    "latestReadyRevisionName",
+    "traffic",
+    "url",
+    "containerStatuses",
+    "imageDigest",
+    "actualReplicas",
+    "desiredReplicas",
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+    "updatedReplicas",
+    // PodAutoscaler: the scale it wants and the scale it has.
+    "desiredScale",
+    "actualScale",
+    // The operator's KnativeServing/KnativeEventing: the version installed.
+    "version",
+    // Where a Source sends (its resolved sink) and where an addressable receives: what team
+    // invariants check ("every Source has a resolved sink").
+    "sinkUri",
+    "address",
+];
+
+/// What one object costs beyond its strings: the struct, its maps' nodes, the graph's indexes
+/// (BENCHMARKS.md: 7.7 KB of RSS per object whose strings and texts come to some 3.5 KB).
+const OBJECT_OVERHEAD_BYTES: usize = 2048;
+
+impl ObjectState {
+    /// About how many bytes of memory this state takes: its strings and serialized texts, and a
+    /// fixed overhead. The bound `limits.maxStateBytes` is checked against the sum.
+    pub fn weight(&self) -> usize {
+        let map = |map: &BTreeMap<String, String>| -> usize {
+            map.iter()
+                .map(|(key, value)| key.len() + value.len() + 48)
+                .sum()
+        };
+        OBJECT_OVERHEAD_BYTES
+            + self.cluster.len()
+            + self.uid.len()
+            + self.api_version.len()
+            + self.kind.len()
+            + self.namespace.len()
+            + self.name.len()
+            + self.resource_version.len()
+            + map(&self.labels)
+            + map(&self.annotations)
+            + self.data.as_ref().map_or(0, map)
+            + self
+                .owners
+                .iter()
+                .map(|owner| {
+                    owner.api_version.len() + owner.kind.len() + owner.name.len() + owner.uid.len()
+                })
+                .sum::<usize>()
+            + self
+                .managers
+                .iter()
+                .map(|stamp| {
+                    stamp.manager.len()
+                        + stamp.operation.len()
+                        + stamp.subresource.len()
+                        + stamp.time.as_ref().map_or(0, String::len)
+                })
+                .sum::<usize>()
+            + self.spec.text().len()
+            + self.status.text().len()
+    }
+
+    /// Builds the compact state of a decoded object.
+    pub fn from_object(cluster: &str, object: &KubeObject, now: Millis) -> ObjectState {
+        let mut annotations = object.annotations.clone();
+        if let Some(applied) = annotations.get_mut(LAST_APPLIED) {
+            if !applied.starts_with("sha256:") {
+                *applied = hash_value(applied);
+            }
+        }
+        let is_pod = object.api_version == "v1" && object.kind == "Pod";
+        let spec = if is_pod {
+            Spec::from_value(&trim_pod_spec(&object.spec))
+        } else if let Some(text) = &object.spec_text {
+            // Serialized by the decoder already: the same text `from_value` would write.
+            Spec::from_raw(text.0.clone())
+        } else {
+            Spec::from_value(&object.spec)
+        };
+        let status = match &object.status {
+            Value::Object(map) => {
+                let mut kept = Map::new();
+                for key in KEPT_STATUS {
+                    if let Some(value) = map.get(*key) {
+                        kept.insert((*key).to_string(), strip_condition_times(key, value));
+                    }
+                }
+                if kept.is_empty() {
+                    Status::default()
+                } else {
+                    Status::from_value(&Value::Object(kept))
+                }
+            }
+            _ => Status::default(),
+        };
+        ObjectState {
+            cluster: cluster.to_string(),
+            uid: object.uid.clone(),
+            api_version: object.api_version.clone(),
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+            resource_version: object.resource_version.clone(),
+            generation: object.generation,
+            creation_timestamp: object.creation_timestamp.clone(),
+            deletion_timestamp: object.deletion_timestamp.clone(),
+            labels: object.labels.clone(),
+            annotations,
+            owners: object.owner_references.clone(),
+            managers: object
+                .managed_fields
+                .iter()
+                .map(|entry| ManagerStamp {
+                    manager: entry.manager.clone(),
+                    operation: entry.operation.clone(),
+                    subresource: entry.subresource.clone(),
+                    time: entry.time.clone(),
+                })
+                .collect(),
+            spec,
+            status,
+            data: object.data.clone(),
+            deleted: false,
+            listed: false,
+            confirmed_resource_version: None,
+            sent_at: None,
+            first_seen: now,
+            last_seen: now,
+        }
+    }
+
+    /// True when `other` has the same content as `self` in everything but what moves on every
+    /// write without changing what the object is: `resourceVersion`, `lastSeen` and the managers'
+    /// write times (a status write moves its manager's time even when only dropped fields, such
+    /// as condition timestamps, changed).
+    ///
+    /// The engine does not write a state that has the same content as the previous one (most
+    /// events are such status churn); when the event changes no drift either, the writer commits
+    /// nothing for it, not even its (`source`, `id`) key. Memory then runs ahead of the store
+    /// only in those three fields, and after a restart the restored object carries an older
+    /// `resourceVersion` and older write times:
+    /// * a redelivered event applies the same content again, so it changes nothing;
+    /// * an event never committed whose version lies between the stored and the newest applied
+    ///   one (which the running process would have dropped as stale) is applied instead: it is a
+    ///   state the object really had, delivered late, and the next event supersedes it;
+    /// * actor attribution, which prefers the owner whose write time moved, may count a time as
+    ///   moved that had moved in an unwritten event; the owners of a changed field are read from
+    ///   the event itself, so only the choice among several owners of one field can differ.
+    ///
+    /// The send time (`sent_at`) is treated like `lastSeen`: after a restart it may be older than
+    /// the newest applied event's, together with the `resourceVersion` written with it, so the
+    /// state and its send time still belong together.
+    ///
+    /// Every content change (spec, kept status, labels, annotations, owners, managers, data,
+    /// deletion) is still written in the transaction that answers its event.
+    pub fn same_content(&self, other: &ObjectState) -> bool {
+        // Destructured so that a new field has to be placed on one side or the other.
+        let ObjectState {
+            cluster,
+            uid,
+            api_version,
+            kind,
+            namespace,
+            name,
+            resource_version: _,
+            generation,
+            creation_timestamp,
+            deletion_timestamp,
+            labels,
+            annotations,
+            owners,
+            managers,
+            spec,
+            status,
+            data,
+            deleted,
+            listed,
+            confirmed_resource_version,
+            sent_at: _,
+            first_seen,
+            last_seen: _,
+        } = self;
+        *spec == other.spec
+            && *status == other.status
+            && *data == other.data
+            && *labels == other.labels
+            && *annotations == other.annotations
+            && *deleted == other.deleted
+            && *listed == other.listed
+            && *confirmed_resource_version == other.confirmed_resource_version
+            && *generation == other.generation
+            && *deletion_timestamp == other.deletion_timestamp
+            && *owners == other.owners
+            && managers.len() == other.managers.len()
+            && managers.iter().zip(&other.managers).all(|(left, right)| {
+                left.manager == right.manager
+                    && left.operation == right.operation
+                    && left.subresource == right.subresource
+            })
+            && *first_seen == other.first_seen
+            && *creation_timestamp == other.creation_timestamp
+            && *api_version == other.api_version
+            && *kind == other.kind
+            && *namespace == other.namespace
+            && *name == other.name
+            && *uid == other.uid
+            && *cluster == other.cluster
+    }
+
+    /// The object as the decoder would give it, rebuilt from the compact state: what the engine
+    /// applies as the final state of an object that disappeared without a delete event (resync).
+    /// `managedFields` keep their managers but not their field tries, which the state does not
+    /// hold.
+    pub fn to_object(&self) -> KubeObject {
+        KubeObject {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            uid: self.uid.clone(),
+            resource_version: self.resource_version.clone(),
+            generation: self.generation,
+            creation_timestamp: self.creation_timestamp.clone(),
+            deletion_timestamp: self.deletion_timestamp.clone(),
+            labels: self.labels.clone(),
+            annotations: self.annotations.clone(),
+            owner_references: self.owners.clone(),
+            managed_fields: self
+                .managers
+                .iter()
+                .map(|stamp| crate::decode::object::ManagedFieldsEntry {
+                    manager: stamp.manager.clone(),
+                    operation: stamp.operation.clone(),
+                    subresource: stamp.subresource.clone(),
+                    time: stamp.time.clone(),
+                    fields: Value::Null,
+                })
+                .collect(),
+            spec: self.spec.value(),
+            status: self.status.value(),
+            data: self.data.clone(),
+            spec_text: None,
+        }
+    }
+
+    /// The version later events are ordered against: the confirmed one while the newest is
+    /// implausible, else the newest.
+    pub fn ordering_version(&self) -> &str {
+        self.confirmed_resource_version
+            .as_deref()
+            .unwrap_or(&self.resource_version)
+    }
+
+    /// The key of this object.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            cluster: self.cluster.clone(),
+            uid: self.uid.clone(),
+        }
+    }
+
+    /// The API group.
+    pub fn group(&self) -> &str {
+        api_group(&self.api_version)
+    }
+
+    /// True for `serving.knative.dev` kinds.
+    pub fn is_knative_serving(&self) -> bool {
+        self.group() == "serving.knative.dev"
+    }
+
+    /// True for any Knative kind (a `*.knative.dev` group: Serving, Eventing, the internals,
+    /// the operator, extensions).
+    pub fn is_knative(&self) -> bool {
+        crate::decode::object::is_knative_group(self.group())
+    }
+
+    /// True when the object is of this group and kind (`is_kind(SERVING, "Service")` is a
+    /// Knative Service, not a core one).
+    pub fn is_kind(&self, group: &str, kind: &str) -> bool {
+        self.kind == kind && self.group() == group
+    }
+
+    /// The controller owner reference.
+    pub fn controller_owner(&self) -> Option<&OwnerReference> {
+        self.owners.iter().find(|owner| owner.controller)
+    }
+
+    /// A label value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+
+    /// An annotation value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.get(key).map(String::as_str)
+    }
+
+    /// A status field, parsed (the status is kept serialized: read several fields from one
+    /// [`Serialized::value`] when a class needs more than one).
+    pub fn status_field(&self, key: &str) -> Option<Value> {
+        match self.status.value() {
+            Value::Object(mut map) => map.remove(key),
+            _ => None,
+        }
+    }
+
+    /// `status.observedGeneration`.
+    pub fn observed_generation(&self) -> Option<i64> {
+        self.status_field("observedGeneration")
+            .as_ref()
+            .and_then(Value::as_i64)
+    }
+
+    /// A condition by type.
+    pub fn condition(&self, condition_type: &str) -> Option<Condition> {
+        self.conditions()
+            .into_iter()
+            .find(|condition| condition.condition_type == condition_type)
+    }
+
+    /// All conditions, in status order.
+    pub fn conditions(&self) -> Vec<Condition> {
+        let Some(Value::Array(items)) = self.status_field("conditions") else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|item| {
+                let text = |key: &str| {
+                    item.get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let condition_type = text("type");
+                if condition_type.is_empty() {
+                    return None;
+                }
+                Some(Condition {
+                    condition_type,
+                    status: text("status"),
+                    reason: text("reason"),
+                    message: text("message"),
+                    severity: text("severity"),
+                })
+            })
+            .collect()
+    }
+
+    /// True when a deletion is in progress or done.
+    pub fn is_going_away(&self) -> bool {
+        self.deleted || self.deletion_timestamp.is_some()
+    }
+
+    /// A short `kind/namespace/name` reference for messages.
+    pub fn reference(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{}/{}", self.kind, self.name)
+        } else {
+            format!("{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// One status condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    /// `type`.
+    pub condition_type: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// `reason`.
+    pub reason: String,
+    /// `message`.
+    pub message: String,
+    /// Empty (error), `Warning` or `Info`.
+    pub severity: String,
+}
+
+impl Condition {
+    /// The condition as findings say it: `Type=Status (Reason): message`, reason and message
+    /// only when set.
+    pub fn describe(&self) -> String {
+        let mut text = format!("{}={}", self.condition_type, self.status);
+        if !self.reason.is_empty() {
+            text.push_str(&format!(" ({})", self.reason));
+        }
+        if !self.message.is_empty() {
+            text.push_str(&format!(": {}", self.message));
+        }
+        text
+    }
+}
+
+fn strip_condition_times(key: &str, value: &Value) -> Value {
+    // `lastTransitionTime` changes without meaning for drift; dropping it keeps state comparisons
+    // (and therefore store writes) down to real changes.
+    if key != "conditions" {
+        return value.clone();
+    }
+    match value {
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| match item {
+                    Value::Object(map) => {
+                        let mut map = map.clone();
+                        map.remove("lastTransitionTime");
+                        map.remove("lastUpdateTime");
+                        map.remove("lastHeartbeatTime");
+                        Value::Object(map)
+                    }
+                    other => other.clone(),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn trim_pod_spec(spec: &Value) -> Value {
+    let containers = spec
+        .get("containers")
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .map(|container| {
+                    let mut kept = Map::new();
+                    for key in ["name", "image"] {
+                        if let Some(value) = container.get(key) {
+                            kept.insert(key.to_string(), value.clone());
+                        }
+                    }
+                    Value::Object(kept)
+                })
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    serde_json::json!({ "containers": containers })
+}

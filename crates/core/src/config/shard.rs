@@ -1,0 +1,143 @@
+//! `shard:`: which clusters this deployment owns when a fleet is split into shards, each with
+//! its own writer and Trigger, all on one PostgreSQL database (issue 19). Not hot-reloaded: the
+//! writer's state and lease belong to the shard it started as.
+
+use serde::Deserialize;
+
+use super::Error;
+use drift_model::glob::glob_match;
+
+/// Longest shard name (a lease row's key and a metric label).
+const MAX_NAME: usize = 63;
+
+/// The `shard:` section. Without it, one shard named `default` owns every cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShardConfig {
+    /// The shard's name: its writer lease, its metrics label, and what a refused event names.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// Globs of the cluster names (the `cluster` extension, or `defaultCluster`) this shard
+    /// processes; an event of any other cluster is refused with `421`.
+    #[serde(default = "all_clusters")]
+    pub clusters: Vec<String>,
+    /// True when the file had a `shard:` section.
+    #[serde(skip)]
+    pub set: bool,
+}
+
+fn default_name() -> String {
+    "default".to_string()
+}
+
+fn all_clusters() -> Vec<String> {
+    vec!["*".to_string()]
+}
+
+impl Default for ShardConfig {
+    fn default() -> Self {
+        ShardConfig {
+            name: default_name(),
+            clusters: all_clusters(),
+            set: false,
+        }
+    }
+}
+
+/// Deserializes a `shard:` section written in the file, marking it as set.
+pub(super) fn de_set<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ShardConfig, D::Error> {
+    let mut config = ShardConfig::deserialize(deserializer)?;
+    config.set = true;
+    Ok(config)
+}
+
+impl ShardConfig {
+    /// True when this shard processes the events of `cluster`.
+    pub fn owns(&self, cluster: &str) -> bool {
+        self.clusters
+            .iter()
+            .any(|pattern| glob_match(pattern, cluster))
+    }
+
+    /// Checks the section; every error names its key path.
+    pub(super) fn validate(&self, postgres: bool) -> Result<(), Error> {
+        if self.set && !postgres {
+            return Err(Error::invalid(
+                "shard",
+                "shards share one PostgreSQL database: set store.url (a SQLite store is one pod's and owns every cluster)",
+            ));
+        }
+        let valid = !self.name.is_empty()
+            && self.name.len() <= MAX_NAME
+            && self.name.bytes().all(|byte| {
+                byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"-_.".contains(&byte)
+            })
+            && self
+                .name
+                .bytes()
+                .next()
+                .is_some_and(|byte| byte.is_ascii_alphanumeric());
+        if !valid {
+            return Err(Error::invalid(
+                "shard.name",
+                format!(
+                    "must be 1 to {MAX_NAME} characters of a-z, 0-9, '-', '_' and '.', starting with a letter or digit"
+                ),
+            ));
+        }
+        if self.clusters.is_empty() {
+            return Err(Error::invalid(
+                "shard.clusters",
+                "must name at least one cluster glob (\"*\" for every cluster)",
+            ));
+        }
+        for (index, pattern) in self.clusters.iter().enumerate() {
+            if pattern.trim().is_empty() {
+                return Err(Error::invalid(
+                    format!("shard.clusters[{index}]"),
+                    "must not be empty",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard(name: &str, clusters: &[&str]) -> ShardConfig {
+        ShardConfig {
+            name: name.to_string(),
+            clusters: clusters.iter().map(|glob| glob.to_string()).collect(),
+            set: true,
+        }
+    }
+
+    #[test]
+    fn owns_the_clusters_its_globs_match() {
+        let east = shard("east", &["east-*", "lab"]);
+        assert!(east.owns("east-1"));
+        assert!(east.owns("lab"));
+        assert!(!east.owns("west-1"));
+        assert!(!east.owns("lab-2"));
+        assert!(ShardConfig::default().owns("anything"));
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let error = |config: ShardConfig, postgres: bool| {
+            config.validate(postgres).unwrap_err().to_string()
+        };
+        assert!(error(shard("east", &["*"]), false).starts_with("shard:"));
+        assert!(error(shard("East", &["*"]), true).starts_with("shard.name:"));
+        assert!(error(shard("", &["*"]), true).starts_with("shard.name:"));
+        assert!(error(shard("east", &[]), true).starts_with("shard.clusters:"));
+        assert!(error(shard("east", &["a", " "]), true).starts_with("shard.clusters[1]:"));
+        assert!(shard("east-1", &["east-*"]).validate(true).is_ok());
+        assert!(ShardConfig::default().validate(false).is_ok());
+    }
+}

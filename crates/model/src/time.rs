@@ -1,0 +1,60 @@
+//! Time: the one module that reads the wall clock, and the one place times are written and read
+//! as text. Everything else takes "now" as an argument (the pure core) or through a [`Clock`]
+//! (the writer, the relays, the API), so tests control time.
+//!
+//! Architecture invariant: only this module reads the wall clock (`SystemTime::now`,
+//! `Utc::now`). `Instant` (a monotonic stopwatch for durations in metrics) is not a clock of
+//! dates and may be used anywhere.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::Millis;
+
+/// A source of "now" in milliseconds; injectable so tests control time.
+pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
+
+/// The wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(now_millis)
+}
+
+fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Milliseconds as RFC 3339 with milliseconds, in UTC (`2026-11-29T10:00:05.000Z`).
+pub fn format_time(at: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(at)
+        .map(|time| time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| at.to_string())
+}
+
+/// Milliseconds as RFC 3339 with a `+00:00` offset (`2026-11-29T10:00:05.123+00:00`), as silence
+/// expiries made from the dashboard have always been written.
+pub fn format_time_offset(at: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(at)
+        .map(|time| time.to_rfc3339())
+        .unwrap_or_else(|| at.to_string())
+}
+
+/// An RFC 3339 time as milliseconds; `None` when it is not one.
+pub fn parse_time(text: &str) -> Option<Millis> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|time| time.timestamp_millis())
+}
+
+/// A duration in milliseconds, saturating (durations from config fit comfortably).
+pub fn millis(duration: Duration) -> Millis {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Parses a duration such as `30s`, `5m`, `1h30m` or `250ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("invalid duration {text:?} ({error}); use e.g. \"30s\" or \"5m\""))
+}

@@ -1,0 +1,664 @@
+//! The PostgreSQL store (`store.url`): the same tables, schema versions and answers as the
+//! SQLite store, in a database that outlives the pod.
+//!
+//! Each role has its own connection, as with SQLite: the writer ([`PostgresStore`]), the relays
+//! ([`outbox`]) and the audit reader ([`audit`]); [`schema`] versions the layout and migrates it
+//! when the writer opens it. [`conn`] says how a connection is used from synchronous code. The
+//! single-writer assumption stays: one process writes a database, and when several replicas share
+//! one, the writer is the holder of the [`lease`] and every commit is fenced on it.
+
+pub mod audit;
+pub mod conn;
+pub mod lease;
+pub mod outbox;
+pub mod schema;
+
+use std::sync::Arc;
+
+use tokio_postgres::types::ToSql;
+
+pub use audit::PostgresAudit;
+pub use conn::Target;
+pub use lease::WriterLease;
+pub use outbox::PostgresOutbox;
+
+use self::conn::{wait, Conn};
+use super::rows::{DriftRow, SilenceRow};
+use super::{
+    Batch, Error, EventKey, ObjectLoader, Opened, SilenceChange, Snapshot, Store, StoredSilence,
+};
+use drift_model::{Drift, Millis};
+
+/// Opens the database for every role: the writer first (it creates and migrates the schema),
+/// then the outbox and the audit reader.
+pub fn open(target: &Target) -> Result<Opened, Error> {
+    let writer = PostgresStore::open(target)?;
+    let outbox = PostgresOutbox::open(target)?;
+    let audit = PostgresAudit::open(target)?;
+    let leases = PostgresLeases {
+        conn: Conn::open(target)?,
+    };
+    Ok(Opened {
+        writer: Box::new(writer),
+        outbox: Box::new(outbox),
+        audit: Arc::new(audit),
+        // Nothing runs in the background: PostgreSQL checkpoints by itself.
+        background: Box::new(()),
+        leases: Some(Box::new(leases)),
+    })
+}
+
+/// The writer leases on a connection of their own (the lease keeper's).
+pub struct PostgresLeases {
+    conn: Conn,
+}
+
+impl super::Leases for PostgresLeases {
+    fn acquire(
+        &mut self,
+        shard: &str,
+        holder: &str,
+        now: Millis,
+        ttl_ms: Millis,
+    ) -> Result<Option<WriterLease>, Error> {
+        let client = self.conn.client()?;
+        wait(lease::acquire(&*client, shard, holder, now, ttl_ms))
+    }
+
+    fn renew(&mut self, held: &WriterLease, now: Millis) -> Result<Millis, Error> {
+        let client = self.conn.client()?;
+        wait(lease::renew(&*client, held, now))
+    }
+
+    fn release(&mut self, held: &WriterLease) -> Result<(), Error> {
+        let client = self.conn.client()?;
+        wait(lease::release(&*client, held))
+    }
+
+    fn holder(&mut self, shard: &str) -> Result<Option<super::LeaseHolder>, Error> {
+        let client = self.conn.client()?;
+        wait(lease::holder(&*client, shard))
+    }
+}
+
+/// The PostgreSQL store's writer.
+pub struct PostgresStore {
+    conn: Conn,
+    /// The writer lease taken with [`PostgresStore::acquire`]: when set, every writing
+    /// transaction checks it first ([`lease::fence`]).
+    lease: Option<WriterLease>,
+    /// The shard its queued notifications belong to (`None`: a deployment without shards).
+    shard: Option<String>,
+}
+
+fn to_json<T: serde::Serialize>(value: &T, table: &'static str) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|source| Error::Corrupt { table, source })
+}
+
+pub(super) fn decode_silences(rows: &[tokio_postgres::Row]) -> Result<Vec<StoredSilence>, Error> {
+    let mut silences = Vec::with_capacity(rows.len());
+    for row in rows {
+        let body: String = row.try_get(1)?;
+        let decoded: SilenceRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+            table: "silences",
+            source,
+        })?;
+        silences.push(StoredSilence {
+            id: row.try_get(0)?,
+            silence: decoded.into(),
+            created_at: row.try_get(2)?,
+        });
+    }
+    Ok(silences)
+}
+
+impl PostgresStore {
+    /// Connects and brings the schema to the latest version (or refuses a newer one).
+    pub fn open(target: &Target) -> Result<PostgresStore, Error> {
+        let mut conn = Conn::open(target)?;
+        schema::migrate(&mut conn)?;
+        Ok(PostgresStore {
+            conn,
+            lease: None,
+            shard: None,
+        })
+    }
+
+    /// Takes the writer lease of `shard` for `holder` when it is free or expired at `now`
+    /// (bumping its epoch); from then on every commit is fenced on it. `None` (and no lease kept)
+    /// when another replica holds it. Load state only after this succeeded: the previous
+    /// writer's commits are then all visible.
+    pub fn acquire(
+        &mut self,
+        shard: &str,
+        holder: &str,
+        now: Millis,
+        ttl_ms: Millis,
+    ) -> Result<Option<WriterLease>, Error> {
+        let client = self.conn.client()?;
+        let taken = wait(lease::acquire(&*client, shard, holder, now, ttl_ms))?;
+        if let Some(taken) = &taken {
+            self.lease = Some(taken.clone());
+        }
+        Ok(taken)
+    }
+
+    /// Extends the held lease to `now + ttl` ([`Store::heartbeat`] does this too);
+    /// [`Error::LeaseLost`] when another replica took it, or `Unavailable` when none was taken.
+    pub fn renew(&mut self, now: Millis) -> Result<WriterLease, Error> {
+        let Some(held) = self.lease.clone() else {
+            return Err(Error::Unavailable("no writer lease taken".to_string()));
+        };
+        let client = self.conn.client()?;
+        let expires_at = wait(lease::renew(&*client, &held, now))?;
+        let renewed = WriterLease {
+            expires_at: expires_at.max(held.expires_at),
+            ..held
+        };
+        self.lease = Some(renewed.clone());
+        Ok(renewed)
+    }
+
+    /// Gives the held lease up at once (a graceful stop), so a standby takes over without
+    /// waiting out the ttl; [`Error::LeaseLost`] when another replica has it already. The store
+    /// keeps the lease as its fence: its commits fail once a standby took over.
+    pub fn release(&mut self) -> Result<(), Error> {
+        let Some(held) = self.lease.clone() else {
+            return Ok(());
+        };
+        let client = self.conn.client()?;
+        wait(lease::release(&*client, &held))?;
+        if let Some(held) = self.lease.as_mut() {
+            held.expires_at = held.expires_at.min(0);
+        }
+        Ok(())
+    }
+
+    /// The lease this store holds, as last acquired or renewed (the database may know better:
+    /// a commit or renewal finds out).
+    pub fn lease(&self) -> Option<&WriterLease> {
+        self.lease.as_ref()
+    }
+}
+
+impl Store for PostgresStore {
+    fn fence(&mut self, lease: WriterLease) -> Result<(), Error> {
+        self.lease = Some(lease);
+        Ok(())
+    }
+
+    fn assign_shard(&mut self, shard: &str) -> Result<(), Error> {
+        self.shard = Some(shard.to_string());
+        Ok(())
+    }
+
+    fn load(&mut self, objects: &mut ObjectLoader<'_>) -> Result<Snapshot, Error> {
+        let client = self.conn.client()?;
+        let mut snapshot = Snapshot::default();
+        // Streamed: each row is decoded as it arrives, while the connection's thread reads the
+        // next ones (a takeover loads every tracked object; buffering them all first would
+        // serialize the transfer and the decoding).
+        wait(async {
+            use futures_util::TryStreamExt as _;
+            let rows = client
+                .query_raw(
+                    "SELECT cluster, body FROM objects",
+                    std::iter::empty::<&str>(),
+                )
+                .await?;
+            let mut rows = std::pin::pin!(rows);
+            while let Some(row) = rows.try_next().await? {
+                let cluster: &str = row.try_get(0)?;
+                let body: &str = row.try_get(1)?;
+                objects(cluster, body).map_err(|source| Error::Corrupt {
+                    table: "objects",
+                    source,
+                })?;
+            }
+            Ok::<_, Error>(())
+        })?;
+        let silences = wait(client.query(
+            "SELECT id, body, created_at FROM silences ORDER BY created_at, id",
+            &[],
+        ))?;
+        snapshot.silences = decode_silences(&silences)?;
+        for row in wait(client.query("SELECT body FROM drifts WHERE state != 'resolved'", &[]))? {
+            let body: String = row.try_get(0)?;
+            let drift: DriftRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
+                table: "drifts",
+                source,
+            })?;
+            snapshot.drifts.push(Drift::from(drift));
+        }
+        Ok(snapshot)
+    }
+
+    fn committed_keys(
+        &mut self,
+        keys: &[EventKey],
+    ) -> Result<std::collections::HashSet<EventKey>, Error> {
+        let client = self.conn.client()?;
+        let held = self.lease.as_ref();
+        // The lost commit's transaction holds the lease row until it ends (or the server ends
+        // it, idle in a transaction): locking the row first waits for it, so the keys read after
+        // are its outcome, not a moment before it.
+        wait(async {
+            let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
+            transaction.commit().await?;
+            Ok::<_, Error>(())
+        })?;
+        self.duplicates(keys)
+    }
+
+    fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
+        let client = self.conn.client()?;
+        Ok(wait(client.query_opt(
+            "SELECT 1 FROM events WHERE source = $1 AND id = $2",
+            &[&key.source, &key.id],
+        ))?
+        .is_some())
+    }
+
+    fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
+        let client = self.conn.client()?;
+        let rows = wait(client.query(
+            "SELECT id, body, created_at FROM silences ORDER BY created_at, id",
+            &[],
+        ))?;
+        decode_silences(&rows)
+    }
+
+    fn duplicates(
+        &mut self,
+        keys: &[EventKey],
+    ) -> Result<std::collections::HashSet<EventKey>, Error> {
+        if keys.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let (sources, ids): (Vec<&str>, Vec<&str>) = keys
+            .iter()
+            .map(|key| (key.source.as_str(), key.id.as_str()))
+            .unzip();
+        let client = self.conn.client()?;
+        let rows = wait(client.query(
+            "SELECT e.source, e.id FROM events e
+             JOIN UNNEST($1::text[], $2::text[]) AS k(source, id)
+             ON e.source = k.source AND e.id = k.id",
+            &[&sources, &ids],
+        ))?;
+        rows.iter()
+            .map(|row| {
+                Ok(EventKey {
+                    source: row.try_get(0)?,
+                    id: row.try_get(1)?,
+                })
+            })
+            .collect()
+    }
+
+    fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
+        // Encoded first: a row that cannot be encoded fails the commit before it begins.
+        let drifts = encode_all(&batch.drifts, "drifts", super::rows::encode_drift)?;
+        let history = batch
+            .history
+            .iter()
+            .map(|transition| {
+                to_json(
+                    &super::rows::EvidenceRowRef::from(&transition.drift.evidence),
+                    "drift_history",
+                )
+                .map(|evidence| (transition, evidence))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        let client = self.conn.client()?;
+        let held = self.lease.as_ref();
+        wait(async {
+            let transaction = client.transaction().await?;
+            // First, so the lease row stays locked until the commit: a takeover waits for it.
+            lease::fence(&transaction, held).await?;
+            // Each table's rows are sent pipelined (every statement of a group without waiting
+            // for the answer to the one before), so a round of many events costs a few round
+            // trips to the server, not one per row; the groups keep their order.
+            let statements = statements(&transaction).await?;
+            pipelined(batch.events.iter().map(|(key, received_at)| {
+                transaction.execute_raw(
+                    &statements.event,
+                    [&key.source as &(dyn ToSql + Sync), &key.id, received_at],
+                )
+            }))
+            .await?;
+            pipelined(batch.objects.iter().map(|object| {
+                transaction.execute_raw(
+                    &statements.object,
+                    [
+                        &object.cluster as &(dyn ToSql + Sync),
+                        &object.uid,
+                        &object.kind,
+                        &object.namespace,
+                        &object.name,
+                        &object.body,
+                    ],
+                )
+            }))
+            .await?;
+            pipelined(batch.removed_objects.iter().map(|key| {
+                transaction.execute_raw(
+                    &statements.remove_object,
+                    [&key.cluster as &(dyn ToSql + Sync), &key.uid],
+                )
+            }))
+            .await?;
+            let drift_params: Vec<(&Drift, &String, &'static str, &'static str, &str)> = drifts
+                .iter()
+                .map(|(drift, body)| {
+                    (
+                        *drift,
+                        body,
+                        drift.state.as_str(),
+                        drift.severity.as_str(),
+                        drift_model::group::api_group(&drift.api_version),
+                    )
+                })
+                .collect();
+            pipelined(
+                drift_params
+                    .iter()
+                    .map(|(drift, body, state, severity, group)| {
+                        let params: [&(dyn ToSql + Sync); 14] = [
+                            &drift.id,
+                            &drift.class,
+                            state,
+                            severity,
+                            &drift.cluster,
+                            &drift.namespace,
+                            &drift.kind,
+                            &drift.name,
+                            &drift.uid,
+                            &drift.since,
+                            &drift.fired_at,
+                            &drift.resolved_at,
+                            *body,
+                            group,
+                        ];
+                        transaction.execute_raw(&statements.drift, params)
+                    }),
+            )
+            .await?;
+            let history_params: Vec<_> = history
+                .iter()
+                .map(|(transition, evidence)| {
+                    (
+                        transition,
+                        evidence,
+                        transition.from.map(|state| state.as_str()),
+                        transition.drift.state.as_str(),
+                    )
+                })
+                .collect();
+            pipelined(
+                history_params
+                    .iter()
+                    .map(|(transition, evidence, from, to)| {
+                        transaction.execute_raw(
+                            &statements.history,
+                            [
+                                &transition.drift.id as &(dyn ToSql + Sync),
+                                from,
+                                to,
+                                &transition.at,
+                                *evidence,
+                            ],
+                        )
+                    }),
+            )
+            .await?;
+            outbox::insert_outbox(&transaction, &batch.outbox, self.shard.as_deref()).await?;
+            pipelined(batch.cancel_reminders.iter().map(|drift_id| {
+                transaction.execute_raw(
+                    &statements.cancel_reminders,
+                    [drift_id as &(dyn ToSql + Sync)],
+                )
+            }))
+            .await?;
+            for change in &batch.silences {
+                match change {
+                    SilenceChange::Add(stored) => {
+                        let body = to_json(&SilenceRow::from(&stored.silence), "silences")?;
+                        transaction
+                            .execute(
+                                "INSERT INTO silences (id, body, created_at) VALUES ($1, $2, $3)",
+                                &[&stored.id, &body, &stored.created_at],
+                            )
+                            .await?;
+                    }
+                    SilenceChange::Remove(id) => {
+                        transaction
+                            .execute("DELETE FROM silences WHERE id = $1", &[id])
+                            .await?;
+                    }
+                }
+            }
+            // A COMMIT whose answer never came (the connection dropped after it was sent) may
+            // have landed: the writer must find out before it rolls its state back.
+            transaction.commit().await.map_err(|error| {
+                if error.as_db_error().is_some() {
+                    Error::from(error)
+                } else {
+                    Error::CommitUnknown(Error::from(error).to_string())
+                }
+            })?;
+            Ok(())
+        })
+    }
+
+    fn heartbeat(&mut self, now: Millis) -> Result<(), Error> {
+        let client = self.conn.client()?;
+        let expires_at = wait(async {
+            let transaction = client.transaction().await?;
+            // The writer's heartbeat is also its lease's: a writer that proves the store
+            // writable keeps the lease, and finds out here (LeaseLost) when it no longer has it.
+            let renewed = match &self.lease {
+                Some(held) => Some(lease::renew(&transaction, held, now).await?),
+                None => None,
+            };
+            transaction
+                .execute(
+                    "INSERT INTO heartbeat (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
+                    &[&now],
+                )
+                .await?;
+            transaction.commit().await?;
+            Ok::<_, Error>(renewed)
+        })?;
+        if let (Some(held), Some(expires_at)) = (self.lease.as_mut(), expires_at) {
+            held.expires_at = held.expires_at.max(expires_at);
+        }
+        Ok(())
+    }
+
+    fn adopt_notifications(
+        &mut self,
+        now: Millis,
+        orphaned_after_ms: Millis,
+        owns: &dyn Fn(&str) -> bool,
+    ) -> Result<super::Adopted, Error> {
+        let Some(shard) = self.shard.clone() else {
+            return Ok(super::Adopted::default());
+        };
+        let client = self.conn.client()?;
+        let held = self.lease.as_ref();
+        wait(async {
+            let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
+            // Pending rows of no shard, and of shards whose writer last renewed its lease before
+            // the cutoff (a released lease keeps its last renewal: a restart is not an absence;
+            // a row without `renewed_at` was written by a binary before it), with their drift's
+            // cluster when the drift is still stored.
+            // `last_seen` is the later of the last renewal and the expiry: a lease row written
+            // by a binary without `renewed_at` still counts as alive while it is renewed.
+            let candidates = transaction
+                .query(
+                    "SELECT o.id, o.shard, d.cluster,
+                            GREATEST(l.renewed_at, l.expires_at) AS last_seen
+                     FROM outbox o
+                     LEFT JOIN drifts d ON d.id = o.drift_id
+                     LEFT JOIN writer_lease l ON l.shard = o.shard
+                     WHERE o.state = 'pending'
+                     AND (o.shard IS NULL
+                          OR (o.shard <> $1
+                              AND (l.shard IS NULL OR GREATEST(l.renewed_at, l.expires_at) <= $2)))",
+                    &[&shard, &(now - orphaned_after_ms)],
+                )
+                .await?;
+            let (mut ids, mut previous) = (Vec::new(), Vec::<Option<String>>::new());
+            let mut adopted = super::Adopted::default();
+            for row in &candidates {
+                let from: Option<String> = row.try_get(1)?;
+                let cluster: Option<String> = row.try_get(2)?;
+                let last_seen: Option<Millis> = row.try_get(3)?;
+                if cluster.as_deref().is_some_and(owns) {
+                    ids.push(row.try_get::<_, String>(0)?);
+                    previous.push(from);
+                } else if from.is_some()
+                    && last_seen.is_none_or(|seen| seen <= now - 2 * orphaned_after_ms)
+                {
+                    // A gone shard's notification of a cluster this shard does not own: the
+                    // owning shard takes it. Reported only once the owner had as long again to
+                    // take it (so a rename does not make every other shard warn).
+                    adopted.stranded += 1;
+                }
+            }
+            // Only rows still as read: two shards adopting at once each take a row once (the
+            // second's UPDATE sees the first's shard and skips it).
+            let taken = transaction
+                .query(
+                    "UPDATE outbox o SET shard = $1
+                     FROM UNNEST($2::text[], $3::text[]) AS t(id, previous)
+                     WHERE o.id = t.id AND o.state = 'pending'
+                     AND o.shard IS NOT DISTINCT FROM t.previous
+                     RETURNING t.previous",
+                    &[&shard, &ids, &previous],
+                )
+                .await?;
+            transaction.commit().await?;
+            let mut orphaned = std::collections::BTreeMap::<String, usize>::new();
+            for row in &taken {
+                match row.try_get::<_, Option<String>>(0)? {
+                    Some(from) => *orphaned.entry(from).or_default() += 1,
+                    None => adopted.unsharded += 1,
+                }
+            }
+            adopted.orphaned = orphaned.into_iter().collect();
+            Ok::<_, Error>(adopted)
+        })
+    }
+
+    fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
+        let client = self.conn.client()?;
+        let held = self.lease.as_ref();
+        let removed = wait(async {
+            let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
+            let removed = transaction
+                .execute("DELETE FROM events WHERE received_at < $1", &[&cutoff])
+                .await?;
+            transaction.commit().await?;
+            Ok::<u64, Error>(removed)
+        })?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
+    fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error> {
+        let client = self.conn.client()?;
+        let held = self.lease.as_ref();
+        let removed = wait(async {
+            let transaction = client.transaction().await?;
+            lease::fence(&transaction, held).await?;
+            let mut removed = 0;
+            for sql in [
+                "DELETE FROM drift_history WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < $1)",
+                "DELETE FROM drifts WHERE state = 'resolved' AND resolved_at < $1",
+                "DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE state != 'pending' AND finished_at < $1)",
+                "DELETE FROM outbox WHERE state != 'pending' AND finished_at < $1",
+            ] {
+                removed += transaction.execute(sql, &[&cutoff]).await?;
+            }
+            transaction.commit().await?;
+            Ok::<u64, Error>(removed)
+        })?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+}
+
+/// Each of `items` with its stored JSON, or the first that cannot be encoded (as `Corrupt`).
+fn encode_all<'a, T>(
+    items: &'a [T],
+    table: &'static str,
+    encode: impl Fn(&T) -> Result<String, serde_json::Error>,
+) -> Result<Vec<(&'a T, String)>, Error> {
+    items
+        .iter()
+        .map(|item| {
+            encode(item)
+                .map(|body| (item, body))
+                .map_err(|source| Error::Corrupt { table, source })
+        })
+        .collect()
+}
+
+/// Runs `queries` pipelined: tokio-postgres writes the query of every future polled together
+/// without waiting for the previous answer, so `n` statements cost about one round trip.
+pub(super) async fn pipelined<F, T>(queries: impl IntoIterator<Item = F>) -> Result<Vec<T>, Error>
+where
+    F: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+{
+    futures_util::future::try_join_all(queries)
+        .await
+        .map_err(Error::from)
+}
+
+/// The writer's statements, prepared together (one round trip) at the start of a commit.
+struct Statements {
+    event: tokio_postgres::Statement,
+    object: tokio_postgres::Statement,
+    remove_object: tokio_postgres::Statement,
+    drift: tokio_postgres::Statement,
+    history: tokio_postgres::Statement,
+    cancel_reminders: tokio_postgres::Statement,
+}
+
+async fn statements(client: &impl tokio_postgres::GenericClient) -> Result<Statements, Error> {
+    let (event, object, remove_object, drift, history, cancel_reminders) = futures_util::try_join!(
+        client.prepare(
+            "INSERT INTO events (source, id, received_at) VALUES ($1, $2, $3)
+             ON CONFLICT DO NOTHING",
+        ),
+        client.prepare(
+            "INSERT INTO objects (cluster, uid, kind, namespace, name, body) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (cluster, uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace,
+             name = excluded.name, body = excluded.body",
+        ),
+        client.prepare("DELETE FROM objects WHERE cluster = $1 AND uid = $2"),
+        client.prepare(
+            "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body, api_group)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+             ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
+             fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
+        ),
+        client.prepare(
+            "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES ($1, $2, $3, $4, $5)",
+        ),
+        client.prepare(
+            "DELETE FROM outbox WHERE drift_id = $1 AND kind = 'repeat' AND state = 'pending'",
+        ),
+    )?;
+    Ok(Statements {
+        event,
+        object,
+        remove_object,
+        drift,
+        history,
+        cancel_reminders,
+    })
+}

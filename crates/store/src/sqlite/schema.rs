@@ -1,0 +1,199 @@
+//! Schema versions and ordered migrations of the SQLite store.
+//!
+//! The `schema_version` table holds one row: the version the file's layout has. Opening a store
+//! applies, in one transaction, every migration newer than its version and records the newest.
+//! A store without the table (a new file, or one written before versions were recorded) is
+//! version 0; version 1 is that layout with outbox claims, version 2 adds the drifts' API group
+//! (and indexes for the dashboard's overview). Migration 1 is safe on both: it creates what is
+//! missing (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
+//! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
+//! binary never touches a layout it does not understand.
+//!
+//! Adding a migration: append one entry to [`MIGRATIONS`] (the next version, its SQL), never edit
+//! a published one, and say in `store/rows.rs` which stored shapes it changes.
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use crate::Error;
+
+/// Version 1, part one: the layout of every store written before schema versions were recorded
+/// (every table and index, created only when missing).
+const V1_TABLES: &str = r#"
+CREATE TABLE IF NOT EXISTS events (
+    source TEXT NOT NULL,
+    id TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    PRIMARY KEY (source, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_received ON events (received_at);
+CREATE TABLE IF NOT EXISTS objects (
+    cluster TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (cluster, uid)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS drifts (
+    id TEXT PRIMARY KEY,
+    class TEXT NOT NULL,
+    state TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    cluster TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    since INTEGER NOT NULL,
+    fired_at INTEGER,
+    resolved_at INTEGER,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS drifts_state ON drifts (state);
+CREATE TABLE IF NOT EXISTS drift_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    drift_id TEXT NOT NULL,
+    from_state TEXT,
+    to_state TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    evidence TEXT
+);
+CREATE TABLE IF NOT EXISTS silences (
+    id TEXT PRIMARY KEY,
+    body TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS drift_history_drift ON drift_history (drift_id);
+CREATE TABLE IF NOT EXISTS outbox (
+    id TEXT PRIMARY KEY,
+    channel TEXT NOT NULL,
+    drift_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    group_key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    not_before INTEGER NOT NULL,
+    repeat_after_ms INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    last_error TEXT,
+    finished_at INTEGER,
+    message_id TEXT
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox (channel, state, next_attempt_at);
+CREATE INDEX IF NOT EXISTS outbox_state ON outbox (state);
+CREATE INDEX IF NOT EXISTS outbox_drift ON outbox (drift_id);
+CREATE TABLE IF NOT EXISTS delivery_attempts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    outbox_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS delivery_attempts_outbox ON delivery_attempts (outbox_id);
+CREATE TABLE IF NOT EXISTS heartbeat (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    at INTEGER NOT NULL
+);
+"#;
+
+/// Version 1, part two: outbox claims (a relay holds a message's rows under a lease while it
+/// sends them, so two processes never send the same row).
+const V1_CLAIMS: &str = r#"
+ALTER TABLE outbox ADD COLUMN claimed_by TEXT;
+ALTER TABLE outbox ADD COLUMN claimed_until INTEGER;
+"#;
+
+/// Version 2: the drift's API group as a column (the `group` filter in the query, without
+/// reading bodies), filled in from the stored bodies' `apiVersion`; and the history by time (the
+/// overview's moves per day read only the days they count).
+const V2_GROUPS_AND_DAYS: &str = r#"
+ALTER TABLE drifts ADD COLUMN api_group TEXT NOT NULL DEFAULT '';
+UPDATE drifts SET api_group = COALESCE(
+    substr(json_extract(body, '$.apiVersion'), 1, instr(json_extract(body, '$.apiVersion'), '/') - 1),
+    '')
+WHERE json_valid(body) AND instr(json_extract(body, '$.apiVersion'), '/') > 0;
+CREATE INDEX IF NOT EXISTS drifts_api_group ON drifts (api_group);
+CREATE INDEX IF NOT EXISTS drift_history_at ON drift_history (at);
+"#;
+
+/// Every migration, oldest first: (the version it produces, its SQL, run in order).
+const MIGRATIONS: &[(i64, &[&str])] = &[(1, &[V1_TABLES, V1_CLAIMS]), (2, &[V2_GROUPS_AND_DAYS])];
+
+/// The newest schema version this binary knows.
+pub const LATEST: i64 = 2;
+
+/// Refuses a store written by a newer binary, before anything (not even a pragma) is written.
+pub(super) fn check_not_newer(connection: &Connection) -> Result<(), Error> {
+    match recorded_version(connection)? {
+        Some(found) if found > LATEST => Err(Error::Schema {
+            found,
+            supported: LATEST,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Brings the store at `connection` to [`LATEST`], or refuses a newer one.
+pub(super) fn migrate(connection: &mut Connection) -> Result<i64, Error> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    transaction.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+             id INTEGER PRIMARY KEY CHECK (id = 1),
+             version INTEGER NOT NULL
+         );",
+    )?;
+    let recorded: Option<i64> = transaction
+        .query_row(
+            "SELECT version FROM schema_version WHERE id = 1",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    // No version: a new file, or a store from before versions were recorded (version 0).
+    let current = recorded.unwrap_or(0);
+    if current > LATEST {
+        return Err(Error::Schema {
+            found: current,
+            supported: LATEST,
+        });
+    }
+    for (version, steps) in MIGRATIONS {
+        if *version > current {
+            for sql in *steps {
+                transaction.execute_batch(sql)?;
+            }
+        }
+    }
+    transaction.execute(
+        "INSERT INTO schema_version (id, version) VALUES (1, ?1)
+         ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+        params![LATEST],
+    )?;
+    transaction.commit()?;
+    Ok(LATEST)
+}
+
+/// The version recorded in the store at `connection` (`None` before any was recorded).
+pub fn recorded_version(connection: &Connection) -> Result<Option<i64>, Error> {
+    let has_table: Option<i64> = connection
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    if has_table.is_none() {
+        return Ok(None);
+    }
+    Ok(connection
+        .query_row(
+            "SELECT version FROM schema_version WHERE id = 1",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
