@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 /// One keep-alive connection.
-pub struct Conn {
+pub(crate) struct Conn {
     addr: SocketAddr,
     stream: Option<TcpStream>,
     buf: Vec<u8>,
@@ -15,7 +15,7 @@ pub struct Conn {
 
 impl Conn {
     /// A connection to `addr`, opened on first use.
-    pub fn new(addr: SocketAddr) -> Conn {
+    pub(crate) fn new(addr: SocketAddr) -> Conn {
         Conn {
             addr,
             stream: None,
@@ -37,7 +37,7 @@ impl Conn {
     }
 
     /// Sends a whole request, returns the status code and the response body.
-    pub fn roundtrip(&mut self, request: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
+    pub(crate) fn roundtrip(&mut self, request: &[u8]) -> std::io::Result<(u16, Vec<u8>)> {
         let result = self.try_roundtrip(request);
         if result.is_err() {
             self.stream = None;
@@ -97,7 +97,7 @@ impl Conn {
 }
 
 /// `GET path` on a fresh connection; the status and body.
-pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+pub(crate) fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     let mut conn = Conn::new(addr);
     let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     let (status, body) = conn.roundtrip(request.as_bytes())?;
@@ -105,11 +105,11 @@ pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
 }
 
 /// A small xorshift generator for ids (no cryptographic need).
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// Seeded from the clock and `salt`.
-    pub fn new(salt: u64) -> Rng {
+    pub(crate) fn new(salt: u64) -> Rng {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -118,7 +118,7 @@ impl Rng {
     }
 
     /// The next value.
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -128,7 +128,7 @@ impl Rng {
     }
 
     /// A fresh UUID-shaped CloudEvent id.
-    pub fn id(&mut self) -> String {
+    pub(crate) fn id(&mut self) -> String {
         let a = self.next();
         let b = self.next();
         format!(

@@ -33,15 +33,15 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Placeholder for the CloudEvent id (36 characters, the length of a UUID).
-pub const ID_PLACE: &str = "%%%%%%%%-%%%%-%%%%-%%%%-%%%%%%%%%%%%";
+pub(crate) const ID_PLACE: &str = "%%%%%%%%-%%%%-%%%%-%%%%-%%%%%%%%%%%%";
 /// Placeholder for `metadata.resourceVersion` (15 digits once filled in).
-pub const RV_PLACE: &str = "^^^^^^^^^^^^^^^";
+pub(crate) const RV_PLACE: &str = "^^^^^^^^^^^^^^^";
 /// The CloudEvent source every event carries (the in-cluster API server address).
-pub const SOURCE: &str = "https://10.96.0.1:443";
+pub(crate) const SOURCE: &str = "https://10.96.0.1:443";
 /// Steps in one object's script.
-pub const STEPS: usize = 20;
+pub(crate) const STEPS: usize = 20;
 /// Objects in one app (what [`app`] returns): the loaders and the stats count apps with it.
-pub const OBJECTS_PER_APP: usize = 11;
+pub(crate) const OBJECTS_PER_APP: usize = 11;
 
 const SERVICE_PLAN: &str = "SaSdSrSaSdSrSaSdSraS";
 const CONFIGURATION_PLAN: &str = "SaSSdSrSaSSSaSdSrSaS";
@@ -58,7 +58,7 @@ const SA_ARGO: &str = "system:serviceaccount:argocd:argocd-application-controlle
 const PERSON: &str = "jane@example.com";
 
 /// The fixture objects every app is cloned from.
-pub struct Fixtures {
+pub(crate) struct Fixtures {
     service: Value,
     revision: Value,
     configuration: Value,
@@ -73,7 +73,7 @@ impl Fixtures {
     /// Reads the fixtures under `root` (the repository): the real Serving objects in
     /// `tests/fixtures/knative/serving/` and the objects derived from Knative's sources in
     /// `tests/fixtures/knative/derived/` (PodAutoscaler, KIngress, Broker, Trigger).
-    pub fn load(root: &Path) -> Result<Fixtures, String> {
+    pub(crate) fn load(root: &Path) -> Result<Fixtures, String> {
         let dir = root.join("tests/fixtures/knative/serving");
         let derived = root.join("tests/fixtures/knative/derived");
         let read = |name: &str| -> Result<String, String> {
@@ -114,7 +114,7 @@ impl Fixtures {
 }
 
 /// A deterministic UUID-shaped uid.
-pub fn uid(seed: &str) -> String {
+pub(crate) fn uid(seed: &str) -> String {
     let digest = Sha256::digest(seed.as_bytes());
     let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     format!(
@@ -144,7 +144,7 @@ fn time_at(step: usize) -> String {
 
 /// What an event does to its object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// Status-only update.
     Status,
     /// Spec change by a trusted manager (including writing a drifted field back).
@@ -155,7 +155,7 @@ pub enum Op {
 
 impl Op {
     /// One-letter code.
-    pub fn code(self) -> char {
+    pub(crate) fn code(self) -> char {
         match self {
             Op::Status => 'S',
             Op::Trusted => 'T',
@@ -182,7 +182,7 @@ fn keyed(name: &str) -> String {
 
 /// One simulated object.
 #[derive(Debug, Clone)]
-pub struct Object {
+pub(crate) struct Object {
     /// The object without `managedFields` (rendered from `managers`).
     pub value: Value,
     managers: Vec<Manager>,
@@ -204,7 +204,7 @@ impl Object {
     }
 
     /// `apiVersion`, `kind`, namespace and name.
-    pub fn ident(&self) -> (String, String, String, String) {
+    pub(crate) fn ident(&self) -> (String, String, String, String) {
         let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
         (
             text(&self.value["apiVersion"]),
@@ -280,7 +280,7 @@ impl Object {
     }
 
     /// The object as JSON, `managedFields` included, with `resourceVersion` = `rv`.
-    pub fn render(&self, rv: &str) -> String {
+    pub(crate) fn render(&self, rv: &str) -> String {
         let mut value = self.value.clone();
         let api_version = value["apiVersion"].clone();
         let fields: Vec<Value> = self
@@ -311,7 +311,7 @@ impl Object {
     }
 
     /// Applies step `step` of the script; returns what it was.
-    pub fn step(&mut self, step: usize) -> Op {
+    pub(crate) fn step(&mut self, step: usize) -> Op {
         let at = time_at(step);
         let code = self.plan.as_bytes()[step % STEPS] as char;
         let kind = self.value["kind"].as_str().unwrap_or_default().to_string();
@@ -606,7 +606,7 @@ fn queue_env(namespace: &str, service: &str, revision: &str) -> Vec<(String, Str
 
 /// The [`OBJECTS_PER_APP`] objects of app `index` (parents first, the Service at 0), in their
 /// starting state.
-pub fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
+pub(crate) fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
     let namespace = format!("team-{:02}", index % 40);
     let service = format!("app-{index:06}");
     let svc_uid = uid(&format!("svc/{index}"));
@@ -1504,7 +1504,7 @@ pub fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
 }
 
 /// The ApiServerSource subject of an object.
-pub fn subject(api_version: &str, kind: &str, namespace: &str, name: &str) -> String {
+pub(crate) fn subject(api_version: &str, kind: &str, namespace: &str, name: &str) -> String {
     let lower = kind.to_ascii_lowercase();
     let plural = if lower.ends_with('s') {
         format!("{lower}es")
@@ -1520,7 +1520,7 @@ pub fn subject(api_version: &str, kind: &str, namespace: &str, name: &str) -> St
 
 /// CloudEvents content mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Attributes in `ce-*` headers, the object is the body (the Broker's default).
     Binary,
     /// `application/cloudevents+json`.
@@ -1528,7 +1528,7 @@ pub enum Mode {
 }
 
 /// A whole HTTP/1.1 request for one event. `id` and `rv` may be the placeholders.
-pub fn request(mode: Mode, verb: &str, object: &Object, id: &str, rv: &str) -> Vec<u8> {
+pub(crate) fn request(mode: Mode, verb: &str, object: &Object, id: &str, rv: &str) -> Vec<u8> {
     let (api_version, kind, namespace, name) = object.ident();
     let body = object.render(rv);
     let ty = format!("dev.knative.apiserver.resource.{verb}");
@@ -1579,7 +1579,7 @@ pub fn request(mode: Mode, verb: &str, object: &Object, id: &str, rv: &str) -> V
 }
 
 /// Fills the placeholders of a request template.
-pub fn fill(template: &[u8], id: &str, rv: &str, out: &mut Vec<u8>) {
+pub(crate) fn fill(template: &[u8], id: &str, rv: &str, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(template);
     for (place, value) in [(ID_PLACE, id), (RV_PLACE, rv)] {
@@ -1596,7 +1596,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// One entry of the replayed event list.
-pub struct Template {
+pub(crate) struct Template {
     /// Index of the object (app × [`OBJECTS_PER_APP`] + its place in the app).
     pub object: usize,
     /// What the event does.
@@ -1611,7 +1611,7 @@ pub struct Template {
 /// consecutive events touch different objects and each object's events stay in script order.
 /// The scripts are run twice and the second cycle is kept, so `managedFields` times and
 /// generations are those of an object in steady state and the list loops consistently.
-pub fn cycle(fixtures: &Fixtures, apps: usize, mode: Mode) -> Vec<Template> {
+pub(crate) fn cycle(fixtures: &Fixtures, apps: usize, mode: Mode) -> Vec<Template> {
     let mut objects: Vec<Object> = (0..apps).flat_map(|i| app(fixtures, i)).collect();
     for step in 0..STEPS {
         for object in &mut objects {
@@ -1636,7 +1636,7 @@ pub fn cycle(fixtures: &Fixtures, apps: usize, mode: Mode) -> Vec<Template> {
 }
 
 /// The body length of a request.
-pub fn body_len(request: &[u8]) -> usize {
+pub(crate) fn body_len(request: &[u8]) -> usize {
     find(request, b"\r\n\r\n")
         .map(|at| request.len() - at - 4)
         .unwrap_or(0)

@@ -23,7 +23,7 @@ pub(crate) struct CloudEventsChannel {
 
 impl CloudEventsChannel {
     /// A CloudEvents channel.
-    pub fn new(
+    pub(crate) fn new(
         name: &str,
         client: reqwest::Client,
         url: Secret,
@@ -38,7 +38,7 @@ impl CloudEventsChannel {
     }
 
     /// The CloudEvent for a one-notice message.
-    pub fn event(&self, message: &Message) -> Result<cloudevents::Event, String> {
+    pub(crate) fn event(&self, message: &Message) -> Result<cloudevents::Event, String> {
         let notice = message.notices.first().ok_or("empty message")?;
         let drift = &notice.drift;
         let ty = match notice.kind {

@@ -12,7 +12,7 @@ pub(crate) struct LogChannel {
 
 impl LogChannel {
     /// A log channel.
-    pub fn new(name: &str, style: Style) -> LogChannel {
+    pub(crate) fn new(name: &str, style: Style) -> LogChannel {
         LogChannel {
             name: name.to_string(),
             style,

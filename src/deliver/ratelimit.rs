@@ -20,7 +20,7 @@ pub(crate) struct RateLimiter {
 
 impl RateLimiter {
     /// A limiter for these windows (none: unlimited).
-    pub fn new(windows: Vec<RateWindow>) -> RateLimiter {
+    pub(crate) fn new(windows: Vec<RateWindow>) -> RateLimiter {
         RateLimiter {
             windows,
             sent: VecDeque::new(),
@@ -32,7 +32,7 @@ impl RateLimiter {
     }
 
     /// How many messages may go at `now`.
-    pub fn available(&mut self, now: Millis) -> usize {
+    pub(crate) fn available(&mut self, now: Millis) -> usize {
         let longest = self.windows.iter().map(Self::window_ms).max().unwrap_or(0);
         while self.sent.front().is_some_and(|at| *at <= now - longest) {
             self.sent.pop_front();
@@ -49,7 +49,7 @@ impl RateLimiter {
     }
 
     /// When the next message may go, if none may go at `now`.
-    pub fn next_slot(&mut self, now: Millis) -> Millis {
+    pub(crate) fn next_slot(&mut self, now: Millis) -> Millis {
         if self.available(now) > 0 {
             return now;
         }
@@ -72,7 +72,7 @@ impl RateLimiter {
     }
 
     /// Records a send.
-    pub fn record(&mut self, now: Millis) {
+    pub(crate) fn record(&mut self, now: Millis) {
         self.sent.push_back(now);
     }
 }

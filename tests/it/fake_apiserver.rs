@@ -18,11 +18,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 /// The bearer token the fake server requires (from the kubeconfig it writes).
-pub const TOKEN: &str = "fake-sa-token-7f3a";
+pub(crate) const TOKEN: &str = "fake-sa-token-7f3a";
 
 /// One expected request and its answer.
 #[derive(Debug, Clone)]
-pub struct Expect {
+pub(crate) struct Expect {
     path: String,
     query: BTreeMap<String, String>,
     status: u16,
@@ -32,7 +32,7 @@ pub struct Expect {
 
 /// Holds the answer of an expected request until [`Gate::open`].
 #[derive(Debug, Clone)]
-pub struct Gate(Arc<tokio::sync::Semaphore>);
+pub(crate) struct Gate(Arc<tokio::sync::Semaphore>);
 
 impl Default for Gate {
     fn default() -> Gate {
@@ -42,12 +42,12 @@ impl Default for Gate {
 
 impl Gate {
     /// A closed gate.
-    pub fn new() -> Gate {
+    pub(crate) fn new() -> Gate {
         Gate(Arc::new(tokio::sync::Semaphore::new(0)))
     }
 
     /// Lets the held answer (and any later one behind this gate) go.
-    pub fn open(&self) {
+    pub(crate) fn open(&self) {
         self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
     }
 
@@ -58,7 +58,7 @@ impl Gate {
 
 impl Expect {
     /// A `GET path?query` answered `200` with `body`.
-    pub fn get(path: &str, query: &[(&str, &str)], body: Value) -> Expect {
+    pub(crate) fn get(path: &str, query: &[(&str, &str)], body: Value) -> Expect {
         Expect {
             path: path.to_string(),
             query: query
@@ -72,13 +72,13 @@ impl Expect {
     }
 
     /// The same, answered only once `gate` is open.
-    pub fn held(mut self, gate: &Gate) -> Expect {
+    pub(crate) fn held(mut self, gate: &Gate) -> Expect {
         self.gate = Some(gate.clone());
         self
     }
 
     /// A `GET path?query` answered with a Kubernetes `Status` failure.
-    pub fn fail(path: &str, query: &[(&str, &str)], code: u16, reason: &str) -> Expect {
+    pub(crate) fn fail(path: &str, query: &[(&str, &str)], code: u16, reason: &str) -> Expect {
         let mut expect = Expect::get(
             path,
             query,
@@ -98,7 +98,7 @@ impl Expect {
 }
 
 /// A list response: `items` lose `apiVersion`/`kind` as in a real list.
-pub fn list(
+pub(crate) fn list(
     kind: &str,
     resource_version: &str,
     continue_token: Option<&str>,
@@ -130,7 +130,7 @@ struct State {
 }
 
 /// The running fake server.
-pub struct FakeApiServer {
+pub(crate) struct FakeApiServer {
     /// Its address.
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
@@ -145,7 +145,7 @@ impl Drop for FakeApiServer {
 
 impl FakeApiServer {
     /// Starts serving `script`.
-    pub async fn start(script: Vec<Expect>) -> FakeApiServer {
+    pub(crate) async fn start(script: Vec<Expect>) -> FakeApiServer {
         let state = Arc::new(Mutex::new(State {
             script: script.into(),
             ..State::default()
@@ -170,12 +170,12 @@ impl FakeApiServer {
     }
 
     /// Requests answered as expected, in order (`path?query`).
-    pub fn served(&self) -> Vec<String> {
+    pub(crate) fn served(&self) -> Vec<String> {
         self.state.lock().unwrap().served.clone()
     }
 
     /// Fails on unexpected requests and on expected requests never made.
-    pub fn verify(&self) {
+    pub(crate) fn verify(&self) {
         let state = self.state.lock().unwrap();
         assert!(
             state.unexpected.is_empty(),
@@ -190,7 +190,7 @@ impl FakeApiServer {
     }
 
     /// Writes a kubeconfig whose context `context` points here with [`TOKEN`].
-    pub fn kubeconfig(&self, dir: &Path, context: &str) -> PathBuf {
+    pub(crate) fn kubeconfig(&self, dir: &Path, context: &str) -> PathBuf {
         let path = dir.join("kubeconfig");
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\n\

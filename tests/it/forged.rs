@@ -602,7 +602,7 @@ async fn an_implausible_delete_is_not_taken() {
 }
 
 /// A test app on a clock the test moves, and a way to send events stamped with it.
-pub struct Timed {
+pub(crate) struct Timed {
     pub app: TestApp,
     clock: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
@@ -611,7 +611,7 @@ pub struct Timed {
 const START: i64 = 1_795_946_400_000;
 
 impl Timed {
-    pub fn new() -> Timed {
+    pub(crate) fn new() -> Timed {
         let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(START));
         let reader = std::sync::Arc::clone(&clock);
         let app = app_with(
@@ -622,11 +622,11 @@ impl Timed {
         Timed { app, clock }
     }
 
-    pub fn now(&self) -> i64 {
+    pub(crate) fn now(&self) -> i64 {
         self.clock.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    pub fn advance_ms(&self, ms: i64) {
+    pub(crate) fn advance_ms(&self, ms: i64) {
         self.clock
             .fetch_add(ms, std::sync::atomic::Ordering::SeqCst);
     }
@@ -643,7 +643,7 @@ impl Timed {
     }
 
     /// Posts an event whose CloudEvent `time` is `sent` (a retry keeps its first time).
-    pub async fn send_sent_at(
+    pub(crate) async fn send_sent_at(
         &self,
         id: &str,
         verb: &str,
@@ -656,7 +656,7 @@ impl Timed {
         post(&self.app, binary_request(&event)).await.0
     }
 
-    pub fn service(&self) -> drift_core::classify::ObjectState {
+    pub(crate) fn service(&self) -> drift_core::classify::ObjectState {
         self.app
             .store
             .states()
@@ -846,7 +846,7 @@ fn stored_service(app: &TestApp) -> drift_core::classify::ObjectState {
 
 /// `object` as a decoded `verb` event from `cluster`, without a send time (what is tested with it
 /// is what versions and lists alone tell).
-pub fn engine_event_as(cluster: &str, verb: &str, object: &Value) -> decode::ApiServerEvent {
+pub(crate) fn engine_event_as(cluster: &str, verb: &str, object: &Value) -> decode::ApiServerEvent {
     let mut event = structured_event("x", verb, object);
     event.as_object_mut().unwrap().remove("time");
     event["cluster"] = json!(cluster);
@@ -869,7 +869,7 @@ pub fn engine_event_as(cluster: &str, verb: &str, object: &Value) -> decode::Api
 }
 
 /// `object` as a decoded update from `cluster`, without a send time.
-pub fn engine_event(cluster: &str, object: &Value) -> decode::ApiServerEvent {
+pub(crate) fn engine_event(cluster: &str, object: &Value) -> decode::ApiServerEvent {
     engine_event_as(cluster, "update", object)
 }
 

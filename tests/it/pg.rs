@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// The port in the socket's name (`.s.PGSQL.5432`); unique per server through its directory.
 const PORT: u16 = 5432;
 
-pub struct PgServer {
+pub(crate) struct PgServer {
     /// The port: in the socket's name, and on loopback TCP for a TLS server.
     port: u16,
     /// `listen_addresses` and TLS settings of a TLS server.
@@ -83,14 +83,14 @@ fn user_ids(user: &str) -> (u32, u32) {
 
 impl PgServer {
     /// Creates and starts a server; panics with the reason when it cannot.
-    pub fn start() -> PgServer {
+    pub(crate) fn start() -> PgServer {
         PgServer::start_with(PORT, String::new(), &[])
     }
 
     /// A server that also listens on loopback TCP at `port`, with TLS on: its certificate and
     /// key are `cert` and `key` (copied into the data directory, the key readable by the server
     /// alone, as PostgreSQL requires).
-    pub fn start_tls(port: u16, cert: &Path, key: &Path) -> PgServer {
+    pub(crate) fn start_tls(port: u16, cert: &Path, key: &Path) -> PgServer {
         PgServer::start_with(
             port,
             "-c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file=server.crt \
@@ -167,7 +167,7 @@ impl PgServer {
     }
 
     /// Stops the server (every connection is closed) and starts it again.
-    pub fn restart(&self) {
+    pub(crate) fn restart(&self) {
         let data = self.data().to_string_lossy().to_string();
         // Fast, not immediate: with `synchronous_commit=off` an immediate stop loses the last
         // commits, and this restart is about connections, not about losing data.
@@ -227,7 +227,7 @@ impl PgServer {
     }
 
     /// A new, empty database; returns its URL (over the Unix socket, as the `postgres` user).
-    pub fn database(&self) -> String {
+    pub(crate) fn database(&self) -> String {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let name = format!("t{}", NEXT.fetch_add(1, Ordering::SeqCst));
         self.run(
@@ -246,7 +246,7 @@ impl PgServer {
     }
 
     /// The URL of database `name`.
-    pub fn url(&self, name: &str) -> String {
+    pub(crate) fn url(&self, name: &str) -> String {
         format!(
             "postgres:///{name}?host={}&port={}&user=postgres",
             self.socket().display(),
@@ -274,7 +274,7 @@ impl PgServer {
     }
 
     /// Runs SQL through `psql` (tests that tamper with a store).
-    pub fn psql(&self, url_database: &str, sql: &str) -> String {
+    pub(crate) fn psql(&self, url_database: &str, sql: &str) -> String {
         let output = self
             .psql_to(url_database)
             .args(["-A", "-t", "-c", sql])
@@ -290,7 +290,7 @@ impl PgServer {
 
     /// A `psql` session left open, reading SQL from its stdin (tests that hold a transaction
     /// open while the store works); closing stdin ends it.
-    pub fn session(&self, url_database: &str) -> std::process::Child {
+    pub(crate) fn session(&self, url_database: &str) -> std::process::Child {
         self.psql_to(url_database)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
@@ -299,14 +299,14 @@ impl PgServer {
     }
 
     /// The database name of a URL from [`PgServer::database`].
-    pub fn name_of(url: &str) -> &str {
+    pub(crate) fn name_of(url: &str) -> &str {
         url.trim_start_matches("postgres:///")
             .split('?')
             .next()
             .unwrap_or_default()
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 }

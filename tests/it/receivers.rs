@@ -20,22 +20,22 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 
 /// The shared fake clock (milliseconds).
-pub type FakeClock = Arc<AtomicI64>;
+pub(crate) type FakeClock = Arc<AtomicI64>;
 
-pub fn now(clock: &FakeClock) -> i64 {
+pub(crate) fn now(clock: &FakeClock) -> i64 {
     clock.load(Ordering::SeqCst)
 }
 
 /// A scripted answer: HTTP status, headers, body.
 #[derive(Clone, Debug)]
-pub struct Scripted {
+pub(crate) struct Scripted {
     pub status: u16,
     pub retry_after: Option<u64>,
     pub body: String,
 }
 
 impl Scripted {
-    pub fn json(status: u16, body: Value) -> Scripted {
+    pub(crate) fn json(status: u16, body: Value) -> Scripted {
         Scripted {
             status,
             retry_after: None,
@@ -46,7 +46,7 @@ impl Scripted {
 
 /// What a receiver saw.
 #[derive(Default, Debug)]
-pub struct Log {
+pub(crate) struct Log {
     /// Accepted messages (bodies).
     pub accepted: Vec<Value>,
     /// Every request (headers as text pairs, body), accepted or not.
@@ -65,29 +65,29 @@ pub struct Log {
 }
 
 #[derive(Clone)]
-pub struct Receiver {
+pub(crate) struct Receiver {
     pub log: Arc<Mutex<Log>>,
     pub base: String,
 }
 
 impl Receiver {
-    pub fn script(&self, answer: Scripted) {
+    pub(crate) fn script(&self, answer: Scripted) {
         self.log.lock().unwrap().script.push_back(answer);
     }
-    pub fn accepted(&self) -> Vec<Value> {
+    pub(crate) fn accepted(&self) -> Vec<Value> {
         self.log.lock().unwrap().accepted.clone()
     }
-    pub fn answers(&self) -> Vec<(u16, String)> {
+    pub(crate) fn answers(&self) -> Vec<(u16, String)> {
         self.log.lock().unwrap().answers.clone()
     }
-    pub fn requests(&self) -> usize {
+    pub(crate) fn requests(&self) -> usize {
         self.log.lock().unwrap().requests.len()
     }
-    pub fn duplicates(&self) -> usize {
+    pub(crate) fn duplicates(&self) -> usize {
         self.log.lock().unwrap().duplicates
     }
     /// The most sends inside any window of `window_ms`.
-    pub fn max_in_window(&self, window_ms: i64) -> usize {
+    pub(crate) fn max_in_window(&self, window_ms: i64) -> usize {
         let sends = self.log.lock().unwrap().sends.clone();
         sends
             .iter()
@@ -164,7 +164,7 @@ struct DingState {
 }
 
 /// DingTalk custom robot: `POST /robot/send?access_token=…[&timestamp&sign]`.
-pub async fn dingtalk(
+pub(crate) async fn dingtalk(
     clock: FakeClock,
     token: &str,
     secret: Option<&str>,
@@ -280,7 +280,7 @@ struct SlackState {
 }
 
 /// Slack incoming webhook: `POST /services/T000/B000/XXXX`.
-pub async fn slack(clock: FakeClock) -> Receiver {
+pub(crate) async fn slack(clock: FakeClock) -> Receiver {
     let log = Arc::new(Mutex::new(Log::default()));
     let state = SlackState {
         log: Arc::clone(&log),
@@ -377,7 +377,7 @@ struct FeishuState {
 }
 
 /// Feishu custom bot: `POST /open-apis/bot/v2/hook/{token}`.
-pub async fn feishu(clock: FakeClock, secret: Option<&str>) -> Receiver {
+pub(crate) async fn feishu(clock: FakeClock, secret: Option<&str>) -> Receiver {
     let log = Arc::new(Mutex::new(Log::default()));
     let state = FeishuState {
         log: Arc::clone(&log),
@@ -476,7 +476,7 @@ struct WecomState {
 }
 
 /// WeCom group robot: `POST /cgi-bin/webhook/send?key=…`.
-pub async fn wecom(clock: FakeClock, key: &str) -> Receiver {
+pub(crate) async fn wecom(clock: FakeClock, key: &str) -> Receiver {
     let log = Arc::new(Mutex::new(Log::default()));
     let state = WecomState {
         log: Arc::clone(&log),
@@ -548,7 +548,7 @@ struct WebhookState {
 }
 
 /// A Standard Webhooks receiver that verifies `webhook-signature` as the spec's libraries do.
-pub async fn webhook(clock: FakeClock, secret: &str) -> Receiver {
+pub(crate) async fn webhook(clock: FakeClock, secret: &str) -> Receiver {
     let log = Arc::new(Mutex::new(Log::default()));
     let state = WebhookState {
         log: Arc::clone(&log),
@@ -617,7 +617,7 @@ struct CeState {
 }
 
 /// A Broker ingress: parses the request with the CloudEvents SDK and answers 202.
-pub async fn cloudevents_sink() -> Receiver {
+pub(crate) async fn cloudevents_sink() -> Receiver {
     let log = Arc::new(Mutex::new(Log::default()));
     let state = CeState {
         log: Arc::clone(&log),
@@ -670,7 +670,7 @@ async fn ce_send(State(state): State<CeState>, headers: HeaderMap, body: Bytes) 
 
 /// The structure a Markdown text has once rendered.
 #[derive(Debug, Default)]
-pub struct MarkdownEffects {
+pub(crate) struct MarkdownEffects {
     /// The text of every heading.
     pub headings: Vec<String>,
     /// The destination of every link, autolink and image.
@@ -682,7 +682,7 @@ pub struct MarkdownEffects {
 }
 
 /// Parses `text` as CommonMark (with tables and strikethrough, as the vendors' flavours have).
-pub fn markdown_effects(text: &str) -> MarkdownEffects {
+pub(crate) fn markdown_effects(text: &str) -> MarkdownEffects {
     use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
     let mut effects = MarkdownEffects::default();
     let mut heading: Option<String> = None;
@@ -712,7 +712,7 @@ pub fn markdown_effects(text: &str) -> MarkdownEffects {
 
 /// The `<…>` sequences a Slack mrkdwn text holds: mentions (`<@U123>`, `<!channel>`,
 /// `<#C123>`) and links (`<url|label>`), which Slack renders as such.
-pub fn slack_specials(text: &str) -> Vec<String> {
+pub(crate) fn slack_specials(text: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut rest = text;
     while let Some(start) = rest.find('<') {
@@ -725,7 +725,7 @@ pub fn slack_specials(text: &str) -> Vec<String> {
 }
 
 /// WeCom markdown mentions: `<@userid>`.
-pub fn wecom_mentions(content: &str) -> Vec<String> {
+pub(crate) fn wecom_mentions(content: &str) -> Vec<String> {
     content
         .match_indices("<@")
         .map(|(start, _)| {
@@ -736,7 +736,7 @@ pub fn wecom_mentions(content: &str) -> Vec<String> {
 }
 
 /// Feishu mentions: `<at user_id="…">`, `<at id=…>`, `<at email=…>`.
-pub fn feishu_mentions(content: &str) -> Vec<String> {
+pub(crate) fn feishu_mentions(content: &str) -> Vec<String> {
     content
         .match_indices("<at")
         .filter(|(start, _)| {
@@ -751,7 +751,7 @@ pub fn feishu_mentions(content: &str) -> Vec<String> {
 
 /// Mention words that notify a whole group on some service when written as text (`@all`,
 /// `@所有人`, Slack's `@channel`/`@here`, `@everyone`).
-pub fn group_mentions(text: &str) -> Vec<String> {
+pub(crate) fn group_mentions(text: &str) -> Vec<String> {
     ["@all", "@所有人", "@channel", "@here", "@everyone"]
         .iter()
         .filter(|word| text.contains(*word))

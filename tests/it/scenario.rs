@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 use crate::support::fixture_yaml;
 
 /// Start of every scenario's clock: 2023-10-09T21:40:00Z.
-pub const T0: Millis = 1_696_887_600_000;
+pub(crate) const T0: Millis = 1_696_887_600_000;
 
-pub struct Sim {
+pub(crate) struct Sim {
     engine: Engine,
     rules: Arc<Rules>,
     now: Millis,
@@ -33,22 +33,22 @@ pub struct Sim {
 }
 
 impl Sim {
-    pub fn new() -> Sim {
+    pub(crate) fn new() -> Sim {
         Sim::with_rules("{}")
     }
 
     /// A simulator with a `rules:` section given as YAML.
-    pub fn with_rules(yaml: &str) -> Sim {
+    pub(crate) fn with_rules(yaml: &str) -> Sim {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
         Sim::with_compiled(config.compile())
     }
 
     /// A simulator with a `rules:` section and a `fleet:` section, each given as YAML.
-    pub fn with_fleet(rules: &str, fleet: &str) -> Sim {
+    pub(crate) fn with_fleet(rules: &str, fleet: &str) -> Sim {
         Sim::with_compiled(compile_with_fleet(rules, fleet))
     }
 
-    pub fn with_compiled(rules: Rules) -> Sim {
+    pub(crate) fn with_compiled(rules: Rules) -> Sim {
         let rules = Arc::new(rules);
         Sim {
             engine: Engine::new(Arc::clone(&rules)),
@@ -79,7 +79,7 @@ impl Sim {
 
     /// A restart: a new engine restored from what the store would hold (the objects and the
     /// open drift rows), nothing else carried over.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         let mut latest: BTreeMap<String, Drift> = BTreeMap::new();
         for row in &self.rows {
             latest.insert(row.id.clone(), row.clone());
@@ -94,12 +94,12 @@ impl Sim {
     }
 
     /// Seconds since T0 on the scenario's clock.
-    pub fn elapsed_seconds(&self) -> i64 {
+    pub(crate) fn elapsed_seconds(&self) -> i64 {
         (self.now - T0) / 1000
     }
 
     /// What the writer does before a graceful stop: records the pending drifts held in memory.
-    pub fn stop_gracefully(&mut self) {
+    pub(crate) fn stop_gracefully(&mut self) {
         self.engine.begin();
         self.engine.record_pending();
         let changes = self.engine.changes();
@@ -107,7 +107,7 @@ impl Sim {
     }
 
     /// Moves the clock forward and runs a round whose commit fails (rolled back).
-    pub fn wait_and_fail_commit(&mut self, seconds: i64) -> Changes {
+    pub(crate) fn wait_and_fail_commit(&mut self, seconds: i64) -> Changes {
         self.now += seconds * 1000;
         self.engine.begin();
         self.engine.tick(self.now);
@@ -117,7 +117,7 @@ impl Sim {
     }
 
     /// Sends `dev.knative.apiserver.resource.<verb>` for `object` now.
-    pub fn send(&mut self, verb: &str, object: &Value) {
+    pub(crate) fn send(&mut self, verb: &str, object: &Value) {
         self.next_id += 1;
         let event =
             crate::support::structured_event(&format!("event-{}", self.next_id), verb, object);
@@ -126,7 +126,7 @@ impl Sim {
 
     /// Sends `dev.knative.apiserver.resource.<verb>` for `object` now, from `cluster` (the
     /// `cluster` extension, as a per-cluster ApiServerSource sets it).
-    pub fn send_to(&mut self, cluster: &str, verb: &str, object: &Value) {
+    pub(crate) fn send_to(&mut self, cluster: &str, verb: &str, object: &Value) {
         self.next_id += 1;
         let mut event =
             crate::support::structured_event(&format!("event-{}", self.next_id), verb, object);
@@ -135,7 +135,7 @@ impl Sim {
     }
 
     /// Hot-reloads a `rules:` and a `fleet:` section given as YAML, as the writer does.
-    pub fn reload_fleet(&mut self, rules: &str, fleet: &str) {
+    pub(crate) fn reload_fleet(&mut self, rules: &str, fleet: &str) {
         self.rules = Arc::new(compile_with_fleet(rules, fleet));
         self.engine.set_rules(Arc::clone(&self.rules));
         self.engine.begin();
@@ -147,12 +147,12 @@ impl Sim {
     }
 
     /// The engine (read-only), for what a test reads beyond transitions.
-    pub fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 
     /// Sends a prepared structured CloudEvent (to replay the same id).
-    pub fn send_event(&mut self, event: &Value) {
+    pub(crate) fn send_event(&mut self, event: &Value) {
         let mut headers = http::HeaderMap::new();
         headers.insert(
             "content-type",
@@ -177,7 +177,7 @@ impl Sim {
     }
 
     /// Moves the clock forward and fires what is due.
-    pub fn wait(&mut self, seconds: i64) {
+    pub(crate) fn wait(&mut self, seconds: i64) {
         self.now += seconds * 1000;
         self.engine.begin();
         self.engine.tick(self.now);
@@ -187,7 +187,7 @@ impl Sim {
 
     /// A complete resync pass of cluster `prod` ends now, having found `missed` changes the
     /// events had not delivered.
-    pub fn resync_pass(&mut self, missed: usize) {
+    pub(crate) fn resync_pass(&mut self, missed: usize) {
         self.engine.begin();
         self.engine.resync_pass_done("prod", missed, self.now);
         let changes = self.engine.changes();
@@ -196,7 +196,7 @@ impl Sim {
 
     /// What resync does for a tracked object of cluster `prod` a complete list no longer holds
     /// (`Engine::forget`).
-    pub fn sweep(&mut self, uid: &str) {
+    pub(crate) fn sweep(&mut self, uid: &str) {
         let key = ObjectKey {
             cluster: "prod".into(),
             uid: uid.into(),
@@ -210,17 +210,17 @@ impl Sim {
 
     /// The own event path's readiness per part when it changed since the last call, as the
     /// writer publishes it (`drift_sentinel_pipeline_ready`).
-    pub fn pipeline_readiness(&mut self) -> Option<Vec<(String, &'static str, bool)>> {
+    pub(crate) fn pipeline_readiness(&mut self) -> Option<Vec<(String, &'static str, bool)>> {
         self.engine.take_pipeline_readiness()
     }
 
     /// Invariant failures counted since the last call, by (rule, kind).
-    pub fn invariant_errors(&mut self) -> BTreeMap<(String, &'static str), u64> {
+    pub(crate) fn invariant_errors(&mut self) -> BTreeMap<(String, &'static str), u64> {
         self.engine.take_invariant_errors()
     }
 
     /// Invariant failures still to be logged: (rule, kind, object, error).
-    pub fn invariant_failures(&mut self) -> Vec<(String, &'static str, String, String)> {
+    pub(crate) fn invariant_failures(&mut self) -> Vec<(String, &'static str, String, String)> {
         self.engine
             .take_invariant_failures()
             .into_iter()
@@ -229,7 +229,7 @@ impl Sim {
     }
 
     /// Open drifts, as `class[/rule] state Kind/name`, sorted.
-    pub fn open(&self) -> Vec<String> {
+    pub(crate) fn open(&self) -> Vec<String> {
         let mut open: Vec<String> = self
             .engine
             .open_drifts()
@@ -253,7 +253,7 @@ impl Sim {
     }
 
     /// Hot-reloads rules given as YAML, as the writer does.
-    pub fn reload(&mut self, yaml: &str) {
+    pub(crate) fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
         self.rules = Arc::new(config.compile());
         self.engine.set_rules(Arc::clone(&self.rules));
@@ -264,7 +264,7 @@ impl Sim {
     }
 
     /// Every transition as `state class Kind/name` (`class/rule` for a rule's drift).
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.log
             .iter()
             .map(|transition| {
@@ -280,7 +280,7 @@ impl Sim {
     }
 
     /// Only the transitions people hear about (fired, and resolved after firing).
-    pub fn notified(&self) -> Vec<String> {
+    pub(crate) fn notified(&self) -> Vec<String> {
         self.log
             .iter()
             .filter(|transition| transition.is_notifiable())
@@ -297,7 +297,7 @@ impl Sim {
     }
 
     /// The last transition of a class.
-    pub fn last(&self, class: &str) -> &Transition {
+    pub(crate) fn last(&self, class: &str) -> &Transition {
         self.log
             .iter()
             .rev()
@@ -324,7 +324,7 @@ fn class_and_rule(drift: &Drift) -> String {
 
 /// The one comparison every scenario ends with.
 #[track_caller]
-pub fn check(actual: Vec<String>, expected: &[&str]) {
+pub(crate) fn check(actual: Vec<String>, expected: &[&str]) {
     let expected: Vec<String> = expected.iter().map(|line| line.to_string()).collect();
     assert_eq!(
         actual,
@@ -342,13 +342,13 @@ fn rv_counter() -> &'static std::sync::atomic::AtomicU64 {
 }
 
 /// Gives the object a new, higher resourceVersion (as every write does).
-pub fn bump(object: &mut Value) {
+pub(crate) fn bump(object: &mut Value) {
     let next = rv_counter().fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
     object["metadata"]["resourceVersion"] = json!(next.to_string());
 }
 
 /// A changed copy with a new resourceVersion.
-pub fn changed(object: &Value, edit: impl FnOnce(&mut Value)) -> Value {
+pub(crate) fn changed(object: &Value, edit: impl FnOnce(&mut Value)) -> Value {
     let mut copy = object.clone();
     edit(&mut copy);
     bump(&mut copy);
@@ -356,7 +356,13 @@ pub fn changed(object: &Value, edit: impl FnOnce(&mut Value)) -> Value {
 }
 
 /// Records that `manager` wrote `fields` at `time` (replacing its earlier main-resource entry).
-pub fn written_by(object: &mut Value, manager: &str, operation: &str, fields: Value, time: &str) {
+pub(crate) fn written_by(
+    object: &mut Value,
+    manager: &str,
+    operation: &str,
+    fields: Value,
+    time: &str,
+) {
     let api_version = object_api_version(object);
     let entries = object["metadata"]
         .as_object_mut()
@@ -378,9 +384,9 @@ fn object_api_version(object: &Value) -> Value {
 const SERVICE_UID: &str = "0c2ac867-693d-4acc-80a2-df9db8d182e0";
 const CONFIGURATION_UID: &str = "748fc5d8-79b3-47fa-8311-37d1e60ef120";
 const REVISION_UID: &str = "41ae1fe0-86e5-4281-8bc5-f1f31b91fc75";
-pub const DIGEST: &str = "projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp@sha256:fd918309bb55c5a0d8877aa3c2786da5cd12e30408accadddcc0b778d43b4019";
+pub(crate) const DIGEST: &str = "projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp@sha256:fd918309bb55c5a0d8877aa3c2786da5cd12e30408accadddcc0b778d43b4019";
 
-pub fn configuration() -> Value {
+pub(crate) fn configuration() -> Value {
     let mut object = fixture_yaml(
         "serving/rguske-github-io__knative-serving-unwrapped__configuration-knative-webapp.yaml",
     );
@@ -394,7 +400,7 @@ pub fn configuration() -> Value {
     object
 }
 
-pub fn route() -> Value {
+pub(crate) fn route() -> Value {
     let mut object = fixture_yaml(
         "serving/rguske-github-io__knative-serving-unwrapped__route-knative-webapp.yaml",
     );
@@ -408,13 +414,13 @@ pub fn route() -> Value {
     object
 }
 
-pub fn revision() -> Value {
+pub(crate) fn revision() -> Value {
     crate::support::revision()
 }
 
 /// The Knative Service that owns the rguske Configuration, Route and Revision, as Knative
 /// would show it (its template and traffic are what the children were made from).
-pub fn service() -> Value {
+pub(crate) fn service() -> Value {
     let configuration = configuration();
     json!({
         "apiVersion": "serving.knative.dev/v1",
@@ -455,7 +461,7 @@ pub fn service() -> Value {
 }
 
 /// The Revision's Deployment, as Knative's controller creates it.
-pub fn deployment() -> Value {
+pub(crate) fn deployment() -> Value {
     json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -497,7 +503,7 @@ pub fn deployment() -> Value {
 }
 
 /// A Pod of the Revision.
-pub fn pod(name: &str) -> Value {
+pub(crate) fn pod(name: &str) -> Value {
     let deployment = deployment();
     json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -508,7 +514,7 @@ pub fn pod(name: &str) -> Value {
 }
 
 /// `config-autoscaler` as shipped, with the server-set metadata a live object has.
-pub fn config_autoscaler() -> Value {
+pub(crate) fn config_autoscaler() -> Value {
     let mut object =
         fixture_yaml("configmaps/knative-serving__config-core-configmaps__config-autoscaler.yaml");
     object["metadata"]["uid"] = json!("cm-autoscaler-uid");
@@ -526,13 +532,19 @@ pub fn config_autoscaler() -> Value {
 /// A state from `tests/fixtures/knative/derived/` (shapes and strings from Knative's sources; see
 /// its README), with a resourceVersion from the scenario's counter so states sent in order are
 /// newer than the ones before.
-pub fn derived(file: &str) -> Value {
+pub(crate) fn derived(file: &str) -> Value {
     changed(&fixture_yaml(&format!("derived/{file}")), |_| {})
 }
 
 /// Sets (or adds) a status condition as a Knative reconciler writes it; an empty reason or
 /// message is left out.
-pub fn set_condition(object: &mut Value, kind: &str, status: &str, reason: &str, message: &str) {
+pub(crate) fn set_condition(
+    object: &mut Value,
+    kind: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+) {
     let conditions = object["status"]["conditions"].as_array_mut().unwrap();
     let mut condition = json!({"type": kind, "status": status});
     if !reason.is_empty() {
@@ -553,7 +565,7 @@ pub fn set_condition(object: &mut Value, kind: &str, status: &str, reason: &str,
 /// Asserts that the last transition of `class` has a summary containing `part` and ending with
 /// `end` (the target a finding names comes last).
 #[track_caller]
-pub fn assert_summary(sim: &Sim, class: &str, part: &str, end: &str) {
+pub(crate) fn assert_summary(sim: &Sim, class: &str, part: &str, end: &str) {
     let summary = &sim.last(class).drift.evidence.summary;
     assert!(summary.contains(part), "{summary}");
     assert!(summary.ends_with(end), "{summary}");

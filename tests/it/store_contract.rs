@@ -47,35 +47,35 @@ fn load(store: &mut dyn Store) -> (Vec<ObjectState>, store::Snapshot) {
 }
 
 /// A database backend under test, with a fresh empty store.
-pub enum Backend {
+pub(crate) enum Backend {
     Sqlite(tempfile::TempDir),
     Postgres { server: PgServer, url: String },
 }
 
 impl Backend {
-    pub fn sqlite() -> Backend {
+    pub(crate) fn sqlite() -> Backend {
         Backend::Sqlite(tempfile::tempdir().unwrap())
     }
 
-    pub fn postgres() -> Backend {
+    pub(crate) fn postgres() -> Backend {
         let server = PgServer::start();
         let url = server.database();
         Backend::Postgres { server, url }
     }
 
     /// Every database backend.
-    pub fn all() -> [Backend; 2] {
+    pub(crate) fn all() -> [Backend; 2] {
         [Backend::sqlite(), Backend::postgres()]
     }
 
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Backend::Sqlite(_) => "sqlite",
             Backend::Postgres { .. } => "postgres",
         }
     }
 
-    pub fn config(&self) -> store::Options {
+    pub(crate) fn config(&self) -> store::Options {
         match self {
             Backend::Sqlite(dir) => config(&dir.path().join("store.db")),
             Backend::Postgres { url, .. } => store::Options::Postgres {
@@ -87,7 +87,7 @@ impl Backend {
     }
 
     /// Opens the store (again: each call is another set of connections, like another process).
-    pub fn open(&self) -> store::Opened {
+    pub(crate) fn open(&self) -> store::Opened {
         store::open(&self.config())
             .unwrap_or_else(|error| panic!("opening the {} store: {error}", self.name()))
     }

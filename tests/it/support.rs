@@ -17,14 +17,14 @@ use drift_store::memory::MemoryStore;
 use serde_json::{json, Value};
 
 /// Path of a fixture file.
-pub fn fixture_path(relative: &str) -> PathBuf {
+pub(crate) fn fixture_path(relative: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/knative")
         .join(relative)
 }
 
 /// Merges `patch` into `target` (objects key by key, anything else replaced).
-pub fn merge(target: &mut Value, patch: &Value) {
+pub(crate) fn merge(target: &mut Value, patch: &Value) {
     match (target, patch) {
         (Value::Object(target), Value::Object(patch)) => {
             for (key, value) in patch {
@@ -36,20 +36,20 @@ pub fn merge(target: &mut Value, patch: &Value) {
 }
 
 /// A YAML fixture as JSON.
-pub fn fixture_yaml(relative: &str) -> Value {
+pub(crate) fn fixture_yaml(relative: &str) -> Value {
     let text = std::fs::read_to_string(fixture_path(relative)).expect("fixture exists");
     serde_saphyr::from_str(&text).expect("fixture is YAML")
 }
 
 /// The current-shape Revision from the rguske fixture (scaled to zero, ready).
-pub fn revision() -> Value {
+pub(crate) fn revision() -> Value {
     fixture_yaml(
         "serving/rguske-github-io__knative-serving-unwrapped__revision-knative-webapp-00001.yaml",
     )
 }
 
 /// A structured-mode ApiServerSource CloudEvent for `object`.
-pub fn structured_event(id: &str, verb: &str, object: &Value) -> Value {
+pub(crate) fn structured_event(id: &str, verb: &str, object: &Value) -> Value {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
@@ -72,7 +72,7 @@ pub fn structured_event(id: &str, verb: &str, object: &Value) -> Value {
 }
 
 /// The same event as a binary-mode request, as Knative's Broker sends it.
-pub fn binary_request(event: &Value) -> Request<Body> {
+pub(crate) fn binary_request(event: &Value) -> Request<Body> {
     let mut builder = Request::post("/").header("content-type", "application/json");
     for (key, value) in event.as_object().expect("event object") {
         if key == "data" || key == "datacontenttype" {
@@ -95,7 +95,7 @@ pub fn binary_request(event: &Value) -> Request<Body> {
 }
 
 /// The event as a structured-mode request.
-pub fn structured_request(event: &Value) -> Request<Body> {
+pub(crate) fn structured_request(event: &Value) -> Request<Body> {
     Request::post("/")
         .header("content-type", "application/cloudevents+json")
         .body(Body::from(serde_json::to_vec(event).expect("json")))
@@ -103,7 +103,7 @@ pub fn structured_request(event: &Value) -> Request<Body> {
 }
 
 /// Events as a batch-mode request.
-pub fn batch_request(events: &[Value]) -> Request<Body> {
+pub(crate) fn batch_request(events: &[Value]) -> Request<Body> {
     Request::post("/")
         .header("content-type", "application/cloudevents-batch+json")
         .body(Body::from(serde_json::to_vec(events).expect("json")))
@@ -112,20 +112,20 @@ pub fn batch_request(events: &[Value]) -> Request<Body> {
 
 /// The three content modes.
 #[derive(Debug, Clone, Copy)]
-pub enum ContentMode {
+pub(crate) enum ContentMode {
     Binary,
     Structured,
     Batch,
 }
 
-pub const MODES: [ContentMode; 3] = [
+pub(crate) const MODES: [ContentMode; 3] = [
     ContentMode::Binary,
     ContentMode::Structured,
     ContentMode::Batch,
 ];
 
 /// One event as a request in the given mode.
-pub fn request(mode: ContentMode, event: &Value) -> Request<Body> {
+pub(crate) fn request(mode: ContentMode, event: &Value) -> Request<Body> {
     match mode {
         ContentMode::Binary => binary_request(event),
         ContentMode::Structured => structured_request(event),
@@ -134,7 +134,7 @@ pub fn request(mode: ContentMode, event: &Value) -> Request<Body> {
 }
 
 /// A router over a memory store, with its parts for inspection.
-pub struct TestApp {
+pub(crate) struct TestApp {
     pub router: axum::Router,
     pub store: MemoryStore,
     pub metrics: Arc<Metrics>,
@@ -188,7 +188,7 @@ impl Default for Options {
 
 /// Builds a test app whose API and dashboard read the memory store (`app.store`) and whose
 /// clock is `clock`; resolved drifts are kept 90 days (the shipped `store.retention`).
-pub fn app_with_audit(clock: Clock) -> TestApp {
+pub(crate) fn app_with_audit(clock: Clock) -> TestApp {
     build(Options {
         clock,
         audit: true,
@@ -198,7 +198,7 @@ pub fn app_with_audit(clock: Clock) -> TestApp {
 }
 
 /// Builds a test app whose ingest requires `auth`.
-pub fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp {
+pub(crate) fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp {
     build(Options {
         ingest_auth: auth,
         ..Options::default()
@@ -206,7 +206,7 @@ pub fn app_with_auth(auth: drift_sentinel::ingest::auth::IngestAuth) -> TestApp 
 }
 
 /// Builds a test app whose ingest holds at most `in_flight` request bytes at once.
-pub fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
+pub(crate) fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
     build(Options {
         body_limit,
         in_flight: Some(in_flight),
@@ -215,7 +215,7 @@ pub fn app_with_budget(body_limit: usize, in_flight: usize) -> TestApp {
 }
 
 /// Builds a test app whose engine keeps at most `capacity` state.
-pub fn app_with_capacity(capacity: drift_core::classify::Capacity) -> TestApp {
+pub(crate) fn app_with_capacity(capacity: drift_core::classify::Capacity) -> TestApp {
     build(Options {
         capacity,
         ..Options::default()
@@ -223,7 +223,7 @@ pub fn app_with_capacity(capacity: drift_core::classify::Capacity) -> TestApp {
 }
 
 /// Builds a test app.
-pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestApp {
+pub(crate) fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestApp {
     build(Options {
         queue_capacity,
         body_limit,
@@ -234,7 +234,7 @@ pub fn app_with(queue_capacity: usize, body_limit: usize, clock: Clock) -> TestA
 
 /// Builds a test app whose request bodies must keep `pace`, with a budget of `in_flight` bytes
 /// for bodies of at most `body_limit`.
-pub fn app_with_pace(
+pub(crate) fn app_with_pace(
     body_limit: usize,
     in_flight: usize,
     pace: drift_sentinel::ingest::admission::BodyPace,
@@ -249,7 +249,7 @@ pub fn app_with_pace(
 }
 
 /// Builds a test app with `routes` in place of the API and dashboard.
-pub fn app_with_routes(routes: axum::Router) -> TestApp {
+pub(crate) fn app_with_routes(routes: axum::Router) -> TestApp {
     let mut app = app();
     let state = AppState {
         ingest_auth: drift_sentinel::ingest::auth::IngestAuth::Open,
@@ -271,7 +271,7 @@ pub fn app_with_routes(routes: axum::Router) -> TestApp {
 }
 
 /// Builds a test app whose requests time out after `timeout` (`server.requestTimeout`).
-pub fn app_with_request_timeout(timeout: std::time::Duration) -> TestApp {
+pub(crate) fn app_with_request_timeout(timeout: std::time::Duration) -> TestApp {
     build(Options {
         request_timeout: timeout,
         ..Options::default()
@@ -349,12 +349,12 @@ fn build(options: Options) -> TestApp {
 }
 
 /// A test app with defaults.
-pub fn app() -> TestApp {
+pub(crate) fn app() -> TestApp {
     app_with(64, 4 * 1024 * 1024, drift_model::time::system_clock())
 }
 
 /// Reads a response body.
-pub async fn body_bytes(response: axum::response::Response) -> Vec<u8> {
+pub(crate) async fn body_bytes(response: axum::response::Response) -> Vec<u8> {
     use http_body_util::BodyExt;
     response
         .into_body()
@@ -366,7 +366,7 @@ pub async fn body_bytes(response: axum::response::Response) -> Vec<u8> {
 }
 
 /// A counter value from the metrics text, or 0.
-pub fn metric(metrics: &Metrics, line_prefix: &str) -> f64 {
+pub(crate) fn metric(metrics: &Metrics, line_prefix: &str) -> f64 {
     metrics
         .render()
         .lines()
@@ -377,7 +377,7 @@ pub fn metric(metrics: &Metrics, line_prefix: &str) -> f64 {
 }
 
 /// What a run of the real binary printed and how it exited.
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -385,7 +385,7 @@ pub struct Outcome {
 
 /// Runs the real binary with `args` (the subcommand first), never the environment's config, and
 /// `--config` when given.
-pub fn run_binary(args: &[&str], config: Option<&std::path::Path>) -> Outcome {
+pub(crate) fn run_binary(args: &[&str], config: Option<&std::path::Path>) -> Outcome {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
     command.args(args).env_remove("DRIFT_SENTINEL_CONFIG");
     if let Some(config) = config {
@@ -401,7 +401,7 @@ pub fn run_binary(args: &[&str], config: Option<&std::path::Path>) -> Outcome {
 
 /// The engine's states of the objects a memory store holds, decoded as the writer decodes them
 /// at start.
-pub trait StoredStates {
+pub(crate) trait StoredStates {
     /// Every stored object's state.
     fn states(&self) -> Vec<drift_core::classify::ObjectState>;
 }

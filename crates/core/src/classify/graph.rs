@@ -27,7 +27,7 @@ pub(crate) struct NameKey {
 
 impl NameKey {
     /// The name key of an object.
-    pub fn of(object: &ObjectState) -> NameKey {
+    pub(crate) fn of(object: &ObjectState) -> NameKey {
         NameKey {
             cluster: object.cluster.clone(),
             group: object.group().to_string(),

@@ -11,7 +11,7 @@ mod objects;
 mod pipeline_watch;
 mod rule_errors;
 
-pub use rule_errors::RuleFailure;
+pub(super) use rule_errors::RuleFailure;
 
 use super::journal::Journal;
 pub use super::ordering::ListContext;
