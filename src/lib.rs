@@ -20,6 +20,8 @@ pub mod cluster;
 pub mod commands;
 /// Channels and the relays that move outbox rows to destinations.
 pub mod deliver;
+/// The HTTP error answer shared by every route: `{code, message}`, `Retry-After` on `503`.
+pub mod error;
 /// The HTTP edge: `POST /`, health, metrics, admission, auth.
 pub mod ingest;
 /// The Prometheus registry.

@@ -30,7 +30,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiState;
-use crate::ingest::ApiError;
+use crate::error::ApiError;
 
 /// The dashboard needs its inline `<style>` and its own forms, nothing else: no script, no
 /// frame around it, no other origin's resources.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{audit, blocking, no_query, query_error, ApiState, NoQuery};
-use crate::ingest::ApiError;
+use crate::error::ApiError;
 use drift_core::classify::classes;
 use drift_model::time::format_time;
 use drift_model::wire::drift::{DriftView, EvidenceView};

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::report::escape_html as esc;
 use super::ApiState;
-use crate::ingest::ApiError;
+use crate::error::ApiError;
 use drift_core::classify::fleet::{value_text, GroupView, WHOLE_OBJECT};
 use drift_model::time::format_time;
 use drift_model::wire::fleet::{

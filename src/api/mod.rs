@@ -31,8 +31,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get};
 use axum::Router;
 
+use crate::error::ApiError;
 use crate::ingest::auth::{bearer, same_secret};
-use crate::ingest::ApiError;
 use crate::pipeline::{Pipeline, ResyncControl};
 use drift_core::config::Secret;
 use drift_model::time::Clock;

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::drifts::groups_of;
 use super::{audit, blocking, query_error, ApiState};
-use crate::ingest::ApiError;
+use crate::error::ApiError;
 use drift_model::time::format_time;
 use drift_model::{group, Drift, Millis};
 

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::{no_query, ApiState, NoQuery};
-use crate::ingest::ApiError;
+use crate::error::ApiError;
 use crate::pipeline::{ResyncStatus, StartError};
 use drift_model::time::format_time;
 use drift_model::wire::resync::{PassView, ResyncView, RunningView};

@@ -8,7 +8,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::{audit, blocking, no_query, ApiState, NoQuery};
-use crate::ingest::ApiError;
+use crate::error::ApiError;
 use crate::pipeline::{SilenceOutcome, SilenceRequest};
 use drift_model::wire::silence::{SilenceInput, SilenceView};
 use drift_model::Silence;

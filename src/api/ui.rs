@@ -30,8 +30,8 @@ use super::overview;
 use super::report::{build_report, escape_html as esc};
 use super::silences::{add_silence, all_silences};
 use super::{audit, blocking, ApiState};
+use crate::error::ApiError;
 use crate::ingest::auth::{bearer, same_secret};
-use crate::ingest::ApiError;
 use crate::pipeline::{ResyncStatus, ResyncTrigger, StartError};
 use drift_model::time::format_time;
 use drift_model::{group, Drift, Silence};
@@ -296,7 +296,7 @@ async fn index(
             query.class.as_deref(),
             &drift_core::classify::classes::REGISTRY
                 .iter()
-                .map(|class| (class.id(), class.names().en))
+                .map(|class| (class.id(), class.info().english))
                 .collect::<Vec<_>>(),
         ),
         select("severity", query.severity.as_deref(), drift_model::SEVERITIES),

@@ -111,6 +111,7 @@ impl WriterRole {
         let channels = crate::deliver::build_channels(
             &channel_configs,
             config.public_url.as_deref(),
+            &drift_core::classify::classes::catalog(),
             clock.clone(),
         )
         .context("building HTTP clients for channels")?;

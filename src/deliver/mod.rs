@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use drift_core::config::{ChannelConfig, ChannelKind};
+use drift_model::class::ClassCatalog;
 use drift_model::time::Clock;
 use drift_model::Millis;
 use drift_model::Notice;
@@ -122,16 +123,18 @@ pub trait Channel: Send + Sync {
     fn send<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Outcome>;
 }
 
-/// Builds every channel endpoint from the config (Alertmanager expands to one per URL).
+/// Builds every channel endpoint from the config (Alertmanager expands to one per URL); the
+/// messages name classes from `classes`.
 pub fn build_channels(
     channels: &[ChannelConfig],
     public_url: Option<&str>,
+    classes: &ClassCatalog,
     clock: Clock,
 ) -> Result<Vec<Arc<dyn Channel>>, reqwest::Error> {
     let mut built: Vec<Arc<dyn Channel>> = Vec::new();
     for config in channels {
         let client = http::client(config.timeout)?;
-        let style = render::Style::new(config, public_url);
+        let style = render::Style::new(config, public_url, classes);
         match &config.kind {
             ChannelKind::Log {} => built.push(Arc::new(log::LogChannel::new(&config.name, style))),
             ChannelKind::Dingtalk {

@@ -11,6 +11,7 @@
 //! to the ops channel. Only the templates (ours, or the operator's `templates:`) make structure.
 
 use drift_core::config::{ChannelConfig, TemplateConfig};
+use drift_model::class::ClassCatalog;
 use drift_model::text::{actor_text, object_path};
 use drift_model::time::format_time;
 use drift_model::{Drift, FieldChange};
@@ -220,11 +221,13 @@ pub struct Style {
     pub templates: TemplateConfig,
     /// Base URL for links to the dashboard.
     pub public_url: Option<String>,
+    /// The classes' names in each language.
+    pub classes: ClassCatalog,
 }
 
 impl Style {
-    /// The style of a configured channel.
-    pub fn new(config: &ChannelConfig, public_url: Option<&str>) -> Style {
+    /// The style of a configured channel, naming classes from `classes`.
+    pub fn new(config: &ChannelConfig, public_url: Option<&str>, classes: &ClassCatalog) -> Style {
         Style {
             language: if config.language == "zh" {
                 Language::Zh
@@ -233,15 +236,17 @@ impl Style {
             },
             templates: config.templates.clone(),
             public_url: public_url.map(|url| url.trim_end_matches('/').to_string()),
+            classes: classes.clone(),
         }
     }
 
-    /// English, no overrides (tests and the log channel).
+    /// English, no overrides (tests and the log channel): classes by their ids, so no names.
     pub fn english() -> Style {
         Style {
             language: Language::En,
             templates: TemplateConfig::default(),
             public_url: None,
+            classes: ClassCatalog::default(),
         }
     }
 
@@ -266,8 +271,10 @@ impl Style {
         if !self.zh() {
             return class.to_string();
         }
-        let name = drift_core::classify::classes::by_id(class)
-            .map(|known| known.names().zh)
+        let name = self
+            .classes
+            .by_id(class)
+            .map(|known| known.chinese)
             .unwrap_or(class);
         format!("{name}（{class}）")
     }
@@ -531,14 +538,12 @@ pub(crate) fn diff_lines(
     markup: Markup,
     placed: Placement,
 ) -> Vec<String> {
-    let show = |value: &Option<serde_json::Value>| match value
-        .as_ref()
-        .map(drift_core::classify::evidence::diff::bounded)
-    {
-        None => "∅".to_string(),
-        Some(serde_json::Value::String(text)) => text,
-        Some(other) => other.to_string(),
-    };
+    let show =
+        |value: &Option<serde_json::Value>| match value.as_ref().map(drift_model::diff::bounded) {
+            None => "∅".to_string(),
+            Some(serde_json::Value::String(text)) => text,
+            Some(other) => other.to_string(),
+        };
     let mut lines: Vec<String> = changes
         .iter()
         .take(max)
@@ -668,6 +673,7 @@ pub(crate) mod tests {
             "[FIRING] traffic_drift on Service pay/checkout (prod)"
         );
         style.language = Language::Zh;
+        style.classes = drift_core::classify::classes::catalog();
         assert_eq!(
             style.title(&notice()),
             "【告警】流量漂移（traffic_drift） Service pay/checkout（prod）"

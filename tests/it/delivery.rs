@@ -121,6 +121,7 @@ fn harness(channel_yaml: &str, clock: &FakeClock, limits: Limits) -> Harness {
     let mut channels = drift_sentinel::deliver::build_channels(
         &config.channels,
         Some("https://drift.example.com"),
+        &drift_core::classify::classes::catalog(),
         Arc::new(move || channel_clock.load(Ordering::SeqCst)),
     )
     .unwrap();

@@ -8,25 +8,26 @@ use drift_core::classify::classes::{self, REGISTRY};
 fn every_class_has_a_name_in_english_and_chinese() {
     let mut seen = std::collections::BTreeSet::new();
     for class in REGISTRY {
-        let names = class.names();
+        let names = class.info();
+        assert_eq!(names.id, class.id());
         assert!(
             seen.insert(class.id()),
             "{} is registered twice",
             class.id()
         );
         assert!(
-            !names.en.trim().is_empty(),
+            !names.english.trim().is_empty(),
             "{} has no English name",
             class.id()
         );
         assert!(
             names
-                .zh
+                .chinese
                 .chars()
                 .any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)),
             "{} has no Chinese name: {:?}",
             class.id(),
-            names.zh
+            names.chinese
         );
     }
 }
@@ -75,13 +76,24 @@ fn the_readme_class_table_is_the_registry() {
                 class.id().to_string(),
                 format!(
                     "{} / {}",
-                    defaults.severity.as_str(),
+                    class.info().severity.as_str(),
                     grace_text(defaults.grace)
                 ),
             )
         })
         .collect();
     assert_eq!(rows, expected);
+}
+
+#[test]
+fn the_catalog_renderers_read_is_the_registry() {
+    let catalog = classes::catalog();
+    let ids: Vec<&str> = catalog.iter().map(|class| class.id).collect();
+    assert_eq!(ids, classes::ids().collect::<Vec<_>>());
+    for class in REGISTRY {
+        assert_eq!(catalog.by_id(class.id()), Some(class.info()));
+    }
+    assert_eq!(catalog.by_id("no_such_class"), None);
 }
 
 #[test]

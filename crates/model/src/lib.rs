@@ -6,6 +6,8 @@
 //!
 //! Architecture invariant: this crate depends on no other crate of the workspace.
 
+pub mod class;
+pub mod diff;
 pub mod drift;
 pub mod glob;
 pub mod group;

@@ -30,22 +30,22 @@ pub(crate) fn live_json(object: &ObjectState) -> Value {
     live
 }
 
-impl DriftClass for BaselineDrift {
-    fn id(&self) -> &'static str {
-        "baseline_drift"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "baseline_drift",
+    english: "Baseline drift",
+    chinese: "偏离基线",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Baseline drift",
-            zh: "偏离基线",
-        }
+impl DriftClass for BaselineDrift {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(300),
             grace_follows_default: true,
         }

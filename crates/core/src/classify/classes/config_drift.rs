@@ -16,22 +16,22 @@ use crate::classify::evidence::spec_diff;
 /// The class.
 pub(crate) struct ConfigDrift;
 
-impl DriftClass for ConfigDrift {
-    fn id(&self) -> &'static str {
-        "config_drift"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "config_drift",
+    english: "Config drift",
+    chinese: "配置漂移",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Config drift",
-            zh: "配置漂移",
-        }
+impl DriftClass for ConfigDrift {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(0),
             grace_follows_default: false,
         }

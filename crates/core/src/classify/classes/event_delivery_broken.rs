@@ -143,16 +143,17 @@ fn target(object: &ObjectState, condition: &str) -> (Option<String>, Option<Stri
     )
 }
 
-impl DriftClass for EventDeliveryBroken {
-    fn id(&self) -> &'static str {
-        "event_delivery_broken"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "event_delivery_broken",
+    english: "Event delivery broken",
+    chinese: "事件投递中断",
+    severity: Severity::Critical,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Event delivery broken",
-            zh: "事件投递中断",
-        }
+impl DriftClass for EventDeliveryBroken {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -162,7 +163,6 @@ impl DriftClass for EventDeliveryBroken {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Critical,
             grace: secs(120),
             grace_follows_default: true,
         }

@@ -29,23 +29,23 @@ pub const ID: &str = "fleet_divergence";
 /// The class.
 pub(crate) struct FleetDivergence;
 
-impl DriftClass for FleetDivergence {
-    fn id(&self) -> &'static str {
-        ID
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: ID,
+    english: "Fleet divergence",
+    chinese: "集群间配置不一致",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Fleet divergence",
-            zh: "集群间配置不一致",
-        }
+impl DriftClass for FleetDivergence {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         // Severity and grace are each group's own (`fleet.groups[].severity`, `.grace`).
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(300),
             grace_follows_default: false,
         }

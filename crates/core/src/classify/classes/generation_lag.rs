@@ -9,16 +9,17 @@ use crate::classify::kinds;
 /// The class.
 pub(crate) struct GenerationLag;
 
-impl DriftClass for GenerationLag {
-    fn id(&self) -> &'static str {
-        "generation_lag"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "generation_lag",
+    english: "Generation lag",
+    chinese: "版本未同步",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Generation lag",
-            zh: "版本未同步",
-        }
+impl DriftClass for GenerationLag {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -28,7 +29,6 @@ impl DriftClass for GenerationLag {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(300),
             grace_follows_default: true,
         }

@@ -230,22 +230,22 @@ impl ImageDrift {
     }
 }
 
-impl DriftClass for ImageDrift {
-    fn id(&self) -> &'static str {
-        "image_drift"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "image_drift",
+    english: "Image drift",
+    chinese: "镜像漂移",
+    severity: Severity::Critical,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Image drift",
-            zh: "镜像漂移",
-        }
+impl DriftClass for ImageDrift {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Critical,
             grace: secs(60),
             grace_follows_default: false,
         }

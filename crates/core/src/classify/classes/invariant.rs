@@ -23,23 +23,23 @@ pub const ID: &str = "invariant";
 /// The class.
 pub(crate) struct InvariantBroken;
 
-impl DriftClass for InvariantBroken {
-    fn id(&self) -> &'static str {
-        ID
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: ID,
+    english: "Invariant broken",
+    chinese: "团队规则被违反",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Invariant broken",
-            zh: "团队规则被违反",
-        }
+impl DriftClass for InvariantBroken {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         // Severity and grace are each rule's own (`rules.invariants[].severity`, `.grace`).
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(120),
             grace_follows_default: false,
         }

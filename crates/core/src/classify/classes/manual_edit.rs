@@ -142,22 +142,22 @@ pub(super) fn by_whom(actor: &Option<Actor>) -> String {
     }
 }
 
-impl DriftClass for ManualEdit {
-    fn id(&self) -> &'static str {
-        "manual_edit"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "manual_edit",
+    english: "Manual edit",
+    chinese: "人工修改",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Manual edit",
-            zh: "人工修改",
-        }
+impl DriftClass for ManualEdit {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(0),
             grace_follows_default: false,
         }

@@ -15,6 +15,7 @@ use super::rules::{
 };
 use super::state::ObjectState;
 use crate::decode::{Action, KubeObject};
+pub use drift_model::class::{ClassCatalog, ClassInfo};
 use drift_model::{Drift, DriftSlot, Evidence, Millis, ObjectKey, Severity};
 
 /// What a class needs to know about the change being applied.
@@ -142,8 +143,6 @@ impl Assessment {
 pub struct ClassDefaults {
     /// Runs unless disabled.
     pub enabled: bool,
-    /// Default severity.
-    pub severity: Severity,
     /// Default grace.
     pub grace: Duration,
     /// Whether `rules.defaults.grace` overrides `grace` (false for classes whose grace has a
@@ -151,21 +150,14 @@ pub struct ClassDefaults {
     pub grace_follows_default: bool,
 }
 
-/// The names of a class that people read, in each message language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClassNames {
-    /// English.
-    pub en: &'static str,
-    /// Simplified Chinese.
-    pub zh: &'static str,
-}
-
 /// One drift class.
 pub trait DriftClass: Sync {
+    /// Its catalogue entry: id, names in English and Chinese, default severity.
+    fn info(&self) -> &'static ClassInfo;
     /// The public id.
-    fn id(&self) -> &'static str;
-    /// Its names in English and Chinese (messages, the dashboard, the docs).
-    fn names(&self) -> ClassNames;
+    fn id(&self) -> &'static str {
+        self.info().id
+    }
     /// Built-in defaults.
     fn defaults(&self) -> ClassDefaults;
     /// Verdicts for the objects this change concerns.
@@ -274,6 +266,11 @@ pub fn is_known(id: &str) -> bool {
     REGISTRY.iter().any(|class| class.id() == id)
 }
 
+/// Every class's catalogue entry, for whoever names classes without judging (the renderers).
+pub fn catalog() -> ClassCatalog {
+    ClassCatalog::new(REGISTRY.iter().map(|class| class.info()).collect())
+}
+
 /// The class with this id.
 pub fn by_id(id: &str) -> Option<&'static dyn DriftClass> {
     REGISTRY.iter().copied().find(|class| class.id() == id)
@@ -290,7 +287,7 @@ pub(crate) fn default_settings(
             let defaults = class.defaults();
             let settings = ClassSettings {
                 enabled: defaults.enabled,
-                severity: defaults.severity,
+                severity: class.info().severity,
                 grace: default_grace
                     .filter(|_| defaults.grace_follows_default)
                     .unwrap_or(defaults.grace),

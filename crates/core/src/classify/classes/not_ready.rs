@@ -21,16 +21,17 @@ use crate::classify::kinds;
 /// The class.
 pub(crate) struct NotReady;
 
-impl DriftClass for NotReady {
-    fn id(&self) -> &'static str {
-        "not_ready"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "not_ready",
+    english: "Not ready",
+    chinese: "未就绪",
+    severity: Severity::Critical,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Not ready",
-            zh: "未就绪",
-        }
+impl DriftClass for NotReady {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -40,7 +41,6 @@ impl DriftClass for NotReady {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Critical,
             grace: secs(180),
             grace_follows_default: true,
         }

@@ -89,16 +89,17 @@ fn not_ready_evidence(
     found
 }
 
-impl DriftClass for OperatorUpgradeStuck {
-    fn id(&self) -> &'static str {
-        "operator_upgrade_stuck"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "operator_upgrade_stuck",
+    english: "Operator upgrade stuck",
+    chinese: "Operator 升级卡住",
+    severity: Severity::Critical,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Operator upgrade stuck",
-            zh: "Operator 升级卡住",
-        }
+impl DriftClass for OperatorUpgradeStuck {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -108,7 +109,6 @@ impl DriftClass for OperatorUpgradeStuck {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Critical,
             // An upgrade rolls every Knative Deployment; fifteen minutes is several times what
             // a healthy one takes.
             grace: secs(900),

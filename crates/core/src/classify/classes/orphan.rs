@@ -38,22 +38,22 @@ impl Orphan {
     }
 }
 
-impl DriftClass for Orphan {
-    fn id(&self) -> &'static str {
-        "orphan"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "orphan",
+    english: "Orphan",
+    chinese: "孤儿资源",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Orphan",
-            zh: "孤儿资源",
-        }
+impl DriftClass for Orphan {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(600),
             grace_follows_default: false,
         }

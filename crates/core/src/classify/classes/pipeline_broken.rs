@@ -109,16 +109,17 @@ pub(crate) fn part_problem(
     Some(format!("it is not ready: {}", culprit.describe()))
 }
 
-impl DriftClass for PipelineBroken {
-    fn id(&self) -> &'static str {
-        ID
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: ID,
+    english: "drift-sentinel's event path broken",
+    chinese: "漂移监测事件链路中断",
+    severity: Severity::Critical,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "drift-sentinel's event path broken",
-            zh: "漂移监测事件链路中断",
-        }
+impl DriftClass for PipelineBroken {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -129,7 +130,6 @@ impl DriftClass for PipelineBroken {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Critical,
             // A Broker or Trigger is not ready for a few seconds after every reconcile.
             grace: secs(60),
             grace_follows_default: false,

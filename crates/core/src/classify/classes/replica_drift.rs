@@ -10,22 +10,22 @@ use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 /// The class.
 pub(crate) struct ReplicaDrift;
 
-impl DriftClass for ReplicaDrift {
-    fn id(&self) -> &'static str {
-        "replica_drift"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "replica_drift",
+    english: "Replica drift",
+    chinese: "副本数偏差",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Replica drift",
-            zh: "副本数偏差",
-        }
+impl DriftClass for ReplicaDrift {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(300),
             grace_follows_default: true,
         }

@@ -8,16 +8,17 @@ use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 /// The class.
 pub(crate) struct RevisionNotReady;
 
-impl DriftClass for RevisionNotReady {
-    fn id(&self) -> &'static str {
-        "revision_not_ready"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "revision_not_ready",
+    english: "Latest revision not ready",
+    chinese: "最新修订版未就绪",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Latest revision not ready",
-            zh: "最新修订版未就绪",
-        }
+impl DriftClass for RevisionNotReady {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -27,7 +28,6 @@ impl DriftClass for RevisionNotReady {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(300),
             grace_follows_default: true,
         }

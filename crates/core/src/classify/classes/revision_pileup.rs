@@ -64,16 +64,17 @@ impl RevisionPileup {
     }
 }
 
-impl DriftClass for RevisionPileup {
-    fn id(&self) -> &'static str {
-        "revision_pileup"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "revision_pileup",
+    english: "Revision pile-up",
+    chinese: "修订版堆积",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Revision pile-up",
-            zh: "修订版堆积",
-        }
+impl DriftClass for RevisionPileup {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -83,7 +84,6 @@ impl DriftClass for RevisionPileup {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(600),
             grace_follows_default: false,
         }

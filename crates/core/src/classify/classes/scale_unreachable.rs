@@ -41,16 +41,17 @@ pub(crate) fn autoscaler_of<'a>(
     )
 }
 
-impl DriftClass for ScaleUnreachable {
-    fn id(&self) -> &'static str {
-        "scale_unreachable"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "scale_unreachable",
+    english: "Scale not reached",
+    chinese: "无法扩容到期望副本数",
+    severity: Severity::Warning,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Scale not reached",
-            zh: "无法扩容到期望副本数",
-        }
+impl DriftClass for ScaleUnreachable {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -60,7 +61,6 @@ impl DriftClass for ScaleUnreachable {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Warning,
             grace: secs(300),
             grace_follows_default: true,
         }

@@ -263,16 +263,17 @@ fn split_text(split: &BTreeMap<String, f64>) -> String {
         .join(",")
 }
 
-impl DriftClass for TrafficDrift {
-    fn id(&self) -> &'static str {
-        "traffic_drift"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "traffic_drift",
+    english: "Traffic drift",
+    chinese: "流量漂移",
+    severity: Severity::Critical,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Traffic drift",
-            zh: "流量漂移",
-        }
+impl DriftClass for TrafficDrift {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn applies_to_snapshot(&self) -> bool {
@@ -282,7 +283,6 @@ impl DriftClass for TrafficDrift {
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Critical,
             grace: secs(120),
             grace_follows_default: true,
         }

@@ -19,22 +19,22 @@ fn owner_alive(context: &Context<'_>, object: &ObjectState) -> Option<bool> {
     Some(!state.is_going_away())
 }
 
-impl DriftClass for UnexpectedDelete {
-    fn id(&self) -> &'static str {
-        "unexpected_delete"
-    }
+/// The class's catalogue entry.
+static INFO: ClassInfo = ClassInfo {
+    id: "unexpected_delete",
+    english: "Unexpected delete",
+    chinese: "意外删除",
+    severity: Severity::Critical,
+};
 
-    fn names(&self) -> ClassNames {
-        ClassNames {
-            en: "Unexpected delete",
-            zh: "意外删除",
-        }
+impl DriftClass for UnexpectedDelete {
+    fn info(&self) -> &'static ClassInfo {
+        &INFO
     }
 
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,
-            severity: Severity::Critical,
             grace: secs(60),
             grace_follows_default: false,
         }

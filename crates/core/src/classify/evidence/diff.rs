@@ -4,8 +4,8 @@
 //! timestamps are not in the compact state at all, and configured ignore paths are dropped here.
 //! Diffs are bounded to at most [`MAX_CHANGES`] entries. Values are kept whole, because they are
 //! compared later (has an edit been reverted?) and written into remediation patches; renderers
-//! cut long values for display with [`bounded`] (to
-//! [`MAX_VALUE_CHARS`], so one huge edit cannot produce a huge alert.
+//! cut long values for display with `drift_model::diff::bounded`, so one huge edit cannot
+//! produce a huge alert.
 
 use serde_json::Value;
 
@@ -14,8 +14,7 @@ use crate::classify::Rules;
 use drift_model::pointer::push_pointer;
 use drift_model::{FieldChange, MAX_CHANGES};
 
-/// Longest string value kept in a change (characters).
-pub(crate) const MAX_VALUE_CHARS: usize = 300;
+pub use drift_model::diff::bounded;
 
 /// Diffs two JSON values under `base`, appending to `out`.
 pub fn diff_values(
@@ -54,21 +53,6 @@ pub fn diff_values(
             before: left.cloned(),
             after: right.cloned(),
         }),
-    }
-}
-
-/// A value with long strings cut, for messages.
-pub fn bounded(value: &Value) -> Value {
-    match value {
-        Value::String(text) if text.chars().count() > MAX_VALUE_CHARS => {
-            let cut: String = text.chars().take(MAX_VALUE_CHARS).collect();
-            Value::String(format!("{cut}… ({} characters)", text.chars().count()))
-        }
-        Value::Array(items) => Value::Array(items.iter().map(bounded).collect()),
-        Value::Object(map) => {
-            Value::Object(map.iter().map(|(k, v)| (k.clone(), bounded(v))).collect())
-        }
-        other => other.clone(),
     }
 }
 
