@@ -7,6 +7,7 @@ mod check;
 mod classes;
 mod compare;
 mod crash_resend;
+mod crate_graph;
 mod delivery;
 #[cfg(feature = "cluster")]
 mod fake_apiserver;
@@ -19,6 +20,7 @@ mod invariants;
 mod knative_defaults;
 mod knative_kinds;
 mod oidc;
+mod one_alert_per_failure;
 mod overload;
 mod pg;
 mod pg_tls;
@@ -29,7 +31,6 @@ mod registry;
 #[cfg(feature = "cluster")]
 mod resync;
 mod resync_api;
-mod review16;
 mod router;
 mod scenario;
 mod secrets;

@@ -1,6 +1,8 @@
-//! The independent review of issue 16 ("All of Knative"): the scenarios it found defects with,
-//! kept as regression tests (each failed on the reviewed head and passes since the fixes).
-//! Objects come from `tests/fixtures/knative` (mostly `derived/`, Scenario D: drift-sentinel's
+//! One failure is one alert, whatever order Knative's controllers write their objects in, and
+//! drift-sentinel's own event path is judged right across restarts: a Subscription written
+//! before its Trigger, a Trigger's event before its Broker's, a blind source after a restart,
+//! deletions inferred by resync, plumbing behind a benignly not-ready owner, owner-reference
+//! cycles, operator upgrades, a Revision's shortfall before its autoscalers. Objects come from `tests/fixtures/knative` (mostly `derived/`, Scenario D: drift-sentinel's
 //! own Broker, Trigger and the Trigger's Subscription, whose resourceVersions give the order the
 //! controllers wrote them in).
 
@@ -25,8 +27,7 @@ const ELSEWHERE: &str = "ownPipeline: {namespace: elsewhere}";
 /// Trigger still said Ready, and nothing closes it when the Trigger turns not ready: it fires
 /// as a second alert.
 #[test]
-fn review16_a_subscription_written_before_its_trigger_is_a_second_alert_for_one_lost_dead_letter_sink(
-) {
+fn a_subscription_written_before_its_trigger_is_a_second_alert_for_one_lost_dead_letter_sink() {
     let mut sim = Sim::with_rules(ELSEWHERE);
     sim.send("add", &derived("broker-ready.yaml"));
     sim.send("add", &derived("trigger-ready.yaml"));
@@ -51,7 +52,7 @@ fn review16_a_subscription_written_before_its_trigger_is_a_second_alert_for_one_
 /// Broker's `pipeline_broken` should be the one alert (`a_broken_own_broker_is_one_pipeline_alert_not_three`),
 /// but the own Trigger's Subscription fires `event_delivery_broken` beside it.
 #[test]
-fn review16_a_broken_own_broker_with_its_triggers_subscription_is_still_one_alert() {
+fn a_broken_own_broker_with_its_triggers_subscription_is_still_one_alert() {
     let mut sim = Sim::new();
     sim.send("add", &derived("broker-ready.yaml"));
     sim.send("add", &derived("trigger-ready.yaml"));
@@ -80,7 +81,7 @@ fn review16_a_broken_own_broker_with_its_triggers_subscription_is_still_one_aler
 /// tracked and still says Ready) and nothing re-assesses it when the Broker's state arrives; both
 /// fire for one failure. `check` handles this order (`Engine::reevaluate_all`), the sink does not.
 #[test]
-fn review16_a_triggers_event_before_its_brokers_is_still_one_alert_on_the_broker() {
+fn a_triggers_event_before_its_brokers_is_still_one_alert_on_the_broker() {
     let mut sim = Sim::with_rules(ELSEWHERE);
     sim.send("add", &derived("broker-ready.yaml"));
     sim.send("add", &derived("trigger-ready.yaml"));
@@ -109,7 +110,7 @@ fn own_source() -> Value {
 /// ever re-evaluates the ApiServerSource: the critical alert, sent to every channel, stays
 /// firing (with reminders) until the ApiServerSource object itself happens to change.
 #[test]
-fn review16_a_blind_source_alert_resolves_after_a_restart_once_events_flow_again() {
+fn a_blind_source_alert_resolves_after_a_restart_once_events_flow_again() {
     let mut sim = Sim::new();
     sim.send("add", &own_source());
     sim.wait(1);
@@ -147,7 +148,7 @@ fn review16_a_blind_source_alert_resolves_after_a_restart_once_events_flow_again
 /// resolved to every channel, and fires again at the next change: a flapping critical alert
 /// whose "resolved" is false.
 #[test]
-fn review16_a_blind_source_stays_blind_until_an_event_arrives() {
+fn a_blind_source_stays_blind_until_an_event_arrives() {
     let mut sim = Sim::new();
     sim.send("add", &own_source());
     sim.wait(1);
@@ -171,7 +172,7 @@ fn review16_a_blind_source_stays_blind_until_an_event_arrives() {
 /// pass that infers a deletion). Events stopped ten minutes ago; resync found an update and a
 /// deletion no event delivered: that is exactly the issue's "source is blind".
 #[test]
-fn review16_a_deletion_inferred_by_resync_is_not_an_event_that_arrived() {
+fn a_deletion_inferred_by_resync_is_not_an_event_that_arrived() {
     let mut rig = Sim::new();
     rig.send("add", &own_source());
     let ping = derived("pingsource-ready.yaml");
@@ -200,7 +201,7 @@ fn review16_a_deletion_inferred_by_resync_is_not_an_event_that_arrived() {
 /// Prometheus alert resolves while the Broker is still broken (and no event can come through a
 /// broken Broker to refill it; a resync list of the same resourceVersion is stale).
 #[test]
-fn review16_pipeline_readiness_survives_a_restart() {
+fn pipeline_readiness_survives_a_restart() {
     let mut rig = Sim::new();
     rig.send("add", &derived("broker-ready.yaml"));
     rig.send(
@@ -228,7 +229,7 @@ fn review16_pipeline_readiness_survives_a_restart() {
 /// rule report the same" as `pipeline_broken`. A blind source is a `pipeline_broken` finding on
 /// the ApiServerSource, but its part stays exported as ready (1).
 #[test]
-fn review16_a_blind_source_is_not_exported_as_ready() {
+fn a_blind_source_is_not_exported_as_ready() {
     let mut rig = Sim::new();
     rig.send("add", &own_source());
     assert_eq!(
@@ -258,7 +259,7 @@ fn review16_a_blind_source_is_not_exported_as_ready() {
 /// as "sent to every channel whatever the routes say" (and `not_ready`/`event_delivery_broken`
 /// step aside for it on the own path). The sink goes blind in silence.
 #[test]
-fn review16_scope_does_not_silence_the_own_event_path() {
+fn scope_does_not_silence_the_own_event_path() {
     let mut sim = Sim::with_rules("scope: {namespaces: ['payments-*']}");
     let ready = derived("broker-ready.yaml");
     sim.send("add", &ready);
@@ -279,7 +280,7 @@ fn review16_scope_does_not_silence_the_own_event_path() {
 /// not-ready is benign and reports nothing: the failure is hidden for as long as the Revision
 /// stays at zero, i.e. until the first request fails.
 #[test]
-fn review16_plumbing_is_not_hidden_behind_an_owner_that_is_benignly_not_ready() {
+fn plumbing_is_not_hidden_behind_an_owner_that_is_benignly_not_ready() {
     let mut sim = Sim::new();
     sim.send("add", &derived("podautoscaler-scaled-to-zero.yaml"));
     let not_owned = changed(
@@ -305,7 +306,7 @@ fn review16_plumbing_is_not_hidden_behind_an_owner_that_is_benignly_not_ready() 
 /// to the other as its "reporting owner" and neither reports: a failure hidden forever by input.
 /// The chain walk itself stops on the cycle (that part holds).
 #[test]
-fn review16_an_owner_reference_cycle_does_not_hide_both_failures() {
+fn an_owner_reference_cycle_does_not_hide_both_failures() {
     let mut sim = Sim::new();
     let base = fixture_yaml("derived/ingress-load-balancer-not-ready.yaml");
     let first_uid = "9f0c6e4a-0000-4000-8000-000000000001";
@@ -354,7 +355,7 @@ fn review16_an_owner_reference_cycle_does_not_hide_both_failures() {
 /// take) fires a critical `not_ready`. The same holds for a first install (`status.version`
 /// empty) without `spec.version`.
 #[test]
-fn review16_an_operator_upgrade_driven_by_the_operator_itself_is_benign() {
+fn an_operator_upgrade_driven_by_the_operator_itself_is_benign() {
     let unpinned = |file: &str| {
         changed(&fixture_yaml(&format!("derived/{file}")), |serving| {
             serving["spec"].as_object_mut().unwrap().remove("version");
@@ -379,7 +380,7 @@ fn review16_an_operator_upgrade_driven_by_the_operator_itself_is_benign() {
 /// when the PodAutoscaler's `scale_unreachable` opens: two warnings for one shortfall, which the
 /// README says `replica_drift` "leaves to this class".
 #[test]
-fn review16_a_revisions_shortfall_before_its_autoscalers_is_one_alert() {
+fn a_revisions_shortfall_before_its_autoscalers_is_one_alert() {
     let mut sim = Sim::new();
     let revision = changed(&revision(), |_| {});
     sim.send("add", &revision);
@@ -407,7 +408,7 @@ fn review16_a_revisions_shortfall_before_its_autoscalers_is_one_alert() {
 /// reconciler did not run again). The Trigger's verdict was taken when its own event arrived and
 /// is never taken again: a Trigger that reports itself broken is never reported, however long.
 #[test]
-fn review16_a_trigger_left_to_its_broker_is_reported_when_the_broker_recovers_without_it() {
+fn a_trigger_left_to_its_broker_is_reported_when_the_broker_recovers_without_it() {
     let mut sim = Sim::with_rules(ELSEWHERE);
     sim.send("add", &derived("broker-ready.yaml"));
     sim.send("add", &derived("trigger-ready.yaml"));
@@ -438,7 +439,7 @@ fn review16_a_trigger_left_to_its_broker_is_reported_when_the_broker_recovers_wi
 /// (`SinkBindingReady` is not one of its delivery conditions), in either order: two critical
 /// alerts for one failure.
 #[test]
-fn review16_a_container_source_losing_its_sink_is_one_alert() {
+fn a_container_source_losing_its_sink_is_one_alert() {
     let message = r#"failed to get object heartbeat-source/event-display: services.serving.knative.dev "event-display" not found"#;
     for binding_first in [true, false] {
         let mut sim = Sim::new();
@@ -477,7 +478,7 @@ fn review16_a_container_source_losing_its_sink_is_one_alert() {
 /// tracked"): every channel is told the sink's event path is repaired while the Broker is still
 /// gone and no event can arrive; and nothing can open it again (no object is left to assess).
 #[test]
-fn review16_a_deleted_own_broker_stays_broken_after_its_tombstone_is_forgotten() {
+fn a_deleted_own_broker_stays_broken_after_its_tombstone_is_forgotten() {
     let mut sim = Sim::new();
     let ready = derived("broker-ready.yaml");
     sim.send("add", &ready);
