@@ -190,7 +190,7 @@ pub(super) fn config(data: &[u8]) {
         return;
     };
     let _ = config.rules.compile();
-    let _ = drift_core::route::Router::new(&config.routes, &config.channels);
+    let _ = config.router();
 }
 
 /// A team invariant's expression judged on an object as the service judges it: compiled with

@@ -44,11 +44,8 @@ impl WriterRole {
             background: store_background,
             leases: _,
         } = opened;
-        let mut channel_configs = config.channels.clone();
-        if channel_configs.is_empty() {
-            channel_configs.push(drift_core::config::ChannelConfig::log("log"));
-        }
-        let router = drift_core::route::Router::new(&config.routes, &channel_configs);
+        let channel_configs = config.effective_channels();
+        let router = config.router();
         let outbox_notify = Arc::new(tokio::sync::Notify::new());
         let rules =
             Arc::new(crate::reload::load_rules(config).context("loading baseline manifests")?);

@@ -229,10 +229,10 @@ impl Style {
     /// The style of a configured channel, naming classes from `classes`.
     pub fn new(config: &ChannelConfig, public_url: Option<&str>, classes: &ClassCatalog) -> Style {
         Style {
-            language: if config.language == "zh" {
-                Language::Zh
-            } else {
-                Language::En
+            language: match config.language {
+                drift_core::config::Language::Zh => Language::Zh,
+                // Validation refused any other language.
+                _ => Language::En,
             },
             templates: config.templates.clone(),
             public_url: public_url.map(|url| url.trim_end_matches('/').to_string()),

@@ -186,8 +186,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "crates/core/src",
         &[
-            &["route"],
             &["config"],
+            &["route"],
             &["classify"],
             &["manifest"],
             &["decode"],

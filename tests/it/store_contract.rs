@@ -1638,7 +1638,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
         }),
         std::sync::Arc::new(drift_core::classify::Rules::default()),
         pipeline::Settings {
-            router: drift_core::route::Router::new(
+            router: drift_core::config::router(
                 &[],
                 &[drift_core::config::ChannelConfig::log("hook")],
             ),

@@ -297,7 +297,7 @@ fn build(options: Options) -> TestApp {
         Box::new(store.clone()),
         Arc::new(Rules::default()),
         pipeline::Settings {
-            router: drift_core::route::Router::new(
+            router: drift_core::config::router(
                 &[],
                 &[drift_core::config::ChannelConfig::log("log")],
             ),

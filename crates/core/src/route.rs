@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::classify::Rules;
-use crate::config::{ChannelConfig, ChannelKind, RouteConfig};
 use drift_model::{glob_match, Notice, NoticeKind, Silence};
 use drift_model::{Drift, DriftState, Millis, Severity, Transition};
 
@@ -78,47 +77,157 @@ impl Silences {
     }
 }
 
+/// One route as the router runs it: compiled from `routes:` by the config, validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// Which drifts it takes.
+    pub matcher: Matcher,
+    /// The channels (by name) it sends to.
+    pub channels: Vec<String>,
+    /// Go on to the next routes after this one matched.
+    pub continue_matching: bool,
+    /// How long after a transition its notification may go out (drifts of one group due
+    /// together are one message).
+    pub group_wait: Duration,
+    /// What groups drifts into one message.
+    pub group_by: Vec<GroupBy>,
+    /// Reminders while firing (zero: none).
+    pub repeat_interval: Duration,
+    /// Send resolves too.
+    pub send_resolved: bool,
+}
+
+impl Route {
+    /// The route every drift of severity warning or critical takes when no route is
+    /// configured: every channel, grouped by cluster, namespace and class, reminded every 4 h.
+    pub fn default_to(channels: Vec<String>) -> Route {
+        Route {
+            matcher: Matcher::default(),
+            channels,
+            continue_matching: false,
+            group_wait: Duration::from_secs(10),
+            group_by: vec![GroupBy::Cluster, GroupBy::Namespace, GroupBy::Class],
+            repeat_interval: Duration::from_secs(4 * 3600),
+            send_resolved: true,
+        }
+    }
+}
+
+/// Which drifts a route takes; an empty list takes every value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Matcher {
+    /// Class ids.
+    pub classes: Vec<String>,
+    /// Rule name globs (`invariant` drifts; a route that sets this matches no other class).
+    pub rules: Vec<String>,
+    /// The lowest severity taken.
+    pub min_severity: Option<Severity>,
+    /// Cluster name globs.
+    pub clusters: Vec<String>,
+    /// Namespace globs.
+    pub namespaces: Vec<String>,
+    /// Kinds.
+    pub kinds: Vec<String>,
+    /// Object labels that must be present with these values.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A field of a drift that groups notifications into one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupBy {
+    /// The cluster name.
+    Cluster,
+    /// The namespace.
+    Namespace,
+    /// The class id.
+    Class,
+    /// The rule of an `invariant` drift.
+    Rule,
+    /// The severity.
+    Severity,
+    /// The object's kind.
+    Kind,
+    /// The object's name.
+    Name,
+    /// The Knative Service the object belongs to.
+    Service,
+}
+
+impl GroupBy {
+    /// Every field, in the order the config's docs list them.
+    pub const ALL: [GroupBy; 8] = [
+        GroupBy::Cluster,
+        GroupBy::Namespace,
+        GroupBy::Class,
+        GroupBy::Rule,
+        GroupBy::Severity,
+        GroupBy::Kind,
+        GroupBy::Name,
+        GroupBy::Service,
+    ];
+
+    /// The field's name in `groupBy` (and in the group key).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupBy::Cluster => "cluster",
+            GroupBy::Namespace => "namespace",
+            GroupBy::Class => "class",
+            GroupBy::Rule => "rule",
+            GroupBy::Severity => "severity",
+            GroupBy::Kind => "kind",
+            GroupBy::Name => "name",
+            GroupBy::Service => "service",
+        }
+    }
+
+    /// The field named `name`.
+    pub fn parse(name: &str) -> Option<GroupBy> {
+        GroupBy::ALL
+            .into_iter()
+            .find(|field| field.as_str() == name)
+    }
+}
+
+/// A channel as routing sees it: its name, its endpoints, and whether it always hears
+/// resolves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// The channel's name.
+    pub name: String,
+    /// Its endpoints: `name` alone, or `name#index` for a channel of several instances (each
+    /// gets its own notification, so one instance being down never blocks the others).
+    pub endpoints: Vec<String>,
+    /// Resolves go out whatever the route says (Alertmanager: an alert without its resolve
+    /// stays firing there until it times out).
+    pub always_resolve: bool,
+}
+
 /// Compiled routes and the channel endpoints they address.
 #[derive(Debug, Clone)]
 pub struct Router {
-    routes: Vec<RouteConfig>,
+    routes: Vec<Route>,
     endpoints: BTreeMap<String, Vec<String>>,
     always_resolve: BTreeMap<String, bool>,
-    default_route: RouteConfig,
+    default_route: Route,
 }
 
 impl Router {
-    /// Compiles routes against the configured channels.
-    pub fn new(routes: &[RouteConfig], channels: &[ChannelConfig]) -> Router {
+    /// The router of `routes` over `destinations`.
+    pub fn new(routes: Vec<Route>, destinations: &[Destination]) -> Router {
         let mut endpoints = BTreeMap::new();
         let mut always_resolve = BTreeMap::new();
-        for channel in channels {
-            let names = match &channel.kind {
-                ChannelKind::Alertmanager { urls, .. } if urls.len() > 1 => (0..urls.len())
-                    .map(|index| format!("{}#{index}", channel.name))
-                    .collect(),
-                _ => vec![channel.name.clone()],
-            };
-            endpoints.insert(channel.name.clone(), names);
-            always_resolve.insert(
-                channel.name.clone(),
-                matches!(channel.kind, ChannelKind::Alertmanager { .. }),
-            );
+        for destination in destinations {
+            endpoints.insert(destination.name.clone(), destination.endpoints.clone());
+            always_resolve.insert(destination.name.clone(), destination.always_resolve);
         }
-        let default_route = RouteConfig {
-            matcher: Default::default(),
-            channels: channels
+        let default_route = Route::default_to(
+            destinations
                 .iter()
-                .map(|channel| channel.name.clone())
+                .map(|destination| destination.name.clone())
                 .collect(),
-            continue_matching: false,
-            group_wait: Duration::from_secs(10),
-            group_by: vec!["cluster".into(), "namespace".into(), "class".into()],
-            repeat_interval: Duration::from_secs(4 * 3600),
-            send_resolved: true,
-        };
+        );
         Router {
-            routes: routes.to_vec(),
+            routes,
             endpoints,
             always_resolve,
             default_route,
@@ -144,7 +253,7 @@ impl Router {
             DriftState::Firing => NoticeKind::Firing,
             _ => NoticeKind::Resolved,
         };
-        let mut matched: Vec<&RouteConfig> = Vec::new();
+        let mut matched: Vec<&Route> = Vec::new();
         if self.routes.is_empty() {
             if drift.severity > Severity::Info {
                 matched.push(&self.default_route);
@@ -203,12 +312,12 @@ impl Router {
     }
 }
 
-fn route_matches(route: &RouteConfig, drift: &Drift) -> bool {
+fn route_matches(route: &Route, drift: &Drift) -> bool {
     let matcher = &route.matcher;
-    if !matcher.class.is_empty() && !matcher.class.contains(&drift.class) {
+    if !matcher.classes.is_empty() && !matcher.classes.contains(&drift.class) {
         return false;
     }
-    if let Some(minimum) = matcher.severity.as_deref().and_then(Severity::parse) {
+    if let Some(minimum) = matcher.min_severity {
         if drift.severity < minimum {
             return false;
         }
@@ -216,18 +325,20 @@ fn route_matches(route: &RouteConfig, drift: &Drift) -> bool {
     let globs = |patterns: &[String], value: &str| {
         patterns.is_empty() || patterns.iter().any(|p| glob_match(p, value))
     };
-    if !globs(&matcher.cluster, &drift.cluster) || !globs(&matcher.namespace, &drift.namespace) {
+    if !globs(&matcher.clusters, &drift.cluster) || !globs(&matcher.namespaces, &drift.namespace) {
         return false;
     }
-    if !matcher.rule.is_empty()
-        && !drift
-            .rule
-            .as_deref()
-            .is_some_and(|rule| matcher.rule.iter().any(|pattern| glob_match(pattern, rule)))
+    if !matcher.rules.is_empty()
+        && !drift.rule.as_deref().is_some_and(|rule| {
+            matcher
+                .rules
+                .iter()
+                .any(|pattern| glob_match(pattern, rule))
+        })
     {
         return false;
     }
-    if !matcher.kind.is_empty() && !matcher.kind.contains(&drift.kind) {
+    if !matcher.kinds.is_empty() && !matcher.kinds.contains(&drift.kind) {
         return false;
     }
     matcher
@@ -236,21 +347,20 @@ fn route_matches(route: &RouteConfig, drift: &Drift) -> bool {
         .all(|(key, value)| drift.labels.get(key) == Some(value))
 }
 
-fn group_key(route: &RouteConfig, drift: &Drift, kind: NoticeKind) -> String {
+fn group_key(route: &Route, drift: &Drift, kind: NoticeKind) -> String {
     let mut parts = vec![kind.as_str().to_string()];
     for field in &route.group_by {
-        let value = match field.as_str() {
-            "cluster" => drift.cluster.clone(),
-            "namespace" => drift.namespace.clone(),
-            "class" => drift.class.clone(),
-            "rule" => drift.rule.clone().unwrap_or_default(),
-            "severity" => drift.severity.as_str().to_string(),
-            "kind" => drift.kind.clone(),
-            "name" => drift.name.clone(),
-            "service" => drift.owner.service.clone().unwrap_or_default(),
-            _ => String::new(),
+        let value = match field {
+            GroupBy::Cluster => drift.cluster.clone(),
+            GroupBy::Namespace => drift.namespace.clone(),
+            GroupBy::Class => drift.class.clone(),
+            GroupBy::Rule => drift.rule.clone().unwrap_or_default(),
+            GroupBy::Severity => drift.severity.as_str().to_string(),
+            GroupBy::Kind => drift.kind.clone(),
+            GroupBy::Name => drift.name.clone(),
+            GroupBy::Service => drift.owner.service.clone().unwrap_or_default(),
         };
-        parts.push(format!("{field}={value}"));
+        parts.push(format!("{}={value}", field.as_str()));
     }
     parts.join(",")
 }
@@ -322,7 +432,7 @@ mod tests {
             "channels:\n  - {name: pager, type: log}\n  - {name: chat, type: log}\n",
             "routes:\n  - {match: {namespace: ['pay*']}, channels: [pager]}\n",
         ));
-        let router = Router::new(&config.routes, &config.channels);
+        let router = config.router();
         let rules = Rules::default();
         let broken = router.route(
             &transition(
@@ -362,7 +472,7 @@ mod tests {
                 "  - {channels: [audit]}\n",
             ),
         );
-        let router = Router::new(&config.routes, &config.channels);
+        let router = config.router();
         let rules = Rules::default();
         let critical = router.route(
             &transition(
@@ -403,7 +513,7 @@ mod tests {
                 "routes:\n  - {channels: [chat, am], sendResolved: false}\n",
             ),
         );
-        let router = Router::new(&config.routes, &config.channels);
+        let router = config.router();
         let mut resolved = drift("not_ready", Severity::Critical, "ns");
         resolved.state = DriftState::Resolved;
         let queued = router.route(
@@ -420,7 +530,7 @@ mod tests {
     #[test]
     fn silenced_and_pending_transitions_queue_nothing() {
         let config = config("channels:\n  - {name: chat, type: log}\nrules:\n  silences:\n    - matchers: {namespace: 'sandbox-*'}\n");
-        let router = Router::new(&config.routes, &config.channels);
+        let router = config.router();
         let rules = config.rules.compile();
         assert!(router
             .route(

@@ -15,7 +15,7 @@ pub struct ChannelConfig {
     /// The destination and its settings.
     pub kind: ChannelKind,
     /// Message language for built-in templates: `en` or `zh`.
-    pub language: String,
+    pub language: Language,
     /// Optional template overrides with `{{variable}}` placeholders (see the README).
     pub templates: TemplateConfig,
     /// Per-attempt HTTP timeout.
@@ -35,8 +35,8 @@ pub struct ChannelConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CommonChannelFields {
     name: String,
-    #[serde(default = "default_language")]
-    language: String,
+    #[serde(default)]
+    language: Language,
     #[serde(default)]
     templates: TemplateConfig,
     #[serde(default = "default_send_timeout", deserialize_with = "de_duration")]
@@ -88,8 +88,27 @@ impl<'de> Deserialize<'de> for ChannelConfig {
     }
 }
 
-fn default_language() -> String {
-    "en".to_string()
+/// A channel's message language (`language:`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Language {
+    /// English, the default.
+    #[default]
+    En,
+    /// Simplified Chinese.
+    Zh,
+    /// Anything else, as written: validation refuses it, naming the key.
+    Unknown(String),
+}
+
+impl<'de> Deserialize<'de> for Language {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Ok(match text.as_str() {
+            "en" => Language::En,
+            "zh" => Language::Zh,
+            _ => Language::Unknown(text),
+        })
+    }
 }
 fn default_send_timeout() -> Duration {
     Duration::from_secs(10)
@@ -216,7 +235,7 @@ impl ChannelConfig {
         ChannelConfig {
             name: name.to_string(),
             kind: ChannelKind::Log {},
-            language: default_language(),
+            language: Language::En,
             templates: TemplateConfig::default(),
             timeout: default_send_timeout(),
             max_attempts: default_max_attempts(),

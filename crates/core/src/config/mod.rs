@@ -26,7 +26,7 @@ pub mod server;
 pub mod shard;
 mod validate;
 
-pub use channels::{ChannelConfig, ChannelKind, TemplateConfig};
+pub use channels::{ChannelConfig, ChannelKind, Language, TemplateConfig};
 pub(crate) use duration::{de_duration, de_opt_duration};
 pub use limits::LimitsConfig;
 pub use load::{load_file, load_str, redact_urls, sections};
@@ -34,7 +34,7 @@ pub use resync::{
     default_resync_resources, LabelSelectorConfig, ResourceConfig, ResyncConfig, ResyncMode,
     SelectorRequirementConfig,
 };
-pub use routes::{RouteConfig, RouteMatch};
+pub use routes::{router, RouteConfig, RouteMatch};
 pub use rules::{
     default_trusted_managers, ClassRule, RuleDefaults, RulesConfig, ScopeConfig, SilenceConfig,
 };
@@ -133,6 +133,23 @@ pub struct Config {
     /// The clusters this shard owns (a fleet split over several writers on PostgreSQL).
     #[serde(default, deserialize_with = "shard::de_set")]
     pub shard: shard::ShardConfig,
+}
+
+impl Config {
+    /// The channels the service delivers to: the configured ones, or with none configured a
+    /// `log` channel, so drifts are never dropped silently.
+    pub fn effective_channels(&self) -> Vec<ChannelConfig> {
+        if self.channels.is_empty() {
+            vec![ChannelConfig::log("log")]
+        } else {
+            self.channels.clone()
+        }
+    }
+
+    /// The router of the configured routes over [`Config::effective_channels`].
+    pub fn router(&self) -> crate::route::Router {
+        routes::router(&self.routes, &self.effective_channels())
+    }
 }
 
 fn default_cluster_name() -> String {

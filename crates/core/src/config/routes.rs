@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::channels::{ChannelConfig, ChannelKind};
 use super::de_duration;
+use crate::route::{Destination, GroupBy, Matcher, Route, Router};
+use drift_model::Severity;
 
 /// One route: which drifts go to which channels, and how they are grouped and repeated.
 #[derive(Debug, Clone, Deserialize)]
@@ -76,4 +79,55 @@ pub struct RouteMatch {
     /// Object labels that must be present with these values.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+}
+
+impl RouteConfig {
+    /// The route as the router runs it (after validation: an unknown severity or `groupBy`
+    /// field was refused there, naming its key).
+    pub fn compile(&self) -> Route {
+        let matcher = &self.matcher;
+        Route {
+            matcher: Matcher {
+                classes: matcher.class.clone(),
+                rules: matcher.rule.clone(),
+                min_severity: matcher.severity.as_deref().and_then(Severity::parse),
+                clusters: matcher.cluster.clone(),
+                namespaces: matcher.namespace.clone(),
+                kinds: matcher.kind.clone(),
+                labels: matcher.labels.clone(),
+            },
+            channels: self.channels.clone(),
+            continue_matching: self.continue_matching,
+            group_wait: self.group_wait,
+            group_by: self
+                .group_by
+                .iter()
+                .filter_map(|field| GroupBy::parse(field))
+                .collect(),
+            repeat_interval: self.repeat_interval,
+            send_resolved: self.send_resolved,
+        }
+    }
+}
+
+/// The router of `routes` over `channels`: the channels' endpoints (an Alertmanager channel of
+/// several instances has one per instance) and the compiled routes.
+pub fn router(routes: &[RouteConfig], channels: &[ChannelConfig]) -> Router {
+    let destinations: Vec<Destination> = channels
+        .iter()
+        .map(|channel| Destination {
+            name: channel.name.clone(),
+            endpoints: match &channel.kind {
+                ChannelKind::Alertmanager { urls, .. } if urls.len() > 1 => (0..urls.len())
+                    .map(|index| format!("{}#{index}", channel.name))
+                    .collect(),
+                _ => vec![channel.name.clone()],
+            },
+            always_resolve: matches!(channel.kind, ChannelKind::Alertmanager { .. }),
+        })
+        .collect();
+    Router::new(
+        routes.iter().map(RouteConfig::compile).collect(),
+        &destinations,
+    )
 }

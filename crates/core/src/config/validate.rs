@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::{ChannelConfig, ChannelKind, Config, Error, ResyncConfig, Secret};
 use crate::classify::classes;
+use crate::route::GroupBy;
 use drift_model::silence::MATCHER_KEYS;
 use drift_model::SEVERITIES;
 
@@ -287,17 +288,8 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
             }
         }
         for (position, field) in route.group_by.iter().enumerate() {
-            let known = [
-                "cluster",
-                "namespace",
-                "class",
-                "rule",
-                "severity",
-                "kind",
-                "name",
-                "service",
-            ];
-            if !known.contains(&field.as_str()) {
+            if GroupBy::parse(field).is_none() {
+                let known: Vec<&str> = GroupBy::ALL.iter().map(|field| field.as_str()).collect();
                 return Err(Error::invalid(
                     format!("{path}.groupBy[{position}]"),
                     format!("unknown field {field:?}; use {}", known.join(", ")),
@@ -441,7 +433,7 @@ fn validate_channel(index: usize, channel: &ChannelConfig) -> Result<(), Error> 
     if channel.name.trim().is_empty() {
         return Err(Error::invalid(format!("{path}.name"), "must not be empty"));
     }
-    if !["en", "zh"].contains(&channel.language.as_str()) {
+    if matches!(channel.language, super::channels::Language::Unknown(_)) {
         return Err(Error::invalid(
             format!("{path}.language"),
             "must be en or zh",
