@@ -1,0 +1,188 @@
+//! Tests of the crate through its API: an object as a condition sees it, compile errors and
+//! where they point, and the budget that stops expensive evaluations.
+
+use std::collections::BTreeMap;
+
+use crate::bind::sample_view;
+use crate::{Bindings, EvalError, Expression, Fields, ObjectView, Returns};
+
+fn object_with(spec: &serde_json::Value) -> bool {
+    let labels = BTreeMap::from([("app".to_string(), "shop".to_string())]);
+    let view = sample_view("Service", spec, &labels);
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    let expression = Expression::compile(
+        "object.spec.template.spec.containers.all(c, !c.image.endsWith(':latest'))",
+        Returns::Bool,
+    )
+    .unwrap();
+    expression.holds(&bindings).unwrap()
+}
+
+#[test]
+fn a_condition_sees_the_object_with_kubernetes_field_names() {
+    let good = serde_json::json!({"template": {"spec": {"containers": [{"image": "a:1"}]}}});
+    let bad = serde_json::json!({"template": {"spec": {"containers": [{"image": "a:latest"}]}}});
+    assert!(object_with(&good));
+    assert!(!object_with(&bad));
+}
+
+#[test]
+fn integers_stay_int() {
+    let spec = serde_json::json!({"replicas": 3});
+    let empty = BTreeMap::new();
+    let view = ObjectView {
+        namespace: "",
+        ..sample_view("Deployment", &spec, &empty)
+    };
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    let holds = |source: &str| {
+        Expression::compile(source, Returns::Bool)
+            .unwrap()
+            .holds(&bindings)
+    };
+    assert_eq!(holds("object.spec.replicas + 1 == 4"), Ok(true));
+    assert_eq!(holds("!has(object.metadata.namespace)"), Ok(true));
+    assert_eq!(holds("object.metadata.labels.size() == 0"), Ok(true));
+    // `matches` with a literal pattern (compiled once) and with a computed one.
+    assert_eq!(holds("object.metadata.name.matches('^d$')"), Ok(true));
+    assert_eq!(holds("matches(object.metadata.name, '^x')"), Ok(false));
+    assert_eq!(holds("object.metadata.name.matches('^' + 'd')"), Ok(true));
+    assert!(matches!(
+        holds("object.spec.missing == 1"),
+        Err(EvalError::Evaluation(_))
+    ));
+}
+
+#[test]
+fn compile_errors_say_where() {
+    let error = Expression::compile("object.spec.x ==", Returns::Bool).unwrap_err();
+    assert_eq!(error.line, 1, "{error}");
+    // Syntax errors point at the offending token (1-based), as the other errors do.
+    let error = Expression::compile("object.spec.x == == 1", Returns::Bool).unwrap_err();
+    assert_eq!((error.line, error.column), (1, 18), "{error}");
+    let error = Expression::compile("object.spec.a == 1 &&\n  objct.spec.b == 2", Returns::Bool)
+        .unwrap_err();
+    assert_eq!((error.line, error.column), (2, 3), "{error}");
+    assert!(error.message.contains("objct"), "{error}");
+    let error = Expression::compile("size(object.spec)", Returns::Bool).unwrap_err();
+    assert!(error.message.contains("returns an int"), "{error}");
+    // A field read as a condition: the sample object shows it is a string.
+    let error = Expression::compile("object.metadata.name", Returns::Bool).unwrap_err();
+    assert!(
+        error
+            .message
+            .contains("returns a string (on a sample object)"),
+        "{error}"
+    );
+    let error =
+        Expression::compile("object.spec.containers.all(c, c.image)", Returns::String).unwrap_err();
+    assert!(error.message.contains("returns a bool"), "{error}");
+    // Variables bound by a macro are in scope in its body only.
+    let error =
+        Expression::compile("object.spec.xs.all(x, x > 0) && x == 1", Returns::Bool).unwrap_err();
+    assert!(error.message.contains("'x'"), "{error}");
+    let error =
+        Expression::compile("object.metadata.name.matches('a(')", Returns::Bool).unwrap_err();
+    assert!(
+        error.message.contains("not a valid regular expression"),
+        "{error}"
+    );
+    let deep = format!("{}true{}", "(".repeat(200), ")".repeat(200));
+    let error = Expression::compile(&deep, Returns::Bool).unwrap_err();
+    assert!(error.message.contains("nest"), "{error}");
+}
+
+/// Every source, evaluated on an object with this spec, is stopped by the budget.
+#[track_caller]
+fn assert_stopped(spec: &serde_json::Value, sources: &[&str]) {
+    let empty = BTreeMap::new();
+    let view = sample_view("ConfigMap", spec, &empty);
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    for source in sources {
+        let expression = Expression::compile(source, Returns::Bool).unwrap();
+        assert_eq!(
+            expression.holds(&bindings),
+            Err(EvalError::Budget),
+            "{source}"
+        );
+    }
+}
+
+#[test]
+fn a_huge_comprehension_is_stopped_by_the_budget() {
+    let items: Vec<serde_json::Value> = (0..400).map(serde_json::Value::from).collect();
+    let spec = serde_json::json!({ "items": items });
+    let empty = BTreeMap::new();
+    let view = sample_view("ConfigMap", &spec, &empty);
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    let nested = Expression::compile(
+        "object.spec.items.all(a, object.spec.items.all(b, object.spec.items.all(c, a + b + c >= 0)))",
+        Returns::Bool,
+    )
+    .unwrap();
+    assert_eq!(nested.holds(&bindings), Err(EvalError::Budget));
+    let growing = Expression::compile(
+        "object.spec.items.map(a, object.spec.items + object.spec.items).size() > 0",
+        Returns::Bool,
+    )
+    .unwrap();
+    assert_eq!(growing.holds(&bindings), Err(EvalError::Budget));
+    // Work that grows with an operand: `in` over the whole list on every iteration.
+    let scanning = Expression::compile(
+        "object.spec.items.all(a, a in object.spec.items)",
+        Returns::Bool,
+    )
+    .unwrap();
+    let small = Expression::compile("[1, 2, 3].all(a, a in [1, 2, 3])", Returns::Bool).unwrap();
+    assert_eq!(small.holds(&bindings), Ok(true));
+    let long: Vec<serde_json::Value> = (0..5000).map(serde_json::Value::from).collect();
+    let long = serde_json::json!({ "items": long });
+    let long_view = ObjectView {
+        spec: &long,
+        ..view
+    };
+    let long_bindings = Bindings::new(&long_view, None, &Fields::everything(), &Fields::default());
+    assert_eq!(scanning.holds(&long_bindings), Err(EvalError::Budget));
+    // Copies and comparisons of large values are charged for their whole size: a one-key
+    // map over a large list compared, or put in a list literal, on every iteration.
+    let maps: Vec<serde_json::Value> = (0..3000)
+        .map(|index| serde_json::json!({"k": index}))
+        .collect();
+    let deep = serde_json::json!({ "xs": (0..400).collect::<Vec<u32>>(), "t": {"a": maps} });
+    assert_stopped(
+        &deep,
+        &[
+            "object.spec.xs.all(x, object.spec.t == object.spec.t)",
+            "object.spec.xs.all(x, [object.spec.t].size() == 1)",
+            "object.spec.xs.map(x, object.spec.t).size() > 0",
+            "object.spec.xs.all(x, {'a': object.spec.t}.size() == 1)",
+        ],
+    );
+    // Scans of a long string are charged by its length.
+    let text = "x".repeat(200_000);
+    let texts = serde_json::json!({ "xs": (0..400).collect::<Vec<u32>>(), "s": text });
+    assert_stopped(
+        &texts,
+        &[
+            "object.spec.xs.all(x, object.spec.s.charAt(0) == 'x')",
+            "object.spec.xs.all(x, size(object.spec.s) > 0)",
+            "object.spec.xs.all(x, object.spec.s.startsWith(object.spec.s))",
+            "object.spec.xs.all(x, object.spec.s > 'a')",
+            "object.spec.xs.all(x, !(object.spec.s in {'a': 1}))",
+        ],
+    );
+    // `map` and `filter` over a long list stay linear (built in place) and within budget.
+    let linear = Expression::compile(
+        "object.spec.items.map(x, x).size() == 5000 && object.spec.items.filter(x, x >= 0).size() == 5000",
+        Returns::Bool,
+    )
+    .unwrap();
+    assert_eq!(linear.holds(&long_bindings), Ok(true));
+    // The same shape over a small list is fine: the budget is per evaluation.
+    let small = Expression::compile(
+        "[1, 2, 3].all(a, [1, 2, 3].all(b, a + b > 0))",
+        Returns::Bool,
+    )
+    .unwrap();
+    assert_eq!(small.holds(&bindings), Ok(true));
+}
