@@ -251,6 +251,7 @@ pub(crate) async fn uniform_errors(request: Request, next: Next) -> Response {
     }
 }
 
+/// True when a response has no body.
 fn is_empty(response: &Response) -> bool {
     use http_body::Body as _;
     response.body().size_hint().exact() == Some(0)

@@ -149,8 +149,6 @@ pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Rou
         .layer(axum::middleware::from_fn(uniform_errors))
 }
 
-/// True when a response has no body.
-
 /// Answers `503` (`request_timeout`) when the request takes longer than `limit`.
 async fn time_limit(State(limit): State<Duration>, request: Request, next: Next) -> Response {
     match tokio::time::timeout(limit, next.run(request)).await {

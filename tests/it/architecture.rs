@@ -37,6 +37,16 @@ fn crate_files(sources: &str) -> Vec<(String, String)> {
     let base = root().join(sources);
     let mut paths = Vec::new();
     walk(&base, &mut paths);
+    // Unit tests moved beside their code (`tests.rs`, or `tests/` inside a module's folder) are
+    // tests, as a trailing `mod tests` is: they may read fixtures and spawn threads.
+    paths.retain(|path| {
+        path.file_name().is_none_or(|name| name != "tests.rs")
+            && !path
+                .strip_prefix(&base)
+                .unwrap()
+                .components()
+                .any(|part| part.as_os_str() == "tests")
+    });
     paths.sort();
     paths
         .into_iter()

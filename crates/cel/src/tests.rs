@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::bind::sample_view;
-use crate::{Bindings, EvalError, Expression, Fields, ObjectView, Returns};
+use crate::{Bindings, EvalError, Expression, Fields, ObjectView, Returns, MAX_DEPTH};
 
 fn object_with(spec: &serde_json::Value) -> bool {
     let labels = BTreeMap::from([("app".to_string(), "shop".to_string())]);
@@ -185,4 +185,31 @@ fn a_huge_comprehension_is_stopped_by_the_budget() {
     )
     .unwrap();
     assert_eq!(small.holds(&bindings), Ok(true));
+}
+
+/// The deepest expression accepted evaluates on a small (2 MiB) stack even in a debug
+/// build: the depth bound keeps evaluation far from the writer's 64 MiB.
+#[test]
+fn the_deepest_accepted_expression_evaluates_on_a_small_stack() {
+    let depth = MAX_DEPTH - 4;
+    let source = format!("{}true{}", "(!".repeat(depth / 2), ")".repeat(depth / 2));
+    let expression = std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(move || Expression::compile(&source, Returns::Bool))
+        .unwrap()
+        .join()
+        .unwrap()
+        .unwrap();
+    let holds = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let empty = BTreeMap::new();
+            let view = sample_view("ConfigMap", &serde_json::Value::Null, &empty);
+            let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+            expression.holds(&bindings)
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(holds, Ok(true));
 }
