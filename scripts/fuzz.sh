@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(decode_request parse_object managed_fields diff config)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(decode_request parse_object managed_fields diff config cel)
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "==> Installing cargo-fuzz"

@@ -8,19 +8,30 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 
-log() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts, in seconds since the run began (where CI's time goes).
+log() { printf '\n==> [%4ss] %s\n' "$SECONDS" "$*"; }
 
-# --- cargo-deny, built once into target/tools. Started first, in the background, so its build
-# overlaps the package downloads below; the policy check waits for it. ---------------------------
+# --- cargo-deny and cargo-fuzz, built once into target/tools. Started first, in the background,
+# so their builds overlap the package downloads below; the policy check and the fuzz run wait for
+# them. ------------------------------------------------------------------------------------------
 DENY_VERSION=0.20.2
+FUZZ_TOOL_VERSION=0.13.2
 TOOLS="$ROOT/target/tools"
+export PATH="$TOOLS/bin:$PATH"
+mkdir -p "$TOOLS"
 deny_install_pid=""
 if ! "$TOOLS/bin/cargo-deny" --version 2>/dev/null | grep -qF "$DENY_VERSION"; then
   log "Building cargo-deny $DENY_VERSION in the background (once; kept in target/tools)"
-  mkdir -p "$TOOLS"
   cargo install --locked --quiet cargo-deny --version "$DENY_VERSION" --root "$TOOLS" \
     --target-dir "$TOOLS/build" >"$TOOLS/install.log" 2>&1 &
   deny_install_pid=$!
+fi
+fuzz_install_pid=""
+if [ "${FUZZ_SECONDS:-20}" -gt 0 ] && ! "$TOOLS/bin/cargo-fuzz" --version 2>/dev/null | grep -qF "$FUZZ_TOOL_VERSION"; then
+  log "Building cargo-fuzz $FUZZ_TOOL_VERSION in the background (once; kept in target/tools)"
+  cargo install --locked --quiet cargo-fuzz --version "$FUZZ_TOOL_VERSION" --root "$TOOLS" \
+    --target-dir "$TOOLS/build-fuzz" >"$TOOLS/install-fuzz.log" 2>&1 &
+  fuzz_install_pid=$!
 fi
 
 # --- System packages (Debian). Installed only when missing. -------------------------------------
@@ -78,8 +89,8 @@ fi
 log "cargo deny check bans licenses sources"
 "$TOOLS/bin/cargo-deny" --log-level error check bans licenses sources
 
-log "cargo clippy"
-cargo clippy --all-targets --quiet -- -D warnings
+log "cargo clippy (every crate of the workspace, every target)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 # Debian puts PostgreSQL's server binaries under /usr/lib/postgresql/<version>/bin, not on PATH:
 # tell the tests (tests/it/pg.rs) which version's to use, the newest.
@@ -87,8 +98,8 @@ if [ -z "${PG_BINDIR:-}" ]; then
   PG_BINDIR=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   if [ -n "$PG_BINDIR" ]; then export PG_BINDIR; fi
 fi
-log "cargo test (unit, router, engine, store on SQLite and PostgreSQL)"
-cargo test --quiet 2>&1
+log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreSQL)"
+cargo test --workspace --quiet 2>&1
 
 log "Building the binary for process tests"
 cargo build --quiet
@@ -106,6 +117,11 @@ cd "$ROOT"
 # stays well under its time budget. Long runs with AddressSanitizer: scripts/fuzz.sh (fuzz/README.md).
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  if [ -n "$fuzz_install_pid" ] && ! wait "$fuzz_install_pid"; then
+    cat "$TOOLS/install-fuzz.log" >&2
+    echo "building cargo-fuzz failed" >&2
+    exit 1
+  fi
   log "Fuzzing every target for ${FUZZ_SECONDS}s"
   FUZZ_QUICK=1 scripts/fuzz.sh "$FUZZ_SECONDS"
 fi
