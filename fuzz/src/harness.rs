@@ -14,7 +14,7 @@ use drift_model::FieldChange;
 use serde_json::Value;
 
 /// The fuzz targets, by name (the file names under `fuzz/fuzz_targets/` and `fuzz/seeds/`).
-pub(super) const TARGETS: [&str; 6] = [
+pub const TARGETS: [&str; 6] = [
     "decode_request",
     "parse_object",
     "managed_fields",
@@ -24,7 +24,7 @@ pub(super) const TARGETS: [&str; 6] = [
 ];
 
 /// Runs the target called `name` on `data`.
-pub(super) fn run(name: &str, data: &[u8]) {
+pub fn run(name: &str, data: &[u8]) {
     match name {
         "decode_request" => decode_request(data),
         "parse_object" => parse_object(data),
@@ -42,7 +42,7 @@ pub(super) fn run(name: &str, data: &[u8]) {
 /// raw headers decide). In binary mode the bytes up to the first blank line are headers, one
 /// `name: value` per line (values may be any bytes, as on the wire); the rest is the body.
 /// Whatever decodes is applied to a fresh engine and its timers run, as the writer would.
-pub(super) fn decode_request(data: &[u8]) {
+pub fn decode_request(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
@@ -96,7 +96,7 @@ pub(super) fn decode_request(data: &[u8]) {
 }
 
 /// An ApiServerSource object (any JSON) through `decode::parse_object`.
-pub(super) fn parse_object(data: &[u8]) {
+pub fn parse_object(data: &[u8]) {
     let Ok(value) = serde_json::from_slice::<Value>(data) else {
         return;
     };
@@ -114,7 +114,7 @@ pub(super) fn parse_object(data: &[u8]) {
 ///
 /// Input: JSON `{"managedFields": [...], "object": {...}, "pointers": ["/spec/...", ...]}`;
 /// when `pointers` is absent, every path the object's own diff against nothing names is asked.
-pub(super) fn managed_fields(data: &[u8]) {
+pub fn managed_fields(data: &[u8]) {
     let Ok(Value::Object(mut input)) = serde_json::from_slice::<Value>(data) else {
         return;
     };
@@ -146,7 +146,7 @@ pub(super) fn managed_fields(data: &[u8]) {
 ///
 /// Input: a JSON array `[before, after]` (a missing side is "absent"); anything else is split
 /// in two at the first NUL byte and each half parsed as JSON.
-pub(super) fn diff(data: &[u8]) {
+pub fn diff(data: &[u8]) {
     let (before, after) = match serde_json::from_slice::<Value>(data) {
         Ok(Value::Array(mut sides)) if sides.len() <= 2 => {
             let after = if sides.len() == 2 { sides.pop() } else { None };
@@ -175,7 +175,7 @@ pub(super) fn diff(data: &[u8]) {
 }
 
 /// The YAML config through `config::load_str`, then compiled as the service would at start.
-pub(super) fn config(data: &[u8]) {
+pub fn config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -201,7 +201,7 @@ pub(super) fn config(data: &[u8]) {
 ///
 /// Input: the expression's text, a NUL byte, then the object as JSON (anything that is not a
 /// Kubernetes object is judged on an empty one).
-pub(super) fn cel(data: &[u8]) {
+pub fn cel(data: &[u8]) {
     let (source, object) = match data.iter().position(|byte| *byte == 0) {
         Some(nul) => (&data[..nul], &data[nul + 1..]),
         None => (data, &data[..0]),

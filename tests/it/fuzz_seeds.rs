@@ -3,8 +3,9 @@
 //! the fuzzer once found and that was saved as a seed can never come back unnoticed. Longer runs
 //! need nightly and cargo-fuzz: `scripts/fuzz.sh` (README, "Fuzzing").
 
+// The fuzz crate's own module: its items are `pub` for the fuzz targets.
 #[path = "../../fuzz/src/harness.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 mod harness;
 
 use std::path::PathBuf;
