@@ -16,10 +16,12 @@ ARG RUST_VERSION=1.95
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src
-# Only what the crate needs to build (see .dockerignore). The benchmark sources are copied only
-# because Cargo.toml names their targets; they are not built here.
+# Only what the workspace needs to build (see .dockerignore): the service and its member crates
+# under crates/. The benchmark sources are copied only because Cargo.toml names their targets;
+# they are not built here.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY benches ./benches
 COPY bench ./bench
 # The cache mounts keep downloaded crates and compiled dependencies between builds; the binary is
