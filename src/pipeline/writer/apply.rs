@@ -1,0 +1,158 @@
+//! The round's first steps: the submitted events (duplicates dropped by their (`source`, `id`)
+//! key, asked of the store once per round), the resync loop's work and the silence writes, put
+//! into the engine and the round's batch.
+
+use super::*;
+
+impl Writer {
+    /// Applies the submitted events: duplicates by (`source`, `id`) are dropped, the rest go to
+    /// the engine. A request whose events changed nothing durable is answered at once (nothing
+    /// of it waits in the commit; if the commit fails, the rollback takes back only what it never
+    /// needed to write).
+    pub(super) fn apply_events(
+        &mut self,
+        round: &mut Round,
+        submissions: Vec<(Vec<Decoded>, Reply)>,
+    ) {
+        let now = round.now;
+        let mut keys_in_round = HashSet::new();
+        round.results.reserve(submissions.len());
+        // Which of the round's events the store has seen, asked once for the whole round (one
+        // query on PostgreSQL, instead of one round trip per event).
+        let keys: Vec<EventKey> = submissions
+            .iter()
+            .flat_map(|(events, _)| events.iter())
+            .filter_map(|event| match event {
+                Decoded::ApiServer(event) => Some(EventKey {
+                    source: event.source.clone(),
+                    id: event.id.clone(),
+                }),
+                Decoded::Ignored { .. } => None,
+            })
+            .collect();
+        let seen = match self.store.duplicates(&keys) {
+            Ok(seen) => seen,
+            Err(error) => {
+                round.store_failure.get_or_insert(error);
+                HashSet::new()
+            }
+        };
+        for (mut events, reply) in submissions {
+            let mut reply = Some(reply);
+            let writes_before = self.engine.journaled_writes();
+            let mut event_results = Vec::with_capacity(events.len());
+            for event in &mut events {
+                let result = match event {
+                    Decoded::Ignored { .. } => EventResult::Ignored,
+                    Decoded::ApiServer(event) => {
+                        let key = EventKey {
+                            source: event.source.clone(),
+                            id: event.id.clone(),
+                        };
+                        let duplicate = keys_in_round.contains(&key) || seen.contains(&key);
+                        if duplicate {
+                            EventResult::Duplicate
+                        } else {
+                            let writes = self.engine.journaled_writes();
+                            match self.engine.apply(event, now) {
+                                Outcome::Applied => {
+                                    keys_in_round.insert(key.clone());
+                                    // An event that changed nothing durable (status churn with
+                                    // the same compact content) needs no key and no disk write:
+                                    // a redelivery applies the same content again, which changes
+                                    // nothing either.
+                                    if self.engine.journaled_writes() != writes {
+                                        round.batch.events.push((key, now));
+                                    }
+                                    EventResult::Applied
+                                }
+                                Outcome::Stale => EventResult::Stale,
+                                Outcome::Reference => EventResult::Reference,
+                                Outcome::Conflict => {
+                                    self.reported.misnamed.conflict(
+                                        &self.engine,
+                                        &self.metrics,
+                                        event,
+                                    );
+                                    EventResult::Conflict
+                                }
+                                Outcome::OverCapacity => EventResult::OverCapacity,
+                            }
+                        }
+                    }
+                };
+                event_results.push(result);
+            }
+            if round.store_failure.is_none() && self.engine.journaled_writes() == writes_before {
+                if let Some(reply) = reply.take() {
+                    self.count_refusals();
+                    let _ = reply.send(Ok(event_results.clone()));
+                }
+            }
+            round.submissions.push((events, reply));
+            round.results.push(Ok(event_results));
+        }
+    }
+
+    /// Applies the resync loop's work (listed objects, complete lists' absentees).
+    pub(super) fn apply_resyncs(
+        &mut self,
+        round: &mut Round,
+        resyncs: Vec<(ResyncWork, ResyncReply)>,
+    ) {
+        for (work, reply) in resyncs {
+            let outcome = resync::apply(
+                &mut self.engine,
+                &mut self.reported.misnamed,
+                &self.metrics,
+                work,
+                round.now,
+            );
+            round.resync_replies.push((outcome, reply));
+        }
+    }
+
+    /// Puts the round's silence requests into the batch: a new silence gets its id and time
+    /// here, and withdraws the pending reminders of the open drifts it covers (new notices are
+    /// muted by routing once it is committed).
+    pub(super) fn apply_silences(
+        &mut self,
+        round: &mut Round,
+        requests: Vec<(SilenceRequest, SilenceReply)>,
+    ) {
+        let (now, batch) = (round.now, &mut round.batch);
+        for (request, reply) in requests {
+            let outcome = match request {
+                SilenceRequest::Add(silence) => {
+                    let stored = StoredSilence {
+                        id: format!("sil_{}", uuid::Uuid::new_v4().simple()),
+                        silence,
+                        created_at: now,
+                    };
+                    batch.cancel_reminders.extend(
+                        self.engine
+                            .open_drifts()
+                            .filter(|drift| stored.silence.matches(drift, now))
+                            .map(|drift| drift.id.clone()),
+                    );
+                    batch.silences.push(SilenceChange::Add(stored.clone()));
+                    SilenceOutcome::Added(stored)
+                }
+                SilenceRequest::Remove(id) => {
+                    // Removed already in this round: a second removal finds nothing, as it
+                    // would one round later.
+                    let removed_now = batch
+                        .silences
+                        .iter()
+                        .any(|change| *change == SilenceChange::Remove(id.clone()));
+                    let removed = self.silences.contains(&id) && !removed_now;
+                    if removed {
+                        batch.silences.push(SilenceChange::Remove(id));
+                    }
+                    SilenceOutcome::Removed(removed)
+                }
+            };
+            round.silence_replies.push((outcome, reply));
+        }
+    }
+}

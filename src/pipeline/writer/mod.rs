@@ -1,0 +1,504 @@
+//! The writer thread and its round. One OS thread owns the engine and the store; each round
+//! takes everything queued, applies it, evaluates the timers, routes the transitions, commits
+//! once and answers (see the module docs of `pipeline` for the invariants). This file is the
+//! thread and the round's steps in order; the steps that apply queued work are `apply.rs`, the
+//! timers between rounds (heartbeat, pruning, the shards' silences and notifications, the
+//! record before stopping) `housekeeping.rs`, a commit whose outcome was lost `recovery.rs`,
+//! and what a round tells the metrics and the log `observe.rs`.
+
+mod apply;
+mod housekeeping;
+mod observe;
+mod recovery;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::resync::{self, Misnamed};
+use super::{
+    Command, Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply, ResyncWork, Settings,
+    SilenceOutcome, SilenceReply, SilenceRequest,
+};
+use crate::metrics::Metrics;
+use drift_core::classify::{Engine, Outcome};
+use drift_core::decode::Decoded;
+use drift_core::route::{notification_id, Silences};
+use drift_model::time::Clock;
+use drift_model::{DriftState, Millis, Transition};
+use drift_store::{Batch, EventKey, NewOutbox, SilenceChange, Store, StoredSilence};
+
+/// Most requests taken into one transaction.
+const MAX_ROUND: usize = 512;
+/// How long timers wait after a failed commit before the writer tries again.
+const STORE_RETRY_MS: Millis = 1_000;
+/// How often old event keys are pruned.
+const PRUNE_INTERVAL_MS: Millis = 10 * 60 * 1000;
+
+/// What one round took from the queue.
+#[derive(Default)]
+struct Work {
+    submissions: Vec<(Vec<Decoded>, Reply)>,
+    resyncs: Vec<(ResyncWork, ResyncReply)>,
+    silences: Vec<(SilenceRequest, SilenceReply)>,
+}
+
+impl Work {
+    fn is_empty(&self) -> bool {
+        self.submissions.is_empty() && self.resyncs.is_empty() && self.silences.is_empty()
+    }
+}
+
+/// One round in progress: its time, the batch it will commit, and who waits for an answer.
+struct Round {
+    now: Millis,
+    /// The round retires the drifts of classes a rules change disabled.
+    retiring: bool,
+    batch: Batch,
+    /// Every state move of the round, in order (the recorded ones are also in the batch's
+    /// history): routed to notifications, counted and logged after the commit.
+    transitions: Vec<Transition>,
+    /// Submitted events with their reply; `None` once answered early.
+    submissions: Vec<(Vec<Decoded>, Option<Reply>)>,
+    results: Vec<Result<Vec<EventResult>, Error>>,
+    resync_replies: Vec<(ResyncOutcome, ResyncReply)>,
+    silence_replies: Vec<(SilenceOutcome, SilenceReply)>,
+    /// A store error met while applying (a duplicate check that failed): the round is refused.
+    store_failure: Option<drift_store::Error>,
+}
+
+/// How often a shard's writer reads back the silences all shards share.
+const SILENCE_SYNC_MS: Millis = 5_000;
+/// How often a shard's writer looks for notifications without a live owner to take over.
+const ADOPT_EVERY_MS: Millis = 60_000;
+/// How soon a look that failed is tried again.
+const ADOPT_RETRY_MS: Millis = 5_000;
+/// How long a shard may have no writer before its pending notifications are another shard's to
+/// send: longer than a restart or a takeover, so a shard's own notifications normally go out
+/// through its own channels; short enough that a renamed or removed shard loses none.
+pub const ORPHANED_AFTER_MS: Millis = 600_000;
+
+pub(super) struct Writer {
+    engine: Engine,
+    store: Box<dyn Store>,
+    clock: Clock,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    settings: Settings,
+    /// The silences created through the API (committed).
+    silences: Silences,
+    /// Set when the rules changed: the next round retires the drifts of classes they disable.
+    rules_changed: bool,
+    /// Open drifts a silence created through another shard covers: their pending reminders are
+    /// withdrawn in the next round.
+    reminders_to_cancel: Vec<String>,
+    /// Set when a commit's outcome could not be told: nothing is committed any more (the
+    /// engine may differ from the store), until the replica loads the state again.
+    gave_up: bool,
+    /// The thread that frees applied events (see [`Writer::discard`]).
+    dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
+    /// When the timers between rounds last ran.
+    timers: Timers,
+    /// What was already reported to the metrics and the log, so each is reported once.
+    reported: Reported,
+}
+
+/// When the writer's timers last ran (milliseconds since the epoch; 0: never).
+#[derive(Debug, Default)]
+struct Timers {
+    /// After a failed commit, timers wait until then.
+    store_backoff_until: Millis,
+    /// The last write that reached the store (a commit or a heartbeat).
+    last_write: Millis,
+    /// The last pruning of event keys and the audit trail.
+    last_prune: Millis,
+    /// When the silences were last read back from a store other shards write too.
+    last_silence_sync: Millis,
+    /// When notifications without a live owner were last looked for (shards only).
+    last_adoption: Millis,
+}
+
+/// What the writer already told the metrics and the log.
+#[derive(Default)]
+struct Reported {
+    /// The firing series set last round (set to 0 once they stop firing, not left stale).
+    firing_series: HashSet<crate::metrics::FiringLabel>,
+    /// Cluster-name mix-ups already logged.
+    misnamed: Misnamed,
+    /// The engine's count of implausible versions already reported.
+    implausible_seen: u64,
+    /// The engine's count of refused objects already reported.
+    refused_seen: u64,
+    /// When a refusal at a cap was last logged (at most one line a minute).
+    refusal_logged: Option<std::time::Instant>,
+    /// How many notifications of shards without a writer the last look left (said when it
+    /// changes).
+    last_stranded: usize,
+}
+
+impl Writer {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        engine: Engine,
+        store: Box<dyn Store>,
+        clock: Clock,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        settings: Settings,
+        silences: Silences,
+    ) -> Writer {
+        Writer {
+            engine,
+            store,
+            clock,
+            metrics,
+            health,
+            settings,
+            silences,
+            // Rules may have changed while the process was down: retire drifts of classes that
+            // are now disabled in the first round.
+            rules_changed: true,
+            reminders_to_cancel: Vec::new(),
+            gave_up: false,
+            dropper: spawn_dropper(),
+            timers: Timers::default(),
+            reported: Reported::default(),
+        }
+    }
+
+    pub(super) fn run(mut self, receiver: mpsc::Receiver<Command>) {
+        loop {
+            let now = (self.clock)();
+            let heartbeat_ms =
+                i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
+            let mut wake_at = self.timers.last_write + heartbeat_ms;
+            if let Some(deadline) = self.engine.next_deadline() {
+                // After a failed commit, timers wait for the backoff: a store that keeps failing
+                // must not spin the writer.
+                wake_at = wake_at.min(deadline.max(self.timers.store_backoff_until));
+            }
+            let wait = Duration::from_millis(u64::try_from((wake_at - now).max(1)).unwrap_or(1));
+            let mut round = Vec::new();
+            let mut stop = false;
+            match receiver.recv_timeout(wait) {
+                Ok(command) => {
+                    round.push(command);
+                    while round.len() < MAX_ROUND {
+                        match receiver.try_recv() {
+                            Ok(command) => round.push(command),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => stop = true,
+            }
+            let mut work = Work::default();
+            for command in round {
+                match command {
+                    Command::Submit { events, reply } => work.submissions.push((events, reply)),
+                    Command::Resync {
+                        work: listed,
+                        reply,
+                    } => work.resyncs.push((listed, reply)),
+                    Command::SetRules(rules) => {
+                        self.engine.set_rules(rules);
+                        self.rules_changed = true;
+                    }
+                    Command::Silence { request, reply } => work.silences.push((request, reply)),
+                    // A read: answered from the engine as it stands, before this round's work.
+                    Command::Fleet { group, reply } => {
+                        let _ = reply.send(self.engine.fleet_view(group.as_deref()));
+                    }
+                    Command::Shutdown => stop = true,
+                }
+            }
+            self.round(work);
+            if stop {
+                // Drain whatever arrived meanwhile so every queued request gets an answer
+                // (resync work is dropped: its sender sees the writer stopped).
+                let rest = Work {
+                    submissions: receiver
+                        .try_iter()
+                        .filter_map(|command| match command {
+                            Command::Submit { events, reply } => Some((events, reply)),
+                            _ => None,
+                        })
+                        .collect(),
+                    ..Work::default()
+                };
+                self.round(rest);
+                self.record_pending_before_stop();
+                return;
+            }
+        }
+    }
+
+    /// One round: everything taken from the queue, plus due timers, in one transaction. The
+    /// steps, in order: apply the events, the resync work and the silence writes; evaluate the
+    /// timers; route the transitions to outbox rows; commit; observe; answer; prune.
+    fn round(&mut self, work: Work) {
+        let now = (self.clock)();
+        self.sync_silences(now);
+        if now - self.timers.last_adoption >= ADOPT_EVERY_MS {
+            // Again every minute after the first, when the writer started.
+            self.adopt_notifications(now);
+        }
+        if work.is_empty()
+            && !self.timers_due(now)
+            && !self.rules_changed
+            && self.reminders_to_cancel.is_empty()
+        {
+            if now - self.timers.last_write >= self.heartbeat_ms() {
+                self.heartbeat(now);
+            }
+            return;
+        }
+        let started = std::time::Instant::now();
+        let mut round = self.begin(now);
+        round
+            .batch
+            .cancel_reminders
+            .append(&mut self.reminders_to_cancel);
+        self.apply_events(&mut round, work.submissions);
+        self.apply_resyncs(&mut round, work.resyncs);
+        self.apply_silences(&mut round, work.silences);
+        self.evaluate(&mut round);
+        self.route(&mut round);
+        let committed = self.commit(&mut round);
+        let committed = self.settle_unknown(&round, committed);
+        // Observed before answering, so a caller that has its answer also sees the counters of
+        // its own events.
+        self.observe(started);
+        self.answer(round, committed);
+        self.prune(now);
+    }
+
+    /// Starts the engine's journal; after a rules change, retires the drifts of classes the new
+    /// rules disable.
+    fn begin(&mut self, now: Millis) -> Round {
+        self.engine.begin();
+        let retiring = std::mem::take(&mut self.rules_changed);
+        if retiring {
+            self.engine.retire_disabled(now);
+        }
+        Round {
+            now,
+            retiring,
+            batch: Batch::default(),
+            transitions: Vec::new(),
+            submissions: Vec::new(),
+            results: Vec::new(),
+            resync_replies: Vec::new(),
+            silence_replies: Vec::new(),
+            store_failure: None,
+        }
+    }
+
+    /// Fires pending drifts whose grace ran out (and the engine's other timed work), and takes
+    /// what the round changed from the engine's journal.
+    fn evaluate(&mut self, round: &mut Round) {
+        self.engine.tick(round.now);
+        match super::take_changes(self.engine.changes(), &mut round.batch) {
+            Ok(transitions) => round.transitions = transitions,
+            Err(error) => {
+                round.store_failure.get_or_insert(error);
+            }
+        }
+    }
+
+    /// Routes the round's transitions to outbox rows (committed with them), and withdraws the
+    /// reminders of drifts that resolved.
+    fn route(&mut self, round: &mut Round) {
+        let batch = &mut round.batch;
+        batch.outbox = self.queue_notifications(&round.transitions);
+        batch.cancel_reminders.extend(
+            round
+                .transitions
+                .iter()
+                // Only a drift that fired has reminders.
+                .filter(|transition| {
+                    transition.drift.state == DriftState::Resolved
+                        && transition.drift.fired_at.is_some()
+                })
+                .map(|transition| transition.drift.id.clone()),
+        );
+    }
+
+    /// Routes transitions to outbox rows (written in the same transaction as the transitions).
+    fn queue_notifications(&self, transitions: &[Transition]) -> Vec<NewOutbox> {
+        let rules = Arc::clone(self.engine.rules());
+        let mut rows = Vec::new();
+        for transition in transitions {
+            for queued in
+                self.settings
+                    .router
+                    .route(transition, &rules, &self.silences, transition.at)
+            {
+                let payload = match drift_store::rows::encode_notice(&queued.notice) {
+                    Ok(payload) => payload,
+                    Err(error) => {
+                        tracing::error!(message = "Could not serialize a notification; it is not queued.", %error);
+                        continue;
+                    }
+                };
+                self.metrics
+                    .notifications_queued
+                    .get_or_create(&crate::metrics::ChannelLabel {
+                        channel: queued.channel.clone(),
+                    })
+                    .inc();
+                rows.push(NewOutbox {
+                    id: notification_id(
+                        &transition.drift.id,
+                        &queued.channel,
+                        queued.notice.kind.as_str(),
+                        transition.at,
+                    ),
+                    channel: queued.channel,
+                    drift_id: transition.drift.id.clone(),
+                    kind: queued.notice.kind.as_str().to_string(),
+                    group_key: queued.group_key,
+                    payload,
+                    created_at: transition.at,
+                    not_before: queued.not_before,
+                    repeat_after_ms: queued
+                        .repeat_after
+                        .map(|interval| i64::try_from(interval.as_millis()).unwrap_or(i64::MAX)),
+                });
+            }
+        }
+        rows
+    }
+
+    /// Commits the round in one transaction; a round that changed nothing durable writes
+    /// nothing.
+    fn commit(&mut self, round: &mut Round) -> Result<bool, drift_store::Error> {
+        if let Some(error) = round.store_failure.take() {
+            return Err(error);
+        }
+        if self.gave_up {
+            return Err(drift_store::Error::Unavailable(
+                "the writer gave its role up after a commit of unknown outcome".to_string(),
+            ));
+        }
+        let batch = &round.batch;
+        if batch.is_empty() {
+            return Ok(false);
+        }
+        let started = std::time::Instant::now();
+        let result = self.store.commit(batch);
+        self.metrics
+            .store_commit_seconds
+            .observe(started.elapsed().as_secs_f64());
+        result.map(|()| true)
+    }
+
+    /// Ends the round: on success the engine keeps its changes, the silences in force follow
+    /// the committed writes and every waiting request gets its answer; on failure the engine
+    /// rolls back to the committed state and every request gets [`Error::Store`].
+    fn answer(&mut self, mut round: Round, committed: Result<bool, drift_store::Error>) {
+        let now = round.now;
+        match committed {
+            Ok(wrote) => {
+                self.engine.commit();
+                if wrote {
+                    self.mark_store(true, now);
+                    self.metrics.store_commits.inc();
+                } else if now - self.timers.last_write >= self.heartbeat_ms() {
+                    // A busy writer whose rounds write nothing still proves the store writable.
+                    self.heartbeat(now);
+                }
+                self.after_commit(&round.transitions);
+                if !round.batch.outbox.is_empty() {
+                    self.settings.outbox_notify.notify_waiters();
+                    self.settings.outbox_notify.notify_one();
+                }
+                for change in &round.batch.silences {
+                    match change {
+                        SilenceChange::Add(stored) => {
+                            self.silences.add(stored.id.clone(), stored.silence.clone())
+                        }
+                        SilenceChange::Remove(id) => {
+                            self.silences.remove(id);
+                        }
+                    }
+                }
+                let mut applied = Vec::with_capacity(round.submissions.len());
+                for ((events, reply), result) in round.submissions.into_iter().zip(round.results) {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(result);
+                    }
+                    applied.push(events);
+                }
+                for (outcome, reply) in round.resync_replies {
+                    let _ = reply.send(Ok(outcome));
+                }
+                for (outcome, reply) in round.silence_replies {
+                    let _ = reply.send(Ok(outcome));
+                }
+                self.discard(applied);
+            }
+            Err(error) => {
+                self.engine.rollback();
+                if matches!(error, drift_store::Error::LeaseLost { .. }) {
+                    // Fenced: another replica is the writer. The lease keeper sees this flag and
+                    // stops this replica; until then every round fails the same way.
+                    self.health.lease_lost.store(true, Ordering::SeqCst);
+                }
+                self.timers.store_backoff_until = now + STORE_RETRY_MS;
+                // The retirement was rolled back with the rest; do it again next round.
+                self.rules_changed |= round.retiring;
+                self.mark_store(false, now);
+                self.metrics
+                    .store_errors
+                    .get_or_create(&crate::metrics::KindLabel::new(error.kind()))
+                    .inc();
+                tracing::error!(message = "Store commit failed; the round is refused and will be retried by the sender.", %error);
+                // Withdrawals read back from other shards' silences are asked again next round.
+                self.reminders_to_cancel
+                    .append(&mut round.batch.cancel_reminders);
+                let refused = Error::Store(error.kind());
+                for (_, reply) in round.submissions {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Err(refused.clone()));
+                    }
+                }
+                for (_, reply) in round.resync_replies {
+                    let _ = reply.send(Err(refused.clone()));
+                }
+                for (_, reply) in round.silence_replies {
+                    let _ = reply.send(Err(refused.clone()));
+                }
+            }
+        }
+    }
+
+    /// Frees a round's decoded events on the dropper thread: freeing their JSON trees is a good
+    /// part of the single writer's time per event. Inline when that thread is busy.
+    fn discard(&self, events: Vec<Vec<Decoded>>) {
+        if let Some(dropper) = &self.dropper {
+            let _ = dropper.try_send(events);
+        }
+    }
+}
+
+/// Starts the thread that frees applied events (see `Writer::discard`); `None` if it cannot
+/// start, and events are then freed on the writer.
+fn spawn_dropper() -> Option<SyncSender<Vec<Vec<Decoded>>>> {
+    // A few rounds of slack; beyond that `try_send` fails and the writer frees them itself.
+    let (sender, receiver) = mpsc::sync_channel::<Vec<Vec<Decoded>>>(8);
+    std::thread::Builder::new()
+        .name("drift-dropper".to_string())
+        .spawn(move || {
+            for events in receiver {
+                drop(events);
+            }
+        })
+        .ok()?;
+    Some(sender)
+}
