@@ -246,10 +246,6 @@ pub(crate) fn health(object: &ObjectState) -> (Option<String>, bool, bool) {
 }
 /// The id of the class of fleet groups' differences (`fleet.groups`).
 pub use fleet_divergence::ID as FLEET_DIVERGENCE;
-pub(crate) use fleet_divergence::{
-    assess_object as fleet_assess_object, compared_objects as fleet_compared_objects,
-    member_views as fleet_member_views, members as fleet_members, subject as fleet_subject,
-};
 /// The id of the class of team invariants (`rules.invariants`).
 pub use invariant::ID as INVARIANT;
 /// The id of the class the router sends to every channel.

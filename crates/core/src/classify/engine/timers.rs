@@ -1,0 +1,93 @@
+//! The engine's clock-driven work: [`Engine::tick`] fires pending drifts whose grace ran out,
+//! records pending drifts that lasted, re-assesses restored objects a chunk at a time and
+//! forgets old tombstones; [`Engine::next_deadline`] says when it next has work.
+
+use super::*;
+
+impl Engine {
+    /// Fires pending drifts whose grace has run out and forgets old tombstones.
+    pub fn tick(&mut self, now: Millis) {
+        let mut due: Vec<DriftSlot> = self
+            .drifts
+            .iter()
+            .filter(|(_, drift)| drift.state == DriftState::Pending && drift.fire_at <= now)
+            .filter(|(slot, _)| self.rules.class(&slot.class).enabled)
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        due.sort();
+        for slot in due {
+            if let Some(mut drift) = self.drifts.get(&slot).cloned() {
+                drift.state = DriftState::Firing;
+                drift.fired_at = Some(now);
+                self.put_drift(slot, Some(drift.clone()));
+                self.push_transition(drift, Some(DriftState::Pending), now);
+            }
+        }
+        // Pending episodes that lasted are recorded (see `RECORD_PENDING_AFTER_MS`).
+        self.record_opened_by(now.saturating_sub(RECORD_PENDING_AFTER_MS));
+        for _ in 0..RECHECK_PER_TICK {
+            let Some(key) = self.recheck.pop() else {
+                // Done: give back what the restored keys took.
+                self.recheck.shrink_to_fit();
+                break;
+            };
+            self.reassess(&key, now);
+            self.journal.rechecked(key);
+        }
+        let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
+        let mut forgot_any = false;
+        for key in expired {
+            // Drifts about a deletion end when the deleted object is forgotten: a Service
+            // deleted on purpose must not fire (and remind) forever.
+            // A part of the own event path that is gone stays broken until it is created again
+            // (`pipeline_broken` resolves the old uid's drift by name then).
+            let open: Vec<DriftSlot> = self
+                .drifts
+                .keys()
+                .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
+                .filter(|slot| slot.class != classes::PIPELINE_BROKEN)
+                // A fleet drift is about a group, never about an object tracked under its key
+                // (a forged event could name cluster `fleet:<group>`).
+                .filter(|slot| slot.class != classes::FLEET_DIVERGENCE)
+                .cloned()
+                .collect();
+            for slot in open {
+                self.clear(&slot, "deleted object no longer tracked", now);
+            }
+            // Fleet drifts change only when a compared object's tombstone goes (its evidence of
+            // absence) or a cluster's last object does (its membership): not on every expiry of
+            // a busy fleet's Revisions and Pods.
+            let fleet_relevant = self.fleet_compares(&key);
+            self.remove_object(&key);
+            forgot_any |= fleet_relevant || self.graph.count_in(&key.cluster) == 0;
+        }
+        if forgot_any && !self.rules.fleet_groups().is_empty() {
+            self.rejudge_fleet(now);
+        }
+    }
+
+    /// When [`Engine::tick`] next has work: the earliest pending `fire_at` or time to record a
+    /// pending drift, or at once while restored objects wait to be re-assessed.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        if !self.recheck.is_empty() {
+            return Some(Millis::MIN);
+        }
+        self.drifts
+            .values()
+            .filter(|drift| drift.state == DriftState::Pending)
+            .filter_map(|drift| {
+                let fires = self
+                    .rules
+                    .class(&drift.class)
+                    .enabled
+                    .then_some(drift.fire_at);
+                let records = (!self.recorded.contains(&drift.id))
+                    .then(|| drift.since.saturating_add(RECORD_PENDING_AFTER_MS));
+                match (fires, records) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .min()
+    }
+}
