@@ -1,1 +1,256 @@
-//! Unit tests of the writer.
+//! Unit tests of the writer's round, on the memory store (which can be told to fail and to lose
+//! a commit's answer) with a clock the test moves: what a round commits and answers, that a
+//! failed commit takes back everything the round did, how a commit of unknown outcome is
+//! settled, and the heartbeat and pruning timers.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::{Work, Writer};
+use crate::metrics::Metrics;
+use crate::pipeline::{Error, EventResult, Health, Settings};
+use drift_core::classify::{Engine, Rules};
+use drift_core::decode::{decode_request, ClusterNames, Decoded};
+use drift_core::route::Silences;
+use drift_store::memory::MemoryStore;
+
+const START: i64 = 1_764_000_000_000;
+
+/// A Knative Service from the fixtures, as one structured CloudEvent of the ApiServerSource.
+fn service_event(id: &str, resource_version: &str, image: &str) -> Vec<Decoded> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/knative/serving/openshift-labs-learn-katacoda__serverless-05-knative-client__ksvc-greeter.yaml"
+    ))
+    .expect("fixture");
+    let mut object: serde_json::Value = serde_saphyr::from_str(&text).expect("fixture parses");
+    object["metadata"]["resourceVersion"] = serde_json::json!(resource_version);
+    object["spec"]["template"]["spec"]["containers"][0]["image"] = serde_json::json!(image);
+    let body = serde_json::json!({
+        "specversion": "1.0",
+        "id": id,
+        "source": "https://10.96.0.1:443",
+        "type": "dev.knative.apiserver.resource.update",
+        "datacontenttype": "application/json",
+        "data": object,
+    });
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/cloudevents+json"),
+    );
+    let clusters = ClusterNames {
+        default: "test".into(),
+        by_source: Default::default(),
+    };
+    decode_request(&headers, body.to_string().as_bytes(), &clusters).expect("decodes")
+}
+
+struct Harness {
+    writer: Writer,
+    store: MemoryStore,
+    health: Arc<Health>,
+    now: Arc<AtomicI64>,
+}
+
+fn harness() -> Harness {
+    let store = MemoryStore::new();
+    let now = Arc::new(AtomicI64::new(START));
+    let clock_now = Arc::clone(&now);
+    let health = Arc::new(Health::default());
+    let settings = Settings {
+        router: drift_core::config::router(&[], &[drift_core::config::ChannelConfig::log("log")]),
+        outbox_notify: Arc::new(tokio::sync::Notify::new()),
+        queue_capacity: 16,
+        dedup_retention: Duration::from_secs(3600),
+        audit_retention: Duration::from_secs(3600),
+        heartbeat_interval: Duration::from_secs(5),
+        capacity: Default::default(),
+        shard: Arc::new(Default::default()),
+    };
+    let writer = Writer::new(
+        Engine::new(Arc::new(Rules::default())),
+        Box::new(store.clone()),
+        Arc::new(move || clock_now.load(Ordering::SeqCst)),
+        Arc::new(Metrics::new()),
+        Arc::clone(&health),
+        settings,
+        Silences::default(),
+    );
+    Harness {
+        writer,
+        store,
+        health,
+        now,
+    }
+}
+
+type Answer = oneshot::Receiver<Result<Vec<EventResult>, Error>>;
+
+impl Harness {
+    /// One round over these requests; their answers.
+    fn round(&mut self, requests: Vec<Vec<Decoded>>) -> Vec<Result<Vec<EventResult>, Error>> {
+        let mut work = Work::default();
+        let mut answers: Vec<Answer> = Vec::new();
+        for events in requests {
+            let (reply, answer) = oneshot::channel();
+            work.submissions.push((events, reply));
+            answers.push(answer);
+        }
+        self.writer.round(work);
+        answers
+            .into_iter()
+            .map(|mut answer| answer.try_recv().expect("every request is answered"))
+            .collect()
+    }
+
+    fn advance(&self, by: Duration) {
+        self.now
+            .fetch_add(i64::try_from(by.as_millis()).unwrap(), Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_round_commits_its_events_once_and_answers_each_request() {
+    let mut h = harness();
+    let event = service_event("e1", "100", "gcr.io/app:1");
+    let answers = h.round(vec![event.clone(), event]);
+    assert_eq!(
+        answers,
+        vec![
+            Ok(vec![EventResult::Applied]),
+            Ok(vec![EventResult::Duplicate])
+        ]
+    );
+    assert_eq!(h.store.commit_count(), 1, "one transaction for the round");
+    assert_eq!(h.store.event_count(), 1, "the key is kept once");
+    assert_eq!(h.store.objects().len(), 1);
+    // A redelivery in a later round is a duplicate by the store's key.
+    let answers = h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    assert_eq!(answers, vec![Ok(vec![EventResult::Duplicate])]);
+}
+
+#[test]
+fn an_event_that_changes_nothing_durable_writes_nothing() {
+    let mut h = harness();
+    h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    let commits = h.store.commit_count();
+    // The same content at a newer version (status churn): applied, nothing to write.
+    let answers = h.round(vec![service_event("e2", "101", "gcr.io/app:1")]);
+    assert_eq!(answers, vec![Ok(vec![EventResult::Applied])]);
+    assert_eq!(h.store.commit_count(), commits, "no transaction");
+    assert_eq!(h.store.event_count(), 1, "not even its key");
+}
+
+#[test]
+fn a_failed_commit_takes_back_the_whole_round_and_refuses_every_request() {
+    let mut h = harness();
+    h.store.set_failing(true);
+    let answers = h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    assert!(matches!(answers[..], [Err(Error::Store(_))]), "{answers:?}");
+    assert_eq!(h.writer.engine.object_count(), 0, "the engine rolled back");
+    assert!(!h.health.store_writable.load(Ordering::SeqCst));
+    // The sender retries once the store is back: nothing of the refused round remains, so
+    // the retry is applied, not taken for a duplicate or a stale version.
+    h.store.set_failing(false);
+    h.advance(Duration::from_secs(2));
+    let answers = h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    assert_eq!(answers, vec![Ok(vec![EventResult::Applied])]);
+    assert_eq!(h.store.objects().len(), 1);
+    assert!(h.health.store_writable.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_commit_whose_answer_was_lost_is_settled_by_its_event_keys() {
+    // It landed: the round goes on as committed.
+    let mut h = harness();
+    h.store.set_lost_commit_answers(Some(true));
+    let answers = h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    assert_eq!(answers, vec![Ok(vec![EventResult::Applied])]);
+    assert_eq!(h.writer.engine.object_count(), 1);
+    assert!(!h.writer.gave_up);
+
+    // It did not land: refused and rolled back, and the writer goes on.
+    let mut h = harness();
+    h.store.set_lost_commit_answers(Some(false));
+    let answers = h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    assert!(
+        matches!(answers[..], [Err(Error::Store("commit_unknown"))]),
+        "{answers:?}"
+    );
+    assert_eq!(h.writer.engine.object_count(), 0);
+    assert!(!h.writer.gave_up);
+}
+
+#[test]
+fn a_commit_of_unknown_outcome_without_keys_to_ask_gives_the_writer_role_up() {
+    let mut h = harness();
+    h.store.set_lost_commit_answers(Some(true));
+    // A silence is a write without event keys: nothing tells whether it landed.
+    let (reply, mut answer) = oneshot::channel();
+    let mut work = Work::default();
+    work.silences.push((
+        crate::pipeline::SilenceRequest::Add(drift_model::Silence {
+            matchers: [("class".to_string(), "not_ready".to_string())].into(),
+            expires_at: None,
+            comment: None,
+        }),
+        reply,
+    ));
+    h.writer.round(work);
+    assert!(matches!(answer.try_recv(), Ok(Err(Error::Store(_)))));
+    assert!(h.writer.gave_up);
+    assert!(h.health.gave_up.load(Ordering::SeqCst));
+    // From then on nothing is committed, not even what the store would take.
+    h.store.set_lost_commit_answers(None);
+    let commits = h.store.commit_count();
+    let answers = h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    assert!(matches!(answers[..], [Err(Error::Store(_))]), "{answers:?}");
+    assert_eq!(h.store.commit_count(), commits);
+}
+
+#[test]
+fn an_idle_writer_proves_the_store_writable_every_heartbeat() {
+    let mut h = harness();
+    h.round(Vec::new());
+    let first = h.health.last_store_ok.load(Ordering::SeqCst);
+    assert_eq!(
+        first,
+        u64::try_from(START).unwrap(),
+        "the first round writes one"
+    );
+    h.advance(Duration::from_secs(1));
+    h.round(Vec::new());
+    assert_eq!(
+        h.health.last_store_ok.load(Ordering::SeqCst),
+        first,
+        "not before the interval"
+    );
+    h.advance(Duration::from_secs(5));
+    h.round(Vec::new());
+    assert_eq!(
+        h.health.last_store_ok.load(Ordering::SeqCst),
+        u64::try_from(START + 6_000).unwrap()
+    );
+    // A store that cannot be written says so at the next heartbeat.
+    h.store.set_failing(true);
+    h.advance(Duration::from_secs(5));
+    h.round(Vec::new());
+    assert!(!h.health.store_writable.load(Ordering::SeqCst));
+}
+
+#[test]
+fn event_keys_are_forgotten_after_their_retention() {
+    let mut h = harness();
+    h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    assert_eq!(h.store.event_count(), 1);
+    // Pruning runs every ten minutes; the key is older than the hour it is kept by then.
+    h.advance(Duration::from_secs(3600 + 600));
+    h.round(vec![service_event("e2", "102", "gcr.io/app:2")]);
+    assert_eq!(h.store.event_count(), 1, "e1 forgotten, e2 kept");
+    let answers = h.round(vec![service_event("e2", "102", "gcr.io/app:2")]);
+    assert_eq!(answers, vec![Ok(vec![EventResult::Duplicate])]);
+}
