@@ -82,7 +82,7 @@ fn rules() -> Arc<Rules> {
 /// The default rules with the ten shipped team invariants (`examples/invariants/knative.yaml`).
 fn rules_with_invariants() -> Arc<Rules> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/invariants/knative.yaml");
-    let invariants = match drift_core::config::invariants::load_rules_file(&path) {
+    let invariants = match drift_core::config::load_rules_file(&path) {
         Ok(invariants) => invariants,
         Err(error) => panic!("invariants: {error}"),
     };

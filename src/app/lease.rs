@@ -516,7 +516,7 @@ async fn keep(
 
 /// How long after its last renewal (or its acquisition) a writer may act on its lease: a renewal
 /// interval less than the ttl, so it gives up before the lease can expire for the others.
-fn renewal_deadline(settings: &drift_core::config::server::LeaseConfig) -> Duration {
+fn renewal_deadline(settings: &drift_core::config::LeaseConfig) -> Duration {
     settings.ttl.saturating_sub(settings.renew_interval)
 }
 

@@ -98,9 +98,7 @@ fn with_rule_files(
         .collect();
     let mut extra = Vec::new();
     for file in files {
-        for rule in
-            drift_core::config::invariants::load_rules_file(file).map_err(|e| e.to_string())?
-        {
+        for rule in drift_core::config::load_rules_file(file).map_err(|e| e.to_string())? {
             let here = file.display().to_string();
             if let Some(first) = seen.insert(rule.name.clone(), here.clone()) {
                 return Err(format!(

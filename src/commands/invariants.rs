@@ -60,7 +60,7 @@ pub fn test(file: &Path, against: &Path, cluster: &str, json: bool) -> ExitCode 
         eprintln!("drift-sentinel invariants test: {message}");
         ExitCode::from(2)
     };
-    let rules = match drift_core::config::invariants::load_rules_file(file) {
+    let rules = match drift_core::config::load_rules_file(file) {
         Ok(rules) => rules,
         Err(error) => return fail(error.to_string()),
     };

@@ -25,7 +25,7 @@ fn run(from: &str, to: &str, ca_file: Option<&Path>) -> Result<(), String> {
     let Some(path) = from.strip_prefix("sqlite:") else {
         return Err("--from must be sqlite:PATH (the SQLite store file)".to_string());
     };
-    drift_core::config::server::check_store_url(to).map_err(|reason| format!("--to: {reason}"))?;
+    drift_core::config::check_store_url(to).map_err(|reason| format!("--to: {reason}"))?;
     let target = Target::new(to, None, ca_file)
         .map_err(|error| format!("--to: {error}"))?
         .password_if_missing(std::env::var("PGPASSWORD").ok());

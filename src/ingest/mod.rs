@@ -37,7 +37,7 @@ use crate::error::{uniform_errors, ErrorCode};
 pub use crate::error::{ApiError, Unavailable};
 use crate::metrics::{CodeLabel, KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
-use drift_core::config::shard::ShardConfig;
+use drift_core::config::ShardConfig;
 use drift_core::decode::{self, ClusterNames, Decoded};
 
 pub mod admission;

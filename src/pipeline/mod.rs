@@ -188,7 +188,7 @@ pub struct Settings {
     pub capacity: Capacity,
     /// The clusters of this writer's shard: only their objects and drifts are loaded (the
     /// other shards' writers own the rest of the store).
-    pub shard: Arc<drift_core::config::shard::ShardConfig>,
+    pub shard: Arc<drift_core::config::ShardConfig>,
 }
 
 /// A handle to the writer; cheap to clone.
@@ -206,7 +206,7 @@ pub struct Pipeline {
 /// globs; a fleet drift, filed under `fleet:<group>` rather than a member cluster, by the shard
 /// whose config has the group (a group's clusters live in one shard).
 pub(crate) fn owns_drift_cluster(
-    shard: &drift_core::config::shard::ShardConfig,
+    shard: &drift_core::config::ShardConfig,
     rules: &Rules,
     cluster: &str,
 ) -> bool {

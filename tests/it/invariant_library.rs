@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use drift_core::classify::invariants::{judge_object, Invariant, Verdict};
-use drift_core::config::invariants::load_rules_file;
+use drift_core::config::load_rules_file;
 use drift_core::decode::{parse_object, KubeObject};
 use serde_json::{json, Value};
 

@@ -308,8 +308,7 @@ impl Sim {
 
 fn compile_with_fleet(rules: &str, fleet: &str) -> Rules {
     let config: RulesConfig = serde_saphyr::from_str(rules).expect("rules yaml");
-    let fleet: drift_core::config::fleet::FleetConfig =
-        serde_saphyr::from_str(fleet).expect("fleet yaml");
+    let fleet: drift_core::config::FleetConfig = serde_saphyr::from_str(fleet).expect("fleet yaml");
     config
         .compile()
         .with_fleet(fleet.compile("fleet.groups").expect("fleet groups compile"))

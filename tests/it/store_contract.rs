@@ -1625,7 +1625,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
 
     let mut east = backend.open();
     east.assign_shard("east").unwrap();
-    let shard = drift_core::config::shard::ShardConfig {
+    let shard = drift_core::config::ShardConfig {
         name: "east".into(),
         clusters: vec!["east-*".into()],
         set: true,

@@ -28,13 +28,13 @@ pub mod classes;
 pub mod defaults;
 pub mod evidence;
 pub mod fleet;
-pub mod graph;
+pub(crate) mod graph;
 pub mod invariants;
-pub mod kinds;
+pub(crate) mod kinds;
 mod quantity;
 pub mod resource_version;
-pub mod rules;
-pub mod state;
+pub(crate) mod rules;
+pub(crate) mod state;
 pub mod stored;
 
 mod engine;

@@ -38,10 +38,10 @@ pub struct ManagerStamp {
 pub struct Serialized(Box<serde_json::value::RawValue>);
 
 /// An object's `spec` (trimmed for Pods), serialized.
-pub type Spec = Serialized;
+pub(crate) type Spec = Serialized;
 
 /// The status fields the classes read, serialized.
-pub type Status = Serialized;
+pub(crate) type Status = Serialized;
 
 impl Serialized {
     /// The serialized form of `value`.

@@ -11,7 +11,7 @@ use crate::classify::fleet::{Compared, FleetGroup};
 use drift_model::Severity;
 
 /// Grace of a group that sets none: long enough for a rollout to reach every member.
-pub const DEFAULT_FLEET_GRACE: Duration = Duration::from_secs(300);
+pub(super) const DEFAULT_FLEET_GRACE: Duration = Duration::from_secs(300);
 /// Longest group name (part of a drift's identity, like a rule name).
 const MAX_NAME: usize = 63;
 

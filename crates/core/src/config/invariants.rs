@@ -12,7 +12,7 @@ use crate::classify::invariants::{Expression, Invariant, Message, Returns, Selec
 use drift_model::Severity;
 
 /// Grace of a rule that sets none.
-pub const DEFAULT_INVARIANT_GRACE: Duration = Duration::from_secs(120);
+pub(super) const DEFAULT_INVARIANT_GRACE: Duration = Duration::from_secs(120);
 /// Longest rule name (a metric label and part of a drift's identity).
 const MAX_NAME: usize = 63;
 
@@ -71,7 +71,7 @@ pub struct MatchConfig {
 
 /// Compiles rules; `path` is where they are (`rules.invariants`). The first error names the
 /// key path and, for an expression, its line and column.
-pub fn compile(rules: &[InvariantConfig], path: &str) -> Result<Vec<Invariant>, Error> {
+pub(super) fn compile(rules: &[InvariantConfig], path: &str) -> Result<Vec<Invariant>, Error> {
     if rules.is_empty() {
         return Ok(Vec::new());
     }
@@ -209,7 +209,7 @@ pub fn load_rules_file(path: &std::path::Path) -> Result<Vec<Invariant>, Error> 
 /// Runs `compile` on a thread with a large stack: parsing recurses as deep as an expression
 /// nests, and a stack overflow would end the process, not fail the rule. The stack is reserved,
 /// not committed: only what parsing touches is used. Fails only when no thread can be started.
-pub fn compile_on_large_stack<T: Send>(
+pub(super) fn compile_on_large_stack<T: Send>(
     compile: impl FnOnce() -> T + Send,
 ) -> Result<T, std::io::Error> {
     const STACK: usize = 256 << 20;

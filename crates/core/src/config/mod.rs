@@ -12,22 +12,24 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-pub mod channels;
+mod channels;
 mod duration;
-pub mod fleet;
-pub mod invariants;
-pub mod limits;
-pub mod load;
-pub mod resync;
-pub mod routes;
-pub mod rules;
-pub mod secret;
-pub mod server;
-pub mod shard;
+mod fleet;
+mod invariants;
+mod limits;
+mod load;
+mod resync;
+mod routes;
+mod rules;
+mod secret;
+mod server;
+mod shard;
 mod validate;
 
 pub use channels::{ChannelConfig, ChannelKind, Language, TemplateConfig};
 pub(crate) use duration::{de_duration, de_opt_duration};
+pub use fleet::FleetConfig;
+pub use invariants::load_rules_file;
 pub use limits::LimitsConfig;
 pub use load::{load_file, load_str, redact_urls, sections};
 pub use resync::{
@@ -40,10 +42,11 @@ pub use rules::{
 };
 pub use secret::Secret;
 pub use server::{
-    ApiConfig, AuthConfig, OidcConfig, ServerConfig, StoreConfig,
+    check_store_url, ApiConfig, AuthConfig, LeaseConfig, OidcConfig, ServerConfig, StoreConfig,
     DEFAULT_BODY_MIN_BYTES_PER_SECOND, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT, DEFAULT_JWKS_MAX_AGE, DEFAULT_MAX_CONNECTIONS, IN_FLIGHT_BODIES,
 };
+pub use shard::ShardConfig;
 
 /// Why a configuration could not be loaded. The message always names the file or key path.
 #[derive(Debug, thiserror::Error)]

@@ -289,10 +289,10 @@ impl StoreConfig {
 }
 
 /// The schemes a PostgreSQL `store.url` may have.
-pub const POSTGRES_SCHEMES: [&str; 2] = ["postgres", "postgresql"];
+pub(super) const POSTGRES_SCHEMES: [&str; 2] = ["postgres", "postgresql"];
 
 /// A PostgreSQL URL without its user and password: scheme, host, port and database.
-pub fn describe_url(url: &str) -> String {
+pub(super) fn describe_url(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(parsed) => {
             let port = parsed

@@ -153,10 +153,10 @@ const RESOURCE_PREFIX: &str = "dev.knative.apiserver.resource.";
 
 /// Longest CloudEvent `id` and `source` (their pair is kept for `store.dedupRetention` to drop
 /// redeliveries). The ApiServerSource sends a UUID and the API server's URL.
-pub const MAX_ID_BYTES: usize = 1024;
+pub(crate) const MAX_ID_BYTES: usize = 1024;
 /// Longest cluster name (the `cluster` extension): a DNS subdomain's length. Every tracked object
 /// and drift carries it.
-pub const MAX_CLUSTER_BYTES: usize = 253;
+pub(crate) const MAX_CLUSTER_BYTES: usize = 253;
 
 /// Refuses an `id`, `source` or `cluster` extension longer than its bound.
 fn check_attributes(event: &CloudEvent) -> Result<(), Error> {

@@ -10,10 +10,10 @@
 //! SHA-256 hashes before the object is handed on, so diffs, logs, the store and alerts only ever
 //! see key names and hashes.
 
-pub mod apiserver;
+pub(crate) mod apiserver;
 pub mod cloudevent;
 pub mod object;
-pub mod shape;
+pub(crate) mod shape;
 
 pub use apiserver::{Action, ApiServerEvent, ClusterNames, Decoded, Mode};
 pub use cloudevent::CloudEvent;

@@ -14,37 +14,37 @@ use super::object::{parse_unchecked, type_name, SpecText};
 use super::{Error, KubeObject};
 
 /// Most `managedFields` entries (one per field manager and subresource; real objects have a few).
-pub const MAX_MANAGED_FIELDS: usize = 128;
+pub(crate) const MAX_MANAGED_FIELDS: usize = 128;
 /// Most labels on one object.
-pub const MAX_LABELS: usize = 256;
+pub(crate) const MAX_LABELS: usize = 256;
 /// Most bytes of annotations (keys and values), Kubernetes' own limit.
-pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
 /// Most bytes of a ConfigMap's `data` and `binaryData`, Kubernetes' own limit.
-pub const MAX_DATA_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_DATA_BYTES: usize = 1024 * 1024;
 /// Most bytes of a `spec`, as JSON (the state keeps it whole). etcd refuses objects over 1.5 MiB,
 /// so a real spec of this size is already extraordinary.
-pub const MAX_SPEC_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_SPEC_BYTES: usize = 1024 * 1024;
 /// Most owner references.
-pub const MAX_OWNERS: usize = 64;
+pub(crate) const MAX_OWNERS: usize = 64;
 /// Most entries in a status or traffic list the classes read (conditions, traffic targets,
 /// container statuses, containers).
-pub const MAX_LIST_ITEMS: usize = 1000;
+pub(crate) const MAX_LIST_ITEMS: usize = 1000;
 /// Longest string in a condition (Kubernetes caps a condition's message at 32768 characters).
-pub const MAX_CONDITION_TEXT: usize = 32 * 1024;
+pub(crate) const MAX_CONDITION_TEXT: usize = 32 * 1024;
 /// Most bytes of labels (keys and values). Kubernetes allows 317-byte keys and 63-byte values;
 /// 256 such labels fit.
-pub const MAX_LABEL_BYTES: usize = 128 * 1024;
+pub(crate) const MAX_LABEL_BYTES: usize = 128 * 1024;
 /// Most bytes of `status` (its keys and strings, and 8 per other value), of which the state keeps
 /// the parts the classes read.
-pub const MAX_STATUS_BYTES: usize = 512 * 1024;
+pub(crate) const MAX_STATUS_BYTES: usize = 512 * 1024;
 /// Most bytes of owner references (all their strings together).
-pub const MAX_OWNER_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_OWNER_BYTES: usize = 64 * 1024;
 /// Longest object name (a DNS subdomain) and other names the state keeps: kind, apiVersion,
 /// uid, resourceVersion, a field manager and its subresource (Kubernetes caps a field manager at
 /// 128 characters).
-pub const MAX_NAME_BYTES: usize = 253;
+pub(crate) const MAX_NAME_BYTES: usize = 253;
 /// Longest namespace (a DNS label).
-pub const MAX_NAMESPACE_BYTES: usize = 63;
+pub(crate) const MAX_NAMESPACE_BYTES: usize = 63;
 
 /// Parses a Kubernetes object (hashing Secret values), checks the fields the classes read and the
 /// bounds of what it may cost, and serializes its `spec` once for the state.
