@@ -121,7 +121,7 @@ impl ApiError {
     }
 
     /// The `503` for `reason`.
-    pub fn unavailable_for(reason: Unavailable) -> ApiError {
+    pub(crate) fn unavailable_for(reason: Unavailable) -> ApiError {
         ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
             code: reason.code(),

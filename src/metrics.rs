@@ -302,7 +302,7 @@ impl Metrics {
     /// this replica stops being the writer: a standby that kept the last values would count
     /// every firing drift a second time beside the new writer. Counters stay (they only grow;
     /// `rate()` handles a replica that stops adding to them).
-    pub fn clear_writer_gauges(&self) {
+    pub(crate) fn clear_writer_gauges(&self) {
         for gauge in [
             &self.tracked_objects,
             &self.outbox_pending,
@@ -635,7 +635,7 @@ impl Metrics {
     }
 
     /// Counts a drift transition.
-    pub fn record_transition(&self, class: &str, state: &str) {
+    pub(crate) fn record_transition(&self, class: &str, state: &str) {
         self.drift_transitions
             .get_or_create(&TransitionLabel {
                 class: class.to_string(),
@@ -646,7 +646,7 @@ impl Metrics {
 
     /// The namespace label value: the namespace itself for the first
     /// [`NAMESPACE_LABEL_CAP`] namespaces seen, `_other` after that (bounded cardinality).
-    pub fn namespace_label(&self, namespace: &str) -> String {
+    pub(crate) fn namespace_label(&self, namespace: &str) -> String {
         let mut seen = self
             .namespaces
             .lock()
@@ -662,7 +662,7 @@ impl Metrics {
     }
 
     /// Counts a received event.
-    pub fn record_received(&self, ty: &str, mode: &str) {
+    pub(crate) fn record_received(&self, ty: &str, mode: &str) {
         self.events_received
             .get_or_create(&EventTypeLabel {
                 r#type: ty.to_string(),
@@ -672,7 +672,7 @@ impl Metrics {
     }
 
     /// Counts a delivery outcome.
-    pub fn record_delivery(&self, channel: &str, outcome: &str) {
+    pub(crate) fn record_delivery(&self, channel: &str, outcome: &str) {
         self.deliveries
             .get_or_create(&DeliveryLabel {
                 channel: channel.to_string(),
@@ -682,7 +682,7 @@ impl Metrics {
     }
 
     /// Counts an event outcome.
-    pub fn record_event(&self, outcome: &str) {
+    pub(crate) fn record_event(&self, outcome: &str) {
         self.events
             .get_or_create(&OutcomeLabel {
                 outcome: outcome.to_string(),

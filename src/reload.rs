@@ -58,7 +58,7 @@ pub fn load_rules(
 
 /// The top-level sections, other than `rules:` and `fleet:`, whose content differs between `in_force` and
 /// `edited` (added, removed or changed), in the file's key order.
-pub fn restart_sections(
+pub(crate) fn restart_sections(
     in_force: &serde_json::Map<String, serde_json::Value>,
     edited: &serde_json::Map<String, serde_json::Value>,
 ) -> Vec<String> {
@@ -76,7 +76,7 @@ pub fn restart_sections(
 
 /// Logs each configured silence whose `expiresAt` has passed: it is accepted (refusing it would
 /// make a config that loaded yesterday fail after a restart today) but matches nothing.
-pub fn warn_expired_silences(config: &drift_core::config::Config, now: Millis) {
+pub(crate) fn warn_expired_silences(config: &drift_core::config::Config, now: Millis) {
     for (index, silence) in config.rules.silences.iter().enumerate() {
         let Some(expires) = &silence.expires_at else {
             continue;

@@ -121,7 +121,7 @@ pub fn filter(query: &DriftQuery) -> Result<DriftFilter, InvalidQuery> {
 
 /// The API groups a `group` parameter selects (a family or one of its groups), or the `400`
 /// that names the values it takes. Shared by the drift list, the dashboard and the report.
-pub fn groups_of(value: &str) -> Result<Vec<String>, InvalidQuery> {
+pub(crate) fn groups_of(value: &str) -> Result<Vec<String>, InvalidQuery> {
     group::groups_selected_by(value)
         .map(|groups| groups.into_iter().map(str::to_string).collect())
         .ok_or_else(|| InvalidQuery {

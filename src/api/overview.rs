@@ -20,13 +20,13 @@ use drift_model::{group, Millis, Severity};
 use drift_store::{DayMoves, FiringCount, DAY_MILLIS};
 
 /// Days the chart shows, today (UTC) the last of them.
-pub const DAYS: usize = 14;
+pub(crate) const DAYS: usize = 14;
 
 /// Namespaces shown by name; the rest are summed up in one line.
-pub const TOP_NAMESPACES: usize = 8;
+pub(crate) const TOP_NAMESPACES: usize = 8;
 
 /// The start of the chart's first day: midnight UTC, [`DAYS`] − 1 days before today's.
-pub fn window_start(now: Millis) -> Millis {
+pub(crate) fn window_start(now: Millis) -> Millis {
     now.div_euclid(DAY_MILLIS) * DAY_MILLIS - DAY_MILLIS * (DAYS as i64 - 1)
 }
 
@@ -198,7 +198,7 @@ const RESOLVED_COLOUR: &str = "#2e7d32";
 /// The fired/resolved chart: an inline SVG, one pair of bars per day, each bar with its number
 /// above it and a `<title>`, dates below, a legend with the totals, and a `<desc>` that says
 /// every number in words.
-pub fn chart_svg(days: &[DayMoves]) -> String {
+pub(crate) fn chart_svg(days: &[DayMoves]) -> String {
     let fired_total: u64 = days.iter().map(|day| day.fired).sum();
     let resolved_total: u64 = days.iter().map(|day| day.resolved).sum();
     let max = days

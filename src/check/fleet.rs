@@ -20,7 +20,7 @@ use drift_core::manifest::Manifests;
 use drift_model::Severity;
 
 /// The name of the group `compare` makes of every snapshot when the config has none.
-pub const ALL_SNAPSHOTS: &str = "snapshots";
+pub(crate) const ALL_SNAPSHOTS: &str = "snapshots";
 
 /// Compares the snapshots (cluster name, objects) under the config's fleet groups, or all with
 /// all when it has none. Fails on bad input: two snapshots of one name, an object defined twice
@@ -202,7 +202,7 @@ pub fn compare(
 /// `kind`: what `--live-cluster` lists, `resync.resources`) can hold, as `group: apiVersion
 /// kind namespace/name`: objects of those kinds are never read from the clusters, so they are
 /// not compared (rather than reported missing everywhere).
-pub fn uncovered_entries(rules: &Rules, listed: &[(String, String)]) -> Vec<String> {
+pub(crate) fn uncovered_entries(rules: &Rules, listed: &[(String, String)]) -> Vec<String> {
     let mut out = Vec::new();
     for group in rules.fleet_groups() {
         for entry in &group.compare {

@@ -59,7 +59,8 @@ mod report;
 
 pub use compare::check;
 pub use engine::snapshot_classes;
-pub use fleet::{compare as compare_snapshots, uncovered_entries, ALL_SNAPSHOTS};
+pub use fleet::compare as compare_snapshots;
+pub(crate) use fleet::uncovered_entries;
 /// Decodes an object of a manifest or a dump as the sink decodes events, filling in the `uid`
 /// and `resourceVersion` a manifest leaves out.
 pub(crate) use normalize::decode_live as decode_object;
@@ -110,7 +111,7 @@ impl Error {
 
 /// Loads every snapshot (cluster name, path) and compares them (`compare`): the whole command
 /// minus output.
-pub fn run_compare(
+pub(crate) fn run_compare(
     snapshots: &[(String, std::path::PathBuf)],
     rules: &Rules,
     fail_on: Severity,

@@ -197,7 +197,7 @@ impl Resource {
 
     /// True when a list of this resource would contain `object` (a manifest): same group and
     /// kind, labels the selector accepts.
-    pub fn covers(&self, object: &Value) -> bool {
+    pub(crate) fn covers(&self, object: &Value) -> bool {
         let text = |pointer: &str| {
             object
                 .pointer(pointer)
@@ -222,7 +222,7 @@ impl Resource {
     }
 
     /// A matcher that owns its selector, for the writer thread.
-    pub fn selector_fn(
+    pub(crate) fn selector_fn(
         &self,
     ) -> impl Fn(&BTreeMap<String, String>) -> bool + Send + Sync + 'static {
         let selector = self.selector.clone();

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use drift_core::classify::invariants::{judge_object, Verdict};
 
 /// The annotation with an object's expected verdicts.
-pub const EXPECT_ANNOTATION: &str = "invariants.drift-sentinel.dev/expect";
+pub(crate) const EXPECT_ANNOTATION: &str = "invariants.drift-sentinel.dev/expect";
 
 /// One (rule, object) result.
 struct Outcome {

@@ -74,7 +74,12 @@ impl Feishu {
     }
 
     /// The request body, cut to `max_bytes` if needed.
-    pub fn body_within(&self, message: &Message, timestamp_s: i64, max_bytes: usize) -> Value {
+    pub(crate) fn body_within(
+        &self,
+        message: &Message,
+        timestamp_s: i64,
+        max_bytes: usize,
+    ) -> Value {
         let colour = if message
             .notices
             .iter()

@@ -255,7 +255,7 @@ impl Style {
     }
 
     /// The state word, e.g. `FIRING` / `告警`.
-    pub fn state_word(&self, kind: NoticeKind) -> &'static str {
+    pub(crate) fn state_word(&self, kind: NoticeKind) -> &'static str {
         match (kind, self.zh()) {
             (NoticeKind::Firing, false) => "FIRING",
             (NoticeKind::Resolved, false) => "RESOLVED",
@@ -267,7 +267,7 @@ impl Style {
     }
 
     /// The class name people read.
-    pub fn class_name(&self, class: &str) -> String {
+    pub(crate) fn class_name(&self, class: &str) -> String {
         if !self.zh() {
             return class.to_string();
         }
@@ -280,7 +280,7 @@ impl Style {
     }
 
     /// The class name people read, with the rule of an `invariant` drift after it.
-    pub fn drift_class(&self, drift: &Drift) -> String {
+    pub(crate) fn drift_class(&self, drift: &Drift) -> String {
         let class = if self.zh() {
             self.class_name(&drift.class)
         } else {
@@ -342,7 +342,7 @@ impl Style {
     }
 
     /// One-line title of a notice, its values written for `markup`.
-    pub fn title_in(&self, notice: &Notice, markup: Markup) -> String {
+    pub(crate) fn title_in(&self, notice: &Notice, markup: Markup) -> String {
         if let Some(template) = &self.templates.title {
             // An operator's title template is one line too, whatever its values hold.
             return one_line(&fill(template, notice, self, markup));
@@ -366,12 +366,12 @@ impl Style {
     }
 
     /// The title of a message (a digest says how many drifts it carries), as plain text.
-    pub fn message_title(&self, message: &Message) -> String {
+    pub(crate) fn message_title(&self, message: &Message) -> String {
         self.message_title_in(message, Markup::Plain)
     }
 
     /// The title of a message, its values written for `markup`.
-    pub fn message_title_in(&self, message: &Message, markup: Markup) -> String {
+    pub(crate) fn message_title_in(&self, message: &Message, markup: Markup) -> String {
         match message.notices.as_slice() {
             [single] if message.omitted == 0 => self.title_in(single, markup),
             notices => {

@@ -101,12 +101,12 @@ impl Default for LeaseGate {
 
 impl LeaseGate {
     /// Marks the lease lost (`true`) or the replica's state as its own again (`false`).
-    pub fn set_lost(&self, lost: bool) {
+    pub(crate) fn set_lost(&self, lost: bool) {
         self.lost.store(lost, Ordering::SeqCst);
     }
 
     /// The lease holds until `deadline` (monotonic): the last renewal's, or the acquisition's.
-    pub fn hold_until(&self, deadline: std::time::Instant) {
+    pub(crate) fn hold_until(&self, deadline: std::time::Instant) {
         let millis = deadline.saturating_duration_since(self.base).as_millis();
         self.valid_until_ms.store(
             u64::try_from(millis).unwrap_or(u64::MAX - 1),
@@ -115,7 +115,7 @@ impl LeaseGate {
     }
 
     /// True once the lease was found lost or its time ran out.
-    pub fn is_lost(&self) -> bool {
+    pub(crate) fn is_lost(&self) -> bool {
         if self.lost.load(Ordering::SeqCst) {
             return true;
         }

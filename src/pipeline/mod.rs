@@ -296,7 +296,7 @@ impl Pipeline {
     }
 
     /// How many objects were loaded from the store at start (tombstones included).
-    pub fn object_count(&self) -> usize {
+    pub(crate) fn object_count(&self) -> usize {
         self.loaded
     }
 

@@ -107,7 +107,7 @@ pub struct FinishedPass {
 
 impl FinishedPass {
     /// Drifts the pass opened, every class together.
-    pub fn drifts_found_total(&self) -> usize {
+    pub(crate) fn drifts_found_total(&self) -> usize {
         self.drifts_found.values().sum()
     }
 }
@@ -189,7 +189,7 @@ impl ResyncControl {
     }
 
     /// The loop has stopped: requests are refused, and no pass is shown as running.
-    pub fn detach(&self) {
+    pub(crate) fn detach(&self) {
         let mut status = self.lock();
         status.enabled = false;
         status.stopped = true;

@@ -68,7 +68,7 @@ impl Silences {
     }
 
     /// True when a configured silence or one created through the API mutes `drift` at `now`.
-    pub fn mutes(&self, rules: &Rules, drift: &Drift, now: Millis) -> bool {
+    pub(crate) fn mutes(&self, rules: &Rules, drift: &Drift, now: Millis) -> bool {
         rules
             .silences()
             .iter()
@@ -100,7 +100,7 @@ pub struct Route {
 impl Route {
     /// The route every drift of severity warning or critical takes when no route is
     /// configured: every channel, grouped by cluster, namespace and class, reminded every 4 h.
-    pub fn default_to(channels: Vec<String>) -> Route {
+    pub(crate) fn default_to(channels: Vec<String>) -> Route {
         Route {
             matcher: Matcher::default(),
             channels,

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 /// Longest string value shown (characters).
-pub const MAX_VALUE_CHARS: usize = 300;
+pub(crate) const MAX_VALUE_CHARS: usize = 300;
 
 /// A value with long strings cut, for messages.
 pub fn bounded(value: &Value) -> Value {

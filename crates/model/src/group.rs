@@ -57,7 +57,7 @@ pub const FAMILIES: &[GroupFamily] = &[
 ];
 
 /// How a filter and a page write the core group (`apiVersion: v1`, whose group is empty).
-pub const CORE_GROUP: &str = "core";
+pub(crate) const CORE_GROUP: &str = "core";
 
 /// The name pages show for groups of no family.
 pub const OTHER_FAMILY: &str = "Other";

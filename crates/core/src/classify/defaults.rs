@@ -22,9 +22,9 @@ use drift_model::pointer::push_pointer;
 /// `knative-serving/config-defaults`.
 pub const CONFIG_DEFAULTS: (&str, &str) = ("knative-serving", "config-defaults");
 /// `knative-serving/config-features`.
-pub const CONFIG_FEATURES: (&str, &str) = ("knative-serving", "config-features");
+pub(crate) const CONFIG_FEATURES: (&str, &str) = ("knative-serving", "config-features");
 /// `knative-eventing/config-br-defaults`.
-pub const CONFIG_BR_DEFAULTS: (&str, &str) = ("knative-eventing", "config-br-defaults");
+pub(crate) const CONFIG_BR_DEFAULTS: (&str, &str) = ("knative-eventing", "config-br-defaults");
 
 /// Knative's built-in `revision-timeout-seconds`.
 const BUILT_IN_TIMEOUT: i64 = 300;
@@ -35,7 +35,7 @@ pub(crate) const BROKER_CLASS: &str = "eventing.knative.dev/broker.class";
 pub static NO_DATA: BTreeMap<String, String> = BTreeMap::new();
 
 /// True for one of the ConfigMaps the defaults are read from.
-pub fn is_defaults_config_map(group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+pub(crate) fn is_defaults_config_map(group: &str, kind: &str, namespace: &str, name: &str) -> bool {
     group.is_empty()
         && kind == "ConfigMap"
         && [CONFIG_DEFAULTS, CONFIG_FEATURES, CONFIG_BR_DEFAULTS].contains(&(namespace, name))

@@ -84,7 +84,7 @@ impl Graph {
     }
 
     /// The newest object of that name (possibly a tombstone).
-    pub fn by_name(
+    pub(crate) fn by_name(
         &self,
         cluster: &str,
         group: &str,
@@ -104,7 +104,7 @@ impl Graph {
     }
 
     /// The live (not deleted) object of that name.
-    pub fn live_by_name(
+    pub(crate) fn live_by_name(
         &self,
         cluster: &str,
         group: &str,
@@ -128,7 +128,7 @@ impl Graph {
 
     /// The Triggers (tombstones included) whose `eventing.knative.dev/broker` label names
     /// `broker`.
-    pub fn triggers_of(&self, broker: &ObjectState) -> Vec<&ObjectState> {
+    pub(crate) fn triggers_of(&self, broker: &ObjectState) -> Vec<&ObjectState> {
         let key = (
             broker.cluster.clone(),
             broker.namespace.clone(),
@@ -148,7 +148,7 @@ impl Graph {
     }
 
     /// Objects (tombstones included) tracked under `cluster`.
-    pub fn count_in(&self, cluster: &str) -> usize {
+    pub(crate) fn count_in(&self, cluster: &str) -> usize {
         self.clusters.get(cluster).copied().unwrap_or(0)
     }
 
@@ -158,7 +158,7 @@ impl Graph {
     }
 
     /// Number of cluster names with at least one object.
-    pub fn cluster_count(&self) -> usize {
+    pub(crate) fn cluster_count(&self) -> usize {
         self.clusters.len()
     }
 
@@ -192,7 +192,7 @@ impl Graph {
     }
 
     /// Tombstones last seen before `cutoff`, oldest first.
-    pub fn tombstones_before(&self, cutoff: Millis) -> Vec<ObjectKey> {
+    pub(crate) fn tombstones_before(&self, cutoff: Millis) -> Vec<ObjectKey> {
         self.tombstones
             .iter()
             .take_while(|(seen, _)| *seen < cutoff)
@@ -201,7 +201,7 @@ impl Graph {
     }
 
     /// The Knative owner chain, from labels or from the object's own kind.
-    pub fn owner_chain(&self, object: &ObjectState) -> OwnerChain {
+    pub(crate) fn owner_chain(&self, object: &ObjectState) -> OwnerChain {
         let label = |key: &str| object.label(key).map(str::to_string);
         let mut chain = OwnerChain {
             service: label("serving.knative.dev/service"),

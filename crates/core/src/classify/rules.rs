@@ -201,7 +201,7 @@ impl OwnPipeline {
     }
 
     /// Which part `object` is, if it is one.
-    pub fn part_of(&self, object: &ObjectState) -> Option<PipelinePart> {
+    pub(crate) fn part_of(&self, object: &ObjectState) -> Option<PipelinePart> {
         if object.namespace != self.namespace {
             return None;
         }
@@ -270,7 +270,7 @@ pub struct RuleSet {
 impl RuleSet {
     /// These class settings, with the default trusted managers and watched ConfigMaps, no scope
     /// limits, no ignore paths and no silences.
-    pub fn with_classes(classes: BTreeMap<&'static str, ClassSettings>) -> Self {
+    pub(crate) fn with_classes(classes: BTreeMap<&'static str, ClassSettings>) -> Self {
         RuleSet {
             classes,
             trusted_managers: DEFAULT_TRUSTED_MANAGERS
@@ -352,7 +352,7 @@ impl Rules {
     }
 
     /// The fleet group with this name.
-    pub fn fleet_group(&self, name: &str) -> Option<&FleetGroup> {
+    pub(crate) fn fleet_group(&self, name: &str) -> Option<&FleetGroup> {
         self.fleet.iter().find(|group| group.name == name)
     }
 
@@ -382,7 +382,7 @@ impl Rules {
     }
 
     /// True when the field manager's writes are not manual edits.
-    pub fn is_trusted(&self, manager: &str) -> bool {
+    pub(crate) fn is_trusted(&self, manager: &str) -> bool {
         self.trusted_managers.contains(manager)
     }
 
@@ -455,7 +455,7 @@ impl Rules {
     }
 
     /// drift-sentinel's own delivery path.
-    pub fn own_pipeline(&self) -> &OwnPipeline {
+    pub(crate) fn own_pipeline(&self) -> &OwnPipeline {
         &self.own_pipeline
     }
 

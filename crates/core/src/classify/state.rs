@@ -65,7 +65,7 @@ impl Serialized {
     }
 
     /// A value already serialized (a stored state being restored).
-    pub fn from_raw(raw: Box<serde_json::value::RawValue>) -> Serialized {
+    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> Serialized {
         Serialized(raw)
     }
 
@@ -325,7 +325,7 @@ impl ObjectState {
     ///
     /// Every content change (spec, kept status, labels, annotations, owners, managers, data,
     /// deletion) is still written in the transaction that answers its event.
-    pub fn same_content(&self, other: &ObjectState) -> bool {
+    pub(crate) fn same_content(&self, other: &ObjectState) -> bool {
         // Destructured so that a new field has to be placed on one side or the other.
         let ObjectState {
             cluster,
@@ -383,7 +383,7 @@ impl ObjectState {
     /// applies as the final state of an object that disappeared without a delete event (resync).
     /// `managedFields` keep their managers but not their field tries, which the state does not
     /// hold.
-    pub fn to_object(&self) -> KubeObject {
+    pub(crate) fn to_object(&self) -> KubeObject {
         KubeObject {
             api_version: self.api_version.clone(),
             kind: self.kind.clone(),
@@ -417,7 +417,7 @@ impl ObjectState {
 
     /// The version later events are ordered against: the confirmed one while the newest is
     /// implausible, else the newest.
-    pub fn ordering_version(&self) -> &str {
+    pub(crate) fn ordering_version(&self) -> &str {
         self.confirmed_resource_version
             .as_deref()
             .unwrap_or(&self.resource_version)
@@ -437,7 +437,7 @@ impl ObjectState {
     }
 
     /// True for `serving.knative.dev` kinds.
-    pub fn is_knative_serving(&self) -> bool {
+    pub(crate) fn is_knative_serving(&self) -> bool {
         self.group() == "serving.knative.dev"
     }
 
@@ -454,7 +454,7 @@ impl ObjectState {
     }
 
     /// The controller owner reference.
-    pub fn controller_owner(&self) -> Option<&OwnerReference> {
+    pub(crate) fn controller_owner(&self) -> Option<&OwnerReference> {
         self.owners.iter().find(|owner| owner.controller)
     }
 
@@ -470,7 +470,7 @@ impl ObjectState {
 
     /// A status field, parsed (the status is kept serialized: read several fields from one
     /// [`Serialized::value`] when a class needs more than one).
-    pub fn status_field(&self, key: &str) -> Option<Value> {
+    pub(crate) fn status_field(&self, key: &str) -> Option<Value> {
         match self.status.value() {
             Value::Object(mut map) => map.remove(key),
             _ => None,
@@ -478,7 +478,7 @@ impl ObjectState {
     }
 
     /// `status.observedGeneration`.
-    pub fn observed_generation(&self) -> Option<i64> {
+    pub(crate) fn observed_generation(&self) -> Option<i64> {
         self.status_field("observedGeneration")
             .as_ref()
             .and_then(Value::as_i64)
@@ -521,7 +521,7 @@ impl ObjectState {
     }
 
     /// True when a deletion is in progress or done.
-    pub fn is_going_away(&self) -> bool {
+    pub(crate) fn is_going_away(&self) -> bool {
         self.deleted || self.deletion_timestamp.is_some()
     }
 

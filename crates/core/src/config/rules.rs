@@ -228,7 +228,7 @@ pub struct SilenceConfig {
 
 impl SilenceConfig {
     /// The silence this configures.
-    pub fn to_silence(&self) -> Silence {
+    pub(crate) fn to_silence(&self) -> Silence {
         Silence {
             matchers: self.matchers.clone(),
             expires_at: self.expires_at.clone(),

@@ -93,11 +93,6 @@ impl KubeObject {
     pub fn group(&self) -> &str {
         api_group(&self.api_version)
     }
-
-    /// The controller owner reference, if any.
-    pub fn controller_owner(&self) -> Option<&OwnerReference> {
-        self.owner_references.iter().find(|owner| owner.controller)
-    }
 }
 
 pub use drift_model::group::api_group;

@@ -44,7 +44,7 @@ impl Context<'_> {
     /// The after state's spec, parsed: the event's own spec, already parsed by the decoder,
     /// when the state keeps the spec whole (every kind but Pods, whose spec is trimmed), else
     /// parsed from the state.
-    pub fn after_spec(&self) -> std::borrow::Cow<'_, serde_json::Value> {
+    pub(crate) fn after_spec(&self) -> std::borrow::Cow<'_, serde_json::Value> {
         let is_pod = self.after.api_version == "v1" && self.after.kind == "Pod";
         if !is_pod && self.object.uid == self.after.uid {
             std::borrow::Cow::Borrowed(&self.object.spec)
@@ -54,12 +54,12 @@ impl Context<'_> {
     }
 
     /// The open drift of a class on an object, if any.
-    pub fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
+    pub(crate) fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
         self.open_rule_drift(subject, class, None)
     }
 
     /// The open drift of one rule of a class (`invariant`) on an object, if any.
-    pub fn open_rule_drift(
+    pub(crate) fn open_rule_drift(
         &self,
         subject: &ObjectKey,
         class: &str,
@@ -132,7 +132,7 @@ impl Assessment {
     }
 
     /// This verdict about one rule of the class.
-    pub fn for_rule(mut self, rule: &str) -> Assessment {
+    pub(crate) fn for_rule(mut self, rule: &str) -> Assessment {
         self.rule = Some(rule.to_string());
         self
     }
@@ -349,7 +349,7 @@ pub fn evidence(summary: impl Into<String>) -> Evidence {
 }
 
 /// Seconds as a `Duration`.
-pub const fn secs(seconds: u64) -> Duration {
+pub(crate) const fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
 

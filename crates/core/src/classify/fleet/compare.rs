@@ -25,7 +25,7 @@ pub struct Divergence {
 
 impl Divergence {
     /// The distinct values and the clusters that hold each, in order of first appearance.
-    pub fn holders(&self) -> Vec<(Option<&Value>, Vec<&str>)> {
+    pub(crate) fn holders(&self) -> Vec<(Option<&Value>, Vec<&str>)> {
         let mut groups: Vec<(Option<&Value>, Vec<&str>)> = Vec::new();
         for (cluster, value) in &self.values {
             match groups.iter_mut().find(|(held, _)| *held == value.as_ref()) {
@@ -49,7 +49,7 @@ impl Divergence {
 
     /// The value held by more members than any other (`Some(None)`: most lack it), or `None`
     /// on a tie: no value the others can be told to align to.
-    pub fn consensus(&self) -> Option<Option<&Value>> {
+    pub(crate) fn consensus(&self) -> Option<Option<&Value>> {
         let holders = self.holders();
         let most = holders.iter().map(|(_, clusters)| clusters.len()).max()?;
         let mut leaders = holders

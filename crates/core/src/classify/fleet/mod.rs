@@ -62,19 +62,19 @@ pub use view::{GroupView, MemberView, ObjectView, MAX_VIEW_OBJECTS};
 pub(crate) const CLASS: &str = "fleet_divergence";
 
 /// The label that names the Knative release a component (and its ConfigMaps) belongs to.
-pub const VERSION_LABEL: &str = "app.kubernetes.io/version";
+pub(crate) const VERSION_LABEL: &str = "app.kubernetes.io/version";
 
 /// The prefix of the cluster field of a fleet drift: a drift about a group, not one cluster.
 pub const CLUSTER_PREFIX: &str = "fleet:";
 
 /// Most divergent paths reported for one object (one huge difference cannot make a huge alert).
-pub const MAX_DIVERGENCES: usize = 50;
+pub(crate) const MAX_DIVERGENCES: usize = 50;
 
 /// The path a missing object is reported at: the object as a whole.
 pub const WHOLE_OBJECT: &str = "";
 
 /// The value a member that holds the object shows at [`WHOLE_OBJECT`].
-pub const PRESENT: &str = "present";
+pub(crate) const PRESENT: &str = "present";
 
 /// A glob, with the common exact and match-all patterns checked without the general matcher:
 /// membership is tested on every event that changes a compared-looking object.
@@ -226,7 +226,7 @@ impl FleetObject {
     }
 
     /// The cluster field of this object's drift in `group`.
-    pub fn drift_cluster(group: &str) -> String {
+    pub(crate) fn drift_cluster(group: &str) -> String {
         format!("{CLUSTER_PREFIX}{group}")
     }
 }

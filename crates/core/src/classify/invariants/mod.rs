@@ -139,7 +139,7 @@ impl Invariant {
 
     /// Adds to `object` and `old` what the condition and the message read of `object` and
     /// `oldObject`.
-    pub fn read_fields(&self, object: &mut Fields, old: &mut Fields) {
+    pub(crate) fn read_fields(&self, object: &mut Fields, old: &mut Fields) {
         let mut add = |expression: &Expression| {
             let (reads, reads_old) = expression.fields();
             object.merge(reads);
