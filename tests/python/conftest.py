@@ -11,7 +11,6 @@ Shared by every test file:
   no other test runs, when the suite runs on several xdist workers.
 """
 
-import contextlib
 import copy
 import fcntl
 import functools
@@ -229,41 +228,62 @@ def pg():
 
 
 # ---- Tests that must run alone -------------------------------------------------------------------
-# With xdist, every test holds a shared lock on a file of this run while it runs; a test marked
-# `exclusive` holds it exclusively. A second lock, taken exclusively by an exclusive test while
-# it waits, keeps the other worker from starting new tests meanwhile (no starvation).
+# Under xdist every test runs holding a shared lock on a file of this run, and a test marked
+# `exclusive` holds it exclusively: no other test runs beside it. A second lock, taken
+# exclusively while an exclusive test waits for the first, keeps the other worker from starting
+# new tests meanwhile (no starvation). Consecutive exclusive tests on one worker keep the lock
+# from one to the next, so the other worker waits once for all of them, not between them.
 
 def pytest_configure(config):
     config.addinivalue_line(
-        "markers", "exclusive: the test loads the machine or times itself under load; no other test runs meanwhile")
+        "markers", "exclusive: the test loads the machine on purpose; no other test runs meanwhile")
 
 
-@contextlib.contextmanager
-def _locked(path: Path, mode: int):
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, mode)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _exclusive(item) -> bool:
+    return item is not None and item.get_closest_marker("exclusive") is not None
 
 
-@pytest.fixture(autouse=True)
-def _run_alone_when_exclusive(request, tmp_path_factory):
+class _RunLock:
+    def __init__(self, directory: Path):
+        self.running = open(directory / "tests-running.lock", "a+")
+        self.waiting = open(directory / "tests-waiting.lock", "a+")
+        self.held = None   # None, "shared" or "exclusive"
+
+    def enter(self, exclusive: bool):
+        if exclusive and self.held == "exclusive":
+            return
+        if exclusive:
+            fcntl.flock(self.waiting, fcntl.LOCK_EX)
+            fcntl.flock(self.running, fcntl.LOCK_EX)
+            self.held = "exclusive"
+        else:
+            fcntl.flock(self.waiting, fcntl.LOCK_SH)
+            fcntl.flock(self.waiting, fcntl.LOCK_UN)
+            fcntl.flock(self.running, fcntl.LOCK_SH)
+            self.held = "shared"
+
+    def leave(self):
+        fcntl.flock(self.running, fcntl.LOCK_UN)
+        fcntl.flock(self.waiting, fcntl.LOCK_UN)
+        self.held = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
-    # The workers' base temporary directories share this run's parent directory.
-    base = tmp_path_factory.getbasetemp().parent
-    running, waiting = base / "tests-running.lock", base / "tests-waiting.lock"
-    if request.node.get_closest_marker("exclusive"):
-        with _locked(waiting, fcntl.LOCK_EX), _locked(running, fcntl.LOCK_EX):
-            yield
-    else:
-        with _locked(waiting, fcntl.LOCK_SH):
-            pass
-        with _locked(running, fcntl.LOCK_SH):
-            yield
+    config = item.config
+    if not hasattr(config, "_drift_sentinel_run_lock"):
+        # The workers' base temporary directories are in this run's own directory.
+        config._drift_sentinel_run_lock = _RunLock(config._tmp_path_factory.getbasetemp().parent)
+    lock = config._drift_sentinel_run_lock
+    lock.enter(_exclusive(item))
+    try:
+        yield
+    finally:
+        if not (_exclusive(item) and _exclusive(nextitem)):
+            lock.leave()
 
 
 # ---- Order ---------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 `initdb` in a temporary directory, listening on a Unix socket in that directory only (no TCP
 port), one database per `database()`, stopped and removed by `stop()`. It never touches a
 system-wide cluster. As root, the server runs as the `postgres` user (PostgreSQL refuses root).
+The tests share one per run (per xdist worker: conftest.py's `pg` fixture), a database each.
 
 The binaries come from $PG_BINDIR, else Debian's /usr/lib/postgresql/<newest>/bin, else PATH;
 without them the test fails saying what to install (scripts/test.sh installs `postgresql`)."""
