@@ -103,7 +103,8 @@ def launch(config_path: Path, log_path: Path, env: dict, port=None, timeout=30.0
         process = subprocess.Popen(
             [binary(), "serve", "--config", str(config_path)],
             stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, **env, PORT=str(port or 0)),
+            # At least `info`: the port is read from the `Listening.` line.
+            env=dict(os.environ, **{"RUST_LOG": "info", **env}, PORT=str(port or 0)),
         )
         while True:
             with open(log_path, "rb") as reader:
