@@ -458,11 +458,14 @@ def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
         # Each shard's notifications are its own: queued as its shard's, sent by its relays.
         shards = pg.psql(url, "SELECT string_agg(DISTINCT coalesce(shard, '-'), ',' ORDER BY coalesce(shard, '-')) FROM outbox")
         assert shards == "east,west", shards
-        # A restarted shard writer loads only its own clusters' objects.
+        # A restarted shard writer loads only its own clusters' objects. (Its readiness can turn
+        # before it logs that it became the writer: the line is waited for.)
         west.stop()
         west.log.close()
+        before_restart = len(west.logs())
         west.start()
-        became = west.logs().split("Became the writer.")[-1]
+        assert wait_for(lambda: "Became the writer." in west.logs()[before_restart:], timeout=10), west.logs()[-2000:]
+        became = west.logs()[before_restart:].split("Became the writer.")[-1]
         # Its three west-1 objects, none of east-1's.
         assert '"objects":3' in became or "objects=3" in became, west.logs()[-2000:]
     finally:
