@@ -5,8 +5,9 @@ Content-Security-Policy. Its silence form works from its own page, and a page on
 neither post it nor frame the dashboard. Its "Re-check now" button starts a resync pass against a
 fake Kubernetes API server, and shows it running and then its counts; another site cannot press it.
 
-One chromium serves the whole module (started once, driven over the DevTools protocol); each test
-opens its page in a browser context of its own (its own cookies and storage, as a fresh profile)."""
+One chromium serves the whole module (started once per run, or per xdist worker, and driven over
+the DevTools protocol); each test opens its page in a browser context of its own (its own cookies
+and storage, as a fresh profile)."""
 
 import base64
 import copy
@@ -197,7 +198,7 @@ class DevTools:
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
 
     def close(self):
-        # The browser and its helpers form the process group this module started.
+        # The browser and its helpers form the process group started for it.
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         os.close(self.to_browser)
@@ -205,9 +206,10 @@ class DevTools:
         self.profile.cleanup()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def chromium_browser():
-    """One chromium for the module's tests."""
+    """One chromium for the module's tests: started once per run (per xdist worker, which may
+    take this module's tests between other modules' ones), not at each return to the module."""
     assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
     browser = DevTools()
     yield browser
