@@ -5,10 +5,12 @@ Shared by every test file:
 * ports: the service is started with `PORT=0` and reports the port it bound in its `Listening.`
   log line, so no port is picked first and taken by another process before the service binds it;
   a restart binds the same port again (retried while the old one is still being released).
-  Python servers bind port 0 too (`reserve_port` holds a port for a server that starts later);
+  Python servers bind port 0 too (`reserve_port`: a port that refuses connections, as a
+  destination that is down);
 * `pg`: one throwaway PostgreSQL server per test run (per xdist worker), a database per test;
-* `exclusive`: tests that load the machine on purpose (or measure time under load) run while
-  no other test runs, when the suite runs on several xdist workers.
+* `exclusive`: tests that load the machine on purpose run while no other test runs, when the
+  suite runs on several xdist workers (`-n 2`); the longest tests are collected first;
+* `safe_load`/`safe_load_all`: YAML parsed once per distinct text, with libyaml.
 """
 
 import copy
@@ -67,7 +69,7 @@ def free_port() -> int:
 def reserve_port() -> socket.socket:
     """A socket bound to a fresh loopback port and not listening: nobody else can bind the port
     (no SO_REUSEADDR), and connections to it are refused, as to a server that is down. Close it
-    to free the port, or listen on it (`server_from_reserved`)."""
+    to free the port."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     return sock
