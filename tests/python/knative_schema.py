@@ -15,7 +15,8 @@ import copy
 from pathlib import Path
 
 import jsonschema
-import yaml
+
+from conftest import safe_load
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "tests" / "fixtures" / "knative-crds"
@@ -152,7 +153,7 @@ def load_crds(crd_dir: Path = CRD_DIR) -> dict:
     """(group, kind) → CRD, for every CustomResourceDefinition file in crd_dir."""
     crds = {}
     for path in sorted(crd_dir.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        crd = safe_load(path.read_text())
         assert crd["kind"] == "CustomResourceDefinition", path
         key = (crd["spec"]["group"], crd["spec"]["names"]["kind"])
         assert key not in crds, f"{path}: a second CRD for {key}"

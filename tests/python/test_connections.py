@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 
-from conftest import Sentinel, attributes, revision_object
+from conftest import Sentinel, attributes, revision_object, wait_for
 
 
 def sentinel_with(workdir, server: str) -> Sentinel:
@@ -77,6 +77,22 @@ def is_open(sock: socket.socket) -> bool:
         return True
     except OSError:
         return False
+    finally:
+        sock.setblocking(True)
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server has closed `sock` (what it sent first, such as an error answer, is
+    read and ignored; non-blocking)."""
+    sock.setblocking(False)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
     finally:
         sock.setblocking(True)
 
@@ -355,9 +371,10 @@ def test_bodies_that_stall_after_a_fast_start_do_not_lock_valid_senders_out(work
             thread.start()
         for thread in threads:
             thread.join(timeout=60)
-        time.sleep(1.0)
-        # Well after bodyReadTimeout (10 s) without a byte, valid senders should be served.
-        time.sleep(12.0)
+        # Well after bodyReadTimeout (10 s) without a byte, valid senders should be served: they
+        # are sent once the server has cut every stalled body off, and 13 s after the stall at
+        # the latest (whether it has or not).
+        wait_for(lambda: all([closed_by_server(sock) for sock in sent]), timeout=13.0, step=0.2)
         statuses = []
         for index in range(5):
             headers, body = binary_event(f"valid-stall-{index}")

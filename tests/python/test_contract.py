@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from conftest import ROOT, Sentinel, free_port
-from test_delivery_process import RV, config_map, post, wait_for
+from conftest import ROOT, Sentinel, wait_for
+from test_delivery_process import RV, config_map, post
 
 SCHEMAS = ROOT / "docs" / "schemas"
 
@@ -64,7 +64,7 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -3,7 +3,11 @@ its diff, and screenshots are written to test-output/. The front page's overview
 and the inline SVG chart) renders drifts of every API group family under the dashboard's
 Content-Security-Policy. Its silence form works from its own page, and a page on another site can
 neither post it nor frame the dashboard. Its "Re-check now" button starts a resync pass against a
-fake Kubernetes API server, and shows it running and then its counts; another site cannot press it."""
+fake Kubernetes API server, and shows it running and then its counts; another site cannot press it.
+
+One chromium serves the whole module (started once per run, or per xdist worker, and driven over
+the DevTools protocol); each test opens its page in a browser context of its own (its own cookies
+and storage, as a fresh profile)."""
 
 import base64
 import copy
@@ -20,10 +24,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from cloudevents.core.bindings.http import to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 
-from conftest import ROOT, Sentinel, attributes, load_yaml_fixture
+from conftest import ROOT, Sentinel, attributes, load_yaml_fixture, wait_for
 from test_delivery_process import RV, config_map, edit, post
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -32,18 +38,10 @@ OUTPUT = ROOT / "test-output"
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WINDOW = (1280, 900)   # the window a page is shown (and screenshot) in, unless a test sets another
 
 
-def chromium(*arguments: str) -> subprocess.CompletedProcess:
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        return subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--window-size=1280,900", *arguments],
-            capture_output=True, text=True, timeout=120)
-
-
-def test_dashboard_lists_and_details_a_drift_in_chromium(workdir):
+def test_dashboard_lists_and_details_a_drift_in_chromium(workdir, browser):
     assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
     OUTPUT.mkdir(exist_ok=True)
     sentinel = Sentinel(workdir)
@@ -56,23 +54,21 @@ def test_dashboard_lists_and_details_a_drift_in_chromium(workdir):
         base = config_map("config-autoscaler")
         post(sentinel, "ui-1", "add", base)
         post(sentinel, "ui-2", "update", edit(base, "enable-scale-to-zero", "false"))
-        dom = chromium("--dump-dom", sentinel.url + "/ui")
-        assert dom.returncode == 0, dom.stderr[-2000:]
-        assert "ConfigMap knative-serving/config-autoscaler" in dom.stdout, dom.stdout[:2000]
-        assert "config_drift" in dom.stdout and "firing" in dom.stdout
+        dom = browser.dump_dom(sentinel.url + "/ui")
+        assert "ConfigMap knative-serving/config-autoscaler" in dom, dom[:2000]
+        assert "config_drift" in dom and "firing" in dom
         index_png = OUTPUT / "dashboard.png"
         index_png.unlink(missing_ok=True)
-        shot = chromium(f"--screenshot={index_png}", sentinel.url + "/ui")
-        assert shot.returncode == 0, shot.stderr[-2000:]
+        browser.screenshot(sentinel.url + "/ui", index_png)
         assert index_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and index_png.stat().st_size > 5000
-        drift_id = dom.stdout.split('href="/ui/drifts/')[1].split('"')[0]
-        detail = chromium("--dump-dom", f"{sentinel.url}/ui/drifts/{drift_id}")
-        assert "<code>/data/enable-scale-to-zero</code>" in detail.stdout
-        assert "kubectl-edit (Update)" in detail.stdout
-        assert "Silence this drift" in detail.stdout
+        drift_id = dom.split('href="/ui/drifts/')[1].split('"')[0]
+        detail = browser.dump_dom(f"{sentinel.url}/ui/drifts/{drift_id}")
+        assert "<code>/data/enable-scale-to-zero</code>" in detail
+        assert "kubectl-edit (Update)" in detail
+        assert "Silence this drift" in detail
         detail_png = OUTPUT / "dashboard-drift.png"
         detail_png.unlink(missing_ok=True)
-        chromium(f"--screenshot={detail_png}", f"{sentinel.url}/ui/drifts/{drift_id}")
+        browser.screenshot(f"{sentinel.url}/ui/drifts/{drift_id}", detail_png)
         assert detail_png.stat().st_size > 5000
     finally:
         sentinel.stop()
@@ -81,7 +77,7 @@ def test_dashboard_lists_and_details_a_drift_in_chromium(workdir):
 class DevTools:
     """Chromium driven over the DevTools protocol on a pipe (`--remote-debugging-pipe`: file
     descriptors 3 and 4, messages ended by a NUL byte), so a test can click like a person
-    without a driver binary."""
+    without a driver binary. `new_page()` opens the page the other methods act on."""
 
     def __init__(self):
         # Chromium's helper processes may still write to the profile for a moment after the kill.
@@ -105,13 +101,34 @@ class DevTools:
         os.close(from_browser_write)
         self.last_id = 0
         self.buffer = b""
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        self.session = None
+        self.context = None
+
+    def new_page(self):
+        """A blank page, in a new browser context (cookies, storage and cache of its own, as in
+        a fresh profile), shown in a WINDOW-sized window; the previous page's context is closed."""
+        self.close_page()
+        self.context = self.call("Target.createBrowserContext", browser_wide=True)["browserContextId"]
+        target = self.call("Target.createTarget", browser_wide=True, url="about:blank",
+                           browserContextId=self.context)["targetId"]
+        self.session = self.call("Target.attachToTarget", browser_wide=True, targetId=target,
+                                 flatten=True)["sessionId"]
+        self.window(*WINDOW)
+        return self
+
+    def close_page(self):
+        if self.context is not None:
+            self.call("Target.disposeBrowserContext", browser_wide=True, browserContextId=self.context)
+        self.context = self.session = None
+
+    def window(self, width: int, height: int):
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                  mobile=False)
 
     def call(self, method: str, browser_wide=False, **params):
         self.last_id += 1
         message = {"id": self.last_id, "method": method, "params": params}
-        if getattr(self, "session", None) and not browser_wide:
+        if self.session and not browser_wide:
             message["sessionId"] = self.session
         os.write(self.to_browser, json.dumps(message).encode() + b"\0")
         deadline = time.monotonic() + 30
@@ -161,16 +178,49 @@ class DevTools:
         raise AssertionError(f"never true: {expression} (at {self.evaluate('location.href')})")
 
     def open(self, url: str):
-        self.call("Page.navigate", url=url)
-        self.wait_for(f"location.href.startsWith({json.dumps(url)}) && document.readyState === 'complete'")
+        """Navigates to `url` and waits until its document has loaded (not the one before it,
+        even at the same address)."""
+        self.evaluate("window.__left = true")
+        navigated = self.call("Page.navigate", url=url)
+        assert "errorText" not in navigated, navigated
+        self.wait_for(f"!window.__left && location.href.startsWith({json.dumps(url)}) "
+                      "&& document.readyState === 'complete'")
+
+    def dump_dom(self, url: str) -> str:
+        """The page at `url` once loaded, serialized as `chromium --dump-dom` prints it."""
+        self.open(url)
+        return self.evaluate("(document.doctype ? new XMLSerializer().serializeToString(document.doctype) + '\\n' : '')"
+                             " + document.documentElement.outerHTML")
+
+    def screenshot(self, url: str, path: Path):
+        """A PNG of the page at `url` as its window shows it, as `chromium --screenshot` takes it."""
+        self.open(url)
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
 
     def close(self):
-        # The browser and its helpers form the process group this test started.
+        # The browser and its helpers form the process group started for it.
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         os.close(self.to_browser)
         os.close(self.from_browser)
         self.profile.cleanup()
+
+
+@pytest.fixture(scope="session")
+def chromium_browser():
+    """One chromium for the module's tests: started once per run (per xdist worker, which may
+    take this module's tests between other modules' ones), not at each return to the module."""
+    assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
+    browser = DevTools()
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def browser(chromium_browser):
+    """A page of its own for the test."""
+    yield chromium_browser.new_page()
+    chromium_browser.close_page()
 
 
 def serve_directory(directory: Path) -> tuple:
@@ -186,7 +236,7 @@ def silences(sentinel) -> list:
         return json.loads(response.read())["items"]
 
 
-def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chromium(workdir):
+def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chromium(workdir, browser):
     assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
     sentinel = Sentinel(workdir)
     sentinel.config_path.write_text(
@@ -197,7 +247,6 @@ def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chrom
     other_site = workdir / "other-site"
     other_site.mkdir()
     server = None
-    browser = DevTools()
     try:
         base = config_map("config-autoscaler")
         post(sentinel, "csrf-1", "add", base)
@@ -220,7 +269,6 @@ def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chrom
         assert silences(sentinel) == [], "a cross-site post silences nothing"
         # The dashboard cannot be framed by another site.
         browser.open(f"http://localhost:{port}/frame.html")
-        time.sleep(1)
         frame = browser.frame_text(f"{sentinel.url}/ui")
         assert "drift-sentinel" not in frame and "config-autoscaler" not in frame, frame
         # From its own page, the form works: a person picks a duration and clicks.
@@ -233,7 +281,6 @@ def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chrom
         assert silence["matchers"] == {"class": "config_drift", "cluster": "prod", "namespace": "knative-serving",
                                        "kind": "ConfigMap", "name": "config-autoscaler"}, silence
     finally:
-        browser.close()
         if server:
             server.shutdown()
         sentinel.stop()
@@ -340,7 +387,7 @@ def resync_status(sentinel):
     return status
 
 
-def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir):
+def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir, browser):
     assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
     OUTPUT.mkdir(exist_ok=True)
     sentinel = Sentinel(workdir)
@@ -349,7 +396,6 @@ def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir):
         "channels:\n  - {name: log, type: log}\n"
         "routes:\n  - {channels: [log], groupWait: 0s}\n")
     sentinel.start()
-    browser = DevTools()
     try:
         # Kubernetes: one hand-edited ConfigMap stays edited, another is put back (resolved).
         for index, name in enumerate(["config-autoscaler", "config-gc"]):
@@ -389,8 +435,7 @@ def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir):
         assert len(resolved) == 1, resolved
 
         # The page as a person sees it, tall enough for the overview and the list.
-        browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=1500, deviceScaleFactor=1,
-                     mobile=False)
+        browser.window(1280, 1500)
         browser.open(sentinel.url + "/ui")
         tiles = browser.evaluate("""Object.fromEntries(['critical', 'warning', 'info'].map(s => {
             const tile = document.getElementById('tile-' + s);
@@ -449,7 +494,6 @@ def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir):
         rows = browser.evaluate("[...document.querySelectorAll('#drifts tr')].slice(1).map(r => r.innerText)")
         assert len(rows) == 1 and "Trigger josh/example-trigger0" in rows[0], rows
     finally:
-        browser.close()
         sentinel.stop()
 
 
@@ -522,7 +566,7 @@ def until(what: str, check, timeout=30):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_chromium(workdir):
+def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_chromium(workdir, browser):
     assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
     kube = FakeKubeApi()
     sentinel = Sentinel(workdir)
@@ -536,7 +580,6 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
     other_site = workdir / "other-site"
     other_site.mkdir()
     server = None
-    browser = DevTools()
     try:
         first = until("the scheduled pass at start",
                       lambda: (status := resync_status(sentinel))["lastPass"] and status)
@@ -573,7 +616,6 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
         assert "(on request): 3 listed, 0 missed, 0 deleted" in panel, panel
         assert sentinel.metric('drift_sentinel_resync_passes_total{trigger="api",outcome="complete"}') == 1
     finally:
-        browser.close()
         if server:
             server.shutdown()
         kube.close()
@@ -582,7 +624,7 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
 
 # ---- The fleet page -------------------------------------------------------------------------
 
-def test_the_fleet_page_shows_a_group_cluster_by_cluster_with_the_differing_value_highlighted_in_chromium(workdir):
+def test_the_fleet_page_shows_a_group_cluster_by_cluster_with_the_differing_value_highlighted_in_chromium(workdir, browser):
     from test_fleet import FLEET_CONFIG, KEY, autoscaler, fleet_drifts, post as post_to, with_key
     assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
     OUTPUT.mkdir(exist_ok=True)
@@ -590,13 +632,8 @@ def test_the_fleet_page_shows_a_group_cluster_by_cluster_with_the_differing_valu
     try:
         post_to(sentinel, "prod-eu", "add", with_key(autoscaler("prod-eu"), "100"))
         post_to(sentinel, "prod-us", "add", with_key(autoscaler("prod-us"), "50"))
-        deadline = time.monotonic() + 30
-        while not fleet_drifts(sentinel, "firing") and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert fleet_drifts(sentinel, "firing")
-        dom = chromium("--dump-dom", sentinel.url + "/ui/fleet")
-        assert dom.returncode == 0, dom.stderr[-2000:]
-        page = dom.stdout
+        assert wait_for(lambda: fleet_drifts(sentinel, "firing"), timeout=30)
+        page = browser.dump_dom(sentinel.url + "/ui/fleet")
         assert 'href="/ui/fleet"' in page  # linked from the nav
         assert '<section class="fleet-group" id="group-prod">' in page, page[:3000]
         assert "<th>prod-eu</th><th>prod-us</th>" in page
@@ -610,8 +647,7 @@ def test_the_fleet_page_shows_a_group_cluster_by_cluster_with_the_differing_valu
         assert 'class="firing" href="/ui/drifts/' in page
         shot_png = OUTPUT / "dashboard-fleet.png"
         shot_png.unlink(missing_ok=True)
-        shot = chromium(f"--screenshot={shot_png}", sentinel.url + "/ui/fleet")
-        assert shot.returncode == 0, shot.stderr[-2000:]
+        browser.screenshot(sentinel.url + "/ui/fleet", shot_png)
         assert shot_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot_png.stat().st_size > 5000
     finally:
         sentinel.stop()

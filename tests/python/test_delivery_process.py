@@ -22,7 +22,7 @@ from cloudevents.core.bindings.http import to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 from standardwebhooks.webhooks import Webhook
 
-from conftest import Sentinel, attributes, free_port, load_yaml_fixture
+from conftest import Sentinel, attributes, free_port, load_yaml_fixture, wait_for
 
 WHSEC = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -62,22 +62,12 @@ def post(sentinel: Sentinel, event_id: str, verb: str, obj: dict):
     return status
 
 
-def wait_for(predicate, timeout=30.0, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return None
-
-
 # ---- A real Alertmanager ------------------------------------------------------------------------
 
 class Alertmanager:
     def __init__(self, workdir: Path, index: int):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = None   # picked at the first start, kept across restarts
+        self.url = None
         self.dir = workdir / f"am{index}"
         self.dir.mkdir()
         (self.dir / "am.yml").write_text(
@@ -85,16 +75,34 @@ class Alertmanager:
         self.process = None
 
     def start(self):
-        # A fresh storage directory each start: Alertmanager keeps alerts in memory only, and a
-        # restart must lose them for the test to prove that the resend restores them.
-        storage = self.dir / f"data-{time.monotonic_ns()}"
-        self.log = open(self.dir / "am.log", "ab")
-        self.process = subprocess.Popen(
-            [ALERTMANAGER, f"--config.file={self.dir / 'am.yml'}", f"--storage.path={storage}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        assert wait_for(self.ready, timeout=20), (self.dir / "am.log").read_text()
-        return self
+        """Alertmanager cannot bind port 0 and report it: it is given a free port, and a start
+        that lost the port to another process (or a restart that finds it not yet released) is
+        tried again, on a new port the first time, on the same one after."""
+        deadline = time.monotonic() + 30
+        log_path = self.dir / "am.log"
+        while True:
+            port = self.port or free_port()
+            offset = log_path.stat().st_size if log_path.exists() else 0
+            # A fresh storage directory each start: Alertmanager keeps alerts in memory only, and
+            # a restart must lose them for the test to prove that the resend restores them.
+            storage = self.dir / f"data-{time.monotonic_ns()}"
+            self.log = open(log_path, "ab")
+            self.process = subprocess.Popen(
+                [ALERTMANAGER, f"--config.file={self.dir / 'am.yml'}", f"--storage.path={storage}",
+                 f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+                stdout=self.log, stderr=subprocess.STDOUT)
+
+            def this_start():
+                with open(log_path, "rb") as reader:
+                    reader.seek(offset)
+                    return reader.read().decode(errors="replace")
+            wait_for(lambda: 'msg="Listening on"' in this_start() or self.process.poll() is not None, timeout=20)
+            if 'msg="Listening on"' in this_start():
+                self.port, self.url = port, f"http://127.0.0.1:{port}"
+                assert wait_for(self.ready, timeout=20), log_path.read_text()
+                return self
+            self.stop()
+            assert "address already in use" in this_start() and time.monotonic() < deadline, log_path.read_text()
 
     def ready(self):
         try:
@@ -160,9 +168,10 @@ def test_real_alertmanager_pair_sees_firing_restore_after_restart_and_resolve(wo
 # ---- SIGKILL with deliveries pending --------------------------------------------------------------
 
 class WebhookReceiver:
-    """A Standard Webhooks receiver using the reference Python library to verify signatures."""
+    """A Standard Webhooks receiver using the reference Python library to verify signatures.
+    Its port is bound at once (`port`), connections are refused until `start()`."""
 
-    def __init__(self, port: int):
+    def __init__(self):
         self.verifier = Webhook(WHSEC)
         self.ids = []
         self.drifts = []
@@ -187,19 +196,28 @@ class WebhookReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            allow_reuse_address = False  # the port is this receiver's alone, even while it is down
+
+        self.server = Server(("127.0.0.1", 0), Handler, bind_and_activate=False)
+        self.server.server_bind()
+        self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def start(self):
+        self.server.server_activate()
         self.thread.start()
         return self
 
     def stop(self):
-        self.server.shutdown()
+        if self.thread.is_alive():
+            self.server.shutdown()
+        self.server.server_close()
 
 
 def test_committed_alerts_survive_sigkill_and_are_delivered_once(workdir):
-    port = free_port()
+    receiver = WebhookReceiver()  # its port is held; nothing answers until it starts
+    port = receiver.port
     sentinel = Sentinel(workdir)
     sentinel.config_path.write_text(
         f"store:\n  path: {workdir / 'sentinel.db'}\n"
@@ -217,7 +235,7 @@ def test_committed_alerts_survive_sigkill_and_are_delivered_once(workdir):
     # Every 202 above means the drift and its notification are committed; the receiver is down.
     assert wait_for(lambda: sentinel.metric("drift_sentinel_outbox_pending") >= 20, timeout=15)
     sentinel.stop(sig=signal.SIGKILL)
-    receiver = WebhookReceiver(port).start()
+    receiver.start()
     try:
         sentinel.start()
         assert wait_for(lambda: len({drift["name"] for drift in receiver.drifts}) == 20, timeout=30), receiver.drifts

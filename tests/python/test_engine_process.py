@@ -4,13 +4,12 @@ import copy
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 from cloudevents.core.bindings.http import to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 
-from conftest import Sentinel, attributes, binary, load_yaml_fixture, swap_config
+from conftest import Sentinel, attributes, binary, load_yaml_fixture, swap_config, wait_for
 
 RV = [9_000_000]
 
@@ -81,15 +80,6 @@ def test_replay_reports_bad_input_with_its_location(tmp_path):
     assert f"{path}:1: invalid CloudEvent JSON" in result.stderr, result.stderr
 
 
-
-
-def wait_for(predicate, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_rules_hot_reload_through_configmap_symlink_swaps(workdir):

@@ -19,9 +19,8 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ROOT
+from conftest import ROOT, safe_load_all
 from knative_schema import CRD_DIR, load_crds, object_validator, violations
 
 FIXTURES = ROOT / "tests" / "fixtures" / "knative"
@@ -58,7 +57,7 @@ def load_objects(path: Path) -> list:
     text = path.read_text()
     if path.name == IMC_DEMO:
         text = text.replace("metadata:\n", "metadata:\n  annotations:\n", 1)
-    docs = [json.loads(text)] if path.suffix == ".json" else [d for d in yaml.safe_load_all(text) if d]
+    docs = [json.loads(text)] if path.suffix == ".json" else [d for d in safe_load_all(text) if d]
     objects = []
     for doc in docs:
         if doc.get("kind", "").endswith("List") and "items" in doc:

@@ -16,7 +16,7 @@ from cloudevents.core.bindings.http import to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 from jsonschema import Draft202012Validator
 
-from conftest import Sentinel, attributes, load_yaml_fixture
+from conftest import Sentinel, attributes, load_yaml_fixture, wait_for
 from test_contract import SCHEMAS, schemas
 
 FLEET_SCHEMA = json.loads((SCHEMAS / "api-fleet-v1.schema.json").read_text())
@@ -83,15 +83,6 @@ def api(sentinel: Sentinel, path: str, **query):
 
 def fleet_drifts(sentinel: Sentinel, state: str) -> list:
     return api(sentinel, "/api/v1/drifts", **{"class": "fleet_divergence", "state": state})["items"]
-
-
-def wait_for(predicate, timeout=20.0, step=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(step)
 
 
 def transitions(sentinel: Sentinel, state: str) -> float:

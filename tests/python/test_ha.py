@@ -1,11 +1,22 @@
-"""Several real drift-sentinel processes on one real PostgreSQL server (issue 19): a standby takes
-over when the writer is SIGKILLed, a paused writer is fenced and stops, and shards each take only
-their clusters while any shard's API shows the whole fleet.
+"""Several real drift-sentinel processes on one real PostgreSQL store: the writer lease, fencing,
+shards, and the two store backends answering alike.
 
-One throwaway server (pgserver.py) serves the whole file, a database per test. Deliveries go to a
-Standard Webhooks receiver that verifies signatures with the reference `standardwebhooks`
-library. The failover test uses the shipped lease settings (store.lease defaults) and writes the
-measured takeover times to test-output/ha-takeover.json (BENCHMARKS.md quotes them)."""
+* Failover: a standby takes over when the writer is SIGKILLed (under load, losing nothing); a
+  writer paused past its lease is fenced, commits nothing and stands by; a writer paused inside a
+  commit does not keep the lease row locked; a replica that lost the lease stops exporting the
+  writer's gauges; renewing at a third of the ttl (the largest share allowed) never loses the
+  lease; a replica whose database does not exist yet stands by until it does.
+* Shards: each shard takes only its clusters while any shard's API shows the whole fleet; a
+  sharded writer keeps its fleet drifts (filed under `fleet:<group>`) across a restart; a shard
+  starting leaves another shard's pending notifications alone; a silence created through one
+  shard withdraws the other shard's reminders of what it covers.
+* Backends alike: an event PostgreSQL cannot store (a NUL in its id) is refused as on SQLite.
+
+The tests share the run's throwaway PostgreSQL server (conftest.py's `pg`), a database each.
+Deliveries go to a Standard Webhooks receiver that verifies signatures with the reference
+`standardwebhooks` library. The failover test uses the shipped lease settings (store.lease
+defaults) and writes the measured takeover times to test-output/ha-takeover.json (BENCHMARKS.md
+quotes them)."""
 
 import json
 import signal
@@ -19,19 +30,12 @@ import pytest
 from cloudevents.core.bindings.http import to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 
-from conftest import ROOT, Sentinel, attributes, free_port
-from pgserver import PgServer
-from test_delivery_process import WHSEC, WebhookReceiver, config_map, edit, wait_for
+from conftest import ROOT, Sentinel, attributes, reserve_port, wait_for
+from test_delivery_process import WHSEC, WebhookReceiver, config_map, edit
+from test_fleet import autoscaler, with_key
 
 OUTPUT = ROOT / "test-output"
 FAST_LEASE = "  lease: {ttl: 3s, renewInterval: 1s, retryInterval: 200ms}\n"
-
-
-@pytest.fixture(scope="module")
-def pg():
-    server = PgServer()
-    yield server
-    server.stop()
 
 
 class Replica(Sentinel):
@@ -42,25 +46,12 @@ class Replica(Sentinel):
         directory.mkdir()
         super().__init__(directory)
         self.name = name
+        self.env = {"RUST_LOG": "info", "POD_NAME": name}
         self.config_path.write_text(config)
 
     def start(self, ready=True):
-        env_start = time.monotonic()
-        import os
-        import subprocess
-        env = dict(os.environ, PORT=str(self.port), RUST_LOG="info", POD_NAME=self.name)
-        self.log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            [__import__("conftest").binary(), "serve", "--config", str(self.config_path)],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        path = "/readyz" if ready else "/healthz"
-        while time.monotonic() - env_start < 30:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited early:\n{self.logs()}")
-            if self.status(path)[0] == 200:
-                return self
-            time.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not answer {path}:\n{self.logs()}")
+        """Started, and ready (the writer) or, with `ready=False`, answering /healthz."""
+        return super().start("/readyz" if ready else "/healthz", timeout=30)
 
     def status(self, path: str):
         try:
@@ -135,6 +126,33 @@ def stop_all(*replicas):
             replica.process.wait(timeout=10)
 
 
+def lease_losses(replica) -> float:
+    metrics = replica.status("/metrics")[1].decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("drift_sentinel_writer_lease_losses_total{"))
+
+
+def firing_gauge(replica) -> float:
+    metrics = replica.status("/metrics")[1].decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("drift_sentinel_drifts_firing{"))
+
+
+def create_silence(replica, matchers: dict, comment: str):
+    request = urllib.request.Request(
+        replica.url + "/api/v1/silences", method="POST",
+        data=json.dumps({"matchers": matchers, "comment": comment}).encode(),
+        headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 201
+
+
+# A shard's writer reads the silences all shards share back every 5 s (SILENCE_SYNC_MS in
+# src/pipeline/writer.rs, not configurable): what a test waits after creating a silence
+# through another shard.
+SILENCE_READ_BACK = 5.0
+
+
 class Load:
     """A steady stream of drifting ConfigMaps sent the way the Broker sends them: to a ready
     replica (the Kubernetes Service routes only there), retried until answered 202."""
@@ -175,12 +193,13 @@ class Load:
         self.thread.join(timeout=60)
 
 
+# ---- Failover and fencing ------------------------------------------------------------------------
+
 def test_a_standby_takes_over_from_a_killed_writer_three_times_losing_nothing(pg, workdir):
     """SIGKILL the writer three times under load, with the shipped lease settings."""
     url = pg.database()
-    hook_port = free_port()
-    receiver = WebhookReceiver(hook_port).start()
-    text = config(url, hook_port=hook_port)
+    receiver = WebhookReceiver().start()
+    text = config(url, hook_port=receiver.port)
     a = Replica(workdir, "replica-a", text).start()
     b = Replica(workdir, "replica-b", text).start(ready=False)
     load = None
@@ -264,9 +283,7 @@ def test_a_paused_writer_is_fenced_commits_nothing_and_turns_unready(pg, workdir
                         timeout=20), a.status("/readyz")
         assert a.process.poll() is None, a.logs()
         metrics = a.status("/metrics")[1].decode()
-        losses = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                     if line.startswith("drift_sentinel_writer_lease_losses_total{"))
-        assert losses == 1, metrics
+        assert lease_losses(a) == 1, metrics
         assert 'drift_sentinel_writer_lease_held{shard="default"} 0' in metrics
         # Fencing: nothing of the late event was committed, by anyone.
         assert pg.psql(url, "SELECT count(*) FROM events WHERE id = 'late-1'") == "0"
@@ -284,6 +301,113 @@ def test_a_paused_writer_is_fenced_commits_nothing_and_turns_unready(pg, workdir
     finally:
         stop_all(a, b)
 
+
+SLOW_INSERT = """
+CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id = 'slow-1' THEN PERFORM pg_sleep(2); END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER slow_insert BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION slow_insert();
+"""
+
+
+def test_a_writer_paused_inside_a_commit_does_not_block_the_takeover(pg, workdir):
+    """Paused (or its node lost, or cut off) while a commit's transaction is open, the writer's
+    session keeps the lease row locked (the fence's SELECT ... FOR UPDATE). Nothing on the server
+    ends an idle transaction unless the writer's session sets it up (an idle-in-transaction
+    timeout, keepalives), and a standby's acquire without a lock timeout would wait on the row
+    lock for as long as the old writer is gone, instead of taking over after the ttl."""
+    url = pg.database()
+    a, b = writer_and_standby(workdir, url)
+    try:
+        pg.psql(url, SLOW_INSERT)
+        sender = threading.Thread(
+            target=lambda: a.send("slow-1", "add", config_map("config-slow")), daemon=True)
+        sender.start()
+        # The commit is inside its transaction (the event insert sleeps server-side): pause it.
+        assert wait_for(lambda: pg.psql(
+            url, "SELECT count(*) FROM pg_stat_activity "
+                 "WHERE datname = current_database() AND wait_event = 'PgSleep'") == "1",
+            timeout=10)
+        a.process.send_signal(signal.SIGSTOP)
+        taken = wait_for(b.ready, timeout=20)
+        locks = pg.psql(url, "SELECT state || ' / ' || coalesce(wait_event, '') || ' / ' || left(query, 60) "
+                             "FROM pg_stat_activity WHERE datname = current_database() AND pid != pg_backend_pid()")
+        assert taken, f"standby not ready 20 s after the writer paused:\n{locks}"
+    finally:
+        if a.process and a.process.poll() is None:
+            a.process.send_signal(signal.SIGCONT)
+        stop_all(a, b)
+
+
+def test_a_fenced_writer_standing_by_does_not_keep_exporting_the_writers_gauges(pg, workdir):
+    """A replica that lost its lease stands by in the same process with its metrics intact; the
+    writer's gauges (drifts_firing, outbox_pending, ...) must not stay frozen at their last
+    values: KnativeDriftFiring sums drifts_firing over every scraped replica (standbys are
+    scraped), so one firing drift would count twice, and keep the alert firing after the new
+    writer resolved it."""
+    url = pg.database()
+    a, b = writer_and_standby(workdir, url)
+    try:
+        drift_then_pause(a, until=lambda: firing_gauge(a) == 1)
+        assert wait_for(b.ready, timeout=20), b.logs()
+        a.process.send_signal(signal.SIGCONT)
+        # Its lease ran out while it was paused: unready from its first answer on, before its
+        # keeper looks (CI once caught it answering `ready` here).
+        assert a.status("/readyz")[0] == 503, a.status("/readyz")
+        assert wait_for(lambda: a.readiness().get("code") == "standby",
+                        timeout=20)
+        assert wait_for(lambda: firing_gauge(b) == 1, timeout=10)
+        # One drift fires in the shard; the standby must not report it as well (once its writer
+        # role has stopped, which takes a moment after it stands by).
+        assert wait_for(lambda: firing_gauge(a) == 0, timeout=15), (firing_gauge(a), firing_gauge(b))
+        assert firing_gauge(a) + firing_gauge(b) == 1, (firing_gauge(a), firing_gauge(b))
+    finally:
+        if a.process and a.process.poll() is None:
+            a.process.send_signal(signal.SIGCONT)
+        stop_all(a, b)
+
+
+def test_renewing_at_a_third_of_the_ttl_never_loses_the_lease(pg, workdir):
+    """Validation accepts `renewInterval` up to a third of the ttl. The keeper must start a due
+    renewal before it checks its give-up deadline (ttl - renewInterval): checked the other way
+    round, the writer 'lost' its lease at every renewal. Seven seconds: seven renewals, more
+    than two ttls."""
+    url = pg.database()
+    lease = "  lease: {ttl: 3s, renewInterval: 1s, retryInterval: 200ms}\n"
+    a = Replica(workdir, "replica-a", config(url, lease=lease)).start()
+    try:
+        time.sleep(7)
+        losses = lease_losses(a)
+        assert losses == 0, [line for line in a.logs().splitlines() if "Lost the writer" in line]
+    finally:
+        stop_all(a)
+
+
+def test_a_replica_that_cannot_reach_its_database_stands_by_until_it_can(pg, workdir):
+    """At start the database does not exist yet (as when PostgreSQL is still coming up): the
+    replica stays alive and unready, says why, and becomes the writer once it can open it."""
+    url = pg.url("not_yet")
+    replica = Replica(workdir, "replica-a", config(url, lease=FAST_LEASE)).start(ready=False)
+    try:
+        assert wait_for(lambda: "cannot reach the store" in replica.status("/readyz")[1].decode(),
+                        timeout=10), replica.status("/readyz")
+        status, body = replica.status("/readyz")
+        assert status == 503, body
+        answer = json.loads(body)
+        assert answer["code"] == "standby", answer
+        assert "not_yet" in answer["message"], answer
+        metrics = replica.status("/metrics")[1].decode()
+        assert 'drift_sentinel_writer_lease_held{shard="default"} 0' in metrics, metrics
+        pg.database("not_yet")
+        assert wait_for(replica.ready, timeout=20), replica.logs()
+        assert replica.send("late-db-1", "add", config_map("config-after"))[0] == 202
+    finally:
+        stop_all(replica)
+
+
+# ---- Shards ----------------------------------------------------------------------------------------
 
 def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
     url = pg.database()
@@ -319,15 +443,9 @@ def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
         # A silence created through east's API is enforced by west's writer too (read back
         # from the shared store): west's next drift in west-1 queues no notification, while one
         # it does not cover does.
-        request = urllib.request.Request(
-            east.url + "/api/v1/silences", method="POST",
-            data=json.dumps({"matchers": {"cluster": "west-1", "name": "config-quiet"},
-                             "comment": "shard test"}).encode(),
-            headers={"content-type": "application/json"})
-        with urllib.request.urlopen(request, timeout=5) as response:
-            assert response.status == 201
+        create_silence(east, {"cluster": "west-1", "name": "config-quiet"}, "shard test")
         assert [s["id"] for s in west.api("/api/v1/silences")["items"]], "west's API lists it"
-        time.sleep(6)  # the writers read the shared silences back every 5 s
+        time.sleep(SILENCE_READ_BACK + 1)  # west's writer reads the shared silences back
         for name in ("config-quiet", "config-loud"):
             base = config_map(name)
             base["metadata"]["uid"] = f"uid-west-{name}"
@@ -340,34 +458,146 @@ def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
         # Each shard's notifications are its own: queued as its shard's, sent by its relays.
         shards = pg.psql(url, "SELECT string_agg(DISTINCT coalesce(shard, '-'), ',' ORDER BY coalesce(shard, '-')) FROM outbox")
         assert shards == "east,west", shards
-        # A restarted shard writer loads only its own clusters' objects.
+        # A restarted shard writer loads only its own clusters' objects. (Its readiness can turn
+        # before it logs that it became the writer: the line is waited for.)
         west.stop()
         west.log.close()
+        before_restart = len(west.logs())
         west.start()
-        became = west.logs().split("Became the writer.")[-1]
+        assert wait_for(lambda: "Became the writer." in west.logs()[before_restart:], timeout=10), west.logs()[-2000:]
+        became = west.logs()[before_restart:].split("Became the writer.")[-1]
         # Its three west-1 objects, none of east-1's.
         assert '"objects":3' in became or "objects=3" in became, west.logs()[-2000:]
     finally:
         stop_all(east, west)
 
 
-def test_a_replica_that_cannot_reach_its_database_stands_by_until_it_can(pg, workdir):
-    """At start the database does not exist yet (as when PostgreSQL is still coming up): the
-    replica stays alive and unready, says why, and becomes the writer once it can open it."""
-    url = pg.url("not_yet")
-    replica = Replica(workdir, "replica-a", config(url, lease=FAST_LEASE)).start(ready=False)
+FLEET = """\
+fleet:
+  groups:
+    - name: prod
+      clusters: ["prod-*"]
+      compare:
+        - {apiVersion: v1, kind: ConfigMap, namespace: knative-serving, name: "config-*"}
+      severity: critical
+      grace: 1s
+shard:
+  name: prod
+  clusters: ["prod-*"]
+resync: {enabled: false}
+"""
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_a_sharded_writer_keeps_its_fleet_drifts_across_a_restart(pg, workdir, sharded):
+    """A fleet drift's cluster is `fleet:<group>`, which no shard glob such as `prod-*` matches.
+    Were it dropped at load for not being the shard's (`snapshot.drifts.retain(shard.owns(...))`),
+    after a restart or takeover the shard would open the same divergence again under a new id and
+    notify again, while the old drift stayed firing in the database forever (no writer owns it).
+    (sharded=False is the control: the same restart without `shard:` keeps the drift.)"""
+    from test_fleet import post
+    url = pg.database()
+    extra = FLEET if sharded else FLEET.split("shard:")[0]
+    a = Replica(workdir, "replica-a", config(url, extra=extra)).start()
     try:
-        assert wait_for(lambda: "cannot reach the store" in replica.status("/readyz")[1].decode(),
-                        timeout=10), replica.status("/readyz")
-        status, body = replica.status("/readyz")
-        assert status == 503, body
-        answer = json.loads(body)
-        assert answer["code"] == "standby", answer
-        assert "not_yet" in answer["message"], answer
-        metrics = replica.status("/metrics")[1].decode()
-        assert 'drift_sentinel_writer_lease_held{shard="default"} 0' in metrics, metrics
-        pg.database("not_yet")
-        assert wait_for(replica.ready, timeout=20), replica.logs()
-        assert replica.send("late-db-1", "add", config_map("config-after"))[0] == 202
+        for cluster in ("prod-eu", "prod-us"):
+            post(a, cluster, "add", autoscaler(cluster))
+        post(a, "prod-us", "update", with_key(autoscaler("prod-us"), "7"))
+
+        def firing():
+            return a.api("/api/v1/drifts?class=fleet_divergence&state=firing")["items"]
+        assert wait_for(lambda: len(firing()) == 1, timeout=20), firing()
+        before = [d["id"] for d in firing()]
+        a.stop()
+        a.log.close()
+        a.start()
+        time.sleep(4)  # grace (1s) and the restored objects' re-assessment
+        after = [d["id"] for d in firing()]
+        assert after == before, (before, after)
     finally:
-        stop_all(replica)
+        stop_all(a)
+
+
+def test_a_shard_starting_leaves_the_other_shards_notifications_pending(pg, workdir):
+    """The outbox is shared by all shards: a shard starting or taking over must not expire
+    another shard's undelivered notifications as of a channel it does not configure ('channel
+    no longer configured'), as expiring every pending row of an unknown channel at start
+    (`expire_unknown_channels`) would."""
+    url = pg.database()
+    dead = reserve_port()  # nobody listens: east's notifications stay pending, retrying
+    east_config = config(url, hook_port=dead.getsockname()[1], extra=(
+        "shard:\n  name: east\n  clusters: [\"east-*\"]\nresync: {enabled: false}\n"))
+    east = Replica(workdir, "east", east_config).start()
+    west = Replica(workdir, "west", config(url, extra=(
+        "shard:\n  name: west\n  clusters: [\"west-*\"]\nresync: {enabled: false}\n")))
+    try:
+        base = config_map("config-east")
+        assert east.send("east-a", "add", base, cluster="east-1")[0] == 202
+        assert east.send("east-b", "update", edit(base, "max-scale", "5"), cluster="east-1")[0] == 202
+        assert wait_for(lambda: pg.psql(
+            url, "SELECT count(*) FROM outbox WHERE channel = 'hook' AND state = 'pending' AND attempts > 0") != "0",
+            timeout=20), pg.psql(url, "SELECT state, attempts FROM outbox")
+        west.start()
+        time.sleep(1)
+        states = pg.psql(url, "SELECT state || ':' || coalesce(last_error, '') FROM outbox WHERE channel = 'hook'")
+        assert all(line.startswith("pending:") for line in states.splitlines()), states
+    finally:
+        stop_all(east, west)
+        dead.close()
+
+
+def test_a_silence_made_on_one_shard_stops_the_other_shards_reminders(pg, workdir):
+    """Creating a silence withdraws the pending reminders of the open drifts it covers: those of
+    the creating shard (apply_silences), and those of every other shard too when it reads the
+    silence back (sync_silences), not only for routing its new transitions."""
+    url = pg.database()
+    receiver = WebhookReceiver().start()
+
+    def shard_config(name):
+        return (f"store:\n  url: \"{url}\"\n"
+                "  lease: {ttl: 3s, renewInterval: 1s, retryInterval: 200ms}\n"
+                "server:\n  drainTimeout: 5s\n"
+                "channels:\n"
+                f"  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{receiver.port}/hook\n    secret: {WHSEC}\n"
+                "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupBy: [name]\n    repeatInterval: 1s\n"
+                f"shard:\n  name: {name}\n  clusters: [\"{name}-*\"]\nresync: {{enabled: false}}\n")
+    east = Replica(workdir, "east", shard_config("east")).start()
+    west = Replica(workdir, "west", shard_config("west")).start()
+    try:
+        base = config_map("config-loud")
+        assert west.send("w-a", "add", base, cluster="west-1")[0] == 202
+        assert west.send("w-b", "update", edit(base, "max-scale", "4"), cluster="west-1")[0] == 202
+
+        def sent():
+            return sum(1 for drift in receiver.drifts if drift["name"] == "config-loud")
+        assert wait_for(lambda: sent() >= 3, timeout=20), "reminders flow before the silence"
+        create_silence(east, {"cluster": "west-1", "name": "config-loud"}, "silence through another shard")
+        time.sleep(SILENCE_READ_BACK + 2)  # past west's read-back and a reminder already in flight
+        settled = sent()
+        time.sleep(5)
+        assert sent() == settled, f"reminders still sent under the silence: {settled} -> {sent()}"
+    finally:
+        stop_all(east, west)
+        receiver.stop()
+
+
+# ---- Both backends alike -------------------------------------------------------------------------
+
+def test_an_event_sqlite_accepts_is_not_a_store_failure_on_postgresql(pg, workdir):
+    """PostgreSQL text cannot hold NUL; SQLite's can. A CloudEvent whose id (or `cluster`
+    extension) contains U+0000 must not be 202 on SQLite but fail the whole commit on PostgreSQL
+    (503 `store`, every request batched into the same round failing with it, the writer marking
+    the store not writable and turning unready): a test that passes on SQLite and fails on
+    PostgreSQL is a bug. Either both accept it, or it is refused (400) before the store."""
+    url = pg.database()
+    a = Replica(workdir, "replica-a", config(url)).start()
+    try:
+        body = {"specversion": "1.0", "id": "nul\u0000id", "source": "https://10.96.0.1:443",
+                "type": "dev.knative.apiserver.resource.add", "subject": "/x", "cluster": "prod",
+                "datacontenttype": "application/json", "data": config_map("config-nul")}
+        status, _, answer = a.post({"content-type": "application/cloudevents+json"},
+                                   json.dumps(body).encode())
+        ready = a.status("/readyz")[0]
+        assert (status, ready) == (202, 200) or status == 400, (status, answer, ready)
+    finally:
+        stop_all(a)

@@ -29,9 +29,10 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from standardwebhooks.webhooks import Webhook
 
-from conftest import Sentinel, attributes, free_port, load_yaml_fixture
+from conftest import Sentinel, attributes, load_yaml_fixture, wait_for
 
 WHSEC = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 
@@ -144,7 +145,6 @@ class Progress:
 
 class Receiver:
     def __init__(self, delay: float = 0.0):
-        self.port = free_port()
         self.verifier = Webhook(WHSEC)
         self.lock = threading.Lock()
         self.by_id = {}        # webhook-id -> payload (first delivery)
@@ -183,7 +183,8 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -202,16 +203,6 @@ class Receiver:
                 for drift in payload["data"]:
                     out.setdefault((drift["id"], drift["state"], drift["name"]), set()).add(webhook_id)
         return out
-
-
-def wait_for(predicate, timeout=30.0, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return predicate()
 
 
 def webhook_sentinel(workdir, port: int, extra_server: str = "") -> Sentinel:
@@ -234,6 +225,7 @@ CYCLES = 10          # per ConfigMap: add, then CYCLES x (hand edit: fires; reve
 THREADS = 8
 
 
+@pytest.mark.exclusive  # loads both cores on purpose
 def test_sigkill_under_load_loses_no_acknowledged_drift_and_never_sends_one_under_two_ids(workdir):
     receiver = Receiver(delay=0.3).start()
     sentinel = webhook_sentinel(workdir, receiver.port)
@@ -375,6 +367,7 @@ def fresh(template):
     return dict(headers, **{"ce-id": f"load-{version.decode()}"}), LazyBody(body, version)
 
 
+@pytest.mark.exclusive  # loads both cores on purpose
 def test_overload_keeps_memory_bounded_refuses_with_retry_after_and_recovers(workdir):
     sentinel = Sentinel(workdir)
     # bodyLimitBytes 256 KiB: the admission budget is 16 such bodies (4 MiB) in flight.

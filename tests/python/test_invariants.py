@@ -26,7 +26,7 @@ from cloudevents.core.v1.event import CloudEvent
 from jsonschema import Draft202012Validator
 from standardwebhooks.webhooks import Webhook
 
-from conftest import ROOT, Sentinel, attributes, binary, free_port, load_yaml_fixture, swap_config
+from conftest import ROOT, Sentinel, attributes, binary, load_yaml_fixture, swap_config, wait_for
 
 WHSEC = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 WEBHOOK_SCHEMA = json.loads((ROOT / "docs" / "schemas" / "webhook-v1.schema.json").read_text())
@@ -118,15 +118,6 @@ def post(sentinel: Sentinel, verb: str, obj: dict) -> float:
 
 # ---- Observing the service ---------------------------------------------------------------------
 
-def wait_for(predicate, timeout=10.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(step)
-
-
 METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 
 
@@ -213,7 +204,7 @@ class WebhookReceiver:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

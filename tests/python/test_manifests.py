@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -37,7 +38,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import ROOT, binary, free_port
+from conftest import ROOT, binary, launch, safe_load, safe_load_all
 from knative_schema import METADATA_SCHEMA, strict_json_schema
 
 K8S = ROOT / "k8s"
@@ -73,11 +74,11 @@ def kustomize(directory: Path) -> list:
         [kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
-    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return [doc for doc in safe_load_all(result.stdout) if doc]
 
 
 def load_all(path: Path) -> list:
-    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    return [doc for doc in safe_load_all(path.read_text()) if doc]
 
 
 def find(objects: list, kind: str, name: str, api_version: str = None) -> dict:
@@ -140,7 +141,7 @@ def shipped_config_text() -> str:
 
 
 def crd_validator(api_version: str, kind: str, crd_dir: Path = CRD_DIR):
-    crd = yaml.safe_load((crd_dir / CRD_FILES[(api_version, kind)]).read_text())
+    crd = safe_load((crd_dir / CRD_FILES[(api_version, kind)]).read_text())
     assert crd["kind"] == "CustomResourceDefinition"
     assert crd["spec"]["names"]["kind"] == kind
     assert f"{crd['spec']['group']}/v1" == api_version
@@ -265,7 +266,7 @@ def test_kustomize_builds_every_manifest_once(rendered):
 
 
 def test_kustomize_sets_the_sink_image(rendered):
-    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    kustomization = safe_load((K8S / "kustomization.yaml").read_text())
     image = kustomization["images"][0]
     container = find(rendered, "StatefulSet", "drift-sentinel")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == f"{image['newName']}:{image['newTag']}"
@@ -505,8 +506,8 @@ def test_the_sink_may_only_list_what_the_source_watches(rendered):
 
 
 def test_opt_in_kinds_uncommented_are_granted_to_both_roles():
-    [source] = [doc for doc in yaml.safe_load_all(with_opt_ins((K8S / "apiserversource.yaml").read_text())) if doc]
-    rbac = [doc for doc in yaml.safe_load_all(with_opt_ins((K8S / "rbac.yaml").read_text())) if doc]
+    [source] = [doc for doc in safe_load_all(with_opt_ins((K8S / "apiserversource.yaml").read_text())) if doc]
+    rbac = [doc for doc in safe_load_all(with_opt_ins((K8S / "rbac.yaml").read_text())) if doc]
     # The shipped files uncomment into exactly the default kinds plus the opt-in ones.
     assert watched_resources(source) == WATCHED_BY_DEFAULT | OPT_IN
     for role_name, verbs in (("drift-sentinel-source", {"get", "list", "watch"}), ("drift-sentinel-resync", {"list"})):
@@ -521,7 +522,7 @@ def knative_crds() -> dict:
     """(group, kind) -> CRD, for every copy in tests/fixtures/knative-crds."""
     crds = {}
     for path in CRD_DIR.glob("*.yaml"):
-        crd = yaml.safe_load(path.read_text())
+        crd = safe_load(path.read_text())
         crds[(crd["spec"]["group"], crd["spec"]["names"]["kind"])] = crd
     return crds
 
@@ -551,7 +552,7 @@ def crd_mismatches(resources: list, crds: dict) -> list:
 
 
 def test_watched_knative_kinds_are_served_at_their_storage_version():
-    [source] = [doc for doc in yaml.safe_load_all(with_opt_ins((K8S / "apiserversource.yaml").read_text())) if doc]
+    [source] = [doc for doc in safe_load_all(with_opt_ins((K8S / "apiserversource.yaml").read_text())) if doc]
     resources = source["spec"]["resources"]
     knative = [r for r in resources if r["apiVersion"].rpartition("/")[0].endswith("knative.dev")]
     assert len(knative) == len([g for g, _ in WATCHED_BY_DEFAULT | OPT_IN if g.endswith("knative.dev")])
@@ -613,7 +614,7 @@ def test_source_watches_knative_serving_in_resource_mode(rendered):
     # The cluster name is set, and agrees with the sink's defaultCluster.
     cluster = spec["ceOverrides"]["extensions"]["cluster"]
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", cluster)
-    assert yaml.safe_load(shipped_config_text())["defaultCluster"] == cluster
+    assert safe_load(shipped_config_text())["defaultCluster"] == cluster
     sink = spec["sink"]["ref"]
     find(rendered, sink["kind"], sink["name"], sink["apiVersion"])
 
@@ -639,7 +640,7 @@ def test_trigger_delivers_resource_events_from_the_broker_to_the_sink(rendered):
         8, "exponential", "PT0.5S", "PT10S"
     )
     # drift-sentinel answers (503) before the Broker's per-attempt timeout expires.
-    request_timeout = parse_duration(yaml.safe_load(shipped_config_text())["server"]["requestTimeout"])
+    request_timeout = parse_duration(safe_load(shipped_config_text())["server"]["requestTimeout"])
     assert request_timeout < parse_iso_duration(delivery["timeout"])
 
 
@@ -669,7 +670,7 @@ def test_sink_is_one_warm_replica_with_a_persistent_store(rendered):
     [container] = pod["containers"]
     mounts = {mount["name"]: mount for mount in container["volumeMounts"]}
 
-    config = yaml.safe_load(shipped_config_text())
+    config = safe_load(shipped_config_text())
     store_path = Path(config["store"]["path"])
     assert store_path.is_absolute()
     assert store_path.parent == Path(mounts[claim["metadata"]["name"]]["mountPath"])
@@ -697,7 +698,7 @@ def test_sink_probes_resources_and_shutdown(rendered):
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi"}
     assert container["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
-    drain = parse_duration(yaml.safe_load(shipped_config_text())["server"]["drainTimeout"])
+    drain = parse_duration(safe_load(shipped_config_text())["server"]["drainTimeout"])
     assert pod["terminationGracePeriodSeconds"] > drain
     # The sink's only API calls are resync's lists, with the token of its own service account.
     assert pod["automountServiceAccountToken"] is True
@@ -780,7 +781,7 @@ def config_with_examples_uncommented(text: str = None) -> str:
 def test_example_channels_validate_with_real_secret_values_and_fail_on_placeholders(tmp_path, secret_template):
     path = tmp_path / "config.yaml"
     path.write_text(config_with_examples_uncommented())
-    config = yaml.safe_load(path.read_text())
+    config = safe_load(path.read_text())
     assert {channel["type"] for channel in config["channels"]} >= {"log", "dingtalk", "slack"}
     realistic = {
         "DINGTALK_WEBHOOK_URL": "https://oapi.dingtalk.com/robot/send?access_token=0123456789abcdef",
@@ -848,7 +849,7 @@ class LocalApiServer:
 
 
 def shipped_oidc() -> dict:
-    return yaml.safe_load(shipped_config_text())["auth"]["oidc"]
+    return safe_load(shipped_config_text())["auth"]["oidc"]
 
 
 def broker_token(subject: str = None, audience: str = None, issuer: str = None) -> str:
@@ -889,12 +890,7 @@ def shipped_service(tmp_path_factory):
     config, removed = re.subn(rf"\n\s*caFile: {re.escape(SERVICE_ACCOUNT_DIR)}/ca.crt", "", config)
     assert removed == 1
     (tmp_path / "config.yaml").write_text(config)
-    port = free_port()
-    log = open(tmp_path / "log", "wb")
-    process = subprocess.Popen(
-        [binary(), "serve", "--config", str(tmp_path / "config.yaml")],
-        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, PORT=str(port)),
-    )
+    process, port, log = launch(tmp_path / "config.yaml", tmp_path / "log", {})
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 20
@@ -1122,14 +1118,14 @@ def test_promtool_rule_unit_tests_catch_changed_lease_alerts(tmp_path, old, new)
 
 
 def test_prometheusrule_has_the_same_rules_as_the_rules_file():
-    rules = yaml.safe_load(RULES_FILE.read_text())
+    rules = safe_load(RULES_FILE.read_text())
     [rule] = load_all(MONITORING / "prometheusrule.yaml")
     assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
     assert rule["spec"]["groups"] == rules["groups"]
 
 
 def test_rules_cover_health_and_drifts():
-    rules = yaml.safe_load(RULES_FILE.read_text())
+    rules = safe_load(RULES_FILE.read_text())
     alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
     for metric in (
         "up{",
@@ -1242,27 +1238,93 @@ def test_docker_context_holds_everything_the_build_stage_copies():
             assert any(resolved.is_relative_to(ROOT / entry) for entry in context), f"{path}: {target}"
 
 
-def test_docker_build_stage_command_builds_from_the_context_alone(tmp_path):
-    """Runs the build stage's cargo command on a copy of the build context (no Docker here).
-
-    The target directory is the project's own, so dependencies compiled by earlier release builds
-    are reused.
-    """
-    context = tmp_path / "context"
-    context.mkdir()
+def copy_docker_context(destination: Path) -> Path:
+    """A copy of what `docker build` sends: only the paths .dockerignore allows."""
+    destination.mkdir()
     for entry in docker_context_paths():
         source = ROOT / entry
         if source.is_dir():
-            shutil.copytree(source, context / entry)
+            shutil.copytree(source, destination / entry)
         else:
-            shutil.copy2(source, context / entry)
-    env = dict(os.environ, CARGO_TARGET_DIR=str(ROOT / "target"))
+            (destination / entry).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / entry)
+    return destination
+
+
+def binary_sources() -> tuple:
+    """The files the binary under test was compiled from, and the directory it was built in.
+
+    Cargo writes a dep-info file beside every binary it builds (`target/debug/drift-sentinel.d`,
+    a Makefile rule `binary: source source ...`). It names every file of the local packages that
+    went into the binary (every workspace member's sources and the files they `include_*!`),
+    never registry crates. The build directory is the nearest directory above all of them that
+    holds the Cargo.lock."""
+    built = Path(binary()).resolve()
+    dep_info = built.with_name(built.name + ".d")
+    assert dep_info.is_file(), f"{dep_info} missing: cargo writes it beside the binary it builds"
+    rule = next(line for line in dep_info.read_text().splitlines() if line.startswith(f"{built}:"))
+    listed = rule[len(f"{built}:"):].strip()
+    sources = [Path(part.replace("\\ ", " ")) for part in re.split(r"(?<!\\)\s+", listed) if part]
+    assert sources, f"{dep_info} names no source file"
+    build_dir = Path(os.path.commonpath(sources))
+    while not (build_dir / "Cargo.lock").is_file():
+        assert build_dir != build_dir.parent, f"no Cargo.lock above the sources in {dep_info}"
+        build_dir = build_dir.parent
+    return sources, build_dir
+
+
+def test_binary_sources_are_read_from_cargos_dep_info():
+    sources, build_dir = binary_sources()
+    relative = {source.relative_to(build_dir).as_posix() for source in sources}
+    # The binary's own entry point, its library and a module deep inside are all named.
+    assert {"src/main.rs", "src/lib.rs", "src/pipeline/writer.rs"} <= relative, sorted(relative)[:20]
+
+
+LIBRARY_KINDS = {"lib", "rlib", "dylib", "cdylib", "staticlib", "proc-macro"}
+
+
+def test_docker_context_alone_holds_the_manifests_lock_file_and_every_source_of_the_binary(tmp_path):
+    """What `cargo build --release --locked` in the Dockerfile's build stage needs, checked
+    without compiling: the manifests resolve against the committed lock file, offline, from the
+    context alone (every workspace member and target path inside it), and every file the binary
+    under test was compiled from is in the context."""
+    context = copy_docker_context(tmp_path / "context")
     result = subprocess.run(
-        ["cargo", "build", "--release", "--locked"],
-        cwd=context, env=env, capture_output=True, text=True, timeout=1500,
+        ["cargo", "metadata", "--locked", "--offline", "--format-version", "1"],
+        cwd=context, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    built = ROOT / "target" / "release" / "drift-sentinel"
-    ldd = subprocess.run(["ldd", str(built)], capture_output=True, text=True)
+    metadata = json.loads(result.stdout)
+    assert Path(metadata["workspace_root"]) == context
+    members = [package for package in metadata["packages"] if package["id"] in metadata["workspace_members"]]
+    assert any(target["name"] == "drift-sentinel" and "bin" in target["kind"]
+               for package in members for target in package["targets"]), members
+    for package in members:
+        assert Path(package["manifest_path"]).is_relative_to(context), package["manifest_path"]
+        # A target whose file is missing is left out of the metadata silently (while `cargo
+        # build` refuses the manifest): every target the manifest declares must be listed.
+        manifest = tomllib.loads(Path(package["manifest_path"]).read_text())
+        listed = {(kind, target["name"]) for target in package["targets"] for kind in target["kind"]}
+        declared = [(kind, entry["name"]) for kind in ("bin", "example", "test", "bench")
+                    for entry in manifest.get(kind, [])]
+        missing_targets = [f"[[{kind}]] {name}" for kind, name in declared if (kind, name) not in listed]
+        assert not missing_targets, f"{package['name']}: targets whose files are not in the context: {missing_targets}"
+        if "lib" in manifest:
+            assert any(kind in LIBRARY_KINDS for kind, _ in listed), f"{package['name']}: its [lib] is not in the context"
+        for target in package["targets"]:
+            path = Path(target["src_path"])
+            assert path.is_relative_to(context) and path.is_file(), \
+                f"{package['name']} target {target['name']}: {path} is not in the context (.dockerignore)"
+    sources, build_dir = binary_sources()
+    missing = [str(source.relative_to(build_dir)) if source.is_relative_to(build_dir) else str(source)
+               for source in sources
+               if not (source.is_relative_to(build_dir) and (context / source.relative_to(build_dir)).is_file())]
+    assert not missing, f"compiled into the binary but outside the Docker context (.dockerignore): {missing}"
+
+
+def test_the_binary_needs_only_the_libraries_distroless_cc_has():
+    ldd = subprocess.run(["ldd", binary()], capture_output=True, text=True)
+    assert ldd.returncode == 0, ldd.stderr
     libraries = {line.split()[0].rsplit("/", 1)[-1] for line in ldd.stdout.splitlines() if line.strip()}
+    assert "libc.so.6" in libraries, libraries
     assert libraries <= DISTROLESS_CC_LIBRARIES, f"needs libraries distroless cc lacks: {libraries - DISTROLESS_CC_LIBRARIES}"

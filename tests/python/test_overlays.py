@@ -13,8 +13,8 @@ that shard's Service, every resource event delivered to exactly one place.
 
 Every validator is also shown a deliberately broken copy and must reject it.
 
-A process test at the end serves the overlays' own configs on a throwaway PostgreSQL server
-(pgserver.py): two replicas of the ha-postgres config (one writer, one standby, a graceful
+A process test at the end serves the overlays' own configs on the run's throwaway PostgreSQL server
+(conftest.py's `pg`): two replicas of the ha-postgres config (one writer, one standby, a graceful
 handover), and the east shard's config refusing a west cluster's event with 421 and the west
 Trigger's token. (test_ha.py tests failover, fencing and shards in depth on configs of its own.)
 """
@@ -32,10 +32,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ROOT, binary, free_port
-from pgserver import PgServer
+from conftest import ROOT, binary, launch, safe_load
 from test_manifests import (
     K8S,
     KUBERNETES_VERSIONS,
@@ -82,7 +80,7 @@ def built(ha, sharded):
 
 
 def config_of(configmap: dict) -> dict:
-    return yaml.safe_load(configmap["data"]["config.yaml"])
+    return safe_load(configmap["data"]["config.yaml"])
 
 
 def deployment_config(objects: list, deployment: dict) -> dict:
@@ -157,8 +155,8 @@ def test_overlays_build_every_object_once_in_the_namespace(built, overlay):
 
 @pytest.mark.parametrize("overlay", sorted(EXPECTED_OBJECTS))
 def test_overlays_set_the_base_image_on_every_sink(built, overlay):
-    [image] = yaml.safe_load((K8S / "kustomization.yaml").read_text())["images"]
-    overlay_images = yaml.safe_load((OVERLAYS / overlay / "kustomization.yaml").read_text())["images"]
+    [image] = safe_load((K8S / "kustomization.yaml").read_text())["images"]
+    overlay_images = safe_load((OVERLAYS / overlay / "kustomization.yaml").read_text())["images"]
     assert overlay_images == [image]
     for sink in sinks(built[overlay]):
         [container] = sink["spec"]["template"]["spec"]["containers"]
@@ -411,7 +409,7 @@ def test_shard_example_channels_share_names_and_use_each_shards_own_robot(sharde
     for shard in SHARDS:
         text = find(sharded, "ConfigMap", f"drift-sentinel-config-{shard}")["data"]["config.yaml"]
         uncommented = config_with_examples_uncommented(text)
-        config = yaml.safe_load(uncommented)
+        config = safe_load(uncommented)
         urls[shard] = {channel["name"]: channel.get("url") for channel in config["channels"]}
         up = shard.upper()
         env = dict(DUMMY_ENV, **{
@@ -472,7 +470,7 @@ SHARD_KEYS = {"shard", "auth.oidc.audience", "auth.oidc.allowedSubjects", "rules
 
 
 def test_overlay_configs_differ_from_the_base_only_where_they_must(ha, sharded):
-    base = yaml.safe_load(shipped_config_text())
+    base = safe_load(shipped_config_text())
     ha_config = config_of(find(ha, "ConfigMap", "drift-sentinel-config"))
     assert config_differences(ha_config, base, {"store"}) == []
     assert ha_config["store"]["dedupRetention"] == base["store"]["dedupRetention"]
@@ -602,7 +600,7 @@ def test_the_password_secret_template_has_placeholders_only(ha):
     assert set(secret["stringData"].values()) == {"REPLACE_ME"}
     assert "data" not in secret
     # Not applied by the overlay.
-    kustomization = yaml.safe_load((HA / "kustomization.yaml").read_text())
+    kustomization = safe_load((HA / "kustomization.yaml").read_text())
     assert SECRET_TEMPLATE.name not in kustomization["resources"]
 
 
@@ -892,29 +890,16 @@ def test_shard_names_and_labels_agree(sharded):
 # --- the overlays' configs, served on PostgreSQL ----------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def postgres():
-    """A throwaway PostgreSQL server (pgserver.py, as test_ha.py uses); yields it."""
-    server = PgServer()
-    yield server
-    server.stop()
-
-
 class Replica:
     """drift-sentinel serving an overlay's config with the database and the API server's keys
     replaced by local ones (everything else as shipped)."""
 
     def __init__(self, workdir: Path, text: str, pod: str):
         self.workdir = workdir
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
         (workdir / "config.yaml").write_text(text)
-        self.log = open(workdir / f"{pod}.log", "wb")
-        self.process = subprocess.Popen(
-            [binary(), "serve", "--config", str(workdir / "config.yaml")],
-            stdout=self.log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, PORT=str(self.port), POD_NAME=pod, **DUMMY_ENV),
-        )
+        self.process, self.port, self.log = launch(
+            workdir / "config.yaml", workdir / f"{pod}.log", dict(POD_NAME=pod, **DUMMY_ENV))
+        self.base = f"http://127.0.0.1:{self.port}"
         self.pod = pod
 
     def get(self, path: str):
@@ -966,9 +951,9 @@ def local_config(text: str, url: str, workdir: Path, api_server: LocalApiServer)
     return text
 
 
-def test_ha_config_serves_one_writer_and_a_standby_that_takes_over(ha, postgres, tmp_path):
+def test_ha_config_serves_one_writer_and_a_standby_that_takes_over(ha, pg, tmp_path):
     api_server = LocalApiServer("sa-token")
-    text = local_config(configmap_texts(ha)["drift-sentinel"], postgres.database(), tmp_path, api_server)
+    text = local_config(configmap_texts(ha)["drift-sentinel"], pg.database(), tmp_path, api_server)
     first = Replica(tmp_path, text, "drift-sentinel-aaaaa")
     second = None
     try:
@@ -997,9 +982,9 @@ def test_ha_config_serves_one_writer_and_a_standby_that_takes_over(ha, postgres,
         api_server.close()
 
 
-def test_shard_config_refuses_another_shards_cluster_with_421(sharded, postgres, tmp_path):
+def test_shard_config_refuses_another_shards_cluster_with_421(sharded, pg, tmp_path):
     api_server = LocalApiServer("sa-token")
-    text = local_config(configmap_texts(sharded)["drift-sentinel-east"], postgres.database(), tmp_path, api_server)
+    text = local_config(configmap_texts(sharded)["drift-sentinel-east"], pg.database(), tmp_path, api_server)
     east = Replica(tmp_path, text, "drift-sentinel-east-aaaaa")
     try:
         east.wait(lambda: east.get("/readyz")[0] == 200, "ready")
