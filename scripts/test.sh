@@ -107,7 +107,7 @@ export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentine
 
 log "Process and interop tests (pytest)"
 cd "$ROOT/tests/python"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --maxschedchunk 1
 cd "$ROOT"
 
 # --- Fuzzing ----------------------------------------------------------------------------------------
