@@ -1629,6 +1629,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
         name: "east".into(),
         clusters: vec!["east-*".into()],
         set: true,
+        ..Default::default()
     };
     let looks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let pipeline = Pipeline::start(

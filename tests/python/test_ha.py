@@ -147,10 +147,11 @@ def create_silence(replica, matchers: dict, comment: str):
         assert response.status == 201
 
 
-# A shard's writer reads the silences all shards share back every 5 s (SILENCE_SYNC_MS in
-# src/pipeline/writer.rs, not configurable): what a test waits after creating a silence
+# How often the shard tests' writers read back the silences all shards share
+# (`shard.silenceSyncInterval`, 5 s by default): what a test waits after creating a silence
 # through another shard.
-SILENCE_READ_BACK = 5.0
+SILENCE_SYNC = "500ms"
+SILENCE_READ_BACK = 0.5
 
 
 class Load:
@@ -412,9 +413,9 @@ def test_a_replica_that_cannot_reach_its_database_stands_by_until_it_can(pg, wor
 def test_shards_take_only_their_clusters_and_each_api_shows_both(pg, workdir):
     url = pg.database()
     east = Replica(workdir, "east", config(
-        url, lease=FAST_LEASE, extra="shard:\n  name: east\n  clusters: [\"east-*\"]\nresync: {enabled: false}\n")).start()
+        url, lease=FAST_LEASE, extra=f"shard:\n  name: east\n  clusters: [\"east-*\"]\n  silenceSyncInterval: {SILENCE_SYNC}\nresync: {{enabled: false}}\n")).start()
     west = Replica(workdir, "west", config(
-        url, lease=FAST_LEASE, extra="shard:\n  name: west\n  clusters: [\"west-*\"]\nresync: {enabled: false}\n")).start()
+        url, lease=FAST_LEASE, extra=f"shard:\n  name: west\n  clusters: [\"west-*\"]\n  silenceSyncInterval: {SILENCE_SYNC}\nresync: {{enabled: false}}\n")).start()
     try:
         for replica, cluster in ((east, "east-1"), (west, "west-1")):
             base = config_map("config-autoscaler")
@@ -560,7 +561,8 @@ def test_a_silence_made_on_one_shard_stops_the_other_shards_reminders(pg, workdi
                 "channels:\n"
                 f"  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{receiver.port}/hook\n    secret: {WHSEC}\n"
                 "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupBy: [name]\n    repeatInterval: 1s\n"
-                f"shard:\n  name: {name}\n  clusters: [\"{name}-*\"]\nresync: {{enabled: false}}\n")
+                f"shard:\n  name: {name}\n  clusters: [\"{name}-*\"]\n  silenceSyncInterval: {SILENCE_SYNC}\n"
+                "resync: {enabled: false}\n")
     east = Replica(workdir, "east", shard_config("east")).start()
     west = Replica(workdir, "west", shard_config("west")).start()
     try:
@@ -574,7 +576,7 @@ def test_a_silence_made_on_one_shard_stops_the_other_shards_reminders(pg, workdi
         create_silence(east, {"cluster": "west-1", "name": "config-loud"}, "silence through another shard")
         time.sleep(SILENCE_READ_BACK + 2)  # past west's read-back and a reminder already in flight
         settled = sent()
-        time.sleep(5)
+        time.sleep(3)  # three reminder intervals
         assert sent() == settled, f"reminders still sent under the silence: {settled} -> {sent()}"
     finally:
         stop_all(east, west)

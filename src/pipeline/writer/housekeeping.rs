@@ -38,6 +38,11 @@ impl Writer {
         }
     }
 
+    /// `shard.silenceSyncInterval` in milliseconds.
+    pub(super) fn silence_sync_ms(&self) -> Millis {
+        drift_model::time::millis(self.settings.shard.silence_sync_interval)
+    }
+
     pub(super) fn heartbeat_ms(&self) -> Millis {
         i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000)
     }
@@ -71,7 +76,8 @@ impl Writer {
     /// their APIs in the same store: read them back every few seconds, so every shard enforces
     /// every silence (a notification queued in between is not withdrawn).
     pub(super) fn sync_silences(&mut self, now: Millis) {
-        if !self.settings.shard.set || now - self.timers.last_silence_sync < SILENCE_SYNC_MS {
+        if !self.settings.shard.set || now - self.timers.last_silence_sync < self.silence_sync_ms()
+        {
             return;
         }
         // The first read-back after loading treats every silence as new: one created through

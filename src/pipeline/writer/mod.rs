@@ -71,8 +71,6 @@ struct Round {
     store_failure: Option<drift_store::Error>,
 }
 
-/// How often a shard's writer reads back the silences all shards share.
-const SILENCE_SYNC_MS: Millis = 5_000;
 /// How often a shard's writer looks for notifications without a live owner to take over.
 const ADOPT_EVERY_MS: Millis = 60_000;
 /// How soon a look that failed is tried again.
@@ -176,6 +174,10 @@ impl Writer {
             let heartbeat_ms =
                 i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
             let mut wake_at = self.timers.last_write + heartbeat_ms;
+            if self.settings.shard.set {
+                // A shard reads the shared silences back on time, not at the next heartbeat.
+                wake_at = wake_at.min(self.timers.last_silence_sync + self.silence_sync_ms());
+            }
             if let Some(deadline) = self.engine.next_deadline() {
                 // After a failed commit, timers wait for the backoff: a store that keeps failing
                 // must not spin the writer.

@@ -2,9 +2,11 @@
 //! its own writer and Trigger, all on one PostgreSQL database (issue 19). Not hot-reloaded: the
 //! writer's state and lease belong to the shard it started as.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
-use super::Error;
+use super::{de_duration, Error};
 use drift_model::glob::glob_match;
 
 /// Longest shard name (a lease row's key and a metric label).
@@ -21,6 +23,11 @@ pub struct ShardConfig {
     /// processes; an event of any other cluster is refused with `421`.
     #[serde(default = "all_clusters")]
     pub clusters: Vec<String>,
+    /// How often the writer reads back the silences every shard's API writes to the shared
+    /// database (`silenceSyncInterval`, 5 s): a silence created through another shard mutes
+    /// this shard's notifications, and withdraws their reminders, within this long.
+    #[serde(default = "default_silence_sync", deserialize_with = "de_duration")]
+    pub silence_sync_interval: Duration,
     /// True when the file had a `shard:` section.
     #[serde(skip)]
     pub set: bool,
@@ -34,11 +41,21 @@ fn all_clusters() -> Vec<String> {
     vec!["*".to_string()]
 }
 
+fn default_silence_sync() -> Duration {
+    Duration::from_secs(5)
+}
+
+/// The bounds of `shard.silenceSyncInterval`: often enough to matter, rarely enough that the
+/// read-back (one query of the silences) never loads the database.
+const SILENCE_SYNC_BOUNDS: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(300));
+
 impl Default for ShardConfig {
     fn default() -> Self {
         ShardConfig {
             name: default_name(),
             clusters: all_clusters(),
+            silence_sync_interval: default_silence_sync(),
             set: false,
         }
     }
@@ -101,6 +118,13 @@ impl ShardConfig {
                 ));
             }
         }
+        let (shortest, longest) = SILENCE_SYNC_BOUNDS;
+        if self.silence_sync_interval < shortest || self.silence_sync_interval > longest {
+            return Err(Error::invalid(
+                "shard.silenceSyncInterval",
+                "must be between 100ms and 5m",
+            ));
+        }
         Ok(())
     }
 }
@@ -113,6 +137,7 @@ mod tests {
         ShardConfig {
             name: name.to_string(),
             clusters: clusters.iter().map(|glob| glob.to_string()).collect(),
+            silence_sync_interval: Duration::from_secs(5),
             set: true,
         }
     }
@@ -137,6 +162,17 @@ mod tests {
         assert!(error(shard("", &["*"]), true).starts_with("shard.name:"));
         assert!(error(shard("east", &[]), true).starts_with("shard.clusters:"));
         assert!(error(shard("east", &["a", " "]), true).starts_with("shard.clusters[1]:"));
+        for (interval, valid) in [(50, false), (100, true), (300_000, true), (300_001, false)] {
+            let mut config = shard("east", &["*"]);
+            config.silence_sync_interval = Duration::from_millis(interval);
+            match config.validate(true) {
+                Ok(()) => assert!(valid, "{interval} ms accepted"),
+                Err(error) => {
+                    assert!(!valid, "{interval} ms refused");
+                    assert!(error.to_string().starts_with("shard.silenceSyncInterval:"));
+                }
+            }
+        }
         assert!(shard("east-1", &["east-*"]).validate(true).is_ok());
         assert!(ShardConfig::default().validate(false).is_ok());
     }
