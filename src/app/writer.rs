@@ -84,8 +84,7 @@ impl WriterRole {
         let state = AppState {
             ingest_auth: match (&config.auth.oidc, &config.auth.bearer_token) {
                 (Some(oidc), _) => crate::ingest::auth::IngestAuth::Oidc(Arc::new(
-                    crate::ingest::auth::OidcVerifier::new(oidc.clone())
-                        .map_err(anyhow::Error::msg)?,
+                    crate::ingest::auth::OidcVerifier::new(oidc.clone())?,
                 )),
                 (None, Some(token)) => crate::ingest::auth::IngestAuth::Static(token.clone()),
                 (None, None) => crate::ingest::auth::IngestAuth::Open,

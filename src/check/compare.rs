@@ -53,9 +53,9 @@ pub fn check(
     }
     let mut parsed: BTreeMap<ManifestKey, Live> = BTreeMap::new();
     for (key, document) in live.iter() {
-        let object = decode_live(key, &document.value).map_err(|message| Error::Invalid {
+        let object = decode_live(key, &document.value).map_err(|source| Error::Invalid {
             origin: document.origin.clone(),
-            message,
+            source,
         })?;
         let state = ObjectState::from_object(CLUSTER, &object, SNAPSHOT_TIME);
         parsed.insert(

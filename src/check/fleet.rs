@@ -47,9 +47,9 @@ pub fn compare(
         }
         let mut objects = BTreeMap::new();
         for (key, document) in manifests.iter() {
-            let object = decode_live(key, &document.value).map_err(|message| Error::Invalid {
+            let object = decode_live(key, &document.value).map_err(|source| Error::Invalid {
                 origin: document.origin.clone(),
-                message,
+                source,
             })?;
             let state = ObjectState::from_object(cluster, &object, 0);
             objects.insert(FleetObject::of(&state).key(), state);

@@ -74,12 +74,13 @@ pub enum Error {
     #[error(transparent)]
     Manifest(#[from] manifest::Error),
     /// A live object the decoder rejects.
-    #[error("{origin}: {message}")]
+    #[error("{origin}: {}", normalize::reason(source))]
     Invalid {
         /// Where.
         origin: Origin,
-        /// What is wrong.
-        message: String,
+        /// What the decoder rejects.
+        #[source]
+        source: drift_core::decode::Error,
     },
     /// The baseline defines one object twice.
     #[error("{second}: {object} is already defined at {first}")]

@@ -26,8 +26,12 @@ pub(crate) struct Live {
 }
 
 /// Decodes a live object as the sink would, hashing Secret values. Objects written by hand may
-/// lack `uid` and `resourceVersion`; they get stand-ins derived from their key.
-pub(crate) fn decode_live(key: &ManifestKey, value: &Value) -> Result<KubeObject, String> {
+/// lack `uid` and `resourceVersion`; they get stand-ins derived from their key. The error is the
+/// decoder's; [`reason`] says it as a snapshot's reader needs it.
+pub(crate) fn decode_live(
+    key: &ManifestKey,
+    value: &Value,
+) -> Result<KubeObject, drift_core::decode::Error> {
     let mut value = value.clone();
     if let Some(Value::Object(metadata)) = value.get_mut("metadata") {
         let blank = |entry: Option<&Value>| entry.is_none_or(|v| v.is_null() || v == "");
@@ -38,13 +42,18 @@ pub(crate) fn decode_live(key: &ManifestKey, value: &Value) -> Result<KubeObject
             metadata.insert("resourceVersion".into(), json!("1"));
         }
     }
-    parse_object(value).map_err(|error| match error {
-        drift_core::decode::Error::InvalidObject(message) => message
-            .strip_prefix("data.")
-            .map(str::to_string)
-            .unwrap_or(message),
-        other => other.to_string(),
-    })
+    parse_object(value)
+}
+
+/// What is wrong with a live object the decoder rejects, said of the object itself: without the
+/// decoder's "invalid ApiServerSource data" and the `data.` its paths start with inside an event.
+pub(crate) fn reason(error: &drift_core::decode::Error) -> std::borrow::Cow<'_, str> {
+    match error {
+        drift_core::decode::Error::InvalidObject(message) => {
+            message.strip_prefix("data.").unwrap_or(message).into()
+        }
+        other => other.to_string().into(),
+    }
 }
 
 /// The compact state of a manifest, for scope decisions about objects that are not live.
@@ -123,5 +132,33 @@ mod tests {
         assert_eq!(hashed["data"]["a"], json!(hash_value("aGVsbG8=")));
         assert_eq!(hashed["data"]["b"], json!(hash_value("aGVsbG8=")));
         assert!(hashed.get("stringData").is_none());
+    }
+
+    #[test]
+    fn a_rejected_live_object_is_the_decoders_error_said_of_the_object() {
+        let value = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "n", "generation": "2"}});
+        let key = manifest_key(&value).unwrap();
+        let error = decode_live(&key, &value).unwrap_err();
+        assert_eq!(error.kind(), "invalid_object");
+        assert_eq!(
+            reason(&error),
+            "metadata.generation: expected an integer, got a string"
+        );
+        let origin = Origin {
+            file: "live.yaml".into(),
+            document: 1,
+            line: 1,
+            item: None,
+        };
+        let error = crate::check::Error::Invalid {
+            origin,
+            source: error,
+        };
+        assert_eq!(error.kind(), "invalid");
+        assert_eq!(
+            error.to_string(),
+            "live.yaml document 1 (line 1): metadata.generation: expected an integer, got a string"
+        );
     }
 }

@@ -23,7 +23,7 @@ use kube::core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use drift_core::config::{LabelSelectorConfig, ResourceConfig};
+use drift_core::config::ResourceConfig;
 use drift_core::decode::parse_object;
 use drift_core::decode::KubeObject;
 use drift_core::manifest;
@@ -72,6 +72,24 @@ pub enum Error {
         /// What failed.
         message: String,
     },
+    /// A configured resource's label selector that the client cannot use.
+    #[error("cannot configure the Kubernetes client: {resource}: {error}")]
+    Selector {
+        /// `apiVersion kind` of the resource, as configured.
+        resource: String,
+        /// Why. Not the `source()`: a failed start prints the chain of causes, which would
+        /// repeat it.
+        error: kube::core::ParseExpressionError,
+    },
+    /// A listed item the decoder rejects: skipped and reported, never a reason to stop listing.
+    #[error("{object}: {source}")]
+    Undecodable {
+        /// `namespace/name`, `?` for what the item lacks.
+        object: String,
+        /// What the decoder rejects.
+        #[source]
+        source: drift_core::decode::Error,
+    },
 }
 
 impl Error {
@@ -85,6 +103,8 @@ impl Error {
             Error::Api { .. } => "api",
             Error::Gone { .. } => "gone",
             Error::Transport { .. } => "transport",
+            Error::Selector { .. } => "selector",
+            Error::Undecodable { .. } => "undecodable",
         }
     }
 }
@@ -169,9 +189,7 @@ impl Resource {
         };
         Ok(Resource {
             api,
-            selector: selector(&config.selector).map_err(|message| {
-                Error::Config(format!("{} {}: {message}", config.api_version, config.kind))
-            })?,
+            selector: selector(config)?,
         })
     }
 
@@ -249,8 +267,10 @@ impl Resource {
     }
 }
 
-fn selector(config: &LabelSelectorConfig) -> Result<Selector, String> {
+/// The label selector of a configured resource.
+fn selector(resource: &ResourceConfig) -> Result<Selector, Error> {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+    let config = &resource.selector;
     let selector = LabelSelector {
         match_labels: (!config.match_labels.is_empty()).then(|| config.match_labels.clone()),
         match_expressions: (!config.match_expressions.is_empty()).then(|| {
@@ -265,7 +285,10 @@ fn selector(config: &LabelSelectorConfig) -> Result<Selector, String> {
                 .collect()
         }),
     };
-    Selector::try_from(selector).map_err(|error| error.to_string())
+    Selector::try_from(selector).map_err(|error| Error::Selector {
+        resource: format!("{} {}", resource.api_version, resource.kind),
+        error,
+    })
 }
 
 /// One page of a list.
@@ -401,15 +424,15 @@ impl Lister<'_> {
 
 /// Decodes a listed item (Secret values are hashed here, before anything keeps them). The error
 /// names the object (`namespace/name`) and what is wrong.
-pub(crate) fn decode_item(item: Value) -> Result<KubeObject, String> {
+pub(crate) fn decode_item(item: Value) -> Result<KubeObject, Error> {
     let text = |pointer: &str| {
         item.pointer(pointer)
             .and_then(Value::as_str)
             .unwrap_or("?")
             .to_string()
     };
-    let name = format!("{}/{}", text("/metadata/namespace"), text("/metadata/name"));
-    parse_object(item).map_err(|error| format!("{name}: {error}"))
+    let object = format!("{}/{}", text("/metadata/namespace"), text("/metadata/name"));
+    parse_object(item).map_err(|source| Error::Undecodable { object, source })
 }
 
 /// Reads the live state of `resources` (in `namespace`, or all namespaces) into a
@@ -454,4 +477,49 @@ pub enum SnapshotError {
     /// A listed object is not one the check can read.
     #[error(transparent)]
     Object(#[from] manifest::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use drift_core::config::{LabelSelectorConfig, SelectorRequirementConfig};
+
+    use super::*;
+
+    #[test]
+    fn a_selector_the_client_cannot_use_names_its_resource() {
+        let config = ResourceConfig {
+            api_version: "serving.knative.dev/v1".into(),
+            kind: "Service".into(),
+            plural: None,
+            selector: LabelSelectorConfig {
+                match_expressions: vec![SelectorRequirementConfig {
+                    key: "app".into(),
+                    operator: "Near".into(),
+                    values: Vec::new(),
+                }],
+                ..LabelSelectorConfig::default()
+            },
+        };
+        let error = Resource::new(&config).unwrap_err();
+        assert_eq!(error.kind(), "selector");
+        assert_eq!(
+            error.to_string(),
+            "cannot configure the Kubernetes client: serving.knative.dev/v1 Service: failed to \
+             parse value as expression: Invalid expression operator"
+        );
+    }
+
+    #[test]
+    fn an_item_the_decoder_rejects_names_the_object() {
+        let item = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "apps"}});
+        let error = decode_item(item).unwrap_err();
+        assert_eq!(error.kind(), "undecodable");
+        assert!(
+            error
+                .to_string()
+                .starts_with("apps/?: invalid ApiServerSource data: "),
+            "{error}"
+        );
+    }
 }

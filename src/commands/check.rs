@@ -18,6 +18,50 @@ pub enum Live {
     },
 }
 
+/// Why the live state could not be read from the cluster (`--live-cluster`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LiveClusterError {
+    /// The runtime the client runs on could not start.
+    #[cfg(feature = "cluster")]
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// No client, or a listed resource it cannot list.
+    #[cfg(feature = "cluster")]
+    #[error("{0}")]
+    Cluster(#[source] crate::cluster::Error),
+    /// Listing failed, or a listed object is not one the check can read.
+    #[cfg(feature = "cluster")]
+    #[error("{0}")]
+    Snapshot(#[source] crate::cluster::SnapshotError),
+    /// A build without the Kubernetes client.
+    #[cfg(not(feature = "cluster"))]
+    #[error("--live-cluster needs a build with the `cluster` feature")]
+    NoClusterFeature,
+}
+
+impl LiveClusterError {
+    /// A stable, bounded label.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the label a count of these failures would use; tested"
+        )
+    )]
+    fn kind(&self) -> &'static str {
+        match self {
+            #[cfg(feature = "cluster")]
+            LiveClusterError::Runtime(_) => "runtime",
+            #[cfg(feature = "cluster")]
+            LiveClusterError::Cluster(_) => "cluster",
+            #[cfg(feature = "cluster")]
+            LiveClusterError::Snapshot(_) => "snapshot",
+            #[cfg(not(feature = "cluster"))]
+            LiveClusterError::NoClusterFeature => "no_cluster_feature",
+        }
+    }
+}
+
 #[cfg(feature = "cluster")]
 pub(crate) fn live_cluster_snapshot(
     config: &drift_core::config::Config,
@@ -25,25 +69,25 @@ pub(crate) fn live_cluster_snapshot(
     context: Option<String>,
     namespace: Option<&str>,
     desired: &mut drift_core::manifest::Manifests,
-) -> Result<drift_core::manifest::Manifests, String> {
+) -> Result<drift_core::manifest::Manifests, LiveClusterError> {
     use crate::cluster::{snapshot, Cluster, Resource};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|error| format!("cannot start the runtime: {error}"))?;
+        .map_err(LiveClusterError::Runtime)?;
     runtime.block_on(async {
         let kubeconfig = kubeconfig.or_else(|| config.resync.kubeconfig.clone());
         let context = context.or_else(|| config.resync.context.clone());
         let cluster = Cluster::connect(kubeconfig.as_deref(), context.as_deref())
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(LiveClusterError::Cluster)?;
         let resources = config
             .resync
             .listed()
             .map(|(_, resource)| Resource::new(resource))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| error.to_string())?;
+            .map_err(LiveClusterError::Cluster)?;
         // Desired objects of kinds (or labels) the listed resources do not cover cannot be
         // compared with the cluster: leaving them in would report them missing.
         let skipped = desired.retain(|document| {
@@ -65,7 +109,7 @@ pub(crate) fn live_cluster_snapshot(
         }
         snapshot(&cluster, &resources, namespace, config.resync.page_size)
             .await
-            .map_err(|error| error.to_string())
+            .map_err(LiveClusterError::Snapshot)
     })
 }
 
@@ -76,8 +120,43 @@ pub(crate) fn live_cluster_snapshot(
     _context: Option<String>,
     _namespace: Option<&str>,
     _desired: &mut drift_core::manifest::Manifests,
-) -> Result<drift_core::manifest::Manifests, String> {
-    Err("--live-cluster needs a build with the `cluster` feature".to_string())
+) -> Result<drift_core::manifest::Manifests, LiveClusterError> {
+    Err(LiveClusterError::NoClusterFeature)
+}
+
+/// Why the `--invariants` files cannot be added to the config's rules.
+#[derive(Debug, thiserror::Error)]
+enum RuleFilesError {
+    /// A file cannot be read, or is not a file of invariants.
+    #[error("{0}")]
+    Load(#[source] drift_core::config::Error),
+    /// A rule's name is used twice.
+    #[error("{file}: invariant {name:?} is already defined in {first}")]
+    Duplicate {
+        /// The file of the second definition.
+        file: String,
+        /// The rule's name.
+        name: String,
+        /// Where the first definition is: a file, or the config's `rules.invariants`.
+        first: String,
+    },
+}
+
+impl RuleFilesError {
+    /// A stable, bounded label.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the label a count of these failures would use; tested"
+        )
+    )]
+    fn kind(&self) -> &'static str {
+        match self {
+            RuleFilesError::Load(_) => "load",
+            RuleFilesError::Duplicate { .. } => "duplicate_invariant",
+        }
+    }
 }
 
 /// The config's rules with the invariants of `--invariants` files after its own; a name used
@@ -85,7 +164,7 @@ pub(crate) fn live_cluster_snapshot(
 fn with_rule_files(
     rules: drift_core::classify::Rules,
     files: &[PathBuf],
-) -> Result<drift_core::classify::Rules, String> {
+) -> Result<drift_core::classify::Rules, RuleFilesError> {
     let mut seen: std::collections::BTreeMap<String, String> = rules
         .invariants()
         .iter()
@@ -98,13 +177,14 @@ fn with_rule_files(
         .collect();
     let mut extra = Vec::new();
     for file in files {
-        for rule in drift_core::config::load_rules_file(file).map_err(|e| e.to_string())? {
+        for rule in drift_core::config::load_rules_file(file).map_err(RuleFilesError::Load)? {
             let here = file.display().to_string();
             if let Some(first) = seen.insert(rule.name.clone(), here.clone()) {
-                return Err(format!(
-                    "{here}: invariant {:?} is already defined in {first}",
-                    rule.name
-                ));
+                return Err(RuleFilesError::Duplicate {
+                    file: here,
+                    name: rule.name.clone(),
+                    first,
+                });
             }
             extra.push(rule);
         }
@@ -129,12 +209,12 @@ pub fn run(
     };
     let config = match super::load_config(config_path.as_ref()) {
         Ok(config) => config,
-        Err(message) => return fail(message),
+        Err(error) => return fail(error.to_string()),
     };
     // Only `rules:` matter here; `rules.baselineDir` is the sink's, `--baseline` is the check's.
     let rules = match with_rule_files(config.rules.compile(), invariants) {
         Ok(rules) => std::sync::Arc::new(rules),
-        Err(message) => return fail(message),
+        Err(error) => return fail(error.to_string()),
     };
     let result = match live {
         Live::Files(path) => {
@@ -156,7 +236,8 @@ pub fn run(
                 context,
                 namespace.as_deref(),
                 &mut desired,
-            )?;
+            )
+            .map_err(|error| error.to_string())?;
             check::check(&desired, &live, rules, fail_on).map_err(|error| error.to_string())
         })(),
     };
@@ -176,5 +257,93 @@ pub fn run(
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULE: &str = "- name: x\n  expression: \"true\"\n  message: m\n";
+
+    #[test]
+    fn rule_files_errors_have_stable_kinds_and_name_both_places() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("a.yaml"), dir.path().join("b.yaml"));
+        std::fs::write(&first, RULE).unwrap();
+        std::fs::write(&second, RULE).unwrap();
+        let config = drift_core::config::load_str("", &|_| None).unwrap();
+        let rules = || config.rules.compile();
+        let error = with_rule_files(rules(), &[first.clone(), second.clone()]).unwrap_err();
+        assert_eq!(error.kind(), "duplicate_invariant");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{}: invariant \"x\" is already defined in {}",
+                second.display(),
+                first.display()
+            )
+        );
+        let missing = dir.path().join("missing.yaml");
+        let error = with_rule_files(rules(), &[missing]).unwrap_err();
+        assert_eq!(error.kind(), "load");
+        assert!(
+            error.to_string().starts_with("cannot read config file "),
+            "{error}"
+        );
+    }
+
+    #[cfg(feature = "cluster")]
+    #[test]
+    fn live_cluster_errors_have_stable_kinds() {
+        let config = drift_core::config::load_str("", &|_| None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let error = live_cluster_snapshot(
+            &config,
+            Some(dir.path().join("missing-kubeconfig")),
+            None,
+            None,
+            &mut drift_core::manifest::Manifests::default(),
+        )
+        .unwrap_err();
+        assert_eq!(error.kind(), "cluster");
+        assert!(
+            error
+                .to_string()
+                .starts_with("cannot configure the Kubernetes client: "),
+            "{error}"
+        );
+        let error = LiveClusterError::Runtime(std::io::Error::other("no threads"));
+        assert_eq!(error.kind(), "runtime");
+        assert_eq!(error.to_string(), "cannot start the runtime: no threads");
+        let gone = crate::cluster::Error::Gone {
+            resource: "v1 ConfigMap".to_string(),
+            restarts: 3,
+        };
+        let error = LiveClusterError::Snapshot(gone.into());
+        assert_eq!(error.kind(), "snapshot");
+        assert!(
+            error.to_string().starts_with("listing v1 ConfigMap: "),
+            "{error}"
+        );
+    }
+
+    #[cfg(not(feature = "cluster"))]
+    #[test]
+    fn live_cluster_needs_the_cluster_feature() {
+        let config = drift_core::config::load_str("", &|_| None).unwrap();
+        let error = live_cluster_snapshot(
+            &config,
+            None,
+            None,
+            None,
+            &mut drift_core::manifest::Manifests::default(),
+        )
+        .unwrap_err();
+        assert_eq!(error.kind(), "no_cluster_feature");
+        assert_eq!(
+            error.to_string(),
+            "--live-cluster needs a build with the `cluster` feature"
+        );
     }
 }

@@ -19,14 +19,48 @@ pub enum Snapshots {
     },
 }
 
+/// Why the `--live` files cannot be given cluster names.
+#[derive(Debug, thiserror::Error)]
+pub enum NamesError {
+    /// `--name` given, but not once per `--live`.
+    #[error(
+        "--name is given {names} time(s) for {snapshots} --live snapshot(s); give one per \
+         snapshot or none"
+    )]
+    Count {
+        /// How many `--name`.
+        names: usize,
+        /// How many `--live`.
+        snapshots: usize,
+    },
+    /// A file without a stem to name its cluster after (`-`, standard input).
+    #[error("{}: cannot name the cluster after it; give --name", path.display())]
+    Unnamed {
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+impl NamesError {
+    /// A stable, bounded label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            NamesError::Count { .. } => "name_count",
+            NamesError::Unnamed { .. } => "unnamed",
+        }
+    }
+}
+
 /// The cluster names of `--live` files: `--name` given in order, else each file's stem.
-pub fn names_of(paths: Vec<PathBuf>, names: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
+pub fn names_of(
+    paths: Vec<PathBuf>,
+    names: &[String],
+) -> Result<Vec<(String, PathBuf)>, NamesError> {
     if !names.is_empty() && names.len() != paths.len() {
-        return Err(format!(
-            "--name is given {} time(s) for {} --live snapshot(s); give one per snapshot or none",
-            names.len(),
-            paths.len()
-        ));
+        return Err(NamesError::Count {
+            names: names.len(),
+            snapshots: paths.len(),
+        });
     }
     paths
         .into_iter()
@@ -38,12 +72,7 @@ pub fn names_of(paths: Vec<PathBuf>, names: &[String]) -> Result<Vec<(String, Pa
                     .file_stem()
                     .map(|stem| stem.to_string_lossy().to_string())
                     .filter(|stem| !stem.is_empty() && stem != "-")
-                    .ok_or_else(|| {
-                        format!(
-                            "{}: cannot name the cluster after it; give --name",
-                            path.display()
-                        )
-                    })?,
+                    .ok_or_else(|| NamesError::Unnamed { path: path.clone() })?,
             };
             Ok((name, path))
         })
@@ -64,7 +93,7 @@ pub fn run(
     };
     let config = match super::load_config(config_path.as_ref()) {
         Ok(config) => config,
-        Err(message) => return fail(message),
+        Err(error) => return fail(error.to_string()),
     };
     let rules = match crate::reload::load_rules(&config) {
         Ok(rules) => rules,
@@ -138,5 +167,30 @@ pub fn run(
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_are_named_or_the_error_says_why_not() {
+        let paths = || vec![PathBuf::from("dir/east.yaml"), PathBuf::from("-")];
+        let error = names_of(paths(), &["east".to_string()]).unwrap_err();
+        assert_eq!(error.kind(), "name_count");
+        assert_eq!(
+            error.to_string(),
+            "--name is given 1 time(s) for 2 --live snapshot(s); give one per snapshot or none"
+        );
+        let error = names_of(paths(), &[]).unwrap_err();
+        assert_eq!(error.kind(), "unnamed");
+        assert_eq!(
+            error.to_string(),
+            "-: cannot name the cluster after it; give --name"
+        );
+        let named = names_of(paths(), &["east".to_string(), "west".to_string()]).unwrap();
+        assert_eq!(named[1], ("west".to_string(), PathBuf::from("-")));
+        assert_eq!(names_of(paths()[..1].to_vec(), &[]).unwrap()[0].0, "east");
     }
 }

@@ -31,8 +31,44 @@ impl Outcome {
     }
 }
 
+/// Why an object's expectation annotation cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ExpectationError {
+    /// A part without `=`.
+    #[error("{part:?} is not rule=held|broken")]
+    NotAPair {
+        /// The part, trimmed.
+        part: String,
+    },
+    /// A verdict other than `held` or `broken`.
+    #[error("{part:?}: the expected verdict is held or broken, not {verdict:?}")]
+    Verdict {
+        /// The part, trimmed.
+        part: String,
+        /// The verdict, trimmed.
+        verdict: String,
+    },
+}
+
+impl ExpectationError {
+    /// A stable, bounded label.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the label a count of these failures would use; tested"
+        )
+    )]
+    fn kind(&self) -> &'static str {
+        match self {
+            ExpectationError::NotAPair { .. } => "not_a_pair",
+            ExpectationError::Verdict { .. } => "verdict",
+        }
+    }
+}
+
 /// Parses `rule-a=broken, rule-b=held`.
-fn expectations(text: &str) -> Result<BTreeMap<String, String>, String> {
+fn expectations(text: &str) -> Result<BTreeMap<String, String>, ExpectationError> {
     let mut expected = BTreeMap::new();
     for part in text
         .split(',')
@@ -40,13 +76,16 @@ fn expectations(text: &str) -> Result<BTreeMap<String, String>, String> {
         .filter(|part| !part.is_empty())
     {
         let Some((rule, verdict)) = part.split_once('=') else {
-            return Err(format!("{part:?} is not rule=held|broken"));
+            return Err(ExpectationError::NotAPair {
+                part: part.to_string(),
+            });
         };
         let verdict = verdict.trim();
         if !matches!(verdict, "held" | "broken") {
-            return Err(format!(
-                "{part:?}: the expected verdict is held or broken, not {verdict:?}"
-            ));
+            return Err(ExpectationError::Verdict {
+                part: part.to_string(),
+                verdict: verdict.to_string(),
+            });
         }
         expected.insert(rule.trim().to_string(), verdict.to_string());
     }
@@ -78,7 +117,13 @@ pub fn test(file: &Path, against: &Path, cluster: &str, json: bool) -> ExitCode 
     for (key, document) in objects.iter() {
         let object = match crate::check::decode_object(key, &document.value) {
             Ok(object) => object,
-            Err(error) => return fail(format!("{}: {error}", document.origin)),
+            Err(source) => {
+                let error = crate::check::Error::Invalid {
+                    origin: document.origin.clone(),
+                    source,
+                };
+                return fail(error.to_string());
+            }
         };
         let expected = match object.annotations.get(EXPECT_ANNOTATION) {
             Some(text) => match expectations(text) {
@@ -226,5 +271,26 @@ pub fn test(file: &Path, against: &Path, cluster: &str, json: bool) -> ExitCode 
         "error" => ExitCode::from(2),
         "fail" => ExitCode::from(1),
         _ => ExitCode::SUCCESS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expectations_read_rule_verdict_pairs_and_say_what_is_wrong() {
+        let expected = expectations(" a=held, b = broken ,").unwrap();
+        assert_eq!(expected.get("a").map(String::as_str), Some("held"));
+        assert_eq!(expected.get("b").map(String::as_str), Some("broken"));
+        let error = expectations("a=held, b").unwrap_err();
+        assert_eq!(error.kind(), "not_a_pair");
+        assert_eq!(error.to_string(), r#""b" is not rule=held|broken"#);
+        let error = expectations("a=passed").unwrap_err();
+        assert_eq!(error.kind(), "verdict");
+        assert_eq!(
+            error.to_string(),
+            r#""a=passed": the expected verdict is held or broken, not "passed""#
+        );
     }
 }

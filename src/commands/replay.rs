@@ -12,7 +12,7 @@ pub fn run(config_path: Option<PathBuf>, inputs: &[PathBuf], json: bool, settle:
     };
     let config = match super::load_config(config_path.as_ref()) {
         Ok(config) => config,
-        Err(message) => return fail(message),
+        Err(error) => return fail(error.to_string()),
     };
     let settle = match drift_model::time::parse_duration(settle) {
         Ok(duration) => i64::try_from(duration.as_millis()).unwrap_or(i64::MAX),

@@ -13,6 +13,35 @@ use drift_core::config::Secret;
 use drift_model::wire::notice::NoticeJson;
 use drift_model::NoticeKind;
 
+/// Why a message cannot be made a CloudEvent: the delivery is rejected (never retried) with
+/// this message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EventError {
+    /// A message without a notice.
+    #[error("empty message")]
+    Empty,
+    /// The SDK refuses the event's attributes.
+    #[error("{0}")]
+    Build(#[source] cloudevents::event::EventBuilderError),
+}
+
+impl EventError {
+    /// A stable, bounded label.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the label a count of these failures would use; tested"
+        )
+    )]
+    fn kind(&self) -> &'static str {
+        match self {
+            EventError::Empty => "empty_message",
+            EventError::Build(_) => "build",
+        }
+    }
+}
+
 /// A CloudEvents sink.
 pub(crate) struct CloudEventsChannel {
     name: String,
@@ -38,8 +67,8 @@ impl CloudEventsChannel {
     }
 
     /// The CloudEvent for a one-notice message.
-    pub(crate) fn event(&self, message: &Message) -> Result<cloudevents::Event, String> {
-        let notice = message.notices.first().ok_or("empty message")?;
+    pub(crate) fn event(&self, message: &Message) -> Result<cloudevents::Event, EventError> {
+        let notice = message.notices.first().ok_or(EventError::Empty)?;
         let drift = &notice.drift;
         let ty = match notice.kind {
             NoticeKind::Resolved => "dev.driftsentinel.drift.resolved",
@@ -59,7 +88,7 @@ impl CloudEventsChannel {
                     .unwrap_or(serde_json::Value::Null),
             )
             .build()
-            .map_err(|error| error.to_string())
+            .map_err(EventError::Build)
     }
 }
 
@@ -81,7 +110,11 @@ impl Channel for CloudEventsChannel {
         Box::pin(async move {
             let event = match self.event(message) {
                 Ok(event) => event,
-                Err(detail) => return Outcome::Rejected { detail },
+                Err(error) => {
+                    return Outcome::Rejected {
+                        detail: error.to_string(),
+                    }
+                }
             };
             let request = match self.client.post(self.url.expose()).event(event) {
                 Ok(request) => request,
@@ -102,5 +135,37 @@ impl Channel for CloudEventsChannel {
                 classify_status(status, &headers, &text)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_errors_have_stable_kinds_and_messages() {
+        let channel = CloudEventsChannel::new(
+            "ce",
+            reqwest::Client::new(),
+            Secret::new("http://broker.example".to_string()),
+            None,
+        );
+        let empty = Message {
+            id: "n-1".to_string(),
+            notices: Vec::new(),
+            now: 0,
+            omitted: 0,
+        };
+        let error = channel.event(&empty).unwrap_err();
+        assert_eq!(
+            (error.kind(), error.to_string().as_str()),
+            ("empty_message", "empty message")
+        );
+        // An event without an id, which the SDK refuses.
+        let refused = EventBuilderV10::new().build().unwrap_err();
+        let message = refused.to_string();
+        let error = EventError::Build(refused);
+        assert_eq!(error.kind(), "build");
+        assert_eq!(error.to_string(), message);
     }
 }

@@ -25,10 +25,13 @@
 //! because verifying a caller is the ingest's job.
 
 use std::collections::HashSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, PublicKeyUse};
+use jsonwebtoken::jwk::{
+    AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm, PublicKeyUse,
+};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use tokio::sync::RwLock;
 
@@ -47,6 +50,40 @@ pub enum AuthError {
     /// dead-lettering events that may be perfectly valid.
     #[error("{0}")]
     Unavailable(String),
+}
+
+/// Why an OIDC verifier cannot be built from `auth.oidc`: the service does not start.
+///
+/// Each variant keeps its cause and shows it in the message, but does not return it as
+/// `source()`: a failed start is printed with its chain of causes (`{:#}`), which would repeat
+/// it (and add reqwest's inner causes, which the message never showed).
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `auth.oidc.caFile` cannot be read.
+    #[error("auth.oidc.caFile {}: {error}", path.display())]
+    ReadCaFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        error: std::io::Error,
+    },
+    /// `auth.oidc.caFile` is not a PEM bundle of certificates.
+    #[error("auth.oidc.caFile: {0}")]
+    CaFile(reqwest::Error),
+    /// The HTTP client cannot be built.
+    #[error("{0}")]
+    Client(reqwest::Error),
+}
+
+impl SetupError {
+    /// A stable, bounded label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SetupError::ReadCaFile { .. } => "read_ca_file",
+            SetupError::CaFile(_) => "invalid_ca_file",
+            SetupError::Client(_) => "http_client",
+        }
+    }
 }
 
 /// How the ingest authenticates callers.
@@ -114,7 +151,8 @@ struct Cache {
     expires: Option<Instant>,
     jwks_url: Option<String>,
     last_attempt: Option<Instant>,
-    last_error: Option<String>,
+    /// Why the last fetch failed, answered again for a second rather than asking again.
+    last_error: Option<Arc<JwksError>>,
     last_unknown_kid_refresh: Option<Instant>,
 }
 
@@ -148,6 +186,128 @@ pub struct OidcVerifier {
 /// time a fetched JWKS is kept (an issuer answering `no-cache` is asked once a second at most).
 const REFRESH_MIN_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Why a JSON document could not be fetched from the issuer. The message never holds the URL.
+#[derive(Debug, thiserror::Error)]
+enum GetError {
+    /// No answer: connection, TLS, timeout, too many redirects.
+    #[error("{0}")]
+    Request(#[source] reqwest::Error),
+    /// An answer that is not a success.
+    #[error("HTTP {0}")]
+    Status(u16),
+    /// The answer's body cannot be read as JSON.
+    #[error("{0}")]
+    Body(#[source] reqwest::Error),
+}
+
+impl GetError {
+    /// A stable, bounded label.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the label a count of these failures would use; tested"
+        )
+    )]
+    fn kind(&self) -> &'static str {
+        match self {
+            GetError::Request(_) => "request",
+            GetError::Status(_) => "status",
+            GetError::Body(_) => "body",
+        }
+    }
+}
+
+/// Why the issuer's signing keys cannot be fetched now: logged, and the caller gets a `503`.
+#[derive(Debug, thiserror::Error)]
+enum JwksError {
+    /// The issuer's discovery document cannot be fetched.
+    #[error("OIDC discovery failed: {0}")]
+    Discovery(#[source] GetError),
+    /// The discovery document names no JWKS.
+    #[error("OIDC discovery document has no jwks_uri")]
+    NoJwksUri,
+    /// The JWKS cannot be fetched.
+    #[error("JWKS fetch failed: {0}")]
+    Fetch(#[source] GetError),
+    /// The JWKS is not a JWK set.
+    #[error("JWKS is not valid: {0}")]
+    Invalid(#[source] serde_json::Error),
+    /// The keys expired again before they could be used (a concurrent fetch failed).
+    #[error("the JWKS expired")]
+    Expired,
+}
+
+impl JwksError {
+    /// A stable, bounded label.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the label a count of these failures would use; tested"
+        )
+    )]
+    fn kind(&self) -> &'static str {
+        match self {
+            JwksError::Discovery(_) => "discovery",
+            JwksError::NoJwksUri => "no_jwks_uri",
+            JwksError::Fetch(_) => "jwks_fetch",
+            JwksError::Invalid(_) => "invalid_jwks",
+            JwksError::Expired => "expired",
+        }
+    }
+}
+
+/// Why a published key verifies no token: the token is refused (`401`) with this reason.
+#[derive(Debug, thiserror::Error)]
+enum KeyError {
+    /// The key is published for encryption.
+    #[error("the key is published for encryption, not signatures")]
+    Encryption,
+    /// The key's published `alg` is no signature algorithm (`RSA-OAEP`, ...).
+    #[error("the key's algorithm {algorithm} is not a signature algorithm")]
+    NotSignature {
+        /// The published `alg`.
+        algorithm: KeyAlgorithm,
+        /// Why it is not one.
+        #[source]
+        source: jsonwebtoken::errors::Error,
+    },
+    /// An elliptic curve key of a curve other than P-256 and P-384, without an `alg`.
+    #[error("the key's curve is not supported")]
+    Curve,
+    /// A key type without an implied algorithm, without an `alg`.
+    #[error("the key's type is not supported")]
+    KeyType,
+    /// A signature algorithm that is not asymmetric ([`ACCEPTED`]).
+    #[error("the key's algorithm {0:?} is not accepted")]
+    NotAccepted(Algorithm),
+    /// The key's parameters do not make a key.
+    #[error("{0}")]
+    Decoding(#[source] jsonwebtoken::errors::Error),
+}
+
+impl KeyError {
+    /// A stable, bounded label.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the label a count of these failures would use; tested"
+        )
+    )]
+    fn kind(&self) -> &'static str {
+        match self {
+            KeyError::Encryption => "encryption_key",
+            KeyError::NotSignature { .. } => "not_signature",
+            KeyError::Curve => "unsupported_curve",
+            KeyError::KeyType => "unsupported_key_type",
+            KeyError::NotAccepted(_) => "not_accepted",
+            KeyError::Decoding(_) => "invalid_key",
+        }
+    }
+}
+
 /// The `max-age` of a `Cache-Control` header (`no-cache` and `no-store` count as zero).
 fn max_age(cache_control: &str) -> Option<Duration> {
     cache_control.split(',').find_map(|directive| {
@@ -164,32 +324,35 @@ fn max_age(cache_control: &str) -> Option<Duration> {
 
 /// The one algorithm a JWK verifies: its `alg` when published, else the one its key type implies
 /// (see the module documentation); only asymmetric signature algorithms.
-fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, String> {
+fn key_algorithm(jwk: &Jwk) -> Result<Algorithm, KeyError> {
     if matches!(jwk.common.public_key_use, Some(PublicKeyUse::Encryption)) {
-        return Err("the key is published for encryption, not signatures".to_string());
+        return Err(KeyError::Encryption);
     }
     let algorithm = match (&jwk.common.key_algorithm, &jwk.algorithm) {
         (Some(published), _) => published
             .to_string()
             .parse::<Algorithm>()
-            .map_err(|_| format!("the key's algorithm {published} is not a signature algorithm"))?,
+            .map_err(|source| KeyError::NotSignature {
+                algorithm: *published,
+                source,
+            })?,
         (None, AlgorithmParameters::RSA(_)) => Algorithm::RS256,
         (None, AlgorithmParameters::EllipticCurve(parameters)) => match parameters.curve {
             EllipticCurve::P256 => Algorithm::ES256,
             EllipticCurve::P384 => Algorithm::ES384,
-            _ => return Err("the key's curve is not supported".to_string()),
+            _ => return Err(KeyError::Curve),
         },
         (None, AlgorithmParameters::OctetKeyPair(parameters))
             if parameters.curve == EllipticCurve::Ed25519 =>
         {
             Algorithm::EdDSA
         }
-        (None, _) => return Err("the key's type is not supported".to_string()),
+        (None, _) => return Err(KeyError::KeyType),
     };
     if ACCEPTED.contains(&algorithm) {
         Ok(algorithm)
     } else {
-        Err(format!("the key's algorithm {algorithm:?} is not accepted"))
+        Err(KeyError::NotAccepted(algorithm))
     }
 }
 
@@ -208,20 +371,22 @@ const ACCEPTED: [Algorithm; 9] = [
 
 impl OidcVerifier {
     /// A verifier; fails when the CA file cannot be read.
-    pub fn new(config: OidcConfig) -> Result<OidcVerifier, String> {
+    pub fn new(config: OidcConfig) -> Result<OidcVerifier, SetupError> {
         let mut builder = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::limited(3));
         if let Some(path) = &config.ca_file {
-            let pem = std::fs::read(path)
-                .map_err(|error| format!("auth.oidc.caFile {}: {error}", path.display()))?;
-            for certificate in reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|error| format!("auth.oidc.caFile: {error}"))?
+            let pem = std::fs::read(path).map_err(|error| SetupError::ReadCaFile {
+                path: path.clone(),
+                error,
+            })?;
+            for certificate in
+                reqwest::Certificate::from_pem_bundle(&pem).map_err(SetupError::CaFile)?
             {
                 builder = builder.add_root_certificate(certificate);
             }
         }
-        let client = builder.build().map_err(|error| error.to_string())?;
+        let client = builder.build().map_err(SetupError::Client)?;
         Ok(OidcVerifier {
             config,
             client,
@@ -231,7 +396,7 @@ impl OidcVerifier {
     }
 
     /// A JSON document and the `max-age` its `Cache-Control` header allows, if any.
-    async fn get_json(&self, url: &str) -> Result<(serde_json::Value, Option<Duration>), String> {
+    async fn get_json(&self, url: &str) -> Result<(serde_json::Value, Option<Duration>), GetError> {
         let mut request = self.client.get(url);
         if let Some(path) = &self.config.token_file {
             // Re-read on every fetch: the kubelet rotates projected tokens.
@@ -242,9 +407,9 @@ impl OidcVerifier {
         let response = request
             .send()
             .await
-            .map_err(|error| error.without_url().to_string())?;
+            .map_err(|error| GetError::Request(error.without_url()))?;
         if !response.status().is_success() {
-            return Err(format!("HTTP {}", response.status().as_u16()));
+            return Err(GetError::Status(response.status().as_u16()));
         }
         let cache = response
             .headers()
@@ -254,14 +419,14 @@ impl OidcVerifier {
         let document = response
             .json()
             .await
-            .map_err(|error| error.without_url().to_string())?;
+            .map_err(|error| GetError::Body(error.without_url()))?;
         Ok((document, cache))
     }
 
     /// Fetches the JWKS when `why` still holds once this task's turn comes (single flight): the
     /// cache expired, or (at most once a second) a token names an unknown `kid`. A failed fetch
     /// is not retried for a second (the caller answers 503, the Broker retries).
-    async fn refresh(&self, why: Refresh) -> Result<(), String> {
+    async fn refresh(&self, why: Refresh) -> Result<(), Arc<JwksError>> {
         let _single = self.fetching.lock().await;
         let jwks_url = {
             let mut cache = self.cache.write().await;
@@ -276,7 +441,7 @@ impl OidcVerifier {
                 Refresh::Expired => {}
             }
             if let (Some(error), true) = (&cache.last_error, recently(cache.last_attempt)) {
-                return Err(error.clone());
+                return Err(Arc::clone(error));
             }
             self.config
                 .jwks_url
@@ -300,7 +465,8 @@ impl OidcVerifier {
                 Ok(())
             }
             Err(error) => {
-                cache.last_error = Some(error.clone());
+                let error = Arc::new(error);
+                cache.last_error = Some(Arc::clone(&error));
                 Err(error)
             }
         }
@@ -309,7 +475,7 @@ impl OidcVerifier {
     async fn fetch(
         &self,
         known_url: Option<String>,
-    ) -> Result<(String, JwkSet, Option<Duration>), String> {
+    ) -> Result<(String, JwkSet, Option<Duration>), JwksError> {
         let jwks_url = match known_url {
             Some(url) => url,
             None => {
@@ -320,20 +486,16 @@ impl OidcVerifier {
                 let (discovery, _) = self
                     .get_json(&discovery_url)
                     .await
-                    .map_err(|error| format!("OIDC discovery failed: {error}"))?;
+                    .map_err(JwksError::Discovery)?;
                 discovery
                     .get("jwks_uri")
                     .and_then(|value| value.as_str())
-                    .ok_or("OIDC discovery document has no jwks_uri")?
+                    .ok_or(JwksError::NoJwksUri)?
                     .to_string()
             }
         };
-        let (document, max_age) = self
-            .get_json(&jwks_url)
-            .await
-            .map_err(|error| format!("JWKS fetch failed: {error}"))?;
-        let keys: JwkSet = serde_json::from_value(document)
-            .map_err(|error| format!("JWKS is not valid: {error}"))?;
+        let (document, max_age) = self.get_json(&jwks_url).await.map_err(JwksError::Fetch)?;
+        let keys: JwkSet = serde_json::from_value(document).map_err(JwksError::Invalid)?;
         Ok((jwks_url, keys, max_age))
     }
 
@@ -342,13 +504,13 @@ impl OidcVerifier {
     async fn key(
         &self,
         kid: &str,
-    ) -> Result<Option<Result<(DecodingKey, Algorithm), String>>, String> {
-        let find = |cache: &Cache| -> Option<Result<(DecodingKey, Algorithm), String>> {
+    ) -> Result<Option<Result<(DecodingKey, Algorithm), KeyError>>, Arc<JwksError>> {
+        let find = |cache: &Cache| -> Option<Result<(DecodingKey, Algorithm), KeyError>> {
             let jwk = cache.keys.as_ref()?.find(kid)?;
             Some(key_algorithm(jwk).and_then(|algorithm| {
                 DecodingKey::from_jwk(jwk)
                     .map(|key| (key, algorithm))
-                    .map_err(|error| error.to_string())
+                    .map_err(KeyError::Decoding)
             }))
         };
         {
@@ -371,7 +533,7 @@ impl OidcVerifier {
             return Err(cache
                 .last_error
                 .clone()
-                .unwrap_or_else(|| "the JWKS expired".to_string()));
+                .unwrap_or_else(|| Arc::new(JwksError::Expired)));
         }
         Ok(find(&cache))
     }
@@ -455,4 +617,149 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .ok()?
         .strip_prefix("Bearer ")
         .map(str::trim)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn jwk(value: serde_json::Value) -> Jwk {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn keys_that_verify_nothing_say_why_with_a_stable_kind() {
+        let (n, e) = (
+            "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl",
+            "AQAB",
+        );
+        let cases = [
+            (
+                json!({"kty": "RSA", "use": "enc", "n": n, "e": e}),
+                "encryption_key",
+                "the key is published for encryption, not signatures".to_string(),
+            ),
+            (
+                json!({"kty": "RSA", "alg": "RSA-OAEP", "n": n, "e": e}),
+                "not_signature",
+                format!(
+                    "the key's algorithm {} is not a signature algorithm",
+                    KeyAlgorithm::RSA_OAEP
+                ),
+            ),
+            (
+                json!({"kty": "EC", "crv": "P-521", "x": "AA", "y": "AA"}),
+                "unsupported_curve",
+                "the key's curve is not supported".to_string(),
+            ),
+            (
+                json!({"kty": "oct", "k": "c2VjcmV0"}),
+                "unsupported_key_type",
+                "the key's type is not supported".to_string(),
+            ),
+            (
+                json!({"kty": "oct", "alg": "HS256", "k": "c2VjcmV0"}),
+                "not_accepted",
+                "the key's algorithm HS256 is not accepted".to_string(),
+            ),
+        ];
+        for (key, kind, message) in cases {
+            let error = key_algorithm(&jwk(key.clone())).unwrap_err();
+            assert_eq!((error.kind(), error.to_string()), (kind, message), "{key}");
+        }
+        assert_eq!(
+            key_algorithm(&jwk(json!({"kty": "RSA", "n": n, "e": e}))).unwrap(),
+            Algorithm::RS256
+        );
+        let invalid = DecodingKey::from_jwk(&jwk(json!({"kty": "oct", "k": ""}))).unwrap_err();
+        let message = invalid.to_string();
+        let error = KeyError::Decoding(invalid);
+        assert_eq!((error.kind(), error.to_string()), ("invalid_key", message));
+    }
+
+    #[test]
+    fn jwks_fetch_errors_keep_their_messages_and_have_stable_kinds() {
+        // A reqwest error without a network: a request that cannot be built.
+        let reqwest_error = || reqwest::Client::new().get("not a url").build().unwrap_err();
+        let shown = reqwest_error().to_string();
+        for (error, kind) in [
+            (GetError::Request(reqwest_error()), "request"),
+            (GetError::Body(reqwest_error()), "body"),
+        ] {
+            assert_eq!((error.kind(), error.to_string()), (kind, shown.clone()));
+        }
+        let status = GetError::Status(404);
+        assert_eq!(
+            (status.kind(), status.to_string().as_str()),
+            ("status", "HTTP 404")
+        );
+        let invalid = serde_json::from_value::<JwkSet>(json!({"keys": 1})).unwrap_err();
+        let invalid_message = format!("JWKS is not valid: {invalid}");
+        let cases = [
+            (
+                JwksError::Discovery(GetError::Status(500)),
+                "discovery",
+                "OIDC discovery failed: HTTP 500".to_string(),
+            ),
+            (
+                JwksError::NoJwksUri,
+                "no_jwks_uri",
+                "OIDC discovery document has no jwks_uri".to_string(),
+            ),
+            (
+                JwksError::Fetch(GetError::Status(503)),
+                "jwks_fetch",
+                "JWKS fetch failed: HTTP 503".to_string(),
+            ),
+            (JwksError::Invalid(invalid), "invalid_jwks", invalid_message),
+            (
+                JwksError::Expired,
+                "expired",
+                "the JWKS expired".to_string(),
+            ),
+        ];
+        for (error, kind, message) in cases {
+            assert_eq!((error.kind(), error.to_string()), (kind, message));
+        }
+    }
+
+    #[test]
+    fn a_verifier_that_cannot_be_built_says_so_once_in_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = |ca_file: PathBuf| OidcConfig {
+            issuer: "https://kubernetes.default.svc".to_string(),
+            audience: "drift-sentinel".to_string(),
+            jwks_url: None,
+            allowed_subjects: Vec::new(),
+            ca_file: Some(ca_file),
+            token_file: None,
+            leeway: Duration::from_secs(30),
+            jwks_max_age: Duration::from_secs(60),
+        };
+        let missing = dir.path().join("missing.crt");
+        let Err(error) = OidcVerifier::new(config(missing.clone())) else {
+            panic!("a missing CA file builds a verifier");
+        };
+        assert_eq!(error.kind(), "read_ca_file");
+        let io = std::fs::read(&missing).unwrap_err();
+        let message = format!("auth.oidc.caFile {}: {io}", missing.display());
+        assert_eq!(error.to_string(), message);
+        // The start prints the chain (`{:#}`): the cause is not repeated.
+        assert_eq!(format!("{:#}", anyhow::Error::new(error)), message);
+        let broken = dir.path().join("broken.crt");
+        std::fs::write(
+            &broken,
+            "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        // reqwest reads the PEM, and rustls refuses the certificate when the client is built.
+        let Err(error) = OidcVerifier::new(config(broken)) else {
+            panic!("a certificate that is not one builds a verifier");
+        };
+        assert_eq!(error.kind(), "http_client");
+        assert_eq!(error.to_string(), "builder error");
+        assert_eq!(format!("{:#}", anyhow::Error::new(error)), "builder error");
+    }
 }

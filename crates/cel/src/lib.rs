@@ -117,7 +117,7 @@ fn env() -> &'static Arc<Env> {
 
 impl Expression {
     /// Compiles `source`. Parsing recurses as deep as the expression nests, so call this on a
-    /// thread with a large stack (see `config::invariants::compile_on_large_stack`).
+    /// thread with a large stack (drift-core's `config::invariants` compiles rules on one).
     pub fn compile(source: &str, returns: Returns) -> Result<Expression, CompileError> {
         let program = check::parse(source)?;
         let at = |id: u64| check::position(source, program.source_info().offset_for(id));

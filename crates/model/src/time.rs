@@ -53,8 +53,50 @@ pub fn millis(duration: Duration) -> Millis {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// Why a text is not a duration. The message quotes the text as given and says what would do.
+#[derive(Debug, thiserror::Error)]
+pub enum DurationError {
+    /// Not a duration `humantime` reads (`30s`, `5m`, `1h30m`, `250ms`).
+    #[error("invalid duration {text:?} ({source}); use e.g. \"30s\" or \"5m\"")]
+    Invalid {
+        /// The text as given (untrimmed).
+        text: String,
+        /// What `humantime` found wrong.
+        #[source]
+        source: humantime::DurationError,
+    },
+}
+
+impl DurationError {
+    /// A stable, bounded label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DurationError::Invalid { .. } => "invalid_duration",
+        }
+    }
+}
+
 /// Parses a duration such as `30s`, `5m`, `1h30m` or `250ms`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|error| format!("invalid duration {text:?} ({error}); use e.g. \"30s\" or \"5m\""))
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+    humantime::parse_duration(text.trim()).map_err(|source| DurationError::Invalid {
+        text: text.to_string(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_that_does_not_parse_keeps_its_message_and_kind() {
+        assert_eq!(parse_duration(" 5m ").unwrap(), Duration::from_secs(300));
+        let error = parse_duration("soon").unwrap_err();
+        assert_eq!(error.kind(), "invalid_duration");
+        assert_eq!(
+            error.to_string(),
+            "invalid duration \"soon\" (expected number at 0); use e.g. \"30s\" or \"5m\""
+        );
+        assert!(std::error::Error::source(&error).is_some());
+    }
 }

@@ -314,29 +314,71 @@ pub(super) fn describe_url(url: &str) -> String {
     }
 }
 
+/// Why a text cannot be a PostgreSQL store URL. The message never repeats the URL, which may
+/// hold a password.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreUrlError {
+    /// Not a URL at all.
+    #[error("not a URL: {0}")]
+    NotUrl(#[source] url::ParseError),
+    /// A URL of another scheme.
+    #[error("the scheme must be postgres:// or postgresql://, not {scheme}://")]
+    Scheme {
+        /// The URL's scheme.
+        scheme: String,
+    },
+    /// An `sslmode` the store does not understand (`verify-full`, ...).
+    #[error(
+        "sslmode={value} is not understood: use sslmode=require with store.caFile \
+         (require verifies the certificate and host name, as verify-full does)"
+    )]
+    SslMode {
+        /// The `sslmode` given.
+        value: String,
+    },
+    /// `sslrootcert`, `sslcert` or `sslkey`: files the store does not read from the URL.
+    #[error(
+        "{key} is not understood: a private CA goes in store.caFile; client \
+         certificates are not supported"
+    )]
+    CertificateOption {
+        /// The option given.
+        key: String,
+    },
+}
+
+impl StoreUrlError {
+    /// A stable, bounded label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreUrlError::NotUrl(_) => "not_url",
+            StoreUrlError::Scheme { .. } => "scheme",
+            StoreUrlError::SslMode { .. } => "sslmode",
+            StoreUrlError::CertificateOption { .. } => "certificate_option",
+        }
+    }
+}
+
 /// Why `url` cannot be a PostgreSQL store URL; the reason never repeats the URL, which may hold
 /// a password. (The connection options are checked by the store when it opens.)
-pub fn check_store_url(url: &str) -> Result<(), String> {
-    let parsed = url::Url::parse(url).map_err(|error| format!("not a URL: {error}"))?;
+pub fn check_store_url(url: &str) -> Result<(), StoreUrlError> {
+    let parsed = url::Url::parse(url).map_err(StoreUrlError::NotUrl)?;
     if !POSTGRES_SCHEMES.contains(&parsed.scheme()) {
-        return Err(format!(
-            "the scheme must be postgres:// or postgresql://, not {}://",
-            parsed.scheme()
-        ));
+        return Err(StoreUrlError::Scheme {
+            scheme: parsed.scheme().to_string(),
+        });
     }
     for (key, value) in parsed.query_pairs() {
         match key.as_ref() {
             "sslmode" if !["disable", "prefer", "require"].contains(&value.as_ref()) => {
-                return Err(format!(
-                    "sslmode={value} is not understood: use sslmode=require with store.caFile \
-                     (require verifies the certificate and host name, as verify-full does)"
-                ));
+                return Err(StoreUrlError::SslMode {
+                    value: value.into_owned(),
+                });
             }
             "sslrootcert" | "sslcert" | "sslkey" => {
-                return Err(format!(
-                    "{key} is not understood: a private CA goes in store.caFile; client \
-                     certificates are not supported"
-                ));
+                return Err(StoreUrlError::CertificateOption {
+                    key: key.into_owned(),
+                });
             }
             _ => {}
         }
@@ -404,5 +446,37 @@ impl Default for StoreConfig {
             lease_set: false,
             lease: LeaseConfig::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_url_errors_have_stable_kinds_and_never_repeat_the_url() {
+        assert!(check_store_url("postgres://u:secret@db/d?sslmode=require").is_ok());
+        let cases = [
+            ("not a url", "not_url"),
+            ("mysql://u:secret@db/d", "scheme"),
+            ("postgres://u:secret@db/d?sslmode=verify-full", "sslmode"),
+            ("postgresql://u:secret@db/d?sslkey=/k", "certificate_option"),
+        ];
+        for (url, kind) in cases {
+            let error = check_store_url(url).unwrap_err();
+            assert_eq!(error.kind(), kind, "{url}");
+            assert!(!error.to_string().contains("secret"), "{url}: {error}");
+        }
+        assert_eq!(
+            check_store_url("not a url").unwrap_err().to_string(),
+            "not a URL: relative URL without a base"
+        );
+        assert_eq!(
+            check_store_url("postgres://db/d?sslrootcert=/ca")
+                .unwrap_err()
+                .to_string(),
+            "sslrootcert is not understood: a private CA goes in store.caFile; client \
+             certificates are not supported"
+        );
     }
 }

@@ -37,7 +37,7 @@ fn validate_store(store: &super::StoreConfig) -> Result<(), Error> {
     }
     // The URL's own words (never its value: it may hold a password).
     super::server::check_store_url(url.expose())
-        .map_err(|reason| Error::invalid("store.url", reason))?;
+        .map_err(|reason| Error::invalid("store.url", reason.to_string()))?;
     if store.password.as_ref().is_some_and(Secret::is_empty) {
         return Err(Error::invalid(
             "store.password",
