@@ -1257,8 +1257,8 @@ fn seeded_drift(
     }
 }
 
-/// Commits `drifts` and their moves (opened, fired, resolved) to the memory store.
-fn seed(store: &drift_store::memory::MemoryStore, drifts: Vec<drift_model::Drift>) {
+/// Commits `drifts` and their moves (opened, fired, resolved) to the test store.
+fn seed(store: &drift_store::testing::TestStore, drifts: Vec<drift_model::Drift>) {
     use drift_model::{DriftState, Transition};
     use drift_store::Store;
     let mut history = Vec::new();
