@@ -1574,8 +1574,7 @@ async fn a_store_migrated_to_postgres_serves_the_same_drifts() {
     assert_eq!(drifts["items"].as_array().unwrap().len(), 3);
     app.stop().await;
 
-    let server = crate::pg::PgServer::start();
-    let url = server.database();
+    let url = crate::pg::PgServer::shared().database();
     let migrate = |url: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
             .args([

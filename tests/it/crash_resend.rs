@@ -220,8 +220,8 @@ fn relay_of(
 /// out again as the same message, under the same idempotency key, and the takeover is counted.
 #[tokio::test]
 async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_same_key() {
-    let server = crate::pg::PgServer::start();
-    let target = drift_store::postgres::Target::new(&server.database(), None, None).unwrap();
+    let url = crate::pg::PgServer::shared().database();
+    let target = drift_store::postgres::Target::new(&url, None, None).unwrap();
     let mut opened = drift_store::postgres::open(&target).unwrap();
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     {

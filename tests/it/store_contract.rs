@@ -3,8 +3,8 @@
 //! holds on every backend (two processes never send the same row); and every backend answers
 //! the audit queries alike (filters, the API group filter, the overview's counts).
 //!
-//! The contract tests run on every backend: SQLite, PostgreSQL (a throwaway server, `pg.rs`)
-//! and, where it takes part, the test store (`drift_store::testing`: SQLite with
+//! The contract tests run on every backend: SQLite, PostgreSQL (a database of the test run's
+//! server, `pg.rs`) and, where it takes part, the test store (`drift_store::testing`: SQLite with
 //! the faults the router tests inject, through one handle for every role). A test that passes
 //! on one and fails on another is a bug in one of them.
 
@@ -52,7 +52,10 @@ fn load(store: &mut dyn Store) -> (Vec<ObjectState>, store::Snapshot) {
 /// A database backend under test, with a fresh empty store.
 pub(crate) enum Backend {
     Sqlite(tempfile::TempDir),
-    Postgres { server: PgServer, url: String },
+    Postgres {
+        server: &'static PgServer,
+        url: String,
+    },
 }
 
 impl Backend {
@@ -60,8 +63,9 @@ impl Backend {
         Backend::Sqlite(tempfile::tempdir().unwrap())
     }
 
+    /// A new database on the test run's server.
     pub(crate) fn postgres() -> Backend {
-        let server = PgServer::start();
+        let server = PgServer::shared();
         let url = server.database();
         Backend::Postgres { server, url }
     }
@@ -992,7 +996,7 @@ fn the_writer_round_trips_on_every_backend() {
 
 #[test]
 fn postgres_errors_never_show_the_password() {
-    let server = PgServer::start();
+    let server = PgServer::shared();
     let password = "pw-Sekr1t-do-not-print";
     // A URL that does not parse, one whose database does not exist, a password in its own key.
     let socket = server.path().join("sock");
@@ -1201,12 +1205,16 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
 
 #[test]
 fn a_postgres_store_outlives_a_server_restart() {
-    let backend = Backend::postgres();
-    let mut opened = backend.open();
-    opened.writer.commit(&audit_batch()).unwrap();
-    let Backend::Postgres { server, .. } = &backend else {
-        unreachable!()
+    // A server of its own: it restarts it.
+    let server = PgServer::start();
+    let url = server.database();
+    let options = store::Options::Postgres {
+        url,
+        password: None,
+        ca_file: None,
     };
+    let mut opened = store::open(&options).unwrap();
+    opened.writer.commit(&audit_batch()).unwrap();
     server.restart();
     // The call that finds its connection closed fails (its caller retries, as for any store
     // error); the next one connects again.
