@@ -374,7 +374,7 @@ pub trait Store: Send {
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error>;
     /// Fences every later writing transaction on `lease` (taken through [`Leases`]): each checks
     /// first that `lease` still holds and fails with [`Error::LeaseLost`] once another replica
-    /// took over. Stores of one pod (SQLite, memory) have no leases and refuse.
+    /// took over. Stores of one pod (SQLite) have no leases and refuse.
     fn fence(&mut self, lease: WriterLease) -> Result<(), Error> {
         Err(Error::Unavailable(format!(
             "this store has no writer leases (shard {})",

@@ -156,7 +156,7 @@ pub struct Settlement {
 impl Settlement {
     /// Rows whose channel endpoint is no longer configured, expired at `now` without an
     /// attempt and held by no relay (every backend's `expire_orphans` decides this the same way).
-    pub fn orphans_expired(ids: Vec<String>, now: Millis) -> Settlement {
+    pub(crate) fn orphans_expired(ids: Vec<String>, now: Millis) -> Settlement {
         Settlement {
             ids,
             state: OutboxState::Expired,

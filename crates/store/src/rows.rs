@@ -8,10 +8,10 @@
 //! | column | shape |
 //! |---|---|
 //! | `objects.body` | the engine's (`drift-core`'s `classify::stored`): the store keeps it as text |
-//! | `drifts.body` | [`DriftRow`] ([`drift_body`], [`decode_drift`]) |
-//! | `drift_history.evidence` | [`EvidenceRow`] ([`evidence_text`], [`decode_evidence`]) |
-//! | `outbox.payload` | [`NoticeRow`] ([`encode_notice`], [`decode_notice`]) |
-//! | `silences.body` | [`SilenceRow`] ([`silence_body`], [`decode_silence`]) |
+//! | `drifts.body` | `DriftRow` (`drift_body`, `decode_drift`) |
+//! | `drift_history.evidence` | `EvidenceRow` (`evidence_text`, `decode_evidence`) |
+//! | `outbox.payload` | `NoticeRow` (`encode_notice`, `decode_notice`) |
+//! | `silences.body` | `SilenceRow` (`silence_body`, `decode_silence`) |
 //!
 //! Each shape is written once, with `Cow` fields: a row is written borrowing the core type
 //! (writing copies nothing of the engine's state) and read owning its text. The JSON is the same

@@ -1,6 +1,6 @@
 //! The audit side of the PostgreSQL store: read-only queries for the drift API, the dashboard and
-//! the report, on its own connection. The statements are SQLite's (`sqlite/audit.rs`) in
-//! PostgreSQL's words; the contract suite holds both to the same answers.
+//! the report, on its own connection. The statements are the shared ones (`sql/`); the contract
+//! suite holds both backends to the same answers.
 
 use std::sync::Mutex;
 

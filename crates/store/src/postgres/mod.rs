@@ -2,10 +2,10 @@
 //! SQLite store, in a database that outlives the pod.
 //!
 //! Each role has its own connection, as with SQLite: the writer ([`PostgresStore`]), the relays
-//! ([`outbox`]) and the audit reader ([`audit`]); [`schema`] versions the layout and migrates it
-//! when the writer opens it. [`conn`] says how a connection is used from synchronous code. The
+//! (`outbox`) and the audit reader (`audit`); `schema` versions the layout and migrates it
+//! when the writer opens it. `conn` says how a connection is used from synchronous code. The
 //! single-writer assumption stays: one process writes a database, and when several replicas share
-//! one, the writer is the holder of the [`lease`] and every commit is fenced on it.
+//! one, the writer is the holder of the `lease` and every commit is fenced on it.
 //!
 //! The statements are the shared ones (`sql/`), with the outbox's shards; what is PostgreSQL's
 //! own is here: the connections and TLS, the pipelined commit, the duplicates of a round in one

@@ -1,6 +1,6 @@
 //! The delivery side of the PostgreSQL store: claims, settlements and attempts of queued
-//! notifications, on its own connection. The statements are SQLite's (`sqlite/outbox.rs`) in
-//! PostgreSQL's words; the contract suite holds both to the same answers.
+//! notifications, on its own connection. The statements are the shared ones (`sql/queries.rs`)
+//! with the outbox's shards; the contract suite holds both backends to the same answers.
 
 use tokio_postgres::types::ToSql;
 

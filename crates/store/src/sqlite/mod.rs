@@ -2,8 +2,8 @@
 //! survives a process crash and a power loss. Group commit (many events per transaction, done by
 //! the pipeline's single writer) keeps the fsync cost per event small.
 //!
-//! Each role has its own connection: the writer ([`SqliteStore`]), the relays ([`outbox`]), the
-//! audit reader ([`audit`]) and the checkpoint thread ([`checkpoint`]); WAL lets them read while
+//! Each role has its own connection: the writer (`SqliteStore`), the relays (`outbox`), the
+//! audit reader (`audit`) and the checkpoint thread (`checkpoint`); WAL lets them read while
 //! the writer commits. [`schema`] versions the layout and migrates it when the writer opens it.
 //! The statements are the shared ones (`sql/`); what is SQLite's own is here: the pragmas, the
 //! busy handling and the checkpoints.
