@@ -186,23 +186,38 @@ impl Relay {
             return Ok(Some(self.paused_until));
         }
         let name = self.channel.name().to_string();
-        let rows = {
+        let due = {
             let (name, owner) = (name.clone(), self.owner.clone());
             with_outbox(&self.outbox, move |outbox| {
                 outbox.due(&name, now, 500, &owner)
             })
             .await?
         };
-        if rows.is_empty() {
+        if due.is_empty() {
             let (name, owner) = (name.clone(), self.owner.clone());
             let next =
                 with_outbox(&self.outbox, move |outbox| outbox.next_due(&name, &owner)).await?;
             return Ok(Some(next.unwrap_or(now + millis(POLL)).max(now + 10)));
         }
-        // Decide what can still be sent.
+        // Decide what can still be sent. A row whose notice cannot be read is never sendable.
+        for unreadable in due.unreadable {
+            let (state, detail) = if now - unreadable.created_at > millis(self.limits.max_age) {
+                (
+                    OutboxState::Expired,
+                    "age cap reached before delivery".to_string(),
+                )
+            } else {
+                (
+                    OutboxState::Rejected,
+                    format!("unreadable notification: {}", unreadable.error),
+                )
+            };
+            self.finish_ids(vec![unreadable.id], state, now, detail, false)
+                .await?;
+        }
         let mut sendable: Vec<(OutboxRow, Notice)> = Vec::new();
         let mut held = false;
-        for row in rows {
+        for row in due.rows {
             let age = now - row.queued.created_at;
             if age > millis(self.limits.max_age) {
                 self.finish(
@@ -215,20 +230,7 @@ impl Relay {
                 .await?;
                 continue;
             }
-            let notice: Notice = match drift_store::rows::decode_notice(&row.queued.payload) {
-                Ok(notice) => notice,
-                Err(error) => {
-                    self.finish(
-                        &[row],
-                        OutboxState::Rejected,
-                        now,
-                        format!("unreadable notification: {error}"),
-                        false,
-                    )
-                    .await?;
-                    continue;
-                }
-            };
+            let notice = row.queued.notice.clone();
             if notice.kind == NoticeKind::Repeat {
                 let drift_id = row.queued.drift_id.clone();
                 let state =
@@ -436,7 +438,7 @@ impl Relay {
                 for follow in self.follow_ups(&batch, done) {
                     // A reminder only for a drift that still fires (it may have resolved while
                     // this message was on its way).
-                    if follow.queued.kind == NoticeKind::Repeat.as_str() {
+                    if follow.queued.kind() == NoticeKind::Repeat {
                         let drift_id = follow.queued.drift_id.clone();
                         let state =
                             with_outbox(&self.outbox, move |outbox| outbox.drift_state(&drift_id))
@@ -558,9 +560,6 @@ impl Relay {
                 at: notice.at,
                 resend: resend_count,
             };
-            let Ok(payload) = drift_store::rows::encode_notice(&follow) else {
-                continue;
-            };
             follow_ups.push(FollowUp {
                 of: row.queued.id.clone(),
                 queued: NewOutbox {
@@ -572,9 +571,8 @@ impl Relay {
                     ),
                     channel: row.queued.channel.clone(),
                     drift_id: row.queued.drift_id.clone(),
-                    kind: kind.as_str().to_string(),
                     group_key: row.queued.group_key.clone(),
-                    payload,
+                    notice: follow,
                     created_at: due,
                     not_before: due,
                     repeat_after_ms: row.queued.repeat_after_ms,
@@ -617,13 +615,25 @@ impl Relay {
         detail: String,
         attempted: bool,
     ) -> Result<(), drift_store::Error> {
+        let ids = rows.iter().map(|row| row.queued.id.clone()).collect();
+        self.finish_ids(ids, state, at, detail, attempted).await
+    }
+
+    async fn finish_ids(
+        &self,
+        ids: Vec<String>,
+        state: OutboxState,
+        at: Millis,
+        detail: String,
+        attempted: bool,
+    ) -> Result<(), drift_store::Error> {
         self.metrics
             .record_delivery(self.channel.name(), state.as_str());
         if state == OutboxState::Expired {
             tracing::warn!(message = "Notification expired.", channel = %self.channel.name(), detail = %detail);
         }
         let settlement = Settlement {
-            ids: rows.iter().map(|row| row.queued.id.clone()).collect(),
+            ids,
             state,
             next_attempt_at: at,
             at,

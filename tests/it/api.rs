@@ -1257,8 +1257,8 @@ fn seeded_drift(
     }
 }
 
-/// Commits `drifts` and their moves (opened, fired, resolved) to the memory store.
-fn seed(store: &drift_store::memory::MemoryStore, drifts: Vec<drift_model::Drift>) {
+/// Commits `drifts` and their moves (opened, fired, resolved) to the test store.
+fn seed(store: &drift_store::testing::TestStore, drifts: Vec<drift_model::Drift>) {
     use drift_model::{DriftState, Transition};
     use drift_store::Store;
     let mut history = Vec::new();
@@ -1574,8 +1574,7 @@ async fn a_store_migrated_to_postgres_serves_the_same_drifts() {
     assert_eq!(drifts["items"].as_array().unwrap().len(), 3);
     app.stop().await;
 
-    let server = crate::pg::PgServer::start();
-    let url = server.database();
+    let url = crate::pg::PgServer::shared().database();
     let migrate = |url: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
             .args([

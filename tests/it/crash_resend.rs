@@ -14,7 +14,7 @@ use drift_model::{Notice, NoticeKind};
 use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
 use drift_sentinel::deliver::{BoxFuture, Channel, Message, Outcome};
 use drift_sentinel::metrics::Metrics;
-use drift_store::memory::MemoryStore;
+use drift_store::testing::TestStore;
 use drift_store::{Batch, NewOutbox, Store};
 
 const NOW: i64 = 1_800_000_000_000;
@@ -87,7 +87,7 @@ fn drift(index: usize) -> Drift {
     }
 }
 
-fn queue(store: &MemoryStore, indexes: std::ops::Range<usize>, at: i64) {
+fn queue(store: &TestStore, indexes: std::ops::Range<usize>, at: i64) {
     let drifts: Vec<Drift> = indexes.clone().map(drift).collect();
     let rows = drifts
         .iter()
@@ -102,9 +102,8 @@ fn queue(store: &MemoryStore, indexes: std::ops::Range<usize>, at: i64) {
                 id: format!("ntf_{}", drift.id),
                 channel: "hook".into(),
                 drift_id: drift.id.clone(),
-                kind: "firing".into(),
                 group_key: "prod/knative-serving/config_drift".into(),
-                payload: drift_store::rows::encode_notice(&notice).unwrap(),
+                notice,
                 created_at: at,
                 not_before: at,
                 repeat_after_ms: None,
@@ -122,7 +121,7 @@ fn queue(store: &MemoryStore, indexes: std::ops::Range<usize>, at: i64) {
         .unwrap();
 }
 
-fn relay(store: &MemoryStore, channel: Recording) -> Relay {
+fn relay(store: &TestStore, channel: Recording) -> Relay {
     let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(store.clone())));
     let clock = Arc::new(AtomicI64::new(NOW));
     Relay::new(
@@ -142,7 +141,7 @@ fn relay(store: &MemoryStore, channel: Recording) -> Relay {
 
 #[tokio::test]
 async fn a_message_cut_off_by_a_crash_is_resent_whole_under_its_id() {
-    let store = MemoryStore::new();
+    let store = TestStore::new();
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     // Three drifts go out as one digest; the process dies before the attempt is settled.
     queue(&store, 0..3, NOW);
@@ -221,8 +220,8 @@ fn relay_of(
 /// out again as the same message, under the same idempotency key, and the takeover is counted.
 #[tokio::test]
 async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_same_key() {
-    let server = crate::pg::PgServer::start();
-    let target = drift_store::postgres::Target::new(&server.database(), None, None).unwrap();
+    let url = crate::pg::PgServer::shared().database();
+    let target = drift_store::postgres::Target::new(&url, None, None).unwrap();
     let mut opened = drift_store::postgres::open(&target).unwrap();
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     {
@@ -233,15 +232,13 @@ async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_sa
                 id: format!("ntf_{}", drift.id),
                 channel: "hook".into(),
                 drift_id: drift.id.clone(),
-                kind: "firing".into(),
                 group_key: "prod/knative-serving/config_drift".into(),
-                payload: drift_store::rows::encode_notice(&Notice {
+                notice: Notice {
                     kind: NoticeKind::Firing,
                     drift: drift.clone(),
                     at: NOW,
                     resend: 0,
-                })
-                .unwrap(),
+                },
                 created_at: NOW,
                 not_before: NOW,
                 repeat_after_ms: None,

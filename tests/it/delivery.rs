@@ -8,7 +8,7 @@ use drift_model::{Actor, Drift, DriftState, Evidence, FieldChange, OwnerChain, S
 use drift_model::{Notice, NoticeKind};
 use drift_sentinel::deliver::relay::{Limits, Relay, SharedOutbox};
 use drift_sentinel::metrics::Metrics;
-use drift_store::memory::MemoryStore;
+use drift_store::testing::TestStore;
 use drift_store::{Batch, NewOutbox, Outbox, OutboxState, Store};
 use serde_json::{json, Value};
 
@@ -68,26 +68,18 @@ fn row(channel: &str, index: usize, kind: NoticeKind, group: &str, at: i64) -> N
         id: format!("ntf_{channel}_{index}_{}", kind.as_str()),
         channel: channel.to_string(),
         drift_id: notice.drift.id.clone(),
-        kind: kind.as_str().to_string(),
         group_key: group.to_string(),
-        payload: drift_store::rows::encode_notice(&notice).unwrap(),
+        notice,
         created_at: at,
         not_before: at,
         repeat_after_ms: None,
     }
 }
 
-fn queue(store: &MemoryStore, rows: Vec<NewOutbox>) {
+fn queue(store: &TestStore, rows: Vec<NewOutbox>) {
     let mut store = store.clone();
     // Drift rows so reminders can check whether their drift still fires.
-    let drifts = rows
-        .iter()
-        .map(|row| {
-            drift_store::rows::decode_notice(&row.payload)
-                .unwrap()
-                .drift
-        })
-        .collect();
+    let drifts = rows.iter().map(|row| row.notice.drift.clone()).collect();
     store
         .commit(&Batch {
             events: vec![],
@@ -100,7 +92,7 @@ fn queue(store: &MemoryStore, rows: Vec<NewOutbox>) {
 
 struct Harness {
     relay: Relay,
-    store: MemoryStore,
+    store: TestStore,
     clock: FakeClock,
 }
 
@@ -125,7 +117,7 @@ fn harness(channel_yaml: &str, clock: &FakeClock, limits: Limits) -> Harness {
         Arc::new(move || channel_clock.load(Ordering::SeqCst)),
     )
     .unwrap();
-    let store = MemoryStore::new();
+    let store = TestStore::new();
     let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(store.clone())));
     let relay = Relay::new(
         channels.remove(0),
@@ -394,9 +386,7 @@ async fn dingtalk_body_is_kept_under_20000_bytes_with_a_note() {
         "g",
         h.clock.load(Ordering::SeqCst),
     );
-    let mut notice: Notice = drift_store::rows::decode_notice(&big.payload).unwrap();
-    notice.drift.evidence.summary = "漂移".repeat(6000);
-    big.payload = drift_store::rows::encode_notice(&notice).unwrap();
+    big.notice.drift.evidence.summary = "漂移".repeat(6000);
     queue(&h.store, vec![big]);
     h.drive(5).await;
     let accepted = receiver.accepted();
@@ -714,6 +704,62 @@ async fn webhook_is_signed_retried_with_the_same_id_and_carries_the_public_json(
         drift["url"],
         "https://drift.example.com/ui/drifts/drift0001"
     );
+}
+
+/// A queued notification whose stored notice cannot be read (a damaged row, or one written by
+/// hand) is rejected at once, with the reason in its audit trail, and the rows due with it still
+/// go out.
+#[tokio::test]
+async fn an_unreadable_notification_is_rejected_and_holds_up_no_other() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    let now = h.clock.load(Ordering::SeqCst);
+    queue(
+        &h.store,
+        (0..3)
+            .map(|index| row("hook", index, NoticeKind::Firing, &format!("g{index}"), now))
+            .collect(),
+    );
+    rusqlite::Connection::open(h.store.path())
+        .unwrap()
+        .execute_batch(
+            r#"UPDATE outbox SET payload = '{"kind":"firing"}' WHERE id = 'ntf_hook_1_firing'"#,
+        )
+        .unwrap();
+    h.drive(5).await;
+    let mut delivered: Vec<String> = h
+        .rows(OutboxState::Delivered)
+        .into_iter()
+        .map(|row| row.queued.id)
+        .collect();
+    delivered.sort();
+    assert_eq!(delivered, ["ntf_hook_0_firing", "ntf_hook_2_firing"]);
+    let sent = receiver.accepted();
+    assert!(
+        !sent.is_empty()
+            && sent
+                .iter()
+                .all(|body| !body.to_string().contains("drift0001")),
+        "{sent:?}"
+    );
+    let trail = drift_store::AuditRead::deliveries_of(&h.store, "drift0001").unwrap();
+    let [rejected] = &trail[..] else {
+        panic!("{trail:?}")
+    };
+    assert_eq!(rejected.state, "rejected");
+    let reason = "unreadable notification: missing field `drift` at line 1 column 17";
+    assert_eq!(rejected.last_error.as_deref(), Some(reason));
+    let attempts: Vec<(&str, &str)> = rejected
+        .attempt_log
+        .iter()
+        .map(|attempt| (attempt.state.as_str(), attempt.detail.as_str()))
+        .collect();
+    assert_eq!(attempts, [("rejected", reason)]);
 }
 
 #[tokio::test]
@@ -1051,9 +1097,8 @@ async fn deliver_one(
             id: format!("ntf_{channel}_{}", before + 1),
             channel,
             drift_id: notice.drift.id.clone(),
-            kind: "firing".into(),
             group_key: "g".into(),
-            payload: drift_store::rows::encode_notice(&notice).unwrap(),
+            notice,
             created_at: at,
             not_before: at,
             repeat_after_ms: None,

@@ -1,7 +1,21 @@
-//! A throwaway PostgreSQL server for tests: `initdb` in a temporary directory, started on a Unix
+//! Throwaway PostgreSQL servers for tests: `initdb` in a temporary directory, started on a Unix
 //! socket in that directory only (`listen_addresses=''`: no TCP port, so it can clash with no
-//! other server), a database per [`PgServer::database`], stopped and removed on drop. It never
-//! touches a system-wide cluster.
+//! other server), a database per [`PgServer::database`]. They never touch a system-wide cluster.
+//!
+//! One server serves the whole test run ([`PgServer::shared`]): started on first use, each test
+//! takes a database of its own on it, so tests share the server's start and nothing else. Only a
+//! test that restarts or stops the server, changes its settings or needs TLS starts one of its
+//! own ([`PgServer::start`], [`PgServer::start_tls`]), stopped and removed on drop.
+//!
+//! Every server is stopped and its directory removed once the test process is gone, however it
+//! ends (a normal exit, a panic, Ctrl-C, a kill): a watchdog shell per server, deaf to the
+//! terminal's signals, reads a pipe whose writing end only this process holds (the standard
+//! library opens it close-on-exec, so no other child inherits it) and runs `pg_ctl stop` and
+//! `rm -rf` at end-of-file, which the kernel delivers when the process's descriptors close. A
+//! statically held server (the shared one) is never dropped: its watchdog is what stops it,
+//! within moments of the process's end. Should a watchdog itself have been killed, the next test
+//! run stops and removes the servers of test processes that are gone (their directories are
+//! named after the process, `ds-pg-run-<pid>-…`).
 //!
 //! The binaries come from `$PG_BINDIR`, else Debian's `/usr/lib/postgresql/<newest>/bin`, else
 //! the directory of `initdb` on `PATH`. Without them the test fails and says what to install
@@ -10,20 +24,28 @@
 //! refuses to run as root.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// The port in the socket's name (`.s.PGSQL.5432`); unique per server through its directory.
 const PORT: u16 = 5432;
 
+/// The start of every server directory's name, before the test process's id.
+const PREFIX: &str = "ds-pg-run-";
+
 pub(crate) struct PgServer {
     /// The port: in the socket's name, and on loopback TCP for a TLS server.
     port: u16,
-    /// `listen_addresses` and TLS settings of a TLS server.
+    /// `listen_addresses` and TLS settings of a TLS server; the shared server's connection cap.
     extra: String,
-    dir: tempfile::TempDir,
+    /// Removed by the watchdog, after the server stopped.
+    dir: PathBuf,
     bindir: PathBuf,
     run_as: Option<String>,
+    /// Stops the server and removes `dir` once its stdin closes: at drop, or when the process
+    /// ends.
+    watchdog: Mutex<Option<Child>>,
 }
 
 fn bindir() -> PathBuf {
@@ -82,7 +104,20 @@ fn user_ids(user: &str) -> (u32, u32) {
 }
 
 impl PgServer {
-    /// Creates and starts a server; panics with the reason when it cannot.
+    /// The test run's server: started on first use, shared by every test of this process, each
+    /// with a database of its own ([`PgServer::database`]); stopped when the process ends.
+    /// Panics with the reason when it cannot start.
+    pub(crate) fn shared() -> &'static PgServer {
+        static SHARED: OnceLock<PgServer> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            remove_abandoned_servers();
+            // Room for the stores of the tests that run at once (four connections each).
+            PgServer::start_with(PORT, "-c max_connections=300".to_string(), &[])
+        })
+    }
+
+    /// Creates and starts a server of its own, for a test that restarts or stops it or changes
+    /// its settings; panics with the reason when it cannot.
     pub(crate) fn start() -> PgServer {
         PgServer::start_with(PORT, String::new(), &[])
     }
@@ -103,24 +138,28 @@ impl PgServer {
     fn start_with(port: u16, extra: String, files: &[(&Path, &str)]) -> PgServer {
         let bindir = bindir();
         let dir = tempfile::Builder::new()
-            .prefix("ds-pg")
+            .prefix(&format!("{PREFIX}{}-", std::process::id()))
             .tempdir()
-            .expect("temporary directory");
+            .expect("temporary directory")
+            .keep();
         let run_as = is_root().then(|| "postgres".to_string());
-        std::fs::create_dir(dir.path().join("sock")).unwrap();
-        if let Some(user) = &run_as {
-            let (uid, gid) = user_ids(user);
-            for path in [dir.path().to_path_buf(), dir.path().join("sock")] {
-                std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
-            }
-        }
         let server = PgServer {
             port,
             extra,
             dir,
             bindir,
             run_as,
+            watchdog: Mutex::new(None),
         };
+        // First: whatever fails below, the directory goes when the process does.
+        server.watch();
+        std::fs::create_dir(server.dir.join("sock")).unwrap();
+        if let Some(user) = &server.run_as {
+            let (uid, gid) = user_ids(user);
+            for path in [server.dir.clone(), server.dir.join("sock")] {
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
+            }
+        }
         server.run(
             "initdb",
             &[
@@ -156,7 +195,7 @@ impl PgServer {
                 "-D",
                 &server.data().to_string_lossy(),
                 "-l",
-                &server.dir.path().join("log").to_string_lossy(),
+                &server.dir.join("log").to_string_lossy(),
                 "-w",
                 "-o",
                 &options,
@@ -173,7 +212,7 @@ impl PgServer {
         // commits, and this restart is about connections, not about losing data.
         self.run("pg_ctl", &["-D", &data, "-m", "fast", "-w", "stop"]);
         let options = self.options();
-        let log = self.dir.path().join("log").to_string_lossy().to_string();
+        let log = self.dir.join("log").to_string_lossy().to_string();
         self.run(
             "pg_ctl",
             &["-D", &data, "-l", &log, "-w", "-o", &options, "start"],
@@ -190,11 +229,39 @@ impl PgServer {
     }
 
     fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.dir.join("data")
     }
 
     fn socket(&self) -> PathBuf {
-        self.dir.path().join("sock")
+        self.dir.join("sock")
+    }
+
+    /// Starts the watchdog that stops this server and removes its directory when its stdin
+    /// closes (see the module comment).
+    fn watch(&self) {
+        let mut stop = self.command("pg_ctl");
+        stop.args([
+            "-D",
+            &self.data().to_string_lossy(),
+            "-m",
+            "immediate",
+            "-w",
+            "stop",
+        ]);
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg("ds-pg-watchdog")
+            .arg(stop.get_program())
+            .args(stop.get_args())
+            .env("DS_PG_DIR", &self.dir)
+            .current_dir(std::env::temp_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh runs");
+        *self.watchdog.lock().unwrap() = Some(watchdog);
     }
 
     fn command(&self, program: &str) -> Command {
@@ -213,11 +280,11 @@ impl PgServer {
         let output = self
             .command(program)
             .args(args)
-            .current_dir(self.dir.path())
+            .current_dir(&self.dir)
             .output()
             .unwrap_or_else(|error| panic!("{program}: {error}"));
         if !output.status.success() {
-            let log = std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default();
+            let log = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
             panic!(
                 "{program} failed: {}\n{}\n{log}",
                 String::from_utf8_lossy(&output.stdout),
@@ -269,7 +336,7 @@ impl PgServer {
                 "-d",
                 url_database,
             ])
-            .current_dir(self.dir.path());
+            .current_dir(&self.dir);
         command
     }
 
@@ -307,24 +374,71 @@ impl PgServer {
     }
 
     pub(crate) fn path(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 }
 
+/// The watchdog's script: deaf to the terminal's signals (Ctrl-C reaches the whole foreground
+/// process group), it waits for end-of-file on its stdin, then runs its arguments (`pg_ctl
+/// stop`, immediate: nothing in a throwaway server is worth a clean shutdown's wait) and removes
+/// the server's directory.
+const WATCHDOG: &str = r#"trap '' HUP INT QUIT TERM PIPE
+cat >/dev/null
+"$@"
+rm -rf -- "$DS_PG_DIR""#;
+
 impl Drop for PgServer {
     fn drop(&mut self) {
-        // Immediate: nothing in a throwaway server is worth a clean shutdown's wait.
-        let _ = self
-            .command("pg_ctl")
-            .args([
-                "-D",
-                &self.data().to_string_lossy(),
-                "-m",
-                "immediate",
-                "-w",
-                "stop",
-            ])
-            .current_dir(self.dir.path())
-            .output();
+        // Closing its stdin sets the watchdog off; waiting for it, the server is gone on return.
+        let watchdog = self.watchdog.get_mut().map(Option::take);
+        if let Ok(Some(mut watchdog)) = watchdog {
+            drop(watchdog.stdin.take());
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+/// Stops and removes the servers of test processes that are gone, left behind if a watchdog was
+/// itself killed. A live process's servers (another test run's) are left alone.
+fn remove_abandoned_servers() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(pid) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let dir = entry.path();
+        let server = PgServer {
+            port: PORT,
+            extra: String::new(),
+            dir,
+            bindir: bindir(),
+            run_as: is_root().then(|| "postgres".to_string()),
+            watchdog: Mutex::new(None),
+        };
+        if server.data().join("postmaster.pid").exists() {
+            let _ = server
+                .command("pg_ctl")
+                .args([
+                    "-D",
+                    &server.data().to_string_lossy(),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ])
+                .current_dir(std::env::temp_dir())
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&server.dir);
     }
 }

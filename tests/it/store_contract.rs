@@ -3,9 +3,10 @@
 //! holds on every backend (two processes never send the same row); and every backend answers
 //! the audit queries alike (filters, the API group filter, the overview's counts).
 //!
-//! The contract tests run on every backend: SQLite, PostgreSQL (a throwaway server, `pg.rs`)
-//! and, where it takes part, the memory store. A test that passes on one and fails on another is
-//! a bug in one of them.
+//! The contract tests run on every backend: SQLite, PostgreSQL (a database of the test run's
+//! server, `pg.rs`) and, where it takes part, the test store (`drift_store::testing`: SQLite with
+//! the faults the router tests inject, through one handle for every role). A test that passes
+//! on one and fails on another is a bug in one of them.
 
 use std::path::Path;
 
@@ -14,10 +15,12 @@ use crate::pg::PgServer;
 use drift_core::classify::ObjectState;
 use drift_core::config::Secret;
 use drift_core::config::StoreConfig;
-use drift_model::{Drift, DriftState, Evidence, Millis, OwnerChain, Severity, Transition};
+use drift_model::{
+    Drift, DriftState, Evidence, Millis, Notice, NoticeKind, OwnerChain, Severity, Transition,
+};
 use drift_sentinel::app::store_options;
 use drift_store as store;
-use drift_store::memory::MemoryStore;
+use drift_store::testing::TestStore;
 use drift_store::{
     self, AuditRead, Batch, DayMoves, DriftFilter, FiringCount, FollowUp, Lease, NewOutbox, Outbox,
     OutboxState, Settlement, Store, DAY_MILLIS,
@@ -49,7 +52,10 @@ fn load(store: &mut dyn Store) -> (Vec<ObjectState>, store::Snapshot) {
 /// A database backend under test, with a fresh empty store.
 pub(crate) enum Backend {
     Sqlite(tempfile::TempDir),
-    Postgres { server: PgServer, url: String },
+    Postgres {
+        server: &'static PgServer,
+        url: String,
+    },
 }
 
 impl Backend {
@@ -57,8 +63,9 @@ impl Backend {
         Backend::Sqlite(tempfile::tempdir().unwrap())
     }
 
+    /// A new database on the test run's server.
     pub(crate) fn postgres() -> Backend {
-        let server = PgServer::start();
+        let server = PgServer::shared();
         let url = server.database();
         Backend::Postgres { server, url }
     }
@@ -207,16 +214,19 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         .any(|d| d.channel == "log" && d.kind == "firing" && d.state == "delivered"));
 
     // The pending deliveries are due, their payloads decode, and they can be claimed.
-    let rows = opened
+    let due = opened
         .outbox
         .due("hook", i64::MAX - 1, 10, "test/hook")
         .unwrap();
+    assert!(due.unreadable.is_empty(), "{:?}", due.unreadable);
+    let rows = due.rows;
     assert_eq!(rows.len(), 3, "{rows:?}");
     assert!(rows.iter().all(|row| row.attempts <= 1));
     for row in &rows {
-        let notice = drift_store::rows::decode_notice(&row.queued.payload).unwrap();
+        let notice = &row.queued.notice;
         assert_eq!(notice.drift.id, row.queued.drift_id);
         assert_eq!(notice.drift.class, "config_drift");
+        assert_eq!(row.queued.kind(), notice.kind);
     }
     let lease = Lease {
         owner: "test/hook".into(),
@@ -284,14 +294,28 @@ fn a_postgres_store_from_a_newer_binary_is_refused_untouched() {
     assert_eq!(backend.execute(layout), before, "nothing written");
 }
 
+/// A firing notification of drift `drift-{id}` on `channel`, queued at 1,000.
 fn queued(id: &str, channel: &str) -> NewOutbox {
+    let drift = format!("drift-{id}");
     NewOutbox {
         id: id.into(),
         channel: channel.into(),
-        drift_id: format!("drift-{id}"),
-        kind: "firing".into(),
+        drift_id: drift.clone(),
         group_key: "g".into(),
-        payload: "{}".into(),
+        notice: Notice {
+            kind: NoticeKind::Firing,
+            drift: drift_of(
+                &drift,
+                "v1",
+                "ns",
+                Severity::Warning,
+                1_000,
+                Some(1_000),
+                None,
+            ),
+            at: 1_000,
+            resend: 0,
+        },
         created_at: 1_000,
         not_before: 1_000,
         repeat_after_ms: None,
@@ -313,12 +337,11 @@ fn settled(ids: &[&str], state: OutboxState, owner: Option<&str>, at: i64) -> Se
 }
 
 fn reminder_of(id: &str) -> FollowUp {
+    let mut queued = queued(&format!("{id}-reminder"), "hook");
+    queued.notice.kind = NoticeKind::Repeat;
     FollowUp {
         of: id.to_string(),
-        queued: NewOutbox {
-            kind: "repeat".into(),
-            ..queued(&format!("{id}-reminder"), "hook")
-        },
+        queued,
     }
 }
 
@@ -353,7 +376,7 @@ fn claims_are_exclusive(writer: &mut dyn Store, a: &mut dyn Outbox, b: &mut dyn 
     let ids = |list: &[&str]| list.iter().map(|id| id.to_string()).collect::<Vec<_>>();
 
     // Reading what is due writes nothing; A claims the rows of its message just before sending.
-    assert_eq!(a.due("hook", 2_000, 10, owner_a).unwrap().len(), 3);
+    assert_eq!(a.due("hook", 2_000, 10, owner_a).unwrap().rows.len(), 3);
     assert_eq!(
         a.claim(&ids(&["a", "b"]), "msg-1", &lease(owner_a, 2_000), 2_000)
             .unwrap(),
@@ -364,6 +387,7 @@ fn claims_are_exclusive(writer: &mut dyn Store, a: &mut dyn Outbox, b: &mut dyn 
     let due_b: Vec<String> = b
         .due("hook", 3_000, 10, owner_b)
         .unwrap()
+        .rows
         .into_iter()
         .map(|row| row.queued.id)
         .collect();
@@ -489,8 +513,8 @@ fn outbox_claims_are_exclusive_on_every_database() {
 }
 
 #[test]
-fn outbox_claims_are_exclusive_in_memory() {
-    let store = MemoryStore::new();
+fn outbox_claims_are_exclusive_on_the_test_store() {
+    let store = TestStore::new();
     let mut writer = store.clone();
     let mut first = store.clone();
     let mut second = store.clone();
@@ -817,13 +841,13 @@ fn audit_answers(audit: &dyn AuditRead) -> Vec<String> {
 
 #[test]
 fn the_audit_side_answers_alike_on_every_backend() {
-    let mut memory = MemoryStore::new();
-    memory.commit(&audit_batch()).unwrap();
-    let expected = audit_answers(&memory);
+    let mut test_store = TestStore::new();
+    test_store.commit(&audit_batch()).unwrap();
+    let expected = audit_answers(&test_store);
     let cutoff = DAY_MILLIS * 103;
     // Retention forgets the Subscription and the Route (resolved before day 3) with their moves,
     // alike.
-    assert_eq!(memory.prune_audit(cutoff).unwrap(), 2 + 3 + 2);
+    assert_eq!(test_store.prune_audit(cutoff).unwrap(), 2 + 3 + 2);
     let backends = Backend::all();
     let mut opened: Vec<store::Opened> = backends.iter().map(Backend::open).collect();
     for (backend, store) in backends.iter().zip(&mut opened) {
@@ -844,7 +868,7 @@ fn the_audit_side_answers_alike_on_every_backend() {
     let audits = opened
         .iter()
         .map(|store| store.audit.as_ref())
-        .chain([&memory as &dyn AuditRead]);
+        .chain([&test_store as &dyn AuditRead]);
     for audit in audits {
         assert!(audit.history("subscription").unwrap().is_empty());
         assert_eq!(audit.history("configmap").unwrap().len(), 3);
@@ -860,9 +884,9 @@ fn the_audit_side_answers_alike_on_every_backend() {
 
 #[test]
 fn version_two_fills_in_the_api_group_of_drifts_stored_before_it() {
-    let mut memory = MemoryStore::new();
-    memory.commit(&audit_batch()).unwrap();
-    let expected = audit_answers(&memory);
+    let mut test_store = TestStore::new();
+    test_store.commit(&audit_batch()).unwrap();
+    let expected = audit_answers(&test_store);
     for backend in Backend::all() {
         {
             let mut opened = backend.open();
@@ -966,13 +990,13 @@ fn the_writer_round_trips_on_every_backend() {
         let mut opened = backend.open();
         writer_round_trip(opened.writer.as_mut(), opened.audit.as_ref());
     }
-    let memory = MemoryStore::new();
-    writer_round_trip(&mut memory.clone(), &memory);
+    let test_store = TestStore::new();
+    writer_round_trip(&mut test_store.clone(), &test_store);
 }
 
 #[test]
 fn postgres_errors_never_show_the_password() {
-    let server = PgServer::start();
+    let server = PgServer::shared();
     let password = "pw-Sekr1t-do-not-print";
     // A URL that does not parse, one whose database does not exist, a password in its own key.
     let socket = server.path().join("sock");
@@ -1181,12 +1205,16 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
 
 #[test]
 fn a_postgres_store_outlives_a_server_restart() {
-    let backend = Backend::postgres();
-    let mut opened = backend.open();
-    opened.writer.commit(&audit_batch()).unwrap();
-    let Backend::Postgres { server, .. } = &backend else {
-        unreachable!()
+    // A server of its own: it restarts it.
+    let server = PgServer::start();
+    let url = server.database();
+    let options = store::Options::Postgres {
+        url,
+        password: None,
+        ca_file: None,
     };
+    let mut opened = store::open(&options).unwrap();
+    opened.writer.commit(&audit_batch()).unwrap();
     server.restart();
     // The call that finds its connection closed fails (its caller retries, as for any store
     // error); the next one connects again.
@@ -1226,7 +1254,7 @@ fn outbox_claims_hold_under_two_racing_processes_on_every_database() {
                     if due.is_empty() {
                         return sent;
                     }
-                    for row in due {
+                    for row in due.rows {
                         let id = row.queued.id;
                         let lease = Lease {
                             owner: owner.into(),
@@ -1305,6 +1333,59 @@ fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
     }
 }
 
+/// A queued row whose stored notice cannot be read (damaged, or written by hand) comes apart
+/// from the rows due with it, on every database and on the test store: it holds none of them
+/// up, and the relay can end it (`delivery.rs` has the relay's side).
+#[test]
+fn an_unreadable_notice_holds_up_no_other_row_on_every_backend() {
+    let tamper = "UPDATE outbox SET payload = 'not a notice' WHERE id = 'b'";
+    let check = |writer: &mut dyn Store, outbox: &mut dyn Outbox, tamper: &dyn Fn(), name: &str| {
+        queue(writer, &[("a", "hook"), ("b", "hook"), ("c", "hook")]);
+        tamper();
+        let due = outbox.due("hook", 2_000, 10, "pod-z/1/z/hook").unwrap();
+        assert_eq!(sorted_ids(due.rows), ["a", "c"], "{name}");
+        let [unreadable] = &due.unreadable[..] else {
+            panic!("{name}: {:?}", due.unreadable)
+        };
+        assert_eq!(
+            (unreadable.id.as_str(), unreadable.created_at),
+            ("b", 1_000)
+        );
+        assert_eq!(
+            unreadable.error.to_string(),
+            "expected ident at line 1 column 2",
+            "{name}"
+        );
+        // The listing of rows has no shape for it: a corrupt row.
+        let error = outbox.rows(None, 10).unwrap_err();
+        assert_eq!(error.kind(), "corrupt", "{name}: {error}");
+    };
+    for backend in Backend::all() {
+        let mut opened = backend.open();
+        check(
+            opened.writer.as_mut(),
+            opened.outbox.as_mut(),
+            &|| {
+                backend.execute(tamper);
+            },
+            backend.name(),
+        );
+    }
+    let test_store = TestStore::new();
+    let path = test_store.path();
+    check(
+        &mut test_store.clone(),
+        &mut test_store.clone(),
+        &|| {
+            rusqlite::Connection::open(&path)
+                .unwrap()
+                .execute_batch(tamper)
+                .unwrap();
+        },
+        "test store",
+    );
+}
+
 /// The firing drift of the notification `queued(id, ..)`, in `cluster`.
 fn firing_in(id: &str, cluster: &str) -> Drift {
     Drift {
@@ -1336,7 +1417,12 @@ fn queue(writer: &mut dyn Store, rows: &[(&str, &str)]) {
 
 /// The ids of `channel`'s rows due for `outbox` at 2,000.
 fn due_ids(outbox: &mut dyn Outbox, channel: &str) -> Vec<String> {
-    sorted_ids(outbox.due(channel, 2_000, 50, "pod-z/1/z/hook").unwrap())
+    sorted_ids(
+        outbox
+            .due(channel, 2_000, 50, "pod-z/1/z/hook")
+            .unwrap()
+            .rows,
+    )
 }
 
 /// Shards share one database but not their notifications: each shard's relays send, count and

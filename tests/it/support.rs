@@ -1,5 +1,5 @@
 //! Shared test helpers: fixtures from `tests/fixtures/knative` (copied from public Knative
-//! sources), events shaped exactly as ApiServerSource sends them, and a router on a memory store.
+//! sources), events shaped exactly as ApiServerSource sends them, and a router on a test store.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -13,7 +13,7 @@ use drift_model::time::Clock;
 use drift_sentinel::ingest::{self, AppState};
 use drift_sentinel::metrics::Metrics;
 use drift_sentinel::pipeline::{self, Pipeline};
-use drift_store::memory::MemoryStore;
+use drift_store::testing::TestStore;
 use serde_json::{json, Value};
 
 /// Path of a fixture file.
@@ -133,10 +133,11 @@ pub(crate) fn request(mode: ContentMode, event: &Value) -> Request<Body> {
     }
 }
 
-/// A router over a memory store, with its parts for inspection.
+/// A router over a test store (SQLite in a temporary file that a test can make fail or block),
+/// with its parts for inspection.
 pub(crate) struct TestApp {
     pub router: axum::Router,
-    pub store: MemoryStore,
+    pub store: TestStore,
     pub metrics: Arc<Metrics>,
     pub draining: Arc<AtomicBool>,
     pub pipeline: Pipeline,
@@ -163,7 +164,7 @@ struct Options {
     request_timeout: std::time::Duration,
     body_pace: drift_sentinel::ingest::admission::BodyPace,
     capacity: drift_core::classify::Capacity,
-    /// The API reads the memory store's audit side (else it has none: `503`).
+    /// The API reads the test store's audit side (else it has none: `503`).
     audit: bool,
     /// `store.retention`: resolved drifts older than this are pruned.
     audit_retention: std::time::Duration,
@@ -186,7 +187,7 @@ impl Default for Options {
     }
 }
 
-/// Builds a test app whose API and dashboard read the memory store (`app.store`) and whose
+/// Builds a test app whose API and dashboard read the test store (`app.store`) and whose
 /// clock is `clock`; resolved drifts are kept 90 days (the shipped `store.retention`).
 pub(crate) fn app_with_audit(clock: Clock) -> TestApp {
     build(Options {
@@ -291,7 +292,7 @@ fn build(options: Options) -> TestApp {
         audit,
         audit_retention,
     } = options;
-    let store = MemoryStore::new();
+    let store = TestStore::new();
     let metrics = Arc::new(Metrics::new());
     let pipeline = Pipeline::start(
         Box::new(store.clone()),
@@ -399,14 +400,14 @@ pub(crate) fn run_binary(args: &[&str], config: Option<&std::path::Path>) -> Out
     }
 }
 
-/// The engine's states of the objects a memory store holds, decoded as the writer decodes them
+/// The engine's states of the objects a test store holds, decoded as the writer decodes them
 /// at start.
 pub(crate) trait StoredStates {
     /// Every stored object's state.
     fn states(&self) -> Vec<drift_core::classify::ObjectState>;
 }
 
-impl StoredStates for MemoryStore {
+impl StoredStates for TestStore {
     fn states(&self) -> Vec<drift_core::classify::ObjectState> {
         self.objects()
             .iter()

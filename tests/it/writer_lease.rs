@@ -15,15 +15,14 @@ fn replica(url: &str) -> PostgresStore {
     PostgresStore::open(&Target::new(url, None, None).unwrap()).unwrap()
 }
 
-/// A throwaway server and database, and replica `a` holding the shard's lease since 0.
-fn holding() -> (PgServer, String, PostgresStore) {
-    let server = PgServer::start();
+/// A new database on `server`, and replica `a` holding the shard's lease since 0.
+fn holding(server: &PgServer) -> (String, PostgresStore) {
     let url = server.database();
     let mut a = replica(&url);
     a.acquire(SHARD, "a", 0, TTL)
         .unwrap()
         .expect("a free lease");
-    (server, url, a)
+    (url, a)
 }
 
 fn event(id: &str, at: i64) -> Batch {
@@ -62,7 +61,7 @@ fn assert_lost(result: Result<impl std::fmt::Debug, Error>, what: &str) {
 
 #[test]
 fn a_stale_writer_cannot_commit_after_a_takeover() {
-    let server = PgServer::start();
+    let server = PgServer::shared();
     let url = server.database();
     let mut a = replica(&url);
     let mut b = replica(&url);
@@ -82,33 +81,35 @@ fn a_stale_writer_cannot_commit_after_a_takeover() {
         .unwrap()
         .expect("an expired lease");
     assert_eq!((taken.epoch, taken.expires_at), (2, 21_000));
-    assert_eq!(lease_row(&server, &url), "b 2 21000");
+    assert_eq!(lease_row(server, &url), "b 2 21000");
 
     // A does not know yet: its next commit, on the same connection, fails and writes nothing.
     assert_lost(
         a.commit(&event("e2", 12_000)),
         "a's commit after the takeover",
     );
-    assert_eq!(events(&server, &url), "e1");
+    assert_eq!(events(server, &url), "e1");
     assert_lost(a.heartbeat(12_000), "a's heartbeat");
     assert_lost(a.prune_events(i64::MAX), "a's pruning");
-    assert_eq!(events(&server, &url), "e1");
+    assert_eq!(events(server, &url), "e1");
     assert_lost(a.renew(12_000), "a's renewal");
     assert_eq!(a.acquire(SHARD, "a", 12_000, TTL).unwrap(), None);
-    assert_eq!(lease_row(&server, &url), "b 2 21000");
+    assert_eq!(lease_row(server, &url), "b 2 21000");
 
     // B writes, and its heartbeat keeps the lease.
     b.commit(&event("e3", 13_000)).unwrap();
     b.heartbeat(14_000).unwrap();
-    assert_eq!(lease_row(&server, &url), "b 2 24000");
-    assert_eq!(events(&server, &url), "e1,e3");
+    assert_eq!(lease_row(server, &url), "b 2 24000");
+    assert_eq!(events(server, &url), "e1,e3");
 }
 
 #[test]
 fn a_stale_writer_cannot_commit_even_on_a_fresh_connection() {
     // What an advisory lock could not do: A's session is gone (a server restart closes every
-    // connection), B took over, A reconnects; the epoch still fences A's commit.
-    let (server, url, mut a) = holding();
+    // connection), B took over, A reconnects; the epoch still fences A's commit. A server of its
+    // own: it restarts it.
+    let server = PgServer::start();
+    let (url, mut a) = holding(&server);
     server.restart();
     let mut b = replica(&url);
     b.acquire(SHARD, "b", TTL, TTL)
@@ -123,7 +124,8 @@ fn a_stale_writer_cannot_commit_even_on_a_fresh_connection() {
 
 #[test]
 fn the_holder_renews_and_a_stale_epoch_cannot() {
-    let (server, url, mut a) = holding();
+    let server = PgServer::shared();
+    let (url, mut a) = holding(server);
     let mut b = replica(&url);
     // Acquiring is not renewing, even for the holder.
     assert_eq!(a.acquire(SHARD, "a", 5_000, TTL).unwrap(), None);
@@ -136,7 +138,7 @@ fn the_holder_renews_and_a_stale_epoch_cannot() {
     assert_eq!(b.acquire(SHARD, "b", 25_999, TTL).unwrap(), None);
     // A renewal with an older clock never shortens the lease.
     assert_eq!(a.renew(1_000).unwrap().expires_at, 26_000);
-    assert_eq!(lease_row(&server, &url), "a 1 26000");
+    assert_eq!(lease_row(server, &url), "a 1 26000");
 
     // The same holder name with a stale epoch: `a` went silent and a restarted `a` (another
     // handle, same name) took the lease again. The old handle can neither renew nor commit.
@@ -148,22 +150,22 @@ fn the_holder_renews_and_a_stale_epoch_cannot() {
     assert_eq!(again.epoch, 2);
     assert_lost(a.renew(26_001), "a renewal with epoch 1");
     assert_lost(a.commit(&event("stale", 26_002)), "a commit with epoch 1");
-    assert_eq!(lease_row(&server, &url), "a 2 36000");
+    assert_eq!(lease_row(server, &url), "a 2 36000");
     a_again.commit(&event("fresh", 26_003)).unwrap();
-    assert_eq!(events(&server, &url), "fresh");
+    assert_eq!(events(server, &url), "fresh");
 }
 
 #[test]
 fn a_store_without_a_lease_is_unfenced_and_cannot_renew() {
     // The single-writer deployment (no replicas, `store migrate`) takes no lease.
-    let server = PgServer::start();
+    let server = PgServer::shared();
     let url = server.database();
     let mut a = replica(&url);
     a.commit(&event("e1", 1)).unwrap();
     a.heartbeat(2).unwrap();
     assert!(matches!(a.renew(3), Err(Error::Unavailable(_))));
-    assert_eq!(lease_row(&server, &url), "");
-    assert_eq!(events(&server, &url), "e1");
+    assert_eq!(lease_row(server, &url), "");
+    assert_eq!(events(server, &url), "e1");
 }
 
 /// Polls `sql` (through psql) until it prints `want`: waiting for a state of the server, not
@@ -183,11 +185,14 @@ fn until(server: &PgServer, url: &str, sql: &str, want: &str) {
     }
 }
 
-/// How many other sessions are blocked on a lock.
+/// How many other sessions of the test's database are blocked on a lock (the server is the
+/// test run's: other tests' sessions are on other databases).
 const WAITING: &str = "SELECT count(*) FROM pg_stat_activity \
-     WHERE wait_event_type = 'Lock' AND pid != pg_backend_pid()";
+     WHERE wait_event_type = 'Lock' AND pid != pg_backend_pid() AND datname = current_database()";
+/// How many other sessions of the test's database are idle inside a transaction.
 const IDLE_IN_TRANSACTION: &str = "SELECT count(*) FROM pg_stat_activity \
-     WHERE state = 'idle in transaction' AND pid != pg_backend_pid()";
+     WHERE state = 'idle in transaction' AND pid != pg_backend_pid() \
+     AND datname = current_database()";
 
 fn send(session: &mut std::process::Child, sql: &str) {
     use std::io::Write;
@@ -203,7 +208,7 @@ fn finish(mut session: std::process::Child) {
 
 #[test]
 fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
-    let server = PgServer::start();
+    let server = PgServer::shared();
     let url = server.database();
     let database = PgServer::name_of(&url).to_string();
 
@@ -218,17 +223,17 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
         &mut takeover,
         "BEGIN;\nUPDATE writer_lease SET holder = 'b', epoch = epoch + 1, expires_at = 30000;\n",
     );
-    until(&server, &url, IDLE_IN_TRANSACTION, "1");
+    until(server, &url, IDLE_IN_TRANSACTION, "1");
     let committing = std::thread::spawn(move || {
         let result = a.commit(&event("e1", 1));
         (a, result)
     });
-    until(&server, &url, WAITING, "1");
+    until(server, &url, WAITING, "1");
     send(&mut takeover, "COMMIT;\n");
     finish(takeover);
     let (_, result) = committing.join().unwrap();
     assert_lost(result, "a's commit that waited for the takeover");
-    assert_eq!(events(&server, &url), "");
+    assert_eq!(events(server, &url), "");
 
     // The other way round: A's commit in flight (what `fence` runs, then a write, uncommitted)
     // and a standby's acquire after the expiry: the acquire waits for the commit, then takes
@@ -244,27 +249,28 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
         "BEGIN;\nSELECT 1 FROM writer_lease WHERE shard = '0' AND holder = 'a' AND epoch = 3 FOR UPDATE;\n\
          INSERT INTO events (source, id, received_at) VALUES ('test', 'in-flight', 1);\n",
     );
-    until(&server, &url, IDLE_IN_TRANSACTION, "1");
+    until(server, &url, IDLE_IN_TRANSACTION, "1");
     let standby_url = url.clone();
     let acquiring = std::thread::spawn(move || {
         let mut c = replica(&standby_url);
         let taken = c.acquire(SHARD, "c", 40_000, TTL);
         (c, taken)
     });
-    until(&server, &url, WAITING, "1");
+    until(server, &url, WAITING, "1");
     send(&mut commit, "COMMIT;\n");
     finish(commit);
     let (mut c, taken) = acquiring.join().unwrap();
     assert_eq!(taken.unwrap().map(|lease| lease.epoch), Some(4));
-    assert_eq!(events(&server, &url), "in-flight");
+    assert_eq!(events(server, &url), "in-flight");
     assert_lost(a.commit(&event("late", 2)), "a's commit after c took over");
     c.commit(&event("c1", 3)).unwrap();
-    assert_eq!(events(&server, &url), "c1,in-flight");
+    assert_eq!(events(server, &url), "c1,in-flight");
 }
 
 #[test]
 fn a_released_lease_is_taken_at_once_and_fences_its_old_holder() {
-    let (server, url, mut a) = holding();
+    let server = PgServer::shared();
+    let (url, mut a) = holding(server);
     let mut b = replica(&url);
     assert_eq!(b.acquire(SHARD, "b", 1, TTL).unwrap(), None);
     a.release().unwrap();
@@ -280,8 +286,8 @@ fn a_released_lease_is_taken_at_once_and_fences_its_old_holder() {
     );
     // A stale holder cannot release its successor's lease.
     assert_lost(a.release(), "a's second release");
-    assert_eq!(lease_row(&server, &url), "b 2 10002");
+    assert_eq!(lease_row(server, &url), "b 2 10002");
     // A store without a lease has nothing to release.
     replica(&url).release().unwrap();
-    assert_eq!(events(&server, &url), "");
+    assert_eq!(events(server, &url), "");
 }

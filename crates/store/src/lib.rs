@@ -3,26 +3,29 @@
 //! Three roles, each behind a trait, so a backend is one module behind [`open`]: the [`Store`]
 //! (the single writer's transactions), the [`Outbox`] (the relays' claims and settlements) and the
 //! [`AuditRead`]er (read-only queries for the API). Backends: [`sqlite`] (the embedded default,
-//! one SQLite file in WAL mode, schema versions and ordered migrations in `sqlite/schema.rs`),
-//! [`postgres`] (`store.url`: the same tables and versions in a PostgreSQL database) and
-//! `memory` (feature `testing`: tests can tell it to fail or block). The stored JSON has shapes
-//! of its own ([`rows`]), apart from the model's types; an object's state is the engine's, so
-//! it arrives encoded ([`ObjectRecord`]) and is handed back as text to decode. The store knows
-//! neither the engine nor the config: it is opened from [`Options`]. Errors are backend-neutral
-//! ([`Error`]).
+//! one SQLite file in WAL mode, schema versions and ordered migrations in `sqlite/schema.rs`) and
+//! [`postgres`] (`store.url`: the same tables and versions in a PostgreSQL database). Both run
+//! the same statements, written once in `sql/` with a dialect for what the two spell
+//! differently, and decode their rows alike; each keeps only what is its own. Behind feature
+//! `testing`, `testing::TestStore` is a SQLite store in a temporary file that tests can tell to
+//! fail or block. The stored JSON has shapes of its own ([`rows`]), apart from the model's types;
+//! an object's state is the engine's, so it arrives encoded ([`ObjectRecord`]) and is handed
+//! back as text to decode. The store knows neither the engine nor the config: it is opened from
+//! [`Options`]. Errors are backend-neutral ([`Error`]).
 //!
 //! Architecture invariant: a [`Batch`] is committed atomically: the CloudEvent keys
 //! (`source`, `id`) that make redeliveries no-ops, the object states, the drift rows and their
 //! history, the outbox rows and the silence changes all land together or not at all.
 
 pub mod audit;
-#[cfg(any(test, feature = "testing"))]
-pub mod memory;
 pub mod migrate;
-pub mod outbox;
+mod outbox;
 pub mod postgres;
 pub mod rows;
+mod sql;
 pub mod sqlite;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use std::sync::Arc;
 
@@ -31,7 +34,8 @@ pub use audit::{
     DAY_MILLIS,
 };
 pub use outbox::{
-    FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+    Due, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+    Unreadable,
 };
 pub use postgres::WriterLease;
 
@@ -370,7 +374,7 @@ pub trait Store: Send {
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error>;
     /// Fences every later writing transaction on `lease` (taken through [`Leases`]): each checks
     /// first that `lease` still holds and fails with [`Error::LeaseLost`] once another replica
-    /// took over. Stores of one pod (SQLite, memory) have no leases and refuse.
+    /// took over. Stores of one pod (SQLite) have no leases and refuse.
     fn fence(&mut self, lease: WriterLease) -> Result<(), Error> {
         Err(Error::Unavailable(format!(
             "this store has no writer leases (shard {})",

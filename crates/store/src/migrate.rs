@@ -2,7 +2,7 @@
 //! table in one PostgreSQL transaction, and checks the counts before committing.
 //!
 //! Both stores are first brought to the latest schema version by their own `open`, so the copy
-//! knows one layout: [`TABLES`], the tables and columns of that version. Rows are copied as
+//! knows one layout: `TABLES`, the tables and columns of that version. Rows are copied as
 //! they are, `seq` numbers included (the history and attempts keep their order), and the
 //! identity sequences are moved past them so the service's next rows follow.
 
@@ -128,7 +128,7 @@ impl Value {
     }
 }
 
-/// What was copied: rows per table, in [`TABLES`] order.
+/// What was copied: rows per table, in `TABLES` order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
     /// The schema version both stores have.

@@ -9,7 +9,7 @@
 //! host) and the row is sent again under the same idempotency key.
 
 use super::Error;
-use drift_model::{DriftState, Millis};
+use drift_model::{DriftState, Millis, Notice, NoticeKind};
 
 /// A notification to deliver, as queued.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,18 +20,24 @@ pub struct NewOutbox {
     pub channel: String,
     /// The drift it is about.
     pub drift_id: String,
-    /// `firing`, `resolved` or `repeat`.
-    pub kind: String,
     /// Rows with the same key, due together, become one message.
     pub group_key: String,
-    /// The notice as JSON.
-    pub payload: String,
+    /// What it says: the store keeps it in its stored shape (`rows::NoticeRow`) and its kind
+    /// in a column of its own ([`NewOutbox::kind`]).
+    pub notice: Notice,
     /// When it was queued.
     pub created_at: Millis,
     /// Earliest send time.
     pub not_before: Millis,
     /// Reminder interval while firing, in milliseconds.
     pub repeat_after_ms: Option<i64>,
+}
+
+impl NewOutbox {
+    /// `firing`, `resolved` or `repeat`: the notice's kind.
+    pub fn kind(&self) -> NoticeKind {
+        self.notice.kind
+    }
 }
 
 /// Terminal and non-terminal states of a delivery.
@@ -93,6 +99,35 @@ pub struct OutboxRow {
     pub claimed_by: Option<String>,
 }
 
+/// A due row whose stored notice cannot be read (written by hand, or damaged): it cannot be
+/// sent, and it is kept apart so it holds up none of the rows due with it.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The row's id.
+    pub id: String,
+    /// When it was queued.
+    pub created_at: Millis,
+    /// Why its payload cannot be read.
+    pub error: serde_json::Error,
+}
+
+/// What [`Outbox::due`] finds: the rows to send, oldest first, and those whose notice cannot be
+/// read.
+#[derive(Debug, Default)]
+pub struct Due {
+    /// Rows whose notice was read.
+    pub rows: Vec<OutboxRow>,
+    /// Rows whose notice cannot be read.
+    pub unreadable: Vec<Unreadable>,
+}
+
+impl Due {
+    /// True when nothing is due.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.unreadable.is_empty()
+    }
+}
+
 /// The result of one delivery attempt for a set of rows (one message).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settlement {
@@ -121,7 +156,7 @@ pub struct Settlement {
 impl Settlement {
     /// Rows whose channel endpoint is no longer configured, expired at `now` without an
     /// attempt and held by no relay (every backend's `expire_orphans` decides this the same way).
-    pub fn orphans_expired(ids: Vec<String>, now: Millis) -> Settlement {
+    pub(crate) fn orphans_expired(ids: Vec<String>, now: Millis) -> Settlement {
         Settlement {
             ids,
             state: OutboxState::Expired,
@@ -137,7 +172,7 @@ impl Settlement {
 }
 
 /// Why an orphaned row expired, in its audit trail.
-pub const ORPHANED: &str = "channel no longer configured";
+pub(crate) const ORPHANED: &str = "channel no longer configured";
 
 /// Outbox figures for metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -175,15 +210,10 @@ pub struct Lease {
 /// A relay reads the due rows ([`Outbox::due`], no writes), decides what to send, and claims each
 /// message's rows just before it sends it ([`Outbox::claim`]); it settles what it holds.
 pub trait Outbox: Send {
-    /// The pending rows of a channel due at `now`, oldest first, that `owner` may claim: held by
-    /// no one, by `owner`, or under a claim that lapsed. Reads only.
-    fn due(
-        &mut self,
-        channel: &str,
-        now: Millis,
-        limit: usize,
-        owner: &str,
-    ) -> Result<Vec<OutboxRow>, Error>;
+    /// The pending rows of a channel due at `now`, oldest first (at most `limit`), that `owner`
+    /// may claim: held by no one, by `owner`, or under a claim that lapsed. A row whose notice
+    /// cannot be read comes apart ([`Due::unreadable`]), so the others still go out. Reads only.
+    fn due(&mut self, channel: &str, now: Millis, limit: usize, owner: &str) -> Result<Due, Error>;
     /// When the channel's next pending row becomes due for `owner` (a row another relay holds
     /// counts from when its claim lapses).
     fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error>;
@@ -231,7 +261,8 @@ pub trait Outbox: Send {
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error>;
     /// Figures for metrics.
     fn stats(&mut self) -> Result<OutboxStats, Error>;
-    /// Rows in a state (newest first), for the API and tests.
+    /// Rows in a state (newest first), for the API and tests; a row whose notice cannot be read
+    /// fails it ([`Error::Corrupt`]).
     fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error>;
     /// From now on, serves only `shard`'s notifications: [`Outbox::due`], [`Outbox::next_due`]
     /// and [`Outbox::stats`] see the rows the shard queued and those queued before rows had

@@ -8,23 +8,31 @@
 //! | column | shape |
 //! |---|---|
 //! | `objects.body` | the engine's (`drift-core`'s `classify::stored`): the store keeps it as text |
-//! | `drifts.body` | [`DriftRow`] ([`encode_drift`]) |
-//! | `drift_history.evidence` | [`EvidenceRow`] ([`encode_evidence`]) |
-//! | `outbox.payload` | [`NoticeRow`] ([`encode_notice`], [`decode_notice`]) |
+//! | `drifts.body` | `DriftRow` (`drift_body`, `decode_drift`) |
+//! | `drift_history.evidence` | `EvidenceRow` (`evidence_text`, `decode_evidence`) |
+//! | `outbox.payload` | `NoticeRow` (`encode_notice`, `decode_notice`) |
+//! | `silences.body` | `SilenceRow` (`silence_body`, `decode_silence`) |
 //!
-//! Rows are written from borrowed `…Ref` shapes with the same fields (writing copies nothing of
-//! the engine's state) and read into the owned shapes; a unit test checks that the two agree.
-//! | `silences.body` | [`SilenceRow`] |
+//! Each shape is written once, with `Cow` fields: a row is written borrowing the core type
+//! (writing copies nothing of the engine's state) and read owning its text. The JSON is the same
+//! either way; a unit test (`rows/tests.rs`) holds both to fixed expected text. Reading does not
+//! borrow from the text (`#[serde(borrow)]`): every decoded row becomes an owned core type at
+//! once, so a borrowed string would only be copied a moment later.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::Error;
 use drift_model::{
     Actor, Drift, DriftState, Evidence, FieldChange, Millis, Notice, NoticeKind, OwnerChain,
     Severity, Silence,
 };
+
+#[cfg(test)]
+mod tests;
 
 /// A stored severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,143 +98,6 @@ impl From<StateRow> for DriftState {
     }
 }
 
-/// A present value, `null` included (`Some(Null)`), as opposed to an absent one (`None`, by
-/// `#[serde(default)]`): a field that was `null` is not a field that was added.
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(deserializer).map(Some)
-}
-
-/// One changed field.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct FieldChangeRow {
-    /// JSON pointer.
-    pub path: String,
-    /// Value before; absent when the field was added.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub before: Option<Value>,
-    /// Value after; absent when the field was removed.
-    #[serde(
-        default,
-        deserialize_with = "present",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub after: Option<Value>,
-}
-
-/// Who made a change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ActorRow {
-    /// Field manager.
-    pub manager: String,
-    /// `Apply` or `Update`.
-    pub operation: String,
-    /// Subresource written, if any.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub subresource: String,
-    /// When the manager wrote.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
-    /// Knative's `lastModifier`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// In `trustedManagers`.
-    #[serde(default)]
-    pub trusted: bool,
-}
-
-/// `drift_history.evidence`, and the evidence inside a [`DriftRow`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct EvidenceRow {
-    /// One sentence.
-    #[serde(default)]
-    pub summary: String,
-    /// The field diff.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub changes: Vec<FieldChangeRow>,
-    /// Who changed it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor: Option<ActorRow>,
-    /// How to fix it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
-    /// The class's severity for this finding.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub severity: Option<SeverityRow>,
-    /// Structured facts.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub facts: BTreeMap<String, String>,
-}
-
-/// The Knative owner chain.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct OwnerRow {
-    /// Knative Service.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<String>,
-    /// Configuration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configuration: Option<String>,
-    /// Revision.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
-}
-
-/// `drifts.body`, and the drift inside a [`NoticeRow`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct DriftRow {
-    /// Episode id.
-    pub id: String,
-    /// Class id.
-    pub class: String,
-    /// The rule of an `invariant` drift (absent in rows written before invariants existed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule: Option<String>,
-    /// Severity.
-    pub severity: SeverityRow,
-    /// State.
-    pub state: StateRow,
-    /// Cluster.
-    pub cluster: String,
-    /// Object uid.
-    pub uid: String,
-    /// Object `apiVersion`.
-    pub api_version: String,
-    /// Object kind.
-    pub kind: String,
-    /// Object namespace.
-    pub namespace: String,
-    /// Object name.
-    pub name: String,
-    /// Object labels.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    /// Owner chain.
-    #[serde(default)]
-    pub owner: OwnerRow,
-    /// Evidence.
-    pub evidence: EvidenceRow,
-    /// First seen.
-    pub since: Millis,
-    /// Fires at.
-    pub fire_at: Millis,
-    /// Fired at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fired_at: Option<Millis>,
-    /// Resolved at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolved_at: Option<Millis>,
-    /// Why it resolved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolution: Option<String>,
-}
-
 /// A stored notice kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -239,280 +110,316 @@ pub(crate) enum NoticeKindRow {
     Repeat,
 }
 
-/// `outbox.payload`: the notice as queued.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct NoticeRow {
-    /// Firing, resolved or a reminder.
-    pub kind: NoticeKindRow,
-    /// The drift at that moment.
-    pub drift: DriftRow,
-    /// When the transition happened.
-    pub at: Millis,
-    /// Re-sends so far.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub resend: u32,
+/// A present value, `null` included (`Some(Null)`), as opposed to an absent one (`None`, by
+/// `#[serde(default)]`): a field that was `null` is not a field that was added.
+fn present<'de, 'a, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Cow<'a, Value>>, D::Error> {
+    Value::deserialize(deserializer).map(|value| Some(Cow::Owned(value)))
 }
 
 fn is_zero(value: &u32) -> bool {
     *value == 0
 }
 
-/// The payload text of a notice.
-pub fn encode_notice(notice: &Notice) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&NoticeRowRef {
-        kind: match notice.kind {
-            NoticeKind::Firing => NoticeKindRow::Firing,
-            NoticeKind::Resolved => NoticeKindRow::Resolved,
-            NoticeKind::Repeat => NoticeKindRow::Repeat,
-        },
-        drift: DriftRowRef::from(&notice.drift),
-        at: notice.at,
-        resend: notice.resend,
-    })
+/// One changed field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FieldChangeRow<'a> {
+    /// JSON pointer.
+    pub(crate) path: Cow<'a, str>,
+    /// Value before; absent when the field was added.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) before: Option<Cow<'a, Value>>,
+    /// Value after; absent when the field was removed.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) after: Option<Cow<'a, Value>>,
 }
 
-/// The notice of a payload text.
-pub fn decode_notice(payload: &str) -> Result<Notice, serde_json::Error> {
-    serde_json::from_str::<NoticeRow>(payload).map(Notice::from)
+/// Who made a change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ActorRow<'a> {
+    /// Field manager.
+    pub(crate) manager: Cow<'a, str>,
+    /// `Apply` or `Update`.
+    pub(crate) operation: Cow<'a, str>,
+    /// Subresource written, if any.
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub(crate) subresource: Cow<'a, str>,
+    /// When the manager wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) time: Option<Cow<'a, str>>,
+    /// Knative's `lastModifier`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) user: Option<Cow<'a, str>>,
+    /// In `trustedManagers`.
+    #[serde(default)]
+    pub(crate) trusted: bool,
+}
+
+/// `drift_history.evidence`, and the evidence inside a [`DriftRow`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EvidenceRow<'a> {
+    /// One sentence.
+    #[serde(default)]
+    pub(crate) summary: Cow<'a, str>,
+    /// The field diff.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) changes: Vec<FieldChangeRow<'a>>,
+    /// Who changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) actor: Option<ActorRow<'a>>,
+    /// How to fix it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) hint: Option<Cow<'a, str>>,
+    /// The class's severity for this finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) severity: Option<SeverityRow>,
+    /// Structured facts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) facts: Cow<'a, BTreeMap<String, String>>,
+}
+
+/// The Knative owner chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OwnerRow<'a> {
+    /// Knative Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) service: Option<Cow<'a, str>>,
+    /// Configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) configuration: Option<Cow<'a, str>>,
+    /// Revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) revision: Option<Cow<'a, str>>,
+}
+
+/// `drifts.body`, and the drift inside a [`NoticeRow`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DriftRow<'a> {
+    /// Episode id.
+    pub(crate) id: Cow<'a, str>,
+    /// Class id.
+    pub(crate) class: Cow<'a, str>,
+    /// The rule of an `invariant` drift (absent in rows written before invariants existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rule: Option<Cow<'a, str>>,
+    /// Severity.
+    pub(crate) severity: SeverityRow,
+    /// State.
+    pub(crate) state: StateRow,
+    /// Cluster.
+    pub(crate) cluster: Cow<'a, str>,
+    /// Object uid.
+    pub(crate) uid: Cow<'a, str>,
+    /// Object `apiVersion`.
+    pub(crate) api_version: Cow<'a, str>,
+    /// Object kind.
+    pub(crate) kind: Cow<'a, str>,
+    /// Object namespace.
+    pub(crate) namespace: Cow<'a, str>,
+    /// Object name.
+    pub(crate) name: Cow<'a, str>,
+    /// Object labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) labels: Cow<'a, BTreeMap<String, String>>,
+    /// Owner chain.
+    #[serde(default)]
+    pub(crate) owner: OwnerRow<'a>,
+    /// Evidence.
+    pub(crate) evidence: EvidenceRow<'a>,
+    /// First seen.
+    pub(crate) since: Millis,
+    /// Fires at.
+    pub(crate) fire_at: Millis,
+    /// Fired at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fired_at: Option<Millis>,
+    /// Resolved at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) resolved_at: Option<Millis>,
+    /// Why it resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) resolution: Option<Cow<'a, str>>,
+}
+
+/// `outbox.payload`: the notice as queued.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct NoticeRow<'a> {
+    /// Firing, resolved or a reminder.
+    pub(crate) kind: NoticeKindRow,
+    /// The drift at that moment.
+    pub(crate) drift: DriftRow<'a>,
+    /// When the transition happened.
+    pub(crate) at: Millis,
+    /// Re-sends so far.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) resend: u32,
 }
 
 /// `silences.body`: matchers, expiry and comment, as `rules.silences` has them.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct SilenceRow {
+pub(crate) struct SilenceRow<'a> {
     /// Matchers.
-    pub matchers: BTreeMap<String, String>,
-    /// RFC 3339 expiry, as given.
+    pub(crate) matchers: Cow<'a, BTreeMap<String, String>>,
+    /// RFC 3339 expiry, as given (written as `null` when absent).
     #[serde(default)]
-    pub expires_at: Option<String>,
-    /// Why.
+    pub(crate) expires_at: Option<Cow<'a, str>>,
+    /// Why (written as `null` when absent).
     #[serde(default)]
-    pub comment: Option<String>,
+    pub(crate) comment: Option<Cow<'a, str>>,
 }
 
-/// [`FieldChangeRow`], as written (borrowed).
-#[derive(Debug, Serialize)]
-pub(crate) struct FieldChangeRowRef<'a> {
-    path: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    before: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    after: Option<&'a Value>,
+/// A borrowed text, or none.
+fn borrowed(text: &Option<String>) -> Option<Cow<'_, str>> {
+    text.as_deref().map(Cow::Borrowed)
 }
 
-/// [`ActorRow`], as written (borrowed).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ActorRowRef<'a> {
-    manager: &'a str,
-    operation: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    subresource: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    time: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<&'a str>,
-    trusted: bool,
+/// An owned text, or none.
+fn owned(text: Option<Cow<'_, str>>) -> Option<String> {
+    text.map(Cow::into_owned)
 }
 
-/// [`EvidenceRow`], as written (borrowed).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct EvidenceRowRef<'a> {
-    summary: &'a str,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    changes: Vec<FieldChangeRowRef<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    actor: Option<ActorRowRef<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hint: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    severity: Option<SeverityRow>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    facts: &'a BTreeMap<String, String>,
-}
-
-/// [`OwnerRow`], as written (borrowed).
-#[derive(Debug, Serialize)]
-pub(crate) struct OwnerRowRef<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    service: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    configuration: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    revision: Option<&'a str>,
-}
-
-/// [`DriftRow`], as written (borrowed): writing a drift copies nothing of it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct DriftRowRef<'a> {
-    id: &'a str,
-    class: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rule: Option<&'a str>,
-    severity: SeverityRow,
-    state: StateRow,
-    cluster: &'a str,
-    uid: &'a str,
-    api_version: &'a str,
-    kind: &'a str,
-    namespace: &'a str,
-    name: &'a str,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    labels: &'a BTreeMap<String, String>,
-    owner: OwnerRowRef<'a>,
-    evidence: EvidenceRowRef<'a>,
-    since: Millis,
-    fire_at: Millis,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fired_at: Option<Millis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resolved_at: Option<Millis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resolution: Option<&'a str>,
-}
-
-/// [`NoticeRow`], as written (borrowed).
-#[derive(Debug, Serialize)]
-pub(crate) struct NoticeRowRef<'a> {
-    kind: NoticeKindRow,
-    drift: DriftRowRef<'a>,
-    at: Millis,
-    #[serde(skip_serializing_if = "is_zero")]
-    resend: u32,
-}
-
-impl<'a> From<&'a Evidence> for EvidenceRowRef<'a> {
-    fn from(evidence: &'a Evidence) -> EvidenceRowRef<'a> {
-        EvidenceRowRef {
-            summary: &evidence.summary,
-            changes: evidence
-                .changes
-                .iter()
-                .map(|change| FieldChangeRowRef {
-                    path: &change.path,
-                    before: change.before.as_ref(),
-                    after: change.after.as_ref(),
+impl<'a> From<&'a Evidence> for EvidenceRow<'a> {
+    fn from(evidence: &'a Evidence) -> EvidenceRow<'a> {
+        EvidenceRow {
+            summary: Cow::Borrowed(&evidence.summary),
+            changes: (evidence.changes.iter())
+                .map(|change| FieldChangeRow {
+                    path: Cow::Borrowed(&change.path),
+                    before: change.before.as_ref().map(Cow::Borrowed),
+                    after: change.after.as_ref().map(Cow::Borrowed),
                 })
                 .collect(),
-            actor: evidence.actor.as_ref().map(|actor| ActorRowRef {
-                manager: &actor.manager,
-                operation: &actor.operation,
-                subresource: &actor.subresource,
-                time: actor.time.as_deref(),
-                user: actor.user.as_deref(),
+            actor: evidence.actor.as_ref().map(|actor| ActorRow {
+                manager: Cow::Borrowed(&actor.manager),
+                operation: Cow::Borrowed(&actor.operation),
+                subresource: Cow::Borrowed(&actor.subresource),
+                time: borrowed(&actor.time),
+                user: borrowed(&actor.user),
                 trusted: actor.trusted,
             }),
-            hint: evidence.hint.as_deref(),
+            hint: borrowed(&evidence.hint),
             severity: evidence.severity.map(SeverityRow::from),
-            facts: &evidence.facts,
+            facts: Cow::Borrowed(&evidence.facts),
         }
     }
 }
 
-impl<'a> From<&'a Drift> for DriftRowRef<'a> {
-    fn from(drift: &'a Drift) -> DriftRowRef<'a> {
-        DriftRowRef {
-            id: &drift.id,
-            class: &drift.class,
-            rule: drift.rule.as_deref(),
+impl From<EvidenceRow<'_>> for Evidence {
+    fn from(row: EvidenceRow<'_>) -> Evidence {
+        Evidence {
+            summary: row.summary.into_owned(),
+            changes: (row.changes.into_iter())
+                .map(|change| FieldChange {
+                    path: change.path.into_owned(),
+                    before: change.before.map(Cow::into_owned),
+                    after: change.after.map(Cow::into_owned),
+                })
+                .collect(),
+            actor: row.actor.map(|actor| Actor {
+                manager: actor.manager.into_owned(),
+                operation: actor.operation.into_owned(),
+                subresource: actor.subresource.into_owned(),
+                time: owned(actor.time),
+                user: owned(actor.user),
+                trusted: actor.trusted,
+            }),
+            hint: owned(row.hint),
+            severity: row.severity.map(Severity::from),
+            facts: row.facts.into_owned(),
+        }
+    }
+}
+
+impl<'a> From<&'a Drift> for DriftRow<'a> {
+    fn from(drift: &'a Drift) -> DriftRow<'a> {
+        DriftRow {
+            id: Cow::Borrowed(&drift.id),
+            class: Cow::Borrowed(&drift.class),
+            rule: borrowed(&drift.rule),
             severity: drift.severity.into(),
             state: drift.state.into(),
-            cluster: &drift.cluster,
-            uid: &drift.uid,
-            api_version: &drift.api_version,
-            kind: &drift.kind,
-            namespace: &drift.namespace,
-            name: &drift.name,
-            labels: &drift.labels,
-            owner: OwnerRowRef {
-                service: drift.owner.service.as_deref(),
-                configuration: drift.owner.configuration.as_deref(),
-                revision: drift.owner.revision.as_deref(),
+            cluster: Cow::Borrowed(&drift.cluster),
+            uid: Cow::Borrowed(&drift.uid),
+            api_version: Cow::Borrowed(&drift.api_version),
+            kind: Cow::Borrowed(&drift.kind),
+            namespace: Cow::Borrowed(&drift.namespace),
+            name: Cow::Borrowed(&drift.name),
+            labels: Cow::Borrowed(&drift.labels),
+            owner: OwnerRow {
+                service: borrowed(&drift.owner.service),
+                configuration: borrowed(&drift.owner.configuration),
+                revision: borrowed(&drift.owner.revision),
             },
-            evidence: EvidenceRowRef::from(&drift.evidence),
+            evidence: EvidenceRow::from(&drift.evidence),
             since: drift.since,
             fire_at: drift.fire_at,
             fired_at: drift.fired_at,
             resolved_at: drift.resolved_at,
-            resolution: drift.resolution.as_deref(),
+            resolution: borrowed(&drift.resolution),
         }
     }
 }
 
-/// The stored text of a drift (`drifts.body`).
-pub fn encode_drift(drift: &Drift) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&DriftRowRef::from(drift))
-}
-
-/// The stored text of a drift's evidence at one of its moves (`drift_history.evidence`).
-pub fn encode_evidence(evidence: &Evidence) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&EvidenceRowRef::from(evidence))
-}
-
-impl From<FieldChangeRow> for FieldChange {
-    fn from(row: FieldChangeRow) -> FieldChange {
-        FieldChange {
-            path: row.path,
-            before: row.before,
-            after: row.after,
-        }
-    }
-}
-
-impl From<EvidenceRow> for Evidence {
-    fn from(row: EvidenceRow) -> Evidence {
-        Evidence {
-            summary: row.summary,
-            changes: row.changes.into_iter().map(FieldChange::from).collect(),
-            actor: row.actor.map(|actor| Actor {
-                manager: actor.manager,
-                operation: actor.operation,
-                subresource: actor.subresource,
-                time: actor.time,
-                user: actor.user,
-                trusted: actor.trusted,
-            }),
-            hint: row.hint,
-            severity: row.severity.map(Severity::from),
-            facts: row.facts,
-        }
-    }
-}
-
-impl From<DriftRow> for Drift {
-    fn from(row: DriftRow) -> Drift {
+impl From<DriftRow<'_>> for Drift {
+    fn from(row: DriftRow<'_>) -> Drift {
         Drift {
-            id: row.id,
-            class: row.class,
-            rule: row.rule,
+            id: row.id.into_owned(),
+            class: row.class.into_owned(),
+            rule: owned(row.rule),
             severity: row.severity.into(),
             state: row.state.into(),
-            cluster: row.cluster,
-            uid: row.uid,
-            api_version: row.api_version,
-            kind: row.kind,
-            namespace: row.namespace,
-            name: row.name,
-            labels: row.labels,
+            cluster: row.cluster.into_owned(),
+            uid: row.uid.into_owned(),
+            api_version: row.api_version.into_owned(),
+            kind: row.kind.into_owned(),
+            namespace: row.namespace.into_owned(),
+            name: row.name.into_owned(),
+            labels: row.labels.into_owned(),
             owner: OwnerChain {
-                service: row.owner.service,
-                configuration: row.owner.configuration,
-                revision: row.owner.revision,
+                service: owned(row.owner.service),
+                configuration: owned(row.owner.configuration),
+                revision: owned(row.owner.revision),
             },
             evidence: row.evidence.into(),
             since: row.since,
             fire_at: row.fire_at,
             fired_at: row.fired_at,
             resolved_at: row.resolved_at,
-            resolution: row.resolution,
+            resolution: owned(row.resolution),
         }
     }
 }
 
-impl From<NoticeRow> for Notice {
-    fn from(row: NoticeRow) -> Notice {
+impl<'a> From<&'a Notice> for NoticeRow<'a> {
+    fn from(notice: &'a Notice) -> NoticeRow<'a> {
+        NoticeRow {
+            kind: match notice.kind {
+                NoticeKind::Firing => NoticeKindRow::Firing,
+                NoticeKind::Resolved => NoticeKindRow::Resolved,
+                NoticeKind::Repeat => NoticeKindRow::Repeat,
+            },
+            drift: DriftRow::from(&notice.drift),
+            at: notice.at,
+            resend: notice.resend,
+        }
+    }
+}
+
+impl From<NoticeRow<'_>> for Notice {
+    fn from(row: NoticeRow<'_>) -> Notice {
         Notice {
             kind: match row.kind {
                 NoticeKindRow::Firing => NoticeKind::Firing,
@@ -526,127 +433,78 @@ impl From<NoticeRow> for Notice {
     }
 }
 
-impl From<&Silence> for SilenceRow {
-    fn from(silence: &Silence) -> SilenceRow {
+impl<'a> From<&'a Silence> for SilenceRow<'a> {
+    fn from(silence: &'a Silence) -> SilenceRow<'a> {
         SilenceRow {
-            matchers: silence.matchers.clone(),
-            expires_at: silence.expires_at.clone(),
-            comment: silence.comment.clone(),
+            matchers: Cow::Borrowed(&silence.matchers),
+            expires_at: borrowed(&silence.expires_at),
+            comment: borrowed(&silence.comment),
         }
     }
 }
 
-impl From<SilenceRow> for Silence {
-    fn from(row: SilenceRow) -> Silence {
+impl From<SilenceRow<'_>> for Silence {
+    fn from(row: SilenceRow<'_>) -> Silence {
         Silence {
-            matchers: row.matchers,
-            expires_at: row.expires_at,
-            comment: row.comment,
+            matchers: row.matchers.into_owned(),
+            expires_at: owned(row.expires_at),
+            comment: owned(row.comment),
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
+/// The payload text of a notice (`outbox.payload`).
+pub fn encode_notice(notice: &Notice) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&NoticeRow::from(notice))
+}
 
-    fn full_drift() -> Drift {
-        Drift {
-            id: "d1".into(),
-            class: "manual_edit".into(),
-            rule: None,
-            severity: Severity::Critical,
-            state: DriftState::Resolved,
-            cluster: "prod".into(),
-            uid: "u1".into(),
-            api_version: "serving.knative.dev/v1".into(),
-            kind: "Service".into(),
-            namespace: "pay".into(),
-            name: "checkout".into(),
-            labels: BTreeMap::from([("app".into(), "checkout".into())]),
-            owner: OwnerChain {
-                service: Some("checkout".into()),
-                configuration: None,
-                revision: Some("checkout-00001".into()),
-            },
-            evidence: Evidence {
-                summary: "edited".into(),
-                changes: vec![
-                    FieldChange {
-                        path: "/spec/a".into(),
-                        before: None,
-                        after: Some(json!(1)),
-                    },
-                    FieldChange {
-                        path: "/spec/b".into(),
-                        before: Some(Value::Null),
-                        after: None,
-                    },
-                ],
-                actor: Some(Actor {
-                    manager: "kubectl-edit".into(),
-                    operation: "Update".into(),
-                    subresource: String::new(),
-                    time: Some("2026-11-29T10:00:00Z".into()),
-                    user: None,
-                    trusted: false,
-                }),
-                hint: Some("kubectl ...".into()),
-                severity: Some(Severity::Info),
-                facts: BTreeMap::from([("k".into(), "v".into())]),
-            },
-            since: 1,
-            fire_at: 2,
-            fired_at: Some(3),
-            resolved_at: Some(4),
-            resolution: Some("reverted".into()),
-        }
-    }
+/// The notice of a payload text.
+pub(crate) fn decode_notice(payload: &str) -> Result<Notice, serde_json::Error> {
+    serde_json::from_str::<NoticeRow<'_>>(payload).map(Notice::from)
+}
 
-    #[test]
-    fn what_is_written_reads_back_whole_and_in_the_owned_shape() {
-        let drift = full_drift();
-        let written = encode_drift(&drift).unwrap();
-        let row: DriftRow = serde_json::from_str(&written).unwrap();
-        // The borrowed and the owned shape write the same JSON.
-        assert_eq!(
-            serde_json::to_value(&row).unwrap(),
-            serde_json::from_str::<Value>(&written).unwrap()
-        );
-        assert_eq!(Drift::from(row), drift);
-        let notice = Notice {
-            kind: NoticeKind::Repeat,
-            drift: drift.clone(),
-            at: 9,
-            resend: 2,
-        };
-        let payload = encode_notice(&notice).unwrap();
-        let row: NoticeRow = serde_json::from_str(&payload).unwrap();
-        assert_eq!(
-            serde_json::to_value(&row).unwrap(),
-            serde_json::from_str::<Value>(&payload).unwrap()
-        );
-        assert_eq!(decode_notice(&payload).unwrap(), notice);
-        let evidence = encode_evidence(&drift.evidence).unwrap();
-        let row: EvidenceRow = serde_json::from_str(&evidence).unwrap();
-        assert_eq!(Evidence::from(row), drift.evidence);
-    }
+/// A stored row of `table` that could not be encoded or decoded.
+pub(crate) fn corrupt(table: &'static str) -> impl Fn(serde_json::Error) -> Error {
+    move |source| Error::Corrupt { table, source }
+}
 
-    #[test]
-    fn a_field_that_was_null_is_not_a_field_that_was_added() {
-        let row: FieldChangeRow =
-            serde_json::from_value(json!({"path": "/spec/x", "before": null, "after": 1})).unwrap();
-        assert_eq!(row.before, Some(Value::Null));
-        let row: FieldChangeRow =
-            serde_json::from_value(json!({"path": "/spec/x", "after": 1})).unwrap();
-        assert_eq!(row.before, None);
-        let text = serde_json::to_string(&FieldChangeRow {
-            path: "/spec/x".into(),
-            before: Some(Value::Null),
-            after: None,
-        })
-        .unwrap();
-        assert_eq!(text, r#"{"path":"/spec/x","before":null}"#);
-    }
+/// The stored text of a drift (`drifts.body`).
+pub(crate) fn drift_body(drift: &Drift) -> Result<String, Error> {
+    serde_json::to_string(&DriftRow::from(drift)).map_err(corrupt("drifts"))
+}
+
+/// The drift of a stored `drifts.body`.
+pub(crate) fn decode_drift(body: &str) -> Result<Drift, Error> {
+    serde_json::from_str::<DriftRow<'_>>(body)
+        .map(Drift::from)
+        .map_err(corrupt("drifts"))
+}
+
+/// The stored text of a drift's evidence at one of its moves (`drift_history.evidence`).
+pub(crate) fn evidence_text(evidence: &Evidence) -> Result<String, Error> {
+    serde_json::to_string(&EvidenceRow::from(evidence)).map_err(corrupt("drift_history"))
+}
+
+/// The evidence of a stored `drift_history.evidence`.
+pub(crate) fn decode_evidence(text: &str) -> Result<Evidence, Error> {
+    serde_json::from_str::<EvidenceRow<'_>>(text)
+        .map(Evidence::from)
+        .map_err(corrupt("drift_history"))
+}
+
+/// The payload text of a queued notice (`outbox.payload`).
+pub(crate) fn notice_payload(notice: &Notice) -> Result<String, Error> {
+    encode_notice(notice).map_err(corrupt("outbox"))
+}
+
+/// The stored text of a silence (`silences.body`).
+pub(crate) fn silence_body(silence: &Silence) -> Result<String, Error> {
+    serde_json::to_string(&SilenceRow::from(silence)).map_err(corrupt("silences"))
+}
+
+/// The silence of a stored `silences.body`.
+pub(crate) fn decode_silence(body: &str) -> Result<Silence, Error> {
+    serde_json::from_str::<SilenceRow<'_>>(body)
+        .map(Silence::from)
+        .map_err(corrupt("silences"))
 }

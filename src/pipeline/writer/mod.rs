@@ -341,13 +341,6 @@ impl Writer {
                     .router
                     .route(transition, &rules, &self.silences, transition.at)
             {
-                let payload = match drift_store::rows::encode_notice(&queued.notice) {
-                    Ok(payload) => payload,
-                    Err(error) => {
-                        tracing::error!(message = "Could not serialize a notification; it is not queued.", %error);
-                        continue;
-                    }
-                };
                 self.metrics
                     .notifications_queued
                     .get_or_create(&crate::metrics::ChannelLabel {
@@ -363,9 +356,8 @@ impl Writer {
                     ),
                     channel: queued.channel,
                     drift_id: transition.drift.id.clone(),
-                    kind: queued.notice.kind.as_str().to_string(),
                     group_key: queued.group_key,
-                    payload,
+                    notice: queued.notice,
                     created_at: transition.at,
                     not_before: queued.not_before,
                     repeat_after_ms: queued

@@ -1,7 +1,7 @@
-//! Unit tests of the writer's round, on the memory store (which can be told to fail and to lose
-//! a commit's answer) with a clock the test moves: what a round commits and answers, that a
-//! failed commit takes back everything the round did, how a commit of unknown outcome is
-//! settled, and the heartbeat and pruning timers.
+//! Unit tests of the writer's round, on the test store (SQLite in a temp file, which can be told
+//! to fail and to lose a commit's answer) with a clock the test moves: what a round commits and
+//! answers, that a failed commit takes back everything the round did, how a commit of unknown
+//! outcome is settled, and the heartbeat and pruning timers.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use crate::pipeline::{Error, EventResult, Health, Settings};
 use drift_core::classify::{Engine, Rules};
 use drift_core::decode::{decode_request, ClusterNames, Decoded};
 use drift_core::route::Silences;
-use drift_store::memory::MemoryStore;
+use drift_store::testing::TestStore;
 
 const START: i64 = 1_764_000_000_000;
 
@@ -51,13 +51,13 @@ fn service_event(id: &str, resource_version: &str, image: &str) -> Vec<Decoded> 
 
 struct Harness {
     writer: Writer,
-    store: MemoryStore,
+    store: TestStore,
     health: Arc<Health>,
     now: Arc<AtomicI64>,
 }
 
 fn harness() -> Harness {
-    let store = MemoryStore::new();
+    let store = TestStore::new();
     let now = Arc::new(AtomicI64::new(START));
     let clock_now = Arc::clone(&now);
     let health = Arc::new(Health::default());

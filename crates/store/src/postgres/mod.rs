@@ -2,32 +2,66 @@
 //! SQLite store, in a database that outlives the pod.
 //!
 //! Each role has its own connection, as with SQLite: the writer ([`PostgresStore`]), the relays
-//! ([`outbox`]) and the audit reader ([`audit`]); [`schema`] versions the layout and migrates it
-//! when the writer opens it. [`conn`] says how a connection is used from synchronous code. The
+//! (`outbox`) and the audit reader (`audit`); `schema` versions the layout and migrates it
+//! when the writer opens it. `conn` says how a connection is used from synchronous code. The
 //! single-writer assumption stays: one process writes a database, and when several replicas share
-//! one, the writer is the holder of the [`lease`] and every commit is fenced on it.
+//! one, the writer is the holder of the `lease` and every commit is fenced on it.
+//!
+//! The statements are the shared ones (`sql/`), with the outbox's shards; what is PostgreSQL's
+//! own is here: the connections and TLS, the pipelined commit, the duplicates of a round in one
+//! question, the writer lease and the shards' notifications.
 
-pub mod audit;
-pub mod conn;
-pub mod lease;
-pub mod outbox;
-pub mod schema;
+mod audit;
+pub(crate) mod conn;
+mod lease;
+mod outbox;
+mod schema;
 
 use std::sync::Arc;
 
 use tokio_postgres::types::ToSql;
 
-pub use audit::PostgresAudit;
+pub(crate) use audit::PostgresAudit;
 pub use conn::Target;
 pub use lease::WriterLease;
-pub use outbox::PostgresOutbox;
+pub(crate) use outbox::PostgresOutbox;
 
 use self::conn::{wait, Conn};
-use super::rows::{DriftRow, SilenceRow};
-use super::{
+use crate::rows::{drift_body, evidence_text, silence_body};
+use crate::sql::{decode, queries, Dialect, Row};
+use crate::{
     Batch, Error, EventKey, ObjectLoader, Opened, SilenceChange, Snapshot, Store, StoredSilence,
 };
 use drift_model::{Drift, Millis};
+
+/// The statements' dialect.
+const SQL: Dialect = Dialect::Postgres;
+
+impl Row for tokio_postgres::Row {
+    fn text(&self, index: usize) -> Result<&str, Error> {
+        Ok(self.try_get(index)?)
+    }
+
+    fn opt_text(&self, index: usize) -> Result<Option<&str>, Error> {
+        Ok(self.try_get(index)?)
+    }
+
+    fn int(&self, index: usize) -> Result<i64, Error> {
+        Ok(self.try_get(index)?)
+    }
+
+    fn opt_int(&self, index: usize) -> Result<Option<i64>, Error> {
+        Ok(self.try_get(index)?)
+    }
+}
+
+/// Decodes each of `rows`.
+pub(crate) fn collect<T>(
+    rows: &[tokio_postgres::Row],
+    decode: impl FnMut(&tokio_postgres::Row) -> Result<T, Error>,
+) -> Result<Vec<T>, Error> {
+    rows.iter().map(decode).collect()
+}
 
 /// Opens the database for every role: the writer first (it creates and migrates the schema),
 /// then the outbox and the audit reader.
@@ -49,7 +83,7 @@ pub fn open(target: &Target) -> Result<Opened, Error> {
 }
 
 /// The writer leases on a connection of their own (the lease keeper's).
-pub struct PostgresLeases {
+pub(crate) struct PostgresLeases {
     conn: Conn,
 }
 
@@ -89,27 +123,6 @@ pub struct PostgresStore {
     lease: Option<WriterLease>,
     /// The shard its queued notifications belong to (`None`: a deployment without shards).
     shard: Option<String>,
-}
-
-fn to_json<T: serde::Serialize>(value: &T, table: &'static str) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(|source| Error::Corrupt { table, source })
-}
-
-pub(super) fn decode_silences(rows: &[tokio_postgres::Row]) -> Result<Vec<StoredSilence>, Error> {
-    let mut silences = Vec::with_capacity(rows.len());
-    for row in rows {
-        let body: String = row.try_get(1)?;
-        let decoded: SilenceRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
-            table: "silences",
-            source,
-        })?;
-        silences.push(StoredSilence {
-            id: row.try_get(0)?,
-            silence: decoded.into(),
-            created_at: row.try_get(2)?,
-        });
-    }
-    Ok(silences)
 }
 
 impl PostgresStore {
@@ -201,35 +214,18 @@ impl Store for PostgresStore {
         wait(async {
             use futures_util::TryStreamExt as _;
             let rows = client
-                .query_raw(
-                    "SELECT cluster, body FROM objects",
-                    std::iter::empty::<&str>(),
-                )
+                .query_raw(queries::OBJECTS.text(SQL), std::iter::empty::<&str>())
                 .await?;
             let mut rows = std::pin::pin!(rows);
             while let Some(row) = rows.try_next().await? {
-                let cluster: &str = row.try_get(0)?;
-                let body: &str = row.try_get(1)?;
-                objects(cluster, body).map_err(|source| Error::Corrupt {
-                    table: "objects",
-                    source,
-                })?;
+                objects(row.text(0)?, row.text(1)?).map_err(crate::rows::corrupt("objects"))?;
             }
             Ok::<_, Error>(())
         })?;
-        let silences = wait(client.query(
-            "SELECT id, body, created_at FROM silences ORDER BY created_at, id",
-            &[],
-        ))?;
-        snapshot.silences = decode_silences(&silences)?;
-        for row in wait(client.query("SELECT body FROM drifts WHERE state != 'resolved'", &[]))? {
-            let body: String = row.try_get(0)?;
-            let drift: DriftRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
-                table: "drifts",
-                source,
-            })?;
-            snapshot.drifts.push(Drift::from(drift));
-        }
+        let silences = wait(client.query(queries::SILENCES.text(SQL), &[]))?;
+        snapshot.silences = collect(&silences, decode::silence)?;
+        let drifts = wait(client.query(queries::OPEN_DRIFTS.text(SQL), &[]))?;
+        snapshot.drifts = collect(&drifts, |row| decode::drift(row, 0))?;
         Ok(snapshot)
     }
 
@@ -253,20 +249,16 @@ impl Store for PostgresStore {
 
     fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
         let client = self.conn.client()?;
-        Ok(wait(client.query_opt(
-            "SELECT 1 FROM events WHERE source = $1 AND id = $2",
-            &[&key.source, &key.id],
-        ))?
-        .is_some())
+        Ok(
+            wait(client.query_opt(queries::IS_DUPLICATE.text(SQL), &[&key.source, &key.id]))?
+                .is_some(),
+        )
     }
 
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
         let client = self.conn.client()?;
-        let rows = wait(client.query(
-            "SELECT id, body, created_at FROM silences ORDER BY created_at, id",
-            &[],
-        ))?;
-        decode_silences(&rows)
+        let rows = wait(client.query(queries::SILENCES.text(SQL), &[]))?;
+        collect(&rows, decode::silence)
     }
 
     fn duplicates(
@@ -299,18 +291,11 @@ impl Store for PostgresStore {
 
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         // Encoded first: a row that cannot be encoded fails the commit before it begins.
-        let drifts = encode_all(&batch.drifts, "drifts", super::rows::encode_drift)?;
-        let history = batch
-            .history
-            .iter()
-            .map(|transition| {
-                to_json(
-                    &super::rows::EvidenceRowRef::from(&transition.drift.evidence),
-                    "drift_history",
-                )
-                .map(|evidence| (transition, evidence))
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
+        let drifts = encode_all(&batch.drifts, drift_body)?;
+        let history = encode_all(&batch.history, |transition| {
+            evidence_text(&transition.drift.evidence)
+        })?;
+        let outbox = outbox::encode(&batch.outbox)?;
         let client = self.conn.client()?;
         let held = self.lease.as_ref();
         wait(async {
@@ -413,7 +398,7 @@ impl Store for PostgresStore {
                     }),
             )
             .await?;
-            outbox::insert_outbox(&transaction, &batch.outbox, self.shard.as_deref()).await?;
+            outbox::insert_outbox(&transaction, &outbox, self.shard.as_deref()).await?;
             pipelined(batch.cancel_reminders.iter().map(|drift_id| {
                 transaction.execute_raw(
                     &statements.cancel_reminders,
@@ -424,17 +409,17 @@ impl Store for PostgresStore {
             for change in &batch.silences {
                 match change {
                     SilenceChange::Add(stored) => {
-                        let body = to_json(&SilenceRow::from(&stored.silence), "silences")?;
+                        let body = silence_body(&stored.silence)?;
                         transaction
                             .execute(
-                                "INSERT INTO silences (id, body, created_at) VALUES ($1, $2, $3)",
+                                queries::INSERT_SILENCE.text(SQL),
                                 &[&stored.id, &body, &stored.created_at],
                             )
                             .await?;
                     }
                     SilenceChange::Remove(id) => {
                         transaction
-                            .execute("DELETE FROM silences WHERE id = $1", &[id])
+                            .execute(queries::DELETE_SILENCE.text(SQL), &[id])
                             .await?;
                     }
                 }
@@ -463,10 +448,7 @@ impl Store for PostgresStore {
                 None => None,
             };
             transaction
-                .execute(
-                    "INSERT INTO heartbeat (id, at) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-                    &[&now],
-                )
+                .execute(queries::HEARTBEAT.text(SQL), &[&now])
                 .await?;
             transaction.commit().await?;
             Ok::<_, Error>(renewed)
@@ -561,7 +543,7 @@ impl Store for PostgresStore {
             let transaction = client.transaction().await?;
             lease::fence(&transaction, held).await?;
             let removed = transaction
-                .execute("DELETE FROM events WHERE received_at < $1", &[&cutoff])
+                .execute(queries::PRUNE_EVENTS.text(SQL), &[&cutoff])
                 .await?;
             transaction.commit().await?;
             Ok::<u64, Error>(removed)
@@ -576,13 +558,8 @@ impl Store for PostgresStore {
             let transaction = client.transaction().await?;
             lease::fence(&transaction, held).await?;
             let mut removed = 0;
-            for sql in [
-                "DELETE FROM drift_history WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < $1)",
-                "DELETE FROM drifts WHERE state = 'resolved' AND resolved_at < $1",
-                "DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE state != 'pending' AND finished_at < $1)",
-                "DELETE FROM outbox WHERE state != 'pending' AND finished_at < $1",
-            ] {
-                removed += transaction.execute(sql, &[&cutoff]).await?;
+            for query in &queries::PRUNE_AUDIT {
+                removed += transaction.execute(query.text(SQL), &[&cutoff]).await?;
             }
             transaction.commit().await?;
             Ok::<u64, Error>(removed)
@@ -592,18 +569,13 @@ impl Store for PostgresStore {
 }
 
 /// Each of `items` with its stored JSON, or the first that cannot be encoded (as `Corrupt`).
-fn encode_all<'a, T>(
-    items: &'a [T],
-    table: &'static str,
-    encode: impl Fn(&T) -> Result<String, serde_json::Error>,
-) -> Result<Vec<(&'a T, String)>, Error> {
+pub(super) fn encode_all<T>(
+    items: &[T],
+    encode: impl Fn(&T) -> Result<String, Error>,
+) -> Result<Vec<(&T, String)>, Error> {
     items
         .iter()
-        .map(|item| {
-            encode(item)
-                .map(|body| (item, body))
-                .map_err(|source| Error::Corrupt { table, source })
-        })
+        .map(|item| encode(item).map(|body| (item, body)))
         .collect()
 }
 
@@ -630,28 +602,12 @@ struct Statements {
 
 async fn statements(client: &impl tokio_postgres::GenericClient) -> Result<Statements, Error> {
     let (event, object, remove_object, drift, history, cancel_reminders) = futures_util::try_join!(
-        client.prepare(
-            "INSERT INTO events (source, id, received_at) VALUES ($1, $2, $3)
-             ON CONFLICT DO NOTHING",
-        ),
-        client.prepare(
-            "INSERT INTO objects (cluster, uid, kind, namespace, name, body) VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (cluster, uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace,
-             name = excluded.name, body = excluded.body",
-        ),
-        client.prepare("DELETE FROM objects WHERE cluster = $1 AND uid = $2"),
-        client.prepare(
-            "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body, api_group)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-             ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
-             fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
-        ),
-        client.prepare(
-            "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES ($1, $2, $3, $4, $5)",
-        ),
-        client.prepare(
-            "DELETE FROM outbox WHERE drift_id = $1 AND kind = 'repeat' AND state = 'pending'",
-        ),
+        client.prepare(queries::INSERT_EVENT.text(SQL)),
+        client.prepare(queries::UPSERT_OBJECT.text(SQL)),
+        client.prepare(queries::DELETE_OBJECT.text(SQL)),
+        client.prepare(queries::UPSERT_DRIFT.text(SQL)),
+        client.prepare(queries::INSERT_HISTORY.text(SQL)),
+        client.prepare(queries::CANCEL_REMINDERS.text(SQL)),
     )?;
     Ok(Statements {
         event,

@@ -1,18 +1,20 @@
 //! The delivery side of the PostgreSQL store: claims, settlements and attempts of queued
-//! notifications, on its own connection. The statements are SQLite's (`sqlite/outbox.rs`) in
-//! PostgreSQL's words; the contract suite holds both to the same answers.
+//! notifications, on its own connection. The statements are the shared ones (`sql/queries.rs`)
+//! with the outbox's shards; the contract suite holds both backends to the same answers.
 
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Row;
 
 use super::conn::{wait, Conn, Target};
+use super::{collect, encode_all, pipelined, SQL};
+use crate::rows::notice_payload;
+use crate::sql::{decode, queries, Row};
 use crate::{
-    Error, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+    Due, Error, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
 };
 use drift_model::{DriftState, Millis};
 
 /// The delivery side of the PostgreSQL store.
-pub struct PostgresOutbox {
+pub(crate) struct PostgresOutbox {
     conn: Conn,
     /// The shard whose notifications this handle serves (`None`: every row, one deployment).
     shard: Option<String>,
@@ -20,7 +22,7 @@ pub struct PostgresOutbox {
 
 impl PostgresOutbox {
     /// Opens the outbox's connection (the schema is the writer's to create: see `open`).
-    pub(super) fn open(target: &Target) -> Result<PostgresOutbox, Error> {
+    pub(crate) fn open(target: &Target) -> Result<PostgresOutbox, Error> {
         Ok(PostgresOutbox {
             conn: Conn::open(target)?,
             shard: None,
@@ -28,68 +30,33 @@ impl PostgresOutbox {
     }
 }
 
-/// The rows a relay of `$shard` may send: its shard's and those without one. A bound NULL
-/// (no shard assigned) sees every row.
-const SERVED_BY: &str = "($SHARD::text IS NULL OR shard = $SHARD::text OR shard IS NULL)";
-
-/// [`SERVED_BY`] with the shard as parameter `$n`.
-fn served_by(n: usize) -> String {
-    SERVED_BY.replace("$SHARD", &format!("${n}"))
+/// Each of `rows` with its payload, or the first whose notice cannot be encoded (as `Corrupt`).
+pub(super) fn encode(rows: &[NewOutbox]) -> Result<Vec<(&NewOutbox, String)>, Error> {
+    encode_all(rows, |row| notice_payload(&row.notice))
 }
 
-pub(super) const OUTBOX_COLUMNS: &str = "id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, attempts, next_attempt_at, state, last_error, finished_at, message_id, claimed_by";
-
-pub(super) fn outbox_row(row: &Row) -> Result<OutboxRow, Error> {
-    let state: String = row.try_get(11)?;
-    let attempts: i64 = row.try_get(9)?;
-    Ok(OutboxRow {
-        queued: NewOutbox {
-            id: row.try_get(0)?,
-            channel: row.try_get(1)?,
-            drift_id: row.try_get(2)?,
-            kind: row.try_get(3)?,
-            group_key: row.try_get(4)?,
-            payload: row.try_get(5)?,
-            created_at: row.try_get(6)?,
-            not_before: row.try_get(7)?,
-            repeat_after_ms: row.try_get(8)?,
-        },
-        attempts: u32::try_from(attempts.max(0)).unwrap_or(u32::MAX),
-        next_attempt_at: row.try_get(10)?,
-        state: OutboxState::parse(&state).unwrap_or(OutboxState::Pending),
-        last_error: row.try_get(12)?,
-        finished_at: row.try_get(13)?,
-        message_id: row.try_get(14)?,
-        claimed_by: row.try_get(15)?,
-    })
-}
-
-/// Queues rows as `shard`'s; a row whose id is already queued is left as it is (SQLite's
-/// `INSERT OR IGNORE`).
+/// Queues rows (with their payloads, [`encode`]) as `shard`'s; a row whose id is already
+/// queued is left as it is.
 pub(super) async fn insert_outbox(
     client: &impl tokio_postgres::GenericClient,
-    rows: &[NewOutbox],
+    rows: &[(&NewOutbox, String)],
     shard: Option<&str>,
 ) -> Result<(), Error> {
     if rows.is_empty() {
         return Ok(());
     }
-    let insert = client
-        .prepare(
-            "INSERT INTO outbox (id, channel, drift_id, kind, group_key, payload, created_at, not_before, repeat_after_ms, next_attempt_at, shard)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $8, $10) ON CONFLICT DO NOTHING",
-        )
-        .await?;
-    super::pipelined(rows.iter().map(|row| {
+    let insert = client.prepare(queries::INSERT_OUTBOX.text(SQL)).await?;
+    let kinds: Vec<&str> = rows.iter().map(|(row, _)| row.kind().as_str()).collect();
+    pipelined(rows.iter().zip(&kinds).map(|((row, payload), kind)| {
         client.execute_raw(
             &insert,
             [
-                &row.id as &(dyn tokio_postgres::types::ToSql + Sync),
+                &row.id as &(dyn ToSql + Sync),
                 &row.channel,
                 &row.drift_id,
-                &row.kind,
+                kind,
                 &row.group_key,
-                &row.payload,
+                payload,
                 &row.created_at,
                 &row.not_before,
                 &row.repeat_after_ms,
@@ -106,42 +73,30 @@ fn limit_of(limit: usize) -> i64 {
 }
 
 impl Outbox for PostgresOutbox {
-    fn due(
-        &mut self,
-        channel: &str,
-        now: Millis,
-        limit: usize,
-        owner: &str,
-    ) -> Result<Vec<OutboxRow>, Error> {
+    fn due(&mut self, channel: &str, now: Millis, limit: usize, owner: &str) -> Result<Due, Error> {
         let client = self.conn.client()?;
         let rows = wait(client.query(
-            &format!(
-                "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE channel = $1 AND state = 'pending'
-                 AND next_attempt_at <= $2
-                 AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until <= $2)
-                 AND {}
-                 ORDER BY created_at, id LIMIT $4",
-                served_by(5)
-            ),
+            queries::DUE.text(SQL),
             &[&channel, &now, &owner, &limit_of(limit), &self.shard],
         ))?;
-        rows.iter().map(outbox_row).collect()
+        let mut due = Due::default();
+        for row in collect(&rows, decode::outbox_row)? {
+            match row {
+                Ok(row) => due.rows.push(row),
+                Err(unreadable) => due.unreadable.push(unreadable),
+            }
+        }
+        Ok(due)
     }
 
     fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error> {
         // A row another relay holds is due for this one only once that claim lapses.
         let client = self.conn.client()?;
         let row = wait(client.query_one(
-            &format!(
-                "SELECT MIN(CASE WHEN claimed_by IS NOT NULL AND claimed_by != $2
-                                 AND claimed_until > next_attempt_at
-                            THEN claimed_until ELSE next_attempt_at END)
-                 FROM outbox WHERE channel = $1 AND state = 'pending' AND {}",
-                served_by(3)
-            ),
+            queries::NEXT_DUE.text(SQL),
             &[&channel, &owner, &self.shard],
         ))?;
-        Ok(row.try_get(0)?)
+        row.opt_int(0)
     }
 
     fn claim(
@@ -156,14 +111,7 @@ impl Outbox for PostgresOutbox {
         let client = self.conn.client()?;
         wait(async {
             let transaction = client.transaction().await?;
-            let update = transaction
-                .prepare(
-                    "UPDATE outbox SET claimed_by = $2, claimed_until = $3,
-                     message_id = COALESCE(message_id, $4)
-                     WHERE id = $1 AND state = 'pending'
-                     AND (claimed_by IS NULL OR claimed_by = $2 OR claimed_until <= $5)",
-                )
-                .await?;
+            let update = transaction.prepare(queries::CLAIM.text(SQL)).await?;
             let mut held = Vec::with_capacity(ids.len());
             for id in ids {
                 let changed = transaction
@@ -191,30 +139,18 @@ impl Outbox for PostgresOutbox {
             message_id: settlement.message_id.as_deref().map(clean),
             ..settlement.clone()
         };
+        // Encoded first: a follow-up that cannot be encoded fails the settlement before it begins.
+        let follow_ups: Vec<(&FollowUp, String)> =
+            encode_all(follow_ups, |follow| notice_payload(&follow.queued.notice))?;
         let client = self.conn.client()?;
         wait(async {
             let transaction = client.transaction().await?;
             let finished = (settlement.state != OutboxState::Pending).then_some(settlement.at);
             // An attempt settles only rows its owner holds; a decision taken without sending,
             // only rows no one else holds now.
-            let update = transaction
-                .prepare(
-                    "UPDATE outbox SET state = $2, next_attempt_at = $3,
-                     attempts = attempts + CASE WHEN $4::boolean THEN 1 ELSE 0 END,
-                     last_error = $5, finished_at = $6, message_id = COALESCE(message_id, $7),
-                     claimed_by = NULL, claimed_until = NULL
-                     WHERE id = $1 AND state = 'pending'
-                     AND CASE WHEN $4::boolean THEN claimed_by IS NOT NULL AND claimed_by = $8::text
-                         ELSE claimed_by IS NULL OR claimed_until <= $9
-                              OR ($8::text IS NOT NULL AND claimed_by = $8::text) END
-                     RETURNING shard",
-                )
-                .await?;
+            let update = transaction.prepare(queries::SETTLE.text(SQL)).await?;
             let attempt = transaction
-                .prepare(
-                    "INSERT INTO delivery_attempts (outbox_id, at, state, detail, duration_ms)
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
+                .prepare(queries::INSERT_ATTEMPT.text(SQL))
                 .await?;
             let error =
                 (settlement.state != OutboxState::Delivered).then_some(settlement.detail.as_str());
@@ -237,7 +173,7 @@ impl Outbox for PostgresOutbox {
                     // Not this settlement's to record: another relay holds it, or it ended.
                     continue;
                 };
-                settled.insert(id.as_str(), row.try_get(0)?);
+                settled.insert(id.as_str(), row.opt_text(0)?.map(str::to_string));
                 transaction
                     .execute(
                         &attempt,
@@ -253,13 +189,14 @@ impl Outbox for PostgresOutbox {
             }
             // Follow-ups (reminders) belong to the rows that were settled here, and to their
             // shards (a row without one, sent by whichever shard claimed it, keeps none).
-            let mut by_shard = std::collections::BTreeMap::<Option<&str>, Vec<NewOutbox>>::new();
-            for follow in follow_ups {
+            let mut by_shard =
+                std::collections::BTreeMap::<Option<&str>, Vec<(&NewOutbox, String)>>::new();
+            for (follow, payload) in follow_ups {
                 if let Some(shard) = settled.get(follow.of.as_str()) {
                     by_shard
                         .entry(shard.as_deref())
                         .or_default()
-                        .push(follow.queued.clone());
+                        .push((&follow.queued, payload));
                 }
             }
             for (shard, rows) in &by_shard {
@@ -272,25 +209,14 @@ impl Outbox for PostgresOutbox {
 
     fn release(&mut self, owner: &str) -> Result<usize, Error> {
         let client = self.conn.client()?;
-        let changed = wait(client.execute(
-            "UPDATE outbox SET claimed_by = NULL, claimed_until = NULL
-             WHERE claimed_by = $1 AND state = 'pending'",
-            &[&owner],
-        ))?;
+        let changed = wait(client.execute(queries::RELEASE.text(SQL), &[&owner]))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
     fn claim_owners(&mut self) -> Result<Vec<String>, Error> {
         let client = self.conn.client()?;
-        let rows = wait(client.query(
-            "SELECT DISTINCT claimed_by FROM outbox WHERE claimed_by IS NOT NULL AND state = 'pending'
-             ORDER BY claimed_by",
-            &[],
-        ))?;
-        Ok(rows
-            .iter()
-            .map(|row| row.try_get(0))
-            .collect::<Result<_, _>>()?)
+        let rows = wait(client.query(queries::CLAIM_OWNERS.text(SQL), &[]))?;
+        collect(&rows, |row| Ok(row.text(0)?.to_string()))
     }
 
     fn firing_pending_before(
@@ -301,8 +227,7 @@ impl Outbox for PostgresOutbox {
     ) -> Result<bool, Error> {
         let client = self.conn.client()?;
         Ok(wait(client.query_opt(
-            "SELECT 1 FROM outbox WHERE drift_id = $1 AND channel = $2 AND kind = 'firing'
-             AND state = 'pending' AND created_at < $3 LIMIT 1",
+            queries::FIRING_PENDING_BEFORE.text(SQL),
             &[&drift_id, &channel, &created_at],
         ))?
         .is_some())
@@ -312,16 +237,12 @@ impl Outbox for PostgresOutbox {
         let client = self.conn.client()?;
         // A shard ends only its own rows: another shard's channels are not this one's to know,
         // and rows without a shard may be any shard's.
-        let pending = wait(client.query(
-            "SELECT id, channel FROM outbox WHERE state = 'pending'
-             AND ($1::text IS NULL OR shard = $1::text)",
-            &[&self.shard],
-        ))?;
+        let pending = wait(client.query(queries::PENDING_CHANNELS.text(SQL), &[&self.shard]))?;
         let mut orphaned = Vec::new();
         for row in &pending {
-            let channel: String = row.try_get(1)?;
-            if !known.contains(&channel) {
-                orphaned.push(row.try_get::<_, String>(0)?);
+            let channel = row.text(1)?;
+            if !known.iter().any(|known| known == channel) {
+                orphaned.push(row.text(0)?.to_string());
             }
         }
         if orphaned.is_empty() {
@@ -342,8 +263,7 @@ impl Outbox for PostgresOutbox {
     ) -> Result<usize, Error> {
         let client = self.conn.client()?;
         let changed = wait(client.execute(
-            "DELETE FROM outbox WHERE drift_id = $1 AND channel = $2 AND kind = 'repeat' AND state = 'pending'
-             AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until <= $4)",
+            queries::CANCEL_CHANNEL_REMINDERS.text(SQL),
             &[&drift_id, &channel, &owner, &now],
         ))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
@@ -351,35 +271,28 @@ impl Outbox for PostgresOutbox {
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {
         let client = self.conn.client()?;
-        let row = wait(client.query_opt("SELECT state FROM drifts WHERE id = $1", &[&drift_id]))?;
-        let state: Option<String> = row.map(|row| row.try_get(0)).transpose()?;
-        Ok(state.and_then(|state| match state.as_str() {
-            "pending" => Some(DriftState::Pending),
-            "firing" => Some(DriftState::Firing),
-            "resolved" => Some(DriftState::Resolved),
-            _ => None,
-        }))
+        let row = wait(client.query_opt(queries::DRIFT_STATE.text(SQL), &[&drift_id]))?;
+        Ok(match &row {
+            Some(row) => decode::drift_state(row.text(0)?),
+            None => None,
+        })
     }
 
     fn stats(&mut self) -> Result<OutboxStats, Error> {
         let client = self.conn.client()?;
-        let row = wait(client.query_one(
-            &format!(
-                "SELECT COUNT(*) FILTER (WHERE state = 'pending'),
-                    MIN(created_at) FILTER (WHERE state = 'pending'),
-                    COUNT(*) FILTER (WHERE state = 'rejected'),
-                    COUNT(*) FILTER (WHERE state = 'expired')
-             FROM outbox WHERE {}",
-                served_by(1)
-            ),
-            &[&self.shard],
-        ))?;
-        Ok(OutboxStats {
-            pending: row.try_get(0)?,
-            oldest_pending: row.try_get(1)?,
-            rejected: row.try_get(2)?,
-            expired: row.try_get(3)?,
-        })
+        // Three statements pipelined: about one round trip.
+        let shard: &(dyn ToSql + Sync) = &self.shard;
+        let pending: [&(dyn ToSql + Sync); 1] = [shard];
+        let rejected: [&(dyn ToSql + Sync); 2] = [&"rejected", shard];
+        let expired: [&(dyn ToSql + Sync); 2] = [&"expired", shard];
+        let (pending, rejected, expired) = wait(async {
+            futures_util::try_join!(
+                client.query_one(queries::PENDING_STATS.text(SQL), &pending),
+                client.query_one(queries::COUNT_IN_STATE.text(SQL), &rejected),
+                client.query_one(queries::COUNT_IN_STATE.text(SQL), &expired),
+            )
+        })?;
+        decode::stats(&pending, rejected.int(0)?, expired.int(0)?)
     }
 
     fn assign_shard(&mut self, shard: &str) -> Result<(), Error> {
@@ -390,13 +303,7 @@ impl Outbox for PostgresOutbox {
     fn rows(&mut self, state: Option<OutboxState>, limit: usize) -> Result<Vec<OutboxRow>, Error> {
         let client = self.conn.client()?;
         let state = state.map(OutboxState::as_str);
-        let rows = wait(client.query(
-            &format!(
-                "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE ($1::text IS NULL OR state = $1::text)
-                 ORDER BY created_at DESC, id LIMIT $2"
-            ),
-            &[&state, &limit_of(limit)],
-        ))?;
-        rows.iter().map(outbox_row).collect()
+        let rows = wait(client.query(queries::ROWS.text(SQL), &[&state, &limit_of(limit)]))?;
+        collect(&rows, decode::readable_outbox_row)
     }
 }

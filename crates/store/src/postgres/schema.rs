@@ -114,7 +114,7 @@ CREATE INDEX IF NOT EXISTS drift_history_at ON drift_history (at);
 const MIGRATIONS: &[(i64, &[&str])] = &[(1, &[V1_TABLES, V1_CLAIMS]), (2, &[V2_GROUPS_AND_DAYS])];
 
 /// The newest schema version this binary knows: SQLite's, so the two never disagree.
-pub const LATEST: i64 = crate::sqlite::schema::LATEST;
+pub(crate) const LATEST: i64 = crate::sqlite::schema::LATEST;
 
 /// A lock key of our own for `pg_advisory_xact_lock`: two processes opening one new database at
 /// once migrate it one after the other.

@@ -14,14 +14,14 @@ const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 /// default, the connection whose commit crosses 1,000 WAL pages does the checkpoint inside that
 /// commit, which put tens of milliseconds into one request in every hundred or so under load.
 /// Stops when dropped.
-pub struct Checkpointer {
+pub(crate) struct Checkpointer {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Checkpointer {
     /// Starts checkpointing the database at `path` (the store must exist).
-    pub fn start(path: &Path) -> Result<Checkpointer, Error> {
+    pub(crate) fn start(path: &Path) -> Result<Checkpointer, Error> {
         let connection = Connection::open(path)?;
         connection.pragma_update(None, "busy_timeout", 5000)?;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -2,13 +2,15 @@
 //! survives a process crash and a power loss. Group commit (many events per transaction, done by
 //! the pipeline's single writer) keeps the fsync cost per event small.
 //!
-//! Each role has its own connection: the writer ([`SqliteStore`]), the relays ([`outbox`]), the
-//! audit reader ([`audit`]) and the checkpoint thread ([`checkpoint`]); WAL lets them read while
+//! Each role has its own connection: the writer (`SqliteStore`), the relays (`outbox`), the
+//! audit reader (`audit`) and the checkpoint thread (`checkpoint`); WAL lets them read while
 //! the writer commits. [`schema`] versions the layout and migrates it when the writer opens it.
+//! The statements are the shared ones (`sql/`); what is SQLite's own is here: the pragmas, the
+//! busy handling and the checkpoints.
 
-pub mod audit;
-pub mod checkpoint;
-pub mod outbox;
+mod audit;
+mod checkpoint;
+mod outbox;
 pub mod schema;
 
 use std::path::Path;
@@ -16,15 +18,19 @@ use std::sync::Arc;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-pub use audit::AuditReader;
-pub use checkpoint::Checkpointer;
-pub use outbox::SqliteOutbox;
+pub(crate) use audit::AuditReader;
+pub(crate) use checkpoint::Checkpointer;
+pub(crate) use outbox::SqliteOutbox;
 
-use super::rows::{DriftRow, SilenceRow};
-use super::{
+use crate::rows::{drift_body, evidence_text, silence_body};
+use crate::sql::{decode, queries, Dialect, Row};
+use crate::{
     Batch, Error, EventKey, ObjectLoader, Opened, SilenceChange, Snapshot, Store, StoredSilence,
 };
-use drift_model::{Drift, Millis};
+use drift_model::Millis;
+
+/// The statements' dialect.
+const SQL: Dialect = Dialect::Sqlite;
 
 impl From<rusqlite::Error> for Error {
     fn from(error: rusqlite::Error) -> Error {
@@ -35,9 +41,47 @@ impl From<rusqlite::Error> for Error {
     }
 }
 
+impl Row for rusqlite::Row<'_> {
+    fn text(&self, index: usize) -> Result<&str, Error> {
+        Ok(self
+            .get_ref(index)?
+            .as_str()
+            .map_err(rusqlite::Error::from)?)
+    }
+
+    fn opt_text(&self, index: usize) -> Result<Option<&str>, Error> {
+        Ok(self
+            .get_ref(index)?
+            .as_str_or_null()
+            .map_err(rusqlite::Error::from)?)
+    }
+
+    fn int(&self, index: usize) -> Result<i64, Error> {
+        Ok(self.get(index)?)
+    }
+
+    fn opt_int(&self, index: usize) -> Result<Option<i64>, Error> {
+        Ok(self.get(index)?)
+    }
+}
+
+/// Runs `statement` with `params` and decodes each row.
+pub(crate) fn collect<T>(
+    statement: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+    mut decode: impl FnMut(&rusqlite::Row<'_>) -> Result<T, Error>,
+) -> Result<Vec<T>, Error> {
+    let mut rows = statement.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(decode(row)?);
+    }
+    Ok(out)
+}
+
 /// Opens the store at `path` for every role: the writer first (it creates and migrates the
 /// schema), then the outbox, the audit reader and the checkpoint thread.
-pub fn open(path: &Path) -> Result<Opened, Error> {
+pub(crate) fn open(path: &Path) -> Result<Opened, Error> {
     let writer = SqliteStore::open(path)?;
     let outbox = SqliteOutbox::open(path)?;
     let audit = AuditReader::open(path)?;
@@ -52,13 +96,25 @@ pub fn open(path: &Path) -> Result<Opened, Error> {
 }
 
 /// The SQLite store.
-pub struct SqliteStore {
+pub(crate) struct SqliteStore {
     connection: Connection,
 }
 
 impl SqliteStore {
     /// Opens (creating and migrating if needed) the database file.
-    pub fn open(path: &Path) -> Result<SqliteStore, Error> {
+    pub(crate) fn open(path: &Path) -> Result<SqliteStore, Error> {
+        SqliteStore::open_with(path, "FULL")
+    }
+
+    /// Opens the database file of a test store: its commits, and its creation, skip the fsync
+    /// (the file need not outlive a power loss, only the test).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) fn open_without_fsync(path: &Path) -> Result<SqliteStore, Error> {
+        SqliteStore::open_with(path, "OFF")
+    }
+
+    /// Opens the database file with `synchronous` set to `synchronous`.
+    fn open_with(path: &Path, synchronous: &str) -> Result<SqliteStore, Error> {
         if let Some(parent) = path.parent() {
             if !parent.as_os_str().is_empty() {
                 std::fs::create_dir_all(parent)?;
@@ -68,7 +124,7 @@ impl SqliteStore {
         // A store from a newer binary is refused before the pragmas below touch its file.
         schema::check_not_newer(&connection)?;
         connection.pragma_update(None, "journal_mode", "WAL")?;
-        connection.pragma_update(None, "synchronous", "FULL")?;
+        connection.pragma_update(None, "synchronous", synchronous)?;
         wait_briefly_when_busy(&mut connection)?;
         connection.pragma_update(None, "foreign_keys", "ON")?;
         // 32 MiB of page cache for the writer (SQLite's default is 2 MiB): the duplicate check
@@ -85,68 +141,26 @@ impl SqliteStore {
         schema::migrate(&mut connection)?;
         Ok(SqliteStore { connection })
     }
-
-    /// Counts rows of a table (the unit tests below).
-    #[cfg(test)]
-    fn count(&self, table: &str) -> Result<i64, Error> {
-        let allowed = [
-            "events",
-            "objects",
-            "drifts",
-            "drift_history",
-            "outbox",
-            "delivery_attempts",
-        ];
-        if !allowed.contains(&table) {
-            return Err(Error::Unavailable(format!("unknown table {table}")));
-        }
-        Ok(self
-            .connection
-            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
-                row.get(0)
-            })?)
-    }
-}
-
-fn to_json<T: serde::Serialize>(value: &T, table: &'static str) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(|source| Error::Corrupt { table, source })
 }
 
 impl Store for SqliteStore {
     fn load(&mut self, objects: &mut ObjectLoader<'_>) -> Result<Snapshot, Error> {
-        let mut snapshot = Snapshot::default();
-        let mut statement = self
-            .connection
-            .prepare("SELECT cluster, body FROM objects")?;
+        let mut statement = self.connection.prepare(queries::OBJECTS.text(SQL))?;
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
-            let cluster = row.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            let body = row.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?;
-            objects(cluster, body).map_err(|source| Error::Corrupt {
-                table: "objects",
-                source,
-            })?;
+            objects(row.text(0)?, row.text(1)?).map_err(crate::rows::corrupt("objects"))?;
         }
-        snapshot.silences = read_silences(&self.connection)?;
-        let mut statement = self
-            .connection
-            .prepare("SELECT body FROM drifts WHERE state != 'resolved'")?;
-        let rows = statement.query_map([], |row| row.get::<_, String>(0))?;
-        for row in rows {
-            let body = row?;
-            let drift: DriftRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
-                table: "drifts",
-                source,
-            })?;
-            snapshot.drifts.push(Drift::from(drift));
-        }
-        Ok(snapshot)
+        let mut statement = self.connection.prepare(queries::OPEN_DRIFTS.text(SQL))?;
+        Ok(Snapshot {
+            silences: read_silences(&self.connection)?,
+            drifts: collect(&mut statement, [], |row| decode::drift(row, 0))?,
+        })
     }
 
     fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
         let mut statement = self
             .connection
-            .prepare_cached("SELECT 1 FROM events WHERE source = ?1 AND id = ?2")?;
+            .prepare_cached(queries::IS_DUPLICATE.text(SQL))?;
         Ok(statement
             .query_row(params![key.source, key.id], |_| Ok(()))
             .optional()?
@@ -160,17 +174,11 @@ impl Store for SqliteStore {
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {
         let transaction = self.connection.transaction()?;
         {
-            let mut insert_event = transaction.prepare_cached(
-                "INSERT OR IGNORE INTO events (source, id, received_at) VALUES (?1, ?2, ?3)",
-            )?;
+            let mut insert_event = transaction.prepare_cached(queries::INSERT_EVENT.text(SQL))?;
             for (key, received_at) in &batch.events {
                 insert_event.execute(params![key.source, key.id, received_at])?;
             }
-            let mut upsert_object = transaction.prepare_cached(
-                "INSERT INTO objects (cluster, uid, kind, namespace, name, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (cluster, uid) DO UPDATE SET kind = excluded.kind, namespace = excluded.namespace,
-                 name = excluded.name, body = excluded.body",
-            )?;
+            let mut upsert_object = transaction.prepare_cached(queries::UPSERT_OBJECT.text(SQL))?;
             for object in &batch.objects {
                 upsert_object.execute(params![
                     object.cluster,
@@ -181,17 +189,11 @@ impl Store for SqliteStore {
                     object.body,
                 ])?;
             }
-            let mut delete_object = transaction
-                .prepare_cached("DELETE FROM objects WHERE cluster = ?1 AND uid = ?2")?;
+            let mut delete_object = transaction.prepare_cached(queries::DELETE_OBJECT.text(SQL))?;
             for key in &batch.removed_objects {
                 delete_object.execute(params![key.cluster, key.uid])?;
             }
-            let mut upsert_drift = transaction.prepare_cached(
-                "INSERT INTO drifts (id, class, state, severity, cluster, namespace, kind, name, uid, since, fired_at, resolved_at, body, api_group)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, severity = excluded.severity,
-                 fired_at = excluded.fired_at, resolved_at = excluded.resolved_at, body = excluded.body",
-            )?;
+            let mut upsert_drift = transaction.prepare_cached(queries::UPSERT_DRIFT.text(SQL))?;
             for drift in &batch.drifts {
                 upsert_drift.execute(params![
                     drift.id,
@@ -206,32 +208,23 @@ impl Store for SqliteStore {
                     drift.since,
                     drift.fired_at,
                     drift.resolved_at,
-                    super::rows::encode_drift(drift).map_err(|source| Error::Corrupt {
-                        table: "drifts",
-                        source,
-                    })?,
+                    drift_body(drift)?,
                     drift_model::group::api_group(&drift.api_version),
                 ])?;
             }
-            let mut insert_history = transaction.prepare_cached(
-                "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
+            let mut insert_history =
+                transaction.prepare_cached(queries::INSERT_HISTORY.text(SQL))?;
             for transition in &batch.history {
                 insert_history.execute(params![
                     transition.drift.id,
                     transition.from.map(|state| state.as_str()),
                     transition.drift.state.as_str(),
                     transition.at,
-                    to_json(
-                        &super::rows::EvidenceRowRef::from(&transition.drift.evidence),
-                        "drift_history"
-                    )?
+                    evidence_text(&transition.drift.evidence)?,
                 ])?;
             }
             outbox::insert_outbox(&transaction, &batch.outbox)?;
-            let mut cancel = transaction.prepare_cached(
-                "DELETE FROM outbox WHERE drift_id = ?1 AND kind = 'repeat' AND state = 'pending'",
-            )?;
+            let mut cancel = transaction.prepare_cached(queries::CANCEL_REMINDERS.text(SQL))?;
             for drift_id in &batch.cancel_reminders {
                 cancel.execute(params![drift_id])?;
             }
@@ -239,16 +232,12 @@ impl Store for SqliteStore {
                 match change {
                     SilenceChange::Add(stored) => {
                         transaction.execute(
-                            "INSERT INTO silences (id, body, created_at) VALUES (?1, ?2, ?3)",
-                            params![
-                                stored.id,
-                                to_json(&SilenceRow::from(&stored.silence), "silences")?,
-                                stored.created_at
-                            ],
+                            queries::INSERT_SILENCE.text(SQL),
+                            params![stored.id, silence_body(&stored.silence)?, stored.created_at],
                         )?;
                     }
                     SilenceChange::Remove(id) => {
-                        transaction.execute("DELETE FROM silences WHERE id = ?1", params![id])?;
+                        transaction.execute(queries::DELETE_SILENCE.text(SQL), params![id])?;
                     }
                 }
             }
@@ -258,66 +247,32 @@ impl Store for SqliteStore {
     }
 
     fn heartbeat(&mut self, now: Millis) -> Result<(), Error> {
-        self.connection.execute(
-            "INSERT INTO heartbeat (id, at) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-            params![now],
-        )?;
+        self.connection
+            .execute(queries::HEARTBEAT.text(SQL), params![now])?;
         Ok(())
     }
 
     fn prune_events(&mut self, cutoff: Millis) -> Result<usize, Error> {
         Ok(self
             .connection
-            .execute("DELETE FROM events WHERE received_at < ?1", params![cutoff])?)
+            .execute(queries::PRUNE_EVENTS.text(SQL), params![cutoff])?)
     }
 
     fn prune_audit(&mut self, cutoff: Millis) -> Result<usize, Error> {
         let transaction = self.connection.transaction()?;
-        let mut removed = transaction.execute(
-            "DELETE FROM drift_history WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < ?1)",
-            params![cutoff],
-        )?;
-        removed += transaction.execute(
-            "DELETE FROM drifts WHERE state = 'resolved' AND resolved_at < ?1",
-            params![cutoff],
-        )?;
-        removed += transaction.execute(
-            "DELETE FROM delivery_attempts WHERE outbox_id IN (SELECT id FROM outbox WHERE state != 'pending' AND finished_at < ?1)",
-            params![cutoff],
-        )?;
-        removed += transaction.execute(
-            "DELETE FROM outbox WHERE state != 'pending' AND finished_at < ?1",
-            params![cutoff],
-        )?;
+        let mut removed = 0;
+        for query in &queries::PRUNE_AUDIT {
+            removed += transaction.execute(query.text(SQL), params![cutoff])?;
+        }
         transaction.commit()?;
         Ok(removed)
     }
 }
 
-fn read_silences(connection: &Connection) -> Result<Vec<StoredSilence>, Error> {
-    let mut statement =
-        connection.prepare("SELECT id, body, created_at FROM silences ORDER BY created_at, id")?;
-    let rows = statement.query_map([], |row| {
-        Ok((
-            row.get::<_, String>(0)?,
-            row.get::<_, String>(1)?,
-            row.get::<_, Millis>(2)?,
-        ))
-    })?;
-    let mut silences = Vec::new();
-    for row in rows {
-        let (id, body, created_at) = row?;
-        let row: SilenceRow = serde_json::from_str(&body).map_err(|source| Error::Corrupt {
-            table: "silences",
-            source,
-        })?;
-        silences.push(StoredSilence {
-            id,
-            silence: row.into(),
-            created_at,
-        });
-    }
-    Ok(silences)
+/// The silences created through the API (the writer's and the audit reader's answer).
+pub(crate) fn read_silences(connection: &Connection) -> Result<Vec<StoredSilence>, Error> {
+    let mut statement = connection.prepare(queries::SILENCES.text(SQL))?;
+    collect(&mut statement, [], |row| decode::silence(row))
 }
 
 /// How long a connection waits for another one's write lock before giving up.
@@ -330,7 +285,7 @@ const BUSY_STEP: std::time::Duration = std::time::Duration::from_micros(100);
 /// 2, 5, 10, 15, 20, 25 ms and more between tries, so the writer, waiting for a relay's
 /// sub-millisecond settlement, often slept ten times longer than the wait, and that put tens of
 /// milliseconds into the answer of every request in the round.
-pub(super) fn wait_briefly_when_busy(connection: &mut Connection) -> Result<(), Error> {
+fn wait_briefly_when_busy(connection: &mut Connection) -> Result<(), Error> {
     let tries = u32::try_from(BUSY_LIMIT.as_micros() / BUSY_STEP.as_micros()).unwrap_or(u32::MAX);
     connection.busy_handler(Some(move |count: i32| {
         if u32::try_from(count).unwrap_or(u32::MAX) >= tries {
@@ -343,75 +298,9 @@ pub(super) fn wait_briefly_when_busy(connection: &mut Connection) -> Result<(), 
 }
 
 /// WAL pages after which a committing connection checkpoints by itself (the safety valve).
-pub(super) const WRITER_AUTOCHECKPOINT_PAGES: i64 = 16_384;
+const WRITER_AUTOCHECKPOINT_PAGES: i64 = 16_384;
 /// Size the WAL file is truncated to after a checkpoint.
 const WAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use drift_model::{DriftState, Evidence, OwnerChain, Severity, Transition};
-
-    fn drift(id: &str, state: DriftState, resolved_at: Option<Millis>) -> Drift {
-        Drift {
-            id: id.into(),
-            class: "not_ready".into(),
-            rule: None,
-            severity: Severity::Critical,
-            state,
-            cluster: "c".into(),
-            uid: format!("uid-{id}"),
-            api_version: "serving.knative.dev/v1".into(),
-            kind: "Revision".into(),
-            namespace: "n".into(),
-            name: id.into(),
-            labels: Default::default(),
-            owner: OwnerChain::default(),
-            evidence: Evidence::default(),
-            since: 0,
-            fire_at: 0,
-            fired_at: Some(0),
-            resolved_at,
-            resolution: None,
-        }
-    }
-
-    #[test]
-    fn audit_retention_forgets_only_old_resolved_drifts() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-        let drifts = vec![
-            drift("old", DriftState::Resolved, Some(1_000)),
-            drift("recent", DriftState::Resolved, Some(9_000)),
-            drift("open", DriftState::Firing, None),
-        ];
-        let transitions = drifts
-            .iter()
-            .map(|drift| Transition {
-                drift: drift.clone(),
-                from: Some(DriftState::Firing),
-                at: 500,
-            })
-            .collect();
-        store
-            .commit(&Batch {
-                drifts,
-                history: transitions,
-                ..Default::default()
-            })
-            .unwrap();
-        assert_eq!(store.count("drift_history").unwrap(), 3);
-        store.prune_audit(5_000).unwrap();
-        assert_eq!(store.count("drifts").unwrap(), 2);
-        assert_eq!(store.count("drift_history").unwrap(), 2);
-        let ids: Vec<String> = store
-            .connection
-            .prepare("SELECT id FROM drifts ORDER BY id")
-            .unwrap()
-            .query_map([], |row| row.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(ids, ["open", "recent"]);
-    }
-}
+mod tests;

@@ -9,7 +9,7 @@
 //! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
 //! binary never touches a layout it does not understand.
 //!
-//! Adding a migration: append one entry to [`MIGRATIONS`] (the next version, its SQL), never edit
+//! Adding a migration: append one entry to `MIGRATIONS` (the next version, its SQL), never edit
 //! a published one, and say in `store/rows.rs` which stored shapes it changes.
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};

@@ -1,0 +1,86 @@
+//! The SQLite writer's own behaviour: audit retention forgets only what it should.
+
+use super::*;
+use drift_model::{Drift, DriftState, Evidence, OwnerChain, Severity, Transition};
+
+fn drift(id: &str, state: DriftState, resolved_at: Option<Millis>) -> Drift {
+    Drift {
+        id: id.into(),
+        class: "not_ready".into(),
+        rule: None,
+        severity: Severity::Critical,
+        state,
+        cluster: "c".into(),
+        uid: format!("uid-{id}"),
+        api_version: "serving.knative.dev/v1".into(),
+        kind: "Revision".into(),
+        namespace: "n".into(),
+        name: id.into(),
+        labels: Default::default(),
+        owner: OwnerChain::default(),
+        evidence: Evidence::default(),
+        since: 0,
+        fire_at: 0,
+        fired_at: Some(0),
+        resolved_at,
+        resolution: None,
+    }
+}
+
+/// Counts rows of a table.
+fn count(store: &SqliteStore, table: &str) -> i64 {
+    let allowed = [
+        "events",
+        "objects",
+        "drifts",
+        "drift_history",
+        "outbox",
+        "delivery_attempts",
+    ];
+    assert!(allowed.contains(&table), "unknown table {table}");
+    store
+        .connection
+        .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+            row.get(0)
+        })
+        .unwrap()
+}
+
+#[test]
+fn audit_retention_forgets_only_old_resolved_drifts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    let drifts = vec![
+        drift("old", DriftState::Resolved, Some(1_000)),
+        drift("recent", DriftState::Resolved, Some(9_000)),
+        drift("open", DriftState::Firing, None),
+    ];
+    let transitions = drifts
+        .iter()
+        .map(|drift| Transition {
+            drift: drift.clone(),
+            from: Some(DriftState::Firing),
+            at: 500,
+        })
+        .collect();
+    store
+        .commit(&Batch {
+            drifts,
+            history: transitions,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(count(&store, "drift_history"), 3);
+    store.prune_audit(5_000).unwrap();
+    assert_eq!(count(&store, "drifts"), 2);
+    assert_eq!(count(&store, "drift_history"), 2);
+    let ids: Vec<String> = store
+        .connection
+        .prepare("SELECT id FROM drifts ORDER BY id")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(ids, ["open", "recent"]);
+}
