@@ -41,7 +41,7 @@ use drift_store::AuditRead;
 /// Shared state of the API and dashboard handlers.
 #[derive(Clone)]
 pub struct ApiState {
-    /// Audit queries; `None` without an audit store (the memory store in tests): `503`.
+    /// Audit queries; `None` without an audit store (some router tests): `503`.
     pub audit: Option<Arc<dyn AuditRead>>,
     /// Bearer token protecting `/api/v1` and `/ui`.
     pub token: Option<Secret>,
@@ -105,7 +105,7 @@ async fn require_token(State(state): State<ApiState>, request: Request, next: Ne
     next.run(request).await
 }
 
-/// The audit reader, or a `503` when the store has none (memory store in tests).
+/// The audit reader, or a `503` when the store has none (some router tests).
 pub fn audit(state: &ApiState) -> Result<Arc<dyn AuditRead>, ApiError> {
     state.audit.clone().ok_or_else(|| {
         ApiError::new(
