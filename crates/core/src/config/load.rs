@@ -59,7 +59,7 @@ fn parse(text: &str) -> Result<serde_json::Value, Error> {
 
 /// Replaces URLs in an error message: webhook URLs carry tokens, and a type error quotes the
 /// value it rejected.
-pub fn redact_urls(message: &str) -> String {
+pub(crate) fn redact_urls(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;
     while let Some(start) = rest

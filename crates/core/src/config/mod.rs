@@ -31,7 +31,7 @@ pub(crate) use duration::{de_duration, de_opt_duration};
 pub use fleet::FleetConfig;
 pub use invariants::load_rules_file;
 pub use limits::LimitsConfig;
-pub use load::{load_file, load_str, redact_urls, sections};
+pub use load::{load_file, load_str, sections};
 pub use resync::{
     default_resync_resources, LabelSelectorConfig, ResourceConfig, ResyncConfig, ResyncMode,
     SelectorRequirementConfig,

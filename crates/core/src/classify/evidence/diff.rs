@@ -100,7 +100,11 @@ pub(crate) fn spec_diff_parsed(
 }
 
 /// The label and annotation diff between two versions.
-pub fn metadata_diff(before: &ObjectState, after: &ObjectState, rules: &Rules) -> Vec<FieldChange> {
+pub(crate) fn metadata_diff(
+    before: &ObjectState,
+    after: &ObjectState,
+    rules: &Rules,
+) -> Vec<FieldChange> {
     let mut changes = Vec::new();
     diff_values(
         "/metadata/labels",

@@ -9,4 +9,4 @@ pub mod diff;
 pub mod hint;
 
 pub use actor::attribute;
-pub use diff::{metadata_diff, spec_diff};
+pub use diff::spec_diff;

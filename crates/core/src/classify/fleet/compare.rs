@@ -325,7 +325,7 @@ pub enum Held {
 
 /// The members with evidence about the object, as [`compare`] takes them (`None`: missing);
 /// members that never reported it are left out.
-pub fn evidenced(members: &[(String, Held)]) -> Vec<(String, Option<Value>)> {
+pub(crate) fn evidenced(members: &[(String, Held)]) -> Vec<(String, Option<Value>)> {
     members
         .iter()
         .filter_map(|(cluster, held)| match held {

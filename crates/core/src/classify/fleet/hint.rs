@@ -376,7 +376,7 @@ pub(super) const MAX_FACT_VALUE: usize = 200;
 /// The divergences as a JSON fact: `[{"path", "values": {cluster: value or null}}]`, what the
 /// API, the dashboard and the messages read to show which cluster holds which value. Long
 /// string values are cut to [`MAX_FACT_VALUE`] characters.
-pub fn values_fact(divergences: &[Divergence]) -> String {
+pub(crate) fn values_fact(divergences: &[Divergence]) -> String {
     let bounded = |value: &Option<Value>| match value {
         Some(Value::String(text)) if text.chars().count() > MAX_FACT_VALUE => {
             let mut short: String = text.chars().take(MAX_FACT_VALUE).collect();

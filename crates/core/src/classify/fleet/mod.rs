@@ -46,13 +46,17 @@ mod table;
 mod tests;
 mod view;
 
-pub use compare::{comparable, compare, evidenced, value_text, Divergence, Held};
+#[cfg(test)]
+use compare::evidenced;
+pub use compare::{comparable, compare, value_text, Divergence, Held};
 pub(crate) use evaluator::{
     compared_by_any, judge_change, open_drifts, rejudge, settle, Finding, FleetRules, Rejudged,
     Settled, Verdict,
 };
-pub use hint::{hint, summary, values_fact};
-pub use table::{rows, Cell, Row, MAX_ROWS};
+#[cfg(test)]
+use hint::values_fact;
+pub use hint::{hint, summary};
+pub use table::{rows, Cell, Row};
 pub(crate) use view::view;
 pub use view::{GroupView, MemberView, ObjectView, MAX_VIEW_OBJECTS};
 

@@ -10,7 +10,7 @@ use super::compare::{differing_paths, leaves, same_leaf, Held};
 use super::{PRESENT, WHOLE_OBJECT};
 
 /// Most rows of one object in the fleet view (the leaves of a large spec are many).
-pub const MAX_ROWS: usize = 200;
+pub(crate) const MAX_ROWS: usize = 200;
 
 /// One member's cell in a row of the fleet view.
 #[derive(Debug, Clone, PartialEq)]

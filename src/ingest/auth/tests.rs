@@ -1,0 +1,143 @@
+//! Unit tests of `auth`.
+
+use serde_json::json;
+
+use super::*;
+
+fn jwk(value: serde_json::Value) -> Jwk {
+    serde_json::from_value(value).unwrap()
+}
+
+#[test]
+fn keys_that_verify_nothing_say_why_with_a_stable_kind() {
+    let (n, e) = (
+        "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl",
+        "AQAB",
+    );
+    let cases = [
+        (
+            json!({"kty": "RSA", "use": "enc", "n": n, "e": e}),
+            "encryption_key",
+            "the key is published for encryption, not signatures".to_string(),
+        ),
+        (
+            json!({"kty": "RSA", "alg": "RSA-OAEP", "n": n, "e": e}),
+            "not_signature",
+            format!(
+                "the key's algorithm {} is not a signature algorithm",
+                KeyAlgorithm::RSA_OAEP
+            ),
+        ),
+        (
+            json!({"kty": "EC", "crv": "P-521", "x": "AA", "y": "AA"}),
+            "unsupported_curve",
+            "the key's curve is not supported".to_string(),
+        ),
+        (
+            json!({"kty": "oct", "k": "c2VjcmV0"}),
+            "unsupported_key_type",
+            "the key's type is not supported".to_string(),
+        ),
+        (
+            json!({"kty": "oct", "alg": "HS256", "k": "c2VjcmV0"}),
+            "not_accepted",
+            "the key's algorithm HS256 is not accepted".to_string(),
+        ),
+    ];
+    for (key, kind, message) in cases {
+        let error = key_algorithm(&jwk(key.clone())).unwrap_err();
+        assert_eq!((error.kind(), error.to_string()), (kind, message), "{key}");
+    }
+    assert_eq!(
+        key_algorithm(&jwk(json!({"kty": "RSA", "n": n, "e": e}))).unwrap(),
+        Algorithm::RS256
+    );
+    let invalid = DecodingKey::from_jwk(&jwk(json!({"kty": "oct", "k": ""}))).unwrap_err();
+    let message = invalid.to_string();
+    let error = KeyError::Decoding(invalid);
+    assert_eq!((error.kind(), error.to_string()), ("invalid_key", message));
+}
+
+#[test]
+fn jwks_fetch_errors_keep_their_messages_and_have_stable_kinds() {
+    // A reqwest error without a network: a request that cannot be built.
+    let reqwest_error = || reqwest::Client::new().get("not a url").build().unwrap_err();
+    let shown = reqwest_error().to_string();
+    for (error, kind) in [
+        (GetError::Request(reqwest_error()), "request"),
+        (GetError::Body(reqwest_error()), "body"),
+    ] {
+        assert_eq!((error.kind(), error.to_string()), (kind, shown.clone()));
+    }
+    let status = GetError::Status(404);
+    assert_eq!(
+        (status.kind(), status.to_string().as_str()),
+        ("status", "HTTP 404")
+    );
+    let invalid = serde_json::from_value::<JwkSet>(json!({"keys": 1})).unwrap_err();
+    let invalid_message = format!("JWKS is not valid: {invalid}");
+    let cases = [
+        (
+            JwksError::Discovery(GetError::Status(500)),
+            "discovery",
+            "OIDC discovery failed: HTTP 500".to_string(),
+        ),
+        (
+            JwksError::NoJwksUri,
+            "no_jwks_uri",
+            "OIDC discovery document has no jwks_uri".to_string(),
+        ),
+        (
+            JwksError::Fetch(GetError::Status(503)),
+            "jwks_fetch",
+            "JWKS fetch failed: HTTP 503".to_string(),
+        ),
+        (JwksError::Invalid(invalid), "invalid_jwks", invalid_message),
+        (
+            JwksError::Expired,
+            "expired",
+            "the JWKS expired".to_string(),
+        ),
+    ];
+    for (error, kind, message) in cases {
+        assert_eq!((error.kind(), error.to_string()), (kind, message));
+    }
+}
+
+#[test]
+fn a_verifier_that_cannot_be_built_says_so_once_in_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |ca_file: PathBuf| OidcConfig {
+        issuer: "https://kubernetes.default.svc".to_string(),
+        audience: "drift-sentinel".to_string(),
+        jwks_url: None,
+        allowed_subjects: Vec::new(),
+        ca_file: Some(ca_file),
+        token_file: None,
+        leeway: Duration::from_secs(30),
+        jwks_max_age: Duration::from_secs(60),
+    };
+    let missing = dir.path().join("missing.crt");
+    let Err(error) = OidcVerifier::new(config(missing.clone())) else {
+        panic!("a missing CA file builds a verifier");
+    };
+    assert_eq!(error.kind(), "read_ca_file");
+    let io = std::fs::read(&missing).unwrap_err();
+    let message = format!("auth.oidc.caFile {}: {io}", missing.display());
+    assert_eq!(error.to_string(), message);
+    // The start prints the chain (`{:#}`): the cause is not repeated.
+    assert_eq!(format!("{:#}", anyhow::Error::new(error)), message);
+    let broken = dir.path().join("broken.crt");
+    std::fs::write(
+        &broken,
+        "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    // reqwest reads the PEM, and rustls refuses the certificate when the client is built.
+    let Err(error) = OidcVerifier::new(config(broken)) else {
+        panic!("a certificate that is not one builds a verifier");
+    };
+    assert_eq!(error.kind(), "http_client");
+    assert_eq!(error.to_string(), "builder error");
+    assert_eq!(format!("{:#}", anyhow::Error::new(error)), "builder error");
+}
