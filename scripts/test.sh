@@ -77,9 +77,12 @@ fi
 log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreSQL)"
 cargo test --workspace --quiet 2>&1
 
-log "Building the binary for process tests"
-cargo build --quiet
+# The process tests run the debug binary `cargo test` just built for the integration tests. A
+# separate `cargo build` would build it again: without the dev-dependencies, drift-store lacks its
+# `testing` feature (the test store, which only adds code no service path calls), and the store
+# and the service would be compiled a second time for an identical binary.
 export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentinel"
+test -x "$DRIFT_SENTINEL_BIN"
 
 log "Process and interop tests (pytest)"
 cd "$ROOT/tests/python"
