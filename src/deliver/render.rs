@@ -10,7 +10,7 @@
 //! stays on one line and cannot add a heading, a link, an image, HTML, a mention or a code fence
 //! to the ops channel. Only the templates (ours, or the operator's `templates:`) make structure.
 
-use drift_core::config::{ChannelConfig, TemplateConfig};
+use drift_core::config::{ChannelConfig, Language, TemplateConfig};
 use drift_model::class::ClassCatalog;
 use drift_model::text::{actor_text, object_path};
 use drift_model::time::format_time;
@@ -203,15 +203,6 @@ fn defang_markdown(line: &str, block_start: bool) -> String {
     break_group_mentions(&break_fences(&out))
 }
 
-/// Message language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Language {
-    /// English.
-    En,
-    /// Simplified Chinese.
-    Zh,
-}
-
 /// How a channel words its messages.
 #[derive(Debug, Clone)]
 pub struct Style {
@@ -229,11 +220,7 @@ impl Style {
     /// The style of a configured channel, naming classes from `classes`.
     pub fn new(config: &ChannelConfig, public_url: Option<&str>, classes: &ClassCatalog) -> Style {
         Style {
-            language: match config.language {
-                drift_core::config::Language::Zh => Language::Zh,
-                // Validation refused any other language.
-                _ => Language::En,
-            },
+            language: config.language,
             templates: config.templates.clone(),
             public_url: public_url.map(|url| url.trim_end_matches('/').to_string()),
             classes: classes.clone(),

@@ -28,6 +28,9 @@ pub struct ChannelConfig {
     pub min_backoff: Duration,
     /// Longest retry delay.
     pub max_backoff: Duration,
+    /// A `language` other than `en` and `zh`, as written: validation refuses it, naming its key
+    /// (`language` itself is then the default, and never read).
+    pub(super) unknown_language: Option<String>,
 }
 
 /// The settings every channel type shares.
@@ -36,7 +39,7 @@ pub struct ChannelConfig {
 struct CommonChannelFields {
     name: String,
     #[serde(default)]
-    language: Language,
+    language: Option<String>,
     #[serde(default)]
     templates: TemplateConfig,
     #[serde(default = "default_send_timeout", deserialize_with = "de_duration")]
@@ -74,10 +77,16 @@ impl<'de> Deserialize<'de> for ChannelConfig {
             .map_err(serde::de::Error::custom)?;
         let kind: ChannelKind = serde_json::from_value(serde_json::Value::Object(specific))
             .map_err(serde::de::Error::custom)?;
+        let (language, unknown_language) = match common.language.as_deref() {
+            None | Some("en") => (Language::En, None),
+            Some("zh") => (Language::Zh, None),
+            Some(_) => (Language::En, common.language),
+        };
         Ok(ChannelConfig {
             name: common.name,
             kind,
-            language: common.language,
+            language,
+            unknown_language,
             templates: common.templates,
             timeout: common.timeout,
             max_attempts: common.max_attempts,
@@ -88,28 +97,16 @@ impl<'de> Deserialize<'de> for ChannelConfig {
     }
 }
 
-/// A channel's message language (`language:`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// A channel's message language (`language:`): the language of its built-in templates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Language {
     /// English, the default.
     #[default]
     En,
     /// Simplified Chinese.
     Zh,
-    /// Anything else, as written: validation refuses it, naming the key.
-    Unknown(String),
 }
 
-impl<'de> Deserialize<'de> for Language {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Ok(match text.as_str() {
-            "en" => Language::En,
-            "zh" => Language::Zh,
-            _ => Language::Unknown(text),
-        })
-    }
-}
 fn default_send_timeout() -> Duration {
     Duration::from_secs(10)
 }
@@ -236,6 +233,7 @@ impl ChannelConfig {
             name: name.to_string(),
             kind: ChannelKind::Log {},
             language: Language::En,
+            unknown_language: None,
             templates: TemplateConfig::default(),
             timeout: default_send_timeout(),
             max_attempts: default_max_attempts(),

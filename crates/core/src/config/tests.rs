@@ -108,6 +108,19 @@ fn channels_and_routes_validate_with_paths() {
         "channels[0].url: must be an http:// or https:// URL"
     );
     let error = load_str(
+        "channels:\n  - {name: a, type: log}\n  - {name: b, type: log, language: fr}\n",
+        &no_env,
+    )
+    .unwrap_err();
+    assert_eq!(error.to_string(), "channels[1].language: must be en or zh");
+    let config = load_str(
+        "channels:\n  - {name: a, type: log, language: zh}\n  - {name: b, type: log}\n",
+        &no_env,
+    )
+    .unwrap();
+    assert_eq!(config.channels[0].language, crate::config::Language::Zh);
+    assert_eq!(config.channels[1].language, crate::config::Language::En);
+    let error = load_str(
         "channels:\n  - {name: a, type: log}\nroutes:\n  - channels: [b]\n",
         &no_env,
     )

@@ -433,7 +433,7 @@ fn validate_channel(index: usize, channel: &ChannelConfig) -> Result<(), Error> 
     if channel.name.trim().is_empty() {
         return Err(Error::invalid(format!("{path}.name"), "must not be empty"));
     }
-    if matches!(channel.language, super::channels::Language::Unknown(_)) {
+    if channel.unknown_language.is_some() {
         return Err(Error::invalid(
             format!("{path}.language"),
             "must be en or zh",

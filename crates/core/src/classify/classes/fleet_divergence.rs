@@ -52,6 +52,10 @@ impl DriftClass for FleetDivergence {
         }
     }
 
+    fn about_a_group(&self) -> bool {
+        true
+    }
+
     fn reassessable(&self) -> bool {
         // The members' current copies are all it reads.
         true

@@ -176,6 +176,20 @@ pub trait DriftClass: Sync {
     fn applies_to_snapshot(&self) -> bool {
         false
     }
+    /// True when the class's drifts are about a group of clusters (one object's copies across
+    /// them), not about one tracked object: their own evaluator settles them, and no clean-up of
+    /// an object (a delete, a forgotten tombstone, a rehome, a disabled rule) touches them.
+    /// Every class but `fleet_divergence` keeps the default, `false`.
+    fn about_a_group(&self) -> bool {
+        false
+    }
+}
+
+/// [`DriftClass::about_a_group`] of the class with this id (`false` for an unknown id).
+pub(crate) fn about_a_group(id: &str) -> bool {
+    REGISTRY
+        .iter()
+        .any(|class| class.about_a_group() && class.id() == id)
 }
 
 /// [`DriftClass::reassessable`] of the class with this id (`false` for an unknown id).

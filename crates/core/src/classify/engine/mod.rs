@@ -136,7 +136,7 @@ impl Engine {
                     return Some((slot.clone(), "class disabled in the rules"));
                 }
                 let rule = slot.rule.as_deref()?;
-                if slot.class == classes::FLEET_DIVERGENCE {
+                if classes::about_a_group(&slot.class) {
                     // Judged again below, over the members the new rules name.
                     return None;
                 }

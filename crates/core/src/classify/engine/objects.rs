@@ -300,7 +300,7 @@ impl Engine {
                 .drifts
                 .keys()
                 .filter(|slot| slot.cluster == stale.cluster && slot.uid == stale.uid)
-                .filter(|slot| slot.class != classes::FLEET_DIVERGENCE)
+                .filter(|slot| !classes::about_a_group(&slot.class))
                 .cloned()
                 .collect();
             open.sort();

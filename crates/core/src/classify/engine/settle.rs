@@ -49,8 +49,8 @@ impl Engine {
                     )
                 });
             }
-            // A fleet drift is about a group, not a tracked object: the fleet evaluator settles it.
-            classes::Finding::Holds(evidence) if class_id == classes::FLEET_DIVERGENCE => {
+            // A drift about a group, not a tracked object: the fleet evaluator settles it.
+            classes::Finding::Holds(evidence) if classes::about_a_group(class_id) => {
                 self.settle_fleet(slot, *evidence, now);
             }
             classes::Finding::Holds(evidence) => {

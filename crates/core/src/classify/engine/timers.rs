@@ -46,9 +46,9 @@ impl Engine {
                 .keys()
                 .filter(|slot| slot.cluster == key.cluster && slot.uid == key.uid)
                 .filter(|slot| slot.class != classes::PIPELINE_BROKEN)
-                // A fleet drift is about a group, never about an object tracked under its key
-                // (a forged event could name cluster `fleet:<group>`).
-                .filter(|slot| slot.class != classes::FLEET_DIVERGENCE)
+                // A drift about a group is never about an object tracked under its key (a
+                // forged event could name cluster `fleet:<group>`).
+                .filter(|slot| !classes::about_a_group(&slot.class))
                 .cloned()
                 .collect();
             for slot in open {
