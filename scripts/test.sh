@@ -21,8 +21,9 @@ log() { printf '\n==> [%4ss] %s\n' "$SECONDS" "$*"; }
 # throwaway server of their own in a temporary directory (tests/it/pg.rs). Debian's package also
 # creates and starts a system cluster; the tests never use it.
 # openssl: the command that makes the private CA and server certificate of the PostgreSQL TLS
-# test (tests/it/pg_tls.rs); the binary itself uses rustls.
-APT_PACKAGES=(prometheus prometheus-alertmanager chromium postgresql openssl)
+# test (tests/it/pg_tls.rs); the binary itself uses rustls. python3-venv: the virtualenv the test
+# requirements go into (Debian keeps it out of python3).
+APT_PACKAGES=(prometheus prometheus-alertmanager chromium postgresql openssl python3-venv)
 command -v kubectl >/dev/null 2>&1 || APT_PACKAGES+=(kubernetes-client)
 need_apt=()
 for package in "${APT_PACKAGES[@]}"; do

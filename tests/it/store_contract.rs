@@ -834,8 +834,30 @@ fn audit_answers(audit: &dyn AuditRead) -> Vec<String> {
         .into_iter()
         .map(|entry| (entry.from, entry.to, entry.at))
         .collect();
+    // Against the batch committed, not only across backends: a shared query wrong the same
+    // way on every backend would still fail here.
+    let committed = audit_batch();
+    let moves: Vec<(Option<String>, String, Millis)> = committed
+        .history
+        .iter()
+        .filter(|transition| transition.drift.id == "subscription")
+        .map(|transition| {
+            (
+                transition.from.map(|state| state.as_str().to_string()),
+                transition.drift.state.as_str().to_string(),
+                transition.at,
+            )
+        })
+        .collect();
+    assert!(moves.len() >= 2, "the batch moves the subscription");
+    assert_eq!(history, moves);
     answers.push(format!("{history:?}"));
-    answers.push(format!("{:?}", audit.drift("trigger").unwrap()));
+    let trigger = audit.drift("trigger").unwrap();
+    assert_eq!(
+        trigger.as_ref(),
+        committed.drifts.iter().find(|drift| drift.id == "trigger")
+    );
+    answers.push(format!("{trigger:?}"));
     answers
 }
 

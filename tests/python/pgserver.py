@@ -40,12 +40,21 @@ def bindir() -> Path:
     )
 
 
+# Free space /dev/shm must have for the server's files to go there (a run's databases take a few
+# hundred MB; a container's default /dev/shm of 64 MB would fill up).
+SHM_NEEDED = 1 << 30
+
+
 def scratch_dir():
-    """Where the server's files go: tmpfs (/dev/shm) when the machine has it writable, else the
-    temporary directory. A throwaway server's files never need to reach a disk (fsync is off
-    anyway); in memory, its databases are created and removed without waiting on other I/O."""
+    """Where the server's files go: tmpfs (/dev/shm) when the machine has it writable with room
+    to spare, else the temporary directory. A throwaway server's files never need to reach a disk
+    (fsync is off anyway); in memory, its databases are created and removed without waiting on
+    other I/O."""
     shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK) else None
+    if not (shm.is_dir() and os.access(shm, os.W_OK | os.X_OK)):
+        return None
+    stats = os.statvfs(shm)
+    return str(shm) if stats.f_bavail * stats.f_frsize >= SHM_NEEDED else None
 
 
 class PgServer:

@@ -171,19 +171,8 @@ impl Writer {
     pub(super) fn run(mut self, receiver: mpsc::Receiver<Command>) {
         loop {
             let now = (self.clock)();
-            let heartbeat_ms =
-                i64::try_from(self.settings.heartbeat_interval.as_millis()).unwrap_or(5000);
-            let mut wake_at = self.timers.last_write + heartbeat_ms;
-            if self.settings.shard.set {
-                // A shard reads the shared silences back on time, not at the next heartbeat.
-                wake_at = wake_at.min(self.timers.last_silence_sync + self.silence_sync_ms());
-            }
-            if let Some(deadline) = self.engine.next_deadline() {
-                // After a failed commit, timers wait for the backoff: a store that keeps failing
-                // must not spin the writer.
-                wake_at = wake_at.min(deadline.max(self.timers.store_backoff_until));
-            }
-            let wait = Duration::from_millis(u64::try_from((wake_at - now).max(1)).unwrap_or(1));
+            let wait =
+                Duration::from_millis(u64::try_from((self.wake_at() - now).max(1)).unwrap_or(1));
             let mut round = Vec::new();
             let mut stop = false;
             match receiver.recv_timeout(wait) {
@@ -238,6 +227,23 @@ impl Writer {
                 return;
             }
         }
+    }
+
+    /// When the writer has something to do without a request: its next heartbeat, in a shard
+    /// its next read-back of the shared silences, and the engine's next deadline (not before
+    /// the backoff after a failed commit).
+    fn wake_at(&self) -> Millis {
+        let mut wake_at = self.timers.last_write + self.heartbeat_ms();
+        if self.settings.shard.set {
+            // A shard reads the shared silences back on time, not at its next heartbeat.
+            wake_at = wake_at.min(self.timers.last_silence_sync + self.silence_sync_ms());
+        }
+        if let Some(deadline) = self.engine.next_deadline() {
+            // After a failed commit, timers wait for the backoff: a store that keeps failing
+            // must not spin the writer.
+            wake_at = wake_at.min(deadline.max(self.timers.store_backoff_until));
+        }
+        wake_at
     }
 
     /// One round: everything taken from the queue, plus due timers, in one transaction. The

@@ -57,6 +57,10 @@ struct Harness {
 }
 
 fn harness() -> Harness {
+    harness_in(Default::default())
+}
+
+fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
     let store = TestStore::new();
     let now = Arc::new(AtomicI64::new(START));
     let clock_now = Arc::clone(&now);
@@ -69,7 +73,7 @@ fn harness() -> Harness {
         audit_retention: Duration::from_secs(3600),
         heartbeat_interval: Duration::from_secs(5),
         capacity: Default::default(),
-        shard: Arc::new(Default::default()),
+        shard: Arc::new(shard),
     };
     let writer = Writer::new(
         Engine::new(Arc::new(Rules::default())),
@@ -253,4 +257,22 @@ fn event_keys_are_forgotten_after_their_retention() {
     assert_eq!(h.store.event_count(), 1, "e1 forgotten, e2 kept");
     let answers = h.round(vec![service_event("e2", "102", "gcr.io/app:2")]);
     assert_eq!(answers, vec![Ok(vec![EventResult::Duplicate])]);
+}
+
+#[test]
+fn an_idle_shard_wakes_for_its_silence_read_back_not_only_at_its_heartbeat() {
+    let shard = drift_core::config::ShardConfig {
+        name: "east".into(),
+        set: true,
+        silence_sync_interval: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let mut h = harness_in(shard);
+    h.round(Vec::new());
+    // Read back and heartbeat at START: the next read-back is due first.
+    assert_eq!(h.writer.wake_at(), START + 500);
+    // Without a shard the writer waits for its heartbeat (5 s).
+    let mut alone = harness();
+    alone.round(Vec::new());
+    assert_eq!(alone.writer.wake_at(), START + 5_000);
 }
