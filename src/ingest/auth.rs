@@ -239,14 +239,7 @@ enum JwksError {
 }
 
 impl JwksError {
-    /// A stable, bounded label.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the label a count of these failures would use; tested"
-        )
-    )]
+    /// A stable, bounded label (the `kind` of the log line that reports it).
     fn kind(&self) -> &'static str {
         match self {
             JwksError::Discovery(_) => "discovery",
@@ -560,7 +553,7 @@ impl OidcVerifier {
             }
             Ok(None) => return Err(unauthenticated(format!("unknown signing key {kid:?}"))),
             Err(error) => {
-                tracing::warn!(message = "Could not fetch the OIDC signing keys.", %error);
+                tracing::warn!(message = "Could not fetch the OIDC signing keys.", kind = error.kind(), %error);
                 return Err(AuthError::Unavailable(
                     "the issuer's signing keys cannot be fetched now; retry later".to_string(),
                 ));
