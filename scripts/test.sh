@@ -85,9 +85,11 @@ cargo test --workspace --quiet 2>&1
 export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentinel"
 test -x "$DRIFT_SENTINEL_BIN"
 
+# Two workers (pytest-xdist), taking the longest tests first, one at a time, so both stay busy;
+# the slowest 25 are listed at the end, to see where the time goes.
 log "Process and interop tests (pytest)"
 cd "$ROOT/tests/python"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --maxschedchunk 1
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --maxschedchunk 1 --durations=25
 cd "$ROOT"
 
 # --- Fuzzing ----------------------------------------------------------------------------------------
@@ -100,3 +102,5 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   log "Fuzzing every target for ${FUZZ_SECONDS}s"
   FUZZ_QUICK=1 scripts/fuzz.sh "$FUZZ_SECONDS"
 fi
+
+log "Done"
