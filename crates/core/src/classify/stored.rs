@@ -2,8 +2,10 @@
 //! reads (the writer puts [`encode`]'s text in the store's object rows), so the shape belongs
 //! to the engine whose state it is. Changing it is a schema change of the store (a new version
 //! and a migration there); decoding is lenient where older rows may lack a field
-//! (`#[serde(default)]`).
+//! (`#[serde(default)]`). One shape serves both ways: written borrowed from the engine's state
+//! (writing copies nothing of it), read owned.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -14,198 +16,132 @@ use drift_model::{Millis, OwnerReference};
 
 /// The stored text of an object's state (`objects.body`).
 pub fn encode(object: &ObjectState) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&ObjectRowRef::from(object))
+    serde_json::to_string(&ObjectRow::from(object))
 }
 
 /// The state of an object's stored text.
 pub fn decode(body: &str) -> Result<ObjectState, serde_json::Error> {
-    serde_json::from_str::<ObjectRow>(body).map(ObjectState::from)
+    serde_json::from_str::<ObjectRow<'_>>(body).map(ObjectState::from)
 }
 
 /// One owner reference of an object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct OwnerReferenceRow {
-    /// Owner `apiVersion`.
-    pub api_version: String,
-    /// Owner kind.
-    pub kind: String,
-    /// Owner name.
-    pub name: String,
-    /// Owner uid.
-    pub uid: String,
-    /// The managing controller.
+struct OwnerReferenceRow<'a> {
+    api_version: Cow<'a, str>,
+    kind: Cow<'a, str>,
+    name: Cow<'a, str>,
+    uid: Cow<'a, str>,
     #[serde(default)]
-    pub controller: bool,
-}
-
-/// A field manager and its last write.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct ManagerRow {
-    /// Field manager.
-    pub manager: String,
-    /// `Apply` or `Update`.
-    pub operation: String,
-    /// Subresource.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub subresource: String,
-    /// Last write time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time: Option<String>,
-}
-
-/// [`OwnerReferenceRow`], as written (borrowed).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct OwnerReferenceRowRef<'a> {
-    api_version: &'a str,
-    kind: &'a str,
-    name: &'a str,
-    uid: &'a str,
     controller: bool,
 }
 
-/// [`ManagerRow`], as written (borrowed).
-#[derive(Debug, Serialize)]
-struct ManagerRowRef<'a> {
-    manager: &'a str,
-    operation: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    subresource: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    time: Option<&'a str>,
+/// A field manager and its last write.
+#[derive(Debug, Serialize, Deserialize)]
+struct ManagerRow<'a> {
+    manager: Cow<'a, str>,
+    operation: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    subresource: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    time: Option<Cow<'a, str>>,
 }
 
-/// `objects.body`, as read.
-#[derive(Debug, Deserialize)]
+/// `objects.body`.
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ObjectRow {
-    cluster: String,
-    uid: String,
-    api_version: String,
-    kind: String,
-    namespace: String,
-    name: String,
-    resource_version: String,
-    #[serde(default)]
+struct ObjectRow<'a> {
+    cluster: Cow<'a, str>,
+    uid: Cow<'a, str>,
+    api_version: Cow<'a, str>,
+    kind: Cow<'a, str>,
+    namespace: Cow<'a, str>,
+    name: Cow<'a, str>,
+    resource_version: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     generation: Option<i64>,
-    #[serde(default)]
-    creation_timestamp: Option<String>,
-    #[serde(default)]
-    deletion_timestamp: Option<String>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-    #[serde(default)]
-    annotations: BTreeMap<String, String>,
-    #[serde(default)]
-    owners: Vec<OwnerReferenceRow>,
-    #[serde(default)]
-    managers: Vec<ManagerRow>,
-    #[serde(default)]
-    spec: Option<Box<RawValue>>,
-    #[serde(default)]
-    status: Option<Box<RawValue>>,
-    #[serde(default)]
-    data: Option<BTreeMap<String, String>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    creation_timestamp: Option<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deletion_timestamp: Option<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "is_empty")]
+    labels: Cow<'a, BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "is_empty")]
+    annotations: Cow<'a, BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    owners: Vec<OwnerReferenceRow<'a>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    managers: Vec<ManagerRow<'a>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spec: Option<Cow<'a, RawValue>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<Cow<'a, RawValue>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<Cow<'a, BTreeMap<String, String>>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     deleted: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     listed: bool,
-    #[serde(default)]
-    confirmed_resource_version: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    confirmed_resource_version: Option<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     sent_at: Option<Millis>,
     first_seen: Millis,
     last_seen: Millis,
 }
 
-/// `objects.body`, as written: borrowed from the engine's state, so writing a changed object
-/// copies nothing but its owner and manager lists.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ObjectRowRef<'a> {
-    cluster: &'a str,
-    uid: &'a str,
-    api_version: &'a str,
-    kind: &'a str,
-    namespace: &'a str,
-    name: &'a str,
-    resource_version: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    generation: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    creation_timestamp: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    deletion_timestamp: Option<&'a str>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    labels: &'a BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    annotations: &'a BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    owners: Vec<OwnerReferenceRowRef<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    managers: Vec<ManagerRowRef<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    spec: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<&'a BTreeMap<String, String>>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    deleted: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    listed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    confirmed_resource_version: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sent_at: Option<Millis>,
-    first_seen: Millis,
-    last_seen: Millis,
+// serde's `skip_serializing_if` hands over a reference to the field as it is typed.
+#[allow(clippy::ptr_arg)]
+fn is_empty(map: &Cow<'_, BTreeMap<String, String>>) -> bool {
+    map.is_empty()
 }
 
-impl<'a> From<&'a ObjectState> for ObjectRowRef<'a> {
-    fn from(object: &'a ObjectState) -> ObjectRowRef<'a> {
-        let raw = |value: &'a Serialized| (!value.is_null()).then(|| value.raw());
-        ObjectRowRef {
-            cluster: &object.cluster,
-            uid: &object.uid,
-            api_version: &object.api_version,
-            kind: &object.kind,
-            namespace: &object.namespace,
-            name: &object.name,
-            resource_version: &object.resource_version,
+impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
+    fn from(object: &'a ObjectState) -> ObjectRow<'a> {
+        let raw = |value: &'a Serialized| (!value.is_null()).then(|| Cow::Borrowed(value.raw()));
+        ObjectRow {
+            cluster: Cow::Borrowed(&object.cluster),
+            uid: Cow::Borrowed(&object.uid),
+            api_version: Cow::Borrowed(&object.api_version),
+            kind: Cow::Borrowed(&object.kind),
+            namespace: Cow::Borrowed(&object.namespace),
+            name: Cow::Borrowed(&object.name),
+            resource_version: Cow::Borrowed(&object.resource_version),
             generation: object.generation,
-            creation_timestamp: object.creation_timestamp.as_deref(),
-            deletion_timestamp: object.deletion_timestamp.as_deref(),
-            labels: &object.labels,
-            annotations: &object.annotations,
+            creation_timestamp: object.creation_timestamp.as_deref().map(Cow::Borrowed),
+            deletion_timestamp: object.deletion_timestamp.as_deref().map(Cow::Borrowed),
+            labels: Cow::Borrowed(&object.labels),
+            annotations: Cow::Borrowed(&object.annotations),
             owners: object
                 .owners
                 .iter()
-                .map(|owner| OwnerReferenceRowRef {
-                    api_version: &owner.api_version,
-                    kind: &owner.kind,
-                    name: &owner.name,
-                    uid: &owner.uid,
+                .map(|owner| OwnerReferenceRow {
+                    api_version: Cow::Borrowed(&owner.api_version),
+                    kind: Cow::Borrowed(&owner.kind),
+                    name: Cow::Borrowed(&owner.name),
+                    uid: Cow::Borrowed(&owner.uid),
                     controller: owner.controller,
                 })
                 .collect(),
             managers: object
                 .managers
                 .iter()
-                .map(|stamp| ManagerRowRef {
-                    manager: &stamp.manager,
-                    operation: &stamp.operation,
-                    subresource: &stamp.subresource,
-                    time: stamp.time.as_deref(),
+                .map(|stamp| ManagerRow {
+                    manager: Cow::Borrowed(&stamp.manager),
+                    operation: Cow::Borrowed(&stamp.operation),
+                    subresource: Cow::Borrowed(&stamp.subresource),
+                    time: stamp.time.as_deref().map(Cow::Borrowed),
                 })
                 .collect(),
             spec: raw(&object.spec),
             status: raw(&object.status),
-            data: object.data.as_ref(),
+            data: object.data.as_ref().map(Cow::Borrowed),
             deleted: object.deleted,
             listed: object.listed,
-            confirmed_resource_version: object.confirmed_resource_version.as_deref(),
+            confirmed_resource_version: object
+                .confirmed_resource_version
+                .as_deref()
+                .map(Cow::Borrowed),
             sent_at: object.sent_at,
             first_seen: object.first_seen,
             last_seen: object.last_seen,
@@ -213,31 +149,33 @@ impl<'a> From<&'a ObjectState> for ObjectRowRef<'a> {
     }
 }
 
-impl From<ObjectRow> for ObjectState {
-    fn from(row: ObjectRow) -> ObjectState {
-        let serialized =
-            |raw: Option<Box<RawValue>>| raw.map(Serialized::from_raw).unwrap_or_default();
+impl From<ObjectRow<'_>> for ObjectState {
+    fn from(row: ObjectRow<'_>) -> ObjectState {
+        let serialized = |raw: Option<Cow<'_, RawValue>>| {
+            raw.map(|raw| Serialized::from_raw(raw.into_owned()))
+                .unwrap_or_default()
+        };
         ObjectState {
-            cluster: row.cluster,
-            uid: row.uid,
-            api_version: row.api_version,
-            kind: row.kind,
-            namespace: row.namespace,
-            name: row.name,
-            resource_version: row.resource_version,
+            cluster: row.cluster.into_owned(),
+            uid: row.uid.into_owned(),
+            api_version: row.api_version.into_owned(),
+            kind: row.kind.into_owned(),
+            namespace: row.namespace.into_owned(),
+            name: row.name.into_owned(),
+            resource_version: row.resource_version.into_owned(),
             generation: row.generation,
-            creation_timestamp: row.creation_timestamp,
-            deletion_timestamp: row.deletion_timestamp,
-            labels: row.labels,
-            annotations: row.annotations,
+            creation_timestamp: row.creation_timestamp.map(Cow::into_owned),
+            deletion_timestamp: row.deletion_timestamp.map(Cow::into_owned),
+            labels: row.labels.into_owned(),
+            annotations: row.annotations.into_owned(),
             owners: row
                 .owners
                 .into_iter()
                 .map(|owner| OwnerReference {
-                    api_version: owner.api_version,
-                    kind: owner.kind,
-                    name: owner.name,
-                    uid: owner.uid,
+                    api_version: owner.api_version.into_owned(),
+                    kind: owner.kind.into_owned(),
+                    name: owner.name.into_owned(),
+                    uid: owner.uid.into_owned(),
                     controller: owner.controller,
                 })
                 .collect(),
@@ -245,18 +183,18 @@ impl From<ObjectRow> for ObjectState {
                 .managers
                 .into_iter()
                 .map(|stamp| ManagerStamp {
-                    manager: stamp.manager,
-                    operation: stamp.operation,
-                    subresource: stamp.subresource,
-                    time: stamp.time,
+                    manager: stamp.manager.into_owned(),
+                    operation: stamp.operation.into_owned(),
+                    subresource: stamp.subresource.into_owned(),
+                    time: stamp.time.map(Cow::into_owned),
                 })
                 .collect(),
             spec: serialized(row.spec),
             status: serialized(row.status),
-            data: row.data,
+            data: row.data.map(Cow::into_owned),
             deleted: row.deleted,
             listed: row.listed,
-            confirmed_resource_version: row.confirmed_resource_version,
+            confirmed_resource_version: row.confirmed_resource_version.map(Cow::into_owned),
             sent_at: row.sent_at,
             first_seen: row.first_seen,
             last_seen: row.last_seen,
@@ -266,12 +204,15 @@ impl From<ObjectRow> for ObjectState {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeMap;
+
     use serde_json::json;
 
-    #[test]
-    fn an_object_written_reads_back_whole() {
-        let object = ObjectState {
+    use super::*;
+
+    /// An object with most parts present.
+    fn object() -> ObjectState {
+        ObjectState {
             cluster: "c".into(),
             uid: "u".into(),
             api_version: "apps/v1".into(),
@@ -306,9 +247,56 @@ mod tests {
             sent_at: Some(4),
             first_seen: 5,
             last_seen: 6,
-        };
-        let written = encode(&object).unwrap();
-        let row: ObjectRow = serde_json::from_str(&written).unwrap();
-        assert_eq!(ObjectState::from(row), object);
+        }
+    }
+
+    /// The same object with the parts the first leaves out, and without those it has.
+    fn other_object() -> ObjectState {
+        let mut object = object();
+        object.annotations = BTreeMap::from([("x".into(), "y".into())]);
+        object.data = Some(BTreeMap::from([("k".into(), "v".into())]));
+        object.status = Serialized::from_value(&json!({"ready": true}));
+        object.deletion_timestamp = Some("2026-01-02T00:00:00Z".into());
+        object.generation = None;
+        object.owners[0].controller = false;
+        object.managers[0].time = Some("2026-01-01T00:00:01Z".into());
+        object.managers[0].subresource = String::new();
+        object.deleted = false;
+        object.listed = false;
+        object.confirmed_resource_version = None;
+        object.sent_at = None;
+        object
+    }
+
+    #[test]
+    fn an_object_written_reads_back_whole() {
+        for object in [object(), other_object()] {
+            assert_eq!(decode(&encode(&object).unwrap()).unwrap(), object);
+        }
+    }
+
+    #[test]
+    fn the_stored_text_is_what_every_earlier_binary_wrote() {
+        // Written by the owned and borrowed row types of before they were one shape: a change
+        // here is a schema change of the store.
+        assert_eq!(
+            encode(&object()).unwrap(),
+            r#"{"cluster":"c","uid":"u","apiVersion":"apps/v1","kind":"Deployment","namespace":"n","name":"d","resourceVersion":"7","generation":3,"creationTimestamp":"2026-01-01T00:00:00Z","labels":{"a":"b"},"owners":[{"apiVersion":"serving.knative.dev/v1","kind":"Revision","name":"r","uid":"ru","controller":true}],"managers":[{"manager":"controller","operation":"Update","subresource":"status"}],"spec":{"replicas":1},"deleted":true,"listed":true,"confirmedResourceVersion":"5","sentAt":4,"firstSeen":5,"lastSeen":6}"#
+        );
+        assert_eq!(
+            encode(&other_object()).unwrap(),
+            r#"{"cluster":"c","uid":"u","apiVersion":"apps/v1","kind":"Deployment","namespace":"n","name":"d","resourceVersion":"7","creationTimestamp":"2026-01-01T00:00:00Z","deletionTimestamp":"2026-01-02T00:00:00Z","labels":{"a":"b"},"annotations":{"x":"y"},"owners":[{"apiVersion":"serving.knative.dev/v1","kind":"Revision","name":"r","uid":"ru","controller":false}],"managers":[{"manager":"controller","operation":"Update","time":"2026-01-01T00:00:01Z"}],"spec":{"replicas":1},"status":{"ready":true},"data":{"k":"v"},"firstSeen":5,"lastSeen":6}"#
+        );
+    }
+
+    #[test]
+    fn an_older_row_without_the_optional_parts_reads() {
+        let object = decode(
+            r#"{"cluster":"c","uid":"u","apiVersion":"v1","kind":"ConfigMap","namespace":"n","name":"m","resourceVersion":"1","firstSeen":1,"lastSeen":2}"#,
+        )
+        .unwrap();
+        assert_eq!(object.name, "m");
+        assert!(object.labels.is_empty() && object.owners.is_empty() && object.data.is_none());
+        assert!(object.spec.is_null() && !object.deleted);
     }
 }
