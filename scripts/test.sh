@@ -78,12 +78,13 @@ fi
 log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreSQL)"
 cargo test --workspace --quiet 2>&1
 
-# The process tests run the debug binary `cargo test` just built for the integration tests. A
-# separate `cargo build` would build it again: without the dev-dependencies, drift-store lacks its
-# `testing` feature (the test store, which only adds code no service path calls), and the store
-# and the service would be compiled a second time for an identical binary.
+# The process tests run the binary as users build it: without the dev-dependencies, so without
+# the store's `testing` feature, which `cargo test` turns on (the store and the service are
+# compiled once more for it). Its dep-info (`drift-sentinel.d`) tells test_manifests.py which
+# sources went into it.
+log "Building the binary for process tests"
+cargo build --quiet
 export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentinel"
-test -x "$DRIFT_SENTINEL_BIN"
 
 # Two workers (pytest-xdist), taking the longest tests first, one at a time, so both stay busy;
 # the slowest 25 are listed at the end, to see where the time goes.
