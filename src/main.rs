@@ -54,8 +54,10 @@ enum Command {
     #[command(group(clap::ArgGroup::new("source").required(true).args(["live", "live_cluster"])))]
     Check {
         /// Desired manifests: a directory (every .yaml, .yml and .json below it) or a file.
+        /// Optional when invariants are given (--invariants or `rules.invariants`): then only
+        /// the invariants and the state-based classes are checked.
         #[arg(long)]
-        baseline: PathBuf,
+        baseline: Option<PathBuf>,
         /// Live objects: the output of `kubectl get ... -A -o yaml` for the Knative kinds and
         /// ConfigMaps to check (docs/check.md gives the command), a directory of such files, or
         /// `-` for standard input.
@@ -259,7 +261,7 @@ fn main() -> ExitCode {
             };
             commands::check::run(
                 cli.config,
-                &baseline,
+                baseline.as_deref(),
                 live,
                 check_format(format),
                 severity(fail_on),

@@ -37,13 +37,18 @@ const TRAFFIC_DRIFT: &str = "traffic_drift";
 
 /// Compares `live` with `baseline` under `rules` (ignore paths, class settings, thresholds,
 /// scope, watched ConfigMaps). Pure. Fails only on bad input: a baseline object defined twice, or
-/// a live object the decoder rejects.
+/// a live object the decoder rejects. Without a baseline (`check --invariants` alone) nothing is
+/// `missing`, `extra` or different: only the state-based classes and the invariants are judged,
+/// since no file says what should exist.
 pub fn check(
-    baseline: &Manifests,
+    baseline: Option<&Manifests>,
     live: &Manifests,
     rules: Arc<Rules>,
     fail_on: Severity,
 ) -> Result<Report, Error> {
+    let no_baseline = Manifests::default();
+    let baseline_given = baseline.is_some();
+    let baseline = baseline.unwrap_or(&no_baseline);
     if let Some((key, first, second)) = baseline.duplicates().first() {
         return Err(Error::Duplicate {
             object: key.reference(),
@@ -113,7 +118,7 @@ pub fn check(
     // The live side: extra objects, and the Knative objects and watched ConfigMaps checked for
     // their state even when the baseline does not name them.
     for (key, found) in &parsed {
-        if baseline.get(key).is_some() || !rules.in_scope(&found.state) {
+        if !baseline_given || baseline.get(key).is_some() || !rules.in_scope(&found.state) {
             continue;
         }
         let state = &found.state;

@@ -124,14 +124,15 @@ pub(crate) fn run_compare(
     compare_snapshots(&loaded, rules, fail_on)
 }
 
-/// Loads both sides and checks them: the whole command minus output.
+/// Loads both sides and checks them: the whole command minus output. Without a baseline only
+/// the state-based classes and the invariants are judged (no `missing`, `extra` or differences).
 pub fn run(
-    baseline_path: &Path,
+    baseline_path: Option<&Path>,
     live_path: &Path,
     rules: Arc<Rules>,
     fail_on: Severity,
 ) -> Result<Report, Error> {
-    let baseline = manifest::load(baseline_path)?;
+    let baseline = baseline_path.map(manifest::load).transpose()?;
     let live = manifest::load(live_path)?;
-    check(&baseline, &live, rules, fail_on)
+    check(baseline.as_ref(), &live, rules, fail_on)
 }

@@ -195,7 +195,7 @@ fn with_rule_files(
 /// `check`: the CI/CD gate. Exit 0: nothing at or above `fail_on`; 1: drift; 2: bad input.
 pub fn run(
     config_path: Option<PathBuf>,
-    baseline: &std::path::Path,
+    baseline: Option<&std::path::Path>,
     live: Live,
     format: crate::check::Format,
     fail_on: drift_model::Severity,
@@ -216,6 +216,15 @@ pub fn run(
         Ok(rules) => std::sync::Arc::new(rules),
         Err(error) => return fail(error.to_string()),
     };
+    if baseline.is_none() && rules.invariants().is_empty() {
+        // Without either there is nothing to judge the live objects against: an empty report
+        // would pass the gate for the wrong reason.
+        return fail(
+            "nothing to check against: give --baseline, or invariants (--invariants FILE or \
+             the config's rules.invariants)"
+                .to_string(),
+        );
+    }
     let result = match live {
         Live::Files(path) => {
             check::run(baseline, &path, rules, fail_on).map_err(|error| error.to_string())
@@ -225,9 +234,11 @@ pub fn run(
             context,
             namespace,
         } => (|| {
-            let mut desired =
-                drift_core::manifest::load(baseline).map_err(|error| error.to_string())?;
-            if let Some(namespace) = &namespace {
+            let mut desired = match baseline {
+                Some(path) => Some(drift_core::manifest::load(path).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            if let (Some(desired), Some(namespace)) = (desired.as_mut(), &namespace) {
                 desired.retain_namespace(namespace);
             }
             let live = live_cluster_snapshot(
@@ -235,10 +246,10 @@ pub fn run(
                 kubeconfig,
                 context,
                 namespace.as_deref(),
-                &mut desired,
+                desired.as_mut().unwrap_or(&mut Default::default()),
             )
             .map_err(|error| error.to_string())?;
-            check::check(&desired, &live, rules, fail_on).map_err(|error| error.to_string())
+            check::check(desired.as_ref(), &live, rules, fail_on).map_err(|error| error.to_string())
         })(),
     };
     let report = match result {

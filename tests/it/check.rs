@@ -117,7 +117,8 @@ fn rules(yaml: &str) -> Arc<Rules> {
 fn run_with(rules_yaml: &str, baseline: &str, live: &[Value], fail_on: Severity) -> Report {
     let baseline = snapshot(&[("git/app.yaml", baseline)]);
     let live = snapshot(&[("live.yaml", &kubectl_list(live))]);
-    check::check(&baseline, &live, rules(rules_yaml), fail_on).unwrap_or_else(|e| panic!("{e}"))
+    check::check(Some(&baseline), &live, rules(rules_yaml), fail_on)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn run(baseline: &str, live: &[Value]) -> Report {
@@ -1720,7 +1721,7 @@ fn the_documented_example_finds_what_the_docs_show() {
         &read(&root.join("baseline/example.yaml")),
     )]);
     let live = snapshot(&[("examples/check/live.yaml", &read(&root.join("live.yaml")))]);
-    let report = check::check(&baseline, &live, rules("{}"), Severity::Warning).unwrap();
+    let report = check::check(Some(&baseline), &live, rules("{}"), Severity::Warning).unwrap();
     expect(
         &report,
         &[
@@ -1871,6 +1872,65 @@ fn binary_check_takes_invariants_from_a_file_and_junit_has_a_case_per_rule() {
         outcome
             .stderr
             .contains("is already defined in the config's rules.invariants"),
+        "{}",
+        outcome.stderr
+    );
+}
+
+#[test]
+fn invariants_alone_gate_a_snapshot_without_a_baseline() {
+    // A team that keeps only invariants in Git: no --baseline. The live Service is not `extra`
+    // (nothing says what should exist), its hand edit is not a `spec_drift`; the invariants and
+    // the state-based classes are judged.
+    let mut live = live_objects();
+    live[0]["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:latest");
+    let files = Files::clean(&live);
+    let rules = files.write("policy/invariants.yaml", INVARIANTS);
+    let live_path = files.path("live.yaml");
+    let args = [
+        "--live",
+        live_path.to_str().unwrap(),
+        "--invariants",
+        rules.to_str().unwrap(),
+        "--format",
+        "json",
+    ];
+    let outcome = binary(&args, None);
+    assert_eq!(outcome.code, 1, "{}{}", outcome.stdout, outcome.stderr);
+    let json: Value = serde_json::from_str(&outcome.stdout).expect("JSON on stdout");
+    let classes: Vec<(&str, &str)> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|finding| {
+            (
+                finding["class"].as_str().unwrap(),
+                finding["rule"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        classes,
+        [("invariant", "keep-warm"), ("invariant", "no-latest")],
+        "{}",
+        outcome.stdout
+    );
+    // Invariants in the config's rules.invariants count the same.
+    let config = files.write(
+        "config.yaml",
+        &format!("rules:\n{}", INVARIANTS.replace('\n', "\n  ")),
+    );
+    let outcome = binary(&args[..2], Some(&config));
+    assert_eq!(outcome.code, 1, "{}{}", outcome.stdout, outcome.stderr);
+    assert!(outcome.stdout.contains("no-latest"), "{}", outcome.stdout);
+    // With neither a baseline nor invariants there is nothing to judge against: bad input, not
+    // a pass.
+    let outcome = binary(&args[..2], None);
+    assert_eq!(outcome.code, 2, "{}{}", outcome.stdout, outcome.stderr);
+    assert!(
+        outcome
+            .stderr
+            .contains("nothing to check against: give --baseline, or invariants"),
         "{}",
         outcome.stderr
     );
