@@ -491,3 +491,68 @@ fn a_deleted_own_broker_stays_broken_after_its_tombstone_is_forgotten() {
         &["firing pipeline_broken Broker/drift-sentinel"],
     );
 }
+
+// ---- A Route's failure under its Service ------------------------------------------------------
+
+/// net-kourier rejects a KIngress whose host another namespace's Route already has
+/// (`DomainConflict`). Knative copies the reason up: the Route's `IngressReady`, then the
+/// Service's `RoutesReady`. One cause: the Service's finding, whose chain names the Route and the
+/// KIngress, is the one alert, whichever of the three objects' events arrives first.
+#[test]
+fn a_kingress_domain_conflict_is_one_alert_on_the_service() {
+    let orders: [[&str; 3]; 3] = [
+        [
+            "service-domain-conflict.yaml",
+            "route-domain-conflict.yaml",
+            "ingress-domain-conflict.yaml",
+        ],
+        [
+            "ingress-domain-conflict.yaml",
+            "route-domain-conflict.yaml",
+            "service-domain-conflict.yaml",
+        ],
+        [
+            "route-domain-conflict.yaml",
+            "ingress-domain-conflict.yaml",
+            "service-domain-conflict.yaml",
+        ],
+    ];
+    for order in orders {
+        let mut sim = Sim::new();
+        for file in order {
+            sim.send("add", &derived(file));
+        }
+        sim.wait(3600);
+        check(sim.notified(), &["firing not_ready Service/hello"]);
+        let fired = sim.last("not_ready");
+        let summary = &fired.drift.evidence.summary;
+        assert!(
+            summary
+                .contains("chain: Service RoutesReady=False → Route IngressReady=False → Ingress"),
+            "{order:?}: {summary}"
+        );
+    }
+}
+
+/// The Route's own finding still fires when its Service is absent (a Route made by hand, or a
+/// Service not watched) or when the Service says it is ready (a Route edited after the Service
+/// stopped owning it is not hidden).
+#[test]
+fn a_routes_failure_is_its_own_when_its_service_is_absent_or_ready() {
+    let mut sim = Sim::new();
+    sim.send("add", &derived("route-domain-conflict.yaml"));
+    sim.send("add", &derived("ingress-domain-conflict.yaml"));
+    sim.wait(3600);
+    check(sim.notified(), &["firing not_ready Route/hello"]);
+
+    let ready_service = changed(&derived("service-domain-conflict.yaml"), |service| {
+        set_condition(service, "RoutesReady", "True", "", "");
+        set_condition(service, "Ready", "True", "", "");
+    });
+    let mut sim = Sim::new();
+    sim.send("add", &ready_service);
+    sim.send("add", &derived("route-domain-conflict.yaml"));
+    sim.send("add", &derived("ingress-domain-conflict.yaml"));
+    sim.wait(3600);
+    check(sim.notified(), &["firing not_ready Route/hello"]);
+}

@@ -42,12 +42,20 @@ pub(crate) fn on_event_path(group: &str, kind: &str) -> bool {
     }
 }
 
-/// True for an internal object Knative makes for a public one (a Route's KIngress and
-/// Certificate, a Revision's PodAutoscaler and ServerlessService, a Trigger's Subscription, a
-/// Broker's trigger Channel) whose failure shows on its owner's conditions.
+/// True for an object Knative makes for another one (a Route's KIngress and Certificate, a
+/// Revision's PodAutoscaler and ServerlessService, a Trigger's Subscription, a Broker's trigger
+/// Channel, a Service's Route and Configuration) whose failure shows on its owner's conditions
+/// (a Service copies its Route's and Configuration's `Ready` into `RoutesReady` and
+/// `ConfigurationsReady`, reason and message included).
 pub(crate) fn is_plumbing(object: &ObjectState) -> bool {
     let group = object.group();
     let internal = group == NETWORKING_INTERNAL || group == AUTOSCALING_INTERNAL;
+    if group == SERVING && matches!(object.kind.as_str(), "Route" | "Configuration") {
+        return object.controller_owner().is_some_and(|owner| {
+            owner.kind == "Service"
+                && crate::decode::object::api_group(&owner.api_version) == SERVING
+        });
+    }
     // A Trigger's Subscription, a Broker's or Sequence's Channel, a ContainerSource's
     // SinkBinding.
     let plumbing = matches!(
@@ -239,7 +247,7 @@ pub(crate) struct ChainLink {
 }
 
 /// How many links a chain may have (Service → Route → KIngress → Certificate is four).
-const MAX_CHAIN: usize = 5;
+pub(crate) const MAX_CHAIN: usize = 5;
 
 /// The chain of failing conditions below `object`: the object itself, then the related object
 /// its failing condition points at, and so on (Service → Route → KIngress → Certificate;

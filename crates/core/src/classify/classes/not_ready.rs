@@ -10,7 +10,7 @@
 //!
 //! Not reported here, so that one failure is one alert: Knative working as designed (a
 //! PodAutoscaler or ServerlessService at zero), an internal object whose tracked owner reports
-//! it, a broken delivery path (`event_delivery_broken`), an operator upgrade in progress
+//! it (a Service's Route and Configuration count: the Service copies their `Ready`), a broken delivery path (`event_delivery_broken`), an operator upgrade in progress
 //! (`operator_upgrade_stuck`). A not-ready object on Eventing's delivery path loses events and
 //! is critical.
 

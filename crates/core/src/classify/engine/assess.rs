@@ -34,7 +34,8 @@ impl Engine {
 
     /// Re-evaluates the objects whose verdict depends on `key`'s object, after its health (its
     /// happy condition, a PodAutoscaler's shortfall, a deletion) changed: the plumbing it owns
-    /// (reported through it while it is not ready), a Broker's Triggers (reported on the Broker
+    /// (reported through it while it is not ready), the owner that reports it when it is
+    /// plumbing (whose condition chain names it), a Broker's Triggers (reported on the Broker
     /// while it is not ready), a PodAutoscaler's Revision (whose shortfall it reports). So a
     /// finding left to another object does not depend on which of the two events came first.
     pub(super) fn reevaluate_dependents(&mut self, key: &ObjectKey, now: Millis) {
@@ -56,6 +57,26 @@ impl Engine {
                     .filter(|trigger| !trigger.deleted)
                     .map(ObjectState::key),
             );
+        }
+        // The owners that report this plumbing's failure carry it in their condition chains
+        // (a KIngress on its Route, and on the Route's Service): brought up to date whichever
+        // event came first. Bounded, and an owner-reference cycle stops the walk.
+        let mut below = object;
+        for _ in 0..crate::classify::kinds::MAX_CHAIN {
+            if !crate::classify::kinds::is_plumbing(below) {
+                break;
+            }
+            let Some(owner) = below
+                .controller_owner()
+                .and_then(|owner| self.graph.by_uid(&below.cluster, &owner.uid))
+            else {
+                break;
+            };
+            if owner.deleted || owner.uid == object.uid || dependents.contains(&owner.key()) {
+                break;
+            }
+            dependents.push(owner.key());
+            below = owner;
         }
         if object.is_kind(
             crate::classify::kinds::AUTOSCALING_INTERNAL,
