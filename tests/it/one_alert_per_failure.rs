@@ -556,3 +556,40 @@ fn a_routes_failure_is_its_own_when_its_service_is_absent_or_ready() {
     sim.wait(3600);
     check(sim.notified(), &["firing not_ready Route/hello"]);
 }
+
+/// The same for a Service's Configuration: the Service copies its `Ready` into
+/// `ConfigurationsReady`, so the Service's finding is the one `not_ready` alert.
+#[test]
+fn a_failed_configuration_is_one_alert_on_its_service() {
+    let message = "Revision \"knative-webapp-00001\" failed with message: Container failed.";
+    let failed_configuration = changed(&configuration(), |configuration| {
+        set_condition(configuration, "Ready", "False", "RevisionFailed", message);
+    });
+    let failed_service = changed(&service(), |service| {
+        set_condition(
+            service,
+            "ConfigurationsReady",
+            "False",
+            "RevisionFailed",
+            message,
+        );
+        set_condition(service, "Ready", "False", "RevisionFailed", message);
+    });
+    for order in [
+        [&failed_configuration, &failed_service],
+        [&failed_service, &failed_configuration],
+    ] {
+        let mut sim = Sim::new();
+        for object in order {
+            sim.send("add", object);
+        }
+        sim.wait(3600);
+        check(sim.notified(), &["firing not_ready Service/knative-webapp"]);
+        assert_summary(
+            &sim,
+            "not_ready",
+            "chain: Service ConfigurationsReady=False → Configuration Ready=False",
+            "",
+        );
+    }
+}
