@@ -1646,3 +1646,30 @@ async fn a_store_migrated_to_postgres_serves_the_same_drifts() {
         "{stderr}"
     );
 }
+
+/// Issue 27, item 4: a non-ASCII cluster name is shown with its code points beside it, on the
+/// list, a drift's page and the report, so a look-alike of another name reads differently; an
+/// ASCII name is shown as it is.
+#[tokio::test]
+async fn the_dashboard_shows_a_non_ascii_cluster_with_its_code_points() {
+    let mut app = Running::start("defaultCluster: продакшн\n").await;
+    app.make_drifts().await;
+    let code_points = r"(\u{43f}\u{440}\u{43e}\u{434}\u{430}\u{43a}\u{448}\u{43d})</code>";
+    let (status, index) = app.text("/ui").await;
+    assert_eq!(status, 200);
+    assert!(
+        index.contains(&format!("<td>продакшн <code class=\"cluster-code-points\" title=\"not ASCII: the name's code points\">{code_points}</td>")),
+        "{index}"
+    );
+    let (_, firing) = app.get("/api/v1/drifts?state=firing").await;
+    let id = firing["items"][0]["id"].as_str().unwrap().to_string();
+    let (_, page) = app.text(&format!("/ui/drifts/{id}")).await;
+    assert!(page.contains(code_points), "{page}");
+    app.stop().await;
+    let mut app = Running::start("defaultCluster: prod-eu\n").await;
+    app.make_drifts().await;
+    let (_, index) = app.text("/ui").await;
+    assert!(index.contains("<td>prod-eu</td>"), "{index}");
+    assert!(!index.contains("cluster-code-points"));
+    app.stop().await;
+}
