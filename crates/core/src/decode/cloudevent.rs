@@ -154,9 +154,10 @@ pub(crate) fn parse_request(
 }
 
 /// Refuses a binary-mode request that repeats a `ce-*` header. Readers disagree on which of two
-/// values counts (the `http` crate's `HeaderMap::get` and this SDK take the first, Go's
-/// `Header.Get` the first, other routers the last or both joined): a Trigger could filter on one
-/// `ce-cluster` while this service files the event under the other. An attribute has one value.
+/// values counts (Go's `Header.Get`, and so Knative's Trigger filters, takes the first; the SDK's
+/// binding reads every header and keeps the last; others join them): a Trigger could filter on
+/// one `ce-cluster` while this service files the event under the other. An attribute has one
+/// value.
 fn refuse_repeated_attributes(headers: &http::HeaderMap) -> Result<(), Error> {
     for name in headers.keys() {
         if name.as_str().starts_with("ce-") && headers.get_all(name).iter().nth(1).is_some() {

@@ -28,8 +28,9 @@ use unicode_security::{GeneralSecurityProfile, RestrictionLevel, RestrictionLeve
 /// Longest cluster name in bytes: a DNS subdomain's length.
 pub const MAX_BYTES: usize = 253;
 
-/// The prefix reserved for fleet drifts' cluster field (`fleet:<group>`).
-pub const RESERVED_PREFIX: &str = crate::classify::fleet::CLUSTER_PREFIX;
+/// The prefix reserved for fleet drifts' cluster field (`fleet:<group>`); the fleet module's
+/// `CLUSTER_PREFIX` is this one (decode sits below classify).
+pub const RESERVED_PREFIX: &str = "fleet:";
 
 /// Why a cluster name (or a glob over names) is refused; the text names the character and its
 /// position (1-based, in characters) but never repeats the name.
