@@ -9,11 +9,13 @@
 //! | not a valid CloudEvent | `400` JSON `{code, message}` (not retried; the first 768 bytes reach the dead-letter event) |
 //! | body arrives slower than the minimum rate | `408` JSON, connection closed (retried) |
 //! | body over the limit, declared or counted | `413` JSON (not retried) |
-//! | an event of a cluster this shard does not own (`shard.clusters`) | `421` JSON naming the shard (not retried: dead-lettered) |
+//! | an event of a cluster this shard does not own (`shard.clusters`); a batch holding one, whole | `421` JSON naming the shard (not retried: dead-lettered) |
 //! | queue full, request bytes in flight, store cannot commit, shutting down, request timeout, a standby replica | `503` JSON with `Retry-After` (retried) |
 //!
 //! Every error answer, of `POST /` and of every other route, is an [`ApiError`]: JSON
 //! `{code, message}`, and every `503` carries `Retry-After` (its reasons are [`Unavailable`]).
+//! The exception is a request head hyper cannot parse (a raw `<` in the target): hyper answers
+//! it before any route sees it, `400` with an empty body, and offers no hook to change that body.
 //! The server itself (connections, their timeouts and their cap) is [`server`].
 //!
 //! Architecture invariant: a `2xx` is sent only after the pipeline reports the events committed.
