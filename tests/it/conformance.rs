@@ -275,11 +275,12 @@ async fn the_bearer_scheme_is_case_insensitive_on_ingest_and_api() {
 }
 
 /// Item 6: an error answer the service makes is JSON, also for a request target axum routes
-/// nowhere or that holds percent-encoded `<`. A raw `<` (or `"`, `{`-less others the `http`
-/// crate refuses) in the request target never reaches the service: hyper's HTTP/1 parser answers
-/// it itself, `400` with an empty body and the connection closed (hyper 1.x
+/// nowhere or that holds a percent-encoded `<`. A raw `<`, `>` or backtick in the path, or `"` in
+/// the query (characters the `http` crate's URI parser refuses) never reaches the service: hyper's HTTP/1
+/// parser answers it itself, `400` with an empty body and the connection closed (hyper 1.x
 /// `proto/h1/role.rs` `Server::on_error`; no builder option gives it a body). This pins that
-/// documented exception, so a hyper upgrade that changes it shows here.
+/// documented exception (README, "What it accepts"), so a hyper upgrade that changes it shows
+/// here.
 #[tokio::test]
 async fn error_answers_are_json_and_a_raw_invalid_target_is_hyper_s_bare_400() {
     let app = Running::start("").await;
@@ -289,16 +290,22 @@ async fn error_answers_are_json_and_a_raw_invalid_target_is_hyper_s_bare_400() {
         body["code"].is_string() && body["message"].is_string(),
         "{body}"
     );
-    let raw = app
-        .raw(b"GET /api/v1/<script> HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await;
-    let (head, body) = raw.split_once("\r\n\r\n").expect("an answer head");
-    assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{raw}");
-    assert!(
-        head.to_ascii_lowercase().contains("content-length: 0"),
-        "{raw}"
-    );
-    assert_eq!(body, "", "hyper's own answer has no body");
+    for request in [
+        &b"GET /api/v1/<script> HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+        b"POST /<x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+        b"GET /a>b HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /a`b HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /a?q=\"x\" HTTP/1.1\r\nHost: x\r\n\r\n",
+    ] {
+        let raw = app.raw(request).await;
+        let (head, body) = raw.split_once("\r\n\r\n").expect("an answer head");
+        assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{raw}");
+        assert!(
+            head.to_ascii_lowercase().contains("content-length: 0"),
+            "{raw}"
+        );
+        assert_eq!(body, "", "hyper's own answer has no body");
+    }
     // The same target percent-encoded is the service's, and JSON.
     let raw = app
         .raw(b"GET /api/v1/%3Cscript%3E HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
