@@ -1673,3 +1673,38 @@ async fn the_dashboard_shows_a_non_ascii_cluster_with_its_code_points() {
     assert!(!index.contains("cluster-code-points"));
     app.stop().await;
 }
+
+/// Issue 27, item 4: the fleet view shows a non-ASCII member cluster with its code points, in
+/// the member list and the compared object's column head.
+#[tokio::test]
+async fn the_fleet_view_shows_a_non_ascii_member_with_its_code_points() {
+    let app = Running::start(
+        "fleet:\n  groups:\n    - name: prod\n      clusters: [\"prod-*\", \"продакшн\"]\n      compare:\n        - {kind: ConfigMap, namespace: knative-serving, name: config-autoscaler}\n",
+    )
+    .await;
+    for (index, cluster) in ["prod-eu", "продакшн"].iter().enumerate() {
+        let mut object = config_autoscaler();
+        object["metadata"]["uid"] = json!(format!("uid-{index}"));
+        let mut event = structured_event(&format!("fleet-{index}"), "add", &object);
+        event["cluster"] = json!(cluster);
+        let response = app
+            .client
+            .post(&app.base)
+            .header("content-type", "application/cloudevents+json")
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+    }
+    let code_points = r#"продакшн <code class="cluster-code-points" title="not ASCII: the name's code points">(\u{43f}\u{440}\u{43e}\u{434}\u{430}\u{43a}\u{448}\u{43d})</code>"#;
+    let (status, page) = app.text("/ui/fleet").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!("<tr><td>{code_points}</td>")),
+        "{page}"
+    );
+    assert!(page.contains(&format!("<th>{code_points}</th>")), "{page}");
+    assert!(page.contains("<th>prod-eu</th>"), "{page}");
+    app.stop().await;
+}
