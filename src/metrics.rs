@@ -233,7 +233,8 @@ pub struct Metrics {
     /// mid-send): sent again under the same idempotency key.
     pub outbox_claim_expiries: Family<ChannelLabel, Counter>,
     /// CloudEvents of resource events by shard and whether the shard owns their cluster
-    /// (`owned`) or refused them (`refused`, answered `421`).
+    /// (`owned`) or refused them with `421`, by cause: `refused` (their cluster is another
+    /// shard's), `refused_with_batch` (owned, in a batch refused for another event's cluster).
     pub shard_events: Family<ShardOutcomeLabel, Counter>,
 }
 
@@ -258,7 +259,7 @@ pub struct ShardReasonLabel {
 pub struct ShardOutcomeLabel {
     /// The shard's name.
     pub shard: String,
-    /// owned or refused.
+    /// owned, refused or refused_with_batch.
     pub outcome: String,
 }
 
@@ -581,7 +582,7 @@ impl Metrics {
         let shard_events = Family::<ShardOutcomeLabel, Counter>::default();
         registry.register(
             "shard_events",
-            "Resource events by shard and outcome (owned, refused: the cluster belongs to another shard)",
+            "Resource events by shard and outcome (owned; refused: the cluster belongs to another shard; refused_with_batch: owned, in a batch refused for another event's cluster)",
             shard_events.clone(),
         );
         Metrics {

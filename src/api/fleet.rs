@@ -160,7 +160,7 @@ pub(crate) fn html(groups: &[GroupView], only: Option<&str>) -> String {
         for member in &view.members {
             body.push_str(&format!(
                 "<tr><td>{}</td><td>{}</td></tr>",
-                esc(&member.cluster),
+                super::report::cluster_html(&member.cluster),
                 member
                     .last_event
                     .map(format_time)
@@ -185,7 +185,10 @@ pub(crate) fn html(groups: &[GroupView], only: Option<&str>) -> String {
                 esc(&key)
             ));
             for member in &view.members {
-                body.push_str(&format!("<th>{}</th>", esc(&member.cluster)));
+                body.push_str(&format!(
+                    "<th>{}</th>",
+                    super::report::cluster_html(&member.cluster)
+                ));
             }
             body.push_str("</tr>");
             for row in &object.rows {

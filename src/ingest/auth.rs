@@ -102,8 +102,7 @@ impl IngestAuth {
     pub async fn check(&self, authorization: Option<&str>) -> Result<(), AuthError> {
         let token = || {
             authorization
-                .and_then(|value| value.strip_prefix("Bearer "))
-                .map(str::trim)
+                .and_then(bearer_credentials)
                 .filter(|token| !token.is_empty())
                 .ok_or_else(|| {
                     AuthError::Unauthenticated("missing Authorization: Bearer token".to_string())
@@ -604,12 +603,22 @@ pub(crate) fn same_secret(given: &str, expected: &str) -> bool {
 
 /// The bearer token of a request, if any.
 pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get(axum::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
+    bearer_credentials(
+        headers
+            .get(axum::http::header::AUTHORIZATION)?
+            .to_str()
+            .ok()?,
+    )
+}
+
+/// The token of an `Authorization` value of the `Bearer` scheme: `credentials = auth-scheme
+/// [ 1*SP token68 ]`, and the scheme is case-insensitive (RFC 9110 §11.1, §11.4; RFC 6750 §2.1),
+/// so `bearer x` and `BEARER x` are `Bearer x`.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_matches(' '))
 }
 
 #[cfg(test)]

@@ -9,11 +9,13 @@
 //! | not a valid CloudEvent | `400` JSON `{code, message}` (not retried; the first 768 bytes reach the dead-letter event) |
 //! | body arrives slower than the minimum rate | `408` JSON, connection closed (retried) |
 //! | body over the limit, declared or counted | `413` JSON (not retried) |
-//! | an event of a cluster this shard does not own (`shard.clusters`) | `421` JSON naming the shard (not retried: dead-lettered) |
+//! | an event of a cluster this shard does not own (`shard.clusters`); a batch holding one, whole | `421` JSON naming the shard (not retried: dead-lettered) |
 //! | queue full, request bytes in flight, store cannot commit, shutting down, request timeout, a standby replica | `503` JSON with `Retry-After` (retried) |
 //!
 //! Every error answer, of `POST /` and of every other route, is an [`ApiError`]: JSON
 //! `{code, message}`, and every `503` carries `Retry-After` (its reasons are [`Unavailable`]).
+//! The exception is a request head hyper cannot parse (a raw `<` in the target): hyper answers
+//! it before any route sees it, `400` with an empty body, and offers no hook to change that body.
 //! The server itself (connections, their timeouts and their cap) is [`server`].
 //!
 //! Architecture invariant: a `2xx` is sent only after the pipeline reports the events committed.
@@ -246,16 +248,27 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
 /// Refuses the whole request when one of its events belongs to a cluster another shard owns:
 /// `421`, which the Broker does not retry (the event goes to the dead-letter sink, visibly),
 /// instead of applying it here (two shards would judge one object) or dropping it.
+///
+/// A batch holding one such event is refused whole, its owned events with it: one HTTP answer
+/// has one status, so it cannot take some events and refuse others, and taking the owned ones
+/// with a `2xx` would lose the foreign one silently. The Broker never sends batches (each Trigger
+/// delivery is one event, filtered by the shard's cluster prefix); a direct sender that batches
+/// must group its events by shard. The refused events are counted by cause in
+/// `shard_events_total{outcome}`: `refused` (their cluster is another shard's) and
+/// `refused_with_batch` (owned here, refused with the batch that held a foreign event).
 fn check_shard(state: &AppState, decoded: &[Decoded]) -> Result<(), ApiError> {
     let shard = &state.shard;
-    let mut refused = None;
-    let mut owned = 0u64;
-    for event in decoded {
+    let mut refused: Option<(usize, String)> = None;
+    let (mut owned, mut foreign) = (0u64, 0u64);
+    for (index, event) in decoded.iter().enumerate() {
         if let Decoded::ApiServer(event) = event {
             if shard.owns(&event.cluster) {
                 owned += 1;
-            } else if refused.is_none() {
-                refused = Some(event.cluster.clone());
+            } else {
+                foreign += 1;
+                if refused.is_none() {
+                    refused = Some((index, event.cluster.clone()));
+                }
             }
         }
     }
@@ -271,22 +284,32 @@ fn check_shard(state: &AppState, decoded: &[Decoded]) -> Result<(), ApiError> {
                 .inc_by(by);
         }
     };
-    let Some(cluster) = refused else {
+    let Some((index, cluster)) = refused else {
         count("owned", owned);
         return Ok(());
     };
-    count("refused", decoded.len() as u64);
+    count("refused", foreign);
+    count("refused_with_batch", owned);
     let cluster = drift_core::decode::cloudevent::short(&cluster);
     tracing::warn!(
         message = "Refused an event of a cluster this shard does not own; check the Triggers' cluster filters.",
         cluster = %cluster,
         shard = %shard.name,
+        refused_with_batch = owned,
     );
+    let whole = if decoded.len() > 1 {
+        format!(
+            "batch[{index}]: the whole batch of {} events is refused ({owned} of them owned here): send each shard's events in their own request; ",
+            decoded.len()
+        )
+    } else {
+        String::new()
+    };
     Err(ApiError::new(
         StatusCode::MISDIRECTED_REQUEST,
         "cluster_not_in_shard",
         format!(
-            "cluster {cluster:?} is not owned by shard {:?} (shard.clusters: {}): the Trigger of the shard that owns it should receive this event",
+            "{whole}cluster {cluster:?} is not owned by shard {:?} (shard.clusters: {}): the Trigger of the shard that owns it should receive this event",
             shard.name,
             shard.clusters.join(", ")
         ),

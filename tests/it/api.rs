@@ -1646,3 +1646,65 @@ async fn a_store_migrated_to_postgres_serves_the_same_drifts() {
         "{stderr}"
     );
 }
+
+/// Issue 27, item 4: a non-ASCII cluster name is shown with its code points beside it, on the
+/// list, a drift's page and the report, so a look-alike of another name reads differently; an
+/// ASCII name is shown as it is.
+#[tokio::test]
+async fn the_dashboard_shows_a_non_ascii_cluster_with_its_code_points() {
+    let mut app = Running::start("defaultCluster: продакшн\n").await;
+    app.make_drifts().await;
+    let code_points = r"(\u{43f}\u{440}\u{43e}\u{434}\u{430}\u{43a}\u{448}\u{43d})</code>";
+    let (status, index) = app.text("/ui").await;
+    assert_eq!(status, 200);
+    assert!(
+        index.contains(&format!("<td>продакшн <code class=\"cluster-code-points\" title=\"not ASCII: the name's code points\">{code_points}</td>")),
+        "{index}"
+    );
+    let (_, firing) = app.get("/api/v1/drifts?state=firing").await;
+    let id = firing["items"][0]["id"].as_str().unwrap().to_string();
+    let (_, page) = app.text(&format!("/ui/drifts/{id}")).await;
+    assert!(page.contains(code_points), "{page}");
+    app.stop().await;
+    let mut app = Running::start("defaultCluster: prod-eu\n").await;
+    app.make_drifts().await;
+    let (_, index) = app.text("/ui").await;
+    assert!(index.contains("<td>prod-eu</td>"), "{index}");
+    assert!(!index.contains("cluster-code-points"));
+    app.stop().await;
+}
+
+/// Issue 27, item 4: the fleet view shows a non-ASCII member cluster with its code points, in
+/// the member list and the compared object's column head.
+#[tokio::test]
+async fn the_fleet_view_shows_a_non_ascii_member_with_its_code_points() {
+    let app = Running::start(
+        "fleet:\n  groups:\n    - name: prod\n      clusters: [\"prod-*\", \"продакшн\"]\n      compare:\n        - {kind: ConfigMap, namespace: knative-serving, name: config-autoscaler}\n",
+    )
+    .await;
+    for (index, cluster) in ["prod-eu", "продакшн"].iter().enumerate() {
+        let mut object = config_autoscaler();
+        object["metadata"]["uid"] = json!(format!("uid-{index}"));
+        let mut event = structured_event(&format!("fleet-{index}"), "add", &object);
+        event["cluster"] = json!(cluster);
+        let response = app
+            .client
+            .post(&app.base)
+            .header("content-type", "application/cloudevents+json")
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202);
+    }
+    let code_points = r#"продакшн <code class="cluster-code-points" title="not ASCII: the name's code points">(\u{43f}\u{440}\u{43e}\u{434}\u{430}\u{43a}\u{448}\u{43d})</code>"#;
+    let (status, page) = app.text("/ui/fleet").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!("<tr><td>{code_points}</td>")),
+        "{page}"
+    );
+    assert!(page.contains(&format!("<th>{code_points}</th>")), "{page}");
+    assert!(page.contains("<th>prod-eu</th>"), "{page}");
+    app.stop().await;
+}

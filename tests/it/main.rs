@@ -6,6 +6,7 @@ mod bad_input;
 mod check;
 mod classes;
 mod compare;
+mod conformance;
 mod crash_resend;
 mod crate_graph;
 mod delivery;

@@ -794,3 +794,77 @@ async fn unknown_paths_and_methods_get_json_errors() {
         assert_eq!(body["code"], code, "{method} {path}");
     }
 }
+
+/// Issue 27, item 9: a batch holding one event of a cluster the shard does not own is refused
+/// whole (one answer has one status), with a message naming the event and the count of owned
+/// events refused with it; nothing of it is stored, and the refused events are counted by cause.
+#[tokio::test]
+async fn a_shards_batch_with_one_foreign_cluster_is_a_421_counted_by_cause() {
+    let shard = drift_core::config::ShardConfig {
+        name: "east".into(),
+        clusters: vec!["east-*".into()],
+        ..Default::default()
+    };
+    let app = app_with_shard(shard);
+    let events: Vec<Value> = [("b-1", "east-1"), ("b-2", "west-1"), ("b-3", "east-2")]
+        .iter()
+        .enumerate()
+        .map(|(index, (id, cluster))| {
+            let mut object = revision();
+            object["metadata"]["uid"] = json!(format!("uid-{index}"));
+            let mut event = structured_event(id, "add", &object);
+            event["cluster"] = json!(cluster);
+            event
+        })
+        .collect();
+    let (status, _, body) = send(&app, batch_request(&events)).await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["code"], "cluster_not_in_shard");
+    assert_eq!(
+        body["message"],
+        "batch[1]: the whole batch of 3 events is refused (2 of them owned here): send each shard's events in their own request; cluster \"west-1\" is not owned by shard \"east\" (shard.clusters: east-*): the Trigger of the shard that owns it should receive this event"
+    );
+    assert_eq!(app.store.event_count(), 0, "nothing of the batch is stored");
+    let count = |outcome: &str| {
+        metric(
+            &app.metrics,
+            &format!("drift_sentinel_shard_events_total{{shard=\"east\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(
+        (
+            count("refused"),
+            count("refused_with_batch"),
+            count("owned")
+        ),
+        (1.0, 2.0, 0.0)
+    );
+    // The owned events sent on their own are taken; a single foreign one is a plain 421.
+    let owned: Vec<Value> = vec![events[0].clone(), events[2].clone()];
+    let (status, _, body) = send(&app, batch_request(&owned)).await;
+    assert_eq!(
+        status,
+        StatusCode::ACCEPTED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let (status, _, body) = send(&app, structured_request(&events[1])).await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("cluster \"west-1\""),
+        "{body}"
+    );
+    assert_eq!(
+        (
+            count("refused"),
+            count("refused_with_batch"),
+            count("owned")
+        ),
+        (2.0, 2.0, 2.0)
+    );
+}

@@ -168,6 +168,8 @@ struct Options {
     audit: bool,
     /// `store.retention`: resolved drifts older than this are pruned.
     audit_retention: std::time::Duration,
+    /// The clusters this app's shard owns.
+    shard: drift_core::config::ShardConfig,
 }
 
 impl Default for Options {
@@ -183,6 +185,7 @@ impl Default for Options {
             capacity: drift_core::classify::Capacity::default(),
             audit: false,
             audit_retention: std::time::Duration::from_secs(24 * 3600),
+            shard: Default::default(),
         }
     }
 }
@@ -271,6 +274,14 @@ pub(crate) fn app_with_routes(routes: axum::Router) -> TestApp {
     app
 }
 
+/// Builds a test app of a shard that owns the clusters `shard` says.
+pub(crate) fn app_with_shard(shard: drift_core::config::ShardConfig) -> TestApp {
+    build(Options {
+        shard,
+        ..Options::default()
+    })
+}
+
 /// Builds a test app whose requests time out after `timeout` (`server.requestTimeout`).
 pub(crate) fn app_with_request_timeout(timeout: std::time::Duration) -> TestApp {
     build(Options {
@@ -291,7 +302,9 @@ fn build(options: Options) -> TestApp {
         capacity,
         audit,
         audit_retention,
+        shard,
     } = options;
+    let shard = Arc::new(shard);
     let store = TestStore::new();
     let metrics = Arc::new(Metrics::new());
     let pipeline = Pipeline::start(
@@ -308,7 +321,7 @@ fn build(options: Options) -> TestApp {
             audit_retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
             capacity,
-            shard: Arc::new(Default::default()),
+            shard: Arc::clone(&shard),
         },
         clock.clone(),
         Arc::clone(&metrics),
@@ -336,7 +349,7 @@ fn build(options: Options) -> TestApp {
         body_limit,
         in_flight_limit: in_flight.unwrap_or(body_limit * drift_core::config::IN_FLIGHT_BODIES),
         body_pace,
-        shard: Arc::new(Default::default()),
+        shard,
         lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
     };
     TestApp {

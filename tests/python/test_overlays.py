@@ -1010,6 +1010,19 @@ def test_shard_config_refuses_another_shards_cluster_with_421(sharded, pg, tmp_p
         assert status == 421 and "cluster_not_in_shard" in body, body
         # A token the Broker sends for the west Trigger is not for this shard.
         assert post("east-3", token_of("west"))[0] == 401
+        # Issue 27, item 9: the Broker sends no batches, so only a sender that holds this shard's
+        # Trigger token could post one; a batch with one foreign event is refused whole, its
+        # owned event counted as refused with it.
+        batch = [dict(event, cluster=cluster, id=f"shard-batch-{cluster}") for cluster in ("east-4", "west-2")]
+        request = urllib.request.Request(east.base + "/", data=json.dumps(batch).encode(), method="POST", headers={
+            "Content-Type": "application/cloudevents-batch+json", "Authorization": f"bearer {token_of('east')}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        answer = json.loads(refused.value.read())
+        assert refused.value.code == 421 and answer["message"].startswith("batch[1]: the whole batch of 2 events is refused (1 of them owned here)"), answer
+        metrics = urllib.request.urlopen(east.base + "/metrics", timeout=10).read().decode()
+        assert 'drift_sentinel_shard_events_total{shard="east",outcome="refused"} 2' in metrics, metrics
+        assert 'drift_sentinel_shard_events_total{shard="east",outcome="refused_with_batch"} 1' in metrics, metrics
     finally:
         east.stop()
         api_server.close()

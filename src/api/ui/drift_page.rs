@@ -64,7 +64,7 @@ pub(super) async fn detail(
         notice = if query.silenced.is_some() { "<p><strong>Silenced.</strong> New notifications for this drift are muted.</p>" } else { "" },
         summary = esc(&evidence.summary),
         state = drift.state.as_str(),
-        cluster = esc(&drift.cluster),
+        cluster = super::super::report::cluster_html(&drift.cluster),
         since = format_time(drift.since),
         fired = drift.fired_at.map(format_time).unwrap_or_else(|| "—".into()),
         resolved = match (&drift.resolved_at, &drift.resolution) {

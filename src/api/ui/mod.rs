@@ -29,7 +29,7 @@ mod drift_page;
 
 use super::drifts::{filter, DriftQuery};
 use super::overview;
-use super::report::{build_report, escape_html as esc};
+use super::report::{build_report, cluster_html, escape_html as esc};
 use super::{audit, blocking, ApiState};
 use crate::error::ApiError;
 use crate::ingest::auth::{bearer, same_secret};
@@ -463,7 +463,7 @@ fn row(drift: &Drift) -> String {
         kind = esc(&drift.kind),
         ns = esc(&drift.namespace),
         name = esc(&drift.name),
-        cluster = esc(&drift.cluster),
+        cluster = cluster_html(&drift.cluster),
         since = format_time(drift.since),
         summary = esc(&drift.evidence.summary),
     )

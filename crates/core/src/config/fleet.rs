@@ -99,6 +99,11 @@ impl FleetConfig {
                         "must not be empty",
                     ));
                 }
+                // The rules an event's cluster name must meet (a glob that breaks them could
+                // only match names ingest refuses, or fleet drifts' own `fleet:` clusters).
+                crate::decode::cluster_name::check_glob(cluster).map_err(|error| {
+                    Error::invalid(format!("{at}.clusters[{i}]"), error.to_string())
+                })?;
             }
             if group.compare.is_empty() {
                 return Err(Error::invalid(

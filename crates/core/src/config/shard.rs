@@ -117,6 +117,9 @@ impl ShardConfig {
                     "must not be empty",
                 ));
             }
+            crate::decode::cluster_name::check_glob(pattern).map_err(|error| {
+                Error::invalid(format!("shard.clusters[{index}]"), error.to_string())
+            })?;
         }
         let (shortest, longest) = SILENCE_SYNC_BOUNDS;
         if self.silence_sync_interval < shortest || self.silence_sync_interval > longest {
@@ -162,6 +165,13 @@ mod tests {
         assert!(error(shard("", &["*"]), true).starts_with("shard.name:"));
         assert!(error(shard("east", &[]), true).starts_with("shard.clusters:"));
         assert!(error(shard("east", &["a", " "]), true).starts_with("shard.clusters[1]:"));
+        // Globs follow the cluster-name rules of ingest.
+        for glob in ["fleet:*", "east-\u{200b}*", "e\u{430}st-*", "east *"] {
+            assert!(
+                error(shard("east", &["a", glob]), true).starts_with("shard.clusters[1]:"),
+                "{glob:?}"
+            );
+        }
         for (interval, valid) in [(50, false), (100, true), (300_000, true), (300_001, false)] {
             let mut config = shard("east", &["*"]);
             config.silence_sync_interval = Duration::from_millis(interval);

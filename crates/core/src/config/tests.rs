@@ -365,3 +365,44 @@ fn store_keys_that_do_not_go_together_are_named() {
         "{error}"
     );
 }
+
+#[test]
+fn cluster_names_in_the_config_follow_the_ingest_rules_and_name_the_key() {
+    let cases = [
+        (
+            "defaultCluster: \"prod\\u200Beu\"\n",
+            "defaultCluster: cluster name holds U+200B, an invisible character, at character 5",
+        ),
+        (
+            "defaultCluster: \"fleet:prod\"\n",
+            "defaultCluster: cluster name starts with \"fleet:\", reserved for fleet drifts (fleet:<group>)",
+        ),
+        (
+            "clusters:\n  \"https://10.8.0.1:443\": \"prod-\\u0435u\"\n",
+            "clusters.https://10.8.0.1:443: cluster name mixes the scripts Latin, Cyrillic",
+        ),
+        (
+            "resync:\n  cluster: \"prod\\neu\"\n",
+            "resync.cluster: cluster name holds U+000A, a control or whitespace character, at character 5",
+        ),
+        (
+            "store:\n  url: postgres://db/d\nshard: {name: east, clusters: [\"east-*\", \"fleet:*\"]}\nresync: {enabled: false}\n",
+            "shard.clusters[1]: starts with \"fleet:\"",
+        ),
+        (
+            "fleet:\n  groups:\n    - {name: prod, clusters: [prod-eu, \"prod-\\u0435u\"], compare: [{kind: ConfigMap}]}\n",
+            "fleet.groups[0].clusters[1]: mixes the scripts Latin, Cyrillic",
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = load_str(text, &no_env).unwrap_err().to_string();
+        assert!(error.starts_with(expected), "{text}: {error}");
+    }
+    // A valid non-ASCII name of one script, and Latin with Han, are names.
+    let config = load_str(
+        "defaultCluster: \"生产-eu\"\nclusters:\n  \"https://10.8.0.1:443\": продакшн\n",
+        &no_env,
+    )
+    .unwrap();
+    assert_eq!(config.default_cluster, "生产-eu");
+}

@@ -75,6 +75,13 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     if config.default_cluster.trim().is_empty() {
         return Err(Error::invalid("defaultCluster", "must not be empty"));
     }
+    // Names filed under without an event's say: the rules ingest applies to the `cluster`
+    // extension (decode::cluster_name), or a look-alike or a `fleet:` name enters through here.
+    let name_rules = |key: String, name: &str| {
+        crate::decode::cluster_name::check(name)
+            .map_err(|error| Error::invalid(key, format!("cluster name {error}")))
+    };
+    name_rules("defaultCluster".to_string(), &config.default_cluster)?;
     for (source, name) in &config.clusters {
         if name.trim().is_empty() {
             return Err(Error::invalid(
@@ -82,6 +89,15 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
                 "cluster name must not be empty",
             ));
         }
+        name_rules(format!("clusters.{source}"), name)?;
+    }
+    if let Some(name) = config
+        .resync
+        .cluster
+        .as_deref()
+        .filter(|name| !name.trim().is_empty())
+    {
+        name_rules("resync.cluster".to_string(), name)?;
     }
     let server = &config.server;
     if server.body_limit_bytes < 1024 {

@@ -154,11 +154,8 @@ const RESOURCE_PREFIX: &str = "dev.knative.apiserver.resource.";
 /// Longest CloudEvent `id` and `source` (their pair is kept for `store.dedupRetention` to drop
 /// redeliveries). The ApiServerSource sends a UUID and the API server's URL.
 pub(crate) const MAX_ID_BYTES: usize = 1024;
-/// Longest cluster name (the `cluster` extension): a DNS subdomain's length. Every tracked object
-/// and drift carries it.
-pub(crate) const MAX_CLUSTER_BYTES: usize = 253;
-
-/// Refuses an `id`, `source` or `cluster` extension longer than its bound.
+/// Refuses an `id` or `source` longer than its bound, and a `cluster` extension that is not a
+/// valid cluster name ([`super::cluster_name`]: printable, visible, one script, not `fleet:`).
 fn check_attributes(event: &CloudEvent) -> Result<(), Error> {
     let over = |what: &str, bytes: usize, limit: usize| {
         Error::InvalidObject(format!(
@@ -175,9 +172,17 @@ fn check_attributes(event: &CloudEvent) -> Result<(), Error> {
         if cluster.len() > MAX_CLUSTER_BYTES {
             return Err(over("cluster", cluster.len(), MAX_CLUSTER_BYTES));
         }
+        // An empty extension is no name: the event's cluster comes from the configuration.
+        if !cluster.is_empty() {
+            super::cluster_name::check(cluster).map_err(|error| {
+                Error::InvalidEvent(format!("attribute cluster (extension): {error}"))
+            })?;
+        }
     }
     Ok(())
 }
+/// Longest cluster name (the `cluster` extension). Every tracked object and drift carries it.
+pub(crate) const MAX_CLUSTER_BYTES: usize = super::cluster_name::MAX_BYTES;
 const REFERENCE_PREFIX: &str = "dev.knative.apiserver.ref.";
 
 /// Decodes one CloudEvent.
@@ -332,7 +337,7 @@ mod tests {
         let error = decode_event(bad, &names()).unwrap_err();
         assert_eq!(
             error.to_string(),
-            "invalid CloudEvent: cluster contains a NUL character"
+            "invalid CloudEvent: attribute cluster (extension): holds U+0000, a control or whitespace character, at character 3: a name is printed characters only"
         );
     }
 

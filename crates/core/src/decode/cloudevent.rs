@@ -61,8 +61,31 @@ pub(crate) fn parse_request(
         .map(|value| value.trim().to_ascii_lowercase())
         .unwrap_or_default();
     if content_type.starts_with(BATCH) {
-        let events: Vec<cloudevents::Event> = serde_json::from_slice(body)
-            .map_err(|error| Error::InvalidJson(format!("batch: {}", short(&error.to_string()))))?;
+        let events: Vec<cloudevents::Event> =
+            match serde_json::from_slice::<Vec<UniqueMembers>>(body) {
+                // Each event from its map (the SDK reads a map either way).
+                Ok(maps) => maps
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, UniqueMembers(map))| {
+                        serde_json::from_value(serde_json::Value::Object(map)).map_err(|error| {
+                            Error::InvalidJson(format!(
+                                "batch[{index}]: {}",
+                                short(&error.to_string())
+                            ))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+                Err(error) => {
+                    if let Some(repeated) = repeated_member(&error) {
+                        return Err(Error::InvalidJson(format!("batch: {repeated}")));
+                    }
+                    // Not an array of objects: the SDK's parse says what is wrong, and where.
+                    serde_json::from_slice(body).map_err(|error| {
+                        Error::InvalidJson(format!("batch: {}", short(&error.to_string())))
+                    })?
+                }
+            };
         if events.is_empty() {
             return Err(Error::InvalidEvent("batch holds no events".to_string()));
         }
@@ -110,6 +133,7 @@ pub(crate) fn parse_request(
         }
     }
     let event = if binary {
+        refuse_repeated_attributes(headers)?;
         for name in ["ce-id", "ce-source", "ce-type"] {
             if !headers.contains_key(name) {
                 return Err(Error::InvalidEvent(format!(
@@ -129,6 +153,74 @@ pub(crate) fn parse_request(
     })
 }
 
+/// Refuses a binary-mode request that repeats a `ce-*` header. Readers disagree on which of two
+/// values counts (Go's `Header.Get`, and so Knative's Trigger filters, takes the first; the SDK's
+/// binding reads every header and keeps the last; others join them): a Trigger could filter on
+/// one `ce-cluster` while this service files the event under the other. An attribute has one
+/// value.
+fn refuse_repeated_attributes(headers: &http::HeaderMap) -> Result<(), Error> {
+    for name in headers.keys() {
+        if name.as_str().starts_with("ce-") && headers.get_all(name).iter().nth(1).is_some() {
+            return Err(Error::InvalidEvent(format!(
+                "header {name} is repeated: a CloudEvents attribute takes one header"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A JSON object whose top-level members are unique: a structured event (or a batch's event)
+/// that repeats an attribute is refused, since JSON parsers disagree on which of two values
+/// counts (`serde_json` and Go's `encoding/json` take the last, others the first). Members inside
+/// `data` are the object's, read by this service alone, and keep JSON's usual last-wins. Parsed
+/// in the same pass that builds the map.
+struct UniqueMembers(serde_json::Map<String, serde_json::Value>);
+
+const REPEATED_MEMBER: &str = "repeated member ";
+
+impl<'de> serde::Deserialize<'de> for UniqueMembers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = UniqueMembers;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut access: A,
+            ) -> Result<UniqueMembers, A::Error> {
+                let mut map = serde_json::Map::new();
+                while let Some(key) = access.next_key::<String>()? {
+                    let value = access.next_value::<serde_json::Value>()?;
+                    if map.contains_key(&key) {
+                        return Err(serde::de::Error::custom(format!(
+                            "{REPEATED_MEMBER}{:?}",
+                            short(&key)
+                        )));
+                    }
+                    map.insert(key, value);
+                }
+                Ok(UniqueMembers(map))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+/// The message of the `400` for a repeated member, if that is what `error` says.
+fn repeated_member(error: &serde_json::Error) -> Option<String> {
+    let text = error.to_string();
+    let rest = text.strip_prefix(REPEATED_MEMBER)?;
+    // "repeated member "name" at line 1 column 40": the member, without serde's position.
+    let member = rest.split(" at line ").next().unwrap_or(rest);
+    Some(format!(
+        "member {member} is repeated: a CloudEvents attribute takes one member"
+    ))
+}
+
 /// Structured mode in one pass. The SDK parses the document into a JSON value, copies it into a
 /// map and copies `data` once more (4 to 6 times the cost of binary mode); here the body is parsed
 /// once into a map and `data` is moved out of it. Only the common shape is taken: CloudEvents 1.0,
@@ -137,7 +229,13 @@ pub(crate) fn parse_request(
 /// returns `None` and goes through the SDK, so acceptance and error messages stay the SDK's. What
 /// it returns equals what the SDK path returns for the same body (tests below).
 fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
-    let mut map: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body).ok()?;
+    let mut map = match serde_json::from_slice::<UniqueMembers>(body) {
+        Ok(UniqueMembers(map)) => map,
+        // Not a JSON object: the SDK's parse says what is wrong, and where.
+        Err(error) => {
+            return repeated_member(&error).map(|message| Err(Error::InvalidJson(message)))
+        }
+    };
     // `Some(None)`: absent or null (the SDK treats null as absent); `None`: not a string.
     let text = |map: &mut serde_json::Map<String, serde_json::Value>,
                 name: &str|
@@ -467,6 +565,64 @@ mod tests {
             ("ce-type", "t"),
         ]);
         assert_eq!(parse_request(&map, b"").unwrap().events[0].id, "café");
+    }
+
+    #[test]
+    fn a_repeated_attribute_is_refused_in_every_mode() {
+        // Binary: two values of one `ce-*` header (any attribute, extensions included).
+        for repeated in ["ce-cluster", "ce-type", "ce-id"] {
+            let mut map = headers(&[
+                ("ce-specversion", "1.0"),
+                ("ce-id", "1"),
+                ("ce-source", "/s"),
+                ("ce-type", "t"),
+                ("ce-cluster", "prod"),
+            ]);
+            map.append(repeated, HeaderValue::from_static("other"));
+            let error = parse_request(&map, b"").unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("invalid CloudEvent: header {repeated} is repeated: a CloudEvents attribute takes one header")
+            );
+        }
+        // Other headers may repeat.
+        let mut map = headers(&[
+            ("ce-specversion", "1.0"),
+            ("ce-id", "1"),
+            ("ce-source", "/s"),
+            ("ce-type", "t"),
+        ]);
+        map.append("accept", HeaderValue::from_static("a"));
+        map.append("accept", HeaderValue::from_static("b"));
+        assert!(parse_request(&map, b"").is_ok());
+        // Structured, on the fast path and on the SDK's (0.3), and batch.
+        let structured = headers(&[("content-type", "application/cloudevents+json")]);
+        for body in [
+            &br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","cluster":"a","cluster":"b"}"#[..],
+            br#"{"specversion":"0.3","id":"1","source":"/s","type":"t","type":"u"}"#,
+        ] {
+            let error = parse_request(&structured, body).unwrap_err();
+            assert_eq!(error.kind(), "invalid_json");
+            assert!(error.to_string().contains("is repeated"), "{error}");
+        }
+        let error = parse_request(&structured, br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","cluster":"a","cluster":"b"}"#).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid CloudEvent JSON: member \"cluster\" is repeated: a CloudEvents attribute takes one member"
+        );
+        let batch = headers(&[("content-type", "application/cloudevents-batch+json")]);
+        let error = parse_request(&batch, br#"[{"specversion":"1.0","id":"1","source":"/s","type":"t"},{"specversion":"1.0","id":"2","id":"3","source":"/s","type":"t"}]"#).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid CloudEvent JSON: batch: member \"id\" is repeated: a CloudEvents attribute takes one member"
+        );
+        // Inside `data` a member may repeat (JSON's last-wins: the object is this service's).
+        let parsed = parse_request(
+            &structured,
+            br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","data":{"a":1,"a":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(parsed.events[0].data, Some(serde_json::json!({"a": 2})));
     }
 
     #[test]

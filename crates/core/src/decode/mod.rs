@@ -12,6 +12,7 @@
 
 pub(crate) mod apiserver;
 pub mod cloudevent;
+pub mod cluster_name;
 pub mod object;
 pub(crate) mod shape;
 

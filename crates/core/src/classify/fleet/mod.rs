@@ -69,7 +69,9 @@ pub(crate) const CLASS: &str = "fleet_divergence";
 pub(crate) const VERSION_LABEL: &str = "app.kubernetes.io/version";
 
 /// The prefix of the cluster field of a fleet drift: a drift about a group, not one cluster.
-pub const CLUSTER_PREFIX: &str = "fleet:";
+/// Ingest refuses it in an event's cluster name (`decode::cluster_name`), so no cluster can pass
+/// for a group.
+pub const CLUSTER_PREFIX: &str = crate::decode::cluster_name::RESERVED_PREFIX;
 
 /// Most divergent paths reported for one object (one huge difference cannot make a huge alert).
 pub(crate) const MAX_DIVERGENCES: usize = 50;
