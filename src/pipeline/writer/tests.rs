@@ -334,3 +334,62 @@ fn after_a_reload_the_live_objects_are_judged_again_in_slices_between_rounds() {
     }
     assert_eq!(rounds, 4);
 }
+
+/// Issue 27: at start the stored live objects are judged again the same way, and the health
+/// says the re-judge is the start's from the writer's first moment.
+#[test]
+fn at_start_the_stored_objects_are_judged_again_in_slices_and_the_health_says_start() {
+    let mut first = harness();
+    let services: Vec<Vec<Decoded>> = (0..3)
+        .map(|index| {
+            service_event_with(&format!("s{index}"), "100", "a:1", |object| {
+                object["metadata"]["name"] = serde_json::json!(format!("shop-{index}"));
+                object["metadata"]["uid"] = serde_json::json!(format!("uid-{index}"));
+            })
+        })
+        .collect();
+    for answer in first.round(services) {
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    // A restart: the engine restored from the store, as `Pipeline::start` does.
+    let mut store: Box<dyn drift_store::Store> = Box::new(first.store.clone());
+    let mut objects = Vec::new();
+    let snapshot = store
+        .load(&mut |_, body| {
+            objects.push(drift_core::classify::stored::decode(body)?);
+            Ok(())
+        })
+        .expect("loads");
+    let mut engine = Engine::new(Arc::new(Rules::default()));
+    engine.restore(objects, snapshot.drifts);
+    let health = Arc::new(Health::default());
+    let mut restarted = Harness {
+        writer: Writer::new(
+            engine,
+            store,
+            Arc::new(move || START),
+            Arc::new(Metrics::new()),
+            Arc::clone(&health),
+            first.writer.settings.clone(),
+            Silences::default(),
+        ),
+        store: first.store.clone(),
+        health,
+        now: Arc::new(AtomicI64::new(START)),
+    };
+    let rejudging = |done, total| {
+        Some(crate::pipeline::Rejudging {
+            cause: "start",
+            done,
+            total,
+        })
+    };
+    assert_eq!(restarted.health.rejudging(), rejudging(0, 3));
+    restarted.writer.rejudge_slice = Duration::ZERO;
+    let answers = restarted.round(vec![service_event("after-start", "101", "a:2")]);
+    assert!(answers[0].is_ok(), "{answers:?}");
+    assert_eq!(restarted.health.rejudging(), rejudging(1, 3));
+    restarted.round(Vec::new());
+    restarted.round(Vec::new());
+    assert_eq!(restarted.health.rejudging(), None);
+}
