@@ -11,7 +11,8 @@ Phases, each printed as one line of numbers:
    again and again (as the Broker retries it), once with the same pattern in every annotation
    and once with patterns distinct per event (no cache helps), while bystander events flow at
    20/s: the bystanders' latency (p50, p99, max), the hostile event's, and the budget stops
-   counted (`drift_sentinel_invariant_errors_total{kind="budget"}`).
+   counted (`drift_sentinel_invariant_errors_total{kind="budget"}`); then from 16 concurrent
+   senders (many hostile events share a round: the budget bounds each, not their number).
 2. reload: `--stored` hostile Services (distinct patterns) are stored, the rules are reloaded,
    and bystander events are posted during the re-judge: their latency, that each got 202, how
    long the re-judge took (from `/readyz`).
@@ -149,28 +150,32 @@ def start(workdir: Path, volume: Path) -> Sentinel:
 def live(workdir: Path, volume: Path, seconds: float):
     sentinel = start(workdir, volume)
     try:
-        for distinct in (False, True):
+        for distinct, senders in ((False, 1), (True, 1), (True, 16)):
             hostile_took, stop = [], threading.Event()
 
-            def hammer():
-                index = 1000 if distinct else 0
+            def hammer(sender: int):
+                index = 1_000_000 * (sender + 1) if distinct else 0
                 while not stop.is_set():
                     index += 1
-                    status, took = post(sentinel, "update", hostile(index, distinct, slot=1 if distinct else 0))
+                    slot = (2 + sender) if distinct else 0
+                    status, took = post(sentinel, "update", hostile(index, distinct, slot=slot))
                     hostile_took.append(took)
 
             before = metric(sentinel, "drift_sentinel_invariant_errors_total", kind="budget")
-            thread = threading.Thread(target=hammer)
-            thread.start()
+            threads = [threading.Thread(target=hammer, args=(sender,)) for sender in range(senders)]
+            for thread in threads:
+                thread.start()
             deadline = time.monotonic() + seconds
             latencies, statuses = bystanders_while(sentinel, lambda: time.monotonic() < deadline)
             stop.set()
-            thread.join()
+            for thread in threads:
+                thread.join()
             stops = metric(sentinel, "drift_sentinel_invariant_errors_total", kind="budget") - before
             errors = metric(sentinel, "drift_sentinel_invariant_errors_total", kind="evaluation")
-            print(f"live ({'distinct' if distinct else 'same'} patterns): bystanders {quantiles(latencies)}, "
-                  f"non-202 {sum(1 for s in statuses if s != 202)}; hostile events {quantiles(hostile_took)}; "
-                  f"budget stops {stops:.0f} of {len(hostile_took)}, evaluation errors {errors:.0f}", flush=True)
+            print(f"live ({'distinct' if distinct else 'same'} patterns, {senders} hostile sender(s)): "
+                  f"bystanders {quantiles(latencies)}, non-202 {sum(1 for s in statuses if s != 202)}; "
+                  f"hostile events {quantiles(hostile_took)}; budget stops {stops:.0f} of {len(hostile_took)}, "
+                  f"evaluation errors {errors:.0f}", flush=True)
     finally:
         sentinel.stop()
 
