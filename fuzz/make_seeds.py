@@ -168,6 +168,13 @@ rules:
     cel("old-object-update", "oldObject == null || object.metadata.generation >= oldObject.metadata.generation", revision)
     cel("dynamic-pattern", "object.metadata.annotations.all(k, k.matches(object.metadata.annotations[k]))",
         dict(service, metadata=dict(service["metadata"], annotations={"a1": "^a[0-9]$"})))
+    # Issue 27: 800 annotations whose values are a pattern over the dynamic size limit (each
+    # call charged for its compile, the rule stopped by its budget), and 400 distinct ones.
+    hostile = r"^(((\w{1,50}){1,50}){1,20})$"
+    cel("hostile-dynamic-pattern", "object.metadata.annotations.all(k, k.matches(object.metadata.annotations[k]))",
+        dict(service, metadata=dict(service["metadata"], annotations={f"example.com/key-{i}": hostile for i in range(800)})))
+    cel("hostile-distinct-patterns", "object.metadata.annotations.exists(k, k.matches(object.metadata.annotations[k]))",
+        dict(service, metadata=dict(service["metadata"], annotations={f"k{i}": f"{hostile}|{i}" for i in range(400)})))
     cel("nested-comprehensions", "object.metadata.labels.all(a, object.metadata.labels.all(b, object.metadata.labels.all(c, a + b + c != '')))", revision)
     cel("deep-brackets", "(" * 200 + "true" + ")" * 200, {})
     cel("not-an-object", "object.kind == 'Fuzz'", [1, 2, 3])

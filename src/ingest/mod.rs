@@ -416,7 +416,15 @@ async fn readyz(State(state): State<AppState>) -> Response {
         return ApiError::unavailable_for(Unavailable::LeaseLost).into_response();
     }
     if store_ok && !draining {
-        (StatusCode::OK, "ready").into_response()
+        // Ready while the live objects are judged again (after a start or a reload): events are
+        // accepted and judged meanwhile (the re-judge runs in slices between rounds), and in a
+        // Deployment a 503 here would take the writer out of its Service and refuse them all.
+        // The body says what it is doing until it is done.
+        let mut body = serde_json::json!({"status": "ready"});
+        if let Some(rejudging) = state.pipeline.health().rejudging() {
+            body["rejudging"] = serde_json::json!(rejudging);
+        }
+        (StatusCode::OK, axum::Json(body)).into_response()
     } else if draining {
         ApiError::unavailable_for(Unavailable::Draining).into_response()
     } else {

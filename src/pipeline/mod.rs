@@ -120,6 +120,32 @@ pub struct Health {
     /// The writer gave its role up: a commit's outcome could not be told, so it commits nothing
     /// more and the replica must load the state again.
     pub gave_up: AtomicBool,
+    /// The re-judge of the live objects under way after a start or a reload (`/readyz` says
+    /// so); `None` when there is none.
+    pub rejudging: std::sync::Mutex<Option<Rejudging>>,
+}
+
+/// A re-judge of the live objects under way: the writer judges them again a slice at a time
+/// between rounds of events, after a start (the rules may have changed while it was down) or a
+/// rules reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Rejudging {
+    /// `start` or `reload`.
+    pub cause: &'static str,
+    /// Objects judged again so far.
+    pub done: usize,
+    /// Objects to judge again in all.
+    pub total: usize,
+}
+
+impl Health {
+    /// The re-judge under way, if any.
+    pub fn rejudging(&self) -> Option<Rejudging> {
+        *self
+            .rejudging
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;

@@ -289,6 +289,64 @@ invariants:
     assert!(failures[0].3.contains("budget"), "{failures:?}");
 }
 
+/// Issue 27: a `matches` whose pattern comes from the object. 800 annotations whose values are
+/// a pattern that compiles to far more than a dynamic pattern may take: each call is charged
+/// for its compile (cached or not), so the rule is stopped by its budget (counted as `budget`,
+/// not as 800 compiles of 40 ms), and the same object's other rule and the next object are
+/// judged as usual.
+#[test]
+fn a_hostile_dynamic_pattern_rule_is_stopped_by_its_budget_and_a_bystander_is_judged() {
+    let annotations: serde_json::Map<String, serde_json::Value> = (0..800)
+        .map(|index| {
+            (
+                format!("example.com/key-{index}"),
+                json!(r"^(((\w{1,50}){1,50}){1,20})$"),
+            )
+        })
+        .collect();
+    let mut sim = Sim::with_rules(
+        r#"
+invariants:
+  - name: keys-match-values
+    match: {kind: Service}
+    expression: "object.metadata.annotations.all(k, k.matches(object.metadata.annotations[k]))"
+  - name: named
+    match: {kind: Service}
+    expression: "object.metadata.name == 'other'"
+    grace: 0s
+"#,
+    );
+    let hostile = changed(&service(), |s| {
+        s["metadata"]["annotations"] = serde_json::Value::Object(annotations);
+    });
+    sim.send("add", &hostile);
+    let errors = sim.invariant_errors();
+    assert_eq!(
+        errors.get(&("keys-match-values".to_string(), "budget")),
+        Some(&1),
+        "{errors:?}"
+    );
+    assert_eq!(
+        errors.get(&("keys-match-values".to_string(), "evaluation")),
+        None
+    );
+    let bystander = changed(&service(), |s| {
+        s["metadata"]["name"] = json!("bystander");
+        s["metadata"]["uid"] = json!("0b5e7a6d-1111-4c2e-9d7a-000000000027");
+    });
+    sim.send("add", &bystander);
+    assert_eq!(
+        rules_only(sim.open()),
+        [
+            // The bystander's own annotations are judged too (its keys are not patterns of
+            // themselves).
+            "invariant/keys-match-values pending Service/bystander",
+            "invariant/named firing Service/bystander",
+            "invariant/named firing Service/knative-webapp"
+        ]
+    );
+}
+
 #[test]
 fn old_object_is_the_object_before_an_update_and_null_otherwise() {
     let mut sim = Sim::with_rules(

@@ -66,8 +66,8 @@ class Replica(Sentinel):
         return self.status("/readyz")[0] == 200
 
     def readiness(self) -> dict:
-        """The readiness answer's JSON, or {} while the replica is ready (its body is plain
-        `ready`) or does not answer: a replica that was paused and resumed answers `ready` until
+        """The readiness answer's JSON, or {} while the replica is ready (its body is
+        `{"status": "ready"}`) or does not answer: a replica that was paused and resumed answers `ready` until
         its keeper notices the lost lease."""
         status, body = self.status("/readyz")
         if status != 503:

@@ -9,7 +9,11 @@ use cel::common::types::{CelBool, CelInt, CelList, CelMap, CelMapKey, CelString}
 use cel::common::value::{CowVal, Val};
 use cel::{Context, ExecutionError, FunctionContext};
 
-use crate::patterns::pattern;
+use std::sync::Arc;
+
+use crate::patterns::{
+    dynamic_pattern, pattern, Pattern, DYNAMIC_SIZE_LIMIT, MAX_DYNAMIC_PATTERN_BYTES,
+};
 use crate::BUDGET;
 
 /// Internal functions of the rewrite; CEL source cannot name them (`@` starts no identifier).
@@ -17,6 +21,8 @@ pub(crate) const RANGE: &str = "@ds_range";
 pub(crate) const SIZED: &str = "@ds_sized";
 pub(crate) const LIVE: &str = "@ds_live";
 pub(crate) const MATCHES: &str = "@ds_matches";
+/// Internal: `matches` with a pattern computed at evaluation (see `dynamic_matches_handler`).
+pub(crate) const MATCHES_DYNAMIC: &str = "@ds_matches_dynamic";
 /// Internal: charges a value for its size and returns it.
 pub(crate) const CHARGE: &str = "@ds_charge";
 /// Internal: charges a list for its size (`in` scans a list; a map lookup is one step).
@@ -31,6 +37,7 @@ pub(crate) fn install(context: &mut Context<'_, '_>) {
     let _ = context.add_function(SIZED, charging_handler(Charged::All));
     let _ = context.add_function(LIVE, live_handler());
     let _ = context.add_function(MATCHES, matches_handler());
+    let _ = context.add_function(MATCHES_DYNAMIC, dynamic_matches_handler());
     let _ = context.add_function(CHARGE, charging_handler(Charged::All));
     let _ = context.add_function(CHARGE_LIST, charging_handler(Charged::List));
     let _ = context.add_function(CHARGE_TEXT, charging_handler(Charged::Text));
@@ -185,26 +192,119 @@ fn live_handler() -> Handler {
     })
 }
 
-/// `@ds_matches(text, 'pattern')`: `text.matches('pattern')` with the pattern compiled once.
+/// Program bytes times text bytes that one unit of the budget pays for when matching: a search
+/// costs, at worst (when the lazy DFA gives up, e.g. on a Unicode word boundary over
+/// non-ASCII text), about the text's length times the program's size. Measured at about 6e-4
+/// ns per byte per program byte, so one unit (about 100 ns) per 100,000, with a margin.
+const MATCH_BYTES_PER_UNIT: u64 = 100_000;
+/// Program bytes one unit pays for when compiling (a compile's time grows with the program it
+/// builds: about 0.3 ms for the [`DYNAMIC_SIZE_LIMIT`] of 64 KiB).
+const COMPILE_BYTES_PER_UNIT: u64 = 16;
+
+/// What matching a text of `text_bytes` with a program of `program_bytes` costs.
+fn match_cost(text_bytes: usize, program_bytes: usize) -> u64 {
+    let text = u64::try_from(text_bytes).unwrap_or(u64::MAX);
+    let program = u64::try_from(program_bytes).unwrap_or(u64::MAX);
+    text.saturating_mul(program) / MATCH_BYTES_PER_UNIT
+}
+
+/// What compiling a dynamic pattern costs: its length (parsing), then the program it built, or
+/// for a pattern refused the most a compile may build. The same from the cache as compiled, so
+/// an evaluation's verdict never depends on what earlier ones left in the cache.
+fn compile_cost(compiled: &Result<Arc<Pattern>, String>) -> u64 {
+    let built = match compiled {
+        Ok(compiled) => compiled.program_bytes(),
+        Err(_) => DYNAMIC_SIZE_LIMIT,
+    };
+    u64::try_from(built).unwrap_or(u64::MAX) / COMPILE_BYTES_PER_UNIT
+}
+
+/// The text and the pattern of a `matches` call.
+fn matches_operands<'c, 'a>(
+    call: &mut FunctionContext<'c, 'a>,
+) -> Result<(CowVal<'c, 'a>, CowVal<'c, 'a>), ExecutionError> {
+    let mut args = std::mem::take(&mut call.args).into_iter();
+    let (Some(text), Some(source)) = (args.next(), args.next()) else {
+        return Err(ExecutionError::invalid_argument_count(2, 0));
+    };
+    if text.downcast_ref::<CelString>().is_none() || source.downcast_ref::<CelString>().is_none() {
+        return Err(ExecutionError::function_error(
+            "matches",
+            "matches takes a string and a pattern string",
+        ));
+    }
+    Ok((text, source))
+}
+
+/// Charges the search of `text` with `compiled`, then runs it.
+fn run_match<'c, 'a>(text: &str, compiled: &Pattern) -> Result<CowVal<'c, 'a>, ExecutionError> {
+    if !charge(match_cost(text.len(), compiled.program_bytes())) {
+        return Err(budget_spent());
+    }
+    Ok(CowVal::owned(CelBool::from(compiled.is_match(text))))
+}
+
+/// `@ds_matches(text, 'pattern')`: `text.matches('pattern')` with the pattern compiled once,
+/// when its rule compiled; the search is charged for the text's length times the program's
+/// size.
 fn matches_handler() -> Handler {
     Box::new(|call: &mut FunctionContext<'_, '_>| {
-        let mut args = std::mem::take(&mut call.args).into_iter();
-        let (Some(text), Some(source)) = (args.next(), args.next()) else {
-            return Err(ExecutionError::invalid_argument_count(2, 0));
-        };
+        let (text, source) = matches_operands(call)?;
         let (Some(text), Some(source)) = (
             text.downcast_ref::<CelString>(),
             source.downcast_ref::<CelString>(),
         ) else {
-            return Err(ExecutionError::function_error(
-                "matches",
-                "matches takes a string and a pattern string",
-            ));
+            return Err(ExecutionError::function_error("matches", "not strings"));
         };
         let compiled = pattern(source.inner())
             .map_err(|error| ExecutionError::function_error("matches", error))?;
-        Ok(CowVal::owned(CelBool::from(
-            compiled.is_match(text.inner()),
-        )))
+        run_match(text.inner(), &compiled)
     })
+}
+
+/// `@ds_matches_dynamic(text, pattern)`: `text.matches(pattern)` with a pattern computed at
+/// evaluation (from the object): charged for its length and for compiling it before it is
+/// compiled (or taken from the cache), compiled under [`DYNAMIC_SIZE_LIMIT`], then charged for
+/// the search as a literal pattern is.
+fn dynamic_matches_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let (text, source) = matches_operands(call)?;
+        let (Some(text), Some(source)) = (
+            text.downcast_ref::<CelString>(),
+            source.downcast_ref::<CelString>(),
+        ) else {
+            return Err(ExecutionError::function_error("matches", "not strings"));
+        };
+        let source = source.inner();
+        if !charge(u64::try_from(source.len()).unwrap_or(u64::MAX)) {
+            return Err(budget_spent());
+        }
+        if source.len() > MAX_DYNAMIC_PATTERN_BYTES {
+            return Err(ExecutionError::function_error(
+                "matches",
+                format!(
+                    "a pattern computed from the object may be at most \
+                     {MAX_DYNAMIC_PATTERN_BYTES} bytes long; this one is {}",
+                    source.len()
+                ),
+            ));
+        }
+        let compiled = dynamic_pattern(source);
+        if !charge(compile_cost(&compiled)) {
+            return Err(budget_spent());
+        }
+        let compiled = compiled.map_err(|error| {
+            ExecutionError::function_error(
+                "matches",
+                format!("a pattern computed from the object is refused: {error}"),
+            )
+        })?;
+        run_match(text.inner(), &compiled)
+    })
+}
+
+/// What this thread's evaluation has spent so far (the last one's total once it ended).
+#[cfg(test)]
+pub(crate) fn spent() -> u64 {
+    BUDGET - BUDGET_LEFT.with(Cell::get)
 }

@@ -1,17 +1,19 @@
 //! The rewrite that makes every evaluation pay for its work: at compile time the tree gets calls
 //! to the budget's internal functions (see `budget`) around every comprehension's range and
 //! loop condition, every value that grows (`+`, `replace`, `join`, `format`), every operand a
-//! function scans, compares or copies, and `matches` with a literal pattern becomes the cached
-//! `@ds_matches`. What a literal or a number costs is bounded by the source and left alone.
+//! function scans, compares or copies, and `matches` becomes the cached `@ds_matches` (a literal
+//! pattern) or `@ds_matches_dynamic` (a pattern computed from the object). What a literal or a number costs is bounded by the source and left alone.
 
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::common::types::CelInt;
 
-use crate::budget::{CHARGE, CHARGE_LIST, CHARGE_TEXT, LIVE, MATCHES, RANGE, SIZED};
+use crate::budget::{
+    CHARGE, CHARGE_LIST, CHARGE_TEXT, LIVE, MATCHES, MATCHES_DYNAMIC, RANGE, SIZED,
+};
 use crate::check::{static_type, Static};
 
-/// What a regular expression match costs beyond one node (the `cel` crate compiles the
-/// pattern on every call).
+/// What a regular expression match costs beyond one node, charged before the comprehension
+/// iterates (the search itself is charged by its handler, by the text's length).
 const MATCHES_COST: u64 = 100;
 /// Functions whose result is charged for its size.
 const GROWING: &[&str] = &["_+_", "replace", "join", "format"];
@@ -146,32 +148,38 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
         }
         Expr::Call(mut inner) => {
             // `text.matches('literal')` (or `matches(text, 'literal')`): the pattern compiled
-            // once (it was checked when the rule compiled).
+            // once (it was checked when the rule compiled). With a pattern computed at
+            // evaluation (from the object), `@ds_matches_dynamic`: charged for compiling it,
+            // compiled under a small limit, and cached, refusals too.
             if inner.func_name == "matches" {
                 let literal =
                     |node: &IdedExpr| matches!(&node.expr, Expr::Literal(LiteralValue::String(_)));
                 let operands = match (inner.target.take(), inner.args.len()) {
-                    (Some(target), 1) if literal(&inner.args[0]) => {
-                        Some(vec![*target, inner.args.remove(0)])
+                    (Some(target), 1) => {
+                        let fixed = literal(&inner.args[0]);
+                        Some((vec![*target, inner.args.remove(0)], fixed))
                     }
-                    (None, 2) if literal(&inner.args[1]) => Some(std::mem::take(&mut inner.args)),
+                    (None, 2) => {
+                        let fixed = literal(&inner.args[1]);
+                        Some((std::mem::take(&mut inner.args), fixed))
+                    }
                     (target, _) => {
                         inner.target = target;
                         None
                     }
                 };
-                if let Some(operands) = operands {
+                if let Some((operands, fixed)) = operands {
                     let mut operands: Vec<IdedExpr> = operands
                         .into_iter()
                         .map(|operand| instrument(operand, id))
                         .collect();
-                    // The match scans the text.
+                    // The match scans the text (and the search is charged by the handler).
                     let text = operands.remove(0);
                     operands.insert(0, call(id, CHARGE, vec![text]));
                     return IdedExpr {
                         id: own,
                         expr: Expr::Call(CallExpr {
-                            func_name: MATCHES.to_string(),
+                            func_name: if fixed { MATCHES } else { MATCHES_DYNAMIC }.to_string(),
                             target: None,
                             args: operands,
                         }),

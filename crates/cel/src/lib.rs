@@ -8,14 +8,17 @@
 //! recursive; the checks at compile time bound its stack), and never does more than about
 //! [`BUDGET`] units of work: every comprehension is charged for all its iterations before it
 //! starts (its range's size times the cost of its body), every value that `+`, `replace`,
-//! `join` or `format` builds is charged for its size, and once the budget is spent every
-//! further comprehension fails before it iterates. This is the only crate that knows the
+//! `join` or `format` builds is charged for its size, a `matches` for its search (the text's
+//! length times the program's size) and, with a pattern computed from the object, for its
+//! compile (compiled under a small limit, cached, refusals too), and once the budget is spent
+//! every further comprehension fails before it iterates. The core reads no clock: time follows
+//! from cost, each unit priced from measurements of the slowest operations. This is the only crate that knows the
 //! `cel` crate.
 //!
 //! The parts, in the order an expression meets them: `check` (the bounds and checks at compile
 //! time), `fields` (what it reads of the object), `instrument` (the rewrite that charges every
 //! evaluation), `budget` (the charging functions the rewrite calls, and the budget they spend),
-//! `patterns` (the compiled literal patterns of `matches`), `bind` (the object as CEL sees it).
+//! `patterns` (the compiled patterns of `matches`, literal and dynamic), `bind` (the object as CEL sees it).
 
 use std::sync::{Arc, OnceLock};
 
@@ -41,7 +44,8 @@ pub const MAX_DEPTH: usize = 48;
 pub const MAX_NODES: usize = 1000;
 /// Most comprehensions (`all`, `exists`, `map`, `filter`, ...) nested in one another.
 pub const MAX_COMPREHENSION_NESTING: usize = 3;
-/// Work units one evaluation may spend: about 10 ms of the writer's time at worst.
+/// Work units one evaluation may spend: about 10 ms of the writer's time at worst (one unit is
+/// priced at about 100 ns; BENCHMARKS.md, "Hostile CEL").
 pub const BUDGET: u64 = 100_000;
 
 /// Why an expression was not accepted, with where in its source.

@@ -213,3 +213,128 @@ fn the_deepest_accepted_expression_evaluates_on_a_small_stack() {
         .unwrap();
     assert_eq!(holds, Ok(true));
 }
+
+/// The hostile pattern of issue 27: its program is far over the dynamic limit.
+const HOSTILE_PATTERN: &str = r"^(((\w{1,50}){1,50}){1,20})$";
+
+/// An object whose annotations hold `values` under keys `a0000`, `a0001`, ...
+fn annotated(values: impl IntoIterator<Item = String>) -> BTreeMap<String, String> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(index, value)| (format!("a{index:04}"), value))
+        .collect()
+}
+
+fn evaluate_on_annotations(
+    source: &str,
+    annotations: &BTreeMap<String, String>,
+) -> Result<bool, EvalError> {
+    let labels = BTreeMap::new();
+    let view = ObjectView {
+        annotations,
+        ..sample_view("Service", &serde_json::Value::Null, &labels)
+    };
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    Expression::compile(source, Returns::Bool)
+        .unwrap()
+        .holds(&bindings)
+}
+
+const KEYS_MATCH_VALUES: &str =
+    "object.metadata.annotations.all(k, k.matches(object.metadata.annotations[k]))";
+
+#[test]
+fn a_dynamic_pattern_too_big_is_refused_once_and_then_served_from_the_cache() {
+    // Unique to this test: the cache of dynamic patterns is shared by the whole process.
+    let hostile = format!("{HOSTILE_PATTERN}|unique-to-the-refusal-test");
+    let one = annotated([hostile.clone()]);
+    let before = crate::patterns::compiles_on_this_thread();
+    let first = evaluate_on_annotations(KEYS_MATCH_VALUES, &one);
+    let Err(EvalError::Evaluation(message)) = &first else {
+        panic!("refused with a clear error, got {first:?}");
+    };
+    assert!(message.contains("refused"), "{message}");
+    assert!(message.contains("bytes a pattern may take"), "{message}");
+    assert_eq!(crate::patterns::compiles_on_this_thread(), before + 1);
+    // The same pattern again, in this evaluation and the next: refused from the cache.
+    let again = annotated([hostile.clone(), hostile.clone(), hostile]);
+    assert!(matches!(
+        evaluate_on_annotations(KEYS_MATCH_VALUES, &again),
+        Err(EvalError::Evaluation(_))
+    ));
+    assert_eq!(crate::patterns::compiles_on_this_thread(), before + 1);
+}
+
+#[test]
+fn many_hostile_dynamic_patterns_are_stopped_by_the_budget() {
+    // 800 annotations of the same hostile pattern: charged on every call (cached or not), so
+    // the budget stops the rule.
+    let same = annotated((0..800).map(|_| HOSTILE_PATTERN.to_string()));
+    assert_eq!(
+        evaluate_on_annotations(KEYS_MATCH_VALUES, &same),
+        Err(EvalError::Budget)
+    );
+    // 800 distinct ones: the budget stops the evaluation after a few compiles, not 800.
+    let distinct = annotated((0..800).map(|index| format!("{HOSTILE_PATTERN}|distinct{index}")));
+    let before = crate::patterns::compiles_on_this_thread();
+    assert_eq!(
+        evaluate_on_annotations(KEYS_MATCH_VALUES, &distinct),
+        Err(EvalError::Budget)
+    );
+    let compiled = crate::patterns::compiles_on_this_thread() - before;
+    assert!(
+        (1..=30).contains(&compiled),
+        "{compiled} compiles before the budget stopped the rule"
+    );
+}
+
+#[test]
+fn a_dynamic_pattern_is_charged_by_its_length() {
+    let cost = |pattern: String| {
+        let values = annotated([pattern]);
+        // The key `a0000` does not match either pattern: both run to the end.
+        assert_eq!(
+            evaluate_on_annotations(KEYS_MATCH_VALUES, &values),
+            Ok(false)
+        );
+        crate::budget::spent()
+    };
+    let short = cost("^z".to_string());
+    let long = cost(format!("^z{}", "(?:y)?".repeat(300)));
+    assert!(long > short + 1_800, "short {short}, long {long}");
+    // A pattern over the length cap is refused without compiling.
+    let before = crate::patterns::compiles_on_this_thread();
+    let values = annotated(["z".repeat(crate::patterns::MAX_DYNAMIC_PATTERN_BYTES + 1)]);
+    let refused = evaluate_on_annotations(KEYS_MATCH_VALUES, &values);
+    assert!(
+        matches!(&refused, Err(EvalError::Evaluation(message)) if message.contains("at most")),
+        "{refused:?}"
+    );
+    assert_eq!(crate::patterns::compiles_on_this_thread(), before);
+}
+
+#[test]
+fn a_heavy_literal_pattern_on_a_long_text_is_charged_by_text_times_program() {
+    // A Unicode word boundary over non-ASCII text makes the lazy DFA give up: the search is
+    // about the text's length times the program's size (hundreds of ms on 200 KB unchecked).
+    let text = "ab_\u{dc} ".repeat(10_000);
+    let spec = serde_json::json!({ "s": text });
+    let empty = BTreeMap::new();
+    let view = sample_view("ConfigMap", &spec, &empty);
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    let heavy = Expression::compile(
+        r"object.spec.s.matches('(\\b\\w+\\b\\s?){1,30}x')",
+        Returns::Bool,
+    )
+    .unwrap();
+    assert_eq!(heavy.holds(&bindings), Err(EvalError::Budget));
+    // A small program on the same text stays well within the budget.
+    let light = Expression::compile("object.spec.s.matches('^ab')", Returns::Bool).unwrap();
+    assert_eq!(light.holds(&bindings), Ok(true));
+    assert!(
+        crate::budget::spent() < crate::BUDGET / 4,
+        "{}",
+        crate::budget::spent()
+    );
+}

@@ -38,6 +38,10 @@ const MAX_ROUND: usize = 512;
 const STORE_RETRY_MS: Millis = 1_000;
 /// How often old event keys are pruned.
 const PRUNE_INTERVAL_MS: Millis = 10 * 60 * 1000;
+/// How long one round may spend judging the live objects again after a start or a reload
+/// (past one object: each slice judges at least one): the rest waits for the next rounds, so
+/// events queued meanwhile are answered between slices.
+const REJUDGE_SLICE: Duration = Duration::from_millis(20);
 
 /// What one round took from the queue.
 #[derive(Default)]
@@ -103,6 +107,10 @@ pub(super) struct Writer {
     timers: Timers,
     /// What was already reported to the metrics and the log, so each is reported once.
     reported: Reported,
+    /// Why the live objects are being judged again (`start` or `reload`), while they are.
+    rejudge_cause: &'static str,
+    /// How long a round may spend on that re-judge ([`REJUDGE_SLICE`]; tests shorten it).
+    rejudge_slice: Duration,
 }
 
 /// When the writer's timers last ran (milliseconds since the epoch; 0: never).
@@ -165,7 +173,41 @@ impl Writer {
             dropper: spawn_dropper(),
             timers: Timers::default(),
             reported: Reported::default(),
+            rejudge_cause: "start",
+            rejudge_slice: REJUDGE_SLICE,
         }
+        .publishing_rejudge()
+    }
+
+    /// New rules (a reload): the next round retires what they disable, and the live objects are
+    /// judged again a slice per round.
+    fn set_rules(&mut self, rules: Arc<drift_core::classify::Rules>) {
+        self.engine.set_rules(rules);
+        self.rules_changed = true;
+        self.rejudge_cause = "reload";
+        self.publish_rejudge();
+    }
+
+    /// Tells `/readyz` where the re-judge of the live objects stands.
+    fn publishing_rejudge(self) -> Writer {
+        self.publish_rejudge();
+        self
+    }
+
+    fn publish_rejudge(&self) {
+        let progress = self
+            .engine
+            .rejudge_progress()
+            .map(|(done, total)| super::Rejudging {
+                cause: self.rejudge_cause,
+                done,
+                total,
+            });
+        *self
+            .health
+            .rejudging
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = progress;
     }
 
     pub(super) fn run(mut self, receiver: mpsc::Receiver<Command>) {
@@ -196,10 +238,7 @@ impl Writer {
                         work: listed,
                         reply,
                     } => work.resyncs.push((listed, reply)),
-                    Command::SetRules(rules) => {
-                        self.engine.set_rules(rules);
-                        self.rules_changed = true;
-                    }
+                    Command::SetRules(rules) => self.set_rules(rules),
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
                     // A read: answered from the engine as it stands, before this round's work.
                     Command::Fleet { group, reply } => {
@@ -283,6 +322,7 @@ impl Writer {
         // its own events.
         self.observe(started);
         self.answer(round, committed);
+        self.publish_rejudge();
         self.prune(now);
     }
 
@@ -307,10 +347,14 @@ impl Writer {
         }
     }
 
-    /// Fires pending drifts whose grace ran out (and the engine's other timed work), and takes
+    /// Fires pending drifts whose grace ran out (and the engine's other timed work, with a
+    /// slice of the re-judge after a start or a reload, bounded by [`REJUDGE_SLICE`]), and takes
     /// what the round changed from the engine's journal.
     fn evaluate(&mut self, round: &mut Round) {
-        self.engine.tick(round.now);
+        let slice_started = std::time::Instant::now();
+        let slice = self.rejudge_slice;
+        self.engine
+            .tick_within(round.now, &mut || slice_started.elapsed() < slice);
         match super::take_changes(self.engine.changes(), &mut round.batch) {
             Ok(transitions) => round.transitions = transitions,
             Err(error) => {

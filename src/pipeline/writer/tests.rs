@@ -21,6 +21,16 @@ const START: i64 = 1_764_000_000_000;
 
 /// A Knative Service from the fixtures, as one structured CloudEvent of the ApiServerSource.
 fn service_event(id: &str, resource_version: &str, image: &str) -> Vec<Decoded> {
+    service_event_with(id, resource_version, image, |_| {})
+}
+
+/// [`service_event`], with the object changed by `edit` (another name and uid, ...).
+fn service_event_with(
+    id: &str,
+    resource_version: &str,
+    image: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Vec<Decoded> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/knative/serving/openshift-labs-learn-katacoda__serverless-05-knative-client__ksvc-greeter.yaml"
@@ -29,6 +39,7 @@ fn service_event(id: &str, resource_version: &str, image: &str) -> Vec<Decoded> 
     let mut object: serde_json::Value = serde_saphyr::from_str(&text).expect("fixture parses");
     object["metadata"]["resourceVersion"] = serde_json::json!(resource_version);
     object["spec"]["template"]["spec"]["containers"][0]["image"] = serde_json::json!(image);
+    edit(&mut object);
     let body = serde_json::json!({
         "specversion": "1.0",
         "id": id,
@@ -275,4 +286,110 @@ fn an_idle_shard_wakes_for_its_silence_read_back_not_only_at_its_heartbeat() {
     let mut alone = harness();
     alone.round(Vec::new());
     assert_eq!(alone.writer.wake_at(), START + 5_000);
+}
+
+/// Issue 27: after a reload, the live objects are judged again a slice per round, not all in
+/// the round that takes the new rules: an event that arrives meanwhile is answered while most of
+/// them still wait, and the health `/readyz` reads says how far the re-judge is until it is done.
+#[test]
+fn after_a_reload_the_live_objects_are_judged_again_in_slices_between_rounds() {
+    let mut harness = harness();
+    let services: Vec<Vec<Decoded>> = (0..5)
+        .map(|index| {
+            service_event_with(&format!("e{index}"), "100", "a:1", |object| {
+                object["metadata"]["name"] = serde_json::json!(format!("shop-{index}"));
+                object["metadata"]["uid"] = serde_json::json!(format!("uid-{index}"));
+            })
+        })
+        .collect();
+    for answer in harness.round(services) {
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    assert_eq!(harness.health.rejudging(), None);
+    // One object per round: the slice ends after the first object.
+    harness.writer.rejudge_slice = Duration::ZERO;
+    harness.writer.set_rules(Arc::new(Rules::default()));
+    let rejudging = |done, total| {
+        Some(crate::pipeline::Rejudging {
+            cause: "reload",
+            done,
+            total,
+        })
+    };
+    assert_eq!(harness.health.rejudging(), rejudging(0, 5));
+    // An event during the re-judge is answered with one object judged again, four waiting.
+    let during = service_event_with("during", "101", "a:2", |object| {
+        object["metadata"]["name"] = serde_json::json!("arrived-during");
+        object["metadata"]["uid"] = serde_json::json!("uid-during");
+    });
+    let answers = harness.round(vec![during]);
+    assert!(answers[0].is_ok(), "{answers:?}");
+    assert_eq!(harness.health.rejudging(), rejudging(1, 5));
+    // The rest, one per round, in rounds of no work.
+    let mut rounds = 0;
+    while harness.health.rejudging().is_some() {
+        harness.round(Vec::new());
+        rounds += 1;
+        assert!(rounds <= 4, "{:?}", harness.health.rejudging());
+    }
+    assert_eq!(rounds, 4);
+}
+
+/// Issue 27: at start the stored live objects are judged again the same way, and the health
+/// says the re-judge is the start's from the writer's first moment.
+#[test]
+fn at_start_the_stored_objects_are_judged_again_in_slices_and_the_health_says_start() {
+    let mut first = harness();
+    let services: Vec<Vec<Decoded>> = (0..3)
+        .map(|index| {
+            service_event_with(&format!("s{index}"), "100", "a:1", |object| {
+                object["metadata"]["name"] = serde_json::json!(format!("shop-{index}"));
+                object["metadata"]["uid"] = serde_json::json!(format!("uid-{index}"));
+            })
+        })
+        .collect();
+    for answer in first.round(services) {
+        assert!(answer.is_ok(), "{answer:?}");
+    }
+    // A restart: the engine restored from the store, as `Pipeline::start` does.
+    let mut store: Box<dyn drift_store::Store> = Box::new(first.store.clone());
+    let mut objects = Vec::new();
+    let snapshot = store
+        .load(&mut |_, body| {
+            objects.push(drift_core::classify::stored::decode(body)?);
+            Ok(())
+        })
+        .expect("loads");
+    let mut engine = Engine::new(Arc::new(Rules::default()));
+    engine.restore(objects, snapshot.drifts);
+    let health = Arc::new(Health::default());
+    let mut restarted = Harness {
+        writer: Writer::new(
+            engine,
+            store,
+            Arc::new(move || START),
+            Arc::new(Metrics::new()),
+            Arc::clone(&health),
+            first.writer.settings.clone(),
+            Silences::default(),
+        ),
+        store: first.store.clone(),
+        health,
+        now: Arc::new(AtomicI64::new(START)),
+    };
+    let rejudging = |done, total| {
+        Some(crate::pipeline::Rejudging {
+            cause: "start",
+            done,
+            total,
+        })
+    };
+    assert_eq!(restarted.health.rejudging(), rejudging(0, 3));
+    restarted.writer.rejudge_slice = Duration::ZERO;
+    let answers = restarted.round(vec![service_event("after-start", "101", "a:2")]);
+    assert!(answers[0].is_ok(), "{answers:?}");
+    assert_eq!(restarted.health.rejudging(), rejudging(1, 3));
+    restarted.round(Vec::new());
+    restarted.round(Vec::new());
+    assert_eq!(restarted.health.rejudging(), None);
 }

@@ -46,6 +46,8 @@ pub struct Engine {
     recorded: std::collections::HashSet<String>,
     /// Restored objects still to re-assess (see the module docs), popped from the end.
     recheck: Vec<ObjectKey>,
+    /// How many objects the re-judge under way (after a start or a reload) queued in all.
+    recheck_total: usize,
     journal: Journal,
     /// Per cluster, the newest plausible `resourceVersion` seen (events and resync lists).
     frontiers: Frontiers,
@@ -73,6 +75,7 @@ impl Engine {
             drifts: HashMap::new(),
             recorded: std::collections::HashSet::new(),
             recheck: Vec::new(),
+            recheck_total: 0,
             journal: Journal::default(),
             frontiers: Frontiers::default(),
             conflicted: std::collections::HashSet::new(),
@@ -102,6 +105,7 @@ impl Engine {
         }
         // Popped from the end: reversed so objects are re-assessed in key order.
         self.recheck.sort_by(|a, b| b.cmp(a));
+        self.recheck_total = self.recheck.len();
         for drift in drifts {
             if drift.state != DriftState::Resolved {
                 self.recorded.insert(drift.id.clone());
@@ -122,6 +126,18 @@ impl Engine {
             .map(ObjectState::key)
             .collect();
         self.recheck.sort_by(|a, b| b.cmp(a));
+        self.recheck_total = self.recheck.len();
+    }
+
+    /// The re-judge of the live objects under way after a start or a reload ([`Engine::tick`]
+    /// does it a slice at a time): how many objects are judged again, out of how many; `None`
+    /// once it is done.
+    pub fn rejudge_progress(&self) -> Option<(usize, usize)> {
+        if self.recheck.is_empty() {
+            return None;
+        }
+        let total = self.recheck_total.max(self.recheck.len());
+        Some((total - self.recheck.len(), total))
     }
 
     /// Resolves open drifts of classes the rules no longer enable, and of invariants the rules

@@ -5,8 +5,17 @@
 use super::*;
 
 impl Engine {
-    /// Fires pending drifts whose grace has run out and forgets old tombstones.
+    /// Fires pending drifts whose grace has run out, re-assesses up to [`RECHECK_PER_TICK`]
+    /// queued objects and forgets old tombstones.
     pub fn tick(&mut self, now: Millis) {
+        self.tick_within(now, &mut || true);
+    }
+
+    /// [`Engine::tick`], with a slice of the re-judge (after a start or a reload) that ends
+    /// when `go_on` says so, asked after each object: the caller bounds the slice (the writer
+    /// by its clock; this crate reads none), and at least one object is judged per call, so
+    /// the re-judge always ends.
+    pub fn tick_within(&mut self, now: Millis, go_on: &mut dyn FnMut() -> bool) {
         let mut due: Vec<DriftSlot> = self
             .drifts
             .iter()
@@ -33,6 +42,9 @@ impl Engine {
             };
             self.reassess(&key, now);
             self.journal.rechecked(key);
+            if !go_on() {
+                break;
+            }
         }
         let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
         let mut forgot_any = false;
