@@ -46,12 +46,55 @@ pub(crate) fn install(context: &mut Context<'_, '_>) {
 thread_local! {
     static BUDGET_LEFT: Cell<u64> = const { Cell::new(BUDGET) };
     static TRIPPED: Cell<bool> = const { Cell::new(false) };
+    /// The backstop's clock on this thread (microseconds, monotonic), if the thread's owner
+    /// gave one ([`crate::set_backstop_clock`]); `None`: cost alone bounds the evaluation.
+    static CLOCK: Cell<Option<fn() -> u64>> = const { Cell::new(None) };
+    /// When this thread's evaluation passes its backstop, on [`CLOCK`].
+    static DEADLINE: Cell<u64> = const { Cell::new(u64::MAX) };
+    /// Charges since the clock was last read.
+    static SINCE_LOOK: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Resets this thread's budget for a new evaluation: all of [`BUDGET`] left, not tripped.
+/// The clock is read once every this many charges, and at every search: reading it costs about
+/// as much as a charge, while a charge between two looks is at most a few microseconds of work.
+const CHARGES_PER_LOOK: u32 = 64;
+
+/// Sets (or clears) this thread's backstop clock.
+pub(crate) fn set_clock(clock: Option<fn() -> u64>) {
+    CLOCK.with(|cell| cell.set(clock));
+}
+
+/// Resets this thread's budget for a new evaluation: all of [`BUDGET`] left, not tripped, and
+/// the backstop [`crate::BACKSTOP_MICROS`] from now when the thread has a clock.
 pub(crate) fn start() {
     BUDGET_LEFT.with(|left| left.set(BUDGET));
     TRIPPED.with(|tripped| tripped.set(false));
+    SINCE_LOOK.with(|count| count.set(0));
+    let deadline = CLOCK.with(Cell::get).map_or(u64::MAX, |clock| {
+        clock().saturating_add(crate::BACKSTOP_MICROS)
+    });
+    DEADLINE.with(|cell| cell.set(deadline));
+}
+
+/// True (and tripped from now on) when the evaluation ran past its backstop: an operation the
+/// cost model prices too low (or a machine much slower than the one it was priced on) still
+/// cannot hold the thread. `now`: read the clock whatever the count.
+fn past_backstop(now: bool) -> bool {
+    let Some(clock) = CLOCK.with(Cell::get) else {
+        return false;
+    };
+    let count = SINCE_LOOK.with(Cell::get) + 1;
+    if !now && count < CHARGES_PER_LOOK {
+        SINCE_LOOK.with(|cell| cell.set(count));
+        return false;
+    }
+    SINCE_LOOK.with(|cell| cell.set(0));
+    if clock() < DEADLINE.with(Cell::get) {
+        return false;
+    }
+    TRIPPED.with(|tripped| tripped.set(true));
+    BUDGET_LEFT.with(|cell| cell.set(0));
+    true
 }
 
 /// True when this thread's evaluation has spent its budget (and was stopped).
@@ -61,7 +104,7 @@ pub(crate) fn tripped() -> bool {
 
 /// Spends `units`; false (and tripped from now on) when they are not left.
 fn charge(units: u64) -> bool {
-    if TRIPPED.with(Cell::get) {
+    if TRIPPED.with(Cell::get) || past_backstop(false) {
         return false;
     }
     let left = BUDGET_LEFT.with(Cell::get);
@@ -238,10 +281,15 @@ fn matches_operands<'c, 'a>(
 
 /// Charges the search of `text` with `compiled`, then runs it.
 fn run_match<'c, 'a>(text: &str, compiled: &Pattern) -> Result<CowVal<'c, 'a>, ExecutionError> {
-    if !charge(match_cost(text.len(), compiled.program_bytes())) {
+    if past_backstop(true) || !charge(match_cost(text.len(), compiled.program_bytes())) {
         return Err(budget_spent());
     }
-    Ok(CowVal::owned(CelBool::from(compiled.is_match(text))))
+    let found = compiled.is_match(text);
+    // A search cannot be interrupted: one that ran past the backstop ends the evaluation.
+    if past_backstop(true) {
+        return Err(budget_spent());
+    }
+    Ok(CowVal::owned(CelBool::from(found)))
 }
 
 /// `@ds_matches(text, 'pattern')`: `text.matches('pattern')` with the pattern compiled once,
@@ -289,8 +337,11 @@ fn dynamic_matches_handler() -> Handler {
                 ),
             ));
         }
+        if past_backstop(true) {
+            return Err(budget_spent());
+        }
         let compiled = dynamic_pattern(source);
-        if !charge(compile_cost(&compiled)) {
+        if past_backstop(true) || !charge(compile_cost(&compiled)) {
             return Err(budget_spent());
         }
         let compiled = compiled.map_err(|error| {

@@ -12,7 +12,8 @@
 //! length times the program's size) and, with a pattern computed from the object, for its
 //! compile (compiled under a small limit, cached, refusals too), and once the budget is spent
 //! every further comprehension fails before it iterates. The core reads no clock: time follows
-//! from cost, each unit priced from measurements of the slowest operations. This is the only crate that knows the
+//! from cost, each unit priced from measurements of the slowest operations; a thread that owns
+//! a clock may give it as a backstop ([`set_backstop_clock`]) for what the pricing misses. This is the only crate that knows the
 //! `cel` crate.
 //!
 //! The parts, in the order an expression meets them: `check` (the bounds and checks at compile
@@ -47,6 +48,20 @@ pub const MAX_COMPREHENSION_NESTING: usize = 3;
 /// Work units one evaluation may spend: about 10 ms of the writer's time at worst (one unit is
 /// priced at about 100 ns; BENCHMARKS.md, "Hostile CEL").
 pub const BUDGET: u64 = 100_000;
+/// The wall-clock backstop of one evaluation on a thread that has a clock
+/// ([`set_backstop_clock`]): five times what the budget allows, so it never decides a verdict
+/// the cost model would have let through on a loaded machine, and still bounds one that the
+/// model prices too low. Past it the evaluation ends as if its budget were spent.
+pub const BACKSTOP_MICROS: u64 = 50_000;
+
+/// Gives this thread's evaluations a wall-clock backstop of [`BACKSTOP_MICROS`], read from
+/// `clock` (monotonic microseconds; `None` removes it). The crate reads no clock of its own:
+/// the service's writer thread gives one; `check`, `replay` and `invariants test` give none, so
+/// their verdicts depend on the input alone. The clock is read every 64 charges and around
+/// every search and compile of a pattern.
+pub fn set_backstop_clock(clock: Option<fn() -> u64>) {
+    budget::set_clock(clock);
+}
 
 /// Why an expression was not accepted, with where in its source.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -338,3 +338,51 @@ fn a_heavy_literal_pattern_on_a_long_text_is_charged_by_text_times_program() {
         crate::budget::spent()
     );
 }
+
+thread_local! {
+    /// The fake backstop clock of [`stepping_clock`]: microseconds, and the step per reading.
+    static FAKE_NOW: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static FAKE_STEP: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A clock that moves `FAKE_STEP` microseconds at every reading: an evaluation that looks at it
+/// often enough runs "slowly" without taking any time.
+fn stepping_clock() -> u64 {
+    let now = FAKE_NOW.with(|now| now.get() + FAKE_STEP.with(std::cell::Cell::get));
+    FAKE_NOW.with(|cell| cell.set(now));
+    now
+}
+
+#[test]
+fn an_evaluation_past_its_wall_clock_backstop_ends_as_a_budget_stop() {
+    let spec = serde_json::json!({"items": (0..200).map(|i| format!("v{i}")).collect::<Vec<_>>()});
+    let empty = BTreeMap::new();
+    let view = sample_view("ConfigMap", &spec, &empty);
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    // Cheap by cost: a few hundred units of a budget of 100,000.
+    let search = Expression::compile("'abc'.matches('^a')", Returns::Bool).unwrap();
+    let loop_over = Expression::compile(
+        "object.spec.items.all(i, i.size() > 0) && object.spec.items.map(i, i + 'x').size() == 200",
+        Returns::Bool,
+    )
+    .unwrap();
+    // No clock (check, replay): cost alone decides.
+    crate::set_backstop_clock(None);
+    assert_eq!(search.holds(&bindings), Ok(true));
+    assert_eq!(loop_over.holds(&bindings), Ok(true));
+    // A clock that stands still: the backstop is never reached.
+    FAKE_STEP.with(|step| step.set(0));
+    crate::set_backstop_clock(Some(stepping_clock));
+    assert_eq!(search.holds(&bindings), Ok(true));
+    assert_eq!(loop_over.holds(&bindings), Ok(true));
+    // A clock that runs past the backstop between the readings around one search, or within
+    // the periodic readings of a loop's charges: the evaluation ends as a budget stop.
+    FAKE_STEP.with(|step| step.set(crate::BACKSTOP_MICROS * 6 / 10));
+    assert_eq!(search.holds(&bindings), Err(EvalError::Budget));
+    FAKE_STEP.with(|step| step.set(crate::BACKSTOP_MICROS + 1));
+    assert_eq!(loop_over.holds(&bindings), Err(EvalError::Budget));
+    // The next evaluation starts with a new deadline.
+    FAKE_STEP.with(|step| step.set(0));
+    assert_eq!(search.holds(&bindings), Ok(true));
+    crate::set_backstop_clock(None);
+}

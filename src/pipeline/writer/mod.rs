@@ -211,6 +211,9 @@ impl Writer {
     }
 
     pub(super) fn run(mut self, receiver: mpsc::Receiver<Command>) {
+        // Every rule evaluation on this thread gets a wall-clock backstop besides its cost
+        // budget: a cost the model prices too low still cannot hold the writer.
+        drift_core::classify::invariants::set_backstop_clock(Some(monotonic_micros));
         loop {
             let now = (self.clock)();
             let wait =
@@ -545,4 +548,12 @@ fn spawn_dropper() -> Option<SyncSender<Vec<Vec<Decoded>>>> {
         })
         .ok()?;
     Some(sender)
+}
+
+/// Microseconds on a monotonic clock since its first reading: the backstop clock of rule
+/// evaluations on the writer thread.
+fn monotonic_micros() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
 }

@@ -14,6 +14,9 @@ use crate::classify::state::ObjectState;
 use drift_model::glob::glob_match;
 use drift_model::Severity;
 
+/// The wall-clock backstop of every evaluation on the calling thread (the service's writer
+/// gives its monotonic clock; the commands give none and stay deterministic).
+pub use drift_cel::{set_backstop_clock, BACKSTOP_MICROS};
 pub use drift_cel::{Bindings, CompileError, EvalError, Expression, Fields, ObjectView, Returns};
 
 /// Which objects a rule applies to. Empty lists select everything.
