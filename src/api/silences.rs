@@ -33,12 +33,100 @@ pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiErro
     Ok(items)
 }
 
+/// Query of `GET /silences`: pages like the drifts list.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SilenceQuery {
+    /// Page size (default 100, at most 500: more is capped and the page says so; 0 is a `400`).
+    limit: Option<usize>,
+    /// From the previous page's `nextCursor`.
+    cursor: Option<String>,
+}
+
+/// Where a page of silences starts after: the configured silence at this index, or the API
+/// silence created at this time with this id (they are listed configured first, in config
+/// order, then by creation time and id).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum SilenceCursor {
+    Configured(usize),
+    Created(drift_model::Millis, String),
+}
+
+impl SilenceCursor {
+    fn parse(text: &str) -> Option<SilenceCursor> {
+        if let Some(index) = text.strip_prefix("config.") {
+            return index.parse().ok().map(SilenceCursor::Configured);
+        }
+        let (at, id) = text.split_once('.')?;
+        Some(SilenceCursor::Created(at.parse().ok()?, id.to_string()))
+    }
+
+    fn text(&self) -> String {
+        match self {
+            SilenceCursor::Configured(index) => format!("config.{index}"),
+            SilenceCursor::Created(at, id) => format!("{at}.{id}"),
+        }
+    }
+}
+
 pub(super) async fn list_silences(
     State(state): State<ApiState>,
-    query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<SilenceQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    no_query(query)?;
-    Ok(Json(json!({"items": all_silences(&state).await?})))
+    let Query(query) = query.map_err(super::query_error)?;
+    let page = super::PageSize::parse(query.limit)?;
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(text) => Some(SilenceCursor::parse(text).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                "cursor: malformed",
+            )
+        })?),
+    };
+    let rules = state.pipeline.rules();
+    let mut listed: Vec<(SilenceCursor, Value)> = rules
+        .silences()
+        .iter()
+        .enumerate()
+        .map(|(index, silence)| {
+            (
+                SilenceCursor::Configured(index),
+                view(SilenceView::configured(index, silence)),
+            )
+        })
+        .collect();
+    let reader = audit(&state)?;
+    for stored in blocking(move || reader.silences()).await? {
+        listed.push((
+            SilenceCursor::Created(stored.created_at, stored.id.clone()),
+            view(SilenceView::created(
+                &stored.id,
+                &stored.silence,
+                stored.created_at,
+            )),
+        ));
+    }
+    // Configured ones sort first (the variant's order), API ones by time and id.
+    listed.sort_by(|left, right| left.0.cmp(&right.0));
+    let mut rest = listed
+        .into_iter()
+        .filter(|(cursor, _)| after.as_ref().is_none_or(|after| cursor > after))
+        .peekable();
+    let mut items = Vec::new();
+    let mut last = None;
+    while items.len() < page.limit {
+        let Some((cursor, item)) = rest.next() else {
+            break;
+        };
+        items.push(item);
+        last = Some(cursor);
+    }
+    let next = rest.peek().and(last).map(|cursor| cursor.text());
+    let mut body = json!({"items": items, "nextCursor": next});
+    page.insert_into(&mut body);
+    Ok(Json(body))
 }
 
 /// The JSON of a silence (its keys in sorted order, as serde_json writes a map).
@@ -89,6 +177,14 @@ pub(crate) async fn add_silence(
     // by routing once it is committed.
     match write_silence(state, SilenceRequest::Add(silence)).await? {
         SilenceOutcome::Added(stored) => Ok(stored),
+        SilenceOutcome::Refused { max_active } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "too_many_silences",
+            format!(
+                "{max_active} silences are active, the most limits.maxActiveSilences allows: \
+                 remove one (DELETE /api/v1/silences/{{id}}) or wait for one to expire"
+            ),
+        )),
         SilenceOutcome::Removed(_) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",

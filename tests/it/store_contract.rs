@@ -1757,6 +1757,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
             audit_retention: std::time::Duration::from_secs(3600),
             heartbeat_interval: std::time::Duration::from_secs(5),
             capacity: Default::default(),
+            max_active_silences: 1_000,
             shard: std::sync::Arc::new(shard),
         },
         // Less than a minute after the epoch: the writer's rounds do not look again yet, so

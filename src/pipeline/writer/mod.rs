@@ -103,6 +103,8 @@ pub(super) struct Writer {
     timers: Timers,
     /// What was already reported to the metrics and the log, so each is reported once.
     reported: Reported,
+    /// Publishes the fleet view readers get (`fleet_view`).
+    fleet: super::fleet_view::Publisher,
 }
 
 /// When the writer's timers last ran (milliseconds since the epoch; 0: never).
@@ -148,6 +150,7 @@ impl Writer {
         health: Arc<Health>,
         settings: Settings,
         silences: Silences,
+        fleet: super::fleet_view::Publisher,
     ) -> Writer {
         Writer {
             engine,
@@ -165,14 +168,19 @@ impl Writer {
             dropper: spawn_dropper(),
             timers: Timers::default(),
             reported: Reported::default(),
+            fleet,
         }
     }
 
     pub(super) fn run(mut self, receiver: mpsc::Receiver<Command>) {
         loop {
             let now = (self.clock)();
-            let wait =
+            let mut wait =
                 Duration::from_millis(u64::try_from((self.wake_at() - now).max(1)).unwrap_or(1));
+            if let Some(due) = self.fleet.due_in() {
+                // A reader waits for a newer fleet view.
+                wait = wait.min(due.max(Duration::from_millis(1)));
+            }
             let mut round = Vec::new();
             let mut stop = false;
             match receiver.recv_timeout(wait) {
@@ -201,14 +209,14 @@ impl Writer {
                         self.rules_changed = true;
                     }
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
-                    // A read: answered from the engine as it stands, before this round's work.
-                    Command::Fleet { group, reply } => {
-                        let _ = reply.send(self.engine.fleet_view(group.as_deref()));
-                    }
+                    // The flag it wakes the writer for is read after the round.
+                    Command::FleetWanted => {}
                     Command::Shutdown => stop = true,
                 }
             }
             self.round(work);
+            let engine = &self.engine;
+            self.fleet.publish_if_wanted(|| engine.fleet_view(None));
             if stop {
                 // Drain whatever arrived meanwhile so every queued request gets an answer
                 // (resync work is dropped: its sender sees the writer stopped).
@@ -266,6 +274,9 @@ impl Writer {
             }
             return;
         }
+        // Before anything is answered: a reader after this round's answers waits for a fleet
+        // view that shows it.
+        self.fleet.changed();
         let started = std::time::Instant::now();
         let mut round = self.begin(now);
         round

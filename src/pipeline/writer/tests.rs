@@ -73,6 +73,7 @@ fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
         audit_retention: Duration::from_secs(3600),
         heartbeat_interval: Duration::from_secs(5),
         capacity: Default::default(),
+        max_active_silences: 1_000,
         shard: Arc::new(shard),
     };
     let writer = Writer::new(
@@ -83,6 +84,9 @@ fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
         Arc::clone(&health),
         settings,
         Silences::default(),
+        crate::pipeline::fleet_view::Publisher::new(crate::pipeline::fleet_view::Shared::new(
+            Vec::new(),
+        )),
     );
     Harness {
         writer,
