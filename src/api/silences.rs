@@ -13,26 +13,6 @@ use crate::pipeline::{SilenceOutcome, SilenceRequest};
 use drift_model::wire::silence::{SilenceInput, SilenceView};
 use drift_model::Silence;
 
-/// Every silence: configured ones (read-only, from `rules.silences`) and API ones.
-pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiError> {
-    let rules = state.pipeline.rules();
-    let mut items: Vec<Value> = rules
-        .silences()
-        .iter()
-        .enumerate()
-        .map(|(index, silence)| view(SilenceView::configured(index, silence)))
-        .collect();
-    let reader = audit(state)?;
-    for stored in blocking(move || reader.silences()).await? {
-        items.push(view(SilenceView::created(
-            &stored.id,
-            &stored.silence,
-            stored.created_at,
-        )));
-    }
-    Ok(items)
-}
-
 /// Query of `GET /silences`: pages like the drifts list.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,7 +26,7 @@ pub(super) struct SilenceQuery {
 /// Where a page of silences starts after: the configured silence at this index, or the API
 /// silence created at this time with this id (they are listed configured first, in config
 /// order, then by creation time and id).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum SilenceCursor {
     Configured(usize),
     Created(drift_model::Millis, String),
@@ -86,44 +66,46 @@ pub(super) async fn list_silences(
         })?),
     };
     let rules = state.pipeline.rules();
-    let mut listed: Vec<(SilenceCursor, Value)> = rules
-        .silences()
-        .iter()
-        .enumerate()
-        .map(|(index, silence)| {
-            (
-                SilenceCursor::Configured(index),
-                view(SilenceView::configured(index, silence)),
-            )
-        })
-        .collect();
+    let configured = rules.silences();
+    // Configured silences first (they are few: the config's), then a page of the store's.
+    let first_configured = match &after {
+        None => 0,
+        Some(SilenceCursor::Configured(index)) => index + 1,
+        Some(SilenceCursor::Created(..)) => configured.len(),
+    };
+    let mut items = Vec::new();
+    let mut last = None;
+    for (index, silence) in configured.iter().enumerate().skip(first_configured) {
+        if items.len() == page.limit {
+            break;
+        }
+        items.push(view(SilenceView::configured(index, silence)));
+        last = Some(SilenceCursor::Configured(index));
+    }
+    let configured_left = first_configured + items.len() < configured.len();
+    let store_after = match after {
+        Some(SilenceCursor::Created(at, id)) => Some((at, id)),
+        _ => None,
+    };
+    // A page already full still asks for one stored silence: is there a next page?
+    let room = page.limit - items.len();
     let reader = audit(&state)?;
-    for stored in blocking(move || reader.silences()).await? {
-        listed.push((
-            SilenceCursor::Created(stored.created_at, stored.id.clone()),
-            view(SilenceView::created(
+    let (stored, stored_next) =
+        blocking(move || reader.silences_page(store_after.as_ref(), room.max(1))).await?;
+    let next = if room == 0 {
+        (configured_left || !stored.is_empty()).then_some(last)
+    } else {
+        for stored in &stored {
+            items.push(view(SilenceView::created(
                 &stored.id,
                 &stored.silence,
                 stored.created_at,
-            )),
-        ));
+            )));
+        }
+        Some(stored_next.map(|(at, id)| SilenceCursor::Created(at, id)))
     }
-    // Configured ones sort first (the variant's order), API ones by time and id.
-    listed.sort_by(|left, right| left.0.cmp(&right.0));
-    let mut rest = listed
-        .into_iter()
-        .filter(|(cursor, _)| after.as_ref().is_none_or(|after| cursor > after))
-        .peekable();
-    let mut items = Vec::new();
-    let mut last = None;
-    while items.len() < page.limit {
-        let Some((cursor, item)) = rest.next() else {
-            break;
-        };
-        items.push(item);
-        last = Some(cursor);
-    }
-    let next = rest.peek().and(last).map(|cursor| cursor.text());
+    .flatten()
+    .map(|cursor| cursor.text());
     let mut body = json!({"items": items, "nextCursor": next});
     page.insert_into(&mut body);
     Ok(Json(body))

@@ -230,28 +230,30 @@ async fn active_silences_are_capped_with_a_409_and_listed_in_pages() {
     assert_eq!(response.status(), 204);
     let (status, body) = app.post_silence("s3").await;
     assert_eq!(status, 201, "{body}");
-    // Pages of two, following nextCursor, list the configured silence and the three API ones
-    // once each.
-    let mut seen = Vec::new();
-    let mut path = "/api/v1/silences?limit=2".to_string();
-    loop {
-        let (status, page) = app.get(&path).await;
-        assert_eq!(status, 200, "{path}");
-        let items = page["items"].as_array().unwrap();
-        assert!(items.len() <= 2, "{page}");
-        for item in items {
-            seen.push(item["id"].as_str().unwrap().to_string());
+    // Pages of one, two or three, following nextCursor, list the configured silence (first)
+    // and the three API ones once each.
+    for size in 1..=3 {
+        let mut seen = Vec::new();
+        let mut path = format!("/api/v1/silences?limit={size}");
+        loop {
+            let (status, page) = app.get(&path).await;
+            assert_eq!(status, 200, "{path}");
+            let items = page["items"].as_array().unwrap();
+            assert!(items.len() <= size && !items.is_empty(), "{page}");
+            for item in items {
+                seen.push(item["id"].as_str().unwrap().to_string());
+            }
+            match page["nextCursor"].as_str() {
+                Some(cursor) => path = format!("/api/v1/silences?limit={size}&cursor={cursor}"),
+                None => break,
+            }
         }
-        match page["nextCursor"].as_str() {
-            Some(cursor) => path = format!("/api/v1/silences?limit=2&cursor={cursor}"),
-            None => break,
-        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert_eq!(seen[0], "config-0");
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 4, "{seen:?}");
     }
-    assert_eq!(seen.len(), 4, "{seen:?}");
-    assert_eq!(seen[0], "config-0");
-    seen.sort();
-    seen.dedup();
-    assert_eq!(seen.len(), 4, "{seen:?}");
     let (status, body) = app.get("/api/v1/silences?cursor=x").await;
     assert_eq!(status, 400);
     assert_eq!(body["code"], "invalid_query");
