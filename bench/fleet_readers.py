@@ -115,12 +115,15 @@ def wrk_figures(text: str) -> dict:
     figures["non_2xx"] = int(match[1]) if match else 0
     match = re.search(r"(\d+) requests in", text)
     figures["requests"] = int(match[1]) if match else 0
+    match = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    figures["socket_errors"] = sum(int(count) for count in match.groups()) if match else 0
     return figures
 
 
 def ingest(url: str, objects: int, duration: int) -> dict:
     output = subprocess.run(
-        ["wrk", "-t1", "-c8", f"-d{duration}s", "--latency", "-s", str(HERE / "fleet_ingest.lua"),
+        ["wrk", "-t1", "-c8", f"-d{duration}s", "--latency", "--timeout", "30s",
+         "-s", str(HERE / "fleet_ingest.lua"),
          url + "/", "--", str(objects)],
         check=True, capture_output=True, text=True).stdout
     return wrk_figures(output)
@@ -140,7 +143,7 @@ def with_readers(url: str, path: str, readers: int, objects: int, duration: int)
             crowd.kill()
             crowd.wait()
     read = wrk_figures(output)
-    figures["readers"] = {key: read[key] for key in ("rps", "p50_ms", "p99_ms", "non_2xx", "requests") if key in read}
+    figures["readers"] = {key: read[key] for key in ("rps", "p50_ms", "p99_ms", "non_2xx", "requests", "socket_errors") if key in read}
     return figures
 
 
@@ -204,11 +207,13 @@ def main() -> int:
             (f"+ {args.readers} readers of /api/v1/fleet", results["api_fleet_readers"]),
             ("ingest alone again", results["alone_after"])]
     print(f"{args.label} ({results['objects_compared']} compared objects, loaded in {results['load_seconds']} s)")
-    print("| phase | ingest p50 | ingest p99 | ingest req/s | readers req/s | readers p50 | readers non-2xx |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print("| phase | ingest p50 | ingest p99 | ingest req/s | ingest errors | readers req/s | readers p50 | readers non-2xx |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, figures in rows:
         readers = figures.get("readers", {})
         print(f"| {name} | {figures.get('p50_ms')} ms | {figures.get('p99_ms')} ms | {figures['rps']:.0f} | "
+              f"{figures['non_2xx'] + figures['socket_errors']} | "
               f"{readers.get('rps', '—')} | {str(readers.get('p50_ms', '—')) + ' ms' if readers else '—'} | "
               f"{readers.get('non_2xx', '—')} |")
     if args.out:
