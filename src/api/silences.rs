@@ -135,11 +135,33 @@ pub(crate) fn validate_silence(silence: &Silence) -> Result<(), ApiError> {
         })
 }
 
+/// A silence not created: `limits.maxActiveSilences` (the number) are active already. The API
+/// answers it `409 too_many_silences`; the dashboard's form with its own page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooManySilences(pub usize);
+
+impl TooManySilences {
+    /// What to do about it.
+    pub(crate) fn message(self) -> String {
+        format!(
+            "{} silences are active, the most limits.maxActiveSilences allows: remove one \
+             (DELETE /api/v1/silences/{{id}}) or wait for one to expire",
+            self.0
+        )
+    }
+}
+
+impl From<TooManySilences> for ApiError {
+    fn from(refused: TooManySilences) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, "too_many_silences", refused.message())
+    }
+}
+
 /// Stores a silence and hands the new set to the pipeline.
 pub(crate) async fn add_silence(
     state: &ApiState,
     silence: Silence,
-) -> Result<drift_store::StoredSilence, ApiError> {
+) -> Result<Result<drift_store::StoredSilence, TooManySilences>, ApiError> {
     validate_silence(&silence)?;
     // An expiry already past would store a silence that matches nothing: a mistake (a wrong
     // year, a time zone) that the caller should hear about. Configured silences are not held
@@ -158,15 +180,8 @@ pub(crate) async fn add_silence(
     // The writer stores it and withdraws the queued reminders it covers; new notices are muted
     // by routing once it is committed.
     match write_silence(state, SilenceRequest::Add(silence)).await? {
-        SilenceOutcome::Added(stored) => Ok(stored),
-        SilenceOutcome::Refused { max_active } => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "too_many_silences",
-            format!(
-                "{max_active} silences are active, the most limits.maxActiveSilences allows: \
-                 remove one (DELETE /api/v1/silences/{{id}}) or wait for one to expire"
-            ),
-        )),
+        SilenceOutcome::Added(stored) => Ok(Ok(stored)),
+        SilenceOutcome::Refused { max_active } => Ok(Err(TooManySilences(max_active))),
         SilenceOutcome::Removed(_) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
@@ -219,7 +234,7 @@ pub(super) async fn create_silence(
             )
         }
     })?;
-    let stored = add_silence(&state, silence.into_silence()).await?;
+    let stored = add_silence(&state, silence.into_silence()).await??;
     let value = view(SilenceView::created(
         &stored.id,
         &stored.silence,

@@ -263,6 +263,49 @@ async fn active_silences_are_capped_with_a_409_and_listed_in_pages() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn the_dashboards_silence_form_at_the_cap_gets_a_page_that_says_why() {
+    let mut app = Running::start("limits:\n  maxActiveSilences: 1\n").await;
+    let mut base = config_autoscaler();
+    base["metadata"]["uid"] = json!("uid-capped");
+    app.send("add", &base).await;
+    let edited = changed(&base, |c| {
+        c["data"]["min-scale"] = json!("2");
+        written_by(
+            c,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:min-scale": {}}}),
+            "2026-11-29T09:00:00Z",
+        );
+    });
+    app.send("update", &edited).await;
+    let (_, drifts) = app.get("/api/v1/drifts").await;
+    let id = drifts["items"][0]["id"]
+        .as_str()
+        .expect("a drift")
+        .to_string();
+    let (status, _) = app.post_silence("fills the cap").await;
+    assert_eq!(status, 201);
+    let response = app
+        .client
+        .post(format!("{}/ui/silences", app.base))
+        .form(&[("drift", id.as_str()), ("duration", "1h")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let page = response.text().await.unwrap();
+    assert!(page.contains("limits.maxActiveSilences"), "{page}");
+    let (_, listed) = app.get("/api/v1/silences").await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+    app.stop().await;
+}
+
 #[test]
 fn the_silence_cap_is_validated_naming_its_key() {
     for bad in ["0", "1000001"] {

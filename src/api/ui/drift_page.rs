@@ -307,6 +307,12 @@ pub(super) async fn silence(
             .filter(|comment| !comment.trim().is_empty())
             .or(Some("silenced from the dashboard".into())),
     };
-    add_silence(&state, silence).await?;
+    if let Err(refused) = add_silence(&state, silence).await? {
+        return Ok(error_page(
+            StatusCode::CONFLICT,
+            "Not silenced",
+            &format!("{}.", refused.message()),
+        ));
+    }
     Ok(Redirect::to(&format!("/ui/drifts/{}?silenced=1", urlencode(&drift.id))).into_response())
 }
