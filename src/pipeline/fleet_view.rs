@@ -177,3 +177,76 @@ impl Publisher {
         self.next_build = Some(Instant::now() + MIN_BUILD_INTERVAL.max(took * 10));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn the_writer_builds_only_when_a_round_changed_the_state_and_a_reader_asked() {
+        let shared = Shared::new(Vec::new());
+        let mut publisher = Publisher::new(Arc::clone(&shared));
+        let builds = Cell::new(0);
+        let build = || {
+            builds.set(builds.get() + 1);
+            Vec::new()
+        };
+        // A round changed the state, but no reader asked: nothing is built.
+        publisher.changed();
+        publisher.publish_if_wanted(build);
+        assert_eq!(builds.get(), 0);
+        assert_eq!(publisher.due_in(), None);
+        // A reader finds the snapshot old and asks (the first to ask wakes the writer).
+        assert_eq!(shared.current().err(), Some((1, true)));
+        assert_eq!(shared.current().err(), Some((1, false)));
+        assert_eq!(publisher.due_in(), Some(Duration::ZERO));
+        publisher.publish_if_wanted(build);
+        assert_eq!(builds.get(), 1);
+        let snapshot = shared.current().expect("the new snapshot is current");
+        assert_eq!(snapshot.generation, 1);
+        // Nothing changed since: asking again builds nothing.
+        publisher.publish_if_wanted(build);
+        assert_eq!(builds.get(), 1);
+        // Another change and another reader, right after a build: the writer waits its turn.
+        publisher.changed();
+        assert_eq!(shared.current().err(), Some((2, true)));
+        let due = publisher.due_in().expect("a reader waits");
+        assert!(due > Duration::ZERO && due <= MIN_BUILD_INTERVAL, "{due:?}");
+        publisher.publish_if_wanted(build);
+        assert_eq!(builds.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reader_waits_for_the_snapshot_that_shows_the_change_it_saw() {
+        let shared = Shared::new(Vec::new());
+        let mut publisher = Publisher::new(Arc::clone(&shared));
+        publisher.changed();
+        let (generation, _) = shared.current().err().expect("the snapshot is old");
+        let reader = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { shared.wait_for(generation, Duration::from_secs(30)).await })
+        };
+        publisher.publish_if_wanted(Vec::new);
+        let snapshot = reader.await.unwrap();
+        assert_eq!(snapshot.generation, generation);
+    }
+
+    #[tokio::test]
+    async fn each_answer_is_rendered_once_per_snapshot() {
+        let shared = Shared::new(Vec::new());
+        let snapshot = shared.current().ok().unwrap();
+        let renders = Arc::new(AtomicU64::new(0));
+        for _ in 0..3 {
+            let counted = Arc::clone(&renders);
+            let text = snapshot
+                .rendered("json:*".into(), move |_| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    "{}".into()
+                })
+                .await;
+            assert_eq!(text.as_deref(), Some("{}"));
+        }
+        assert_eq!(renders.load(Ordering::SeqCst), 1);
+    }
+}
