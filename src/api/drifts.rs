@@ -39,7 +39,8 @@ pub struct DriftQuery {
     pub group: Option<String>,
     /// RFC 3339.
     pub since: Option<String>,
-    /// Page size (default 100, at most 500).
+    /// Page size (default 100, at most 500: more is capped, and the page says `limitCapped`;
+    /// 0 is a `400`).
     pub limit: Option<usize>,
     /// From the previous page's `nextCursor`.
     pub cursor: Option<String>,
@@ -87,6 +88,7 @@ pub fn filter(query: &DriftQuery) -> Result<DriftFilter, InvalidQuery> {
             ));
         }
     }
+    let page = super::PageSize::of(query.limit).map_err(|message| invalid("limit", message))?;
     let groups = query.group.as_deref().map(groups_of).transpose()?;
     let cursor = match &query.cursor {
         None => None,
@@ -114,7 +116,7 @@ pub fn filter(query: &DriftQuery) -> Result<DriftFilter, InvalidQuery> {
         namespace: query.namespace.clone(),
         groups,
         since,
-        limit: query.limit.unwrap_or(100).clamp(1, 500),
+        limit: page.limit,
         cursor,
     })
 }
@@ -161,11 +163,14 @@ pub(super) async fn list_drifts(
     let Query(query) = query.map_err(query_error)?;
     let filter = filter(&query)?;
     let reader = audit(&state)?;
+    let page = super::PageSize::parse(query.limit)?;
     let (drifts, next) = blocking(move || reader.drifts(&filter)).await?;
-    Ok(Json(json!({
+    let mut body = json!({
         "items": drifts.iter().map(drift_view).collect::<Vec<_>>(),
         "nextCursor": next.map(|(since, id)| format!("{since}.{id}")),
-    })))
+    });
+    page.insert_into(&mut body);
+    Ok(Json(body))
 }
 
 pub(super) async fn get_drift(
@@ -236,9 +241,10 @@ pub(super) async fn list_deliveries(
     };
     let reader = audit(&state)?;
     let channel = query.channel.clone();
-    let limit = query.limit.unwrap_or(100);
+    let page = super::PageSize::parse(query.limit)?;
+    let limit = page.limit;
     let rows = blocking(move || reader.deliveries(wanted, channel.as_deref(), limit)).await?;
-    Ok(Json(
-        json!({"items": rows.iter().map(delivery_view).collect::<Vec<_>>()}),
-    ))
+    let mut body = json!({"items": rows.iter().map(delivery_view).collect::<Vec<_>>()});
+    page.insert_into(&mut body);
+    Ok(Json(body))
 }

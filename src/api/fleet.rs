@@ -1,10 +1,11 @@
 //! The fleet view: `GET /api/v1/fleet` (JSON, `wire::fleet`) and the dashboard's `/ui/fleet`
 //! (per group, a table per compared object: a row per path, a column per member cluster, the
-//! differing values highlighted). Both ask the pipeline's writer, which owns the engine's state,
-//! for the view between two rounds; the event path does no work for it.
+//! differing values highlighted). Both read the snapshot the pipeline's writer publishes
+//! (`pipeline::fleet_view`), never its queue: readers neither wait behind ingest nor delay it.
 
 use axum::extract::{Query, State};
-use axum::Json;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::report::escape_html as esc;
@@ -24,18 +25,56 @@ pub(crate) struct FleetQuery {
     pub group: Option<String>,
 }
 
-/// The engine's fleet view (only `group` when set), from the writer.
-pub(crate) async fn view(
+/// Which answer of a snapshot to render: the API's JSON or the page's body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Format {
+    Json,
+    Html,
+}
+
+/// The fleet view (only `group` when set) rendered as `format`, from the snapshot the writer
+/// publishes (`pipeline::fleet_view`): no read goes through the writer's queue. Each snapshot
+/// renders each (format, group) once, however many readers ask; a group the config does not
+/// have is rendered per request (a short answer) and not kept.
+pub(crate) async fn rendered(
     state: &ApiState,
     group: Option<String>,
-) -> Result<Vec<GroupView>, ApiError> {
-    let receiver = state
-        .pipeline
-        .fleet(group)
-        .map_err(|error| ApiError::unavailable(&error))?;
-    receiver
+    format: Format,
+) -> Result<std::sync::Arc<str>, ApiError> {
+    let snapshot = state.pipeline.fleet_view().await;
+    let render = move |groups: &[GroupView], only: Option<&str>| match format {
+        Format::Json => serde_json::to_string(&wire(groups)).unwrap_or_default(),
+        Format::Html => html(groups, only),
+    };
+    let known = match &group {
+        None => true,
+        Some(name) => snapshot.groups.iter().any(|view| &view.group.name == name),
+    };
+    if !known {
+        return Ok(render(&[], group.as_deref()).into());
+    }
+    let key = format!("{format:?}:{}", group.as_deref().unwrap_or("*"));
+    snapshot
+        .rendered(key, move |snapshot| {
+            let chosen: Vec<GroupView> = match &group {
+                None => return render(&snapshot.groups, None),
+                Some(name) => snapshot
+                    .groups
+                    .iter()
+                    .filter(|view| &view.group.name == name)
+                    .cloned()
+                    .collect(),
+            };
+            render(&chosen, group.as_deref())
+        })
         .await
-        .map_err(|_| ApiError::unavailable(&crate::pipeline::Error::Stopped))
+        .ok_or_else(|| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            )
+        })
 }
 
 /// The view as the API shows it.
@@ -112,9 +151,17 @@ pub(crate) fn wire(groups: &[GroupView]) -> FleetView {
 pub(super) async fn get_fleet(
     State(state): State<ApiState>,
     query: Result<Query<FleetQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<FleetView>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(super::query_error)?;
-    Ok(Json(wire(&view(&state, query.group).await?)))
+    let body = rendered(&state, query.group, Format::Json).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body.to_string(),
+    )
+        .into_response())
 }
 
 /// The body of `/ui/fleet` (`only`: the `?group=` asked for): per group, its members and a
@@ -123,11 +170,12 @@ pub(super) async fn get_fleet(
 /// object. Every value comes from a cluster and is escaped.
 pub(crate) fn html(groups: &[GroupView], only: Option<&str>) -> String {
     let mut body = String::from("<h1>Fleet</h1>");
-    if let (Some(name), true) = (only, groups.is_empty()) {
-        body.push_str(&format!(
-            "<p class=\"muted\">No fleet group named <code>{}</code>: <a href=\"/ui/fleet\">every group</a>.</p>",
-            esc(name)
-        ));
+    if let (Some(_), true) = (only, groups.is_empty()) {
+        // The dashboard never repeats a value it cannot use (README): the name asked for is
+        // not shown back.
+        body.push_str(
+            "<p class=\"muted\">No fleet group by that name: <a href=\"/ui/fleet\">every group</a>.</p>",
+        );
         return body;
     }
     if groups.is_empty() {

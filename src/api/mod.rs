@@ -144,6 +144,53 @@ pub(crate) fn query_error(error: axum::extract::rejection::QueryRejection) -> Ap
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", error.body_text())
 }
 
+/// The page size of every list (`limit`) when none is asked for.
+pub(crate) const DEFAULT_PAGE: usize = 100;
+/// The most items of a list page: a larger `limit` is capped to it, and the page says so.
+pub(crate) const MAX_PAGE: usize = 500;
+
+/// A list's page size from its `limit` parameter: absent is [`DEFAULT_PAGE`], `0` is a `400`
+/// (a page without items would never reach the next), past [`MAX_PAGE`] is capped, and
+/// `capped` tells the page to say so (`limitCapped`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageSize {
+    /// Items per page, at most [`MAX_PAGE`].
+    pub limit: usize,
+    /// The `limit` asked for was larger than [`MAX_PAGE`].
+    pub capped: bool,
+}
+
+impl PageSize {
+    /// The page size asked for, or the message of its `400`.
+    pub(crate) fn of(limit: Option<usize>) -> Result<PageSize, String> {
+        match limit {
+            None => Ok(PageSize {
+                limit: DEFAULT_PAGE,
+                capped: false,
+            }),
+            Some(0) => Err(format!(
+                "limit: must be 1 to {MAX_PAGE} (larger values are capped to {MAX_PAGE})"
+            )),
+            Some(limit) => Ok(PageSize {
+                limit: limit.min(MAX_PAGE),
+                capped: limit > MAX_PAGE,
+            }),
+        }
+    }
+
+    /// [`PageSize::of`], its error as the API's `400`.
+    pub(crate) fn parse(limit: Option<usize>) -> Result<PageSize, ApiError> {
+        PageSize::of(limit)
+            .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message))
+    }
+
+    /// The fields every list page carries about its size.
+    pub(crate) fn insert_into(self, page: &mut serde_json::Value) {
+        page["limit"] = serde_json::json!(self.limit);
+        page["limitCapped"] = serde_json::json!(self.capped);
+    }
+}
+
 /// The query of a route that takes no parameters: any parameter is refused, so a filter that
 /// a route does not have is never silently ignored.
 #[derive(Debug, serde::Deserialize)]

@@ -273,7 +273,9 @@ pub(crate) fn url_component(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, QUERY_VALUE).to_string()
 }
 
-/// Escapes text for HTML.
+/// Escapes text for HTML, and shows control characters as `\u0000`-style escapes: the one
+/// function every dashboard page and the HTML report escape object and server text with, so no
+/// page can forget either.
 pub(crate) fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for character in text.chars() {
@@ -283,6 +285,13 @@ pub(crate) fn escape_html(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // Tabs and line breaks are text; every other control character (C0, DEL, C1) is
+            // shown as its escape, as JSON writes it: a raw NUL or ESC is invisible on the page
+            // (or rewrites a terminal that prints it), and the reader must see that it is there.
+            '\t' | '\n' => out.push(character),
+            control if control.is_control() => {
+                out.push_str(&format!("\\u{:04x}", u32::from(control)));
+            }
             other => out.push(other),
         }
     }

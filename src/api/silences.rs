@@ -13,32 +13,102 @@ use crate::pipeline::{SilenceOutcome, SilenceRequest};
 use drift_model::wire::silence::{SilenceInput, SilenceView};
 use drift_model::Silence;
 
-/// Every silence: configured ones (read-only, from `rules.silences`) and API ones.
-pub(crate) async fn all_silences(state: &ApiState) -> Result<Vec<Value>, ApiError> {
-    let rules = state.pipeline.rules();
-    let mut items: Vec<Value> = rules
-        .silences()
-        .iter()
-        .enumerate()
-        .map(|(index, silence)| view(SilenceView::configured(index, silence)))
-        .collect();
-    let reader = audit(state)?;
-    for stored in blocking(move || reader.silences()).await? {
-        items.push(view(SilenceView::created(
-            &stored.id,
-            &stored.silence,
-            stored.created_at,
-        )));
+/// Query of `GET /silences`: pages like the drifts list.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SilenceQuery {
+    /// Page size (default 100, at most 500: more is capped and the page says so; 0 is a `400`).
+    limit: Option<usize>,
+    /// From the previous page's `nextCursor`.
+    cursor: Option<String>,
+}
+
+/// Where a page of silences starts after: the configured silence at this index, or the API
+/// silence created at this time with this id (they are listed configured first, in config
+/// order, then by creation time and id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SilenceCursor {
+    Configured(usize),
+    Created(drift_model::Millis, String),
+}
+
+impl SilenceCursor {
+    fn parse(text: &str) -> Option<SilenceCursor> {
+        if let Some(index) = text.strip_prefix("config.") {
+            return index.parse().ok().map(SilenceCursor::Configured);
+        }
+        let (at, id) = text.split_once('.')?;
+        Some(SilenceCursor::Created(at.parse().ok()?, id.to_string()))
     }
-    Ok(items)
+
+    fn text(&self) -> String {
+        match self {
+            SilenceCursor::Configured(index) => format!("config.{index}"),
+            SilenceCursor::Created(at, id) => format!("{at}.{id}"),
+        }
+    }
 }
 
 pub(super) async fn list_silences(
     State(state): State<ApiState>,
-    query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<SilenceQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    no_query(query)?;
-    Ok(Json(json!({"items": all_silences(&state).await?})))
+    let Query(query) = query.map_err(super::query_error)?;
+    let page = super::PageSize::parse(query.limit)?;
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(text) => Some(SilenceCursor::parse(text).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                "cursor: malformed",
+            )
+        })?),
+    };
+    let rules = state.pipeline.rules();
+    let configured = rules.silences();
+    // Configured silences first (they are few: the config's), then a page of the store's.
+    let first_configured = match &after {
+        None => 0,
+        Some(SilenceCursor::Configured(index)) => index + 1,
+        Some(SilenceCursor::Created(..)) => configured.len(),
+    };
+    let mut items = Vec::new();
+    let mut last = None;
+    for (index, silence) in configured.iter().enumerate().skip(first_configured) {
+        if items.len() == page.limit {
+            break;
+        }
+        items.push(view(SilenceView::configured(index, silence)));
+        last = Some(SilenceCursor::Configured(index));
+    }
+    let configured_left = first_configured + items.len() < configured.len();
+    let store_after = match after {
+        Some(SilenceCursor::Created(at, id)) => Some((at, id)),
+        _ => None,
+    };
+    // A page already full still asks for one stored silence: is there a next page?
+    let room = page.limit - items.len();
+    let reader = audit(&state)?;
+    let (stored, stored_next) =
+        blocking(move || reader.silences_page(store_after.as_ref(), room.max(1))).await?;
+    let next = if room == 0 {
+        (configured_left || !stored.is_empty()).then_some(last)
+    } else {
+        for stored in &stored {
+            items.push(view(SilenceView::created(
+                &stored.id,
+                &stored.silence,
+                stored.created_at,
+            )));
+        }
+        Some(stored_next.map(|(at, id)| SilenceCursor::Created(at, id)))
+    }
+    .flatten()
+    .map(|cursor| cursor.text());
+    let mut body = json!({"items": items, "nextCursor": next});
+    page.insert_into(&mut body);
+    Ok(Json(body))
 }
 
 /// The JSON of a silence (its keys in sorted order, as serde_json writes a map).
@@ -65,11 +135,33 @@ pub(crate) fn validate_silence(silence: &Silence) -> Result<(), ApiError> {
         })
 }
 
+/// A silence not created: `limits.maxActiveSilences` (the number) are active already. The API
+/// answers it `409 too_many_silences`; the dashboard's form with its own page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooManySilences(pub usize);
+
+impl TooManySilences {
+    /// What to do about it.
+    pub(crate) fn message(self) -> String {
+        format!(
+            "{} silences are active, the most limits.maxActiveSilences allows: remove one \
+             (DELETE /api/v1/silences/{{id}}) or wait for one to expire",
+            self.0
+        )
+    }
+}
+
+impl From<TooManySilences> for ApiError {
+    fn from(refused: TooManySilences) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, "too_many_silences", refused.message())
+    }
+}
+
 /// Stores a silence and hands the new set to the pipeline.
 pub(crate) async fn add_silence(
     state: &ApiState,
     silence: Silence,
-) -> Result<drift_store::StoredSilence, ApiError> {
+) -> Result<Result<drift_store::StoredSilence, TooManySilences>, ApiError> {
     validate_silence(&silence)?;
     // An expiry already past would store a silence that matches nothing: a mistake (a wrong
     // year, a time zone) that the caller should hear about. Configured silences are not held
@@ -88,7 +180,8 @@ pub(crate) async fn add_silence(
     // The writer stores it and withdraws the queued reminders it covers; new notices are muted
     // by routing once it is committed.
     match write_silence(state, SilenceRequest::Add(silence)).await? {
-        SilenceOutcome::Added(stored) => Ok(stored),
+        SilenceOutcome::Added(stored) => Ok(Ok(stored)),
+        SilenceOutcome::Refused { max_active } => Ok(Err(TooManySilences(max_active))),
         SilenceOutcome::Removed(_) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
@@ -141,7 +234,7 @@ pub(super) async fn create_silence(
             )
         }
     })?;
-    let stored = add_silence(&state, silence.into_silence()).await?;
+    let stored = add_silence(&state, silence.into_silence()).await??;
     let value = view(SilenceView::created(
         &stored.id,
         &stored.silence,

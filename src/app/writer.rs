@@ -58,6 +58,7 @@ impl WriterRole {
             audit_retention: config.store.retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
             capacity: config.limits.capacity(),
+            max_active_silences: config.limits.max_active_silences,
             shard: Arc::new(config.shard.clone()),
         };
         // Loading reads every tracked object: off the async runtime, so a standby's health

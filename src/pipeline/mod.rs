@@ -19,6 +19,7 @@
 //! soon as they are applied, before the round's commit. If the commit fails, the engine rolls back to the last
 //! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
 
+pub mod fleet_view;
 mod resync;
 mod resync_control;
 mod writer;
@@ -150,7 +151,6 @@ impl Health {
 
 pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
 pub(super) type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
-pub(super) type FleetReply = oneshot::Sender<Vec<drift_core::classify::fleet::GroupView>>;
 pub(super) type SilenceReply = oneshot::Sender<Result<SilenceOutcome, Error>>;
 
 /// A write to the silences created through the API: committed by the writer like every other
@@ -170,6 +170,11 @@ pub enum SilenceOutcome {
     Added(StoredSilence),
     /// The silence was removed (`true`) or there was none with that id (`false`).
     Removed(bool),
+    /// Not created: this many silences are active already (`limits.maxActiveSilences`).
+    Refused {
+        /// The cap.
+        max_active: usize,
+    },
 }
 
 pub(super) enum Command {
@@ -182,12 +187,9 @@ pub(super) enum Command {
         reply: ResyncReply,
     },
     SetRules(Arc<Rules>),
-    Fleet {
-        /// Only this group, when set.
-        group: Option<String>,
-        /// Where the view goes.
-        reply: FleetReply,
-    },
+    /// A reader wants a fleet view newer than the published one (`fleet_view`): wakes an idle
+    /// writer. At most one is queued at a time, however many readers wait.
+    FleetWanted,
     Silence {
         request: SilenceRequest,
         reply: SilenceReply,
@@ -212,6 +214,8 @@ pub struct Settings {
     pub heartbeat_interval: Duration,
     /// How much state the engine may keep.
     pub capacity: Capacity,
+    /// Most silences created through the API active at once (`limits.maxActiveSilences`).
+    pub max_active_silences: usize,
     /// The clusters of this writer's shard: only their objects and drifts are loaded (the
     /// other shards' writers own the rest of the store).
     pub shard: Arc<drift_core::config::ShardConfig>,
@@ -224,6 +228,8 @@ pub struct Pipeline {
     health: Arc<Health>,
     rules: Arc<std::sync::RwLock<Arc<Rules>>>,
     thread: Arc<std::sync::Mutex<Option<JoinHandle<()>>>>,
+    /// The fleet view the writer publishes for readers.
+    fleet: Arc<fleet_view::Shared>,
     /// Objects loaded from the store at start (tombstones included).
     loaded: usize,
 }
@@ -271,6 +277,8 @@ impl Pipeline {
         engine.set_capacity(settings.capacity);
         engine.restore(objects, snapshot.drifts);
         let loaded = engine.object_count();
+        // The first fleet view, before the writer starts: readers never wait for one to exist.
+        let fleet = fleet_view::Shared::new(engine.fleet_view(None));
         let capacity = settings.capacity;
         if engine.graph().bytes() > capacity.bytes || engine.object_count() > capacity.objects {
             // Restored whole (dropping objects would lose their drifts); new objects are refused
@@ -302,6 +310,7 @@ impl Pipeline {
             Arc::clone(&health),
             settings,
             silences,
+            fleet_view::Publisher::new(Arc::clone(&fleet)),
         );
         // Before the relays start (they start when this returns).
         writer.adopt_notifications(now);
@@ -317,6 +326,7 @@ impl Pipeline {
             health,
             rules: current_rules,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+            fleet,
             loaded,
         })
     }
@@ -381,19 +391,21 @@ impl Pipeline {
         }
     }
 
-    /// The fleet view (each fleet group's members, compared objects and their drifts; only
-    /// `group` when set), built by
-    /// the writer from the engine between two rounds. A full queue is [`Error::Overloaded`]: the
-    /// view is a read, and waits for no room.
-    pub fn fleet(
-        &self,
-        group: Option<String>,
-    ) -> Result<oneshot::Receiver<Vec<drift_core::classify::fleet::GroupView>>, Error> {
-        let (reply, receiver) = oneshot::channel();
-        match self.sender.try_send(Command::Fleet { group, reply }) {
-            Ok(()) => Ok(receiver),
-            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
-            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
+    /// The fleet view (each fleet group's members, compared objects and their drifts) from the
+    /// snapshot the writer publishes, never through the writer's queue for the view itself: the
+    /// latest snapshot when it shows every round answered so far, else one newer, waiting at
+    /// most [`fleet_view::READ_WAIT`] (then the latest there is). See [`fleet_view`].
+    pub async fn fleet_view(&self) -> Arc<fleet_view::FleetSnapshot> {
+        match self.fleet.current() {
+            Ok(snapshot) => snapshot,
+            Err((generation, raised)) => {
+                if raised {
+                    // Wakes an idle writer; a full queue means it is busy, and it looks at the
+                    // flag after its round anyway.
+                    let _ = self.sender.try_send(Command::FleetWanted);
+                }
+                self.fleet.wait_for(generation, fleet_view::READ_WAIT).await
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! Integration tests in one binary (compiles once): router contract, engine scenarios, processes.
 
 mod api;
+mod api_bounds;
 mod architecture;
 mod bad_input;
 mod check;

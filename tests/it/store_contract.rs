@@ -1004,6 +1004,23 @@ fn writer_round_trip(store: &mut dyn Store, audit: &dyn AuditRead) {
     assert_eq!(silences, ["Zed", "alpha"]);
     assert_eq!(snapshot.silences[1], silence("alpha", 2));
     assert_eq!(audit.silences().unwrap(), snapshot.silences);
+    // In pages, in the same order: a cursor after each, none after the last.
+    let (first, next) = audit.silences_page(None, 1).unwrap();
+    assert_eq!(first, snapshot.silences[..1]);
+    assert_eq!(next, Some((2, "Zed".to_string())));
+    let (second, next) = audit.silences_page(next.as_ref(), 1).unwrap();
+    assert_eq!(second, snapshot.silences[1..]);
+    assert_eq!(next, None);
+    assert_eq!(
+        audit.silences_page(None, 2).unwrap(),
+        (snapshot.silences.clone(), None)
+    );
+    assert_eq!(
+        audit
+            .silences_page(Some(&(2, "alpha".to_string())), 5)
+            .unwrap(),
+        (Vec::new(), None)
+    );
 }
 
 #[test]
@@ -1757,6 +1774,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
             audit_retention: std::time::Duration::from_secs(3600),
             heartbeat_interval: std::time::Duration::from_secs(5),
             capacity: Default::default(),
+            max_active_silences: 1_000,
             shard: std::sync::Arc::new(shard),
         },
         // Less than a minute after the epoch: the writer's rounds do not look again yet, so

@@ -321,6 +321,7 @@ fn build(options: Options) -> TestApp {
             audit_retention,
             heartbeat_interval: std::time::Duration::from_secs(5),
             capacity,
+            max_active_silences: 1_000,
             shard: Arc::clone(&shard),
         },
         clock.clone(),

@@ -62,6 +62,21 @@ impl Silences {
         self.created.len() != before
     }
 
+    /// How many silences created through the API are active (not expired) at `now`.
+    pub fn active_count(&self, now: Millis) -> usize {
+        self.created
+            .iter()
+            .filter(|(_, silence)| silence.is_active(now))
+            .count()
+    }
+
+    /// True when the silence with this id was created through the API and is active at `now`.
+    pub fn is_active(&self, id: &str, now: Millis) -> bool {
+        self.created
+            .iter()
+            .any(|(known, silence)| known == id && silence.is_active(now))
+    }
+
     /// True when a silence with this id was created through the API.
     pub fn contains(&self, id: &str) -> bool {
         self.created.iter().any(|(known, _)| known == id)

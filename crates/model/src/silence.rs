@@ -30,6 +30,15 @@ pub struct Silence {
 }
 
 impl Silence {
+    /// True when the silence has not expired at `now` (one whose expiry does not parse has).
+    pub fn is_active(&self, now: Millis) -> bool {
+        match &self.expires_at {
+            None => true,
+            Some(expires) => chrono::DateTime::parse_from_rfc3339(expires)
+                .is_ok_and(|time| time.timestamp_millis() > now),
+        }
+    }
+
     /// True when the silence covers `drift` at `now`. An expiry that does not parse never
     /// matches (validation refuses one before it gets here).
     pub fn matches(&self, drift: &Drift, now: Millis) -> bool {

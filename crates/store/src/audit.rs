@@ -158,6 +158,14 @@ pub trait AuditRead: Send + Sync {
     ) -> Result<Vec<DeliveryView>, Error>;
     /// Silences created through the API.
     fn silences(&self) -> Result<Vec<StoredSilence>, Error>;
+    /// A page of the silences created through the API, by creation time then id (as
+    /// [`AuditRead::silences`]): at most `limit` (1 to 1,000) after `after`, and the cursor of
+    /// the next page when there are more.
+    fn silences_page(
+        &self,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<StoredSilence>, Option<Cursor>), Error>;
     /// Drifts that fired and resolved at or after `since` (at most 5,000, the latest first), of
     /// objects in `groups` when given (as [`DriftFilter::groups`]).
     fn resolved_since(&self, since: Millis, groups: Option<&[String]>)
@@ -179,4 +187,27 @@ pub trait AuditRead: Send + Sync {
         })?;
         Ok(drifts)
     }
+}
+
+/// The parameters of a silences page's query after `after`: the first page's time comes before
+/// every silence's (creation times are milliseconds since the epoch).
+pub(crate) fn silence_cursor(after: Option<&Cursor>) -> (Millis, String) {
+    match after {
+        Some((at, id)) => (*at, id.clone()),
+        None => (Millis::MIN, String::new()),
+    }
+}
+
+/// A silences page from the `limit + 1` rows its query read: the first `limit`, and the cursor
+/// of the next page when there was one more.
+pub(crate) fn silence_page(
+    mut rows: Vec<StoredSilence>,
+    limit: usize,
+) -> (Vec<StoredSilence>, Option<Cursor>) {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next = more
+        .then(|| rows.last().map(|last| (last.created_at, last.id.clone())))
+        .flatten();
+    (rows, next)
 }

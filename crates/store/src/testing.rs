@@ -396,6 +396,14 @@ impl AuditRead for TestStore {
         self.audit()?.silences()
     }
 
+    fn silences_page(
+        &self,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<StoredSilence>, Option<Cursor>), Error> {
+        self.audit()?.silences_page(after, limit)
+    }
+
     fn resolved_since(
         &self,
         since: Millis,

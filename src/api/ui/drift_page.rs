@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::super::drifts::detail as drift_detail;
 use super::super::report::escape_html as esc;
-use super::super::silences::{add_silence, all_silences};
+use super::super::silences::add_silence;
 use super::super::{audit, blocking, ApiState};
 use super::{bad_filter, class_of, error_page, page, urlencode};
 use crate::error::ApiError;
@@ -144,9 +144,19 @@ pub(super) async fn detail(
         name = esc(&drift.name),
         cluster = esc(&drift.cluster),
     ));
-    let silences = all_silences(&state).await?;
-    if !silences.is_empty() {
-        body.push_str(&format!("<p class=\"muted\">{} silence(s) in force or configured; see <code>/api/v1/silences</code>.</p>", silences.len()));
+    // Whether there are any, not all of them: the page reads one stored silence at most.
+    let configured = state.pipeline.rules().silences().len();
+    let reader = super::super::audit(&state)?;
+    let (stored, more) = super::super::blocking(move || reader.silences_page(None, 1)).await?;
+    if configured > 0 || !stored.is_empty() {
+        body.push_str(&format!(
+            "<p class=\"muted\">{configured} configured silence(s){}; see <code>/api/v1/silences</code>.</p>",
+            match (stored.len(), more.is_some()) {
+                (0, _) => "",
+                (_, false) => " and 1 created through the API",
+                (_, true) => " and more created through the API",
+            }
+        ));
     }
     Ok(Html(page(&format!("{} {}", class_of(&drift), drift.name), &body)).into_response())
 }
@@ -297,6 +307,12 @@ pub(super) async fn silence(
             .filter(|comment| !comment.trim().is_empty())
             .or(Some("silenced from the dashboard".into())),
     };
-    add_silence(&state, silence).await?;
+    if let Err(refused) = add_silence(&state, silence).await? {
+        return Ok(error_page(
+            StatusCode::CONFLICT,
+            "Not silenced",
+            &format!("{}.", refused.message()),
+        ));
+    }
     Ok(Redirect::to(&format!("/ui/drifts/{}?silenced=1", urlencode(&drift.id))).into_response())
 }

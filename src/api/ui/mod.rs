@@ -473,7 +473,7 @@ fn urlencode(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
-/// The fleet page: the view from the writer, as [`super::fleet::html`] shows it.
+/// The fleet page: the view the writer published, as [`super::fleet::html`] shows it.
 async fn fleet(
     State(state): State<ApiState>,
     query: Result<Query<super::fleet::FleetQuery>, axum::extract::rejection::QueryRejection>,
@@ -481,12 +481,8 @@ async fn fleet(
     let Ok(Query(query)) = query else {
         return Ok(bad_filter(None));
     };
-    let groups = super::fleet::view(&state, query.group.clone()).await?;
-    Ok(Html(page(
-        "Fleet",
-        &super::fleet::html(&groups, query.group.as_deref()),
-    ))
-    .into_response())
+    let body = super::fleet::rendered(&state, query.group, super::fleet::Format::Html).await?;
+    Ok(Html(page("Fleet", &body)).into_response())
 }
 
 /// The dashboard report's query: only the API group.
@@ -516,4 +512,52 @@ async fn report(
     )
     .await?;
     Ok(Html(super::report::html(&report)).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::{FinishedPass, PassOutcome};
+
+    #[test]
+    fn the_resync_panel_shows_control_characters_of_the_servers_error_as_escapes() {
+        let status = ResyncStatus {
+            enabled: true,
+            running: None,
+            last: Some(FinishedPass {
+                trigger: ResyncTrigger::Schedule,
+                started_at: 0,
+                finished_at: 10,
+                outcome: PassOutcome::Incomplete,
+                listed: 0,
+                missed: 0,
+                deleted: 0,
+                drifts_found: Default::default(),
+                rejected: 0,
+                conflicts: 0,
+                errors: [("api\u{1b}[2J".to_string(), 1)].into(),
+                first_error: Some("configmaps: \u{1b}[31mforbidden\u{0}\u{9b}".to_string()),
+            }),
+            next_at: None,
+            stopped: false,
+        };
+        let html = resync_panel(&status);
+        assert!(
+            !html.chars().any(char::is_control),
+            "raw control character in {html:?}"
+        );
+        assert!(
+            html.contains("configmaps: \\u001b[31mforbidden\\u0000\\u009b"),
+            "{html}"
+        );
+        assert!(html.contains("api\\u001b[2J ×1"), "{html}");
+    }
+
+    #[test]
+    fn every_page_escapes_control_characters_but_keeps_tabs_and_line_breaks() {
+        assert_eq!(
+            esc("a\u{0}b\u{1b}c\u{7f}d\te\nf\r<"),
+            "a\\u0000b\\u001bc\\u007fd\te\nf\\u000d&lt;"
+        );
+    }
 }

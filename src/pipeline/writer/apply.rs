@@ -124,6 +124,26 @@ impl Writer {
         for (request, reply) in requests {
             let outcome = match request {
                 SilenceRequest::Add(silence) => {
+                    // Active now: the committed ones, plus those added in this round, minus
+                    // the active ones removed in it.
+                    let (mut added, mut removed) = (0, 0);
+                    for change in &batch.silences {
+                        match change {
+                            SilenceChange::Add(_) => added += 1,
+                            SilenceChange::Remove(id) if self.silences.is_active(id, now) => {
+                                removed += 1
+                            }
+                            SilenceChange::Remove(_) => {}
+                        }
+                    }
+                    let active = (self.silences.active_count(now) + added).saturating_sub(removed);
+                    let max_active = self.settings.max_active_silences;
+                    if active >= max_active {
+                        round
+                            .silence_replies
+                            .push((SilenceOutcome::Refused { max_active }, reply));
+                        continue;
+                    }
                     let stored = StoredSilence {
                         id: format!("sil_{}", uuid::Uuid::new_v4().simple()),
                         silence,

@@ -111,6 +111,8 @@ pub(super) struct Writer {
     rejudge_cause: &'static str,
     /// How long a round may spend on that re-judge ([`REJUDGE_SLICE`]; tests shorten it).
     rejudge_slice: Duration,
+    /// Publishes the fleet view readers get (`fleet_view`).
+    fleet: super::fleet_view::Publisher,
 }
 
 /// When the writer's timers last ran (milliseconds since the epoch; 0: never).
@@ -156,6 +158,7 @@ impl Writer {
         health: Arc<Health>,
         settings: Settings,
         silences: Silences,
+        fleet: super::fleet_view::Publisher,
     ) -> Writer {
         Writer {
             engine,
@@ -175,6 +178,7 @@ impl Writer {
             reported: Reported::default(),
             rejudge_cause: "start",
             rejudge_slice: REJUDGE_SLICE,
+            fleet,
         }
         .publishing_rejudge()
     }
@@ -216,8 +220,12 @@ impl Writer {
         drift_core::classify::invariants::set_backstop_clock(Some(monotonic_micros));
         loop {
             let now = (self.clock)();
-            let wait =
+            let mut wait =
                 Duration::from_millis(u64::try_from((self.wake_at() - now).max(1)).unwrap_or(1));
+            if let Some(due) = self.fleet.due_in() {
+                // A reader waits for a newer fleet view.
+                wait = wait.min(due.max(Duration::from_millis(1)));
+            }
             let mut round = Vec::new();
             let mut stop = false;
             match receiver.recv_timeout(wait) {
@@ -243,14 +251,14 @@ impl Writer {
                     } => work.resyncs.push((listed, reply)),
                     Command::SetRules(rules) => self.set_rules(rules),
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
-                    // A read: answered from the engine as it stands, before this round's work.
-                    Command::Fleet { group, reply } => {
-                        let _ = reply.send(self.engine.fleet_view(group.as_deref()));
-                    }
+                    // The flag it wakes the writer for is read after the round.
+                    Command::FleetWanted => {}
                     Command::Shutdown => stop = true,
                 }
             }
             self.round(work);
+            let engine = &self.engine;
+            self.fleet.publish_if_wanted(|| engine.fleet_view(None));
             if stop {
                 // Drain whatever arrived meanwhile so every queued request gets an answer
                 // (resync work is dropped: its sender sees the writer stopped).
@@ -308,6 +316,9 @@ impl Writer {
             }
             return;
         }
+        // Before anything is answered: a reader after this round's answers waits for a fleet
+        // view that shows it.
+        self.fleet.changed();
         let started = std::time::Instant::now();
         let mut round = self.begin(now);
         round

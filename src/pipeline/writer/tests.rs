@@ -84,6 +84,7 @@ fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
         audit_retention: Duration::from_secs(3600),
         heartbeat_interval: Duration::from_secs(5),
         capacity: Default::default(),
+        max_active_silences: 1_000,
         shard: Arc::new(shard),
     };
     let writer = Writer::new(
@@ -94,6 +95,9 @@ fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
         Arc::clone(&health),
         settings,
         Silences::default(),
+        crate::pipeline::fleet_view::Publisher::new(crate::pipeline::fleet_view::Shared::new(
+            Vec::new(),
+        )),
     );
     Harness {
         writer,
@@ -372,6 +376,9 @@ fn at_start_the_stored_objects_are_judged_again_in_slices_and_the_health_says_st
             Arc::clone(&health),
             first.writer.settings.clone(),
             Silences::default(),
+            crate::pipeline::fleet_view::Publisher::new(crate::pipeline::fleet_view::Shared::new(
+                Vec::new(),
+            )),
         ),
         store: first.store.clone(),
         health,

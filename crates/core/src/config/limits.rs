@@ -23,6 +23,20 @@ pub struct LimitsConfig {
     /// Most cluster names tracked.
     #[serde(default = "default_clusters")]
     pub max_clusters: usize,
+    /// Most silences created through the API that are active (not expired) at once: past it a
+    /// new one is refused (`409 too_many_silences`), so the silences every notification is
+    /// checked against, and the silences list, stay bounded.
+    #[serde(default = "default_active_silences")]
+    pub max_active_silences: usize,
+}
+
+/// The default of `limits.maxActiveSilences`.
+pub(super) const DEFAULT_MAX_ACTIVE_SILENCES: usize = 1_000;
+/// The most `limits.maxActiveSilences` may be.
+pub(crate) const MAX_ACTIVE_SILENCES_CEILING: usize = 100_000;
+
+fn default_active_silences() -> usize {
+    DEFAULT_MAX_ACTIVE_SILENCES
 }
 
 fn default_state_bytes() -> usize {
@@ -48,6 +62,7 @@ impl Default for LimitsConfig {
             max_objects: default_objects(),
             max_objects_per_cluster: default_objects_per_cluster(),
             max_clusters: default_clusters(),
+            max_active_silences: default_active_silences(),
         }
     }
 }

@@ -335,6 +335,15 @@ fn validate_limits(limits: &super::LimitsConfig) -> Result<(), Error> {
     if limits.max_clusters == 0 {
         return Err(Error::invalid("limits.maxClusters", "must be at least 1"));
     }
+    if !(1..=super::limits::MAX_ACTIVE_SILENCES_CEILING).contains(&limits.max_active_silences) {
+        return Err(Error::invalid(
+            "limits.maxActiveSilences",
+            format!(
+                "must be 1 to {} (each active silence is checked against every notification)",
+                super::limits::MAX_ACTIVE_SILENCES_CEILING
+            ),
+        ));
+    }
     Ok(())
 }
 

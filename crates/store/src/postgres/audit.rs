@@ -108,6 +108,21 @@ impl AuditRead for PostgresAudit {
         collect(&rows, decode::silence)
     }
 
+    fn silences_page(
+        &self,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<StoredSilence>, Option<Cursor>), Error> {
+        let (since, id) = crate::audit::silence_cursor(after);
+        let limit = limit.clamp(1, 1000);
+        let fetch = i64::try_from(limit + 1).unwrap_or(101);
+        let rows = self.query(queries::SILENCES_PAGE.text(SQL), &[&since, &id, &fetch])?;
+        Ok(crate::audit::silence_page(
+            collect(&rows, decode::silence)?,
+            limit,
+        ))
+    }
+
     fn resolved_since(
         &self,
         since: Millis,

@@ -45,6 +45,15 @@ pub(crate) static OPEN_DRIFTS: Query =
 pub(crate) static SILENCES: Query =
     Query::new("SELECT id, body, created_at FROM silences ORDER BY created_at, id");
 
+/// A page of the silences created through the API in [`SILENCES`]' order: those after the
+/// cursor (`$1` the creation time, `$2` the id; the first page passes a time before every
+/// silence), at most `$3` of them.
+pub(crate) static SILENCES_PAGE: Query = Query::new(
+    "SELECT id, body, created_at FROM silences
+     WHERE created_at > $1 OR (created_at = $1 AND id > $2)
+     ORDER BY created_at, id LIMIT $3",
+);
+
 /// Whether an event key was committed.
 pub(crate) static IS_DUPLICATE: Query =
     Query::new("SELECT 1 FROM events WHERE source = $1 AND id = $2");

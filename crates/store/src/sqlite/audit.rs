@@ -109,6 +109,22 @@ impl AuditRead for AuditReader {
         read_silences(&self.lock())
     }
 
+    fn silences_page(
+        &self,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<StoredSilence>, Option<Cursor>), Error> {
+        let (since, id) = crate::audit::silence_cursor(after);
+        let limit = limit.clamp(1, 1000);
+        let fetch = i64::try_from(limit + 1).unwrap_or(101);
+        let connection = self.lock();
+        let mut statement = connection.prepare(queries::SILENCES_PAGE.text(SQL))?;
+        let rows = collect(&mut statement, params![since, id, fetch], |row| {
+            decode::silence(row)
+        })?;
+        Ok(crate::audit::silence_page(rows, limit))
+    }
+
     fn resolved_since(
         &self,
         since: Millis,
