@@ -85,7 +85,7 @@ def test_derived_directory_has_the_expected_kinds():
         "PodAutoscaler", "ServerlessService", "Ingress", "Certificate", "DomainMapping",
         "Broker", "Trigger", "Subscription", "Channel", "InMemoryChannel", "Sequence", "Parallel",
         "PingSource", "ApiServerSource", "SinkBinding", "ContainerSource",
-        "KnativeServing", "KnativeEventing",
+        "KnativeServing", "KnativeEventing", "Service", "Route",
     }
     # File names are <kind>-<state>.yaml.
     for name, obj in derived_objects():
