@@ -41,6 +41,7 @@ pub struct DriftQuery {
     pub since: Option<String>,
     /// Page size (default 100, at most 500: more is capped, and the page says `limitCapped`;
     /// 0 is a `400`).
+    #[serde(default, deserialize_with = "super::limit_parameter")]
     pub limit: Option<usize>,
     /// From the previous page's `nextCursor`.
     pub cursor: Option<String>,
@@ -221,6 +222,7 @@ fn delivery_view(delivery: &DeliveryView) -> Value {
 pub(super) struct DeliveryQuery {
     state: Option<String>,
     channel: Option<String>,
+    #[serde(default, deserialize_with = "super::limit_parameter")]
     limit: Option<usize>,
 }
 

@@ -149,6 +149,22 @@ pub(crate) const DEFAULT_PAGE: usize = 100;
 /// The most items of a list page: a larger `limit` is capped to it, and the page says so.
 pub(crate) const MAX_PAGE: usize = 500;
 
+/// A `limit` parameter: digits, any number of them (a number past what fits is as large as
+/// can be, so it is capped like any other past [`MAX_PAGE`]); anything else is a `400` saying so.
+pub(crate) fn limit_parameter<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<usize>, D::Error> {
+    let Some(text) = <Option<String> as serde::Deserialize>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(serde::de::Error::custom(
+            "limit must be a whole number from 1 (larger values are capped)",
+        ));
+    }
+    Ok(Some(text.parse().unwrap_or(usize::MAX)))
+}
+
 /// A list's page size from its `limit` parameter: absent is [`DEFAULT_PAGE`], `0` is a `400`
 /// (a page without items would never reach the next), past [`MAX_PAGE`] is capped, and
 /// `capped` tells the page to say so (`limitCapped`).

@@ -257,7 +257,8 @@ pub fn markdown(report: &Report) -> String {
             duration_text(stats.p90_seconds)
         ));
     }
-    out
+    // Object and server text may hold control characters: shown, never emitted raw.
+    drift_model::text::show_controls(&out).into_owned()
 }
 
 /// What a query value keeps as it is: letters, digits and the other unreserved characters of

@@ -18,6 +18,7 @@ use drift_model::Silence;
 #[serde(deny_unknown_fields)]
 pub(super) struct SilenceQuery {
     /// Page size (default 100, at most 500: more is capped and the page says so; 0 is a `400`).
+    #[serde(default, deserialize_with = "super::limit_parameter")]
     limit: Option<usize>,
     /// From the previous page's `nextCursor`.
     cursor: Option<String>,

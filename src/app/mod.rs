@@ -445,17 +445,31 @@ pub async fn run(config: Config, config_path: Option<PathBuf>) -> anyhow::Result
     }
 }
 
+/// Waits for SIGTERM or Ctrl-C. SIGHUP, which many daemons take as "reload", would end the
+/// process without a drain by default: it is taken and logged instead (the config file is read
+/// again every second anyway, so there is nothing for it to do).
 async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
+        let mut hangup = signal(SignalKind::hangup()).ok();
         match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
+            Ok(mut terminate) => loop {
                 tokio::select! {
-                    _ = terminate.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => return,
+                    _ = tokio::signal::ctrl_c() => return,
+                    Some(()) = async {
+                        match hangup.as_mut() {
+                            Some(hangup) => hangup.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    } => {
+                        tracing::info!(
+                            message = "SIGHUP ignored: the config file is read again every second, and a change to rules: or fleet: applies by itself; SIGTERM stops the service."
+                        );
+                    }
                 }
-            }
+            },
             Err(_) => {
                 let _ = tokio::signal::ctrl_c().await;
             }

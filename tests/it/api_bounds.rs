@@ -117,6 +117,21 @@ async fn the_fleet_page_does_not_repeat_a_group_it_does_not_know() {
     let (status, page) = app.text("/ui/fleet?group=prod").await;
     assert_eq!(status, 200);
     assert!(page.contains("id=\"group-prod\""), "{page}");
+    // A parameter a page does not take: the page says what that page takes (the fleet page
+    // used to describe the drift list's filters), never the value.
+    for (path, takes) in [
+        ("/ui/fleet?zz-param=zz-value", "The fleet page takes group"),
+        ("/ui/report?zz-param=zz-value", "The report takes group"),
+    ] {
+        let (status, page) = app.text(path).await;
+        assert_eq!(status, 400, "{path}");
+        assert!(page.contains(takes), "{path}: {page}");
+        assert!(!page.contains("zz-"), "{path}: {page}");
+    }
+    // A drift that does not exist is not named back either.
+    let (status, page) = app.text("/ui/drifts/zz-no-such-drift").await;
+    assert_eq!(status, 404);
+    assert!(!page.contains("zz-no-such-drift"), "{page}");
     app.stop().await;
 }
 
@@ -163,6 +178,8 @@ async fn control_characters_of_objects_show_as_escapes_on_every_page() {
         "/ui".to_string(),
         format!("/ui/drifts/{id}"),
         "/ui/report".into(),
+        // Markdown is read in terminals and CI logs too (found in the README walk-through).
+        "/api/v1/report?format=markdown".into(),
     ] {
         let (status, page) = app.text(&path).await;
         assert_eq!(status, 200, "{path}");
@@ -197,6 +214,24 @@ async fn limit_zero_is_a_400_and_a_limit_past_the_cap_says_it_was_capped_on_ever
         assert_eq!(body["limitCapped"], false, "{list}");
         let (_, body) = app.get(list).await;
         assert_eq!(body["limit"], 100, "{list}");
+        // A number past what fits is capped like any other large one (it was a 400 "number
+        // too large to fit in target type"); a sign or a word is a 400 that says what it takes.
+        let (status, body) = app
+            .get(&format!("{list}?limit=99999999999999999999999"))
+            .await;
+        assert_eq!(status, 200, "{list}: {body}");
+        assert_eq!(body["limitCapped"], true, "{list}");
+        for bad in ["-1", "ten", "1.5"] {
+            let (status, body) = app.get(&format!("{list}?limit={bad}")).await;
+            assert_eq!(status, 400, "{list}?limit={bad}");
+            assert!(
+                body["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("limit must be a whole number"),
+                "{list}?limit={bad}: {body}"
+            );
+        }
     }
     app.stop().await;
 }

@@ -877,6 +877,35 @@ fn the_failed_revision_is_not_ready() {
 }
 
 #[test]
+fn control_characters_of_object_text_are_shown_not_emitted_in_text_and_markdown() {
+    // A condition message is the object's (the API server's, a controller's) text: an ESC in
+    // it must not rewrite the terminal or the CI log that prints the report.
+    let mut live = live_objects();
+    let mut failed = list_items(FAILED_REVISION_LIST);
+    for condition in failed[0]["status"]["conditions"].as_array_mut().unwrap() {
+        if condition["type"] == "ContainerHealthy" {
+            condition["message"] = json!("evil\u{1b}]0;pwned\u{7}\u{1b}[2J\u{0}end");
+        }
+    }
+    live.extend(failed);
+    let report = run(&baseline_text(), &live);
+    for (format, output) in [
+        ("text", check::render_text(&report)),
+        ("markdown", check::render(&report, check::Format::Markdown)),
+    ] {
+        assert!(
+            !output
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t'),
+            "{format}: {output:?}"
+        );
+        for shown in ["evil\\u001b", "pwned\\u0007\\u001b", "\\u0000end"] {
+            assert!(output.contains(shown), "{format}: {shown}: {output}");
+        }
+    }
+}
+
+#[test]
 fn the_failed_service_has_its_latest_revision_not_ready() {
     let live = list_items(FAILED_SERVICE_LIST);
     let manifest = serde_json::to_string(&last_applied(&live[0])).unwrap();

@@ -32,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from standardwebhooks.webhooks import Webhook
 
-from conftest import Sentinel, attributes, load_yaml_fixture, wait_for
+from conftest import Sentinel, attributes, http_status, load_yaml_fixture, wait_for
 
 WHSEC = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 
@@ -641,3 +641,13 @@ def readiness(sentinel) -> int:
         return error.code
     except (urllib.error.URLError, OSError):
         return 0
+
+
+def test_sighup_is_not_a_stop(sentinel):
+    """SIGHUP, the reflex "reload" of many daemons, used to end the process without a drain:
+    it is taken, logged, and the service keeps answering; SIGTERM still stops it cleanly."""
+    sentinel.process.send_signal(signal.SIGHUP)
+    assert wait_for(lambda: "SIGHUP ignored" in sentinel.logs(), timeout=10), sentinel.logs()[-2000:]
+    assert sentinel.process.poll() is None, sentinel.logs()[-2000:]
+    assert http_status(sentinel.url + "/readyz") == 200
+    assert sentinel.stop() == 0

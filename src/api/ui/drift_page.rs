@@ -13,7 +13,7 @@ use super::super::drifts::detail as drift_detail;
 use super::super::report::escape_html as esc;
 use super::super::silences::add_silence;
 use super::super::{audit, blocking, ApiState};
-use super::{bad_filter, class_of, error_page, page, urlencode};
+use super::{bad_parameter, class_of, error_page, page, urlencode};
 use crate::error::ApiError;
 use drift_model::time::format_time;
 use drift_model::Silence;
@@ -41,12 +41,15 @@ pub(super) async fn detail(
     query: Result<Query<DetailQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Ok(Query(query)) = query else {
-        return Ok(bad_filter(None));
+        return Ok(bad_parameter(
+            "A drift's page takes silenced, set by the silence form.",
+        ));
     };
     let Some((drift, history, deliveries)) = drift_detail(&state, &id).await? else {
         return Ok((
             StatusCode::NOT_FOUND,
-            Html(page("Not found", &format!("<p>No drift {}.</p>", esc(&id)))),
+            // The id is not repeated: the page never shows a value it cannot use.
+            Html(page("Not found", "<p>No drift by that id.</p>")),
         )
             .into_response());
     };
@@ -269,7 +272,7 @@ pub(super) async fn silence(
         return Ok(error_page(
             StatusCode::NOT_FOUND,
             "Not found",
-            &format!("No drift {}.", form.drift),
+            "No drift by that id.",
         ));
     };
     let mut matchers: std::collections::BTreeMap<String, String> = [

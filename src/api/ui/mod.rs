@@ -238,6 +238,15 @@ fn bad_filter(field: Option<&str>) -> Response {
     error_page(StatusCode::BAD_REQUEST, "Invalid filter", &what)
 }
 
+/// A page other than the drift list given a parameter it does not take (or cannot read): the
+/// page says what it takes, in its own words, never the value given.
+pub(super) fn bad_parameter(takes: &str) -> Response {
+    let what = format!(
+        "The address holds a parameter this page does not take, or one it cannot read. {takes}"
+    );
+    error_page(StatusCode::BAD_REQUEST, "Invalid filter", &what)
+}
+
 async fn index(
     State(state): State<ApiState>,
     query: Result<Query<DriftQuery>, axum::extract::rejection::QueryRejection>,
@@ -479,7 +488,9 @@ async fn fleet(
     query: Result<Query<super::fleet::FleetQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Ok(Query(query)) = query else {
-        return Ok(bad_filter(None));
+        return Ok(bad_parameter(
+            "The fleet page takes group, the name of a fleet group.",
+        ));
     };
     let body = super::fleet::rendered(&state, query.group, super::fleet::Format::Html).await?;
     Ok(Html(page("Fleet", &body)).into_response())
@@ -497,7 +508,9 @@ async fn report(
     query: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Ok(Query(query)) = query else {
-        return Ok(bad_filter(None));
+        return Ok(bad_parameter(
+            "The report takes group, an API group family or one of its groups.",
+        ));
     };
     let group = query.group.filter(|group| !group.is_empty());
     if let Some(group) = &group {

@@ -77,7 +77,8 @@ pub(crate) fn render_markdown(report: &Report) -> String {
             report.command
         ));
     }
-    out
+    // Object and server text may hold control characters: shown, never emitted raw.
+    drift_model::text::show_controls(&out).into_owned()
 }
 
 /// Text for a Markdown table cell: no line breaks, pipes escaped, no raw HTML.

@@ -57,5 +57,6 @@ pub fn render_text(report: &Report) -> String {
     }
     out.push_str(&summary_line(report));
     out.push('\n');
-    out
+    // Object and server text may hold control characters: shown, never emitted raw.
+    drift_model::text::show_controls(&out).into_owned()
 }

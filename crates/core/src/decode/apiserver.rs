@@ -169,10 +169,8 @@ fn check_attributes(event: &CloudEvent) -> Result<(), Error> {
         return Err(over("source", event.source.len(), MAX_ID_BYTES));
     }
     if let Some(cluster) = event.extensions.get("cluster") {
-        if cluster.len() > MAX_CLUSTER_BYTES {
-            return Err(over("cluster", cluster.len(), MAX_CLUSTER_BYTES));
-        }
-        // An empty extension is no name: the event's cluster comes from the configuration.
+        // An empty extension is no name: the event's cluster comes from the configuration. The
+        // length is the name check's first rule.
         if !cluster.is_empty() {
             super::cluster_name::check(cluster).map_err(|error| {
                 Error::InvalidEvent(format!("attribute cluster (extension): {error}"))
@@ -181,8 +179,6 @@ fn check_attributes(event: &CloudEvent) -> Result<(), Error> {
     }
     Ok(())
 }
-/// Longest cluster name (the `cluster` extension). Every tracked object and drift carries it.
-pub(crate) const MAX_CLUSTER_BYTES: usize = super::cluster_name::MAX_BYTES;
 const REFERENCE_PREFIX: &str = "dev.knative.apiserver.ref.";
 
 /// Decodes one CloudEvent.

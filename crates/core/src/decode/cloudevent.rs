@@ -158,9 +158,23 @@ pub(crate) fn parse_request(
 /// binding reads every header and keeps the last; others join them): a Trigger could filter on
 /// one `ce-cluster` while this service files the event under the other. An attribute has one
 /// value.
+///
+/// A `ce-*` value must also be visible ASCII: the HTTP binding (CloudEvents 1.0, section
+/// 3.1.3.2) has a sender percent-encode anything else, and the SDK would refuse raw UTF-8
+/// without saying which header holds it.
 fn refuse_repeated_attributes(headers: &http::HeaderMap) -> Result<(), Error> {
     for name in headers.keys() {
-        if name.as_str().starts_with("ce-") && headers.get_all(name).iter().nth(1).is_some() {
+        if !name.as_str().starts_with("ce-") {
+            continue;
+        }
+        let mut values = headers.get_all(name).iter();
+        if values.next().is_some_and(|value| value.to_str().is_err()) {
+            return Err(Error::InvalidEvent(format!(
+                "header {name} holds bytes that are not visible ASCII: CloudEvents' HTTP binding \
+                 has a sender percent-encode them (%D0%BF for п)"
+            )));
+        }
+        if values.next().is_some() {
             return Err(Error::InvalidEvent(format!(
                 "header {name} is repeated: a CloudEvents attribute takes one header"
             )));
@@ -565,6 +579,41 @@ mod tests {
             ("ce-type", "t"),
         ]);
         assert_eq!(parse_request(&map, b"").unwrap().events[0].id, "café");
+    }
+
+    #[test]
+    fn a_raw_non_ascii_header_value_is_refused_naming_the_header() {
+        let mut map = headers(&[
+            ("ce-specversion", "1.0"),
+            ("ce-id", "1"),
+            ("ce-source", "/s"),
+            ("ce-type", "t"),
+        ]);
+        map.insert(
+            "ce-cluster",
+            HeaderValue::from_bytes("прод".as_bytes()).unwrap(),
+        );
+        let error = parse_request(&map, b"").unwrap_err();
+        assert_eq!(error.kind(), "invalid_event");
+        assert!(
+            error.to_string().starts_with(
+                "invalid CloudEvent: header ce-cluster holds bytes that are not visible ASCII"
+            ),
+            "{error}"
+        );
+        // Percent-encoded as the binding says, the name arrives decoded.
+        map.insert(
+            "ce-cluster",
+            HeaderValue::from_static("%D0%BF%D1%80%D0%BE%D0%B4"),
+        );
+        let parsed = parse_request(&map, b"").unwrap();
+        assert_eq!(
+            parsed.events[0]
+                .extensions
+                .get("cluster")
+                .map(String::as_str),
+            Some("прод")
+        );
     }
 
     #[test]
