@@ -286,12 +286,12 @@ pub(crate) fn escape_html(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            // Tabs and line breaks are text; every other control character (C0, DEL, C1) is
-            // shown as its escape, as JSON writes it: a raw NUL or ESC is invisible on the page
-            // (or rewrites a terminal that prints it), and the reader must see that it is there.
-            '\t' | '\n' => out.push(character),
-            control if control.is_control() => {
-                out.push_str(&format!("\\u{:04x}", u32::from(control)));
+            // Tabs and line breaks are text; every other control character (C0, DEL, C1), bidi
+            // control, zero-width character and separator is shown as its escape, as JSON
+            // writes it: invisible on the page (or reordering what is read around it), and
+            // the reader must see that it is there (`drift_model::text::is_hidden`).
+            hidden if drift_model::text::is_hidden(hidden) => {
+                out.push_str(&format!("\\u{:04x}", u32::from(hidden)));
             }
             other => out.push(other),
         }

@@ -71,7 +71,8 @@ pub(super) async fn list_silences(
     // Configured silences first (they are few: the config's), then a page of the store's.
     let first_configured = match &after {
         None => 0,
-        Some(SilenceCursor::Configured(index)) => index + 1,
+        // A forged cursor past the end (even the largest number) is past every configured one.
+        Some(SilenceCursor::Configured(index)) => index.saturating_add(1).min(configured.len()),
         Some(SilenceCursor::Created(..)) => configured.len(),
     };
     let mut items = Vec::new();

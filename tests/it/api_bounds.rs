@@ -292,6 +292,16 @@ async fn active_silences_are_capped_with_a_409_and_listed_in_pages() {
         seen.dedup();
         assert_eq!(seen.len(), 4, "{seen:?}");
     }
+    // A forged cursor at the largest index is past every configured silence, not an overflow.
+    let (status, page) = app
+        .get("/api/v1/silences?cursor=config.18446744073709551615")
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|item| item["id"] != "config-0"));
     let (status, body) = app.get("/api/v1/silences?cursor=x").await;
     assert_eq!(status, 400);
     assert_eq!(body["code"], "invalid_query");

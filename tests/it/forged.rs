@@ -482,7 +482,7 @@ async fn cluster_names_are_bounded() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(
         body.contains(
-            "\"invalid_event\",\"message\":\"attribute cluster (extension): is 254 bytes, more than the limit of 253"
+            "\"invalid_event\",\"message\":\"invalid CloudEvent: attribute cluster (extension): is 254 bytes, more than the limit of 253"
         ),
         "{body}"
     );

@@ -36,10 +36,13 @@ pub struct Queued {
 }
 
 /// The silences created through the API, by id. With the configured ones (`rules.silences`),
-/// [`Silences::mutes`] is the one place that decides whether a drift is silenced.
+/// [`Silences::mutes`] is the one place that decides whether a drift is silenced. Keyed by id,
+/// so a lookup does not scan them (a shard reads them all back every few seconds); the writer
+/// removes expired ones ([`Silences::expired`]) before it adds one, so they stay within twice
+/// the cap on active ones.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Silences {
-    created: Vec<(String, Silence)>,
+    created: std::collections::BTreeMap<String, Silence>,
 }
 
 impl Silences {
@@ -52,34 +55,42 @@ impl Silences {
 
     /// Adds a silence created through the API.
     pub fn add(&mut self, id: String, silence: Silence) {
-        self.created.push((id, silence));
+        self.created.insert(id, silence);
     }
 
     /// Removes a silence created through the API; false when there was none with this id.
     pub fn remove(&mut self, id: &str) -> bool {
-        let before = self.created.len();
-        self.created.retain(|(known, _)| known != id);
-        self.created.len() != before
+        self.created.remove(id).is_some()
     }
 
     /// How many silences created through the API are active (not expired) at `now`.
     pub fn active_count(&self, now: Millis) -> usize {
         self.created
-            .iter()
-            .filter(|(_, silence)| silence.is_active(now))
+            .values()
+            .filter(|silence| silence.is_active(now))
             .count()
     }
 
     /// True when the silence with this id was created through the API and is active at `now`.
     pub fn is_active(&self, id: &str, now: Millis) -> bool {
         self.created
-            .iter()
-            .any(|(known, silence)| known == id && silence.is_active(now))
+            .get(id)
+            .is_some_and(|silence| silence.is_active(now))
     }
 
     /// True when a silence with this id was created through the API.
     pub fn contains(&self, id: &str) -> bool {
-        self.created.iter().any(|(known, _)| known == id)
+        self.created.contains_key(id)
+    }
+
+    /// The ids of the silences created through the API that have expired at `now`: they mute
+    /// nothing any more and are removed from the store.
+    pub fn expired(&self, now: Millis) -> Vec<String> {
+        self.created
+            .iter()
+            .filter(|(_, silence)| !silence.is_active(now))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// True when a configured silence or one created through the API mutes `drift` at `now`.
@@ -87,7 +98,7 @@ impl Silences {
         rules
             .silences()
             .iter()
-            .chain(self.created.iter().map(|(_, silence)| silence))
+            .chain(self.created.values())
             .any(|silence| silence.matches(drift, now))
     }
 }

@@ -572,5 +572,11 @@ mod tests {
             esc("a\u{0}b\u{1b}c\u{7f}d\te\nf\r<"),
             "a\\u0000b\\u001bc\\u007fd\te\nf\\u000d&lt;"
         );
+        // A bidi override or isolate, a zero-width space and a line separator too (found in
+        // the re-review: they reached the page raw); other non-ASCII text stays.
+        assert_eq!(
+            esc("a\u{202e}b\u{2066}c\u{200b}d\u{2028}e\u{2029}прод"),
+            "a\\u202eb\\u2066c\\u200bd\\u2028e\\u2029прод"
+        );
     }
 }

@@ -121,6 +121,20 @@ impl Writer {
         requests: Vec<(SilenceRequest, SilenceReply)>,
     ) {
         let (now, batch) = (round.now, &mut round.batch);
+        // Expired silences mute nothing: removed (in the store too) in a round that adds one,
+        // so the silences kept (and a shard's read-back of them) stay within twice the cap on
+        // active ones, however many short ones are created.
+        if requests
+            .iter()
+            .any(|(request, _)| matches!(request, SilenceRequest::Add(_)))
+        {
+            batch.silences.extend(
+                self.silences
+                    .expired(now)
+                    .into_iter()
+                    .map(SilenceChange::Remove),
+            );
+        }
         for (request, reply) in requests {
             let outcome = match request {
                 SilenceRequest::Add(silence) => {

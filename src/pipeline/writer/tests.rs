@@ -400,3 +400,63 @@ fn at_start_the_stored_objects_are_judged_again_in_slices_and_the_health_says_st
     restarted.round(Vec::new());
     assert_eq!(restarted.health.rejudging(), None);
 }
+
+/// Issue 27 (re-review): expired API silences were never removed, in memory or in the store,
+/// so short ones piled up without bound (the cap counts active ones) and a shard's read-back
+/// of all of them every few seconds grew without bound. A round that adds one removes them.
+#[test]
+fn expired_silences_are_removed_when_one_is_added() {
+    let mut h = harness();
+    let silence = |name: &str, expires_at: Option<String>| drift_model::Silence {
+        matchers: [("name".to_string(), name.to_string())].into(),
+        expires_at,
+        comment: None,
+    };
+    let soon = chrono::DateTime::from_timestamp_millis(START + 1_000)
+        .unwrap()
+        .to_rfc3339();
+    let add = |h: &mut Harness, silences: Vec<drift_model::Silence>| {
+        let mut work = Work::default();
+        let mut answers = Vec::new();
+        for silence in silences {
+            let (reply, answer) = oneshot::channel();
+            work.silences
+                .push((crate::pipeline::SilenceRequest::Add(silence), reply));
+            answers.push(answer);
+        }
+        h.writer.round(work);
+        for mut answer in answers {
+            assert!(matches!(answer.try_recv(), Ok(Ok(_))));
+        }
+    };
+    add(
+        &mut h,
+        (0..5)
+            .map(|index| silence(&format!("short-{index}"), Some(soon.clone())))
+            .chain([silence("lasting", None)])
+            .collect(),
+    );
+    let stored = |h: &Harness| {
+        let mut store: Box<dyn drift_store::Store> = Box::new(h.store.clone());
+        let mut names: Vec<String> = store
+            .silences()
+            .unwrap()
+            .into_iter()
+            .map(|stored| stored.silence.matchers["name"].clone())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(stored(&h).len(), 6);
+    h.advance(Duration::from_secs(2));
+    add(&mut h, vec![silence("new", None)]);
+    assert_eq!(stored(&h), ["lasting", "new"]);
+    assert_eq!(
+        h.writer.silences.expired(START + 2_000),
+        Vec::<String>::new()
+    );
+    assert!(h.writer.silences.contains(&{
+        let mut store: Box<dyn drift_store::Store> = Box::new(h.store.clone());
+        store.silences().unwrap()[0].id.clone()
+    }));
+}

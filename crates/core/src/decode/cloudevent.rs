@@ -60,7 +60,26 @@ pub(crate) fn parse_request(
         .and_then(|value| value.to_str().ok())
         .map(|value| value.trim().to_ascii_lowercase())
         .unwrap_or_default();
-    if content_type.starts_with(BATCH) {
+    // The media type, without its parameters (`; charset=utf-8`), compared whole: a prefix
+    // match took `application/cloudevents+jsonx` for structured mode, which Go's SDK (and so a
+    // Trigger's filter) reads as binary: one request, two events.
+    let media_type = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim_end();
+    // The SDK itself takes any type that starts with the structured one for structured mode:
+    // a look-alike is refused rather than read one way here and another by the Broker.
+    if media_type.starts_with("application/cloudevents")
+        && media_type != STRUCTURED
+        && media_type != BATCH
+    {
+        return Err(Error::InvalidEvent(format!(
+            "content type {media_type:?} is neither {STRUCTURED} nor {BATCH}: readers disagree \
+             on which mode such a request is in"
+        )));
+    }
+    if media_type == BATCH {
         let events: Vec<cloudevents::Event> =
             match serde_json::from_slice::<Vec<UniqueMembers>>(body) {
                 // Each event from its map (the SDK reads a map either way).
@@ -110,7 +129,7 @@ pub(crate) fn parse_request(
             batch: true,
         });
     }
-    let binary = if content_type.starts_with(STRUCTURED) {
+    let binary = if media_type == STRUCTURED {
         false
     } else if headers.contains_key("ce-specversion") {
         true
@@ -579,6 +598,51 @@ mod tests {
             ("ce-type", "t"),
         ]);
         assert_eq!(parse_request(&map, b"").unwrap().events[0].id, "café");
+    }
+
+    #[test]
+    fn the_media_type_is_compared_whole() {
+        let body = br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","cluster":"beta"}"#;
+        let binary_headers = [
+            ("ce-specversion", "1.0"),
+            ("ce-id", "1"),
+            ("ce-source", "/s"),
+            ("ce-type", "t"),
+            ("ce-cluster", "alpha"),
+        ];
+        // A look-alike of the structured type is refused: Go's SDK (a Trigger's filter) reads
+        // it as binary mode, the Rust SDK as structured.
+        let mut map = headers(&binary_headers);
+        map.insert(
+            "content-type",
+            HeaderValue::from_static("application/cloudevents+jsonx"),
+        );
+        let error = parse_request(&map, body).unwrap_err();
+        assert_eq!(error.kind(), "invalid_event");
+        assert!(error.to_string().contains("readers disagree"), "{error}");
+        // The structured type itself, with a parameter and in any case, is structured.
+        for content_type in [
+            "application/cloudevents+json",
+            "application/CloudEvents+JSON; charset=utf-8",
+        ] {
+            let mut map = headers(&binary_headers);
+            map.insert("content-type", HeaderValue::from_static(content_type));
+            let parsed = parse_request(&map, body).unwrap();
+            assert_eq!(
+                parsed.events[0]
+                    .extensions
+                    .get("cluster")
+                    .map(String::as_str),
+                Some("beta"),
+                "{content_type}"
+            );
+        }
+        // So is a look-alike of the batch type.
+        let map = headers(&[("content-type", "application/cloudevents-batch+json2")]);
+        assert_eq!(
+            parse_request(&map, b"[]").unwrap_err().kind(),
+            "invalid_event"
+        );
     }
 
     #[test]
