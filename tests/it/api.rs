@@ -7,23 +7,25 @@ use serde_json::{json, Value};
 use crate::scenario::{changed, config_autoscaler, configuration, written_by};
 use crate::support::{fixture_yaml, structured_event};
 
-struct Running {
-    base: String,
-    server: drift_sentinel::app::Server,
-    client: reqwest::Client,
+/// The service running on a real SQLite file (or another `store:`), with an HTTP client: the
+/// harness of this file's tests and of `api_bounds.rs`.
+pub(crate) struct Running {
+    pub(crate) base: String,
+    pub(crate) server: drift_sentinel::app::Server,
+    pub(crate) client: reqwest::Client,
     _dir: tempfile::TempDir,
     next: usize,
 }
 
 impl Running {
-    async fn start(extra: &str) -> Running {
+    pub(crate) async fn start(extra: &str) -> Running {
         let dir = tempfile::tempdir().unwrap();
         let store = format!("store:\n  path: {}\n", dir.path().join("api.db").display());
         Running::start_on(dir, &store, extra).await
     }
 
     /// Starts the service on the store of `store` (a `store:` section).
-    async fn start_on(dir: tempfile::TempDir, store: &str, extra: &str) -> Running {
+    pub(crate) async fn start_on(dir: tempfile::TempDir, store: &str, extra: &str) -> Running {
         let yaml = format!(
             "{store}channels:\n  - {{name: log, type: log}}\nroutes:\n  - {{channels: [log], groupWait: 0s}}\n{extra}"
         );
@@ -54,7 +56,7 @@ impl Running {
         panic!("the service did not become ready");
     }
 
-    async fn send(&mut self, verb: &str, object: &Value) {
+    pub(crate) async fn send(&mut self, verb: &str, object: &Value) {
         self.next += 1;
         let event = structured_event(&format!("api-{}", self.next), verb, object);
         let response = self
@@ -68,7 +70,7 @@ impl Running {
         assert_eq!(response.status(), 202);
     }
 
-    async fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
         let response = self
             .client
             .get(format!("{}{path}", self.base))
@@ -79,7 +81,7 @@ impl Running {
         (status, response.json().await.unwrap_or(Value::Null))
     }
 
-    async fn text(&self, path: &str) -> (u16, String) {
+    pub(crate) async fn text(&self, path: &str) -> (u16, String) {
         let response = self
             .client
             .get(format!("{}{path}", self.base))
@@ -117,7 +119,7 @@ impl Running {
         edited_objects
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.server.shutdown.cancel();
         let _ = self.server.done.await;
     }

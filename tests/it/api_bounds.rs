@@ -12,77 +12,9 @@ use tower::ServiceExt;
 use crate::scenario::{changed, config_autoscaler, written_by};
 use crate::support::{body_bytes, structured_event, structured_request};
 
-struct Running {
-    base: String,
-    server: drift_sentinel::app::Server,
-    client: reqwest::Client,
-    _dir: tempfile::TempDir,
-    next: usize,
-}
+use crate::api::Running;
 
 impl Running {
-    async fn start(extra: &str) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let yaml = format!(
-            "store:\n  path: {}\nchannels:\n  - {{name: log, type: log}}\nroutes:\n  - {{channels: [log], groupWait: 0s}}\n{extra}",
-            dir.path().join("bounds.db").display()
-        );
-        let config = drift_core::config::load_str(&yaml, &|_| None).unwrap();
-        let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
-        let running = Running {
-            base: format!("http://{}", server.addr),
-            server,
-            client: reqwest::Client::new(),
-            _dir: dir,
-            next: 0,
-        };
-        let ready = format!("{}/readyz", running.base);
-        for _ in 0..300 {
-            if running.client.get(&ready).send().await.unwrap().status() == 200 {
-                return running;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("the service did not become ready");
-    }
-
-    async fn send(&mut self, verb: &str, object: &Value) {
-        self.next += 1;
-        let event = structured_event(&format!("bounds-{}", self.next), verb, object);
-        let response = self
-            .client
-            .post(&self.base)
-            .header("content-type", "application/cloudevents+json")
-            .json(&event)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 202);
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let response = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn text(&self, path: &str) -> (u16, String) {
-        let response = self
-            .client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
-        (response.status().as_u16(), response.text().await.unwrap())
-    }
-
     async fn post_silence(&self, comment: &str) -> (u16, Value) {
         let response = self
             .client
@@ -96,11 +28,6 @@ impl Running {
             .unwrap();
         let status = response.status().as_u16();
         (status, response.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn stop(self) {
-        self.server.shutdown.cancel();
-        let _ = self.server.done.await;
     }
 }
 
