@@ -11,6 +11,7 @@ use crate::budget::{
     CHARGE, CHARGE_LIST, CHARGE_TEXT, LIVE, MATCHES, MATCHES_DYNAMIC, RANGE, SIZED,
 };
 use crate::check::{static_type, Static};
+use crate::strings::REWRITTEN;
 
 /// What a regular expression match costs beyond one node, charged before the comprehension
 /// iterates (the search itself is charged by its handler, by the text's length).
@@ -182,6 +183,28 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
                             func_name: if fixed { MATCHES } else { MATCHES_DYNAMIC }.to_string(),
                             target: None,
                             args: operands,
+                        }),
+                    };
+                }
+            }
+            // `text.indexOf(..)`, `lastIndexOf`, `replace`, `split`: done by our handlers, which
+            // charge their work before they do it (see `strings`); the receiver becomes the
+            // first argument, as with `matches`.
+            if let Some((_, internal)) = REWRITTEN
+                .iter()
+                .find(|(name, _)| *name == inner.func_name)
+            {
+                if let Some(target) = inner.target.take() {
+                    let args = std::iter::once(*target)
+                        .chain(std::mem::take(&mut inner.args))
+                        .map(|operand| instrument(operand, id))
+                        .collect();
+                    return IdedExpr {
+                        id: own,
+                        expr: Expr::Call(CallExpr {
+                            func_name: (*internal).to_string(),
+                            target: None,
+                            args,
                         }),
                     };
                 }

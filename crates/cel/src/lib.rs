@@ -33,6 +33,7 @@ mod check;
 mod fields;
 mod instrument;
 mod patterns;
+mod strings;
 
 pub use bind::{Bindings, ObjectView};
 pub use fields::Fields;
@@ -113,6 +114,8 @@ pub struct Expression {
     names_old_object: bool,
     object_fields: Fields,
     old_object_fields: Fields,
+    /// Its `matches` patterns that are literals, compiled when it compiled.
+    patterns: Arc<patterns::LiteralPatterns>,
 }
 
 impl PartialEq for Expression {
@@ -153,6 +156,7 @@ impl Expression {
             names_old_object: checked.names_old_object,
             object_fields,
             old_object_fields,
+            patterns: Arc::new(checked.patterns),
         };
         // No type checker: where the tree does not tell the result's type, one evaluation on a
         // sample object often does (`object.metadata.name` as a condition). An evaluation that
@@ -215,8 +219,9 @@ impl Expression {
         let context = bindings.context();
         // The `cel` crate is a dependency: should it ever panic, that is one rule's failed
         // evaluation, not the writer's end.
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| context.resolve(root)));
+        let result = patterns::with_literals(&self.patterns, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| context.resolve(root)))
+        });
         if budget::tripped() {
             return Err(EvalError::Budget);
         }
