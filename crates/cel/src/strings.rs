@@ -32,9 +32,13 @@ pub(crate) const REWRITTEN: &[(&str, &str)] = &[
     ("split", SPLIT),
 ];
 
-/// Bytes scanned (searched, counted, copied) per unit: a linear scan costs a few nanoseconds
-/// per 16 bytes, well under the 100 ns a unit is priced at.
-const BYTES_PER_UNIT: u64 = 16;
+/// Bytes searched (or counted in) per unit. The slowest search measured, `indexOf` of
+/// `a`×249,999 + `b` in `a`×750,000 (the Two-Way search shifts one byte at a time there), took
+/// about 7.8 ns a byte (BENCHMARKS.md, "Hostile CEL"): 8 bytes a unit is 12.5 ns, a margin of
+/// 1.6, as for `matches`.
+const SCANNED_BYTES_PER_UNIT: u64 = 8;
+/// Bytes built (copied into a result) per unit, as every other value built is charged.
+const BUILT_BYTES_PER_UNIT: u64 = 16;
 /// Occurrences replaced per unit: each is a search step and a copy of the replacement.
 const OCCURRENCES_PER_UNIT: u64 = 8;
 /// Units per part of a `split`: each part is a string allocated, boxed into the list, and
@@ -98,7 +102,7 @@ fn handler(name: &'static str, work: Work) -> Handler {
             .iter()
             .map(|text| text.len() as u64)
             .sum::<u64>()
-            / BYTES_PER_UNIT;
+            / SCANNED_BYTES_PER_UNIT;
         if !charge(1 + scanned) {
             return Err(budget_spent());
         }
@@ -197,7 +201,9 @@ fn index_of(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError> {
 fn last_index_of(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError> {
     let (text, needle) = (operands.text, operands.strings[1]);
     let Some(offset) = operands.int else {
-        return Ok(int(text.rfind(needle).map_or(-1, |at| code_point(text, at))));
+        return Ok(int(text
+            .rfind(needle)
+            .map_or(-1, |at| code_point(text, at))));
     };
     let offset = match offset_or_answer("lastIndexOf", text, needle, offset)? {
         Ok(offset) => offset,
@@ -212,7 +218,9 @@ fn last_index_of(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError
         end -= 1;
     }
     let head = &text[..end];
-    Ok(int(head.rfind(needle).map_or(-1, |at| code_point(text, at))))
+    Ok(int(head
+        .rfind(needle)
+        .map_or(-1, |at| code_point(text, at))))
 }
 
 /// `text.replace(from, to[, n])`: the first `n` occurrences replaced, all of them when `n` is
@@ -222,14 +230,11 @@ fn last_index_of(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError
 fn replace(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError> {
     let (text, from, to) = (operands.text, operands.strings[1], operands.strings[2]);
     let limit = operands.int.and_then(|n| usize::try_from(n).ok());
-    let occurrences = text
-        .matches(from)
-        .take(limit.unwrap_or(usize::MAX))
-        .count() as u64;
+    let occurrences = text.matches(from).take(limit.unwrap_or(usize::MAX)).count() as u64;
     let size = (text.len() as u64)
         .saturating_sub(occurrences.saturating_mul(from.len() as u64))
         .saturating_add(occurrences.saturating_mul(to.len() as u64));
-    if !charge(size / BYTES_PER_UNIT + occurrences / OCCURRENCES_PER_UNIT) {
+    if !charge(size / BUILT_BYTES_PER_UNIT + occurrences / OCCURRENCES_PER_UNIT) {
         return Err(budget_spent());
     }
     let replaced = match limit {
@@ -252,8 +257,9 @@ fn split(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError> {
         (limit, true) => text.chars().take(limit.unwrap_or(usize::MAX)).count(),
         (limit, false) => (text.matches(separator).count() + 1).min(limit.unwrap_or(usize::MAX)),
     };
-    if !charge((parts as u64).saturating_mul(UNITS_PER_PART) + text.len() as u64 / BYTES_PER_UNIT)
-    {
+    if !charge(
+        (parts as u64).saturating_mul(UNITS_PER_PART) + text.len() as u64 / BUILT_BYTES_PER_UNIT,
+    ) {
         return Err(budget_spent());
     }
     // Built as cel 0.15 builds it (`split_n` of its strings extension).
