@@ -118,6 +118,11 @@ pub(crate) fn charge(units: u64) -> bool {
     true
 }
 
+/// The units this thread's evaluation has left.
+pub(crate) fn left() -> u64 {
+    BUDGET_LEFT.with(Cell::get)
+}
+
 pub(crate) fn budget_spent() -> ExecutionError {
     ExecutionError::function_error("budget", "the evaluation budget is spent")
 }

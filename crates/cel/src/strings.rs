@@ -17,7 +17,7 @@ use cel::common::types::{CelInt, CelList, CelString};
 use cel::common::value::{CowVal, Val};
 use cel::{Context, ExecutionError, FunctionContext};
 
-use crate::budget::{budget_spent, charge, past_backstop, Handler};
+use crate::budget::{budget_spent, charge, left, past_backstop, Handler};
 
 pub(crate) const INDEX_OF: &str = "@ds_indexOf";
 pub(crate) const LAST_INDEX_OF: &str = "@ds_lastIndexOf";
@@ -232,7 +232,17 @@ fn last_index_of(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError
 fn replace(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError> {
     let (text, from, to) = (operands.text, operands.strings[1], operands.strings[2]);
     let limit = operands.int.and_then(|n| usize::try_from(n).ok());
-    let occurrences = text.matches(from).take(limit.unwrap_or(usize::MAX)).count() as u64;
+    // Counted no further than the budget left pays for: past that the charge fails anyway.
+    let affordable = usize::try_from(
+        left()
+            .saturating_add(1)
+            .saturating_mul(OCCURRENCES_PER_UNIT),
+    )
+    .unwrap_or(usize::MAX);
+    let occurrences = text
+        .matches(from)
+        .take(limit.unwrap_or(usize::MAX).min(affordable))
+        .count() as u64;
     let size = (text.len() as u64)
         .saturating_sub(occurrences.saturating_mul(from.len() as u64))
         .saturating_add(occurrences.saturating_mul(to.len() as u64));
@@ -254,10 +264,18 @@ fn replace(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError> {
 fn split(operands: &Operands<'_>) -> Result<Box<dyn Val>, ExecutionError> {
     let (text, separator) = (operands.text, operands.strings[1]);
     let limit = operands.int.and_then(|n| usize::try_from(n).ok());
+    // Counted no further than the budget left pays for: past that the charge fails anyway.
+    let affordable = usize::try_from(left() / UNITS_PER_PART + 1).unwrap_or(usize::MAX);
+    let most = limit.unwrap_or(usize::MAX).min(affordable);
     let parts = match (limit, separator.is_empty()) {
         (Some(0), _) => 0,
-        (limit, true) => text.chars().take(limit.unwrap_or(usize::MAX)).count(),
-        (limit, false) => (text.matches(separator).count() + 1).min(limit.unwrap_or(usize::MAX)),
+        (_, true) => text.chars().take(most).count(),
+        (_, false) => text
+            .matches(separator)
+            .take(most)
+            .count()
+            .saturating_add(1)
+            .min(most),
     };
     if !charge(
         (parts as u64).saturating_mul(UNITS_PER_PART) + text.len() as u64 / BUILT_BYTES_PER_UNIT,
