@@ -3,7 +3,7 @@
 //! loop condition, every value that grows (`+`, `replace`, `join`, `format`), every operand a
 //! function scans, compares or copies; `matches` becomes `@ds_matches` (a literal pattern,
 //! compiled with the rule) or `@ds_matches_dynamic` (a pattern computed from the object), and
-//! `indexOf`, `lastIndexOf`, `replace` and `split` become the handlers of `strings`. What a literal or a number costs is bounded by the source and left alone.
+//! `indexOf`, `lastIndexOf`, `replace`, `split` and `join` become the handlers of `strings`. What a literal or a number costs is bounded by the source and left alone.
 
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::common::types::CelInt;

@@ -7,11 +7,11 @@
 //! error), never recurses deeper than [`MAX_DEPTH`] levels of the expression (the interpreter is
 //! recursive; the checks at compile time bound its stack), and never does more than about
 //! [`BUDGET`] units of work: every comprehension is charged for all its iterations before it
-//! starts (its range's size times the cost of its body), every value that `+`, `join` or
-//! `format` builds is charged for its size, `indexOf` and `lastIndexOf` search in linear time
-//! and are charged for the text and needle they search, `replace` and `split` count what they
-//! will build (the result's bytes and occurrences, the parts) and are charged for it before
-//! they build it (`strings`), a `matches` for its search (the text's length times the program's
+//! starts (its range's size times the cost of its body), every value that `+` or `format`
+//! builds is charged for its size, `indexOf` and `lastIndexOf` search in linear time
+//! and are charged for the text and needle they search, `replace`, `split` and `join` count
+//! what they will build (the result's bytes and occurrences, the parts) and are charged for it
+//! before they build it (`strings`), a `matches` for its search (the text's length times the program's
 //! size) and, with a pattern computed from the object, for its compile (compiled under a small
 //! limit, cached, refusals too; a literal pattern is compiled with its rule and held by it), and
 //! once the budget is spent
@@ -24,7 +24,8 @@
 //! time), `fields` (what it reads of the object), `instrument` (the rewrite that charges every
 //! evaluation), `budget` (the charging functions the rewrite calls, and the budget they spend),
 //! `patterns` (the compiled patterns of `matches`, literal and dynamic), `strings` (`indexOf`,
-//! `lastIndexOf`, `replace` and `split`, done by the crate and charged before they run), `bind`
+//! `lastIndexOf`, `replace`, `split` and `join`, done by the crate and charged before they
+//! run), `bind`
 //! (the object as CEL sees it).
 
 use std::sync::{Arc, OnceLock};

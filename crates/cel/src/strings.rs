@@ -3,7 +3,8 @@
 //! `lastIndexOf` (cel 0.15 searches naively, every position times the needle's length, so a
 //! long needle makes one call quadratic), `replace` (cel builds the whole result, of any size,
 //! before anything can charge it) and `split` (one allocation per part, a million parts from
-//! one megabyte). The rewrite (`instrument`) turns `text.f(args)` into `@ds_f(text, args)`.
+//! one megabyte), `join` (a long separator between many elements is their product, built
+//! before it is charged). The rewrite (`instrument`) turns `text.f(args)` into `@ds_f(text, args)`.
 //!
 //! The results and the errors are the `cel` crate's, for every input (a differential test
 //! holds them to it): positions count code points, an offset out of range is
@@ -13,7 +14,7 @@
 
 use std::cell::Cell;
 
-use cel::common::types::{CelInt, CelList, CelString};
+use cel::common::types::{CelInt, CelList, CelString, Kind};
 use cel::common::value::{CowVal, Val};
 use cel::{Context, ExecutionError, FunctionContext};
 
@@ -23,6 +24,7 @@ pub(crate) const INDEX_OF: &str = "@ds_indexOf";
 pub(crate) const LAST_INDEX_OF: &str = "@ds_lastIndexOf";
 pub(crate) const REPLACE: &str = "@ds_replace";
 pub(crate) const SPLIT: &str = "@ds_split";
+pub(crate) const JOIN: &str = "@ds_join";
 
 /// The member functions rewritten, and what they become.
 pub(crate) const REWRITTEN: &[(&str, &str)] = &[
@@ -30,6 +32,7 @@ pub(crate) const REWRITTEN: &[(&str, &str)] = &[
     ("lastIndexOf", LAST_INDEX_OF),
     ("replace", REPLACE),
     ("split", SPLIT),
+    ("join", JOIN),
 ];
 
 /// Bytes searched (or counted in) per unit, as every other string read is charged: the
@@ -70,6 +73,71 @@ pub(crate) fn install(context: &mut Context<'_, '_>) {
     let _ = context.add_function(LAST_INDEX_OF, handler("lastIndexOf", last_index_of));
     let _ = context.add_function(REPLACE, handler("replace", replace));
     let _ = context.add_function(SPLIT, handler("split", split));
+    let _ = context.add_function(JOIN, join_handler());
+}
+
+/// `list.join([separator])`: the strings of the list with the separator between them. cel
+/// builds the result first, and a long separator between many elements is their product: the
+/// size is added up first (a walk of the list, charged as reading it is) and charged, then it
+/// is built as cel builds it.
+fn join_handler() -> Handler {
+    Box::new(|call: &mut FunctionContext<'_, '_>| {
+        let args = std::mem::take(&mut call.args);
+        let no_overload = || {
+            ExecutionError::no_such_member_overload(
+                "join",
+                args.iter()
+                    .map(|arg| arg.get_type().name().to_owned())
+                    .collect(),
+            )
+        };
+        let (list, separator) = match args.as_slice() {
+            [list] => (list, ""),
+            [list, separator] => match separator.downcast_ref::<CelString>() {
+                Some(separator) => (list, separator.inner()),
+                None => return Err(no_overload()),
+            },
+            _ => return Err(no_overload()),
+        };
+        if list.get_type().kind() != Kind::List {
+            return Err(no_overload());
+        }
+        CALLS.with(|calls| calls.set(calls.get() + 1));
+        let iterable = list
+            .as_iterable()
+            .ok_or_else(|| ExecutionError::UnexpectedType {
+                got: list.get_type().name().to_owned(),
+                want: "iterable".to_owned(),
+            })?;
+        // The walk: one unit per element (each was charged when it was built or read).
+        let mut parts: Vec<&str> = Vec::new();
+        let mut items = iterable.iter();
+        while let Some(item) = items.next() {
+            if !charge(1) {
+                return Err(budget_spent());
+            }
+            let text =
+                item.downcast_ref::<CelString>()
+                    .ok_or_else(|| ExecutionError::UnexpectedType {
+                        got: item.get_type().name().to_owned(),
+                        want: "string".to_owned(),
+                    })?;
+            parts.push(text.inner());
+        }
+        let size = parts
+            .iter()
+            .map(|part| part.len() as u64)
+            .sum::<u64>()
+            .saturating_add(
+                (parts.len().saturating_sub(1) as u64).saturating_mul(separator.len() as u64),
+            );
+        if !charge(size / BUILT_BYTES_PER_UNIT) {
+            return Err(budget_spent());
+        }
+        let joined = parts.join(separator);
+        count_built(joined.len());
+        Ok(CowVal::owned(CelString::from(joined)))
+    })
 }
 
 /// A string function's operands: the text, its string arguments, and its int argument (an

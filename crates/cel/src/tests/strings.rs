@@ -85,6 +85,8 @@ fn the_string_functions_answer_as_cel_does_for_every_input() {
             sources.push(format!("{t}.indexOf({n})"));
             sources.push(format!("{t}.lastIndexOf({n})"));
             sources.push(format!("{t}.split({n})"));
+            sources.push(format!("{t}.split({n}).join({n})"));
+            sources.push(format!("[{t}, {n}, {t}].join({n})"));
             for to in ["", "-", "©©", "xyz"] {
                 sources.push(format!("{t}.replace({n}, {})", quoted(to)));
                 for count in -2..=length + 3 {
@@ -125,6 +127,22 @@ fn the_string_functions_answer_as_cel_does_for_every_input() {
             "replace('abc', 'b', 'c')",
             "split('abc', 'b')",
             "'abc'.split('b')[1].indexOf('c') + 'x'.lastIndexOf('x', 0)",
+            "['hello', 'mellow'].join()",
+            "['hello', 'mellow'].join(' ')",
+            "[].join()",
+            "[].join('-')",
+            "['a'].join('-')",
+            "['a', '', 'b©'].join('©α')",
+            "['hello', 1].join()",
+            "['hello', 1].join('-')",
+            "[1, 'a'].join('-')",
+            "['a'].join(1)",
+            "['a'].join('a', 'b')",
+            "'abc'.join()",
+            "{'a': 1}.join()",
+            "'a,b'.split(',').join(';')",
+            "join(['a'], 'b')",
+            "[['a']].join()",
         ]
         .map(str::to_string),
     );
@@ -213,6 +231,23 @@ fn a_replace_too_big_is_stopped_before_it_is_built() {
     assert_eq!(
         evaluate(&spec, "object.spec.text.replace('', '') == ''"),
         Err(EvalError::Budget)
+    );
+}
+
+#[test]
+fn a_join_too_big_is_stopped_before_it_is_built() {
+    // A long separator between many elements is their product: 2,000 elements of a list in
+    // the object joined by 10 KB, 20 MB that cel builds before anything can charge them.
+    let spec = serde_json::json!({ "items": vec!["x"; 2_000], "sep": "y".repeat(10_000) });
+    let (_, built) = work_on_this_thread();
+    assert_eq!(
+        evaluate(&spec, "object.spec.items.join(object.spec.sep) == ''"),
+        Err(EvalError::Budget)
+    );
+    assert_eq!(work_on_this_thread().1, built, "nothing was built");
+    assert_eq!(
+        evaluate(&spec, "object.spec.items.join('').size() == 2000"),
+        Ok(true)
     );
 }
 
