@@ -12,7 +12,7 @@ use cel::{Context, ExecutionError, FunctionContext};
 use std::sync::Arc;
 
 use crate::patterns::{
-    dynamic_pattern, pattern, Pattern, DYNAMIC_SIZE_LIMIT, MAX_DYNAMIC_PATTERN_BYTES,
+    compiled_literal, dynamic_pattern, Pattern, DYNAMIC_SIZE_LIMIT, MAX_DYNAMIC_PATTERN_BYTES,
 };
 use crate::BUDGET;
 
@@ -41,6 +41,7 @@ pub(crate) fn install(context: &mut Context<'_, '_>) {
     let _ = context.add_function(CHARGE, charging_handler(Charged::All));
     let _ = context.add_function(CHARGE_LIST, charging_handler(Charged::List));
     let _ = context.add_function(CHARGE_TEXT, charging_handler(Charged::Text));
+    crate::strings::install(context);
 }
 
 thread_local! {
@@ -79,7 +80,7 @@ pub(crate) fn start() {
 /// True (and tripped from now on) when the evaluation ran past its backstop: an operation the
 /// cost model prices too low (or a machine much slower than the one it was priced on) still
 /// cannot hold the thread. `now`: read the clock whatever the count.
-fn past_backstop(now: bool) -> bool {
+pub(crate) fn past_backstop(now: bool) -> bool {
     let Some(clock) = CLOCK.with(Cell::get) else {
         return false;
     };
@@ -103,7 +104,7 @@ pub(crate) fn tripped() -> bool {
 }
 
 /// Spends `units`; false (and tripped from now on) when they are not left.
-fn charge(units: u64) -> bool {
+pub(crate) fn charge(units: u64) -> bool {
     if TRIPPED.with(Cell::get) || past_backstop(false) {
         return false;
     }
@@ -117,7 +118,12 @@ fn charge(units: u64) -> bool {
     true
 }
 
-fn budget_spent() -> ExecutionError {
+/// The units this thread's evaluation has left.
+pub(crate) fn left() -> u64 {
+    BUDGET_LEFT.with(Cell::get)
+}
+
+pub(crate) fn budget_spent() -> ExecutionError {
     ExecutionError::function_error("budget", "the evaluation budget is spent")
 }
 
@@ -159,7 +165,7 @@ fn deep_size(value: &dyn Val) -> u64 {
     count
 }
 
-type Handler = Box<
+pub(crate) type Handler = Box<
     dyn for<'c, 'a> Fn(&mut FunctionContext<'c, 'a>) -> Result<CowVal<'c, 'a>, ExecutionError>
         + Send
         + Sync,
@@ -292,9 +298,10 @@ fn run_match<'c, 'a>(text: &str, compiled: &Pattern) -> Result<CowVal<'c, 'a>, E
     Ok(CowVal::owned(CelBool::from(found)))
 }
 
-/// `@ds_matches(text, 'pattern')`: `text.matches('pattern')` with the pattern compiled once,
-/// when its rule compiled; the search is charged for the text's length times the program's
-/// size.
+/// `@ds_matches(text, 'pattern')`: `text.matches('pattern')` with the pattern compiled when
+/// its rule compiled (the expression holds it); the search is charged for the text's length
+/// times the program's size. A literal the expression does not hold (none should be) is taken
+/// as a dynamic pattern is: charged for compiling it, never compiled for free.
 fn matches_handler() -> Handler {
     Box::new(|call: &mut FunctionContext<'_, '_>| {
         let (text, source) = matches_operands(call)?;
@@ -304,16 +311,15 @@ fn matches_handler() -> Handler {
         ) else {
             return Err(ExecutionError::function_error("matches", "not strings"));
         };
-        let compiled = pattern(source.inner())
-            .map_err(|error| ExecutionError::function_error("matches", error))?;
-        run_match(text.inner(), &compiled)
+        match compiled_literal(source.inner()) {
+            Some(compiled) => run_match(text.inner(), &compiled),
+            None => dynamic_match(text.inner(), source.inner()),
+        }
     })
 }
 
 /// `@ds_matches_dynamic(text, pattern)`: `text.matches(pattern)` with a pattern computed at
-/// evaluation (from the object): charged for its length and for compiling it before it is
-/// compiled (or taken from the cache), compiled under [`DYNAMIC_SIZE_LIMIT`], then charged for
-/// the search as a literal pattern is.
+/// evaluation (from the object), see [`dynamic_match`].
 fn dynamic_matches_handler() -> Handler {
     Box::new(|call: &mut FunctionContext<'_, '_>| {
         let (text, source) = matches_operands(call)?;
@@ -323,35 +329,41 @@ fn dynamic_matches_handler() -> Handler {
         ) else {
             return Err(ExecutionError::function_error("matches", "not strings"));
         };
-        let source = source.inner();
-        if !charge(u64::try_from(source.len()).unwrap_or(u64::MAX)) {
-            return Err(budget_spent());
-        }
-        if source.len() > MAX_DYNAMIC_PATTERN_BYTES {
-            return Err(ExecutionError::function_error(
-                "matches",
-                format!(
-                    "a pattern computed from the object may be at most \
-                     {MAX_DYNAMIC_PATTERN_BYTES} bytes long; this one is {}",
-                    source.len()
-                ),
-            ));
-        }
-        if past_backstop(true) {
-            return Err(budget_spent());
-        }
-        let compiled = dynamic_pattern(source);
-        if past_backstop(true) || !charge(compile_cost(&compiled)) {
-            return Err(budget_spent());
-        }
-        let compiled = compiled.map_err(|error| {
-            ExecutionError::function_error(
-                "matches",
-                format!("a pattern computed from the object is refused: {error}"),
-            )
-        })?;
-        run_match(text.inner(), &compiled)
+        dynamic_match(text.inner(), source.inner())
     })
+}
+
+/// `text.matches(source)` with a pattern not compiled with its rule: charged for its length
+/// and for compiling it before it is compiled (or taken from the cache), compiled under
+/// [`DYNAMIC_SIZE_LIMIT`], then charged for the search as a literal pattern is.
+fn dynamic_match<'c, 'a>(text: &str, source: &str) -> Result<CowVal<'c, 'a>, ExecutionError> {
+    if !charge(u64::try_from(source.len()).unwrap_or(u64::MAX)) {
+        return Err(budget_spent());
+    }
+    if source.len() > MAX_DYNAMIC_PATTERN_BYTES {
+        return Err(ExecutionError::function_error(
+            "matches",
+            format!(
+                "a pattern computed from the object may be at most \
+                 {MAX_DYNAMIC_PATTERN_BYTES} bytes long; this one is {}",
+                source.len()
+            ),
+        ));
+    }
+    if past_backstop(true) {
+        return Err(budget_spent());
+    }
+    let compiled = dynamic_pattern(source);
+    if past_backstop(true) || !charge(compile_cost(&compiled)) {
+        return Err(budget_spent());
+    }
+    let compiled = compiled.map_err(|error| {
+        ExecutionError::function_error(
+            "matches",
+            format!("a pattern computed from the object is refused: {error}"),
+        )
+    })?;
+    run_match(text, &compiled)
 }
 
 /// What this thread's evaluation has spent so far (the last one's total once it ended).

@@ -7,7 +7,7 @@
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::Program;
 
-use crate::patterns::pattern;
+use crate::patterns::{literal_pattern, LiteralPatterns};
 use crate::{CompileError, Returns};
 use crate::{MAX_COMPREHENSION_NESTING, MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES};
 
@@ -72,6 +72,8 @@ pub(crate) fn parse(source: &str) -> Result<Program, CompileError> {
 pub(crate) struct Checked {
     /// The tree names `oldObject`.
     pub(crate) names_old_object: bool,
+    /// Its literal patterns, compiled (the expression holds them; see `patterns`).
+    pub(crate) patterns: LiteralPatterns,
 }
 
 /// Checks a parsed tree (`at` gives a node's line and column): size, depth, comprehension
@@ -85,6 +87,7 @@ pub(crate) fn tree(
     let mut check = Check {
         nodes: 0,
         names_old_object: false,
+        patterns: LiteralPatterns::new(),
         at,
     };
     check.walk(root, &mut Vec::new(), 1, 0)?;
@@ -113,6 +116,7 @@ pub(crate) fn tree(
     }
     Ok(Checked {
         names_old_object: check.names_old_object,
+        patterns: check.patterns,
     })
 }
 
@@ -200,6 +204,7 @@ pub(crate) fn position(source: &str, offsets: Option<(u32, u32)>) -> (usize, usi
 struct Check<'a> {
     nodes: usize,
     names_old_object: bool,
+    patterns: LiteralPatterns,
     at: &'a dyn Fn(u64) -> (usize, usize),
 }
 
@@ -262,11 +267,18 @@ impl Check<'_> {
                     if let Some(Expr::Literal(LiteralValue::String(source))) =
                         call.args.last().map(|arg| &arg.expr)
                     {
-                        if let Err(error) = pattern(source.inner()) {
-                            return Err(self.fail(
-                                node.id,
-                                format!("not a valid regular expression: {error}"),
-                            ));
+                        if !self.patterns.contains_key(source.inner()) {
+                            match literal_pattern(source.inner()) {
+                                Ok(compiled) => {
+                                    self.patterns.insert(source.inner().to_string(), compiled);
+                                }
+                                Err(error) => {
+                                    return Err(self.fail(
+                                        node.id,
+                                        format!("not a valid regular expression: {error}"),
+                                    ))
+                                }
+                            }
                         }
                     }
                 }

@@ -1,8 +1,9 @@
 //! The rewrite that makes every evaluation pay for its work: at compile time the tree gets calls
 //! to the budget's internal functions (see `budget`) around every comprehension's range and
 //! loop condition, every value that grows (`+`, `replace`, `join`, `format`), every operand a
-//! function scans, compares or copies, and `matches` becomes the cached `@ds_matches` (a literal
-//! pattern) or `@ds_matches_dynamic` (a pattern computed from the object). What a literal or a number costs is bounded by the source and left alone.
+//! function scans, compares or copies; `matches` becomes `@ds_matches` (a literal pattern,
+//! compiled with the rule) or `@ds_matches_dynamic` (a pattern computed from the object), and
+//! `indexOf`, `lastIndexOf`, `replace`, `split` and `join` become the handlers of `strings`. What a literal or a number costs is bounded by the source and left alone.
 
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::common::types::CelInt;
@@ -11,6 +12,7 @@ use crate::budget::{
     CHARGE, CHARGE_LIST, CHARGE_TEXT, LIVE, MATCHES, MATCHES_DYNAMIC, RANGE, SIZED,
 };
 use crate::check::{static_type, Static};
+use crate::strings::REWRITTEN;
 
 /// What a regular expression match costs beyond one node, charged before the comprehension
 /// iterates (the search itself is charged by its handler, by the text's length).
@@ -182,6 +184,26 @@ fn instrument(node: IdedExpr, id: &mut u64) -> IdedExpr {
                             func_name: if fixed { MATCHES } else { MATCHES_DYNAMIC }.to_string(),
                             target: None,
                             args: operands,
+                        }),
+                    };
+                }
+            }
+            // `text.indexOf(..)`, `lastIndexOf`, `replace`, `split`: done by our handlers, which
+            // charge their work before they do it (see `strings`); the receiver becomes the
+            // first argument, as with `matches`.
+            if let Some((_, internal)) = REWRITTEN.iter().find(|(name, _)| *name == inner.func_name)
+            {
+                if let Some(target) = inner.target.take() {
+                    let args = std::iter::once(*target)
+                        .chain(std::mem::take(&mut inner.args))
+                        .map(|operand| instrument(operand, id))
+                        .collect();
+                    return IdedExpr {
+                        id: own,
+                        expr: Expr::Call(CallExpr {
+                            func_name: (*internal).to_string(),
+                            target: None,
+                            args,
                         }),
                     };
                 }

@@ -7,10 +7,14 @@
 //! error), never recurses deeper than [`MAX_DEPTH`] levels of the expression (the interpreter is
 //! recursive; the checks at compile time bound its stack), and never does more than about
 //! [`BUDGET`] units of work: every comprehension is charged for all its iterations before it
-//! starts (its range's size times the cost of its body), every value that `+`, `replace`,
-//! `join` or `format` builds is charged for its size, a `matches` for its search (the text's
-//! length times the program's size) and, with a pattern computed from the object, for its
-//! compile (compiled under a small limit, cached, refusals too), and once the budget is spent
+//! starts (its range's size times the cost of its body), every value that `+` or `format`
+//! builds is charged for its size, `indexOf` and `lastIndexOf` search in linear time
+//! and are charged for the text and needle they search, `replace`, `split` and `join` count
+//! what they will build (the result's bytes and occurrences, the parts) and are charged for it
+//! before they build it (`strings`), a `matches` for its search (the text's length times the program's
+//! size) and, with a pattern computed from the object, for its compile (compiled under a small
+//! limit, cached, refusals too; a literal pattern is compiled with its rule and held by it), and
+//! once the budget is spent
 //! every further comprehension fails before it iterates. The core reads no clock: time follows
 //! from cost, each unit priced from measurements of the slowest operations; a thread that owns
 //! a clock may give it as a backstop ([`set_backstop_clock`]) for what the pricing misses. This is the only crate that knows the
@@ -19,7 +23,10 @@
 //! The parts, in the order an expression meets them: `check` (the bounds and checks at compile
 //! time), `fields` (what it reads of the object), `instrument` (the rewrite that charges every
 //! evaluation), `budget` (the charging functions the rewrite calls, and the budget they spend),
-//! `patterns` (the compiled patterns of `matches`, literal and dynamic), `bind` (the object as CEL sees it).
+//! `patterns` (the compiled patterns of `matches`, literal and dynamic), `strings` (`indexOf`,
+//! `lastIndexOf`, `replace`, `split` and `join`, done by the crate and charged before they
+//! run), `bind`
+//! (the object as CEL sees it).
 
 use std::sync::{Arc, OnceLock};
 
@@ -33,6 +40,7 @@ mod check;
 mod fields;
 mod instrument;
 mod patterns;
+mod strings;
 
 pub use bind::{Bindings, ObjectView};
 pub use fields::Fields;
@@ -113,6 +121,8 @@ pub struct Expression {
     names_old_object: bool,
     object_fields: Fields,
     old_object_fields: Fields,
+    /// Its `matches` patterns that are literals, compiled when it compiled.
+    patterns: Arc<patterns::LiteralPatterns>,
 }
 
 impl PartialEq for Expression {
@@ -153,6 +163,7 @@ impl Expression {
             names_old_object: checked.names_old_object,
             object_fields,
             old_object_fields,
+            patterns: Arc::new(checked.patterns),
         };
         // No type checker: where the tree does not tell the result's type, one evaluation on a
         // sample object often does (`object.metadata.name` as a condition). An evaluation that
@@ -215,8 +226,9 @@ impl Expression {
         let context = bindings.context();
         // The `cel` crate is a dependency: should it ever panic, that is one rule's failed
         // evaluation, not the writer's end.
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| context.resolve(root)));
+        let result = patterns::with_literals(&self.patterns, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| context.resolve(root)))
+        });
         if budget::tripped() {
             return Err(EvalError::Budget);
         }

@@ -4,19 +4,20 @@
 //! one hostile pattern costs tens of milliseconds to compile before it fails the size limit.
 //!
 //! Literal patterns are compiled once, when their rule compiles, under the `regex` crate's
-//! usual limit. Dynamic patterns are compiled under a limit far below it, and kept, failures
+//! usual limit, and held by the compiled expression itself ([`LiteralPatterns`]): there is no
+//! process-wide cache of them to fill up (a reload compiles the new rules' patterns, and the old
+//! ones go with the old rules), so a literal pattern is never compiled while an event is judged.
+//! Dynamic patterns are compiled under a limit far below it, and kept, failures
 //! too, in a bounded cache, so the same pattern is compiled once, not on every call. What a
 //! pattern costs the evaluation is the same whether it came from the cache or not (see
 //! `budget`): a verdict never depends on what an earlier evaluation left behind.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex_automata::meta;
 
-/// Most distinct literal patterns kept compiled (rules are few; a bound all the same).
-const MAX_CACHED_PATTERNS: usize = 1024;
 /// Most dynamic patterns kept (compiled or refused). Each compiled one holds at most
 /// [`DYNAMIC_SIZE_LIMIT`] of program and [`DYNAMIC_CACHE_BYTES`] of search cache.
 const MAX_CACHED_DYNAMIC: usize = 256;
@@ -85,13 +86,6 @@ pub(crate) fn compiles_on_this_thread() -> u64 {
     COMPILES.with(Cell::get)
 }
 
-/// Compiled literal patterns, shared by every rule: `matches` with a literal pattern is compiled
-/// once when its rule compiles, not on every call as the `cel` crate does.
-fn patterns() -> &'static Mutex<HashMap<String, Arc<Pattern>>> {
-    static PATTERNS: OnceLock<Mutex<HashMap<String, Arc<Pattern>>>> = OnceLock::new();
-    PATTERNS.get_or_init(Default::default)
-}
-
 /// Dynamic patterns seen lately: compiled, or why they were refused.
 type DynamicCache = HashMap<String, Result<Arc<Pattern>, String>>;
 
@@ -100,21 +94,37 @@ fn dynamic_patterns() -> &'static Mutex<DynamicCache> {
     PATTERNS.get_or_init(Default::default)
 }
 
-/// The compiled literal pattern (compiled and kept now if it is new and there is room). The
-/// error says why the pattern is not valid.
-pub(crate) fn pattern(source: &str) -> Result<Arc<Pattern>, String> {
-    let mut cache = patterns()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(found) = cache.get(source) {
-        return Ok(Arc::clone(found));
-    }
+/// The literal patterns of one compiled expression, by their source.
+pub(crate) type LiteralPatterns = HashMap<String, Arc<Pattern>>;
+
+/// Compiles a literal pattern (when its rule compiles); the error says why it is not valid.
+pub(crate) fn literal_pattern(source: &str) -> Result<Arc<Pattern>, String> {
     // The `regex` crate's own defaults for the lazy DFA's cache.
-    let compiled = Arc::new(compile(source, STATIC_SIZE_LIMIT, 2 << 20)?);
-    if cache.len() < MAX_CACHED_PATTERNS {
-        cache.insert(source.to_string(), Arc::clone(&compiled));
-    }
-    Ok(compiled)
+    compile(source, STATIC_SIZE_LIMIT, 2 << 20).map(Arc::new)
+}
+
+thread_local! {
+    /// The literal patterns of the expression this thread is evaluating.
+    static CURRENT: RefCell<Option<Arc<LiteralPatterns>>> = const { RefCell::new(None) };
+}
+
+/// Runs `evaluate` with `patterns` as the literal patterns `@ds_matches` finds (the previous
+/// ones restored after).
+pub(crate) fn with_literals<R>(patterns: &Arc<LiteralPatterns>, evaluate: impl FnOnce() -> R) -> R {
+    let previous = CURRENT.with(|current| current.replace(Some(Arc::clone(patterns))));
+    let result = evaluate();
+    CURRENT.with(|current| *current.borrow_mut() = previous);
+    result
+}
+
+/// The compiled literal pattern of the expression being evaluated, if it holds `source`.
+pub(crate) fn compiled_literal(source: &str) -> Option<Arc<Pattern>> {
+    CURRENT.with(|current| {
+        current
+            .borrow()
+            .as_ref()
+            .and_then(|patterns| patterns.get(source).cloned())
+    })
 }
 
 /// The compiled dynamic pattern, or why it is refused, from the cache when it was seen lately.

@@ -386,3 +386,29 @@ fn an_evaluation_past_its_wall_clock_backstop_ends_as_a_budget_stop() {
     assert_eq!(search.holds(&bindings), Ok(true));
     crate::set_backstop_clock(None);
 }
+
+#[test]
+fn a_literal_pattern_is_never_compiled_while_an_event_is_judged() {
+    // Past the 1,024 literal patterns the process-wide cache held (reloads add rules), every
+    // new literal pattern was compiled on every call, uncharged.
+    let rules: Vec<Expression> = (0..1_100)
+        .map(|i| {
+            Expression::compile(
+                &format!("object.metadata.name.matches('^literal-{i}$')"),
+                Returns::Bool,
+            )
+            .unwrap()
+        })
+        .collect();
+    let spec = serde_json::json!({});
+    let empty = BTreeMap::new();
+    let view = sample_view("ConfigMap", &spec, &empty);
+    let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());
+    let before = crate::patterns::compiles_on_this_thread();
+    for rule in rules.iter().rev().chain(&rules) {
+        assert_eq!(rule.holds(&bindings), Ok(false));
+    }
+    assert_eq!(crate::patterns::compiles_on_this_thread(), before);
+}
+
+mod strings;
