@@ -8,7 +8,9 @@ import sys, statistics, tempfile
 from pathlib import Path
 sys.argv, cases = sys.argv[:1], sys.argv[1:]
 src = (Path(__file__).resolve().parent / "cel_attack.py").read_text().replace("\nmain()", "\n")
-attack = type(sys)("attack"); exec(compile(src, "cel_attack.py", "exec"), attack.__dict__)
+attack = type(sys)("attack")
+attack.__dict__["__file__"] = str(Path(__file__).resolve().parent / "cel_attack.py")
+exec(compile(src, "cel_attack.py", "exec"), attack.__dict__)
 cases = cases or ["indexof", "lastindexof", "lastindexof2", "replace", "split", "splitsep"]
 with tempfile.TemporaryDirectory(prefix="celab-") as d:
     s = attack.Sentinel(Path(d), "rules:\n  invariants:\n" + "".join(attack.rule_yaml(c) for c in dict.fromkeys(cases)))
