@@ -62,6 +62,8 @@ impl<'v> Bindings<'v> {
     ) -> Bindings<'v> {
         let mut context = Context::with_env(Arc::clone(crate::env()));
         budget::install(&mut context);
+        // The string functions the crate does itself (they charge through `budget`).
+        crate::strings::install(&mut context);
         context.add_variable_as_val("object", object.to_val(object_fields));
         match old {
             Some(old) => context.add_variable_as_val("oldObject", old.to_val(old_fields)),

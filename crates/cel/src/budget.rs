@@ -41,7 +41,6 @@ pub(crate) fn install(context: &mut Context<'_, '_>) {
     let _ = context.add_function(CHARGE, charging_handler(Charged::All));
     let _ = context.add_function(CHARGE_LIST, charging_handler(Charged::List));
     let _ = context.add_function(CHARGE_TEXT, charging_handler(Charged::Text));
-    crate::strings::install(context);
 }
 
 thread_local! {
