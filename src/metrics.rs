@@ -232,9 +232,8 @@ pub struct Metrics {
     /// Outbox rows a relay took over from a claim that had lapsed (its process died or stalled
     /// mid-send): sent again under the same idempotency key.
     pub outbox_claim_expiries: Family<ChannelLabel, Counter>,
-    /// CloudEvents of resource events by shard and whether the shard owns their cluster
-    /// (`owned`) or refused them with `421`, by cause: `refused` (their cluster is another
-    /// shard's), `refused_with_batch` (owned, in a batch refused for another event's cluster).
+    /// Resource events by shard: `owned`, or answered `421` because their cluster is another
+    /// shard's (`refused`) or their batch held such an event (`refused_with_batch`).
     pub shard_events: Family<ShardOutcomeLabel, Counter>,
 }
 

@@ -267,21 +267,25 @@ fn compile_cost(compiled: &Result<Arc<Pattern>, String>) -> u64 {
     u64::try_from(built).unwrap_or(u64::MAX) / COMPILE_BYTES_PER_UNIT
 }
 
-/// The text and the pattern of a `matches` call.
-fn matches_operands<'c, 'a>(
+/// Runs `matching` on the text and the pattern of a `matches` call (both strings).
+fn with_matches_operands<'c, 'a>(
     call: &mut FunctionContext<'c, 'a>,
-) -> Result<(CowVal<'c, 'a>, CowVal<'c, 'a>), ExecutionError> {
+    matching: impl FnOnce(&str, &str) -> Result<CowVal<'c, 'a>, ExecutionError>,
+) -> Result<CowVal<'c, 'a>, ExecutionError> {
     let mut args = std::mem::take(&mut call.args).into_iter();
     let (Some(text), Some(source)) = (args.next(), args.next()) else {
         return Err(ExecutionError::invalid_argument_count(2, 0));
     };
-    if text.downcast_ref::<CelString>().is_none() || source.downcast_ref::<CelString>().is_none() {
-        return Err(ExecutionError::function_error(
+    match (
+        text.downcast_ref::<CelString>(),
+        source.downcast_ref::<CelString>(),
+    ) {
+        (Some(text), Some(source)) => matching(text.inner(), source.inner()),
+        _ => Err(ExecutionError::function_error(
             "matches",
             "matches takes a string and a pattern string",
-        ));
+        )),
     }
-    Ok((text, source))
 }
 
 /// Charges the search of `text` with `compiled`, then runs it.
@@ -303,33 +307,17 @@ fn run_match<'c, 'a>(text: &str, compiled: &Pattern) -> Result<CowVal<'c, 'a>, E
 /// as a dynamic pattern is: charged for compiling it, never compiled for free.
 fn matches_handler() -> Handler {
     Box::new(|call: &mut FunctionContext<'_, '_>| {
-        let (text, source) = matches_operands(call)?;
-        let (Some(text), Some(source)) = (
-            text.downcast_ref::<CelString>(),
-            source.downcast_ref::<CelString>(),
-        ) else {
-            return Err(ExecutionError::function_error("matches", "not strings"));
-        };
-        match compiled_literal(source.inner()) {
-            Some(compiled) => run_match(text.inner(), &compiled),
-            None => dynamic_match(text.inner(), source.inner()),
-        }
+        with_matches_operands(call, |text, source| match compiled_literal(source) {
+            Some(compiled) => run_match(text, &compiled),
+            None => dynamic_match(text, source),
+        })
     })
 }
 
 /// `@ds_matches_dynamic(text, pattern)`: `text.matches(pattern)` with a pattern computed at
 /// evaluation (from the object), see [`dynamic_match`].
 fn dynamic_matches_handler() -> Handler {
-    Box::new(|call: &mut FunctionContext<'_, '_>| {
-        let (text, source) = matches_operands(call)?;
-        let (Some(text), Some(source)) = (
-            text.downcast_ref::<CelString>(),
-            source.downcast_ref::<CelString>(),
-        ) else {
-            return Err(ExecutionError::function_error("matches", "not strings"));
-        };
-        dynamic_match(text.inner(), source.inner())
-    })
+    Box::new(|call: &mut FunctionContext<'_, '_>| with_matches_operands(call, dynamic_match))
 }
 
 /// `text.matches(source)` with a pattern not compiled with its rule: charged for its length

@@ -1,0 +1,329 @@
+//! Tests of the request parser: every content mode, the fast structured path against the
+//! SDK's, and the refusals (repeated attributes, non-ASCII headers, look-alike media types).
+
+use super::*;
+use http::{HeaderMap, HeaderValue};
+
+fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.insert(*name, HeaderValue::from_str(value).unwrap());
+    }
+    map
+}
+
+#[test]
+fn binary_mode_reads_headers_and_percent_decodes() {
+    let map = headers(&[
+        ("ce-specversion", "1.0"),
+        ("ce-id", "1"),
+        ("ce-source", "https://10.96.0.1:443"),
+        ("ce-type", "dev.knative.apiserver.resource.update"),
+        ("ce-cluster", "prod%20eu"),
+        ("content-type", "application/json"),
+    ]);
+    let parsed = parse_request(&map, br#"{"a":1}"#).unwrap();
+    assert!(!parsed.batch);
+    let event = &parsed.events[0];
+    assert_eq!(event.extensions["cluster"], "prod eu");
+    assert_eq!(event.data, Some(serde_json::json!({"a": 1})));
+}
+
+#[test]
+fn structured_mode() {
+    let map = headers(&[(
+        "content-type",
+        "application/cloudevents+json; charset=utf-8",
+    )]);
+    let body = br#"{"specversion":"1.0","id":"x","source":"/s","type":"t","kind":"Revision","data":{"b":2}}"#;
+    let parsed = parse_request(&map, body).unwrap();
+    assert_eq!(parsed.events[0].extensions["kind"], "Revision");
+    assert_eq!(parsed.events[0].data, Some(serde_json::json!({"b": 2})));
+}
+
+#[test]
+fn batch_mode() {
+    let map = headers(&[("content-type", "application/cloudevents-batch+json")]);
+    let body = br#"[{"specversion":"1.0","id":"1","source":"/s","type":"t"},{"specversion":"1.0","id":"2","source":"/s","type":"t"}]"#;
+    let parsed = parse_request(&map, body).unwrap();
+    assert!(parsed.batch);
+    assert_eq!(parsed.events.len(), 2);
+}
+
+/// The SDK path alone, for comparison with the fast path.
+fn via_sdk(body: &[u8]) -> Result<CloudEvent, Error> {
+    let event = serde_json::from_slice::<cloudevents::Event>(body)
+        .map_err(|error| Error::InvalidJson(short(&error.to_string())))?;
+    from_sdk(event, false)
+}
+
+#[test]
+fn structured_fast_path_equals_the_sdk() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/knative/events");
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if name.ends_with(".ce.json") {
+            bodies.push(text.into_bytes());
+        } else if name.ends_with(".ce.jsonl") {
+            bodies.extend(text.lines().map(|line| line.as_bytes().to_vec()));
+        }
+    }
+    bodies.push(br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","time":"2026-11-29T12:00:00.123456789+02:00","subject":null,"flag":true,"count":7,"gone":null,"data":{"k":[1,2]}}"#.to_vec());
+    bodies.push(br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","datacontenttype":"application/vnd.x+json","data":null}"#.to_vec());
+    bodies.push(br#"{"specversion":"1.0","id":" ","source":"/s","type":"t"}"#.to_vec());
+    let mut fast = 0;
+    for body in &bodies {
+        let expected = via_sdk(body);
+        if let Some(got) = fast_structured(body) {
+            fast += 1;
+            match (&got, &expected) {
+                (Ok(got), Ok(expected)) => assert_eq!(got, expected),
+                (Err(got), Err(expected)) => assert_eq!(got.to_string(), expected.to_string()),
+                _ => panic!(
+                    "fast path and SDK disagree on {}",
+                    String::from_utf8_lossy(body)
+                ),
+            }
+        }
+    }
+    assert!(
+        fast >= 5,
+        "the fast path took only {fast} of {} bodies",
+        bodies.len()
+    );
+}
+
+#[test]
+fn structured_fast_path_leaves_the_rest_to_the_sdk() {
+    for body in [
+        &br#"{"specversion":"0.3","id":"a","source":"/s","type":"t"}"#[..],
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","data_base64":"e30="}"#,
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","dataschema":"https://x/y"}"#,
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","datacontenttype":"text/plain","data":"x"}"#,
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","time":"yesterday"}"#,
+        br#"{"specversion":"1.0","id":7,"source":"/s","type":"t"}"#,
+        br#"{"specversion":"1.0","source":"/s","type":"t"}"#,
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","ext":1.5}"#,
+        br#"[]"#,
+        br#"{nope"#,
+    ] {
+        assert!(fast_structured(body).is_none(), "{}", String::from_utf8_lossy(body));
+    }
+}
+
+#[test]
+fn plain_json_is_not_a_cloudevent() {
+    let map = headers(&[("content-type", "application/json")]);
+    let error = parse_request(&map, b"{}").unwrap_err();
+    assert_eq!(error.kind(), "not_cloudevent");
+}
+
+#[test]
+fn binary_without_id_names_the_header() {
+    let map = headers(&[
+        ("ce-specversion", "1.0"),
+        ("ce-source", "/s"),
+        ("ce-type", "t"),
+    ]);
+    let error = parse_request(&map, b"").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid CloudEvent: missing required header ce-id"
+    );
+}
+
+#[test]
+fn structured_garbage_is_invalid_json() {
+    let map = headers(&[("content-type", "application/cloudevents+json")]);
+    assert_eq!(
+        parse_request(&map, b"{nope").unwrap_err().kind(),
+        "invalid_json"
+    );
+    assert_eq!(
+        parse_request(&map, b"[]").unwrap_err().kind(),
+        "invalid_json"
+    );
+}
+
+#[test]
+fn percent_encoded_invalid_utf8_is_invalid_not_replaced() {
+    // Lossy decoding would turn both ids into "a\u{FFFD}": the second event a "duplicate".
+    for (header, value) in [
+        ("ce-id", "a%FF"),
+        ("ce-id", "a%FE"),
+        ("ce-cluster", "prod%C3"),
+    ] {
+        let mut pairs = vec![
+            ("ce-specversion", "1.0"),
+            ("ce-id", "1"),
+            ("ce-source", "/s"),
+            ("ce-type", "t"),
+        ];
+        pairs.retain(|(name, _)| *name != header);
+        pairs.push((header, value));
+        let error = parse_request(&headers(&pairs), b"").unwrap_err();
+        assert_eq!(error.kind(), "invalid_event", "{header}: {value}");
+        assert!(error.to_string().contains(header), "{error}");
+    }
+    let map = headers(&[
+        ("ce-specversion", "1.0"),
+        ("ce-id", "caf%C3%A9"),
+        ("ce-source", "/s"),
+        ("ce-type", "t"),
+    ]);
+    assert_eq!(parse_request(&map, b"").unwrap().events[0].id, "café");
+}
+
+#[test]
+fn the_media_type_is_compared_whole() {
+    let body = br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","cluster":"beta"}"#;
+    let binary_headers = [
+        ("ce-specversion", "1.0"),
+        ("ce-id", "1"),
+        ("ce-source", "/s"),
+        ("ce-type", "t"),
+        ("ce-cluster", "alpha"),
+    ];
+    // A look-alike of the structured type is refused: Go's SDK (a Trigger's filter) reads
+    // it as binary mode, the Rust SDK as structured.
+    let mut map = headers(&binary_headers);
+    map.insert(
+        "content-type",
+        HeaderValue::from_static("application/cloudevents+jsonx"),
+    );
+    let error = parse_request(&map, body).unwrap_err();
+    assert_eq!(error.kind(), "invalid_event");
+    assert!(error.to_string().contains("readers disagree"), "{error}");
+    // The structured type itself, with a parameter and in any case, is structured.
+    for content_type in [
+        "application/cloudevents+json",
+        "application/CloudEvents+JSON; charset=utf-8",
+    ] {
+        let mut map = headers(&binary_headers);
+        map.insert("content-type", HeaderValue::from_static(content_type));
+        let parsed = parse_request(&map, body).unwrap();
+        assert_eq!(
+            parsed.events[0]
+                .extensions
+                .get("cluster")
+                .map(String::as_str),
+            Some("beta"),
+            "{content_type}"
+        );
+    }
+    // So is a look-alike of the batch type.
+    let map = headers(&[("content-type", "application/cloudevents-batch+json2")]);
+    assert_eq!(
+        parse_request(&map, b"[]").unwrap_err().kind(),
+        "invalid_event"
+    );
+}
+
+#[test]
+fn a_raw_non_ascii_header_value_is_refused_naming_the_header() {
+    let mut map = headers(&[
+        ("ce-specversion", "1.0"),
+        ("ce-id", "1"),
+        ("ce-source", "/s"),
+        ("ce-type", "t"),
+    ]);
+    map.insert(
+        "ce-cluster",
+        HeaderValue::from_bytes("прод".as_bytes()).unwrap(),
+    );
+    let error = parse_request(&map, b"").unwrap_err();
+    assert_eq!(error.kind(), "invalid_event");
+    assert!(
+        error.to_string().starts_with(
+            "invalid CloudEvent: header ce-cluster holds bytes that are not visible ASCII"
+        ),
+        "{error}"
+    );
+    // Percent-encoded as the binding says, the name arrives decoded.
+    map.insert(
+        "ce-cluster",
+        HeaderValue::from_static("%D0%BF%D1%80%D0%BE%D0%B4"),
+    );
+    let parsed = parse_request(&map, b"").unwrap();
+    assert_eq!(
+        parsed.events[0]
+            .extensions
+            .get("cluster")
+            .map(String::as_str),
+        Some("прод")
+    );
+}
+
+#[test]
+fn a_repeated_attribute_is_refused_in_every_mode() {
+    // Binary: two values of one `ce-*` header (any attribute, extensions included).
+    for repeated in ["ce-cluster", "ce-type", "ce-id"] {
+        let mut map = headers(&[
+            ("ce-specversion", "1.0"),
+            ("ce-id", "1"),
+            ("ce-source", "/s"),
+            ("ce-type", "t"),
+            ("ce-cluster", "prod"),
+        ]);
+        map.append(repeated, HeaderValue::from_static("other"));
+        let error = parse_request(&map, b"").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("invalid CloudEvent: header {repeated} is repeated: a CloudEvents attribute takes one header")
+        );
+    }
+    // Other headers may repeat.
+    let mut map = headers(&[
+        ("ce-specversion", "1.0"),
+        ("ce-id", "1"),
+        ("ce-source", "/s"),
+        ("ce-type", "t"),
+    ]);
+    map.append("accept", HeaderValue::from_static("a"));
+    map.append("accept", HeaderValue::from_static("b"));
+    assert!(parse_request(&map, b"").is_ok());
+    // Structured, on the fast path and on the SDK's (0.3), and batch.
+    let structured = headers(&[("content-type", "application/cloudevents+json")]);
+    for body in [
+        &br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","cluster":"a","cluster":"b"}"#
+            [..],
+        br#"{"specversion":"0.3","id":"1","source":"/s","type":"t","type":"u"}"#,
+    ] {
+        let error = parse_request(&structured, body).unwrap_err();
+        assert_eq!(error.kind(), "invalid_json");
+        assert!(error.to_string().contains("is repeated"), "{error}");
+    }
+    let error = parse_request(
+        &structured,
+        br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","cluster":"a","cluster":"b"}"#,
+    )
+    .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid CloudEvent JSON: member \"cluster\" is repeated: a CloudEvents attribute takes one member"
+    );
+    let batch = headers(&[("content-type", "application/cloudevents-batch+json")]);
+    let error = parse_request(&batch, br#"[{"specversion":"1.0","id":"1","source":"/s","type":"t"},{"specversion":"1.0","id":"2","id":"3","source":"/s","type":"t"}]"#).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid CloudEvent JSON: batch: member \"id\" is repeated: a CloudEvents attribute takes one member"
+    );
+    // Inside `data` a member may repeat (JSON's last-wins: the object is this service's).
+    let parsed = parse_request(
+        &structured,
+        br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","data":{"a":1,"a":2}}"#,
+    )
+    .unwrap();
+    assert_eq!(parsed.events[0].data, Some(serde_json::json!({"a": 2})));
+}
+
+#[test]
+fn short_cuts_on_char_boundary() {
+    let long = "é".repeat(400);
+    let cut = short(&long);
+    assert!(cut.len() <= 304);
+}
