@@ -111,7 +111,12 @@ CREATE INDEX IF NOT EXISTS drift_history_at ON drift_history (at);
 "#;
 
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
-const MIGRATIONS: &[(i64, &[&str])] = &[(1, &[V1_TABLES, V1_CLAIMS]), (2, &[V2_GROUPS_AND_DAYS])];
+const MIGRATIONS: &[(i64, &[&str])] = &[
+    (1, &[V1_TABLES, V1_CLAIMS]),
+    (2, &[V2_GROUPS_AND_DAYS]),
+    // The same partial index as SQLite's (same SQL: both take `CREATE INDEX ... WHERE`).
+    (3, &[crate::sqlite::schema::V3_PENDING_BY_DRIFT]),
+];
 
 /// The newest schema version this binary knows: SQLite's, so the two never disagree.
 pub(crate) const LATEST: i64 = crate::sqlite::schema::LATEST;

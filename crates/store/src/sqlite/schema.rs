@@ -120,11 +120,25 @@ CREATE INDEX IF NOT EXISTS drifts_api_group ON drifts (api_group);
 CREATE INDEX IF NOT EXISTS drift_history_at ON drift_history (at);
 "#;
 
+/// Version 3: a drift's pending outbox rows by kind and channel. The relay asks, for each message
+/// it sends, whether the drift has a pending reminder or an older pending firing on that channel,
+/// and the writer withdraws a resolved drift's reminders; with only `outbox_drift` each question
+/// read every row the drift ever had (one per notice, delivered ones included), so its cost grew
+/// with the drift's history (BENCHMARKS.md, issue 28). Partial: only pending rows are indexed.
+pub(crate) const V3_PENDING_BY_DRIFT: &str = r#"
+CREATE INDEX IF NOT EXISTS outbox_drift_pending ON outbox (drift_id, kind, channel)
+WHERE state = 'pending';
+"#;
+
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
-const MIGRATIONS: &[(i64, &[&str])] = &[(1, &[V1_TABLES, V1_CLAIMS]), (2, &[V2_GROUPS_AND_DAYS])];
+const MIGRATIONS: &[(i64, &[&str])] = &[
+    (1, &[V1_TABLES, V1_CLAIMS]),
+    (2, &[V2_GROUPS_AND_DAYS]),
+    (3, &[V3_PENDING_BY_DRIFT]),
+];
 
 /// The newest schema version this binary knows.
-pub const LATEST: i64 = 2;
+pub const LATEST: i64 = 3;
 
 /// Refuses a store written by a newer binary, before anything (not even a pragma) is written.
 pub(super) fn check_not_newer(connection: &Connection) -> Result<(), Error> {

@@ -84,3 +84,39 @@ fn audit_retention_forgets_only_old_resolved_drifts() {
         .unwrap();
     assert_eq!(ids, ["open", "recent"]);
 }
+
+/// The relay's per-message questions and the writer's withdrawal of reminders are answered from
+/// the drift's pending rows alone (schema version 3), not by reading every row the drift ever had.
+#[test]
+fn questions_about_a_drifts_pending_rows_use_the_pending_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    for query in [
+        &queries::CANCEL_REMINDERS,
+        &queries::FIRING_PENDING_BEFORE,
+        &queries::CHANNEL_REMINDER_PENDING,
+        &queries::CANCEL_CHANNEL_REMINDERS,
+    ] {
+        let text = query.text(SQL);
+        let mut statement = store
+            .connection
+            .prepare(&format!("EXPLAIN QUERY PLAN {text}"))
+            .unwrap();
+        let parameters = statement.parameter_count();
+        let values: Vec<rusqlite::types::Value> = (0..parameters)
+            .map(|_| rusqlite::types::Value::Text("x".into()))
+            .collect();
+        let plan: Vec<String> = statement
+            .query_map(rusqlite::params_from_iter(values), |row| {
+                row.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("outbox_drift_pending")),
+            "{text}: {plan:?}"
+        );
+    }
+}
