@@ -137,7 +137,7 @@ pub fn managed_fields(data: &[u8]) {
     }
     for pointer in pointers.iter().take(64) {
         for entry in &entries {
-            let _ = enrich::actor::owns(&entry.fields, &object, pointer);
+            let _ = enrich::actor::owns(&entry.fields.value(), &object, pointer);
         }
     }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::decode::object::{api_group, hash_value};
+use crate::decode::object::{api_group, hash_value, KEPT_STATUS};
 use crate::decode::{KubeObject, OwnerReference};
 use drift_model::{Millis, ObjectKey};
 
@@ -159,33 +159,6 @@ pub struct ObjectState {
 }
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// Status fields kept, per kind; everything else in `status` is churn for drift purposes.
-const KEPT_STATUS: &[&str] = &[
-    "observedGeneration",
-    "conditions",
-    "latestCreatedRevisionName",
-    "latestReadyRevisionName",
-    "traffic",
-    "url",
-    "containerStatuses",
-    "imageDigest",
-    "actualReplicas",
-    "desiredReplicas",
-    "replicas",
-    "readyReplicas",
-    "availableReplicas",
-    "updatedReplicas",
-    // PodAutoscaler: the scale it wants and the scale it has.
-    "desiredScale",
-    "actualScale",
-    // The operator's KnativeServing/KnativeEventing: the version installed.
-    "version",
-    // Where a Source sends (its resolved sink) and where an addressable receives: what team
-    // invariants check ("every Source has a resolved sink").
-    "sinkUri",
-    "address",
-];
 
 /// What one object costs beyond its strings: the struct, its maps' nodes, the graph's indexes
 /// (BENCHMARKS.md: 7.7 KB of RSS per object whose strings and texts come to some 3.5 KB).
@@ -405,11 +378,12 @@ impl ObjectState {
                     operation: stamp.operation.clone(),
                     subresource: stamp.subresource.clone(),
                     time: stamp.time.clone(),
-                    fields: Value::Null,
+                    fields: Default::default(),
                 })
                 .collect(),
             spec: self.spec.value(),
             status: self.status.value(),
+            status_skipped_bytes: 0,
             data: self.data.clone(),
             spec_text: None,
         }

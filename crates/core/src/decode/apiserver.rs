@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::cloudevent::CloudEvent;
 use super::object::{type_name, KubeObject};
-use super::shape::parse_object;
+use super::shape::parse_object_text;
 use super::Error;
 
 /// How cluster names are resolved.
@@ -221,7 +221,7 @@ pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result
     let data = data.ok_or_else(|| Error::InvalidObject(format!("{ty} event has no data")))?;
     let (api_version, kind, namespace, name, object) = match mode {
         Mode::Resource => {
-            let object = parse_object(data)?;
+            let object = parse_object_text(data.get())?;
             (
                 object.api_version.clone(),
                 object.kind.clone(),
@@ -231,6 +231,12 @@ pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result
             )
         }
         Mode::Reference => {
+            let data: Value = serde_json::from_str(data.get()).map_err(|error| {
+                Error::InvalidJson(format!(
+                    "data: {}",
+                    super::cloudevent::short(&error.to_string())
+                ))
+            })?;
             let Value::Object(reference) = data else {
                 return Err(Error::InvalidObject(format!(
                     "reference data must be an object, got {}",
@@ -349,7 +355,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            data: Some(data),
+            data: Some(serde_json::value::to_raw_value(&data).unwrap()),
         }
     }
 

@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 
 use cloudevents::event::{AttributesReader, Data, ExtensionValue};
 use percent_encoding::percent_decode_str;
+use serde_json::value::RawValue;
+
+use super::raw::Members;
 
 use super::Error;
 
@@ -21,7 +24,7 @@ const BATCH: &str = "application/cloudevents-batch+json";
 pub(crate) const MAX_BATCH_EVENTS: usize = 1000;
 
 /// The parts of a CloudEvent the pipeline uses.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct CloudEvent {
     /// `specversion` (`1.0`, or `0.3` from old adapters).
     pub spec_version: String,
@@ -37,8 +40,43 @@ pub struct CloudEvent {
     pub time: Option<String>,
     /// Extensions as strings (`kind`, `name`, `cluster`, ...).
     pub extensions: BTreeMap<String, String>,
-    /// The data as JSON, if any.
-    pub data: Option<serde_json::Value>,
+    /// The data as JSON text (valid JSON), if any: parsed by the object decoder only as far as
+    /// the pipeline reads it.
+    pub data: Option<Box<RawValue>>,
+}
+
+impl CloudEvent {
+    /// The data parsed into a tree (`None` without data): for tests and tools, not the event
+    /// path, which parses the text only as far as it reads it.
+    pub fn data_value(&self) -> Option<serde_json::Value> {
+        self.data
+            .as_ref()
+            .map(|raw| serde_json::from_str(raw.get()).unwrap_or(serde_json::Value::Null))
+    }
+}
+
+/// Equal attributes and equal data as JSON values (two texts of one value, such as the wire's
+/// and a re-serialized one, are equal).
+impl PartialEq for CloudEvent {
+    fn eq(&self, other: &CloudEvent) -> bool {
+        let same_data = match (&self.data, &other.data) {
+            (None, None) => true,
+            (Some(left), Some(right)) => {
+                left.get() == right.get()
+                    || serde_json::from_str::<serde_json::Value>(left.get()).ok()
+                        == serde_json::from_str::<serde_json::Value>(right.get()).ok()
+            }
+            _ => false,
+        };
+        same_data
+            && self.spec_version == other.spec_version
+            && self.id == other.id
+            && self.source == other.source
+            && self.ty == other.ty
+            && self.subject == other.subject
+            && self.time == other.time
+            && self.extensions == other.extensions
+    }
 }
 
 /// The events of one request.
@@ -262,32 +300,31 @@ fn repeated_member(error: &serde_json::Error) -> Option<String> {
 /// returns `None` and goes through the SDK, so acceptance and error messages stay the SDK's. What
 /// it returns equals what the SDK path returns for the same body (tests below).
 fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
-    let mut map = match serde_json::from_slice::<UniqueMembers>(body) {
-        Ok(UniqueMembers(map)) => map,
-        // Not a JSON object: the SDK's parse says what is wrong, and where.
-        Err(error) => {
-            return repeated_member(&error).map(|message| Err(Error::InvalidJson(message)))
-        }
-    };
+    // Members as texts: `data` is kept as its text, never built into a tree here.
+    let text = std::str::from_utf8(body).ok()?;
+    let members = Members::of(text)?;
+    if let Some(name) = members.repeated() {
+        return Some(Err(Error::InvalidJson(format!(
+            "member {:?} is repeated: a CloudEvents attribute takes one member",
+            short(name)
+        ))));
+    }
     // `Some(None)`: absent or null (the SDK treats null as absent); `None`: not a string.
-    let text = |map: &mut serde_json::Map<String, serde_json::Value>,
-                name: &str|
-     -> Option<Option<String>> {
-        match map.remove(name) {
-            None | Some(serde_json::Value::Null) => Some(None),
-            Some(serde_json::Value::String(text)) => Some(Some(text)),
-            Some(_) => None,
+    let text = |name: &str| -> Option<Option<String>> {
+        match members.get(name) {
+            None => Some(None),
+            Some(raw) => serde_json::from_str::<Option<String>>(raw.get()).ok(),
         }
     };
-    if text(&mut map, "specversion")?.as_deref() != Some("1.0") {
+    if text("specversion")?.as_deref() != Some("1.0") {
         return None;
     }
-    let id = text(&mut map, "id")??;
-    let ty = text(&mut map, "type")??;
-    let source = text(&mut map, "source")??;
-    let content_type = text(&mut map, "datacontenttype")?;
-    let subject = text(&mut map, "subject")?;
-    let time = match text(&mut map, "time")? {
+    let id = text("id")??;
+    let ty = text("type")??;
+    let source = text("source")??;
+    let content_type = text("datacontenttype")?;
+    let subject = text("subject")?;
+    let time = match text("time")? {
         None => None,
         Some(raw) => Some(
             chrono::DateTime::parse_from_rfc3339(&raw)
@@ -300,21 +337,34 @@ fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
     let json = content_type.starts_with("application/json")
         || content_type.starts_with("text/json")
         || content_type.ends_with("+json");
-    if map.contains_key("dataschema") || map.contains_key("data_base64") || !json {
+    if members.get("dataschema").is_some() || members.get("data_base64").is_some() || !json {
         return None;
     }
     // As in the SDK, `"data": null` is data (which the object parse then refuses).
-    let data = map.remove("data");
+    let data = members.get("data").map(RawValue::to_owned);
     let mut extensions = BTreeMap::new();
-    for (name, value) in map {
-        let text = match value {
+    for (name, raw) in &members.0 {
+        if matches!(
+            name.as_ref(),
+            "specversion"
+                | "id"
+                | "type"
+                | "source"
+                | "datacontenttype"
+                | "subject"
+                | "time"
+                | "data"
+        ) {
+            continue;
+        }
+        let text = match serde_json::from_str::<serde_json::Value>(raw.get()).ok()? {
             serde_json::Value::Null => continue,
             serde_json::Value::String(text) => text,
             serde_json::Value::Bool(flag) => flag.to_string(),
             serde_json::Value::Number(number) => number.as_i64()?.to_string(),
             _ => return None,
         };
-        extensions.insert(name, text);
+        extensions.insert(name.to_string(), text);
     }
     for (name, value) in [("id", &id), ("source", &source), ("type", &ty)] {
         if value.trim().is_empty() {
@@ -376,7 +426,11 @@ fn from_sdk(mut event: cloudevents::Event, binary: bool) -> Result<CloudEvent, E
     let (_, _, data) = event.take_data();
     let data = match data {
         None => None,
-        Some(Data::Json(value)) => Some(value),
+        Some(Data::Json(value)) => {
+            Some(serde_json::value::to_raw_value(&value).map_err(|error| {
+                Error::InvalidJson(format!("data: {}", short(&error.to_string())))
+            })?)
+        }
         Some(Data::Binary(bytes)) => {
             if bytes.is_empty() {
                 None

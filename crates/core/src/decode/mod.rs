@@ -14,12 +14,13 @@ pub(crate) mod apiserver;
 pub mod cloudevent;
 pub mod cluster_name;
 pub mod object;
+pub(crate) mod raw;
 pub(crate) mod shape;
 
 pub use apiserver::{Action, ApiServerEvent, ClusterNames, Decoded, Mode};
 pub use cloudevent::CloudEvent;
-pub use object::{KubeObject, ManagedFieldsEntry, OwnerReference, SpecText};
-pub use shape::parse_object;
+pub use object::{FieldsV1, KubeObject, ManagedFieldsEntry, OwnerReference, SpecText};
+pub use shape::{parse_object, parse_object_text};
 
 /// Why a request or an event could not be decoded.
 #[derive(Debug, thiserror::Error)]

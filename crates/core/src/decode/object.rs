@@ -8,9 +8,12 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::cloudevent::short;
+use super::raw::{self, Members};
 use super::Error;
 pub use drift_model::OwnerReference;
 
@@ -30,7 +33,49 @@ pub struct ManagedFieldsEntry {
     pub time: Option<String>,
     /// The `fieldsV1` trie of owned fields.
     #[serde(default)]
-    pub fields: Value,
+    pub fields: FieldsV1,
+}
+
+/// A `fieldsV1` trie as its JSON text (an object, or `null`). Tries are a third of an event's
+/// bytes and are read only to attribute a change ([`FieldsV1::value`]), so they are not parsed
+/// into a tree when the event is decoded.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct FieldsV1(Box<RawValue>);
+
+impl FieldsV1 {
+    /// The trie, parsed.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+
+    /// The trie of a parsed value (tests, and entries built from values).
+    pub fn from_value(value: &Value) -> FieldsV1 {
+        serde_json::value::to_raw_value(value).map_or_else(|_| FieldsV1::default(), FieldsV1)
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl Default for FieldsV1 {
+    fn default() -> FieldsV1 {
+        FieldsV1(RawValue::NULL.to_owned())
+    }
+}
+
+impl PartialEq for FieldsV1 {
+    fn eq(&self, other: &FieldsV1) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl std::fmt::Debug for FieldsV1 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
 }
 
 /// An object's `spec` serialized (keys sorted, as serde_json writes a map).
@@ -77,8 +122,11 @@ pub struct KubeObject {
     /// `spec` as the JSON text the state keeps (written once here, on the HTTP worker, and
     /// reused by the engine); `None` when the object was not decoded from JSON.
     pub spec_text: Option<SpecText>,
-    /// `status`, or `Null`.
+    /// `status` cut to the members the classes read (`KEPT_STATUS`), or `Null`; a `status` that
+    /// is not an object is kept whole, for the shape check to name.
     pub status: Value,
+    /// The bytes of the `status` members not kept (names and JSON texts), for the status bound.
+    pub status_skipped_bytes: usize,
     /// `data` of a ConfigMap (values) or Secret (hashes); `binaryData` values are hashed.
     pub data: Option<BTreeMap<String, String>>,
 }
@@ -114,27 +162,74 @@ pub fn hash_value(value: &str) -> String {
     format!("sha256:{hex}")
 }
 
+/// Status fields kept, per kind; everything else in `status` is churn for drift purposes, and is
+/// skipped by the parser, never built into a tree (only its size counts, for the bound).
+pub(crate) const KEPT_STATUS: &[&str] = &[
+    "observedGeneration",
+    "conditions",
+    "latestCreatedRevisionName",
+    "latestReadyRevisionName",
+    "traffic",
+    "url",
+    "containerStatuses",
+    "imageDigest",
+    "actualReplicas",
+    "desiredReplicas",
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+    "updatedReplicas",
+    // PodAutoscaler: the scale it wants and the scale it has.
+    "desiredScale",
+    "actualScale",
+    // The operator's KnativeServing/KnativeEventing: the version installed.
+    "version",
+    // Where a Source sends (its resolved sink) and where an addressable receives: what team
+    // invariants check ("every Source has a resolved sink").
+    "sinkUri",
+    "address",
+];
+
 /// Parses a Kubernetes object, hashing Secret values, without the shape checks and bounds of
 /// [`super::shape::parse_object`] (which every caller outside `decode` uses).
 pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
-    let Value::Object(mut root) = value else {
+    parse_unchecked_text(&value.to_string())
+}
+
+/// [`parse_unchecked`] from the object's JSON text (valid JSON: the event's parse checked it).
+///
+/// Only what the pipeline reads becomes a value: the top level and `metadata` are read one level
+/// deep as texts ([`Members`]), `status` keeps the members the classes read ([`KEPT_STATUS`]),
+/// `managedFields`' tries stay text ([`FieldsV1`]), and unknown members are skipped by the
+/// scanner. Typed reads come first; a value of the wrong type falls back to the tree-based read,
+/// so error messages are those of the tree-based parser.
+pub(super) fn parse_unchecked_text(text: &str) -> Result<KubeObject, Error> {
+    raw::check_depth(text).map_err(|error| Error::InvalidJson(format!("data: {error}")))?;
+    let Some(root) = Members::of(text) else {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|error| Error::InvalidJson(format!("data: {}", short(&error.to_string()))))?;
         return Err(Error::InvalidObject(format!(
             "data must be a JSON object, got {}",
             type_name(&value)
         )));
     };
-    let api_version = required_str(&root, "apiVersion", "data.apiVersion")?;
-    let kind = required_str(&root, "kind", "data.kind")?;
-    let Some(Value::Object(mut metadata)) = root.remove("metadata") else {
-        return Err(Error::InvalidObject(
-            "data.metadata: missing or not an object".to_string(),
-        ));
+    let api_version = required_raw(root.get("apiVersion"), "data.apiVersion")?;
+    let kind = required_raw(root.get("kind"), "data.kind")?;
+    let metadata = match root
+        .get("metadata")
+        .map(|raw| (raw, Members::of(raw.get())))
+    {
+        Some((_, Some(metadata))) => metadata,
+        _ => {
+            return Err(Error::InvalidObject(
+                "data.metadata: missing or not an object".to_string(),
+            ))
+        }
     };
-    let name = required_str(&metadata, "name", "data.metadata.name")?;
-    let uid = required_str(&metadata, "uid", "data.metadata.uid")?;
-    let resource_version = required_str(
-        &metadata,
-        "resourceVersion",
+    let name = required_raw(metadata.get("name"), "data.metadata.name")?;
+    let uid = required_raw(metadata.get("uid"), "data.metadata.uid")?;
+    let resource_version = required_raw(
+        metadata.get("resourceVersion"),
         "data.metadata.resourceVersion",
     )?;
     // A decimal integer, as every API server writes it (and Kubernetes documents since 1.35):
@@ -146,8 +241,12 @@ pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
         ));
     }
     let namespace =
-        optional_str(&metadata, "namespace", "data.metadata.namespace")?.unwrap_or_default();
-    let generation = match metadata.get("generation") {
+        optional_raw(metadata.get("namespace"), "data.metadata.namespace")?.unwrap_or_default();
+    let generation = match metadata
+        .get("generation")
+        .map(|raw| json(raw, "data.metadata.generation"))
+        .transpose()?
+    {
         None | Some(Value::Null) => None,
         Some(Value::Number(number)) => Some(number.as_i64().ok_or_else(|| {
             Error::InvalidObject("data.metadata.generation: not an integer".to_string())
@@ -155,31 +254,37 @@ pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
         Some(other) => {
             return Err(Error::InvalidObject(format!(
                 "data.metadata.generation: expected an integer, got {}",
-                type_name(other)
+                type_name(&other)
             )))
         }
     };
-    let creation_timestamp = optional_str(
-        &metadata,
-        "creationTimestamp",
+    let creation_timestamp = optional_raw(
+        metadata.get("creationTimestamp"),
         "data.metadata.creationTimestamp",
     )?;
-    let deletion_timestamp = optional_str(
-        &metadata,
-        "deletionTimestamp",
+    let deletion_timestamp = optional_raw(
+        metadata.get("deletionTimestamp"),
         "data.metadata.deletionTimestamp",
     )?;
-    let labels = string_map(metadata.remove("labels"), "data.metadata.labels")?;
-    let mut annotations = string_map(metadata.remove("annotations"), "data.metadata.annotations")?;
-    let owner_references = match metadata.remove("ownerReferences") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(value) => serde_json::from_value(value).map_err(|error| {
-            Error::InvalidObject(format!("data.metadata.ownerReferences: {error}"))
-        })?,
+    let labels = string_map_raw(metadata.get("labels"), "data.metadata.labels")?;
+    let mut annotations = string_map_raw(metadata.get("annotations"), "data.metadata.annotations")?;
+    let owner_references = match metadata.get("ownerReferences") {
+        None => Vec::new(),
+        Some(raw) if raw::is_null(raw) => Vec::new(),
+        Some(raw) => match serde_json::from_str(raw.get()) {
+            Ok(owners) => owners,
+            // The tree-based read, for its message.
+            Err(_) => serde_json::from_value(json(raw, "data.metadata.ownerReferences")?).map_err(
+                |error| Error::InvalidObject(format!("data.metadata.ownerReferences: {error}")),
+            )?,
+        },
     };
-    let managed_fields = parse_managed_fields(metadata.remove("managedFields"))?;
-    let spec = root.remove("spec").unwrap_or(Value::Null);
-    let status = root.remove("status").unwrap_or(Value::Null);
+    let managed_fields = parse_managed_fields_raw(metadata.get("managedFields"))?;
+    let spec = match root.get("spec") {
+        None => Value::Null,
+        Some(raw) => json(raw, "data.spec")?,
+    };
+    let (status, status_skipped_bytes) = kept_status(root.get("status"))?;
     let is_secret = api_version == "v1" && kind == "Secret";
     let is_config_map = api_version == "v1" && kind == "ConfigMap";
     let data = if is_secret {
@@ -190,7 +295,11 @@ pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
         }
         let mut hashed = BTreeMap::new();
         for field in ["data", "stringData"] {
-            if let Some(Value::Object(map)) = root.remove(field) {
+            if let Some(Value::Object(map)) = root
+                .get(field)
+                .map(|raw| json(raw, &format!("data.{field}")))
+                .transpose()?
+            {
                 for (key, value) in map {
                     let text = match value {
                         Value::String(text) => text,
@@ -202,8 +311,12 @@ pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
         }
         Some(hashed)
     } else if is_config_map {
-        let mut values = string_map(root.remove("data"), "data.data")?;
-        if let Some(Value::Object(binary)) = root.remove("binaryData") {
+        let mut values = string_map_raw(root.get("data"), "data.data")?;
+        if let Some(Value::Object(binary)) = root
+            .get("binaryData")
+            .map(|raw| json(raw, "data.binaryData"))
+            .transpose()?
+        {
             for (key, value) in binary {
                 values.insert(key, hash_value(&value.to_string()));
             }
@@ -228,43 +341,101 @@ pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
         managed_fields,
         spec,
         status,
+        status_skipped_bytes,
         data,
         spec_text: None,
     };
     Ok(object)
 }
 
+/// `status` as the state keeps it: the members in [`KEPT_STATUS`] as values, and the bytes of
+/// the rest (their names and JSON texts). A status that is not an object is returned whole, for
+/// the shape check to name.
+fn kept_status(raw: Option<&RawValue>) -> Result<(Value, usize), Error> {
+    let Some(raw) = raw else {
+        return Ok((Value::Null, 0));
+    };
+    let Some(members) = Members::of(raw.get()) else {
+        return Ok((json(raw, "data.status")?, 0));
+    };
+    let mut kept = Map::new();
+    let mut skipped = 0usize;
+    for (key, value) in &members.0 {
+        if KEPT_STATUS.contains(&key.as_ref()) {
+            // Last wins, as in a map built from the document.
+            kept.insert(key.to_string(), json(value, &format!("data.status.{key}"))?);
+        } else {
+            skipped = skipped.saturating_add(key.len() + value.get().len());
+        }
+    }
+    Ok((Value::Object(kept), skipped))
+}
+
+/// A member's JSON text parsed into a tree; a number out of range (or nesting past the limit)
+/// is the request's JSON error, named by path.
+fn json(raw: &RawValue, path: &str) -> Result<Value, Error> {
+    raw::value(raw)
+        .map_err(|error| Error::InvalidJson(format!("{path}: {}", short(&error.to_string()))))
+}
+
 /// Parses `metadata.managedFields`; entries that are not objects are an error with their index.
 pub fn parse_managed_fields(value: Option<Value>) -> Result<Vec<ManagedFieldsEntry>, Error> {
-    let items = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(other) => {
+    let text = value.map(|value| value.to_string());
+    let raw = match text.as_deref().map(serde_json::from_str::<&RawValue>) {
+        None => None,
+        Some(Ok(raw)) => Some(raw),
+        // A `Value` always serializes to valid JSON; this arm is unreachable.
+        Some(Err(error)) => {
             return Err(Error::InvalidObject(format!(
-                "data.metadata.managedFields: expected an array, got {}",
-                type_name(&other)
+                "data.metadata.managedFields: {error}"
             )))
         }
     };
+    parse_managed_fields_raw(raw)
+}
+
+/// [`parse_managed_fields`] from the JSON text of `managedFields`: each entry's field trie is kept
+/// as text ([`FieldsV1`]), never built into a tree here.
+pub(crate) fn parse_managed_fields_raw(
+    raw: Option<&RawValue>,
+) -> Result<Vec<ManagedFieldsEntry>, Error> {
+    let Some(raw) = raw.filter(|raw| !raw::is_null(raw)) else {
+        return Ok(Vec::new());
+    };
+    let Some(items) = raw::elements(raw) else {
+        return Err(Error::InvalidObject(format!(
+            "data.metadata.managedFields: expected an array, got {}",
+            type_name(&json(raw, "data.metadata.managedFields")?)
+        )));
+    };
     let mut entries = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
-        let path = format!("data.metadata.managedFields[{index}]");
-        let Value::Object(mut map) = item else {
-            return Err(Error::InvalidObject(format!("{path}: expected an object")));
-        };
-        let manager =
-            optional_str(&map, "manager", &format!("{path}.manager"))?.unwrap_or_default();
-        let operation =
-            optional_str(&map, "operation", &format!("{path}.operation"))?.unwrap_or_default();
-        let subresource =
-            optional_str(&map, "subresource", &format!("{path}.subresource"))?.unwrap_or_default();
-        let time = optional_str(&map, "time", &format!("{path}.time"))?;
-        let fields = map.remove("fieldsV1").unwrap_or(Value::Null);
-        if !(fields.is_object() || fields.is_null()) {
+        let path = || format!("data.metadata.managedFields[{index}]");
+        let Some(map) = Members::of(item.get()) else {
             return Err(Error::InvalidObject(format!(
-                "{path}.fieldsV1: expected an object"
+                "{}: expected an object",
+                path()
             )));
-        }
+        };
+        let string = |key: &str| -> Result<Option<String>, Error> {
+            optional_raw_at(map.get(key), || format!("{}.{key}", path()))
+        };
+        let manager = string("manager")?.unwrap_or_default();
+        let operation = string("operation")?.unwrap_or_default();
+        let subresource = string("subresource")?.unwrap_or_default();
+        let time = string("time")?;
+        let fields = match map.get("fieldsV1") {
+            None => FieldsV1::default(),
+            Some(raw) if raw::is_null(raw) || raw.get().starts_with('{') => {
+                FieldsV1(raw.to_owned())
+            }
+            Some(_) => {
+                return Err(Error::InvalidObject(format!(
+                    "{}.fieldsV1: expected an object",
+                    path()
+                )))
+            }
+        };
         entries.push(ManagedFieldsEntry {
             manager,
             operation,
@@ -276,21 +447,46 @@ pub fn parse_managed_fields(value: Option<Value>) -> Result<Vec<ManagedFieldsEnt
     Ok(entries)
 }
 
-fn required_str(map: &Map<String, Value>, key: &str, path: &str) -> Result<String, Error> {
-    match optional_str(map, key, path)? {
+/// A required string member given as JSON text.
+fn required_raw(raw: Option<&RawValue>, path: &str) -> Result<String, Error> {
+    match optional_raw(raw, path)? {
         Some(text) if !text.is_empty() => Ok(text),
         _ => Err(Error::InvalidObject(format!("{path}: missing"))),
     }
 }
 
-fn optional_str(map: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, Error> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(other) => Err(Error::InvalidObject(format!(
-            "{path}: expected a string, got {}",
-            type_name(other)
+/// An optional string member given as JSON text (`null` is absent).
+fn optional_raw(raw: Option<&RawValue>, path: &str) -> Result<Option<String>, Error> {
+    optional_raw_at(raw, || path.to_string())
+}
+
+/// [`optional_raw`] with the path written only for an error.
+fn optional_raw_at(
+    raw: Option<&RawValue>,
+    path: impl FnOnce() -> String,
+) -> Result<Option<String>, Error> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Option<String>>(raw.get()) {
+        Ok(text) => Ok(text),
+        Err(_) => Err(Error::InvalidObject(format!(
+            "{}: expected a string, got {}",
+            path(),
+            type_name(&raw::value(raw).unwrap_or(Value::Null))
         ))),
+    }
+}
+
+/// A map of strings (labels, annotations, a ConfigMap's data) given as JSON text: read typed,
+/// and through the tree only to name a value of the wrong type.
+fn string_map_raw(raw: Option<&RawValue>, path: &str) -> Result<BTreeMap<String, String>, Error> {
+    let Some(raw) = raw else {
+        return Ok(BTreeMap::new());
+    };
+    match serde_json::from_str::<Option<BTreeMap<String, String>>>(raw.get()) {
+        Ok(map) => Ok(map.unwrap_or_default()),
+        Err(_) => string_map(Some(json(raw, path)?), path),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::object::{parse_unchecked, type_name, SpecText};
+use super::object::{parse_unchecked, parse_unchecked_text, type_name, SpecText};
 use super::{Error, KubeObject};
 
 /// Most `managedFields` entries (one per field manager and subresource; real objects have a few).
@@ -49,7 +49,16 @@ pub(crate) const MAX_NAMESPACE_BYTES: usize = 63;
 /// Parses a Kubernetes object (hashing Secret values), checks the fields the classes read and the
 /// bounds of what it may cost, and serializes its `spec` once for the state.
 pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
-    let mut object = parse_unchecked(value)?;
+    checked(parse_unchecked(value)?)
+}
+
+/// [`parse_object`] from the object's JSON text, as an event carries it: what the HTTP workers
+/// run for every event (the text is parsed only as far as the pipeline reads it).
+pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
+    checked(parse_unchecked_text(text)?)
+}
+
+fn checked(mut object: KubeObject) -> Result<KubeObject, Error> {
     check_types(&object)?;
     let spec_text = serde_json::value::to_raw_value(&object.spec)
         .map_err(|error| Error::InvalidObject(format!("data.spec: {error}")))?;
@@ -152,7 +161,8 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
             "bytes",
         ));
     }
-    let status_bytes = json_bytes(&object.status, MAX_STATUS_BYTES);
+    let status_bytes =
+        json_bytes(&object.status, MAX_STATUS_BYTES).saturating_add(object.status_skipped_bytes);
     if status_bytes > MAX_STATUS_BYTES {
         return Err(invalid(
             "data.status",

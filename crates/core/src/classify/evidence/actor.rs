@@ -122,7 +122,7 @@ pub fn attribute(
         .managed_fields
         .iter()
         .filter(main_resource)
-        .filter(|entry| owns(&entry.fields, &json, pointer))
+        .filter(|entry| owns(&entry.fields.value(), &json, pointer))
         .collect();
     let chosen = owners
         .iter()

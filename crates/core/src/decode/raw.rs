@@ -1,0 +1,192 @@
+//! A JSON object read one level deep: its members as borrowed, unparsed JSON texts. What lets
+//! decode parse only the parts of an event the pipeline reads (BENCHMARKS.md, issue 28): a
+//! member nobody reads (most of `status`, unknown fields) is skipped by the scanner and never
+//! becomes a tree, and `managedFields`' field tries stay text until attribution asks.
+
+use std::borrow::Cow;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The members of one JSON object, in document order, each value as its JSON text.
+pub(crate) struct Members<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// Reads `text` as an object; `None` when it is JSON of another type (or not JSON).
+    pub(crate) fn of(text: &'a str) -> Option<Members<'a>> {
+        serde_json::from_str(text).ok()
+    }
+
+    /// The value of `key`: the last one when the object repeats it (JSON's usual last-wins, as
+    /// a `serde_json::Map` keeps it).
+    pub(crate) fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| *value)
+    }
+
+    /// The first key that appears twice, if any.
+    pub(crate) fn repeated(&self) -> Option<&str> {
+        // Events have a dozen members: pairwise is cheaper than building a set.
+        self.0.iter().enumerate().find_map(|(index, (name, _))| {
+            self.0[..index]
+                .iter()
+                .any(|(other, _)| other == name)
+                .then_some(name.as_ref())
+        })
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::with_capacity(access.size_hint().unwrap_or(8));
+                while let Some(Key(key)) = access.next_key::<Key<'de>>()? {
+                    let value = access.next_value::<&'de RawValue>()?;
+                    members.push((key, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
+
+/// A member name, borrowed from the input unless it holds an escape.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(text)))
+            }
+
+            fn visit_str<E>(self, text: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(text.to_string())))
+            }
+
+            fn visit_string<E>(self, text: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// The elements of a JSON array as their JSON texts; `None` for another type.
+pub(crate) fn elements(raw: &RawValue) -> Option<Vec<&RawValue>> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// A JSON text parsed into a tree (for the small parts the pipeline reads as values). The text
+/// was scanned, not parsed: a number out of range or nesting past the parser's limit is found
+/// here, and is the caller's error to report.
+pub(crate) fn value(raw: &RawValue) -> Result<Value, serde_json::Error> {
+    serde_json::from_str(raw.get())
+}
+
+/// Deepest nesting a document may have: what serde_json's parser allows (127), so a document
+/// is refused alike whether a part of it is parsed into a tree or only scanned (the scanner
+/// that skips a member has no limit of its own).
+pub(crate) const MAX_DEPTH: usize = 127;
+
+/// Refuses JSON text nested deeper than [`MAX_DEPTH`]: one pass over the bytes, outside
+/// strings. The text is valid JSON (it was scanned), so brackets balance.
+pub(crate) fn check_depth(text: &str) -> Result<(), String> {
+    let mut depth = 0usize;
+    let mut bytes = text.bytes();
+    while let Some(byte) = bytes.next() {
+        match byte {
+            b'"' => {
+                // To the closing quote; an escaped character is skipped whole.
+                while let Some(byte) = bytes.next() {
+                    match byte {
+                        b'\\' => {
+                            bytes.next();
+                        }
+                        b'"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(format!(
+                        "recursion limit exceeded: nested deeper than {MAX_DEPTH} levels"
+                    ));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// True when the JSON text is `null`.
+pub(crate) fn is_null(raw: &RawValue) -> bool {
+    raw.get() == "null"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_borrow_and_keep_the_last_of_a_repeated_key() {
+        let text = r#"{"a": 1, "b\u0041": {"x": [1, 2]}, "a": "two"}"#;
+        let members = Members::of(text).unwrap();
+        assert_eq!(members.get("a").unwrap().get(), "\"two\"");
+        assert_eq!(members.get("bA").unwrap().get(), r#"{"x": [1, 2]}"#);
+        assert_eq!(members.repeated(), Some("a"));
+        assert!(members.get("c").is_none());
+        assert!(Members::of("[1]").is_none());
+        assert!(Members::of("\"text\"").is_none());
+    }
+
+    #[test]
+    fn depth_is_counted_outside_strings_only() {
+        let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        assert!(check_depth(&deep(MAX_DEPTH)).is_ok());
+        let error = check_depth(&deep(MAX_DEPTH + 1)).unwrap_err();
+        assert!(error.contains("recursion limit"), "{error}");
+        // Brackets and escaped quotes inside strings are text.
+        let quoted = format!(r#"{{"a": "{}\"{}"}}"#, "[".repeat(500), "{".repeat(500));
+        assert!(check_depth(&quoted).is_ok());
+        // serde_json agrees on where the limit is.
+        assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH)).is_ok());
+        assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH + 1)).is_err());
+    }
+
+    #[test]
+    fn elements_of_an_array_only() {
+        let raw = RawValue::from_string("[{\"a\":1}, 2, null]".into()).unwrap();
+        let items = elements(&raw).unwrap();
+        assert_eq!(
+            items.iter().map(|item| item.get()).collect::<Vec<_>>(),
+            vec!["{\"a\":1}", "2", "null"]
+        );
+        let raw = RawValue::from_string("{}".into()).unwrap();
+        assert!(elements(&raw).is_none());
+    }
+}
