@@ -70,7 +70,7 @@ pub(crate) fn live_manifest(object: &KubeObject) -> Value {
         "kind": object.kind,
         "metadata": {"name": object.name, "namespace": object.namespace,
                      "labels": object.labels, "annotations": object.annotations},
-        "spec": object.spec,
+        "spec": object.spec.value(),
     });
     if let Some(data) = &object.data {
         live["data"] = json!(data);

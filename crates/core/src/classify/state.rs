@@ -28,8 +28,9 @@ pub struct ManagerStamp {
     pub time: Option<String>,
 }
 
-/// A JSON value kept serialized: the text serde_json writes for it (object keys sorted, so equal
-/// values have equal text). A parsed `serde_json::Value` tree costs seven to twelve times its
+/// A JSON value kept serialized: for a status, the text serde_json writes for it (object keys
+/// sorted); for a spec, the event's own compact text (equal values may then have other texts:
+/// equality falls back to the values, see `PartialEq`). A parsed `serde_json::Value` tree costs seven to twelve times its
 /// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
 /// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
 /// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
@@ -91,9 +92,13 @@ impl Default for Serialized {
     }
 }
 
+/// Equal texts, or else equal values: a spec is kept as the event's own text (`ObjectSpec`), and
+/// two texts of one value (another key order, Go's `\u003c` escapes, a state stored by an older
+/// version in serde_json's order) are the same spec. Texts differ only when something changed
+/// or the sender wrote it differently, so the parse is paid on changes, not on churn.
 impl PartialEq for Serialized {
     fn eq(&self, other: &Serialized) -> bool {
-        self.text() == other.text()
+        self.text() == other.text() || self.value() == other.value()
     }
 }
 
@@ -215,12 +220,10 @@ impl ObjectState {
         }
         let is_pod = object.api_version == "v1" && object.kind == "Pod";
         let spec = if is_pod {
-            Spec::from_value(&trim_pod_spec(&object.spec))
-        } else if let Some(text) = &object.spec_text {
-            // Serialized by the decoder already: the same text `from_value` would write.
-            Spec::from_raw(text.0.clone())
+            Spec::from_value(&trim_pod_spec(object.spec.value()))
         } else {
-            Spec::from_value(&object.spec)
+            // The event's own text (see `ObjectSpec`): kept, not written again.
+            Spec::from_raw(object.spec.raw().to_owned())
         };
         let status = match &object.status {
             Value::Object(map) => {
@@ -381,11 +384,10 @@ impl ObjectState {
                     fields: Default::default(),
                 })
                 .collect(),
-            spec: self.spec.value(),
+            spec: crate::decode::ObjectSpec::from_raw(self.spec.raw().to_owned()),
             status: self.status.value(),
             status_skipped_bytes: 0,
             data: self.data.clone(),
-            spec_text: None,
         }
     }
 

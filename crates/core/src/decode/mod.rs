@@ -19,7 +19,7 @@ pub(crate) mod shape;
 
 pub use apiserver::{Action, ApiServerEvent, ClusterNames, Decoded, Mode};
 pub use cloudevent::CloudEvent;
-pub use object::{FieldsV1, KubeObject, ManagedFieldsEntry, OwnerReference, SpecText};
+pub use object::{FieldsV1, KubeObject, ManagedFieldsEntry, ObjectSpec, OwnerReference};
 pub use shape::{parse_object, parse_object_text};
 
 /// Why a request or an event could not be decoded.

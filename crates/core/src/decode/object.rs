@@ -78,13 +78,83 @@ impl std::fmt::Debug for FieldsV1 {
     }
 }
 
-/// An object's `spec` serialized (keys sorted, as serde_json writes a map).
-#[derive(Debug, Clone)]
-pub struct SpecText(pub Box<serde_json::value::RawValue>);
+/// An object's `spec` as JSON text, parsed into a tree only when something reads it as a value.
+///
+/// Most events leave the spec as it was (status churn): the state compares its text with the
+/// event's and never needs the tree, so the HTTP worker does not build it. The text is the
+/// event's own when the event is compact JSON (what the API server writes), else the text
+/// serde_json writes for it. Two specs are equal when their texts are, or else their values
+/// (texts of one value can differ: key order, escapes such as Go's `\u003c`).
+pub struct ObjectSpec {
+    text: Box<RawValue>,
+    parsed: std::sync::OnceLock<Value>,
+}
 
-impl PartialEq for SpecText {
-    fn eq(&self, other: &SpecText) -> bool {
-        self.0.get() == other.0.get()
+impl ObjectSpec {
+    /// A spec from its JSON text (valid JSON, within the depth bound).
+    pub(crate) fn from_raw(text: Box<RawValue>) -> ObjectSpec {
+        ObjectSpec {
+            text,
+            parsed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A spec from a parsed value.
+    pub fn from_value(value: Value) -> ObjectSpec {
+        let text =
+            serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        let parsed = std::sync::OnceLock::new();
+        let _ = parsed.set(value);
+        ObjectSpec { text, parsed }
+    }
+
+    /// The spec, parsed (once). The text was checked when the event was decoded, so it parses;
+    /// `null` would stand for one that did not.
+    pub fn value(&self) -> &Value {
+        self.parsed
+            .get_or_init(|| serde_json::from_str(self.text.get()).unwrap_or(Value::Null))
+    }
+
+    /// The JSON text.
+    pub fn raw(&self) -> &RawValue {
+        &self.text
+    }
+
+    /// The tree, when something has parsed it already.
+    pub(crate) fn parsed(&self) -> Option<&Value> {
+        self.parsed.get()
+    }
+
+    /// True for an absent spec.
+    pub fn is_null(&self) -> bool {
+        self.text.get() == "null"
+    }
+}
+
+impl Default for ObjectSpec {
+    fn default() -> ObjectSpec {
+        ObjectSpec::from_raw(RawValue::NULL.to_owned())
+    }
+}
+
+impl Clone for ObjectSpec {
+    fn clone(&self) -> ObjectSpec {
+        ObjectSpec {
+            text: self.text.clone(),
+            parsed: self.parsed.clone(),
+        }
+    }
+}
+
+impl PartialEq for ObjectSpec {
+    fn eq(&self, other: &ObjectSpec) -> bool {
+        self.text.get() == other.text.get() || self.value() == other.value()
+    }
+}
+
+impl std::fmt::Debug for ObjectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text.get())
     }
 }
 
@@ -117,11 +187,8 @@ pub struct KubeObject {
     pub owner_references: Vec<OwnerReference>,
     /// `metadata.managedFields`.
     pub managed_fields: Vec<ManagedFieldsEntry>,
-    /// `spec`, or `Null`.
-    pub spec: Value,
-    /// `spec` as the JSON text the state keeps (written once here, on the HTTP worker, and
-    /// reused by the engine); `None` when the object was not decoded from JSON.
-    pub spec_text: Option<SpecText>,
+    /// `spec` (`null` when absent), as text until read.
+    pub spec: ObjectSpec,
     /// `status` cut to the members the classes read (`KEPT_STATUS`), or `Null`; a `status` that
     /// is not an object is kept whole, for the shape check to name.
     pub status: Value,
@@ -204,7 +271,7 @@ pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
 /// scanner. Typed reads come first; a value of the wrong type falls back to the tree-based read,
 /// so error messages are those of the tree-based parser.
 pub(super) fn parse_unchecked_text(text: &str) -> Result<KubeObject, Error> {
-    raw::check_depth(text).map_err(|error| Error::InvalidJson(format!("data: {error}")))?;
+    let scanned = raw::scan(text).map_err(|error| Error::InvalidJson(format!("data: {error}")))?;
     let Some(root) = Members::of(text) else {
         let value: Value = serde_json::from_str(text)
             .map_err(|error| Error::InvalidJson(format!("data: {}", short(&error.to_string()))))?;
@@ -281,8 +348,14 @@ pub(super) fn parse_unchecked_text(text: &str) -> Result<KubeObject, Error> {
     };
     let managed_fields = parse_managed_fields_raw(metadata.get("managedFields"))?;
     let spec = match root.get("spec") {
-        None => Value::Null,
-        Some(raw) => json(raw, "data.spec")?,
+        None => ObjectSpec::default(),
+        // Kept as sent, parsed when read: compact text whose numbers all parse.
+        Some(raw) if scanned.compact && scanned.plain_numbers => {
+            ObjectSpec::from_raw(raw.to_owned())
+        }
+        // Parsed now: a number out of range is this request's error, and the text kept is the
+        // compact one serde_json writes.
+        Some(raw) => ObjectSpec::from_value(json(raw, "data.spec")?),
     };
     let (status, status_skipped_bytes) = kept_status(root.get("status"))?;
     let is_secret = api_version == "v1" && kind == "Secret";
@@ -343,7 +416,6 @@ pub(super) fn parse_unchecked_text(text: &str) -> Result<KubeObject, Error> {
         status,
         status_skipped_bytes,
         data,
-        spec_text: None,
     };
     Ok(object)
 }
@@ -373,7 +445,7 @@ fn kept_status(raw: Option<&RawValue>) -> Result<(Value, usize), Error> {
 
 /// A member's JSON text parsed into a tree; a number out of range (or nesting past the limit)
 /// is the request's JSON error, named by path.
-fn json(raw: &RawValue, path: &str) -> Result<Value, Error> {
+pub(super) fn json(raw: &RawValue, path: &str) -> Result<Value, Error> {
     raw::value(raw)
         .map_err(|error| Error::InvalidJson(format!("{path}: {}", short(&error.to_string()))))
 }

@@ -109,10 +109,32 @@ pub(crate) fn value(raw: &RawValue) -> Result<Value, serde_json::Error> {
 /// that skips a member has no limit of its own).
 pub(crate) const MAX_DEPTH: usize = 127;
 
-/// Refuses JSON text nested deeper than [`MAX_DEPTH`]: one pass over the bytes, outside
-/// strings. The text is valid JSON (it was scanned), so brackets balance.
-pub(crate) fn check_depth(text: &str) -> Result<(), String> {
+/// True when the JSON text is `null`.
+pub(crate) fn is_null(raw: &RawValue) -> bool {
+    raw.get() == "null"
+}
+
+/// What one pass over a JSON text found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scanned {
+    /// No whitespace outside strings: the text can be kept as it is.
+    pub compact: bool,
+    /// No number with an exponent and no run of 300 or more digits: every number fits an
+    /// `f64`, so no part of the text can fail to parse later for a number out of range.
+    pub plain_numbers: bool,
+}
+
+/// Scans valid JSON text once, outside strings: refuses nesting deeper than [`MAX_DEPTH`], and
+/// says whether the text is compact and its numbers plain ([`Scanned`]). The text was scanned
+/// by the parser already, so brackets balance and strings close.
+pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     let mut depth = 0usize;
+    let mut scanned = Scanned {
+        compact: true,
+        plain_numbers: true,
+    };
+    let mut digits = 0usize;
+    let mut previous = 0u8;
     let mut bytes = text.bytes();
     while let Some(byte) = bytes.next() {
         match byte {
@@ -137,15 +159,26 @@ pub(crate) fn check_depth(text: &str) -> Result<(), String> {
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
+            b' ' | b'\n' | b'\r' | b'\t' => scanned.compact = false,
+            b'0'..=b'9' => {
+                digits += 1;
+                if digits >= 300 {
+                    scanned.plain_numbers = false;
+                }
+            }
+            // An exponent follows a digit or a decimal point (`true` and `false` hold an `e`
+            // after a letter).
+            b'e' | b'E' if previous.is_ascii_digit() || previous == b'.' => {
+                scanned.plain_numbers = false;
+            }
             _ => {}
         }
+        if !byte.is_ascii_digit() {
+            digits = 0;
+        }
+        previous = byte;
     }
-    Ok(())
-}
-
-/// True when the JSON text is `null`.
-pub(crate) fn is_null(raw: &RawValue) -> bool {
-    raw.get() == "null"
+    Ok(scanned)
 }
 
 #[cfg(test)]
@@ -167,15 +200,34 @@ mod tests {
     #[test]
     fn depth_is_counted_outside_strings_only() {
         let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
-        assert!(check_depth(&deep(MAX_DEPTH)).is_ok());
-        let error = check_depth(&deep(MAX_DEPTH + 1)).unwrap_err();
+        assert!(scan(&deep(MAX_DEPTH)).is_ok());
+        let error = scan(&deep(MAX_DEPTH + 1)).unwrap_err();
         assert!(error.contains("recursion limit"), "{error}");
         // Brackets and escaped quotes inside strings are text.
         let quoted = format!(r#"{{"a": "{}\"{}"}}"#, "[".repeat(500), "{".repeat(500));
-        assert!(check_depth(&quoted).is_ok());
+        assert!(scan(&quoted).is_ok());
         // serde_json agrees on where the limit is.
         assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH)).is_ok());
         assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH + 1)).is_err());
+    }
+
+    #[test]
+    fn compact_text_and_plain_numbers_are_told_apart() {
+        let plain = |text: &str| scan(text).unwrap();
+        assert_eq!(
+            plain(r#"{"a":[1,2.5,-3],"b":true,"c":false,"d":"x e 1e9 \" y"}"#),
+            Scanned {
+                compact: true,
+                plain_numbers: true
+            }
+        );
+        assert!(!plain(r#"{"a": 1}"#).compact);
+        assert!(!plain("{\"a\":\n1}").compact);
+        assert!(!plain(r#"{"a":1e400}"#).plain_numbers);
+        assert!(!plain(r#"{"a":1.5E3}"#).plain_numbers);
+        assert!(!plain(&format!(r#"{{"a":{}}}"#, "9".repeat(400))).plain_numbers);
+        // Every text the scan calls plain parses.
+        assert!(serde_json::from_str::<Value>(&format!("[{}]", "9".repeat(299))).is_ok());
     }
 
     #[test]

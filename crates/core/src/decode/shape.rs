@@ -10,7 +10,12 @@
 
 use serde_json::{Map, Value};
 
-use super::object::{parse_unchecked, parse_unchecked_text, type_name, SpecText};
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
+
+use super::object::{json, parse_unchecked, parse_unchecked_text, type_name, ObjectSpec};
+use super::raw::{self, Members};
 use super::{Error, KubeObject};
 
 /// Most `managedFields` entries (one per field manager and subresource; real objects have a few).
@@ -58,13 +63,90 @@ pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
     checked(parse_unchecked_text(text)?)
 }
 
-fn checked(mut object: KubeObject) -> Result<KubeObject, Error> {
+fn checked(object: KubeObject) -> Result<KubeObject, Error> {
     check_types(&object)?;
-    let spec_text = serde_json::value::to_raw_value(&object.spec)
-        .map_err(|error| Error::InvalidObject(format!("data.spec: {error}")))?;
-    check_bounds(&object, spec_text.get().len())?;
-    object.spec_text = Some(SpecText(spec_text));
+    check_bounds(&object, object.spec.raw().get().len())?;
     Ok(object)
+}
+
+/// The parts of `spec` the shape checks read, as a value: `traffic`, `replicas`, the
+/// containers' names and images (`containers`, `template.spec.containers`). The spec's tree when
+/// it is parsed already; else these parts alone are parsed from its text, so an unchanged spec
+/// is never built into a tree on the HTTP worker. A part of the wrong type is kept whole, for
+/// the check to name.
+fn spec_view(spec: &ObjectSpec) -> Result<Cow<'_, Value>, Error> {
+    if let Some(value) = spec.parsed() {
+        return Ok(Cow::Borrowed(value));
+    }
+    let text = spec.raw();
+    let Some(members) = Members::of(text.get()) else {
+        return Ok(Cow::Owned(json(text, "data.spec")?));
+    };
+    let mut view = Map::new();
+    for key in ["traffic", "replicas"] {
+        if let Some(part) = members.get(key) {
+            view.insert(key.to_string(), json(part, &format!("data.spec.{key}"))?);
+        }
+    }
+    if let Some(part) = members.get("containers") {
+        view.insert(
+            "containers".to_string(),
+            containers_view(part, "data.spec.containers")?,
+        );
+    }
+    if let Some(template) = members.get("template") {
+        let value = match Members::of(template.get()) {
+            None => json(template, "data.spec.template")?,
+            Some(template) => {
+                let mut kept = Map::new();
+                if let Some(inner) = template.get("spec") {
+                    let inner = match Members::of(inner.get()) {
+                        None => json(inner, "data.spec.template.spec")?,
+                        Some(inner) => {
+                            let mut kept = Map::new();
+                            if let Some(part) = inner.get("containers") {
+                                kept.insert(
+                                    "containers".to_string(),
+                                    containers_view(part, "data.spec.template.spec.containers")?,
+                                );
+                            }
+                            Value::Object(kept)
+                        }
+                    };
+                    kept.insert("spec".to_string(), inner);
+                }
+                Value::Object(kept)
+            }
+        };
+        view.insert("template".to_string(), value);
+    }
+    Ok(Cow::Owned(Value::Object(view)))
+}
+
+/// A containers list cut to each container's `name` and `image` (a list or container of the
+/// wrong type kept whole).
+fn containers_view(text: &RawValue, path: &str) -> Result<Value, Error> {
+    let Some(items) = raw::elements(text) else {
+        return json(text, path);
+    };
+    let mut kept = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        let Some(container) = Members::of(item.get()) else {
+            kept.push(json(item, &format!("{path}[{index}]"))?);
+            continue;
+        };
+        let mut fields = Map::new();
+        for key in ["name", "image"] {
+            if let Some(part) = container.get(key) {
+                fields.insert(
+                    key.to_string(),
+                    json(part, &format!("{path}[{index}].{key}"))?,
+                );
+            }
+        }
+        kept.push(Value::Object(fields));
+    }
+    Ok(Value::Array(kept))
 }
 
 fn invalid(path: impl std::fmt::Display, what: impl std::fmt::Display) -> Error {
@@ -243,7 +325,8 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
     if object.generation.is_some_and(|generation| generation < 0) {
         return Err(invalid("data.metadata.generation", "must not be negative"));
     }
-    let spec = match &object.spec {
+    let spec = spec_view(&object.spec)?;
+    let spec = match spec.as_ref() {
         Value::Null => None,
         Value::Object(map) => Some(map),
         other => {

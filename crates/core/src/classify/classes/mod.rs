@@ -47,7 +47,7 @@ impl Context<'_> {
     pub(crate) fn after_spec(&self) -> std::borrow::Cow<'_, serde_json::Value> {
         let is_pod = self.after.api_version == "v1" && self.after.kind == "Pod";
         if !is_pod && self.object.uid == self.after.uid {
-            std::borrow::Cow::Borrowed(&self.object.spec)
+            std::borrow::Cow::Borrowed(self.object.spec.value())
         } else {
             std::borrow::Cow::Owned(self.after.spec.value())
         }

@@ -76,7 +76,7 @@ fn keyed_item_matches(json_key: &str, item: &Value) -> bool {
 /// The object as JSON for trie matching: `spec` and `data` at their usual places.
 fn object_json(object: &KubeObject) -> Value {
     let mut root = serde_json::Map::new();
-    root.insert("spec".into(), object.spec.clone());
+    root.insert("spec".into(), object.spec.value().clone());
     if let Some(data) = &object.data {
         root.insert(
             "data".into(),
