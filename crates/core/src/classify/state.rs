@@ -29,8 +29,7 @@ pub struct ManagerStamp {
 }
 
 /// A JSON value kept serialized: for a status, the text serde_json writes for it (object keys
-/// sorted); for a spec, the event's own compact text (equal values may then have other texts:
-/// equality falls back to the values, see `PartialEq`). A parsed `serde_json::Value` tree costs seven to twelve times its
+/// sorted, so equal values have equal text); for a spec, see [`Spec`]. A parsed `serde_json::Value` tree costs seven to twelve times its
 /// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
 /// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
 /// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
@@ -38,8 +37,51 @@ pub struct ManagerStamp {
 #[derive(Clone)]
 pub struct Serialized(Box<serde_json::value::RawValue>);
 
-/// An object's `spec` (trimmed for Pods), serialized.
-pub(crate) type Spec = Serialized;
+/// An object's `spec` (trimmed for Pods), serialized: the event's own compact text (see
+/// `ObjectSpec`), so two texts of one value can differ (another key order, Go's `\u003c`
+/// escapes, a state stored by an older version in serde_json's order). Equal texts, or else equal
+/// values, are the same spec; texts differ only when something changed or a sender wrote it
+/// differently, so the parse is paid on changes, not on churn.
+#[derive(Clone, Default)]
+pub struct Spec(Serialized);
+
+impl Spec {
+    /// The serialized form of `value`.
+    pub fn from_value(value: &Value) -> Spec {
+        Spec(Serialized::from_value(value))
+    }
+
+    /// A spec already serialized.
+    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> Spec {
+        Spec(Serialized::from_raw(raw))
+    }
+}
+
+impl From<Serialized> for Spec {
+    fn from(serialized: Serialized) -> Spec {
+        Spec(serialized)
+    }
+}
+
+impl std::ops::Deref for Spec {
+    type Target = Serialized;
+
+    fn deref(&self) -> &Serialized {
+        &self.0
+    }
+}
+
+impl PartialEq for Spec {
+    fn eq(&self, other: &Spec) -> bool {
+        self.0 == other.0 || self.0.value() == other.0.value()
+    }
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// The status fields the classes read, serialized.
 pub(crate) type Status = Serialized;
@@ -92,13 +134,11 @@ impl Default for Serialized {
     }
 }
 
-/// Equal texts, or else equal values: a spec is kept as the event's own text (`ObjectSpec`), and
-/// two texts of one value (another key order, Go's `\u003c` escapes, a state stored by an older
-/// version in serde_json's order) are the same spec. Texts differ only when something changed
-/// or the sender wrote it differently, so the parse is paid on changes, not on churn.
+/// Equal texts: a status is written by serde_json (keys sorted), so equal values have equal
+/// texts. (A spec compares by value when texts differ: [`Spec`].)
 impl PartialEq for Serialized {
     fn eq(&self, other: &Serialized) -> bool {
-        self.text() == other.text() || self.value() == other.value()
+        self.text() == other.text()
     }
 }
 
@@ -328,7 +368,9 @@ impl ObjectState {
             first_seen,
             last_seen: _,
         } = self;
-        *spec == other.spec
+        // The spec's text, not its value: a text that differs with an equal value (another
+        // sender's key order) is written again, which costs a write and changes nothing.
+        spec.text() == other.spec.text()
             && *status == other.status
             && *data == other.data
             && *labels == other.labels
@@ -447,10 +489,10 @@ impl ObjectState {
     /// A status field, parsed (the status is kept serialized: read several fields from one
     /// [`Serialized::value`] when a class needs more than one).
     pub(crate) fn status_field(&self, key: &str) -> Option<Value> {
-        match self.status.value() {
-            Value::Object(mut map) => map.remove(key),
-            _ => None,
-        }
+        // Only the member asked for is parsed; the rest of the text is skipped by the scanner
+        // (several classes read one field each on every event).
+        let members = crate::decode::raw::Members::of(self.status.text())?;
+        serde_json::from_str(members.get(key)?.get()).ok()
     }
 
     /// `status.observedGeneration`.

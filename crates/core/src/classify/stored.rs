@@ -189,7 +189,7 @@ impl From<ObjectRow<'_>> for ObjectState {
                     time: stamp.time.map(Cow::into_owned),
                 })
                 .collect(),
-            spec: serialized(row.spec),
+            spec: serialized(row.spec).into(),
             status: serialized(row.status),
             data: row.data.map(Cow::into_owned),
             deleted: row.deleted,
@@ -238,7 +238,7 @@ mod tests {
                 subresource: "status".into(),
                 time: None,
             }],
-            spec: Serialized::from_value(&json!({"replicas": 1})),
+            spec: Serialized::from_value(&json!({"replicas": 1})).into(),
             status: Serialized::default(),
             data: None,
             deleted: true,

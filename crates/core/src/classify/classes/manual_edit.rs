@@ -179,7 +179,8 @@ impl DriftClass for ManualEdit {
             return Vec::new();
         }
         // Parsed only when the spec changed (a Pod's would otherwise be parsed on every event).
-        let after_spec = (before.spec != object.spec).then(|| context.after_spec());
+        // Texts are compared, not values: texts that differ with equal values diff to nothing.
+        let after_spec = (before.spec.text() != object.spec.text()).then(|| context.after_spec());
         let mut changes = crate::classify::evidence::diff::spec_diff_parsed(
             before,
             object,
