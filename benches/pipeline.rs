@@ -1,13 +1,29 @@
-//! Micro-benchmarks of the per-event work (BENCHMARKS.md): decode (binary and structured
-//! content mode), classify (`Engine::apply` on a status-only update and on a spec edit) and the
-//! spec diff, on the same real-shaped ApiServerSource events `bench/run.sh` sends (built from
-//! `tests/fixtures/knative/` by `bench/loadgen/world.rs`).
+//! Micro-benchmarks of the per-event work, stage by stage (BENCHMARKS.md, "Stages and their
+//! budgets"), on the same real-shaped ApiServerSource events `bench/run.sh` sends (built from
+//! `tests/fixtures/knative/` by `bench/loadgen/world.rs`):
 //!
-//! Run: `cargo bench --bench pipeline` (not part of `cargo test`'s default run).
+//! * `decode`: an HTTP request's headers and body to an event (binary and structured mode);
+//! * `apply`: `Engine::apply` alone (begin, apply, commit of the journal), the engine's state
+//!   update and the classes' verdicts, without taking the round's changes;
+//! * `classify`: the same plus `Engine::changes` (what the writer hands the store), and with the
+//!   ten shipped invariants (`classify_invariants`);
+//! * `diff`: the spec diff behind a finding;
+//! * `route`: the writer's routing of transitions to outbox rows (`route::Router` and the rows'
+//!   ids) over every transition two cycles of the world make;
+//! * `commit`: one writer round's batch (about 40 events) committed to a SQLite file, as the
+//!   service opens it (WAL, `synchronous=FULL`), in `target/tmp`.
+//!
+//! Each stage's function names its budget: a split of the end-to-end target (half the bare
+//! ceiling, about 55 µs of CPU per event in all), explained in BENCHMARKS.md.
+//!
+//! Run: `cargo bench --bench pipeline` (not part of `cargo test`'s default run); one stage:
+//! `cargo bench --bench pipeline -- commit`; each benchmark once: `-- --test`.
 
 #[path = "../bench/loadgen/world.rs"]
 #[allow(dead_code)]
 mod world;
+#[path = "pipeline/writer.rs"]
+mod writer;
 
 use std::hint::black_box;
 use std::path::Path;
@@ -58,7 +74,11 @@ fn http_request(mode: Mode, verb: &str, object: &Object, rv: u64) -> (http::Head
 
 fn decoded(mode: Mode, verb: &str, object: &Object, rv: u64) -> ApiServerEvent {
     let (headers, body) = http_request(mode, verb, object, rv);
-    match decode_request(&headers, &body, &clusters()).map(|mut events| events.remove(0)) {
+    decode_one(&headers, &body)
+}
+
+fn decode_one(headers: &http::HeaderMap, body: &[u8]) -> ApiServerEvent {
+    match decode_request(headers, body, &clusters()).map(|mut events| events.remove(0)) {
         Ok(Decoded::ApiServer(event)) => *event,
         other => panic!("not an ApiServerSource event: {other:?}"),
     }
@@ -106,6 +126,7 @@ fn states(mut object: Object) -> Vec<Object> {
         .collect()
 }
 
+/// Budget: 15 µs per event of the benchmark's mean body (5.6 KB).
 fn decode(c: &mut Criterion) {
     let fixtures = fixtures();
     let app = world::app(&fixtures, 0);
@@ -124,13 +145,23 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
-fn classify(c: &mut Criterion) {
-    classify_with(c, "classify", rules());
-    // The same events with the ten shipped team invariants (BENCHMARKS.md, issue 17).
-    classify_with(c, "classify_invariants", rules_with_invariants());
+/// `Engine::apply` alone, on `classify`'s events. Budget: 8 µs per status-only event, 30 µs per
+/// spec edit.
+fn apply(c: &mut Criterion) {
+    classify_with(c, "apply", rules(), false);
 }
 
-fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>) {
+/// `Engine::apply` and `Engine::changes`. Budget: 10 µs per status-only event, 35 µs per spec
+/// edit (about 14 µs per event over the benchmark's mix).
+fn classify(c: &mut Criterion) {
+    classify_with(c, "classify", rules(), true);
+    // The same events with the ten shipped team invariants (BENCHMARKS.md, issue 17).
+    classify_with(c, "classify_invariants", rules_with_invariants(), true);
+}
+
+/// The engine on one app's events: `Engine::apply` between `begin` and `commit`, as the writer
+/// calls it, and with `take_changes` the round's changes taken as the writer takes them.
+fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>, take_changes: bool) {
     let fixtures = fixtures();
     let app = world::app(&fixtures, 1);
     let mut group = c.benchmark_group(name);
@@ -173,7 +204,7 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>) {
                 |event| {
                     engine.begin();
                     let outcome = engine.apply(&event, 1_000);
-                    let changes = engine.changes();
+                    let changes = take_changes.then(|| engine.changes());
                     engine.commit();
                     (outcome, changes)
                 },
@@ -207,7 +238,7 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>) {
             |event| {
                 engine.begin();
                 let outcome = engine.apply(&event, 1_000);
-                let changes = engine.changes();
+                let changes = take_changes.then(|| engine.changes());
                 engine.commit();
                 (outcome, changes)
             },
@@ -244,12 +275,92 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>) {
     group.finish();
 }
 
+/// The writer's routing of every transition of two cycles of three apps in rounds of 40 (711:
+/// about one per two events, most of them pending moves that route nothing), as each round
+/// routes its own. Budget: 2 µs per transition (1 µs per event).
+fn route(c: &mut Criterion) {
+    let fixtures = fixtures();
+    let (router, rules) = writer::routing();
+    let silences = drift_core::route::Silences::default();
+    let rounds = writer::rounds(&writer::events(&fixtures, 3), &rules, &router, &silences);
+    let transitions: Vec<drift_model::Transition> = rounds
+        .into_iter()
+        .flat_map(|round| round.transitions)
+        .collect();
+    let mut group = c.benchmark_group("route");
+    group.throughput(Throughput::Elements(transitions.len() as u64));
+    group.bench_function(
+        format!("bench_world/{}_transitions", transitions.len()),
+        |b| b.iter(|| writer::outbox_rows(&router, &rules, &silences, black_box(&transitions))),
+    );
+    group.finish();
+}
+
+/// One writer round's batch committed to a SQLite store in a temporary directory under
+/// `target/tmp` (a disk, not a tmpfs, so the commit's fsync is real): the rounds of two cycles
+/// of three apps, committed once to fill the store, then again in turn with new event keys and
+/// outbox ids. Budget: 2 ms per round of 40 events (its wall time, fsync included, bounds the
+/// latency target), of which at most 400 µs of CPU (10 µs per event).
+fn commit(c: &mut Criterion) {
+    let fixtures = fixtures();
+    let (router, rules) = writer::routing();
+    let silences = drift_core::route::Silences::default();
+    let rounds = writer::rounds(&writer::events(&fixtures, 3), &rules, &router, &silences);
+    let dir = match tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")) {
+        Ok(dir) => dir,
+        Err(error) => panic!("temporary directory: {error}"),
+    };
+    let opened = match drift_store::open(&drift_store::Options::Sqlite {
+        path: dir.path().join("bench.db"),
+    }) {
+        Ok(opened) => opened,
+        Err(error) => panic!("store: {error}"),
+    };
+    // The checkpointer (`background`) runs beside the writer, as in the service.
+    let drift_store::Opened {
+        writer: mut store,
+        background: _background,
+        ..
+    } = opened;
+    for round in &rounds {
+        if let Err(error) = store.commit(&round.batch) {
+            panic!("commit: {error}");
+        }
+    }
+    let events: usize = rounds.iter().map(|round| round.batch.events.len()).sum();
+    let mut group = c.benchmark_group("commit");
+    group.throughput(Throughput::Elements(1));
+    let mut pass = 0u64;
+    group.bench_function(
+        format!(
+            "sqlite/round_{}_events_{}_keyed",
+            writer::ROUND,
+            events / rounds.len()
+        ),
+        |b| {
+            b.iter_batched(
+                || {
+                    pass += 1;
+                    let round = &rounds[pass as usize % rounds.len()];
+                    writer::again(&round.batch, pass)
+                },
+                |batch| match store.commit(&batch) {
+                    Ok(()) => batch,
+                    Err(error) => panic!("commit: {error}"),
+                },
+                BatchSize::PerIteration,
+            )
+        },
+    );
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);
-    targets = decode, classify
+    targets = decode, apply, classify, route, commit
 }
 criterion_main!(benches);

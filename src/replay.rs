@@ -15,7 +15,7 @@ use serde_json::Value;
 use drift_core::classify::{Engine, Rules};
 use drift_core::decode::{self, ClusterNames, Decoded};
 use drift_model::time::format_time;
-use drift_model::wire::drift::ActorView;
+use drift_model::wire::drift::{ActorView, OwnerView};
 use drift_model::{Millis, Transition};
 
 /// Why replay input was rejected.
@@ -51,7 +51,7 @@ pub struct Recorded {
 
 /// Splits a file's text into events: JSON lines (`file:line`), a JSON array (`file[index]`), or
 /// one pretty-printed event (`file`).
-pub(crate) fn parse_file(name: &str, text: &str) -> Result<Vec<Recorded>, Error> {
+pub fn parse_file(name: &str, text: &str) -> Result<Vec<Recorded>, Error> {
     let lines: Vec<(usize, &str)> = text
         .lines()
         .enumerate()
@@ -156,8 +156,10 @@ pub fn replay(
     Ok(transitions)
 }
 
-/// One transition as a JSON line.
-pub(crate) fn transition_json(transition: &Transition) -> Value {
+/// One transition as a JSON line (`replay --format json`): the move, the drift's identity
+/// (with the rule of an `invariant` drift) and its evidence: summary, field changes, actor, hint,
+/// the Knative owner chain and the class's facts.
+pub fn transition_json(transition: &Transition) -> Value {
     let drift = &transition.drift;
     serde_json::json!({
         "at": format_time(transition.at),
@@ -165,6 +167,7 @@ pub(crate) fn transition_json(transition: &Transition) -> Value {
         "from": transition.from.map(|state| state.as_str()),
         "notify": transition.is_notifiable(),
         "class": drift.class,
+        "rule": drift.rule,
         "severity": drift.severity.as_str(),
         "cluster": drift.cluster,
         "object": format!("{}/{}/{}", drift.kind, drift.namespace, drift.name),
@@ -173,6 +176,12 @@ pub(crate) fn transition_json(transition: &Transition) -> Value {
         "actor": drift.evidence.actor.as_ref().map(ActorView::from),
         "changes": drift_model::wire::diff::entries(&drift.evidence.changes),
         "hint": drift.evidence.hint,
+        "owner": OwnerView {
+            service: drift.owner.service.clone(),
+            configuration: drift.owner.configuration.clone(),
+            revision: drift.owner.revision.clone(),
+        },
+        "facts": drift.evidence.facts,
         "resolution": drift.resolution,
     })
 }

@@ -117,6 +117,11 @@ impl Rng {
         Rng((now ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1)
     }
 
+    /// Seeded from `seed` alone: the same seed gives the same ids on every run.
+    pub(crate) fn seeded(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
     /// The next value.
     pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;

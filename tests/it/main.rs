@@ -17,6 +17,7 @@ mod fleet;
 mod forged;
 mod forged_caps;
 mod fuzz_seeds;
+mod golden;
 mod invariant_library;
 mod invariants;
 mod knative_defaults;

@@ -1,6 +1,10 @@
 //! A small simulator for engine scenarios: real-shaped objects from the fixtures, events sent
 //! through the real decoder, a clock the test moves, and transitions written as text lines so
 //! every scenario is checked by one `check` function.
+//!
+//! With `DRIFT_SENTINEL_RECORD_SCENARIOS=DIR` set, every simulator also writes the events it
+//! sends through decode to `DIR/<test>.<n>.jsonl`, each with `time` set to the simulator's clock
+//! (`tests/fixtures/golden/` builds its replay corpus from them; its README says how).
 
 use std::sync::Arc;
 
@@ -30,6 +34,8 @@ pub(crate) struct Sim {
     pub rows: Vec<Drift>,
     /// What a store would hold: the objects written.
     objects: BTreeMap<ObjectKey, ObjectState>,
+    /// Where the events sent are recorded (`DRIFT_SENTINEL_RECORD_SCENARIOS`).
+    recording: Option<std::path::PathBuf>,
 }
 
 impl Sim {
@@ -59,6 +65,7 @@ impl Sim {
             history: Vec::new(),
             rows: Vec::new(),
             objects: BTreeMap::new(),
+            recording: recording_path(),
         }
     }
 
@@ -166,6 +173,19 @@ impl Sim {
     }
 
     fn apply_event(&mut self, event: &Value, cluster: Option<&str>) {
+        if let (Some(path), None) = (&self.recording, cluster) {
+            let mut recorded = event.clone();
+            recorded["time"] = json!(drift_model::time::format_time(self.now));
+            let mut line = serde_json::to_string(&recorded).unwrap();
+            line.push('\n');
+            use std::io::Write as _;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut file| file.write_all(line.as_bytes()))
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        }
         let mut headers = http::HeaderMap::new();
         headers.insert(
             "content-type",
@@ -320,6 +340,22 @@ impl Sim {
             .find(|transition| transition.drift.class == class)
             .unwrap_or_else(|| panic!("no transition of {class}: {:?}", self.lines()))
     }
+}
+
+/// The file this test's next simulator records to, when `DRIFT_SENTINEL_RECORD_SCENARIOS` names
+/// a directory: the test's name and the simulator's number within the test.
+fn recording_path() -> Option<std::path::PathBuf> {
+    thread_local!(static SIMULATORS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) });
+    let dir = std::env::var_os("DRIFT_SENTINEL_RECORD_SCENARIOS")?;
+    let number = SIMULATORS.with(|count| count.replace(count.get() + 1));
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .replace("::", ".");
+    let path = std::path::Path::new(&dir).join(format!("{test}.{number}.jsonl"));
+    // A new run of the same test starts its file afresh.
+    let _ = std::fs::remove_file(&path);
+    Some(path)
 }
 
 fn compile_with_fleet(rules: &str, fleet: &str) -> Rules {
