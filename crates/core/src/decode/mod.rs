@@ -13,6 +13,7 @@
 pub(crate) mod apiserver;
 pub mod cloudevent;
 pub mod cluster_name;
+pub(crate) mod fast;
 pub mod object;
 pub(crate) mod raw;
 pub(crate) mod shape;

@@ -58,6 +58,11 @@ impl FieldsV1 {
     pub fn text(&self) -> &str {
         self.0.get()
     }
+
+    /// A trie from its JSON text (an object or `null`).
+    pub(crate) fn from_raw(raw: Box<RawValue>) -> FieldsV1 {
+        FieldsV1(raw)
+    }
 }
 
 impl Default for FieldsV1 {
@@ -260,18 +265,25 @@ pub(crate) const KEPT_STATUS: &[&str] = &[
 /// Parses a Kubernetes object, hashing Secret values, without the shape checks and bounds of
 /// [`super::shape::parse_object`] (which every caller outside `decode` uses).
 pub(super) fn parse_unchecked(value: Value) -> Result<KubeObject, Error> {
-    parse_unchecked_text(&value.to_string())
+    let text = value.to_string();
+    parse_general(&text, scan_text(&text)?)
 }
 
-/// [`parse_unchecked`] from the object's JSON text (valid JSON: the event's parse checked it).
+/// [`raw::scan`], its refusal as this request's JSON error.
+pub(super) fn scan_text(text: &str) -> Result<raw::Scanned, Error> {
+    raw::scan(text).map_err(|error| Error::InvalidJson(format!("data: {error}")))
+}
+
+/// Parses an object from its JSON text (valid JSON, scanned by [`raw::scan`]) level by level:
+/// every shape, every error worded. The HTTP workers try `fast::parse` first (one pass, the
+/// common shape) and come here for anything else; both give the same object (tested there).
 ///
 /// Only what the pipeline reads becomes a value: the top level and `metadata` are read one level
 /// deep as texts ([`Members`]), `status` keeps the members the classes read ([`KEPT_STATUS`]),
 /// `managedFields`' tries stay text ([`FieldsV1`]), and unknown members are skipped by the
 /// scanner. Typed reads come first; a value of the wrong type falls back to the tree-based read,
 /// so error messages are those of the tree-based parser.
-pub(super) fn parse_unchecked_text(text: &str) -> Result<KubeObject, Error> {
-    let scanned = raw::scan(text).map_err(|error| Error::InvalidJson(format!("data: {error}")))?;
+pub(super) fn parse_general(text: &str, scanned: raw::Scanned) -> Result<KubeObject, Error> {
     let Some(root) = Members::of(text) else {
         let value: Value = serde_json::from_str(text)
             .map_err(|error| Error::InvalidJson(format!("data: {}", short(&error.to_string()))))?;

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use super::object::{json, parse_unchecked, parse_unchecked_text, type_name, ObjectSpec};
+use super::object::{json, parse_general, parse_unchecked, scan_text, type_name, ObjectSpec};
 use super::raw::{self, Members};
 use super::{Error, KubeObject};
 
@@ -60,7 +60,13 @@ pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
 /// [`parse_object`] from the object's JSON text, as an event carries it: what the HTTP workers
 /// run for every event (the text is parsed only as far as the pipeline reads it).
 pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
-    checked(parse_unchecked_text(text)?)
+    let scanned = scan_text(text)?;
+    // One pass for the common shape; the level-by-level read for everything else.
+    let object = match super::fast::parse(text, scanned) {
+        Some(object) => object,
+        None => parse_general(text, scanned)?,
+    };
+    checked(object)
 }
 
 fn checked(object: KubeObject) -> Result<KubeObject, Error> {
