@@ -486,6 +486,14 @@ impl ObjectState {
         self.annotations.get(key).map(String::as_str)
     }
 
+    /// The spec cut to what the image checks read: `traffic`, `replicas`, and the containers'
+    /// names and images (`containers`, `template.spec.containers`), read in one pass without
+    /// building the rest of the spec (a Deployment's is mostly environment and probes); the
+    /// whole spec when a part has an unexpected type, so readers find what they found before.
+    pub(crate) fn spec_view(&self) -> Value {
+        crate::decode::fast::spec_view(self.spec.text()).unwrap_or_else(|| self.spec.value())
+    }
+
     /// A status field, parsed (the status is kept serialized: read several fields from one
     /// [`Serialized::value`] when a class needs more than one).
     pub(crate) fn status_field(&self, key: &str) -> Option<Value> {

@@ -84,9 +84,17 @@ fn spec_view(spec: &ObjectSpec) -> Result<Cow<'_, Value>, Error> {
     if let Some(value) = spec.parsed() {
         return Ok(Cow::Borrowed(value));
     }
-    let text = spec.raw();
+    // One pass for the common shape.
+    if let Some(view) = super::fast::spec_view(spec.raw().get()) {
+        return Ok(Cow::Owned(view));
+    }
+    spec_view_general(spec.raw()).map(Cow::Owned)
+}
+
+/// [`spec_view`] level by level: every shape, a part of the wrong type kept whole.
+pub(super) fn spec_view_general(text: &RawValue) -> Result<Value, Error> {
     let Some(members) = Members::of(text.get()) else {
-        return Ok(Cow::Owned(json(text, "data.spec")?));
+        return json(text, "data.spec");
     };
     let mut view = Map::new();
     for key in ["traffic", "replicas"] {
@@ -126,7 +134,7 @@ fn spec_view(spec: &ObjectSpec) -> Result<Cow<'_, Value>, Error> {
         };
         view.insert("template".to_string(), value);
     }
-    Ok(Cow::Owned(Value::Object(view)))
+    Ok(Value::Object(view))
 }
 
 /// A containers list cut to each container's `name` and `image` (a list or container of the

@@ -17,7 +17,7 @@ pub(crate) struct ImageDrift;
 
 /// Expected image per container name, from a Revision.
 fn revision_images(revision: &ObjectState) -> Vec<(String, String)> {
-    let spec = revision.spec.value();
+    let spec = revision.spec_view();
     let Some(Value::Array(containers)) = spec.get("containers") else {
         return Vec::new();
     };
@@ -75,7 +75,7 @@ fn digests(revision: &ObjectState) -> Vec<(String, String)> {
 }
 
 fn workload_images(workload: &ObjectState) -> Vec<(usize, String, String)> {
-    let spec = workload.spec.value();
+    let spec = workload.spec_view();
     let containers = if workload.kind == "Pod" {
         spec.get("containers")
     } else {
