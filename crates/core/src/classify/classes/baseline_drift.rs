@@ -71,6 +71,20 @@ impl DriftClass for BaselineDrift {
         let Some(desired) = baseline.get(&key) else {
             return Vec::new();
         };
+        // An event that left everything the comparison reads as it was (status churn, most of
+        // a busy cluster's events) cannot change the verdict: the manifests and Knative's
+        // defaults re-assess every object themselves when they change (`Engine::set_rules`,
+        // `reevaluate_baseline`, with no `before`). No verdict keeps the open one as it is.
+        if let Some(before) = context.before {
+            if before.spec.text() == object.spec.text()
+                && before.labels == object.labels
+                && before.annotations == object.annotations
+                && before.data == object.data
+                && before.is_going_away() == object.is_going_away()
+            {
+                return Vec::new();
+            }
+        }
         let rules = context.rules;
         // Knative's defaults as this cluster has them: its ConfigMaps are tracked like any
         // watched object.
