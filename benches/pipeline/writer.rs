@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use drift_core::classify::{stored, Engine, Outcome, Rules};
 use drift_core::decode::ApiServerEvent;
-use drift_core::route::{notification_id, Router, Silences};
+use drift_core::route::{Router, Silences};
 use drift_model::{DriftState, Millis, Transition};
 use drift_store::{Batch, EventKey, NewOutbox, ObjectRecord};
 
@@ -142,36 +142,14 @@ pub(crate) fn rounds(
 }
 
 /// The writer's routing of a round's transitions (`Writer::queue_notifications`, without its
-/// metrics): the router's notifications as outbox rows with their stable ids.
+/// metrics): the writer's own function.
 pub(crate) fn outbox_rows(
     router: &Router,
     rules: &Rules,
     silences: &Silences,
     transitions: &[Transition],
 ) -> Vec<NewOutbox> {
-    let mut rows = Vec::new();
-    for transition in transitions {
-        for queued in router.route(transition, rules, silences, transition.at) {
-            rows.push(NewOutbox {
-                id: notification_id(
-                    &transition.drift.id,
-                    &queued.channel,
-                    queued.notice.kind.as_str(),
-                    transition.at,
-                ),
-                channel: queued.channel,
-                drift_id: transition.drift.id.clone(),
-                group_key: queued.group_key,
-                notice: queued.notice,
-                created_at: transition.at,
-                not_before: queued.not_before,
-                repeat_after_ms: queued
-                    .repeat_after
-                    .map(|interval| i64::try_from(interval.as_millis()).unwrap_or(i64::MAX)),
-            });
-        }
-    }
-    rows
+    drift_sentinel::pipeline::outbox_rows(router, rules, silences, transitions, |_| {})
 }
 
 /// `batch` as a later round would write it: its event keys and outbox ids made new with `pass`

@@ -24,6 +24,8 @@ mod resync;
 mod resync_control;
 mod writer;
 
+pub use writer::outbox_rows;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;

@@ -398,39 +398,20 @@ impl Writer {
     /// Routes transitions to outbox rows (written in the same transaction as the transitions).
     fn queue_notifications(&self, transitions: &[Transition]) -> Vec<NewOutbox> {
         let rules = Arc::clone(self.engine.rules());
-        let mut rows = Vec::new();
-        for transition in transitions {
-            for queued in
-                self.settings
-                    .router
-                    .route(transition, &rules, &self.silences, transition.at)
-            {
+        outbox_rows(
+            &self.settings.router,
+            &rules,
+            &self.silences,
+            transitions,
+            |channel| {
                 self.metrics
                     .notifications_queued
                     .get_or_create(&crate::metrics::ChannelLabel {
-                        channel: queued.channel.clone(),
+                        channel: channel.to_string(),
                     })
                     .inc();
-                rows.push(NewOutbox {
-                    id: notification_id(
-                        &transition.drift.id,
-                        &queued.channel,
-                        queued.notice.kind.as_str(),
-                        transition.at,
-                    ),
-                    channel: queued.channel,
-                    drift_id: transition.drift.id.clone(),
-                    group_key: queued.group_key,
-                    notice: queued.notice,
-                    created_at: transition.at,
-                    not_before: queued.not_before,
-                    repeat_after_ms: queued
-                        .repeat_after
-                        .map(|interval| i64::try_from(interval.as_millis()).unwrap_or(i64::MAX)),
-                });
-            }
-        }
-        rows
+            },
+        )
     }
 
     /// Commits the round in one transaction; a round that changed nothing durable writes
@@ -567,4 +548,41 @@ fn monotonic_micros() -> u64 {
     static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     let start = *START.get_or_init(std::time::Instant::now);
     u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// The router's notifications for `transitions`, as the outbox rows the writer commits with them
+/// (stable ids, so a re-committed round queues nothing twice); `queued` is told each row's
+/// channel (the writer counts them). Public for the benchmark of this stage
+/// (`benches/pipeline`), which must measure the writer's own code.
+pub fn outbox_rows(
+    router: &drift_core::route::Router,
+    rules: &drift_core::classify::Rules,
+    silences: &Silences,
+    transitions: &[Transition],
+    mut queued: impl FnMut(&str),
+) -> Vec<NewOutbox> {
+    let mut rows = Vec::new();
+    for transition in transitions {
+        for notification in router.route(transition, rules, silences, transition.at) {
+            queued(&notification.channel);
+            rows.push(NewOutbox {
+                id: notification_id(
+                    &transition.drift.id,
+                    &notification.channel,
+                    notification.notice.kind.as_str(),
+                    transition.at,
+                ),
+                channel: notification.channel,
+                drift_id: transition.drift.id.clone(),
+                group_key: notification.group_key,
+                notice: notification.notice,
+                created_at: transition.at,
+                not_before: notification.not_before,
+                repeat_after_ms: notification
+                    .repeat_after
+                    .map(|interval| i64::try_from(interval.as_millis()).unwrap_or(i64::MAX)),
+            });
+        }
+    }
+    rows
 }
