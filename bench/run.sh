@@ -30,7 +30,7 @@ mkdir -p "$OUT"
 ARGS=()
 if [ "${BENCH_QUICK:-}" = "1" ]; then
   ARGS=(--duration 3 --latency-duration 2 --objects 20000 --cold-runs 5 --drift-samples 20
-    --flat-sizes 1000,10000 --flat-duration 3 --large-events 2000)
+    --flat-sizes 1000,10000 --flat-duration 3 --rounds 2 --large-events 2000)
 fi
 
 timeout 900 "$TARGET/release/examples/bench-loadgen" run \
