@@ -2,6 +2,8 @@
 # The benchmark (BENCHMARKS.md): one command, about 5 minutes on 2 cores once built.
 #   bench/run.sh              full run; report in target/bench/report.{md,json}
 #   BENCH_QUICK=1 bench/run.sh  a short smoke run (seconds per phase, not figures to quote)
+#   bench/run.sh --phases flatness,large   only some phases (throughput, memory, cold, drift,
+#                                          flatness, large); any other bench-loadgen run option too
 # Installs wrk (Debian) when missing, builds the release binary and the benchmark programs
 # (bench-ceiling, bench-loadgen), then runs every phase. Traffic goes to 127.0.0.1 only; every
 # process it starts is stopped by pid. Not part of scripts/test.sh.
@@ -27,7 +29,8 @@ mkdir -p "$OUT"
 
 ARGS=()
 if [ "${BENCH_QUICK:-}" = "1" ]; then
-  ARGS=(--duration 3 --latency-duration 2 --objects 20000 --cold-runs 5 --drift-samples 20)
+  ARGS=(--duration 3 --latency-duration 2 --objects 20000 --cold-runs 5 --drift-samples 20
+    --flat-sizes 1000,10000 --flat-duration 3 --rounds 2 --large-events 2000)
 fi
 
 timeout 900 "$TARGET/release/examples/bench-loadgen" run \

@@ -6,12 +6,15 @@
 //! latency at 50 % and 90 % of the sink's maximum (open loop, fixed rate, latency counted from
 //! each request's scheduled send time, as wrk2 does); CPU microseconds per event (from
 //! `/proc/<pid>/stat`); RSS with 10,000 and 100,000 tracked objects; time from process start to
-//! the first `202`; time from the event that completes a drift to the webhook receiver's arrival.
+//! the first `202`; time from the event that completes a drift to the webhook receiver's arrival;
+//! CPU per event as the world grows and for status churn on large objects (`phases`, issue 28).
+//! `--phases` selects some of them.
 //!
 //! All traffic stays on 127.0.0.1, every loop is bounded in count and time, and every process it
 //! starts is stopped by its own pid.
 
 mod client;
+mod phases;
 mod world;
 
 use std::collections::BTreeMap;
@@ -135,6 +138,34 @@ struct RunArgs {
     /// The sink's store as a PostgreSQL URL instead of a SQLite file (set by `store`).
     #[arg(skip)]
     store_url: Option<String>,
+    /// Phases to run (`run` only), comma-separated: throughput (with latency), memory (with the
+    /// start on the big store), cold, drift, flatness, large.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Phase::ALL)]
+    phases: Vec<Phase>,
+    #[command(flatten)]
+    phase: phases::PhaseArgs,
+}
+
+/// The phases of `run`, in the order they run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Throughput,
+    Memory,
+    Cold,
+    Drift,
+    Flatness,
+    Large,
+}
+
+impl Phase {
+    const ALL: [Phase; 6] = [
+        Phase::Throughput,
+        Phase::Memory,
+        Phase::Cold,
+        Phase::Drift,
+        Phase::Flatness,
+        Phase::Large,
+    ];
 }
 
 fn main() -> std::process::ExitCode {
@@ -855,9 +886,16 @@ fn run(args: &RunArgs) -> Result<()> {
     let sink_port = args.port;
     let ceiling_port = args.port + 1;
 
+    let runs = |phase: Phase| args.phases.contains(&phase);
+
     // 1. Throughput, and open-loop latency at 50 % and 90 % of the sink's maximum.
     let mut throughput = json!({});
-    for (mode, name) in [(Mode::Binary, "binary"), (Mode::Structured, "structured")] {
+    let modes = if runs(Phase::Throughput) {
+        &[(Mode::Binary, "binary"), (Mode::Structured, "structured")][..]
+    } else {
+        &[]
+    };
+    for &(mode, name) in modes {
         let _ = mode;
         let reqs = templates_dir.join(format!("{name}.reqs"));
         log(&format!("{name}: ceiling"));
@@ -935,9 +973,60 @@ fn run(args: &RunArgs) -> Result<()> {
             sink_result.rps / bare.rps.max(1e-9)
         ));
     }
-    report["throughput"] = throughput;
-
+    if runs(Phase::Throughput) {
+        report["throughput"] = throughput;
+    }
     // 2. RSS with 10,000 and `objects` tracked objects.
+    if runs(Phase::Memory) {
+        report["memory"] = memory_phase(args, &fixtures, receiver_addr)?;
+    }
+
+    // 3. Start to first 202.
+    if runs(Phase::Cold) {
+        log("start to first 202");
+        report["cold_start"] = cold_start(
+            args,
+            "sink-cold",
+            sink_port,
+            receiver_addr,
+            args.cold_runs,
+            true,
+        )?;
+    }
+
+    // 4. Drift to first delivery attempt.
+    if runs(Phase::Drift) {
+        log("drift to first delivery attempt");
+        let sink = start_sink(args, "sink-drift", sink_port, receiver_addr)?;
+        report["drift_to_delivery"] =
+            drift_latency(&sink, &fixtures, &received, args.drift_samples)?;
+        sink.proc.stop(Duration::from_secs(25));
+    }
+
+    // 5. CPU per event as the world grows (issue 28).
+    if runs(Phase::Flatness) {
+        report["flatness"] = phases::flatness(args, &fixtures, receiver_addr)?;
+    }
+
+    // 6. Status churn on large objects (issue 28).
+    if runs(Phase::Large) {
+        report["large_objects"] = phases::large_objects(args, &fixtures, receiver_addr)?;
+    }
+
+    report["load_after"] = json!(loadavg());
+    report["elapsed_seconds"] = json!(begun.elapsed().as_secs_f64());
+    log(&format!("load average after: {}", loadavg()));
+    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    std::fs::write(args.out.join("report.json"), &text).map_err(|e| e.to_string())?;
+    let markdown = markdown(&report);
+    std::fs::write(args.out.join("report.md"), &markdown).map_err(|e| e.to_string())?;
+    println!("{markdown}");
+    Ok(())
+}
+
+/// RSS with 10,000 and `objects` tracked objects, then one start on that store.
+fn memory_phase(args: &RunArgs, fixtures: &Fixtures, receiver_addr: SocketAddr) -> Result<Value> {
+    let sink_port = args.port;
     log("memory: loading distinct objects");
     let sink = start_sink(args, "sink-rss", sink_port, receiver_addr)?;
     std::thread::sleep(Duration::from_millis(500));
@@ -949,7 +1038,7 @@ fn run(args: &RunArgs) -> Result<()> {
         let started = Instant::now();
         let (ok, failed) = load_objects(
             sink.addr,
-            &fixtures,
+            fixtures,
             10_000 + loaded_apps,
             apps,
             target - loaded_apps * OBJECTS_PER_APP,
@@ -987,34 +1076,7 @@ fn run(args: &RunArgs) -> Result<()> {
     // Cold start with the 100,000-object store, once, for information.
     let big_start = cold_start(args, "sink-rss", sink_port, receiver_addr, 1, false)?;
     memory["start_to_first_202_ms_with_store"] = big_start["p50_ms"].clone();
-    report["memory"] = memory;
-
-    // 3. Start to first 202.
-    log("start to first 202");
-    report["cold_start"] = cold_start(
-        args,
-        "sink-cold",
-        sink_port,
-        receiver_addr,
-        args.cold_runs,
-        true,
-    )?;
-
-    // 4. Drift to first delivery attempt.
-    log("drift to first delivery attempt");
-    let sink = start_sink(args, "sink-drift", sink_port, receiver_addr)?;
-    report["drift_to_delivery"] = drift_latency(&sink, &fixtures, &received, args.drift_samples)?;
-    sink.proc.stop(Duration::from_secs(25));
-
-    report["load_after"] = json!(loadavg());
-    report["elapsed_seconds"] = json!(begun.elapsed().as_secs_f64());
-    log(&format!("load average after: {}", loadavg()));
-    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-    std::fs::write(args.out.join("report.json"), &text).map_err(|e| e.to_string())?;
-    let markdown = markdown(&report);
-    std::fs::write(args.out.join("report.md"), &markdown).map_err(|e| e.to_string())?;
-    println!("{markdown}");
-    Ok(())
+    Ok(memory)
 }
 
 /// Starts the sink `runs` times on the store `name` (made fresh when `fresh`), measuring from
@@ -1184,6 +1246,57 @@ fn markdown(report: &Value) -> String {
         report["load_after"].as_str().unwrap_or_default(),
         f(&report["elapsed_seconds"])
     ));
+    if report["throughput"].is_object() {
+        throughput_markdown(report, &mut out);
+    }
+    let mut rows = String::new();
+    if report["memory"].is_object() {
+        memory_markdown(report, &mut rows);
+    }
+    let c = &report["cold_start"];
+    if c.is_object() {
+        rows.push_str(&format!(
+            "| start → first 202, {} runs: p50 / p99 / max | {:.1} / {:.1} / {:.1} ms |\n",
+            c["runs"],
+            f(&c["p50_ms"]),
+            f(&c["p99_ms"]),
+            f(&c["max_ms"])
+        ));
+    }
+    let mem = &report["memory"];
+    if mem.is_object() {
+        rows.push_str(&format!(
+            "| start → first 202 with the {:.0}-object store (1 run) | {:.0} ms |\n",
+            f(&mem["100000"]["tracked_objects"]),
+            f(&mem["start_to_first_202_ms_with_store"])
+        ));
+    }
+    let d = &report["drift_to_delivery"];
+    if d.is_object() {
+        rows.push_str(&format!(
+            "| drift event sent → webhook arrival, {} samples: p50 / p99 / max | {:.1} / {:.1} / {:.1} ms |\n",
+            d["samples"],
+            f(&d["p50_ms"]),
+            f(&d["p99_ms"]),
+            f(&d["max_ms"])
+        ));
+        rows.push_str(&format!(
+            "| … of which after the 202: p50 / p99 | {:.1} / {:.1} ms |\n",
+            f(&d["after_202_p50_ms"]),
+            f(&d["after_202_p99_ms"])
+        ));
+    }
+    if !rows.is_empty() {
+        out.push_str("\n| measure | value |\n|---|---|\n");
+        out.push_str(&rows);
+    }
+    out.push_str(&phases::markdown(report));
+    out
+}
+
+/// The events line and the throughput and latency table.
+fn throughput_markdown(report: &Value, out: &mut String) {
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     let e = &report["events"]["binary"];
     out.push_str(&format!(
         "Events: {} per cycle over {} objects ({} status-only, {} trusted spec, {} kubectl-edit); body {}–{} bytes (median {}, mean {}).\n\n",
@@ -1267,11 +1380,15 @@ fn markdown(report: &Value) -> String {
             )
         },
     ));
+}
+
+/// The memory rows of the second table.
+fn memory_markdown(report: &Value, out: &mut String) {
+    let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     let mem = &report["memory"];
     let per_object = (f(&mem[format!("{}", 100_000)]["rss_kib"]) - f(&mem["10000"]["rss_kib"]))
         * 1024.0
         / (f(&mem["100000"]["tracked_objects"]) - f(&mem["10000"]["tracked_objects"])).max(1.0);
-    out.push_str("\n| measure | value |\n|---|---|\n");
     out.push_str(&format!(
         "| RSS, empty | {:.1} MiB |\n",
         f(&mem["rss_kib_empty"]) / 1024.0
@@ -1298,33 +1415,6 @@ fn markdown(report: &Value) -> String {
         state_per_object,
         per_object / state_per_object.max(1.0)
     ));
-    let c = &report["cold_start"];
-    out.push_str(&format!(
-        "| start → first 202, {} runs: p50 / p99 / max | {:.1} / {:.1} / {:.1} ms |\n",
-        c["runs"],
-        f(&c["p50_ms"]),
-        f(&c["p99_ms"]),
-        f(&c["max_ms"])
-    ));
-    out.push_str(&format!(
-        "| start → first 202 with the {:.0}-object store (1 run) | {:.0} ms |\n",
-        f(&mem["100000"]["tracked_objects"]),
-        f(&mem["start_to_first_202_ms_with_store"])
-    ));
-    let d = &report["drift_to_delivery"];
-    out.push_str(&format!(
-        "| drift event sent → webhook arrival, {} samples: p50 / p99 / max | {:.1} / {:.1} / {:.1} ms |\n",
-        d["samples"],
-        f(&d["p50_ms"]),
-        f(&d["p99_ms"]),
-        f(&d["max_ms"])
-    ));
-    out.push_str(&format!(
-        "| … of which after the 202: p50 / p99 | {:.1} / {:.1} ms |\n",
-        f(&d["after_202_p50_ms"]),
-        f(&d["after_202_p99_ms"])
-    ));
-    out
 }
 
 // ---------------------------------------------------------------------------------------------

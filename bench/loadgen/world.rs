@@ -428,6 +428,33 @@ impl Object {
         }
     }
 
+    /// A status-only write at step `step` whatever the script says there (the flatness and
+    /// large-object phases churn status only). A ConfigMap has no status: it gets
+    /// [`Object::touch_step`].
+    pub(crate) fn status_step(&mut self, step: usize) -> Op {
+        let kind = self.value["kind"].as_str().unwrap_or_default().to_string();
+        if kind == "ConfigMap" {
+            return self.touch_step(step);
+        }
+        self.status(&kind, &time_at(step));
+        Op::Status
+    }
+
+    /// An update that changes nothing but a `managedFields` time (the status writer's, else the
+    /// first manager's) at step `step`: with its new `resourceVersion`, a no-change update.
+    pub(crate) fn touch_step(&mut self, step: usize) -> Op {
+        let at = time_at(step);
+        let status = self
+            .managers
+            .iter()
+            .position(|entry| entry.subresource == "status")
+            .unwrap_or(0);
+        if let Some(entry) = self.managers.get_mut(status) {
+            entry.time = at;
+        }
+        Op::Status
+    }
+
     /// Records a write of a Trigger's `spec.filter.attributes.type` by `manager` (`user` is
     /// what Eventing's webhook stamps as the last modifier).
     fn write_trigger_type(&mut self, manager: &'static str, user: &str, at: &str) {
@@ -1503,6 +1530,50 @@ pub(crate) fn app(fixtures: &Fixtures, index: usize) -> Vec<Object> {
     objects
 }
 
+/// A ConfigMap of app `index` whose `data` holds at least `data_bytes` bytes of JSON (keys
+/// `setting-0000`, ... with 125-odd-byte URL values), applied by Argo CD, which owns every key;
+/// status-only churn of it ([`Object::status_step`]) moves only that manager's time.
+pub(crate) fn config_map(index: usize, data_bytes: usize) -> Object {
+    let namespace = format!("team-{:02}", index % 40);
+    let name = format!("app-{index:06}-settings");
+    let mut data = Map::new();
+    let mut paths = vec![path(&[
+        "f:metadata",
+        "f:labels",
+        "f:app.kubernetes.io/instance",
+    ])];
+    // `{}` and the entries, each `"key":"value",` less the last comma.
+    let mut bytes = 1;
+    let mut key = 0;
+    while bytes < data_bytes {
+        let name_of = format!("setting-{key:04}");
+        let value = format!(
+            "https://config.example.com/{name}/settings/{key}?region=eu-west-{}&tier=standard&owner=team-{:02}&digest={}",
+            key % 3,
+            index % 40,
+            &digest_of(&format!("{name}/{key}"))[..32]
+        );
+        bytes += name_of.len() + value.len() + 6;
+        paths.push(vec!["f:data".to_string(), format!("f:{name_of}")]);
+        data.insert(name_of, json!(value));
+        key += 1;
+    }
+    let value = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"creationTimestamp": "2026-11-20T08:00:00Z",
+                     "labels": {"app.kubernetes.io/instance": format!("app-{index:06}")},
+                     "name": name, "namespace": namespace, "uid": uid(&format!("cm/{index}"))},
+        "data": Value::Object(data),
+    });
+    let managers = vec![Manager {
+        name: "argocd-application-controller",
+        subresource: "",
+        time: time_at(0),
+        paths,
+    }];
+    Object::new(value, STATUS_PLAN, managers)
+}
+
 /// The ApiServerSource subject of an object.
 pub(crate) fn subject(api_version: &str, kind: &str, namespace: &str, name: &str) -> String {
     let lower = kind.to_ascii_lowercase();
@@ -1705,6 +1776,40 @@ mod tests {
             }
             assert_eq!(object.value["spec"], start, "{:?}", object.ident());
         }
+    }
+
+    #[test]
+    fn status_steps_leave_the_spec_and_touches_change_only_a_manager_time() {
+        for mut object in app(&fixtures(), 8) {
+            let spec = object.value["spec"].clone();
+            for step in 0..STEPS {
+                assert_eq!(object.status_step(step), Op::Status);
+            }
+            assert_eq!(object.value["spec"], spec, "{:?}", object.ident());
+        }
+        let mut config_map = config_map(8, 200_000);
+        let data_len = serde_json::to_string(&config_map.value["data"])
+            .map(|text| text.len())
+            .unwrap_or_default();
+        assert!((200_000..201_000).contains(&data_len), "{data_len}");
+        let before: Value = serde_json::from_str(&config_map.render("1")).unwrap_or_default();
+        config_map.status_step(3);
+        let mut after: Value = serde_json::from_str(&config_map.render("1")).unwrap_or_default();
+        assert_ne!(before, after);
+        after["metadata"]["managedFields"][0]["time"] =
+            before["metadata"]["managedFields"][0]["time"].clone();
+        assert_eq!(before, after);
+        assert!(after.get("status").is_none());
+        // A Pod touched: only kubelet's (the status writer's) time moves.
+        let mut pod = app(&fixtures(), 8).swap_remove(6);
+        let before: Value = serde_json::from_str(&pod.render("1")).unwrap_or_default();
+        pod.touch_step(3);
+        let mut after: Value = serde_json::from_str(&pod.render("1")).unwrap_or_default();
+        assert_eq!(after["metadata"]["managedFields"][1]["manager"], "kubelet");
+        assert_ne!(before, after);
+        after["metadata"]["managedFields"][1]["time"] =
+            before["metadata"]["managedFields"][1]["time"].clone();
+        assert_eq!(before, after);
     }
 
     #[test]
