@@ -260,7 +260,13 @@ impl ObjectState {
         }
         let is_pod = object.api_version == "v1" && object.kind == "Pod";
         let spec = if is_pod {
-            Spec::from_value(&trim_pod_spec(object.spec.value()))
+            // The containers' names and images, read in one pass (`fast::spec_view`) without
+            // building the rest of a Pod's spec (most of an 18 KB Pod); the whole spec's tree
+            // only for an unexpected shape.
+            let view = crate::decode::fast::spec_view(object.spec.raw().get());
+            Spec::from_value(&trim_pod_spec(
+                view.as_ref().unwrap_or_else(|| object.spec.value()),
+            ))
         } else {
             // The event's own text (see `ObjectSpec`): kept, not written again.
             Spec::from_raw(object.spec.raw().to_owned())
