@@ -1267,7 +1267,7 @@ fn markdown(report: &Value) -> String {
     if mem.is_object() {
         rows.push_str(&format!(
             "| start → first 202 with the {:.0}-object store (1 run) | {:.0} ms |\n",
-            f(&mem["100000"]["tracked_objects"]),
+            f(&mem["stored_objects"]),
             f(&mem["start_to_first_202_ms_with_store"])
         ));
     }
@@ -1386,9 +1386,21 @@ fn throughput_markdown(report: &Value, out: &mut String) {
 fn memory_markdown(report: &Value, out: &mut String) {
     let f = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
     let mem = &report["memory"];
-    let per_object = (f(&mem[format!("{}", 100_000)]["rss_kib"]) - f(&mem["10000"]["rss_kib"]))
-        * 1024.0
-        / (f(&mem["100000"]["tracked_objects"]) - f(&mem["10000"]["tracked_objects"])).max(1.0);
+    // The second reading is at `--objects` (100,000 by default, 20,000 in a quick run): the
+    // largest reading taken.
+    let large = mem
+        .as_object()
+        .and_then(|readings| {
+            readings
+                .keys()
+                .filter_map(|key| key.parse::<u64>().ok())
+                .max()
+        })
+        .unwrap_or(100_000)
+        .to_string();
+    let large = &large;
+    let per_object = (f(&mem[large]["rss_kib"]) - f(&mem["10000"]["rss_kib"])) * 1024.0
+        / (f(&mem[large]["tracked_objects"]) - f(&mem["10000"]["tracked_objects"])).max(1.0);
     out.push_str(&format!(
         "| RSS, empty | {:.1} MiB |\n",
         f(&mem["rss_kib_empty"]) / 1024.0
@@ -1400,16 +1412,16 @@ fn memory_markdown(report: &Value, out: &mut String) {
     ));
     out.push_str(&format!(
         "| RSS with {:.0} tracked objects | {:.1} MiB |\n",
-        f(&mem["100000"]["tracked_objects"]),
-        f(&mem["100000"]["rss_kib"]) / 1024.0
+        f(&mem[large]["tracked_objects"]),
+        f(&mem[large]["rss_kib"]) / 1024.0
     ));
     out.push_str(&format!(
         "| RSS per object (10k → 100k) / its compact state as JSON | {:.0} B / {:.0} B |\n",
         per_object,
         f(&mem["compact_state_json_bytes_avg"])
     ));
-    let state_per_object = (f(&mem["100000"]["state_bytes"]) - f(&mem["10000"]["state_bytes"]))
-        / (f(&mem["100000"]["tracked_objects"]) - f(&mem["10000"]["tracked_objects"])).max(1.0);
+    let state_per_object = (f(&mem[large]["state_bytes"]) - f(&mem["10000"]["state_bytes"]))
+        / (f(&mem[large]["tracked_objects"]) - f(&mem["10000"]["tracked_objects"])).max(1.0);
     out.push_str(&format!(
         "| state bytes per object (limits.maxStateBytes counts these) / RSS per state byte | {:.0} B / {:.2} |\n",
         state_per_object,
