@@ -957,11 +957,17 @@ fn deployment_collected_with_its_revision_is_benign() {
 // ---- baseline_drift -------------------------------------------------------------------------------
 
 fn baseline_rules() -> drift_core::classify::Rules {
+    baseline_rules_with("v1")
+}
+
+/// The rules with the webapp's manifest in Git at image tag `tag`.
+fn baseline_rules_with(tag: &str) -> drift_core::classify::Rules {
     let mut manifests = drift_core::manifest::Manifests::default();
     manifests
         .add_yaml(
             "git/webapp.yaml",
-            r#"
+            &format!(
+                r#"
 apiVersion: serving.knative.dev/v1
 kind: Service
 metadata:
@@ -971,10 +977,11 @@ spec:
   template:
     spec:
       containers:
-        - image: projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:v1
+        - image: projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:{tag}
           ports:
             - containerPort: 80
-"#,
+"#
+            ),
         )
         .unwrap();
     drift_core::classify::Rules::default().with_baseline(
@@ -1019,6 +1026,48 @@ fn live_service_differing_from_git_is_baseline_drift() {
     assert_eq!(
         drift.evidence.changes[0].path,
         "/spec/template/spec/containers/0/image"
+    );
+}
+
+/// The desired state fixed in Git (the manifest now says what runs) and reloaded: the open drift
+/// resolves at the object's next event, though that event (a status write) changes nothing the
+/// comparison reads: a reload's re-assessment opens what holds and clears nothing.
+#[test]
+fn a_baseline_drift_fixed_in_git_resolves_at_the_next_status_write() {
+    let mut sim = Sim::with_compiled(baseline_rules());
+    let service = service();
+    sim.send("add", &service);
+    sim.wait(600);
+    let drifted = changed(&service, |s| {
+        s["spec"]["template"]["spec"]["containers"][0]["image"] =
+            json!("projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:v9");
+        written_by(
+            s,
+            "helm-controller",
+            "Apply",
+            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}),
+            "2023-10-09T21:50:00Z",
+        );
+    });
+    sim.send("update", &drifted);
+    sim.wait(301);
+    check(
+        sim.notified(),
+        &["firing baseline_drift Service/knative-webapp"],
+    );
+    sim.reload_compiled(baseline_rules_with("v9"));
+    sim.send(
+        "update",
+        &changed(&drifted, |s| {
+            s["status"]["conditions"][0]["lastTransitionTime"] = json!("2023-10-09T22:00:00Z")
+        }),
+    );
+    check(
+        sim.notified(),
+        &[
+            "firing baseline_drift Service/knative-webapp",
+            "resolved baseline_drift Service/knative-webapp",
+        ],
     );
 }
 

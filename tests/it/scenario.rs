@@ -288,6 +288,18 @@ impl Sim {
         open
     }
 
+    /// Hot-reloads compiled rules (a baseline, say), as the writer does.
+    pub(crate) fn reload_compiled(&mut self, rules: drift_core::classify::Rules) {
+        self.rules = Arc::new(rules);
+        self.engine.set_rules(Arc::clone(&self.rules));
+        self.engine.begin();
+        self.engine.retire_disabled(self.now);
+        let changes = self.engine.changes();
+        self.take(changes);
+        // The re-assessment a reload starts runs over the next rounds.
+        self.wait(0);
+    }
+
     /// Hot-reloads rules given as YAML, as the writer does.
     pub(crate) fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");

@@ -563,6 +563,42 @@ mod tests {
         out
     }
 
+    /// What the tree parser refused anywhere in an object is refused still, in a member that is
+    /// only skipped (an unkept status member, a field trie) as in one that is parsed later (the
+    /// spec): a number out of range and a lone surrogate (the skipping scanner checks neither).
+    #[test]
+    fn what_the_tree_parser_refused_anywhere_is_refused() {
+        let object = |inside: &str| {
+            let (trie, status) = match inside.strip_prefix("trie:") {
+                Some(trie) => (trie, "0"),
+                None => ("{}", inside),
+            };
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p","uid":"u","resourceVersion":"1","managedFields":[{{"manager":"m","fieldsV1":{{"f:x":{trie}}}}}]}},"spec":{{"containers":[]}},"status":{{"unkept":{status}}}}}"#
+            )
+        };
+        assert!(crate::decode::parse_object_text(&object("0")).is_ok());
+        for bad in [
+            "1e400",
+            &"9".repeat(400),
+            r#""\ud800a""#,
+            r#""\udc00""#,
+            "trie:1e400",
+            r#"trie:{"x":"\ud800"}"#,
+        ] {
+            let text = object(bad);
+            let error = crate::decode::parse_object_text(&text).unwrap_err();
+            assert_eq!(error.kind(), "invalid_json", "{text}: {error}");
+        }
+        // The same inside the spec, which is kept as text and parsed only when read.
+        let spec = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"x":"\ud800a"}}"#;
+        assert!(crate::decode::parse_object_text(spec).is_err());
+        // A proper pair and Go's escapes are fine.
+        let fine = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"x":"\ud83d\ude00 \u003c"}}"#;
+        let object = crate::decode::parse_object_text(fine).unwrap();
+        assert_eq!(object.spec.value()["x"], "😀 <");
+    }
+
     #[test]
     fn the_fast_path_reads_real_objects_as_the_general_path_does() {
         let objects = fixtures();

@@ -554,11 +554,14 @@ fn optional_raw_at(
     };
     match serde_json::from_str::<Option<String>>(raw.get()) {
         Ok(text) => Ok(text),
-        Err(_) => Err(Error::InvalidObject(format!(
-            "{}: expected a string, got {}",
-            path(),
-            type_name(&raw::value(raw).unwrap_or(Value::Null))
-        ))),
+        Err(_) => {
+            let path = path();
+            let value = json(raw, &path)?;
+            Err(Error::InvalidObject(format!(
+                "{path}: expected a string, got {}",
+                type_name(&value)
+            )))
+        }
     }
 }
 

@@ -28,15 +28,23 @@ impl<'a> Members<'a> {
             .map(|(_, value)| *value)
     }
 
-    /// The first key that appears twice, if any.
+    /// The first key that appears twice (the first whose second appearance comes first), if any.
     pub(crate) fn repeated(&self) -> Option<&str> {
-        // Events have a dozen members: pairwise is cheaper than building a set.
-        self.0.iter().enumerate().find_map(|(index, (name, _))| {
-            self.0[..index]
-                .iter()
-                .any(|(other, _)| other == name)
-                .then_some(name.as_ref())
-        })
+        // Events have a dozen members: pairwise is cheaper than building a set. A forged one
+        // with thousands would make pairwise quadratic: a set then.
+        if self.0.len() <= 16 {
+            return self.0.iter().enumerate().find_map(|(index, (name, _))| {
+                self.0[..index]
+                    .iter()
+                    .any(|(other, _)| other == name)
+                    .then_some(name.as_ref())
+            });
+        }
+        let mut seen = std::collections::HashSet::with_capacity(self.0.len());
+        self.0
+            .iter()
+            .find(|(name, _)| !seen.insert(name.as_ref()))
+            .map(|(name, _)| name.as_ref())
     }
 }
 
@@ -122,6 +130,20 @@ pub(crate) struct Scanned {
     /// No number with an exponent and no run of 300 or more digits: every number fits an
     /// `f64`, so no part of the text can fail to parse later for a number out of range.
     pub plain_numbers: bool,
+    /// No `\u` escape in any string. The scanner that skips members does not check that an
+    /// escaped surrogate has its pair (the tree parser refuses a lone one), so a text with
+    /// escapes is checked whole (see [`Scanned::needs_full_check`]).
+    pub no_unicode_escapes: bool,
+}
+
+impl Scanned {
+    /// True when only a full parse can tell whether every part of the text parses: a number
+    /// that may be out of range, or a `\u` escape that may be a lone surrogate. The tree parser
+    /// refused such a text wherever the number or escape was; parts that are only skipped would
+    /// not, and parts parsed later (a spec, a field trie) would fail then, silently.
+    pub(crate) fn needs_full_check(&self) -> bool {
+        !self.plain_numbers || !self.no_unicode_escapes
+    }
 }
 
 /// Scans valid JSON text once, outside strings: refuses nesting deeper than [`MAX_DEPTH`], and
@@ -132,6 +154,7 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     let mut scanned = Scanned {
         compact: true,
         plain_numbers: true,
+        no_unicode_escapes: true,
     };
     let mut digits = 0usize;
     let mut previous = 0u8;
@@ -142,9 +165,8 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
                 // To the closing quote; an escaped character is skipped whole.
                 while let Some(byte) = bytes.next() {
                     match byte {
-                        b'\\' => {
-                            bytes.next();
-                        }
+                        // An escaped character is skipped whole; `\u` is noted.
+                        b'\\' => scanned.no_unicode_escapes &= bytes.next() != Some(b'u'),
                         b'"' => break,
                         _ => {}
                     }
@@ -218,9 +240,12 @@ mod tests {
             plain(r#"{"a":[1,2.5,-3],"b":true,"c":false,"d":"x e 1e9 \" y"}"#),
             Scanned {
                 compact: true,
-                plain_numbers: true
+                plain_numbers: true,
+                no_unicode_escapes: true,
             }
         );
+        assert!(!plain(r#"{"a":"\u003c"}"#).no_unicode_escapes);
+        assert!(plain(r#"{"a":"\\u003c"}"#).no_unicode_escapes);
         assert!(!plain(r#"{"a": 1}"#).compact);
         assert!(!plain("{\"a\":\n1}").compact);
         assert!(!plain(r#"{"a":1e400}"#).plain_numbers);
@@ -228,6 +253,15 @@ mod tests {
         assert!(!plain(&format!(r#"{{"a":{}}}"#, "9".repeat(400))).plain_numbers);
         // Every text the scan calls plain parses.
         assert!(serde_json::from_str::<Value>(&format!("[{}]", "9".repeat(299))).is_ok());
+    }
+
+    #[test]
+    fn a_repeated_key_is_found_among_many() {
+        let many: Vec<String> = (0..5000).map(|index| format!("\"k{index}\":0")).collect();
+        let text = format!("{{{},\"k4999\":1,\"k7\":2}}", many.join(","));
+        assert_eq!(Members::of(&text).unwrap().repeated(), Some("k4999"));
+        let text = format!("{{{}}}", many.join(","));
+        assert_eq!(Members::of(&text).unwrap().repeated(), None);
     }
 
     #[test]

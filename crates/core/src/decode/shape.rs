@@ -61,6 +61,17 @@ pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
 /// run for every event (the text is parsed only as far as the pipeline reads it).
 pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
     let scanned = scan_text(text)?;
+    if scanned.needs_full_check() {
+        // A number that may be out of range or an escape that may be a lone surrogate: the
+        // whole text is parsed once, so such a text is refused wherever it holds one, as the
+        // tree parser refused it (the parts that are skipped, or parsed only later, would not).
+        serde_json::from_str::<Value>(text).map_err(|error| {
+            Error::InvalidJson(format!(
+                "data: {}",
+                super::cloudevent::short(&error.to_string())
+            ))
+        })?;
+    }
     // One pass for the common shape; the level-by-level read for everything else.
     let object = match super::fast::parse(text, scanned) {
         Some(object) => object,

@@ -72,10 +72,13 @@ impl DriftClass for BaselineDrift {
             return Vec::new();
         };
         // An event that left everything the comparison reads as it was (status churn, most of
-        // a busy cluster's events) cannot change the verdict: the manifests and Knative's
-        // defaults re-assess every object themselves when they change (`Engine::set_rules`,
-        // `reevaluate_baseline`, with no `before`). No verdict keeps the open one as it is.
-        if let Some(before) = context.before {
+        // a busy cluster's events) cannot open a drift: the manifests and Knative's defaults
+        // re-assess every object themselves when they change (`Engine::set_rules`,
+        // `reevaluate_baseline`, with no `before`).
+        // An open drift is judged again on every event: after a manifest is fixed and reloaded,
+        // re-assessment opens what holds but clears nothing (`Engine::reassess`), so the
+        // object's next event is what resolves it.
+        if let (Some(before), None) = (context.before, context.open_drift(&object.key(), INFO.id)) {
             if before.spec.text() == object.spec.text()
                 && before.labels == object.labels
                 && before.annotations == object.annotations
