@@ -989,6 +989,22 @@ spec:
     )
 }
 
+/// `service` as a trusted pipeline (helm) deploys it with image tag `tag`.
+fn deployed_by_helm(service: &serde_json::Value, tag: &str) -> serde_json::Value {
+    changed(service, |s| {
+        s["spec"]["template"]["spec"]["containers"][0]["image"] = json!(format!(
+            "projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:{tag}"
+        ));
+        written_by(
+            s,
+            "helm-controller",
+            "Apply",
+            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}),
+            "2023-10-09T21:50:00Z",
+        );
+    })
+}
+
 #[test]
 fn live_service_differing_from_git_is_baseline_drift() {
     let mut sim = Sim::with_compiled(baseline_rules());
@@ -998,17 +1014,7 @@ fn live_service_differing_from_git_is_baseline_drift() {
     check(sim.notified(), &[]);
     // A trusted pipeline deploys an image Git does not have: not a manual edit, but not the
     // desired state either.
-    let drifted = changed(&service, |s| {
-        s["spec"]["template"]["spec"]["containers"][0]["image"] =
-            json!("projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:v9");
-        written_by(
-            s,
-            "helm-controller",
-            "Apply",
-            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}),
-            "2023-10-09T21:50:00Z",
-        );
-    });
+    let drifted = deployed_by_helm(&service, "v9");
     sim.send("update", &drifted);
     sim.wait(301);
     sim.send(
@@ -1038,17 +1044,7 @@ fn a_baseline_drift_fixed_in_git_resolves_at_the_next_status_write() {
     let service = service();
     sim.send("add", &service);
     sim.wait(600);
-    let drifted = changed(&service, |s| {
-        s["spec"]["template"]["spec"]["containers"][0]["image"] =
-            json!("projects.registry.vmware.com/tanzu_ese_poc/rguske/knative-webapp:v9");
-        written_by(
-            s,
-            "helm-controller",
-            "Apply",
-            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {}}}}}),
-            "2023-10-09T21:50:00Z",
-        );
-    });
+    let drifted = deployed_by_helm(&service, "v9");
     sim.send("update", &drifted);
     sim.wait(301);
     check(

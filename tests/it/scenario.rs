@@ -143,14 +143,7 @@ impl Sim {
 
     /// Hot-reloads a `rules:` and a `fleet:` section given as YAML, as the writer does.
     pub(crate) fn reload_fleet(&mut self, rules: &str, fleet: &str) {
-        self.rules = Arc::new(compile_with_fleet(rules, fleet));
-        self.engine.set_rules(Arc::clone(&self.rules));
-        self.engine.begin();
-        self.engine.retire_disabled(self.now);
-        let changes = self.engine.changes();
-        self.take(changes);
-        // The re-assessment a reload starts runs over the next rounds.
-        self.wait(0);
+        self.reload_compiled(compile_with_fleet(rules, fleet));
     }
 
     /// The engine (read-only), for what a test reads beyond transitions.
@@ -290,20 +283,21 @@ impl Sim {
 
     /// Hot-reloads compiled rules (a baseline, say), as the writer does.
     pub(crate) fn reload_compiled(&mut self, rules: drift_core::classify::Rules) {
-        self.rules = Arc::new(rules);
-        self.engine.set_rules(Arc::clone(&self.rules));
-        self.engine.begin();
-        self.engine.retire_disabled(self.now);
-        let changes = self.engine.changes();
-        self.take(changes);
+        self.set_rules(rules);
         // The re-assessment a reload starts runs over the next rounds.
         self.wait(0);
     }
 
-    /// Hot-reloads rules given as YAML, as the writer does.
+    /// Hot-reloads rules given as YAML, as the writer does (the re-assessment it starts runs
+    /// at the next event or wait).
     pub(crate) fn reload(&mut self, yaml: &str) {
         let config: RulesConfig = serde_saphyr::from_str(yaml).expect("rules yaml");
-        self.rules = Arc::new(config.compile());
+        self.set_rules(config.compile());
+    }
+
+    /// The writer's reload: new rules, what they disable retired in one round.
+    fn set_rules(&mut self, rules: drift_core::classify::Rules) {
+        self.rules = Arc::new(rules);
         self.engine.set_rules(Arc::clone(&self.rules));
         self.engine.begin();
         self.engine.retire_disabled(self.now);
