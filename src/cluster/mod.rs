@@ -242,9 +242,10 @@ impl Resource {
     /// A matcher that owns its selector, for the writer thread.
     pub(crate) fn selector_fn(
         &self,
-    ) -> impl Fn(&BTreeMap<String, String>) -> bool + Send + Sync + 'static {
+    ) -> impl Fn(&drift_model::Pairs) -> bool + Send + Sync + 'static {
         let selector = self.selector.clone();
-        move |labels| selector.matches(labels)
+        // kube's selector reads a `BTreeMap`; a sweep asks once per tracked object of the kind.
+        move |labels| selector.matches(&labels.to_map())
     }
 
     /// Starts listing in `namespace` (all namespaces when `None`), `page_size` items a page.

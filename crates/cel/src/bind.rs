@@ -11,7 +11,7 @@ use cel::common::types::{
 use cel::common::value::Val;
 use cel::Context;
 
-use drift_model::OwnerReference;
+use drift_model::{OwnerReference, Pairs};
 
 use crate::budget;
 use crate::fields::Fields;
@@ -26,6 +26,8 @@ impl Bindings<'static> {
     pub(crate) fn sample() -> Bindings<'static> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         static EMPTY_OBJECT: OnceLock<serde_json::Value> = OnceLock::new();
+        static NO_PAIRS: OnceLock<Pairs> = OnceLock::new();
+        let no_pairs = NO_PAIRS.get_or_init(Pairs::new);
         let spec = EMPTY_OBJECT.get_or_init(|| serde_json::json!({}));
         let view = ObjectView {
             api_version: "v1",
@@ -37,8 +39,8 @@ impl Bindings<'static> {
             generation: Some(1),
             creation_timestamp: None,
             deletion_timestamp: None,
-            labels: &EMPTY,
-            annotations: &EMPTY,
+            labels: no_pairs,
+            annotations: no_pairs,
             owners: &[],
             spec,
             status: spec,
@@ -99,9 +101,9 @@ pub struct ObjectView<'v> {
     /// `metadata.deletionTimestamp`.
     pub deletion_timestamp: Option<&'v str>,
     /// `metadata.labels` (always present, maybe empty).
-    pub labels: &'v BTreeMap<String, String>,
+    pub labels: &'v Pairs,
     /// `metadata.annotations` (always present, maybe empty).
-    pub annotations: &'v BTreeMap<String, String>,
+    pub annotations: &'v Pairs,
     /// `metadata.ownerReferences`.
     pub owners: &'v [OwnerReference],
     /// `spec` (`null`: left out).
@@ -116,10 +118,9 @@ fn text<'v>(value: &'v str) -> Box<dyn Val + 'v> {
     Box::new(CelString::from(value))
 }
 
-fn string_map<'v>(map: &'v BTreeMap<String, String>) -> Box<dyn Val + 'v> {
+fn string_map<'v>(map: impl Iterator<Item = (&'v str, &'v str)>) -> Box<dyn Val + 'v> {
     let entries: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = map
-        .iter()
-        .map(|(key, value)| (CelMapKey::from(key.as_str()), text(value)))
+        .map(|(key, value)| (CelMapKey::from(key), text(value)))
         .collect();
     Box::new(CelMap::from(entries))
 }
@@ -148,7 +149,13 @@ impl<'v> ObjectView<'v> {
             top.push(("status", pruned(self.status, status)));
         }
         if let (Some(data), Some(_)) = (self.data, fields.child("data")) {
-            top.push(("data", string_map(data)));
+            top.push((
+                "data",
+                string_map(
+                    data.iter()
+                        .map(|(key, value)| (key.as_str(), value.as_str())),
+                ),
+            ));
         }
         record(top)
     }
@@ -158,8 +165,8 @@ impl<'v> ObjectView<'v> {
             ("name", text(self.name)),
             ("uid", text(self.uid)),
             ("resourceVersion", text(self.resource_version)),
-            ("labels", string_map(self.labels)),
-            ("annotations", string_map(self.annotations)),
+            ("labels", string_map(self.labels.iter())),
+            ("annotations", string_map(self.annotations.iter())),
         ];
         if !self.namespace.is_empty() {
             metadata.push(("namespace", text(self.namespace)));
@@ -245,8 +252,10 @@ fn json<'v>(value: &'v serde_json::Value) -> Box<dyn Val + 'v> {
 pub(crate) fn sample_view<'v>(
     kind: &'v str,
     spec: &'v serde_json::Value,
-    labels: &'v BTreeMap<String, String>,
+    labels: &BTreeMap<String, String>,
 ) -> ObjectView<'v> {
+    // Test objects live for the test process; the view borrows its labels.
+    let labels: &'v Pairs = Box::leak(Box::new(Pairs::from(labels)));
     ObjectView {
         api_version: "v1",
         kind,

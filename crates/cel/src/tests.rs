@@ -231,8 +231,9 @@ fn evaluate_on_annotations(
     annotations: &BTreeMap<String, String>,
 ) -> Result<bool, EvalError> {
     let labels = BTreeMap::new();
+    let annotations = drift_model::Pairs::from(annotations);
     let view = ObjectView {
-        annotations,
+        annotations: &annotations,
         ..sample_view("Service", &serde_json::Value::Null, &labels)
     };
     let bindings = Bindings::new(&view, None, &Fields::everything(), &Fields::default());

@@ -13,6 +13,7 @@ pub mod glob;
 pub mod group;
 pub mod notice;
 pub mod object;
+pub mod pairs;
 pub mod pointer;
 pub mod silence;
 pub mod text;
@@ -26,6 +27,7 @@ pub use drift::{
 pub use glob::glob_match;
 pub use notice::{Notice, NoticeKind};
 pub use object::OwnerReference;
+pub use pairs::Pairs;
 pub use silence::Silence;
 
 /// Milliseconds since the Unix epoch; the only notion of time in the pure core.

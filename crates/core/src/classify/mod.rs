@@ -41,8 +41,6 @@ mod engine;
 mod journal;
 mod ordering;
 
-use std::collections::BTreeMap;
-
 use drift_model::{Drift, Millis, ObjectKey, Transition};
 pub use engine::{Engine, ListContext};
 pub use graph::Graph;
@@ -135,7 +133,7 @@ impl Changes {
 }
 
 /// True for the labels a label selector covers.
-pub type LabelMatcher = dyn Fn(&BTreeMap<String, String>) -> bool + Send + Sync;
+pub type LabelMatcher = dyn Fn(&drift_model::Pairs) -> bool + Send + Sync;
 
 /// A complete list of one kind, for [`Engine::vanished`].
 pub struct Sweep<'a> {

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use crate::decode::object::{api_group, hash_value, KEPT_STATUS};
 use crate::decode::{KubeObject, OwnerReference};
-use drift_model::{Millis, ObjectKey};
+use drift_model::{Millis, ObjectKey, Pairs};
 
 /// Who last wrote what, per `managedFields` entry (without the field trie).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,9 +172,9 @@ pub struct ObjectState {
     /// `metadata.deletionTimestamp` (deletion in progress).
     pub deletion_timestamp: Option<String>,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    pub labels: Pairs,
     /// Annotations (large ones hashed).
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: Pairs,
     /// Owner references.
     pub owners: Vec<OwnerReference>,
     /// Field managers and their last write times.
@@ -218,6 +218,9 @@ impl ObjectState {
                 .map(|(key, value)| key.len() + value.len() + 48)
                 .sum()
         };
+        // What the BTreeMaps these were cost (48 bytes an entry), so `limits.maxStateBytes`
+        // means what it meant; the saving shows in RSS, not in this estimate.
+        let pairs = |pairs: &Pairs| -> usize { pairs.text_len() + 48 * pairs.len() };
         OBJECT_OVERHEAD_BYTES
             + self.cluster.len()
             + self.uid.len()
@@ -226,8 +229,8 @@ impl ObjectState {
             + self.namespace.len()
             + self.name.len()
             + self.resource_version.len()
-            + map(&self.labels)
-            + map(&self.annotations)
+            + pairs(&self.labels)
+            + pairs(&self.annotations)
             + self.data.as_ref().map_or(0, map)
             + self
                 .owners
@@ -252,12 +255,16 @@ impl ObjectState {
 
     /// Builds the compact state of a decoded object.
     pub fn from_object(cluster: &str, object: &KubeObject, now: Millis) -> ObjectState {
-        let mut annotations = object.annotations.clone();
-        if let Some(applied) = annotations.get_mut(LAST_APPLIED) {
-            if !applied.starts_with("sha256:") {
-                *applied = hash_value(applied);
-            }
-        }
+        let annotations = if object
+            .annotations
+            .get(LAST_APPLIED)
+            .is_some_and(|applied| !applied.starts_with("sha256:"))
+        {
+            Pairs::from(&object.annotations)
+                .map_values(|key, value| (key == LAST_APPLIED).then(|| hash_value(value)))
+        } else {
+            Pairs::from(&object.annotations)
+        };
         let is_pod = object.api_version == "v1" && object.kind == "Pod";
         let spec = if is_pod {
             // The containers' names and images, read in one pass (`fast::spec_view`) without
@@ -298,7 +305,7 @@ impl ObjectState {
             generation: object.generation,
             creation_timestamp: object.creation_timestamp.clone(),
             deletion_timestamp: object.deletion_timestamp.clone(),
-            labels: object.labels.clone(),
+            labels: Pairs::from(&object.labels),
             annotations,
             owners: object.owner_references.clone(),
             managers: object
@@ -418,8 +425,8 @@ impl ObjectState {
             generation: self.generation,
             creation_timestamp: self.creation_timestamp.clone(),
             deletion_timestamp: self.deletion_timestamp.clone(),
-            labels: self.labels.clone(),
-            annotations: self.annotations.clone(),
+            labels: self.labels.to_map(),
+            annotations: self.annotations.to_map(),
             owner_references: self.owners.clone(),
             managed_fields: self
                 .managers
@@ -484,12 +491,12 @@ impl ObjectState {
 
     /// A label value.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels.get(key).map(String::as_str)
+        self.labels.get(key)
     }
 
     /// An annotation value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.annotations.get(key).map(String::as_str)
+        self.annotations.get(key)
     }
 
     /// The spec cut to what the image checks read: `traffic`, `replicas`, and the containers'

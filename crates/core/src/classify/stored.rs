@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::state::{ManagerStamp, ObjectState, Serialized};
-use drift_model::{Millis, OwnerReference};
+use drift_model::{Millis, OwnerReference, Pairs};
 
 /// The stored text of an object's state (`objects.body`).
 pub fn encode(object: &ObjectState) -> Result<String, serde_json::Error> {
@@ -65,9 +65,9 @@ struct ObjectRow<'a> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     deletion_timestamp: Option<Cow<'a, str>>,
     #[serde(default, skip_serializing_if = "is_empty")]
-    labels: Cow<'a, BTreeMap<String, String>>,
+    labels: Cow<'a, Pairs>,
     #[serde(default, skip_serializing_if = "is_empty")]
-    annotations: Cow<'a, BTreeMap<String, String>>,
+    annotations: Cow<'a, Pairs>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     owners: Vec<OwnerReferenceRow<'a>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -92,7 +92,7 @@ struct ObjectRow<'a> {
 
 // serde's `skip_serializing_if` hands over a reference to the field as it is typed.
 #[allow(clippy::ptr_arg)]
-fn is_empty(map: &Cow<'_, BTreeMap<String, String>>) -> bool {
+fn is_empty(map: &Cow<'_, Pairs>) -> bool {
     map.is_empty()
 }
 
@@ -223,8 +223,8 @@ mod tests {
             generation: Some(3),
             creation_timestamp: Some("2026-01-01T00:00:00Z".into()),
             deletion_timestamp: None,
-            labels: BTreeMap::from([("a".into(), "b".into())]),
-            annotations: BTreeMap::new(),
+            labels: Pairs::from_iter([("a", "b")]),
+            annotations: Pairs::new(),
             owners: vec![OwnerReference {
                 api_version: "serving.knative.dev/v1".into(),
                 kind: "Revision".into(),
@@ -253,7 +253,7 @@ mod tests {
     /// The same object with the parts the first leaves out, and without those it has.
     fn other_object() -> ObjectState {
         let mut object = object();
-        object.annotations = BTreeMap::from([("x".into(), "y".into())]);
+        object.annotations = Pairs::from_iter([("x", "y")]);
         object.data = Some(BTreeMap::from([("k".into(), "v".into())]));
         object.status = Serialized::from_value(&json!({"ready": true}));
         object.deletion_timestamp = Some("2026-01-02T00:00:00Z".into());

@@ -52,7 +52,7 @@ pub(super) fn current_value(object: &ObjectState, spec: &Value, path: &str) -> O
         } else {
             &object.annotations
         };
-        return map.get(&key).map(|value| Value::String(value.clone()));
+        return map.get(&key).map(|value| Value::String(value.to_string()));
     }
     if let Some(key) = path.strip_prefix("/data/") {
         let key = key.replace("~1", "/").replace("~0", "~");

@@ -81,7 +81,7 @@ impl Engine {
                     let mut updated = existing.clone();
                     updated.evidence = evidence;
                     updated.severity = severity;
-                    updated.labels = target.labels.clone();
+                    updated.labels = target.labels.to_map();
                     if updated != *existing {
                         self.put_drift(slot, Some(updated));
                     }
@@ -102,7 +102,7 @@ impl Engine {
                     kind: target.kind.clone(),
                     namespace: target.namespace.clone(),
                     name: target.name.clone(),
-                    labels: target.labels.clone(),
+                    labels: target.labels.to_map(),
                     owner: self.graph.owner_chain(&target),
                     evidence,
                     since: now,

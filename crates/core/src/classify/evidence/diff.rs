@@ -109,14 +109,14 @@ pub(crate) fn metadata_diff(
     let mut changes = Vec::new();
     diff_values(
         "/metadata/labels",
-        Some(&map_value(&before.labels)),
-        Some(&map_value(&after.labels)),
+        Some(&pairs_value(&before.labels)),
+        Some(&pairs_value(&after.labels)),
         &mut changes,
     );
     diff_values(
         "/metadata/annotations",
-        Some(&map_value(&before.annotations)),
-        Some(&map_value(&after.annotations)),
+        Some(&pairs_value(&before.annotations)),
+        Some(&pairs_value(&after.annotations)),
         &mut changes,
     );
     finish(changes, &after.kind, rules)
@@ -134,6 +134,15 @@ fn non_null(value: &Value) -> Option<&Value> {
     } else {
         Some(value)
     }
+}
+
+fn pairs_value(pairs: &drift_model::Pairs) -> Value {
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), Value::String(value.to_string())))
+            .collect(),
+    )
 }
 
 fn map_value(map: &std::collections::BTreeMap<String, String>) -> Value {

@@ -10,6 +10,7 @@ use super::{MAX_DIVERGENCES, PRESENT, VERSION_LABEL, WHOLE_OBJECT};
 use crate::classify::quantity::{is_quantity_path, same_quantity};
 use crate::classify::state::ObjectState;
 use drift_model::pointer::push_pointer;
+use drift_model::Pairs;
 
 /// One path whose value differs among the members, with each member's value there (`None`:
 /// absent), in member order.
@@ -161,10 +162,10 @@ pub fn comparable(
         }
         view.insert("spec".to_string(), spec);
     }
-    let kept = |map: &BTreeMap<String, String>, version: bool| -> Map<String, Value> {
+    let kept = |map: &Pairs, version: bool| -> Map<String, Value> {
         map.iter()
-            .filter(|(key, _)| (version && key.as_str() == VERSION_LABEL) || behavioural(key))
-            .map(|(key, value)| (key.clone(), Value::String(value.clone())))
+            .filter(|(key, _)| (version && *key == VERSION_LABEL) || behavioural(key))
+            .map(|(key, value)| (key.to_string(), Value::String(value.to_string())))
             .collect()
     };
     let mut metadata = Map::new();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::classify::state::ObjectState;
 use drift_model::glob::glob_match;
-use drift_model::Severity;
+use drift_model::{Pairs, Severity};
 
 /// The wall-clock backstop of every evaluation on the calling thread (the service's writer
 /// gives its monotonic clock; the commands give none and stay deterministic).
@@ -44,7 +44,7 @@ impl Selector {
         api_version: &str,
         kind: &str,
         namespace: &str,
-        labels: &BTreeMap<String, String>,
+        labels: &Pairs,
     ) -> bool {
         let any = |patterns: &[String], text: &str| {
             patterns.is_empty() || patterns.iter().any(|pattern| glob_match(pattern, text))
@@ -60,7 +60,7 @@ impl Selector {
             && self
                 .match_labels
                 .iter()
-                .all(|(key, value)| labels.get(key) == Some(value))
+                .all(|(key, value)| labels.get(key) == Some(value.as_str()))
     }
 }
 
