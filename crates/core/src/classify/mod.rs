@@ -40,6 +40,7 @@ pub mod stored;
 mod engine;
 mod journal;
 mod ordering;
+mod spec;
 
 use drift_model::{Drift, Millis, ObjectKey, Transition};
 pub use engine::{Engine, ListContext};

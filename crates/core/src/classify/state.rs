@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+pub(crate) use super::spec::Spec;
 use crate::decode::object::{api_group, hash_value, KEPT_STATUS};
 use crate::decode::{KubeObject, OwnerReference};
 use drift_model::{Millis, ObjectKey, Pairs};
@@ -36,52 +37,6 @@ pub struct ManagerStamp {
 /// unchanged one is recognised by its text alone. The store writes the text as it is.
 #[derive(Clone)]
 pub struct Serialized(Box<serde_json::value::RawValue>);
-
-/// An object's `spec` (trimmed for Pods), serialized: the event's own compact text (see
-/// `ObjectSpec`), so two texts of one value can differ (another key order, Go's `\u003c`
-/// escapes, a state stored by an older version in serde_json's order). Equal texts, or else equal
-/// values, are the same spec; texts differ only when something changed or a sender wrote it
-/// differently, so the parse is paid on changes, not on churn.
-#[derive(Clone, Default)]
-pub struct Spec(Serialized);
-
-impl Spec {
-    /// The serialized form of `value`.
-    pub fn from_value(value: &Value) -> Spec {
-        Spec(Serialized::from_value(value))
-    }
-
-    /// A spec already serialized.
-    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> Spec {
-        Spec(Serialized::from_raw(raw))
-    }
-}
-
-impl From<Serialized> for Spec {
-    fn from(serialized: Serialized) -> Spec {
-        Spec(serialized)
-    }
-}
-
-impl std::ops::Deref for Spec {
-    type Target = Serialized;
-
-    fn deref(&self) -> &Serialized {
-        &self.0
-    }
-}
-
-impl PartialEq for Spec {
-    fn eq(&self, other: &Spec) -> bool {
-        self.0 == other.0 || self.0.value() == other.0.value()
-    }
-}
-
-impl std::fmt::Debug for Spec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// The status fields the classes read, serialized.
 pub(crate) type Status = Serialized;
@@ -249,7 +204,7 @@ impl ObjectState {
                         + stamp.time.as_ref().map_or(0, String::len)
                 })
                 .sum::<usize>()
-            + self.spec.text().len()
+            + self.spec.text_len()
             + self.status.text().len()
     }
 
@@ -276,7 +231,7 @@ impl ObjectState {
             ))
         } else {
             // The event's own text (see `ObjectSpec`): kept, not written again.
-            Spec::from_raw(object.spec.raw().to_owned())
+            Spec::from_text(object.spec.raw().get())
         };
         let status = match &object.status {
             Value::Object(map) => {
@@ -383,7 +338,7 @@ impl ObjectState {
         } = self;
         // The spec's text, not its value: a text that differs with an equal value (another
         // sender's key order) is written again, which costs a write and changes nothing.
-        spec.text() == other.spec.text()
+        spec.same_text(&other.spec)
             && *status == other.status
             && *data == other.data
             && *labels == other.labels
@@ -439,7 +394,7 @@ impl ObjectState {
                     fields: Default::default(),
                 })
                 .collect(),
-            spec: crate::decode::ObjectSpec::from_raw(self.spec.raw().to_owned()),
+            spec: crate::decode::ObjectSpec::from_raw(self.spec.raw()),
             status: self.status.value(),
             status_skipped_bytes: 0,
             data: self.data.clone(),
@@ -504,7 +459,8 @@ impl ObjectState {
     /// building the rest of the spec (a Deployment's is mostly environment and probes); the
     /// whole spec when a part has an unexpected type, so readers find what they found before.
     pub(crate) fn spec_view(&self) -> Value {
-        crate::decode::fast::spec_view(self.spec.text()).unwrap_or_else(|| self.spec.value())
+        let text = self.spec.text();
+        crate::decode::fast::spec_view(&text).unwrap_or_else(|| self.spec.value())
     }
 
     /// A status field, parsed (the status is kept serialized: read several fields from one

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::state::{ManagerStamp, ObjectState, Serialized};
+use super::state::{ManagerStamp, ObjectState, Serialized, Spec};
 use drift_model::{Millis, OwnerReference, Pairs};
 
 /// The stored text of an object's state (`objects.body`).
@@ -133,7 +133,8 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
                     time: stamp.time.as_deref().map(Cow::Borrowed),
                 })
                 .collect(),
-            spec: raw(&object.spec),
+            // Unpacked for the row (the state keeps it packed: `Spec`).
+            spec: (!object.spec.is_null()).then(|| Cow::Owned(object.spec.raw())),
             status: raw(&object.status),
             data: object.data.as_ref().map(Cow::Borrowed),
             deleted: object.deleted,
@@ -189,7 +190,10 @@ impl From<ObjectRow<'_>> for ObjectState {
                     time: stamp.time.map(Cow::into_owned),
                 })
                 .collect(),
-            spec: serialized(row.spec).into(),
+            spec: row
+                .spec
+                .map(|raw| Spec::from_text(raw.get()))
+                .unwrap_or_default(),
             status: serialized(row.status),
             data: row.data.map(Cow::into_owned),
             deleted: row.deleted,
@@ -238,7 +242,7 @@ mod tests {
                 subresource: "status".into(),
                 time: None,
             }],
-            spec: Serialized::from_value(&json!({"replicas": 1})).into(),
+            spec: Spec::from_value(&json!({"replicas": 1})),
             status: Serialized::default(),
             data: None,
             deleted: true,
