@@ -6,35 +6,39 @@
 //! Deleted objects stay as tombstones for a while so late events and orphans can be recognised.
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
 
 use super::state::ObjectState;
 use drift_model::{Millis, ObjectKey, OwnerChain};
 
-/// Name-based identity: (cluster, group, kind, namespace, name).
+/// Name-based identity: (cluster, group, kind, namespace, name), as one text of the parts each
+/// behind its length (`7:default`), so no part's content can make two keys equal (a forged
+/// event's name may hold any character): one allocation per tracked object instead of five.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct NameKey {
-    /// Cluster.
-    pub cluster: String,
-    /// API group (empty for core).
-    pub group: String,
-    /// Kind.
-    pub kind: String,
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
+pub(crate) struct NameKey(Box<str>);
 
 impl NameKey {
+    /// The name key of these coordinates.
+    fn new(cluster: &str, group: &str, kind: &str, namespace: &str, name: &str) -> NameKey {
+        let parts = [cluster, group, kind, namespace, name];
+        let mut key = String::with_capacity(parts.iter().map(|part| part.len() + 4).sum());
+        for part in parts {
+            // Writing to a `String` cannot fail.
+            let _ = write!(key, "{}:", part.len());
+            key.push_str(part);
+        }
+        NameKey(key.into_boxed_str())
+    }
+
     /// The name key of an object.
     pub(crate) fn of(object: &ObjectState) -> NameKey {
-        NameKey {
-            cluster: object.cluster.clone(),
-            group: object.group().to_string(),
-            kind: object.kind.clone(),
-            namespace: object.namespace.clone(),
-            name: object.name.clone(),
-        }
+        NameKey::new(
+            &object.cluster,
+            object.group(),
+            &object.kind,
+            &object.namespace,
+            &object.name,
+        )
     }
 }
 
@@ -42,7 +46,7 @@ impl NameKey {
 #[derive(Debug, Default)]
 pub struct Graph {
     objects: HashMap<ObjectKey, ObjectState>,
-    by_name: HashMap<NameKey, String>,
+    by_name: HashMap<NameKey, Box<str>>,
     children: HashMap<ObjectKey, BTreeSet<String>>,
     tombstones: BTreeSet<(Millis, ObjectKey)>,
     /// Triggers by the Broker their `eventing.knative.dev/broker` label names: (cluster,
@@ -92,13 +96,7 @@ impl Graph {
         namespace: &str,
         name: &str,
     ) -> Option<&ObjectState> {
-        let key = NameKey {
-            cluster: cluster.to_string(),
-            group: group.to_string(),
-            kind: kind.to_string(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-        };
+        let key = NameKey::new(cluster, group, kind, namespace, name);
         let uid = self.by_name.get(&key)?;
         self.by_uid(cluster, uid)
     }
@@ -175,6 +173,24 @@ impl Graph {
     /// Inserts or replaces an object; returns the previous state.
     pub fn insert(&mut self, object: ObjectState) -> Option<ObjectState> {
         let key = object.key();
+        // The name index must already name this object (two live objects of one name, which
+        // only forged or reordered events make, take the full path as before).
+        let named = || {
+            self.by_name.get(&NameKey::of(&object)).map(AsRef::as_ref) == Some(object.uid.as_str())
+        };
+        if self
+            .objects
+            .get(&key)
+            .is_some_and(|current| same_relations(current, &object))
+            && named()
+        {
+            if let Some(current) = self.objects.get_mut(&key) {
+                // Most events (status churn) leave every index as it was: only the weight
+                // moves; the relations indexes are neither rebuilt nor allocated for.
+                self.bytes = (self.bytes + object.weight()).saturating_sub(current.weight());
+                return Some(std::mem::replace(current, object));
+            }
+        }
         let old = self.objects.remove(&key);
         if let Some(old) = &old {
             self.unindex(old);
@@ -247,11 +263,11 @@ impl Graph {
         let live_other = self
             .by_name
             .get(&name_key)
-            .filter(|uid| **uid != object.uid)
+            .filter(|uid| uid.as_ref() != object.uid.as_str())
             .and_then(|uid| self.by_uid(&object.cluster, uid))
             .is_some_and(|other| !other.deleted);
         if !(object.deleted && live_other) {
-            self.by_name.insert(name_key, object.uid.clone());
+            self.by_name.insert(name_key, object.uid.as_str().into());
         }
         for parent in Self::parents(object) {
             self.children
@@ -290,7 +306,7 @@ impl Graph {
 
         count_down(&mut self.clusters, &object.cluster);
         let name_key = NameKey::of(object);
-        if self.by_name.get(&name_key) == Some(&object.uid) {
+        if self.by_name.get(&name_key).map(AsRef::as_ref) == Some(object.uid.as_str()) {
             self.by_name.remove(&name_key);
         }
         for parent in Self::parents(object) {
@@ -319,6 +335,20 @@ impl Graph {
     }
 }
 
+/// True when `after` is indexed exactly as `before` is: same name, same relations (owners and
+/// the labels [`Graph::parents`] and the Trigger index read), neither a tombstone.
+fn same_relations(before: &ObjectState, after: &ObjectState) -> bool {
+    !before.deleted
+        && !after.deleted
+        && before.cluster == after.cluster
+        && before.name == after.name
+        && before.namespace == after.namespace
+        && before.kind == after.kind
+        && before.group() == after.group()
+        && before.owners == after.owners
+        && before.labels == after.labels
+}
+
 /// Adds one to `name`'s count (allocating the name only the first time).
 fn count_up(counts: &mut HashMap<String, usize>, name: &str) {
     match counts.get_mut(name) {
@@ -336,5 +366,32 @@ fn count_down(counts: &mut HashMap<String, usize>, name: &str) {
         if *count == 0 {
             counts.remove(name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NameKey;
+
+    #[test]
+    fn name_keys_of_different_coordinates_never_collide() {
+        let key = NameKey::new("prod", "serving.knative.dev", "Service", "ns", "x");
+        assert_eq!(
+            key,
+            NameKey::new("prod", "serving.knative.dev", "Service", "ns", "x")
+        );
+        for other in [
+            NameKey::new("prod", "serving.knative.dev", "Service", "n", "sx"),
+            NameKey::new("prod", "serving.knative.dev", "Service", "ns\u{0}", "x"),
+            NameKey::new("prod", "serving.knative.dev", "Service", "ns", "2:x"),
+            NameKey::new("prod", "", "Service", "ns", "x"),
+            NameKey::new("prod2", "serving.knative.dev", "Service", "ns", "x"),
+        ] {
+            assert_ne!(key, other);
+        }
+        assert_ne!(
+            NameKey::new("a", "", "K", "1:b", ""),
+            NameKey::new("a", "", "K", "", "1:b")
+        );
     }
 }
