@@ -160,22 +160,22 @@ pub struct ObjectState {
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// What one object costs beyond its strings: the struct, its maps' nodes, the graph's indexes
-/// (BENCHMARKS.md: 7.7 KB of RSS per object whose strings and texts come to some 3.5 KB).
+/// What one object costs beyond its strings: the struct, its hash map slots, the graph's indexes
+/// (BENCHMARKS.md, issue 28: 3.9 KB of RSS per object whose packed spec, texts and strings come
+/// to some 1.8 KB).
 const OBJECT_OVERHEAD_BYTES: usize = 2048;
 
 impl ObjectState {
-    /// About how many bytes of memory this state takes: its strings and serialized texts, and a
-    /// fixed overhead. The bound `limits.maxStateBytes` is checked against the sum.
+    /// About how many bytes of memory this state takes: its strings, its texts (the spec as
+    /// packed), and a fixed overhead. The bound `limits.maxStateBytes` is checked against the sum.
     pub fn weight(&self) -> usize {
         let map = |map: &BTreeMap<String, String>| -> usize {
             map.iter()
                 .map(|(key, value)| key.len() + value.len() + 48)
                 .sum()
         };
-        // What the BTreeMaps these were cost (48 bytes an entry), so `limits.maxStateBytes`
-        // means what it meant; the saving shows in RSS, not in this estimate.
-        let pairs = |pairs: &Pairs| -> usize { pairs.text_len() + 48 * pairs.len() };
+        // A `Pairs` is its text and two offsets of four bytes per entry.
+        let pairs = |pairs: &Pairs| -> usize { pairs.text_len() + 8 * pairs.len() };
         OBJECT_OVERHEAD_BYTES
             + self.cluster.len()
             + self.uid.len()
@@ -204,7 +204,7 @@ impl ObjectState {
                         + stamp.time.as_ref().map_or(0, String::len)
                 })
                 .sum::<usize>()
-            + self.spec.text_len()
+            + self.spec.packed_len()
             + self.status.text().len()
     }
 
