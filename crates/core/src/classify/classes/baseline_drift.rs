@@ -79,7 +79,7 @@ impl DriftClass for BaselineDrift {
         // re-assessment opens what holds but clears nothing (`Engine::reassess`), so the
         // object's next event is what resolves it.
         if let (Some(before), None) = (context.before, context.open_drift(&object.key(), INFO.id)) {
-            if before.spec.text() == object.spec.text()
+            if before.spec.same_text(&object.spec)
                 && before.labels == object.labels
                 && before.annotations == object.annotations
                 && before.data == object.data

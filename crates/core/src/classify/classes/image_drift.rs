@@ -261,7 +261,7 @@ impl DriftClass for ImageDrift {
             // (Which Revision it belongs to is in its labels; a rules change re-assesses every
             // object, see `Engine::set_rules`.)
             if let Some(before) = context.before {
-                if before.spec.text() == object.spec.text()
+                if before.spec.same_text(&object.spec)
                     && before.labels == object.labels
                     && before.is_going_away() == object.is_going_away()
                 {
@@ -278,7 +278,7 @@ impl DriftClass for ImageDrift {
             // re-check parses every workload's spec).
             if let Some(before) = context.before {
                 let legacy = |revision: &ObjectState| revision.status_field("imageDigest");
-                if before.spec.text() == object.spec.text()
+                if before.spec.same_text(&object.spec)
                     && digests(before) == digests(object)
                     && legacy(before) == legacy(object)
                     && before.is_going_away() == object.is_going_away()

@@ -180,7 +180,7 @@ impl DriftClass for ManualEdit {
         }
         // Parsed only when the spec changed (a Pod's would otherwise be parsed on every event).
         // Texts are compared, not values: texts that differ with equal values diff to nothing.
-        let after_spec = (before.spec.text() != object.spec.text()).then(|| context.after_spec());
+        let after_spec = (!before.spec.same_text(&object.spec)).then(|| context.after_spec());
         let mut changes = crate::classify::evidence::diff::spec_diff_parsed(
             before,
             object,

@@ -72,7 +72,7 @@ pub(crate) fn spec_diff_parsed(
     let mut changes = Vec::new();
     // Most updates leave the spec as it was: equal serialized text, nothing to parse. Texts that
     // differ with equal values (another sender's key order) diff to nothing.
-    if before.spec.text() != after.spec.text() {
+    if !before.spec.same_text(&after.spec) {
         let spec_before = before.spec.value();
         let parsed;
         let spec_after = match after_spec {
