@@ -331,6 +331,12 @@ pub struct StoredSilence {
     pub created_at: Millis,
 }
 
+/// Makes every commit that returned before the call durable (see [`Store::take_syncer`]).
+pub trait Syncer: Send {
+    /// Syncs; an error means the commits since the last success may be lost.
+    fn sync(&mut self) -> Result<(), Error>;
+}
+
 /// The durable store, owned by the single writer.
 pub trait Store: Send {
     /// Loads the engine state: every stored object (tombstones included) goes to `objects` as
@@ -354,6 +360,14 @@ pub trait Store: Send {
     }
     /// Commits a batch atomically.
     fn commit(&mut self, batch: &Batch) -> Result<(), Error>;
+    /// Hands over what makes commits durable when the store leaves that to its caller: from
+    /// then on a commit is atomic but may not survive a power loss until the [`Syncer`] has
+    /// synced after it. The writer syncs on its own thread, so the fsync of one round overlaps
+    /// the work of the next, and answers only after the sync (BENCHMARKS.md, issue 28). `None`
+    /// (the default): every commit is durable when it returns.
+    fn take_syncer(&mut self) -> Option<Box<dyn Syncer>> {
+        None
+    }
     /// Proves the store is writable (a tiny write).
     fn heartbeat(&mut self, now: Millis) -> Result<(), Error>;
     /// Forgets event keys received before `cutoff`; returns how many.

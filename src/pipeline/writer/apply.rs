@@ -86,7 +86,15 @@ impl Writer {
             if round.store_failure.is_none() && self.engine.journaled_writes() == writes_before {
                 if let Some(reply) = reply.take() {
                     self.count_refusals();
-                    let _ = reply.send(Ok(event_results.clone()));
+                    // In order behind earlier rounds' answers, so after their sync.
+                    self.answers.send(super::answers::Answers {
+                        answers: vec![super::answers::Answer::Events(
+                            reply,
+                            Ok(event_results.clone()),
+                        )],
+                        wrote: false,
+                        notify_outbox: false,
+                    });
                 }
             }
             round.submissions.push((events, reply));

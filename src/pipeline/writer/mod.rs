@@ -6,6 +6,7 @@
 //! record before stopping) `housekeeping.rs`, a commit whose outcome was lost `recovery.rs`,
 //! and what a round tells the metrics and the log `observe.rs`.
 
+mod answers;
 mod apply;
 mod housekeeping;
 mod observe;
@@ -25,6 +26,7 @@ use super::{
     SilenceOutcome, SilenceReply, SilenceRequest,
 };
 use crate::metrics::Metrics;
+use answers::{Answer, Answers};
 use drift_core::classify::{Engine, Outcome};
 use drift_core::decode::Decoded;
 use drift_core::route::{notification_id, Silences};
@@ -101,6 +103,8 @@ pub(super) struct Writer {
     /// Set when a commit's outcome could not be told: nothing is committed any more (the
     /// engine may differ from the store), until the replica loads the state again.
     gave_up: bool,
+    /// Sends the rounds' answers after the store's sync (`answers.rs`).
+    answers: answers::Answerer,
     /// The thread that frees applied events (see [`Writer::discard`]).
     dropper: Option<SyncSender<Vec<Vec<Decoded>>>>,
     /// When the timers between rounds last ran.
@@ -160,9 +164,17 @@ impl Writer {
         silences: Silences,
         fleet: super::fleet_view::Publisher,
     ) -> Writer {
+        let mut store = store;
+        let answers = answers::Answerer::start(
+            store.take_syncer(),
+            Arc::clone(&settings.outbox_notify),
+            Arc::clone(&health),
+            Arc::clone(&metrics),
+        );
         Writer {
             engine,
             store,
+            answers,
             clock,
             metrics,
             health,
@@ -274,6 +286,8 @@ impl Writer {
                 };
                 self.round(rest);
                 self.record_pending_before_stop();
+                // Whatever waits for its sync is synced and answered before the writer stops.
+                self.answers.close();
                 return;
             }
         }
@@ -301,6 +315,10 @@ impl Writer {
     /// timers; route the transitions to outbox rows; commit; observe; answer; prune.
     fn round(&mut self, work: Work) {
         let now = (self.clock)();
+        if self.answers.failed() && !self.gave_up {
+            // The state may hold rounds the store lost: commit nothing more from it.
+            self.gave_up = true;
+        }
         self.sync_silences(now);
         if now - self.timers.last_adoption >= ADOPT_EVERY_MS {
             // Again every minute after the first, when the writer started.
@@ -453,10 +471,6 @@ impl Writer {
                     self.heartbeat(now);
                 }
                 self.after_commit(&round.transitions);
-                if !round.batch.outbox.is_empty() {
-                    self.settings.outbox_notify.notify_waiters();
-                    self.settings.outbox_notify.notify_one();
-                }
                 for change in &round.batch.silences {
                     match change {
                         SilenceChange::Add(stored) => {
@@ -468,18 +482,25 @@ impl Writer {
                     }
                 }
                 let mut applied = Vec::with_capacity(round.submissions.len());
+                let mut answers = Vec::with_capacity(round.submissions.len());
                 for ((events, reply), result) in round.submissions.into_iter().zip(round.results) {
                     if let Some(reply) = reply {
-                        let _ = reply.send(result);
+                        answers.push(Answer::Events(reply, result));
                     }
                     applied.push(events);
                 }
                 for (outcome, reply) in round.resync_replies {
-                    let _ = reply.send(Ok(outcome));
+                    answers.push(Answer::Resync(reply, Ok(outcome)));
                 }
                 for (outcome, reply) in round.silence_replies {
-                    let _ = reply.send(Ok(outcome));
+                    answers.push(Answer::Silence(reply, Ok(outcome)));
                 }
+                // Sent once the round is durable (at once when the commit was).
+                self.answers.send(Answers {
+                    answers,
+                    wrote,
+                    notify_outbox: !round.batch.outbox.is_empty(),
+                });
                 self.discard(applied);
             }
             Err(error) => {

@@ -12,6 +12,7 @@ mod audit;
 mod checkpoint;
 mod outbox;
 pub mod schema;
+mod sync;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -98,6 +99,10 @@ pub(crate) fn open(path: &Path) -> Result<Opened, Error> {
 /// The SQLite store.
 pub(crate) struct SqliteStore {
     connection: Connection,
+    /// The database file (its WAL is beside it).
+    path: std::path::PathBuf,
+    /// `synchronous` as opened (`FULL`, or `OFF` for a test store).
+    synchronous: &'static str,
 }
 
 impl SqliteStore {
@@ -114,7 +119,7 @@ impl SqliteStore {
     }
 
     /// Opens the database file with `synchronous` set to `synchronous`.
-    fn open_with(path: &Path, synchronous: &str) -> Result<SqliteStore, Error> {
+    fn open_with(path: &Path, synchronous: &'static str) -> Result<SqliteStore, Error> {
         if let Some(parent) = path.parent() {
             if !parent.as_os_str().is_empty() {
                 std::fs::create_dir_all(parent)?;
@@ -139,7 +144,11 @@ impl SqliteStore {
         // largest.
         connection.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)?;
         schema::migrate(&mut connection)?;
-        Ok(SqliteStore { connection })
+        Ok(SqliteStore {
+            connection,
+            path: path.to_path_buf(),
+            synchronous,
+        })
     }
 }
 
@@ -169,6 +178,22 @@ impl Store for SqliteStore {
 
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
         read_silences(&self.connection)
+    }
+
+    fn take_syncer(&mut self) -> Option<Box<dyn crate::Syncer>> {
+        if self.synchronous != "FULL" {
+            // A test store never syncs.
+            return None;
+        }
+        // From here a commit writes its WAL frames without an fsync (in WAL mode `NORMAL`
+        // still syncs the WAL before each checkpoint and the database after it); the syncer's
+        // fsync of the WAL file after a commit makes it as durable as `FULL` would have.
+        if let Err(error) = self.connection.pragma_update(None, "synchronous", "NORMAL") {
+            tracing::warn!(message = "The store keeps syncing each commit itself.", %error);
+            return None;
+        }
+        self.synchronous = "NORMAL";
+        Some(Box::new(sync::WalSyncer::new(self.path.clone())))
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), Error> {

@@ -1,0 +1,375 @@
+//! Answers after durability: the thread that syncs the store after the writer's commits and only
+//! then sends the rounds' answers, in order.
+//!
+//! With a store that hands its sync over (`Store::take_syncer`: SQLite), a commit returns before
+//! its fsync; the writer goes on to the next round while this thread syncs, and one fsync covers
+//! every round committed before it. Every answer goes through here in the order the writer made
+//! it, early ones included (an event that changed nothing durable may rest on a state an earlier
+//! round committed and not yet synced), so no request hears `202` before what it rests on is on
+//! disk: the guarantee `synchronous=FULL` gave. A failed sync fails every answer still waiting
+//! and every later one (after a failed fsync the kernel may have dropped the pages: a later
+//! success proves nothing), and the writer gives its role up. Without a syncer (PostgreSQL, a
+//! test store) answers are sent at once, on the writer.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use super::super::{Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply};
+use super::super::{SilenceOutcome, SilenceReply};
+use crate::metrics::Metrics;
+use drift_store::Syncer;
+
+/// One answer the writer made.
+pub(super) enum Answer {
+    Events(Reply, Result<Vec<EventResult>, Error>),
+    Resync(ResyncReply, Result<ResyncOutcome, Error>),
+    Silence(SilenceReply, Result<SilenceOutcome, Error>),
+}
+
+impl Answer {
+    fn send(self) {
+        // A requester that went away needs no answer.
+        match self {
+            Answer::Events(reply, result) => drop(reply.send(result)),
+            Answer::Resync(reply, result) => drop(reply.send(result)),
+            Answer::Silence(reply, result) => drop(reply.send(result)),
+        }
+    }
+
+    fn fail(self, error: &Error) {
+        match self {
+            Answer::Events(reply, _) => drop(reply.send(Err(error.clone()))),
+            Answer::Resync(reply, _) => drop(reply.send(Err(error.clone()))),
+            Answer::Silence(reply, _) => drop(reply.send(Err(error.clone()))),
+        }
+    }
+}
+
+/// Answers of one round (or one early answer), in the order they were made.
+pub(super) struct Answers {
+    pub answers: Vec<Answer>,
+    /// The round committed something that must be synced before these answers.
+    pub wrote: bool,
+    /// The round queued notifications: the relays are woken after the sync.
+    pub notify_outbox: bool,
+}
+
+/// Where the writer sends its answers.
+pub(super) struct Answerer {
+    mode: Mode,
+    /// Set when a sync failed.
+    failed: Arc<AtomicBool>,
+    outbox_notify: Arc<tokio::sync::Notify>,
+}
+
+enum Mode {
+    /// No syncer: every commit was durable when it returned.
+    Direct,
+    /// The sync thread.
+    Thread(mpsc::Sender<Answers>, std::thread::JoinHandle<()>),
+    /// The thread could not start: the writer syncs and answers itself.
+    Inline(Worker),
+}
+
+impl Answerer {
+    /// Answers sent after `syncer`'s sync, on a thread of its own; at once when there is no
+    /// syncer.
+    pub(super) fn start(
+        syncer: Option<Box<dyn Syncer>>,
+        outbox_notify: Arc<tokio::sync::Notify>,
+        health: Arc<Health>,
+        metrics: Arc<Metrics>,
+    ) -> Answerer {
+        let failed = Arc::new(AtomicBool::new(false));
+        let mode = match syncer {
+            None => Mode::Direct,
+            Some(syncer) => {
+                let worker = Worker {
+                    syncer,
+                    failed: Arc::clone(&failed),
+                    outbox_notify: Arc::clone(&outbox_notify),
+                    health,
+                    metrics,
+                };
+                // A thread that cannot start drops its closure: the worker is kept outside it
+                // and taken back.
+                let slot = Arc::new(std::sync::Mutex::new(Some(worker)));
+                let taken = Arc::clone(&slot);
+                let (sender, receiver) = mpsc::channel::<Answers>();
+                let spawned = std::thread::Builder::new()
+                    .name("drift-sync".to_string())
+                    .spawn(move || {
+                        let worker = taken.lock().ok().and_then(|mut worker| worker.take());
+                        if let Some(worker) = worker {
+                            worker.run(receiver);
+                        }
+                    });
+                match spawned {
+                    Ok(handle) => Mode::Thread(sender, handle),
+                    Err(_) => match slot.lock().ok().and_then(|mut worker| worker.take()) {
+                        Some(worker) => Mode::Inline(worker),
+                        // The thread started after all and took it.
+                        None => Mode::Direct,
+                    },
+                }
+            }
+        };
+        Answerer {
+            mode,
+            failed,
+            outbox_notify,
+        }
+    }
+
+    /// Sends `answers` now, or after the next sync.
+    pub(super) fn send(&mut self, answers: Answers) {
+        match &mut self.mode {
+            Mode::Thread(sender, _) => {
+                if let Err(mpsc::SendError(answers)) = sender.send(answers) {
+                    // The thread is gone (it only stops when the writer stops).
+                    let error = Error::Store("io");
+                    for answer in answers.answers {
+                        answer.fail(&error);
+                    }
+                }
+            }
+            Mode::Inline(worker) => worker.settle(vec![answers]),
+            Mode::Direct => {
+                for answer in answers.answers {
+                    answer.send();
+                }
+                if answers.notify_outbox {
+                    wake(&self.outbox_notify);
+                }
+            }
+        }
+    }
+
+    /// True once a sync failed: nothing committed since the last good sync is known durable.
+    pub(super) fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Sends what is still waiting (after its sync) and stops the thread.
+    pub(super) fn close(&mut self) {
+        if let Mode::Thread(sender, handle) = std::mem::replace(&mut self.mode, Mode::Direct) {
+            drop(sender);
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Answerer {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn wake(notify: &tokio::sync::Notify) {
+    notify.notify_waiters();
+    notify.notify_one();
+}
+
+/// The thread's side.
+struct Worker {
+    syncer: Box<dyn Syncer>,
+    failed: Arc<AtomicBool>,
+    outbox_notify: Arc<tokio::sync::Notify>,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+}
+
+impl Worker {
+    fn run(mut self, receiver: mpsc::Receiver<Answers>) {
+        while let Ok(first) = receiver.recv() {
+            let mut waiting = vec![first];
+            waiting.extend(receiver.try_iter());
+            self.settle(waiting);
+        }
+    }
+
+    /// Syncs once for everything taken (when any of it wrote), then answers it in order.
+    fn settle(&mut self, waiting: Vec<Answers>) {
+        let mut error = self
+            .failed
+            .load(Ordering::SeqCst)
+            .then_some(Error::Store("io"));
+        if error.is_none() && waiting.iter().any(|answers| answers.wrote) {
+            let started = std::time::Instant::now();
+            let synced = self.syncer.sync();
+            self.metrics
+                .store_sync_seconds
+                .observe(started.elapsed().as_secs_f64());
+            if let Err(failure) = synced {
+                tracing::error!(
+                    message = "The store's sync failed; what was committed since the last one may be lost. Every waiting request is refused and the writer gives its role up.",
+                    error = %failure
+                );
+                self.failed.store(true, Ordering::SeqCst);
+                self.health.gave_up.store(true, Ordering::SeqCst);
+                error = Some(Error::Store(failure.kind()));
+            }
+        }
+        let mut notify = false;
+        for answers in waiting {
+            notify |= answers.notify_outbox;
+            for answer in answers.answers {
+                match &error {
+                    None => answer.send(),
+                    Some(error) => answer.fail(error),
+                }
+            }
+        }
+        if notify && error.is_none() {
+            wake(&self.outbox_notify);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc::{Receiver, SyncSender};
+    use std::time::Duration;
+
+    use tokio::sync::oneshot;
+
+    use super::*;
+
+    /// A syncer that reports each call and waits for the test to let it finish with a result.
+    struct Gate {
+        called: SyncSender<()>,
+        results: Receiver<Result<(), drift_store::Error>>,
+    }
+
+    impl Syncer for Gate {
+        fn sync(&mut self) -> Result<(), drift_store::Error> {
+            let _ = self.called.send(());
+            self.results
+                .recv()
+                .unwrap_or_else(|_| Err(std::io::Error::other("test ended").into()))
+        }
+    }
+
+    struct Setup {
+        answerer: Answerer,
+        called: Receiver<()>,
+        release: SyncSender<Result<(), drift_store::Error>>,
+        health: Arc<Health>,
+    }
+
+    fn setup() -> Setup {
+        let (called_tx, called) = mpsc::sync_channel(16);
+        let (release, results) = mpsc::sync_channel(16);
+        let health = Arc::new(Health::default());
+        let answerer = Answerer::start(
+            Some(Box::new(Gate {
+                called: called_tx,
+                results,
+            })),
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::clone(&health),
+            Arc::new(Metrics::new()),
+        );
+        Setup {
+            answerer,
+            called,
+            release,
+            health,
+        }
+    }
+
+    fn round(wrote: bool) -> (Answers, oneshot::Receiver<Result<Vec<EventResult>, Error>>) {
+        let (reply, answer) = oneshot::channel();
+        let answers = Answers {
+            answers: vec![Answer::Events(reply, Ok(vec![EventResult::Applied]))],
+            wrote,
+            notify_outbox: false,
+        };
+        (answers, answer)
+    }
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn no_answer_leaves_before_the_sync_after_its_commit_and_early_ones_wait_in_line() {
+        let mut setup = setup();
+        let (first, mut first_answer) = round(true);
+        setup.answerer.send(first);
+        setup
+            .called
+            .recv_timeout(WAIT)
+            .expect("the first round is synced");
+        // While that sync runs: a round that wrote and an early answer that wrote nothing.
+        let (second, mut second_answer) = round(true);
+        let (early, mut early_answer) = round(false);
+        setup.answerer.send(second);
+        setup.answerer.send(early);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(first_answer.try_recv().is_err(), "answered before its sync");
+        setup.release.send(Ok(())).unwrap();
+        // The first round is answered; the second and the early answer wait for one more sync
+        // that covers both.
+        setup
+            .called
+            .recv_timeout(WAIT)
+            .expect("the second round is synced");
+        assert!(matches!(first_answer.try_recv(), Ok(Ok(_))));
+        assert!(second_answer.try_recv().is_err());
+        assert!(
+            early_answer.try_recv().is_err(),
+            "the early answer overtook a sync"
+        );
+        setup.release.send(Ok(())).unwrap();
+        setup.answerer.close();
+        assert!(matches!(second_answer.try_recv(), Ok(Ok(_))));
+        assert!(matches!(early_answer.try_recv(), Ok(Ok(_))));
+        assert!(!setup.answerer.failed());
+        // Nothing more was synced: two syncs for three answers.
+        assert!(setup.called.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_failed_sync_refuses_what_waits_and_everything_after_it() {
+        let mut setup = setup();
+        let (first, mut first_answer) = round(true);
+        setup.answerer.send(first);
+        setup.called.recv_timeout(WAIT).unwrap();
+        setup
+            .release
+            .send(Err(std::io::Error::other("EIO").into()))
+            .unwrap();
+        // A later round that wrote nothing is refused too, without another sync.
+        let (later, mut later_answer) = round(false);
+        let deadline = std::time::Instant::now() + WAIT;
+        while !setup.answerer.failed() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(setup.answerer.failed());
+        assert!(setup.health.gave_up.load(Ordering::SeqCst));
+        setup.answerer.send(later);
+        setup.answerer.close();
+        assert!(matches!(
+            first_answer.try_recv(),
+            Ok(Err(Error::Store("io")))
+        ));
+        assert!(matches!(
+            later_answer.try_recv(),
+            Ok(Err(Error::Store("io")))
+        ));
+        assert!(setup.called.try_recv().is_err());
+    }
+
+    #[test]
+    fn without_a_syncer_answers_leave_at_once() {
+        let mut answerer = Answerer::start(
+            None,
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(Health::default()),
+            Arc::new(Metrics::new()),
+        );
+        let (answers, mut answer) = round(true);
+        answerer.send(answers);
+        assert!(matches!(answer.try_recv(), Ok(Ok(_))));
+    }
+}
