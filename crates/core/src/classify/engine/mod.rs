@@ -42,6 +42,9 @@ pub struct Engine {
     rules: Arc<Rules>,
     graph: Graph,
     drifts: HashMap<DriftSlot, Drift>,
+    /// The slots of `drifts` whose drift is pending: what the timers look at each round, so a
+    /// round's cost does not grow with the firing drifts a large fleet keeps open.
+    pending: std::collections::HashSet<DriftSlot>,
     /// Ids of the open drifts whose row is in the store (or in the round being committed).
     recorded: std::collections::HashSet<String>,
     /// Restored objects still to re-assess (see the module docs), popped from the end.
@@ -73,6 +76,7 @@ impl Engine {
             rules,
             graph: Graph::default(),
             drifts: HashMap::new(),
+            pending: std::collections::HashSet::new(),
             recorded: std::collections::HashSet::new(),
             recheck: Vec::new(),
             recheck_total: 0,
@@ -112,6 +116,47 @@ impl Engine {
                 self.drifts.insert(drift.slot(), drift);
             }
         }
+        self.rebuild_pending();
+    }
+
+    /// Keeps `pending` in step with the drift in `slot`.
+    fn note_pending(&mut self, slot: &DriftSlot) {
+        match self.drifts.get(slot) {
+            Some(drift) if drift.state == DriftState::Pending => {
+                if !self.pending.contains(slot) {
+                    self.pending.insert(slot.clone());
+                }
+            }
+            _ => {
+                self.pending.remove(slot);
+            }
+        }
+    }
+
+    /// `pending` from `drifts` (after a restore or a rollback).
+    fn rebuild_pending(&mut self) {
+        self.pending = self
+            .drifts
+            .iter()
+            .filter(|(_, drift)| drift.state == DriftState::Pending)
+            .map(|(slot, _)| slot.clone())
+            .collect();
+    }
+
+    /// The pending drifts, in no order.
+    fn pending_drifts(&self) -> impl Iterator<Item = (&DriftSlot, &Drift)> {
+        // The tests check the index against the map it stands for, at every use.
+        debug_assert!(
+            self.pending.len()
+                == self
+                    .drifts
+                    .values()
+                    .filter(|drift| drift.state == DriftState::Pending)
+                    .count()
+        );
+        self.pending
+            .iter()
+            .filter_map(|slot| self.drifts.get_key_value(slot))
     }
 
     /// Replaces the rules (hot reload). Open drifts keep their state; every live object is

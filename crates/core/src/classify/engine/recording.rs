@@ -17,13 +17,8 @@ impl Engine {
     /// their rows with the round's changes.
     pub(super) fn record_opened_by(&mut self, opened_by: Millis) {
         let mut unrecorded: Vec<DriftSlot> = self
-            .drifts
-            .iter()
-            .filter(|(_, drift)| {
-                drift.state == DriftState::Pending
-                    && drift.since <= opened_by
-                    && !self.recorded.contains(&drift.id)
-            })
+            .pending_drifts()
+            .filter(|(_, drift)| drift.since <= opened_by && !self.recorded.contains(&drift.id))
             .map(|(slot, _)| slot.clone())
             .collect();
         unrecorded.sort();
@@ -57,6 +52,7 @@ impl Engine {
             Some(drift) => self.drifts.insert(slot.clone(), drift),
             None => self.drifts.remove(&slot),
         };
+        self.note_pending(&slot);
         self.journal.drift(slot, old, written);
     }
 
@@ -85,6 +81,7 @@ impl Engine {
             &mut self.recorded,
             &mut self.recheck,
         );
+        self.rebuild_pending();
     }
 
     /// How many writes the journal holds for the store (objects, removals, drift rows,

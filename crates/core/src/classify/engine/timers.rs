@@ -17,9 +17,8 @@ impl Engine {
     /// the re-judge always ends.
     pub fn tick_within(&mut self, now: Millis, go_on: &mut dyn FnMut() -> bool) {
         let mut due: Vec<DriftSlot> = self
-            .drifts
-            .iter()
-            .filter(|(_, drift)| drift.state == DriftState::Pending && drift.fire_at <= now)
+            .pending_drifts()
+            .filter(|(_, drift)| drift.fire_at <= now)
             .filter(|(slot, _)| self.rules.class(&slot.class).enabled)
             .map(|(slot, _)| slot.clone())
             .collect();
@@ -84,10 +83,8 @@ impl Engine {
         if !self.recheck.is_empty() {
             return Some(Millis::MIN);
         }
-        self.drifts
-            .values()
-            .filter(|drift| drift.state == DriftState::Pending)
-            .filter_map(|drift| {
+        self.pending_drifts()
+            .filter_map(|(_, drift)| {
                 let fires = self
                     .rules
                     .class(&drift.class)
