@@ -150,6 +150,7 @@ impl Scanned {
 /// says whether the text is compact and its numbers plain ([`Scanned`]). The text was scanned
 /// by the parser already, so brackets balance and strings close.
 pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
+    let bytes = text.as_bytes();
     let mut depth = 0usize;
     let mut scanned = Scanned {
         compact: true,
@@ -158,18 +159,28 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     };
     let mut digits = 0usize;
     let mut previous = 0u8;
-    let mut bytes = text.bytes();
-    while let Some(byte) = bytes.next() {
+    let mut at = 0usize;
+    while let Some(&byte) = bytes.get(at) {
+        at += 1;
         match byte {
             b'"' => {
-                // To the closing quote; an escaped character is skipped whole.
-                while let Some(byte) = bytes.next() {
-                    match byte {
-                        // An escaped character is skipped whole; `\u` is noted.
-                        b'\\' => scanned.no_unicode_escapes &= bytes.next() != Some(b'u'),
-                        b'"' => break,
-                        _ => {}
+                // To the closing quote, jumping from one quote or backslash to the next (most
+                // of an object's bytes are inside strings: a ConfigMap's values, a Pod's
+                // commands); an escaped character is skipped whole and `\u` is noted.
+                loop {
+                    let rest = bytes.get(at..).unwrap_or_default();
+                    let Some(offset) = memchr::memchr2(b'"', b'\\', rest) else {
+                        // Not closed (the parser closed every string before): to the end.
+                        at = bytes.len();
+                        break;
+                    };
+                    let found = rest.get(offset).copied();
+                    at += offset + 1;
+                    if found == Some(b'"') {
+                        break;
                     }
+                    scanned.no_unicode_escapes &= bytes.get(at) != Some(&b'u');
+                    at += 1;
                 }
             }
             b'[' | b'{' => {
@@ -253,6 +264,99 @@ mod tests {
         assert!(!plain(&format!(r#"{{"a":{}}}"#, "9".repeat(400))).plain_numbers);
         // Every text the scan calls plain parses.
         assert!(serde_json::from_str::<Value>(&format!("[{}]", "9".repeat(299))).is_ok());
+    }
+
+    /// The scan as it was before it jumped inside strings: one byte at a time.
+    fn scan_bytewise(text: &str) -> Result<Scanned, String> {
+        let mut depth = 0usize;
+        let mut scanned = Scanned {
+            compact: true,
+            plain_numbers: true,
+            no_unicode_escapes: true,
+        };
+        let (mut digits, mut previous) = (0usize, 0u8);
+        let mut bytes = text.bytes();
+        while let Some(byte) = bytes.next() {
+            match byte {
+                b'"' => {
+                    while let Some(byte) = bytes.next() {
+                        match byte {
+                            b'\\' => scanned.no_unicode_escapes &= bytes.next() != Some(b'u'),
+                            b'"' => break,
+                            _ => {}
+                        }
+                    }
+                }
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err("deep".to_string());
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                b' ' | b'\n' | b'\r' | b'\t' => scanned.compact = false,
+                b'0'..=b'9' => {
+                    digits += 1;
+                    if digits >= 300 {
+                        scanned.plain_numbers = false;
+                    }
+                }
+                b'e' | b'E' if previous.is_ascii_digit() || previous == b'.' => {
+                    scanned.plain_numbers = false;
+                }
+                _ => {}
+            }
+            if !byte.is_ascii_digit() {
+                digits = 0;
+            }
+            previous = byte;
+        }
+        Ok(scanned)
+    }
+
+    #[test]
+    fn the_scan_agrees_with_a_byte_at_a_time_on_every_fixture_and_cut() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        let mut texts = vec![
+            r#"{"a":"x\\"}"#.to_string(),
+            r#"{"a":"\\\"[{"}"#.to_string(),
+            r#"{"a":"\u0041","b":[1e5]}"#.to_string(),
+            r#"["tail\"#.to_string(),
+            "\"open".to_string(),
+            format!(
+                r#"{{"deep":"{}","x":{}}}"#,
+                "[".repeat(200),
+                "[".repeat(130)
+            ),
+        ];
+        let mut stack = vec![dir];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|ext| ext == "json") {
+                    if let Ok(text) = std::fs::read_to_string(&path) {
+                        texts.push(text);
+                    }
+                }
+            }
+        }
+        assert!(texts.len() > 15, "fixtures found: {}", texts.len());
+        for text in &texts {
+            // Prefixes cut at character boundaries, so strings open and close anywhere.
+            for cut in (0..=text.len())
+                .step_by((text.len() / 400).max(7))
+                .filter(|cut| text.is_char_boundary(*cut))
+            {
+                let part = &text[..cut];
+                assert_eq!(
+                    scan(part).map_err(|_| ()),
+                    scan_bytewise(part).map_err(|_| ()),
+                    "{part}"
+                );
+            }
+        }
     }
 
     #[test]
