@@ -83,7 +83,7 @@ pub fn check(
         };
         parsed
             .get(&key)
-            .map(|found| found.object.data.as_ref().unwrap_or(&NO_DATA))
+            .map(|found| found.object.data.as_deref().unwrap_or(&NO_DATA))
     });
 
     let mut reports: BTreeMap<ManifestKey, ObjectReport> = BTreeMap::new();

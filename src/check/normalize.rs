@@ -73,7 +73,7 @@ pub(crate) fn live_manifest(object: &KubeObject) -> Value {
         "spec": object.spec.value(),
     });
     if let Some(data) = &object.data {
-        live["data"] = json!(data);
+        live["data"] = json!(**data);
     }
     live
 }

@@ -138,8 +138,8 @@ pub struct ObjectState {
     pub spec: Spec,
     /// The status fields the classes read, serialized.
     pub status: Status,
-    /// ConfigMap values or Secret value hashes.
-    pub data: Option<BTreeMap<String, String>>,
+    /// ConfigMap values or Secret value hashes (shared with the event's object).
+    pub data: Option<std::sync::Arc<BTreeMap<String, String>>>,
     /// True once a delete event was seen (kept as a tombstone for a while).
     pub deleted: bool,
     /// True when a resync list created this object and no event has been applied to it since:
@@ -186,7 +186,7 @@ impl ObjectState {
             + self.resource_version.len()
             + pairs(&self.labels)
             + pairs(&self.annotations)
-            + self.data.as_ref().map_or(0, map)
+            + self.data.as_deref().map_or(0, map)
             + self
                 .owners
                 .iter()

@@ -136,7 +136,7 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
             // Unpacked for the row (the state keeps it packed: `Spec`).
             spec: (!object.spec.is_null()).then(|| Cow::Owned(object.spec.raw())),
             status: raw(&object.status),
-            data: object.data.as_ref().map(Cow::Borrowed),
+            data: object.data.as_deref().map(Cow::Borrowed),
             deleted: object.deleted,
             listed: object.listed,
             confirmed_resource_version: object
@@ -195,7 +195,7 @@ impl From<ObjectRow<'_>> for ObjectState {
                 .map(|raw| Spec::from_text(raw.get()))
                 .unwrap_or_default(),
             status: serialized(row.status),
-            data: row.data.map(Cow::into_owned),
+            data: row.data.map(|data| std::sync::Arc::new(data.into_owned())),
             deleted: row.deleted,
             listed: row.listed,
             confirmed_resource_version: row.confirmed_resource_version.map(Cow::into_owned),
@@ -258,7 +258,10 @@ mod tests {
     fn other_object() -> ObjectState {
         let mut object = object();
         object.annotations = Pairs::from_iter([("x", "y")]);
-        object.data = Some(BTreeMap::from([("k".into(), "v".into())]));
+        object.data = Some(std::sync::Arc::new(BTreeMap::from([(
+            "k".into(),
+            "v".into(),
+        )])));
         object.status = Serialized::from_value(&json!({"ready": true}));
         object.deletion_timestamp = Some("2026-01-02T00:00:00Z".into());
         object.generation = None;

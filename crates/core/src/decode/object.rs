@@ -199,8 +199,9 @@ pub struct KubeObject {
     pub status: Value,
     /// The bytes of the `status` members not kept (names and JSON texts), for the status bound.
     pub status_skipped_bytes: usize,
-    /// `data` of a ConfigMap (values) or Secret (hashes); `binaryData` values are hashed.
-    pub data: Option<BTreeMap<String, String>>,
+    /// `data` of a ConfigMap (values) or Secret (hashes); `binaryData` values are hashed. Shared
+    /// with the state made from it (a ConfigMap's values can be hundreds of KB: not copied).
+    pub data: Option<std::sync::Arc<BTreeMap<String, String>>>,
 }
 
 impl KubeObject {
@@ -427,7 +428,7 @@ pub(super) fn parse_general(text: &str, scanned: raw::Scanned) -> Result<KubeObj
         spec,
         status,
         status_skipped_bytes,
-        data,
+        data: data.map(std::sync::Arc::new),
     };
     Ok(object)
 }

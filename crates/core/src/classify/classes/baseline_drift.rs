@@ -25,7 +25,7 @@ pub(crate) fn live_json(object: &ObjectState) -> Value {
         "spec": object.spec.value(),
     });
     if let Some(data) = &object.data {
-        live["data"] = json!(data);
+        live["data"] = json!(**data);
     }
     live
 }
@@ -98,7 +98,7 @@ impl DriftClass for BaselineDrift {
                 .map(|config_map| {
                     config_map
                         .data
-                        .as_ref()
+                        .as_deref()
                         .unwrap_or(&crate::classify::defaults::NO_DATA)
                 })
         });

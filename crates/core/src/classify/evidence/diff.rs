@@ -89,8 +89,8 @@ pub(crate) fn spec_diff_parsed(
             &mut changes,
         );
     }
-    let data_before = before.data.as_ref().map(map_value);
-    let data_after = after.data.as_ref().map(map_value);
+    let data_before = before.data.as_deref().map(map_value);
+    let data_after = after.data.as_deref().map(map_value);
     diff_values(
         "/data",
         data_before.as_ref(),

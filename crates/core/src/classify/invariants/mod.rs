@@ -203,7 +203,7 @@ pub fn view<'v>(
         owners: &state.owners,
         spec,
         status,
-        data: state.data.as_ref(),
+        data: state.data.as_deref(),
     }
 }
 
