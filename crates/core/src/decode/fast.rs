@@ -1,8 +1,9 @@
 //! The object decoder's fast path: one pass over an event's object into the parts the pipeline
 //! keeps (BENCHMARKS.md, issue 28), where the general path ([`super::object`]) reads the object
 //! level by level (a pass over the bytes per level). It takes the common shape only: every
-//! member of the expected type, no Secret or ConfigMap values to hash. Anything else (a value of
-//! the wrong type, a missing name, a Secret) returns `None` and goes the general way, which
+//! member of the expected type, a ConfigMap's `data` of strings, no values to hash (a Secret's,
+//! `binaryData`). Anything else (a value of the wrong type, a missing name, a Secret) returns
+//! `None` and goes the general way, which
 //! accepts the same objects, builds the same [`KubeObject`] and words every error; a test holds
 //! the two paths to the same result on real objects.
 //!
@@ -30,14 +31,18 @@ pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
         spec,
         status,
         status_skipped_bytes,
+        data,
         has_values,
     } = root;
     let api_version = api_version.filter(|text| !text.is_empty())?;
     let kind = kind.filter(|text| !text.is_empty())?;
-    // Values to hash or keep (Secrets, ConfigMaps) are the general path's.
-    if api_version == "v1" && (kind == "Secret" || kind == "ConfigMap") || has_values {
+    // Values to hash (a Secret's, `binaryData`, `stringData`) are the general path's.
+    if api_version == "v1" && kind == "Secret" || has_values {
         return None;
     }
+    // A ConfigMap keeps its `data` (none or `null`: no values); any other kind's is not read.
+    let data = (api_version == "v1" && kind == "ConfigMap")
+        .then(|| std::sync::Arc::new(data.flatten().unwrap_or_default()));
     let Meta {
         name,
         namespace,
@@ -78,7 +83,7 @@ pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
         spec,
         status: status.unwrap_or(Value::Null),
         status_skipped_bytes,
-        data: None,
+        data,
     })
 }
 
@@ -91,7 +96,9 @@ struct Root {
     spec: Option<Box<RawValue>>,
     status: Option<Value>,
     status_skipped_bytes: usize,
-    /// `data`, `stringData` or `binaryData` present (a Secret's or ConfigMap's values).
+    /// `data` as strings (a value of another type fails the pass: the general path words it).
+    data: Option<Option<BTreeMap<String, String>>>,
+    /// `stringData` or `binaryData` present (values to hash).
     has_values: bool,
 }
 
@@ -125,7 +132,8 @@ impl<'de> Visitor<'de> for RootSeed {
                     root.status = status;
                     root.status_skipped_bytes = skipped;
                 }
-                "data" | "stringData" | "binaryData" => {
+                "data" => root.data = Some(access.next_value()?),
+                "stringData" | "binaryData" => {
                     access.next_value::<IgnoredAny>()?;
                     root.has_values = true;
                 }
@@ -555,6 +563,10 @@ mod tests {
         ));
         out.push(text.replacen(r#""metadata":{"#, r#""metadata":{"name":"","#, 1));
         out.push(text.replacen(r#""kind":"#, r#""data":{"k":"v"},"kind":"#, 1));
+        out.push(text.replacen(r#""kind":"#, r#""data":null,"kind":"#, 1));
+        out.push(text.replacen(r#""kind":"#, r#""data":{"k":1},"kind":"#, 1));
+        out.push(text.replacen(r#""kind":"#, r#""data":{"k":"a","k":"b\u00e9"},"kind":"#, 1));
+        out.push(text.replacen(r#""kind":"#, r#""binaryData":{"b":"AAE="},"kind":"#, 1));
         out.push(text.replacen(
             r#""kind":"#,
             r#""status":{"replicas":"two","x":[1,2]},"kind":"#,
@@ -601,9 +613,19 @@ mod tests {
 
     #[test]
     fn the_fast_path_reads_real_objects_as_the_general_path_does() {
-        let objects = fixtures();
+        let mut objects = fixtures();
+        // ConfigMaps as Knative's are (`config-autoscaler`), and Secrets, which go the general way.
+        for kind in ["ConfigMap", "Secret"] {
+            objects.push(serde_json::json!({
+                "apiVersion": "v1", "kind": kind,
+                "metadata": {"name": "config-autoscaler", "namespace": "knative-serving",
+                    "uid": "u-2", "resourceVersion": "9",
+                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+                "data": {"enable-scale-to-zero": "false", "_example": "# a long\n# comment"}
+            }));
+        }
         assert!(objects.len() >= 40, "{} fixture objects", objects.len());
-        let (mut fast_count, mut total) = (0, 0);
+        let (mut fast_count, mut total, mut config_maps) = (0, 0, 0);
         for object in &objects {
             for text in variants(object) {
                 total += 1;
@@ -611,6 +633,7 @@ mod tests {
                 let general = parse_general(&text, scanned);
                 if let Some(fast) = parse(&text, scanned) {
                     fast_count += 1;
+                    config_maps += usize::from(fast.data.is_some());
                     let general = general.unwrap_or_else(|error| {
                         panic!("the fast path took what the general one refuses ({error}): {text}")
                     });
@@ -632,7 +655,12 @@ mod tests {
                 assert_eq!(view, general, "{text}");
             }
         }
-        // Most real objects go the fast way (the rest: Secrets, ConfigMaps, the broken variants).
+        // ConfigMaps go the fast way, with or without their data.
+        assert!(
+            config_maps >= 3,
+            "{config_maps} ConfigMaps took the fast path"
+        );
+        // Most real objects go the fast way (the rest: Secrets, the broken variants).
         assert!(
             fast_count * 2 > total,
             "{fast_count} of {total} took the fast path"
