@@ -139,7 +139,7 @@ pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Rou
         .layer(from_fn_with_state(request_timeout, time_limit))
         .layer(from_fn_with_state(counters, count_answers));
     let others = Router::new()
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(writer_healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .with_state(state.clone())
@@ -403,6 +403,18 @@ async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiErr
 
 async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, "ok")
+}
+
+/// The writer's liveness: failed once a sync of the store failed (`Health::must_restart`).
+async fn writer_healthz(State(state): State<AppState>) -> Response {
+    if state.pipeline.health().must_restart.load(Ordering::SeqCst) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the store's sync failed: restart to load what is on disk",
+        )
+            .into_response();
+    }
+    (StatusCode::OK, "ok").into_response()
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {

@@ -123,6 +123,10 @@ pub struct Health {
     /// The writer gave its role up: a commit's outcome could not be told, so it commits nothing
     /// more and the replica must load the state again.
     pub gave_up: AtomicBool,
+    /// A sync of the store failed (or the thread that syncs stopped): what was answered may not
+    /// be on disk, and only a restart, which loads what is, recovers. `/healthz` fails from
+    /// then on, so Kubernetes restarts the pod.
+    pub must_restart: AtomicBool,
     /// The re-judge of the live objects under way after a start or a reload (`/readyz` says
     /// so); `None` when there is none.
     pub rejudging: std::sync::Mutex<Option<Rejudging>>,

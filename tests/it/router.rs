@@ -756,6 +756,45 @@ async fn a_request_that_changes_nothing_durable_does_not_wait_for_the_commit() {
     assert_eq!(durable.await.unwrap(), StatusCode::ACCEPTED);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivery_of_an_event_its_round_wrote_waits_for_the_commit() {
+    // Found in review: a duplicate answered at once would tell the Broker the event is stored
+    // while the write it repeats is not yet committed.
+    let app = app();
+    let spawn = |object: Value, id: &str| {
+        let router = app.router.clone();
+        let request = binary_request(&structured_event(id, "add", &object));
+        tokio::spawn(async move { router.oneshot(request).await.unwrap().status() })
+    };
+    let mut object = revision();
+    object["metadata"]["uid"] = json!("held");
+    assert_eq!(
+        spawn(revision(), "warm-1").await.unwrap(),
+        StatusCode::ACCEPTED
+    );
+    let commits = app.store.commit_count();
+    // Hold the next commit: a new object's round waits in it.
+    app.store.set_block_at(Some(commits));
+    let mut blocking = revision();
+    blocking["metadata"]["uid"] = json!("blocking");
+    let first = spawn(blocking, "warm-2");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // Both in the next round: the event, and the same event again.
+    let original = spawn(object.clone(), "again-1");
+    let repeated = spawn(object, "again-1");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    app.store.set_block_at(Some(commits + 1));
+    assert_eq!(first.await.unwrap(), StatusCode::ACCEPTED);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        !original.is_finished() && !repeated.is_finished(),
+        "the repeat was answered before the write it repeats was committed"
+    );
+    app.store.set_block_at(None);
+    assert_eq!(original.await.unwrap(), StatusCode::ACCEPTED);
+    assert_eq!(repeated.await.unwrap(), StatusCode::ACCEPTED);
+}
+
 #[tokio::test]
 async fn unknown_paths_and_methods_get_json_errors() {
     // Found in the README walkthrough: the router's own 404 and 405 had empty bodies.

@@ -5,13 +5,19 @@
 //! its fsync; the writer goes on to the next round while this thread syncs, and one fsync covers
 //! every round committed before it. Every answer goes through here in the order the writer made
 //! it, early ones included (an event that changed nothing durable may rest on a state an earlier
-//! round committed and not yet synced), so no request hears `202` before what it rests on is on
-//! disk: the guarantee `synchronous=FULL` gave. A failed sync fails every answer still waiting
-//! and every later one (after a failed fsync the kernel may have dropped the pages: a later
-//! success proves nothing), and the writer gives its role up. Without a syncer (PostgreSQL, a
-//! test store) answers are sent at once, on the writer.
+//! round committed and not yet synced; an early answer is only given while its own round has
+//! written nothing, `apply.rs`), so no request hears `202` before what it rests on is on disk:
+//! the guarantee `synchronous=FULL` gave. The first sync comes with the first answers whatever
+//! they are (a duplicate found in the store may rest on a commit of a process that crashed before
+//! its fsync) and the last when the writer stops (its record of pending drifts). A failed sync
+//! fails every answer still waiting and every later one (after a failed fsync the kernel may have
+//! dropped the pages: a later success proves nothing); the writer gives its role up and
+//! `/healthz` fails, so the pod is restarted and loads what is on disk. The queue is bounded: a
+//! stalled disk stops the writer, and the request queue in front of it answers `503` when full,
+//! as when the writer synced itself. Without a syncer (PostgreSQL, a test store) answers are sent
+//! at once, on the writer.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -55,11 +61,20 @@ pub(super) struct Answers {
     pub notify_outbox: bool,
 }
 
+/// Answers waiting for a sync at most (a round's, or one early answer each): enough for several
+/// full rounds of early answers, few enough that a stalled disk stops the writer soon.
+const WAITING: usize = 2048;
+
 /// Where the writer sends its answers.
 pub(super) struct Answerer {
     mode: Mode,
     /// Set when a sync failed.
     failed: Arc<AtomicBool>,
+    /// Rounds that wrote and are not yet synced and answered, plus one until the first sync:
+    /// while none is, an answer that wrote nothing rests only on what is on disk and leaves at
+    /// once, on the writer (status churn is mostly such answers; a trip through the sync
+    /// thread would cost each of them two thread switches).
+    unsynced: Arc<AtomicUsize>,
     outbox_notify: Arc<tokio::sync::Notify>,
 }
 
@@ -67,7 +82,7 @@ enum Mode {
     /// No syncer: every commit was durable when it returned.
     Direct,
     /// The sync thread.
-    Thread(mpsc::Sender<Answers>, std::thread::JoinHandle<()>),
+    Thread(mpsc::SyncSender<Answers>, std::thread::JoinHandle<()>),
     /// The thread could not start: the writer syncs and answers itself.
     Inline(Worker),
 }
@@ -82,11 +97,14 @@ impl Answerer {
         metrics: Arc<Metrics>,
     ) -> Answerer {
         let failed = Arc::new(AtomicBool::new(false));
+        let unsynced = Arc::new(AtomicUsize::new(1));
         let mode = match syncer {
             None => Mode::Direct,
             Some(syncer) => {
                 let worker = Worker {
                     syncer,
+                    synced_once: false,
+                    unsynced: Arc::clone(&unsynced),
                     failed: Arc::clone(&failed),
                     outbox_notify: Arc::clone(&outbox_notify),
                     health,
@@ -96,7 +114,7 @@ impl Answerer {
                 // and taken back.
                 let slot = Arc::new(std::sync::Mutex::new(Some(worker)));
                 let taken = Arc::clone(&slot);
-                let (sender, receiver) = mpsc::channel::<Answers>();
+                let (sender, receiver) = mpsc::sync_channel::<Answers>(WAITING);
                 let spawned = std::thread::Builder::new()
                     .name("drift-sync".to_string())
                     .spawn(move || {
@@ -118,16 +136,33 @@ impl Answerer {
         Answerer {
             mode,
             failed,
+            unsynced,
             outbox_notify,
         }
     }
 
     /// Sends `answers` now, or after the next sync.
     pub(super) fn send(&mut self, answers: Answers) {
+        let direct = !answers.wrote && self.unsynced.load(Ordering::Acquire) == 0 && !self.failed();
+        if answers.wrote && !matches!(self.mode, Mode::Direct) {
+            self.unsynced.fetch_add(1, Ordering::AcqRel);
+        }
         match &mut self.mode {
+            Mode::Thread(..) if direct => {
+                // Every commit before it is synced (the writer alone adds to `unsynced`).
+                for answer in answers.answers {
+                    answer.send();
+                }
+                if answers.notify_outbox {
+                    wake(&self.outbox_notify);
+                }
+            }
             Mode::Thread(sender, _) => {
                 if let Err(mpsc::SendError(answers)) = sender.send(answers) {
-                    // The thread is gone (it only stops when the writer stops).
+                    // The thread is gone (it only stops when the writer stops): nothing more
+                    // becomes durable.
+                    tracing::error!(message = "The thread that syncs the store stopped; every request is refused until a restart.");
+                    self.failed.store(true, Ordering::SeqCst);
                     let error = Error::Store("io");
                     for answer in answers.answers {
                         answer.fail(&error);
@@ -151,11 +186,25 @@ impl Answerer {
         self.failed.load(Ordering::SeqCst)
     }
 
-    /// Sends what is still waiting (after its sync) and stops the thread.
+    /// Syncs a last time, sends what is still waiting and stops the thread.
     pub(super) fn close(&mut self) {
-        if let Mode::Thread(sender, handle) = std::mem::replace(&mut self.mode, Mode::Direct) {
-            drop(sender);
-            let _ = handle.join();
+        let last = || Answers {
+            answers: Vec::new(),
+            wrote: true,
+            notify_outbox: false,
+        };
+        if !matches!(self.mode, Mode::Direct) {
+            // Counted as every batch that wrote is (the thread takes it off when settled).
+            self.unsynced.fetch_add(1, Ordering::AcqRel);
+        }
+        match std::mem::replace(&mut self.mode, Mode::Direct) {
+            Mode::Thread(sender, handle) => {
+                let _ = sender.send(last());
+                drop(sender);
+                let _ = handle.join();
+            }
+            Mode::Inline(mut worker) => worker.settle(vec![last()]),
+            Mode::Direct => {}
         }
     }
 }
@@ -174,6 +223,10 @@ fn wake(notify: &tokio::sync::Notify) {
 /// The thread's side.
 struct Worker {
     syncer: Box<dyn Syncer>,
+    /// The first answers are synced for whatever they are.
+    synced_once: bool,
+    /// See [`Answerer`]'s.
+    unsynced: Arc<AtomicUsize>,
     failed: Arc<AtomicBool>,
     outbox_notify: Arc<tokio::sync::Notify>,
     health: Arc<Health>,
@@ -195,7 +248,11 @@ impl Worker {
             .failed
             .load(Ordering::SeqCst)
             .then_some(Error::Store("io"));
-        if error.is_none() && waiting.iter().any(|answers| answers.wrote) {
+        let wrote = waiting.iter().filter(|answers| answers.wrote).count();
+        // What this settles of `unsynced`, taken off once the answers are sent.
+        let settled = wrote + usize::from(!self.synced_once);
+        if error.is_none() && (!self.synced_once || wrote > 0) {
+            self.synced_once = true;
             let started = std::time::Instant::now();
             let synced = self.syncer.sync();
             self.metrics
@@ -208,6 +265,7 @@ impl Worker {
                 );
                 self.failed.store(true, Ordering::SeqCst);
                 self.health.gave_up.store(true, Ordering::SeqCst);
+                self.health.must_restart.store(true, Ordering::SeqCst);
                 error = Some(Error::Store(failure.kind()));
             }
         }
@@ -224,6 +282,8 @@ impl Worker {
         if notify && error.is_none() {
             wake(&self.outbox_notify);
         }
+        self.synced_once = true;
+        self.unsynced.fetch_sub(settled, Ordering::AcqRel);
     }
 }
 
@@ -321,11 +381,13 @@ mod tests {
             "the early answer overtook a sync"
         );
         setup.release.send(Ok(())).unwrap();
+        // The writer stops: one last sync, after the two that covered three answers.
+        setup.release.send(Ok(())).unwrap();
         setup.answerer.close();
         assert!(matches!(second_answer.try_recv(), Ok(Ok(_))));
         assert!(matches!(early_answer.try_recv(), Ok(Ok(_))));
         assert!(!setup.answerer.failed());
-        // Nothing more was synced: two syncs for three answers.
+        assert!(setup.called.try_recv().is_ok(), "no last sync");
         assert!(setup.called.try_recv().is_err());
     }
 
@@ -347,6 +409,7 @@ mod tests {
         }
         assert!(setup.answerer.failed());
         assert!(setup.health.gave_up.load(Ordering::SeqCst));
+        assert!(setup.health.must_restart.load(Ordering::SeqCst));
         setup.answerer.send(later);
         setup.answerer.close();
         assert!(matches!(
@@ -357,6 +420,55 @@ mod tests {
             later_answer.try_recv(),
             Ok(Err(Error::Store("io")))
         ));
+        assert!(setup.called.try_recv().is_err());
+    }
+
+    #[test]
+    fn the_first_answers_are_synced_even_when_their_round_wrote_nothing() {
+        let mut setup = setup();
+        let (early, mut early_answer) = round(false);
+        setup.answerer.send(early);
+        setup
+            .called
+            .recv_timeout(WAIT)
+            .expect("the first answers are synced");
+        assert!(early_answer.try_recv().is_err());
+        setup.release.send(Ok(())).unwrap();
+        let deadline = std::time::Instant::now() + WAIT;
+        while setup.answerer.unsynced.load(Ordering::Acquire) != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first sync never settled"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(matches!(early_answer.try_recv(), Ok(Ok(_))));
+        // With nothing unsynced, an answer that wrote nothing leaves at once, on the writer.
+        let (later, mut later_answer) = round(false);
+        setup.answerer.send(later);
+        assert!(matches!(later_answer.try_recv(), Ok(Ok(_))));
+        // One that wrote waits for its sync again.
+        let (wrote, mut wrote_answer) = round(true);
+        setup.answerer.send(wrote);
+        setup
+            .called
+            .recv_timeout(WAIT)
+            .expect("a round that wrote is synced");
+        let (early, mut early_again) = round(false);
+        setup.answerer.send(early);
+        assert!(wrote_answer.try_recv().is_err());
+        assert!(
+            early_again.try_recv().is_err(),
+            "left before the sync it rests on"
+        );
+        setup.release.send(Ok(())).unwrap();
+        setup.release.send(Ok(())).unwrap();
+        setup.answerer.close();
+        assert!(matches!(wrote_answer.try_recv(), Ok(Ok(_))));
+        assert!(matches!(early_again.try_recv(), Ok(Ok(_))));
+        assert_eq!(setup.answerer.unsynced.load(Ordering::Acquire), 0);
+        // Then the last one, when the writer stopped.
+        assert!(setup.called.try_recv().is_ok());
         assert!(setup.called.try_recv().is_err());
     }
 

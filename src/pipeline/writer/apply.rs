@@ -6,9 +6,13 @@ use super::*;
 
 impl Writer {
     /// Applies the submitted events: duplicates by (`source`, `id`) are dropped, the rest go to
-    /// the engine. A request whose events changed nothing durable is answered at once (nothing
-    /// of it waits in the commit; if the commit fails, the rollback takes back only what it never
-    /// needed to write).
+    /// the engine. A request whose events changed nothing durable is answered at once (behind
+    /// the answers of earlier rounds, so after their sync: `answers.rs`), unless one of them
+    /// repeats an event this round applied and wrote: its `202` would rest on a write not yet
+    /// committed (a redelivery of the event answered while the first delivery waits), so it
+    /// waits for the commit and its sync. (Content equal to what an earlier event of the round
+    /// wrote rests on an event not yet answered, which the Broker delivers again if the write is
+    /// lost.)
     pub(super) fn apply_events(
         &mut self,
         round: &mut Round,
@@ -16,6 +20,8 @@ impl Writer {
     ) {
         let now = round.now;
         let mut keys_in_round = HashSet::new();
+        // The keys of the round's events that wrote something (`round.batch.events`' keys).
+        let mut written_in_round = HashSet::new();
         round.results.reserve(submissions.len());
         // Which of the round's events the store has seen, asked once for the whole round (one
         // query on PostgreSQL, instead of one round trip per event).
@@ -40,6 +46,7 @@ impl Writer {
         for (mut events, reply) in submissions {
             let mut reply = Some(reply);
             let writes_before = self.engine.journaled_writes();
+            let mut repeats_a_write = false;
             let mut event_results = Vec::with_capacity(events.len());
             for event in &mut events {
                 let result = match event {
@@ -51,6 +58,7 @@ impl Writer {
                         };
                         let duplicate = keys_in_round.contains(&key) || seen.contains(&key);
                         if duplicate {
+                            repeats_a_write |= written_in_round.contains(&key);
                             EventResult::Duplicate
                         } else {
                             let writes = self.engine.journaled_writes();
@@ -62,6 +70,7 @@ impl Writer {
                                     // a redelivery applies the same content again, which changes
                                     // nothing either.
                                     if self.engine.journaled_writes() != writes {
+                                        written_in_round.insert(key.clone());
                                         round.batch.events.push((key, now));
                                     }
                                     EventResult::Applied
@@ -83,7 +92,10 @@ impl Writer {
                 };
                 event_results.push(result);
             }
-            if round.store_failure.is_none() && self.engine.journaled_writes() == writes_before {
+            if round.store_failure.is_none()
+                && !repeats_a_write
+                && self.engine.journaled_writes() == writes_before
+            {
                 if let Some(reply) = reply.take() {
                     self.count_refusals();
                     // In order behind earlier rounds' answers, so after their sync.

@@ -316,8 +316,11 @@ impl Writer {
     fn round(&mut self, work: Work) {
         let now = (self.clock)();
         if self.answers.failed() && !self.gave_up {
-            // The state may hold rounds the store lost: commit nothing more from it.
+            // The state may hold rounds the store lost: commit nothing more from it, and have
+            // the process restarted to load what is on disk (`/healthz`).
             self.gave_up = true;
+            self.health.gave_up.store(true, Ordering::SeqCst);
+            self.health.must_restart.store(true, Ordering::SeqCst);
         }
         self.sync_silences(now);
         if now - self.timers.last_adoption >= ADOPT_EVERY_MS {

@@ -1,6 +1,8 @@
 //! The embedded store: one SQLite file in WAL mode with `synchronous=FULL`, so a committed batch
-//! survives a process crash and a power loss. Group commit (many events per transaction, done by
-//! the pipeline's single writer) keeps the fsync cost per event small.
+//! survives a process crash and a power loss; the pipeline's writer takes the WAL's fsync over
+//! (`take_syncer`, `sync.rs`: `NORMAL` commits, then one fsync for every round before it, on a
+//! thread of its own, before the answers). Group commit (many events per transaction, done by
+//! the single writer) keeps the fsync cost per event small.
 //!
 //! Each role has its own connection: the writer (`SqliteStore`), the relays (`outbox`), the
 //! audit reader (`audit`) and the checkpoint thread (`checkpoint`); WAL lets them read while
@@ -183,6 +185,15 @@ impl Store for SqliteStore {
     fn take_syncer(&mut self) -> Option<Box<dyn crate::Syncer>> {
         if self.synchronous != "FULL" {
             // A test store never syncs.
+            return None;
+        }
+        // Only a WAL's fsync is the commits' (in rollback mode `NORMAL` would be another
+        // promise): the store keeps syncing each commit itself if the file is not in WAL mode.
+        let mode: Option<String> = self
+            .connection
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+            .ok();
+        if !mode.is_some_and(|mode| mode.eq_ignore_ascii_case("wal")) {
             return None;
         }
         // From here a commit writes its WAL frames without an fsync (in WAL mode `NORMAL`

@@ -6,7 +6,9 @@
 //! (BENCHMARKS.md, issue 28). With `NORMAL` the frames are written but not synced; an fsync of
 //! the WAL file afterwards, from any file descriptor of it, makes every frame written before it
 //! durable, which is what `FULL` promised for those commits. The writer answers a round's
-//! requests only after such a sync (`pipeline::writer::answers`).
+//! requests only after such a sync (`pipeline::writer::answers`). Other connections keep
+//! `FULL`: a relay's claim of a message commits, and so fsyncs the shared WAL, before the message
+//! is sent, so nothing is delivered from a round that a power loss could still take back.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -16,8 +18,6 @@ use crate::{Error, Syncer};
 
 /// Syncs one database's WAL file.
 pub(crate) struct WalSyncer {
-    /// The database file.
-    database: PathBuf,
     /// Its `-wal` file.
     wal: PathBuf,
     /// An open descriptor of it, with its (device, inode) when opened.
@@ -26,10 +26,9 @@ pub(crate) struct WalSyncer {
 
 impl WalSyncer {
     pub(crate) fn new(database: PathBuf) -> WalSyncer {
-        let mut wal = database.clone().into_os_string();
+        let mut wal = database.into_os_string();
         wal.push("-wal");
         WalSyncer {
-            database,
             wal: wal.into(),
             file: None,
         }
@@ -52,13 +51,11 @@ impl WalSyncer {
 
 impl Syncer for WalSyncer {
     fn sync(&mut self) -> Result<(), Error> {
-        match self.current()? {
-            Some(file) => file.sync_all()?,
-            None => {
-                // No WAL file: SQLite removes it only after checkpointing every frame into the
-                // database, so what was committed is there.
-                File::open(&self.database)?.sync_all()?;
-            }
+        // No WAL file: SQLite removes it only after checkpointing every frame into the database
+        // and syncing that. (Opening the database here and closing it would drop this process's
+        // POSIX locks on it, SQLite's own included.)
+        if let Some(file) = self.current()? {
+            file.sync_all()?;
         }
         Ok(())
     }
@@ -75,7 +72,7 @@ mod tests {
         let wal = dir.path().join("drift.db-wal");
         std::fs::write(&database, b"db").unwrap();
         let mut syncer = WalSyncer::new(database.clone());
-        // No WAL yet: the database file is synced.
+        // No WAL: nothing to sync (SQLite synced the database when it removed it).
         syncer.sync().unwrap();
         assert!(syncer.file.is_none());
         std::fs::write(&wal, b"frames").unwrap();
@@ -89,9 +86,9 @@ mod tests {
             let metadata = std::fs::metadata(&wal).unwrap();
             (metadata.dev(), metadata.ino())
         });
-        // Neither file: an error naming the I/O failure, not a panic.
+        // A WAL that cannot be opened: an error naming the I/O failure, not a panic.
         std::fs::remove_file(&wal).unwrap();
-        std::fs::remove_file(&database).unwrap();
+        std::os::unix::fs::symlink(&wal, &wal).unwrap();
         let error = syncer.sync().unwrap_err();
         assert_eq!(error.kind(), "io");
     }
