@@ -50,6 +50,8 @@ pub enum Unavailable {
     Standby,
     /// This replica lost its writer lease (it stops writing and stands by).
     LeaseLost,
+    /// Liveness: a sync of the store failed; only a restart recovers.
+    MustRestart,
 }
 
 impl Unavailable {
@@ -65,6 +67,7 @@ impl Unavailable {
             Unavailable::StoreNotWritable => "store_not_writable",
             Unavailable::Standby => "standby",
             Unavailable::LeaseLost => "lease_lost",
+            Unavailable::MustRestart => "must_restart",
         }
     }
 
@@ -82,6 +85,9 @@ impl Unavailable {
             Unavailable::LeaseLost => {
                 "this replica lost the writer lease to another replica and is standing by"
             }
+            Unavailable::MustRestart => {
+                "a sync of the store failed: restart to load what is on disk"
+            }
         }
     }
 
@@ -94,6 +100,7 @@ impl Unavailable {
             | Unavailable::Standby
             | Unavailable::LeaseLost => 2,
             Unavailable::Store
+            | Unavailable::MustRestart
             | Unavailable::AuthKeys
             | Unavailable::RequestTimeout
             | Unavailable::StoreNotWritable => 5,

@@ -408,11 +408,7 @@ async fn healthz() -> impl IntoResponse {
 /// The writer's liveness: failed once a sync of the store failed (`Health::must_restart`).
 async fn writer_healthz(State(state): State<AppState>) -> Response {
     if state.pipeline.health().must_restart.load(Ordering::SeqCst) {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the store's sync failed: restart to load what is on disk",
-        )
-            .into_response();
+        return ApiError::unavailable_for(Unavailable::MustRestart).into_response();
     }
     (StatusCode::OK, "ok").into_response()
 }

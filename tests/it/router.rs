@@ -470,6 +470,24 @@ async fn draining_is_503_and_not_ready() {
     assert_eq!(status, StatusCode::OK);
 }
 
+#[tokio::test]
+async fn liveness_fails_once_a_sync_of_the_store_failed() {
+    // What the sync thread sets when an fsync fails: only a restart recovers.
+    let app = app();
+    let (status, _, _) = send(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    app.pipeline
+        .health()
+        .must_restart
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, _, body) = send(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        String::from_utf8_lossy(&body).contains("restart"),
+        "{body:?}"
+    );
+}
+
 /// Every `503` is JSON `{code, message}` with `Retry-After`, whoever answers it (issue 15,
 /// item 3): the request timeout, readiness, the API.
 fn assert_json_503(status: StatusCode, headers: &axum::http::HeaderMap, body: &[u8], what: &str) {
