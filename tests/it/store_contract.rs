@@ -153,6 +153,21 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
     let mut names: Vec<&str> = objects.iter().map(|o| o.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["config-autoscaler", "config-deployment"]);
+    // Version 4 moved the objects into a rowid table (a `WITHOUT ROWID` table has no `rowid`
+    // column to select), every row with them, and the key stays unique.
+    {
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        let by_rowid: i64 = connection
+            .query_row("SELECT count(rowid) FROM objects", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(by_rowid, 2);
+        let again = connection.execute(
+            "INSERT INTO objects (cluster, uid, kind, namespace, name, body)
+             SELECT cluster, uid, kind, namespace, name, body FROM objects LIMIT 1",
+            [],
+        );
+        assert!(again.is_err(), "(cluster, uid) is still the key");
+    }
     assert_eq!(snapshot.drifts.len(), 1);
     assert_eq!(snapshot.drifts[0].id, "7352a014a81b2783");
     assert_eq!(snapshot.drifts[0].state, DriftState::Firing);

@@ -148,7 +148,8 @@ fn read_table(
     columns: &[(&str, Kind)],
 ) -> Result<Vec<Vec<Value>>, Error> {
     let names: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
-    // The order rows were written (`seq`, else `rowid`); the two WITHOUT ROWID tables by key.
+    // The order rows were written (`seq`, else `rowid`); the events (a WITHOUT ROWID table) and
+    // the objects (by rowid since version 4, by key before) by key.
     let order = match table {
         "events" => "source, id",
         "objects" => "cluster, uid",

@@ -1,7 +1,7 @@
 //! The stored shapes of what the store keeps as JSON text: one serializable type per stored
 //! column, apart from the core types, so that a field added to a core type changes no stored row
 //! by accident. Each shape belongs to a schema version (`sqlite/schema.rs`); changing one is a
-//! migration. Every shape here is the one schema versions 1 and 2 store (the layout before
+//! migration. Every shape here is the one schema versions 1 to 4 store (the layout before
 //! versions were recorded wrote exactly these), and decoding is lenient where older rows may lack
 //! a field (`#[serde(default)]`).
 //!

@@ -116,6 +116,9 @@ const MIGRATIONS: &[(i64, &[&str])] = &[
     (2, &[V2_GROUPS_AND_DAYS]),
     // The same partial index as SQLite's (same SQL: both take `CREATE INDEX ... WHERE`).
     (3, &[crate::sqlite::schema::V3_PENDING_BY_DRIFT]),
+    // SQLite's version 4 changes its objects table's layout only (a rowid table); a PostgreSQL
+    // table is a heap with its key in an index already, and large bodies go to TOAST.
+    (4, &[]),
 ];
 
 /// The newest schema version this binary knows: SQLite's, so the two never disagree.

@@ -4,7 +4,8 @@
 //! applies, in one transaction, every migration newer than its version and records the newest.
 //! A store without the table (a new file, or one written before versions were recorded) is
 //! version 0; version 1 is that layout with outbox claims, version 2 adds the drifts' API group
-//! (and indexes for the dashboard's overview). Migration 1 is safe on both: it creates what is
+//! (and indexes for the dashboard's overview), version 3 an index of pending outbox rows,
+//! version 4 keeps the objects in a rowid table. Migration 1 is safe on both: it creates what is
 //! missing (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
 //! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
 //! binary never touches a layout it does not understand.
@@ -130,15 +131,38 @@ CREATE INDEX IF NOT EXISTS outbox_drift_pending ON outbox (drift_id, kind, chann
 WHERE state = 'pending';
 "#;
 
+/// Version 4: the objects in a rowid table (the key a unique index). A `WITHOUT ROWID` table
+/// keeps its rows in an index B-tree, whose cells hold at most about 1 KB of a row in the leaf
+/// page (with 4 KiB pages): an object's 3–5 KB body spilled into overflow pages, and every
+/// change of an object (most events) freed and re-allocated them, three or four page writes
+/// per object. A rowid table's leaf holds up to 4,061 bytes of a row in place. Rows, bodies and
+/// the `(cluster, uid)` key are as before; only the layout changes (BENCHMARKS.md, issue 28).
+const V4_OBJECTS_BY_ROWID: &str = r#"
+CREATE TABLE objects_v4 (
+    cluster TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    body TEXT NOT NULL,
+    UNIQUE (cluster, uid)
+);
+INSERT INTO objects_v4 (cluster, uid, kind, namespace, name, body)
+    SELECT cluster, uid, kind, namespace, name, body FROM objects ORDER BY cluster, uid;
+DROP TABLE objects;
+ALTER TABLE objects_v4 RENAME TO objects;
+"#;
+
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
 const MIGRATIONS: &[(i64, &[&str])] = &[
     (1, &[V1_TABLES, V1_CLAIMS]),
     (2, &[V2_GROUPS_AND_DAYS]),
     (3, &[V3_PENDING_BY_DRIFT]),
+    (4, &[V4_OBJECTS_BY_ROWID]),
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST: i64 = 3;
+pub const LATEST: i64 = 4;
 
 /// Refuses a store written by a newer binary, before anything (not even a pragma) is written.
 pub(super) fn check_not_newer(connection: &Connection) -> Result<(), Error> {
