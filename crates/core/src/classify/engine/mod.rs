@@ -45,6 +45,12 @@ pub struct Engine {
     /// The slots of `drifts` whose drift is pending: what the timers look at each round, so a
     /// round's cost does not grow with the firing drifts a large fleet keeps open.
     pending: std::collections::HashSet<DriftSlot>,
+    /// No pending drift has work before this time (fire or be recorded): a lower bound, exact
+    /// after the timers scanned `pending`, lowered when a drift becomes or stays pending,
+    /// `Millis::MIN` (scan at the next round) after a restore or a reload. A round before it
+    /// does not look at `pending` at all, so the timers cost nothing per round while the
+    /// earliest deadline is still ahead (a fleet can keep thousands of drifts pending).
+    pending_from: Millis,
     /// Ids of the open drifts whose row is in the store (or in the round being committed).
     recorded: std::collections::HashSet<String>,
     /// Restored objects still to re-assess (see the module docs), popped from the end.
@@ -77,6 +83,7 @@ impl Engine {
             graph: Graph::default(),
             drifts: HashMap::new(),
             pending: std::collections::HashSet::new(),
+            pending_from: Millis::MIN,
             recorded: std::collections::HashSet::new(),
             recheck: Vec::new(),
             recheck_total: 0,
@@ -126,6 +133,9 @@ impl Engine {
                 if !self.pending.contains(slot) {
                     self.pending.insert(slot.clone());
                 }
+                if let Some(deadline) = self.pending_deadline(drift) {
+                    self.pending_from = self.pending_from.min(deadline);
+                }
             }
             _ => {
                 self.pending.remove(slot);
@@ -141,6 +151,7 @@ impl Engine {
             .filter(|(_, drift)| drift.state == DriftState::Pending)
             .map(|(slot, _)| slot.clone())
             .collect();
+        self.pending_from = Millis::MIN;
     }
 
     /// The pending drifts, in no order.
@@ -164,6 +175,8 @@ impl Engine {
     /// a scope just widened can see opens without waiting for the object's next change.
     pub fn set_rules(&mut self, rules: Arc<Rules>) {
         self.rules = rules;
+        // A class switched on may have pending drifts past their grace.
+        self.pending_from = Millis::MIN;
         self.recheck = self
             .graph
             .iter()

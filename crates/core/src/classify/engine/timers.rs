@@ -16,23 +16,11 @@ impl Engine {
     /// by its clock; this crate reads none), and at least one object is judged per call, so
     /// the re-judge always ends.
     pub fn tick_within(&mut self, now: Millis, go_on: &mut dyn FnMut() -> bool) {
-        let mut due: Vec<DriftSlot> = self
-            .pending_drifts()
-            .filter(|(_, drift)| drift.fire_at <= now)
-            .filter(|(slot, _)| self.rules.class(&slot.class).enabled)
-            .map(|(slot, _)| slot.clone())
-            .collect();
-        due.sort();
-        for slot in due {
-            if let Some(mut drift) = self.drifts.get(&slot).cloned() {
-                drift.state = DriftState::Firing;
-                drift.fired_at = Some(now);
-                self.put_drift(slot, Some(drift.clone()));
-                self.push_transition(drift, Some(DriftState::Pending), now);
-            }
+        if now >= self.pending_from {
+            self.fire_and_record(now);
+        } else {
+            debug_assert!(self.exact_pending_from() >= self.pending_from);
         }
-        // Pending episodes that lasted are recorded (see `RECORD_PENDING_AFTER_MS`).
-        self.record_opened_by(now.saturating_sub(RECORD_PENDING_AFTER_MS));
         for _ in 0..RECHECK_PER_TICK {
             let Some(key) = self.recheck.pop() else {
                 // Done: give back what the restored keys took.
@@ -83,20 +71,55 @@ impl Engine {
         if !self.recheck.is_empty() {
             return Some(Millis::MIN);
         }
+        // Early at worst (a lower bound): the round it wakes tightens it.
+        (!self.pending.is_empty() && self.pending_from < Millis::MAX).then_some(self.pending_from)
+    }
+
+    /// Fires the pending drifts whose grace ran out and records those that lasted, then sets
+    /// `pending_from` to the earliest deadline left.
+    fn fire_and_record(&mut self, now: Millis) {
+        let mut due: Vec<DriftSlot> = self
+            .pending_drifts()
+            .filter(|(_, drift)| drift.fire_at <= now)
+            .filter(|(slot, _)| self.rules.class(&slot.class).enabled)
+            .map(|(slot, _)| slot.clone())
+            .collect();
+        due.sort();
+        for slot in due {
+            if let Some(mut drift) = self.drifts.get(&slot).cloned() {
+                drift.state = DriftState::Firing;
+                drift.fired_at = Some(now);
+                self.put_drift(slot, Some(drift.clone()));
+                self.push_transition(drift, Some(DriftState::Pending), now);
+            }
+        }
+        // Pending episodes that lasted are recorded (see `RECORD_PENDING_AFTER_MS`).
+        self.record_opened_by(now.saturating_sub(RECORD_PENDING_AFTER_MS));
+        self.pending_from = self.exact_pending_from();
+    }
+
+    /// The earliest time a pending drift fires (its class switched on) or is recorded
+    /// (`Millis::MAX`: none will).
+    fn exact_pending_from(&self) -> Millis {
         self.pending_drifts()
-            .filter_map(|(_, drift)| {
-                let fires = self
-                    .rules
-                    .class(&drift.class)
-                    .enabled
-                    .then_some(drift.fire_at);
-                let records = (!self.recorded.contains(&drift.id))
-                    .then(|| drift.since.saturating_add(RECORD_PENDING_AFTER_MS));
-                match (fires, records) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                }
-            })
+            .filter_map(|(_, drift)| self.pending_deadline(drift))
             .min()
+            .unwrap_or(Millis::MAX)
+    }
+
+    /// When the timers next have work on the pending `drift`: it fires (its class switched
+    /// on) or is recorded (not yet); `None` when neither will happen.
+    pub(super) fn pending_deadline(&self, drift: &Drift) -> Option<Millis> {
+        let fires = self
+            .rules
+            .class(&drift.class)
+            .enabled
+            .then_some(drift.fire_at);
+        let records = (!self.recorded.contains(&drift.id))
+            .then(|| drift.since.saturating_add(RECORD_PENDING_AFTER_MS));
+        match (fires, records) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
