@@ -130,14 +130,10 @@ impl DriftClass for BaselineDrift {
             }
         }
         let mut found = evidence(summary);
-        if let Some(actor) = changes.iter().find_map(|change| {
-            crate::classify::evidence::attribute(
-                &change.path,
-                context.object,
-                context.before,
-                rules,
-            )
-        }) {
+        if let Some(actor) = changes
+            .iter()
+            .find_map(|change| context.attribute(&change.path))
+        {
             found.actor = Some(actor);
         }
         found.hint = if object.is_kind("", "Secret") {

@@ -170,14 +170,9 @@ fn broken(
                     changes.extend(metadata_diff(before, object, context.rules));
                     changes.truncate(drift_model::MAX_CHANGES);
                 }
-                found.actor = changes.first().and_then(|change| {
-                    crate::classify::evidence::attribute(
-                        &change.path,
-                        context.object,
-                        context.before,
-                        context.rules,
-                    )
-                });
+                found.actor = changes
+                    .first()
+                    .and_then(|change| context.attribute(&change.path));
                 found.changes = changes;
             }
         }

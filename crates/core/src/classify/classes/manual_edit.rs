@@ -21,7 +21,6 @@
 use serde_json::Value;
 
 use super::*;
-use crate::classify::evidence::attribute;
 use crate::classify::evidence::hint::revert_patch;
 use drift_model::{Actor, FieldChange};
 
@@ -90,7 +89,7 @@ pub(super) fn track(
     let mut actor = open.and_then(|drift| drift.evidence.actor.clone());
     let mut reason = String::from("edits reverted");
     for change in changes {
-        let who = attribute(&change.path, context.object, context.before, context.rules);
+        let who = context.attribute(&change.path);
         let trusted = match &who {
             Some(actor) => actor.trusted,
             None => !unknown_is_untrusted,

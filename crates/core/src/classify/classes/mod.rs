@@ -38,9 +38,18 @@ pub struct Context<'a> {
     pub source_blind: Option<&'a SourceBlind>,
     /// The event's time.
     pub now: Millis,
+    /// The event's attribution, built by the first class that asks ([`Context::attribute`]).
+    pub attributor: std::cell::OnceCell<crate::classify::evidence::Attributor<'a>>,
 }
 
 impl Context<'_> {
+    /// Who changed `pointer` in this event (see [`crate::classify::evidence::attribute`]).
+    pub(crate) fn attribute(&self, pointer: &str) -> Option<drift_model::Actor> {
+        self.attributor
+            .get_or_init(|| crate::classify::evidence::Attributor::new(self.object))
+            .attribute(pointer, self.before, self.rules)
+    }
+
     /// The after state's spec, parsed: the event's own spec, already parsed by the decoder,
     /// when the state keeps the spec whole (every kind but Pods, whose spec is trimmed), else
     /// parsed from the state.

@@ -182,6 +182,7 @@ impl Engine {
             drifts: &self.drifts,
             source_blind: self.source_blind(&key.cluster),
             now,
+            attributor: std::cell::OnceCell::new(),
         };
         let mut assessments = Vec::new();
         for class in classes::REGISTRY {

@@ -115,43 +115,73 @@ pub fn attribute(
     before: Option<&ObjectState>,
     rules: &Rules,
 ) -> Option<Actor> {
-    let json = object_json(object);
-    let main_resource =
-        |entry: &&ManagedFieldsEntry| entry.subresource.is_empty() || entry.subresource == "scale";
-    let owners: Vec<&ManagedFieldsEntry> = object
-        .managed_fields
-        .iter()
-        .filter(main_resource)
-        .filter(|entry| owns(&entry.fields.value(), &json, pointer))
-        .collect();
-    let chosen = owners
-        .iter()
-        .copied()
-        .filter(|entry| moved(entry, before))
-        .max_by(|left, right| left.time.cmp(&right.time))
-        .or_else(|| {
-            owners
-                .iter()
-                .copied()
-                .max_by(|left, right| left.time.cmp(&right.time))
+    Attributor::new(object).attribute(pointer, before, rules)
+}
+
+/// [`attribute`] for several paths of one event: the object's JSON and the main resource's
+/// tries are built once (a spec edit attributes each changed path, and several classes look at
+/// the same event).
+pub struct Attributor<'a> {
+    object: &'a KubeObject,
+    json: Value,
+    /// The entries of the main resource (and `scale`), with their tries parsed.
+    entries: Vec<(&'a ManagedFieldsEntry, Value)>,
+}
+
+impl<'a> Attributor<'a> {
+    /// The object's JSON and tries, parsed once.
+    pub fn new(object: &'a KubeObject) -> Attributor<'a> {
+        let entries = object
+            .managed_fields
+            .iter()
+            .filter(|entry| entry.subresource.is_empty() || entry.subresource == "scale")
+            .map(|entry| (entry, entry.fields.value()))
+            .collect();
+        Attributor {
+            object,
+            json: object_json(object),
+            entries,
+        }
+    }
+
+    /// Who changed `pointer` between `before` and the object.
+    pub fn attribute(
+        &self,
+        pointer: &str,
+        before: Option<&ObjectState>,
+        rules: &Rules,
+    ) -> Option<Actor> {
+        let newest = |entries: &mut dyn Iterator<Item = &'a ManagedFieldsEntry>| {
+            entries.max_by(|left, right| left.time.cmp(&right.time))
+        };
+        let owners: Vec<&ManagedFieldsEntry> = self
+            .entries
+            .iter()
+            .filter(|(_, fields)| owns(fields, &self.json, pointer))
+            .map(|(entry, _)| *entry)
+            .collect();
+        let chosen = newest(&mut owners.iter().copied().filter(|entry| moved(entry, before)))
+            .or_else(|| newest(&mut owners.iter().copied()))
+            .or_else(|| {
+                // Nobody owns it any more (a removal): the writer whose time moved is the
+                // witness.
+                newest(
+                    &mut self
+                        .entries
+                        .iter()
+                        .map(|(entry, _)| *entry)
+                        .filter(|entry| moved(entry, before)),
+                )
+            })?;
+        Some(Actor {
+            manager: chosen.manager.clone(),
+            operation: chosen.operation.clone(),
+            subresource: chosen.subresource.clone(),
+            time: chosen.time.clone(),
+            user: last_modifier(self.object),
+            trusted: rules.is_trusted(&chosen.manager),
         })
-        .or_else(|| {
-            // Nobody owns it any more (a removal): the writer whose time moved is the witness.
-            object
-                .managed_fields
-                .iter()
-                .filter(main_resource)
-                .filter(|entry| moved(entry, before))
-                .max_by(|left, right| left.time.cmp(&right.time))
-        })?;
-    Some(Actor {
-        manager: chosen.manager.clone(),
-        operation: chosen.operation.clone(),
-        subresource: chosen.subresource.clone(),
-        time: chosen.time.clone(),
-        user: last_modifier(object),
-        trusted: rules.is_trusted(&chosen.manager),
-    })
+    }
 }
 
 /// The user Knative's webhook recorded as the last to modify the object: each Knative group

@@ -8,5 +8,5 @@ pub mod actor;
 pub mod diff;
 pub mod hint;
 
-pub use actor::attribute;
+pub use actor::{attribute, Attributor};
 pub use diff::spec_diff;
