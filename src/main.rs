@@ -134,6 +134,33 @@ enum Command {
         #[command(subcommand)]
         action: StoreCommand,
     },
+    /// Write a restorable manifest of every tracked object, from the store: a backup the team
+    /// can `kubectl apply` (server-set fields, owner references, hashed annotations left out).
+    ///
+    /// Objects a controller owns (its owner re-creates them), Pods and Secrets are left out.
+    /// Files: OUT/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml. Exit code 0: written;
+    /// 2: the config, the store or a file failed.
+    Export {
+        /// The state each object was last seen in (the only export there is; required so the
+        /// command says what it writes).
+        #[arg(long, required = true)]
+        last_good: bool,
+        /// Only this cluster's objects.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Only this namespace's objects.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only this kind (`Service`, any case, or `Service.serving.knative.dev`).
+        #[arg(long)]
+        kind: Option<String>,
+        /// Deleted objects too, as last seen before the delete, while they are remembered.
+        #[arg(long)]
+        deleted: bool,
+        /// The directory to write to (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -318,5 +345,22 @@ fn main() -> ExitCode {
         Command::Store {
             action: StoreCommand::Migrate { from, to, ca_file },
         } => commands::store::migrate(&from, &to, ca_file.as_deref()),
+        Command::Export {
+            last_good: _,
+            cluster,
+            namespace,
+            kind,
+            deleted,
+            out,
+        } => commands::export::last_good(
+            cli.config.as_ref(),
+            &commands::export::Filter {
+                cluster,
+                namespace,
+                kind,
+                deleted,
+            },
+            &out,
+        ),
     }
 }

@@ -33,6 +33,7 @@ pub mod invariants;
 pub(crate) mod kinds;
 mod quantity;
 pub mod resource_version;
+pub mod restorable;
 pub(crate) mod rules;
 pub(crate) mod state;
 pub mod stored;

@@ -65,8 +65,9 @@ impl Engine {
         }
     }
 
-    /// When [`Engine::tick`] next has work: the earliest pending `fire_at` or time to record a
-    /// pending drift, or at once while restored objects wait to be re-assessed.
+    /// When [`Engine::tick`] next has work: no later than the earliest pending `fire_at` or
+    /// time to record a pending drift (it may be earlier: a lower bound, which the round it wakes
+    /// makes exact), or at once while restored objects wait to be re-assessed.
     pub fn next_deadline(&self) -> Option<Millis> {
         if !self.recheck.is_empty() {
             return Some(Millis::MIN);
