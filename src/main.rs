@@ -138,6 +138,7 @@ enum Command {
     /// can `kubectl apply` (server-set fields, owner references, hashed annotations left out).
     ///
     /// Objects a controller owns (its owner re-creates them), Pods and Secrets are left out.
+    /// Reads the store without writing to it; may run beside the service.
     /// Files: OUT/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml. Exit code 0: written;
     /// 2: the config, the store or a file failed.
     Export {
@@ -154,10 +155,11 @@ enum Command {
         /// Only this kind (`Service`, any case, or `Service.serving.knative.dev`).
         #[arg(long)]
         kind: Option<String>,
-        /// Deleted objects too, as last seen before the delete, while they are remembered.
+        /// Deleted objects too, as the delete showed them, while they are remembered (the latest
+        /// of a name, and none whose name a live object has again).
         #[arg(long)]
         deleted: bool,
-        /// The directory to write to (created if missing).
+        /// The directory to write to: new (it is created) or empty.
         #[arg(long)]
         out: PathBuf,
     },

@@ -1,18 +1,20 @@
 //! `export --last-good`: a restorable manifest of every tracked object, from the store, one
 //! YAML file each (a backup the team can `kubectl apply`; see `classify::restorable`).
 //!
-//! Reads the configured store (SQLite file or PostgreSQL) as the service left it; it may run
-//! beside the service. Files go to `OUT/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml`
+//! Reads the configured store (SQLite file or PostgreSQL) without writing to it (no file
+//! created, no migration: `drift_store::read_objects`), so it may run beside the service, and
+//! streams it: live objects are written as they are read. `OUT` must be new or empty, so a
+//! restore from it never applies a file of an older export. Files go to `OUT/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml`
 //! (`_cluster` for cluster-scoped objects); every part of the path is reduced to letters,
 //! digits, `.`, `_` and `-` first, so a forged name cannot write outside `OUT`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use drift_core::classify::restorable::{manifest, to_yaml};
 use drift_core::classify::ObjectState;
-use drift_model::{Drift, DriftState};
+use drift_model::DriftState;
 
 /// Which tracked objects to export.
 #[derive(Debug, Default, Clone)]
@@ -23,8 +25,9 @@ pub struct Filter {
     pub namespace: Option<String>,
     /// Only this kind (`Service`, any case), or `Kind.group` (`Service.serving.knative.dev`).
     pub kind: Option<String>,
-    /// Deleted objects too (their state as last seen before the delete), while they are
-    /// remembered (6 hours after the delete).
+    /// Deleted objects too (their state as the delete event showed it), while they are
+    /// remembered (6 hours after the delete); one per name, the latest, and none whose name a
+    /// live object has again.
     pub deleted: bool,
 }
 
@@ -58,8 +61,20 @@ enum ExportError {
     #[error("{0}")]
     Config(#[source] super::LoadConfigError),
     /// The store did not open or read.
-    #[error("the store: {0}")]
-    Store(#[source] drift_store::Error),
+    #[error("{store}: {source}")]
+    Store {
+        /// Which store (`store.path`'s file, or `store.url`).
+        store: String,
+        /// Why.
+        #[source]
+        source: drift_store::Error,
+    },
+    /// The output directory holds files already: a restore from it would apply old ones too.
+    #[error("{}: not empty; export into a new or empty directory", path.display())]
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A file or directory could not be written.
     #[error("{}: {source}", path.display())]
     Write {
@@ -91,7 +106,8 @@ impl ExportError {
     fn kind(&self) -> &'static str {
         match self {
             ExportError::Config(_) => "config",
-            ExportError::Store(_) => "store",
+            ExportError::Store { .. } => "store",
+            ExportError::NotEmpty { .. } => "not_empty",
             ExportError::Write { .. } => "write",
             ExportError::Yaml { .. } => "yaml",
         }
@@ -103,7 +119,8 @@ impl ExportError {
 struct Summary {
     /// Manifests written.
     written: usize,
-    /// Objects left out, by reason (`owned`, `pod`, `secret`, `trimmed`).
+    /// Objects left out, by reason (`owned`, `pod`, `secret`, `binary_data`, `trimmed`,
+    /// `replaced`).
     skipped: BTreeMap<&'static str, usize>,
 }
 
@@ -140,79 +157,61 @@ fn reason_text(reason: &str) -> &'static str {
     match reason {
         "owned" => "owned by a controller that re-creates them",
         "pod" => "Pods (kept trimmed)",
+        "secret" => "Secrets (values kept as hashes only)",
+        "binary_data" => "ConfigMaps with binaryData (kept as hashes only)",
         "trimmed" => "deleted objects whose tombstone kept no spec",
-        _ => "Secrets (values kept as hashes only)",
+        "replaced" => "deleted objects whose name a live or a later-deleted object has",
+        _ => "for another reason",
     }
 }
 
 fn run(config: Option<&PathBuf>, filter: &Filter, out: &Path) -> Result<Summary, ExportError> {
     let config = super::load_config(config).map_err(ExportError::Config)?;
-    let mut opened =
-        drift_store::open(&crate::app::store_options(&config.store)).map_err(ExportError::Store)?;
-    let mut objects = Vec::new();
-    let snapshot = opened
-        .writer
-        .load(&mut |_, body| {
-            let object = drift_core::classify::stored::decode(body)?;
-            if filter.selects(&object) {
-                objects.push(object);
-            }
-            Ok(())
-        })
-        .map_err(ExportError::Store)?;
-    objects.sort_by(|a, b| {
-        (&a.cluster, &a.namespace, &a.kind, &a.name, &a.uid).cmp(&(
-            &b.cluster,
-            &b.namespace,
-            &b.kind,
-            &b.name,
-            &b.uid,
-        ))
-    });
-    write_all(&objects, &snapshot.drifts, out)
-}
-
-/// Writes a manifest per restorable object under `out`; warns on standard error about those
-/// with a firing drift (their manifest holds the drifted values, as last seen).
-fn write_all(
-    objects: &[ObjectState],
-    drifts: &[Drift],
-    out: &Path,
-) -> Result<Summary, ExportError> {
-    let mut summary = Summary::default();
-    for object in objects {
-        let body = match manifest(object) {
-            Ok(body) => body,
-            Err(reason) => {
-                *summary.skipped.entry(reason.kind()).or_default() += 1;
-                continue;
-            }
-        };
-        let path = file_for(out, object);
-        let what = format!(
-            "{} {}/{} in cluster {}",
-            object.kind, object.namespace, object.name, object.cluster
-        );
-        let yaml = to_yaml(&body).map_err(|detail| ExportError::Yaml {
-            what: what.clone(),
-            detail,
-        })?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| ExportError::Write {
-                path: parent.to_path_buf(),
-                source,
-            })?;
+    let store = match &config.store.url {
+        Some(_) => "the PostgreSQL store (store.url)".to_string(),
+        None => config.store.path.display().to_string(),
+    };
+    let options = crate::app::store_options(&config.store);
+    prepare(out)?;
+    let mut export = Export::new(out);
+    // Live objects are written as they are read (the store may hold more than fits beside the
+    // service); deleted ones wait until every live name is known.
+    let mut deleted = Vec::new();
+    let drifts = drift_store::read_objects(&options, &mut |_, body| {
+        let object = drift_core::classify::stored::decode(body)?;
+        if !filter.selects(&object) {
+            return Ok(());
         }
-        std::fs::write(&path, yaml).map_err(|source| ExportError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        summary.written += 1;
-        for drift in drifts.iter().filter(|drift| {
-            drift.state == DriftState::Firing
-                && drift.cluster == object.cluster
-                && drift.uid == object.uid
-        }) {
+        if object.deleted {
+            deleted.push(object);
+        } else {
+            export.write(&object);
+        }
+        Ok(())
+    })
+    .map_err(|source| ExportError::Store { store, source })?;
+    deleted.sort_by(|a, b| (&a.last_seen, &a.uid).cmp(&(&b.last_seen, &b.uid)));
+    for object in deleted.iter().rev() {
+        if export.named.contains(&name_of(object)) {
+            *export.summary.skipped.entry("replaced").or_default() += 1;
+        } else {
+            export.write(object);
+        }
+    }
+    let Export {
+        summary,
+        failed,
+        written,
+        ..
+    } = export;
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    for drift in drifts
+        .iter()
+        .filter(|drift| drift.state == DriftState::Firing)
+    {
+        if let Some((what, path)) = written.get(&(drift.cluster.clone(), drift.uid.clone())) {
             eprintln!(
                 "warning: {what} has a firing {} drift: {} holds its state as last seen, drifted values included",
                 drift.class,
@@ -223,9 +222,125 @@ fn write_all(
     Ok(summary)
 }
 
+/// Creates `out`, or accepts it when it is an empty directory.
+fn prepare(out: &Path) -> Result<(), ExportError> {
+    let write = |source| ExportError::Write {
+        path: out.to_path_buf(),
+        source,
+    };
+    match std::fs::read_dir(out) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(ExportError::NotEmpty {
+                    path: out.to_path_buf(),
+                });
+            }
+            Ok(())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(out).map_err(write)
+        }
+        Err(error) => Err(write(error)),
+    }
+}
+
+/// An object's name as a restore would take it: two objects with one are one object.
+fn name_of(object: &ObjectState) -> (String, String, String, String, String) {
+    (
+        object.cluster.clone(),
+        object.group().to_string(),
+        object.kind.clone(),
+        object.namespace.clone(),
+        object.name.clone(),
+    )
+}
+
+/// An export under way: what it wrote, where, and the first failure (after which it writes
+/// nothing more).
+struct Export<'a> {
+    out: &'a Path,
+    summary: Summary,
+    /// The names of the objects written (live ones first, then the newest tombstone of a name).
+    named: HashSet<(String, String, String, String, String)>,
+    /// The files written so far.
+    paths: HashSet<PathBuf>,
+    /// (cluster, uid) → (the object as the warnings name it, its file).
+    written: HashMap<(String, String), (String, PathBuf)>,
+    failed: Option<ExportError>,
+}
+
+impl<'a> Export<'a> {
+    fn new(out: &'a Path) -> Export<'a> {
+        Export {
+            out,
+            summary: Summary::default(),
+            named: HashSet::new(),
+            paths: HashSet::new(),
+            written: HashMap::new(),
+            failed: None,
+        }
+    }
+
+    fn write(&mut self, object: &ObjectState) {
+        if self.failed.is_some() {
+            return;
+        }
+        if let Err(error) = self.try_write(object) {
+            self.failed = Some(error);
+        }
+    }
+
+    fn try_write(&mut self, object: &ObjectState) -> Result<(), ExportError> {
+        let body = match manifest(object) {
+            Ok(body) => body,
+            Err(reason) => {
+                *self.summary.skipped.entry(reason.kind()).or_default() += 1;
+                return Ok(());
+            }
+        };
+        let what = format!(
+            "{} {}/{} in cluster {}",
+            object.kind, object.namespace, object.name, object.cluster
+        );
+        let yaml = to_yaml(&body).map_err(|detail| ExportError::Yaml {
+            what: what.clone(),
+            detail,
+        })?;
+        let path = file_for(self.out, object, &self.paths);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| ExportError::Write {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        // A new file only: never through a link or over a file someone put there meanwhile.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|source| ExportError::Write {
+                path: path.clone(),
+                source,
+            })?;
+        std::io::Write::write_all(&mut file, yaml.as_bytes()).map_err(|source| {
+            ExportError::Write {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        self.summary.written += 1;
+        self.named.insert(name_of(object));
+        self.paths.insert(path.clone());
+        self.written
+            .insert((object.cluster.clone(), object.uid.clone()), (what, path));
+        Ok(())
+    }
+}
+
 /// `out/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml`, each part made safe; the uid is
-/// added when two objects would share a file (two names that differ only in unsafe characters).
-fn file_for(out: &Path, object: &ObjectState) -> PathBuf {
+/// added when another object of this export has that file (two names that differ only in unsafe
+/// characters), and a name too long for a file is cut and marked with a hash of it.
+fn file_for(out: &Path, object: &ObjectState, used: &HashSet<PathBuf>) -> PathBuf {
     let namespace = if object.namespace.is_empty() {
         "_cluster".to_string()
     } else {
@@ -236,18 +351,37 @@ fn file_for(out: &Path, object: &ObjectState) -> PathBuf {
         group => format!("{}.{group}", object.kind.to_ascii_lowercase()),
     };
     let dir = out.join(safe(&object.cluster)).join(namespace);
-    let plain = dir.join(format!("{}-{}.yaml", safe(&kind), safe(&object.name)));
-    if plain.exists() {
-        dir.join(format!(
-            "{}-{}-{}.yaml",
+    let plain = dir.join(file_name(&format!(
+        "{}-{}",
+        safe(&kind),
+        safe(&object.name)
+    )));
+    if used.contains(&plain) {
+        dir.join(file_name(&format!(
+            "{}-{}-{}",
             safe(&kind),
             safe(&object.name),
             safe(&object.uid)
-        ))
+        )))
     } else {
         plain
     }
 }
+
+/// `stem.yaml`, at most [`MAX_FILE_NAME`] bytes: a longer stem is cut and ends in a hash of it.
+fn file_name(stem: &str) -> String {
+    let limit = MAX_FILE_NAME - ".yaml".len();
+    if stem.len() <= limit {
+        return format!("{stem}.yaml");
+    }
+    let hash = drift_core::decode::object::hash_value(stem);
+    // `stem` is ASCII (see `safe`): any cut is at a character boundary.
+    let keep = limit - hash.len() - 1;
+    format!("{}-{hash}.yaml", &stem[..keep])
+}
+
+/// The longest file name written (most file systems allow 255 bytes).
+const MAX_FILE_NAME: usize = 200;
 
 /// `part` as one path component: letters, digits, `.`, `_` and `-` kept, anything else `_`;
 /// never `.`, `..` or empty.

@@ -1881,3 +1881,62 @@ fn an_outbox_without_shards_gets_them_on_open() {
         "east"
     );
 }
+
+#[test]
+fn read_objects_sees_what_the_writer_stored_and_writes_nothing() {
+    let record = |uid: &str, name: &str| store::ObjectRecord {
+        cluster: "c1".into(),
+        uid: uid.into(),
+        kind: "Service".into(),
+        namespace: "n".into(),
+        name: name.into(),
+        body: format!(r#"{{"name":"{name}"}}"#),
+    };
+    for backend in Backend::all() {
+        let mut batch = audit_batch();
+        batch.objects = vec![record("u1", "a"), record("u2", "b")];
+        let open_drifts = {
+            let mut opened = backend.open();
+            opened.writer.commit(&batch).unwrap();
+            let snapshot = opened.writer.load(&mut |_, _| Ok(())).unwrap();
+            let mut ids: Vec<String> = snapshot.drifts.into_iter().map(|d| d.id).collect();
+            ids.sort();
+            ids
+        };
+        let mut read = Vec::new();
+        let drifts = store::read_objects(&backend.config(), &mut |cluster, body| {
+            read.push((cluster.to_string(), body.to_string()));
+            Ok(())
+        })
+        .unwrap_or_else(|error| panic!("{}: {error}", backend.name()));
+        read.sort();
+        assert_eq!(
+            read,
+            [
+                ("c1".to_string(), r#"{"name":"a"}"#.to_string()),
+                ("c1".to_string(), r#"{"name":"b"}"#.to_string())
+            ],
+            "{}",
+            backend.name()
+        );
+        let mut ids: Vec<String> = drifts.into_iter().map(|d| d.id).collect();
+        ids.sort();
+        assert!(!ids.is_empty(), "{}", backend.name());
+        assert_eq!(ids, open_drifts, "{}", backend.name());
+        // A store from a newer binary is refused and left as it is.
+        backend.execute("UPDATE schema_version SET version = 99");
+        let refused = store::read_objects(&backend.config(), &mut |_, _| Ok(())).unwrap_err();
+        assert!(
+            matches!(refused, store::Error::Schema { found: 99, .. }),
+            "{}: {refused}",
+            backend.name()
+        );
+        assert_eq!(backend.version(), Some(99), "{}", backend.name());
+    }
+    // A SQLite file that is not there is named and not created.
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("sub").join("store.db");
+    let error = store::read_objects(&config(&missing), &mut |_, _| Ok(())).unwrap_err();
+    assert!(error.to_string().contains("no such store file"), "{error}");
+    assert!(!missing.parent().unwrap().exists());
+}

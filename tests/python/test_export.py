@@ -81,7 +81,11 @@ def test_export_writes_restorable_manifests_that_pass_their_schemas(workdir):
         # The repository's file as the API server serves it: with a uid and a version.
         config_map["metadata"].update({"uid": "7d0b6a52-0000-4000-8000-000000000002", "resourceVersion": "35250"})
         broker = load_yaml_fixture(BROKER)
-        for number, obj in enumerate([service, route, config_map, broker, secret()]):
+        # A ConfigMap with binaryData: the state keeps those values as hashes, so it is left out.
+        binary = copy.deepcopy(config_map)
+        binary["metadata"].update({"name": "certs", "uid": "7d0b6a52-0000-4000-8000-000000000003"})
+        binary["binaryData"] = {"ca.der": "MIIBszCCAVmgAwIBAgIU"}
+        for number, obj in enumerate([service, route, config_map, broker, secret(), binary]):
             send(sentinel, f"e{number}", "add", obj)
 
         out = workdir / "backup"
@@ -94,8 +98,8 @@ def test_export_writes_restorable_manifests_that_pass_their_schemas(workdir):
             "default/knativetutorial/service.serving.knative.dev-greeter.yaml",
         ]
         assert result.stdout.strip() == (
-            f"wrote 3 manifests to {out}; left out: 1 owned by a controller that re-creates them, "
-            "1 Secrets (values kept as hashes only)"
+            f"wrote 3 manifests to {out}; left out: 1 ConfigMaps with binaryData (kept as hashes only), "
+            "1 owned by a controller that re-creates them, 1 Secrets (values kept as hashes only)"
         ), result.stdout
 
         crds = load_crds()
@@ -155,8 +159,64 @@ def test_export_of_a_deleted_service_only_with_deleted(workdir):
         written = manifests(both)
         assert list(written) == ["default/knativetutorial/service.serving.knative.dev-greeter.yaml"]
         assert written["default/knativetutorial/service.serving.knative.dev-greeter.yaml"]["spec"] == restorable_spec(service)
+
+        # Created again under the same name (a new uid): the live one is written, the deleted
+        # one is left out, so a restore from the directory applies only the live spec.
+        again = copy.deepcopy(service)
+        again["metadata"]["uid"] = "c4ee1f47-b77f-11e9-96b1-22e0f431a3ee"
+        again["metadata"]["resourceVersion"] = str(int(service["metadata"]["resourceVersion"]) + 2)
+        again["spec"]["template"]["spec"]["containers"][0]["image"] = "quay.io/rhdevelopers/knative-tutorial-greeter:v2"
+        send(sentinel, "r", "add", again)
+        latest = workdir / "latest"
+        result = export(sentinel, latest, "--deleted")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == (
+            f"wrote 1 manifest to {latest}; left out: 1 deleted objects whose name a live or a later-deleted object has"
+        ), result.stdout
+        written = manifests(latest)
+        assert list(written) == ["default/knativetutorial/service.serving.knative.dev-greeter.yaml"]
+        assert written["default/knativetutorial/service.serving.knative.dev-greeter.yaml"]["spec"] == restorable_spec(again)
     finally:
         sentinel.stop()
+
+
+def test_export_refuses_a_directory_with_files_and_writes_nothing_to_the_store(workdir):
+    sentinel = Sentinel(workdir).start()
+    try:
+        send(sentinel, "a", "add", load_yaml_fixture(SERVICE))
+    finally:
+        sentinel.stop()
+    store = workdir / "sentinel.db"
+    before = store.read_bytes()
+    out = workdir / "old-backup"
+    out.mkdir()
+    (out / "stale.yaml").write_text("kind: Service\n")
+    result = export(sentinel, out)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"drift-sentinel export: {out}: not empty; export into a new or empty directory"
+    fresh = workdir / "fresh"
+    result = export(sentinel, fresh)
+    assert result.returncode == 0, result.stderr
+    assert list(manifests(fresh)) == ["default/knativetutorial/service.serving.knative.dev-greeter.yaml"]
+    # A reader of a WAL file may create the (empty) write-ahead log and its index beside it, as
+    # the service does; the store itself is unchanged and nothing went into the log.
+    assert store.read_bytes() == before, "the export wrote to the store"
+    wal = workdir / "sentinel.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_export_names_a_store_that_is_not_there_and_creates_none(workdir):
+    config = workdir / "config.yaml"
+    store = workdir / "nowhere" / "sentinel.db"
+    config.write_text(f"store:\n  path: {store}\n")
+    result = subprocess.run(
+        [binary(), "export", "--last-good", "--config", str(config), "--out", str(workdir / "out")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"drift-sentinel export: {store}: "), result.stderr
+    assert "no such store file" in result.stderr, result.stderr
+    assert not store.exists() and not store.parent.exists()
 
 
 def test_export_names_what_failed(workdir):

@@ -234,6 +234,27 @@ pub fn open(options: &Options) -> Result<Opened, Error> {
     }
 }
 
+/// Reads every stored object (each handed to `objects` as it is read: the caller keeps what it
+/// needs, not the whole store) and the open drifts, from one snapshot, writing nothing: the file
+/// or database is neither created nor migrated, so a command may read it beside the running
+/// service. A store written by a newer binary is refused ([`Error::Schema`]).
+pub fn read_objects(
+    options: &Options,
+    objects: &mut ObjectLoader<'_>,
+) -> Result<Vec<drift_model::Drift>, Error> {
+    match options {
+        Options::Postgres {
+            url,
+            password,
+            ca_file,
+        } => postgres::read::read_objects(
+            &postgres::Target::new(url, password.as_deref(), ca_file.as_deref())?,
+            objects,
+        ),
+        Options::Sqlite { path } => sqlite::read::read_objects(path, objects),
+    }
+}
+
 /// An object's stored row: the columns the store indexes and the engine's state of the object
 /// as JSON text, which the store keeps and hands back without reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]

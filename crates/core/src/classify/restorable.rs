@@ -11,7 +11,8 @@
 //! which Knative's webhook sets to whoever creates the object; and a template's
 //! `creationTimestamp: null` (Go's zero time, which the Knative schemas do not list).
 //!
-//! Not restorable: a Secret (its values are kept as hashes, and never leave the process), a Pod
+//! Not restorable: a Secret (its values are kept as hashes, and never leave the process), a
+//! ConfigMap with `binaryData` (those values are kept as hashes too), a Pod
 //! (its spec is kept trimmed to containers' names and images) and an object a controller owns
 //! (its owner re-creates it; a copy applied beside it would be a second, unowned one), and a
 //! deleted object whose tombstone kept nothing to restore (past `limits.maxStateBytes`).
@@ -33,6 +34,9 @@ pub enum NotRestorable {
     /// A Pod: its spec is kept trimmed.
     #[error("a Pod's spec is kept trimmed to its containers")]
     Pod,
+    /// A ConfigMap with `binaryData`: those values are kept as hashes.
+    #[error("a ConfigMap's binaryData values are kept as hashes only")]
+    BinaryData,
     /// A deleted object whose tombstone kept no spec or data (the state was past its byte cap).
     #[error("its tombstone kept no spec or data")]
     Trimmed,
@@ -53,6 +57,7 @@ impl NotRestorable {
             NotRestorable::Secret => "secret",
             NotRestorable::Pod => "pod",
             NotRestorable::Trimmed => "trimmed",
+            NotRestorable::BinaryData => "binary_data",
             NotRestorable::Owned { .. } => "owned",
         }
     }
@@ -65,6 +70,9 @@ pub fn manifest(object: &ObjectState) -> Result<Value, NotRestorable> {
     }
     if object.is_kind("", "Pod") {
         return Err(NotRestorable::Pod);
+    }
+    if object.binary_data {
+        return Err(NotRestorable::BinaryData);
     }
     if object.deleted && object.spec.is_null() && object.data.is_none() {
         return Err(NotRestorable::Trimmed);

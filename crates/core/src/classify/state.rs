@@ -140,6 +140,9 @@ pub struct ObjectState {
     pub status: Status,
     /// ConfigMap values or Secret value hashes (shared with the event's object).
     pub data: Option<std::sync::Arc<BTreeMap<String, String>>>,
+    /// A ConfigMap with `binaryData`: `data` holds those values' hashes beside its own, so the
+    /// state cannot give the object back (`restorable`).
+    pub binary_data: bool,
     /// True once a delete event was seen (kept as a tombstone for a while).
     pub deleted: bool,
     /// True when a resync list created this object and no event has been applied to it since:
@@ -276,6 +279,7 @@ impl ObjectState {
             spec,
             status,
             data: object.data.clone(),
+            binary_data: object.binary_data,
             deleted: false,
             listed: false,
             confirmed_resource_version: None,
@@ -329,6 +333,7 @@ impl ObjectState {
             spec,
             status,
             data,
+            binary_data,
             deleted,
             listed,
             confirmed_resource_version,
@@ -341,6 +346,7 @@ impl ObjectState {
         spec.same_text(&other.spec)
             && *status == other.status
             && *data == other.data
+            && *binary_data == other.binary_data
             && *labels == other.labels
             && *annotations == other.annotations
             && *deleted == other.deleted
@@ -398,6 +404,7 @@ impl ObjectState {
             status: self.status.value(),
             status_skipped_bytes: 0,
             data: self.data.clone(),
+            binary_data: self.binary_data,
         }
     }
 

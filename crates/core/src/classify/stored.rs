@@ -78,6 +78,13 @@ struct ObjectRow<'a> {
     status: Option<Cow<'a, RawValue>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     data: Option<Cow<'a, BTreeMap<String, String>>>,
+    /// Written only when true (a ConfigMap with `binaryData`): every other row is as before.
+    #[serde(
+        default,
+        rename = "binaryDataHashed",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    binary_data: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     deleted: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -137,6 +144,7 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
             spec: (!object.spec.is_null()).then(|| Cow::Owned(object.spec.raw())),
             status: raw(&object.status),
             data: object.data.as_deref().map(Cow::Borrowed),
+            binary_data: object.binary_data,
             deleted: object.deleted,
             listed: object.listed,
             confirmed_resource_version: object
@@ -196,6 +204,7 @@ impl From<ObjectRow<'_>> for ObjectState {
                 .unwrap_or_default(),
             status: serialized(row.status),
             data: row.data.map(|data| std::sync::Arc::new(data.into_owned())),
+            binary_data: row.binary_data,
             deleted: row.deleted,
             listed: row.listed,
             confirmed_resource_version: row.confirmed_resource_version.map(Cow::into_owned),
@@ -245,6 +254,7 @@ mod tests {
             spec: Spec::from_value(&json!({"replicas": 1})),
             status: Serialized::default(),
             data: None,
+            binary_data: false,
             deleted: true,
             listed: true,
             confirmed_resource_version: Some("5".into()),
@@ -280,6 +290,15 @@ mod tests {
         for object in [object(), other_object()] {
             assert_eq!(decode(&encode(&object).unwrap()).unwrap(), object);
         }
+        // A ConfigMap whose `binaryData` went into `data` as hashes says so in its row.
+        let mut binary = other_object();
+        binary.binary_data = true;
+        let text = encode(&binary).unwrap();
+        assert!(
+            text.contains(r#""data":{"k":"v"},"binaryDataHashed":true,"#),
+            "{text}"
+        );
+        assert_eq!(decode(&text).unwrap(), binary);
     }
 
     #[test]

@@ -84,6 +84,8 @@ pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
         status: status.unwrap_or(Value::Null),
         status_skipped_bytes,
         data,
+        // `binaryData` (a value to hash) sends the object the general way.
+        binary_data: false,
     })
 }
 

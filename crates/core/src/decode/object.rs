@@ -202,6 +202,8 @@ pub struct KubeObject {
     /// `data` of a ConfigMap (values) or Secret (hashes); `binaryData` values are hashed. Shared
     /// with the state made from it (a ConfigMap's values can be hundreds of KB: not copied).
     pub data: Option<std::sync::Arc<BTreeMap<String, String>>>,
+    /// A ConfigMap had `binaryData` values: `data` holds their hashes beside its own values.
+    pub binary_data: bool,
 }
 
 impl KubeObject {
@@ -373,6 +375,7 @@ pub(super) fn parse_general(text: &str, scanned: raw::Scanned) -> Result<KubeObj
     let (status, status_skipped_bytes) = kept_status(root.get("status"))?;
     let is_secret = api_version == "v1" && kind == "Secret";
     let is_config_map = api_version == "v1" && kind == "ConfigMap";
+    let mut binary_data = false;
     let data = if is_secret {
         if let Some(applied) =
             annotations.get_mut("kubectl.kubernetes.io/last-applied-configuration")
@@ -403,6 +406,7 @@ pub(super) fn parse_general(text: &str, scanned: raw::Scanned) -> Result<KubeObj
             .map(|raw| json(raw, "data.binaryData"))
             .transpose()?
         {
+            binary_data = !binary.is_empty();
             for (key, value) in binary {
                 values.insert(key, hash_value(&value.to_string()));
             }
@@ -429,6 +433,7 @@ pub(super) fn parse_general(text: &str, scanned: raw::Scanned) -> Result<KubeObj
         status,
         status_skipped_bytes,
         data: data.map(std::sync::Arc::new),
+        binary_data,
     };
     Ok(object)
 }

@@ -15,6 +15,7 @@ mod audit;
 pub(crate) mod conn;
 mod lease;
 mod outbox;
+pub(crate) mod read;
 mod schema;
 
 use std::sync::Arc;

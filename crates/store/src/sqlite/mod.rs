@@ -13,6 +13,7 @@
 mod audit;
 mod checkpoint;
 mod outbox;
+pub(crate) mod read;
 pub mod schema;
 mod sync;
 
