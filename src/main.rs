@@ -137,10 +137,11 @@ enum Command {
     /// Write a restorable manifest of every tracked object, from the store: a backup the team
     /// can `kubectl apply` (server-set fields, owner references, hashed annotations left out).
     ///
-    /// Objects a controller owns (its owner re-creates them), Pods and Secrets are left out.
-    /// Reads the store without writing to it; may run beside the service.
-    /// Files: OUT/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml. Exit code 0: written;
-    /// 2: the config, the store or a file failed.
+    /// Objects a controller owns (its owner re-creates them), Pods, Secrets and ConfigMaps with
+    /// binaryData are left out. Reads the store without writing to it; may run beside the
+    /// service. Files: OUT/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml (kind and group in
+    /// lower case), or one YAML stream on standard output with `--out -`. Exit code 0: written;
+    /// 2: the config, the store, OUT or a file failed.
     Export {
         /// The state each object was last seen in (the only export there is; required so the
         /// command says what it writes).
@@ -159,7 +160,8 @@ enum Command {
         /// of a name, and none whose name a live object has again).
         #[arg(long)]
         deleted: bool,
-        /// The directory to write to: new (it is created) or empty.
+        /// The directory to write to: new (it is created) or empty; `-` for one YAML stream on
+        /// standard output (the summary then goes to standard error).
         #[arg(long)]
         out: PathBuf,
     },

@@ -133,17 +133,27 @@ pub fn last_good(config: Option<&PathBuf>, filter: &Filter, out: &Path) -> ExitC
                 .iter()
                 .map(|(reason, count)| format!("{count} {}", reason_text(reason)))
                 .collect();
-            println!(
+            let line = format!(
                 "wrote {} manifest{} to {}{}",
                 summary.written,
                 if summary.written == 1 { "" } else { "s" },
-                out.display(),
+                if to_stdout(out) {
+                    "standard output".to_string()
+                } else {
+                    out.display().to_string()
+                },
                 if skipped.is_empty() {
                     String::new()
                 } else {
                     format!("; left out: {}", skipped.join(", "))
                 }
             );
+            // With the manifests on standard output, the summary goes beside the warnings.
+            if to_stdout(out) {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {
@@ -172,8 +182,8 @@ fn run(config: Option<&PathBuf>, filter: &Filter, out: &Path) -> Result<Summary,
         None => config.store.path.display().to_string(),
     };
     let options = crate::app::store_options(&config.store);
-    prepare(out)?;
-    let mut export = Export::new(out);
+    let created = if to_stdout(out) { false } else { prepare(out)? };
+    let mut export = Export::new((!to_stdout(out)).then_some(out));
     // Live objects are written as they are read (the store may hold more than fits beside the
     // service); deleted ones wait until every live name is known.
     let mut deleted = Vec::new();
@@ -189,7 +199,13 @@ fn run(config: Option<&PathBuf>, filter: &Filter, out: &Path) -> Result<Summary,
         }
         Ok(())
     })
-    .map_err(|source| ExportError::Store { store, source })?;
+    .map_err(|source| {
+        if created {
+            // Nothing was read: leave no empty directory behind (it is empty: `prepare`).
+            let _ = std::fs::remove_dir(out);
+        }
+        ExportError::Store { store, source }
+    })?;
     deleted.sort_by(|a, b| (&a.last_seen, &a.uid).cmp(&(&b.last_seen, &b.uid)));
     for object in deleted.iter().rev() {
         if export.named.contains(&name_of(object)) {
@@ -198,6 +214,7 @@ fn run(config: Option<&PathBuf>, filter: &Filter, out: &Path) -> Result<Summary,
             export.write(object);
         }
     }
+    export.flush();
     let Export {
         summary,
         failed,
@@ -215,15 +232,22 @@ fn run(config: Option<&PathBuf>, filter: &Filter, out: &Path) -> Result<Summary,
             eprintln!(
                 "warning: {what} has a firing {} drift: {} holds its state as last seen, drifted values included",
                 drift.class,
-                path.display()
+                path.as_ref()
+                    .map_or("its document".to_string(), |path| path.display().to_string())
             );
         }
     }
     Ok(summary)
 }
 
-/// Creates `out`, or accepts it when it is an empty directory.
-fn prepare(out: &Path) -> Result<(), ExportError> {
+/// `--out -`: one YAML stream on standard output (`kubectl exec POD -- drift-sentinel export ...
+/// > backup.yaml` from an image without a shell or `tar`).
+fn to_stdout(out: &Path) -> bool {
+    out == Path::new("-")
+}
+
+/// Creates `out` (true), or accepts it when it is an empty directory (false).
+fn prepare(out: &Path) -> Result<bool, ExportError> {
     let write = |source| ExportError::Write {
         path: out.to_path_buf(),
         source,
@@ -235,10 +259,10 @@ fn prepare(out: &Path) -> Result<(), ExportError> {
                     path: out.to_path_buf(),
                 });
             }
-            Ok(())
+            Ok(false)
         }
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(out).map_err(write)
+            std::fs::create_dir_all(out).map_err(write).map(|()| true)
         }
         Err(error) => Err(write(error)),
     }
@@ -258,26 +282,42 @@ fn name_of(object: &ObjectState) -> (String, String, String, String, String) {
 /// An export under way: what it wrote, where, and the first failure (after which it writes
 /// nothing more).
 struct Export<'a> {
-    out: &'a Path,
+    /// The directory, or `None` for standard output.
+    out: Option<&'a Path>,
+    /// Standard output, when the manifests go there.
+    stdout: std::io::BufWriter<std::io::Stdout>,
     summary: Summary,
     /// The names of the objects written (live ones first, then the newest tombstone of a name).
     named: HashSet<(String, String, String, String, String)>,
     /// The files written so far.
     paths: HashSet<PathBuf>,
-    /// (cluster, uid) → (the object as the warnings name it, its file).
-    written: HashMap<(String, String), (String, PathBuf)>,
+    /// (cluster, uid) → (the object as the warnings name it, its file if it has one).
+    written: HashMap<(String, String), (String, Option<PathBuf>)>,
     failed: Option<ExportError>,
 }
 
 impl<'a> Export<'a> {
-    fn new(out: &'a Path) -> Export<'a> {
+    fn new(out: Option<&'a Path>) -> Export<'a> {
         Export {
             out,
+            stdout: std::io::BufWriter::new(std::io::stdout()),
             summary: Summary::default(),
             named: HashSet::new(),
             paths: HashSet::new(),
             written: HashMap::new(),
             failed: None,
+        }
+    }
+
+    /// Flushes standard output (a failure to is this export's failure).
+    fn flush(&mut self) {
+        if self.failed.is_none() {
+            if let Err(source) = std::io::Write::flush(&mut self.stdout) {
+                self.failed = Some(ExportError::Write {
+                    path: PathBuf::from("-"),
+                    source,
+                });
+            }
         }
     }
 
@@ -306,35 +346,48 @@ impl<'a> Export<'a> {
             what: what.clone(),
             detail,
         })?;
-        let path = file_for(self.out, object, &self.paths);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| ExportError::Write {
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
-        // A new file only: never through a link or over a file someone put there meanwhile.
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|source| ExportError::Write {
-                path: path.clone(),
-                source,
-            })?;
-        std::io::Write::write_all(&mut file, yaml.as_bytes()).map_err(|source| {
-            ExportError::Write {
-                path: path.clone(),
-                source,
+        let path = match self.out {
+            Some(out) => {
+                let path = file_for(out, object, &self.paths);
+                write_new(&path, &yaml)?;
+                self.paths.insert(path.clone());
+                Some(path)
             }
-        })?;
+            None => {
+                let document = format!("---\n{yaml}");
+                std::io::Write::write_all(&mut self.stdout, document.as_bytes()).map_err(
+                    |source| ExportError::Write {
+                        path: PathBuf::from("-"),
+                        source,
+                    },
+                )?;
+                None
+            }
+        };
         self.summary.written += 1;
         self.named.insert(name_of(object));
-        self.paths.insert(path.clone());
         self.written
             .insert((object.cluster.clone(), object.uid.clone()), (what, path));
         Ok(())
     }
+}
+
+/// Writes `text` to a new file at `path` (its directories created): never through a link or
+/// over a file someone put there meanwhile.
+fn write_new(path: &Path, text: &str) -> Result<(), ExportError> {
+    let failed = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ExportError::Write { path, source }
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(failed(parent))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(failed(path))?;
+    std::io::Write::write_all(&mut file, text.as_bytes()).map_err(failed(path))
 }
 
 /// `out/<cluster>/<namespace>/<kind>[.<group>]-<name>.yaml`, each part made safe; the uid is

@@ -1937,6 +1937,7 @@ fn read_objects_sees_what_the_writer_stored_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("sub").join("store.db");
     let error = store::read_objects(&config(&missing), &mut |_, _| Ok(())).unwrap_err();
-    assert!(error.to_string().contains("no such store file"), "{error}");
+    assert!(matches!(error, store::Error::Missing), "{error}");
+    assert_eq!(error.kind(), "missing");
     assert!(!missing.parent().unwrap().exists());
 }

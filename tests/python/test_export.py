@@ -10,7 +10,7 @@ import subprocess
 from cloudevents.core.bindings.http import to_binary_event
 from cloudevents.core.v1.event import CloudEvent
 
-from conftest import FIXTURES, Sentinel, attributes, binary, load_yaml_fixture, safe_load
+from conftest import Sentinel, attributes, binary, load_yaml_fixture, safe_load, safe_load_all
 from knative_schema import load_crds, object_validator, violations
 
 SERVICE = "serving/openshift-labs-learn-katacoda__serverless-05-knative-client__ksvc-greeter.yaml"
@@ -123,6 +123,18 @@ def test_export_writes_restorable_manifests_that_pass_their_schemas(workdir):
         assert exported_map["metadata"]["labels"] == config_map["metadata"]["labels"]
         assert exported_map["metadata"]["annotations"] == config_map["metadata"]["annotations"]
 
+        # One YAML stream on standard output, the summary on standard error.
+        result = export(sentinel, "-")
+        assert result.returncode == 0, result.stderr
+        documents = safe_load_all(result.stdout)
+        assert sorted((doc["kind"], doc["metadata"]["name"]) for doc in documents) == [
+            ("Broker", "drift-sentinel"), ("ConfigMap", "config-autoscaler"), ("Service", "greeter"),
+        ]
+        assert sorted(documents, key=lambda doc: doc["kind"]) == [
+            written[path] for path in sorted(written, key=lambda path: written[path]["kind"])
+        ]
+        assert result.stderr.strip().startswith("wrote 3 manifests to standard output; left out: "), result.stderr
+
         # Filters: one kind (any case), one namespace, nothing.
         only = workdir / "only-configmaps"
         result = export(sentinel, only, "--kind", "configmap")
@@ -215,8 +227,9 @@ def test_export_names_a_store_that_is_not_there_and_creates_none(workdir):
     )
     assert result.returncode == 2
     assert result.stderr.startswith(f"drift-sentinel export: {store}: "), result.stderr
-    assert "no such store file" in result.stderr, result.stderr
+    assert result.stderr.strip() == f"drift-sentinel export: {store}: no store file there (missing, or not a file)"
     assert not store.exists() and not store.parent.exists()
+    assert not (workdir / "out").exists(), "a failed export leaves no empty output directory"
 
 
 def test_export_names_what_failed(workdir):

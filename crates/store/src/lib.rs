@@ -93,6 +93,9 @@ pub enum Error {
     /// The database directory could not be created.
     #[error("cannot create store directory: {0}")]
     Io(#[from] std::io::Error),
+    /// A read-only look ([`read_objects`]) found no store file at the path: nothing was created.
+    #[error("no store file there (missing, or not a file)")]
+    Missing,
 }
 
 impl Error {
@@ -106,6 +109,7 @@ impl Error {
             Error::LeaseLost { .. } => "lease_lost",
             Error::CommitUnknown(_) => "commit_unknown",
             Error::Io(_) => "io",
+            Error::Missing => "missing",
         }
     }
 }

@@ -20,10 +20,7 @@ pub(crate) fn read_objects(
     objects: &mut ObjectLoader<'_>,
 ) -> Result<Vec<Drift>, Error> {
     if !path.is_file() {
-        return Err(Error::Io(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("{}: no such store file", path.display()),
-        )));
+        return Err(Error::Missing);
     }
     let connection = Connection::open_with_flags(
         path,
