@@ -197,6 +197,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         "crates/core/src",
         &[
             &["config"],
+            &["remediate"],
             &["route"],
             &["classify"],
             &["manifest"],

@@ -31,6 +31,7 @@ mod properties;
 mod receivers;
 mod recording;
 mod registry;
+mod remediation;
 #[cfg(feature = "cluster")]
 mod resync;
 mod resync_api;

@@ -17,5 +17,7 @@ pub mod config;
 pub mod decode;
 /// Kubernetes manifests from YAML files, bounded: `check`'s both sides and `rules.baselineDir`.
 pub mod manifest;
+/// Which firing drift a rule lets the service repair, the exact request, and the rails (pure).
+pub mod remediate;
 /// Transitions and routes to notifications; the one decision on silences (pure).
 pub mod route;

@@ -18,6 +18,7 @@ mod fleet;
 mod invariants;
 mod limits;
 mod load;
+mod remediation;
 mod resync;
 mod routes;
 mod rules;
@@ -32,6 +33,9 @@ pub use fleet::FleetConfig;
 pub use invariants::load_rules_file;
 pub use limits::LimitsConfig;
 pub use load::{load_file, load_str, sections};
+pub use remediation::{
+    BudgetConfig, FightConfig, MatchConfig, ModeConfig, RemediationConfig, RuleConfig,
+};
 pub use resync::{
     default_resync_resources, LabelSelectorConfig, ResourceConfig, ResyncConfig, ResyncMode,
     SelectorRequirementConfig,
@@ -134,6 +138,9 @@ pub struct Config {
     /// Groups of clusters that should hold the same desired state (`fleet.groups`).
     #[serde(default)]
     pub fleet: fleet::FleetConfig,
+    /// Repairs of firing drifts (off unless set).
+    #[serde(default)]
+    pub remediation: RemediationConfig,
     /// The clusters this shard owns (a fleet split over several writers on PostgreSQL).
     #[serde(default, deserialize_with = "shard::de_set")]
     pub shard: shard::ShardConfig,

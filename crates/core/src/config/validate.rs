@@ -146,6 +146,19 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     config.shard.validate(config.store.url.is_some())?;
     validate_shard_resync(config)?;
     validate_resync(&config.resync)?;
+    config
+        .remediation
+        .compile(&config.resync, &config.default_cluster)?;
+    // The planner and its rails are here and tested; the service does not run them yet (the
+    // engine's records and the sender come next): a mode that promises to act is refused rather
+    // than accepted and ignored.
+    if config.remediation.mode != super::ModeConfig::Off {
+        return Err(Error::invalid(
+            "remediation.mode",
+            "only off is accepted by this version: the rules are checked, but no remediation \
+             is planned or sent yet",
+        ));
+    }
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
     config.fleet.compile("fleet.groups")?;
     validate_limits(&config.limits)?;

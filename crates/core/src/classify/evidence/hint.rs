@@ -14,9 +14,19 @@ pub fn resource_name(api_version: &str, kind: &str) -> String {
         .split_once('/')
         .map(|(group, _)| group)
         .unwrap_or("");
+    let plural = plural(kind);
+    if group.is_empty() || group == "apps" {
+        plural
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+/// The resource (plural, lower case) of a kind: Kubernetes' plurals of the kinds watched here,
+/// `ingresses`, `eventpolicies`, else `-s`.
+pub fn plural(kind: &str) -> String {
     let lower = kind.to_lowercase();
-    // Kubernetes' plurals of the kinds watched here: `ingresses`, `eventpolicies`, else `-s`.
-    let plural = if lower.ends_with("ss") {
+    if lower.ends_with("ss") {
         format!("{lower}es")
     } else if let Some(stem) = lower
         .strip_suffix('y')
@@ -25,11 +35,6 @@ pub fn resource_name(api_version: &str, kind: &str) -> String {
         format!("{stem}ies")
     } else {
         format!("{lower}s")
-    };
-    if group.is_empty() || group == "apps" {
-        plural
-    } else {
-        format!("{plural}.{group}")
     }
 }
 
