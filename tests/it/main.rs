@@ -32,6 +32,7 @@ mod receivers;
 mod recording;
 mod registry;
 mod remediation;
+mod remediation_config;
 #[cfg(feature = "cluster")]
 mod resync;
 mod resync_api;

@@ -3,10 +3,12 @@
 //! `remediation:` section decides, and the exact request is checked, and for a revert applied
 //! to the object as the API server would apply a merge patch (RFC 7386), so the test shows the
 //! patch puts the object back, not only that it has some shape. The config's validation is
-//! checked through `load_str`, as `config validate` runs it.
+//! checked in `remediation_config.rs`.
 
 use drift_core::config::{load_str, RemediationConfig};
-use drift_core::remediate::{Action, Approval, Decision, Ledger, Policy, Refusal, Subject};
+use drift_core::remediate::{
+    object_name, Action, Approval, Decision, Ledger, Policy, Refusal, Subject,
+};
 use drift_model::{Drift, DriftState};
 use serde_json::{json, Value};
 
@@ -57,6 +59,7 @@ fn subject(object: &drift_core::classify::ObjectState) -> Subject<'_> {
         object,
         namespace_opted_out: false,
         last_ready_revision: None,
+        latest_revision_failed: false,
     }
 }
 
@@ -270,27 +273,45 @@ fn every_rail_stops_a_matched_drift_and_says_which() {
     // The budget: one action per hour, spent on another object.
     let tight = policy(&format!("{REVERT_EDITS}budget: {{actions: 1, per: 1h}}\n"));
     let mut ledger = Ledger::default();
-    ledger.record("prod", "another-uid", T0);
+    ledger.record(
+        "prod",
+        "serving.knative.dev/v1/Service/myapp/other",
+        &[],
+        T0,
+    );
     assert_eq!(
         refusal(&tight, &drift, subject(&object), &mut ledger),
         "budget"
     );
-    // A fight: kubectl-edit set the traffic back three times after reverts.
+    // A fight: three times kubectl-edit sets the traffic back after a revert; the fourth
+    // decision is refused and names it.
     let mut ledger = Ledger::default();
-    let fight = apply.fight;
-    for minute in 1..=3 {
-        ledger.record("prod", &drift.uid, T0 + minute * 60_000);
-        ledger.set_back(
+    let mut eager = apply.clone();
+    eager.rules[0].cooldown = std::time::Duration::ZERO;
+    let name = object_name(&drift);
+    let fields: Vec<String> = drift
+        .evidence
+        .changes
+        .iter()
+        .map(|change| change.path.clone())
+        .collect();
+    for round in 1..=3 {
+        let at = T0 + round * 60_000;
+        assert!(matches!(
+            eager.decide(&drift, subject(&object), &mut ledger, at),
+            Decision::Planned { .. }
+        ));
+        let started = ledger.set_back(
             "prod",
-            &drift.uid,
+            &name,
             "kubectl-edit",
-            fight,
-            T0 + minute * 60_000 + 1_000,
+            &fields,
+            eager.fight,
+            at + 1_000,
         );
+        assert_eq!(started.is_some(), round == 3, "round {round}");
     }
-    let mut later = apply.clone();
-    later.rules[0].cooldown = std::time::Duration::ZERO;
-    match later.decide(&drift, subject(&object), &mut ledger, T0 + 3_600_000 - 1) {
+    match eager.decide(&drift, subject(&object), &mut ledger, T0 + 300_000) {
         Decision::Refused { refusal, .. } => assert_eq!(
             refusal,
             Refusal::Fight {
@@ -469,104 +490,142 @@ fn rollback_pins_the_last_ready_revision_and_keeps_tagged_targets_at_zero() {
     );
 }
 
-/// `load_str`'s error for a config with this `remediation:` section.
-fn config_error(section: &str) -> String {
-    let yaml = format!("remediation:\n{}", indent(section));
-    load_str(&yaml, &|_| None)
-        .map(|_| "accepted".to_string())
-        .unwrap_or_else(|error| error.to_string())
-}
-
-fn indent(text: &str) -> String {
-    text.lines().map(|line| format!("  {line}\n")).collect()
-}
-
 #[test]
-fn the_config_names_the_key_of_every_mistake() {
-    let rule = |body: &str| format!("rules:\n- name: r\n{}", indent(body));
-    for (section, wanted) in [
-        (
-            rule("match: {classes: [generation_lag]}\naction: revert\n"),
-            "remediation.rules[0].match.classes[0]: revert cannot repair generation_lag: it applies to manual_edit, config_drift, baseline_drift only (no action repairs this class",
-        ),
-        (
-            rule("match: {classes: [manual_edt]}\naction: revert\n"),
-            "remediation.rules[0].match.classes[0]: unknown class \"manual_edt\"",
-        ),
-        (
-            rule("match: {classes: [orphan]}\naction: deleteOrphan\napproval: auto\n"),
-            "remediation.rules[0].approval: deleteOrphan deletes an object: manual approval only",
-        ),
-        (
-            rule("match: {classes: []}\naction: rollback\n"),
-            "remediation.rules[0].match.classes: must name at least one class (rollback applies to revision_not_ready, not_ready)",
-        ),
-        (
-            rule("match: {classes: [manual_edit], kinds: [Secret]}\naction: revert\n"),
-            "remediation.rules[0].match.kinds[0]: Secrets are never remediated",
-        ),
-        (
-            rule("match: {classes: [manual_edit], clusters: [prod-*]}\naction: revert\n"),
-            "remediation.rules[0].match.clusters[0]: \"prod-*\" does not match \"default\"",
-        ),
-        (
-            rule("match: {classes: [manual_edit]}\naction: undo\n"),
-            "remediation.rules[0].action: unknown action \"undo\"; one of revert, rollback, restore, deleteOrphan",
-        ),
-        (
-            rule("match: {classes: [manual_edit]}\naction: revert\napproval: sometimes\n"),
-            "remediation.rules[0].approval: unknown approval \"sometimes\"",
-        ),
-        (
-            rule("match: {classes: [manual_edit], kind: [Service]}\naction: revert\n"),
-            "remediation.rules[0].match.kind: unknown field `kind`, expected one of `classes`, `kinds`",
-        ),
-        (
-            "budget: {actions: 0}\n".to_string(),
-            "remediation.budget.actions: must be at least 1",
-        ),
-        (
-            "fight: {times: 1}\n".to_string(),
-            "remediation.fight.times: must be at least 2",
-        ),
-        (
-            format!(
-                "{}- name: r\n  match: {{classes: [orphan]}}\n  action: deleteOrphan\n",
-                rule("match: {classes: [manual_edit]}\naction: revert\n")
-            ),
-            "remediation.rules[1].name: \"r\" names an earlier rule too",
-        ),
-    ] {
-        let error = config_error(&section);
-        assert!(
-            error.starts_with(wanted),
-            "for\n{section}\nwanted {wanted:?}\ngot    {error:?}"
+fn a_revert_rebuilds_lists_that_shrank_grew_or_changed_inside() {
+    let mut sim = Sim::new();
+    // Three targets and one env variable, as first seen (not an edit).
+    let original = changed(&service(), |s| {
+        s["spec"]["traffic"] = json!([
+            {"revisionName": "knative-webapp-00001", "percent": 50},
+            {"revisionName": "knative-webapp-00002", "percent": 30},
+            {"latestRevision": true, "percent": 20},
+        ]);
+        s["spec"]["template"]["spec"]["containers"][0]["env"] =
+            json!([{"name": "A", "value": "1"}]);
+    });
+    sim.send("add", &original);
+    // A hand edit: the list shrinks by two, a nested list grows by two.
+    let edited = changed(&original, |s| {
+        s["spec"]["traffic"] = json!([{"revisionName": "knative-webapp-00001", "percent": 100}]);
+        s["spec"]["template"]["spec"]["containers"][0]["env"] = json!([
+            {"name": "A", "value": "1"}, {"name": "B", "value": "2"}, {"name": "C", "value": "3"},
+        ]);
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:traffic": {}, "f:template": {"f:spec": {"f:containers": {}}}}}),
+            "2023-10-09T21:45:00Z",
         );
-    }
-    // Valid rules with mode off load.
-    assert_eq!(
-        config_error(&rule("match: {classes: [manual_edit]}\naction: revert\n")),
-        "accepted"
+    });
+    sim.send("update", &edited);
+    let drift = sim.last("manual_edit").drift.clone();
+    let object = state_of(&sim, &drift);
+    let decision = policy(REVERT_EDITS).decide(
+        &drift,
+        subject(&object),
+        &mut Ledger::default(),
+        T0 + 60_000,
     );
+    let Decision::Planned { request, .. } = decision else {
+        panic!("planned: {decision:?}");
+    };
+    let mut patched = edited.clone();
+    merge(&mut patched, &request.body);
+    assert_eq!(patched["spec"], original["spec"], "{}", request.body);
 }
 
 #[test]
-fn a_mode_that_would_act_is_refused_until_the_service_runs_the_plans() {
-    let error = config_error(
-        "mode: dryRun\nrules:\n- name: r\n  match: {classes: [manual_edit]}\n  action: revert\n",
+fn binary_data_hashes_are_never_written_back() {
+    let mut sim = Sim::new();
+    let original = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "certs", "namespace": "myapp", "uid": "cm-binary-uid", "resourceVersion": "500",
+                     "managedFields": [{"manager": "helm", "operation": "Update", "apiVersion": "v1",
+                                        "time": "2023-10-09T21:00:00Z", "fieldsType": "FieldsV1",
+                                        "fieldsV1": {"f:data": {"f:mode": {}}, "f:binaryData": {"f:bundle": {}}}}]},
+        "data": {"mode": "strict"},
+        "binaryData": {"bundle": "AAEC"},
+    });
+    sim.send("add", &original);
+    let edited = changed(&original, |c| {
+        c["binaryData"]["bundle"] = json!("AwQF");
+        c["data"]["mode"] = json!("lax");
+        written_by(
+            c,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:mode": {}}, "f:binaryData": {"f:bundle": {}}}),
+            "2023-10-09T21:45:00Z",
+        );
+    });
+    sim.send("update", &edited);
+    let drift = sim.last("manual_edit").drift.clone();
+    assert!(!drift.evidence.changes.is_empty());
+    let object = state_of(&sim, &drift);
+    let any = policy(
+        "mode: apply\nrules:\n- name: all\n  match: {classes: [manual_edit]}\n  action: revert\n  approval: auto\n",
     );
-    assert!(
-        error.starts_with("remediation.mode: only off is accepted by this version"),
-        "{error}"
+    match any.decide(
+        &drift,
+        subject(&object),
+        &mut Ledger::default(),
+        T0 + 60_000,
+    ) {
+        Decision::Refused { refusal, .. } => {
+            assert_eq!(refusal.kind(), "not_kept", "{refusal}")
+        }
+        other => panic!("refused: {other:?}"),
+    }
+}
+
+#[test]
+fn a_not_ready_service_is_rolled_back_only_when_its_latest_revision_failed() {
+    let mut sim = Sim::new();
+    sim.send("add", &service());
+    let object = sim
+        .engine()
+        .graph()
+        .by_uid("prod", service()["metadata"]["uid"].as_str().unwrap())
+        .unwrap()
+        .clone();
+    let mut drift = sim_drift(&object, "not_ready");
+    drift.state = DriftState::Firing;
+    let policy = policy(
+        "mode: apply\nrules:\n- name: pin\n  match: {classes: [not_ready]}\n  action: rollback\n  approval: auto\n",
     );
-    let error = load_str(
-        "resync: {enabled: false}\nremediation:\n  mode: apply\n  rules:\n  - name: r\n    match: {classes: [manual_edit]}\n    action: revert\n",
-        &|_| None,
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        error.starts_with("remediation.mode: needs the Kubernetes client that resync uses"),
-        "{error}"
-    );
+    let ready = Subject {
+        last_ready_revision: Some("knative-webapp-00001"),
+        ..subject(&object)
+    };
+    match policy.decide(&drift, ready, &mut Ledger::default(), T0) {
+        Decision::Refused { refusal, .. } => assert_eq!(refusal.kind(), "latest_not_failed"),
+        other => panic!("refused: {other:?}"),
+    }
+    let failed = Subject {
+        latest_revision_failed: true,
+        ..ready
+    };
+    assert!(matches!(
+        policy.decide(&drift, failed, &mut Ledger::default(), T0),
+        Decision::Planned {
+            action: Action::Rollback,
+            ..
+        }
+    ));
+}
+
+/// A drift of `class` about `object`, shaped as the engine makes them (from a real finding of the
+/// simulator, re-aimed).
+fn sim_drift(object: &drift_core::classify::ObjectState, class: &str) -> Drift {
+    let mut sim = Sim::new();
+    let original = service();
+    sim.send("add", &original);
+    sim.send("update", &traffic_edit(&original));
+    let mut drift = sim.last("manual_edit").drift.clone();
+    drift.class = class.to_string();
+    drift.cluster = object.cluster.clone();
+    drift.uid = object.uid.clone();
+    drift.evidence.changes.clear();
+    drift
 }

@@ -33,9 +33,9 @@ pub struct RemediationConfig {
     pub rules: Vec<RuleConfig>,
 }
 
-/// `remediation.mode`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// `remediation.mode`. YAML 1.1 readers (and this config's) take an unquoted `off` for the
+/// boolean `false`: both mean off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ModeConfig {
     /// Nothing is planned or sent.
     #[default]
@@ -126,6 +126,29 @@ pub struct MatchConfig {
     /// Cluster name globs.
     #[serde(default)]
     pub clusters: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for ModeConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Flag(bool),
+            Word(String),
+        }
+        match Raw::deserialize(deserializer)? {
+            Raw::Flag(false) => Ok(ModeConfig::Off),
+            Raw::Word(word) if word == "off" => Ok(ModeConfig::Off),
+            Raw::Word(word) if word == "dryRun" => Ok(ModeConfig::DryRun),
+            Raw::Word(word) if word == "apply" => Ok(ModeConfig::Apply),
+            Raw::Flag(true) => Err(serde::de::Error::custom(
+                "expected off, dryRun or apply, got true",
+            )),
+            Raw::Word(word) => Err(serde::de::Error::custom(format!(
+                "expected off, dryRun or apply, got {word:?}"
+            ))),
+        }
+    }
 }
 
 fn default_budget_actions() -> u32 {
@@ -297,6 +320,14 @@ fn compile_rule(key: &str, rule: &RuleConfig, cluster: Option<&str>) -> Result<R
             return Err(Error::invalid(
                 format!("{key}.match.kinds[{index}]"),
                 format!("{kind:?} has an empty group"),
+            ));
+        }
+        if action == Action::Rollback
+            && !(name == "Service" && matches!(group, "" | "serving.knative.dev"))
+        {
+            return Err(Error::invalid(
+                format!("{key}.match.kinds[{index}]"),
+                "rollback pins a Knative Service's traffic: Service (serving.knative.dev) only",
             ));
         }
         if name == "Secret" && matches!(group, "" | "core") {

@@ -9,9 +9,12 @@
 //!
 //! Rails, in the order they are checked: the mode (`off` plans nothing), a Secret (never), the
 //! opt-out annotation [`OPT_OUT`] on the object or its namespace, the drift's state (firing only:
-//! a pending drift may still clear by itself), the one cluster the client reaches, the rule's
-//! per-object cooldown, the global budget and fight detection (the same fields set back after a
-//! revert, [`Fight::times`] times within [`Fight::within`]).
+//! a pending drift may still clear by itself), the one cluster the client reaches, fight
+//! detection (the same fields set back by the same manager after a revert, [`Fight::times`]
+//! times within [`Fight::within`]: nothing more for that object), the rule's per-object
+//! cooldown and the global budget. Budget and cooldown are checked for every rule, `manual` ones
+//! too (a person approving is still an action); only `auto` plans are counted by `decide`, the
+//! service counts a `manual` one when it is approved ([`Ledger::record`]).
 
 pub mod ledger;
 pub mod plan;
@@ -329,6 +332,18 @@ pub struct Subject<'a> {
     pub namespace_opted_out: bool,
     /// For `rollback`: the Service's last Ready Revision, if one is known.
     pub last_ready_revision: Option<&'a str>,
+    /// For `rollback` of a `not_ready` Service: true when its latest Revision failed (a Service
+    /// not ready for another reason, an ingress or a certificate, is not rolled back).
+    pub latest_revision_failed: bool,
+}
+
+/// What the ledger knows an object by: its cluster and this text (kind, namespace and name,
+/// which a re-created object keeps, unlike its uid).
+pub fn object_name(drift: &Drift) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        drift.api_version, drift.kind, drift.namespace, drift.name
+    )
 }
 
 impl Policy {
@@ -360,12 +375,27 @@ impl Policy {
         if let Err(refusal) = self.rails(rule, drift, subject, ledger, now) {
             return refused(refusal);
         }
+        if rule.action == Action::Rollback
+            && drift.class == "not_ready"
+            && !subject.latest_revision_failed
+        {
+            return refused(Refusal::NoPlan(NoPlan::LatestNotFailed));
+        }
         let request = match plan::request(rule.action, drift, subject) {
             Ok(request) => request,
             Err(no_plan) => return refused(Refusal::NoPlan(no_plan)),
         };
         if rule.approval == Approval::Auto {
-            ledger.record(&drift.cluster, &drift.uid, now);
+            let reverted: Vec<String> = match rule.action {
+                Action::Revert => drift
+                    .evidence
+                    .changes
+                    .iter()
+                    .map(|change| change.path.clone())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            ledger.record(&drift.cluster, &object_name(drift), &reverted, now);
         }
         Decision::Planned {
             rule: rule.name.clone(),
@@ -400,18 +430,19 @@ impl Policy {
         if self.cluster.as_deref() != Some(drift.cluster.as_str()) {
             return Err(Refusal::Unreachable(drift.cluster.clone()));
         }
-        if let Some(manager) = ledger.fighting(&drift.cluster, &drift.uid) {
+        let name = object_name(drift);
+        if let Some(manager) = ledger.fighting(&drift.cluster, &name) {
             return Err(Refusal::Fight {
                 manager: manager.to_string(),
                 times: self.fight.times,
             });
         }
-        if let Some(until) = ledger.cooldown_until(&drift.cluster, &drift.uid, rule.cooldown) {
+        if let Some(until) = ledger.cooldown_until(&drift.cluster, &name, rule.cooldown) {
             if now < until {
                 return Err(Refusal::Cooldown(drift_model::time::format_time(until)));
             }
         }
-        if rule.approval == Approval::Auto && !ledger.within_budget(self.budget, now) {
+        if !ledger.within_budget(self.budget, now) {
             return Err(Refusal::Budget {
                 actions: self.budget.actions,
                 per: duration_text(self.budget.per),

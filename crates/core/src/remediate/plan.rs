@@ -87,6 +87,11 @@ pub enum NoPlan {
     /// Rollback without a Ready Revision to pin.
     #[error("no Revision of this Service has been seen Ready: nothing to roll back to")]
     NoReadyRevision,
+    /// Rollback of a `not_ready` Service whose latest Revision did not fail.
+    #[error(
+        "the Service is not ready for another reason than a failed Revision: a pin would not help"
+    )]
+    LatestNotFailed,
     /// Rollback of something other than a Knative Service.
     #[error("rollback pins a Knative Service's traffic; this is a {0}")]
     NotAService(String),
@@ -107,6 +112,7 @@ impl NoPlan {
             NoPlan::Stale(_) => "stale",
             NoPlan::NotKept(_) => "not_kept",
             NoPlan::NoReadyRevision => "no_ready_revision",
+            NoPlan::LatestNotFailed => "latest_not_failed",
             NoPlan::NotAService(_) => "not_a_service",
             NoPlan::NotRestorable(_) => "not_restorable",
             NoPlan::NotDeleted => "not_deleted",
@@ -180,8 +186,10 @@ pub fn revert(object: &ObjectState, changes: &[FieldChange]) -> Result<Request, 
     for change in changes {
         let segments = pointer_segments(&change.path);
         let writable = match segments.first().map(String::as_str) {
-            Some("spec") => segments.len() > 1,
-            Some("data") => segments.len() == 2,
+            // A Pod's spec is kept trimmed to its containers' names and images.
+            Some("spec") => segments.len() > 1 && !object.is_kind("", "Pod"),
+            // With `binaryData`, `data` holds those values' hashes too.
+            Some("data") => segments.len() == 2 && !object.binary_data,
             Some("metadata") => {
                 segments.len() == 3
                     && matches!(segments[1].as_str(), "labels" | "annotations")
@@ -219,27 +227,16 @@ pub fn revert(object: &ObjectState, changes: &[FieldChange]) -> Result<Request, 
             }
         }
     }
-    // Each touched list, restored: sets first, then removals from the end (a revert of an
-    // appended element removes it; indexes below it keep their meaning).
-    for (list_path, mut list) in lists {
+    // Each touched list, as it was before the edit, rebuilt from the live list and every
+    // change under it (nested lists included).
+    for (list_path, list) in lists {
         let prefix = to_pointer(&list_path);
-        let mut inside: Vec<&FieldChange> = changes
+        let inside: Vec<&FieldChange> = changes
             .iter()
-            .filter(|change| {
-                change.path.starts_with(&prefix) && change.path[prefix.len()..].starts_with('/')
-            })
+            .filter(|change| under(&change.path, &prefix))
             .collect();
-        inside.sort_by(|left, right| {
-            let removal = |change: &FieldChange| change.before.is_none();
-            removal(left)
-                .cmp(&removal(right))
-                .then_with(|| index_of(right, &prefix).cmp(&index_of(left, &prefix)))
-        });
-        for change in inside {
-            let rest = &change.path[prefix.len()..];
-            restore_at(&mut list, rest, change.before.clone());
-        }
-        set_in(&mut patch, &list_path, Some(list));
+        let before = rebuild(Some(&list), &prefix, &inside);
+        set_in(&mut patch, &list_path, before);
     }
     Ok(Request {
         method: "PATCH",
@@ -265,57 +262,85 @@ fn to_pointer(segments: &[String]) -> String {
     pointer
 }
 
-/// The list index a change inside the list at `prefix` starts with.
-fn index_of(change: &FieldChange, prefix: &str) -> usize {
-    change.path[prefix.len() + 1..]
-        .split('/')
-        .next()
-        .and_then(|index| index.parse().ok())
-        .unwrap_or(0)
+/// True when `path` is `prefix` or below it.
+fn under(path: &str, prefix: &str) -> bool {
+    path == prefix || (path.starts_with(prefix) && path[prefix.len()..].starts_with('/'))
 }
 
-/// Sets `value` at `rest` (a pointer) under `root`; `None` removes it. A list index one past
-/// the end appends.
-fn restore_at(root: &mut Value, rest: &str, value: Option<Value>) {
-    let segments = pointer_segments(rest);
-    let Some((last, parents)) = segments.split_last() else {
-        return;
-    };
-    let mut node = root;
-    for segment in parents {
-        let next = match node {
-            Value::Object(map) => map
-                .entry(segment.clone())
-                .or_insert_with(|| Value::Object(Map::new())),
-            Value::Array(items) => match segment.parse::<usize>().ok() {
-                Some(index) if index < items.len() => &mut items[index],
-                _ => return,
-            },
-            _ => return,
-        };
-        node = next;
+/// The value at `pointer` before the edit (`None`: absent), from its value after the edit
+/// (`after`) and the changes at or below it, as `diff_values` makes them: objects per key,
+/// lists per index (a list that grew has changes with no `before` from its old length on; one
+/// that shrank, changes with no `after`).
+fn rebuild(after: Option<&Value>, pointer: &str, changes: &[&FieldChange]) -> Option<Value> {
+    if let Some(exact) = changes.iter().find(|change| change.path == pointer) {
+        return exact.before.clone();
     }
-    match (node, value) {
-        (Value::Object(map), Some(value)) => {
-            map.insert(last.clone(), value);
-        }
-        (Value::Object(map), None) => {
-            map.remove(last);
-        }
-        (Value::Array(items), value) => {
-            let Ok(index) = last.parse::<usize>() else {
-                return;
+    let below: Vec<&FieldChange> = changes
+        .iter()
+        .copied()
+        .filter(|change| under(&change.path, pointer))
+        .collect();
+    if below.is_empty() {
+        return after.cloned();
+    }
+    let child = |key: &str| drift_model::pointer::push_pointer(pointer, key);
+    match after {
+        Some(Value::Array(items)) => {
+            // The old length: where the appended elements began, else past the last element the
+            // edit removed, else the length now.
+            let direct = |change: &&FieldChange| {
+                change.path[pointer.len() + 1..]
+                    .split('/')
+                    .next()
+                    .and_then(|index| index.parse::<usize>().ok())
+                    .filter(|_| !change.path[pointer.len() + 1..].contains('/'))
             };
-            match value {
-                Some(value) if index < items.len() => items[index] = value,
-                Some(value) if index == items.len() => items.push(value),
-                None if index < items.len() => {
-                    items.remove(index);
+            let appended = below
+                .iter()
+                .filter(|change| change.before.is_none())
+                .filter_map(direct)
+                .min();
+            let removed = below
+                .iter()
+                .filter(|change| change.after.is_none())
+                .filter_map(direct)
+                .max();
+            let length = appended
+                .or(removed.map(|index| index + 1))
+                .unwrap_or(items.len());
+            let mut before = Vec::with_capacity(length);
+            for index in 0..length {
+                let pointer = child(&index.to_string());
+                if let Some(value) = rebuild(items.get(index), &pointer, &below) {
+                    before.push(value);
                 }
-                _ => {}
             }
+            Some(Value::Array(before))
         }
-        _ => {}
+        Some(Value::Object(map)) => {
+            let mut before = map.clone();
+            let mut keys: Vec<String> = map.keys().cloned().collect();
+            for change in &below {
+                if let Some(key) = pointer_segments(&change.path[pointer.len()..]).first() {
+                    keys.push(key.clone());
+                }
+            }
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                match rebuild(map.get(&key), &child(&key), &below) {
+                    Some(value) => {
+                        before.insert(key, value);
+                    }
+                    None => {
+                        before.remove(&key);
+                    }
+                }
+            }
+            Some(Value::Object(before))
+        }
+        // A change below a value that is not a container cannot come from the diff.
+        other => other.cloned(),
     }
 }
 

@@ -17,9 +17,9 @@ fn the_budget_counts_actions_in_a_sliding_window() {
     };
     let mut ledger = Ledger::default();
     assert!(ledger.within_budget(budget, 0));
-    ledger.record("prod", "a", 0);
+    ledger.record("prod", "a", &[], 0);
     assert!(ledger.within_budget(budget, MINUTE));
-    ledger.record("prod", "b", MINUTE);
+    ledger.record("prod", "b", &[], MINUTE);
     assert!(!ledger.within_budget(budget, 2 * MINUTE));
     // The first action leaves the window an hour after it was taken.
     assert!(!ledger.within_budget(budget, 60 * MINUTE - 1));
@@ -29,7 +29,7 @@ fn the_budget_counts_actions_in_a_sliding_window() {
 #[test]
 fn the_cooldown_is_per_object() {
     let mut ledger = Ledger::default();
-    ledger.record("prod", "a", 10 * MINUTE);
+    ledger.record("prod", "a", &[], 10 * MINUTE);
     let cooldown = Duration::from_secs(600);
     assert_eq!(
         ledger.cooldown_until("prod", "a", cooldown),
@@ -39,29 +39,51 @@ fn the_cooldown_is_per_object() {
     assert_eq!(ledger.cooldown_until("staging", "a", cooldown), None);
 }
 
+fn traffic() -> Vec<String> {
+    vec!["/spec/traffic/0/percent".to_string()]
+}
+
 #[test]
-fn a_fight_is_the_same_manager_setting_back_a_reverted_object_often_enough() {
+fn a_fight_is_the_same_manager_setting_the_reverted_fields_back_after_each_revert() {
     let fight = Fight {
         times: 3,
         within: Duration::from_secs(3600),
     };
     let mut ledger = Ledger::default();
-    // A set-back on an object never acted on is an ordinary edit.
-    assert_eq!(ledger.set_back("prod", "a", "kubectl-edit", fight, 0), None);
-    ledger.record("prod", "a", MINUTE);
+    // A set-back on an object never reverted is an ordinary edit.
     assert_eq!(
-        ledger.set_back("prod", "a", "kubectl-edit", fight, 2 * MINUTE),
+        ledger.set_back("prod", "a", "kubectl-edit", &traffic(), fight, 0),
         None
     );
-    // Another manager's set-back does not count for the first one.
-    assert_eq!(ledger.set_back("prod", "a", "kn", fight, 3 * MINUTE), None);
+    // Acted on without a revert (a restore, a rollback): no fight either.
+    ledger.record("prod", "a", &[], MINUTE);
     assert_eq!(
-        ledger.set_back("prod", "a", "kubectl-edit", fight, 4 * MINUTE),
+        ledger.set_back("prod", "a", "kubectl-edit", &traffic(), fight, 2 * MINUTE),
+        None
+    );
+    let mut minute = 3;
+    let mut round = |ledger: &mut Ledger, manager: &str, fields: &[String]| {
+        ledger.record("prod", "a", &traffic(), minute * MINUTE);
+        let started = ledger.set_back("prod", "a", manager, fields, fight, minute * MINUTE + 1);
+        minute += 1;
+        started
+    };
+    assert_eq!(round(&mut ledger, "kubectl-edit", &traffic()), None);
+    // Other fields, or another manager, do not count for this fight.
+    assert_eq!(
+        round(&mut ledger, "kubectl-edit", &["/spec/template".to_string()]),
+        None
+    );
+    assert_eq!(round(&mut ledger, "kn", &traffic()), None);
+    assert_eq!(round(&mut ledger, "kubectl-edit", &traffic()), None);
+    // Two edits after one revert are one round.
+    assert_eq!(
+        ledger.set_back("prod", "a", "kubectl-edit", &traffic(), fight, 30 * MINUTE),
         None
     );
     assert_eq!(ledger.fighting("prod", "a"), None);
     assert_eq!(
-        ledger.set_back("prod", "a", "kubectl-edit", fight, 5 * MINUTE),
+        round(&mut ledger, "kubectl-edit", &traffic()),
         Some(FightStarted {
             manager: "kubectl-edit".to_string(),
             times: 3
@@ -69,10 +91,7 @@ fn a_fight_is_the_same_manager_setting_back_a_reverted_object_often_enough() {
     );
     assert_eq!(ledger.fighting("prod", "a"), Some("kubectl-edit"));
     // Once stopped, no second fight is opened for it.
-    assert_eq!(
-        ledger.set_back("prod", "a", "kubectl-edit", fight, 6 * MINUTE),
-        None
-    );
+    assert_eq!(round(&mut ledger, "kubectl-edit", &traffic()), None);
     ledger.release("prod", "a");
     assert_eq!(ledger.fighting("prod", "a"), None);
 }
@@ -84,19 +103,20 @@ fn set_backs_older_than_the_window_do_not_add_up_to_a_fight() {
         within: Duration::from_secs(600),
     };
     let mut ledger = Ledger::default();
-    ledger.record("prod", "a", 0);
+    ledger.record("prod", "a", &traffic(), 0);
     assert_eq!(
-        ledger.set_back("prod", "a", "kubectl-edit", fight, MINUTE),
+        ledger.set_back("prod", "a", "kubectl-edit", &traffic(), fight, MINUTE),
         None
     );
-    ledger.record("prod", "a", 20 * MINUTE);
+    ledger.record("prod", "a", &traffic(), 20 * MINUTE);
     // The first set-back is 20 minutes old: outside the 10-minute window.
     assert_eq!(
-        ledger.set_back("prod", "a", "kubectl-edit", fight, 21 * MINUTE),
+        ledger.set_back("prod", "a", "kubectl-edit", &traffic(), fight, 21 * MINUTE),
         None
     );
+    ledger.record("prod", "a", &traffic(), 22 * MINUTE);
     assert!(ledger
-        .set_back("prod", "a", "kubectl-edit", fight, 22 * MINUTE)
+        .set_back("prod", "a", "kubectl-edit", &traffic(), fight, 23 * MINUTE)
         .is_some());
 }
 
@@ -107,10 +127,11 @@ fn prune_forgets_what_no_rail_reads_and_keeps_a_stopped_object_stopped() {
         within: Duration::from_secs(3600),
     };
     let mut ledger = Ledger::default();
-    ledger.record("prod", "a", 0);
-    ledger.set_back("prod", "a", "kn", fight, MINUTE);
-    ledger.set_back("prod", "a", "kn", fight, 2 * MINUTE);
-    ledger.record("prod", "b", 0);
+    for minute in [0, 2] {
+        ledger.record("prod", "a", &traffic(), minute * MINUTE);
+        ledger.set_back("prod", "a", "kn", &traffic(), fight, (minute + 1) * MINUTE);
+    }
+    ledger.record("prod", "b", &[], 0);
     assert_eq!(ledger.fighting("prod", "a"), Some("kn"));
     ledger.prune(Duration::from_secs(3600), 10 * 60 * MINUTE);
     assert_eq!(ledger.cooldown_until("prod", "b", Duration::ZERO), None);
