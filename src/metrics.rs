@@ -58,6 +58,8 @@ pub struct Metrics {
     namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Notifications queued, by channel.
     pub notifications_queued: Family<ChannelLabel, Counter>,
+    /// Remediation attempts recorded, by action and outcome.
+    pub remediations: Family<RemediationLabel, Counter>,
     /// Seconds one store commit took (the writer's transaction; with SQLite without its fsync,
     /// which `store_sync_seconds` times).
     pub store_commit_seconds: Histogram,
@@ -278,6 +280,12 @@ impl Metrics {
             "Notifications queued, by channel",
             notifications_queued.clone(),
         );
+        let remediations = Family::<RemediationLabel, Counter>::default();
+        registry.register(
+            "remediations",
+            "Remediation attempts recorded, by action and outcome (a planned one counts again when its outcome is known)",
+            remediations.clone(),
+        );
         let store_commit_seconds = Histogram::new(round_buckets());
         registry.register(
             "store_commit_seconds",
@@ -472,6 +480,7 @@ impl Metrics {
             events_received,
             namespaces: std::sync::Mutex::new(std::collections::BTreeSet::new()),
             notifications_queued,
+            remediations,
             events,
             responses,
             ingest_errors,

@@ -170,6 +170,7 @@ pub(crate) fn again(batch: &Batch, pass: u64) -> Batch {
         removed_objects: batch.removed_objects.clone(),
         drifts: batch.drifts.clone(),
         history: batch.history.clone(),
+        remediations: batch.remediations.clone(),
         outbox: batch
             .outbox
             .iter()

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::{audit, blocking, no_query, query_error, ApiState, NoQuery};
 use crate::error::ApiError;
 use drift_core::classify::classes;
+use drift_model::remediation::Attempt;
 use drift_model::time::format_time;
 use drift_model::wire::drift::{DriftView, EvidenceView};
 use drift_model::{group, Drift, Millis, SEVERITIES};
@@ -136,23 +137,33 @@ pub(crate) fn groups_of(value: &str) -> Result<Vec<String>, InvalidQuery> {
         })
 }
 
-/// A drift with its history and deliveries, or `None` when there is no such drift: the one
-/// lookup behind `GET /api/v1/drifts/{id}` and the dashboard's drift page.
-pub async fn detail(
-    state: &ApiState,
-    id: &str,
-) -> Result<Option<(Drift, Vec<HistoryEntry>, Vec<DeliveryView>)>, ApiError> {
+/// A drift with everything that happened to it.
+pub struct DriftDetail {
+    /// The drift.
+    pub drift: Drift,
+    /// Its moves, oldest first.
+    pub history: Vec<HistoryEntry>,
+    /// Its remediation attempts, oldest first.
+    pub remediations: Vec<Attempt>,
+    /// Its deliveries.
+    pub deliveries: Vec<DeliveryView>,
+}
+
+/// A drift with its history, remediation attempts and deliveries, or `None` when there is no
+/// such drift: the one lookup behind `GET /api/v1/drifts/{id}` and the dashboard's drift page.
+pub async fn detail(state: &ApiState, id: &str) -> Result<Option<DriftDetail>, ApiError> {
     let reader = audit(state)?;
     let lookup = id.to_string();
     blocking(move || {
         let Some(drift) = reader.drift(&lookup)? else {
             return Ok(None);
         };
-        Ok(Some((
+        Ok(Some(DriftDetail {
             drift,
-            reader.history(&lookup)?,
-            reader.deliveries_of(&lookup)?,
-        )))
+            history: reader.history(&lookup)?,
+            remediations: reader.remediations(&lookup)?,
+            deliveries: reader.deliveries_of(&lookup)?,
+        }))
     })
     .await
 }
@@ -180,7 +191,13 @@ pub(super) async fn get_drift(
     query: Result<Query<NoQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     no_query(query)?;
-    let Some((drift, history, deliveries)) = detail(&state, &id).await? else {
+    let Some(DriftDetail {
+        drift,
+        history,
+        remediations,
+        deliveries,
+    }) = detail(&state, &id).await?
+    else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -194,8 +211,32 @@ pub(super) async fn get_drift(
     Ok(Json(json!({
         "drift": drift_view(&drift),
         "history": history,
+        "remediations": remediations.iter().map(remediation_view).collect::<Vec<_>>(),
         "deliveries": deliveries.iter().map(delivery_view).collect::<Vec<_>>(),
     })))
+}
+
+/// An attempt as the API shows it: the request's body as JSON (it is JSON text as planned).
+fn remediation_view(attempt: &Attempt) -> Value {
+    json!({
+        "at": format_time(attempt.at),
+        "mode": attempt.mode,
+        "action": attempt.action,
+        "rule": attempt.rule,
+        "approvedBy": attempt.approved_by,
+        "request": attempt.request.as_ref().map(|request| json!({
+            "method": request.method,
+            "path": request.path,
+            "contentType": request.content_type,
+            "body": serde_json::from_str::<Value>(&request.body).unwrap_or_else(|_| Value::String(request.body.clone())),
+        })),
+        "resourceVersion": attempt.resource_version,
+        "outcome": attempt.outcome.as_str(),
+        "status": attempt.status,
+        "resourceVersionAfter": attempt.resource_version_after,
+        "reason": attempt.reason,
+        "detail": attempt.detail,
+    })
 }
 
 fn delivery_view(delivery: &DeliveryView) -> Value {

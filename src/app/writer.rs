@@ -60,6 +60,12 @@ impl WriterRole {
             capacity: config.limits.capacity(),
             max_active_silences: config.limits.max_active_silences,
             shard: Arc::new(config.shard.clone()),
+            remediation: Arc::new(
+                config
+                    .remediation
+                    .compile(&config.resync, &config.default_cluster)
+                    .context("the remediation: section")?,
+            ),
         };
         // Loading reads every tracked object: off the async runtime, so a standby's health
         // checks keep their answers while it takes over.

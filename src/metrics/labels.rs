@@ -164,3 +164,12 @@ pub struct ClassLabel {
     /// Drift class id.
     pub class: String,
 }
+
+/// `action` and `outcome` labels (remediation attempts).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RemediationLabel {
+    /// revert, rollback, restore, deleteOrphan.
+    pub action: String,
+    /// planned, applied, dryRun, conflict, refused, failed.
+    pub outcome: String,
+}

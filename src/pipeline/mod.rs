@@ -225,6 +225,8 @@ pub struct Settings {
     /// The clusters of this writer's shard: only their objects and drifts are loaded (the
     /// other shards' writers own the rest of the store).
     pub shard: Arc<drift_core::config::ShardConfig>,
+    /// The compiled `remediation:` section (in force until a restart, like the channels).
+    pub remediation: Arc<drift_core::remediate::Policy>,
 }
 
 /// A handle to the writer; cheap to clone.

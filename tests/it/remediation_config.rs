@@ -97,12 +97,12 @@ fn the_config_names_the_key_of_every_mistake() {
 }
 
 #[test]
-fn a_mode_that_would_act_is_refused_until_the_service_runs_the_plans() {
-    let error = config_error(
-        "mode: dryRun\nrules:\n- name: r\n  match: {classes: [manual_edit]}\n  action: revert\n",
-    );
+fn dry_run_loads_and_apply_is_refused_until_the_service_sends_the_plans() {
+    let rules = "rules:\n- name: r\n  match: {classes: [manual_edit]}\n  action: revert\n";
+    assert_eq!(config_error(&format!("mode: dryRun\n{rules}")), "accepted");
+    let error = config_error(&format!("mode: apply\n{rules}"));
     assert!(
-        error.starts_with("remediation.mode: only off is accepted by this version"),
+        error.starts_with("remediation.mode: apply is not accepted by this version: use dryRun"),
         "{error}"
     );
     let error = load_str(

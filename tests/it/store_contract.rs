@@ -705,10 +705,53 @@ fn audit_batch() -> Batch {
         }
     }
     Batch {
+        remediations: audit_attempts(&drifts),
         drifts,
         history,
         ..Batch::default()
     }
+}
+
+/// Remediation attempts of [`audit_batch`]'s drifts: a dry run and a refusal on the firing
+/// Trigger, a dry run on the Subscription that resolved (which retention forgets with it).
+fn audit_attempts(drifts: &[Drift]) -> Vec<drift_model::remediation::Attempt> {
+    use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
+    let fired = |id: &str| {
+        drifts
+            .iter()
+            .find(|drift| drift.id == id)
+            .and_then(|drift| drift.fired_at)
+            .unwrap()
+    };
+    let dry_run = |id: &str| Attempt {
+        drift_id: id.into(),
+        at: fired(id),
+        mode: "dryRun".into(),
+        action: "revert".into(),
+        rule: "revert-hand-edits".into(),
+        approved_by: None,
+        request: Some(PlannedRequest {
+            method: "PATCH".into(),
+            path: format!("/apis/x/v1/namespaces/payments/things/{id}?fieldManager=drift-sentinel"),
+            content_type: "application/merge-patch+json".into(),
+            body: r#"{"metadata":{"resourceVersion":"7"},"spec":{"n":"名前 \"quoted\""}}"#.into(),
+        }),
+        resource_version: Some("7".into()),
+        outcome: Outcome::DryRun,
+        status: None,
+        resource_version_after: None,
+        reason: None,
+        detail: None,
+    };
+    let refused = Attempt {
+        at: fired("trigger") + 1,
+        request: None,
+        outcome: Outcome::Refused,
+        reason: Some("budget".into()),
+        detail: Some("the budget of 20 actions per 1h is spent".into()),
+        ..dry_run("trigger")
+    };
+    vec![dry_run("trigger"), dry_run("subscription"), refused]
 }
 
 /// Everything the audit side answers about [`audit_batch`], and the answers it must give.
@@ -867,6 +910,16 @@ fn audit_answers(audit: &dyn AuditRead) -> Vec<String> {
     assert!(moves.len() >= 2, "the batch moves the subscription");
     assert_eq!(history, moves);
     answers.push(format!("{history:?}"));
+    let attempts = audit.remediations("trigger").unwrap();
+    let committed_attempts: Vec<_> = committed
+        .remediations
+        .iter()
+        .filter(|attempt| attempt.drift_id == "trigger")
+        .cloned()
+        .collect();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts, committed_attempts, "in the order committed");
+    answers.push(format!("{attempts:?}"));
     let trigger = audit.drift("trigger").unwrap();
     assert_eq!(
         trigger.as_ref(),
@@ -884,7 +937,7 @@ fn the_audit_side_answers_alike_on_every_backend() {
     let cutoff = DAY_MILLIS * 103;
     // Retention forgets the Subscription and the Route (resolved before day 3) with their moves,
     // alike.
-    assert_eq!(test_store.prune_audit(cutoff).unwrap(), 2 + 3 + 2);
+    assert_eq!(test_store.prune_audit(cutoff).unwrap(), 1 + 2 + 3 + 2);
     let backends = Backend::all();
     let mut opened: Vec<store::Opened> = backends.iter().map(Backend::open).collect();
     for (backend, store) in backends.iter().zip(&mut opened) {
@@ -897,7 +950,7 @@ fn the_audit_side_answers_alike_on_every_backend() {
         );
         assert_eq!(
             store.writer.prune_audit(cutoff).unwrap(),
-            2 + 3 + 2,
+            1 + 2 + 3 + 2,
             "{}",
             backend.name()
         );
@@ -908,6 +961,8 @@ fn the_audit_side_answers_alike_on_every_backend() {
         .chain([&test_store as &dyn AuditRead]);
     for audit in audits {
         assert!(audit.history("subscription").unwrap().is_empty());
+        assert!(audit.remediations("subscription").unwrap().is_empty());
+        assert_eq!(audit.remediations("trigger").unwrap().len(), 2);
         assert_eq!(audit.history("configmap").unwrap().len(), 3);
         let days = audit.moves_per_day(DAY_MILLIS * 99, 7).unwrap();
         let fired: Vec<u64> = days.iter().map(|day| day.fired).collect();
@@ -1207,6 +1262,7 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
             ("silences", 1),
             ("outbox", 4),
             ("delivery_attempts", 2),
+            ("remediations", written.remediations.len() as u64),
             ("heartbeat", 1),
         ]
     );
@@ -1797,6 +1853,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
             capacity: Default::default(),
             max_active_silences: 1_000,
             shard: std::sync::Arc::new(shard),
+            remediation: Default::default(),
         },
         // Less than a minute after the epoch: the writer's rounds do not look again yet, so
         // only the look at start can have taken the row.

@@ -170,6 +170,8 @@ struct Options {
     audit_retention: std::time::Duration,
     /// The clusters this app's shard owns.
     shard: drift_core::config::ShardConfig,
+    /// The compiled `remediation:` section.
+    remediation: drift_core::remediate::Policy,
 }
 
 impl Default for Options {
@@ -186,6 +188,7 @@ impl Default for Options {
             audit: false,
             audit_retention: std::time::Duration::from_secs(24 * 3600),
             shard: Default::default(),
+            remediation: Default::default(),
         }
     }
 }
@@ -282,6 +285,17 @@ pub(crate) fn app_with_shard(shard: drift_core::config::ShardConfig) -> TestApp 
     })
 }
 
+/// Builds a test app with the audit side (as [`app_with_audit`]) that remediates by `policy`.
+pub(crate) fn app_with_remediation(clock: Clock, policy: drift_core::remediate::Policy) -> TestApp {
+    build(Options {
+        clock,
+        audit: true,
+        audit_retention: std::time::Duration::from_secs(90 * 24 * 3600),
+        remediation: policy,
+        ..Options::default()
+    })
+}
+
 /// Builds a test app whose requests time out after `timeout` (`server.requestTimeout`).
 pub(crate) fn app_with_request_timeout(timeout: std::time::Duration) -> TestApp {
     build(Options {
@@ -303,6 +317,7 @@ fn build(options: Options) -> TestApp {
         audit,
         audit_retention,
         shard,
+        remediation,
     } = options;
     let shard = Arc::new(shard);
     let store = TestStore::new();
@@ -323,6 +338,7 @@ fn build(options: Options) -> TestApp {
             capacity,
             max_active_silences: 1_000,
             shard: Arc::clone(&shard),
+            remediation: Arc::new(remediation),
         },
         clock.clone(),
         Arc::clone(&metrics),

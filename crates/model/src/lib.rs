@@ -1,7 +1,8 @@
 //! The model: the vocabulary every crate shares, at the bottom of the workspace. It depends on no
 //! other crate of the workspace and on no I/O crate: drifts and their evidence ([`drift`]),
 //! severities, object identity, time as [`Millis`] and as text ([`time`]), silences, the
-//! families of API groups ([`group`]), owner references ([`object`]), the words used to name an
+//! families of API groups ([`group`]), owner references ([`object`]), remediation attempts
+//! ([`remediation`]), the words used to name an
 //! actor, and the public JSON as types of its own ([`wire`]).
 //!
 //! Architecture invariant: this crate depends on no other crate of the workspace.
@@ -15,6 +16,7 @@ pub mod notice;
 pub mod object;
 pub mod pairs;
 pub mod pointer;
+pub mod remediation;
 pub mod silence;
 pub mod text;
 pub mod time;

@@ -147,6 +147,8 @@ pub trait AuditRead: Send + Sync {
     fn drift(&self, id: &str) -> Result<Option<Drift>, Error>;
     /// A drift's state changes, oldest first.
     fn history(&self, id: &str) -> Result<Vec<HistoryEntry>, Error>;
+    /// A drift's remediation attempts, oldest first.
+    fn remediations(&self, id: &str) -> Result<Vec<drift_model::remediation::Attempt>, Error>;
     /// Deliveries of one drift, with their attempts.
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error>;
     /// Deliveries in a state (newest first), optionally of one channel.

@@ -311,6 +311,8 @@ pub struct Batch {
     pub cancel_reminders: Vec<String>,
     /// Silences created or removed through the API.
     pub silences: Vec<SilenceChange>,
+    /// Remediation attempts decided this round (part of their drifts' history).
+    pub remediations: Vec<drift_model::remediation::Attempt>,
 }
 
 impl Batch {
@@ -324,6 +326,7 @@ impl Batch {
             && self.outbox.is_empty()
             && self.cancel_reminders.is_empty()
             && self.silences.is_empty()
+            && self.remediations.is_empty()
     }
 }
 

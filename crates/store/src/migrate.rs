@@ -107,11 +107,21 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
             ("duration_ms", Int),
         ],
     ),
+    (
+        "remediations",
+        &[
+            ("seq", Int),
+            ("drift_id", Text),
+            ("at", Int),
+            ("outcome", Text),
+            ("body", Text),
+        ],
+    ),
     ("heartbeat", &[("id", Int), ("at", Int)]),
 ];
 
 /// The tables whose `seq` is an identity in PostgreSQL.
-const SEQUENCED: &[&str] = &["drift_history", "delivery_attempts"];
+const SEQUENCED: &[&str] = &["drift_history", "delivery_attempts", "remediations"];
 
 /// One value of a row, as both databases hold it.
 enum Value {

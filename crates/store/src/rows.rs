@@ -12,6 +12,7 @@
 //! | `drift_history.evidence` | `EvidenceRow` (`evidence_text`, `decode_evidence`) |
 //! | `outbox.payload` | `NoticeRow` (`encode_notice`, `decode_notice`) |
 //! | `silences.body` | `SilenceRow` (`silence_body`, `decode_silence`) |
+//! | `remediations.body` (version 5) | `AttemptRow` (`attempt_body`, `decode_attempt`) |
 //!
 //! Each shape is written once, with `Cow` fields: a row is written borrowing the core type
 //! (writing copies nothing of the engine's state) and read owning its text. The JSON is the same
@@ -31,8 +32,11 @@ use drift_model::{
     Severity, Silence,
 };
 
+mod attempt;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use attempt::{attempt_body, decode_attempt};
 
 /// A stored severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -379,6 +379,10 @@ impl AuditRead for TestStore {
         self.audit()?.history(id)
     }
 
+    fn remediations(&self, id: &str) -> Result<Vec<drift_model::remediation::Attempt>, Error> {
+        self.audit()?.remediations(id)
+    }
+
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {
         self.audit()?.deliveries_of(drift_id)
     }

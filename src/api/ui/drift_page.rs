@@ -9,7 +9,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
 use serde::Deserialize;
 
-use super::super::drifts::detail as drift_detail;
+use super::super::drifts::{detail as drift_detail, DriftDetail};
 use super::super::report::escape_html as esc;
 use super::super::silences::add_silence;
 use super::super::{audit, blocking, ApiState};
@@ -45,7 +45,13 @@ pub(super) async fn detail(
             "A drift's page takes silenced, set by the silence form.",
         ));
     };
-    let Some((drift, history, deliveries)) = drift_detail(&state, &id).await? else {
+    let Some(DriftDetail {
+        drift,
+        history,
+        remediations,
+        deliveries,
+    }) = drift_detail(&state, &id).await?
+    else {
         return Ok((
             StatusCode::NOT_FOUND,
             // The id is not repeated: the page never shows a value it cannot use.
@@ -111,7 +117,11 @@ pub(super) async fn detail(
             esc(&entry.to)
         ));
     }
-    body.push_str("</table><h2>Deliveries</h2><table id=\"deliveries\"><tr><th>Channel</th><th>Kind</th><th>State</th><th>Attempts</th><th>Last error</th><th>Queued</th></tr>");
+    body.push_str("</table>");
+    if !remediations.is_empty() {
+        body.push_str(&remediation_table(&remediations));
+    }
+    body.push_str("<h2>Deliveries</h2><table id=\"deliveries\"><tr><th>Channel</th><th>Kind</th><th>State</th><th>Attempts</th><th>Last error</th><th>Queued</th></tr>");
     for delivery in &deliveries {
         body.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -318,4 +328,38 @@ pub(super) async fn silence(
         ));
     }
     Ok(Redirect::to(&format!("/ui/drifts/{}?silenced=1", urlencode(&drift.id))).into_response())
+}
+
+/// The drift's remediation attempts: what was (or would have been) sent, and how it ended.
+fn remediation_table(attempts: &[drift_model::remediation::Attempt]) -> String {
+    let mut table = String::from(
+        "<h2>Remediation</h2><table id=\"remediations\"><tr><th>At</th><th>Mode</th><th>Action</th>\
+<th>Rule</th><th>Outcome</th><th>Request</th><th>Why</th></tr>",
+    );
+    for attempt in attempts {
+        let request = attempt
+            .request
+            .as_ref()
+            .map(|request| {
+                format!(
+                    "<code>{} {}</code><br><code>{}</code>",
+                    esc(&request.method),
+                    esc(&request.path),
+                    esc(&request.body)
+                )
+            })
+            .unwrap_or_else(|| "—".into());
+        table.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            format_time(attempt.at),
+            esc(&attempt.mode),
+            esc(&attempt.action),
+            esc(&attempt.rule),
+            attempt.outcome.as_str(),
+            request,
+            esc(attempt.detail.as_deref().unwrap_or("")),
+        ));
+    }
+    table.push_str("</table>");
+    table
 }

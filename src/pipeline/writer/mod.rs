@@ -11,6 +11,7 @@ mod apply;
 mod housekeeping;
 mod observe;
 mod recovery;
+mod remediate;
 #[cfg(test)]
 mod tests;
 
@@ -75,6 +76,8 @@ struct Round {
     silence_replies: Vec<(SilenceOutcome, SilenceReply)>,
     /// A store error met while applying (a duplicate check that failed): the round is refused.
     store_failure: Option<drift_store::Error>,
+    /// The remediation rails' memory before the round, put back when its commit fails.
+    ledger: Option<drift_core::remediate::Ledger>,
 }
 
 /// How often a shard's writer looks for notifications without a live owner to take over.
@@ -88,6 +91,8 @@ pub const ORPHANED_AFTER_MS: Millis = 600_000;
 
 pub(super) struct Writer {
     engine: Engine,
+    /// Decides what remediation does about the drifts that fire (`remediate.rs`).
+    remediator: drift_core::remediate::Remediator,
     store: Box<dyn Store>,
     clock: Clock,
     metrics: Arc<Metrics>,
@@ -173,6 +178,7 @@ impl Writer {
         );
         Writer {
             engine,
+            remediator: drift_core::remediate::Remediator::new(Arc::clone(&settings.remediation)),
             store,
             answers,
             clock,
@@ -350,6 +356,7 @@ impl Writer {
         self.apply_resyncs(&mut round, work.resyncs);
         self.apply_silences(&mut round, work.silences);
         self.evaluate(&mut round);
+        self.remediate(&mut round);
         self.route(&mut round);
         let committed = self.commit(&mut round);
         let committed = self.settle_unknown(&round, committed);
@@ -379,6 +386,7 @@ impl Writer {
             resync_replies: Vec::new(),
             silence_replies: Vec::new(),
             store_failure: None,
+            ledger: self.remediator.checkpoint(),
         }
     }
 
@@ -474,6 +482,7 @@ impl Writer {
                     self.heartbeat(now);
                 }
                 self.after_commit(&round.transitions);
+                self.count_remediations(&round);
                 for change in &round.batch.silences {
                     match change {
                         SilenceChange::Add(stored) => {
@@ -508,6 +517,7 @@ impl Writer {
             }
             Err(error) => {
                 self.engine.rollback();
+                self.remediator.restore(round.ledger.take());
                 if matches!(error, drift_store::Error::LeaseLost { .. }) {
                     // Fenced: another replica is the writer. The lease keeper sees this flag and
                     // stops this replica; until then every round fails the same way.

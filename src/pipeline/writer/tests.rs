@@ -86,6 +86,7 @@ fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
         capacity: Default::default(),
         max_active_silences: 1_000,
         shard: Arc::new(shard),
+        remediation: Default::default(),
     };
     let writer = Writer::new(
         Engine::new(Arc::new(Rules::default())),

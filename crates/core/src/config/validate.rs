@@ -149,14 +149,13 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     config
         .remediation
         .compile(&config.resync, &config.default_cluster)?;
-    // The planner and its rails are here and tested; the service does not run them yet (the
-    // engine's records and the sender come next): a mode that promises to act is refused rather
-    // than accepted and ignored.
-    if config.remediation.mode != super::ModeConfig::Off {
+    // Plans are recorded (dryRun); the sender that applies them is not in this version: a mode
+    // that promises to write is refused rather than accepted and ignored.
+    if config.remediation.mode == super::ModeConfig::Apply {
         return Err(Error::invalid(
             "remediation.mode",
-            "only off is accepted by this version: the rules are checked, but no remediation \
-             is planned or sent yet",
+            "apply is not accepted by this version: use dryRun, which records in each drift's \
+             history the exact request apply would send, and sends nothing",
         ));
     }
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;

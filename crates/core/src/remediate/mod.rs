@@ -18,6 +18,7 @@
 
 pub mod ledger;
 pub mod plan;
+mod remediator;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,6 +30,7 @@ use crate::classify::ObjectState;
 
 pub use ledger::Ledger;
 pub use plan::{NoPlan, Request};
+pub use remediator::{attempt, subject, Remediator};
 
 /// The annotation that keeps remediation off an object, or off every object of a namespace.
 pub const OPT_OUT: &str = "drift-sentinel.dev/remediation";
@@ -347,6 +349,17 @@ pub fn object_name(drift: &Drift) -> String {
 }
 
 impl Policy {
+    /// How long the rails look back: the longest of the budget's window, the fight window and
+    /// every rule's cooldown (what [`Ledger::prune`] may forget).
+    pub fn memory(&self) -> Duration {
+        self.rules
+            .iter()
+            .map(|rule| rule.cooldown)
+            .chain([self.budget.per, self.fight.within])
+            .max()
+            .unwrap_or(self.budget.per)
+    }
+
     /// The first rule that takes `drift`, if remediation is on.
     pub fn rule_for(&self, drift: &Drift) -> Option<&Rule> {
         if self.mode == Mode::Off {

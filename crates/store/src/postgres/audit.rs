@@ -83,6 +83,11 @@ impl AuditRead for PostgresAudit {
         collect(&rows, decode::history_entry)
     }
 
+    fn remediations(&self, id: &str) -> Result<Vec<drift_model::remediation::Attempt>, Error> {
+        let rows = self.query(queries::REMEDIATIONS.text(SQL), &[&id])?;
+        collect(&rows, decode::remediation)
+    }
+
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {
         let rows = self.query(queries::DELIVERIES_OF.text(SQL), &[&drift_id])?;
         let mut deliveries = collect(&rows, decode::delivery)?;

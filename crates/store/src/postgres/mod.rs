@@ -297,6 +297,7 @@ impl Store for PostgresStore {
             evidence_text(&transition.drift.evidence)
         })?;
         let outbox = outbox::encode(&batch.outbox)?;
+        let remediations = encode_all(&batch.remediations, crate::rows::attempt_body)?;
         let client = self.conn.client()?;
         let held = self.lease.as_ref();
         wait(async {
@@ -400,6 +401,20 @@ impl Store for PostgresStore {
             )
             .await?;
             outbox::insert_outbox(&transaction, &outbox, self.shard.as_deref()).await?;
+            // Few (at most a rule's budget an hour): one statement each.
+            for (attempt, body) in &remediations {
+                transaction
+                    .execute(
+                        queries::INSERT_REMEDIATION.text(SQL),
+                        &[
+                            &attempt.drift_id,
+                            &attempt.at,
+                            &attempt.outcome.as_str(),
+                            body,
+                        ],
+                    )
+                    .await?;
+            }
             pipelined(batch.cancel_reminders.iter().map(|drift_id| {
                 transaction.execute_raw(
                     &statements.cancel_reminders,

@@ -115,6 +115,13 @@ pub(crate) fn history_entry<R: Row + ?Sized>(row: &R) -> Result<HistoryEntry, Er
     })
 }
 
+/// A row of [`super::queries::REMEDIATIONS`].
+pub(crate) fn remediation<R: Row + ?Sized>(
+    row: &R,
+) -> Result<drift_model::remediation::Attempt, Error> {
+    crate::rows::decode_attempt(row.text(0)?)
+}
+
 /// A row of [`super::queries::SILENCES`].
 pub(crate) fn silence<R: Row + ?Sized>(row: &R) -> Result<StoredSilence, Error> {
     Ok(StoredSilence {

@@ -90,6 +90,10 @@ pub(crate) static INSERT_HISTORY: Query = Query::new(
     "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES ($1, $2, $3, $4, $5)",
 );
 
+/// A remediation attempt (`$4`: its body, `rows::AttemptRow`).
+pub(crate) static INSERT_REMEDIATION: Query =
+    Query::new("INSERT INTO remediations (drift_id, at, outcome, body) VALUES ($1, $2, $3, $4)");
+
 /// A notification to deliver; one already queued under its id is left as it is. PostgreSQL's
 /// row carries the shard that queued it.
 pub(crate) static INSERT_OUTBOX: Query = Query::new(
@@ -118,9 +122,12 @@ pub(crate) static HEARTBEAT: Query = Query::new(
 /// Event keys received before `$1`.
 pub(crate) static PRUNE_EVENTS: Query = Query::new("DELETE FROM events WHERE received_at < $1");
 
-/// Audit retention, in order: resolved drifts before `$1` with their moves, finished
+/// Audit retention, in order: resolved drifts before `$1` with their remediation attempts and moves, finished
 /// deliveries before `$1` with their attempts.
-pub(crate) static PRUNE_AUDIT: [Query; 4] = [
+pub(crate) static PRUNE_AUDIT: [Query; 5] = [
+    Query::new(
+        "DELETE FROM remediations WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < $1)",
+    ),
     Query::new(
         "DELETE FROM drift_history WHERE drift_id IN (SELECT id FROM drifts WHERE state = 'resolved' AND resolved_at < $1)",
     ),
@@ -256,6 +263,10 @@ pub(crate) static DRIFT: Query = Query::new("SELECT body FROM drifts WHERE id = 
 pub(crate) static HISTORY: Query = Query::new(
     "SELECT from_state, to_state, at, evidence FROM drift_history WHERE drift_id = $1 ORDER BY seq",
 );
+
+/// A drift's remediation attempts, oldest first.
+pub(crate) static REMEDIATIONS: Query =
+    Query::new("SELECT body FROM remediations WHERE drift_id = $1 ORDER BY seq");
 
 /// A drift's deliveries, oldest first.
 pub(crate) static DELIVERIES_OF: Query = Query::new(concat!(

@@ -75,6 +75,12 @@ impl AuditRead for AuditReader {
         })
     }
 
+    fn remediations(&self, id: &str) -> Result<Vec<drift_model::remediation::Attempt>, Error> {
+        let connection = self.lock();
+        let mut statement = connection.prepare(queries::REMEDIATIONS.text(SQL))?;
+        collect(&mut statement, params![id], |row| decode::remediation(row))
+    }
+
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {
         let connection = self.lock();
         let mut statement = connection.prepare(queries::DELIVERIES_OF.text(SQL))?;

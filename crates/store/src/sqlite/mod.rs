@@ -261,6 +261,16 @@ impl Store for SqliteStore {
                 ])?;
             }
             outbox::insert_outbox(&transaction, &batch.outbox)?;
+            let mut insert_remediation =
+                transaction.prepare_cached(queries::INSERT_REMEDIATION.text(SQL))?;
+            for attempt in &batch.remediations {
+                insert_remediation.execute(params![
+                    attempt.drift_id,
+                    attempt.at,
+                    attempt.outcome.as_str(),
+                    crate::rows::attempt_body(attempt)?,
+                ])?;
+            }
             let mut cancel = transaction.prepare_cached(queries::CANCEL_REMINDERS.text(SQL))?;
             for drift_id in &batch.cancel_reminders {
                 cancel.execute(params![drift_id])?;

@@ -5,7 +5,7 @@
 //! A store without the table (a new file, or one written before versions were recorded) is
 //! version 0; version 1 is that layout with outbox claims, version 2 adds the drifts' API group
 //! (and indexes for the dashboard's overview), version 3 an index of pending outbox rows,
-//! version 4 keeps the objects in a rowid table. Migration 1 is safe on both: it creates what is
+//! version 4 keeps the objects in a rowid table, version 5 adds remediation attempts. Migration 1 is safe on both: it creates what is
 //! missing (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
 //! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
 //! binary never touches a layout it does not understand.
@@ -153,16 +153,33 @@ DROP TABLE objects;
 ALTER TABLE objects_v4 RENAME TO objects;
 "#;
 
+/// Version 5: remediation attempts (issue 29), part of their drift's history: the body is the
+/// whole attempt (`rows::AttemptRow`), `outcome` repeats its outcome so the planned attempts are
+/// found without reading bodies (a partial index: a store keeps few of them at once).
+const V5_REMEDIATIONS: &str = r#"
+CREATE TABLE IF NOT EXISTS remediations (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    drift_id TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS remediations_drift ON remediations (drift_id);
+CREATE INDEX IF NOT EXISTS remediations_at ON remediations (at);
+CREATE INDEX IF NOT EXISTS remediations_planned ON remediations (seq) WHERE outcome = 'planned';
+"#;
+
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
 const MIGRATIONS: &[(i64, &[&str])] = &[
     (1, &[V1_TABLES, V1_CLAIMS]),
     (2, &[V2_GROUPS_AND_DAYS]),
     (3, &[V3_PENDING_BY_DRIFT]),
     (4, &[V4_OBJECTS_BY_ROWID]),
+    (5, &[V5_REMEDIATIONS]),
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST: i64 = 4;
+pub const LATEST: i64 = 5;
 
 /// Refuses a store written by a newer binary, before anything (not even a pragma) is written.
 pub(super) fn check_not_newer(connection: &Connection) -> Result<(), Error> {

@@ -1,0 +1,220 @@
+//! The remediator: the planner's state across rounds (the policy in force and the [`Ledger`])
+//! and what it makes of a round's transitions. Each drift that moved to firing and that a rule
+//! with `approval: auto` takes gets one [`Attempt`]: the exact request with the outcome `dryRun`
+//! (mode `dryRun`) or `planned` (mode `apply`, for the service's sender), or the refusal of a
+//! rail or of the planner. The service writes the attempts with the round that fired the drifts
+//! (one transaction), and puts the ledger back when that commit fails ([`Remediator::checkpoint`]).
+//!
+//! Decided once, when a drift fires: a firing drift whose evidence grows (a second edit in the
+//! same episode) is not decided again; its next episode is, after the cooldown. A `manual` rule
+//! records nothing at firing: the drift's page offers the action, and the approval is decided
+//! then (the rails apply at that moment).
+
+use std::sync::Arc;
+
+use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
+use drift_model::{Drift, DriftState, Millis, Transition};
+
+use super::{Approval, Decision, Ledger, Mode, Policy, Subject, OPT_OUT};
+use crate::classify::{Graph, ObjectState};
+
+/// The policy in force and what the rails remember.
+#[derive(Debug, Clone)]
+pub struct Remediator {
+    policy: Arc<Policy>,
+    ledger: Ledger,
+}
+
+impl Remediator {
+    /// A remediator with an empty ledger.
+    pub fn new(policy: Arc<Policy>) -> Remediator {
+        Remediator {
+            policy,
+            ledger: Ledger::default(),
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// What the rails remember, to put back with [`Remediator::restore`] when the round that
+    /// decided since then is not committed (its attempts never happened).
+    pub fn checkpoint(&self) -> Option<Ledger> {
+        (self.policy.mode != Mode::Off).then(|| self.ledger.clone())
+    }
+
+    /// Puts back a [`Remediator::checkpoint`].
+    pub fn restore(&mut self, checkpoint: Option<Ledger>) {
+        if let Some(ledger) = checkpoint {
+            self.ledger = ledger;
+        }
+    }
+
+    /// The attempts of a round's transitions (see the module docs), in their order.
+    pub fn on_transitions(
+        &mut self,
+        transitions: &[Transition],
+        graph: &Graph,
+        now: Millis,
+    ) -> Vec<Attempt> {
+        if self.policy.mode == Mode::Off {
+            return Vec::new();
+        }
+        // Forget what no rail looks at any more, so the ledger stays small.
+        self.ledger.prune(self.policy.memory(), now);
+        let mut attempts = Vec::new();
+        for transition in transitions {
+            let drift = &transition.drift;
+            let fired =
+                drift.state == DriftState::Firing && transition.from != Some(DriftState::Firing);
+            if !fired {
+                continue;
+            }
+            let Some(rule) = self.policy.rule_for(drift) else {
+                continue;
+            };
+            if rule.approval != Approval::Auto {
+                continue;
+            }
+            let Some(subject) = subject(graph, drift) else {
+                // The engine fires drifts of tracked objects only; a fleet drift has no object.
+                continue;
+            };
+            let decision = self.policy.decide(drift, subject, &mut self.ledger, now);
+            if let Some(attempt) = attempt(self.policy.mode, drift, subject.object, decision, now) {
+                attempts.push(attempt);
+            }
+        }
+        attempts
+    }
+}
+
+/// The attempt a decision makes (`None` for [`Decision::NoRule`]).
+pub fn attempt(
+    mode: Mode,
+    drift: &Drift,
+    object: &ObjectState,
+    decision: Decision,
+    now: Millis,
+) -> Option<Attempt> {
+    let blank = |rule: String, action: super::Action, outcome: Outcome| Attempt {
+        drift_id: drift.id.clone(),
+        at: now,
+        mode: mode.as_str().to_string(),
+        action: action.as_str().to_string(),
+        rule,
+        approved_by: None,
+        request: None,
+        resource_version: Some(object.resource_version.clone()),
+        outcome,
+        status: None,
+        resource_version_after: None,
+        reason: None,
+        detail: None,
+    };
+    match decision {
+        Decision::NoRule => None,
+        Decision::Refused {
+            rule,
+            action,
+            refusal,
+        } => Some(Attempt {
+            reason: Some(refusal.kind().to_string()),
+            detail: Some(refusal.to_string()),
+            ..blank(rule, action, Outcome::Refused)
+        }),
+        Decision::Planned {
+            rule,
+            action,
+            request,
+            ..
+        } => {
+            let outcome = match mode {
+                Mode::Apply => Outcome::Planned,
+                _ => Outcome::DryRun,
+            };
+            Some(Attempt {
+                resource_version: request
+                    .resource_version
+                    .clone()
+                    .or_else(|| Some(object.resource_version.clone())),
+                request: Some(PlannedRequest {
+                    method: request.method.to_string(),
+                    path: request.path.clone(),
+                    content_type: request.content_type.to_string(),
+                    body: request.body.to_string(),
+                }),
+                ..blank(rule, action, outcome)
+            })
+        }
+    }
+}
+
+/// What the planner needs of the graph about `drift`'s object, or `None` when the object is not
+/// tracked.
+pub fn subject<'a>(graph: &'a Graph, drift: &Drift) -> Option<Subject<'a>> {
+    let object = graph.by_uid(&drift.cluster, &drift.uid)?;
+    let namespace_opted_out = !drift.namespace.is_empty()
+        && graph
+            .by_name(&drift.cluster, "", "Namespace", "", &drift.namespace)
+            .is_some_and(|namespace| namespace.annotations.get(OPT_OUT) == Some("off"));
+    let (last_ready_revision, latest_revision_failed) = revisions(graph, object);
+    Some(Subject {
+        object,
+        namespace_opted_out,
+        last_ready_revision,
+        latest_revision_failed,
+    })
+}
+
+/// A Knative Service's (or Configuration's) last Ready Revision, and whether its latest
+/// Revision failed: the latest created one is not the latest Ready one and its `Ready`
+/// condition is `False` (read off the Revision when it is tracked, else off the owner's
+/// `ConfigurationsReady`/`Ready` condition, which Knative sets from it).
+fn revisions<'a>(graph: &'a Graph, object: &'a ObjectState) -> (Option<&'a str>, bool) {
+    let watched =
+        object.is_knative_serving() && matches!(object.kind.as_str(), "Service" | "Configuration");
+    if !watched {
+        return (None, false);
+    }
+    let status = object.status.value();
+    let text = |key: &str| status.get(key).and_then(serde_json::Value::as_str);
+    let ready = text("latestReadyRevisionName");
+    let created = text("latestCreatedRevisionName");
+    // Borrowed from the graph's state, not from the parsed status above.
+    let ready = ready.and_then(|name| {
+        graph
+            .live_by_name(
+                &object.cluster,
+                "serving.knative.dev",
+                "Revision",
+                &object.namespace,
+                name,
+            )
+            .map(|revision| revision.name.as_str())
+    });
+    let failed = match created {
+        Some(created) if Some(created) != ready => {
+            match graph.live_by_name(
+                &object.cluster,
+                "serving.knative.dev",
+                "Revision",
+                &object.namespace,
+                created,
+            ) {
+                Some(revision) => revision
+                    .condition("Ready")
+                    .is_some_and(|ready| ready.status == "False"),
+                None => ["ConfigurationsReady", "Ready"].iter().any(|kind| {
+                    object
+                        .condition(kind)
+                        .is_some_and(|condition| condition.status == "False")
+                }),
+            }
+        }
+        _ => false,
+    };
+    (ready, failed)
+}

@@ -1,0 +1,261 @@
+//! Remediation in the running service (real HTTP, real SQLite file, the config as a user writes
+//! it): a drift that fires gets its attempt recorded with the round that fired it, shown in the
+//! drift's history (`GET /api/v1/drifts/{id}`) and on its dashboard page, counted in the metrics;
+//! the rails hold across drifts; `mode: off` records nothing.
+
+use serde_json::{json, Value};
+
+use crate::api::Running;
+use crate::scenario::*;
+use crate::support::structured_event;
+
+const DRY_RUN: &str = "remediation:\n  mode: dryRun\n  rules:\n  - name: revert-hand-edits\n    match: {classes: [manual_edit, config_drift], kinds: [Service.serving.knative.dev, ConfigMap]}\n    action: revert\n    approval: auto\n    cooldown: 10m\n";
+
+/// The hand edit of `remediation.rs`: kubectl-edit splits the Service's traffic 90/10.
+fn traffic_edit(original: &Value) -> Value {
+    changed(original, |s| {
+        s["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 90}, {"revisionName": "knative-webapp-00000", "percent": 10}]);
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:traffic": {}}}),
+            "2026-12-05T09:00:00Z",
+        );
+    })
+}
+
+/// The ids of the drifts of `class`, newest first.
+async fn drift_ids(app: &Running, class: &str) -> Vec<String> {
+    let (status, page) = app.get(&format!("/api/v1/drifts?class={class}")).await;
+    assert_eq!(status, 200, "{page}");
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn remediations_of(app: &Running, id: &str) -> Vec<Value> {
+    let (status, detail) = app.get(&format!("/api/v1/drifts/{id}")).await;
+    assert_eq!(status, 200, "{detail}");
+    detail["remediations"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_dry_run_records_the_exact_revert_with_the_firing_and_the_rails_hold_after_it() {
+    let mut app = Running::start(DRY_RUN).await;
+    let original = service();
+    app.send("add", &original).await;
+    let edited = traffic_edit(&original);
+    app.send("update", &edited).await;
+    let ids = drift_ids(&app, "manual_edit").await;
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let attempts = remediations_of(&app, &ids[0]).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let attempt = &attempts[0];
+    assert_eq!(attempt["mode"], "dryRun");
+    assert_eq!(attempt["action"], "revert");
+    assert_eq!(attempt["rule"], "revert-hand-edits");
+    assert_eq!(attempt["outcome"], "dryRun");
+    assert_eq!(attempt["approvedBy"], Value::Null);
+    let version = edited["metadata"]["resourceVersion"].clone();
+    assert_eq!(attempt["resourceVersion"], version);
+    let request = &attempt["request"];
+    assert_eq!(request["method"], "PATCH");
+    assert_eq!(
+        request["path"],
+        "/apis/serving.knative.dev/v1/namespaces/myapp/services/knative-webapp?fieldManager=drift-sentinel"
+    );
+    assert_eq!(request["contentType"], "application/merge-patch+json");
+    assert_eq!(
+        request["body"],
+        json!({"metadata": {"resourceVersion": version}, "spec": {"traffic": original["spec"]["traffic"]}})
+    );
+    // Applied as the API server would (RFC 7386), the patch puts the spec back.
+    let mut patched = edited.clone();
+    crate::support::merge(&mut patched, &request["body"]);
+    assert_eq!(patched["spec"], original["spec"]);
+
+    // On the drift's page too.
+    let (status, page) = app.text(&format!("/ui/drifts/{}", ids[0])).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<table id=\"remediations\">"), "{page}");
+    assert!(page.contains("revert-hand-edits"), "{page}");
+
+    // Counted once.
+    let (_, metrics) = app.text("/metrics").await;
+    assert!(
+        metrics.contains(
+            "drift_sentinel_remediations_total{action=\"revert\",outcome=\"dryRun\"} 1\n"
+        ),
+        "{metrics}"
+    );
+
+    // The object put back (by a person here) resolves the drift; the attempt is not decided
+    // again.
+    let restored = changed(&edited, |s| {
+        s["spec"]["traffic"] = original["spec"]["traffic"].clone();
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:traffic": {}}}),
+            "2026-12-05T09:01:00Z",
+        );
+    });
+    app.send("update", &restored).await;
+    let (_, detail) = app.get(&format!("/api/v1/drifts/{}", ids[0])).await;
+    assert_eq!(detail["drift"]["state"], "resolved", "{detail}");
+    assert_eq!(remediations_of(&app, &ids[0]).await.len(), 1);
+
+    // The same edit again within the rule's cooldown: a new episode fires, and its attempt is
+    // refused by the cooldown (the dry run counts as the action it stands for).
+    let again = traffic_edit(&restored);
+    app.send("update", &again).await;
+    let ids = drift_ids(&app, "manual_edit").await;
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let attempts = remediations_of(&app, &ids[0]).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0]["outcome"], "refused");
+    assert_eq!(attempts[0]["reason"], "cooldown");
+    assert_eq!(attempts[0]["request"], Value::Null);
+    assert!(
+        attempts[0]["detail"].as_str().unwrap().contains("cooldown"),
+        "{attempts:?}"
+    );
+    let (_, metrics) = app.text("/metrics").await;
+    assert!(
+        metrics.contains(
+            "drift_sentinel_remediations_total{action=\"revert\",outcome=\"refused\"} 1\n"
+        ),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_config_drift_is_planned_and_a_drift_no_rule_takes_gets_nothing() {
+    let mut app = Running::start(DRY_RUN).await;
+    let base = config_autoscaler();
+    app.send("add", &base).await;
+    let edited = changed(&base, |c| {
+        c["data"]["min-scale"] = json!("2");
+        written_by(
+            c,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:min-scale": {}}}),
+            "2026-12-05T09:00:00Z",
+        );
+    });
+    app.send("update", &edited).await;
+    let ids = drift_ids(&app, "config_drift").await;
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let attempts = remediations_of(&app, &ids[0]).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0]["outcome"], "dryRun");
+    let body = &attempts[0]["request"]["body"];
+    assert_eq!(
+        body["data"]["min-scale"],
+        base["data"]
+            .get("min-scale")
+            .cloned()
+            .unwrap_or(Value::Null),
+        "{body}"
+    );
+    // The edit is a config drift only (a ConfigMap has no Knative-managed spec): one attempt.
+    assert_eq!(drift_ids(&app, "manual_edit").await, Vec::<String>::new());
+}
+
+/// Sends `event` to the test app and returns the status.
+async fn post(app: &crate::support::TestApp, event: &Value) -> u16 {
+    use tower::ServiceExt;
+    let response = app
+        .router
+        .clone()
+        .oneshot(crate::support::structured_request(event))
+        .await
+        .unwrap();
+    response.status().as_u16()
+}
+
+#[tokio::test]
+async fn a_round_whose_commit_fails_leaves_the_rails_as_they_were() {
+    use drift_store::AuditRead;
+    // A budget of one action: had the failed round's attempt been counted, the retried round's
+    // would be refused.
+    // The test app files its events under the cluster `test`.
+    let config = drift_core::config::load_str(
+        &format!("defaultCluster: test\n{}", DRY_RUN)
+            .replace("  rules:", "  budget: {actions: 1, per: 1h}\n  rules:"),
+        &|_| None,
+    )
+    .unwrap();
+    let policy = config
+        .remediation
+        .compile(&config.resync, &config.default_cluster)
+        .unwrap();
+    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let original = service();
+    assert_eq!(
+        post(&app, &structured_event("add", "add", &original)).await,
+        202
+    );
+    let edit = structured_event("edit", "update", &traffic_edit(&original));
+    // The commit fails (it did not land, and the writer learns so), after the round decided.
+    app.store.set_lost_commit_answers(Some(false));
+    assert_eq!(post(&app, &edit).await, 503);
+    app.store.set_lost_commit_answers(None);
+    assert_eq!(post(&app, &edit).await, 202, "the Broker's retry");
+    let drifts: Vec<_> = app
+        .store
+        .drifts()
+        .into_iter()
+        .filter(|drift| drift.class == "manual_edit")
+        .collect();
+    assert_eq!(drifts.len(), 1);
+    let attempts = app.store.remediations(&drifts[0].id).unwrap();
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(
+        attempts[0].outcome,
+        drift_model::remediation::Outcome::DryRun,
+        "{attempts:?}"
+    );
+}
+
+#[tokio::test]
+async fn mode_off_records_nothing_whatever_fires() {
+    let mut app = Running::start(&DRY_RUN.replace("mode: dryRun", "mode: off")).await;
+    let original = service();
+    app.send("add", &original).await;
+    app.send("update", &traffic_edit(&original)).await;
+    let base = config_autoscaler();
+    app.send("add", &base).await;
+    app.send(
+        "update",
+        &changed(&base, |c| {
+            c["data"]["min-scale"] = json!("2");
+            written_by(
+                c,
+                "kubectl-edit",
+                "Update",
+                json!({"f:data": {"f:min-scale": {}}}),
+                "2026-12-05T09:00:00Z",
+            );
+        }),
+    )
+    .await;
+    let (_, page) = app.get("/api/v1/drifts").await;
+    let items = page["items"].as_array().unwrap();
+    assert!(items.len() >= 2, "{page}");
+    for item in items {
+        let id = item["id"].as_str().unwrap();
+        assert_eq!(remediations_of(&app, id).await, Vec::<Value>::new(), "{id}");
+    }
+    let (_, metrics) = app.text("/metrics").await;
+    assert!(
+        !metrics.contains("drift_sentinel_remediations_total{"),
+        "{metrics}"
+    );
+}
