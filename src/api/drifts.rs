@@ -217,7 +217,7 @@ pub(super) async fn get_drift(
 }
 
 /// An attempt as the API shows it: the request's body as JSON (it is JSON text as planned).
-fn remediation_view(attempt: &Attempt) -> Value {
+pub(super) fn remediation_view(attempt: &Attempt) -> Value {
     json!({
         "at": format_time(attempt.at),
         "mode": attempt.mode,

@@ -1,13 +1,14 @@
 //! The API: the drift API (`/api/v1`), the dashboard (`/ui`) and the report, over the store's
 //! read-only audit side. JSON in and out (the public shapes are `wire`'s); times are RFC 3339.
 //! Protected by a bearer token when `api.token` is set (the CloudEvents ingest keeps its own
-//! auth). Writes (silences) go through the pipeline's single writer; a resync pass is asked of
+//! auth). Writes (silences, remediation approvals) go through the pipeline's single writer; a resync pass is asked of
 //! the resync loop through the control they share. Time comes from the injected clock.
 //!
 //! Every answer forbids framing and content sniffing, and a browser's cross-origin write is
 //! refused ([`browser`]).
 //!
-//! Files: [`drifts`] (drifts, their detail and deliveries, the `group` filter), [`silences`],
+//! Files: [`drifts`] (drifts, their detail and deliveries, the `group` filter), [`remediate`]
+//! (approvals of a `manual` remediation rule's action), [`silences`],
 //! [`resync`] (re-check on demand), [`fleet`] (the fleet view, JSON and its dashboard page),
 //! [`report`] (the report model, its renderers and its route), [`ui`] (the dashboard),
 //! [`overview`] (the dashboard's overview and its SVG chart), [`browser`] (security headers,
@@ -17,6 +18,7 @@ pub mod browser;
 pub mod drifts;
 pub mod fleet;
 pub mod overview;
+pub mod remediate;
 pub mod report;
 pub mod resync;
 pub mod silences;
@@ -28,7 +30,7 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
+use axum::routing::{delete, get, post};
 use axum::Router;
 
 use crate::error::ApiError;
@@ -63,6 +65,7 @@ pub fn router(state: ApiState) -> Router {
     let api = Router::new()
         .route("/drifts", get(drifts::list_drifts))
         .route("/drifts/{id}", get(drifts::get_drift))
+        .route("/drifts/{id}/remediate", post(remediate::post_remediate))
         .route("/deliveries", get(drifts::list_deliveries))
         .route(
             "/silences",

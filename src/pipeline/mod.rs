@@ -158,6 +158,35 @@ impl Health {
 pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
 pub(super) type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
 pub(super) type SilenceReply = oneshot::Sender<Result<SilenceOutcome, Error>>;
+pub(super) type ApprovalReply = oneshot::Sender<Result<ApprovalOutcome, Error>>;
+
+/// A person approves the action a `manual` remediation rule offers for a firing drift
+/// (`POST /api/v1/drifts/{id}/remediate`): decided by the writer with the rails in force, and the
+/// attempt committed like every other write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// The drift.
+    pub drift_id: String,
+    /// The action approved (`revert`, `rollback`, `restore`, `deleteOrphan`).
+    pub action: drift_core::remediate::Action,
+    /// Who approved it.
+    pub approved_by: String,
+}
+
+/// What an [`Approval`] did, once committed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApprovalOutcome {
+    /// No open drift has that id (it never existed, or resolved and left the writer's state).
+    Unknown,
+    /// The drift is open but not firing (pending), or resolved: nothing to approve now.
+    MovedOn(&'static str),
+    /// No rule offers this action for this drift (remediation off, no rule, another action,
+    /// or an `auto` rule, which decided when the drift fired).
+    NotAllowed(String),
+    /// The attempt, recorded: `dryRun` or `planned` when the rails let it through, `refused`
+    /// with the rail's reason otherwise.
+    Recorded(Box<drift_model::remediation::Attempt>),
+}
 
 /// A write to the silences created through the API: committed by the writer like every other
 /// write, so the store has one writer.
@@ -199,6 +228,10 @@ pub(super) enum Command {
     Silence {
         request: SilenceRequest,
         reply: SilenceReply,
+    },
+    Approve {
+        approval: Approval,
+        reply: ApprovalReply,
     },
     Shutdown,
 }
@@ -394,6 +427,20 @@ impl Pipeline {
     ) -> Result<oneshot::Receiver<Result<SilenceOutcome, Error>>, Error> {
         let (reply, receiver) = oneshot::channel();
         match self.sender.send(Command::Silence { request, reply }) {
+            Ok(()) => Ok(receiver),
+            Err(_) => Err(Error::Stopped),
+        }
+    }
+
+    /// Approves a `manual` rule's action for a drift through the writer; the receiver yields once
+    /// the attempt is committed. Waits for room in a full queue, like a silence. It blocks, so
+    /// call it off the async runtime.
+    pub fn approve(
+        &self,
+        approval: Approval,
+    ) -> Result<oneshot::Receiver<Result<ApprovalOutcome, Error>>, Error> {
+        let (reply, receiver) = oneshot::channel();
+        match self.sender.send(Command::Approve { approval, reply }) {
             Ok(()) => Ok(receiver),
             Err(_) => Err(Error::Stopped),
         }

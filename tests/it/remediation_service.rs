@@ -259,3 +259,168 @@ async fn mode_off_records_nothing_whatever_fires() {
         "{metrics}"
     );
 }
+
+const MANUAL: &str = "remediation:\n  mode: dryRun\n  rules:\n  - name: approve-reverts\n    match: {classes: [manual_edit], kinds: [Service.serving.knative.dev]}\n    action: revert\n    approval: manual\n  - name: auto-configmaps\n    match: {classes: [config_drift]}\n    action: revert\n    approval: auto\n";
+
+async fn approve(app: &Running, id: &str, body: Value) -> (u16, Value) {
+    let response = app
+        .client
+        .post(format!("{}/api/v1/drifts/{id}/remediate", app.base))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_manual_rule_records_nothing_until_a_person_approves_through_the_api() {
+    let mut app = Running::start(MANUAL).await;
+    let original = service();
+    app.send("add", &original).await;
+    let edited = traffic_edit(&original);
+    app.send("update", &edited).await;
+    let ids = drift_ids(&app, "manual_edit").await;
+    assert_eq!(ids.len(), 1);
+    let id = &ids[0];
+    assert_eq!(remediations_of(&app, id).await, Vec::<Value>::new());
+
+    // Mistakes are named and record nothing.
+    let (status, error) = approve(&app, id, json!({"action": "revert"})).await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (400, Some("invalid_approval")),
+        "{error}"
+    );
+    let (status, error) = approve(&app, id, json!({"action": "undo", "approvedBy": "alice"})).await;
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("action: expected revert"),
+        "{error}"
+    );
+    let (status, error) = approve(&app, id, json!({"action": "revert", "approvedBy": "  "})).await;
+    assert_eq!(status, 400, "{error}");
+    let (status, error) = approve(
+        &app,
+        id,
+        json!({"action": "revert", "approvedBy": "alice", "force": true}),
+    )
+    .await;
+    assert_eq!(status, 400, "{error}");
+    let (status, error) = approve(
+        &app,
+        "nope",
+        json!({"action": "revert", "approvedBy": "alice"}),
+    )
+    .await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (404, Some("not_found")),
+        "{error}"
+    );
+    let (status, error) = approve(
+        &app,
+        id,
+        json!({"action": "rollback", "approvedBy": "alice"}),
+    )
+    .await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (403, Some("not_allowed")),
+        "{error}"
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("offers revert"),
+        "{error}"
+    );
+    assert_eq!(remediations_of(&app, id).await, Vec::<Value>::new());
+
+    // The approval: decided and committed before the answer.
+    let (status, body) = approve(
+        &app,
+        id,
+        json!({"action": "revert", "approvedBy": "alice@example.com"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let attempt = &body["attempt"];
+    assert_eq!(attempt["approvedBy"], "alice@example.com");
+    assert_eq!(attempt["outcome"], "dryRun");
+    assert_eq!(attempt["rule"], "approve-reverts");
+    let version = edited["metadata"]["resourceVersion"].clone();
+    assert_eq!(
+        attempt["request"]["body"],
+        json!({"metadata": {"resourceVersion": version}, "spec": {"traffic": original["spec"]["traffic"]}})
+    );
+    let history = remediations_of(&app, id).await;
+    assert_eq!(history, vec![attempt.clone()]);
+
+    // A second approval right after: the rule's cooldown refuses it, and the refusal is kept.
+    let (status, error) = approve(&app, id, json!({"action": "revert", "approvedBy": "bob"})).await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (403, Some("refused")),
+        "{error}"
+    );
+    let history = remediations_of(&app, id).await;
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[1]["outcome"], "refused");
+    assert_eq!(history[1]["reason"], "cooldown");
+    assert_eq!(history[1]["approvedBy"], "bob");
+
+    // Once the drift resolved, there is nothing to approve.
+    let restored = changed(&edited, |s| {
+        s["spec"]["traffic"] = original["spec"]["traffic"].clone();
+    });
+    app.send("update", &restored).await;
+    let (status, error) =
+        approve(&app, id, json!({"action": "revert", "approvedBy": "alice"})).await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (409, Some("moved_on")),
+        "{error}"
+    );
+
+    // An automatic rule's drift is not approved by hand: it decided when the drift fired.
+    let base = config_autoscaler();
+    app.send("add", &base).await;
+    app.send(
+        "update",
+        &changed(&base, |c| {
+            c["data"]["min-scale"] = json!("2");
+            written_by(
+                c,
+                "kubectl-edit",
+                "Update",
+                json!({"f:data": {"f:min-scale": {}}}),
+                "2026-12-05T09:00:00Z",
+            );
+        }),
+    )
+    .await;
+    let config = drift_ids(&app, "config_drift").await;
+    let (status, error) = approve(
+        &app,
+        &config[0],
+        json!({"action": "revert", "approvedBy": "alice"}),
+    )
+    .await;
+    assert_eq!(
+        (status, error["code"].as_str()),
+        (403, Some("not_allowed")),
+        "{error}"
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains("automatic"),
+        "{error}"
+    );
+    assert_eq!(
+        remediations_of(&app, &config[0]).await.len(),
+        1,
+        "its own attempt only"
+    );
+}

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 
+use super::super::{ApprovalOutcome, ApprovalReply, SilenceOutcome, SilenceReply};
 use super::super::{Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply};
-use super::super::{SilenceOutcome, SilenceReply};
 use crate::metrics::Metrics;
 use drift_store::Syncer;
 
@@ -31,6 +31,7 @@ pub(super) enum Answer {
     Events(Reply, Result<Vec<EventResult>, Error>),
     Resync(ResyncReply, Result<ResyncOutcome, Error>),
     Silence(SilenceReply, Result<SilenceOutcome, Error>),
+    Approval(ApprovalReply, Result<ApprovalOutcome, Error>),
 }
 
 impl Answer {
@@ -40,6 +41,7 @@ impl Answer {
             Answer::Events(reply, result) => drop(reply.send(result)),
             Answer::Resync(reply, result) => drop(reply.send(result)),
             Answer::Silence(reply, result) => drop(reply.send(result)),
+            Answer::Approval(reply, result) => drop(reply.send(result)),
         }
     }
 
@@ -48,6 +50,7 @@ impl Answer {
             Answer::Events(reply, _) => drop(reply.send(Err(error.clone()))),
             Answer::Resync(reply, _) => drop(reply.send(Err(error.clone()))),
             Answer::Silence(reply, _) => drop(reply.send(Err(error.clone()))),
+            Answer::Approval(reply, _) => drop(reply.send(Err(error.clone()))),
         }
     }
 }

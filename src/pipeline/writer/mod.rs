@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use super::resync::{self, Misnamed};
 use super::{
-    Command, Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply, ResyncWork, Settings,
-    SilenceOutcome, SilenceReply, SilenceRequest,
+    Approval, ApprovalOutcome, ApprovalReply, Command, Error, EventResult, Health, Reply,
+    ResyncOutcome, ResyncReply, ResyncWork, Settings, SilenceOutcome, SilenceReply, SilenceRequest,
 };
 use crate::metrics::Metrics;
 use answers::{Answer, Answers};
@@ -52,11 +52,15 @@ struct Work {
     submissions: Vec<(Vec<Decoded>, Reply)>,
     resyncs: Vec<(ResyncWork, ResyncReply)>,
     silences: Vec<(SilenceRequest, SilenceReply)>,
+    approvals: Vec<(Approval, ApprovalReply)>,
 }
 
 impl Work {
     fn is_empty(&self) -> bool {
-        self.submissions.is_empty() && self.resyncs.is_empty() && self.silences.is_empty()
+        self.submissions.is_empty()
+            && self.resyncs.is_empty()
+            && self.silences.is_empty()
+            && self.approvals.is_empty()
     }
 }
 
@@ -74,6 +78,7 @@ struct Round {
     results: Vec<Result<Vec<EventResult>, Error>>,
     resync_replies: Vec<(ResyncOutcome, ResyncReply)>,
     silence_replies: Vec<(SilenceOutcome, SilenceReply)>,
+    approval_replies: Vec<(ApprovalOutcome, ApprovalReply)>,
     /// A store error met while applying (a duplicate check that failed): the round is refused.
     store_failure: Option<drift_store::Error>,
     /// The remediation rails' memory before the round, put back when its commit fails.
@@ -269,6 +274,7 @@ impl Writer {
                     } => work.resyncs.push((listed, reply)),
                     Command::SetRules(rules) => self.set_rules(rules),
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
+                    Command::Approve { approval, reply } => work.approvals.push((approval, reply)),
                     // The flag it wakes the writer for is read after the round.
                     Command::FleetWanted => {}
                     Command::Shutdown => stop = true,
@@ -357,6 +363,7 @@ impl Writer {
         self.apply_silences(&mut round, work.silences);
         self.evaluate(&mut round);
         self.remediate(&mut round);
+        self.apply_approvals(&mut round, work.approvals);
         self.route(&mut round);
         let committed = self.commit(&mut round);
         let committed = self.settle_unknown(&round, committed);
@@ -385,6 +392,7 @@ impl Writer {
             results: Vec::new(),
             resync_replies: Vec::new(),
             silence_replies: Vec::new(),
+            approval_replies: Vec::new(),
             store_failure: None,
             ledger: self.remediator.checkpoint(),
         }
@@ -507,6 +515,9 @@ impl Writer {
                 for (outcome, reply) in round.silence_replies {
                     answers.push(Answer::Silence(reply, Ok(outcome)));
                 }
+                for (outcome, reply) in round.approval_replies {
+                    answers.push(Answer::Approval(reply, Ok(outcome)));
+                }
                 // Sent once the round is durable (at once when the commit was).
                 self.answers.send(Answers {
                     answers,
@@ -545,6 +556,9 @@ impl Writer {
                     let _ = reply.send(Err(refused.clone()));
                 }
                 for (_, reply) in round.silence_replies {
+                    let _ = reply.send(Err(refused.clone()));
+                }
+                for (_, reply) in round.approval_replies {
                     let _ = reply.send(Err(refused.clone()));
                 }
             }

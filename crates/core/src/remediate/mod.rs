@@ -30,7 +30,7 @@ use crate::classify::ObjectState;
 
 pub use ledger::Ledger;
 pub use plan::{NoPlan, Request};
-pub use remediator::{attempt, subject, Remediator};
+pub use remediator::{attempt, subject, Approved, Remediator};
 
 /// The annotation that keeps remediation off an object, or off every object of a namespace.
 pub const OPT_OUT: &str = "drift-sentinel.dev/remediation";
@@ -399,16 +399,12 @@ impl Policy {
             Err(no_plan) => return refused(Refusal::NoPlan(no_plan)),
         };
         if rule.approval == Approval::Auto {
-            let reverted: Vec<String> = match rule.action {
-                Action::Revert => drift
-                    .evidence
-                    .changes
-                    .iter()
-                    .map(|change| change.path.clone())
-                    .collect(),
-                _ => Vec::new(),
-            };
-            ledger.record(&drift.cluster, &object_name(drift), &reverted, now);
+            ledger.record(
+                &drift.cluster,
+                &object_name(drift),
+                &reverted(rule.action, drift),
+                now,
+            );
         }
         Decision::Planned {
             rule: rule.name.clone(),
@@ -462,6 +458,20 @@ impl Policy {
             });
         }
         Ok(())
+    }
+}
+
+/// The fields an action on `drift` puts back (a revert's drifted paths; none for the others),
+/// which the ledger compares later set-backs with.
+pub(crate) fn reverted(action: Action, drift: &Drift) -> Vec<String> {
+    match action {
+        Action::Revert => drift
+            .evidence
+            .changes
+            .iter()
+            .map(|change| change.path.clone())
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

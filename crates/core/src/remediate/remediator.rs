@@ -15,7 +15,7 @@ use std::sync::Arc;
 use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
 use drift_model::{Drift, DriftState, Millis, Transition};
 
-use super::{Approval, Decision, Ledger, Mode, Policy, Subject, OPT_OUT};
+use super::{Action, Approval, Decision, Ledger, Mode, Policy, Subject, OPT_OUT};
 use crate::classify::{Graph, ObjectState};
 
 /// The policy in force and what the rails remember.
@@ -88,6 +88,77 @@ impl Remediator {
             }
         }
         attempts
+    }
+}
+
+/// What a person's approval of a `manual` rule's action makes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Approved {
+    /// No rule offers that action for this drift now; why, in words.
+    NotAllowed(String),
+    /// The attempt: `dryRun` or `planned` when the rails let it through (counted by them from
+    /// now), `refused` otherwise.
+    Attempt(Box<Attempt>),
+}
+
+impl Remediator {
+    /// Decides an approval of `action` on `drift` (firing, as the caller checked) by
+    /// `approved_by`: only a `manual` rule that takes the drift and offers that action allows
+    /// it, and the rails decide at this moment, as they would for an `auto` rule.
+    pub fn approve(
+        &mut self,
+        drift: &Drift,
+        action: Action,
+        approved_by: &str,
+        graph: &Graph,
+        now: Millis,
+    ) -> Approved {
+        if self.policy.mode == Mode::Off {
+            return Approved::NotAllowed("remediation is off (remediation.mode)".to_string());
+        }
+        let Some(rule) = self.policy.rule_for(drift) else {
+            return Approved::NotAllowed(format!(
+                "no remediation rule takes this {} drift",
+                drift.class
+            ));
+        };
+        if rule.action != action {
+            return Approved::NotAllowed(format!(
+                "rule {} offers {} for this drift, not {}",
+                rule.name,
+                rule.action.as_str(),
+                action.as_str()
+            ));
+        }
+        if rule.approval == Approval::Auto {
+            return Approved::NotAllowed(format!(
+                "rule {} is automatic: it decided when the drift fired",
+                rule.name
+            ));
+        }
+        let Some(subject) = subject(graph, drift) else {
+            return Approved::NotAllowed("the drift's object is not tracked".to_string());
+        };
+        let decision = self.policy.decide(drift, subject, &mut self.ledger, now);
+        if matches!(decision, Decision::Planned { .. }) {
+            // `decide` counts only `auto` plans: an approved one counts from now.
+            self.ledger.record(
+                &drift.cluster,
+                &super::object_name(drift),
+                &super::reverted(action, drift),
+                now,
+            );
+        }
+        match attempt(self.policy.mode, drift, subject.object, decision, now) {
+            Some(attempt) => Approved::Attempt(Box::new(Attempt {
+                approved_by: Some(approved_by.to_string()),
+                ..attempt
+            })),
+            None => Approved::NotAllowed(format!(
+                "no remediation rule takes this {} drift",
+                drift.class
+            )),
+        }
     }
 }
 
