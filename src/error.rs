@@ -165,6 +165,16 @@ impl ApiError {
         )
     }
 
+    /// Its HTTP status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// Its message.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+
     /// The same answer with another message.
     pub(crate) fn with_message(mut self, message: String) -> ApiError {
         self.message = message;

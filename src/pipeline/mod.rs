@@ -273,6 +273,8 @@ pub struct Pipeline {
     fleet: Arc<fleet_view::Shared>,
     /// Objects loaded from the store at start (tombstones included).
     loaded: usize,
+    /// The `remediation:` section in force (the dashboard offers a `manual` rule's action).
+    remediation: Arc<drift_core::remediate::Policy>,
 }
 
 /// True when a drift filed under `cluster` is this shard's: a member cluster's by the shard's
@@ -342,6 +344,7 @@ impl Pipeline {
         let writable = store.heartbeat(clock()).is_ok();
         health.store_writable.store(writable, Ordering::SeqCst);
         let (sender, receiver) = mpsc::sync_channel(settings.queue_capacity.max(1));
+        let remediation = Arc::clone(&settings.remediation);
         let now = clock();
         let mut writer = writer::Writer::new(
             engine,
@@ -369,7 +372,13 @@ impl Pipeline {
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
             fleet,
             loaded,
+            remediation,
         })
+    }
+
+    /// The `remediation:` section in force.
+    pub fn remediation(&self) -> &drift_core::remediate::Policy {
+        &self.remediation
     }
 
     /// How many objects were loaded from the store at start (tombstones included).

@@ -1,8 +1,9 @@
 """The dashboard in a real headless browser (Debian's chromium): it loads, lists a drift, shows
 its diff, and screenshots are written to test-output/. The front page's overview (tiles, bars
 and the inline SVG chart) renders drifts of every API group family under the dashboard's
-Content-Security-Policy. Its silence form works from its own page, and a page on another site can
-neither post it nor frame the dashboard. Its "Re-check now" button starts a resync pass against a
+Content-Security-Policy. Its silence form and its repair button (a `manual` remediation rule's
+approval) work from their own page, and a page on another site can neither post them nor frame
+the dashboard. Its "Re-check now" button starts a resync pass against a
 fake Kubernetes API server, and shows it running and then its counts; another site cannot press it.
 
 One chromium serves the whole module (started once per run, or per xdist worker, and driven over
@@ -280,6 +281,62 @@ def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chrom
         [silence] = silences(sentinel)
         assert silence["matchers"] == {"class": "config_drift", "cluster": "prod", "namespace": "knative-serving",
                                        "kind": "ConfigMap", "name": "config-autoscaler"}, silence
+    finally:
+        if server:
+            server.shutdown()
+        sentinel.stop()
+
+
+def remediations(sentinel, drift_id: str) -> list:
+    with urllib.request.urlopen(f"{sentinel.url}/api/v1/drifts/{drift_id}", timeout=5) as response:
+        return json.loads(response.read())["remediations"]
+
+
+def test_the_repair_button_approves_a_manual_rule_and_not_from_another_site_in_chromium(workdir, browser):
+    assert CHROMIUM, "chromium must be installed (scripts/test.sh installs it)"
+    sentinel = Sentinel(workdir)
+    sentinel.config_path.write_text(
+        f"defaultCluster: prod\nstore:\n  path: {workdir / 'sentinel.db'}\n"
+        "channels:\n  - {name: log, type: log}\n"
+        "routes:\n  - {channels: [log], groupWait: 0s}\n"
+        "remediation:\n  mode: dryRun\n  rules:\n  - name: approve-config\n"
+        "    match: {classes: [config_drift], kinds: [ConfigMap]}\n    action: revert\n    approval: manual\n")
+    sentinel.start()
+    other_site = workdir / "other-site"
+    other_site.mkdir()
+    server = None
+    try:
+        base = config_map("config-autoscaler")
+        post(sentinel, "fix-1", "add", base)
+        post(sentinel, "fix-2", "update", edit(base, "enable-scale-to-zero", "false"))
+        with urllib.request.urlopen(sentinel.url + "/api/v1/drifts?state=firing", timeout=5) as response:
+            drift = json.loads(response.read())["items"][0]
+        assert remediations(sentinel, drift["id"]) == [], "a manual rule waits for a person"
+        # Another site posts the approval form the moment its page opens: refused.
+        fields = {"drift": drift["id"], "action": "revert", "approvedBy": "mallory"}
+        inputs = "".join(f'<input type="hidden" name="{key}" value="{value}">' for key, value in fields.items())
+        (other_site / "post.html").write_text(
+            f'<form id="f" method="post" action="{sentinel.url}/ui/remediate">{inputs}</form>'
+            '<script>document.getElementById("f").submit()</script>')
+        server, port = serve_directory(other_site)
+        browser.call("Page.navigate", url=f"http://localhost:{port}/post.html")
+        browser.wait_for(f"location.href.startsWith({json.dumps(sentinel.url)}) && document.readyState === 'complete'")
+        assert "Refused" in browser.evaluate("document.body.innerText"), browser.evaluate("document.body.innerText")
+        assert remediations(sentinel, drift["id"]) == [], "a cross-site post approves nothing"
+        # From its own page: the button names the action, a person types their name and clicks.
+        browser.open(f"{sentinel.url}/ui/drifts/{drift['id']}")
+        assert browser.evaluate("document.querySelector('#remediate button').innerText") == "Revert"
+        browser.evaluate("document.querySelector('#remediate input[name=approvedBy]').value = 'alice'")
+        browser.evaluate("document.querySelector('#remediate button').click()")
+        browser.wait_for("location.href.includes('remediated=1') && document.readyState === 'complete'")
+        text = browser.evaluate("document.body.innerText")
+        assert "Approved." in text, text
+        [attempt] = remediations(sentinel, drift["id"])
+        assert attempt["approvedBy"] == "alice" and attempt["outcome"] == "dryRun", attempt
+        assert attempt["request"]["method"] == "PATCH", attempt
+        assert attempt["request"]["body"]["data"] == {"enable-scale-to-zero": base["data"].get("enable-scale-to-zero")}, attempt
+        # The page shows the attempt in its table.
+        assert browser.evaluate("document.querySelectorAll('#remediations tr').length") == 2
     finally:
         if server:
             server.shutdown()

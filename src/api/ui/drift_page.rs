@@ -15,8 +15,9 @@ use super::super::silences::add_silence;
 use super::super::{audit, blocking, ApiState};
 use super::{bad_parameter, class_of, error_page, page, urlencode};
 use crate::error::ApiError;
+use drift_core::remediate::{Action, Approval, Mode};
 use drift_model::time::format_time;
-use drift_model::Silence;
+use drift_model::{Drift, DriftState, Silence};
 
 /// The durations the silence form offers, and the only ones it takes.
 const SILENCE_DURATIONS: &[(&str, u64)] = &[
@@ -33,6 +34,7 @@ const DEFAULT_SILENCE_DURATION: &str = "4h";
 #[serde(deny_unknown_fields)]
 pub(super) struct DetailQuery {
     silenced: Option<String>,
+    remediated: Option<String>,
 }
 
 pub(super) async fn detail(
@@ -42,7 +44,7 @@ pub(super) async fn detail(
 ) -> Result<Response, ApiError> {
     let Ok(Query(query)) = query else {
         return Ok(bad_parameter(
-            "A drift's page takes silenced, set by the silence form.",
+            "A drift's page takes silenced and remediated, set by its forms.",
         ));
     };
     let Some(DriftDetail {
@@ -121,6 +123,7 @@ pub(super) async fn detail(
     if !remediations.is_empty() {
         body.push_str(&remediation_table(&remediations));
     }
+    body.push_str(&repair_form(&state, &drift, query.remediated.is_some()));
     body.push_str("<h2>Deliveries</h2><table id=\"deliveries\"><tr><th>Channel</th><th>Kind</th><th>State</th><th>Attempts</th><th>Last error</th><th>Queued</th></tr>");
     for delivery in &deliveries {
         body.push_str(&format!(
@@ -328,6 +331,82 @@ pub(super) async fn silence(
         ));
     }
     Ok(Redirect::to(&format!("/ui/drifts/{}?silenced=1", urlencode(&drift.id))).into_response())
+}
+
+/// The action a `manual` remediation rule offers for a firing drift, as a form that approves it
+/// (`POST /ui/remediate`, the same decision as the API's), or nothing.
+fn repair_form(state: &ApiState, drift: &Drift, remediated: bool) -> String {
+    let done = if remediated {
+        "<p id=\"remediated\"><strong>Approved.</strong> The attempt is in the table above.</p>"
+    } else {
+        ""
+    };
+    let policy = state.pipeline.remediation();
+    let Some(rule) = policy.rule_for(drift) else {
+        return done.to_string();
+    };
+    if drift.state != DriftState::Firing || rule.approval != Approval::Manual {
+        return done.to_string();
+    }
+    let (label, what) = match rule.action {
+        Action::Revert => (
+            "Revert",
+            "puts the drifted fields back to their previous values",
+        ),
+        Action::Rollback => ("Roll back", "pins the traffic to the last Ready Revision"),
+        Action::Restore => ("Restore", "re-creates the object as last seen"),
+        Action::DeleteOrphan => ("Delete", "deletes the orphaned object (uid precondition)"),
+    };
+    let mode = match policy.mode {
+        Mode::Apply => "The request is sent to the cluster.",
+        _ => "Dry run: the exact request is recorded, nothing is sent.",
+    };
+    format!(
+        "<h2>Repair</h2>{done}<form method=\"post\" action=\"/ui/remediate\" id=\"remediate\">\
+<input type=\"hidden\" name=\"drift\" value=\"{id}\"><input type=\"hidden\" name=\"action\" value=\"{action}\">\
+<label>approved by <input name=\"approvedBy\" required maxlength=\"200\" size=\"30\"></label> \
+<button>{label}</button></form><p class=\"muted\">Rule {rule}: {label} {what}. {mode}</p>",
+        id = esc(&drift.id),
+        action = rule.action.as_str(),
+        rule = esc(&rule.name),
+    )
+}
+
+/// The approval form of [`repair_form`].
+#[derive(Debug, Deserialize)]
+pub(super) struct RepairForm {
+    drift: String,
+    action: String,
+    #[serde(rename = "approvedBy")]
+    approved_by: String,
+}
+
+/// Approves a `manual` rule's action from the drift's page: the API's decision
+/// ([`crate::api::remediate::approve`]), then back to the page.
+pub(super) async fn remediate(
+    State(state): State<ApiState>,
+    form: Result<Form<RepairForm>, axum::extract::rejection::FormRejection>,
+) -> Result<Response, ApiError> {
+    let Ok(Form(form)) = form else {
+        return Ok(error_page(
+            StatusCode::BAD_REQUEST,
+            "Not approved",
+            "The form needs a drift, an action and who approves.",
+        ));
+    };
+    let approved =
+        match crate::api::remediate::approval(&form.drift, &form.action, &form.approved_by) {
+            Ok(approval) => crate::api::remediate::approve(&state, approval).await,
+            Err(error) => Err(error),
+        };
+    match approved {
+        Ok(_) => Ok(Redirect::to(&format!(
+            "/ui/drifts/{}?remediated=1",
+            urlencode(&form.drift)
+        ))
+        .into_response()),
+        Err(error) => Ok(error_page(error.status(), "Not approved", error.message())),
+    }
 }
 
 /// The drift's remediation attempts: what was (or would have been) sent, and how it ended.

@@ -43,6 +43,7 @@ pub fn routes(state: ApiState) -> Router<ApiState> {
         .route("/", get(index))
         .route("/drifts/{id}", get(drift_page::detail))
         .route("/silences", post(drift_page::silence))
+        .route("/remediate", post(drift_page::remediate))
         .route("/resync", post(resync))
         .route("/report", get(report))
         .route("/fleet", get(fleet))
