@@ -171,6 +171,7 @@ pub(crate) fn again(batch: &Batch, pass: u64) -> Batch {
         drifts: batch.drifts.clone(),
         history: batch.history.clone(),
         remediations: batch.remediations.clone(),
+        settled_remediations: batch.settled_remediations.clone(),
         outbox: batch
             .outbox
             .iter()

@@ -19,6 +19,8 @@ use drift_core::config::{Config, ResyncMode};
 use drift_core::decode::ClusterNames;
 
 mod lease;
+#[cfg(feature = "cluster")]
+mod remediation;
 mod writer;
 
 /// A running server, for tests and `main`.
@@ -328,6 +330,50 @@ pub(crate) fn resync_enabled(config: &Config) -> bool {
                 || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
         }
     }
+}
+
+/// Starts the remediation sender when `remediation.mode` is `apply`, on the cluster resync
+/// reaches (its kubeconfig and context). Asked to write, it must reach a cluster: a missing
+/// client configuration fails the start.
+#[cfg(feature = "cluster")]
+async fn start_remediation(
+    config: &Config,
+    pipeline: &Pipeline,
+    audit: Arc<dyn drift_store::AuditRead>,
+    stop: CancellationToken,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    if pipeline.remediation().mode != drift_core::remediate::Mode::Apply {
+        return Ok(None);
+    }
+    let settings = &config.resync;
+    let cluster = crate::cluster::Cluster::connect(
+        settings.kubeconfig.as_deref(),
+        settings.context.as_deref(),
+    )
+    .await
+    .context("remediation.mode is apply")?;
+    let sender = remediation::Sender {
+        cluster,
+        pipeline: pipeline.clone(),
+        audit,
+        stop,
+    };
+    Ok(Some(tokio::spawn(sender.run())))
+}
+
+#[cfg(not(feature = "cluster"))]
+async fn start_remediation(
+    _config: &Config,
+    pipeline: &Pipeline,
+    _audit: Arc<dyn drift_store::AuditRead>,
+    _stop: CancellationToken,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    if pipeline.remediation().mode == drift_core::remediate::Mode::Apply {
+        anyhow::bail!(
+            "remediation.mode is apply, and this build has no Kubernetes client (feature cluster)"
+        );
+    }
+    Ok(None)
 }
 
 /// Starts the resync task when the config asks for it. An explicit `enabled: true` that cannot

@@ -19,7 +19,10 @@ pub(super) struct WriterRole {
     relays: Vec<tokio::task::JoinHandle<()>>,
     relay_stop: CancellationToken,
     resync: Option<tokio::task::JoinHandle<()>>,
+    /// Stops resync and the remediation sender.
     resync_stop: CancellationToken,
+    /// The remediation sender (`remediation.mode: apply`).
+    remediation: Option<tokio::task::JoinHandle<()>>,
     /// Stops the config reload thread of this role.
     reload_stop: CancellationToken,
     metrics: Arc<crate::metrics::Metrics>,
@@ -80,6 +83,7 @@ impl WriterRole {
         let loaded = (pipeline.object_count(), started.elapsed());
         // The API's end of the resync loop; it refuses requests until the loop attaches to it.
         let resync_control = Arc::new(pipeline::ResyncControl::new());
+        let sender_audit = Arc::clone(&audit);
         let api = crate::api::router(crate::api::ApiState {
             audit: Some(audit),
             token: config.api.token.clone(),
@@ -187,6 +191,8 @@ impl WriterRole {
             resync_stop.clone(),
         )
         .await?;
+        let remediation =
+            super::start_remediation(config, &pipeline, sender_audit, resync_stop.clone()).await?;
         let reload_stop = shared.shutdown.child_token();
         if let Some(path) = &shared.config_path {
             crate::reload::spawn(
@@ -209,19 +215,30 @@ impl WriterRole {
             relay_stop,
             resync,
             resync_stop,
+            remediation,
             reload_stop,
             loaded,
             metrics: Arc::clone(metrics),
         })
     }
 
-    /// Stops resync, then the writer (its last commit lands), then the relays (deliveries in
+    /// Stops resync and the remediation sender, then the writer (its last commit lands), then the relays (deliveries in
     /// flight finish their attempt; anything unsent stays in the outbox).
     pub(super) async fn stop(self) {
         self.reload_stop.cancel();
         self.resync_stop.cancel();
         if let Some(resync) = self.resync {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), resync).await;
+        }
+        // A send under way finishes and its outcome is kept before the writer stops; past the
+        // grace the attempt stays `sending`, which the next start ends as unknown.
+        if let Some(mut sender) = self.remediation {
+            if tokio::time::timeout(std::time::Duration::from_secs(10), &mut sender)
+                .await
+                .is_err()
+            {
+                sender.abort();
+            }
         }
         let writer = self.pipeline.clone();
         let background = self.store_background;

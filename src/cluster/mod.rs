@@ -1,5 +1,6 @@
 //! The Kubernetes API, for what the ApiServerSource cannot tell: lists of every watched kind at
-//! start and on a schedule ([`resync`]), and the live state `check --live-cluster` reads.
+//! start and on a schedule ([`resync`]), and the live state `check --live-cluster` reads; and
+//! remediation's writes ([`write`]), sent exactly as planned.
 //!
 //! Only this module knows kube-rs. Lists are paged (`limit` and `continue`); a list whose
 //! continue token expired (`410 Gone`) starts again from the first page, and the caller is told
@@ -10,6 +11,7 @@
 //! the decoder rejects is skipped and reported, never a reason to stop listing the rest.
 
 pub mod resync;
+pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -20,6 +20,7 @@
 //! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
 
 pub mod fleet_view;
+mod remediation;
 mod resync;
 mod resync_control;
 mod writer;
@@ -34,6 +35,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+pub use remediation::{Approval, ApprovalOutcome, SenderAnswer, SenderStep};
 pub use resync::{ResyncOutcome, ResyncWork, Sweep};
 pub use resync_control::{
     FinishedPass, PassOutcome, ResyncControl, ResyncStatus, ResyncTrigger, RunningPass, StartError,
@@ -130,6 +132,8 @@ pub struct Health {
     /// The re-judge of the live objects under way after a start or a reload (`/readyz` says
     /// so); `None` when there is none.
     pub rejudging: std::sync::Mutex<Option<Rejudging>>,
+    /// Woken after a commit that stored `planned` remediation attempts.
+    pub remediation_planned: tokio::sync::Notify,
 }
 
 /// A re-judge of the live objects under way: the writer judges them again a slice at a time
@@ -159,34 +163,7 @@ pub(super) type Reply = oneshot::Sender<Result<Vec<EventResult>, Error>>;
 pub(super) type ResyncReply = oneshot::Sender<Result<ResyncOutcome, Error>>;
 pub(super) type SilenceReply = oneshot::Sender<Result<SilenceOutcome, Error>>;
 pub(super) type ApprovalReply = oneshot::Sender<Result<ApprovalOutcome, Error>>;
-
-/// A person approves the action a `manual` remediation rule offers for a firing drift
-/// (`POST /api/v1/drifts/{id}/remediate`): decided by the writer with the rails in force, and the
-/// attempt committed like every other write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Approval {
-    /// The drift.
-    pub drift_id: String,
-    /// The action approved (`revert`, `rollback`, `restore`, `deleteOrphan`).
-    pub action: drift_core::remediate::Action,
-    /// Who approved it.
-    pub approved_by: String,
-}
-
-/// What an [`Approval`] did, once committed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ApprovalOutcome {
-    /// No open drift has that id (it never existed, or resolved and left the writer's state).
-    Unknown,
-    /// The drift is open but not firing (pending), or resolved: nothing to approve now.
-    MovedOn(&'static str),
-    /// No rule offers this action for this drift (remediation off, no rule, another action,
-    /// or an `auto` rule, which decided when the drift fired).
-    NotAllowed(String),
-    /// The attempt, recorded: `dryRun` or `planned` when the rails let it through, `refused`
-    /// with the rail's reason otherwise.
-    Recorded(Box<drift_model::remediation::Attempt>),
-}
+pub(super) type SenderReply = oneshot::Sender<Result<SenderAnswer, Error>>;
 
 /// A write to the silences created through the API: committed by the writer like every other
 /// write, so the store has one writer.
@@ -232,6 +209,10 @@ pub(super) enum Command {
     Approve {
         approval: Approval,
         reply: ApprovalReply,
+    },
+    Sender {
+        step: SenderStep,
+        reply: SenderReply,
     },
     Shutdown,
 }
@@ -481,6 +462,24 @@ impl Pipeline {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::clone(&rules);
         // Rules are rare and small; waiting for queue space is fine here.
         let _ = self.sender.send(Command::SetRules(rules));
+    }
+
+    /// Commits a step of the remediation sender (a claim before sending, an outcome after);
+    /// the receiver yields once it is committed. It blocks, so call it off the async runtime.
+    pub fn sender_step(
+        &self,
+        step: SenderStep,
+    ) -> Result<oneshot::Receiver<Result<SenderAnswer, Error>>, Error> {
+        let (reply, receiver) = oneshot::channel();
+        match self.sender.send(Command::Sender { step, reply }) {
+            Ok(()) => Ok(receiver),
+            Err(_) => Err(Error::Stopped),
+        }
+    }
+
+    /// Woken after a commit that stored `planned` attempts (the sender's work).
+    pub fn remediation_planned(&self) -> &tokio::sync::Notify {
+        &self.health.remediation_planned
     }
 
     /// The rules in force (for the API's read-only view of configured silences).

@@ -1,7 +1,8 @@
 //! A scripted fake Kubernetes API server on loopback, in the pattern of kube-rs/controller-rs's
 //! `fixtures.rs`: a scenario states, in order, which requests it expects and what each gets. A
-//! request that is not the next expected one (method, path, every query parameter, and the
-//! bearer token from the kubeconfig) is answered `500` and recorded; [`FakeApiServer::verify`]
+//! request that is not the next expected one (method, path, every query parameter, the bearer
+//! token from the kubeconfig, and for a write its content type and JSON body) is answered `500`
+//! and recorded; every write is kept as received ([`FakeApiServer::writes`]); [`FakeApiServer::verify`]
 //! fails the test on any such request and on expected requests never made. Answers are recorded
 //! Knative objects from `../shared/fixtures/`, shaped as the API server lists them (items
 //! without `apiVersion` and `kind`). An expected request can be held behind a [`Gate`] until
@@ -23,6 +24,9 @@ pub(crate) const TOKEN: &str = "fake-sa-token-7f3a";
 /// One expected request and its answer.
 #[derive(Debug, Clone)]
 pub(crate) struct Expect {
+    method: &'static str,
+    /// A write's content type and body (JSON, compared as values), as they must arrive.
+    sent: Option<(String, Value)>,
     path: String,
     query: BTreeMap<String, String>,
     status: u16,
@@ -60,6 +64,8 @@ impl Expect {
     /// A `GET path?query` answered `200` with `body`.
     pub(crate) fn get(path: &str, query: &[(&str, &str)], body: Value) -> Expect {
         Expect {
+            method: "GET",
+            sent: None,
             path: path.to_string(),
             query: query
                 .iter()
@@ -68,6 +74,24 @@ impl Expect {
             status: 200,
             body,
             gate: None,
+        }
+    }
+
+    /// A write (`PATCH`, `POST`, `DELETE`) of exactly `content_type` and `body` to
+    /// `path?query`, answered `status` with `answer`.
+    pub(crate) fn write(
+        method: &'static str,
+        path: &str,
+        query: &[(&str, &str)],
+        (content_type, body): (&str, Value),
+        status: u16,
+        answer: Value,
+    ) -> Expect {
+        Expect {
+            method,
+            sent: Some((content_type.to_string(), body)),
+            status,
+            ..Expect::get(path, query, answer)
         }
     }
 
@@ -127,6 +151,8 @@ struct State {
     script: VecDeque<Expect>,
     served: Vec<String>,
     unexpected: Vec<String>,
+    /// Every write's method, path and query, content type and body, as received.
+    writes: Vec<(String, String, Value)>,
 }
 
 /// The running fake server.
@@ -154,7 +180,7 @@ impl FakeApiServer {
         let app = axum::Router::new().fallback(move |request: Request<Body>| {
             let state = Arc::clone(&shared);
             async move {
-                let (gate, response) = answer(&state, request);
+                let (gate, response) = answer(&state, request).await;
                 if let Some(gate) = gate {
                     gate.wait().await;
                 }
@@ -172,6 +198,11 @@ impl FakeApiServer {
     /// Requests answered as expected, in order (`path?query`).
     pub(crate) fn served(&self) -> Vec<String> {
         self.state.lock().unwrap().served.clone()
+    }
+
+    /// Every write received (expected or not): `METHOD path?query`, content type, JSON body.
+    pub(crate) fn writes(&self) -> Vec<(String, String, Value)> {
+        self.state.lock().unwrap().writes.clone()
     }
 
     /// Fails on unexpected requests and on expected requests never made.
@@ -205,30 +236,62 @@ impl FakeApiServer {
 }
 
 /// The answer to `request`, and the gate it waits behind, if any.
-fn answer(state: &Mutex<State>, request: Request<Body>) -> (Option<Gate>, Response) {
-    let uri = request.uri().clone();
+async fn answer(state: &Mutex<State>, request: Request<Body>) -> (Option<Gate>, Response) {
+    let (parts, body) = request.into_parts();
+    let uri = parts.uri.clone();
+    let method = parts.method.to_string();
     let path = uri.path().to_string();
     let query: BTreeMap<String, String> = reqwest::Url::parse(&format!("http://fake{uri}"))
         .map(|url| url.query_pairs().into_owned().collect())
         .unwrap_or_default();
-    let authorized = request
-        .headers()
+    let authorized = parts
+        .headers
         .get("authorization")
         .and_then(|value| value.to_str().ok())
         == Some(&format!("Bearer {TOKEN}"));
+    let content_type = parts
+        .headers
+        .get("content-type")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let sent: Value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     let mut state = state.lock().unwrap();
-    let described = format!("{} {uri}", request.method());
+    let described = format!("{method} {uri}");
+    if method != "GET" {
+        state
+            .writes
+            .push((described.clone(), content_type.clone(), sent.clone()));
+    }
     let matches = state.script.front().is_some_and(|expect| {
-        request.method() == "GET" && expect.path == path && expect.query == query && authorized
+        expect.method == method
+            && expect.path == path
+            && expect.query == query
+            && authorized
+            && match &expect.sent {
+                Some((wanted_type, wanted_body)) => {
+                    *wanted_type == content_type && *wanted_body == sent
+                }
+                None => bytes.is_empty(),
+            }
     });
     if !matches {
         let wanted = state
             .script
             .front()
-            .map(|expect| format!("GET {} {:?}", expect.path, expect.query))
+            .map(|expect| {
+                format!(
+                    "{} {} {:?} {:?}",
+                    expect.method, expect.path, expect.query, expect.sent
+                )
+            })
             .unwrap_or_else(|| "nothing".to_string());
         state.unexpected.push(format!(
-            "{described} (authorized: {authorized}); expected {wanted}"
+            "{described} {content_type:?} {sent} (authorized: {authorized}); expected {wanted}"
         ));
         return (
             None,
@@ -236,7 +299,10 @@ fn answer(state: &Mutex<State>, request: Request<Body>) -> (Option<Gate>, Respon
         );
     }
     let expect = state.script.pop_front().unwrap();
-    state.served.push(format!("{path}?{}", encode(&query)));
+    state.served.push(match method.as_str() {
+        "GET" => format!("{path}?{}", encode(&query)),
+        _ => format!("{method} {path}?{}", encode(&query)),
+    });
     let response = (
         StatusCode::from_u16(expect.status).unwrap(),
         [("content-type", "application/json")],

@@ -629,3 +629,50 @@ fn sim_drift(object: &drift_core::classify::ObjectState, class: &str) -> Drift {
     drift.evidence.changes.clear();
     drift
 }
+
+#[test]
+fn mode_off_decides_nothing_for_any_class_even_with_a_rule_for_each() {
+    let mut sim = Sim::new();
+    sim.send("add", &service());
+    let object = sim
+        .engine()
+        .graph()
+        .by_uid("prod", service()["metadata"]["uid"].as_str().unwrap())
+        .unwrap()
+        .clone();
+    // A rule per action, each over every class it can repair; then the same section off.
+    let rules: String = Action::ALL
+        .iter()
+        .map(|action| {
+            format!(
+                "- name: {name}\n  match: {{classes: [{classes}]}}\n  action: {name}\n  approval: manual\n",
+                name = action.as_str(),
+                classes = action.classes().join(", "),
+            )
+        })
+        .collect();
+    let on = policy(&format!("mode: dryRun\nrules:\n{rules}"));
+    let off = policy(&format!("mode: off\nrules:\n{rules}"));
+    let mut covered = 0;
+    for class in drift_core::classify::classes::catalog().iter() {
+        let mut drift = sim_drift(&object, class.id);
+        drift.state = DriftState::Firing;
+        let mut ledger = Ledger::default();
+        assert_eq!(
+            off.decide(&drift, subject(&object), &mut ledger, T0),
+            Decision::NoRule,
+            "{}",
+            class.id
+        );
+        assert!(ledger.is_empty(), "{}", class.id);
+        if on.rule_for(&drift).is_some() {
+            covered += 1;
+        }
+    }
+    // The rules did take the repairable classes when on: off is what stopped them.
+    let repairable: usize = Action::ALL
+        .iter()
+        .map(|action| action.classes().len())
+        .sum();
+    assert_eq!(covered, repairable);
+}

@@ -97,14 +97,10 @@ fn the_config_names_the_key_of_every_mistake() {
 }
 
 #[test]
-fn dry_run_loads_and_apply_is_refused_until_the_service_sends_the_plans() {
+fn every_mode_loads_and_one_that_acts_needs_the_kubernetes_client() {
     let rules = "rules:\n- name: r\n  match: {classes: [manual_edit]}\n  action: revert\n";
     assert_eq!(config_error(&format!("mode: dryRun\n{rules}")), "accepted");
-    let error = config_error(&format!("mode: apply\n{rules}"));
-    assert!(
-        error.starts_with("remediation.mode: apply is not accepted by this version: use dryRun"),
-        "{error}"
-    );
+    assert_eq!(config_error(&format!("mode: apply\n{rules}")), "accepted");
     let error = load_str(
         "resync: {enabled: false}\nremediation:\n  mode: apply\n  rules:\n  - name: r\n    match: {classes: [manual_edit]}\n    action: revert\n",
         &|_| None,

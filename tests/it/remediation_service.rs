@@ -424,3 +424,115 @@ async fn a_manual_rule_records_nothing_until_a_person_approves_through_the_api()
         "its own attempt only"
     );
 }
+
+/// The writer's answer to a sender step (the sender's side of `app/remediation.rs`).
+async fn step(
+    app: &crate::support::TestApp,
+    step: drift_sentinel::pipeline::SenderStep,
+) -> drift_sentinel::pipeline::SenderAnswer {
+    let pipeline = app.pipeline.clone();
+    let receiver = tokio::task::spawn_blocking(move || pipeline.sender_step(step))
+        .await
+        .unwrap()
+        .unwrap();
+    receiver.await.unwrap().unwrap()
+}
+
+#[tokio::test]
+async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
+    use drift_model::remediation::Outcome;
+    use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
+    use drift_store::AuditRead;
+    let config = drift_core::config::load_str(
+        &format!(
+            "defaultCluster: test\n{}",
+            DRY_RUN.replace("mode: dryRun", "mode: apply")
+        ),
+        &|_| None,
+    )
+    .unwrap();
+    let policy = config
+        .remediation
+        .compile(&config.resync, &config.default_cluster)
+        .unwrap();
+    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let original = service();
+    assert_eq!(
+        post(&app, &structured_event("add", "add", &original)).await,
+        202
+    );
+    let edited = traffic_edit(&original);
+    assert_eq!(
+        post(&app, &structured_event("edit", "update", &edited)).await,
+        202
+    );
+    let planned = app
+        .store
+        .remediations_by_outcome(Outcome::Planned, 10)
+        .unwrap();
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    let (seq, attempt) = planned[0].clone();
+
+    // Claimed while the object is as judged: marked `sending`, and the request is handed out.
+    let claimed = step(
+        &app,
+        SenderStep::Claim {
+            seq,
+            attempt: Box::new(attempt.clone()),
+        },
+    )
+    .await;
+    let SenderAnswer::Send(sending) = claimed else {
+        panic!("claimed: {claimed:?}");
+    };
+    assert_eq!(sending.outcome, Outcome::Sending);
+    assert_eq!(sending.request, attempt.request);
+    assert!(app
+        .store
+        .remediations_by_outcome(Outcome::Planned, 10)
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        app.store
+            .remediations_by_outcome(Outcome::Sending, 10)
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // A newer change of the object seen before a (second) claim ends it without a request.
+    let newer = changed(&edited, |s| {
+        s["spec"]["template"]["metadata"]["annotations"]["note"] = json!("later");
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:template": {"f:metadata": {"f:annotations": {"f:note": {}}}}}}),
+            "2026-12-05T09:02:00Z",
+        );
+    });
+    assert_eq!(
+        post(&app, &structured_event("newer", "update", &newer)).await,
+        202
+    );
+    let again = step(
+        &app,
+        SenderStep::Claim {
+            seq,
+            attempt: Box::new(attempt),
+        },
+    )
+    .await;
+    let SenderAnswer::Ended(ended) = again else {
+        panic!("ended: {again:?}");
+    };
+    assert_eq!(ended.outcome, Outcome::Conflict);
+    assert_eq!(ended.reason.as_deref(), Some("moved_on"));
+    assert!(
+        ended.detail.as_deref().unwrap().contains("a newer change"),
+        "{ended:?}"
+    );
+    let kept = app.store.remediations(&ended.drift_id).unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].outcome, Outcome::Conflict);
+}

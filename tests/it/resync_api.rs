@@ -235,13 +235,13 @@ async fn the_dashboard_button_starts_a_pass_but_not_from_another_site() {
 }
 
 /// The real binary, serving on a free port; killed when dropped.
-struct Process {
+pub(crate) struct Process {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl Process {
-    fn start(config: &Path, log: &Path) -> Process {
+    pub(crate) fn start(config: &Path, log: &Path) -> Process {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -275,7 +275,7 @@ impl Drop for Process {
 
 /// Polls `check` until it gives a value, failing with `what` and the log after a generous
 /// deadline (a bound on a hang, not a claim about how fast anything is).
-async fn until<T, F, Fut>(what: &str, log: &Path, mut check: F) -> T
+pub(crate) async fn until<T, F, Fut>(what: &str, log: &Path, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,

@@ -975,6 +975,62 @@ fn the_audit_side_answers_alike_on_every_backend() {
 }
 
 #[test]
+fn a_remediation_attempt_moves_from_planned_to_its_outcome_alike_on_every_backend() {
+    use drift_model::remediation::Outcome;
+    let batch = audit_batch();
+    let mut planned = batch.remediations[0].clone();
+    planned.mode = "apply".into();
+    planned.outcome = Outcome::Planned;
+    let backends = Backend::all();
+    for backend in &backends {
+        let mut opened = backend.open();
+        opened
+            .writer
+            .commit(&Batch {
+                drifts: batch.drifts.clone(),
+                remediations: vec![planned.clone(), batch.remediations[2].clone()],
+                ..Batch::default()
+            })
+            .unwrap();
+        let audit = opened.audit.as_ref();
+        let found = audit.remediations_by_outcome(Outcome::Planned, 10).unwrap();
+        assert_eq!(found.len(), 1, "{}", backend.name());
+        let (seq, stored) = found[0].clone();
+        assert_eq!(stored, planned, "{}", backend.name());
+        let mut moved = stored.clone();
+        for outcome in [Outcome::Sending, Outcome::Applied] {
+            moved.outcome = outcome;
+            moved.status = (outcome == Outcome::Applied).then_some(200);
+            moved.resource_version_after = (outcome == Outcome::Applied).then(|| "8".to_string());
+            opened
+                .writer
+                .commit(&Batch {
+                    settled_remediations: vec![(seq, moved.clone())],
+                    ..Batch::default()
+                })
+                .unwrap();
+            for state in [Outcome::Planned, Outcome::Sending, Outcome::Applied] {
+                let rows = audit.remediations_by_outcome(state, 10).unwrap();
+                assert_eq!(
+                    rows.len(),
+                    usize::from(state == outcome),
+                    "{} {state:?}",
+                    backend.name()
+                );
+            }
+        }
+        // The drift's history holds the attempt as it ended, beside the other one, in order.
+        let history = audit.remediations("trigger").unwrap();
+        assert_eq!(
+            history,
+            vec![moved, batch.remediations[2].clone()],
+            "{}",
+            backend.name()
+        );
+    }
+}
+
+#[test]
 fn version_two_fills_in_the_api_group_of_drifts_stored_before_it() {
     let mut test_store = TestStore::new();
     test_store.commit(&audit_batch()).unwrap();

@@ -9,6 +9,9 @@ use super::Millis;
 pub enum Outcome {
     /// Planned and allowed in `apply` mode, not sent yet.
     Planned,
+    /// Claimed by the sender, which is sending it: a row left so by a stop is never sent
+    /// again (its outcome is unknown: it ends as `failed`).
+    Sending,
     /// Sent, and the API server accepted it.
     Applied,
     /// `dryRun`: the exact request is recorded, nothing was sent.
@@ -24,8 +27,9 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order above.
-    pub const ALL: [Outcome; 6] = [
+    pub const ALL: [Outcome; 7] = [
         Outcome::Planned,
+        Outcome::Sending,
         Outcome::Applied,
         Outcome::DryRun,
         Outcome::Conflict,
@@ -37,6 +41,7 @@ impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Planned => "planned",
+            Outcome::Sending => "sending",
             Outcome::Applied => "applied",
             Outcome::DryRun => "dryRun",
             Outcome::Conflict => "conflict",

@@ -149,6 +149,13 @@ pub trait AuditRead: Send + Sync {
     fn history(&self, id: &str) -> Result<Vec<HistoryEntry>, Error>;
     /// A drift's remediation attempts, oldest first.
     fn remediations(&self, id: &str) -> Result<Vec<drift_model::remediation::Attempt>, Error>;
+    /// Remediation attempts with `outcome`, oldest first, at most `limit`, with their `seq` (the
+    /// sender's work: `planned` ones, and `sending` ones a stop left).
+    fn remediations_by_outcome(
+        &self,
+        outcome: drift_model::remediation::Outcome,
+        limit: usize,
+    ) -> Result<Vec<(i64, drift_model::remediation::Attempt)>, Error>;
     /// Deliveries of one drift, with their attempts.
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error>;
     /// Deliveries in a state (newest first), optionally of one channel.

@@ -313,6 +313,8 @@ pub struct Batch {
     pub silences: Vec<SilenceChange>,
     /// Remediation attempts decided this round (part of their drifts' history).
     pub remediations: Vec<drift_model::remediation::Attempt>,
+    /// Stored attempts (by `seq`) whose outcome moved on (claimed, sent, ended).
+    pub settled_remediations: Vec<(i64, drift_model::remediation::Attempt)>,
 }
 
 impl Batch {
@@ -327,6 +329,7 @@ impl Batch {
             && self.cancel_reminders.is_empty()
             && self.silences.is_empty()
             && self.remediations.is_empty()
+            && self.settled_remediations.is_empty()
     }
 }
 

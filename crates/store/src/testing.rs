@@ -383,6 +383,14 @@ impl AuditRead for TestStore {
         self.audit()?.remediations(id)
     }
 
+    fn remediations_by_outcome(
+        &self,
+        outcome: drift_model::remediation::Outcome,
+        limit: usize,
+    ) -> Result<Vec<(i64, drift_model::remediation::Attempt)>, Error> {
+        self.audit()?.remediations_by_outcome(outcome, limit)
+    }
+
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {
         self.audit()?.deliveries_of(drift_id)
     }

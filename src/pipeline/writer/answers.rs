@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use super::super::{ApprovalOutcome, ApprovalReply, SilenceOutcome, SilenceReply};
 use super::super::{Error, EventResult, Health, Reply, ResyncOutcome, ResyncReply};
+use super::super::{SenderAnswer, SenderReply};
 use crate::metrics::Metrics;
 use drift_store::Syncer;
 
@@ -32,6 +33,7 @@ pub(super) enum Answer {
     Resync(ResyncReply, Result<ResyncOutcome, Error>),
     Silence(SilenceReply, Result<SilenceOutcome, Error>),
     Approval(ApprovalReply, Result<ApprovalOutcome, Error>),
+    Sender(SenderReply, Result<SenderAnswer, Error>),
 }
 
 impl Answer {
@@ -42,6 +44,7 @@ impl Answer {
             Answer::Resync(reply, result) => drop(reply.send(result)),
             Answer::Silence(reply, result) => drop(reply.send(result)),
             Answer::Approval(reply, result) => drop(reply.send(result)),
+            Answer::Sender(reply, result) => drop(reply.send(result)),
         }
     }
 
@@ -51,6 +54,7 @@ impl Answer {
             Answer::Resync(reply, _) => drop(reply.send(Err(error.clone()))),
             Answer::Silence(reply, _) => drop(reply.send(Err(error.clone()))),
             Answer::Approval(reply, _) => drop(reply.send(Err(error.clone()))),
+            Answer::Sender(reply, _) => drop(reply.send(Err(error.clone()))),
         }
     }
 }

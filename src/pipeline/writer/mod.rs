@@ -24,7 +24,8 @@ use std::time::Duration;
 use super::resync::{self, Misnamed};
 use super::{
     Approval, ApprovalOutcome, ApprovalReply, Command, Error, EventResult, Health, Reply,
-    ResyncOutcome, ResyncReply, ResyncWork, Settings, SilenceOutcome, SilenceReply, SilenceRequest,
+    ResyncOutcome, ResyncReply, ResyncWork, SenderAnswer, SenderReply, SenderStep, Settings,
+    SilenceOutcome, SilenceReply, SilenceRequest,
 };
 use crate::metrics::Metrics;
 use answers::{Answer, Answers};
@@ -53,6 +54,7 @@ struct Work {
     resyncs: Vec<(ResyncWork, ResyncReply)>,
     silences: Vec<(SilenceRequest, SilenceReply)>,
     approvals: Vec<(Approval, ApprovalReply)>,
+    sender_steps: Vec<(SenderStep, SenderReply)>,
 }
 
 impl Work {
@@ -61,6 +63,7 @@ impl Work {
             && self.resyncs.is_empty()
             && self.silences.is_empty()
             && self.approvals.is_empty()
+            && self.sender_steps.is_empty()
     }
 }
 
@@ -79,6 +82,7 @@ struct Round {
     resync_replies: Vec<(ResyncOutcome, ResyncReply)>,
     silence_replies: Vec<(SilenceOutcome, SilenceReply)>,
     approval_replies: Vec<(ApprovalOutcome, ApprovalReply)>,
+    sender_replies: Vec<(SenderAnswer, SenderReply)>,
     /// A store error met while applying (a duplicate check that failed): the round is refused.
     store_failure: Option<drift_store::Error>,
     /// The remediation rails' memory before the round, put back when its commit fails.
@@ -275,6 +279,7 @@ impl Writer {
                     Command::SetRules(rules) => self.set_rules(rules),
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
                     Command::Approve { approval, reply } => work.approvals.push((approval, reply)),
+                    Command::Sender { step, reply } => work.sender_steps.push((step, reply)),
                     // The flag it wakes the writer for is read after the round.
                     Command::FleetWanted => {}
                     Command::Shutdown => stop = true,
@@ -364,6 +369,7 @@ impl Writer {
         self.evaluate(&mut round);
         self.remediate(&mut round);
         self.apply_approvals(&mut round, work.approvals);
+        self.apply_sender_steps(&mut round, work.sender_steps);
         self.route(&mut round);
         let committed = self.commit(&mut round);
         let committed = self.settle_unknown(&round, committed);
@@ -393,6 +399,7 @@ impl Writer {
             resync_replies: Vec::new(),
             silence_replies: Vec::new(),
             approval_replies: Vec::new(),
+            sender_replies: Vec::new(),
             store_failure: None,
             ledger: self.remediator.checkpoint(),
         }
@@ -518,6 +525,9 @@ impl Writer {
                 for (outcome, reply) in round.approval_replies {
                     answers.push(Answer::Approval(reply, Ok(outcome)));
                 }
+                for (outcome, reply) in round.sender_replies {
+                    answers.push(Answer::Sender(reply, Ok(outcome)));
+                }
                 // Sent once the round is durable (at once when the commit was).
                 self.answers.send(Answers {
                     answers,
@@ -559,6 +569,9 @@ impl Writer {
                     let _ = reply.send(Err(refused.clone()));
                 }
                 for (_, reply) in round.approval_replies {
+                    let _ = reply.send(Err(refused.clone()));
+                }
+                for (_, reply) in round.sender_replies {
                     let _ = reply.send(Err(refused.clone()));
                 }
             }

@@ -5,7 +5,9 @@
 //! is final as recorded, a `planned` one waits for the sender.
 
 use super::{Approval, ApprovalOutcome, ApprovalReply, Round, Writer};
-use drift_core::remediate::Approved;
+use super::{SenderAnswer, SenderReply, SenderStep};
+use drift_core::remediate::{Action, Approved};
+use drift_model::remediation::{Attempt, Outcome};
 use drift_model::DriftState;
 
 impl Writer {
@@ -55,9 +57,96 @@ impl Writer {
         }
     }
 
-    /// Counts a committed round's attempts.
+    /// The sender's steps: a claim is checked against what the writer saw since the judgement
+    /// (the drift still firing, no newer change of the object) and marked `sending`, or ended
+    /// as a conflict without a request; an outcome is kept.
+    pub(super) fn apply_sender_steps(
+        &mut self,
+        round: &mut Round,
+        steps: Vec<(SenderStep, SenderReply)>,
+    ) {
+        for (step, reply) in steps {
+            let answer = match step {
+                SenderStep::Claim { seq, attempt } => {
+                    let mut attempt = *attempt;
+                    match self.moved_on(&attempt) {
+                        Some(why) => {
+                            attempt.outcome = Outcome::Conflict;
+                            attempt.reason = Some("moved_on".to_string());
+                            attempt.detail = Some(why);
+                            round
+                                .batch
+                                .settled_remediations
+                                .push((seq, attempt.clone()));
+                            SenderAnswer::Ended(Box::new(attempt))
+                        }
+                        None => {
+                            attempt.outcome = Outcome::Sending;
+                            round
+                                .batch
+                                .settled_remediations
+                                .push((seq, attempt.clone()));
+                            SenderAnswer::Send(Box::new(attempt))
+                        }
+                    }
+                }
+                SenderStep::Settle { seq, attempt } => {
+                    round.batch.settled_remediations.push((seq, *attempt));
+                    SenderAnswer::Settled
+                }
+            };
+            round.sender_replies.push((answer, reply));
+        }
+    }
+
+    /// Why `attempt` must not be sent any more, if it must not: its drift is no longer firing,
+    /// or the object changed since the judgement (for a restore: it exists again).
+    fn moved_on(&self, attempt: &Attempt) -> Option<String> {
+        let Some(drift) = self
+            .engine
+            .open_drifts()
+            .find(|drift| drift.id == attempt.drift_id)
+        else {
+            return Some("the drift resolved before the request was sent".to_string());
+        };
+        if drift.state != DriftState::Firing {
+            return Some(format!(
+                "the drift is {} again: only a firing drift is remediated",
+                drift.state.as_str()
+            ));
+        }
+        let graph = self.engine.graph();
+        let object = graph.by_uid(&drift.cluster, &drift.uid)?;
+        if Action::parse(&attempt.action) == Some(Action::Restore) {
+            let again = drift_core::remediate::live_namesake(graph, object);
+            return again.then(|| "the object exists again".to_string());
+        }
+        let judged = attempt.resource_version.as_deref();
+        (judged != Some(object.resource_version.as_str())).then(|| {
+            format!(
+                "a newer change (resourceVersion {}) was seen before the request was sent",
+                object.resource_version
+            )
+        })
+    }
+
+    /// Counts a committed round's attempts (new ones, and those whose outcome is final now).
     pub(super) fn count_remediations(&self, round: &Round) {
-        for attempt in &round.batch.remediations {
+        let settled = round
+            .batch
+            .settled_remediations
+            .iter()
+            .map(|(_, attempt)| attempt)
+            .filter(|attempt| attempt.outcome != Outcome::Sending);
+        if round
+            .batch
+            .remediations
+            .iter()
+            .any(|attempt| attempt.outcome == Outcome::Planned)
+        {
+            self.health.remediation_planned.notify_one();
+        }
+        for attempt in round.batch.remediations.iter().chain(settled) {
             self.metrics
                 .remediations
                 .get_or_create(&crate::metrics::RemediationLabel {

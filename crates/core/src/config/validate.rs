@@ -149,15 +149,6 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     config
         .remediation
         .compile(&config.resync, &config.default_cluster)?;
-    // Plans are recorded (dryRun); the sender that applies them is not in this version: a mode
-    // that promises to write is refused rather than accepted and ignored.
-    if config.remediation.mode == super::ModeConfig::Apply {
-        return Err(Error::invalid(
-            "remediation.mode",
-            "apply is not accepted by this version: use dryRun, which records in each drift's \
-             history the exact request apply would send, and sends nothing",
-        ));
-    }
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
     config.fleet.compile("fleet.groups")?;
     validate_limits(&config.limits)?;

@@ -240,6 +240,20 @@ pub fn subject<'a>(graph: &'a Graph, drift: &Drift) -> Option<Subject<'a>> {
     })
 }
 
+/// True when a live object has `object`'s name (a deleted object that exists again: nothing to
+/// restore).
+pub fn live_namesake(graph: &Graph, object: &ObjectState) -> bool {
+    graph
+        .live_by_name(
+            &object.cluster,
+            object.group(),
+            &object.kind,
+            &object.namespace,
+            &object.name,
+        )
+        .is_some()
+}
+
 /// A Knative Service's (or Configuration's) last Ready Revision, and whether its latest
 /// Revision failed: the latest created one is not the latest Ready one and its `Ready`
 /// condition is `False` (read off the Revision when it is tracked, else off the owner's

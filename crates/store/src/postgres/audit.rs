@@ -88,6 +88,19 @@ impl AuditRead for PostgresAudit {
         collect(&rows, decode::remediation)
     }
 
+    fn remediations_by_outcome(
+        &self,
+        outcome: drift_model::remediation::Outcome,
+        limit: usize,
+    ) -> Result<Vec<(i64, drift_model::remediation::Attempt)>, Error> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.query(
+            queries::REMEDIATIONS_BY_OUTCOME.text(SQL),
+            &[&outcome.as_str(), &limit],
+        )?;
+        collect(&rows, decode::numbered_remediation)
+    }
+
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {
         let rows = self.query(queries::DELIVERIES_OF.text(SQL), &[&drift_id])?;
         let mut deliveries = collect(&rows, decode::delivery)?;

@@ -298,6 +298,9 @@ impl Store for PostgresStore {
         })?;
         let outbox = outbox::encode(&batch.outbox)?;
         let remediations = encode_all(&batch.remediations, crate::rows::attempt_body)?;
+        let settled = encode_all(&batch.settled_remediations, |(_, attempt)| {
+            crate::rows::attempt_body(attempt)
+        })?;
         let client = self.conn.client()?;
         let held = self.lease.as_ref();
         wait(async {
@@ -412,6 +415,14 @@ impl Store for PostgresStore {
                             &attempt.outcome.as_str(),
                             body,
                         ],
+                    )
+                    .await?;
+            }
+            for ((seq, attempt), body) in &settled {
+                transaction
+                    .execute(
+                        queries::SETTLE_REMEDIATION.text(SQL),
+                        &[seq, &attempt.outcome.as_str(), body],
                     )
                     .await?;
             }

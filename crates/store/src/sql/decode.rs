@@ -122,6 +122,13 @@ pub(crate) fn remediation<R: Row + ?Sized>(
     crate::rows::decode_attempt(row.text(0)?)
 }
 
+/// A row of [`super::queries::REMEDIATIONS_BY_OUTCOME`].
+pub(crate) fn numbered_remediation<R: Row + ?Sized>(
+    row: &R,
+) -> Result<(i64, drift_model::remediation::Attempt), Error> {
+    Ok((row.int(0)?, crate::rows::decode_attempt(row.text(1)?)?))
+}
+
 /// A row of [`super::queries::SILENCES`].
 pub(crate) fn silence<R: Row + ?Sized>(row: &R) -> Result<StoredSilence, Error> {
     Ok(StoredSilence {

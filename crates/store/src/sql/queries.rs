@@ -94,6 +94,10 @@ pub(crate) static INSERT_HISTORY: Query = Query::new(
 pub(crate) static INSERT_REMEDIATION: Query =
     Query::new("INSERT INTO remediations (drift_id, at, outcome, body) VALUES ($1, $2, $3, $4)");
 
+/// A remediation attempt's new outcome (`$2`) and body (`$3`), by its `seq` (`$1`).
+pub(crate) static SETTLE_REMEDIATION: Query =
+    Query::new("UPDATE remediations SET outcome = $2, body = $3 WHERE seq = $1");
+
 /// A notification to deliver; one already queued under its id is left as it is. PostgreSQL's
 /// row carries the shard that queued it.
 pub(crate) static INSERT_OUTBOX: Query = Query::new(
@@ -267,6 +271,10 @@ pub(crate) static HISTORY: Query = Query::new(
 /// A drift's remediation attempts, oldest first.
 pub(crate) static REMEDIATIONS: Query =
     Query::new("SELECT body FROM remediations WHERE drift_id = $1 ORDER BY seq");
+
+/// Remediation attempts with one outcome (`$1`), oldest first, at most `$2`.
+pub(crate) static REMEDIATIONS_BY_OUTCOME: Query =
+    Query::new("SELECT seq, body FROM remediations WHERE outcome = $1 ORDER BY seq LIMIT $2");
 
 /// A drift's deliveries, oldest first.
 pub(crate) static DELIVERIES_OF: Query = Query::new(concat!(

@@ -271,6 +271,15 @@ impl Store for SqliteStore {
                     crate::rows::attempt_body(attempt)?,
                 ])?;
             }
+            let mut settle_remediation =
+                transaction.prepare_cached(queries::SETTLE_REMEDIATION.text(SQL))?;
+            for (seq, attempt) in &batch.settled_remediations {
+                settle_remediation.execute(params![
+                    seq,
+                    attempt.outcome.as_str(),
+                    crate::rows::attempt_body(attempt)?,
+                ])?;
+            }
             let mut cancel = transaction.prepare_cached(queries::CANCEL_REMINDERS.text(SQL))?;
             for drift_id in &batch.cancel_reminders {
                 cancel.execute(params![drift_id])?;

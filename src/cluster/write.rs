@@ -1,0 +1,121 @@
+//! Remediation's writes: the one request an attempt planned, sent exactly as planned (method,
+//! path with `?fieldManager=drift-sentinel`, content type, body) through the same client as
+//! resync, and its answer sorted into what the attempt records. The API server's answer decides:
+//! `409 Conflict` (the `resourceVersion` precondition failed, or a created object exists),
+//! `422` (a JSON patch's `test` failed) and `404` (the object is gone) mean the object moved on,
+//! which is final; `429` and `5xx` or no answer may be tried again with the same request (its
+//! precondition keeps a repeat from writing over a newer change); any other answer is final.
+
+use serde_json::Value;
+
+use drift_model::remediation::PlannedRequest;
+
+use super::Cluster;
+
+/// What became of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sent {
+    /// Accepted (`2xx`), with the object's `resourceVersion` in the answer, if it has one.
+    Applied {
+        /// The HTTP status.
+        status: u16,
+        /// `metadata.resourceVersion` of the answer.
+        resource_version: Option<String>,
+    },
+    /// The object moved on (`409`, `422`, `404`): final.
+    Conflict {
+        /// The HTTP status.
+        status: u16,
+        /// The API server's message.
+        message: String,
+    },
+    /// Refused for another reason (`403` for missing RBAC, `400`, …): final.
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The API server's message.
+        message: String,
+    },
+    /// No answer, `429` or `5xx`: the same request may be tried again.
+    Retry {
+        /// The HTTP status, when there was an answer.
+        status: Option<u16>,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl Cluster {
+    /// Sends `request` once.
+    pub async fn send_planned(&self, request: &PlannedRequest) -> Sent {
+        let built = http::Request::builder()
+            .method(request.method.as_str())
+            .uri(request.path.as_str())
+            .header(http::header::CONTENT_TYPE, request.content_type.as_str())
+            .header(http::header::ACCEPT, "application/json")
+            .body(request.body.clone().into_bytes());
+        let built = match built {
+            Ok(built) => built,
+            Err(error) => {
+                return Sent::Refused {
+                    status: 0,
+                    message: format!("the planned request is not a valid HTTP request: {error}"),
+                }
+            }
+        };
+        let response = match self.client.send(built.map(kube::client::Body::from)).await {
+            Ok(response) => response,
+            Err(error) => {
+                return Sent::Retry {
+                    status: None,
+                    message: error.to_string(),
+                }
+            }
+        };
+        let status = response.status().as_u16();
+        let body = match http_body_util::BodyExt::collect(response.into_body()).await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) => {
+                return Sent::Retry {
+                    status: Some(status),
+                    message: format!("reading the answer: {error}"),
+                }
+            }
+        };
+        let answer = serde_json::from_slice::<Value>(&body).ok();
+        let text = |pointer: &str| {
+            answer
+                .as_ref()
+                .and_then(|answer| answer.pointer(pointer))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        if (200..300).contains(&status) {
+            return Sent::Applied {
+                status,
+                resource_version: text("/metadata/resourceVersion"),
+            };
+        }
+        // A Kubernetes `Status` says why; a proxy's page is cut to its first line.
+        let message = text("/message")
+            .filter(|message| !message.is_empty())
+            .or_else(|| text("/reason"))
+            .unwrap_or_else(|| {
+                String::from_utf8_lossy(&body)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(200)
+                    .collect()
+            });
+        match status {
+            404 | 409 | 422 => Sent::Conflict { status, message },
+            429 | 500..=599 => Sent::Retry {
+                status: Some(status),
+                message,
+            },
+            _ => Sent::Refused { status, message },
+        }
+    }
+}
