@@ -33,6 +33,7 @@ mod recording;
 mod registry;
 mod remediation;
 mod remediation_config;
+mod remediation_fight;
 mod remediation_process;
 mod remediation_service;
 #[cfg(feature = "cluster")]

@@ -87,6 +87,8 @@ struct Round {
     store_failure: Option<drift_store::Error>,
     /// The remediation rails' memory before the round, put back when its commit fails.
     ledger: Option<drift_core::remediate::Ledger>,
+    /// The engine's fights before the round changed one, put back when its commit fails.
+    fights: Option<std::collections::HashMap<drift_model::ObjectKey, String>>,
 }
 
 /// How often a shard's writer looks for notifications without a live owner to take over.
@@ -179,6 +181,9 @@ impl Writer {
         fleet: super::fleet_view::Publisher,
     ) -> Writer {
         let mut store = store;
+        let mut remediator =
+            drift_core::remediate::Remediator::new(Arc::clone(&settings.remediation));
+        remediator.restore_fights(engine.fights(), engine.graph());
         let answers = answers::Answerer::start(
             store.take_syncer(),
             Arc::clone(&settings.outbox_notify),
@@ -187,7 +192,7 @@ impl Writer {
         );
         Writer {
             engine,
-            remediator: drift_core::remediate::Remediator::new(Arc::clone(&settings.remediation)),
+            remediator,
             store,
             answers,
             clock,
@@ -367,7 +372,6 @@ impl Writer {
         self.apply_resyncs(&mut round, work.resyncs);
         self.apply_silences(&mut round, work.silences);
         self.evaluate(&mut round);
-        self.remediate(&mut round);
         self.apply_approvals(&mut round, work.approvals);
         self.apply_sender_steps(&mut round, work.sender_steps);
         self.route(&mut round);
@@ -402,6 +406,7 @@ impl Writer {
             sender_replies: Vec::new(),
             store_failure: None,
             ledger: self.remediator.checkpoint(),
+            fights: None,
         }
     }
 
@@ -413,6 +418,8 @@ impl Writer {
         let slice = self.rejudge_slice;
         self.engine
             .tick_within(round.now, &mut || slice_started.elapsed() < slice);
+        // Before the changes are taken: a fight it finds opens its drift in this round.
+        self.remediate(round);
         match super::take_changes(self.engine.changes(), &mut round.batch) {
             Ok(transitions) => round.transitions = transitions,
             Err(error) => {
@@ -539,6 +546,9 @@ impl Writer {
             Err(error) => {
                 self.engine.rollback();
                 self.remediator.restore(round.ledger.take());
+                if let Some(fights) = round.fights.take() {
+                    self.engine.restore_fights(fights);
+                }
                 if matches!(error, drift_store::Error::LeaseLost { .. }) {
                     // Fenced: another replica is the writer. The lease keeper sees this flag and
                     // stops this replica; until then every round fails the same way.

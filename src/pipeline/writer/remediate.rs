@@ -1,4 +1,5 @@
-//! The round's remediation step, between the engine's evaluation and routing: the drifts that
+//! The round's remediation step, at the end of the engine's evaluation (before its changes are
+//! taken, so a fight it finds opens `remediation_fight` in the same round): the drifts that
 //! fired this round go to the remediator (`drift_core::remediate`), and its attempts are
 //! committed with the round that fired them, so a drift's history never shows a firing without
 //! the attempt a rule made of it (or the reverse). Nothing is sent from here: a `dryRun` attempt
@@ -12,13 +13,22 @@ use drift_model::DriftState;
 
 impl Writer {
     pub(super) fn remediate(&mut self, round: &mut Round) {
-        if round.store_failure.is_some() || round.transitions.is_empty() {
+        let transitions = self.engine.journaled_transitions();
+        if round.store_failure.is_some() || transitions.is_empty() {
             return;
         }
-        let attempts =
-            self.remediator
-                .on_transitions(&round.transitions, self.engine.graph(), round.now);
-        round.batch.remediations.extend(attempts);
+        let transitions = transitions.to_vec();
+        let decided = self
+            .remediator
+            .on_transitions(&transitions, self.engine.graph(), round.now);
+        for change in decided.fights {
+            round
+                .fights
+                .get_or_insert_with(|| self.engine.fights().clone());
+            self.engine
+                .set_fight(&change.key, change.manager, round.now);
+        }
+        round.batch.remediations.extend(decided.attempts);
     }
 
     /// Decides the round's approvals (`POST /api/v1/drifts/{id}/remediate`) on the drifts as the

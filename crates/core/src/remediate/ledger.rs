@@ -103,7 +103,9 @@ impl Ledger {
         let reverted_at = *reverted_at;
         let seen = self.set_backs.entry(key.clone()).or_default();
         // One set-back per revert: a second edit before the next revert is the same fight round.
-        if seen.last().is_some_and(|(at, _)| *at >= reverted_at) {
+        // Strictly after: the remediator counts a round's set-back before it decides that
+        // round's revert, so both may carry the same time.
+        if seen.last().is_some_and(|(at, _)| *at > reverted_at) {
             return None;
         }
         seen.retain(|(at, _)| *at > since);
@@ -117,6 +119,12 @@ impl Ledger {
             manager: manager.to_string(),
             times: u32::try_from(times).unwrap_or(u32::MAX),
         })
+    }
+
+    /// Stops an object for a fight with `manager` (a fight found before a restart).
+    pub fn stop(&mut self, cluster: &str, object: &str, manager: &str) {
+        self.stopped
+            .insert(key(cluster, object), manager.to_string());
     }
 
     /// Lets an object be acted on again (its fight finding resolved, or it was deleted).

@@ -30,7 +30,7 @@ use crate::classify::ObjectState;
 
 pub use ledger::Ledger;
 pub use plan::{NoPlan, Request};
-pub use remediator::{attempt, live_namesake, subject, Approved, Remediator};
+pub use remediator::{attempt, live_namesake, subject, Approved, Decided, FightChange, Remediator};
 
 /// The annotation that keeps remediation off an object, or off every object of a namespace.
 pub const OPT_OUT: &str = "drift-sentinel.dev/remediation";

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
-use drift_model::{Drift, DriftState, Millis, Transition};
+use drift_model::{Drift, DriftState, Millis, ObjectKey, Transition};
 
 use super::{Action, Approval, Decision, Ledger, Mode, Policy, Subject, OPT_OUT};
 use crate::classify::{Graph, ObjectState};
@@ -52,21 +52,39 @@ impl Remediator {
         }
     }
 
-    /// The attempts of a round's transitions (see the module docs), in their order.
+    /// Stops the objects the engine restored as fighting (their `remediation_fight` drifts
+    /// outlive a restart; the rest of the ledger does not).
+    pub fn restore_fights<'a>(
+        &mut self,
+        fights: impl IntoIterator<Item = (&'a ObjectKey, &'a String)>,
+        graph: &Graph,
+    ) {
+        for (key, manager) in fights {
+            if let Some(object) = graph.get(key) {
+                self.ledger.stop(&key.cluster, &name_of(object), manager);
+            }
+        }
+    }
+
+    /// What a round's transitions make (see the module docs): the attempts, in their order, and
+    /// the fights that started or ended, for the engine's `remediation_fight`.
     pub fn on_transitions(
         &mut self,
         transitions: &[Transition],
         graph: &Graph,
         now: Millis,
-    ) -> Vec<Attempt> {
+    ) -> Decided {
+        let mut decided = Decided::default();
         if self.policy.mode == Mode::Off {
-            return Vec::new();
+            return decided;
         }
         // Forget what no rail looks at any more, so the ledger stays small.
         self.ledger.prune(self.policy.memory(), now);
-        let mut attempts = Vec::new();
         for transition in transitions {
             let drift = &transition.drift;
+            if let Some(change) = self.fight_change(transition, now) {
+                decided.fights.push(change);
+            }
             let fired =
                 drift.state == DriftState::Firing && transition.from != Some(DriftState::Firing);
             if !fired {
@@ -84,11 +102,84 @@ impl Remediator {
             };
             let decision = self.policy.decide(drift, subject, &mut self.ledger, now);
             if let Some(attempt) = attempt(self.policy.mode, drift, subject.object, decision, now) {
-                attempts.push(attempt);
+                decided.attempts.push(attempt);
             }
         }
-        attempts
+        decided
     }
+
+    /// A fight that `transition` starts or ends: an edit of fields a revert put back, by
+    /// another manager, fired again (counted by [`Ledger::set_back`]); or the drift of an
+    /// object stopped for a fight resolved (someone settled which writer owns the fields).
+    fn fight_change(&mut self, transition: &Transition, now: Millis) -> Option<FightChange> {
+        let drift = &transition.drift;
+        if !Action::Revert.classes().contains(&drift.class.as_str()) {
+            return None;
+        }
+        let name = super::object_name(drift);
+        let key = ObjectKey {
+            cluster: drift.cluster.clone(),
+            uid: drift.uid.clone(),
+        };
+        match drift.state {
+            DriftState::Resolved if transition.from == Some(DriftState::Firing) => {
+                self.ledger.fighting(&drift.cluster, &name)?;
+                self.ledger.release(&drift.cluster, &name);
+                Some(FightChange { key, manager: None })
+            }
+            DriftState::Firing if transition.from != Some(DriftState::Firing) => {
+                let actor = drift.evidence.actor.as_ref()?;
+                if actor.manager == super::FIELD_MANAGER {
+                    return None;
+                }
+                let fields: Vec<String> = drift
+                    .evidence
+                    .changes
+                    .iter()
+                    .map(|change| change.path.clone())
+                    .collect();
+                let started = self.ledger.set_back(
+                    &drift.cluster,
+                    &name,
+                    &actor.manager,
+                    &fields,
+                    self.policy.fight,
+                    now,
+                )?;
+                Some(FightChange {
+                    key,
+                    manager: Some(started.manager),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What the remediator made of a round's transitions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decided {
+    /// One attempt per drift an `auto` rule took.
+    pub attempts: Vec<Attempt>,
+    /// Fights that started (`manager` set) or ended, for [`crate::classify::Engine::set_fight`].
+    pub fights: Vec<FightChange>,
+}
+
+/// A fight that started or ended on an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FightChange {
+    /// The object.
+    pub key: ObjectKey,
+    /// The other field manager; `None` when the fight ended.
+    pub manager: Option<String>,
+}
+
+/// What the ledger knows an object by (as [`super::object_name`] for its drifts).
+fn name_of(object: &ObjectState) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        object.api_version, object.kind, object.namespace, object.name
+    )
 }
 
 /// What a person's approval of a `manual` rule's action makes.

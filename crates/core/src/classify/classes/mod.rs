@@ -38,6 +38,9 @@ pub struct Context<'a> {
     pub source_blind: Option<&'a SourceBlind>,
     /// The event's time.
     pub now: Millis,
+    /// The other field manager, when remediation stopped acting on `after`'s object for a fight
+    /// (`remediation_fight`).
+    pub fight: Option<&'a str>,
     /// The event's attribution, built by the first class that asks ([`Context::attribute`]).
     pub attributor: std::cell::OnceCell<crate::classify::evidence::Attributor<'a>>,
 }
@@ -220,6 +223,7 @@ mod not_ready;
 mod operator_upgrade_stuck;
 mod orphan;
 mod pipeline_broken;
+mod remediation_fight;
 mod replica_drift;
 mod revision_not_ready;
 mod revision_pileup;
@@ -247,6 +251,7 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &pipeline_broken::PipelineBroken,
     &invariant::InvariantBroken,
     &fleet_divergence::FleetDivergence,
+    &remediation_fight::RemediationFight,
 ];
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
@@ -273,6 +278,8 @@ pub use fleet_divergence::ID as FLEET_DIVERGENCE;
 pub use invariant::ID as INVARIANT;
 /// The id of the class the router sends to every channel.
 pub use pipeline_broken::ID as PIPELINE_BROKEN;
+/// The id of the class of remediation fights, and the `facts` key naming the other manager.
+pub use remediation_fight::{ID as REMEDIATION_FIGHT, MANAGER_FACT as FIGHT_MANAGER_FACT};
 
 /// Every class id, in evaluation order: the one list config validation, `check`, the API, the
 /// renderers and the docs take their class ids from.

@@ -181,6 +181,7 @@ impl Engine {
             rules: &self.rules,
             drifts: &self.drifts,
             source_blind: self.source_blind(&key.cluster),
+            fight: self.fights.get(key).map(String::as_str),
             now,
             attributor: std::cell::OnceCell::new(),
         };

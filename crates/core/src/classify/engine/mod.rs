@@ -72,6 +72,9 @@ pub struct Engine {
     pipeline_watch: pipeline_watch::PipelineWatch,
     /// Rules that failed to evaluate: counts, and what is still to be logged.
     rule_errors: rule_errors::RuleErrors,
+    /// Objects remediation stopped acting on for a fight, with the other field manager
+    /// (`remediation_fight`; set by the service's remediator, see [`Engine::set_fight`]).
+    fights: HashMap<ObjectKey, String>,
 }
 
 impl Engine {
@@ -95,6 +98,7 @@ impl Engine {
             refused: 0,
             pipeline_watch: pipeline_watch::PipelineWatch::default(),
             rule_errors: rule_errors::RuleErrors::default(),
+            fights: HashMap::new(),
         }
     }
 
@@ -118,6 +122,18 @@ impl Engine {
         self.recheck.sort_by(|a, b| b.cmp(a));
         self.recheck_total = self.recheck.len();
         for drift in drifts {
+            if drift.state != DriftState::Resolved && drift.class == classes::REMEDIATION_FIGHT {
+                // A fight outlives a restart: the finding stays until its object is released.
+                if let Some(manager) = drift.evidence.facts.get(classes::FIGHT_MANAGER_FACT) {
+                    self.fights.insert(
+                        ObjectKey {
+                            cluster: drift.cluster.clone(),
+                            uid: drift.uid.clone(),
+                        },
+                        manager.clone(),
+                    );
+                }
+            }
             if drift.state != DriftState::Resolved {
                 self.recorded.insert(drift.id.clone());
                 self.drifts.insert(drift.slot(), drift);
@@ -250,6 +266,28 @@ impl Engine {
     /// Invariant failures not yet reported (each (object, rule) once until it evaluates again).
     pub fn take_invariant_failures(&mut self) -> Vec<RuleFailure> {
         self.rule_errors.take_reports()
+    }
+
+    /// Marks an object as stopped for a remediation fight with `manager` (or releases it with
+    /// `None`) and judges it again at once, so its `remediation_fight` drift opens (or resolves)
+    /// in this round. Not journaled: the caller puts back [`Engine::fights`] when the round is
+    /// rolled back.
+    pub fn set_fight(&mut self, key: &ObjectKey, manager: Option<String>, now: Millis) {
+        match manager {
+            Some(manager) => self.fights.insert(key.clone(), manager),
+            None => self.fights.remove(key),
+        };
+        self.reevaluate(key, now);
+    }
+
+    /// The objects stopped for a fight, with the other manager.
+    pub fn fights(&self) -> &HashMap<ObjectKey, String> {
+        &self.fights
+    }
+
+    /// Puts back the fights of a rolled-back round.
+    pub fn restore_fights(&mut self, fights: HashMap<ObjectKey, String>) {
+        self.fights = fights;
     }
 
     /// The rules in force.
