@@ -33,8 +33,18 @@ fn traffic_edit(original: &Value) -> Value {
     })
 }
 
-/// The config of a service that reverts hand edits of Services on the fake cluster.
-fn config(dir: &Path, kubeconfig: &Path) -> std::path::PathBuf {
+const REVERT: &str = "remediation:\n  mode: apply\n  rules:\n  - name: revert-hand-edits\n\
+    \x20   match: {classes: [manual_edit], kinds: [Service.serving.knative.dev]}\n\
+    \x20   action: revert\n    approval: auto\n";
+
+/// A config on the fake cluster with `remediation` (a whole `remediation:` section) and `extra`
+/// top-level YAML.
+fn config_with(
+    dir: &Path,
+    kubeconfig: &Path,
+    remediation: &str,
+    extra: &str,
+) -> std::path::PathBuf {
     let path = dir.join("config.yaml");
     std::fs::write(
         &path,
@@ -44,9 +54,7 @@ fn config(dir: &Path, kubeconfig: &Path) -> std::path::PathBuf {
              routes:\n  - {{channels: [log], groupWait: 0s}}\n\
              resync:\n  enabled: true\n  interval: 1h\n  kubeconfig: {kubeconfig}\n  context: fake-ctx\n\
              \x20 resources:\n    - {{apiVersion: serving.knative.dev/v1, kind: Service}}\n\
-             remediation:\n  mode: apply\n  rules:\n  - name: revert-hand-edits\n\
-             \x20   match: {{classes: [manual_edit], kinds: [Service.serving.knative.dev]}}\n\
-             \x20   action: revert\n    approval: auto\n",
+             {remediation}{extra}",
             db = dir.join("remediation.db").display(),
             kubeconfig = kubeconfig.display(),
         ),
@@ -77,6 +85,42 @@ impl Running {
         assert_eq!(response.status(), 202);
     }
 
+    /// The id of the one drift of `class` that fires, once it does.
+    async fn firing(&self, class: &str) -> String {
+        until(class, &self.log, || async {
+            let page = self
+                .get(&format!("/api/v1/drifts?class={class}&state=firing"))
+                .await?;
+            Some(page["items"].get(0)?["id"].as_str()?.to_string())
+        })
+        .await
+    }
+
+    /// A drift's detail once `check` holds for it.
+    async fn detail_when(&self, id: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+        until(what, &self.log, || async {
+            let detail = self.get(&format!("/api/v1/drifts/{id}")).await?;
+            check(&detail).then_some(detail)
+        })
+        .await
+    }
+
+    /// Approves `action` on drift `id` through the API.
+    async fn approve(&self, id: &str, action: &str) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!(
+                "{}/api/v1/drifts/{id}/remediate",
+                self.process.base
+            ))
+            .json(&json!({"action": action, "approvedBy": "oncall@example.com"}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
     async fn get(&self, path: &str) -> Option<Value> {
         let response = self
             .client
@@ -101,8 +145,12 @@ impl Running {
 }
 
 async fn start(fake: &FakeApiServer, dir: &Path) -> Running {
+    start_with(fake, dir, REVERT, "").await
+}
+
+async fn start_with(fake: &FakeApiServer, dir: &Path, remediation: &str, extra: &str) -> Running {
     let kubeconfig = fake.kubeconfig(dir, "fake-ctx");
-    let config = config(dir, &kubeconfig);
+    let config = config_with(dir, &kubeconfig, remediation, extra);
     let log = dir.join("drift-sentinel.log");
     let process = Process::start(&config, &log);
     let running = Running {
@@ -265,5 +313,193 @@ async fn a_conflict_ends_the_attempt_without_a_second_request() {
     assert_eq!(detail["remediations"].as_array().unwrap().len(), 1);
     // Nothing is sent again: the one write is all the fake server saw.
     assert_eq!(fake.writes().len(), 1, "{:?}", fake.writes());
+    fake.verify();
+}
+
+const MANUAL: &str = concat!(
+    "remediation:\n  mode: apply\n  rules:\n",
+    "  - name: roll-back\n",
+    "    match: {classes: [revision_not_ready], kinds: [Service.serving.knative.dev]}\n",
+    "    action: rollback\n",
+    "  - name: clean-up\n",
+    "    match: {classes: [orphan], kinds: [Deployment.apps]}\n",
+    "    action: deleteOrphan\n",
+    "  - name: restore-deleted\n",
+    "    match: {classes: [unexpected_delete], kinds: [Service.serving.knative.dev]}\n",
+    "    action: restore\n",
+);
+
+const NO_GRACE: &str = "rules:\n  classes:\n    revision_not_ready: {grace: 0s}\n    orphan: {grace: 0s}\n    unexpected_delete: {grace: 0s}\n";
+
+/// The Service with a rollout whose new Revision failed: the latest created one is not the
+/// latest Ready one.
+fn failed_rollout(original: &Value) -> Value {
+    changed(original, |s| {
+        s["status"]["latestCreatedRevisionName"] = json!("knative-webapp-00002");
+        s["status"]["conditions"] = json!([
+            {"type": "ConfigurationsReady", "status": "False", "reason": "RevisionFailed",
+             "message": "Revision \"knative-webapp-00002\" failed with message: Container failed with: exit status 1."},
+            {"type": "Ready", "status": "False", "reason": "RevisionFailed"},
+            {"type": "RoutesReady", "status": "True"},
+        ]);
+    })
+}
+
+/// What a create of `object` takes from a user, derived here from the object's JSON: the
+/// server's fields, Knative's creator/lastModifier and a template's `creationTimestamp: null`
+/// left out.
+fn restorable(object: &Value) -> Value {
+    let mut spec = object["spec"].clone();
+    if let Some(metadata) = spec
+        .pointer_mut("/template/metadata")
+        .and_then(Value::as_object_mut)
+    {
+        if metadata.get("creationTimestamp") == Some(&Value::Null) {
+            metadata.remove("creationTimestamp");
+        }
+    }
+    let mut metadata =
+        json!({"name": object["metadata"]["name"], "namespace": object["metadata"]["namespace"]});
+    if let Some(labels) = object["metadata"].get("labels") {
+        metadata["labels"] = labels.clone();
+    }
+    json!({"apiVersion": object["apiVersion"], "kind": object["kind"], "metadata": metadata, "spec": spec})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manual_rules_send_nothing_until_approved_then_roll_back_delete_and_restore_exactly() {
+    let original = service();
+    let failed = failed_rollout(&original);
+    let reserve = changed(&revision(), |r| {
+        r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve")
+    });
+    let workload = deployment();
+    // Another Service, deleted later (the rolled-back one is in its cooldown by then).
+    let other = crate::resync::ready_services().remove(0);
+    let other_path = format!(
+        "/apis/serving.knative.dev/v1/namespaces/{}/services",
+        other["metadata"]["namespace"].as_str().unwrap()
+    );
+    let pinned = changed(&failed, |s| {
+        s["spec"]["traffic"] = json!([{"revisionName": "knative-webapp-00001", "percent": 100}]);
+        written_by(
+            s,
+            "drift-sentinel",
+            "Update",
+            json!({"f:spec": {"f:traffic": {}}}),
+            "2026-12-05T09:00:05Z",
+        );
+    });
+    let fake = FakeApiServer::start(vec![
+        Expect::get(
+            SERVICES,
+            &[("limit", "500")],
+            // The list's version is the cluster's newest: later deletes are plausible after it.
+            list(
+                "Service",
+                "8000000",
+                None,
+                &[original.clone(), other.clone()],
+            ),
+        ),
+        // Approved first: the traffic pinned to the last Ready Revision, on the judged version.
+        Expect::write(
+            "PATCH",
+            PATH,
+            &[("fieldManager", "drift-sentinel")],
+            (
+                MERGE,
+                json!({
+                    "metadata": {"resourceVersion": failed["metadata"]["resourceVersion"]},
+                    "spec": {"traffic": [{"revisionName": "knative-webapp-00001", "percent": 100}]},
+                }),
+            ),
+            200,
+            pinned.clone(),
+        ),
+        // Then the orphaned Deployment, on its uid.
+        Expect::write(
+            "DELETE",
+            &format!(
+                "/apis/apps/v1/namespaces/{}/deployments/{}",
+                workload["metadata"]["namespace"].as_str().unwrap(),
+                workload["metadata"]["name"].as_str().unwrap()
+            ),
+            &[],
+            (
+                "application/json",
+                json!({
+                    "apiVersion": "v1", "kind": "DeleteOptions",
+                    "preconditions": {"uid": workload["metadata"]["uid"]},
+                    "propagationPolicy": "Background",
+                }),
+            ),
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+        // Last the deleted Service, created again without the server's fields.
+        Expect::write(
+            "POST",
+            &other_path,
+            &[("fieldManager", "drift-sentinel")],
+            ("application/json", restorable(&other)),
+            201,
+            {
+                let mut created = restorable(&other);
+                created["metadata"]["uid"] = json!("a-new-uid");
+                created["metadata"]["resourceVersion"] = json!("9100000");
+                created
+            },
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start_with(&fake, dir.path(), MANUAL, NO_GRACE).await;
+
+    // A failed rollout: nothing is sent until a person approves the rollback.
+    running.send("add", &reserve).await;
+    running.send("update", &failed).await;
+    let rollout = running.firing("revision_not_ready").await;
+    let (status, body) = running.approve(&rollout, "rollback").await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["attempt"]["outcome"], "planned");
+    let detail = running
+        .detail_when(&rollout, "the rollback to be applied", |detail| {
+            detail["remediations"][0]["outcome"] == "applied"
+        })
+        .await;
+    assert_eq!(
+        detail["remediations"][0]["approvedBy"],
+        "oncall@example.com"
+    );
+    running.send("update", &pinned).await;
+
+    // An orphaned Deployment: nothing is sent until approved; then one DELETE on its uid.
+    running.send("add", &workload).await;
+    running.send("delete", &changed(&reserve, |_| {})).await;
+    let orphan = running.firing("orphan").await;
+    assert_eq!(fake.writes().len(), 1, "only the rollback so far");
+    let (status, body) = running.approve(&orphan, "deleteOrphan").await;
+    assert_eq!(status, 202, "{body}");
+    running
+        .detail_when(&orphan, "the orphan to be deleted", |detail| {
+            detail["remediations"][0]["outcome"] == "applied"
+        })
+        .await;
+
+    // The Service deleted by a bad script: restored after approval, without server fields.
+    running.send("delete", &changed(&other, |_| {})).await;
+    let deleted = running.firing("unexpected_delete").await;
+    assert_eq!(fake.writes().len(), 2, "nothing sent before the approval");
+    let (status, body) = running.approve(&deleted, "restore").await;
+    assert_eq!(status, 202, "{body}");
+    let detail = running
+        .detail_when(&deleted, "the restore to be applied", |detail| {
+            detail["remediations"][0]["outcome"] == "applied"
+        })
+        .await;
+    assert_eq!(detail["remediations"][0]["status"], 201);
+    assert_eq!(detail["remediations"][0]["resourceVersionAfter"], "9100000");
+    assert_eq!(fake.writes().len(), 3);
     fake.verify();
 }

@@ -23,6 +23,9 @@ use drift_model::{glob_match, Severity, Silence};
 /// channel's `channel_controller` and `channel_dispatcher`; the networking layers' controllers
 /// (net-istio, net-contour, net-gateway-api, net-certmanager: `controller`; net-kourier:
 /// `kourier`); the Knative Operator's `operator`.
+/// The field manager remediation writes as (`?fieldManager=`): always trusted.
+pub(crate) const REMEDIATION_MANAGER: &str = "drift-sentinel";
+
 pub(crate) const DEFAULT_TRUSTED_MANAGERS: &[&str] = &[
     "controller",
     "autoscaler",
@@ -381,9 +384,11 @@ impl Rules {
         self.classes.get(id).unwrap_or(&self.disabled)
     }
 
-    /// True when the field manager's writes are not manual edits.
+    /// True when the field manager's writes are not manual edits: the configured ones, and
+    /// drift-sentinel's own remediation (each of its writes is an attempt in the drift's
+    /// history, notified on its own; reporting it again as a hand edit would be noise).
     pub(crate) fn is_trusted(&self, manager: &str) -> bool {
-        self.trusted_managers.contains(manager)
+        manager == REMEDIATION_MANAGER || self.trusted_managers.contains(manager)
     }
 
     /// True when drifts may be opened for this object.

@@ -37,7 +37,7 @@ pub const OPT_OUT: &str = "drift-sentinel.dev/remediation";
 
 /// The field manager every write is sent as (`?fieldManager=`), so `managedFields` and the
 /// next drift's actor name drift-sentinel.
-pub const FIELD_MANAGER: &str = "drift-sentinel";
+pub const FIELD_MANAGER: &str = crate::classify::rules::REMEDIATION_MANAGER;
 
 /// What remediation does at all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
