@@ -346,7 +346,7 @@ async fn start_remediation(
         return Ok(None);
     }
     let settings = &config.resync;
-    let cluster = crate::cluster::Cluster::connect(
+    let cluster = crate::cluster::Cluster::connect_for_writes(
         settings.kubeconfig.as_deref(),
         settings.context.as_deref(),
     )
@@ -354,6 +354,11 @@ async fn start_remediation(
     .context("remediation.mode is apply")?;
     let sender = remediation::Sender {
         cluster,
+        cluster_name: pipeline
+            .remediation()
+            .cluster
+            .clone()
+            .unwrap_or_else(|| config.default_cluster.clone()),
         pipeline: pipeline.clone(),
         audit,
         stop,

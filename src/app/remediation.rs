@@ -31,6 +31,8 @@ const BACKOFF: Duration = Duration::from_secs(1);
 /// The sender of one writer role.
 pub(super) struct Sender {
     pub(super) cluster: Cluster,
+    /// The cluster's name (the one resync reaches): only its attempts are this sender's.
+    pub(super) cluster_name: String,
     pub(super) pipeline: Pipeline,
     pub(super) audit: Arc<dyn AuditRead>,
     pub(super) stop: CancellationToken,
@@ -61,8 +63,11 @@ impl Sender {
     /// next look tries again).
     async fn read(&self, outcome: Outcome) -> Vec<(i64, Attempt)> {
         let audit = Arc::clone(&self.audit);
-        match tokio::task::spawn_blocking(move || audit.remediations_by_outcome(outcome, BATCH))
-            .await
+        let cluster = self.cluster_name.clone();
+        match tokio::task::spawn_blocking(move || {
+            audit.remediations_by_outcome(outcome, &cluster, BATCH)
+        })
+        .await
         {
             Ok(Ok(rows)) => rows,
             Ok(Err(error)) => {
@@ -128,6 +133,35 @@ impl Sender {
             self.settle(seq, ended).await;
             return;
         };
+        // The namespace's opt-out, read just before the write: Namespaces are not among the
+        // watched kinds, so only the API server can tell (and a namespace it cannot be read for
+        // is not written to).
+        if let Some(namespace) = namespace_of(&request.path) {
+            let refusal = match self.cluster.namespace_opted_out(&namespace).await {
+                Ok(false) => None,
+                Ok(true) => Some((
+                    Outcome::Refused,
+                    "opted_out",
+                    format!(
+                        "namespace {namespace} is annotated {}: \"off\"",
+                        drift_core::remediate::OPT_OUT
+                    ),
+                )),
+                Err(error) => Some((
+                    Outcome::Failed,
+                    "namespace_unreadable",
+                    format!("could not read namespace {namespace} to check its opt-out: {error}"),
+                )),
+            };
+            if let Some((outcome, reason, detail)) = refusal {
+                let mut ended = claimed;
+                ended.outcome = outcome;
+                ended.reason = Some(reason.to_string());
+                ended.detail = Some(detail);
+                self.settle(seq, ended).await;
+                return;
+            }
+        }
         let mut tries = 0;
         let sent = loop {
             tries += 1;
@@ -162,8 +196,34 @@ impl Sender {
     }
 }
 
+/// The namespace segment of an object or collection path (`/api/v1/namespaces/N/...`,
+/// `/apis/G/V/namespaces/N/...`) as the planner encoded it, if the path has one.
+fn namespace_of(path: &str) -> Option<String> {
+    let path = path.split('?').next()?;
+    let mut segments = path.split('/');
+    segments.find(|segment| *segment == "namespaces")?;
+    let namespace = segments.next()?;
+    // A Namespace object's own path (`/api/v1/namespaces/N`) has nothing after the name.
+    segments.next()?;
+    Some(namespace.to_string())
+}
+
 /// The attempt with what the API server answered after `tries` sends.
 fn outcome(mut attempt: Attempt, sent: Sent, tries: u32) -> Attempt {
+    // After a try without an answer, a conflict may be the first try's own write: the outcome
+    // is unknown, not a conflict.
+    let sent = match sent {
+        Sent::Conflict { status, message } if tries > 1 => {
+            attempt.outcome = Outcome::Failed;
+            attempt.status = Some(status);
+            attempt.reason = Some("unknown".to_string());
+            attempt.detail = Some(format!(
+                "an earlier try got no answer and may have been applied; the repeat was answered: {message}"
+            ));
+            return attempt;
+        }
+        other => other,
+    };
     match sent {
         Sent::Applied {
             status,
@@ -207,4 +267,73 @@ fn outcome(mut attempt: Attempt, sent: Sent, tries: u32) -> Attempt {
         }
     }
     attempt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent_attempt() -> Attempt {
+        Attempt {
+            drift_id: "d".into(),
+            cluster: "prod".into(),
+            at: 0,
+            mode: "apply".into(),
+            action: "revert".into(),
+            rule: "r".into(),
+            approved_by: None,
+            request: None,
+            resource_version: Some("7".into()),
+            judged: None,
+            outcome: Outcome::Sending,
+            status: None,
+            resource_version_after: None,
+            reason: None,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn a_conflict_is_a_conflict_on_the_first_try_and_unknown_after_a_repeat() {
+        let conflict = || Sent::Conflict {
+            status: 409,
+            message: "the object has been modified".into(),
+        };
+        let first = outcome(sent_attempt(), conflict(), 1);
+        assert_eq!(
+            (first.outcome, first.reason.as_deref()),
+            (Outcome::Conflict, Some("conflict"))
+        );
+        let repeat = outcome(sent_attempt(), conflict(), 2);
+        assert_eq!(
+            (repeat.outcome, repeat.reason.as_deref()),
+            (Outcome::Failed, Some("unknown"))
+        );
+        let gone = outcome(
+            sent_attempt(),
+            Sent::Conflict {
+                status: 404,
+                message: "not found".into(),
+            },
+            1,
+        );
+        assert_eq!(gone.reason.as_deref(), Some("not_found"));
+    }
+
+    #[test]
+    fn the_namespace_of_a_path_is_its_segment_after_namespaces() {
+        assert_eq!(
+            namespace_of("/apis/serving.knative.dev/v1/namespaces/my-app/services/web?fieldManager=drift-sentinel"),
+            Some("my-app".to_string())
+        );
+        assert_eq!(
+            namespace_of("/api/v1/namespaces/knative-serving/configmaps"),
+            Some("knative-serving".to_string())
+        );
+        assert_eq!(namespace_of("/api/v1/namespaces/team-a"), None);
+        assert_eq!(
+            namespace_of("/apis/rbac.authorization.k8s.io/v1/clusterroles/x"),
+            None
+        );
+    }
 }

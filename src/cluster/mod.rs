@@ -126,6 +126,25 @@ impl Cluster {
         kubeconfig: Option<&Path>,
         context: Option<&str>,
     ) -> Result<Cluster, Error> {
+        Cluster::connect_with(kubeconfig, context, true).await
+    }
+
+    /// As [`Cluster::connect`], for remediation's writes: without kube-rs's own repeats of a
+    /// request answered `429`/`503`/`504` (`Config::default_retry`), so that every send is
+    /// the sender's own and counted (after a repeat, a conflict may be the first try's own
+    /// write: see `cluster::write`).
+    pub async fn connect_for_writes(
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+    ) -> Result<Cluster, Error> {
+        Cluster::connect_with(kubeconfig, context, false).await
+    }
+
+    async fn connect_with(
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+        retry: bool,
+    ) -> Result<Cluster, Error> {
         let options = KubeConfigOptions {
             context: context.map(str::to_string),
             ..KubeConfigOptions::default()
@@ -161,6 +180,7 @@ impl Cluster {
         };
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(READ_TIMEOUT);
+        config.default_retry = retry;
         let client =
             kube::Client::try_from(config).map_err(|error| Error::Config(error.to_string()))?;
         Ok(Cluster {

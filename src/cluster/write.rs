@@ -75,6 +75,13 @@ impl Cluster {
         let status = response.status().as_u16();
         let body = match http_body_util::BodyExt::collect(response.into_body()).await {
             Ok(collected) => collected.to_bytes(),
+            // Accepted is accepted, whatever became of the body: never sent again.
+            Err(_) if (200..300).contains(&status) => {
+                return Sent::Applied {
+                    status,
+                    resource_version: None,
+                }
+            }
             Err(error) => {
                 return Sent::Retry {
                     status: Some(status),
@@ -117,5 +124,28 @@ impl Cluster {
             },
             _ => Sent::Refused { status, message },
         }
+    }
+}
+
+impl Cluster {
+    /// True when the namespace (`segment`: its name as a path segment, encoded) carries the
+    /// remediation opt-out annotation; an error says why it could not be read.
+    pub async fn namespace_opted_out(&self, segment: &str) -> Result<bool, String> {
+        let path = format!("/api/v1/namespaces/{segment}");
+        let request = http::Request::get(path)
+            .header(http::header::ACCEPT, "application/json")
+            .body(Vec::new())
+            .map_err(|error| error.to_string())?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(|error| error.to_string())?;
+        let object: Value = serde_json::from_str(&text).map_err(|error| error.to_string())?;
+        Ok(object
+            .pointer("/metadata/annotations")
+            .and_then(|annotations| annotations.get(drift_core::remediate::OPT_OUT))
+            .and_then(Value::as_str)
+            == Some("off"))
     }
 }

@@ -301,6 +301,19 @@ fn every_rail_stops_a_matched_drift_and_says_which() {
             eager.decide(&drift, subject(&object), &mut ledger, at),
             Decision::Planned { .. }
         ));
+        // Planned is not applied: only an applied revert's fields count for a fight.
+        assert_eq!(
+            ledger.set_back(
+                "prod",
+                &name,
+                "kubectl-edit",
+                &fields,
+                eager.fight,
+                at + 500
+            ),
+            None
+        );
+        ledger.reverted("prod", &name, &fields, at + 600);
         let started = ledger.set_back(
             "prod",
             &name,

@@ -1,5 +1,6 @@
 //! Fight detection through the pipeline (the writer's remediator and the engine's
-//! `remediation_fight` class): after each revert the same manager sets the same fields back;
+//! `remediation_fight` class, with the sender's claim and outcome played by the test): after
+//! each applied revert the same manager sets the same fields back;
 //! the `fight.times`-th set-back stops remediation on the object (the attempt is refused as a
 //! fight) and opens a critical `remediation_fight` naming the other manager, in the same round;
 //! when the object's drift resolves, the fight ends and the finding resolves.
@@ -18,8 +19,12 @@ use drift_store::AuditRead;
 const START: i64 = 1_796_472_000_000; // 2026-12-05T12:00:00Z
 
 fn policy() -> drift_core::remediate::Policy {
+    policy_in("apply")
+}
+
+fn policy_in(mode: &str) -> drift_core::remediate::Policy {
     let config = drift_core::config::load_str(
-        "defaultCluster: test\nremediation:\n  mode: apply\n  fight: {times: 3, within: 1h}\n  rules:\n  - name: revert-hand-edits\n    match: {classes: [manual_edit], kinds: [Service.serving.knative.dev]}\n    action: revert\n    approval: auto\n    cooldown: 1m\n",
+        &format!("defaultCluster: test\nremediation:\n  mode: {mode}\n  fight: {{times: 3, within: 1h}}\n  rules:\n  - name: revert-hand-edits\n    match: {{classes: [manual_edit], kinds: [Service.serving.knative.dev]}}\n    action: revert\n    approval: auto\n    cooldown: 1m\n"),
         &|_| None,
     )
     .unwrap();
@@ -70,6 +75,45 @@ fn put_back(object: &Value, original: &Value, manager: &str, time: &str) -> Valu
     })
 }
 
+/// What the sender does with the one planned attempt: claims it and keeps it as applied.
+async fn send_planned(app: &crate::support::TestApp) {
+    use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
+    let planned = app
+        .store
+        .remediations_by_outcome(Outcome::Planned, "test", 10)
+        .unwrap();
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    let (seq, attempt) = planned[0].clone();
+    let step = |step: SenderStep| {
+        let pipeline = app.pipeline.clone();
+        async move {
+            let receiver = tokio::task::spawn_blocking(move || pipeline.sender_step(step))
+                .await
+                .unwrap()
+                .unwrap();
+            receiver.await.unwrap().unwrap()
+        }
+    };
+    let SenderAnswer::Send(mut sending) = step(SenderStep::Claim {
+        seq,
+        attempt: Box::new(attempt),
+    })
+    .await
+    else {
+        panic!("the attempt is claimed");
+    };
+    sending.outcome = Outcome::Applied;
+    sending.status = Some(200);
+    assert_eq!(
+        step(SenderStep::Settle {
+            seq,
+            attempt: sending
+        })
+        .await,
+        SenderAnswer::Settled
+    );
+}
+
 fn of_class(app: &crate::support::TestApp, class: &str) -> Vec<drift_model::Drift> {
     let mut drifts: Vec<_> = app
         .store
@@ -99,7 +143,9 @@ async fn the_third_set_back_stops_remediation_and_raises_a_fight_that_ends_with_
         object = split(&object, "flux", &time);
         post(&app, &format!("edit-{round}"), "update", &object).await;
         if round < 3 {
-            // The revert lands: drift-sentinel's write puts the traffic back.
+            // The sender's part: the attempt is claimed and applied, and drift-sentinel's write
+            // puts the traffic back.
+            send_planned(&app).await;
             now.fetch_add(1_000, Ordering::SeqCst);
             object = put_back(&object, &original, "drift-sentinel", &time);
             post(&app, &format!("revert-{round}"), "update", &object).await;
@@ -118,9 +164,9 @@ async fn the_third_set_back_stops_remediation_and_raises_a_fight_that_ends_with_
     assert_eq!(
         outcomes,
         vec![
-            (Outcome::Planned, None),
-            (Outcome::Planned, None),
-            (Outcome::Planned, None),
+            (Outcome::Applied, None),
+            (Outcome::Applied, None),
+            (Outcome::Applied, None),
             (Outcome::Refused, Some("fight".to_string())),
         ]
     );
@@ -153,4 +199,35 @@ async fn the_third_set_back_stops_remediation_and_raises_a_fight_that_ends_with_
     let last = of_class(&app, "manual_edit").pop().unwrap();
     let attempts = app.store.remediations(&last.id).unwrap();
     assert_eq!(attempts[0].outcome, Outcome::Planned, "{attempts:?}");
+}
+
+#[tokio::test]
+async fn reverts_that_were_never_applied_make_no_fight() {
+    // A dry run puts nothing back: a person editing the traffic back and forth is no fight.
+    let now = Arc::new(AtomicI64::new(START));
+    let clock = Arc::clone(&now);
+    let app = crate::support::app_with_remediation(
+        Arc::new(move || clock.load(Ordering::SeqCst)),
+        policy_in("dryRun"),
+    );
+    let original = service();
+    post(&app, "add", "add", &original).await;
+    let mut object = original.clone();
+    for round in 0..4 {
+        now.fetch_add(120_000, Ordering::SeqCst);
+        let time = format!("2026-12-05T12:{:02}:00Z", 2 * round + 2);
+        object = split(&object, "kubectl-edit", &time);
+        post(&app, &format!("edit-{round}"), "update", &object).await;
+        now.fetch_add(1_000, Ordering::SeqCst);
+        object = put_back(&object, &original, "kubectl-edit", &time);
+        post(&app, &format!("undo-{round}"), "update", &object).await;
+    }
+    let edits = of_class(&app, "manual_edit");
+    assert_eq!(edits.len(), 4);
+    for drift in &edits {
+        let attempts = app.store.remediations(&drift.id).unwrap();
+        assert_eq!(attempts.len(), 1);
+        assert_eq!(attempts[0].outcome, Outcome::DryRun, "{attempts:?}");
+    }
+    assert_eq!(of_class(&app, "remediation_fight"), Vec::new());
 }

@@ -19,6 +19,21 @@ use crate::support::structured_event;
 const PATH: &str = "/apis/serving.knative.dev/v1/namespaces/myapp/services/knative-webapp";
 const MERGE: &str = "application/merge-patch+json";
 
+/// The sender's read of a namespace's opt-out annotation, just before a write in it: answered
+/// with the namespace as the API server shows one (`annotations` on it).
+fn namespace_read(name: &str, annotations: Value) -> Expect {
+    Expect::get(
+        &format!("/api/v1/namespaces/{name}"),
+        &[],
+        json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "uid": format!("ns-{name}"), "resourceVersion": "42",
+                         "labels": {"kubernetes.io/metadata.name": name}, "annotations": annotations},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"},
+        }),
+    )
+}
+
 /// The hand edit: kubectl-edit splits the traffic 90/10.
 fn traffic_edit(original: &Value) -> Value {
     changed(original, |s| {
@@ -200,6 +215,7 @@ async fn an_auto_revert_sends_one_exact_patch_and_the_restored_object_resolves_t
             &[("limit", "500")],
             list("Service", "90000", None, std::slice::from_ref(&original)),
         ),
+        namespace_read("myapp", json!({})),
         Expect::write(
             "PATCH",
             PATH,
@@ -281,6 +297,7 @@ async fn a_conflict_ends_the_attempt_without_a_second_request() {
             &[("limit", "500")],
             list("Service", "90000", None, std::slice::from_ref(&original)),
         ),
+        namespace_read("myapp", json!({})),
         Expect::write(
             "PATCH",
             PATH,
@@ -403,6 +420,7 @@ async fn manual_rules_send_nothing_until_approved_then_roll_back_delete_and_rest
             ),
         ),
         // Approved first: the traffic pinned to the last Ready Revision, on the judged version.
+        namespace_read("myapp", json!({})),
         Expect::write(
             "PATCH",
             PATH,
@@ -418,6 +436,7 @@ async fn manual_rules_send_nothing_until_approved_then_roll_back_delete_and_rest
             pinned.clone(),
         ),
         // Then the orphaned Deployment, on its uid.
+        namespace_read("myapp", json!({})),
         Expect::write(
             "DELETE",
             &format!(
@@ -438,6 +457,7 @@ async fn manual_rules_send_nothing_until_approved_then_roll_back_delete_and_rest
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
         ),
         // Last the deleted Service, created again without the server's fields.
+        namespace_read(other["metadata"]["namespace"].as_str().unwrap(), json!({})),
         Expect::write(
             "POST",
             &other_path,
@@ -501,5 +521,199 @@ async fn manual_rules_send_nothing_until_approved_then_roll_back_delete_and_rest
     assert_eq!(detail["remediations"][0]["status"], 201);
     assert_eq!(detail["remediations"][0]["resourceVersionAfter"], "9100000");
     assert_eq!(fake.writes().len(), 3);
+    fake.verify();
+}
+
+/// A copy of the fixture Service under another name (and namespace), as a second object.
+fn another_service(name: &str, namespace: &str) -> Value {
+    changed(&service(), |s| {
+        s["metadata"]["name"] = json!(name);
+        s["metadata"]["namespace"] = json!(namespace);
+        s["metadata"]["uid"] = json!(format!("uid-{namespace}-{name}"));
+    })
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+           "message": message, "reason": reason, "code": code})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_is_tried_again_and_other_answers_are_final_and_an_opted_out_namespace_is_never_written(
+) {
+    let flaky = another_service("flaky", "myapp");
+    let denied = another_service("denied", "myapp");
+    let frozen = another_service("frozen", "frozen");
+    let path = |object: &Value| {
+        format!(
+            "/apis/serving.knative.dev/v1/namespaces/{}/services/{}",
+            object["metadata"]["namespace"].as_str().unwrap(),
+            object["metadata"]["name"].as_str().unwrap()
+        )
+    };
+    let edits: Vec<Value> = [&flaky, &denied, &frozen]
+        .iter()
+        .map(|object| traffic_edit(object))
+        .collect();
+    let patch = |index: usize, code: u16, answer: Value| {
+        let original = [&flaky, &denied, &frozen][index];
+        Expect::write(
+            "PATCH",
+            &path(original),
+            &[("fieldManager", "drift-sentinel")],
+            (MERGE, revert_body(original, &edits[index])),
+            code,
+            answer,
+        )
+    };
+    let fake = FakeApiServer::start(vec![
+        Expect::get(
+            SERVICES,
+            &[("limit", "500")],
+            list(
+                "Service",
+                "8000000",
+                None,
+                &[flaky.clone(), denied.clone(), frozen.clone()],
+            ),
+        ),
+        // No answer worth keeping (503), then the same request again: applied.
+        namespace_read("myapp", json!({})),
+        patch(0, 503, status(503, "ServiceUnavailable", "etcdserver: request timed out")),
+        patch(0, 200, edits[0].clone()),
+        // Forbidden by RBAC: final, recorded, not tried again.
+        namespace_read("myapp", json!({})),
+        patch(
+            1,
+            403,
+            status(
+                403,
+                "Forbidden",
+                "services.serving.knative.dev \"denied\" is forbidden: User \"system:serviceaccount:drift-sentinel:drift-sentinel\" cannot patch resource \"services\"",
+            ),
+        ),
+        // The namespace opted out: read, and nothing written.
+        namespace_read("frozen", json!({"drift-sentinel.dev/remediation": "off"})),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start(&fake, dir.path()).await;
+    let mut outcomes = Vec::new();
+    for edit in &edits {
+        running.send("update", edit).await;
+        let name = edit["metadata"]["name"].as_str().unwrap().to_string();
+        let detail = until(
+            &format!("the attempt on {name} to end"),
+            &running.log,
+            || async {
+                let page = running.get("/api/v1/drifts?class=manual_edit").await?;
+                let id = page["items"]
+                    .as_array()?
+                    .iter()
+                    .find(|item| item["name"] == name.as_str())?["id"]
+                    .as_str()?
+                    .to_string();
+                let detail = running.get(&format!("/api/v1/drifts/{id}")).await?;
+                let outcome = detail["remediations"][0]["outcome"].as_str()?;
+                (!matches!(outcome, "planned" | "sending")).then_some(detail)
+            },
+        )
+        .await;
+        outcomes.push(detail["remediations"][0].clone());
+    }
+    assert_eq!(outcomes[0]["outcome"], "applied", "{}", outcomes[0]);
+    assert_eq!(outcomes[0]["status"], 200);
+    assert_eq!(
+        (
+            &outcomes[1]["outcome"],
+            &outcomes[1]["status"],
+            &outcomes[1]["reason"]
+        ),
+        (&json!("failed"), &json!(403), &json!("forbidden")),
+        "{}",
+        outcomes[1]
+    );
+    assert!(
+        outcomes[1]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot patch"),
+        "{}",
+        outcomes[1]
+    );
+    assert_eq!(
+        (&outcomes[2]["outcome"], &outcomes[2]["reason"]),
+        (&json!("refused"), &json!("opted_out")),
+        "{}",
+        outcomes[2]
+    );
+    // Two tries of the first, one of the second, none of the third.
+    assert_eq!(fake.writes().len(), 3, "{:?}", fake.writes());
+    fake.verify();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_a_request_is_in_flight_ends_it_as_unknown_and_it_is_never_sent_again() {
+    let original = service();
+    let edited = traffic_edit(&original);
+    let held = crate::fake_apiserver::Gate::new();
+    let listed = || {
+        Expect::get(
+            SERVICES,
+            &[("limit", "500")],
+            list("Service", "8000000", None, std::slice::from_ref(&original)),
+        )
+    };
+    let fake = FakeApiServer::start(vec![
+        listed(),
+        namespace_read("myapp", json!({})),
+        // The API server never answers this one before the process dies.
+        Expect::write(
+            "PATCH",
+            PATH,
+            &[("fieldManager", "drift-sentinel")],
+            (MERGE, revert_body(&original, &edited)),
+            200,
+            edited.clone(),
+        )
+        .held(&held),
+        // The next start lists again; no write follows.
+        listed(),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start(&fake, dir.path()).await;
+    running.send("update", &edited).await;
+    until("the request to be in flight", &running.log, || async {
+        (!fake.writes().is_empty()).then_some(())
+    })
+    .await;
+    // Killed (SIGKILL) while it waits for the answer.
+    drop(running);
+    held.open();
+    let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
+    let config = config_with(dir.path(), &kubeconfig, REVERT, "");
+    let log = dir.path().join("second.log");
+    let running = Running {
+        process: Process::start(&config, &log),
+        client: reqwest::Client::new(),
+        log,
+        next: 100,
+    };
+    let detail = running
+        .drift_when("the attempt to end as unknown", |detail| {
+            detail["remediations"][0]["outcome"] == "failed"
+        })
+        .await;
+    let attempt = &detail["remediations"][0];
+    assert_eq!(attempt["reason"], "unknown", "{attempt}");
+    assert!(
+        attempt["detail"]
+            .as_str()
+            .unwrap()
+            .contains("never sent again"),
+        "{attempt}"
+    );
+    assert_eq!(fake.writes().len(), 1, "{:?}", fake.writes());
     fake.verify();
 }

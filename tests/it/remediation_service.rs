@@ -468,12 +468,21 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
     );
     let planned = app
         .store
-        .remediations_by_outcome(Outcome::Planned, 10)
+        .remediations_by_outcome(Outcome::Planned, "test", 10)
         .unwrap();
     assert_eq!(planned.len(), 1, "{planned:?}");
     let (seq, attempt) = planned[0].clone();
 
-    // Claimed while the object is as judged: marked `sending`, and the request is handed out.
+    // Knative writes the status after the edit: a newer resourceVersion, the same content.
+    let status_write = changed(&edited, |s| {
+        s["status"]["observedGeneration"] = json!(2);
+    });
+    assert_eq!(
+        post(&app, &structured_event("status", "update", &status_write)).await,
+        202
+    );
+    // Claimed: marked `sending`, and the request handed out on the newer version (a status
+    // write does not end an attempt; the precondition follows it).
     let claimed = step(
         &app,
         SenderStep::Claim {
@@ -486,21 +495,75 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
         panic!("claimed: {claimed:?}");
     };
     assert_eq!(sending.outcome, Outcome::Sending);
-    assert_eq!(sending.request, attempt.request);
+    let newer_version = status_write["metadata"]["resourceVersion"].clone();
+    assert_eq!(sending.resource_version.as_deref(), newer_version.as_str());
+    let body: Value = serde_json::from_str(&sending.request.as_ref().unwrap().body).unwrap();
+    assert_eq!(
+        body,
+        json!({"metadata": {"resourceVersion": newer_version}, "spec": {"traffic": original["spec"]["traffic"]}})
+    );
     assert!(app
         .store
-        .remediations_by_outcome(Outcome::Planned, 10)
+        .remediations_by_outcome(Outcome::Planned, "test", 10)
         .unwrap()
         .is_empty());
     assert_eq!(
         app.store
-            .remediations_by_outcome(Outcome::Sending, 10)
+            .remediations_by_outcome(Outcome::Sending, "test", 10)
             .unwrap()
             .len(),
         1
     );
+    // Claimed once only: a second claim of the same attempt gets no request.
+    let again = step(
+        &app,
+        SenderStep::Claim {
+            seq,
+            attempt: Box::new(attempt.clone()),
+        },
+    )
+    .await;
+    assert!(matches!(again, SenderAnswer::Ended(_)), "{again:?}");
+    // Its outcome is kept; a late claim cannot move it back.
+    let mut applied = *sending;
+    applied.outcome = Outcome::Applied;
+    applied.status = Some(200);
+    assert_eq!(
+        step(
+            &app,
+            SenderStep::Settle {
+                seq,
+                attempt: Box::new(applied.clone())
+            }
+        )
+        .await,
+        SenderAnswer::Settled
+    );
+    assert_eq!(
+        app.store.remediations(&applied.drift_id).unwrap(),
+        vec![applied.clone()]
+    );
 
-    // A newer change of the object seen before a (second) claim ends it without a request.
+    // Another Service's edit, then a newer change of its spec before the claim: ended without
+    // a request.
+    let other = changed(&original, |s| {
+        s["metadata"]["name"] = json!("knative-webapp-2");
+        s["metadata"]["uid"] = json!("second-service-uid");
+    });
+    assert_eq!(
+        post(&app, &structured_event("add-2", "add", &other)).await,
+        202
+    );
+    let edited = traffic_edit(&other);
+    assert_eq!(
+        post(&app, &structured_event("edit-2", "update", &edited)).await,
+        202
+    );
+    let (seq, attempt) = app
+        .store
+        .remediations_by_outcome(Outcome::Planned, "test", 10)
+        .unwrap()
+        .remove(0);
     let newer = changed(&edited, |s| {
         s["spec"]["template"]["metadata"]["annotations"]["note"] = json!("later");
         written_by(
@@ -515,7 +578,7 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
         post(&app, &structured_event("newer", "update", &newer)).await,
         202
     );
-    let again = step(
+    let ended = step(
         &app,
         SenderStep::Claim {
             seq,
@@ -523,8 +586,8 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
         },
     )
     .await;
-    let SenderAnswer::Ended(ended) = again else {
-        panic!("ended: {again:?}");
+    let SenderAnswer::Ended(ended) = ended else {
+        panic!("ended: {ended:?}");
     };
     assert_eq!(ended.outcome, Outcome::Conflict);
     assert_eq!(ended.reason.as_deref(), Some("moved_on"));

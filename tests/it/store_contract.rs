@@ -725,6 +725,7 @@ fn audit_attempts(drifts: &[Drift]) -> Vec<drift_model::remediation::Attempt> {
     };
     let dry_run = |id: &str| Attempt {
         drift_id: id.into(),
+        cluster: "prod".into(),
         at: fired(id),
         mode: "dryRun".into(),
         action: "revert".into(),
@@ -737,6 +738,7 @@ fn audit_attempts(drifts: &[Drift]) -> Vec<drift_model::remediation::Attempt> {
             body: r#"{"metadata":{"resourceVersion":"7"},"spec":{"n":"名前 \"quoted\""}}"#.into(),
         }),
         resource_version: Some("7".into()),
+        judged: Some("9f86d081884c7d65".into()),
         outcome: Outcome::DryRun,
         status: None,
         resource_version_after: None,
@@ -993,11 +995,18 @@ fn a_remediation_attempt_moves_from_planned_to_its_outcome_alike_on_every_backen
             })
             .unwrap();
         let audit = opened.audit.as_ref();
-        let found = audit.remediations_by_outcome(Outcome::Planned, 10).unwrap();
+        assert!(audit
+            .remediations_by_outcome(Outcome::Planned, "staging", 10)
+            .unwrap()
+            .is_empty());
+        let found = audit
+            .remediations_by_outcome(Outcome::Planned, "prod", 10)
+            .unwrap();
         assert_eq!(found.len(), 1, "{}", backend.name());
         let (seq, stored) = found[0].clone();
         assert_eq!(stored, planned, "{}", backend.name());
         let mut moved = stored.clone();
+        let mut from = Outcome::Planned;
         for outcome in [Outcome::Sending, Outcome::Applied] {
             moved.outcome = outcome;
             moved.status = (outcome == Outcome::Applied).then_some(200);
@@ -1005,12 +1014,13 @@ fn a_remediation_attempt_moves_from_planned_to_its_outcome_alike_on_every_backen
             opened
                 .writer
                 .commit(&Batch {
-                    settled_remediations: vec![(seq, moved.clone())],
+                    settled_remediations: vec![(seq, from, moved.clone())],
                     ..Batch::default()
                 })
                 .unwrap();
+            from = outcome;
             for state in [Outcome::Planned, Outcome::Sending, Outcome::Applied] {
-                let rows = audit.remediations_by_outcome(state, 10).unwrap();
+                let rows = audit.remediations_by_outcome(state, "prod", 10).unwrap();
                 assert_eq!(
                     rows.len(),
                     usize::from(state == outcome),
@@ -1019,6 +1029,26 @@ fn a_remediation_attempt_moves_from_planned_to_its_outcome_alike_on_every_backen
                 );
             }
         }
+        // A move from an outcome the row no longer has changes nothing: a late claim cannot
+        // undo the end.
+        let mut late = moved.clone();
+        late.outcome = Outcome::Sending;
+        opened
+            .writer
+            .commit(&Batch {
+                settled_remediations: vec![(seq, Outcome::Planned, late)],
+                ..Batch::default()
+            })
+            .unwrap();
+        assert_eq!(
+            audit
+                .remediations_by_outcome(Outcome::Applied, "prod", 10)
+                .unwrap()
+                .len(),
+            1,
+            "{}",
+            backend.name()
+        );
         // The drift's history holds the attempt as it ended, beside the other one, in order.
         let history = audit.remediations("trigger").unwrap();
         assert_eq!(

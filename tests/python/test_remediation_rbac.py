@@ -43,7 +43,8 @@ def overlay(tmp_path: Path) -> list:
 
 def needed_by_the_example_rules() -> set:
     section = safe_load((COMPONENT / "example-rules.yaml").read_text())["remediation"]
-    needed = set()
+    # The sender reads the namespace's opt-out annotation before each write.
+    needed = {(None, "", "namespaces", "get")}
     for rule in section["rules"]:
         verb = VERB_OF_ACTION[rule["action"]]
         namespaces = rule["match"].get("namespaces") or [None]
@@ -54,11 +55,12 @@ def needed_by_the_example_rules() -> set:
     return needed
 
 
-def test_the_default_install_grants_no_write_verb():
+def test_the_default_install_grants_no_write_verb_and_no_namespace_read():
     granted = grants(kustomize(K8S))
     assert granted, "the install has roles"
     writes = {grant for grant in granted if grant[3] not in READ_VERBS}
     assert writes == set(), writes
+    assert not any(grant[2] == "namespaces" for grant in granted)
 
 
 def test_the_component_grants_exactly_what_the_example_rules_send_to_the_sink_only(tmp_path):

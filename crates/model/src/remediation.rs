@@ -76,6 +76,8 @@ pub struct PlannedRequest {
 pub struct Attempt {
     /// The drift it is about.
     pub drift_id: String,
+    /// The drift's cluster (the one the request goes to).
+    pub cluster: String,
     /// When it was decided.
     pub at: Millis,
     /// `dryRun` or `apply` (the mode in force when it was decided).
@@ -90,6 +92,10 @@ pub struct Attempt {
     pub request: Option<PlannedRequest>,
     /// The object's `resourceVersion` the judgement was made on (the precondition).
     pub resource_version: Option<String>,
+    /// A digest of what the judgement saw of the object besides its status (spec, labels,
+    /// annotations, data): a claim finds a newer change by it, while a status write in between
+    /// only refreshes the precondition.
+    pub judged: Option<String>,
     /// How it ended.
     pub outcome: Outcome,
     /// The API server's answer, once sent.

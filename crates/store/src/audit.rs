@@ -149,11 +149,12 @@ pub trait AuditRead: Send + Sync {
     fn history(&self, id: &str) -> Result<Vec<HistoryEntry>, Error>;
     /// A drift's remediation attempts, oldest first.
     fn remediations(&self, id: &str) -> Result<Vec<drift_model::remediation::Attempt>, Error>;
-    /// Remediation attempts with `outcome`, oldest first, at most `limit`, with their `seq` (the
-    /// sender's work: `planned` ones, and `sending` ones a stop left).
+    /// Remediation attempts of `cluster` with `outcome`, oldest first, at most `limit`, with their
+    /// `seq` (the sender's work: `planned` ones, and `sending` ones a stop left).
     fn remediations_by_outcome(
         &self,
         outcome: drift_model::remediation::Outcome,
+        cluster: &str,
         limit: usize,
     ) -> Result<Vec<(i64, drift_model::remediation::Attempt)>, Error>;
     /// Deliveries of one drift, with their attempts.

@@ -313,8 +313,13 @@ pub struct Batch {
     pub silences: Vec<SilenceChange>,
     /// Remediation attempts decided this round (part of their drifts' history).
     pub remediations: Vec<drift_model::remediation::Attempt>,
-    /// Stored attempts (by `seq`) whose outcome moved on (claimed, sent, ended).
-    pub settled_remediations: Vec<(i64, drift_model::remediation::Attempt)>,
+    /// Stored attempts (by `seq`) whose outcome moved on (claimed, sent, ended), each with the
+    /// outcome it moves from (a row that no longer has it is left as it is).
+    pub settled_remediations: Vec<(
+        i64,
+        drift_model::remediation::Outcome,
+        drift_model::remediation::Attempt,
+    )>,
 }
 
 impl Batch {

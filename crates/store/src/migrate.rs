@@ -112,6 +112,7 @@ const TABLES: &[(&str, &[(&str, Kind)])] = &[
         &[
             ("seq", Int),
             ("drift_id", Text),
+            ("cluster", Text),
             ("at", Int),
             ("outcome", Text),
             ("body", Text),

@@ -386,9 +386,11 @@ impl AuditRead for TestStore {
     fn remediations_by_outcome(
         &self,
         outcome: drift_model::remediation::Outcome,
+        cluster: &str,
         limit: usize,
     ) -> Result<Vec<(i64, drift_model::remediation::Attempt)>, Error> {
-        self.audit()?.remediations_by_outcome(outcome, limit)
+        self.audit()?
+            .remediations_by_outcome(outcome, cluster, limit)
     }
 
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {

@@ -104,6 +104,8 @@ pub(super) struct Writer {
     engine: Engine,
     /// Decides what remediation does about the drifts that fire (`remediate.rs`).
     remediator: drift_core::remediate::Remediator,
+    /// Attempts this writer claimed for the sender: each is claimed once (never two requests).
+    claimed: HashSet<i64>,
     store: Box<dyn Store>,
     clock: Clock,
     metrics: Arc<Metrics>,
@@ -193,6 +195,7 @@ impl Writer {
         Writer {
             engine,
             remediator,
+            claimed: HashSet::new(),
             store,
             answers,
             clock,

@@ -7,12 +7,27 @@
 
 use super::{Approval, ApprovalOutcome, ApprovalReply, Round, Writer};
 use super::{SenderAnswer, SenderReply, SenderStep};
-use drift_core::remediate::{Action, Approved};
-use drift_model::remediation::{Attempt, Outcome};
-use drift_model::DriftState;
+use drift_core::remediate::{Action, Approved, Mode, Replan};
+use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
+use drift_model::{DriftState, Millis};
+
+/// How old a `planned` attempt may be when the sender claims it: older ones (a writer that was
+/// down, a store that could not commit) are not sent on a judgement that old.
+const MAX_PLANNED_AGE_MS: Millis = 15 * 60 * 1000;
 
 impl Writer {
     pub(super) fn remediate(&mut self, round: &mut Round) {
+        if self.remediator.policy().mode == Mode::Off && !self.engine.fights().is_empty() {
+            // Fights restored from the store while remediation is now off: nothing acts on
+            // those objects any more, so nothing is stopped either.
+            let keys: Vec<_> = self.engine.fights().keys().cloned().collect();
+            round
+                .fights
+                .get_or_insert_with(|| self.engine.fights().clone());
+            for key in keys {
+                self.engine.set_fight(&key, None, round.now);
+            }
+        }
         let transitions = self.engine.journaled_transitions();
         if round.store_failure.is_some() || transitions.is_empty() {
             return;
@@ -68,8 +83,9 @@ impl Writer {
     }
 
     /// The sender's steps: a claim is checked against what the writer saw since the judgement
-    /// (the drift still firing, no newer change of the object) and marked `sending`, or ended
-    /// as a conflict without a request; an outcome is kept.
+    /// and re-planned on the object as it is ([`claim`](Self::claim)), and marked `sending` or
+    /// ended without a request; an outcome is kept (and an applied revert counts for fight
+    /// detection from then on).
     pub(super) fn apply_sender_steps(
         &mut self,
         round: &mut Round,
@@ -79,29 +95,61 @@ impl Writer {
             let answer = match step {
                 SenderStep::Claim { seq, attempt } => {
                     let mut attempt = *attempt;
-                    match self.moved_on(&attempt) {
-                        Some(why) => {
-                            attempt.outcome = Outcome::Conflict;
-                            attempt.reason = Some("moved_on".to_string());
-                            attempt.detail = Some(why);
-                            round
-                                .batch
-                                .settled_remediations
-                                .push((seq, attempt.clone()));
-                            SenderAnswer::Ended(Box::new(attempt))
-                        }
-                        None => {
-                            attempt.outcome = Outcome::Sending;
-                            round
-                                .batch
-                                .settled_remediations
-                                .push((seq, attempt.clone()));
-                            SenderAnswer::Send(Box::new(attempt))
+                    if !self.claimed.insert(seq) {
+                        // Claimed before by this writer: never a second request for one attempt.
+                        attempt.outcome = Outcome::Sending;
+                        SenderAnswer::Ended(Box::new(attempt))
+                    } else {
+                        match self.claim(&attempt, round.now) {
+                            Ok(request) => {
+                                attempt.outcome = Outcome::Sending;
+                                attempt.resource_version = request
+                                    .resource_version
+                                    .clone()
+                                    .or(attempt.resource_version);
+                                attempt.request = Some(PlannedRequest {
+                                    method: request.method.to_string(),
+                                    path: request.path.clone(),
+                                    content_type: request.content_type.to_string(),
+                                    body: request.body.to_string(),
+                                });
+                                round.batch.settled_remediations.push((
+                                    seq,
+                                    Outcome::Planned,
+                                    attempt.clone(),
+                                ));
+                                SenderAnswer::Send(Box::new(attempt))
+                            }
+                            Err((outcome, reason, detail)) => {
+                                attempt.outcome = outcome;
+                                attempt.reason = Some(reason.to_string());
+                                attempt.detail = Some(detail);
+                                round.batch.settled_remediations.push((
+                                    seq,
+                                    Outcome::Planned,
+                                    attempt.clone(),
+                                ));
+                                SenderAnswer::Ended(Box::new(attempt))
+                            }
                         }
                     }
                 }
                 SenderStep::Settle { seq, attempt } => {
-                    round.batch.settled_remediations.push((seq, *attempt));
+                    if attempt.outcome == Outcome::Applied {
+                        if let (Some(drift), Some(action)) = (
+                            self.engine
+                                .open_drifts()
+                                .find(|drift| drift.id == attempt.drift_id)
+                                .cloned(),
+                            Action::parse(&attempt.action),
+                        ) {
+                            self.remediator.applied(&drift, action, round.now);
+                        }
+                    }
+                    round
+                        .batch
+                        .settled_remediations
+                        .push((seq, Outcome::Sending, *attempt));
                     SenderAnswer::Settled
                 }
             };
@@ -109,45 +157,84 @@ impl Writer {
         }
     }
 
-    /// Why `attempt` must not be sent any more, if it must not: its drift is no longer firing,
-    /// or the object changed since the judgement (for a restore: it exists again).
-    fn moved_on(&self, attempt: &Attempt) -> Option<String> {
+    /// The request to send for a claimed attempt, or how it ends without one: remediation is
+    /// still `apply`, the attempt is recent, its drift still fires, and re-planned on the
+    /// object as it is now the request writes what it did at the judgement (only the
+    /// `resourceVersion` precondition may be newer: a status write in between does not end it).
+    fn claim(
+        &self,
+        attempt: &Attempt,
+        now: Millis,
+    ) -> Result<drift_core::remediate::Request, (Outcome, &'static str, String)> {
+        let moved_on = |why: String| (Outcome::Conflict, "moved_on", why);
+        if self.remediator.policy().mode != Mode::Apply {
+            return Err((
+                Outcome::Refused,
+                "mode",
+                "remediation.mode is no longer apply".to_string(),
+            ));
+        }
+        if now.saturating_sub(attempt.at) > MAX_PLANNED_AGE_MS {
+            return Err((
+                Outcome::Conflict,
+                "expired",
+                "planned more than 15 minutes ago and not sent since: judged again by the next \
+                 change instead"
+                    .to_string(),
+            ));
+        }
         let Some(drift) = self
             .engine
             .open_drifts()
             .find(|drift| drift.id == attempt.drift_id)
         else {
-            return Some("the drift resolved before the request was sent".to_string());
+            return Err(moved_on(
+                "the drift resolved before the request was sent".to_string(),
+            ));
         };
         if drift.state != DriftState::Firing {
-            return Some(format!(
+            return Err(moved_on(format!(
                 "the drift is {} again: only a firing drift is remediated",
                 drift.state.as_str()
+            )));
+        }
+        let Some(action) = Action::parse(&attempt.action) else {
+            return Err((
+                Outcome::Failed,
+                "no_request",
+                format!("unknown action {:?}", attempt.action),
             ));
-        }
+        };
         let graph = self.engine.graph();
-        let object = graph.by_uid(&drift.cluster, &drift.uid)?;
-        if Action::parse(&attempt.action) == Some(Action::Restore) {
-            let again = drift_core::remediate::live_namesake(graph, object);
-            return again.then(|| "the object exists again".to_string());
+        if action == Action::Restore {
+            if let Some(object) = graph.by_uid(&drift.cluster, &drift.uid) {
+                if drift_core::remediate::live_namesake(graph, object) {
+                    return Err(moved_on("the object exists again".to_string()));
+                }
+            }
         }
-        let judged = attempt.resource_version.as_deref();
-        (judged != Some(object.resource_version.as_str())).then(|| {
-            format!(
-                "a newer change (resourceVersion {}) was seen before the request was sent",
-                object.resource_version
-            )
-        })
+        let planned: serde_json::Value = attempt
+            .request
+            .as_ref()
+            .and_then(|request| serde_json::from_str(&request.body).ok())
+            .unwrap_or_default();
+        self.remediator
+            .replan(drift, action, &planned, attempt.judged.as_deref(), graph)
+            .map_err(|replan| match replan {
+                Replan::Gone => moved_on("the object is no longer tracked".to_string()),
+                Replan::Changed(why) => moved_on(why),
+                Replan::Refused(refusal) => (Outcome::Refused, refusal.kind(), refusal.to_string()),
+            })
     }
 
-    /// Counts a committed round's attempts (new ones, and those whose outcome is final now).
+    /// Counts a committed round's attempts whose outcome is final (new ones, and stored ones
+    /// that ended now), and wakes the sender when it has new work.
     pub(super) fn count_remediations(&self, round: &Round) {
         let settled = round
             .batch
             .settled_remediations
             .iter()
-            .map(|(_, attempt)| attempt)
-            .filter(|attempt| attempt.outcome != Outcome::Sending);
+            .map(|(_, _, attempt)| attempt);
         if round
             .batch
             .remediations
@@ -156,7 +243,14 @@ impl Writer {
         {
             self.health.remediation_planned.notify_one();
         }
-        for attempt in round.batch.remediations.iter().chain(settled) {
+        // Final outcomes only: an `apply` attempt counts once, when it ends.
+        let ended = round
+            .batch
+            .remediations
+            .iter()
+            .chain(settled)
+            .filter(|attempt| !matches!(attempt.outcome, Outcome::Planned | Outcome::Sending));
+        for attempt in ended {
             self.metrics
                 .remediations
                 .get_or_create(&crate::metrics::RemediationLabel {

@@ -55,6 +55,15 @@ impl Ledger {
         }
     }
 
+    /// Notes that a revert of `fields` on an object was applied at `now`: later set-backs of
+    /// those fields count towards a fight.
+    pub fn reverted(&mut self, cluster: &str, object: &str, fields: &[String], now: Millis) {
+        if !fields.is_empty() {
+            self.reverts
+                .insert(key(cluster, object), (now, fields.to_vec()));
+        }
+    }
+
     /// When the cooldown of an object last acted on ends, if it was acted on.
     pub fn cooldown_until(
         &self,

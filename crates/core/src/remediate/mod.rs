@@ -30,7 +30,9 @@ use crate::classify::ObjectState;
 
 pub use ledger::Ledger;
 pub use plan::{NoPlan, Request};
-pub use remediator::{attempt, live_namesake, subject, Approved, Decided, FightChange, Remediator};
+pub use remediator::{
+    attempt, live_namesake, subject, Approved, Decided, FightChange, Remediator, Replan,
+};
 
 /// The annotation that keeps remediation off an object, or off every object of a namespace.
 pub const OPT_OUT: &str = "drift-sentinel.dev/remediation";
@@ -399,12 +401,9 @@ impl Policy {
             Err(no_plan) => return refused(Refusal::NoPlan(no_plan)),
         };
         if rule.approval == Approval::Auto {
-            ledger.record(
-                &drift.cluster,
-                &object_name(drift),
-                &reverted(rule.action, drift),
-                now,
-            );
+            // The fields count for fight detection once the revert is applied
+            // (`Remediator::applied`), not when it is planned.
+            ledger.record(&drift.cluster, &object_name(drift), &[], now);
         }
         Decision::Planned {
             rule: rule.name.clone(),
@@ -412,6 +411,38 @@ impl Policy {
             approval: rule.approval,
             request,
         }
+    }
+
+    /// The rails that can change between a decision and its send, checked again before an
+    /// `apply` attempt is sent: Secret, opt-out, the reachable cluster and a fight (not the
+    /// cooldown or the budget, which the attempt itself was counted in, nor the drift's state,
+    /// which the caller checks).
+    pub fn still_allowed(
+        &self,
+        drift: &Drift,
+        subject: Subject<'_>,
+        ledger: &Ledger,
+    ) -> Result<(), Refusal> {
+        let object = subject.object;
+        if drift.kind == "Secret" && !drift.api_version.contains('/') {
+            return Err(Refusal::Secret);
+        }
+        if object.annotations.get(OPT_OUT) == Some("off") {
+            return Err(Refusal::OptedOut(format!("{} {}", drift.kind, drift.name)));
+        }
+        if subject.namespace_opted_out {
+            return Err(Refusal::OptedOut(format!("namespace {}", drift.namespace)));
+        }
+        if self.cluster.as_deref() != Some(drift.cluster.as_str()) {
+            return Err(Refusal::Unreachable(drift.cluster.clone()));
+        }
+        if let Some(manager) = ledger.fighting(&drift.cluster, &object_name(drift)) {
+            return Err(Refusal::Fight {
+                manager: manager.to_string(),
+                times: self.fight.times,
+            });
+        }
+        Ok(())
     }
 
     /// The rails, in order (module docs).

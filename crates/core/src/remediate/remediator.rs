@@ -52,6 +52,67 @@ impl Remediator {
         }
     }
 
+    /// Notes that an attempt of `action` on `drift` was applied at `now`: a revert's fields
+    /// count for fight detection from now (a planned, dry-run or failed revert put nothing
+    /// back, so an edit after it is no set-back).
+    pub fn applied(&mut self, drift: &Drift, action: Action, now: Millis) {
+        self.ledger.reverted(
+            &drift.cluster,
+            &super::object_name(drift),
+            &super::reverted(action, drift),
+            now,
+        );
+    }
+
+    /// Re-plans a claimed `apply` attempt of `action` on `drift` against the object as it is
+    /// now, just before it is sent: a newer change of the object besides its status (its
+    /// [`content_digest`] is not `judged`) ends it, the rails that can change are checked again
+    /// ([`Policy::still_allowed`]), and a request whose body differs from `planned` (other than
+    /// in the `resourceVersion` precondition) means what it touches changed since the
+    /// judgement. Returns the request to send (with the current `resourceVersion`: a status
+    /// write in between does not end the attempt), or why it must not be sent.
+    pub fn replan(
+        &self,
+        drift: &Drift,
+        action: Action,
+        planned: &serde_json::Value,
+        judged: Option<&str>,
+        graph: &Graph,
+    ) -> Result<super::Request, Replan> {
+        let subject = subject(graph, drift).ok_or(Replan::Gone)?;
+        if judged.is_some_and(|judged| judged != content_digest(subject.object)) {
+            return Err(Replan::Changed(format!(
+                "a newer change of the object (resourceVersion {}) was seen before the request \
+                 was sent",
+                subject.object.resource_version
+            )));
+        }
+        self.policy
+            .still_allowed(drift, subject, &self.ledger)
+            .map_err(Replan::Refused)?;
+        let request =
+            super::plan::request(action, drift, subject).map_err(|no_plan| match no_plan {
+                super::NoPlan::Stale(_) => Replan::Changed(no_plan.to_string()),
+                other => Replan::Refused(super::Refusal::NoPlan(other)),
+            })?;
+        let without_version = |body: &serde_json::Value| {
+            let mut body = body.clone();
+            if let Some(metadata) = body
+                .get_mut("metadata")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                metadata.remove("resourceVersion");
+            }
+            body
+        };
+        if without_version(&request.body) != without_version(planned) {
+            return Err(Replan::Changed(
+                "the object changed where the request writes since the judgement".to_string(),
+            ));
+        }
+        Ok(request)
+    }
+
     /// Stops the objects the engine restored as fighting (their `remediation_fight` drifts
     /// outlive a restart; the rest of the ledger does not).
     pub fn restore_fights<'a>(
@@ -156,6 +217,17 @@ impl Remediator {
     }
 }
 
+/// Why a claimed attempt is not sent ([`Remediator::replan`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Replan {
+    /// The object is no longer tracked.
+    Gone,
+    /// What the request writes changed since the judgement: the attempt ends as a conflict.
+    Changed(String),
+    /// A rail or the planner refuses it now.
+    Refused(super::Refusal),
+}
+
 /// What the remediator made of a round's transitions.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Decided {
@@ -172,6 +244,35 @@ pub struct FightChange {
     pub key: ObjectKey,
     /// The other field manager; `None` when the fight ended.
     pub manager: Option<String>,
+}
+
+/// A digest of an object's content besides its status and versions: its spec, labels,
+/// annotations, data and whether it is deleted (SHA-256, hex; stable across processes).
+pub(crate) fn content_digest(object: &ObjectState) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let mut part = |text: &str| {
+        hasher.update((text.len() as u64).to_be_bytes());
+        hasher.update(text.as_bytes());
+    };
+    part(if object.deleted { "deleted" } else { "live" });
+    part(&object.spec.text());
+    for (key, value) in object.labels.iter() {
+        part(key);
+        part(value);
+    }
+    part("--");
+    for (key, value) in object.annotations.iter() {
+        part(key);
+        part(value);
+    }
+    part("--");
+    for (key, value) in object.data.iter().flat_map(|data| data.iter()) {
+        part(key);
+        part(value);
+    }
+    let digest = hasher.finalize();
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// What the ledger knows an object by (as [`super::object_name`] for its drifts).
@@ -233,12 +334,8 @@ impl Remediator {
         let decision = self.policy.decide(drift, subject, &mut self.ledger, now);
         if matches!(decision, Decision::Planned { .. }) {
             // `decide` counts only `auto` plans: an approved one counts from now.
-            self.ledger.record(
-                &drift.cluster,
-                &super::object_name(drift),
-                &super::reverted(action, drift),
-                now,
-            );
+            self.ledger
+                .record(&drift.cluster, &super::object_name(drift), &[], now);
         }
         match attempt(self.policy.mode, drift, subject.object, decision, now) {
             Some(attempt) => Approved::Attempt(Box::new(Attempt {
@@ -263,6 +360,7 @@ pub fn attempt(
 ) -> Option<Attempt> {
     let blank = |rule: String, action: super::Action, outcome: Outcome| Attempt {
         drift_id: drift.id.clone(),
+        cluster: drift.cluster.clone(),
         at: now,
         mode: mode.as_str().to_string(),
         action: action.as_str().to_string(),
@@ -270,6 +368,7 @@ pub fn attempt(
         approved_by: None,
         request: None,
         resource_version: Some(object.resource_version.clone()),
+        judged: Some(content_digest(object)),
         outcome,
         status: None,
         resource_version_after: None,

@@ -91,12 +91,13 @@ impl AuditRead for PostgresAudit {
     fn remediations_by_outcome(
         &self,
         outcome: drift_model::remediation::Outcome,
+        cluster: &str,
         limit: usize,
     ) -> Result<Vec<(i64, drift_model::remediation::Attempt)>, Error> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.query(
             queries::REMEDIATIONS_BY_OUTCOME.text(SQL),
-            &[&outcome.as_str(), &limit],
+            &[&outcome.as_str(), &limit, &cluster],
         )?;
         collect(&rows, decode::numbered_remediation)
     }

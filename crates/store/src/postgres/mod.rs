@@ -298,7 +298,7 @@ impl Store for PostgresStore {
         })?;
         let outbox = outbox::encode(&batch.outbox)?;
         let remediations = encode_all(&batch.remediations, crate::rows::attempt_body)?;
-        let settled = encode_all(&batch.settled_remediations, |(_, attempt)| {
+        let settled = encode_all(&batch.settled_remediations, |(_, _, attempt)| {
             crate::rows::attempt_body(attempt)
         })?;
         let client = self.conn.client()?;
@@ -411,6 +411,7 @@ impl Store for PostgresStore {
                         queries::INSERT_REMEDIATION.text(SQL),
                         &[
                             &attempt.drift_id,
+                            &attempt.cluster,
                             &attempt.at,
                             &attempt.outcome.as_str(),
                             body,
@@ -418,11 +419,11 @@ impl Store for PostgresStore {
                     )
                     .await?;
             }
-            for ((seq, attempt), body) in &settled {
+            for ((seq, from, attempt), body) in &settled {
                 transaction
                     .execute(
                         queries::SETTLE_REMEDIATION.text(SQL),
-                        &[seq, &attempt.outcome.as_str(), body],
+                        &[seq, &attempt.outcome.as_str(), body, &from.as_str()],
                     )
                     .await?;
             }

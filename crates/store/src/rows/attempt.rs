@@ -16,6 +16,7 @@ use drift_model::Millis;
 #[serde(rename_all = "camelCase")]
 pub(crate) struct AttemptRow<'a> {
     pub(crate) drift_id: Cow<'a, str>,
+    pub(crate) cluster: Cow<'a, str>,
     pub(crate) at: Millis,
     pub(crate) mode: Cow<'a, str>,
     pub(crate) action: Cow<'a, str>,
@@ -26,6 +27,8 @@ pub(crate) struct AttemptRow<'a> {
     pub(crate) request: Option<RequestRow<'a>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) resource_version: Option<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) judged: Option<Cow<'a, str>>,
     pub(crate) outcome: Cow<'a, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) status: Option<u16>,
@@ -51,6 +54,7 @@ impl<'a> From<&'a Attempt> for AttemptRow<'a> {
     fn from(attempt: &'a Attempt) -> AttemptRow<'a> {
         AttemptRow {
             drift_id: Cow::Borrowed(&attempt.drift_id),
+            cluster: Cow::Borrowed(&attempt.cluster),
             at: attempt.at,
             mode: Cow::Borrowed(&attempt.mode),
             action: Cow::Borrowed(&attempt.action),
@@ -63,6 +67,7 @@ impl<'a> From<&'a Attempt> for AttemptRow<'a> {
                 body: Cow::Borrowed(&request.body),
             }),
             resource_version: borrowed(&attempt.resource_version),
+            judged: borrowed(&attempt.judged),
             outcome: Cow::Borrowed(attempt.outcome.as_str()),
             status: attempt.status,
             resource_version_after: borrowed(&attempt.resource_version_after),
@@ -89,6 +94,7 @@ pub(crate) fn decode_attempt(body: &str) -> Result<Attempt, Error> {
     })?;
     Ok(Attempt {
         drift_id: row.drift_id.into_owned(),
+        cluster: row.cluster.into_owned(),
         at: row.at,
         mode: row.mode.into_owned(),
         action: row.action.into_owned(),
@@ -101,6 +107,7 @@ pub(crate) fn decode_attempt(body: &str) -> Result<Attempt, Error> {
             body: request.body.into_owned(),
         }),
         resource_version: owned(row.resource_version),
+        judged: owned(row.judged),
         outcome,
         status: row.status,
         resource_version_after: owned(row.resource_version_after),

@@ -90,13 +90,16 @@ pub(crate) static INSERT_HISTORY: Query = Query::new(
     "INSERT INTO drift_history (drift_id, from_state, to_state, at, evidence) VALUES ($1, $2, $3, $4, $5)",
 );
 
-/// A remediation attempt (`$4`: its body, `rows::AttemptRow`).
-pub(crate) static INSERT_REMEDIATION: Query =
-    Query::new("INSERT INTO remediations (drift_id, at, outcome, body) VALUES ($1, $2, $3, $4)");
+/// A remediation attempt (`$5`: its body, `rows::AttemptRow`).
+pub(crate) static INSERT_REMEDIATION: Query = Query::new(
+    "INSERT INTO remediations (drift_id, cluster, at, outcome, body) VALUES ($1, $2, $3, $4, $5)",
+);
 
-/// A remediation attempt's new outcome (`$2`) and body (`$3`), by its `seq` (`$1`).
+/// A remediation attempt's new outcome (`$2`) and body (`$3`), by its `seq` (`$1`), only from
+/// the outcome it is known to have (`$4`): a claim moves only a `planned` row, a settle only a
+/// `sending` one, so neither can undo a later move.
 pub(crate) static SETTLE_REMEDIATION: Query =
-    Query::new("UPDATE remediations SET outcome = $2, body = $3 WHERE seq = $1");
+    Query::new("UPDATE remediations SET outcome = $2, body = $3 WHERE seq = $1 AND outcome = $4");
 
 /// A notification to deliver; one already queued under its id is left as it is. PostgreSQL's
 /// row carries the shard that queued it.
@@ -272,9 +275,11 @@ pub(crate) static HISTORY: Query = Query::new(
 pub(crate) static REMEDIATIONS: Query =
     Query::new("SELECT body FROM remediations WHERE drift_id = $1 ORDER BY seq");
 
-/// Remediation attempts with one outcome (`$1`), oldest first, at most `$2`.
-pub(crate) static REMEDIATIONS_BY_OUTCOME: Query =
-    Query::new("SELECT seq, body FROM remediations WHERE outcome = $1 ORDER BY seq LIMIT $2");
+/// Remediation attempts of one cluster (`$3`) with one outcome (`$1`), oldest first, at most
+/// `$2`.
+pub(crate) static REMEDIATIONS_BY_OUTCOME: Query = Query::new(
+    "SELECT seq, body FROM remediations WHERE outcome = $1 AND cluster = $3 ORDER BY seq LIMIT $2",
+);
 
 /// A drift's deliveries, oldest first.
 pub(crate) static DELIVERIES_OF: Query = Query::new(concat!(

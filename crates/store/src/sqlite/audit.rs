@@ -84,14 +84,17 @@ impl AuditRead for AuditReader {
     fn remediations_by_outcome(
         &self,
         outcome: drift_model::remediation::Outcome,
+        cluster: &str,
         limit: usize,
     ) -> Result<Vec<(i64, drift_model::remediation::Attempt)>, Error> {
         let connection = self.lock();
         let mut statement = connection.prepare(queries::REMEDIATIONS_BY_OUTCOME.text(SQL))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        collect(&mut statement, params![outcome.as_str(), limit], |row| {
-            decode::numbered_remediation(row)
-        })
+        collect(
+            &mut statement,
+            params![outcome.as_str(), limit, cluster],
+            |row| decode::numbered_remediation(row),
+        )
     }
 
     fn deliveries_of(&self, drift_id: &str) -> Result<Vec<DeliveryView>, Error> {

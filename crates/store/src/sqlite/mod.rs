@@ -266,6 +266,7 @@ impl Store for SqliteStore {
             for attempt in &batch.remediations {
                 insert_remediation.execute(params![
                     attempt.drift_id,
+                    attempt.cluster,
                     attempt.at,
                     attempt.outcome.as_str(),
                     crate::rows::attempt_body(attempt)?,
@@ -273,11 +274,12 @@ impl Store for SqliteStore {
             }
             let mut settle_remediation =
                 transaction.prepare_cached(queries::SETTLE_REMEDIATION.text(SQL))?;
-            for (seq, attempt) in &batch.settled_remediations {
+            for (seq, from, attempt) in &batch.settled_remediations {
                 settle_remediation.execute(params![
                     seq,
                     attempt.outcome.as_str(),
                     crate::rows::attempt_body(attempt)?,
+                    from.as_str(),
                 ])?;
             }
             let mut cancel = transaction.prepare_cached(queries::CANCEL_REMINDERS.text(SQL))?;

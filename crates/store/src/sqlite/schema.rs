@@ -154,19 +154,23 @@ ALTER TABLE objects_v4 RENAME TO objects;
 "#;
 
 /// Version 5: remediation attempts (issue 29), part of their drift's history: the body is the
-/// whole attempt (`rows::AttemptRow`), `outcome` repeats its outcome so the planned attempts are
-/// found without reading bodies (a partial index: a store keeps few of them at once).
+/// whole attempt (`rows::AttemptRow`); `cluster` and `outcome` repeat its cluster and outcome so
+/// a sender finds its cluster's planned (and in-flight) attempts without reading bodies (a
+/// partial index: a store keeps few of them at once; shards share a PostgreSQL store, and each
+/// sends only to the one cluster its client reaches).
 const V5_REMEDIATIONS: &str = r#"
 CREATE TABLE IF NOT EXISTS remediations (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     drift_id TEXT NOT NULL,
+    cluster TEXT NOT NULL,
     at INTEGER NOT NULL,
     outcome TEXT NOT NULL,
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS remediations_drift ON remediations (drift_id);
 CREATE INDEX IF NOT EXISTS remediations_at ON remediations (at);
-CREATE INDEX IF NOT EXISTS remediations_planned ON remediations (seq) WHERE outcome = 'planned';
+CREATE INDEX IF NOT EXISTS remediations_open ON remediations (cluster, outcome, seq)
+WHERE outcome IN ('planned', 'sending');
 "#;
 
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
