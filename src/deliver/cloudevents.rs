@@ -72,6 +72,7 @@ impl CloudEventsChannel {
         let drift = &notice.drift;
         let ty = match notice.kind {
             NoticeKind::Resolved => "dev.driftsentinel.drift.resolved",
+            NoticeKind::Remediation => "dev.driftsentinel.drift.remediation",
             _ => "dev.driftsentinel.drift.firing",
         };
         EventBuilderV10::new()

@@ -549,6 +549,8 @@ impl Relay {
                     }
                     _ => None,
                 },
+                // An attempt is told once.
+                NoticeKind::Remediation => None,
             };
             let Some((kind, interval, resend_count)) = next else {
                 continue;
@@ -559,6 +561,7 @@ impl Relay {
                 drift: notice.drift.clone(),
                 at: notice.at,
                 resend: resend_count,
+                remediation: None,
             };
             follow_ups.push(FollowUp {
                 of: row.queued.id.clone(),

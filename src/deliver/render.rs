@@ -247,9 +247,11 @@ impl Style {
             (NoticeKind::Firing, false) => "FIRING",
             (NoticeKind::Resolved, false) => "RESOLVED",
             (NoticeKind::Repeat, false) => "STILL FIRING",
+            (NoticeKind::Remediation, false) => "REMEDIATION",
             (NoticeKind::Firing, true) => "告警",
             (NoticeKind::Resolved, true) => "已恢复",
             (NoticeKind::Repeat, true) => "持续告警",
+            (NoticeKind::Remediation, true) => "自动修复",
         }
     }
 
@@ -294,6 +296,7 @@ impl Style {
             ("more", false) => "more",
             ("omitted", false) => "more drifts not shown; see the dashboard",
             ("truncated", false) => "message truncated to fit the destination's size limit",
+            ("remediation", false) => "Remediation",
             ("severity", true) => "级别",
             ("cluster", true) => "集群",
             ("object", true) => "对象",
@@ -306,6 +309,7 @@ impl Style {
             ("more", true) => "更多",
             ("omitted", true) => "条漂移未显示，请查看控制台",
             ("truncated", true) => "消息超出目标长度限制，已截断",
+            ("remediation", true) => "修复",
             _ => "",
         }
     }
@@ -365,18 +369,16 @@ impl Style {
                 let total = notices.len() + message.omitted;
                 let firing = notices
                     .iter()
-                    .filter(|notice| notice.kind != NoticeKind::Resolved)
+                    .filter(|notice| matches!(notice.kind, NoticeKind::Firing | NoticeKind::Repeat))
+                    .count();
+                let resolved = notices
+                    .iter()
+                    .filter(|notice| notice.kind == NoticeKind::Resolved)
                     .count();
                 if self.zh() {
-                    format!(
-                        "【漂移汇总】{total} 条（告警 {firing}，已恢复 {}）",
-                        notices.len() - firing
-                    )
+                    format!("【漂移汇总】{total} 条（告警 {firing}，已恢复 {resolved}）")
                 } else {
-                    format!(
-                        "[DIGEST] {total} drifts ({firing} firing, {} resolved)",
-                        notices.len() - firing
-                    )
+                    format!("[DIGEST] {total} drifts ({firing} firing, {resolved} resolved)")
                 }
             }
         }
@@ -407,12 +409,65 @@ impl Style {
             fields.push((self.label("actor"), markup.text(&actor)));
         }
         fields.push((self.label("since"), format_time(drift.since)));
+        if let Some(attempt) = &notice.remediation {
+            fields.push((
+                self.label("remediation"),
+                markup.text(&self.remediation_text(attempt)),
+            ));
+        }
         if notice.kind == NoticeKind::Resolved {
             if let Some(reason) = &drift.resolution {
                 fields.push((self.label("resolution"), markup.text(reason)));
             }
         }
         fields
+    }
+
+    /// What a remediation attempt did, in one line of the message's language.
+    pub(crate) fn remediation_text(&self, attempt: &drift_model::remediation::Attempt) -> String {
+        use drift_model::remediation::Outcome;
+        let zh = self.zh();
+        let action = match (attempt.action.as_str(), zh) {
+            ("revert", false) => "revert",
+            ("rollback", false) => "roll back",
+            ("restore", false) => "restore",
+            ("deleteOrphan", false) => "delete the orphan",
+            ("revert", true) => "回滚字段",
+            ("rollback", true) => "回滚流量",
+            ("restore", true) => "恢复对象",
+            ("deleteOrphan", true) => "删除孤儿对象",
+            (other, _) => other,
+        };
+        let outcome = match (attempt.outcome, zh) {
+            (Outcome::Applied, false) => "applied by drift-sentinel",
+            (Outcome::DryRun, false) => "dry run: not sent",
+            (Outcome::Refused, false) => "refused",
+            (Outcome::Conflict, false) => "not applied: the object moved on",
+            (Outcome::Failed, false) => "failed",
+            (Outcome::Planned | Outcome::Sending, false) => "under way",
+            (Outcome::Applied, true) => "已由 drift-sentinel 执行",
+            (Outcome::DryRun, true) => "演练：未发送",
+            (Outcome::Refused, true) => "已拒绝",
+            (Outcome::Conflict, true) => "未执行：对象已变更",
+            (Outcome::Failed, true) => "失败",
+            (Outcome::Planned | Outcome::Sending, true) => "进行中",
+        };
+        let mut text = if zh {
+            format!("{action}：{outcome}（规则 {}）", attempt.rule)
+        } else {
+            format!("{action}: {outcome} (rule {})", attempt.rule)
+        };
+        if let Some(by) = &attempt.approved_by {
+            text.push_str(&if zh {
+                format!("，批准人 {by}")
+            } else {
+                format!(", approved by {by}")
+            });
+        }
+        if let Some(detail) = &attempt.detail {
+            text.push_str(&format!(" — {detail}"));
+        }
+        text
     }
 
     /// Markdown body of a message (DingTalk, WeCom, Feishu). `code_blocks`: whether the

@@ -1287,6 +1287,7 @@ fn secret_edits_are_reported_without_values() {
                 drift: transition.drift.clone(),
                 at: transition.at,
                 resend: 0,
+                remediation: None,
             };
             let stored = drift_store::rows::encode_notice(&notice).unwrap();
             let sent =

@@ -97,6 +97,7 @@ fn queue(store: &TestStore, indexes: std::ops::Range<usize>, at: i64) {
                 drift: drift.clone(),
                 at,
                 resend: 0,
+                remediation: None,
             };
             NewOutbox {
                 id: format!("ntf_{}", drift.id),
@@ -238,6 +239,7 @@ async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_sa
                     drift: drift.clone(),
                     at: NOW,
                     resend: 0,
+                    remediation: None,
                 },
                 created_at: NOW,
                 not_before: NOW,

@@ -63,6 +63,7 @@ fn row(channel: &str, index: usize, kind: NoticeKind, group: &str, at: i64) -> N
         drift: drift(index, state),
         at,
         resend: 0,
+        remediation: None,
     };
     NewOutbox {
         id: format!("ntf_{channel}_{index}_{}", kind.as_str()),
@@ -1089,6 +1090,7 @@ async fn deliver_one(
         drift,
         at: h.clock.load(Ordering::SeqCst),
         resend: 0,
+        remediation: None,
     };
     let at = notice.at;
     queue(

@@ -16,6 +16,8 @@ use crate::resync_api::{until, Process};
 use crate::scenario::*;
 use crate::support::structured_event;
 
+const WHSEC: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
 const PATH: &str = "/apis/serving.knative.dev/v1/namespaces/myapp/services/knative-webapp";
 const MERGE: &str = "application/merge-patch+json";
 
@@ -59,19 +61,24 @@ fn config_with(
     kubeconfig: &Path,
     remediation: &str,
     extra: &str,
+    hook: Option<&str>,
 ) -> std::path::PathBuf {
     let path = dir.join("config.yaml");
     std::fs::write(
         &path,
         format!(
             "store:\n  path: {db}\n\
-             channels:\n  - {{name: log, type: log}}\n\
-             routes:\n  - {{channels: [log], groupWait: 0s}}\n\
+             channels:\n  - {{name: log, type: log}}\n{hook}\
+             routes:\n  - {{channels: [log{hook_route}], groupWait: 0s}}\n\
              resync:\n  enabled: true\n  interval: 1h\n  kubeconfig: {kubeconfig}\n  context: fake-ctx\n\
              \x20 resources:\n    - {{apiVersion: serving.knative.dev/v1, kind: Service}}\n\
              {remediation}{extra}",
             db = dir.join("remediation.db").display(),
             kubeconfig = kubeconfig.display(),
+            hook = hook
+                .map(|url| format!("  - {{name: hook, type: webhook, url: {url}, secret: {WHSEC}}}\n"))
+                .unwrap_or_default(),
+            hook_route = if hook.is_some() { ", hook" } else { "" },
         ),
     )
     .unwrap();
@@ -160,12 +167,18 @@ impl Running {
 }
 
 async fn start(fake: &FakeApiServer, dir: &Path) -> Running {
-    start_with(fake, dir, REVERT, "").await
+    start_with(fake, dir, REVERT, "", None).await
 }
 
-async fn start_with(fake: &FakeApiServer, dir: &Path, remediation: &str, extra: &str) -> Running {
+async fn start_with(
+    fake: &FakeApiServer,
+    dir: &Path,
+    remediation: &str,
+    extra: &str,
+    hook: Option<&str>,
+) -> Running {
     let kubeconfig = fake.kubeconfig(dir, "fake-ctx");
-    let config = config_with(dir, &kubeconfig, remediation, extra);
+    let config = config_with(dir, &kubeconfig, remediation, extra, hook);
     let log = dir.join("drift-sentinel.log");
     let process = Process::start(&config, &log);
     let running = Running {
@@ -227,7 +240,12 @@ async fn an_auto_revert_sends_one_exact_patch_and_the_restored_object_resolves_t
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = start(&fake, dir.path()).await;
+    let clock = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
+        drift_model::time::system_clock()(),
+    ));
+    let hook = crate::receivers::webhook(clock, WHSEC).await;
+    let url = format!("{}/hook", hook.base);
+    let mut running = start_with(&fake, dir.path(), REVERT, "", Some(&url)).await;
     running.send("update", &edited).await;
     let detail = running
         .drift_when("the revert to be applied", |detail| {
@@ -276,6 +294,29 @@ async fn an_auto_revert_sends_one_exact_patch_and_the_restored_object_resolves_t
         ),
         "{metrics}"
     );
+    // The webhook receiver (Standard Webhooks signature checked) heard the firing and the
+    // remediation, the latter with what was done.
+    let told = until("the remediation's webhook", &running.log, || async {
+        hook.accepted()
+            .into_iter()
+            .find(|body| body["type"] == "drift.remediation")
+    })
+    .await;
+    let remediation = &told["data"][0]["remediation"];
+    assert_eq!(remediation["outcome"], "applied", "{told}");
+    assert_eq!(remediation["action"], "revert");
+    assert_eq!(remediation["mode"], "apply");
+    assert_eq!(remediation["rule"], "revert-hand-edits");
+    assert_eq!(remediation["status"], 200);
+    assert_eq!(
+        remediation["request"],
+        format!("PATCH {PATH}?fieldManager=drift-sentinel")
+    );
+    assert_eq!(told["data"][0]["class"], "manual_edit");
+    assert!(hook
+        .accepted()
+        .iter()
+        .any(|body| body["type"] == "drift.firing"));
     // Exactly one write, as expected.
     assert_eq!(fake.writes().len(), 1, "{:?}", fake.writes());
     fake.verify();
@@ -474,7 +515,7 @@ async fn manual_rules_send_nothing_until_approved_then_roll_back_delete_and_rest
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = start_with(&fake, dir.path(), MANUAL, NO_GRACE).await;
+    let mut running = start_with(&fake, dir.path(), MANUAL, NO_GRACE, None).await;
 
     // A failed rollout: nothing is sent until a person approves the rollback.
     running.send("add", &reserve).await;
@@ -692,7 +733,7 @@ async fn a_stop_while_a_request_is_in_flight_ends_it_as_unknown_and_it_is_never_
     drop(running);
     held.open();
     let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
-    let config = config_with(dir.path(), &kubeconfig, REVERT, "");
+    let config = config_with(dir.path(), &kubeconfig, REVERT, "", None);
     let log = dir.path().join("second.log");
     let running = Running {
         process: Process::start(&config, &log),

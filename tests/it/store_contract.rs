@@ -330,6 +330,7 @@ fn queued(id: &str, channel: &str) -> NewOutbox {
             ),
             at: 1_000,
             resend: 0,
+            remediation: None,
         },
         created_at: 1_000,
         not_before: 1_000,

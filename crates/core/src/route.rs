@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::classify::Rules;
+use drift_model::remediation::Attempt;
 use drift_model::{glob_match, Notice, NoticeKind, Silence};
 use drift_model::{Drift, DriftState, Millis, Severity, Transition};
 
@@ -271,14 +272,57 @@ impl Router {
         if !transition.is_notifiable() {
             return Vec::new();
         }
-        let drift = &transition.drift;
-        if silences.mutes(rules, drift, now) {
-            return Vec::new();
-        }
-        let kind = match drift.state {
+        let kind = match transition.drift.state {
             DriftState::Firing => NoticeKind::Firing,
             _ => NoticeKind::Resolved,
         };
+        self.queue(
+            &transition.drift,
+            kind,
+            transition.at,
+            None,
+            rules,
+            silences,
+            now,
+        )
+    }
+
+    /// Notifications of a remediation attempt that ended at `at` on `drift` (as it is then): on
+    /// the drift's routes, like its firing, but never to a channel of alert state (Alertmanager:
+    /// an alert is state, an attempt an event that would only re-assert it).
+    pub fn route_remediation(
+        &self,
+        drift: &Drift,
+        attempt: &Attempt,
+        at: Millis,
+        rules: &Rules,
+        silences: &Silences,
+    ) -> Vec<Queued> {
+        self.queue(
+            drift,
+            NoticeKind::Remediation,
+            at,
+            Some(Box::new(attempt.clone())),
+            rules,
+            silences,
+            at,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn queue(
+        &self,
+        drift: &Drift,
+        kind: NoticeKind,
+        at: Millis,
+        remediation: Option<Box<Attempt>>,
+        rules: &Rules,
+        silences: &Silences,
+        now: Millis,
+    ) -> Vec<Queued> {
+        if silences.mutes(rules, drift, now) {
+            return Vec::new();
+        }
         let mut matched: Vec<&Route> = Vec::new();
         if self.routes.is_empty() {
             if drift.severity > Severity::Info {
@@ -307,9 +351,12 @@ impl Router {
         let mut seen = std::collections::BTreeSet::new();
         for route in matched {
             for channel in &route.channels {
-                let resolve_ok = route.send_resolved
-                    || self.always_resolve.get(channel).copied().unwrap_or(false);
+                let alert_state = self.always_resolve.get(channel).copied().unwrap_or(false);
+                let resolve_ok = route.send_resolved || alert_state;
                 if kind == NoticeKind::Resolved && !resolve_ok {
+                    continue;
+                }
+                if kind == NoticeKind::Remediation && alert_state {
                     continue;
                 }
                 for endpoint in self.endpoints.get(channel).cloned().unwrap_or_default() {
@@ -321,14 +368,17 @@ impl Router {
                     queued.push(Queued {
                         channel: endpoint,
                         group_key: group_key(route, drift, kind),
-                        not_before: transition.at.saturating_add(wait),
-                        repeat_after: (!route.repeat_interval.is_zero())
-                            .then_some(route.repeat_interval),
+                        not_before: at.saturating_add(wait),
+                        // An attempt is told once: no reminders of it.
+                        repeat_after: (kind != NoticeKind::Remediation
+                            && !route.repeat_interval.is_zero())
+                        .then_some(route.repeat_interval),
                         notice: Notice {
                             kind,
                             drift: drift.clone(),
-                            at: transition.at,
+                            at,
                             resend: 0,
+                            remediation: remediation.clone(),
                         },
                     });
                 }

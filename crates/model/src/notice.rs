@@ -11,6 +11,8 @@ pub enum NoticeKind {
     Resolved,
     /// A reminder: the drift is still firing.
     Repeat,
+    /// A remediation attempt on the drift ended (applied, dry run, refused, conflict, failed).
+    Remediation,
 }
 
 impl NoticeKind {
@@ -20,6 +22,7 @@ impl NoticeKind {
             NoticeKind::Firing => "firing",
             NoticeKind::Resolved => "resolved",
             NoticeKind::Repeat => "repeat",
+            NoticeKind::Remediation => "remediation",
         }
     }
 
@@ -29,6 +32,7 @@ impl NoticeKind {
             "firing" => Some(NoticeKind::Firing),
             "resolved" => Some(NoticeKind::Resolved),
             "repeat" => Some(NoticeKind::Repeat),
+            "remediation" => Some(NoticeKind::Remediation),
             _ => None,
         }
     }
@@ -45,4 +49,6 @@ pub struct Notice {
     pub at: Millis,
     /// How many times this notice was re-sent (Alertmanager resolve repeats).
     pub resend: u32,
+    /// The attempt a [`NoticeKind::Remediation`] notice is about.
+    pub remediation: Option<Box<crate::remediation::Attempt>>,
 }

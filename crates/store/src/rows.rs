@@ -112,6 +112,8 @@ pub(crate) enum NoticeKindRow {
     Resolved,
     /// `repeat`.
     Repeat,
+    /// `remediation` (schema version 5).
+    Remediation,
 }
 
 /// A present value, `null` included (`Some(Null)`), as opposed to an absent one (`None`, by
@@ -269,6 +271,9 @@ pub(crate) struct NoticeRow<'a> {
     /// Re-sends so far.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) resend: u32,
+    /// The attempt of a `remediation` notice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) remediation: Option<attempt::AttemptRow<'a>>,
 }
 
 /// `silences.body`: matchers, expiry and comment, as `rules.silences` has them.
@@ -414,10 +419,12 @@ impl<'a> From<&'a Notice> for NoticeRow<'a> {
                 NoticeKind::Firing => NoticeKindRow::Firing,
                 NoticeKind::Resolved => NoticeKindRow::Resolved,
                 NoticeKind::Repeat => NoticeKindRow::Repeat,
+                NoticeKind::Remediation => NoticeKindRow::Remediation,
             },
             drift: DriftRow::from(&notice.drift),
             at: notice.at,
             resend: notice.resend,
+            remediation: notice.remediation.as_deref().map(attempt::AttemptRow::from),
         }
     }
 }
@@ -429,10 +436,16 @@ impl From<NoticeRow<'_>> for Notice {
                 NoticeKindRow::Firing => NoticeKind::Firing,
                 NoticeKindRow::Resolved => NoticeKind::Resolved,
                 NoticeKindRow::Repeat => NoticeKind::Repeat,
+                NoticeKindRow::Remediation => NoticeKind::Remediation,
             },
             drift: row.drift.into(),
             at: row.at,
             resend: row.resend,
+            // An attempt this binary cannot read leaves the notice without it (it is still sent).
+            remediation: row
+                .remediation
+                .and_then(|row| attempt::from_row(row).ok())
+                .map(Box::new),
         }
     }
 }

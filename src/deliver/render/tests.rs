@@ -36,6 +36,7 @@ pub(crate) fn notice() -> Notice {
         },
         at: 0,
         resend: 0,
+        remediation: None,
     }
 }
 

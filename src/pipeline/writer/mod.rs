@@ -434,8 +434,10 @@ impl Writer {
     /// Routes the round's transitions to outbox rows (committed with them), and withdraws the
     /// reminders of drifts that resolved.
     fn route(&mut self, round: &mut Round) {
+        let told = self.remediation_notifications(round);
         let batch = &mut round.batch;
         batch.outbox = self.queue_notifications(&round.transitions);
+        batch.outbox.extend(told);
         batch.cancel_reminders.extend(
             round
                 .transitions

@@ -227,6 +227,73 @@ impl Writer {
             })
     }
 
+    /// Notifications of the round's attempts that ended (new ones with a final outcome, stored
+    /// ones settled now), on their drifts' routes, committed with them. An attempt whose drift
+    /// is no longer open (it resolved and left the writer's state) is told in its history only.
+    pub(super) fn remediation_notifications(&self, round: &Round) -> Vec<drift_store::NewOutbox> {
+        let ended = round
+            .batch
+            .remediations
+            .iter()
+            .chain(
+                round
+                    .batch
+                    .settled_remediations
+                    .iter()
+                    .map(|(_, _, attempt)| attempt),
+            )
+            .filter(|attempt| !matches!(attempt.outcome, Outcome::Planned | Outcome::Sending));
+        let rules = self.engine.rules();
+        let mut rows = Vec::new();
+        for attempt in ended {
+            let drift = self
+                .engine
+                .open_drifts()
+                .find(|drift| drift.id == attempt.drift_id)
+                .or_else(|| {
+                    round
+                        .transitions
+                        .iter()
+                        .map(|transition| &transition.drift)
+                        .find(|drift| drift.id == attempt.drift_id)
+                });
+            let Some(drift) = drift else {
+                continue;
+            };
+            let kind = format!("remediation/{}/{}", attempt.at, attempt.outcome.as_str());
+            for queued in self.settings.router.route_remediation(
+                drift,
+                attempt,
+                round.now,
+                rules,
+                &self.silences,
+            ) {
+                self.metrics
+                    .notifications_queued
+                    .get_or_create(&crate::metrics::ChannelLabel {
+                        channel: queued.channel.clone(),
+                    })
+                    .inc();
+                rows.push(drift_store::NewOutbox {
+                    id: drift_core::route::notification_id(
+                        &drift.id,
+                        &queued.channel,
+                        &kind,
+                        round.now,
+                    ),
+                    channel: queued.channel,
+                    drift_id: drift.id.clone(),
+                    group_key: queued.group_key,
+                    notice: queued.notice,
+                    created_at: round.now,
+                    not_before: queued.not_before,
+                    repeat_after_ms: None,
+                });
+            }
+        }
+        rows
+    }
+
     /// Counts a committed round's attempts whose outcome is final (new ones, and stored ones
     /// that ended now), and wakes the sender when it has new work.
     pub(super) fn count_remediations(&self, round: &Round) {

@@ -13,7 +13,7 @@ use crate::{Millis, Notice, NoticeKind};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookBody {
-    /// `drift.firing`, `drift.resolved` or `drift.digest`.
+    /// `drift.firing`, `drift.resolved`, `drift.remediation` or `drift.digest`.
     #[serde(rename = "type")]
     pub message_type: String,
     /// This attempt's time.
@@ -83,6 +83,33 @@ pub struct NoticeJson {
     pub last_seen: String,
     /// The drift in the dashboard, with `publicUrl` set.
     pub url: Option<String>,
+    /// What a remediation attempt did (a `drift.remediation` message only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<RemediationJson>,
+}
+
+/// A remediation attempt in a message: what was done (or not) about the drift, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemediationJson {
+    /// `revert`, `rollback`, `restore` or `deleteOrphan`.
+    pub action: String,
+    /// `applied`, `dryRun`, `refused`, `conflict` or `failed`.
+    pub outcome: &'static str,
+    /// `dryRun` or `apply`.
+    pub mode: String,
+    /// The rule that asked for it.
+    pub rule: String,
+    /// Who approved it (`null` for an `auto` rule).
+    pub approved_by: Option<String>,
+    /// The request's method and path (`null` when none was made).
+    pub request: Option<String>,
+    /// The API server's answer.
+    pub status: Option<u16>,
+    /// A refusal's or a failure's stable kind.
+    pub reason: Option<String>,
+    /// The same, in words.
+    pub detail: Option<String>,
 }
 
 /// Who made a change (every key present; `null` when unknown).
@@ -108,8 +135,10 @@ impl NoticeJson {
             id: drift.id.clone(),
             class: drift.class.clone(),
             rule: drift.rule.clone(),
-            state: match notice.kind {
-                NoticeKind::Resolved => "resolved",
+            state: match (notice.kind, drift.state) {
+                (NoticeKind::Resolved, _) => "resolved",
+                // A remediation notice tells the drift's state when the attempt ended.
+                (NoticeKind::Remediation, crate::DriftState::Resolved) => "resolved",
                 _ => "firing",
             },
             reminder: notice.kind == NoticeKind::Repeat,
@@ -141,6 +170,23 @@ impl NoticeJson {
             last_seen: format_time(notice.at),
             url: public_url
                 .map(|base| format!("{}/ui/drifts/{}", base.trim_end_matches('/'), drift.id)),
+            remediation: notice
+                .remediation
+                .as_deref()
+                .map(|attempt| RemediationJson {
+                    action: attempt.action.clone(),
+                    outcome: attempt.outcome.as_str(),
+                    mode: attempt.mode.clone(),
+                    rule: attempt.rule.clone(),
+                    approved_by: attempt.approved_by.clone(),
+                    request: attempt
+                        .request
+                        .as_ref()
+                        .map(|request| format!("{} {}", request.method, request.path)),
+                    status: attempt.status,
+                    reason: attempt.reason.clone(),
+                    detail: attempt.detail.clone(),
+                }),
         }
     }
 }
@@ -158,8 +204,11 @@ impl WebhookBody {
             .iter()
             .map(|notice| NoticeJson::new(notice, public_url))
             .collect();
-        let message_type = match data.as_slice() {
-            [single] => format!("drift.{}", single.state),
+        let message_type = match (data.as_slice(), notices) {
+            ([_], [notice]) if notice.kind == NoticeKind::Remediation => {
+                "drift.remediation".to_string()
+            }
+            ([single], _) => format!("drift.{}", single.state),
             _ => "drift.digest".to_string(),
         };
         WebhookBody {

@@ -86,12 +86,13 @@ pub(crate) fn attempt_body(attempt: &Attempt) -> Result<String, Error> {
 /// corrupt, not guessed.
 pub(crate) fn decode_attempt(body: &str) -> Result<Attempt, Error> {
     let row: AttemptRow<'_> = serde_json::from_str(body).map_err(corrupt("remediations"))?;
-    let outcome = Outcome::parse(&row.outcome).ok_or_else(|| {
-        corrupt("remediations")(serde::de::Error::custom(format!(
-            "unknown outcome {:?}",
-            row.outcome
-        )))
-    })?;
+    from_row(row).map_err(|error| corrupt("remediations")(serde::de::Error::custom(error)))
+}
+
+/// The attempt of a row (an unknown outcome is an error).
+pub(crate) fn from_row(row: AttemptRow<'_>) -> Result<Attempt, String> {
+    let outcome =
+        Outcome::parse(&row.outcome).ok_or_else(|| format!("unknown outcome {:?}", row.outcome))?;
     Ok(Attempt {
         drift_id: row.drift_id.into_owned(),
         cluster: row.cluster.into_owned(),

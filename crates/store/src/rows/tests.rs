@@ -105,6 +105,7 @@ fn what_is_written_reads_back_whole_and_in_the_owned_shape() {
         drift: drift.clone(),
         at: 9,
         resend: 2,
+        remediation: None,
     };
     let payload = encode_notice(&notice).unwrap();
     assert_eq!(
@@ -131,6 +132,7 @@ fn absent_parts_are_left_out_as_they_always_were() {
         drift,
         at: 1,
         resend: 0,
+        remediation: None,
     };
     let payload = encode_notice(&notice).unwrap();
     assert_eq!(
@@ -180,4 +182,51 @@ fn rows_of_older_binaries_lacking_fields_read_back() {
     let actor = drift.evidence.actor.unwrap();
     assert!(!actor.trusted && actor.subresource.is_empty());
     assert_eq!(decode_silence(r#"{"matchers":{}}"#).unwrap().comment, None);
+}
+
+#[test]
+fn a_remediation_notice_carries_its_attempt_and_reads_back_whole() {
+    use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
+    let attempt = Attempt {
+        drift_id: "d".into(),
+        cluster: "prod".into(),
+        at: 5,
+        mode: "apply".into(),
+        action: "revert".into(),
+        rule: "revert-hand-edits".into(),
+        approved_by: Some("alice".into()),
+        request: Some(PlannedRequest {
+            method: "PATCH".into(),
+            path: "/apis/x/v1/namespaces/n/things/t?fieldManager=drift-sentinel".into(),
+            content_type: "application/merge-patch+json".into(),
+            body: r#"{"spec":{"n":1}}"#.into(),
+        }),
+        resource_version: Some("7".into()),
+        judged: Some("ab".into()),
+        outcome: Outcome::Applied,
+        status: Some(200),
+        resource_version_after: Some("8".into()),
+        reason: None,
+        detail: None,
+    };
+    let notice = Notice {
+        kind: NoticeKind::Remediation,
+        drift: bare_drift(),
+        at: 6,
+        resend: 0,
+        remediation: Some(Box::new(attempt.clone())),
+    };
+    let payload = encode_notice(&notice).unwrap();
+    assert!(
+        payload.starts_with(r#"{"kind":"remediation","#),
+        "{payload}"
+    );
+    assert_eq!(rewritten::<NoticeRow<'_>>(&payload), payload);
+    assert_eq!(decode_notice(&payload).unwrap(), notice);
+    // The same attempt as the remediations table keeps it.
+    let body = attempt_body(&attempt).unwrap();
+    assert_eq!(decode_attempt(&body).unwrap(), attempt);
+    // An outcome this binary does not know is corrupt, not guessed.
+    let unknown = body.replace(r#""outcome":"applied""#, r#""outcome":"maybe""#);
+    assert!(decode_attempt(&unknown).is_err());
 }
