@@ -32,6 +32,7 @@ mod receivers;
 mod recording;
 mod registry;
 mod remediation;
+mod remediation_baseline;
 mod remediation_config;
 mod remediation_fight;
 mod remediation_process;

@@ -758,3 +758,157 @@ async fn a_stop_while_a_request_is_in_flight_ends_it_as_unknown_and_it_is_never_
     assert_eq!(fake.writes().len(), 1, "{:?}", fake.writes());
     fake.verify();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_records_the_exact_request_and_sends_nothing_to_the_cluster() {
+    let original = service();
+    let edited = traffic_edit(&original);
+    // The list at start is all the fake API server will answer: any other request fails.
+    let fake = FakeApiServer::start(vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list("Service", "90000", None, std::slice::from_ref(&original)),
+    )])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start_with(
+        &fake,
+        dir.path(),
+        &REVERT.replace("mode: apply", "mode: dryRun"),
+        "",
+        None,
+    )
+    .await;
+    running.send("update", &edited).await;
+    let detail = running
+        .drift_when("the dry run to be recorded", |detail| {
+            detail["remediations"][0]["outcome"] == "dryRun"
+        })
+        .await;
+    let request = &detail["remediations"][0]["request"];
+    assert_eq!(request["method"], "PATCH");
+    assert_eq!(
+        request["path"],
+        format!("{PATH}?fieldManager=drift-sentinel")
+    );
+    assert_eq!(request["body"], revert_body(&original, &edited));
+    // The restored object resolves the drift; still nothing is sent.
+    running
+        .send("update", &original_again(&edited, &original))
+        .await;
+    running
+        .drift_when("the drift to resolve", |detail| {
+            detail["drift"]["state"] == "resolved"
+        })
+        .await;
+    assert_eq!(fake.writes(), Vec::new());
+    fake.verify();
+}
+
+/// `edited` with `original`'s traffic back, by a person.
+fn original_again(edited: &Value, original: &Value) -> Value {
+    changed(edited, |s| {
+        s["spec"]["traffic"] = original["spec"]["traffic"].clone();
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:traffic": {}}}),
+            "2026-12-05T09:00:30Z",
+        );
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fight_stops_the_requests_after_the_third_set_back_and_raises_remediation_fight() {
+    let original = service();
+    // Built ahead: each edit follows the revert before it; each revert is what the fake API
+    // server answers and what the next event shows.
+    let mut script = vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list("Service", "8000000", None, std::slice::from_ref(&original)),
+    )];
+    let mut rounds = Vec::new();
+    let mut current = original.clone();
+    for round in 0..4 {
+        let time = format!("2026-12-05T09:0{round}:00Z");
+        let edit = changed(&current, |s| {
+            s["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 90}, {"revisionName": "knative-webapp-00000", "percent": 10}]);
+            written_by(
+                s,
+                "flux",
+                "Update",
+                json!({"f:spec": {"f:traffic": {}}}),
+                &time,
+            );
+        });
+        let reverted = changed(&edit, |s| {
+            s["spec"]["traffic"] = original["spec"]["traffic"].clone();
+            written_by(
+                s,
+                "drift-sentinel",
+                "Update",
+                json!({"f:spec": {"f:traffic": {}}}),
+                &time,
+            );
+        });
+        if round < 3 {
+            script.push(namespace_read("myapp", json!({})));
+            script.push(Expect::write(
+                "PATCH",
+                PATH,
+                &[("fieldManager", "drift-sentinel")],
+                (MERGE, revert_body(&original, &edit)),
+                200,
+                reverted.clone(),
+            ));
+        }
+        current = reverted.clone();
+        rounds.push((edit, reverted));
+    }
+    let fake = FakeApiServer::start(script).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start_with(
+        &fake,
+        dir.path(),
+        &format!("{REVERT}    cooldown: 1s\n"),
+        "",
+        None,
+    )
+    .await;
+    for (round, (edit, reverted)) in rounds.iter().enumerate() {
+        // Past the rule's cooldown since the revert before.
+        tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+        running.send("update", edit).await;
+        let wanted = if round < 3 { "applied" } else { "refused" };
+        let detail = running
+            .drift_when(&format!("round {round}'s attempt"), |detail| {
+                detail["drift"]["state"] == "firing"
+                    && detail["remediations"][0]["outcome"] == wanted
+            })
+            .await;
+        if round == 3 {
+            assert_eq!(detail["remediations"][0]["reason"], "fight", "{detail}");
+            break;
+        }
+        running.send("update", reverted).await;
+        running
+            .drift_when(&format!("round {round}'s drift to resolve"), |detail| {
+                detail["drift"]["state"] == "resolved"
+            })
+            .await;
+    }
+    let fight = until("remediation_fight", &running.log, || async {
+        let page = running
+            .get("/api/v1/drifts?class=remediation_fight&state=firing")
+            .await?;
+        page["items"].get(0).cloned()
+    })
+    .await;
+    assert_eq!(fight["severity"], "critical");
+    assert_eq!(fight["evidence"]["facts"]["manager"], "flux", "{fight}");
+    // Three PATCHes, and none after the fight.
+    assert_eq!(fake.writes().len(), 3, "{:?}", fake.writes());
+    fake.verify();
+}
