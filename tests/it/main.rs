@@ -37,6 +37,7 @@ mod remediation_config;
 mod remediation_fight;
 mod remediation_process;
 mod remediation_service;
+mod remediation_standby;
 #[cfg(feature = "cluster")]
 mod resync;
 mod resync_api;
