@@ -35,6 +35,7 @@ mod remediation;
 mod remediation_baseline;
 mod remediation_config;
 mod remediation_fight;
+mod remediation_invariant;
 mod remediation_process;
 mod remediation_service;
 mod remediation_standby;

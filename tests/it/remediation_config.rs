@@ -21,7 +21,7 @@ fn the_config_names_the_key_of_every_mistake() {
     for (section, wanted) in [
         (
             rule("match: {classes: [generation_lag]}\naction: revert\n"),
-            "remediation.rules[0].match.classes[0]: revert cannot repair generation_lag: it applies to manual_edit, config_drift, baseline_drift only (no action repairs this class",
+            "remediation.rules[0].match.classes[0]: revert cannot repair generation_lag: it applies to manual_edit, config_drift, baseline_drift, invariant only (no action repairs this class",
         ),
         (
             rule("match: {classes: [manual_edt]}\naction: revert\n"),

@@ -43,6 +43,11 @@ pub struct InvariantConfig {
     /// How long the rule must stay broken before its drift fires (default 2m).
     #[serde(default, deserialize_with = "de_opt_duration")]
     pub grace: Option<Duration>,
+    /// The fields (JSON pointers under `/spec`, `/data`, `/metadata/labels` or
+    /// `/metadata/annotations`) a remediation `revert` of this rule's drifts puts back to their
+    /// values before the change that broke the rule; without them its drifts are not reverted.
+    #[serde(default)]
+    pub revert_fields: Vec<String>,
 }
 
 /// `match:` of a rule. Every field narrows; globs (`*`) where it says so.
@@ -128,6 +133,26 @@ fn compile_all(rules: &[InvariantConfig], path: &str) -> Result<Vec<Invariant>, 
             }
             None => Message::Text(rule.message.clone()),
         };
+        for (position, field) in rule.revert_fields.iter().enumerate() {
+            let kept = [
+                "/spec/",
+                "/data/",
+                "/metadata/labels/",
+                "/metadata/annotations/",
+            ]
+            .iter()
+            .any(|prefix| field.starts_with(prefix))
+                || field == "/spec";
+            if !kept {
+                return Err(Error::invalid(
+                    format!("{at}.revertFields[{position}]"),
+                    format!(
+                        "{field:?} is not a JSON pointer under /spec, /data, /metadata/labels or \
+                         /metadata/annotations (what a revert writes)"
+                    ),
+                ));
+            }
+        }
         let selector = &rule.selector;
         compiled.push(Invariant {
             name: rule.name.clone(),
@@ -144,6 +169,7 @@ fn compile_all(rules: &[InvariantConfig], path: &str) -> Result<Vec<Invariant>, 
             message,
             severity,
             grace: rule.grace.unwrap_or(DEFAULT_INVARIANT_GRACE),
+            revert_fields: rule.revert_fields.clone(),
         });
     }
     Ok(compiled)

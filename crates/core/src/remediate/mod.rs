@@ -117,7 +117,8 @@ impl Action {
     /// right (`image_drift`, `traffic_drift`: which image, which split).
     pub fn classes(self) -> &'static [&'static str] {
         match self {
-            Action::Revert => &["manual_edit", "config_drift", "baseline_drift"],
+            // `invariant`: only a rule that names its `revertFields` (else nothing is planned).
+            Action::Revert => &["manual_edit", "config_drift", "baseline_drift", "invariant"],
             Action::Rollback => &["revision_not_ready", "not_ready"],
             Action::Restore => &["unexpected_delete"],
             Action::DeleteOrphan => &["orphan"],
@@ -496,14 +497,43 @@ impl Policy {
 /// which the ledger compares later set-backs with.
 pub(crate) fn reverted(action: Action, drift: &Drift) -> Vec<String> {
     match action {
-        Action::Revert => drift
-            .evidence
-            .changes
-            .iter()
-            .map(|change| change.path.clone())
+        Action::Revert => revertible(drift)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|change| change.path)
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// The changes a revert of `drift` puts back: all of them, but for an `invariant` drift only
+/// those at or under its rule's `revertFields` (`None` when the rule names none).
+pub(crate) fn revertible(drift: &Drift) -> Option<Vec<drift_model::FieldChange>> {
+    if drift.class != crate::classify::classes::INVARIANT {
+        return Some(drift.evidence.changes.clone());
+    }
+    let fields: Vec<String> = drift
+        .evidence
+        .facts
+        .get(crate::classify::classes::REVERT_FIELDS_FACT)
+        .and_then(|text| serde_json::from_str(text).ok())?;
+    Some(
+        drift
+            .evidence
+            .changes
+            .iter()
+            .filter(|change| {
+                fields.iter().any(|field| {
+                    change.path == *field
+                        || change
+                            .path
+                            .strip_prefix(field.as_str())
+                            .is_some_and(|rest| rest.starts_with('/'))
+                })
+            })
+            .cloned()
+            .collect(),
+    )
 }
 
 /// A window as the config writes it (`1h`, `10m`, `90s`).

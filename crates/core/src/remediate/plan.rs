@@ -101,6 +101,9 @@ pub enum NoPlan {
     /// Restore of an object that is not deleted.
     #[error("the object is not deleted")]
     NotDeleted,
+    /// Revert of an `invariant` drift whose rule names no `revertFields`.
+    #[error("the rule names no revertFields: nothing it may put back")]
+    NoRevertFields,
 }
 
 impl NoPlan {
@@ -116,6 +119,7 @@ impl NoPlan {
             NoPlan::NotAService(_) => "not_a_service",
             NoPlan::NotRestorable(_) => "not_restorable",
             NoPlan::NotDeleted => "not_deleted",
+            NoPlan::NoRevertFields => "no_revert_fields",
         }
     }
 }
@@ -128,7 +132,14 @@ pub(super) fn request(
 ) -> Result<Request, NoPlan> {
     let object = subject.object;
     match action {
-        Action::Revert => revert(object, &drift.evidence.changes),
+        // A finding at the cap may lack the change a rule names: never a partial revert.
+        Action::Revert if drift.evidence.changes.len() >= MAX_CHANGES => {
+            Err(NoPlan::TooManyChanges)
+        }
+        Action::Revert => match super::revertible(drift) {
+            Some(changes) => revert(object, &changes),
+            None => Err(NoPlan::NoRevertFields),
+        },
         Action::Rollback => rollback(object, subject.last_ready_revision),
         Action::Restore => restore(object),
         Action::DeleteOrphan => Ok(delete(object)),

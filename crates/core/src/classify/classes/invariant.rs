@@ -20,6 +20,10 @@ use crate::classify::invariants::{view, Bindings, Fields, Invariant, Parsed, Ver
 /// The class id.
 pub const ID: &str = "invariant";
 
+/// `facts` key of the fields a remediation revert of the drift may write: a JSON array of the
+/// rule's `revertFields` pointers.
+pub const REVERT_FIELDS_FACT: &str = "revertFields";
+
 /// The class.
 pub(crate) struct InvariantBroken;
 
@@ -141,6 +145,13 @@ fn broken(
     let mut found = evidence(format!("{}: {message}", rule.name));
     found.severity = Some(rule.severity);
     found.facts.insert("rule".to_string(), rule.name.clone());
+    if !rule.revert_fields.is_empty() {
+        // What a remediation revert of this drift may write (the rule's `revertFields`).
+        found.facts.insert(
+            REVERT_FIELDS_FACT.to_string(),
+            serde_json::Value::from(rule.revert_fields.clone()).to_string(),
+        );
+    }
     if !rule.description.is_empty() {
         found
             .facts

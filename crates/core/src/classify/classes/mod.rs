@@ -275,7 +275,7 @@ pub(crate) fn health(object: &ObjectState) -> (Option<String>, bool, bool) {
 /// The id of the class of fleet groups' differences (`fleet.groups`).
 pub use fleet_divergence::ID as FLEET_DIVERGENCE;
 /// The id of the class of team invariants (`rules.invariants`).
-pub use invariant::ID as INVARIANT;
+pub use invariant::{ID as INVARIANT, REVERT_FIELDS_FACT};
 /// The id of the class the router sends to every channel.
 pub use pipeline_broken::ID as PIPELINE_BROKEN;
 /// The id of the class of remediation fights, and the `facts` key naming the other manager.

@@ -90,6 +90,8 @@ pub struct Invariant {
     pub severity: Severity,
     /// How long it must stay broken before its drift fires.
     pub grace: Duration,
+    /// The fields a remediation `revert` of its drifts may put back (JSON pointers).
+    pub revert_fields: Vec<String>,
 }
 
 /// A rule's verdict on one object.
