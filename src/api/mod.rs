@@ -147,6 +147,22 @@ pub(crate) fn query_error(error: axum::extract::rejection::QueryRejection) -> Ap
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", error.body_text())
 }
 
+/// A JSON body that does not parse, as a `400` with `code` (a body over the limit: `413`).
+pub(crate) fn body_error(
+    error: axum::extract::rejection::JsonRejection,
+    code: &'static str,
+) -> ApiError {
+    if error.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            error.body_text(),
+        )
+    } else {
+        ApiError::new(StatusCode::BAD_REQUEST, code, error.body_text())
+    }
+}
+
 /// The page size of every list (`limit`) when none is asked for.
 pub(crate) const DEFAULT_PAGE: usize = 100;
 /// The most items of a list page: a larger `limit` is capped to it, and the page says so.

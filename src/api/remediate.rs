@@ -66,17 +66,7 @@ pub(super) async fn post_remediate(
     body: Result<Json<ApprovalInput>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     no_query(query)?;
-    let Json(input) = body.map_err(|error| {
-        if error.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                error.body_text(),
-            )
-        } else {
-            invalid(error.body_text())
-        }
-    })?;
+    let Json(input) = body.map_err(|error| super::body_error(error, "invalid_approval"))?;
     let approval = approval(&id, &input.action, &input.approved_by)?;
     let attempt = approve(&state, approval).await?;
     Ok((

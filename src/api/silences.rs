@@ -221,21 +221,7 @@ pub(super) async fn create_silence(
     body: Result<Json<SilenceInput>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     no_query(query)?;
-    let Json(silence) = body.map_err(|error| {
-        if error.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                error.body_text(),
-            )
-        } else {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_silence",
-                error.body_text(),
-            )
-        }
-    })?;
+    let Json(silence) = body.map_err(|error| super::body_error(error, "invalid_silence"))?;
     let stored = add_silence(&state, silence.into_silence()).await??;
     let value = view(SilenceView::created(
         &stored.id,

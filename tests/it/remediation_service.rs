@@ -25,6 +25,20 @@ fn traffic_edit(original: &Value) -> Value {
     })
 }
 
+/// A hand edit of `config-autoscaler`: `min-scale: "2"` by kubectl-edit.
+fn min_scale_edit(base: &Value) -> Value {
+    changed(base, |c| {
+        c["data"]["min-scale"] = json!("2");
+        written_by(
+            c,
+            "kubectl-edit",
+            "Update",
+            json!({"f:data": {"f:min-scale": {}}}),
+            "2026-12-05T09:00:00Z",
+        );
+    })
+}
+
 /// The ids of the drifts of `class`, newest first.
 async fn drift_ids(app: &Running, class: &str) -> Vec<String> {
     let (status, page) = app.get(&format!("/api/v1/drifts?class={class}")).await;
@@ -139,16 +153,7 @@ async fn a_config_drift_is_planned_and_a_drift_no_rule_takes_gets_nothing() {
     let mut app = Running::start(DRY_RUN).await;
     let base = config_autoscaler();
     app.send("add", &base).await;
-    let edited = changed(&base, |c| {
-        c["data"]["min-scale"] = json!("2");
-        written_by(
-            c,
-            "kubectl-edit",
-            "Update",
-            json!({"f:data": {"f:min-scale": {}}}),
-            "2026-12-05T09:00:00Z",
-        );
-    });
+    let edited = min_scale_edit(&base);
     app.send("update", &edited).await;
     let ids = drift_ids(&app, "config_drift").await;
     assert_eq!(ids.len(), 1, "{ids:?}");
@@ -232,20 +237,7 @@ async fn mode_off_records_nothing_whatever_fires() {
     app.send("update", &traffic_edit(&original)).await;
     let base = config_autoscaler();
     app.send("add", &base).await;
-    app.send(
-        "update",
-        &changed(&base, |c| {
-            c["data"]["min-scale"] = json!("2");
-            written_by(
-                c,
-                "kubectl-edit",
-                "Update",
-                json!({"f:data": {"f:min-scale": {}}}),
-                "2026-12-05T09:00:00Z",
-            );
-        }),
-    )
-    .await;
+    app.send("update", &min_scale_edit(&base)).await;
     let (_, page) = app.get("/api/v1/drifts").await;
     let items = page["items"].as_array().unwrap();
     assert!(items.len() >= 2, "{page}");
@@ -388,20 +380,7 @@ async fn a_manual_rule_records_nothing_until_a_person_approves_through_the_api()
     // An automatic rule's drift is not approved by hand: it decided when the drift fired.
     let base = config_autoscaler();
     app.send("add", &base).await;
-    app.send(
-        "update",
-        &changed(&base, |c| {
-            c["data"]["min-scale"] = json!("2");
-            written_by(
-                c,
-                "kubectl-edit",
-                "Update",
-                json!({"f:data": {"f:min-scale": {}}}),
-                "2026-12-05T09:00:00Z",
-            );
-        }),
-    )
-    .await;
+    app.send("update", &min_scale_edit(&base)).await;
     let config = drift_ids(&app, "config_drift").await;
     let (status, error) = approve(
         &app,
@@ -598,4 +577,74 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
     let kept = app.store.remediations(&ended.drift_id).unwrap();
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0].outcome, Outcome::Conflict);
+}
+
+#[tokio::test]
+async fn a_claim_whose_commit_fails_can_be_claimed_again() {
+    use drift_model::remediation::Outcome;
+    use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
+    use drift_store::AuditRead;
+    let config = drift_core::config::load_str(
+        &format!(
+            "defaultCluster: test\n{}",
+            DRY_RUN.replace("mode: dryRun", "mode: apply")
+        ),
+        &|_| None,
+    )
+    .unwrap();
+    let policy = config
+        .remediation
+        .compile(&config.resync, &config.default_cluster)
+        .unwrap();
+    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let original = service();
+    assert_eq!(
+        post(&app, &structured_event("add", "add", &original)).await,
+        202
+    );
+    let edited = traffic_edit(&original);
+    assert_eq!(
+        post(&app, &structured_event("edit", "update", &edited)).await,
+        202
+    );
+    let (seq, attempt) = app
+        .store
+        .remediations_by_outcome(Outcome::Planned, "test", 10)
+        .unwrap()
+        .remove(0);
+    let claim = || SenderStep::Claim {
+        seq,
+        attempt: Box::new(attempt.clone()),
+    };
+    // The claim's commit fails: the sender hears an error, nothing is claimed.
+    app.store.set_failing(true);
+    let pipeline = app.pipeline.clone();
+    let step = claim();
+    let failed = tokio::task::spawn_blocking(move || pipeline.sender_step(step))
+        .await
+        .unwrap()
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(failed.is_err(), "{failed:?}");
+    app.store.set_failing(false);
+    assert_eq!(
+        app.store
+            .remediations_by_outcome(Outcome::Planned, "test", 10)
+            .unwrap()
+            .len(),
+        1
+    );
+    // The next claim gets the request.
+    assert!(matches!(
+        step_of(&app, claim()).await,
+        SenderAnswer::Send(_)
+    ));
+}
+
+async fn step_of(
+    app: &crate::support::TestApp,
+    step: drift_sentinel::pipeline::SenderStep,
+) -> drift_sentinel::pipeline::SenderAnswer {
+    self::step(app, step).await
 }

@@ -89,6 +89,8 @@ struct Round {
     ledger: Option<drift_core::remediate::Ledger>,
     /// The engine's fights before the round changed one, put back when its commit fails.
     fights: Option<std::collections::HashMap<drift_model::ObjectKey, String>>,
+    /// Attempts claimed in this round: claimable again when its commit fails.
+    claimed_now: Vec<i64>,
 }
 
 /// How often a shard's writer looks for notifications without a live owner to take over.
@@ -105,6 +107,8 @@ pub(super) struct Writer {
     /// Decides what remediation does about the drifts that fire (`remediate.rs`).
     remediator: drift_core::remediate::Remediator,
     /// Attempts this writer claimed for the sender: each is claimed once (never two requests).
+    /// Kept for the process's life (a few bytes per attempt, and attempts are bounded by the
+    /// budget): a stale read of a row settled since must not be claimed again.
     claimed: HashSet<i64>,
     store: Box<dyn Store>,
     clock: Clock,
@@ -410,6 +414,7 @@ impl Writer {
             store_failure: None,
             ledger: self.remediator.checkpoint(),
             fights: None,
+            claimed_now: Vec::new(),
         }
     }
 
@@ -553,6 +558,9 @@ impl Writer {
                 self.remediator.restore(round.ledger.take());
                 if let Some(fights) = round.fights.take() {
                     self.engine.restore_fights(fights);
+                }
+                for seq in round.claimed_now.drain(..) {
+                    self.claimed.remove(&seq);
                 }
                 if matches!(error, drift_store::Error::LeaseLost { .. }) {
                     // Fenced: another replica is the writer. The lease keeper sees this flag and

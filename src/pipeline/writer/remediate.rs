@@ -100,6 +100,7 @@ impl Writer {
                         attempt.outcome = Outcome::Sending;
                         SenderAnswer::Ended(Box::new(attempt))
                     } else {
+                        round.claimed_now.push(seq);
                         match self.claim(&attempt, round.now) {
                             Ok(request) => {
                                 attempt.outcome = Outcome::Sending;
