@@ -28,14 +28,17 @@ impl Writer {
                 self.engine.set_fight(&key, None, round.now);
             }
         }
-        let transitions = self.engine.journaled_transitions();
-        if round.store_failure.is_some() || transitions.is_empty() {
+        // Off (the default install): nothing more, not even a look at the round's moves.
+        if self.remediator.policy().mode == Mode::Off || round.store_failure.is_some() {
             return;
         }
-        let transitions = transitions.to_vec();
+        let transitions = self.engine.journaled_transitions();
+        if transitions.is_empty() {
+            return;
+        }
         let decided = self
             .remediator
-            .on_transitions(&transitions, self.engine.graph(), round.now);
+            .on_transitions(transitions, self.engine.graph(), round.now);
         for change in decided.fights {
             round
                 .fights
