@@ -283,7 +283,7 @@ impl Metrics {
         let remediations = Family::<RemediationLabel, Counter>::default();
         registry.register(
             "remediations",
-            "Remediation attempts recorded, by action and outcome (a planned one counts again when its outcome is known)",
+            "Remediation attempts, by action and final outcome (each counted once, when it ends)",
             remediations.clone(),
         );
         let store_commit_seconds = Histogram::new(round_buckets());

@@ -66,7 +66,19 @@ pub(super) async fn post_remediate(
     body: Result<Json<ApprovalInput>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
     no_query(query)?;
-    let Json(input) = body.map_err(|error| super::body_error(error, "invalid_approval"))?;
+    let Json(input) = body.map_err(|error| {
+        let too_large = error.status() == StatusCode::PAYLOAD_TOO_LARGE;
+        let text = error.body_text();
+        let answer = super::body_error(error, "invalid_approval");
+        if too_large {
+            answer
+        } else {
+            answer.with_message(format!(
+                "the body must be {{\"action\": \"revert|rollback|restore|deleteOrphan\", \
+                 \"approvedBy\": \"who\"}}: {text}"
+            ))
+        }
+    })?;
     let approval = approval(&id, &input.action, &input.approved_by)?;
     let attempt = approve(&state, approval).await?;
     Ok((

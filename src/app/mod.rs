@@ -351,7 +351,10 @@ async fn start_remediation(
         settings.context.as_deref(),
     )
     .await
-    .context("remediation.mode is apply")?;
+    .context(
+        "remediation.mode is apply and needs the Kubernetes client: set resync.kubeconfig (and \
+         resync.context), or run in a pod",
+    )?;
     let sender = remediation::Sender {
         cluster,
         cluster_name: pipeline

@@ -262,7 +262,7 @@ fn outcome(mut attempt: Attempt, sent: Sent, tries: u32) -> Attempt {
         Sent::Retry { status, message } => {
             attempt.outcome = Outcome::Failed;
             attempt.status = status;
-            attempt.reason = Some("unreachable".to_string());
+            attempt.reason = Some("no_answer".to_string());
             attempt.detail = Some(format!("after {tries} tries: {message}"));
         }
     }

@@ -70,6 +70,16 @@ impl WriterRole {
                     .context("the remediation: section")?,
             ),
         };
+        let policy = &settings.remediation;
+        match policy.mode {
+            drift_core::remediate::Mode::Off => tracing::info!(message = "Remediation off."),
+            mode => tracing::info!(
+                message = "Remediation on.",
+                mode = mode.as_str(),
+                rules = policy.rules.len(),
+                cluster = policy.cluster.as_deref().unwrap_or(""),
+            ),
+        }
         // Loading reads every tracked object: off the async runtime, so a standby's health
         // checks keep their answers while it takes over.
         let started = std::time::Instant::now();

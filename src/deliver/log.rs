@@ -55,6 +55,11 @@ impl Channel for LogChannel {
                     )
                     .join("; "),
                     hint = drift.evidence.hint.clone().unwrap_or_default(),
+                    remediation = notice
+                        .remediation
+                        .as_deref()
+                        .map(|attempt| self.style.remediation_text(attempt))
+                        .unwrap_or_default(),
                 );
             }
             Outcome::Delivered

@@ -101,6 +101,12 @@ fn every_mode_loads_and_one_that_acts_needs_the_kubernetes_client() {
     let rules = "rules:\n- name: r\n  match: {classes: [manual_edit]}\n  action: revert\n";
     assert_eq!(config_error(&format!("mode: dryRun\n{rules}")), "accepted");
     assert_eq!(config_error(&format!("mode: apply\n{rules}")), "accepted");
+    // A dry run needs no client: resync may be off.
+    assert!(load_str(
+        "resync: {enabled: false}\nremediation:\n  mode: dryRun\n  rules:\n  - name: r\n    match: {classes: [manual_edit]}\n    action: revert\n",
+        &|_| None,
+    )
+    .is_ok());
     let error = load_str(
         "resync: {enabled: false}\nremediation:\n  mode: apply\n  rules:\n  - name: r\n    match: {classes: [manual_edit]}\n    action: revert\n",
         &|_| None,
@@ -108,7 +114,7 @@ fn every_mode_loads_and_one_that_acts_needs_the_kubernetes_client() {
     .unwrap_err()
     .to_string();
     assert!(
-        error.starts_with("remediation.mode: needs the Kubernetes client that resync uses"),
+        error.starts_with("remediation.mode: apply needs the Kubernetes client that resync uses"),
         "{error}"
     );
 }

@@ -143,7 +143,28 @@ fn a_revert_field_a_revert_cannot_write_is_a_config_error() {
     .unwrap_err()
     .to_string();
     assert!(
-        error.starts_with("rules.invariants[1].revertFields[1]: \"/status/observedGeneration\" is not a JSON pointer under /spec"),
+        error.starts_with("rules.invariants[1].revertFields[1]: \"/status/observedGeneration\" must be a JSON pointer"),
         "{error}"
     );
+}
+
+#[test]
+fn revert_fields_take_whole_maps_and_refuse_broken_escapes() {
+    let load = |fields: &str| {
+        load_str(
+            &format!("rules:\n  invariants:\n  - name: r\n    expression: 'true'\n    revertFields: {fields}\n"),
+            &|_| None,
+        )
+        .map(|_| ())
+        .map_err(|error| error.to_string())
+    };
+    assert_eq!(load("[/metadata/labels, /data, /spec]"), Ok(()));
+    assert_eq!(
+        load("[\"/metadata/annotations/autoscaling.knative.dev~1min-scale\"]"),
+        Ok(())
+    );
+    assert!(load("[\"/spec/~2\"]")
+        .unwrap_err()
+        .starts_with("rules.invariants[0].revertFields[0]: \"/spec/~2\" must be a JSON pointer"));
+    assert!(load("[/metadata/labelsx]").is_err());
 }

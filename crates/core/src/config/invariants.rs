@@ -135,20 +135,30 @@ fn compile_all(rules: &[InvariantConfig], path: &str) -> Result<Vec<Invariant>, 
         };
         for (position, field) in rule.revert_fields.iter().enumerate() {
             let kept = [
-                "/spec/",
-                "/data/",
-                "/metadata/labels/",
-                "/metadata/annotations/",
+                "/spec",
+                "/data",
+                "/metadata/labels",
+                "/metadata/annotations",
             ]
             .iter()
-            .any(|prefix| field.starts_with(prefix))
-                || field == "/spec";
-            if !kept {
+            .any(|root| {
+                field == root
+                    || field
+                        .strip_prefix(root)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            });
+            // RFC 6901: `~` only as `~0` (a `~`) or `~1` (a `/`).
+            let escapes_ok = field
+                .split('~')
+                .skip(1)
+                .all(|after| after.starts_with('0') || after.starts_with('1'));
+            if !kept || !escapes_ok {
                 return Err(Error::invalid(
                     format!("{at}.revertFields[{position}]"),
                     format!(
-                        "{field:?} is not a JSON pointer under /spec, /data, /metadata/labels or \
-                         /metadata/annotations (what a revert writes)"
+                        "{field:?} must be a JSON pointer (RFC 6901: ~0 for ~, ~1 for /) at or \
+                         under /spec, /data, /metadata/labels or /metadata/annotations: what a \
+                         revert writes"
                     ),
                 ));
             }

@@ -142,7 +142,8 @@ impl<'de> Deserialize<'de> for ModeConfig {
             Raw::Word(word) if word == "dryRun" => Ok(ModeConfig::DryRun),
             Raw::Word(word) if word == "apply" => Ok(ModeConfig::Apply),
             Raw::Flag(true) => Err(serde::de::Error::custom(
-                "expected off, dryRun or apply, got true",
+                "expected off, dryRun or apply, got true (YAML reads an unquoted on, yes or true \
+                 as true)",
             )),
             Raw::Word(word) => Err(serde::de::Error::custom(format!(
                 "expected off, dryRun or apply, got {word:?}"
@@ -195,24 +196,23 @@ impl RemediationConfig {
                 "must be positive",
             ));
         }
-        // The one cluster the Kubernetes client reaches: resync's.
-        let cluster = match resync.enabled {
-            ResyncMode::Off => None,
-            ResyncMode::Auto | ResyncMode::On => Some(
-                resync
-                    .cluster
-                    .clone()
-                    .filter(|name| !name.trim().is_empty())
-                    .unwrap_or_else(|| default_cluster.to_string()),
-            ),
-        };
-        if mode != Mode::Off && !self.rules.is_empty() && cluster.is_none() {
+        // The one cluster the Kubernetes client reaches: resync's (`resync.cluster`, else
+        // `defaultCluster`). A dry run sends nothing, so it needs no client, but it judges as
+        // apply would: only that cluster's drifts.
+        if mode == Mode::Apply && !self.rules.is_empty() && resync.enabled == ResyncMode::Off {
             return Err(Error::invalid(
                 "remediation.mode",
-                "needs the Kubernetes client that resync uses, and resync.enabled is false: \
-                 turn resync on, or set remediation.mode: off",
+                "apply needs the Kubernetes client that resync uses, and resync.enabled is \
+                 false: turn resync on, or use mode: dryRun (which sends nothing)",
             ));
         }
+        let cluster = Some(
+            resync
+                .cluster
+                .clone()
+                .filter(|name| !name.trim().is_empty())
+                .unwrap_or_else(|| default_cluster.to_string()),
+        );
         let mut names = BTreeSet::new();
         let mut rules = Vec::with_capacity(self.rules.len());
         for (index, rule) in self.rules.iter().enumerate() {
