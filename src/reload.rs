@@ -44,7 +44,11 @@ pub fn load_rules(
     // The groups compiled when the config was loaded (`config::load_str` validates them), so
     // this compiles them again without an error to meet.
     let fleet = config.fleet.compile("fleet.groups").unwrap_or_default();
-    let rules = config.rules.compile().with_fleet(fleet);
+    let rules = config
+        .rules
+        .compile()
+        .with_fleet(fleet)
+        .with_remediation(config.remediation.mode != drift_core::config::ModeConfig::Off);
     match &config.rules.baseline_dir {
         Some(dir) => match drift_core::manifest::load(dir) {
             Ok(manifests) => Ok(rules.with_baseline(Baseline::from_manifests(&manifests))),

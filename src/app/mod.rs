@@ -21,6 +21,7 @@ use drift_core::decode::ClusterNames;
 mod lease;
 #[cfg(feature = "cluster")]
 mod remediation;
+mod stranded;
 mod writer;
 
 /// A running server, for tests and `main`.
@@ -343,7 +344,7 @@ async fn start_remediation(
     stop: CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if pipeline.remediation().mode != drift_core::remediate::Mode::Apply {
-        return Ok(None);
+        return Ok(end_stranded(config, pipeline, audit));
     }
     let settings = &config.resync;
     let cluster = crate::cluster::Cluster::connect_for_writes(
@@ -371,9 +372,9 @@ async fn start_remediation(
 
 #[cfg(not(feature = "cluster"))]
 async fn start_remediation(
-    _config: &Config,
+    config: &Config,
     pipeline: &Pipeline,
-    _audit: Arc<dyn drift_store::AuditRead>,
+    audit: Arc<dyn drift_store::AuditRead>,
     _stop: CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     if pipeline.remediation().mode == drift_core::remediate::Mode::Apply {
@@ -381,7 +382,27 @@ async fn start_remediation(
             "remediation.mode is apply, and this build has no Kubernetes client (feature cluster)"
         );
     }
-    Ok(None)
+    Ok(end_stranded(config, pipeline, audit))
+}
+
+/// Without a sender this start (mode not `apply`), the stored attempts of an earlier one that
+/// were planned or in flight are ended now, on their own task, rather than left open.
+fn end_stranded(
+    config: &Config,
+    pipeline: &Pipeline,
+    audit: Arc<dyn drift_store::AuditRead>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let cluster = pipeline
+        .remediation()
+        .cluster
+        .clone()
+        .unwrap_or_else(|| config.default_cluster.clone());
+    Some(tokio::spawn(stranded::end_stranded(
+        pipeline.clone(),
+        audit,
+        cluster,
+        true,
+    )))
 }
 
 /// Starts the resync task when the config asks for it. An explicit `enabled: true` that cannot

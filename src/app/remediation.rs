@@ -19,8 +19,6 @@ use crate::pipeline::{Pipeline, SenderAnswer, SenderStep};
 use drift_model::remediation::{Attempt, Outcome};
 use drift_store::AuditRead;
 
-/// Most attempts read at once.
-const BATCH: usize = 20;
 /// How often the sender looks for work without being woken.
 const POLL: Duration = Duration::from_secs(10);
 /// Most sends of one request (the first and the repeats after no answer, `429` or `5xx`).
@@ -41,9 +39,13 @@ pub(super) struct Sender {
 impl Sender {
     pub(super) async fn run(self) {
         tracing::info!(message = "Remediation sender on.", cluster = %self.cluster.description);
-        for (seq, attempt) in self.read(Outcome::Sending).await {
-            self.end_unknown(seq, attempt).await;
-        }
+        super::stranded::end_stranded(
+            self.pipeline.clone(),
+            Arc::clone(&self.audit),
+            self.cluster_name.clone(),
+            false,
+        )
+        .await;
         while !self.stop.is_cancelled() {
             for (seq, attempt) in self.read(Outcome::Planned).await {
                 if self.stop.is_cancelled() {
@@ -59,57 +61,12 @@ impl Sender {
         }
     }
 
-    /// Stored attempts with `outcome`, oldest first (none when the store cannot answer: the
-    /// next look tries again).
     async fn read(&self, outcome: Outcome) -> Vec<(i64, Attempt)> {
-        let audit = Arc::clone(&self.audit);
-        let cluster = self.cluster_name.clone();
-        match tokio::task::spawn_blocking(move || {
-            audit.remediations_by_outcome(outcome, &cluster, BATCH)
-        })
-        .await
-        {
-            Ok(Ok(rows)) => rows,
-            Ok(Err(error)) => {
-                tracing::warn!(message = "Could not read the remediation attempts to send.", %error);
-                Vec::new()
-            }
-            Err(_) => Vec::new(),
-        }
+        super::stranded::read(&self.audit, outcome, &self.cluster_name).await
     }
 
-    /// Commits a step through the writer (`None` when it could not: the store or the role).
     async fn step(&self, step: SenderStep) -> Option<SenderAnswer> {
-        let pipeline = self.pipeline.clone();
-        let queued = tokio::task::spawn_blocking(move || pipeline.sender_step(step)).await;
-        let answer = match queued {
-            Ok(Ok(receiver)) => receiver.await.ok(),
-            _ => None,
-        };
-        match answer {
-            Some(Ok(answer)) => Some(answer),
-            Some(Err(error)) => {
-                tracing::warn!(message = "The writer could not commit a remediation step.", %error);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// Ends an attempt a stop left `sending`.
-    async fn end_unknown(&self, seq: i64, mut attempt: Attempt) {
-        attempt.outcome = Outcome::Failed;
-        attempt.reason = Some("unknown".to_string());
-        attempt.detail = Some(
-            "the process stopped while the request was in flight: its outcome is unknown (check \
-             the object); it is never sent again"
-                .to_string(),
-        );
-        self.step(SenderStep::Settle {
-            seq,
-            attempt: Box::new(attempt),
-        })
-        .await;
+        super::stranded::step_through(&self.pipeline, step).await
     }
 
     /// Claims, sends and settles one attempt.
@@ -163,24 +120,37 @@ impl Sender {
             }
         }
         let mut tries = 0;
+        // A try without an answer, or answered 5xx but `429`, may have been applied.
+        let mut may_have_landed = false;
         let sent = loop {
             tries += 1;
             let sent = self.cluster.send_planned(&request).await;
             match sent {
-                Sent::Retry { .. } if tries < TRIES && !self.stop.is_cancelled() => {
+                Sent::Retry { status, .. } if tries < TRIES && !self.stop.is_cancelled() => {
+                    may_have_landed |= status != Some(429);
                     tokio::time::sleep(BACKOFF * tries).await;
+                }
+                Sent::Retry { status, .. } => {
+                    may_have_landed |= status != Some(429);
+                    break sent;
                 }
                 other => break other,
             }
         };
-        self.settle(seq, outcome(claimed, sent, tries)).await;
+        self.settle(seq, outcome(claimed, sent, tries, may_have_landed))
+            .await;
     }
 
-    /// Keeps an outcome, trying the writer a few times (a store that cannot commit now leaves
-    /// the attempt `sending`, which the next start ends as unknown).
+    /// Keeps an outcome, trying the writer until it commits (a store that cannot commit now, a
+    /// failover) or the role stops: then the attempt stays `sending`, which the next start ends
+    /// as unknown.
     async fn settle(&self, seq: i64, attempt: Attempt) {
-        for wait in [0, 1, 2, 4, 8] {
-            tokio::time::sleep(Duration::from_secs(wait)).await;
+        let mut wait = Duration::ZERO;
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                () = tokio::time::sleep(wait) => {}
+            }
             let step = SenderStep::Settle {
                 seq,
                 attempt: Box::new(attempt.clone()),
@@ -188,9 +158,10 @@ impl Sender {
             if self.step(step).await.is_some() {
                 return;
             }
+            wait = (wait * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
         }
         tracing::error!(
-            message = "A remediation's outcome could not be kept; it stays `sending` and ends as unknown at the next start.",
+            message = "A remediation's outcome could not be kept before the stop; it stays `sending` and ends as unknown at the next start.",
             drift = %attempt.drift_id,
         );
     }
@@ -209,16 +180,25 @@ fn namespace_of(path: &str) -> Option<String> {
 }
 
 /// The attempt with what the API server answered after `tries` sends.
-fn outcome(mut attempt: Attempt, sent: Sent, tries: u32) -> Attempt {
-    // After a try without an answer, a conflict may be the first try's own write: the outcome
-    // is unknown, not a conflict.
+fn outcome(mut attempt: Attempt, sent: Sent, tries: u32, may_have_landed: bool) -> Attempt {
+    // After a try that may have landed (no answer, a 5xx), anything but an acceptance may be
+    // about that try's own write: the outcome is unknown, not a conflict or a failure.
     let sent = match sent {
-        Sent::Conflict { status, message } if tries > 1 => {
+        Sent::Applied { .. } => sent,
+        other if may_have_landed => {
+            let (status, message) = match other {
+                Sent::Conflict { status, message } | Sent::Refused { status, message } => {
+                    ((status != 0).then_some(status), message)
+                }
+                Sent::Retry { status, message } => (status, message),
+                Sent::Applied { .. } => (None, String::new()),
+            };
             attempt.outcome = Outcome::Failed;
-            attempt.status = Some(status);
+            attempt.status = status;
             attempt.reason = Some("unknown".to_string());
             attempt.detail = Some(format!(
-                "an earlier try got no answer and may have been applied; the repeat was answered: {message}"
+                "after {tries} tries, one of which got no answer (or a 5xx) and may have been \
+                 applied: check the object; the last answer: {message}"
             ));
             return attempt;
         }
@@ -277,6 +257,8 @@ mod tests {
         Attempt {
             drift_id: "d".into(),
             cluster: "prod".into(),
+            object: "serving.knative.dev/v1/Service/n/s".into(),
+            fields: vec!["/spec/traffic".into()],
             at: 0,
             mode: "apply".into(),
             action: "revert".into(),
@@ -299,16 +281,39 @@ mod tests {
             status: 409,
             message: "the object has been modified".into(),
         };
-        let first = outcome(sent_attempt(), conflict(), 1);
+        let first = outcome(sent_attempt(), conflict(), 1, false);
         assert_eq!(
             (first.outcome, first.reason.as_deref()),
             (Outcome::Conflict, Some("conflict"))
         );
-        let repeat = outcome(sent_attempt(), conflict(), 2);
+        // After a 429 (not processed) a conflict is a conflict; after no answer it is unknown.
+        let after_throttle = outcome(sent_attempt(), conflict(), 2, false);
+        assert_eq!(after_throttle.outcome, Outcome::Conflict);
+        let repeat = outcome(sent_attempt(), conflict(), 2, true);
         assert_eq!(
             (repeat.outcome, repeat.reason.as_deref()),
             (Outcome::Failed, Some("unknown"))
         );
+        let forbidden_after_timeout = outcome(
+            sent_attempt(),
+            Sent::Refused {
+                status: 403,
+                message: "forbidden".into(),
+            },
+            2,
+            true,
+        );
+        assert_eq!(forbidden_after_timeout.reason.as_deref(), Some("unknown"));
+        let applied_after_timeout = outcome(
+            sent_attempt(),
+            Sent::Applied {
+                status: 200,
+                resource_version: Some("9".into()),
+            },
+            2,
+            true,
+        );
+        assert_eq!(applied_after_timeout.outcome, Outcome::Applied);
         let gone = outcome(
             sent_attempt(),
             Sent::Conflict {
@@ -316,6 +321,7 @@ mod tests {
                 message: "not found".into(),
             },
             1,
+            false,
         );
         assert_eq!(gone.reason.as_deref(), Some("not_found"));
     }

@@ -39,6 +39,7 @@ mod remediation_invariant;
 mod remediation_process;
 mod remediation_service;
 mod remediation_standby;
+mod remediation_trust;
 #[cfg(feature = "cluster")]
 mod resync;
 mod resync_api;

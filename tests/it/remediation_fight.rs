@@ -75,8 +75,12 @@ fn put_back(object: &Value, original: &Value, manager: &str, time: &str) -> Valu
     })
 }
 
-/// What the sender does with the one planned attempt: claims it and keeps it as applied.
-async fn send_planned(app: &crate::support::TestApp) {
+/// What the sender does with the one planned attempt: claims it, and `between` (its write
+/// landing, the event that shows it) happens before it keeps the outcome as applied.
+async fn send_planned<F: std::future::Future<Output = ()>>(
+    app: &crate::support::TestApp,
+    between: F,
+) {
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     let planned = app
         .store
@@ -102,6 +106,7 @@ async fn send_planned(app: &crate::support::TestApp) {
     else {
         panic!("the attempt is claimed");
     };
+    between.await;
     sending.outcome = Outcome::Applied;
     sending.status = Some(200);
     assert_eq!(
@@ -145,10 +150,16 @@ async fn the_third_set_back_stops_remediation_and_raises_a_fight_that_ends_with_
         if round < 3 {
             // The sender's part: the attempt is claimed and applied, and drift-sentinel's write
             // puts the traffic back.
-            send_planned(&app).await;
+            // The event that shows the revert (which resolves the drift) may come before the
+            // sender keeps the outcome: the revert counts for fights all the same.
             now.fetch_add(1_000, Ordering::SeqCst);
             object = put_back(&object, &original, "drift-sentinel", &time);
-            post(&app, &format!("revert-{round}"), "update", &object).await;
+            let shown = object.clone();
+            let app_ref = &app;
+            send_planned(&app, async move {
+                post(app_ref, &format!("revert-{round}"), "update", &shown).await;
+            })
+            .await;
         }
     }
     let edits = of_class(&app, "manual_edit");

@@ -648,3 +648,125 @@ async fn step_of(
 ) -> drift_sentinel::pipeline::SenderAnswer {
     self::step(app, step).await
 }
+
+#[tokio::test]
+async fn a_claim_is_refused_when_no_rule_asks_for_the_attempt_any_more() {
+    use drift_model::remediation::Outcome;
+    use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
+    use drift_store::AuditRead;
+    let config = drift_core::config::load_str(
+        &format!(
+            "defaultCluster: test\n{}",
+            DRY_RUN.replace("mode: dryRun", "mode: apply")
+        ),
+        &|_| None,
+    )
+    .unwrap();
+    let policy = config
+        .remediation
+        .compile(&config.resync, &config.default_cluster)
+        .unwrap();
+    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let original = service();
+    assert_eq!(
+        post(&app, &structured_event("add", "add", &original)).await,
+        202
+    );
+    assert_eq!(
+        post(
+            &app,
+            &structured_event("edit", "update", &traffic_edit(&original))
+        )
+        .await,
+        202
+    );
+    let (seq, mut attempt) = app
+        .store
+        .remediations_by_outcome(Outcome::Planned, "test", 10)
+        .unwrap()
+        .remove(0);
+    // Decided by a rule the section (after a restart) no longer has.
+    attempt.rule = "removed-rule".into();
+    let SenderAnswer::Ended(ended) = step_of(
+        &app,
+        SenderStep::Claim {
+            seq,
+            attempt: Box::new(attempt),
+        },
+    )
+    .await
+    else {
+        panic!("not sent");
+    };
+    assert_eq!(
+        (ended.outcome, ended.reason.as_deref()),
+        (Outcome::Refused, Some("no_rule"))
+    );
+}
+
+#[tokio::test]
+async fn a_start_without_apply_ends_the_attempts_an_earlier_one_left_planned_or_in_flight() {
+    use drift_model::remediation::{Attempt, Outcome};
+    use drift_store::Batch;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("api.db");
+    let options = drift_store::Options::Sqlite { path: path.clone() };
+    let left = |drift_id: &str, outcome: Outcome| Attempt {
+        drift_id: drift_id.into(),
+        cluster: "test".into(),
+        object: "serving.knative.dev/v1/Service/myapp/knative-webapp".into(),
+        fields: vec!["/spec/traffic".into()],
+        at: drift_model::time::system_clock()(),
+        mode: "apply".into(),
+        action: "revert".into(),
+        rule: "revert-hand-edits".into(),
+        approved_by: None,
+        request: None,
+        resource_version: Some("7".into()),
+        judged: None,
+        outcome,
+        status: None,
+        resource_version_after: None,
+        reason: None,
+        detail: None,
+    };
+    {
+        // An earlier start in apply mode left one attempt planned and one in flight.
+        let mut opened = drift_store::open(&options).unwrap();
+        opened
+            .writer
+            .commit(&Batch {
+                remediations: vec![left("a", Outcome::Planned), left("b", Outcome::Sending)],
+                ..Batch::default()
+            })
+            .unwrap();
+    }
+    let store = format!("store:\n  path: {}\n", path.display());
+    let app = Running::start_on(dir, &store, &format!("defaultCluster: test\n{DRY_RUN}")).await;
+    let audit = drift_store::open(&options).unwrap().audit;
+    let mut ended = Vec::new();
+    for _ in 0..200 {
+        ended = ["a", "b"]
+            .iter()
+            .map(|id| audit.remediations(id).unwrap().remove(0))
+            .collect::<Vec<_>>();
+        if ended
+            .iter()
+            .all(|attempt| !matches!(attempt.outcome, Outcome::Planned | Outcome::Sending))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        (ended[0].outcome, ended[0].reason.as_deref()),
+        (Outcome::Refused, Some("mode")),
+        "{ended:?}"
+    );
+    assert_eq!(
+        (ended[1].outcome, ended[1].reason.as_deref()),
+        (Outcome::Failed, Some("unknown")),
+        "{ended:?}"
+    );
+    app.stop().await;
+}

@@ -727,6 +727,8 @@ fn audit_attempts(drifts: &[Drift]) -> Vec<drift_model::remediation::Attempt> {
     let dry_run = |id: &str| Attempt {
         drift_id: id.into(),
         cluster: "prod".into(),
+        object: format!("x/v1/Thing/payments/{id}"),
+        fields: vec!["/spec/n".into()],
         at: fired(id),
         mode: "dryRun".into(),
         action: "revert".into(),

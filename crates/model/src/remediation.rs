@@ -78,6 +78,12 @@ pub struct Attempt {
     pub drift_id: String,
     /// The drift's cluster (the one the request goes to).
     pub cluster: String,
+    /// The object as the rails know it (`apiVersion/kind/namespace/name`, which a re-created
+    /// object keeps).
+    pub object: String,
+    /// The fields a revert puts back (JSON pointers; empty for the other actions): once it is
+    /// applied, setting them back again counts towards a fight.
+    pub fields: Vec<String>,
     /// When it was decided.
     pub at: Millis,
     /// `dryRun` or `apply` (the mode in force when it was decided).

@@ -140,15 +140,7 @@ impl Writer {
                 }
                 SenderStep::Settle { seq, attempt } => {
                     if attempt.outcome == Outcome::Applied {
-                        if let (Some(drift), Some(action)) = (
-                            self.engine
-                                .open_drifts()
-                                .find(|drift| drift.id == attempt.drift_id)
-                                .cloned(),
-                            Action::parse(&attempt.action),
-                        ) {
-                            self.remediator.applied(&drift, action, round.now);
-                        }
+                        self.remediator.applied(&attempt, round.now);
                     }
                     round
                         .batch
@@ -209,6 +201,28 @@ impl Writer {
                 format!("unknown action {:?}", attempt.action),
             ));
         };
+        // The rules may have changed since the decision (a restart with another section): only
+        // the rule that decided, still offering this action, lets it through.
+        let allowed = self
+            .remediator
+            .policy()
+            .rule_for(drift)
+            .is_some_and(|rule| {
+                rule.name == attempt.rule
+                    && rule.action == action
+                    && (attempt.approved_by.is_some()
+                        || rule.approval == drift_core::remediate::Approval::Auto)
+            });
+        if !allowed {
+            return Err((
+                Outcome::Refused,
+                "no_rule",
+                format!(
+                    "rule {} no longer asks for this {} (the remediation section changed)",
+                    attempt.rule, attempt.action
+                ),
+            ));
+        }
         let graph = self.engine.graph();
         if action == Action::Restore {
             if let Some(object) = graph.by_uid(&drift.cluster, &drift.uid) {
@@ -249,7 +263,7 @@ impl Writer {
             .filter(|attempt| !matches!(attempt.outcome, Outcome::Planned | Outcome::Sending));
         let rules = self.engine.rules();
         let mut rows = Vec::new();
-        for attempt in ended {
+        for (index, attempt) in ended.enumerate() {
             let drift = self
                 .engine
                 .open_drifts()
@@ -264,7 +278,13 @@ impl Writer {
             let Some(drift) = drift else {
                 continue;
             };
-            let kind = format!("remediation/{}/{}", attempt.at, attempt.outcome.as_str());
+            // Two attempts on one drift may end in one round (a retried approval): each is its
+            // own notification.
+            let kind = format!(
+                "remediation/{}/{}/{index}",
+                attempt.at,
+                attempt.outcome.as_str()
+            );
             for queued in self.settings.router.route_remediation(
                 drift,
                 attempt,

@@ -315,6 +315,9 @@ pub struct Rules {
     invariants: Arc<[Invariant]>,
     baseline: Arc<Baseline>,
     fleet: Arc<[FleetGroup]>,
+    /// Remediation is on: drift-sentinel's own field manager is trusted (see
+    /// [`Rules::is_trusted`]).
+    remediation_on: bool,
 }
 
 impl Rules {
@@ -340,7 +343,15 @@ impl Rules {
             invariants: set.invariants.into(),
             baseline: Arc::new(Baseline::default()),
             fleet: Arc::new([]),
+            remediation_on: false,
         }
+    }
+
+    /// The same rules, with remediation on or off: with it on, drift-sentinel's own writes are
+    /// not hand edits.
+    pub fn with_remediation(mut self, on: bool) -> Rules {
+        self.remediation_on = on;
+        self
     }
 
     /// The same rules with fleet groups (`fleet.groups`, a section of its own beside `rules:`).
@@ -384,11 +395,14 @@ impl Rules {
         self.classes.get(id).unwrap_or(&self.disabled)
     }
 
-    /// True when the field manager's writes are not manual edits: the configured ones, and
-    /// drift-sentinel's own remediation (each of its writes is an attempt in the drift's
-    /// history, notified on its own; reporting it again as a hand edit would be noise).
+    /// True when the field manager's writes are not manual edits: the configured ones, and,
+    /// while remediation is on, drift-sentinel's own (each of its writes is an attempt in the
+    /// drift's history, notified on its own; reporting it again as a hand edit would be noise).
+    /// With remediation off nothing writes as `drift-sentinel`, so an edit that claims the name
+    /// is a hand edit like any other.
     pub(crate) fn is_trusted(&self, manager: &str) -> bool {
-        manager == REMEDIATION_MANAGER || self.trusted_managers.contains(manager)
+        (self.remediation_on && manager == REMEDIATION_MANAGER)
+            || self.trusted_managers.contains(manager)
     }
 
     /// True when drifts may be opened for this object.

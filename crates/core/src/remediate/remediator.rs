@@ -52,16 +52,12 @@ impl Remediator {
         }
     }
 
-    /// Notes that an attempt of `action` on `drift` was applied at `now`: a revert's fields
-    /// count for fight detection from now (a planned, dry-run or failed revert put nothing
-    /// back, so an edit after it is no set-back).
-    pub fn applied(&mut self, drift: &Drift, action: Action, now: Millis) {
-        self.ledger.reverted(
-            &drift.cluster,
-            &super::object_name(drift),
-            &super::reverted(action, drift),
-            now,
-        );
+    /// Notes that `attempt` was applied at `now`: a revert's fields count for fight detection
+    /// from now (a planned, dry-run or failed revert put nothing back, so an edit after it is
+    /// no set-back). Read off the attempt, so its drift may have resolved already.
+    pub fn applied(&mut self, attempt: &Attempt, now: Millis) {
+        self.ledger
+            .reverted(&attempt.cluster, &attempt.object, &attempt.fields, now);
     }
 
     /// Re-plans a claimed `apply` attempt of `action` on `drift` against the object as it is
@@ -361,6 +357,8 @@ pub fn attempt(
     let blank = |rule: String, action: super::Action, outcome: Outcome| Attempt {
         drift_id: drift.id.clone(),
         cluster: drift.cluster.clone(),
+        object: super::object_name(drift),
+        fields: super::reverted(action, drift),
         at: now,
         mode: mode.as_str().to_string(),
         action: action.as_str().to_string(),

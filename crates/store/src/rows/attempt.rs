@@ -16,7 +16,12 @@ use drift_model::Millis;
 #[serde(rename_all = "camelCase")]
 pub(crate) struct AttemptRow<'a> {
     pub(crate) drift_id: Cow<'a, str>,
+    #[serde(default)]
     pub(crate) cluster: Cow<'a, str>,
+    #[serde(default)]
+    pub(crate) object: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    pub(crate) fields: Cow<'a, [String]>,
     pub(crate) at: Millis,
     pub(crate) mode: Cow<'a, str>,
     pub(crate) action: Cow<'a, str>,
@@ -55,6 +60,8 @@ impl<'a> From<&'a Attempt> for AttemptRow<'a> {
         AttemptRow {
             drift_id: Cow::Borrowed(&attempt.drift_id),
             cluster: Cow::Borrowed(&attempt.cluster),
+            object: Cow::Borrowed(&attempt.object),
+            fields: Cow::Borrowed(&attempt.fields),
             at: attempt.at,
             mode: Cow::Borrowed(&attempt.mode),
             action: Cow::Borrowed(&attempt.action),
@@ -96,6 +103,8 @@ pub(crate) fn from_row(row: AttemptRow<'_>) -> Result<Attempt, String> {
     Ok(Attempt {
         drift_id: row.drift_id.into_owned(),
         cluster: row.cluster.into_owned(),
+        object: row.object.into_owned(),
+        fields: row.fields.into_owned(),
         at: row.at,
         mode: row.mode.into_owned(),
         action: row.action.into_owned(),

@@ -190,6 +190,8 @@ fn a_remediation_notice_carries_its_attempt_and_reads_back_whole() {
     let attempt = Attempt {
         drift_id: "d".into(),
         cluster: "prod".into(),
+        object: "x/v1/Thing/n/t".into(),
+        fields: vec!["/spec/n".into()],
         at: 5,
         mode: "apply".into(),
         action: "revert".into(),
