@@ -375,10 +375,22 @@ impl Style {
                     .iter()
                     .filter(|notice| notice.kind == NoticeKind::Resolved)
                     .count();
-                if self.zh() {
-                    format!("【漂移汇总】{total} 条（告警 {firing}，已恢复 {resolved}）")
-                } else {
-                    format!("[DIGEST] {total} drifts ({firing} firing, {resolved} resolved)")
+                let remediations = notices
+                    .iter()
+                    .filter(|notice| notice.kind == NoticeKind::Remediation)
+                    .count();
+                match (self.zh(), remediations) {
+                    (true, 0) => format!("【漂移汇总】{total} 条（告警 {firing}，已恢复 {resolved}）"),
+                    (true, _) => format!(
+                        "【漂移汇总】{total} 条（告警 {firing}，已恢复 {resolved}，自动修复 {remediations}）"
+                    ),
+                    (false, 0) => {
+                        format!("[DIGEST] {total} drifts ({firing} firing, {resolved} resolved)")
+                    }
+                    (false, _) => format!(
+                        "[DIGEST] {total} notices ({firing} firing, {resolved} resolved, \
+                         {remediations} remediations)"
+                    ),
                 }
             }
         }

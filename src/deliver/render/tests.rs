@@ -205,3 +205,68 @@ fn template_overrides_fill_variables() {
         "split moved -> kn service update checkout (checkout, prod)\n"
     );
 }
+
+#[test]
+fn a_remediation_notice_says_what_was_done_in_both_languages_and_digests_count_it_apart() {
+    use drift_model::remediation::{Attempt, Outcome};
+    let attempt = Attempt {
+        drift_id: "d1".into(),
+        cluster: "prod".into(),
+        object: "serving.knative.dev/v1/Service/pay/checkout".into(),
+        fields: vec!["/spec/traffic".into()],
+        at: 0,
+        mode: "apply".into(),
+        action: "revert".into(),
+        rule: "revert-hand-edits".into(),
+        approved_by: Some("alice".into()),
+        request: None,
+        resource_version: None,
+        judged: None,
+        outcome: Outcome::Applied,
+        status: Some(200),
+        resource_version_after: None,
+        reason: None,
+        detail: None,
+    };
+    let told = Notice {
+        kind: NoticeKind::Remediation,
+        remediation: Some(Box::new(attempt)),
+        ..notice()
+    };
+    let mut style = Style::english();
+    assert_eq!(
+        style.title(&told),
+        "[REMEDIATION] traffic_drift on Service pay/checkout (prod)"
+    );
+    let fields = style.fields(&told, Markup::Plain);
+    assert!(
+        fields.contains(&(
+            "Remediation",
+            "revert: applied by drift-sentinel (rule revert-hand-edits), approved by alice"
+                .to_string()
+        )),
+        "{fields:?}"
+    );
+    let message = Message {
+        id: "m".into(),
+        notices: vec![notice(), told.clone()],
+        now: 0,
+        omitted: 0,
+    };
+    assert_eq!(
+        style.message_title(&message),
+        "[DIGEST] 2 notices (1 firing, 0 resolved, 1 remediations)"
+    );
+    style.language = Language::Zh;
+    style.classes = drift_core::classify::classes::catalog();
+    assert!(style.title(&told).starts_with("【自动修复】"));
+    let fields = style.fields(&told, Markup::Plain);
+    assert!(
+        fields.contains(&(
+            "修复",
+            "回滚字段：已由 drift-sentinel 执行（规则 revert-hand-edits），批准人 alice"
+                .to_string()
+        )),
+        "{fields:?}"
+    );
+}
