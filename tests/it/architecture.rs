@@ -196,7 +196,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "crates/core/src",
         &[
-            &["config"],
+            &["config", "drill"],
             &["remediate"],
             &["route"],
             &["classify"],

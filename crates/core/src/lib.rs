@@ -15,6 +15,7 @@ pub mod classify;
 pub mod config;
 /// CloudEvents and Kubernetes objects, from bytes to typed events (pure).
 pub mod decode;
+pub mod drill;
 /// Kubernetes manifests from YAML files, bounded: `check`'s both sides and `rules.baselineDir`.
 pub mod manifest;
 /// Which firing drift a rule lets the service repair, the exact request, and the rails (pure).

@@ -1,0 +1,393 @@
+//! A drill catalog (`drills:` YAML), validated into [`Catalog`]: unknown keys refused, every
+//! mistake named by its key path (`drills[2].inject`), never a Secret, exactly one injection per
+//! drill, an expectation of a known class or of a rule.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::classify::classes;
+
+/// A catalog that does not load: what is wrong and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Not YAML of the catalog's shape (an unknown key, a wrong type).
+    #[error("the drill catalog: {0}")]
+    Syntax(String),
+    /// A value that is not allowed, at `path`.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The key path (`drills[0].target.kind`).
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl Error {
+    /// A stable, bounded label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Syntax(_) => "syntax",
+            Error::Invalid { .. } => "invalid",
+        }
+    }
+
+    fn invalid(path: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Invalid {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The object a drill acts on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// The namespace (drills act in labelled namespaces only, so always one).
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+}
+
+/// What a drill does to its target.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inject {
+    /// A JSON merge patch (RFC 7386).
+    MergePatch(Value),
+    /// A JSON patch (RFC 6902).
+    JsonPatch(Vec<Value>),
+    /// Delete the target.
+    Delete,
+    /// Create the target from this object.
+    Create(Value),
+}
+
+/// What must be seen, and how soon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    /// The drift class, or `invariant` for a rule.
+    pub class: String,
+    /// The team invariant's name, for a rule.
+    pub rule: Option<String>,
+    /// How long the drift may take to fire.
+    pub within: Duration,
+    /// The severity it must have, if said.
+    pub severity: Option<String>,
+}
+
+/// What happens after the drift was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Then {
+    /// Put back what was injected, and wait for the drift to resolve (the default).
+    Restore,
+    /// Wait (at most this long) for the object to be repaired by someone else (remediation,
+    /// Knative, GitOps) and the drift to resolve.
+    ExpectRepaired(Duration),
+    /// Leave it as injected.
+    Keep,
+}
+
+/// One drill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Drill {
+    /// Its name (unique in the catalog).
+    pub name: String,
+    /// The object.
+    pub target: Target,
+    /// The injection.
+    pub inject: Inject,
+    /// The expectation.
+    pub expect: Expect,
+    /// The end.
+    pub then: Then,
+}
+
+/// A validated catalog.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Catalog {
+    /// Its drills, in order.
+    pub drills: Vec<Drill>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogFile {
+    drills: Vec<DrillFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DrillFile {
+    name: String,
+    target: TargetFile,
+    inject: InjectFile,
+    expect: ExpectFile,
+    #[serde(default)]
+    then: Option<ThenFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TargetFile {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    namespace: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct InjectFile {
+    #[serde(default)]
+    merge_patch: Option<Value>,
+    #[serde(default)]
+    json_patch: Option<Vec<Value>>,
+    #[serde(default)]
+    delete: bool,
+    #[serde(default)]
+    create: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExpectFile {
+    #[serde(default)]
+    class: Option<String>,
+    #[serde(default)]
+    rule: Option<String>,
+    within: String,
+    #[serde(default)]
+    severity: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ThenFile {
+    Word(String),
+    Repaired(RepairedFile),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RepairedFile {
+    expect_repaired: WithinFile,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WithinFile {
+    within: String,
+}
+
+/// The catalog in `text` (YAML).
+pub fn parse(text: &str) -> Result<Catalog, Error> {
+    let file: CatalogFile =
+        serde_saphyr::from_str(text).map_err(|error| Error::Syntax(error.to_string()))?;
+    let mut names = BTreeSet::new();
+    let mut drills = Vec::with_capacity(file.drills.len());
+    for (index, drill) in file.drills.into_iter().enumerate() {
+        let at = format!("drills[{index}]");
+        if drill.name.trim().is_empty() || drill.name.len() > 63 {
+            return Err(Error::invalid(
+                format!("{at}.name"),
+                "must be 1 to 63 characters",
+            ));
+        }
+        if !names.insert(drill.name.clone()) {
+            return Err(Error::invalid(
+                format!("{at}.name"),
+                format!("another drill is named {:?}", drill.name),
+            ));
+        }
+        let target = target(drill.target, &at)?;
+        let inject = inject(drill.inject, &target, &at)?;
+        let expect = expect(drill.expect, &at)?;
+        let then = then(drill.then, &at)?;
+        drills.push(Drill {
+            name: drill.name,
+            target,
+            inject,
+            expect,
+            then,
+        });
+    }
+    Ok(Catalog { drills })
+}
+
+fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
+    for (key, value) in [
+        ("apiVersion", &file.api_version),
+        ("kind", &file.kind),
+        ("name", &file.name),
+        ("namespace", &file.namespace),
+    ] {
+        if value.trim().is_empty() {
+            return Err(Error::invalid(
+                format!("{at}.target.{key}"),
+                "is required (drills act on namespaced objects, in namespaces labelled \
+                 drift-sentinel.dev/drills: \"allowed\")",
+            ));
+        }
+    }
+    if file.kind == "Secret" && !file.api_version.contains('/') {
+        return Err(Error::invalid(
+            format!("{at}.target.kind"),
+            "Secrets are never drilled",
+        ));
+    }
+    Ok(Target {
+        api_version: file.api_version,
+        kind: file.kind,
+        namespace: file.namespace,
+        name: file.name,
+    })
+}
+
+fn inject(file: InjectFile, target: &Target, at: &str) -> Result<Inject, Error> {
+    let path = format!("{at}.inject");
+    let given = usize::from(file.merge_patch.is_some())
+        + usize::from(file.json_patch.is_some())
+        + usize::from(file.delete)
+        + usize::from(file.create.is_some());
+    if given != 1 {
+        return Err(Error::invalid(
+            path,
+            "exactly one of mergePatch, jsonPatch, delete: true or create",
+        ));
+    }
+    if let Some(patch) = file.merge_patch {
+        if patch.as_object().is_none_or(|members| members.is_empty()) {
+            return Err(Error::invalid(
+                format!("{path}.mergePatch"),
+                "must be a non-empty object",
+            ));
+        }
+        if patch.get("metadata").and_then(|m| m.get("name")).is_some()
+            || patch
+                .get("metadata")
+                .and_then(|m| m.get("namespace"))
+                .is_some()
+        {
+            return Err(Error::invalid(
+                format!("{path}.mergePatch"),
+                "cannot rename or move the target",
+            ));
+        }
+        return Ok(Inject::MergePatch(patch));
+    }
+    if let Some(ops) = file.json_patch {
+        if ops.is_empty() {
+            return Err(Error::invalid(
+                format!("{path}.jsonPatch"),
+                "has no operation",
+            ));
+        }
+        for (position, op) in ops.iter().enumerate() {
+            let kind = op.get("op").and_then(Value::as_str).unwrap_or("");
+            let pointer = op.get("path").and_then(Value::as_str).unwrap_or("");
+            if !matches!(kind, "add" | "remove" | "replace" | "test") {
+                return Err(Error::invalid(
+                    format!("{path}.jsonPatch[{position}].op"),
+                    format!(
+                        "{kind:?}: use add, remove, replace or test (move and copy cannot be \
+                         restored field by field)"
+                    ),
+                ));
+            }
+            if !pointer.starts_with('/') || pointer.starts_with("/metadata/name") {
+                return Err(Error::invalid(
+                    format!("{path}.jsonPatch[{position}].path"),
+                    format!("{pointer:?} must be a JSON pointer into the object, not its name"),
+                ));
+            }
+        }
+        return Ok(Inject::JsonPatch(ops));
+    }
+    if file.delete {
+        return Ok(Inject::Delete);
+    }
+    let object = file.create.unwrap_or_default();
+    let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+    let same = text("/apiVersion") == Some(target.api_version.as_str())
+        && text("/kind") == Some(target.kind.as_str())
+        && text("/metadata/name") == Some(target.name.as_str())
+        && text("/metadata/namespace").is_none_or(|namespace| namespace == target.namespace);
+    if !same {
+        return Err(Error::invalid(
+            format!("{path}.create"),
+            "must be the target object (its apiVersion, kind, metadata.name and namespace)",
+        ));
+    }
+    Ok(Inject::Create(object))
+}
+
+fn expect(file: ExpectFile, at: &str) -> Result<Expect, Error> {
+    let path = format!("{at}.expect");
+    let class = match (file.class, file.rule.as_ref()) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid(path, "class or rule, not both"));
+        }
+        (None, None) => return Err(Error::invalid(path, "needs a class or a rule")),
+        (None, Some(_)) => classes::INVARIANT.to_string(),
+        (Some(class), None) => {
+            if !classes::is_known(&class) {
+                return Err(Error::invalid(
+                    format!("{path}.class"),
+                    format!("unknown class {class:?}"),
+                ));
+            }
+            class
+        }
+    };
+    let within = duration(&file.within, &format!("{path}.within"))?;
+    if let Some(severity) = &file.severity {
+        if !drift_model::SEVERITIES.contains(&severity.as_str()) {
+            return Err(Error::invalid(
+                format!("{path}.severity"),
+                format!(
+                    "unknown severity {severity:?}; use one of {}",
+                    drift_model::SEVERITIES.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(Expect {
+        class,
+        rule: file.rule,
+        within,
+        severity: file.severity,
+    })
+}
+
+fn then(file: Option<ThenFile>, at: &str) -> Result<Then, Error> {
+    match file {
+        None => Ok(Then::Restore),
+        Some(ThenFile::Word(word)) if word == "restore" => Ok(Then::Restore),
+        Some(ThenFile::Word(word)) if word == "keep" => Ok(Then::Keep),
+        Some(ThenFile::Word(word)) => Err(Error::invalid(
+            format!("{at}.then"),
+            format!("{word:?}: use restore (the default), keep or expectRepaired: {{within: …}}"),
+        )),
+        Some(ThenFile::Repaired(repaired)) => Ok(Then::ExpectRepaired(duration(
+            &repaired.expect_repaired.within,
+            &format!("{at}.then.expectRepaired.within"),
+        )?)),
+    }
+}
+
+fn duration(text: &str, path: &str) -> Result<Duration, Error> {
+    let duration = drift_model::time::parse_duration(text)
+        .map_err(|error| Error::invalid(path, error.to_string()))?;
+    if duration.is_zero() {
+        return Err(Error::invalid(path, "must be positive"));
+    }
+    Ok(duration)
+}

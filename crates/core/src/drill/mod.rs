@@ -1,0 +1,22 @@
+//! Drills (issue 30): a catalog of known drifts to inject into a cluster and expect to be
+//! caught (and repaired). This module is the pure part: the catalog as a team writes it,
+//! validated with the key path of every mistake ([`catalog`]), and the exact Kubernetes requests
+//! a drill sends: the injection, and the restore that puts back only what it injected
+//! ([`plan`]). Nothing here sends anything; the runner (the service's Kubernetes client and the
+//! sink's API) comes with the `drill` command.
+
+pub mod catalog;
+pub mod plan;
+
+pub use catalog::{parse, Catalog, Drill, Error, Expect, Inject, Target, Then};
+
+/// The field manager every drill write is sent as (`?fieldManager=`), so the sink's evidence
+/// names the drill as the actor.
+pub const FIELD_MANAGER: &str = "drift-sentinel-drill";
+
+/// The namespace label that allows drills in a namespace (`"allowed"`); any other namespace is
+/// refused before any request.
+pub const ALLOW_LABEL: &str = "drift-sentinel.dev/drills";
+
+#[cfg(test)]
+mod tests;

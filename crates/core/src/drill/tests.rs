@@ -1,0 +1,286 @@
+//! The catalog's validation and the drill requests, on a real Knative Service (the katacoda
+//! `greeter` fixture): an injection applied as the API server would (RFC 7386 / RFC 6902), then
+//! its restore applied on top, must give the object back as it was, and touch nothing else.
+
+use serde_json::{json, Value};
+
+use super::plan::{injection, restore};
+use super::*;
+
+fn greeter() -> Value {
+    serde_saphyr::from_str(include_str!(
+        "../../../../tests/fixtures/knative/serving/openshift-labs-learn-katacoda__serverless-05-knative-client__ksvc-greeter.yaml"
+    ))
+    .expect("the fixture is YAML")
+}
+
+const CATALOG: &str = r#"
+drills:
+  - name: traffic-hand-edit
+    target: {apiVersion: serving.knative.dev/v1, kind: Service, namespace: knativetutorial, name: greeter}
+    inject:
+      mergePatch: {spec: {traffic: [{latestRevision: true, percent: 80}, {revisionName: greeter-00001, percent: 20}]}, metadata: {labels: {drill: "yes"}}}
+    expect: {class: manual_edit, within: 60s, severity: warning}
+  - name: image-hand-edit
+    target: {apiVersion: serving.knative.dev/v1, kind: Service, namespace: knativetutorial, name: greeter}
+    inject:
+      jsonPatch: [{op: replace, path: /spec/template/spec/containers/0/image, value: "quay.io/rhdevelopers/knative-tutorial-greeter:latest"}]
+    expect: {rule: no-latest, within: 2m}
+    then: {expectRepaired: {within: 5m}}
+  - name: deleted
+    target: {apiVersion: serving.knative.dev/v1, kind: Service, namespace: knativetutorial, name: greeter}
+    inject: {delete: true}
+    expect: {class: unexpected_delete, within: 2m}
+    then: keep
+"#;
+
+fn target() -> Target {
+    Target {
+        api_version: "serving.knative.dev/v1".into(),
+        kind: "Service".into(),
+        namespace: "knativetutorial".into(),
+        name: "greeter".into(),
+    }
+}
+
+/// RFC 7386.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(members) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let map = target.as_object_mut().unwrap();
+    for (key, value) in members {
+        if value.is_null() {
+            map.remove(key);
+        } else {
+            merge(map.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+/// RFC 6902, the operations drills use.
+fn json_patch(target: &mut Value, ops: &Value) {
+    for op in ops.as_array().unwrap() {
+        let path = op["path"].as_str().unwrap();
+        match op["op"].as_str().unwrap() {
+            "test" => assert_eq!(target.pointer(path), Some(&op["value"]), "test {path}"),
+            "replace" | "add" => *target.pointer_mut(path).unwrap() = op["value"].clone(),
+            "remove" => {
+                let (parent, last) = path.rsplit_once('/').unwrap();
+                target
+                    .pointer_mut(parent)
+                    .unwrap()
+                    .as_object_mut()
+                    .unwrap()
+                    .remove(last);
+            }
+            other => panic!("{other}"),
+        }
+    }
+}
+
+#[test]
+fn a_catalog_loads_with_its_defaults() {
+    let catalog = parse(CATALOG).unwrap();
+    assert_eq!(catalog.drills.len(), 3);
+    let first = &catalog.drills[0];
+    assert_eq!(first.target, target());
+    assert_eq!(first.then, Then::Restore);
+    assert_eq!(first.expect.class, "manual_edit");
+    assert_eq!(first.expect.within, std::time::Duration::from_secs(60));
+    assert_eq!(catalog.drills[1].expect.class, "invariant");
+    assert_eq!(catalog.drills[1].expect.rule.as_deref(), Some("no-latest"));
+    assert_eq!(
+        catalog.drills[1].then,
+        Then::ExpectRepaired(std::time::Duration::from_secs(300))
+    );
+    assert_eq!(catalog.drills[2].inject, Inject::Delete);
+    assert_eq!(catalog.drills[2].then, Then::Keep);
+}
+
+#[test]
+fn every_mistake_names_its_key() {
+    let drill = |body: &str| {
+        format!(
+            "drills:\n  - name: d\n    target: {{apiVersion: v1, kind: ConfigMap, namespace: n, name: c}}\n{body}"
+        )
+    };
+    let cases = [
+        (
+            drill("    inject: {delete: true, mergePatch: {data: {a: b}}}\n    expect: {class: config_drift, within: 1m}\n"),
+            "drills[0].inject: exactly one of",
+        ),
+        (
+            drill("    inject: {}\n    expect: {class: config_drift, within: 1m}\n"),
+            "drills[0].inject: exactly one of",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: nonsense, within: 1m}\n"),
+            "drills[0].expect.class: unknown class \"nonsense\"",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: manual_edit, rule: r, within: 1m}\n"),
+            "drills[0].expect: class or rule, not both",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 0s}\n"),
+            "drills[0].expect.within: must be positive",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m, severity: loud}\n"),
+            "drills[0].expect.severity: unknown severity \"loud\"",
+        ),
+        (
+            drill("    inject: {jsonPatch: [{op: move, from: /data/a, path: /data/b}]}\n    expect: {class: config_drift, within: 1m}\n"),
+            "drills[0].inject.jsonPatch[0].op: \"move\"",
+        ),
+        (
+            drill("    inject: {mergePatch: {metadata: {name: other}}}\n    expect: {class: config_drift, within: 1m}\n"),
+            "drills[0].inject.mergePatch: cannot rename",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m}\n    then: forever\n"),
+            "drills[0].then: \"forever\"",
+        ),
+        (
+            "drills:\n  - name: s\n    target: {apiVersion: v1, kind: Secret, namespace: n, name: s}\n    inject: {delete: true}\n    expect: {class: unexpected_delete, within: 1m}\n".to_string(),
+            "drills[0].target.kind: Secrets are never drilled",
+        ),
+        (
+            "drills:\n  - name: s\n    target: {apiVersion: v1, kind: ConfigMap, name: s}\n    inject: {delete: true}\n    expect: {class: unexpected_delete, within: 1m}\n".to_string(),
+            "drills[0].target.namespace: is required",
+        ),
+        (
+            format!("{}  - name: d\n    target: {{apiVersion: v1, kind: ConfigMap, namespace: n, name: c}}\n    inject: {{delete: true}}\n    expect: {{class: manual_edit, within: 1m}}\n", drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m}\n")),
+            "drills[1].name: another drill is named \"d\"",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m}\n    surprise: 1\n"),
+            "the drill catalog: ",
+        ),
+    ];
+    for (text, wanted) in cases {
+        let error = parse(&text).unwrap_err().to_string();
+        assert!(
+            error.starts_with(wanted),
+            "{text}\nwanted {wanted:?}\ngot {error:?}"
+        );
+    }
+}
+
+#[test]
+fn a_merge_patch_drill_is_restored_exactly_and_only_where_it_wrote() {
+    let catalog = parse(CATALOG).unwrap();
+    let drill = &catalog.drills[0];
+    let kept = greeter();
+    let inject = injection(&drill.target, &drill.inject, Some(&kept));
+    assert_eq!(inject.method, "PATCH");
+    assert_eq!(
+        inject.path,
+        "/apis/serving.knative.dev/v1/namespaces/knativetutorial/services/greeter?fieldManager=drift-sentinel-drill"
+    );
+    assert_eq!(inject.body["metadata"]["resourceVersion"], "35193");
+    let mut live = kept.clone();
+    merge(&mut live, &inject.body);
+    assert_eq!(live["spec"]["traffic"][1]["percent"], 20);
+    // Meanwhile Knative writes the status and bumps the version; someone adds an annotation.
+    live["metadata"]["resourceVersion"] = json!("35200");
+    live["metadata"]["annotations"]["team"] = json!("payments");
+    live["status"]["observedGeneration"] = json!(3);
+    let back = restore(&drill.target, &drill.inject, Some(&kept), Some(&live)).unwrap();
+    assert_eq!(back.method, "PATCH");
+    assert_eq!(back.body["metadata"]["resourceVersion"], "35200");
+    assert_eq!(back.resource_version.as_deref(), Some("35200"));
+    merge(&mut live, &back.body);
+    assert_eq!(live["spec"], kept["spec"]);
+    // The label the drill added is gone; what others wrote stays.
+    assert_eq!(
+        live["metadata"]["labels"].get("drill"),
+        None,
+        "{}",
+        back.body
+    );
+    assert_eq!(back.body["metadata"]["labels"], json!({"drill": null}));
+    assert_eq!(live["metadata"]["annotations"]["team"], "payments");
+    assert_eq!(live["status"]["observedGeneration"], 3);
+}
+
+#[test]
+fn a_json_patch_drill_tests_the_version_first_and_is_restored_at_its_list() {
+    let catalog = parse(CATALOG).unwrap();
+    let drill = &catalog.drills[1];
+    let kept = greeter();
+    let inject = injection(&drill.target, &drill.inject, Some(&kept));
+    assert_eq!(inject.content_type, "application/json-patch+json");
+    assert_eq!(
+        inject.body[0],
+        json!({"op": "test", "path": "/metadata/resourceVersion", "value": "35193"})
+    );
+    let mut live = kept.clone();
+    json_patch(&mut live, &inject.body);
+    assert!(live["spec"]["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap()
+        .ends_with(":latest"));
+    live["metadata"]["resourceVersion"] = json!("35300");
+    let back = restore(&drill.target, &drill.inject, Some(&kept), Some(&live)).unwrap();
+    // The containers list is put back whole (a merge patch replaces lists).
+    assert_eq!(
+        back.body["spec"]["template"]["spec"]["containers"],
+        kept["spec"]["template"]["spec"]["containers"]
+    );
+    merge(&mut live, &back.body);
+    assert_eq!(live["spec"], kept["spec"]);
+}
+
+#[test]
+fn a_deleted_target_is_created_again_without_server_fields_and_a_created_one_deleted() {
+    let catalog = parse(CATALOG).unwrap();
+    let drill = &catalog.drills[2];
+    let kept = greeter();
+    let inject = injection(&drill.target, &drill.inject, Some(&kept));
+    assert_eq!(inject.method, "DELETE");
+    assert_eq!(
+        inject.body["preconditions"],
+        json!({"uid": "c4ee1f47-b77f-11e9-96b1-22e0f431a3ed", "resourceVersion": "35193"})
+    );
+    let back = restore(&drill.target, &drill.inject, Some(&kept), None).unwrap();
+    assert_eq!(back.method, "POST");
+    assert_eq!(
+        back.path,
+        "/apis/serving.knative.dev/v1/namespaces/knativetutorial/services?fieldManager=drift-sentinel-drill"
+    );
+    for server_field in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "generation",
+        "selfLink",
+    ] {
+        assert!(
+            back.body["metadata"].get(server_field).is_none(),
+            "{server_field}"
+        );
+    }
+    assert!(back.body.get("status").is_none());
+    assert_eq!(back.body["spec"], kept["spec"]);
+
+    // A created target is deleted again, on the uid it got.
+    let create = Inject::Create(
+        json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+                                        "metadata": {"name": "greeter"}, "spec": kept["spec"]}),
+    );
+    let post = injection(&target(), &create, None);
+    assert_eq!(post.method, "POST");
+    assert_eq!(post.body["metadata"]["namespace"], "knativetutorial");
+    let mut created = post.body.clone();
+    created["metadata"]["uid"] = json!("new-uid");
+    let undo = restore(&target(), &create, None, Some(&created)).unwrap();
+    assert_eq!(undo.method, "DELETE");
+    assert_eq!(undo.body["preconditions"], json!({"uid": "new-uid"}));
+    assert_eq!(restore(&target(), &create, None, None), None);
+}
