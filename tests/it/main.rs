@@ -11,6 +11,7 @@ mod conformance;
 mod crash_resend;
 mod crate_graph;
 mod delivery;
+mod drill_catalog;
 #[cfg(feature = "cluster")]
 mod fake_apiserver;
 mod fleet;
