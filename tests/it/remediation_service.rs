@@ -770,3 +770,90 @@ async fn a_start_without_apply_ends_the_attempts_an_earlier_one_left_planned_or_
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_repeated_step_changes_nothing_and_is_told_once() {
+    use drift_model::remediation::Outcome;
+    use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
+    use drift_store::AuditRead;
+    let config = drift_core::config::load_str(
+        &format!(
+            "defaultCluster: test\n{}",
+            DRY_RUN.replace("mode: dryRun", "mode: apply")
+        ),
+        &|_| None,
+    )
+    .unwrap();
+    let policy = config
+        .remediation
+        .compile(&config.resync, &config.default_cluster)
+        .unwrap();
+    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let original = service();
+    assert_eq!(
+        post(&app, &structured_event("add", "add", &original)).await,
+        202
+    );
+    assert_eq!(
+        post(
+            &app,
+            &structured_event("edit", "update", &traffic_edit(&original))
+        )
+        .await,
+        202
+    );
+    let (seq, attempt) = app
+        .store
+        .remediations_by_outcome(Outcome::Planned, "test", 10)
+        .unwrap()
+        .remove(0);
+    let SenderAnswer::Send(mut sent) = step_of(
+        &app,
+        SenderStep::Claim {
+            seq,
+            attempt: Box::new(attempt.clone()),
+        },
+    )
+    .await
+    else {
+        panic!("claimed");
+    };
+    sent.outcome = Outcome::Applied;
+    sent.status = Some(200);
+    let settle = || SenderStep::Settle {
+        seq,
+        attempt: sent.clone(),
+    };
+    let deliveries = || app.store.deliveries_of(&sent.drift_id).unwrap().len();
+    let outbox_before = deliveries();
+    assert_eq!(step_of(&app, settle()).await, SenderAnswer::Settled);
+    let told = deliveries() - outbox_before;
+    assert!(told >= 1, "the outcome is told");
+    // The sender's answer was lost and it settles again: nothing changes, nothing more is told.
+    assert_eq!(step_of(&app, settle()).await, SenderAnswer::Settled);
+    assert_eq!(deliveries() - outbox_before, told);
+    assert_eq!(
+        crate::support::metric(
+            &app.metrics,
+            "drift_sentinel_remediations_total{action=\"revert\",outcome=\"applied\"}"
+        ),
+        1.0
+    );
+    // A late claim of the settled row gets no request either.
+    let late = step_of(
+        &app,
+        SenderStep::Claim {
+            seq,
+            attempt: Box::new(attempt),
+        },
+    )
+    .await;
+    assert!(
+        matches!(&late, SenderAnswer::Ended(ended) if ended.outcome == Outcome::Applied),
+        "{late:?}"
+    );
+    assert_eq!(
+        app.store.remediations(&sent.drift_id).unwrap()[0].outcome,
+        Outcome::Applied
+    );
+}

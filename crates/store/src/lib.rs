@@ -422,6 +422,18 @@ pub trait Store: Send {
     /// The silences created through the API, as stored (a sharded writer reads back what the
     /// other shards' APIs wrote).
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error>;
+    /// The outcome the remediation attempt stored under `seq` has now (`None`: no such row),
+    /// so the writer moves it only from the outcome it has (a repeated step changes nothing,
+    /// and is told nothing twice). Stores without remediations refuse.
+    fn remediation_outcome(
+        &mut self,
+        seq: i64,
+    ) -> Result<Option<drift_model::remediation::Outcome>, Error> {
+        let _ = seq;
+        Err(Error::Unavailable(
+            "this store keeps no remediation attempts".to_string(),
+        ))
+    }
     /// Fences every later writing transaction on `lease` (taken through [`Leases`]): each checks
     /// first that `lease` still holds and fails with [`Error::LeaseLost`] once another replica
     /// took over. Stores of one pod (SQLite) have no leases and refuse.

@@ -257,6 +257,13 @@ impl Store for TestStore {
         self.writer()?.silences()
     }
 
+    fn remediation_outcome(
+        &mut self,
+        seq: i64,
+    ) -> Result<Option<drift_model::remediation::Outcome>, Error> {
+        self.writer()?.remediation_outcome(seq)
+    }
+
     fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
         self.writer()?.is_duplicate(key)
     }

@@ -95,6 +95,31 @@ impl Writer {
         steps: Vec<(SenderStep, SenderReply)>,
     ) {
         for (step, reply) in steps {
+            // The row must still have the outcome this step moves it from: a repeated step (an
+            // answer lost after its commit) changes nothing and is told nothing twice.
+            let (seq, from) = match &step {
+                SenderStep::Claim { seq, .. } => (*seq, Outcome::Planned),
+                SenderStep::Settle { seq, .. } => (*seq, Outcome::Sending),
+            };
+            let stored = match self.store.remediation_outcome(seq) {
+                Ok(stored) => stored,
+                Err(error) => {
+                    round.store_failure.get_or_insert(error);
+                    None
+                }
+            };
+            if stored != Some(from) {
+                let answer = match step {
+                    SenderStep::Claim { attempt, .. } => {
+                        let mut attempt = *attempt;
+                        attempt.outcome = stored.unwrap_or(Outcome::Conflict);
+                        SenderAnswer::Ended(Box::new(attempt))
+                    }
+                    SenderStep::Settle { .. } => SenderAnswer::Settled,
+                };
+                round.sender_replies.push((answer, reply));
+                continue;
+            }
             let answer = match step {
                 SenderStep::Claim { seq, attempt } => {
                     let mut attempt = *attempt;

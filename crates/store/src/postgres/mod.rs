@@ -262,6 +262,16 @@ impl Store for PostgresStore {
         collect(&rows, decode::silence)
     }
 
+    fn remediation_outcome(
+        &mut self,
+        seq: i64,
+    ) -> Result<Option<drift_model::remediation::Outcome>, Error> {
+        let client = self.conn.client()?;
+        let row = wait(client.query_opt(queries::REMEDIATION_OUTCOME.text(SQL), &[&seq]))?;
+        let text: Option<String> = row.map(|row| row.try_get(0)).transpose()?;
+        Ok(text.and_then(|text| drift_model::remediation::Outcome::parse(&text)))
+    }
+
     fn duplicates(
         &mut self,
         keys: &[EventKey],

@@ -275,6 +275,10 @@ pub(crate) static HISTORY: Query = Query::new(
 pub(crate) static REMEDIATIONS: Query =
     Query::new("SELECT body FROM remediations WHERE drift_id = $1 ORDER BY seq");
 
+/// One remediation attempt's outcome, by its `seq`.
+pub(crate) static REMEDIATION_OUTCOME: Query =
+    Query::new("SELECT outcome FROM remediations WHERE seq = $1");
+
 /// Remediation attempts of one cluster (`$3`) with one outcome (`$1`), oldest first, at most
 /// `$2`.
 pub(crate) static REMEDIATIONS_BY_OUTCOME: Query = Query::new(

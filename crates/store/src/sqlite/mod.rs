@@ -183,6 +183,21 @@ impl Store for SqliteStore {
         read_silences(&self.connection)
     }
 
+    fn remediation_outcome(
+        &mut self,
+        seq: i64,
+    ) -> Result<Option<drift_model::remediation::Outcome>, Error> {
+        let text: Option<String> = self
+            .connection
+            .query_row(
+                queries::REMEDIATION_OUTCOME.text(SQL),
+                params![seq],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(text.and_then(|text| drift_model::remediation::Outcome::parse(&text)))
+    }
+
     fn take_syncer(&mut self) -> Option<Box<dyn crate::Syncer>> {
         if self.synchronous != "FULL" {
             // A test store never syncs.
