@@ -134,6 +134,24 @@ enum Command {
         #[command(subcommand)]
         action: StoreCommand,
     },
+    /// Plan a drill catalog: check that its namespaces allow drills, read each target and print
+    /// every request its drills would send (running them comes next: --dry-run is required).
+    ///
+    /// Exit code 0: planned; 2: bad input, a namespace not allowed, a target unreadable.
+    Drill {
+        /// The drill catalog (`drills:`; see examples/drills/knative.yaml).
+        #[arg(long)]
+        catalog: PathBuf,
+        /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+        /// The kubeconfig context (default: the current one).
+        #[arg(long)]
+        context: Option<String>,
+        /// Send nothing: print every request.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Write a restorable manifest of every tracked object, from the store: a backup the team
     /// can `kubectl apply` (server-set fields, owner references, hashed annotations left out).
     ///
@@ -349,6 +367,17 @@ fn main() -> ExitCode {
         Command::Store {
             action: StoreCommand::Migrate { from, to, ca_file },
         } => commands::store::migrate(&from, &to, ca_file.as_deref()),
+        Command::Drill {
+            catalog,
+            kubeconfig,
+            context,
+            dry_run,
+        } => commands::drill::run(&commands::drill::Args {
+            catalog: &catalog,
+            kubeconfig: kubeconfig.as_deref(),
+            context: context.as_deref(),
+            dry_run,
+        }),
         Command::Export {
             last_good: _,
             cluster,

@@ -149,3 +149,21 @@ impl Cluster {
             == Some("off"))
     }
 }
+
+impl Cluster {
+    /// The object at `path` as JSON, `None` when the API server says it does not exist (`404`);
+    /// an error says why it could not be read.
+    pub async fn get_json(&self, path: &str) -> Result<Option<Value>, String> {
+        let request = http::Request::get(path)
+            .header(http::header::ACCEPT, "application/json")
+            .body(Vec::new())
+            .map_err(|error| error.to_string())?;
+        match self.client.request_text(request).await {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|error| format!("{path}: {error}")),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(error) => Err(format!("{path}: {error}")),
+        }
+    }
+}

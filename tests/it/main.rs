@@ -13,6 +13,8 @@ mod crate_graph;
 mod delivery;
 mod drill_catalog;
 #[cfg(feature = "cluster")]
+mod drill_process;
+#[cfg(feature = "cluster")]
 mod fake_apiserver;
 mod fleet;
 mod forged;
