@@ -404,6 +404,23 @@ async fn a_manual_rule_records_nothing_until_a_person_approves_through_the_api()
     );
 }
 
+/// A test app that remediates in apply mode by [`DRY_RUN`]'s rules, on its cluster `test`.
+fn apply_app() -> crate::support::TestApp {
+    let config = drift_core::config::load_str(
+        &format!(
+            "defaultCluster: test\n{}",
+            DRY_RUN.replace("mode: dryRun", "mode: apply")
+        ),
+        &|_| None,
+    )
+    .unwrap();
+    let policy = config
+        .remediation
+        .compile(&config.resync, &config.default_cluster)
+        .unwrap();
+    crate::support::app_with_remediation(drift_model::time::system_clock(), policy)
+}
+
 /// The writer's answer to a sender step (the sender's side of `app/remediation.rs`).
 async fn step(
     app: &crate::support::TestApp,
@@ -422,19 +439,7 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     use drift_store::AuditRead;
-    let config = drift_core::config::load_str(
-        &format!(
-            "defaultCluster: test\n{}",
-            DRY_RUN.replace("mode: dryRun", "mode: apply")
-        ),
-        &|_| None,
-    )
-    .unwrap();
-    let policy = config
-        .remediation
-        .compile(&config.resync, &config.default_cluster)
-        .unwrap();
-    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let app = apply_app();
     let original = service();
     assert_eq!(
         post(&app, &structured_event("add", "add", &original)).await,
@@ -584,19 +589,7 @@ async fn a_claim_whose_commit_fails_can_be_claimed_again() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     use drift_store::AuditRead;
-    let config = drift_core::config::load_str(
-        &format!(
-            "defaultCluster: test\n{}",
-            DRY_RUN.replace("mode: dryRun", "mode: apply")
-        ),
-        &|_| None,
-    )
-    .unwrap();
-    let policy = config
-        .remediation
-        .compile(&config.resync, &config.default_cluster)
-        .unwrap();
-    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let app = apply_app();
     let original = service();
     assert_eq!(
         post(&app, &structured_event("add", "add", &original)).await,
@@ -654,19 +647,7 @@ async fn a_claim_is_refused_when_no_rule_asks_for_the_attempt_any_more() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     use drift_store::AuditRead;
-    let config = drift_core::config::load_str(
-        &format!(
-            "defaultCluster: test\n{}",
-            DRY_RUN.replace("mode: dryRun", "mode: apply")
-        ),
-        &|_| None,
-    )
-    .unwrap();
-    let policy = config
-        .remediation
-        .compile(&config.resync, &config.default_cluster)
-        .unwrap();
-    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let app = apply_app();
     let original = service();
     assert_eq!(
         post(&app, &structured_event("add", "add", &original)).await,
@@ -776,19 +757,7 @@ async fn a_repeated_step_changes_nothing_and_is_told_once() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     use drift_store::AuditRead;
-    let config = drift_core::config::load_str(
-        &format!(
-            "defaultCluster: test\n{}",
-            DRY_RUN.replace("mode: dryRun", "mode: apply")
-        ),
-        &|_| None,
-    )
-    .unwrap();
-    let policy = config
-        .remediation
-        .compile(&config.resync, &config.default_cluster)
-        .unwrap();
-    let app = crate::support::app_with_remediation(drift_model::time::system_clock(), policy);
+    let app = apply_app();
     let original = service();
     assert_eq!(
         post(&app, &structured_event("add", "add", &original)).await,

@@ -23,6 +23,20 @@ fn object_path(target: &Target) -> String {
     )
 }
 
+/// A `POST` of `body` to the target's collection.
+fn create(target: &Target, body: Value) -> Request {
+    Request {
+        method: "POST",
+        path: format!(
+            "{}?fieldManager={FIELD_MANAGER}",
+            resource_path(&target.api_version, &target.kind, &target.namespace, None)
+        ),
+        content_type: JSON,
+        body,
+        resource_version: None,
+    }
+}
+
 fn version_of(object: &Value) -> Option<String> {
     object
         .pointer("/metadata/resourceVersion")
@@ -90,16 +104,7 @@ pub fn injection(target: &Target, inject: &Inject, kept: Option<&Value>) -> Requ
         Inject::Create(object) => {
             let mut body = object.clone();
             body["metadata"]["namespace"] = json!(target.namespace);
-            Request {
-                method: "POST",
-                path: format!(
-                    "{}?fieldManager={FIELD_MANAGER}",
-                    resource_path(&target.api_version, &target.kind, &target.namespace, None)
-                ),
-                content_type: JSON,
-                body,
-                resource_version: None,
-            }
+            create(target, body)
         }
     }
 }
@@ -153,16 +158,7 @@ pub fn restore(
             if let Some(members) = body.as_object_mut() {
                 members.remove("status");
             }
-            Some(Request {
-                method: "POST",
-                path: format!(
-                    "{}?fieldManager={FIELD_MANAGER}",
-                    resource_path(&target.api_version, &target.kind, &target.namespace, None)
-                ),
-                content_type: JSON,
-                body,
-                resource_version: None,
-            })
+            Some(create(target, body))
         }
         Inject::Create(_) => {
             let current = current?;
