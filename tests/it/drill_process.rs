@@ -125,3 +125,62 @@ async fn a_namespace_without_the_label_is_refused_before_any_target_is_read() {
     );
     fake.verify();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_namespace_is_checked_before_any_target_is_read() {
+    let catalog = r#"
+drills:
+  - name: in-open
+    target: {apiVersion: v1, kind: ConfigMap, namespace: drills, name: c}
+    inject: {mergePatch: {data: {a: b}}}
+    expect: {class: config_drift, within: 60s}
+  - name: in-closed
+    target: {apiVersion: v1, kind: ConfigMap, namespace: prod, name: c}
+    inject: {mergePatch: {data: {a: b}}}
+    expect: {class: config_drift, within: 60s}
+"#;
+    let ns = |name: &str, labels: Value| {
+        Expect::get(
+            &format!("/api/v1/namespaces/{name}"),
+            &[],
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}),
+        )
+    };
+    // The open namespace is read first; the closed one refuses the run; no target is read.
+    let fake = FakeApiServer::start(vec![
+        ns("drills", json!({"drift-sentinel.dev/drills": "allowed"})),
+        ns("prod", json!({})),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = fake.kubeconfig(dir.path(), "fake-ctx");
+    let file = dir.path().join("two.yaml");
+    std::fs::write(&file, catalog).unwrap();
+    let args = [
+        "drill".to_string(),
+        "--catalog".into(),
+        file.display().to_string(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--context".into(),
+        "fake-ctx".into(),
+        "--dry-run".into(),
+    ];
+    let outcome = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        crate::support::run_binary(&args, None)
+    })
+    .await
+    .unwrap();
+    assert_eq!(outcome.code, 2, "{}", outcome.stdout);
+    assert!(
+        outcome.stderr.contains("namespace prod is not labelled"),
+        "{}",
+        outcome.stderr
+    );
+    assert_eq!(
+        fake.served(),
+        vec!["/api/v1/namespaces/drills?", "/api/v1/namespaces/prod?"]
+    );
+    fake.verify();
+}

@@ -237,10 +237,68 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
             ));
         }
     }
-    if file.kind == "Secret" && !file.api_version.contains('/') {
+    let version_ok = {
+        let (group, version) = file
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", file.api_version.as_str()));
+        !version.is_empty()
+            && version.bytes().all(|byte| byte.is_ascii_alphanumeric())
+            && group
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b".-".contains(&byte))
+    };
+    if !version_ok {
+        return Err(Error::invalid(
+            format!("{at}.target.apiVersion"),
+            format!(
+                "{:?} is not an apiVersion (group/version, or v1)",
+                file.api_version
+            ),
+        ));
+    }
+    let kind_ok = file
+        .kind
+        .bytes()
+        .next()
+        .is_some_and(|byte| byte.is_ascii_alphabetic())
+        && file.kind.bytes().all(|byte| byte.is_ascii_alphanumeric());
+    if !kind_ok {
+        return Err(Error::invalid(
+            format!("{at}.target.kind"),
+            format!("{:?} is not a kind", file.kind),
+        ));
+    }
+    // However the kind is spelt: the core group's `secrets` resource is never drilled.
+    let core = !file.api_version.contains('/');
+    if core && file.kind.eq_ignore_ascii_case("Secret") {
         return Err(Error::invalid(
             format!("{at}.target.kind"),
             "Secrets are never drilled",
+        ));
+    }
+    if CLUSTER_SCOPED
+        .iter()
+        .any(|kind| kind.eq_ignore_ascii_case(&file.kind))
+    {
+        return Err(Error::invalid(
+            format!("{at}.target.kind"),
+            format!(
+                "{} is cluster-scoped: drills act on objects in namespaces that allow them",
+                file.kind
+            ),
+        ));
+    }
+    if !dns_name(&file.name, 253, true) {
+        return Err(Error::invalid(
+            format!("{at}.target.name"),
+            format!("{:?} is not a Kubernetes object name", file.name),
+        ));
+    }
+    if !dns_name(&file.namespace, 63, false) {
+        return Err(Error::invalid(
+            format!("{at}.target.namespace"),
+            format!("{:?} is not a namespace name", file.namespace),
         ));
     }
     Ok(Target {
@@ -249,6 +307,55 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
         namespace: file.namespace,
         name: file.name,
     })
+}
+
+/// `metadata` members a drill may not write: the target's identity and what the server sets.
+const SERVER_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "managedFields",
+    "ownerReferences",
+    "selfLink",
+];
+
+/// Kinds that live outside namespaces (a drill acts in a namespace that allows drills).
+const CLUSTER_SCOPED: &[&str] = &[
+    "Namespace",
+    "Node",
+    "PersistentVolume",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "StorageClass",
+    "PriorityClass",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "APIService",
+    "ClusterDomainClaim",
+    "KnativeServing",
+    "KnativeEventing",
+];
+
+/// A DNS-1123 name: lowercase letters, digits and `-` (and `.` between labels when `dots`),
+/// starting and ending with a letter or digit, at most `max` characters.
+fn dns_name(name: &str, max: usize, dots: bool) -> bool {
+    let allowed = |byte: u8| {
+        byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' || (dots && byte == b'.')
+    };
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= max
+        && bytes.iter().all(|byte| allowed(*byte))
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && !name.contains("..")
 }
 
 fn inject(file: InjectFile, target: &Target, at: &str) -> Result<Inject, Error> {
@@ -270,16 +377,22 @@ fn inject(file: InjectFile, target: &Target, at: &str) -> Result<Inject, Error> 
                 "must be a non-empty object",
             ));
         }
-        if patch.get("metadata").and_then(|m| m.get("name")).is_some()
-            || patch
-                .get("metadata")
-                .and_then(|m| m.get("namespace"))
-                .is_some()
-        {
-            return Err(Error::invalid(
-                format!("{path}.mergePatch"),
-                "cannot rename or move the target",
-            ));
+        if let Some(metadata) = patch.get("metadata") {
+            let Some(members) = metadata.as_object() else {
+                return Err(Error::invalid(
+                    format!("{path}.mergePatch.metadata"),
+                    "must be an object (labels, annotations)",
+                ));
+            };
+            if let Some(key) = members
+                .keys()
+                .find(|key| SERVER_METADATA.contains(&key.as_str()))
+            {
+                return Err(Error::invalid(
+                    format!("{path}.mergePatch.metadata.{key}"),
+                    "cannot rename, move or rewrite the target's identity",
+                ));
+            }
         }
         return Ok(Inject::MergePatch(patch));
     }
@@ -290,9 +403,39 @@ fn inject(file: InjectFile, target: &Target, at: &str) -> Result<Inject, Error> 
                 "has no operation",
             ));
         }
+        if ops
+            .iter()
+            .all(|op| op.get("op").and_then(Value::as_str) == Some("test"))
+        {
+            return Err(Error::invalid(
+                format!("{path}.jsonPatch"),
+                "only test operations: it injects nothing",
+            ));
+        }
         for (position, op) in ops.iter().enumerate() {
             let kind = op.get("op").and_then(Value::as_str).unwrap_or("");
             let pointer = op.get("path").and_then(Value::as_str).unwrap_or("");
+            if matches!(kind, "add" | "replace" | "test") && op.get("value").is_none() {
+                return Err(Error::invalid(
+                    format!("{path}.jsonPatch[{position}].value"),
+                    format!("{kind} needs a value"),
+                ));
+            }
+            let tokens: Vec<&str> = pointer.split('/').skip(1).collect();
+            let identity = match tokens.as_slice() {
+                ["metadata"] => true,
+                ["metadata", key, ..] => SERVER_METADATA.contains(key),
+                _ => false,
+            };
+            if identity {
+                return Err(Error::invalid(
+                    format!("{path}.jsonPatch[{position}].path"),
+                    format!(
+                        "{pointer:?} rewrites the target's identity (name, namespace, uid, \
+                         versions): patch its labels, annotations or spec"
+                    ),
+                ));
+            }
             if !matches!(kind, "add" | "remove" | "replace" | "test") {
                 return Err(Error::invalid(
                     format!("{path}.jsonPatch[{position}].op"),
@@ -302,10 +445,10 @@ fn inject(file: InjectFile, target: &Target, at: &str) -> Result<Inject, Error> 
                     ),
                 ));
             }
-            if !pointer.starts_with('/') || pointer.starts_with("/metadata/name") {
+            if !pointer.starts_with('/') {
                 return Err(Error::invalid(
                     format!("{path}.jsonPatch[{position}].path"),
-                    format!("{pointer:?} must be a JSON pointer into the object, not its name"),
+                    format!("{pointer:?} must be a JSON pointer into the object"),
                 ));
             }
         }

@@ -123,8 +123,10 @@ pub fn restore(
             let current = current?;
             let kept = kept?;
             let mut body = Value::Object(Map::new());
-            for pointer in touched(inject) {
-                put_back(&mut body, kept, &pointer);
+            for tokens in restore_points(&touched(inject), kept) {
+                let at_kept = walk(kept, &tokens);
+                let at_current = walk(current, &tokens);
+                set_at(&mut body, &tokens, diff(at_current, at_kept));
             }
             let version = version_of(current);
             if let Some(version) = &version {
@@ -207,43 +209,93 @@ fn leaves(value: &Value, at: String, out: &mut Vec<String>) {
     }
 }
 
-/// Sets, in the merge patch `body`, the value `kept` has at `pointer` (`null` when it has
-/// none), cut at the first list on the way (a merge patch replaces lists whole).
-fn put_back(body: &mut Value, kept: &Value, pointer: &str) {
-    let tokens: Vec<String> = pointer
+/// A JSON pointer's tokens, unescaped (RFC 6901).
+fn tokens_of(pointer: &str) -> Vec<String> {
+    pointer
         .split('/')
         .skip(1)
         .map(|token| token.replace("~1", "/").replace("~0", "~"))
-        .collect();
-    let mut cut = tokens.len();
-    let mut walk = Some(kept);
-    for (index, token) in tokens.iter().enumerate() {
-        match walk {
-            Some(Value::Array(_)) => {
-                cut = index;
-                break;
+        .collect()
+}
+
+/// Where the restore writes, for the touched pointers: each cut where `kept` stops being an
+/// object (at a list, a scalar, or the first member it lacks: that member is put back, or
+/// removed, whole), and none below another (the ancestor's value covers it).
+fn restore_points(pointers: &[String], kept: &Value) -> Vec<Vec<String>> {
+    let mut points: Vec<Vec<String>> = Vec::new();
+    for pointer in pointers {
+        let tokens = tokens_of(pointer);
+        let mut cut = tokens.len();
+        let mut node = Some(kept);
+        for (index, token) in tokens.iter().enumerate() {
+            match node {
+                Some(Value::Object(members)) => match members.get(token) {
+                    Some(child) => node = Some(child),
+                    None => {
+                        cut = index + 1;
+                        break;
+                    }
+                },
+                // A list (or a scalar) is put back whole.
+                _ => {
+                    cut = index;
+                    break;
+                }
             }
-            Some(Value::Object(members)) => walk = members.get(token),
-            _ => walk = None,
+        }
+        if cut > 0 {
+            points.push(tokens[..cut].to_vec());
         }
     }
-    // A path whose list is in the injected object but not the kept one: cut at the first
-    // numeric token (an index) instead.
-    if let Some(first_index) = tokens
+    points.sort();
+    points.dedup();
+    let mut kept_points: Vec<Vec<String>> = Vec::new();
+    for point in points {
+        // Sorted: an ancestor comes before its descendants.
+        if !kept_points
+            .iter()
+            .any(|ancestor| point.starts_with(ancestor.as_slice()))
+        {
+            kept_points.push(point);
+        }
+    }
+    kept_points
+}
+
+/// The value at `tokens` in `value`, if any.
+fn walk<'v>(value: &'v Value, tokens: &[String]) -> Option<&'v Value> {
+    tokens
         .iter()
-        .position(|token| token.parse::<usize>().is_ok())
-    {
-        cut = cut.min(first_index);
+        .try_fold(value, |node, token| node.as_object()?.get(token))
+}
+
+/// The merge patch (RFC 7386) that turns `current` into `kept`: members only in `current` become
+/// `null`, members that differ are set (maps member by member), a missing `kept` is `null`.
+fn diff(current: Option<&Value>, kept: Option<&Value>) -> Value {
+    match (current, kept) {
+        (Some(Value::Object(now)), Some(Value::Object(was))) => {
+            let mut patch = Map::new();
+            for (key, value) in now {
+                match was.get(key) {
+                    None => {
+                        patch.insert(key.clone(), Value::Null);
+                    }
+                    Some(old) if old != value => {
+                        patch.insert(key.clone(), diff(Some(value), Some(old)));
+                    }
+                    Some(_) => {}
+                }
+            }
+            for (key, old) in was {
+                if !now.contains_key(key) {
+                    patch.insert(key.clone(), old.clone());
+                }
+            }
+            Value::Object(patch)
+        }
+        (_, Some(kept)) => kept.clone(),
+        (_, None) => Value::Null,
     }
-    let tokens = &tokens[..cut];
-    if tokens.is_empty() {
-        return;
-    }
-    let mut kept_value = Some(kept);
-    for token in tokens {
-        kept_value = kept_value.and_then(|value| value.get(token));
-    }
-    set_at(body, tokens, kept_value.cloned().unwrap_or(Value::Null));
 }
 
 /// Sets `value` at `tokens` in `body`, making the objects on the way.

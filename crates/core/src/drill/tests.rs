@@ -62,25 +62,50 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-/// RFC 6902, the operations drills use.
+/// RFC 6902, the operations drills use (add and remove in maps and lists, `-` appends).
 fn json_patch(target: &mut Value, ops: &Value) {
     for op in ops.as_array().unwrap() {
         let path = op["path"].as_str().unwrap();
+        let (parent, last) = path.rsplit_once('/').unwrap();
+        let last = last.replace("~1", "/").replace("~0", "~");
         match op["op"].as_str().unwrap() {
             "test" => assert_eq!(target.pointer(path), Some(&op["value"]), "test {path}"),
-            "replace" | "add" => *target.pointer_mut(path).unwrap() = op["value"].clone(),
-            "remove" => {
-                let (parent, last) = path.rsplit_once('/').unwrap();
-                target
-                    .pointer_mut(parent)
-                    .unwrap()
-                    .as_object_mut()
-                    .unwrap()
-                    .remove(last);
-            }
+            "replace" => *target.pointer_mut(path).unwrap() = op["value"].clone(),
+            "add" => match target.pointer_mut(parent).unwrap() {
+                Value::Object(members) => {
+                    members.insert(last, op["value"].clone());
+                }
+                Value::Array(items) if last == "-" => items.push(op["value"].clone()),
+                Value::Array(items) => items.insert(last.parse().unwrap(), op["value"].clone()),
+                other => panic!("add into {other}"),
+            },
+            "remove" => match target.pointer_mut(parent).unwrap() {
+                Value::Object(members) => {
+                    members.remove(&last);
+                }
+                Value::Array(items) => {
+                    items.remove(last.parse::<usize>().unwrap());
+                }
+                other => panic!("remove from {other}"),
+            },
             other => panic!("{other}"),
         }
     }
+}
+
+/// Injects `inject` into `kept`, lets `meanwhile` change it, restores, and returns the object.
+fn round_trip(kept: &Value, inject: Inject, meanwhile: impl FnOnce(&mut Value)) -> Value {
+    let injected = injection(&target(), &inject, Some(kept));
+    let mut live = kept.clone();
+    match &inject {
+        Inject::MergePatch(_) => merge(&mut live, &injected.body),
+        Inject::JsonPatch(_) => json_patch(&mut live, &injected.body),
+        _ => unreachable!(),
+    }
+    meanwhile(&mut live);
+    let back = restore(&target(), &inject, Some(kept), Some(&live)).unwrap();
+    merge(&mut live, &back.body);
+    live
 }
 
 #[test]
@@ -140,7 +165,7 @@ fn every_mistake_names_its_key() {
         ),
         (
             drill("    inject: {mergePatch: {metadata: {name: other}}}\n    expect: {class: config_drift, within: 1m}\n"),
-            "drills[0].inject.mergePatch: cannot rename",
+            "drills[0].inject.mergePatch.metadata.name: cannot rename",
         ),
         (
             drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m}\n    then: forever\n"),
@@ -204,7 +229,12 @@ fn a_merge_patch_drill_is_restored_exactly_and_only_where_it_wrote() {
         "{}",
         back.body
     );
-    assert_eq!(back.body["metadata"]["labels"], json!({"drill": null}));
+    // The kept object had no labels: the map the drill made goes whole.
+    assert_eq!(back.body["metadata"]["labels"], Value::Null);
+    assert!(back.body["metadata"]
+        .as_object()
+        .unwrap()
+        .contains_key("labels"));
     assert_eq!(live["metadata"]["annotations"]["team"], "payments");
     assert_eq!(live["status"]["observedGeneration"], 3);
 }
@@ -283,4 +313,165 @@ fn a_deleted_target_is_created_again_without_server_fields_and_a_created_one_del
     assert_eq!(undo.method, "DELETE");
     assert_eq!(undo.body["preconditions"], json!({"uid": "new-uid"}));
     assert_eq!(restore(&target(), &create, None, None), None);
+}
+
+#[test]
+fn restores_give_the_object_back_in_the_shapes_that_break_naive_ones() {
+    let kept = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "c", "namespace": "n", "resourceVersion": "5",
+                                   "labels": {"app": "x", "a/b": "1", "c~d": "2"}},
+                      "data": {"a": "b"}, "spec": {"a": 1, "list": [1, 2]}});
+    let versionless = |value: &Value| {
+        let mut value = value.clone();
+        value["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        value
+    };
+    let cases: Vec<(&str, Inject)> = vec![
+        // An object the kept one lacks is removed whole (no empty map left behind).
+        (
+            "new nested object",
+            Inject::MergePatch(json!({"spec": {"delivery": {"deadLetterSink": {"uri": "x"}}}})),
+        ),
+        // A numeric map key is a key, not a list index.
+        (
+            "numeric data key",
+            Inject::MergePatch(json!({"data": {"8080": "x"}})),
+        ),
+        // Keys with / and ~ (label keys have them).
+        (
+            "escaped label keys",
+            Inject::MergePatch(
+                json!({"metadata": {"labels": {"a/b": "9", "c~d": null, "e/f": "new"}}}),
+            ),
+        ),
+        // A field removed by a null comes back.
+        (
+            "nulled field",
+            Inject::MergePatch(json!({"spec": {"a": null}})),
+        ),
+        // A whole map replaced: the members the injection added go, the old ones come back.
+        (
+            "replaced map",
+            Inject::JsonPatch(vec![
+                json!({"op": "replace", "path": "/metadata/labels", "value": {"drill": "yes"}}),
+            ]),
+        ),
+        // Overlapping pointers: the ancestor's restore covers the child.
+        (
+            "overlapping",
+            Inject::JsonPatch(vec![
+                json!({"op": "add", "path": "/spec/x", "value": {"y": 0}}),
+                json!({"op": "replace", "path": "/spec/x/y", "value": 1}),
+            ]),
+        ),
+        // A list appended to and an item added at an index: the list comes back whole.
+        (
+            "list",
+            Inject::JsonPatch(vec![
+                json!({"op": "add", "path": "/spec/list/-", "value": 3}),
+                json!({"op": "add", "path": "/spec/list/0", "value": 0}),
+            ]),
+        ),
+        // A whole map removed.
+        (
+            "removed map",
+            Inject::JsonPatch(vec![json!({"op": "remove", "path": "/data"})]),
+        ),
+    ];
+    for (name, inject) in cases {
+        let back = round_trip(&kept, inject, |live| {
+            live["metadata"]["resourceVersion"] = json!("6");
+            live["metadata"]["annotations"] = json!({"someone": "else"});
+        });
+        let mut expected = kept.clone();
+        expected["metadata"]["annotations"] = json!({"someone": "else"});
+        assert_eq!(versionless(&back), versionless(&expected), "{name}");
+    }
+}
+
+#[test]
+fn catalog_checks_close_the_ways_around_them() {
+    let one = |target: &str, inject: &str| {
+        parse(&format!(
+            "drills:\n  - name: d\n    target: {target}\n    inject: {inject}\n    expect: {{class: manual_edit, within: 1m}}\n"
+        ))
+        .map(|_| ())
+        .map_err(|error| error.to_string())
+    };
+    let cm = "{apiVersion: v1, kind: ConfigMap, namespace: n, name: c}";
+    for (target, inject, wanted) in [
+        (
+            "{apiVersion: v1, kind: secret, namespace: n, name: s}",
+            "{delete: true}",
+            "drills[0].target.kind: Secrets are never drilled",
+        ),
+        (
+            "{apiVersion: v1, kind: SECRET, namespace: n, name: s}",
+            "{delete: true}",
+            "drills[0].target.kind: Secrets are never drilled",
+        ),
+        (
+            "{apiVersion: v1, kind: Namespace, namespace: n, name: s}",
+            "{delete: true}",
+            "drills[0].target.kind: Namespace is cluster-scoped",
+        ),
+        (
+            "{apiVersion: v1, kind: ConfigMap, namespace: n, name: ..}",
+            "{delete: true}",
+            "drills[0].target.name: \"..\" is not",
+        ),
+        (
+            "{apiVersion: v1, kind: ConfigMap, namespace: N_s, name: c}",
+            "{delete: true}",
+            "drills[0].target.namespace: \"N_s\" is not",
+        ),
+        (
+            "{apiVersion: v1, kind: \"Config/Map\", namespace: n, name: c}",
+            "{delete: true}",
+            "drills[0].target.kind: \"Config/Map\" is not a kind",
+        ),
+        (
+            cm,
+            "{jsonPatch: [{op: replace, path: /metadata, value: {name: other}}]}",
+            "drills[0].inject.jsonPatch[0].path: \"/metadata\" rewrites",
+        ),
+        (
+            cm,
+            "{jsonPatch: [{op: replace, path: /metadata/namespace, value: kube-system}]}",
+            "drills[0].inject.jsonPatch[0].path",
+        ),
+        (
+            cm,
+            "{jsonPatch: [{op: test, path: /data/a, value: b}]}",
+            "drills[0].inject.jsonPatch: only test operations",
+        ),
+        (
+            cm,
+            "{jsonPatch: [{op: add, path: /data/x}]}",
+            "drills[0].inject.jsonPatch[0].value: add needs a value",
+        ),
+        (
+            cm,
+            "{mergePatch: {metadata: null}}",
+            "drills[0].inject.mergePatch.metadata: must be an object",
+        ),
+        (
+            cm,
+            "{mergePatch: {metadata: {uid: x}}}",
+            "drills[0].inject.mergePatch.metadata.uid",
+        ),
+    ] {
+        let error = one(target, inject).unwrap_err();
+        assert!(
+            error.starts_with(wanted),
+            "{target} {inject}\nwanted {wanted:?}\ngot {error:?}"
+        );
+    }
+    assert_eq!(
+        one(cm, "{mergePatch: {metadata: {labels: {drill: \"yes\"}}}}"),
+        Ok(())
+    );
 }
