@@ -36,20 +36,6 @@ fn namespace_read(name: &str, annotations: Value) -> Expect {
     )
 }
 
-/// The hand edit: kubectl-edit splits the traffic 90/10.
-fn traffic_edit(original: &Value) -> Value {
-    changed(original, |s| {
-        s["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 90}, {"revisionName": "knative-webapp-00000", "percent": 10}]);
-        written_by(
-            s,
-            "kubectl-edit",
-            "Update",
-            json!({"f:spec": {"f:traffic": {}}}),
-            "2026-12-05T09:00:00Z",
-        );
-    })
-}
-
 const REVERT: &str = "remediation:\n  mode: apply\n  rules:\n  - name: revert-hand-edits\n\
     \x20   match: {classes: [manual_edit], kinds: [Service.serving.knative.dev]}\n\
     \x20   action: revert\n    approval: auto\n";
@@ -209,7 +195,7 @@ fn revert_body(original: &Value, edited: &Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_auto_revert_sends_one_exact_patch_and_the_restored_object_resolves_the_drift() {
     let original = service();
-    let edited = traffic_edit(&original);
+    let edited = traffic_split(&original);
     // What the API server answers: the object with the traffic back, a newer version, and
     // drift-sentinel as the manager of what it wrote.
     let restored = changed(&edited, |s| {
@@ -325,7 +311,7 @@ async fn an_auto_revert_sends_one_exact_patch_and_the_restored_object_resolves_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_ends_the_attempt_without_a_second_request() {
     let original = service();
-    let edited = traffic_edit(&original);
+    let edited = traffic_split(&original);
     let conflict = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": "Operation cannot be fulfilled on services.serving.knative.dev \"knative-webapp\": the object has been modified; please apply your changes to the latest version and try again",
@@ -594,7 +580,7 @@ async fn no_answer_is_tried_again_and_other_answers_are_final_and_an_opted_out_n
     };
     let edits: Vec<Value> = [&flaky, &denied, &frozen]
         .iter()
-        .map(|object| traffic_edit(object))
+        .map(|object| traffic_split(object))
         .collect();
     let patch = |index: usize, code: u16, answer: Value| {
         let original = [&flaky, &denied, &frozen][index];
@@ -696,7 +682,7 @@ async fn no_answer_is_tried_again_and_other_answers_are_final_and_an_opted_out_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_while_a_request_is_in_flight_ends_it_as_unknown_and_it_is_never_sent_again() {
     let original = service();
-    let edited = traffic_edit(&original);
+    let edited = traffic_split(&original);
     let held = crate::fake_apiserver::Gate::new();
     let listed = || {
         Expect::get(
@@ -762,7 +748,7 @@ async fn a_stop_while_a_request_is_in_flight_ends_it_as_unknown_and_it_is_never_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_records_the_exact_request_and_sends_nothing_to_the_cluster() {
     let original = service();
-    let edited = traffic_edit(&original);
+    let edited = traffic_split(&original);
     // The list at start is all the fake API server will answer: any other request fails.
     let fake = FakeApiServer::start(vec![Expect::get(
         SERVICES,
@@ -872,14 +858,15 @@ async fn a_fight_stops_the_requests_after_the_third_set_back_and_raises_remediat
     let mut running = start_with(
         &fake,
         dir.path(),
-        &format!("{REVERT}    cooldown: 1s\n"),
+        &format!("{REVERT}    cooldown: 100ms\n"),
         "",
         None,
     )
     .await;
     for (round, (edit, reverted)) in rounds.iter().enumerate() {
-        // Past the rule's cooldown since the revert before.
-        tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+        // Past the rule's (100 ms) cooldown since the revert before: the one wait on time
+        // itself, which is what a cooldown is.
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
         running.send("update", edit).await;
         let wanted = if round < 3 { "applied" } else { "refused" };
         let detail = running

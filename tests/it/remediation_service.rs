@@ -11,20 +11,6 @@ use crate::support::structured_event;
 
 const DRY_RUN: &str = "remediation:\n  mode: dryRun\n  rules:\n  - name: revert-hand-edits\n    match: {classes: [manual_edit, config_drift], kinds: [Service.serving.knative.dev, ConfigMap]}\n    action: revert\n    approval: auto\n    cooldown: 10m\n";
 
-/// The hand edit of `remediation.rs`: kubectl-edit splits the Service's traffic 90/10.
-fn traffic_edit(original: &Value) -> Value {
-    changed(original, |s| {
-        s["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 90}, {"revisionName": "knative-webapp-00000", "percent": 10}]);
-        written_by(
-            s,
-            "kubectl-edit",
-            "Update",
-            json!({"f:spec": {"f:traffic": {}}}),
-            "2026-12-05T09:00:00Z",
-        );
-    })
-}
-
 /// A hand edit of `config-autoscaler`: `min-scale: "2"` by kubectl-edit.
 fn min_scale_edit(base: &Value) -> Value {
     changed(base, |c| {
@@ -62,7 +48,7 @@ async fn a_dry_run_records_the_exact_revert_with_the_firing_and_the_rails_hold_a
     let mut app = Running::start(DRY_RUN).await;
     let original = service();
     app.send("add", &original).await;
-    let edited = traffic_edit(&original);
+    let edited = traffic_split(&original);
     app.send("update", &edited).await;
     let ids = drift_ids(&app, "manual_edit").await;
     assert_eq!(ids.len(), 1, "{ids:?}");
@@ -126,7 +112,7 @@ async fn a_dry_run_records_the_exact_revert_with_the_firing_and_the_rails_hold_a
 
     // The same edit again within the rule's cooldown: a new episode fires, and its attempt is
     // refused by the cooldown (the dry run counts as the action it stands for).
-    let again = traffic_edit(&restored);
+    let again = traffic_split(&restored);
     app.send("update", &again).await;
     let ids = drift_ids(&app, "manual_edit").await;
     assert_eq!(ids.len(), 2, "{ids:?}");
@@ -207,7 +193,7 @@ async fn a_round_whose_commit_fails_leaves_the_rails_as_they_were() {
         post(&app, &structured_event("add", "add", &original)).await,
         202
     );
-    let edit = structured_event("edit", "update", &traffic_edit(&original));
+    let edit = structured_event("edit", "update", &traffic_split(&original));
     // The commit fails (it did not land, and the writer learns so), after the round decided.
     app.store.set_lost_commit_answers(Some(false));
     assert_eq!(post(&app, &edit).await, 503);
@@ -234,7 +220,7 @@ async fn mode_off_records_nothing_whatever_fires() {
     let mut app = Running::start(&DRY_RUN.replace("mode: dryRun", "mode: off")).await;
     let original = service();
     app.send("add", &original).await;
-    app.send("update", &traffic_edit(&original)).await;
+    app.send("update", &traffic_split(&original)).await;
     let base = config_autoscaler();
     app.send("add", &base).await;
     app.send("update", &min_scale_edit(&base)).await;
@@ -271,7 +257,7 @@ async fn a_manual_rule_records_nothing_until_a_person_approves_through_the_api()
     let mut app = Running::start(MANUAL).await;
     let original = service();
     app.send("add", &original).await;
-    let edited = traffic_edit(&original);
+    let edited = traffic_split(&original);
     app.send("update", &edited).await;
     let ids = drift_ids(&app, "manual_edit").await;
     assert_eq!(ids.len(), 1);
@@ -421,6 +407,35 @@ fn apply_app() -> crate::support::TestApp {
     crate::support::app_with_remediation(drift_model::time::system_clock(), policy)
 }
 
+/// An apply-mode test app after the fixture Service was added and its traffic edited by hand:
+/// the app, the Service before and after the edit, and the one attempt planned for it.
+async fn edited_in_apply_mode() -> (
+    crate::support::TestApp,
+    Value,
+    Value,
+    (i64, drift_model::remediation::Attempt),
+) {
+    use drift_store::AuditRead;
+    let app = apply_app();
+    let original = service();
+    assert_eq!(
+        post(&app, &structured_event("add", "add", &original)).await,
+        202
+    );
+    let edited = traffic_split(&original);
+    assert_eq!(
+        post(&app, &structured_event("edit", "update", &edited)).await,
+        202
+    );
+    let mut planned = app
+        .store
+        .remediations_by_outcome(drift_model::remediation::Outcome::Planned, "test", 10)
+        .unwrap();
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    let attempt = planned.remove(0);
+    (app, original, edited, attempt)
+}
+
 /// The writer's answer to a sender step (the sender's side of `app/remediation.rs`).
 async fn step(
     app: &crate::support::TestApp,
@@ -439,23 +454,7 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     use drift_store::AuditRead;
-    let app = apply_app();
-    let original = service();
-    assert_eq!(
-        post(&app, &structured_event("add", "add", &original)).await,
-        202
-    );
-    let edited = traffic_edit(&original);
-    assert_eq!(
-        post(&app, &structured_event("edit", "update", &edited)).await,
-        202
-    );
-    let planned = app
-        .store
-        .remediations_by_outcome(Outcome::Planned, "test", 10)
-        .unwrap();
-    assert_eq!(planned.len(), 1, "{planned:?}");
-    let (seq, attempt) = planned[0].clone();
+    let (app, original, edited, (seq, attempt)) = edited_in_apply_mode().await;
 
     // Knative writes the status after the edit: a newer resourceVersion, the same content.
     let status_write = changed(&edited, |s| {
@@ -538,7 +537,7 @@ async fn a_planned_attempt_is_claimed_only_while_nothing_newer_was_seen() {
         post(&app, &structured_event("add-2", "add", &other)).await,
         202
     );
-    let edited = traffic_edit(&other);
+    let edited = traffic_split(&other);
     assert_eq!(
         post(&app, &structured_event("edit-2", "update", &edited)).await,
         202
@@ -589,22 +588,7 @@ async fn a_claim_whose_commit_fails_can_be_claimed_again() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     use drift_store::AuditRead;
-    let app = apply_app();
-    let original = service();
-    assert_eq!(
-        post(&app, &structured_event("add", "add", &original)).await,
-        202
-    );
-    let edited = traffic_edit(&original);
-    assert_eq!(
-        post(&app, &structured_event("edit", "update", &edited)).await,
-        202
-    );
-    let (seq, attempt) = app
-        .store
-        .remediations_by_outcome(Outcome::Planned, "test", 10)
-        .unwrap()
-        .remove(0);
+    let (app, _, _, (seq, attempt)) = edited_in_apply_mode().await;
     let claim = || SenderStep::Claim {
         seq,
         attempt: Box::new(attempt.clone()),
@@ -646,26 +630,7 @@ async fn step_of(
 async fn a_claim_is_refused_when_no_rule_asks_for_the_attempt_any_more() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
-    use drift_store::AuditRead;
-    let app = apply_app();
-    let original = service();
-    assert_eq!(
-        post(&app, &structured_event("add", "add", &original)).await,
-        202
-    );
-    assert_eq!(
-        post(
-            &app,
-            &structured_event("edit", "update", &traffic_edit(&original))
-        )
-        .await,
-        202
-    );
-    let (seq, mut attempt) = app
-        .store
-        .remediations_by_outcome(Outcome::Planned, "test", 10)
-        .unwrap()
-        .remove(0);
+    let (app, _, _, (seq, mut attempt)) = edited_in_apply_mode().await;
     // Decided by a rule the section (after a restart) no longer has.
     attempt.rule = "removed-rule".into();
     let SenderAnswer::Ended(ended) = step_of(
@@ -757,25 +722,7 @@ async fn a_repeated_step_changes_nothing_and_is_told_once() {
     use drift_model::remediation::Outcome;
     use drift_sentinel::pipeline::{SenderAnswer, SenderStep};
     use drift_store::AuditRead;
-    let app = apply_app();
-    let original = service();
-    assert_eq!(
-        post(&app, &structured_event("add", "add", &original)).await,
-        202
-    );
-    assert_eq!(
-        post(
-            &app,
-            &structured_event("edit", "update", &traffic_edit(&original))
-        )
-        .await,
-        202
-    );
-    let (seq, attempt) = app
-        .store
-        .remediations_by_outcome(Outcome::Planned, "test", 10)
-        .unwrap()
-        .remove(0);
+    let (app, _, _, (seq, attempt)) = edited_in_apply_mode().await;
     let SenderAnswer::Send(mut sent) = step_of(
         &app,
         SenderStep::Claim {

@@ -33,16 +33,7 @@ async fn get(client: &reqwest::Client, url: &str) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_writer_sends_and_a_standby_sends_nothing() {
     let original = service();
-    let edited = changed(&original, |s| {
-        s["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 90}, {"revisionName": "knative-webapp-00000", "percent": 10}]);
-        written_by(
-            s,
-            "kubectl-edit",
-            "Update",
-            json!({"f:spec": {"f:traffic": {}}}),
-            "2026-12-05T09:00:00Z",
-        );
-    });
+    let edited = traffic_split(&original);
     let fake = FakeApiServer::start(vec![
         // The writer's resync at start; the standby lists nothing.
         Expect::get(
@@ -97,7 +88,6 @@ async fn only_the_writer_sends_and_a_standby_sends_nothing() {
     assert!(ready, "the first replica becomes the writer");
     let standby = start(&config).await;
     let standby_base = format!("http://{}", standby.addr);
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_ne!(
         get(&client, &format!("{standby_base}/readyz")).await.0,
         200,
@@ -131,7 +121,7 @@ async fn only_the_writer_sends_and_a_standby_sends_nothing() {
     assert_eq!(applied["remediations"][0]["status"], 200, "{applied}");
     // Time for a standby that wrongly ran a sender to show itself (it would list, read the
     // namespace or write: every one of those is an unexpected request).
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(fake.writes().len(), 1, "{:?}", fake.writes());
     fake.verify();
     standby.shutdown.cancel();

@@ -404,6 +404,21 @@ pub(crate) fn bump(object: &mut Value) {
     object["metadata"]["resourceVersion"] = json!(next.to_string());
 }
 
+/// A hand edit of the fixture Service: kubectl-edit splits its traffic 90/10 (what the
+/// remediation tests revert).
+pub(crate) fn traffic_split(original: &Value) -> Value {
+    changed(original, |s| {
+        s["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 90}, {"revisionName": "knative-webapp-00000", "percent": 10}]);
+        written_by(
+            s,
+            "kubectl-edit",
+            "Update",
+            json!({"f:spec": {"f:traffic": {}}}),
+            "2026-12-05T09:00:00Z",
+        );
+    })
+}
+
 /// A changed copy with a new resourceVersion.
 pub(crate) fn changed(object: &Value, edit: impl FnOnce(&mut Value)) -> Value {
     let mut copy = object.clone();
