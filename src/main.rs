@@ -134,23 +134,61 @@ enum Command {
         #[command(subcommand)]
         action: StoreCommand,
     },
-    /// Plan a drill catalog: check that its namespaces allow drills, read each target and print
-    /// every request its drills would send (running them comes next: --dry-run is required).
+    /// Run a drill catalog against a cluster: inject known drifts, check through the sink's API
+    /// that each is caught (and repaired), put every object back, report.
     ///
-    /// Exit code 0: planned; 2: bad input, a namespace not allowed, a target unreadable.
+    /// Only namespaces labelled drift-sentinel.dev/drills: "allowed" are touched (checked before
+    /// any request). Exit code 0: every drill passed; 1: a drill failed (chaos: or a false
+    /// alert); 2: bad input (catalog, flags, a namespace not allowed, the journal).
     Drill {
         /// The drill catalog (`drills:`; see examples/drills/knative.yaml).
         #[arg(long)]
         catalog: PathBuf,
+        /// Only this drill (repeat for more).
+        #[arg(long = "drill", value_name = "NAME")]
+        only: Vec<String>,
         /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
         /// The kubeconfig context (default: the current one).
         #[arg(long)]
         context: Option<String>,
-        /// Send nothing: print every request.
+        /// Send nothing: read each target and print every request.
         #[arg(long)]
         dry_run: bool,
+        /// The running sink's base URL, whose drift API the drills read.
+        #[arg(long, value_name = "URL")]
+        sink: Option<String>,
+        /// The sink's API token (its api.token).
+        #[arg(long, env = "DRIFT_SENTINEL_API_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The sink's name for this cluster, when it watches several (drifts' `cluster`).
+        #[arg(long, value_name = "NAME")]
+        cluster: Option<String>,
+        /// The journal of drills not yet put back (for --recover after a crash).
+        #[arg(long, default_value = "drift-sentinel-drill.journal")]
+        journal: PathBuf,
+        /// Put back what the journal holds (a run that was killed), and nothing else.
+        #[arg(long)]
+        recover: bool,
+        /// Random drills from the catalog at --rate for --duration.
+        #[arg(long, requires_all = ["duration", "rate"])]
+        chaos: bool,
+        /// How long a chaos run starts drills (30m).
+        #[arg(long, requires = "chaos")]
+        duration: Option<String>,
+        /// Drills per second, minute or hour on average (2/m).
+        #[arg(long, requires = "chaos")]
+        rate: Option<String>,
+        /// The chaos run's seed (printed when not given), to repeat a run.
+        #[arg(long, requires = "chaos")]
+        seed: Option<u64>,
+        /// How often the sink's API and the objects are polled.
+        #[arg(long, default_value = "500ms")]
+        poll: String,
+        /// The report's format.
+        #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+        format: CheckFormat,
     },
     /// Write a restorable manifest of every tracked object, from the store: a backup the team
     /// can `kubectl apply` (server-set fields, owner references, hashed annotations left out).
@@ -369,15 +407,81 @@ fn main() -> ExitCode {
         } => commands::store::migrate(&from, &to, ca_file.as_deref()),
         Command::Drill {
             catalog,
+            only,
             kubeconfig,
             context,
             dry_run,
-        } => commands::drill::run(&commands::drill::Args {
-            catalog: &catalog,
-            kubeconfig: kubeconfig.as_deref(),
-            context: context.as_deref(),
-            dry_run,
-        }),
+            sink,
+            token,
+            cluster,
+            journal,
+            recover,
+            chaos,
+            duration,
+            rate,
+            seed,
+            poll,
+            format,
+        } => {
+            let parse_duration = |flag: &str, text: &str| {
+                drift_model::time::parse_duration(text)
+                    .ok()
+                    .filter(|duration| !duration.is_zero())
+                    .ok_or_else(|| format!("--{flag} {text:?} is not a duration (500ms, 30s, 30m)"))
+            };
+            let shape = match (chaos, duration, rate) {
+                (true, Some(duration), Some(rate)) => {
+                    let shape = parse_duration("duration", &duration).and_then(|duration| {
+                        let per_second = drift_core::drill::chaos::parse_rate(&rate)
+                            .map_err(|error| error.to_string())?;
+                        Ok(commands::drill::Chaos {
+                            duration,
+                            per_second,
+                            seed: seed.unwrap_or_else(|| {
+                                std::time::SystemTime::now()
+                                    .duration_since(std::time::UNIX_EPOCH)
+                                    .map_or(0, |since| since.as_nanos() as u64)
+                            }),
+                        })
+                    });
+                    match shape {
+                        Ok(shape) => Some(shape),
+                        Err(error) => {
+                            eprintln!("drill: {error}");
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let poll = match parse_duration("poll", &poll) {
+                Ok(poll) => poll,
+                Err(error) => {
+                    eprintln!("drill: {error}");
+                    return ExitCode::from(2);
+                }
+            };
+            commands::drill::run(&commands::drill::Args {
+                catalog: &catalog,
+                only: &only,
+                kubeconfig: kubeconfig.as_deref(),
+                context: context.as_deref(),
+                dry_run,
+                sink: sink.as_deref(),
+                token,
+                cluster_name: cluster.as_deref(),
+                journal: &journal,
+                recover,
+                chaos: shape,
+                poll,
+                format: match format {
+                    CheckFormat::Text => commands::drill::Format::Text,
+                    CheckFormat::Markdown => commands::drill::Format::Markdown,
+                    CheckFormat::Json => commands::drill::Format::Json,
+                    CheckFormat::Junit => commands::drill::Format::Junit,
+                },
+            })
+        }
         Command::Export {
             last_good: _,
             cluster,

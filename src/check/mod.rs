@@ -54,7 +54,7 @@ mod compare;
 mod engine;
 mod fleet;
 mod normalize;
-mod render;
+pub(crate) mod render;
 mod report;
 
 pub use compare::check;

@@ -1,4 +1,4 @@
-//! Remediation's writes: the one request an attempt planned, sent exactly as planned (method,
+//! Remediation's (and drills') writes: the one request an attempt planned, sent exactly as planned (method,
 //! path with `?fieldManager=drift-sentinel`, content type, body) through the same client as
 //! resync, and its answer sorted into what the attempt records. The API server's answer decides:
 //! `409 Conflict` (the `resourceVersion` precondition failed, or a created object exists),
@@ -48,6 +48,12 @@ pub enum Sent {
 impl Cluster {
     /// Sends `request` once.
     pub async fn send_planned(&self, request: &PlannedRequest) -> Sent {
+        self.send_for_answer(request).await.0
+    }
+
+    /// Sends `request` once, and keeps the API server's answer to an accepted request (the
+    /// object as written, or the `Status` of a delete): drills restore from it.
+    pub async fn send_for_answer(&self, request: &PlannedRequest) -> (Sent, Option<Value>) {
         let built = http::Request::builder()
             .method(request.method.as_str())
             .uri(request.path.as_str())
@@ -57,19 +63,27 @@ impl Cluster {
         let built = match built {
             Ok(built) => built,
             Err(error) => {
-                return Sent::Refused {
-                    status: 0,
-                    message: format!("the planned request is not a valid HTTP request: {error}"),
-                }
+                return (
+                    Sent::Refused {
+                        status: 0,
+                        message: format!(
+                            "the planned request is not a valid HTTP request: {error}"
+                        ),
+                    },
+                    None,
+                )
             }
         };
         let response = match self.client.send(built.map(kube::client::Body::from)).await {
             Ok(response) => response,
             Err(error) => {
-                return Sent::Retry {
-                    status: None,
-                    message: error.to_string(),
-                }
+                return (
+                    Sent::Retry {
+                        status: None,
+                        message: error.to_string(),
+                    },
+                    None,
+                )
             }
         };
         let status = response.status().as_u16();
@@ -77,16 +91,22 @@ impl Cluster {
             Ok(collected) => collected.to_bytes(),
             // Accepted is accepted, whatever became of the body: never sent again.
             Err(_) if (200..300).contains(&status) => {
-                return Sent::Applied {
-                    status,
-                    resource_version: None,
-                }
+                return (
+                    Sent::Applied {
+                        status,
+                        resource_version: None,
+                    },
+                    None,
+                )
             }
             Err(error) => {
-                return Sent::Retry {
-                    status: Some(status),
-                    message: format!("reading the answer: {error}"),
-                }
+                return (
+                    Sent::Retry {
+                        status: Some(status),
+                        message: format!("reading the answer: {error}"),
+                    },
+                    None,
+                )
             }
         };
         let answer = serde_json::from_slice::<Value>(&body).ok();
@@ -98,10 +118,14 @@ impl Cluster {
                 .map(str::to_string)
         };
         if (200..300).contains(&status) {
-            return Sent::Applied {
-                status,
-                resource_version: text("/metadata/resourceVersion"),
-            };
+            let resource_version = text("/metadata/resourceVersion");
+            return (
+                Sent::Applied {
+                    status,
+                    resource_version,
+                },
+                answer,
+            );
         }
         // A Kubernetes `Status` says why; a proxy's page is cut to its first line.
         let message = text("/message")
@@ -116,14 +140,15 @@ impl Cluster {
                     .take(200)
                     .collect()
             });
-        match status {
+        let sent = match status {
             404 | 409 | 422 => Sent::Conflict { status, message },
             429 | 500..=599 => Sent::Retry {
                 status: Some(status),
                 message,
             },
             _ => Sent::Refused { status, message },
-        }
+        };
+        (sent, None)
     }
 }
 

@@ -45,6 +45,13 @@ async fn drill(
     ];
     if dry_run {
         args.push("--dry-run".into());
+    } else {
+        args.extend([
+            "--sink".into(),
+            "http://127.0.0.1:9".into(),
+            "--journal".into(),
+            dir.join("journal").display().to_string(),
+        ]);
     }
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -115,14 +122,24 @@ async fn a_namespace_without_the_label_is_refused_before_any_target_is_read() {
     );
     assert_eq!(outcome.stdout, "");
     fake.verify();
-    // Without --dry-run this version refuses too, before any request.
+    // A real run is refused the same way, before any request to a target or to the sink
+    // (nothing listens at the sink's address given), and journals nothing.
+    let fake = FakeApiServer::start(vec![Expect::get(
+        "/api/v1/namespaces/myapp",
+        &[],
+        namespace(json!({"team": "payments"})),
+    )])
+    .await;
     let outcome = drill(&fake, dir.path(), false).await;
-    assert_eq!(outcome.code, 2);
+    assert_eq!(outcome.code, 2, "{}", outcome.stdout);
     assert!(
-        outcome.stderr.contains("takes --dry-run only"),
+        outcome
+            .stderr
+            .contains("namespace myapp is not labelled drift-sentinel.dev/drills: \"allowed\""),
         "{}",
         outcome.stderr
     );
+    assert!(!dir.path().join("journal").exists());
     fake.verify();
 }
 

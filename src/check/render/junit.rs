@@ -162,7 +162,7 @@ fn render_rules(report: &Report, failed_rules: usize, out: &mut String) {
 }
 
 /// Escapes text for XML content and attribute values; drops characters XML 1.0 forbids.
-fn xml_escape(text: &str) -> String {
+pub(crate) fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -82,7 +82,7 @@ pub(crate) fn render_markdown(report: &Report) -> String {
 }
 
 /// Text for a Markdown table cell: no line breaks, pipes escaped, no raw HTML.
-fn md_text(text: &str) -> String {
+pub(crate) fn md_text(text: &str) -> String {
     text.replace('\\', "\\\\")
         .replace('|', "\\|")
         // `[text](url)` and `![alt](url)`: a link or an image (loaded where the report is read)

@@ -13,6 +13,9 @@ mod markdown;
 mod text;
 
 pub use text::render_text;
+// Drill reports escape the same way (`commands::drill::report`).
+pub(crate) use junit::xml_escape;
+pub(crate) use markdown::md_text;
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +173,6 @@ fn rule_line(rule: &crate::check::RuleOutcome) -> String {
 }
 
 /// Line breaks become spaces, so a message or hint cannot break a one-line layout.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.replace(['\n', '\r'], " ")
 }

@@ -2,10 +2,12 @@
 //! caught (and repaired). This module is the pure part: the catalog as a team writes it,
 //! validated with the key path of every mistake ([`catalog`]), and the exact Kubernetes requests
 //! a drill sends: the injection, and the restore that puts back only what it injected
-//! ([`plan`]). Nothing here sends anything; the runner (the service's Kubernetes client and the
-//! sink's API) comes with the `drill` command.
+//! ([`plan`]), and chaos runs' seeded schedule ([`chaos`]). Nothing here sends anything or
+//! reads a clock; the runner (the service's Kubernetes client and the sink's API) is the
+//! `drill` command's.
 
 pub mod catalog;
+pub mod chaos;
 pub mod plan;
 
 pub use catalog::{parse, Catalog, Drill, Error, Expect, Inject, Target, Then};

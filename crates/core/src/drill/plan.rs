@@ -319,3 +319,71 @@ fn set_at(body: &mut Value, tokens: &[String], value: Value) {
         }
     }
 }
+
+/// Where the object, at what the injection touched, now differs from both the object as the
+/// injection left it (`injected`, the API server's answer) and as kept: someone else changed
+/// it after the drill, and a restore would write over their change. JSON pointers; empty when a
+/// restore only undoes the drill. For a create, a `current` of another uid than the one created
+/// (someone deleted it and made their own) is such a change (`/metadata/uid`).
+pub fn foreign_changes(
+    inject: &Inject,
+    kept: Option<&Value>,
+    injected: &Value,
+    current: Option<&Value>,
+) -> Vec<String> {
+    match inject {
+        Inject::MergePatch(_) | Inject::JsonPatch(_) => {
+            let (Some(kept), Some(current)) = (kept, current) else {
+                return Vec::new();
+            };
+            restore_points(&touched(inject), kept)
+                .into_iter()
+                .filter(|tokens| {
+                    let now = present(walk(current, tokens));
+                    now != present(walk(injected, tokens)) && now != present(walk(kept, tokens))
+                })
+                .map(|tokens| pointer_of(&tokens))
+                .collect()
+        }
+        Inject::Create(_) => {
+            let uid = |object: &Value| object.pointer("/metadata/uid").cloned();
+            match current {
+                Some(current) if uid(current) != uid(injected) => vec!["/metadata/uid".into()],
+                _ => Vec::new(),
+            }
+        }
+        Inject::Delete => Vec::new(),
+    }
+}
+
+/// Whether `current` is the object as kept again where the injection touched it (someone
+/// else repaired it: remediation, Knative, GitOps): the touched fields equal the kept ones; a
+/// deleted object exists again; a created one is gone.
+pub fn repaired(inject: &Inject, kept: Option<&Value>, current: Option<&Value>) -> bool {
+    match inject {
+        Inject::MergePatch(_) | Inject::JsonPatch(_) => match (kept, current) {
+            (Some(kept), Some(current)) => restore_points(&touched(inject), kept)
+                .iter()
+                .all(|tokens| present(walk(current, tokens)) == present(walk(kept, tokens))),
+            _ => false,
+        },
+        Inject::Delete => current.is_some(),
+        Inject::Create(_) => current.is_none(),
+    }
+}
+
+/// A value as Kubernetes keeps it: an empty map or a `null` is no value (the API server leaves
+/// out `labels: {}`).
+fn present(value: Option<&Value>) -> Option<&Value> {
+    value.filter(|value| {
+        !value.is_null() && !value.as_object().is_some_and(serde_json::Map::is_empty)
+    })
+}
+
+/// The JSON pointer of `tokens`, escaped (RFC 6901).
+fn pointer_of(tokens: &[String]) -> String {
+    tokens
+        .iter()
+        .map(|token| format!("/{}", token.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}

@@ -475,3 +475,63 @@ fn catalog_checks_close_the_ways_around_them() {
         Ok(())
     );
 }
+
+#[test]
+fn a_change_after_the_drill_is_named_and_a_repair_is_recognised() {
+    let kept = greeter();
+    let inject = Inject::MergePatch(json!({
+        "spec": {"traffic": [{"latestRevision": true, "percent": 80}, {"revisionName": "greeter-00001", "percent": 20}]},
+        "metadata": {"labels": {"drill": "yes"}}
+    }));
+    let mut injected = kept.clone();
+    merge(&mut injected, &injection(&target(), &inject, Some(&kept)).body);
+    // Status and an untouched field moving on is nobody's change to what the drill wrote.
+    let mut current = injected.clone();
+    current["status"]["observedGeneration"] = json!(99);
+    current["metadata"]["annotations"] = json!({"other": "team"});
+    assert!(plan::foreign_changes(&inject, Some(&kept), &injected, Some(&current)).is_empty());
+    assert!(!plan::repaired(&inject, Some(&kept), Some(&current)));
+    // Someone set the traffic to something else again: named, not written over.
+    current["spec"]["traffic"] = json!([{"latestRevision": true, "percent": 100, "tag": "theirs"}]);
+    assert_eq!(
+        plan::foreign_changes(&inject, Some(&kept), &injected, Some(&current)),
+        vec!["/spec/traffic".to_string()]
+    );
+    // Put back as kept by someone else (remediation, GitOps): not foreign, and repaired once
+    // the label is gone too.
+    current["spec"]["traffic"] = kept["spec"]["traffic"].clone();
+    assert!(plan::foreign_changes(&inject, Some(&kept), &injected, Some(&current)).is_empty());
+    assert!(!plan::repaired(&inject, Some(&kept), Some(&current)));
+    current["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("drill");
+    assert!(plan::repaired(&inject, Some(&kept), Some(&current)));
+    // A label key with a slash is named by its escaped pointer (on an object with labels: the
+    // greeter has none, and its whole `labels` would be the point).
+    let mut kept = kept;
+    kept["metadata"]["labels"] = json!({"app": "greeter"});
+    let label = Inject::MergePatch(json!({"metadata": {"labels": {"networking.knative.dev/visibility": "cluster-local"}}}));
+    let mut labelled = kept.clone();
+    merge(&mut labelled, &injection(&target(), &label, Some(&kept)).body);
+    let mut theirs = labelled.clone();
+    theirs["metadata"]["labels"]["networking.knative.dev/visibility"] = json!("public");
+    assert_eq!(
+        plan::foreign_changes(&label, Some(&kept), &labelled, Some(&theirs)),
+        vec!["/metadata/labels/networking.knative.dev~1visibility".to_string()]
+    );
+    // Deleted: repaired when it exists again; created: when it is gone, and a namesake of
+    // another uid is someone else's.
+    assert!(!plan::repaired(&Inject::Delete, Some(&kept), None));
+    assert!(plan::repaired(&Inject::Delete, Some(&kept), Some(&kept)));
+    let create = Inject::Create(json!({"kind": "Service"}));
+    let ours = json!({"metadata": {"uid": "a"}});
+    let theirs = json!({"metadata": {"uid": "b"}});
+    assert!(plan::repaired(&create, None, None));
+    assert!(!plan::repaired(&create, None, Some(&ours)));
+    assert!(plan::foreign_changes(&create, None, &ours, Some(&ours)).is_empty());
+    assert_eq!(
+        plan::foreign_changes(&create, None, &ours, Some(&theirs)),
+        vec!["/metadata/uid".to_string()]
+    );
+}

@@ -1,0 +1,274 @@
+//! `drift-sentinel drill` (issue 30): runs a catalog of drills (`drift_core::drill`) against a
+//! cluster and checks each through the running sink's drift API ([`runner`]); `--chaos` runs
+//! random drills from it at a rate for a while ([`chaos`]); `--dry-run` prints every request and
+//! sends nothing; `--recover` puts back what a killed run left injected ([`journal`]). Before
+//! anything else every namespace drilled in must be labelled `drift-sentinel.dev/drills:
+//! "allowed"` (refused otherwise, before any request to a target). A signal (Ctrl-C, SIGTERM)
+//! ends the waits and puts back every injected object before the report.
+//!
+//! Exit code 0: every drill passed (or planned, or recovered); 1: a drill failed (in chaos, also
+//! a false alert); 2: bad input (catalog, flags, a namespace not allowed, an unreadable journal).
+
+#[cfg(feature = "cluster")]
+mod chaos;
+mod journal;
+mod report;
+#[cfg(feature = "cluster")]
+mod runner;
+mod sink;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub use report::Format;
+
+/// A chaos run's shape (`--chaos`).
+pub struct Chaos {
+    /// How long drills start (in-flight ones then finish).
+    pub duration: Duration,
+    /// Drills per second on average (`--rate 2/m`).
+    pub per_second: f64,
+    /// The seed (`--seed`; else one is drawn and printed).
+    pub seed: u64,
+}
+
+/// The drill command's arguments.
+pub struct Args<'a> {
+    /// The catalog file.
+    pub catalog: &'a Path,
+    /// Only these drills (`--drill NAME`), if any.
+    pub only: &'a [String],
+    /// The kubeconfig file, if not the default.
+    pub kubeconfig: Option<&'a Path>,
+    /// The kubeconfig context, if not the current one.
+    pub context: Option<&'a str>,
+    /// Print the requests only.
+    pub dry_run: bool,
+    /// The sink's base URL (`http://drift-sentinel.drift-sentinel.svc:8080`).
+    pub sink: Option<&'a str>,
+    /// The sink's API token.
+    pub token: Option<String>,
+    /// The sink's name for this cluster (its drifts' `cluster`), if it watches several.
+    pub cluster_name: Option<&'a str>,
+    /// The journal file.
+    pub journal: &'a Path,
+    /// Put back what the journal holds, and do nothing else.
+    pub recover: bool,
+    /// A chaos run.
+    pub chaos: Option<Chaos>,
+    /// How often the sink and objects are polled.
+    pub poll: Duration,
+    /// The report's format.
+    pub format: Format,
+}
+
+/// Runs the command (see the module docs).
+pub fn run(args: &Args<'_>) -> ExitCode {
+    let text = match std::fs::read_to_string(args.catalog) {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("{}: {error}", args.catalog.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut catalog = match drift_core::drill::parse(&text) {
+        Ok(catalog) => catalog,
+        Err(error) => {
+            eprintln!("{}: {error}", args.catalog.display());
+            return ExitCode::from(2);
+        }
+    };
+    if !args.only.is_empty() {
+        if let Some(unknown) = args
+            .only
+            .iter()
+            .find(|name| !catalog.drills.iter().any(|drill| &drill.name == *name))
+        {
+            eprintln!(
+                "--drill {unknown:?}: no such drill in {}",
+                args.catalog.display()
+            );
+            return ExitCode::from(2);
+        }
+        catalog
+            .drills
+            .retain(|drill| args.only.contains(&drill.name));
+    }
+    if args.dry_run {
+        return plan(args, &catalog);
+    }
+    live(args, &catalog)
+}
+
+#[cfg(feature = "cluster")]
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(error) => {
+            eprintln!("drill: {error}");
+            None
+        }
+    }
+}
+
+/// Every namespace the catalog drills in allows drills (`drift-sentinel.dev/drills:
+/// "allowed"`), or the refusal naming the first that does not and its drills: checked before
+/// any target is touched, or even read.
+#[cfg(feature = "cluster")]
+async fn allowed(
+    cluster: &crate::cluster::Cluster,
+    catalog: &drift_core::drill::Catalog,
+) -> Result<(), String> {
+    use drift_core::drill::ALLOW_LABEL;
+    use drift_core::remediate::plan::resource_path;
+    let namespaces: std::collections::BTreeSet<&str> = catalog
+        .drills
+        .iter()
+        .map(|drill| drill.target.namespace.as_str())
+        .collect();
+    for namespace in namespaces {
+        let path = resource_path("v1", "Namespace", "", Some(namespace));
+        let label = cluster
+            .get_json(&path)
+            .await
+            .map_err(|error| format!("namespace {namespace}: {error}"))?
+            .as_ref()
+            .and_then(|object| object.pointer("/metadata/labels"))
+            .and_then(|labels| labels.get(ALLOW_LABEL))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        if label.as_deref() != Some("allowed") {
+            let drills: Vec<&str> = catalog
+                .drills
+                .iter()
+                .filter(|drill| drill.target.namespace == namespace)
+                .map(|drill| drill.name.as_str())
+                .collect();
+            return Err(format!(
+                "namespace {namespace} is not labelled {ALLOW_LABEL}: \"allowed\"; refused \
+                 before any request (drills {})",
+                drills.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(feature = "cluster")]
+fn plan(args: &Args<'_>, catalog: &drift_core::drill::Catalog) -> ExitCode {
+    use crate::cluster::Cluster;
+    use drift_core::drill::plan;
+    use drift_core::remediate::plan::resource_path;
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(2);
+    };
+    runtime.block_on(async {
+        let cluster = match Cluster::connect(args.kubeconfig, args.context).await {
+            Ok(cluster) => cluster,
+            Err(error) => {
+                eprintln!("drill: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        if let Err(refusal) = allowed(&cluster, catalog).await {
+            eprintln!("drill: {refusal}");
+            return ExitCode::from(2);
+        }
+        for drill in &catalog.drills {
+            let target = &drill.target;
+            let path = resource_path(
+                &target.api_version,
+                &target.kind,
+                &target.namespace,
+                Some(&target.name),
+            );
+            let kept = match cluster.get_json(&path).await {
+                Ok(kept) => kept,
+                Err(error) => {
+                    eprintln!("drill {}: {error}", drill.name);
+                    return ExitCode::from(2);
+                }
+            };
+            let creates = matches!(drill.inject, drift_core::drill::Inject::Create(_));
+            if kept.is_none() != creates {
+                eprintln!(
+                    "drill {}: {} {}/{} {}",
+                    drill.name,
+                    target.kind,
+                    target.namespace,
+                    target.name,
+                    if creates {
+                        "exists already: a create drill needs it absent"
+                    } else {
+                        "does not exist"
+                    }
+                );
+                return ExitCode::from(2);
+            }
+            let inject = plan::injection(target, &drill.inject, kept.as_ref());
+            // As if injected: the restore then reads the object as it is (here, as read now).
+            let after = match &drill.inject {
+                drift_core::drill::Inject::Delete => None,
+                drift_core::drill::Inject::Create(object) => Some(object.clone()),
+                _ => kept.clone(),
+            };
+            let restore = plan::restore(target, &drill.inject, kept.as_ref(), after.as_ref());
+            println!("# drill {}: expect {}", drill.name, expectation(drill));
+            print_request("inject", &inject);
+            match (&drill.then, restore) {
+                (drift_core::drill::Then::Keep, _) => println!("restore: none (then: keep)"),
+                (drift_core::drill::Then::ExpectRepaired(within), _) => println!(
+                    "restore: none unless it is not repaired within {}s (then: expectRepaired)",
+                    within.as_secs()
+                ),
+                (drift_core::drill::Then::Restore, Some(request)) => {
+                    print_request("restore", &request)
+                }
+                (drift_core::drill::Then::Restore, None) => {
+                    println!("restore: nothing to put back")
+                }
+            }
+            println!();
+        }
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(not(feature = "cluster"))]
+fn plan(_args: &Args<'_>, _catalog: &drift_core::drill::Catalog) -> ExitCode {
+    eprintln!("drill: this build has no Kubernetes client (feature cluster)");
+    ExitCode::from(2)
+}
+
+#[cfg(not(feature = "cluster"))]
+fn live(_args: &Args<'_>, _catalog: &drift_core::drill::Catalog) -> ExitCode {
+    eprintln!("drill: this build has no Kubernetes client (feature cluster)");
+    ExitCode::from(2)
+}
+
+#[cfg(feature = "cluster")]
+mod live;
+#[cfg(feature = "cluster")]
+use live::live;
+
+#[cfg(feature = "cluster")]
+fn expectation(drill: &drift_core::drill::Drill) -> String {
+    let expect = &drill.expect;
+    let what = match &expect.rule {
+        Some(rule) => format!("invariant {rule}"),
+        None => expect.class.clone(),
+    };
+    format!("{what} within {}s", expect.within.as_secs())
+}
+
+#[cfg(feature = "cluster")]
+fn print_request(what: &str, request: &drift_core::remediate::Request) {
+    println!(
+        "{what}: {} {} ({})\n{}",
+        request.method, request.path, request.content_type, request.body
+    );
+}

@@ -1,0 +1,482 @@
+//! Running one drill against a cluster and the sink watching it: read and keep the target,
+//! journal it, inject (as field manager `drift-sentinel-drill`, on the version read), poll the
+//! sink's drift API until the expected drift fires on that object, then put the object back
+//! (only what was injected, on the version current then, never over someone else's later change)
+//! or wait for someone else to repair it, and wait for the drift to resolve. A stop (a signal)
+//! cuts the waits short, never the restore.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use drift_core::drill::{plan, Drill, Inject, Target, Then, FIELD_MANAGER};
+use drift_core::remediate::plan::{resource_path, Request};
+use drift_model::remediation::PlannedRequest;
+
+use super::journal::{Entry, Journal};
+use super::report::{End, Outcome};
+use super::sink::{Seen, Sink};
+use crate::cluster::write::Sent;
+use crate::cluster::Cluster;
+
+/// How far back a drift's time may be and still count, for the two clocks (the runner's and
+/// the sink's) and the sink's grace before a pending drift is listed.
+pub(crate) const CLOCK_SLACK: Duration = Duration::from_secs(120);
+/// Tries of a restore that meets a conflict (the object moved on: read again) or no answer.
+const RESTORE_TRIES: u32 = 5;
+
+/// What every drill of a run shares.
+pub(crate) struct Runner {
+    pub cluster: Cluster,
+    pub sink: Sink,
+    pub journal: Mutex<Journal>,
+    /// How often the sink and the object are polled.
+    pub poll: Duration,
+    /// Cancelled by a signal: waits end, restores go on.
+    pub stop: CancellationToken,
+    pub start: Instant,
+    /// The sink's cluster name for this cluster, when given (`--cluster`).
+    pub cluster_name: Option<String>,
+}
+
+/// The request as the cluster client sends it.
+fn planned(request: &Request) -> PlannedRequest {
+    PlannedRequest {
+        method: request.method.to_string(),
+        path: request.path.clone(),
+        content_type: request.content_type.to_string(),
+        body: request.body.to_string(),
+    }
+}
+
+/// A request as a person would send it by hand.
+pub(crate) fn by_hand(request: &Request) -> String {
+    format!(
+        "{} {} ({}) {}",
+        request.method, request.path, request.content_type, request.body
+    )
+}
+
+pub(crate) fn object_path(target: &Target) -> String {
+    resource_path(
+        &target.api_version,
+        &target.kind,
+        &target.namespace,
+        Some(&target.name),
+    )
+}
+
+fn group(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+fn now_minus(slack: Duration) -> String {
+    let at = chrono::Utc::now() - chrono::Duration::from_std(slack).unwrap_or_default();
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Whether `seen` is the drift `drill` expects, on its object.
+fn expected(drill: &Drill, seen: &Seen, cluster: Option<&str>) -> bool {
+    let target = &drill.target;
+    seen.namespace == target.namespace
+        && seen.kind == target.kind
+        && seen.name == target.name
+        && group(&seen.api_version) == group(&target.api_version)
+        && seen.class == drill.expect.class
+        && seen.rule == drill.expect.rule
+        && cluster.is_none_or(|cluster| seen.cluster == cluster)
+}
+
+fn created_by_drill(object: &Value) -> bool {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|fields| {
+            fields
+                .iter()
+                .any(|field| field.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER))
+        })
+}
+
+impl Runner {
+    fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// Waits `duration`; true when the run was stopped meanwhile.
+    async fn pause(&self, duration: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(duration) => self.stop.is_cancelled(),
+            _ = self.stop.cancelled() => true,
+        }
+    }
+
+    fn journal(
+        &self,
+        change: impl FnOnce(&mut Journal) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut journal = self
+            .journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        change(&mut journal)
+    }
+
+    /// Runs `drill` (its `run`-th time) and says what happened.
+    pub(crate) async fn run(&self, drill: &Drill, run: usize) -> Outcome {
+        let mut outcome = Outcome {
+            name: drill.name.clone(),
+            run,
+            target: drill.target.clone(),
+            class: drill.expect.class.clone(),
+            rule: drill.expect.rule.clone(),
+            then: match drill.then {
+                Then::Restore => "restore",
+                Then::ExpectRepaired(_) => "expectRepaired",
+                Then::Keep => "keep",
+            },
+            injected_at: None,
+            detected_after: None,
+            drift: None,
+            repaired: None,
+            resolved: None,
+            end: End::NotInjected,
+            ended_at: Duration::ZERO,
+            failures: Vec::new(),
+        };
+        self.drive(drill, run, &mut outcome).await;
+        outcome.ended_at = self.elapsed();
+        outcome
+    }
+
+    async fn drive(&self, drill: &Drill, run: usize, outcome: &mut Outcome) {
+        let target = &drill.target;
+        let object = format!("{} {}/{}", target.kind, target.namespace, target.name);
+        let kept = match self.cluster.get_json(&object_path(target)).await {
+            Ok(kept) => kept,
+            Err(error) => return outcome.failures.push(format!("reading {object}: {error}")),
+        };
+        let creates = matches!(drill.inject, Inject::Create(_));
+        if kept.is_none() != creates {
+            return outcome.failures.push(if creates {
+                format!("{object} exists already: a create drill needs it absent")
+            } else {
+                format!("{object} does not exist (is the drill kit applied? kubectl apply -k k8s/drills/)")
+            });
+        }
+        // Drifts of the kind expected that the sink knows already: one open means the drill
+        // could not tell its own from it; recently resolved ones must not count as seen.
+        let before = match self.before(drill).await {
+            Ok(before) => before,
+            Err(error) => return outcome.failures.push(error),
+        };
+        let request = plan::injection(target, &drill.inject, kept.as_ref());
+        let mut entry = Entry::new(
+            &format!("{}#{run}", drill.name),
+            target,
+            &drill.inject,
+            kept.as_ref(),
+        );
+        if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
+            return outcome
+                .failures
+                .push(format!("the journal (nothing was injected): {error}"));
+        }
+        let injected_at = self.elapsed();
+        let since = now_minus(CLOCK_SLACK);
+        let (sent, answer) = self.cluster.send_for_answer(&planned(&request)).await;
+        match sent {
+            Sent::Applied { .. } => {
+                entry.injected = Some(answer.unwrap_or(Value::Null));
+                if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
+                    outcome.failures.push(format!("the journal: {error}"));
+                }
+            }
+            Sent::Conflict { status, message } | Sent::Refused { status, message } => {
+                let _ = self.journal(|journal| journal.remove(&entry));
+                return outcome.failures.push(format!(
+                    "the API server refused the injection ({status}: {message}); nothing was changed"
+                ));
+            }
+            Sent::Retry { status, message } => {
+                outcome.failures.push(format!(
+                    "the injection got no clear answer ({}: {message}): it may have landed; restoring",
+                    status.map_or("no answer".to_string(), |status| status.to_string())
+                ));
+            }
+        }
+        outcome.injected_at = Some(injected_at);
+        if entry.injected.is_some() {
+            self.detect(drill, &before, &since, injected_at, outcome)
+                .await;
+        }
+        let stopped = self.stop.is_cancelled();
+        if stopped {
+            outcome.failures.push("stopped by a signal".into());
+        }
+        let injected = entry.injected.clone();
+        outcome.end = match drill.then {
+            Then::Keep if outcome.passed() && !stopped => End::Kept,
+            Then::ExpectRepaired(within) if !stopped && injected.is_some() => {
+                match self
+                    .await_repair(drill, kept.as_ref(), within, outcome)
+                    .await
+                {
+                    true => End::Repaired,
+                    false => {
+                        restore(
+                            &self.cluster,
+                            target,
+                            &drill.inject,
+                            kept.as_ref(),
+                            injected.as_ref(),
+                        )
+                        .await
+                    }
+                }
+            }
+            _ => {
+                restore(
+                    &self.cluster,
+                    target,
+                    &drill.inject,
+                    kept.as_ref(),
+                    injected.as_ref(),
+                )
+                .await
+            }
+        };
+        if let End::NotRestored(by_hand) = &outcome.end {
+            outcome
+                .failures
+                .push(format!("{object} was not put back: {by_hand}"));
+        } else if let Err(error) = self.journal(|journal| journal.remove(&entry)) {
+            outcome.failures.push(format!("the journal: {error}"));
+        }
+        if matches!(outcome.end, End::Restored | End::Repaired) && !self.stop.is_cancelled() {
+            if let Some(id) = outcome.drift.as_ref().map(|drift| drift.id.clone()) {
+                self.await_resolve(&id, drill.expect.within, outcome).await;
+            }
+        }
+    }
+
+    async fn before(&self, drill: &Drill) -> Result<BTreeSet<String>, String> {
+        let cluster = self.cluster_name.as_deref();
+        let open = self
+            .sink
+            .drifts(&drill.target.namespace, None, Some("open"))
+            .await?;
+        if let Some(open) = open.iter().find(|seen| expected(drill, seen, cluster)) {
+            return Err(format!(
+                "a {} drift is already {} on {} {}/{} (drift {}): the drill could not tell its \
+                 own from it; resolve it first",
+                open.class, open.state, open.kind, open.namespace, open.name, open.id
+            ));
+        }
+        let recent = self
+            .sink
+            .drifts(&drill.target.namespace, Some(&now_minus(CLOCK_SLACK)), None)
+            .await?;
+        Ok(recent.into_iter().map(|seen| seen.id).collect())
+    }
+
+    async fn detect(
+        &self,
+        drill: &Drill,
+        before: &BTreeSet<String>,
+        since: &str,
+        injected_at: Duration,
+        outcome: &mut Outcome,
+    ) {
+        let deadline = Instant::now() + drill.expect.within;
+        let mut last_error: Option<String>;
+        loop {
+            match self
+                .sink
+                .drifts(&drill.target.namespace, Some(since), None)
+                .await
+            {
+                Ok(seen) => {
+                    let found = seen.into_iter().find(|seen| {
+                        expected(drill, seen, self.cluster_name.as_deref())
+                            && seen.fired_at.is_some()
+                            && !before.contains(&seen.id)
+                    });
+                    if let Some(found) = found {
+                        outcome.detected_after = Some(self.elapsed().saturating_sub(injected_at));
+                        if let Some(severity) = &drill.expect.severity {
+                            if *severity != found.severity {
+                                outcome.failures.push(format!(
+                                    "drift {} fired as {}, not {severity}",
+                                    found.id, found.severity
+                                ));
+                            }
+                        }
+                        outcome.drift = Some(found);
+                        return;
+                    }
+                    last_error = None;
+                }
+                Err(error) => last_error = Some(error),
+            }
+            if Instant::now() >= deadline {
+                let what = match &drill.expect.rule {
+                    Some(rule) => format!("invariant {rule}"),
+                    None => drill.expect.class.clone(),
+                };
+                let target = &drill.target;
+                outcome.failures.push(format!(
+                    "no {what} drift fired on {} {}/{} within {}s{}",
+                    target.kind,
+                    target.namespace,
+                    target.name,
+                    drill.expect.within.as_secs(),
+                    last_error
+                        .map(|error| format!(" (last error: {error})"))
+                        .unwrap_or_default()
+                ));
+                return;
+            }
+            if self.pause(self.poll).await {
+                return;
+            }
+        }
+    }
+
+    /// Waits for someone else to put the object back and the drift to resolve; false (a
+    /// failure said) when not within `within`.
+    async fn await_repair(
+        &self,
+        drill: &Drill,
+        kept: Option<&Value>,
+        within: Duration,
+        outcome: &mut Outcome,
+    ) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            let current = self.cluster.get_json(&object_path(&drill.target)).await;
+            if let Ok(current) = current {
+                if plan::repaired(&drill.inject, kept, current.as_ref()) {
+                    outcome.repaired = Some(true);
+                    return true;
+                }
+            }
+            if Instant::now() >= deadline || self.pause(self.poll).await {
+                outcome.repaired = Some(false);
+                outcome.failures.push(format!(
+                    "not repaired within {}s (expectRepaired): the drill put it back itself",
+                    within.as_secs()
+                ));
+                return false;
+            }
+        }
+    }
+
+    async fn await_resolve(&self, id: &str, within: Duration, outcome: &mut Outcome) {
+        let deadline = Instant::now() + within;
+        let mut last: Option<String>;
+        loop {
+            match self.sink.state(id).await {
+                Ok(Some(state)) if state == "resolved" => {
+                    outcome.resolved = Some(true);
+                    return;
+                }
+                Ok(state) => last = state,
+                Err(error) => last = Some(error),
+            }
+            if Instant::now() >= deadline || self.pause(self.poll).await {
+                outcome.resolved = Some(false);
+                outcome.failures.push(format!(
+                    "drift {id} did not resolve within {}s after the object was put back (last: {})",
+                    within.as_secs(),
+                    last.unwrap_or_else(|| "not found".into())
+                ));
+                return;
+            }
+        }
+    }
+}
+
+/// Puts back what `inject` changed on `target`: from the object as it is now, only where the
+/// injection wrote, on its current version; never over a change someone made after the drill.
+pub(crate) async fn restore(
+    cluster: &Cluster,
+    target: &Target,
+    inject: &Inject,
+    kept: Option<&Value>,
+    injected: Option<&Value>,
+) -> End {
+    let path = object_path(target);
+    let mut last = String::new();
+    for attempt in 0..RESTORE_TRIES {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(200 << attempt.min(4))).await;
+        }
+        let current = match cluster.get_json(&path).await {
+            Ok(current) => current,
+            Err(error) => {
+                last = format!("reading it: {error}");
+                continue;
+            }
+        };
+        let planned_restore = plan::restore(target, inject, kept, current.as_ref());
+        let hand = planned_restore.as_ref().map(by_hand).unwrap_or_default();
+        match (inject, &current) {
+                (Inject::MergePatch(_) | Inject::JsonPatch(_), None) => {
+                    return End::NotRestored(format!(
+                        "deleted by someone since the drill; re-create it from what was kept: {}",
+                        kept.map(Value::to_string).unwrap_or_default()
+                    ))
+                }
+                (Inject::Create(_), Some(current)) if injected.is_none() && !created_by_drill(current) => {
+                    return End::NotRestored(format!(
+                        "it exists, but not as the drill created it: delete it by hand if it is the drill's: {hand}"
+                    ))
+                }
+                _ => {}
+            }
+        if let Some(injected) = injected {
+            let foreign = plan::foreign_changes(inject, kept, injected, current.as_ref());
+            if !foreign.is_empty() {
+                return End::NotRestored(format!(
+                    "changed by someone else since the drill ({}), not written over; to put \
+                         back what the drill changed: {hand}",
+                    foreign.join(", ")
+                ));
+            }
+        }
+        if plan::repaired(inject, kept, current.as_ref()) {
+            return End::Repaired;
+        }
+        let Some(request) = planned_restore else {
+            return End::Repaired;
+        };
+        match cluster.send_planned(&planned(&request)).await {
+            Sent::Applied { .. } => return End::Restored,
+            // The object moved on between the read and the write: read it again.
+            Sent::Conflict { status, message } => last = format!("{status}: {message}"),
+            Sent::Retry { status, message } => {
+                last = format!(
+                    "{}: {message}",
+                    status.map_or("no answer".to_string(), |status| status.to_string())
+                )
+            }
+            Sent::Refused { status, message } => return End::NotRestored(format!(
+                "the API server refused the restore ({status}: {message}); send it by hand: {hand}"
+            )),
+        }
+    }
+    let hand = match cluster.get_json(&path).await {
+        Ok(current) => plan::restore(target, inject, kept, current.as_ref())
+            .as_ref()
+            .map(by_hand)
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    End::NotRestored(format!(
+        "gave up after {RESTORE_TRIES} tries (last: {last}); send it by hand: {hand}"
+    ))
+}
