@@ -74,3 +74,20 @@ def test_the_runner_gets_exactly_what_the_catalog_needs_in_the_drills_namespace(
     subjects = [subject for obj in objects if obj["kind"] in ("RoleBinding", "ClusterRoleBinding")
                 for subject in obj["subjects"]]
     assert {subject["name"] for subject in subjects} == {"drift-sentinel-drill"}
+
+
+def test_the_knative_serving_opt_in_grants_only_the_configmap_drill():
+    objects = kustomize(DRILLS / "knative-serving")
+    # Never the namespace itself: deleting the kit must not delete knative-serving.
+    assert sorted(obj["kind"] for obj in objects) == ["Role", "RoleBinding"]
+    [role] = [obj for obj in objects if obj["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == "knative-serving"
+    serving = [drill for drill in catalog() if drill["target"]["namespace"] == "knative-serving"]
+    assert [drill["target"]["kind"] for drill in serving] == ["ConfigMap"]
+    names = sorted({drill["target"]["name"] for drill in serving})
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": names, "verbs": ["get", "patch"]}]
+    [binding] = [obj for obj in objects if obj["kind"] == "RoleBinding"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "drift-sentinel-drill",
+                                    "namespace": "drills"}]
+    assert all(error == [] for error in (builtin_errors(obj, KUBERNETES_VERSIONS[0]) for obj in objects))

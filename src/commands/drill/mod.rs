@@ -96,6 +96,25 @@ pub fn run(args: &Args<'_>) -> ExitCode {
             .retain(|drill| args.only.contains(&drill.name));
     }
     if args.dry_run {
+        if let Some(shape) = &args.chaos {
+            // The sequence a chaos run with this seed starts (times can shift when a drill
+            // waits for its object).
+            let arrivals = drift_core::drill::chaos::schedule(
+                shape.seed,
+                shape.per_second,
+                shape.duration,
+                catalog.drills.len(),
+            );
+            println!("# chaos: {} drills, seed {}", arrivals.len(), shape.seed);
+            for arrival in &arrivals {
+                println!(
+                    "at {:.3}s: {}",
+                    arrival.at.as_secs_f64(),
+                    catalog.drills[arrival.drill].name
+                );
+            }
+            println!();
+        }
         return plan(args, &catalog);
     }
     live(args, &catalog)
