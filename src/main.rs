@@ -437,10 +437,9 @@ fn main() -> ExitCode {
                         Ok(commands::drill::Chaos {
                             duration,
                             per_second,
+                            // Drawn from the time when not given (and printed).
                             seed: seed.unwrap_or_else(|| {
-                                std::time::SystemTime::now()
-                                    .duration_since(std::time::UNIX_EPOCH)
-                                    .map_or(0, |since| since.as_nanos() as u64)
+                                drift_model::time::system_clock()().unsigned_abs()
                             }),
                         })
                     });

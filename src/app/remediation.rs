@@ -25,6 +25,12 @@ const POLL: Duration = Duration::from_secs(10);
 const TRIES: u32 = 3;
 /// The wait before a repeat, times the number of tries so far.
 const BACKOFF: Duration = Duration::from_secs(1);
+/// Sends again after a `409` on the `resourceVersion` precondition, each on the newer version
+/// the writer has seen by then (a controller writes a Knative object's status right after each
+/// change of it, so the version an attempt was planned on is often gone when it is sent).
+const RECLAIMS: u32 = 3;
+/// How long the sender waits for the writer to see that newer version, in all, per reclaim.
+const RECLAIM_WAIT: Duration = Duration::from_secs(5);
 
 /// The sender of one writer role.
 pub(super) struct Sender {
@@ -119,26 +125,87 @@ impl Sender {
                 return;
             }
         }
-        let mut tries = 0;
-        // A try without an answer, or answered 5xx but `429`, may have been applied.
-        let mut may_have_landed = false;
-        let sent = loop {
-            tries += 1;
-            let sent = self.cluster.send_planned(&request).await;
-            match sent {
-                Sent::Retry { status, .. } if tries < TRIES && !self.stop.is_cancelled() => {
-                    may_have_landed |= status != Some(429);
-                    tokio::time::sleep(BACKOFF * tries).await;
+        let mut claimed = claimed;
+        let mut request = request;
+        let mut reclaims = 0;
+        loop {
+            let mut tries = 0;
+            // A try without an answer, or answered 5xx but `429`, may have been applied.
+            let mut may_have_landed = false;
+            let sent = loop {
+                tries += 1;
+                let sent = self.cluster.send_planned(&request).await;
+                match sent {
+                    Sent::Retry { status, .. } if tries < TRIES && !self.stop.is_cancelled() => {
+                        may_have_landed |= status != Some(429);
+                        tokio::time::sleep(BACKOFF * tries).await;
+                    }
+                    Sent::Retry { status, .. } => {
+                        may_have_landed |= status != Some(429);
+                        break sent;
+                    }
+                    other => break other,
                 }
-                Sent::Retry { status, .. } => {
-                    may_have_landed |= status != Some(429);
-                    break sent;
-                }
-                other => break other,
+            };
+            // Only a clear 409 on this send (nothing written) is judged again.
+            let precondition_failed = matches!(sent, Sent::Conflict { status: 409, .. })
+                && !may_have_landed
+                && claimed.resource_version.is_some();
+            if !precondition_failed || reclaims == RECLAIMS || self.stop.is_cancelled() {
+                self.settle(seq, outcome(claimed, sent, tries, may_have_landed))
+                    .await;
+                return;
             }
-        };
-        self.settle(seq, outcome(claimed, sent, tries, may_have_landed))
-            .await;
+            reclaims += 1;
+            match self.reclaim(seq, &claimed).await {
+                Reclaimed::Again(again) => match again.request.clone() {
+                    Some(next) => {
+                        claimed = *again;
+                        request = next;
+                    }
+                    None => {
+                        self.settle(seq, outcome(claimed, sent, tries, may_have_landed))
+                            .await;
+                        return;
+                    }
+                },
+                // Ended by the writer, recorded with why; or the role stops (left `sending`).
+                Reclaimed::Ended => return,
+                // No newer version seen in time: the 409 is the outcome.
+                Reclaimed::NotSeen => {
+                    self.settle(seq, outcome(claimed, sent, tries, may_have_landed))
+                        .await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Asks the writer to judge `attempt` again after a `409`, waiting (at most
+    /// [`RECLAIM_WAIT`]) until it has seen a newer version of the object.
+    async fn reclaim(&self, seq: i64, attempt: &Attempt) -> Reclaimed {
+        let deadline = tokio::time::Instant::now() + RECLAIM_WAIT;
+        let mut wait = Duration::from_millis(100);
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => return Reclaimed::Ended,
+                () = tokio::time::sleep(wait) => {}
+            }
+            let step = SenderStep::Reclaim {
+                seq,
+                attempt: Box::new(attempt.clone()),
+            };
+            match self.step(step).await {
+                Some(SenderAnswer::Send(again)) => return Reclaimed::Again(again),
+                Some(SenderAnswer::NotYet) | None => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Reclaimed::NotSeen;
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(1));
+                }
+                Some(SenderAnswer::Ended(_) | SenderAnswer::Settled) => return Reclaimed::Ended,
+            }
+        }
     }
 
     /// Keeps an outcome, trying the writer until it commits (a store that cannot commit now, a
@@ -165,6 +232,16 @@ impl Sender {
             drift = %attempt.drift_id,
         );
     }
+}
+
+/// What a reclaim came to.
+enum Reclaimed {
+    /// Send this (the same request on the newer version).
+    Again(Box<Attempt>),
+    /// Ended by the writer (recorded), or the role stops.
+    Ended,
+    /// The writer saw no newer version in time.
+    NotSeen,
 }
 
 /// The namespace segment of an object or collection path (`/api/v1/namespaces/N/...`,

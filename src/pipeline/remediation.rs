@@ -45,6 +45,16 @@ pub enum SenderStep {
         /// The attempt as stored (`planned`).
         attempt: Box<Attempt>,
     },
+    /// Sent, and answered `409 Conflict` on its `resourceVersion` precondition (nothing was
+    /// written): the writer judges it again on the object as it now knows it and, when only a
+    /// newer version was seen (a controller's status write), gives the same request on that
+    /// version to send again (still `sending`); ends it when the object changed otherwise.
+    Reclaim {
+        /// The row.
+        seq: i64,
+        /// The attempt as sent (`sending`, the request and version of that send).
+        attempt: Box<Attempt>,
+    },
     /// Its final outcome (applied, conflict, failed).
     Settle {
         /// The row.
@@ -63,4 +73,7 @@ pub enum SenderAnswer {
     Ended(Box<Attempt>),
     /// The outcome is kept.
     Settled,
+    /// A [`SenderStep::Reclaim`] too early: the writer has seen no newer version of the object
+    /// yet (its event is on its way); nothing was recorded.
+    NotYet,
 }

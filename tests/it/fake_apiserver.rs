@@ -222,17 +222,22 @@ impl FakeApiServer {
 
     /// Writes a kubeconfig whose context `context` points here with [`TOKEN`].
     pub(crate) fn kubeconfig(&self, dir: &Path, context: &str) -> PathBuf {
-        let path = dir.join("kubeconfig");
-        let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\n\
-             contexts:\n- name: other\n  context:\n    cluster: nowhere\n    user: fake\n\
-             - name: {context}\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
-             current-context: other\nusers:\n- name: fake\n  user:\n    token: {TOKEN}\n",
-            addr = self.addr
-        );
-        std::fs::write(&path, text).unwrap();
-        path
+        kubeconfig(self.addr, dir, context)
     }
+}
+
+/// Writes `dir/kubeconfig`, whose context `context` points at `addr` with [`TOKEN`] (and whose
+/// current context is another one, so only an explicit `context` reaches `addr`).
+pub(crate) fn kubeconfig(addr: SocketAddr, dir: &Path, context: &str) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{addr}\n\
+         contexts:\n- name: other\n  context:\n    cluster: nowhere\n    user: fake\n\
+         - name: {context}\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\n\
+         current-context: other\nusers:\n- name: fake\n  user:\n    token: {TOKEN}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
 }
 
 /// The answer to `request`, and the gate it waits behind, if any.

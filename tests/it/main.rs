@@ -13,9 +13,15 @@ mod crate_graph;
 mod delivery;
 mod drill_catalog;
 #[cfg(feature = "cluster")]
+mod drill_e2e;
+#[cfg(feature = "cluster")]
 mod drill_process;
 #[cfg(feature = "cluster")]
 mod fake_apiserver;
+#[cfg(feature = "cluster")]
+mod fake_cluster;
+#[cfg(feature = "cluster")]
+mod fake_cluster_contract;
 mod fleet;
 mod forged;
 mod forged_caps;

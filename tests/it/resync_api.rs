@@ -242,11 +242,11 @@ pub(crate) struct Process {
 
 impl Process {
     pub(crate) fn start(config: &Path, log: &Path) -> Process {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        Process::start_at(config, log, free_port())
+    }
+
+    /// The binary on `port` (for a peer that must know the address before it starts).
+    pub(crate) fn start_at(config: &Path, log: &Path, port: u16) -> Process {
         let out = std::fs::File::create(log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
             .args(["serve", "--config"])
@@ -264,6 +264,15 @@ impl Process {
             base: format!("http://127.0.0.1:{port}"),
         }
     }
+}
+
+/// A loopback port free now.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Drop for Process {

@@ -71,9 +71,11 @@ pub(crate) fn structured_event(id: &str, verb: &str, object: &Value) -> Value {
     })
 }
 
-/// The same event as a binary-mode request, as Knative's Broker sends it.
-pub(crate) fn binary_request(event: &Value) -> Request<Body> {
-    let mut builder = Request::post("/").header("content-type", "application/json");
+/// The headers of `event` (a structured-mode event) in binary mode, as Knative's Broker sends
+/// them: one `ce-` header per attribute and extension (not `data`, whose content type is the
+/// request's), then the dispatcher's own `prefer` and `kn-namespace`.
+pub(crate) fn binary_headers(event: &Value) -> Vec<(String, String)> {
+    let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
     for (key, value) in event.as_object().expect("event object") {
         if key == "data" || key == "datacontenttype" {
             continue;
@@ -82,11 +84,19 @@ pub(crate) fn binary_request(event: &Value) -> Request<Body> {
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| value.to_string());
-        builder = builder.header(format!("ce-{key}"), text);
+        headers.push((format!("ce-{key}"), text));
     }
-    builder = builder
-        .header("prefer", "reply")
-        .header("kn-namespace", "drift-sentinel");
+    headers.push(("prefer".to_string(), "reply".to_string()));
+    headers.push(("kn-namespace".to_string(), "drift-sentinel".to_string()));
+    headers
+}
+
+/// The same event as a binary-mode request, as Knative's Broker sends it.
+pub(crate) fn binary_request(event: &Value) -> Request<Body> {
+    let mut builder = Request::post("/");
+    for (name, value) in binary_headers(event) {
+        builder = builder.header(name, value);
+    }
     builder
         .body(Body::from(
             serde_json::to_vec(&event["data"]).expect("json"),

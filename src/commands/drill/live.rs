@@ -75,7 +75,8 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
         }
         let stop = CancellationToken::new();
         tokio::spawn(watch_signals(stop.clone()));
-        let started = chrono::Utc::now();
+        let clock = drift_model::time::system_clock();
+        let started = clock();
         let runner = Arc::new(Runner {
             cluster,
             sink,
@@ -84,6 +85,7 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
             stop: stop.clone(),
             start: Instant::now(),
             cluster_name: args.cluster_name.map(str::to_string),
+            clock,
         });
         let (outcomes, not_run) = match &args.chaos {
             Some(shape) => {
@@ -112,8 +114,8 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
             .collect();
         namespaces.sort_unstable();
         namespaces.dedup();
-        let since = (started - chrono::Duration::from_std(CLOCK_SLACK).unwrap_or_default())
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let since =
+            drift_model::time::format_time(started - drift_model::time::millis(CLOCK_SLACK));
         let mut fired = Vec::new();
         let mut lookup_failed = None;
         for namespace in namespaces {

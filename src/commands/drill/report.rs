@@ -152,18 +152,20 @@ fn percentile(sorted: &[Duration], percent: usize) -> Option<Duration> {
     sorted.get(rank - 1).copied()
 }
 
-/// Drifts that fired in the drill namespaces that no drill explains: not one a drill saw, and
-/// not on an object (or of a Knative Service) a drill had open when the drift began (`since`,
-/// the sink's time; a drill is open from its injection to its end, in the runner's time from
-/// `started`, widened by `slack` for the two clocks and the sink's grace).
+/// Drifts that fired in the drill namespaces without an injection: begun during the run, not one
+/// a drill saw, and begun (`since`, the sink's time) while no drill was open in their namespace
+/// (a drill is open from its injection to its end, in the runner's time from `started`, widened
+/// by `slack` for the two clocks and the sink's grace). A drift a drill causes elsewhere in its
+/// namespace (a deleted Service's Trigger losing its subscriber) is the drill's, not a false one.
 pub(crate) fn false_alerts(
     fired: &[Seen],
     outcomes: &[Outcome],
-    started: chrono::DateTime<chrono::Utc>,
+    started: drift_model::Millis,
     slack: Duration,
 ) -> Vec<Seen> {
-    let at = |offset: Duration| started + chrono::Duration::from_std(offset).unwrap_or_default();
-    let slack = chrono::Duration::from_std(slack).unwrap_or_default();
+    use drift_model::time::millis;
+    let at = |offset: Duration| started + millis(offset);
+    let slack = millis(slack);
     fired
         .iter()
         .filter(|drift| drift.fired_at.is_some())
@@ -171,25 +173,19 @@ pub(crate) fn false_alerts(
             let seen = outcomes
                 .iter()
                 .any(|outcome| outcome.drift.as_ref().is_some_and(|own| own.id == drift.id));
-            let since = chrono::DateTime::parse_from_rfc3339(&drift.since)
-                .ok()
-                .map(|since| since.with_timezone(&chrono::Utc));
-            let explained = outcomes.iter().any(|outcome| {
-                let target = &outcome.target;
-                let same_object = drift.namespace == target.namespace
-                    && ((drift.kind == target.kind && drift.name == target.name)
-                        || (target.kind == "Service"
-                            && target.api_version.starts_with("serving.knative.dev/")
-                            && drift.service.as_deref() == Some(target.name.as_str())));
+            let since = drift_model::time::parse_time(&drift.since);
+            let during_a_drill = outcomes.iter().any(|outcome| {
                 let Some(injected) = outcome.injected_at else {
                     return false;
                 };
-                same_object
+                drift.namespace == outcome.target.namespace
                     && since.is_some_and(|since| {
                         since >= at(injected) - slack && since <= at(outcome.ended_at) + slack
                     })
             });
-            !seen && !explained
+            // A drift that began before the run is not the run's (the kit's own, a team's).
+            let before_run = since.is_some_and(|since| since < started);
+            !seen && !during_a_drill && !before_run
         })
         .cloned()
         .collect()
@@ -549,7 +545,8 @@ mod tests {
             then: "restore",
             injected_at: Some(Duration::from_secs(10)),
             detected_after: detected.map(Duration::from_millis),
-            drift: detected.map(|_| seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None)),
+            drift: detected
+                .map(|_| seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None)),
             repaired: None,
             resolved: Some(true),
             end: End::Restored,
@@ -563,38 +560,60 @@ mod tests {
         let mut outcomes: Vec<Outcome> = (1..=100)
             .map(|ms| outcome("traffic", ms as usize, Some(ms * 10), &[]))
             .collect();
-        outcomes.push(outcome("traffic", 101, None, &["no manual_edit drift fired"]));
+        outcomes.push(outcome(
+            "traffic",
+            101,
+            None,
+            &["no manual_edit drift fired"],
+        ));
         let mut not_injected = outcome("traffic", 102, None, &["reading it: 403"]);
         not_injected.injected_at = None;
         outcomes.push(not_injected);
         let summary = summary(&outcomes);
         let class = &summary["manual_edit"];
-        assert_eq!((class.injected, class.detected, class.missed), (101, 100, 1));
+        assert_eq!(
+            (class.injected, class.detected, class.missed),
+            (101, 100, 1)
+        );
         assert_eq!(class.p50, Some(Duration::from_millis(500)));
         assert_eq!(class.p99, Some(Duration::from_millis(990)));
         assert_eq!(percentile(&[], 50), None);
-        assert_eq!(percentile(&[Duration::from_secs(3)], 99), Some(Duration::from_secs(3)));
+        assert_eq!(
+            percentile(&[Duration::from_secs(3)], 99),
+            Some(Duration::from_secs(3))
+        );
     }
 
     #[test]
-    fn a_drift_no_drill_explains_is_a_false_alert() {
-        let started = chrono::DateTime::parse_from_rfc3339("2026-12-05T10:00:00Z")
-            .unwrap()
-            .with_timezone(&chrono::Utc);
+    fn a_drift_while_no_drill_was_open_is_a_false_alert() {
+        let started = drift_model::time::parse_time("2026-12-05T10:00:00Z").unwrap();
         let outcomes = vec![outcome("traffic", 1, Some(900), &[])];
         let fired = vec![
             // The drill's own drift, a drift of its Service's Route during it, and drifts
             // outside its window or on another object.
             seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None),
-            seen("d-route", "Route", "hello", "2026-12-05T10:00:12Z", Some("hello")),
+            seen(
+                "d-route",
+                "Route",
+                "hello",
+                "2026-12-05T10:00:12Z",
+                Some("hello"),
+            ),
             seen("d-later", "Service", "hello", "2026-12-05T10:05:00Z", None),
             seen("d-other", "Service", "other", "2026-12-05T10:00:12Z", None),
+            seen("d-before", "Service", "other", "2026-12-05T09:59:59Z", None),
         ];
         let alerts = false_alerts(&fired, &outcomes, started, Duration::from_secs(5));
         let ids: Vec<&str> = alerts.iter().map(|alert| alert.id.as_str()).collect();
         assert_eq!(ids, ["d-later", "d-other"]);
         // Pending ones never alerted anyone.
-        let mut pending = seen("d-pending", "Service", "other", "2026-12-05T10:00:12Z", None);
+        let mut pending = seen(
+            "d-pending",
+            "Service",
+            "other",
+            "2026-12-05T10:00:12Z",
+            None,
+        );
         pending.fired_at = None;
         assert!(false_alerts(&[pending], &outcomes, started, Duration::ZERO).is_empty());
     }
@@ -603,7 +622,12 @@ mod tests {
     fn every_format_says_which_drill_failed_and_why() {
         let outcomes = vec![
             outcome("traffic", 0, Some(1200), &[]),
-            outcome("label <&\"'>", 0, None, &["no manual_edit drift fired on Service drills/hello within 60s"]),
+            outcome(
+                "label <&\"'>",
+                0,
+                None,
+                &["no manual_edit drift fired on Service drills/hello within 60s"],
+            ),
         ];
         let report = Report {
             mode: "drills",
@@ -615,18 +639,33 @@ mod tests {
         };
         assert!(!report.passed());
         let text = render(&report, Format::Text);
-        assert!(text.contains("PASS traffic") && text.contains("FAIL label"), "{text}");
+        assert!(
+            text.contains("PASS traffic") && text.contains("FAIL label"),
+            "{text}"
+        );
         assert!(text.contains("1 of 2 drill runs passed"), "{text}");
         let json: Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
         assert_eq!(json["passed"], false);
         assert_eq!(json["drills"][0]["detectedAfterMs"], 1200);
-        assert_eq!(json["drills"][1]["failures"][0], "no manual_edit drift fired on Service drills/hello within 60s");
+        assert_eq!(
+            json["drills"][1]["failures"][0],
+            "no manual_edit drift fired on Service drills/hello within 60s"
+        );
         let junit = render(&report, Format::Junit);
         assert!(junit.contains("tests=\"2\" failures=\"1\""), "{junit}");
-        assert!(junit.contains("name=\"label &lt;&amp;&quot;&apos;&gt;\""), "{junit}");
-        assert!(junit.contains("<failure type=\"drill\" message=\"no manual_edit drift fired"), "{junit}");
+        assert!(
+            junit.contains("name=\"label &lt;&amp;&quot;&apos;&gt;\""),
+            "{junit}"
+        );
+        assert!(
+            junit.contains("<failure type=\"drill\" message=\"no manual_edit drift fired"),
+            "{junit}"
+        );
         let markdown = render(&report, Format::Markdown);
-        assert!(markdown.contains("| ❌ | label &lt;&\"'&gt; |"), "{markdown}");
+        assert!(
+            markdown.contains("| ❌ | label &lt;&\"'&gt; |"),
+            "{markdown}"
+        );
         // Chaos adds a test case for false alerts, failed when there is one.
         let alert = seen("d-x", "Service", "other", "2026-12-05T10:00:12Z", None);
         let chaos = Report {

@@ -25,6 +25,8 @@ use crate::cluster::Cluster;
 /// How far back a drift's time may be and still count, for the two clocks (the runner's and
 /// the sink's) and the sink's grace before a pending drift is listed.
 pub(crate) const CLOCK_SLACK: Duration = Duration::from_secs(120);
+/// Tries of an injection that meets a conflict (the object moved on since it was read).
+const INJECT_TRIES: u32 = 3;
 /// Tries of a restore that meets a conflict (the object moved on: read again) or no answer.
 const RESTORE_TRIES: u32 = 5;
 
@@ -40,6 +42,8 @@ pub(crate) struct Runner {
     pub start: Instant,
     /// The sink's cluster name for this cluster, when given (`--cluster`).
     pub cluster_name: Option<String>,
+    /// The wall clock (the sink's `since` is a time of day).
+    pub clock: drift_model::time::Clock,
 }
 
 /// The request as the cluster client sends it.
@@ -73,11 +77,6 @@ fn group(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(group, _)| group)
 }
 
-fn now_minus(slack: Duration) -> String {
-    let at = chrono::Utc::now() - chrono::Duration::from_std(slack).unwrap_or_default();
-    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// Whether `seen` is the drift `drill` expects, on its object.
 fn expected(drill: &Drill, seen: &Seen, cluster: Option<&str>) -> bool {
     let target = &drill.target;
@@ -102,6 +101,11 @@ fn created_by_drill(object: &Value) -> bool {
 }
 
 impl Runner {
+    /// `slack` before now, as the sink's API takes a time.
+    fn now_minus(&self, slack: Duration) -> String {
+        drift_model::time::format_time((self.clock)() - drift_model::time::millis(slack))
+    }
+
     fn elapsed(&self) -> Duration {
         self.start.elapsed()
     }
@@ -173,41 +177,62 @@ impl Runner {
             Ok(before) => before,
             Err(error) => return outcome.failures.push(error),
         };
-        let request = plan::injection(target, &drill.inject, kept.as_ref());
-        let mut entry = Entry::new(
-            &format!("{}#{run}", drill.name),
-            target,
-            &drill.inject,
-            kept.as_ref(),
-        );
-        if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
-            return outcome
-                .failures
-                .push(format!("the journal (nothing was injected): {error}"));
-        }
-        let injected_at = self.elapsed();
-        let since = now_minus(CLOCK_SLACK);
-        let (sent, answer) = self.cluster.send_for_answer(&planned(&request)).await;
-        match sent {
-            Sent::Applied { .. } => {
-                entry.injected = Some(answer.unwrap_or(Value::Null));
-                if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
-                    outcome.failures.push(format!("the journal: {error}"));
+        let mut kept = kept;
+        let label = format!("{}#{run}", drill.name);
+        let mut attempt = 0;
+        let (entry, injected_at, since) = loop {
+            attempt += 1;
+            let request = plan::injection(target, &drill.inject, kept.as_ref());
+            let mut entry = Entry::new(&label, target, &drill.inject, kept.as_ref());
+            if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
+                return outcome
+                    .failures
+                    .push(format!("the journal (nothing was injected): {error}"));
+            }
+            let injected_at = self.elapsed();
+            let since = self.now_minus(CLOCK_SLACK);
+            let (sent, answer) = self.cluster.send_for_answer(&planned(&request)).await;
+            match sent {
+                Sent::Applied { .. } => {
+                    entry.injected = Some(answer.unwrap_or(Value::Null));
+                    if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
+                        outcome.failures.push(format!("the journal: {error}"));
+                    }
+                    break (entry, injected_at, since);
+                }
+                // The object moved on since it was read (a controller's status write): nothing
+                // was changed; read it again and inject on the new version.
+                Sent::Conflict { status, .. }
+                    if (status == 409 || status == 422) && attempt < INJECT_TRIES && !creates =>
+                {
+                    let _ = self.journal(|journal| journal.remove(&entry));
+                    match self.cluster.get_json(&object_path(target)).await {
+                        Ok(Some(now)) => kept = Some(now),
+                        Ok(None) => {
+                            return outcome
+                                .failures
+                                .push(format!("{object} was deleted before the injection"))
+                        }
+                        Err(error) => {
+                            return outcome.failures.push(format!("reading {object}: {error}"))
+                        }
+                    }
+                }
+                Sent::Conflict { status, message } | Sent::Refused { status, message } => {
+                    let _ = self.journal(|journal| journal.remove(&entry));
+                    return outcome.failures.push(format!(
+                        "the API server refused the injection ({status}: {message}); nothing was changed"
+                    ));
+                }
+                Sent::Retry { status, message } => {
+                    outcome.failures.push(format!(
+                        "the injection got no clear answer ({}: {message}): it may have landed; restoring",
+                        status.map_or("no answer".to_string(), |status| status.to_string())
+                    ));
+                    break (entry, injected_at, since);
                 }
             }
-            Sent::Conflict { status, message } | Sent::Refused { status, message } => {
-                let _ = self.journal(|journal| journal.remove(&entry));
-                return outcome.failures.push(format!(
-                    "the API server refused the injection ({status}: {message}); nothing was changed"
-                ));
-            }
-            Sent::Retry { status, message } => {
-                outcome.failures.push(format!(
-                    "the injection got no clear answer ({}: {message}): it may have landed; restoring",
-                    status.map_or("no answer".to_string(), |status| status.to_string())
-                ));
-            }
-        }
+        };
         outcome.injected_at = Some(injected_at);
         if entry.injected.is_some() {
             self.detect(drill, &before, &since, injected_at, outcome)
@@ -263,22 +288,35 @@ impl Runner {
         }
     }
 
+    /// The drifts of the kind expected that the sink knows on the object already. One still
+    /// open after the drill's `within` (another drill's effect clears meanwhile: a deleted
+    /// Service's Trigger) means the drill could not tell its own from it.
     async fn before(&self, drill: &Drill) -> Result<BTreeSet<String>, String> {
         let cluster = self.cluster_name.as_deref();
-        let open = self
-            .sink
-            .drifts(&drill.target.namespace, None, Some("open"))
-            .await?;
-        if let Some(open) = open.iter().find(|seen| expected(drill, seen, cluster)) {
-            return Err(format!(
-                "a {} drift is already {} on {} {}/{} (drift {}): the drill could not tell its \
-                 own from it; resolve it first",
-                open.class, open.state, open.kind, open.namespace, open.name, open.id
-            ));
+        let deadline = Instant::now() + drill.expect.within;
+        loop {
+            let open = self
+                .sink
+                .drifts(&drill.target.namespace, None, Some("open"))
+                .await?;
+            let Some(open) = open.iter().find(|seen| expected(drill, seen, cluster)) else {
+                break;
+            };
+            if Instant::now() >= deadline || self.pause(self.poll).await {
+                return Err(format!(
+                    "a {} drift is already {} on {} {}/{} (drift {}): the drill could not tell \
+                     its own from it; resolve it first",
+                    open.class, open.state, open.kind, open.namespace, open.name, open.id
+                ));
+            }
         }
         let recent = self
             .sink
-            .drifts(&drill.target.namespace, Some(&now_minus(CLOCK_SLACK)), None)
+            .drifts(
+                &drill.target.namespace,
+                Some(&self.now_minus(CLOCK_SLACK)),
+                None,
+            )
             .await?;
         Ok(recent.into_iter().map(|seen| seen.id).collect())
     }
@@ -464,9 +502,11 @@ pub(crate) async fn restore(
                     status.map_or("no answer".to_string(), |status| status.to_string())
                 )
             }
-            Sent::Refused { status, message } => return End::NotRestored(format!(
+            Sent::Refused { status, message } => {
+                return End::NotRestored(format!(
                 "the API server refused the restore ({status}: {message}); send it by hand: {hand}"
-            )),
+            ))
+            }
         }
     }
     let hand = match cluster.get_json(&path).await {

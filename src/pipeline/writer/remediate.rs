@@ -99,7 +99,9 @@ impl Writer {
             // answer lost after its commit) changes nothing and is told nothing twice.
             let (seq, from) = match &step {
                 SenderStep::Claim { seq, .. } => (*seq, Outcome::Planned),
-                SenderStep::Settle { seq, .. } => (*seq, Outcome::Sending),
+                SenderStep::Reclaim { seq, .. } | SenderStep::Settle { seq, .. } => {
+                    (*seq, Outcome::Sending)
+                }
             };
             let stored = match self.store.remediation_outcome(seq) {
                 Ok(stored) => stored,
@@ -111,6 +113,11 @@ impl Writer {
             if stored != Some(from) {
                 let answer = match step {
                     SenderStep::Claim { attempt, .. } => {
+                        let mut attempt = *attempt;
+                        attempt.outcome = stored.unwrap_or(Outcome::Conflict);
+                        SenderAnswer::Ended(Box::new(attempt))
+                    }
+                    SenderStep::Reclaim { attempt, .. } => {
                         let mut attempt = *attempt;
                         attempt.outcome = stored.unwrap_or(Outcome::Conflict);
                         SenderAnswer::Ended(Box::new(attempt))
@@ -160,6 +167,46 @@ impl Writer {
                                 ));
                                 SenderAnswer::Ended(Box::new(attempt))
                             }
+                        }
+                    }
+                }
+                SenderStep::Reclaim { seq, attempt } => {
+                    let mut attempt = *attempt;
+                    match self.claim(&attempt, round.now) {
+                        // The writer knows no newer version than the one answered 409: its
+                        // event has not arrived yet.
+                        Ok(request)
+                            if request.resource_version.is_none()
+                                || request.resource_version == attempt.resource_version =>
+                        {
+                            SenderAnswer::NotYet
+                        }
+                        Ok(request) => {
+                            attempt.resource_version = request.resource_version.clone();
+                            attempt.request = Some(PlannedRequest {
+                                method: request.method.to_string(),
+                                path: request.path.clone(),
+                                content_type: request.content_type.to_string(),
+                                body: request.body.to_string(),
+                            });
+                            round.batch.settled_remediations.push((
+                                seq,
+                                Outcome::Sending,
+                                attempt.clone(),
+                            ));
+                            SenderAnswer::Send(Box::new(attempt))
+                        }
+                        Err((outcome, reason, detail)) => {
+                            attempt.outcome = outcome;
+                            attempt.status = Some(409);
+                            attempt.reason = Some(reason.to_string());
+                            attempt.detail = Some(format!("answered 409 Conflict, then: {detail}"));
+                            round.batch.settled_remediations.push((
+                                seq,
+                                Outcome::Sending,
+                                attempt.clone(),
+                            ));
+                            SenderAnswer::Ended(Box::new(attempt))
                         }
                     }
                 }

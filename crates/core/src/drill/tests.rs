@@ -484,7 +484,10 @@ fn a_change_after_the_drill_is_named_and_a_repair_is_recognised() {
         "metadata": {"labels": {"drill": "yes"}}
     }));
     let mut injected = kept.clone();
-    merge(&mut injected, &injection(&target(), &inject, Some(&kept)).body);
+    merge(
+        &mut injected,
+        &injection(&target(), &inject, Some(&kept)).body,
+    );
     // Status and an untouched field moving on is nobody's change to what the drill wrote.
     let mut current = injected.clone();
     current["status"]["observedGeneration"] = json!(99);
@@ -511,9 +514,14 @@ fn a_change_after_the_drill_is_named_and_a_repair_is_recognised() {
     // greeter has none, and its whole `labels` would be the point).
     let mut kept = kept;
     kept["metadata"]["labels"] = json!({"app": "greeter"});
-    let label = Inject::MergePatch(json!({"metadata": {"labels": {"networking.knative.dev/visibility": "cluster-local"}}}));
+    let label = Inject::MergePatch(
+        json!({"metadata": {"labels": {"networking.knative.dev/visibility": "cluster-local"}}}),
+    );
     let mut labelled = kept.clone();
-    merge(&mut labelled, &injection(&target(), &label, Some(&kept)).body);
+    merge(
+        &mut labelled,
+        &injection(&target(), &label, Some(&kept)).body,
+    );
     let mut theirs = labelled.clone();
     theirs["metadata"]["labels"]["networking.knative.dev/visibility"] = json!("public");
     assert_eq!(

@@ -1,0 +1,582 @@
+//! `drift-sentinel drill` end to end: the real binary drills the stateful fake cluster
+//! (`fake_cluster`), which applies each write as the API server would and sends the
+//! ApiServerSource event of it to a real sink binary; the drill reads the sink's drift API. Every
+//! shipped drill passes and leaves the cluster as it found it; a drift the sink does not see fails
+//! its drill by name and is put back; a signal mid-drill puts back, a killed run is recovered; a
+//! namespace without the label is refused before any request; a dry run sends nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::fake_cluster::{drill_world, FakeCluster};
+use crate::resync_api::Process;
+
+pub(crate) const SERVICE: &str = "/apis/serving.knative.dev/v1/namespaces/drills/services/hello";
+const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/drills/deployments/hello-00001-deployment";
+const TRIGGER: &str = "/apis/eventing.knative.dev/v1/namespaces/drills/triggers/hello";
+const BROKER: &str = "/apis/eventing.knative.dev/v1/namespaces/drills/brokers/default";
+const CONFIGMAP: &str = "/api/v1/namespaces/knative-serving/configmaps/config-autoscaler";
+
+/// The shipped catalog.
+pub(crate) fn shipped_catalog() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/drills/knative.yaml")
+}
+
+/// The shipped invariants the catalog's rule drills expect, with no grace.
+fn invariants() -> Vec<Value> {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/invariants/knative.yaml"),
+    )
+    .unwrap();
+    let file: Value = serde_saphyr::from_str(&text).unwrap();
+    file["invariants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|rule| {
+            ["scale-bounds-sane", "broker-dead-letter-sink"]
+                .contains(&rule["name"].as_str().unwrap())
+        })
+        .map(|rule| {
+            let mut rule = rule.clone();
+            rule["grace"] = json!("0s");
+            rule
+        })
+        .collect()
+}
+
+/// A sink's config (JSON is YAML): the drilled classes without grace, `disabled` classes off.
+fn sink_config(dir: &Path, disabled: &[&str]) -> PathBuf {
+    let mut classes = serde_json::Map::new();
+    for class in [
+        "image_drift",
+        "unexpected_delete",
+        "event_delivery_broken",
+        "manual_edit",
+        "config_drift",
+    ] {
+        classes.insert(class.into(), json!({"grace": "0s"}));
+    }
+    for class in disabled {
+        classes.insert(class.to_string(), json!({"enabled": false}));
+    }
+    let config = json!({
+        "store": {"path": dir.join("sink.db")},
+        "resync": {"enabled": false},
+        "channels": [{"name": "log", "type": "log"}],
+        "routes": [{"channels": ["log"], "groupWait": "0s"}],
+        "rules": {"classes": classes, "invariants": invariants()},
+    });
+    let path = dir.join("sink.yaml");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+/// A sink and a fake cluster that sends it events.
+pub(crate) struct World {
+    pub dir: tempfile::TempDir,
+    pub sink: Process,
+    pub cluster: FakeCluster,
+    pub kubeconfig: PathBuf,
+}
+
+impl World {
+    pub(crate) async fn start(disabled: &[&str], objects: Vec<Value>) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let config = sink_config(dir.path(), disabled);
+        let sink = Process::start(&config, &dir.path().join("sink.log"));
+        let cluster = FakeCluster::start(&sink.base, objects).await;
+        assert_eq!(
+            cluster.refused(),
+            Vec::<String>::new(),
+            "{}",
+            sink_log(dir.path())
+        );
+        cluster.repair_deployments(Duration::from_millis(800));
+        let kubeconfig = cluster.kubeconfig(dir.path(), "fake");
+        World {
+            dir,
+            sink,
+            cluster,
+            kubeconfig,
+        }
+    }
+
+    /// `drill` with `args` after the cluster's and the sink's, as a child process.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        self.command_on(&self.kubeconfig, args)
+    }
+
+    /// `drill` against the cluster of `kubeconfig`.
+    pub(crate) fn command_on(&self, kubeconfig: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
+        command
+            .arg("drill")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([
+                "--context",
+                "fake",
+                "--sink",
+                &self.sink.base,
+                "--poll",
+                "100ms",
+            ])
+            .arg("--journal")
+            .arg(self.journal())
+            .args(args)
+            .env_remove("DRIFT_SENTINEL_API_TOKEN")
+            .env_remove("KUBECONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    pub(crate) fn journal(&self) -> PathBuf {
+        self.dir.path().join("drill.journal")
+    }
+
+    /// Runs `drill` to its end.
+    pub(crate) async fn drill(&self, args: &[&str]) -> crate::support::Outcome {
+        let mut command = self.command(args);
+        tokio::task::spawn_blocking(move || {
+            let output = command.output().unwrap();
+            crate::support::Outcome {
+                code: output.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+                stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    pub(crate) fn log(&self) -> String {
+        sink_log(self.dir.path())
+    }
+}
+
+fn sink_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("sink.log")).unwrap_or_default()
+}
+
+/// What a drill may change and must put back, per object (server fields aside).
+fn desired(cluster: &FakeCluster) -> Value {
+    let part = |path: &str, pointer: &str| {
+        cluster
+            .object(path)
+            .and_then(|object| object.pointer(pointer).cloned())
+            .unwrap_or(Value::Null)
+    };
+    json!({
+        "service": {"spec": part(SERVICE, "/spec"), "labels": part(SERVICE, "/metadata/labels")},
+        "deployment": part(DEPLOYMENT, "/spec/template/spec/containers"),
+        "trigger": part(TRIGGER, "/spec"),
+        "broker": part(BROKER, "/spec"),
+        "configmap": part(CONFIGMAP, "/data"),
+    })
+}
+
+fn testcases(junit: &str) -> usize {
+    junit.matches("<testcase ").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shipped_drill_passes_and_leaves_the_cluster_as_it_found_it() {
+    let world = World::start(&[], drill_world()).await;
+    let before = desired(&world.cluster);
+
+    // A dry run reads and prints, and writes nothing.
+    let writes = world.cluster.writes();
+    let catalog = shipped_catalog();
+    let catalog = catalog.to_str().unwrap();
+    let dry = world.drill(&["--catalog", catalog, "--dry-run"]).await;
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(
+        dry.stdout.contains("# drill service-deleted"),
+        "{}",
+        dry.stdout
+    );
+    assert_eq!(world.cluster.writes(), writes);
+    assert!(world
+        .cluster
+        .requests()
+        .iter()
+        .all(|(method, _)| method == "GET"));
+
+    let run = world
+        .drill(&["--catalog", catalog, "--format", "junit"])
+        .await;
+    assert_eq!(
+        run.code,
+        0,
+        "{}\n{}\n{}",
+        run.stdout,
+        run.stderr,
+        world.log()
+    );
+    assert_eq!(testcases(&run.stdout), 8, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("tests=\"8\" failures=\"0\""),
+        "{}",
+        run.stdout
+    );
+    for name in [
+        "traffic-hand-edit",
+        "behavioural-label",
+        "scale-bounds-broken",
+        "revision-deployment-image",
+        "trigger-subscriber-gone",
+        "broker-dead-letter-sink-removed",
+        "service-deleted",
+        "knative-configmap-hand-edit",
+    ] {
+        assert!(
+            run.stdout.contains(&format!("name=\"{name}\"")),
+            "{name}: {}",
+            run.stdout
+        );
+    }
+    // The image drill was put back by Knative's controller, not by the drill.
+    assert!(run
+        .stdout
+        .contains("image_drift on Deployment drills/hello-00001-deployment: detected"));
+    assert!(run.stdout.contains("repaired"), "{}", run.stdout);
+    world.cluster.settled().await;
+    assert_eq!(desired(&world.cluster), before);
+    assert!(!world.journal().exists());
+    // Every write the drills sent was sent as the drill (a delete names no manager).
+    let sent: Vec<(String, String)> = world
+        .cluster
+        .requests()
+        .into_iter()
+        .filter(|(method, _)| method != "GET")
+        .collect();
+    assert!(sent.len() >= 15, "{sent:?}");
+    assert!(
+        sent.iter().all(|(method, path)| method == "DELETE"
+            || path.contains("fieldManager=drift-sentinel-drill")),
+        "{sent:?}"
+    );
+}
+
+/// The traffic drill with a short `within`.
+fn quick_catalog(dir: &Path, within: &str) -> PathBuf {
+    let path = dir.join("quick.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "drills:\n  - name: traffic-hand-edit\n    target: {{apiVersion: serving.knative.dev/v1, kind: Service, namespace: drills, name: hello}}\n    inject:\n      mergePatch: {{spec: {{traffic: [{{latestRevision: true, percent: 80}}, {{latestRevision: true, percent: 20, tag: drill}}]}}}}\n    expect: {{class: manual_edit, within: {within}}}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drift_the_sink_does_not_see_fails_its_drill_by_name_and_the_target_is_put_back() {
+    let world = World::start(&["manual_edit"], drill_world()).await;
+    let before = desired(&world.cluster);
+    let catalog = quick_catalog(world.dir.path(), "2s");
+    let run = world
+        .drill(&["--catalog", catalog.to_str().unwrap(), "--format", "junit"])
+        .await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("tests=\"1\" failures=\"1\""),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("name=\"traffic-hand-edit\"")
+            && run.stdout.contains(
+                "<failure type=\"drill\" message=\"no manual_edit drift fired on Service drills/hello within 2s"
+            ),
+        "{}",
+        run.stdout
+    );
+    world.cluster.settled().await;
+    assert_eq!(desired(&world.cluster), before);
+    assert!(!world.journal().exists());
+
+    // A cluster whose drill namespace lacks the label: refused before any request to a target.
+    let mut world_unlabelled = drill_world();
+    for object in &mut world_unlabelled {
+        if object["kind"] == "Namespace" && object["metadata"]["name"] == "drills" {
+            object["metadata"]["labels"]
+                .as_object_mut()
+                .unwrap()
+                .remove("drift-sentinel.dev/drills");
+        }
+    }
+    let other = FakeCluster::start(&world.sink.base, world_unlabelled).await;
+    let kubeconfig = other.kubeconfig(world.dir.path(), "fake");
+    let mut command = world.command_on(&kubeconfig, &["--catalog", catalog.to_str().unwrap()]);
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("namespace drills is not labelled drift-sentinel.dev/drills: \"allowed\"; refused before any request"), "{stderr}");
+    assert_eq!(
+        other.requests(),
+        vec![("GET".to_string(), "/api/v1/namespaces/drills".to_string())]
+    );
+}
+
+/// Waits until `check` holds, or fails with `what`.
+async fn until(what: &str, world: &World, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}\n{}",
+            world.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn injected(world: &World) -> bool {
+    world
+        .cluster
+        .object(SERVICE)
+        .is_some_and(|service| service.to_string().contains("\"tag\":\"drill\""))
+}
+
+fn wait_child(child: Child) -> std::process::Output {
+    child.wait_with_output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_mid_drill_puts_the_target_back_and_a_killed_run_is_recovered() {
+    // The sink sees nothing, so the drill waits its whole `within` unless stopped.
+    let world = World::start(&["manual_edit"], drill_world()).await;
+    let before = desired(&world.cluster);
+    let catalog = quick_catalog(world.dir.path(), "60s");
+    let catalog = catalog.to_str().unwrap();
+
+    let child = world.command(&["--catalog", catalog]).spawn().unwrap();
+    until("the injection", &world, || injected(&world)).await;
+    assert!(world.journal().exists());
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = tokio::task::spawn_blocking(move || wait_child(child))
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("stopped by a signal"), "{stdout}");
+    world.cluster.settled().await;
+    assert_eq!(desired(&world.cluster), before);
+    assert!(!world.journal().exists());
+
+    // SIGKILL leaves the injection and the journal; the next run refuses to start until
+    // --recover has put it back.
+    let mut child = world.command(&["--catalog", catalog]).spawn().unwrap();
+    until("the injection", &world, || injected(&world)).await;
+    child.kill().unwrap();
+    tokio::task::spawn_blocking(move || wait_child(child))
+        .await
+        .unwrap();
+    assert!(injected(&world));
+    let journal: Value = serde_json::from_slice(&std::fs::read(world.journal()).unwrap()).unwrap();
+    assert_eq!(
+        journal["open"][0]["drill"], "traffic-hand-edit#0",
+        "{journal}"
+    );
+    let refused = world.drill(&["--catalog", catalog]).await;
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--recover"), "{}", refused.stderr);
+    assert!(injected(&world));
+    let recovered = world.drill(&["--catalog", catalog, "--recover"]).await;
+    assert_eq!(
+        recovered.code, 0,
+        "{}\n{}",
+        recovered.stdout, recovered.stderr
+    );
+    assert!(
+        recovered.stdout.contains("put back"),
+        "{}",
+        recovered.stdout
+    );
+    world.cluster.settled().await;
+    assert_eq!(desired(&world.cluster), before);
+    assert!(!world.journal().exists());
+}
+
+/// The drill names of a chaos dry run's schedule, in order.
+fn schedule(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("at "))
+        .map(|line| line.split_once(": ").unwrap().1.to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_seed_repeats() {
+    let world = World::start(&[], drill_world()).await;
+    let before = desired(&world.cluster);
+    let catalog = shipped_catalog();
+    let chaos = |seed: &'static str| {
+        vec![
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--chaos",
+            "--duration",
+            "2m",
+            "--rate",
+            "20/m",
+            "--seed",
+            seed,
+        ]
+    };
+    let plan = |seed| {
+        let mut args = chaos(seed);
+        args.push("--dry-run");
+        args
+    };
+    let first = world.drill(&plan("7")).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let planned = schedule(&first.stdout);
+    assert!(planned.len() >= 20, "{}", first.stdout);
+    assert_eq!(schedule(&world.drill(&plan("7")).await.stdout), planned);
+    assert_ne!(schedule(&world.drill(&plan("8")).await.stdout), planned);
+
+    let mut args = chaos("7");
+    args.extend(["--format", "json"]);
+    let run = world.drill(&args).await;
+    let report: Value = serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}\n{}", run.stdout, run.stderr));
+    assert_eq!(run.code, 0, "{report:#}\n{}", run.stderr);
+    assert_eq!(report["mode"], "chaos");
+    assert_eq!(report["seed"], 7);
+    // The same seed ran the drills it planned, in its order.
+    let ran: Vec<String> = report["drills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|drill| drill["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ran, planned);
+    let classes = report["summary"]["classes"].as_object().unwrap();
+    assert_eq!(classes.len(), 7, "{classes:?}");
+    let mut injected = 0;
+    for (class, summary) in classes {
+        assert_eq!(
+            summary["injected"], summary["detected"],
+            "{class}: {summary}"
+        );
+        assert_eq!(summary["missed"], 0, "{class}");
+        assert!(
+            summary["latencyP50Ms"].as_u64().is_some(),
+            "{class}: {summary}"
+        );
+        assert!(summary["latencyP99Ms"].as_u64() >= summary["latencyP50Ms"].as_u64());
+        injected += summary["injected"].as_u64().unwrap();
+    }
+    assert_eq!(injected as usize, planned.len());
+    assert_eq!(report["summary"]["falseAlerts"], json!([]));
+    world.cluster.settled().await;
+    assert_eq!(desired(&world.cluster), before);
+    assert!(!world.journal().exists());
+}
+
+/// A sink that repairs: resync and remediation on the fake cluster (`rules`: the `remediation`
+/// rules, none for a sink whose remediation has no rule for the drill).
+async fn repairing_world(rules: Value) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let port = crate::resync_api::free_port();
+    let cluster = FakeCluster::serve(&format!("http://127.0.0.1:{port}"), drill_world()).await;
+    let kubeconfig = cluster.kubeconfig(dir.path(), "fake");
+    let config = json!({
+        "store": {"path": dir.path().join("sink.db")},
+        "channels": [{"name": "log", "type": "log"}],
+        "routes": [{"channels": ["log"], "groupWait": "0s"}],
+        "resync": {"enabled": true, "interval": "1h", "kubeconfig": kubeconfig, "context": "fake",
+                   "resources": [{"apiVersion": "serving.knative.dev/v1", "kind": "Service"}]},
+        "rules": {"classes": {"manual_edit": {"grace": "0s"}}},
+        "remediation": {"mode": "apply", "rules": rules},
+    });
+    let path = dir.path().join("sink.yaml");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let sink = Process::start_at(&path, &dir.path().join("sink.log"), port);
+    cluster.settled().await;
+    assert_eq!(
+        cluster.refused(),
+        Vec::<String>::new(),
+        "{}",
+        sink_log(dir.path())
+    );
+    World {
+        dir,
+        sink,
+        cluster,
+        kubeconfig,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expect_repaired_passes_with_an_auto_revert_rule_and_fails_without_one() {
+    let catalog = |dir: &Path| {
+        let path = dir.join("repaired.yaml");
+        std::fs::write(
+            &path,
+            "drills:\n  - name: traffic-reverted\n    target: {apiVersion: serving.knative.dev/v1, kind: Service, namespace: drills, name: hello}\n    inject:\n      mergePatch: {spec: {traffic: [{latestRevision: true, percent: 80}, {latestRevision: true, percent: 20, tag: drill}]}}\n    expect: {class: manual_edit, within: 20s}\n    then: {expectRepaired: {within: 8s}}\n",
+        )
+        .unwrap();
+        path
+    };
+    let revert = json!([{"name": "revert-hand-edits",
+                         "match": {"classes": ["manual_edit"], "kinds": ["Service.serving.knative.dev"]},
+                         "action": "revert", "approval": "auto"}]);
+    let world = repairing_world(revert).await;
+    let before = desired(&world.cluster);
+    let path = catalog(world.dir.path());
+    let run = world.drill(&["--catalog", path.to_str().unwrap()]).await;
+    assert_eq!(
+        run.code,
+        0,
+        "{}\n{}\n{}",
+        run.stdout,
+        run.stderr,
+        world.log()
+    );
+    assert!(
+        run.stdout.contains("PASS traffic-reverted") && run.stdout.contains("repaired"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("repaired 1"), "{}", run.stdout);
+    // The revert was the sink's, not the drill's.
+    assert!(world
+        .cluster
+        .requests()
+        .iter()
+        .any(|(method, path)| method == "PATCH"
+            && path.contains("fieldManager=drift-sentinel")
+            && !path.contains("drift-sentinel-drill")));
+    world.cluster.settled().await;
+    assert_eq!(desired(&world.cluster), before);
+
+    // No rule repairs it: the drill fails, and puts it back itself.
+    let world = repairing_world(json!([])).await;
+    let path = catalog(world.dir.path());
+    let run = world.drill(&["--catalog", path.to_str().unwrap()]).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("not repaired within 8s"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("restored"), "{}", run.stdout);
+    world.cluster.settled().await;
+    assert_eq!(desired(&world.cluster), before);
+}
