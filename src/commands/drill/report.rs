@@ -588,9 +588,17 @@ mod tests {
     fn a_drift_while_no_drill_was_open_is_a_false_alert() {
         let started = drift_model::time::parse_time("2026-12-05T10:00:00Z").unwrap();
         let outcomes = vec![outcome("traffic", 1, Some(900), &[])];
+        let mut elsewhere = seen(
+            "d-elsewhere",
+            "Service",
+            "other",
+            "2026-12-05T10:00:12Z",
+            None,
+        );
+        elsewhere.namespace = "team".into();
         let fired = vec![
-            // The drill's own drift, a drift of its Service's Route during it, and drifts
-            // outside its window or on another object.
+            // The drill's own drift, and drifts it caused in its namespace during it (its
+            // Service's Route, a Trigger that subscribed to it): the drill's.
             seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None),
             seen(
                 "d-route",
@@ -599,13 +607,21 @@ mod tests {
                 "2026-12-05T10:00:12Z",
                 Some("hello"),
             ),
+            seen(
+                "d-trigger",
+                "Trigger",
+                "hello",
+                "2026-12-05T10:00:19Z",
+                None,
+            ),
+            // After the drill (beyond the slack), in another namespace, before the run.
             seen("d-later", "Service", "hello", "2026-12-05T10:05:00Z", None),
-            seen("d-other", "Service", "other", "2026-12-05T10:00:12Z", None),
+            elsewhere,
             seen("d-before", "Service", "other", "2026-12-05T09:59:59Z", None),
         ];
         let alerts = false_alerts(&fired, &outcomes, started, Duration::from_secs(5));
         let ids: Vec<&str> = alerts.iter().map(|alert| alert.id.as_str()).collect();
-        assert_eq!(ids, ["d-later", "d-other"]);
+        assert_eq!(ids, ["d-later", "d-elsewhere"]);
         // Pending ones never alerted anyone.
         let mut pending = seen(
             "d-pending",
