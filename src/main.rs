@@ -141,12 +141,15 @@ enum Command {
     /// any request). Exit code 0: every drill passed; 1: a drill failed (chaos: or a false
     /// alert); 2: bad input (catalog, flags, a namespace not allowed, the journal).
     Drill {
-        /// The drill catalog (`drills:`; see examples/drills/knative.yaml).
-        #[arg(long)]
-        catalog: PathBuf,
+        /// The drill catalog (`drills:`; see examples/drills/knative.yaml). Not with --recover.
+        #[arg(long, required_unless_present = "recover")]
+        catalog: Option<PathBuf>,
         /// Only this drill (repeat for more).
         #[arg(long = "drill", value_name = "NAME")]
         only: Vec<String>,
+        /// Not this drill (repeat for more).
+        #[arg(long, value_name = "NAME")]
+        skip: Vec<String>,
         /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
@@ -168,16 +171,17 @@ enum Command {
         /// The journal of drills not yet put back (for --recover after a crash).
         #[arg(long, default_value = "drift-sentinel-drill.journal")]
         journal: PathBuf,
-        /// Put back what the journal holds (a run that was killed), and nothing else.
-        #[arg(long)]
+        /// Put back what the journal holds (a run that was killed), and nothing else; with the
+        /// killed run's --kubeconfig/--context.
+        #[arg(long, conflicts_with_all = ["dry_run", "chaos", "catalog", "only", "skip"])]
         recover: bool,
         /// Random drills from the catalog at --rate for --duration.
         #[arg(long, requires_all = ["duration", "rate"])]
         chaos: bool,
-        /// How long a chaos run starts drills (30m).
+        /// How long a chaos run starts drills, e.g. 30m (required with --chaos).
         #[arg(long, requires = "chaos")]
         duration: Option<String>,
-        /// Drills per second, minute or hour on average (2/m).
+        /// Drills per second, minute or hour on average, e.g. 2/m (required with --chaos).
         #[arg(long, requires = "chaos")]
         rate: Option<String>,
         /// The chaos run's seed (printed when not given), to repeat a run.
@@ -408,6 +412,7 @@ fn main() -> ExitCode {
         Command::Drill {
             catalog,
             only,
+            skip,
             kubeconfig,
             context,
             dry_run,
@@ -434,6 +439,7 @@ fn main() -> ExitCode {
                     let shape = parse_duration("duration", &duration).and_then(|duration| {
                         let per_second = drift_core::drill::chaos::parse_rate(&rate)
                             .map_err(|error| error.to_string())?;
+                        drift_core::drill::chaos::check_size(per_second, duration)?;
                         Ok(commands::drill::Chaos {
                             duration,
                             per_second,
@@ -461,8 +467,9 @@ fn main() -> ExitCode {
                 }
             };
             commands::drill::run(&commands::drill::Args {
-                catalog: &catalog,
+                catalog: catalog.as_deref(),
                 only: &only,
+                skip: &skip,
                 kubeconfig: kubeconfig.as_deref(),
                 context: context.as_deref(),
                 dry_run,

@@ -4,9 +4,12 @@
 //! each attempt is first claimed through the writer (a fenced commit that also checks the drift
 //! still fires and no newer change of the object was seen), so a replica that lost its lease
 //! claims nothing. A request without an answer (or a `429`/`5xx`) is tried again, the same
-//! request with the same precondition, at most [`TRIES`] times; every other answer is final. A
-//! stop during a send leaves the attempt `sending`: the next start ends it as `failed` (its
-//! outcome is unknown) and never sends it again.
+//! request with the same precondition, at most [`TRIES`] times. A `409` on the
+//! `resourceVersion` precondition is judged again by the writer ([`SenderStep::Reclaim`]): when
+//! only a newer status was seen, the same request goes again on that version (at most
+//! [`RECLAIMS`] times); every other answer is final. A stop during a send leaves the attempt
+//! `sending`: the next start ends it as `failed` (its outcome is unknown) and never sends it
+//! again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::write::Sent;
 use crate::cluster::Cluster;
 use crate::pipeline::{Pipeline, SenderAnswer, SenderStep};
-use drift_model::remediation::{Attempt, Outcome};
+use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
 use drift_store::AuditRead;
 
 /// How often the sender looks for work without being woken.
@@ -96,34 +99,13 @@ impl Sender {
             self.settle(seq, ended).await;
             return;
         };
-        // The namespace's opt-out, read just before the write: Namespaces are not among the
-        // watched kinds, so only the API server can tell (and a namespace it cannot be read for
-        // is not written to).
-        if let Some(namespace) = namespace_of(&request.path) {
-            let refusal = match self.cluster.namespace_opted_out(&namespace).await {
-                Ok(false) => None,
-                Ok(true) => Some((
-                    Outcome::Refused,
-                    "opted_out",
-                    format!(
-                        "namespace {namespace} is annotated {}: \"off\"",
-                        drift_core::remediate::OPT_OUT
-                    ),
-                )),
-                Err(error) => Some((
-                    Outcome::Failed,
-                    "namespace_unreadable",
-                    format!("could not read namespace {namespace} to check its opt-out: {error}"),
-                )),
-            };
-            if let Some((outcome, reason, detail)) = refusal {
-                let mut ended = claimed;
-                ended.outcome = outcome;
-                ended.reason = Some(reason.to_string());
-                ended.detail = Some(detail);
-                self.settle(seq, ended).await;
-                return;
-            }
+        if let Some((outcome, reason, detail)) = self.opted_out(&request).await {
+            let mut ended = claimed;
+            ended.outcome = outcome;
+            ended.reason = Some(reason.to_string());
+            ended.detail = Some(detail);
+            self.settle(seq, ended).await;
+            return;
         }
         let mut claimed = claimed;
         let mut request = request;
@@ -159,7 +141,16 @@ impl Sender {
             reclaims += 1;
             match self.reclaim(seq, &claimed).await {
                 Reclaimed::Again(again) => match again.request.clone() {
+                    // Read again before this write too: seconds may have passed.
                     Some(next) => {
+                        if let Some((outcome, reason, detail)) = self.opted_out(&next).await {
+                            let mut ended = *again;
+                            ended.outcome = outcome;
+                            ended.reason = Some(reason.to_string());
+                            ended.detail = Some(detail);
+                            self.settle(seq, ended).await;
+                            return;
+                        }
                         claimed = *again;
                         request = next;
                     }
@@ -178,6 +169,29 @@ impl Sender {
                     return;
                 }
             }
+        }
+    }
+
+    /// The namespace's opt-out, read just before a write: Namespaces are not among the watched
+    /// kinds, so only the API server can tell (and a namespace it cannot be read for is not
+    /// written to). `None` when the write may go.
+    async fn opted_out(&self, request: &PlannedRequest) -> Option<(Outcome, &'static str, String)> {
+        let namespace = namespace_of(&request.path)?;
+        match self.cluster.namespace_opted_out(&namespace).await {
+            Ok(false) => None,
+            Ok(true) => Some((
+                Outcome::Refused,
+                "opted_out",
+                format!(
+                    "namespace {namespace} is annotated {}: \"off\"",
+                    drift_core::remediate::OPT_OUT
+                ),
+            )),
+            Err(error) => Some((
+                Outcome::Failed,
+                "namespace_unreadable",
+                format!("could not read namespace {namespace} to check its opt-out: {error}"),
+            )),
         }
     }
 

@@ -117,6 +117,8 @@ pub struct Cluster {
     client: kube::Client,
     /// Where the client points (context name or `in-cluster`), for messages.
     pub description: String,
+    /// The API server's URL (drills journal it, so a recovery goes to the same cluster).
+    pub server: String,
 }
 
 impl Cluster {
@@ -181,11 +183,13 @@ impl Cluster {
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(READ_TIMEOUT);
         config.default_retry = retry;
+        let server = config.cluster_url.to_string();
         let client =
             kube::Client::try_from(config).map_err(|error| Error::Config(error.to_string()))?;
         Ok(Cluster {
             client,
             description,
+            server,
         })
     }
 }

@@ -1,9 +1,10 @@
-//! Remediation's (and drills') writes: the one request an attempt planned, sent exactly as planned (method,
-//! path with `?fieldManager=drift-sentinel`, content type, body) through the same client as
-//! resync, and its answer sorted into what the attempt records. The API server's answer decides:
-//! `409 Conflict` (the `resourceVersion` precondition failed, or a created object exists),
-//! `422` (a JSON patch's `test` failed) and `404` (the object is gone) mean the object moved on,
-//! which is final; `429` and `5xx` or no answer may be tried again with the same request (its
+//! Remediation's (and drills') writes: the one request an attempt planned, sent exactly as
+//! planned (method, path with `?fieldManager=drift-sentinel`, content type, body) through the
+//! same client as resync, and its answer sorted into what the attempt records. The API server's
+//! answer decides: `409 Conflict` (the `resourceVersion` precondition failed, or a created object
+//! exists), `422` (a JSON patch's `test` failed) and `404` (the object is gone) mean the object
+//! moved on (final for this request: remediation's sender may ask the writer to judge a `409`
+//! again); `429` and `5xx` or no answer may be tried again with the same request (its
 //! precondition keeps a repeat from writing over a newer change); any other answer is final.
 
 use serde_json::Value;

@@ -32,6 +32,7 @@ mod events;
 mod fields;
 mod patch;
 mod store;
+mod webhooks;
 mod world;
 
 use std::collections::BTreeMap;

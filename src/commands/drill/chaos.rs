@@ -1,7 +1,8 @@
 //! `drill --chaos`: random drills from the catalog at an average rate for a while, from a seeded
-//! schedule (`drift_core::drill::chaos`), at most one drill open per object: an arrival whose
-//! object is still being drilled waits for it, so a seed always gives the same drills in the
-//! same order on each object (only their times can shift).
+//! schedule (`drift_core::drill::chaos`), at most one drill open per object: drills whose
+//! objects (targets and what they `affect`) overlap share one queue, and an arrival whose queue
+//! is busy waits, so a seed always gives the same drills in the same order in each queue (only
+//! their times can shift). An arrival still waiting when the duration ends is not started.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,19 +33,20 @@ pub(crate) async fn run(
         shape.duration.as_secs(),
         shape.seed
     );
-    // Each object's arrivals, in order, with their place in the schedule and the drill's run
+    // Each queue's arrivals, in order, with their place in the schedule and the drill's run
     // number (its k-th arrival).
-    let mut per_object: BTreeMap<String, Vec<(usize, usize, usize, Duration)>> = BTreeMap::new();
+    let queue_of = queues(&catalog);
+    let mut per_object: BTreeMap<usize, Vec<(usize, usize, usize, Duration)>> = BTreeMap::new();
     let mut runs: BTreeMap<usize, usize> = BTreeMap::new();
     for (order, arrival) in arrivals.iter().enumerate() {
-        let target = &catalog.drills[arrival.drill].target;
         let run = runs.entry(arrival.drill).or_default();
         *run += 1;
         per_object
-            .entry(super::runner::object_path(target))
+            .entry(queue_of[arrival.drill])
             .or_default()
             .push((order, arrival.drill, *run, arrival.at));
     }
+    let duration = shape.duration;
     let mut tasks = tokio::task::JoinSet::new();
     for (_, queue) in per_object {
         let runner = runner.clone();
@@ -58,7 +60,8 @@ pub(crate) async fn run(
                     _ = tokio::time::sleep(wait) => runner.stop.is_cancelled(),
                     _ = runner.stop.cancelled() => true,
                 };
-                if stopped {
+                // Its object was busy until the duration ended: a chaos run starts no drill after it.
+                if stopped || runner.start.elapsed() > duration {
                     not_run += 1;
                     continue;
                 }
@@ -86,4 +89,42 @@ pub(crate) async fn run(
         outcomes.into_iter().map(|(_, outcome)| outcome).collect(),
         not_run,
     )
+}
+
+/// Each drill's queue: drills whose objects (target and `affects`) overlap, directly or through
+/// others, share one.
+fn queues(catalog: &Catalog) -> Vec<usize> {
+    let objects: Vec<Vec<String>> = catalog
+        .drills
+        .iter()
+        .map(|drill| {
+            std::iter::once(&drill.target)
+                .chain(&drill.affects)
+                .map(super::runner::object_path)
+                .collect()
+        })
+        .collect();
+    let mut queue: Vec<usize> = (0..objects.len()).collect();
+    // Merge until nothing changes (catalogs are small).
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for one in 0..objects.len() {
+            for other in (one + 1)..objects.len() {
+                let overlap = objects[one]
+                    .iter()
+                    .any(|object| objects[other].contains(object));
+                if overlap && queue[one] != queue[other] {
+                    let (keep, drop) = (queue[one].min(queue[other]), queue[one].max(queue[other]));
+                    for entry in queue.iter_mut() {
+                        if *entry == drop {
+                            *entry = keep;
+                        }
+                    }
+                    changed = true;
+                }
+            }
+        }
+    }
+    queue
 }

@@ -2,7 +2,9 @@
 //! yet put back, with what it needs to be put back (the object as kept, the injection, the
 //! object as the injection left it). Written before each injection and after it, removed when
 //! the drill ends; a run that is killed leaves it for `drill --recover`, which completes the
-//! restores. The file is replaced whole and synced (a crash leaves the old or the new one).
+//! restores. The file is replaced whole and synced (a crash leaves the old or the new one). A
+//! run holds an exclusive lock on `PATH.lock` for as long as it lives (the system lets it go
+//! when the process ends, however it ends): two runs never share a journal.
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +19,8 @@ use drift_core::drill::{Inject, Target};
 pub(crate) struct Entry {
     /// The drill's name (and its run number in a chaos run).
     pub drill: String,
+    /// The API server it was injected through: `--recover` acts on no other.
+    pub server: String,
     /// `apiVersion`.
     pub api_version: String,
     /// `kind`.
@@ -39,6 +43,7 @@ impl Entry {
     /// The entry for a drill about to inject.
     pub(crate) fn new(
         drill: &str,
+        server: &str,
         target: &Target,
         inject: &Inject,
         kept: Option<&Value>,
@@ -51,6 +56,7 @@ impl Entry {
         };
         Entry {
             drill: drill.to_string(),
+            server: server.to_string(),
             api_version: target.api_version.clone(),
             kind: target.kind.clone(),
             namespace: target.namespace.clone(),
@@ -105,15 +111,47 @@ struct File {
 pub(crate) struct Journal {
     path: PathBuf,
     open: Vec<Entry>,
+    /// Held for the journal's life.
+    _lock: std::fs::File,
 }
 
 impl Journal {
-    /// Opens the journal at `path` (absent: empty); an unreadable or foreign file is an error.
+    /// Opens the journal at `path` (absent or empty: nothing open) and locks it; an unreadable
+    /// or foreign file, or one another run holds, is an error that says what to do.
     pub(crate) fn open(path: &Path) -> Result<Journal, String> {
+        let mut lock_path = path.as_os_str().to_owned();
+        lock_path.push(".lock");
+        let lock_path = PathBuf::from(lock_path);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|error| format!("{}: {error}", lock_path.display()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(format!(
+                    "{}: another drill run uses this journal (it holds {}): one run per journal \
+                     at a time",
+                    path.display(),
+                    lock_path.display()
+                ))
+            }
+            Err(std::fs::TryLockError::Error(error)) => {
+                return Err(format!("{}: {error}", lock_path.display()))
+            }
+        }
         let open = match std::fs::read(path) {
+            Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Vec::new(),
             Ok(bytes) => {
-                let file: File = serde_json::from_slice(&bytes)
-                    .map_err(|error| format!("{}: not a drill journal: {error}", path.display()))?;
+                let file: File = serde_json::from_slice(&bytes).map_err(|error| {
+                    format!(
+                        "{}: not a drill journal ({error}): read it, put back by hand what it \
+                         names (README \"Drills\"), then remove it",
+                        path.display()
+                    )
+                })?;
                 if file.version != 1 {
                     return Err(format!(
                         "{}: drill journal version {} (this drift-sentinel reads 1)",
@@ -129,6 +167,7 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             open,
+            _lock: lock,
         })
     }
 
@@ -215,6 +254,7 @@ mod tests {
         for (index, inject) in injects.iter().enumerate() {
             let mut entry = Entry::new(
                 &format!("d{index}"),
+                "https://10.0.0.1:6443",
                 &target(),
                 inject,
                 Some(&serde_json::json!({"kept": index})),
@@ -223,6 +263,7 @@ mod tests {
             entry.injected = Some(serde_json::json!({"injected": index}));
             journal.put(entry).unwrap();
         }
+        drop(journal);
         let reopened = Journal::open(&path).unwrap();
         assert_eq!(reopened.open_entries().len(), 4);
         for (entry, inject) in reopened.open_entries().iter().zip(&injects) {
@@ -235,6 +276,22 @@ mod tests {
             journal.remove(&entry).unwrap();
         }
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn one_run_holds_a_journal_and_an_empty_file_is_an_empty_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.json");
+        std::fs::write(&path, "\n").unwrap();
+        let held = Journal::open(&path).unwrap();
+        assert!(held.open_entries().is_empty());
+        let error = Journal::open(&path).unwrap_err();
+        assert!(
+            error.contains("another drill run uses this journal"),
+            "{error}"
+        );
+        drop(held);
+        assert!(Journal::open(&path).is_ok());
     }
 
     #[test]

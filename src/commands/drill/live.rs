@@ -17,28 +17,47 @@ use super::sink::Sink;
 use super::{allowed, runtime, Args};
 use crate::cluster::Cluster;
 
+/// How far a drift's start may be from a drill's window and still be the drill's (the two
+/// clocks, the sink's processing).
+const WINDOW_SLACK: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The journal and the cluster, or the exit code after saying why not.
+async fn open(args: &Args<'_>) -> Result<(Journal, Cluster), ExitCode> {
+    let journal = Journal::open(args.journal).map_err(|error| {
+        eprintln!("drill: {error}");
+        ExitCode::from(2)
+    })?;
+    let cluster = Cluster::connect_for_writes(args.kubeconfig, args.context)
+        .await
+        .map_err(|error| {
+            eprintln!("drill: {error}");
+            ExitCode::from(2)
+        })?;
+    Ok((journal, cluster))
+}
+
+/// `drill --recover`: puts back what the journal holds, and nothing else (no catalog needed).
+pub(super) fn recover_only(args: &Args<'_>) -> ExitCode {
+    let Some(runtime) = runtime() else {
+        return ExitCode::from(2);
+    };
+    runtime.block_on(async {
+        match open(args).await {
+            Ok((journal, cluster)) => recover(&cluster, journal).await,
+            Err(code) => code,
+        }
+    })
+}
+
 pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::from(2);
     };
     runtime.block_on(async {
-        let journal = match Journal::open(args.journal) {
-            Ok(journal) => journal,
-            Err(error) => {
-                eprintln!("drill: {error}");
-                return ExitCode::from(2);
-            }
+        let (journal, cluster) = match open(args).await {
+            Ok(opened) => opened,
+            Err(code) => return code,
         };
-        let cluster = match Cluster::connect_for_writes(args.kubeconfig, args.context).await {
-            Ok(cluster) => cluster,
-            Err(error) => {
-                eprintln!("drill: {error}");
-                return ExitCode::from(2);
-            }
-        };
-        if args.recover {
-            return recover(&cluster, journal).await;
-        }
         if !journal.open_entries().is_empty() {
             let names: Vec<&str> = journal
                 .open_entries()
@@ -47,7 +66,7 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
                 .collect();
             eprintln!(
                 "drill: {} holds {} drill(s) a run did not put back ({}): run `drift-sentinel \
-                 drill --recover --journal {}` first",
+                 drill --recover --journal {}` first (with this run's --kubeconfig/--context)",
                 args.journal.display(),
                 names.len(),
                 names.join(", "),
@@ -71,6 +90,12 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
         };
         if let Err(refusal) = allowed(&cluster, catalog).await {
             eprintln!("drill: {refusal}");
+            return ExitCode::from(2);
+        }
+        // One question before any drill: a wrong --sink or token is one message, not a
+        // failure per drill.
+        if let Err(error) = sink.reachable().await {
+            eprintln!("drill: {error}");
             return ExitCode::from(2);
         }
         let stop = CancellationToken::new();
@@ -124,7 +149,7 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
                 Err(error) => lookup_failed = Some(error),
             }
         }
-        let false_alerts = report::false_alerts(&fired, &outcomes, started, CLOCK_SLACK);
+        let false_alerts = report::false_alerts(&fired, &outcomes, started, WINDOW_SLACK);
         let report = Report {
             mode: if args.chaos.is_some() {
                 "chaos"
@@ -133,14 +158,14 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
             },
             seed: args.chaos.as_ref().map(|shape| shape.seed),
             outcomes: &outcomes,
-            false_alerts: &false_alerts,
+            false_alerts: match lookup_failed {
+                None => Ok(&false_alerts),
+                Some(error) => Err(error),
+            },
             not_run,
             interrupted: stop.is_cancelled(),
         };
         print!("{}", report::render(&report, args.format));
-        if let Some(error) = lookup_failed {
-            eprintln!("drill: false alerts could not be looked up: {error}");
-        }
         if report.passed() {
             ExitCode::SUCCESS
         } else {
@@ -188,6 +213,33 @@ async fn recover(cluster: &Cluster, mut journal: Journal) -> ExitCode {
     for entry in entries {
         let target = entry.target();
         let object = format!("{} {}/{}", target.kind, target.namespace, target.name);
+        // Only the cluster it was injected in, and only while its namespace allows drills.
+        if entry.server != cluster.server {
+            println!(
+                "recover {}: {object} was drilled through {}, and this run reaches {} ({}): use \
+                 that run's --kubeconfig/--context",
+                entry.drill, entry.server, cluster.server, cluster.description
+            );
+            all = false;
+            continue;
+        }
+        match super::namespace_allows(cluster, &target.namespace).await {
+            Ok(true) => {}
+            Ok(false) => {
+                println!(
+                    "recover {}: namespace {} no longer allows drills: put {object} back by hand \
+                     (the journal keeps what was kept), then remove the journal",
+                    entry.drill, target.namespace
+                );
+                all = false;
+                continue;
+            }
+            Err(error) => {
+                println!("recover {}: {error}", entry.drill);
+                all = false;
+                continue;
+            }
+        }
         let inject = match entry.injection() {
             Ok(inject) => inject,
             Err(error) => {
@@ -212,6 +264,7 @@ async fn recover(cluster: &Cluster, mut journal: Journal) -> ExitCode {
                 continue;
             }
             End::Restored => println!("recover {}: {object} put back", entry.drill),
+            End::Repaired | End::Kept | End::NotInjected => {}
             _ => println!(
                 "recover {}: {object} was already as kept (nothing to put back)",
                 entry.drill

@@ -35,10 +35,12 @@ pub struct Chaos {
 
 /// The drill command's arguments.
 pub struct Args<'a> {
-    /// The catalog file.
-    pub catalog: &'a Path,
+    /// The catalog file (none for `--recover`).
+    pub catalog: Option<&'a Path>,
     /// Only these drills (`--drill NAME`), if any.
     pub only: &'a [String],
+    /// Not these drills (`--skip NAME`).
+    pub skip: &'a [String],
     /// The kubeconfig file, if not the default.
     pub kubeconfig: Option<&'a Path>,
     /// The kubeconfig context, if not the current one.
@@ -65,36 +67,44 @@ pub struct Args<'a> {
 
 /// Runs the command (see the module docs).
 pub fn run(args: &Args<'_>) -> ExitCode {
-    let text = match std::fs::read_to_string(args.catalog) {
+    if args.recover {
+        return recover(args);
+    }
+    let Some(path) = args.catalog else {
+        eprintln!("drill: --catalog FILE is required (only --recover runs without one)");
+        return ExitCode::from(2);
+    };
+    let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) => {
-            eprintln!("{}: {error}", args.catalog.display());
+            eprintln!("{}: {error}", path.display());
             return ExitCode::from(2);
         }
     };
     let mut catalog = match drift_core::drill::parse(&text) {
         Ok(catalog) => catalog,
         Err(error) => {
-            eprintln!("{}: {error}", args.catalog.display());
+            eprintln!("{}: {error}", path.display());
             return ExitCode::from(2);
         }
     };
-    if !args.only.is_empty() {
-        if let Some(unknown) = args
-            .only
+    for (flag, names) in [("--drill", args.only), ("--skip", args.skip)] {
+        if let Some(unknown) = names
             .iter()
             .find(|name| !catalog.drills.iter().any(|drill| &drill.name == *name))
         {
-            eprintln!(
-                "--drill {unknown:?}: no such drill in {}",
-                args.catalog.display()
-            );
+            eprintln!("{flag} {unknown:?}: no such drill in {}", path.display());
             return ExitCode::from(2);
         }
+    }
+    if !args.only.is_empty() {
         catalog
             .drills
             .retain(|drill| args.only.contains(&drill.name));
     }
+    catalog
+        .drills
+        .retain(|drill| !args.skip.contains(&drill.name));
     if args.dry_run {
         if let Some(shape) = &args.chaos {
             // The sequence a chaos run with this seed starts (times can shift when a drill
@@ -143,24 +153,13 @@ async fn allowed(
     catalog: &drift_core::drill::Catalog,
 ) -> Result<(), String> {
     use drift_core::drill::ALLOW_LABEL;
-    use drift_core::remediate::plan::resource_path;
     let namespaces: std::collections::BTreeSet<&str> = catalog
         .drills
         .iter()
         .map(|drill| drill.target.namespace.as_str())
         .collect();
     for namespace in namespaces {
-        let path = resource_path("v1", "Namespace", "", Some(namespace));
-        let label = cluster
-            .get_json(&path)
-            .await
-            .map_err(|error| format!("namespace {namespace}: {error}"))?
-            .as_ref()
-            .and_then(|object| object.pointer("/metadata/labels"))
-            .and_then(|labels| labels.get(ALLOW_LABEL))
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_string);
-        if label.as_deref() != Some("allowed") {
+        if !namespace_allows(cluster, namespace).await? {
             let drills: Vec<&str> = catalog
                 .drills
                 .iter()
@@ -175,6 +174,27 @@ async fn allowed(
         }
     }
     Ok(())
+}
+
+/// Whether `namespace` is labelled `drift-sentinel.dev/drills: "allowed"` now.
+#[cfg(feature = "cluster")]
+pub(crate) async fn namespace_allows(
+    cluster: &crate::cluster::Cluster,
+    namespace: &str,
+) -> Result<bool, String> {
+    use drift_core::drill::ALLOW_LABEL;
+    use drift_core::remediate::plan::resource_path;
+    let path = resource_path("v1", "Namespace", "", Some(namespace));
+    let label = cluster
+        .get_json(&path)
+        .await
+        .map_err(|error| format!("namespace {namespace}: {error}"))?
+        .as_ref()
+        .and_then(|object| object.pointer("/metadata/labels"))
+        .and_then(|labels| labels.get(ALLOW_LABEL))
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string);
+    Ok(label.as_deref() == Some("allowed"))
 }
 
 #[cfg(feature = "cluster")]
@@ -229,11 +249,14 @@ fn plan(args: &Args<'_>, catalog: &drift_core::drill::Catalog) -> ExitCode {
                 return ExitCode::from(2);
             }
             let inject = plan::injection(target, &drill.inject, kept.as_ref());
-            // As if injected: the restore then reads the object as it is (here, as read now).
+            // As if injected (worked out here: the restore then reads the object as the
+            // injection left it, which a real run reads from the API server).
             let after = match &drill.inject {
                 drift_core::drill::Inject::Delete => None,
                 drift_core::drill::Inject::Create(object) => Some(object.clone()),
-                _ => kept.clone(),
+                inject => kept
+                    .as_ref()
+                    .and_then(|kept| plan::injected_locally(inject, kept)),
             };
             let restore = plan::restore(target, &drill.inject, kept.as_ref(), after.as_ref());
             println!("# drill {}: expect {}", drill.name, expectation(drill));
@@ -269,10 +292,16 @@ fn live(_args: &Args<'_>, _catalog: &drift_core::drill::Catalog) -> ExitCode {
     ExitCode::from(2)
 }
 
+#[cfg(not(feature = "cluster"))]
+fn recover(_args: &Args<'_>) -> ExitCode {
+    eprintln!("drill: this build has no Kubernetes client (feature cluster)");
+    ExitCode::from(2)
+}
+
 #[cfg(feature = "cluster")]
 mod live;
 #[cfg(feature = "cluster")]
-use live::live;
+use live::{live, recover_only as recover};
 
 #[cfg(feature = "cluster")]
 fn expectation(drill: &drift_core::drill::Drill) -> String {

@@ -27,6 +27,8 @@ use crate::cluster::Cluster;
 pub(crate) const CLOCK_SLACK: Duration = Duration::from_secs(120);
 /// Tries of an injection that meets a conflict (the object moved on since it was read).
 const INJECT_TRIES: u32 = 3;
+/// How long a restore waits for a deleted object's finalizers before creating it again.
+const DELETED_WAIT: Duration = Duration::from_secs(120);
 /// Tries of a restore that meets a conflict (the object moved on: read again) or no answer.
 const RESTORE_TRIES: u32 = 5;
 
@@ -57,11 +59,47 @@ fn planned(request: &Request) -> PlannedRequest {
 }
 
 /// A request as a person would send it by hand.
-pub(crate) fn by_hand(request: &Request) -> String {
-    format!(
-        "{} {} ({}) {}",
-        request.method, request.path, request.content_type, request.body
-    )
+/// A request as a person sends it by hand: a `kubectl` command (without the
+/// `resourceVersion` precondition, which is stale by the time anyone reads this).
+pub(crate) fn by_hand(target: &Target, request: &Request) -> String {
+    let quote = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
+    let resource = {
+        // `/apis/GROUP/VERSION/namespaces/NS/PLURAL[/NAME]` or `/api/v1/namespaces/NS/PLURAL[/NAME]`.
+        let path = request.path.split('?').next().unwrap_or_default();
+        let segments: Vec<&str> = path.split('/').collect();
+        let plural = segments
+            .iter()
+            .position(|segment| *segment == "namespaces")
+            .and_then(|at| segments.get(at + 2))
+            .copied()
+            .unwrap_or_default();
+        match target.api_version.rsplit_once('/') {
+            Some((group, _)) => format!("{plural}.{group}"),
+            None => plural.to_string(),
+        }
+    };
+    let mut body = request.body.clone();
+    if let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("resourceVersion");
+        if metadata.is_empty() {
+            body.as_object_mut()
+                .map(|members| members.remove("metadata"));
+        }
+    }
+    match request.method {
+        "PATCH" => format!(
+            "kubectl -n {} patch {resource} {} --type merge -p {}",
+            target.namespace,
+            target.name,
+            quote(&body.to_string())
+        ),
+        "POST" => format!("echo {} | kubectl create -f -", quote(&body.to_string())),
+        "DELETE" => format!(
+            "kubectl -n {} delete {resource} {}",
+            target.namespace, target.name
+        ),
+        _ => format!("{} {} {}", request.method, request.path, request.body),
+    }
 }
 
 pub(crate) fn object_path(target: &Target) -> String {
@@ -133,6 +171,7 @@ impl Runner {
     pub(crate) async fn run(&self, drill: &Drill, run: usize) -> Outcome {
         let mut outcome = Outcome {
             name: drill.name.clone(),
+            affects: drill.affects.clone(),
             run,
             target: drill.target.clone(),
             class: drill.expect.class.clone(),
@@ -159,18 +198,25 @@ impl Runner {
     async fn drive(&self, drill: &Drill, run: usize, outcome: &mut Outcome) {
         let target = &drill.target;
         let object = format!("{} {}/{}", target.kind, target.namespace, target.name);
-        let kept = match self.cluster.get_json(&object_path(target)).await {
-            Ok(kept) => kept,
-            Err(error) => return outcome.failures.push(format!("reading {object}: {error}")),
-        };
-        let creates = matches!(drill.inject, Inject::Create(_));
-        if kept.is_none() != creates {
-            return outcome.failures.push(if creates {
-                format!("{object} exists already: a create drill needs it absent")
-            } else {
-                format!("{object} does not exist (is the drill kit applied? kubectl apply -k k8s/drills/)")
-            });
+        // Again before each drill: a long chaos run must notice a label taken away.
+        match super::namespace_allows(&self.cluster, &target.namespace).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return outcome.failures.push(format!(
+                    "namespace {} no longer allows drills ({}: \"allowed\"): nothing was changed",
+                    target.namespace,
+                    drift_core::drill::ALLOW_LABEL
+                ))
+            }
+            Err(error) => return outcome.failures.push(error),
         }
+        let creates = matches!(drill.inject, Inject::Create(_));
+        let Some(kept) = self
+            .target_as_needed(drill, &object, creates, outcome)
+            .await
+        else {
+            return;
+        };
         // Drifts of the kind expected that the sink knows already: one open means the drill
         // could not tell its own from it; recently resolved ones must not count as seen.
         let before = match self.before(drill).await {
@@ -178,12 +224,27 @@ impl Runner {
             Err(error) => return outcome.failures.push(error),
         };
         let mut kept = kept;
-        let label = format!("{}#{run}", drill.name);
+        let label = if run == 0 {
+            drill.name.clone()
+        } else {
+            format!("{}#{run}", drill.name)
+        };
         let mut attempt = 0;
-        let (entry, injected_at, since) = loop {
+        let (entry, landed, injected_at, since) = loop {
             attempt += 1;
+            if self.stop.is_cancelled() {
+                return outcome
+                    .failures
+                    .push("stopped by a signal before the injection: nothing was changed".into());
+            }
             let request = plan::injection(target, &drill.inject, kept.as_ref());
-            let mut entry = Entry::new(&label, target, &drill.inject, kept.as_ref());
+            let mut entry = Entry::new(
+                &label,
+                &self.cluster.server,
+                target,
+                &drill.inject,
+                kept.as_ref(),
+            );
             if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
                 return outcome
                     .failures
@@ -194,11 +255,13 @@ impl Runner {
             let (sent, answer) = self.cluster.send_for_answer(&planned(&request)).await;
             match sent {
                 Sent::Applied { .. } => {
-                    entry.injected = Some(answer.unwrap_or(Value::Null));
+                    // An answer that is not the object (unreadable) leaves `injected` unknown:
+                    // the restore then works out what the injection made (never trusts a blank).
+                    entry.injected = answer.filter(|answer| answer.get("metadata").is_some());
                     if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
                         outcome.failures.push(format!("the journal: {error}"));
                     }
-                    break (entry, injected_at, since);
+                    break (entry, true, injected_at, since);
                 }
                 // The object moved on since it was read (a controller's status write): nothing
                 // was changed; read it again and inject on the new version.
@@ -229,12 +292,12 @@ impl Runner {
                         "the injection got no clear answer ({}: {message}): it may have landed; restoring",
                         status.map_or("no answer".to_string(), |status| status.to_string())
                     ));
-                    break (entry, injected_at, since);
+                    break (entry, false, injected_at, since);
                 }
             }
         };
         outcome.injected_at = Some(injected_at);
-        if entry.injected.is_some() {
+        if landed {
             self.detect(drill, &before, &since, injected_at, outcome)
                 .await;
         }
@@ -245,7 +308,7 @@ impl Runner {
         let injected = entry.injected.clone();
         outcome.end = match drill.then {
             Then::Keep if outcome.passed() && !stopped => End::Kept,
-            Then::ExpectRepaired(within) if !stopped && injected.is_some() => {
+            Then::ExpectRepaired(within) if !stopped && landed => {
                 match self
                     .await_repair(drill, kept.as_ref(), within, outcome)
                     .await
@@ -288,6 +351,54 @@ impl Runner {
         }
     }
 
+    /// The target as the drill needs it (`Some(None)`: absent, for a create), or `None` with
+    /// the failure said. A target that does not exist is waited for, up to the drill's
+    /// `within`: Knative makes children again after another drill (a Revision's Deployment
+    /// after its Service was deleted and restored).
+    async fn target_as_needed(
+        &self,
+        drill: &Drill,
+        object: &str,
+        creates: bool,
+        outcome: &mut Outcome,
+    ) -> Option<Option<Value>> {
+        let deadline = Instant::now() + drill.expect.within;
+        loop {
+            let kept = match self.cluster.get_json(&object_path(&drill.target)).await {
+                Ok(kept) => kept,
+                Err(error) => {
+                    outcome.failures.push(format!("reading {object}: {error}"));
+                    return None;
+                }
+            };
+            if creates {
+                if kept.is_some() {
+                    outcome.failures.push(format!(
+                        "{object} exists already: a create drill needs it absent"
+                    ));
+                    return None;
+                }
+                return Some(None);
+            }
+            // One on its way out is not there to drill.
+            let live = kept.filter(|kept| kept.pointer("/metadata/deletionTimestamp").is_none());
+            if live.is_some() {
+                return Some(live);
+            }
+            if Instant::now() >= deadline || self.pause(self.poll).await {
+                outcome.failures.push(format!(
+                    "{object} does not exist{}",
+                    if self.stop.is_cancelled() {
+                        " (stopped by a signal while waiting for it)"
+                    } else {
+                        ""
+                    }
+                ));
+                return None;
+            }
+        }
+    }
+
     /// The drifts of the kind expected that the sink knows on the object already. One still
     /// open after the drill's `within` (another drill's effect clears meanwhile: a deleted
     /// Service's Trigger) means the drill could not tell its own from it.
@@ -302,7 +413,15 @@ impl Runner {
             let Some(open) = open.iter().find(|seen| expected(drill, seen, cluster)) else {
                 break;
             };
+            if self.stop.is_cancelled() {
+                return Err("stopped by a signal before the injection: nothing was changed".into());
+            }
             if Instant::now() >= deadline || self.pause(self.poll).await {
+                if self.stop.is_cancelled() {
+                    return Err(
+                        "stopped by a signal before the injection: nothing was changed".into(),
+                    );
+                }
                 return Err(format!(
                     "a {} drift is already {} on {} {}/{} (drift {}): the drill could not tell \
                      its own from it; resolve it first",
@@ -427,6 +546,10 @@ impl Runner {
             }
             if Instant::now() >= deadline || self.pause(self.poll).await {
                 outcome.resolved = Some(false);
+                if self.stop.is_cancelled() {
+                    // The stop itself is the failure said; the object is back.
+                    return;
+                }
                 outcome.failures.push(format!(
                     "drift {id} did not resolve within {}s after the object was put back (last: {})",
                     within.as_secs(),
@@ -440,6 +563,9 @@ impl Runner {
 
 /// Puts back what `inject` changed on `target`: from the object as it is now, only where the
 /// injection wrote, on its current version; never over a change someone made after the drill.
+/// `injected` is the API server's answer to the injection; `None` when it is not known (a run
+/// killed mid-request, an answer lost): the drill then works out what the injection would have
+/// made, and touches only fields that hold exactly that.
 pub(crate) async fn restore(
     cluster: &Cluster,
     target: &Target,
@@ -448,10 +574,21 @@ pub(crate) async fn restore(
     injected: Option<&Value>,
 ) -> End {
     let path = object_path(target);
+    let uid = |object: Option<&Value>| {
+        object
+            .and_then(|object| object.pointer("/metadata/uid"))
+            .cloned()
+    };
     let mut last = String::new();
-    for attempt in 0..RESTORE_TRIES {
-        if attempt > 0 {
-            tokio::time::sleep(Duration::from_millis(200 << attempt.min(4))).await;
+    let mut tries = 0;
+    let deleted_wait = Instant::now() + DELETED_WAIT;
+    loop {
+        tries += 1;
+        if tries > 1 {
+            tokio::time::sleep(Duration::from_millis(200 << (tries - 1).min(4))).await;
+        }
+        if tries > RESTORE_TRIES && !matches!(inject, Inject::Delete) {
+            break;
         }
         let current = match cluster.get_json(&path).await {
             Ok(current) => current,
@@ -461,36 +598,101 @@ pub(crate) async fn restore(
             }
         };
         let planned_restore = plan::restore(target, inject, kept, current.as_ref());
-        let hand = planned_restore.as_ref().map(by_hand).unwrap_or_default();
-        match (inject, &current) {
-                (Inject::MergePatch(_) | Inject::JsonPatch(_), None) => {
+        let hand = planned_restore
+            .as_ref()
+            .map(|request| by_hand(target, request))
+            .unwrap_or_default();
+        // What the drill compares the object with: the answer, or what the injection makes.
+        let guessed = match (injected, kept) {
+            (Some(_), _) => None,
+            (None, Some(kept)) => plan::injected_locally(inject, kept),
+            (None, None) => None,
+        };
+        match inject {
+            Inject::MergePatch(_) | Inject::JsonPatch(_) => {
+                let Some(now) = &current else {
                     return End::NotRestored(format!(
                         "deleted by someone since the drill; re-create it from what was kept: {}",
                         kept.map(Value::to_string).unwrap_or_default()
-                    ))
+                    ));
+                };
+                if injected.is_none() {
+                    let version =
+                        |object: &Value| object.pointer("/metadata/resourceVersion").cloned();
+                    // Not written since it was read: the injection never landed.
+                    if kept.is_some_and(|kept| version(kept) == version(now)) {
+                        return End::AlreadyBack;
+                    }
+                    if guessed.is_none() {
+                        return End::NotRestored(format!(
+                            "the injection's answer was lost and what it made cannot be worked \
+                             out here: check the object, and put back by hand what the drill \
+                             changed: {hand}"
+                        ));
+                    }
                 }
-                (Inject::Create(_), Some(current)) if injected.is_none() && !created_by_drill(current) => {
-                    return End::NotRestored(format!(
-                        "it exists, but not as the drill created it: delete it by hand if it is the drill's: {hand}"
-                    ))
-                }
-                _ => {}
             }
-        if let Some(injected) = injected {
+            Inject::Delete => {
+                let kept_uid = uid(kept);
+                match &current {
+                    // The kept object itself: on its way out (a finalizer) after the delete, or
+                    // never deleted (the answer was lost before the delete landed).
+                    Some(now) if uid(Some(now)) == kept_uid => {
+                        if injected.is_none()
+                            && now.pointer("/metadata/deletionTimestamp").is_none()
+                        {
+                            return End::AlreadyBack;
+                        }
+                        if Instant::now() < deleted_wait {
+                            last = "the deleted object is still finalizing".to_string();
+                            continue;
+                        }
+                        return End::NotRestored(format!(
+                            "it was still being deleted after {}s (a finalizer holds it): once \
+                             it is gone, create it again: {hand}",
+                            DELETED_WAIT.as_secs()
+                        ));
+                    }
+                    // Gone, and whether the drill deleted it is not known: never re-created
+                    // on a guess (someone may have deleted it on purpose).
+                    None if injected.is_none() => {
+                        let again = plan::restore(target, inject, kept, None)
+                            .map(|request| by_hand(target, &request))
+                            .unwrap_or_default();
+                        return End::NotRestored(format!(
+                            "it is gone, and the drill's delete got no answer: if the drill \
+                             deleted it, create it again: {again}"
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Inject::Create(_) => {
+                if let Some(now) = &current {
+                    if injected.is_none() && !created_by_drill(now) {
+                        return End::NotRestored(format!(
+                            "it exists, but not as the drill created it: delete it by hand if it \
+                             is the drill's: {hand}"
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(injected) = injected.or(guessed.as_ref()) {
             let foreign = plan::foreign_changes(inject, kept, injected, current.as_ref());
             if !foreign.is_empty() {
                 return End::NotRestored(format!(
                     "changed by someone else since the drill ({}), not written over; to put \
-                         back what the drill changed: {hand}",
+                     back what the drill changed: {hand}",
                     foreign.join(", ")
                 ));
             }
         }
         if plan::repaired(inject, kept, current.as_ref()) {
-            return End::Repaired;
+            return End::AlreadyBack;
         }
         let Some(request) = planned_restore else {
-            return End::Repaired;
+            return End::AlreadyBack;
         };
         match cluster.send_planned(&planned(&request)).await {
             Sent::Applied { .. } => return End::Restored,
@@ -508,15 +710,21 @@ pub(crate) async fn restore(
             ))
             }
         }
+        if tries >= RESTORE_TRIES && !matches!(inject, Inject::Delete) {
+            break;
+        }
+        if tries >= RESTORE_TRIES && Instant::now() >= deleted_wait {
+            break;
+        }
     }
     let hand = match cluster.get_json(&path).await {
         Ok(current) => plan::restore(target, inject, kept, current.as_ref())
             .as_ref()
-            .map(by_hand)
+            .map(|request| by_hand(target, request))
             .unwrap_or_default(),
         Err(_) => String::new(),
     };
     End::NotRestored(format!(
-        "gave up after {RESTORE_TRIES} tries (last: {last}); send it by hand: {hand}"
+        "gave up after {tries} tries (last: {last}); send it by hand: {hand}"
     ))
 }

@@ -85,7 +85,7 @@ impl Sink {
         let response = request
             .send()
             .await
-            .map_err(|error| format!("the sink's API ({path}): {}", error.without_url()))?;
+            .map_err(|error| format!("the sink's API ({path}): {}", with_causes(error)))?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND && path.starts_with("/api/v1/drifts/") {
             return Ok(None);
@@ -93,7 +93,7 @@ impl Sink {
         let body = response
             .text()
             .await
-            .map_err(|error| format!("the sink's API ({path}): {}", error.without_url()))?;
+            .map_err(|error| format!("the sink's API ({path}): {}", with_causes(error)))?;
         if !status.is_success() {
             let hint = if status == reqwest::StatusCode::UNAUTHORIZED {
                 " (give --token or $DRIFT_SENTINEL_API_TOKEN: the sink's api.token)"
@@ -115,6 +115,11 @@ impl Sink {
         serde_json::from_str(&body)
             .map(Some)
             .map_err(|error| format!("the sink's API ({path}): not JSON: {error}"))
+    }
+
+    /// Whether the sink answers its drift API with this token: asked once before any drill.
+    pub(crate) async fn reachable(&self) -> Result<(), String> {
+        self.get("/api/v1/drifts?limit=1").await.map(|_| ())
     }
 
     /// The drifts in `namespace`, every page, newest first: those whose state changed at or
@@ -176,4 +181,17 @@ impl Sink {
                 .map(str::to_string)
         }))
     }
+}
+
+/// A transport error with what caused it (`connection refused`), without the URL.
+fn with_causes(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

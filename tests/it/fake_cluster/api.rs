@@ -318,6 +318,9 @@ impl Call {
                 );
             }
         }
+        if let Some(why) = super::webhooks::denied(Some(&current), &patched) {
+            return failure(400, "BadRequest", why, None);
+        }
         if self.dry_run {
             return answer(200, &patched);
         }
@@ -473,6 +476,9 @@ impl Call {
                 format!("{} {name:?} already exists", self.target.qualified()),
                 Some(self.target.details(&name)),
             );
+        }
+        if let Some(why) = super::webhooks::denied(None, &object) {
+            return failure(400, "BadRequest", why, None);
         }
         if self.dry_run {
             return answer(201, &object);

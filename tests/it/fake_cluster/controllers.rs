@@ -9,6 +9,8 @@
 //!   writes them, `Ready` summarising the condition set, `subscriberUri`/`deadLetterSinkUri`,
 //!   `observedGeneration`. A destination resolves when the object its `ref` names exists (a
 //!   core `v1` Service always does, as Knative special-cases it) and has `status.address.url`.
+//! * Serving's controller gives a Service created again (a create drops `status`) the status
+//!   of a ready first Revision, with its addresses, so what names it resolves again.
 //! * Every other object whose status has `observedGeneration` gets it caught up after a spec
 //!   change (Knative's `controller`, `kube-controller-manager` for built-in kinds).
 //! * When on ([`super::FakeCluster::repair_deployments`]), Serving's reconciler: a Deployment
@@ -64,7 +66,9 @@ pub(crate) fn react(
     for _round in 0..32 {
         let mut next: Vec<String> = written
             .iter()
-            .filter_map(|path| observe_generation(state, path))
+            .filter_map(|path| {
+                reconcile_service(state, path).or_else(|| observe_generation(state, path))
+            })
             .collect();
         next.extend(reconcile_eventing(state));
         if next.is_empty() {
@@ -278,6 +282,39 @@ fn finish(
 
 /// Catches up `status.observedGeneration` of the object at `path` (not a Broker or Trigger,
 /// whose reconcilers do it).
+/// Serving's reconcile of a Service created again (no status yet: a create drops it): its
+/// first Revision ready and routed, and its addresses, as `controller` writes them; the
+/// Broker and Trigger that name it as a destination resolve again.
+fn reconcile_service(state: &mut State, path: &str) -> Option<String> {
+    let object = state.objects.get(path)?;
+    if group(object["apiVersion"].as_str().unwrap_or_default()) != "serving.knative.dev"
+        || object["kind"] != "Service"
+        || object.get("status").is_some_and(|status| !status.is_null())
+    {
+        return None;
+    }
+    let name = object["metadata"]["name"].as_str()?.to_string();
+    let namespace = object["metadata"]["namespace"].as_str()?.to_string();
+    let revision = format!("{name}-00001");
+    let at = now();
+    let mut reconciled = object.clone();
+    reconciled["status"] = json!({
+        "observedGeneration": object["metadata"]["generation"],
+        "conditions": [
+            {"type": "ConfigurationsReady", "status": "True", "lastTransitionTime": at},
+            {"type": "Ready", "status": "True", "lastTransitionTime": at},
+            {"type": "RoutesReady", "status": "True", "lastTransitionTime": at},
+        ],
+        "latestCreatedRevisionName": revision,
+        "latestReadyRevisionName": revision,
+        "traffic": [{"latestRevision": true, "percent": 100, "revisionName": revision}],
+        "url": format!("http://{name}.{namespace}.example.com"),
+        "address": {"url": format!("http://{name}.{namespace}.svc.cluster.local")},
+    });
+    state.commit(path, Some(reconciled), "controller", Part::Status)?;
+    Some(path.to_string())
+}
+
 fn observe_generation(state: &mut State, path: &str) -> Option<String> {
     let object = state.objects.get(path)?;
     let api_version = object["apiVersion"].as_str().unwrap_or_default();

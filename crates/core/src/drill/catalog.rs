@@ -107,6 +107,10 @@ pub struct Drill {
     pub expect: Expect,
     /// The end.
     pub then: Then,
+    /// Other objects the drill is expected to disturb (in the target's namespace): a deleted
+    /// Service's Trigger loses its subscriber. Chaos keeps one drill open on them too, and a
+    /// drift on them during the drill is the drill's, not a false alert.
+    pub affects: Vec<Target>,
 }
 
 /// A validated catalog.
@@ -130,7 +134,17 @@ struct DrillFile {
     inject: InjectFile,
     expect: ExpectFile,
     #[serde(default)]
-    then: Option<ThenFile>,
+    then: Option<Value>,
+    #[serde(default)]
+    affects: Vec<AffectsFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AffectsFile {
+    api_version: String,
+    kind: String,
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -168,25 +182,6 @@ struct ExpectFile {
     severity: Option<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ThenFile {
-    Word(String),
-    Repaired(RepairedFile),
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RepairedFile {
-    expect_repaired: WithinFile,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WithinFile {
-    within: String,
-}
-
 /// The catalog in `text` (YAML).
 pub fn parse(text: &str) -> Result<Catalog, Error> {
     let file: CatalogFile =
@@ -207,16 +202,29 @@ pub fn parse(text: &str) -> Result<Catalog, Error> {
                 format!("another drill is named {:?}", drill.name),
             ));
         }
-        let target = target(drill.target, &at)?;
+        let target = target(drill.target, &format!("{at}.target"))?;
         let inject = inject(drill.inject, &target, &at)?;
         let expect = expect(drill.expect, &at)?;
         let then = then(drill.then, &at)?;
+        let mut affects = Vec::with_capacity(drill.affects.len());
+        for (position, other) in drill.affects.into_iter().enumerate() {
+            affects.push(self::target(
+                TargetFile {
+                    api_version: other.api_version,
+                    kind: other.kind,
+                    namespace: target.namespace.clone(),
+                    name: other.name,
+                },
+                &format!("{at}.affects[{position}]"),
+            )?);
+        }
         drills.push(Drill {
             name: drill.name,
             target,
             inject,
             expect,
             then,
+            affects,
         });
     }
     Ok(Catalog { drills })
@@ -231,7 +239,7 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
     ] {
         if value.trim().is_empty() {
             return Err(Error::invalid(
-                format!("{at}.target.{key}"),
+                format!("{at}.{key}"),
                 "is required (drills act on namespaced objects, in namespaces labelled \
                  drift-sentinel.dev/drills: \"allowed\")",
             ));
@@ -250,7 +258,7 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
     };
     if !version_ok {
         return Err(Error::invalid(
-            format!("{at}.target.apiVersion"),
+            format!("{at}.apiVersion"),
             format!(
                 "{:?} is not an apiVersion (group/version, or v1)",
                 file.api_version
@@ -265,7 +273,7 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
         && file.kind.bytes().all(|byte| byte.is_ascii_alphanumeric());
     if !kind_ok {
         return Err(Error::invalid(
-            format!("{at}.target.kind"),
+            format!("{at}.kind"),
             format!("{:?} is not a kind", file.kind),
         ));
     }
@@ -273,7 +281,7 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
     let core = !file.api_version.contains('/');
     if core && file.kind.eq_ignore_ascii_case("Secret") {
         return Err(Error::invalid(
-            format!("{at}.target.kind"),
+            format!("{at}.kind"),
             "Secrets are never drilled",
         ));
     }
@@ -282,7 +290,7 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
         .any(|kind| kind.eq_ignore_ascii_case(&file.kind))
     {
         return Err(Error::invalid(
-            format!("{at}.target.kind"),
+            format!("{at}.kind"),
             format!(
                 "{} is cluster-scoped: drills act on objects in namespaces that allow them",
                 file.kind
@@ -291,13 +299,13 @@ fn target(file: TargetFile, at: &str) -> Result<Target, Error> {
     }
     if !dns_name(&file.name, 253, true) {
         return Err(Error::invalid(
-            format!("{at}.target.name"),
+            format!("{at}.name"),
             format!("{:?} is not a Kubernetes object name", file.name),
         ));
     }
     if !dns_name(&file.namespace, 63, false) {
         return Err(Error::invalid(
-            format!("{at}.target.namespace"),
+            format!("{at}.namespace"),
             format!("{:?} is not a namespace name", file.namespace),
         ));
     }
@@ -393,6 +401,12 @@ fn inject(file: InjectFile, target: &Target, at: &str) -> Result<Inject, Error> 
                     "cannot rename, move or rewrite the target's identity",
                 ));
             }
+        }
+        if let Some(empty) = empty_object(&patch, String::new()) {
+            return Err(Error::invalid(
+                format!("{path}.mergePatch{empty}"),
+                "an empty object changes nothing (a merge patch leaves what it does not name)",
+            ));
         }
         return Ok(Inject::MergePatch(patch));
     }
@@ -510,20 +524,48 @@ fn expect(file: ExpectFile, at: &str) -> Result<Expect, Error> {
     })
 }
 
-fn then(file: Option<ThenFile>, at: &str) -> Result<Then, Error> {
-    match file {
-        None => Ok(Then::Restore),
-        Some(ThenFile::Word(word)) if word == "restore" => Ok(Then::Restore),
-        Some(ThenFile::Word(word)) if word == "keep" => Ok(Then::Keep),
-        Some(ThenFile::Word(word)) => Err(Error::invalid(
+fn then(file: Option<Value>, at: &str) -> Result<Then, Error> {
+    let wrong = || {
+        Error::invalid(
             format!("{at}.then"),
-            format!("{word:?}: use restore (the default), keep or expectRepaired: {{within: …}}"),
-        )),
-        Some(ThenFile::Repaired(repaired)) => Ok(Then::ExpectRepaired(duration(
-            &repaired.expect_repaired.within,
-            &format!("{at}.then.expectRepaired.within"),
-        )?)),
+            "use restore (the default), keep or {expectRepaired: {within: 5m}}",
+        )
+    };
+    let Some(file) = file else {
+        return Ok(Then::Restore);
+    };
+    match &file {
+        Value::String(word) if word == "restore" => Ok(Then::Restore),
+        Value::String(word) if word == "keep" => Ok(Then::Keep),
+        Value::Object(members) if members.len() == 1 => {
+            let repaired = members.get("expectRepaired").ok_or_else(wrong)?;
+            let path = format!("{at}.then.expectRepaired.within");
+            match repaired.as_object() {
+                Some(inner) if inner.len() == 1 => match inner.get("within") {
+                    Some(Value::String(within)) => {
+                        Ok(Then::ExpectRepaired(duration(within, &path)?))
+                    }
+                    _ => Err(Error::invalid(path, "is required: a duration (5m)")),
+                },
+                _ => Err(Error::invalid(
+                    path,
+                    "is required, and is the only key: a duration (5m)",
+                )),
+            }
+        }
+        _ => Err(wrong()),
     }
+}
+
+/// The key path of the first empty object in a merge patch (`.metadata`), if any.
+fn empty_object(patch: &Value, at: String) -> Option<String> {
+    let members = patch.as_object()?;
+    if members.is_empty() {
+        return Some(at);
+    }
+    members
+        .iter()
+        .find_map(|(key, member)| empty_object(member, format!("{at}.{key}")))
 }
 
 fn duration(text: &str, path: &str) -> Result<Duration, Error> {

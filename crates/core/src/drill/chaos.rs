@@ -40,6 +40,22 @@ pub fn parse_rate(text: &str) -> Result<f64, RateError> {
     Ok(rate)
 }
 
+/// Most drills one chaos run may ask for (`--rate` × `--duration`, on average): more is a load
+/// test, and its schedule alone would be gigabytes.
+pub const MAX_DRILLS: f64 = 100_000.0;
+
+/// Why a rate and a duration make no chaos run, if they do not.
+pub fn check_size(per_second: f64, duration: Duration) -> Result<(), String> {
+    let expected = per_second * duration.as_secs_f64();
+    if expected > MAX_DRILLS {
+        return Err(format!(
+            "--rate and --duration ask for about {expected:.0} drills; a chaos run takes at most \
+             {MAX_DRILLS:.0}"
+        ));
+    }
+    Ok(())
+}
+
 /// One drill to start, `at` after the run's start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arrival {
@@ -64,6 +80,10 @@ pub fn schedule(seed: u64, per_second: f64, duration: Duration, drills: usize) -
         let uniform = ((random.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
         at += -uniform.ln() / per_second;
         if at >= end {
+            return arrivals;
+        }
+        // A bound on the schedule whatever the caller checked (the Poisson count's tail).
+        if arrivals.len() as f64 >= 2.0 * MAX_DRILLS {
             return arrivals;
         }
         let drill = (random.next() % drills as u64) as usize;
@@ -127,6 +147,9 @@ mod tests {
             assert!((150..330).contains(&count), "drill {drill}: {count}");
         }
         assert!(schedule(1, 1.0, Duration::from_secs(10), 0).is_empty());
+        assert!(check_size(2.0 / 60.0, Duration::from_secs(8 * 3600)).is_ok());
+        let error = check_size(100.0, Duration::from_secs(1000 * 3600)).unwrap_err();
+        assert!(error.contains("360000000 drills"), "{error}");
     }
 
     #[test]

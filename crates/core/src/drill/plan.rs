@@ -367,8 +367,111 @@ pub fn repaired(inject: &Inject, kept: Option<&Value>, current: Option<&Value>) 
                 .all(|tokens| present(walk(current, tokens)) == present(walk(kept, tokens))),
             _ => false,
         },
-        Inject::Delete => current.is_some(),
+        // Made again: another object (a new uid) that is not itself on its way out. The kept
+        // one still there (a finalizer holds it, `deletionTimestamp` set) is not a repair.
+        Inject::Delete => current.is_some_and(|current| {
+            current.pointer("/metadata/uid") != kept.and_then(|kept| kept.pointer("/metadata/uid"))
+                && current.pointer("/metadata/deletionTimestamp").is_none()
+        }),
         Inject::Create(_) => current.is_none(),
+    }
+}
+
+/// The object as `inject` would leave `kept`, worked out here (RFC 7386; RFC 6902's `add`,
+/// `remove`, `replace` and `test`): what the drill compares the object with when the API
+/// server's answer is unknown (a run killed mid-request, an answer lost), and what the dry run
+/// restores from. `None` when it cannot be told (a `move` or `copy`, a path that does not
+/// resolve, a failed `test`: the API server would have refused it too).
+pub fn injected_locally(inject: &Inject, kept: &Value) -> Option<Value> {
+    let mut object = kept.clone();
+    match inject {
+        Inject::MergePatch(patch) => {
+            merge(&mut object, patch);
+            Some(object)
+        }
+        Inject::JsonPatch(ops) => {
+            for op in ops {
+                json_patch_op(&mut object, op)?;
+            }
+            Some(object)
+        }
+        Inject::Delete => None,
+        Inject::Create(created) => Some(created.clone()),
+    }
+}
+
+/// RFC 7386.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(members) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(map) = target {
+        for (key, value) in members {
+            if value.is_null() {
+                map.remove(key);
+            } else {
+                merge(map.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
+/// One RFC 6902 operation of those drills use; `None` when it does not apply.
+fn json_patch_op(object: &mut Value, op: &Value) -> Option<()> {
+    let path = op.get("path")?.as_str()?;
+    let tokens = tokens_of(path);
+    let (last, parent_tokens) = tokens.split_last()?;
+    let value = op.get("value");
+    match op.get("op")?.as_str()? {
+        "test" => (object.pointer(path)? == value?).then_some(()),
+        "replace" => {
+            *object.pointer_mut(path)? = value?.clone();
+            Some(())
+        }
+        "add" => {
+            let parent = parent_tokens
+                .iter()
+                .try_fold(object, |node, token| match node {
+                    Value::Object(members) => members.get_mut(token),
+                    Value::Array(items) => items.get_mut(token.parse::<usize>().ok()?),
+                    _ => None,
+                })?;
+            match parent {
+                Value::Object(members) => {
+                    members.insert(last.clone(), value?.clone());
+                }
+                Value::Array(items) if last == "-" => items.push(value?.clone()),
+                Value::Array(items) => {
+                    let index = last
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|index| *index <= items.len())?;
+                    items.insert(index, value?.clone());
+                }
+                _ => return None,
+            }
+            Some(())
+        }
+        "remove" => {
+            let parent_pointer = pointer_of(parent_tokens);
+            match object.pointer_mut(&parent_pointer)? {
+                Value::Object(members) => members.remove(last).map(|_| ()),
+                Value::Array(items) => {
+                    let index = last
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|index| *index < items.len())?;
+                    items.remove(index);
+                    Some(())
+                }
+                _ => None,
+            }
+        }
+        _ => None,
     }
 }
 

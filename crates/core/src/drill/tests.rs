@@ -169,7 +169,23 @@ fn every_mistake_names_its_key() {
         ),
         (
             drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m}\n    then: forever\n"),
-            "drills[0].then: \"forever\"",
+            "drills[0].then: use restore (the default), keep or {expectRepaired: {within: 5m}}",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m}\n    then: {expectRepaired: {}}\n"),
+            "drills[0].then.expectRepaired.within: is required",
+        ),
+        (
+            drill("    inject: {mergePatch: {data: {a: b}, metadata: {}}}\n    expect: {class: config_drift, within: 1m}\n"),
+            "drills[0].inject.mergePatch.metadata: an empty object changes nothing",
+        ),
+        (
+            drill("    inject: {mergePatch: {spec: {template: {}}}}\n    expect: {class: config_drift, within: 1m}\n"),
+            "drills[0].inject.mergePatch.spec.template: an empty object changes nothing",
+        ),
+        (
+            drill("    inject: {delete: true}\n    expect: {class: manual_edit, within: 1m}\n    affects: [{apiVersion: v1, kind: Secret, name: s}]\n"),
+            "drills[0].affects[0].kind: Secrets are never drilled",
         ),
         (
             "drills:\n  - name: s\n    target: {apiVersion: v1, kind: Secret, namespace: n, name: s}\n    inject: {delete: true}\n    expect: {class: unexpected_delete, within: 1m}\n".to_string(),
@@ -531,7 +547,21 @@ fn a_change_after_the_drill_is_named_and_a_repair_is_recognised() {
     // Deleted: repaired when it exists again; created: when it is gone, and a namesake of
     // another uid is someone else's.
     assert!(!plan::repaired(&Inject::Delete, Some(&kept), None));
-    assert!(plan::repaired(&Inject::Delete, Some(&kept), Some(&kept)));
+    // The kept object itself, held by a finalizer, is not a repair; another one is, unless it
+    // is on its way out too.
+    assert!(!plan::repaired(&Inject::Delete, Some(&kept), Some(&kept)));
+    let mut terminating = kept.clone();
+    terminating["metadata"]["deletionTimestamp"] = json!("2026-12-05T10:00:00Z");
+    assert!(!plan::repaired(
+        &Inject::Delete,
+        Some(&kept),
+        Some(&terminating)
+    ));
+    let mut again = kept.clone();
+    again["metadata"]["uid"] = json!("made-again");
+    assert!(plan::repaired(&Inject::Delete, Some(&kept), Some(&again)));
+    again["metadata"]["deletionTimestamp"] = json!("2026-12-05T10:00:00Z");
+    assert!(!plan::repaired(&Inject::Delete, Some(&kept), Some(&again)));
     let create = Inject::Create(json!({"kind": "Service"}));
     let ours = json!({"metadata": {"uid": "a"}});
     let theirs = json!({"metadata": {"uid": "b"}});
@@ -542,4 +572,49 @@ fn a_change_after_the_drill_is_named_and_a_repair_is_recognised() {
         plan::foreign_changes(&create, None, &ours, Some(&theirs)),
         vec!["/metadata/uid".to_string()]
     );
+}
+
+#[test]
+fn an_injection_worked_out_here_is_what_the_api_server_makes_of_it() {
+    let kept = greeter();
+    let merge_inject = Inject::MergePatch(json!({
+        "spec": {"traffic": [{"latestRevision": true, "percent": 80}]},
+        "metadata": {"labels": {"drill": "yes"}, "annotations": null}
+    }));
+    let mut applied = kept.clone();
+    merge(
+        &mut applied,
+        &injection(&target(), &merge_inject, Some(&kept)).body,
+    );
+    let mut local = plan::injected_locally(&merge_inject, &kept).unwrap();
+    // The request carries the version read; the local result keeps it too.
+    assert_eq!(local, applied);
+    let ops = vec![
+        json!({"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "x:1"}),
+        json!({"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}),
+        json!({"op": "add", "path": "/spec/template/spec/containers/-", "value": {"image": "y"}}),
+        json!({"op": "remove", "path": "/spec/template/spec/containers/0"}),
+    ];
+    let json_inject = Inject::JsonPatch(ops);
+    let mut applied = kept.clone();
+    json_patch(
+        &mut applied,
+        &injection(&target(), &json_inject, Some(&kept)).body,
+    );
+    local = plan::injected_locally(&json_inject, &kept).unwrap();
+    assert_eq!(local, applied);
+    // What the API server would refuse cannot be worked out either.
+    for op in [
+        json!({"op": "test", "path": "/spec/template/spec/containers/0/image", "value": "nope"}),
+        json!({"op": "remove", "path": "/spec/nothing"}),
+        json!({"op": "add", "path": "/spec/template/spec/containers/9", "value": 1}),
+        json!({"op": "move", "from": "/spec", "path": "/specs"}),
+    ] {
+        assert_eq!(
+            plan::injected_locally(&Inject::JsonPatch(vec![op.clone()]), &kept),
+            None,
+            "{op}"
+        );
+    }
+    assert_eq!(plan::injected_locally(&Inject::Delete, &kept), None);
 }

@@ -33,8 +33,11 @@ pub(crate) enum End {
     NotInjected,
     /// Put back by the drill.
     Restored,
-    /// Put back by someone else (`expectRepaired`), or already as kept.
+    /// Put back by someone else (`expectRepaired`).
     Repaired,
+    /// Nothing to put back: already as kept (someone put it back, or the injection never
+    /// landed).
+    AlreadyBack,
     /// Left as injected (`then: keep`).
     Kept,
     /// Not put back: what to do by hand.
@@ -46,6 +49,8 @@ pub(crate) enum End {
 pub(crate) struct Outcome {
     /// The drill's name.
     pub name: String,
+    /// Objects the drill disturbs besides its target (the catalog's `affects`).
+    pub affects: Vec<Target>,
     /// The run's number (chaos runs a drill many times; 0 otherwise).
     pub run: usize,
     pub target: Target,
@@ -95,6 +100,7 @@ impl Outcome {
             End::NotInjected => "nothing injected".into(),
             End::Restored => "restored".into(),
             End::Repaired => "repaired".into(),
+            End::AlreadyBack => "already as kept".into(),
             End::Kept => "kept as injected".into(),
             End::NotRestored(by_hand) => format!("NOT RESTORED: {by_hand}"),
         }
@@ -152,11 +158,13 @@ fn percentile(sorted: &[Duration], percent: usize) -> Option<Duration> {
     sorted.get(rank - 1).copied()
 }
 
-/// Drifts that fired in the drill namespaces without an injection: begun during the run, not one
-/// a drill saw, and begun (`since`, the sink's time) while no drill was open in their namespace
-/// (a drill is open from its injection to its end, in the runner's time from `started`, widened
-/// by `slack` for the two clocks and the sink's grace). A drift a drill causes elsewhere in its
-/// namespace (a deleted Service's Trigger losing its subscriber) is the drill's, not a false one.
+/// Drifts that fired in the drill namespaces without an injection: begun during the run, not
+/// one a drill saw, and not explained by a drill open when it began (`since`, the sink's time;
+/// a drill is open from its injection to its end, in the runner's time from `started`, widened
+/// by `slack` for the two clocks): a drift on the drill's target, on an object of the Knative
+/// Service it drilled (its Route, Revisions, their Deployments), or on an object it says it
+/// `affects` (a Trigger whose subscriber it deleted). Anything else, however close in time, is
+/// a false alert.
 pub(crate) fn false_alerts(
     fired: &[Seen],
     outcomes: &[Outcome],
@@ -166,6 +174,11 @@ pub(crate) fn false_alerts(
     use drift_model::time::millis;
     let at = |offset: Duration| started + millis(offset);
     let slack = millis(slack);
+    let on = |target: &Target, drift: &Seen| {
+        drift.namespace == target.namespace
+            && drift.kind == target.kind
+            && drift.name == target.name
+    };
     fired
         .iter()
         .filter(|drift| drift.fired_at.is_some())
@@ -174,18 +187,25 @@ pub(crate) fn false_alerts(
                 .iter()
                 .any(|outcome| outcome.drift.as_ref().is_some_and(|own| own.id == drift.id));
             let since = drift_model::time::parse_time(&drift.since);
-            let during_a_drill = outcomes.iter().any(|outcome| {
+            let explained = outcomes.iter().any(|outcome| {
                 let Some(injected) = outcome.injected_at else {
                     return false;
                 };
-                drift.namespace == outcome.target.namespace
+                let target = &outcome.target;
+                let related = on(target, drift)
+                    || (target.kind == "Service"
+                        && target.api_version.starts_with("serving.knative.dev/")
+                        && drift.namespace == target.namespace
+                        && drift.service.as_deref() == Some(target.name.as_str()))
+                    || outcome.affects.iter().any(|other| on(other, drift));
+                related
                     && since.is_some_and(|since| {
                         since >= at(injected) - slack && since <= at(outcome.ended_at) + slack
                     })
             });
             // A drift that began before the run is not the run's (the kit's own, a team's).
             let before_run = since.is_some_and(|since| since < started);
-            !seen && !during_a_drill && !before_run
+            !seen && !explained && !before_run
         })
         .cloned()
         .collect()
@@ -198,19 +218,36 @@ pub(crate) struct Report<'a> {
     /// The chaos run's seed.
     pub seed: Option<u64>,
     pub outcomes: &'a [Outcome],
-    pub false_alerts: &'a [Seen],
-    /// Arrivals a chaos run did not get to (stopped by a signal).
+    /// The false alerts, or why they could not be looked up.
+    pub false_alerts: Result<&'a [Seen], String>,
+    /// Arrivals a chaos run did not get to (stopped by a signal, or their object was still
+    /// busy when the duration ended).
     pub not_run: usize,
     /// Whether a signal stopped the run.
     pub interrupted: bool,
 }
 
 impl Report<'_> {
-    /// Whether the run passed: every drill, and in chaos no false alert.
+    /// Whether the run passed: every drill, and in chaos no false alert (looked up).
     pub(crate) fn passed(&self) -> bool {
         self.outcomes.iter().all(Outcome::passed)
             && !self.interrupted
-            && (self.mode != "chaos" || self.false_alerts.is_empty())
+            && (self.mode != "chaos"
+                || self
+                    .false_alerts
+                    .as_ref()
+                    .is_ok_and(|alerts| alerts.is_empty()))
+    }
+
+    fn alerts(&self) -> &[Seen] {
+        self.false_alerts.as_ref().map_or(&[], |alerts| alerts)
+    }
+
+    fn alerts_count(&self) -> String {
+        match &self.false_alerts {
+            Ok(alerts) => alerts.len().to_string(),
+            Err(_) => "unknown".to_string(),
+        }
     }
 }
 
@@ -281,7 +318,13 @@ fn summary_text(report: &Report<'_>) -> String {
             seconds(summary.p99)
         ));
     }
-    for drift in report.false_alerts {
+    if let Err(why) = &report.false_alerts {
+        out.push_str(&format!(
+            "false alerts could not be looked up: {}\n",
+            one_line(why)
+        ));
+    }
+    for drift in report.alerts() {
         out.push_str(&format!(
             "false alert: {} {} on {} {}/{} (drift {})\n",
             drift.severity, drift.class, drift.kind, drift.namespace, drift.name, drift.id
@@ -296,7 +339,7 @@ fn summary_text(report: &Report<'_>) -> String {
         "{} of {} drill runs passed, {} false alert(s){}{}{}\n",
         passed,
         report.outcomes.len(),
-        report.false_alerts.len(),
+        report.alerts_count(),
         report
             .seed
             .map(|seed| format!(", seed {seed}"))
@@ -379,6 +422,7 @@ fn as_json(report: &Report<'_>) -> Value {
                     End::NotInjected => "notInjected",
                     End::Restored => "restored",
                     End::Repaired => "repaired",
+                    End::AlreadyBack => "alreadyAsKept",
                     End::Kept => "kept",
                     End::NotRestored(_) => "notRestored",
                 },
@@ -402,7 +446,7 @@ fn as_json(report: &Report<'_>) -> Value {
         })
         .collect();
     let false_alerts: Vec<Value> = report
-        .false_alerts
+        .alerts()
         .iter()
         .map(|drift| {
             json!({"id": drift.id, "class": drift.class, "rule": drift.rule,
@@ -418,7 +462,10 @@ fn as_json(report: &Report<'_>) -> Value {
         "interrupted": report.interrupted,
         "notRun": report.not_run,
         "drills": drills,
-        "summary": {"classes": classes, "falseAlerts": false_alerts},
+        // `null` when they could not be looked up (`falseAlertsError` says why).
+        "summary": {"classes": classes,
+                    "falseAlerts": if report.false_alerts.is_ok() { json!(false_alerts) } else { Value::Null },
+                    "falseAlertsError": report.false_alerts.as_ref().err()},
     })
 }
 
@@ -428,274 +475,87 @@ fn junit(report: &Report<'_>) -> String {
         .iter()
         .filter(|outcome| !outcome.passed())
         .count();
+    // Beside one case per drill run: chaos's false alerts; a stop by a signal (failed); the
+    // drill runs that never started (skipped).
     let false_alert_case = report.mode == "chaos";
-    let tests = report.outcomes.len() + usize::from(false_alert_case);
-    let failures = failed + usize::from(false_alert_case && !report.false_alerts.is_empty());
+    let alerts_failed = false_alert_case
+        && report
+            .false_alerts
+            .as_ref()
+            .map_or(true, |alerts| !alerts.is_empty());
+    let tests = report.outcomes.len()
+        + usize::from(false_alert_case)
+        + usize::from(report.interrupted)
+        + usize::from(report.not_run > 0);
+    let failures = failed + usize::from(alerts_failed) + usize::from(report.interrupted);
+    let skipped = usize::from(report.not_run > 0);
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out.push_str(&format!(
         "<testsuites name=\"drift-sentinel drill\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\">\n"
     ));
     out.push_str(&format!(
-        "  <testsuite name=\"drift-sentinel drill\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\" time=\"0\">\n"
+        "  <testsuite name=\"drift-sentinel drill\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"0\">\n"
     ));
     for outcome in report.outcomes {
         let time = outcome
             .ended_at
             .saturating_sub(outcome.injected_at.unwrap_or(outcome.ended_at));
         out.push_str(&format!(
-            "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
+            "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">\n",
             xml_escape(&outcome.expectation()),
             xml_escape(&name_of(outcome, report.mode)),
             time.as_secs_f64()
         ));
-        let out_text = format!(
-            "{} on {}: detected {}, {}",
-            outcome.expectation(),
-            outcome.object(),
-            seconds(outcome.detected_after),
-            outcome.end_text()
-        );
-        if outcome.passed() {
+        if !outcome.passed() {
             out.push_str(&format!(
-                ">\n      <system-out>{}</system-out>\n    </testcase>\n",
-                xml_escape(&out_text)
+                "      <failure type=\"drill\" message=\"{}\">{}</failure>\n",
+                xml_escape(&one_line(&outcome.failures.join("; "))),
+                xml_escape(&outcome.failures.join("\n")),
             ));
-            continue;
         }
         out.push_str(&format!(
-            ">\n      <failure type=\"drill\" message=\"{}\">{}</failure>\n      <system-out>{}</system-out>\n    </testcase>\n",
-            xml_escape(&one_line(&outcome.failures.join("; "))),
-            xml_escape(&outcome.failures.join("\n")),
-            xml_escape(&out_text)
+            "      <system-out>{} on {}: detected {}, {}</system-out>\n    </testcase>\n",
+            xml_escape(&outcome.expectation()),
+            xml_escape(&outcome.object()),
+            seconds(outcome.detected_after),
+            xml_escape(&outcome.end_text())
         ));
     }
     if false_alert_case {
         out.push_str("    <testcase classname=\"chaos\" name=\"no false alerts\" time=\"0\"");
-        if report.false_alerts.is_empty() {
-            out.push_str("/>\n");
-        } else {
-            let lines: Vec<String> = report
-                .false_alerts
-                .iter()
-                .map(|drift| {
-                    format!(
-                        "{} {} on {} {}/{} (drift {})",
-                        drift.severity,
-                        drift.class,
-                        drift.kind,
-                        drift.namespace,
-                        drift.name,
-                        drift.id
-                    )
-                })
-                .collect();
-            out.push_str(&format!(
-                ">\n      <failure type=\"false_alert\" message=\"{} drift(s) fired without an injection\">{}</failure>\n    </testcase>\n",
-                lines.len(),
-                xml_escape(&lines.join("\n"))
-            ));
+        match &report.false_alerts {
+            Ok([]) => out.push_str("/>\n"),
+            Ok(alerts) => {
+                let lines: Vec<String> = alerts
+                    .iter()
+                    .map(|drift| {
+                        format!(
+                            "{} {} on {} {}/{} (drift {})",
+                            drift.severity, drift.class, drift.kind, drift.namespace, drift.name, drift.id
+                        )
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    ">\n      <failure type=\"false_alert\" message=\"{} drift(s) fired without an injection\">{}</failure>\n    </testcase>\n",
+                    lines.len(),
+                    xml_escape(&lines.join("\n"))
+                ));
+            }
+            Err(why) => out.push_str(&format!(
+                ">\n      <failure type=\"false_alert\" message=\"false alerts could not be looked up\">{}</failure>\n    </testcase>\n",
+                xml_escape(why)
+            )),
         }
+    }
+    if report.interrupted {
+        out.push_str("    <testcase classname=\"run\" name=\"not stopped\" time=\"0\">\n      <failure type=\"signal\" message=\"stopped by a signal\"/>\n    </testcase>\n");
+    }
+    if report.not_run > 0 {
+        out.push_str(&format!(
+            "    <testcase classname=\"run\" name=\"{} drill run(s) not started\" time=\"0\">\n      <skipped message=\"stopped by a signal, or their object was busy when the duration ended\"/>\n    </testcase>\n",
+            report.not_run
+        ));
     }
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn target(kind: &str, name: &str) -> Target {
-        Target {
-            api_version: if kind == "Service" {
-                "serving.knative.dev/v1".into()
-            } else {
-                "apps/v1".into()
-            },
-            kind: kind.into(),
-            namespace: "drills".into(),
-            name: name.into(),
-        }
-    }
-
-    fn seen(id: &str, kind: &str, name: &str, since: &str, service: Option<&str>) -> Seen {
-        Seen {
-            id: id.into(),
-            class: "manual_edit".into(),
-            rule: None,
-            severity: "warning".into(),
-            state: "firing".into(),
-            cluster: "c".into(),
-            api_version: "serving.knative.dev/v1".into(),
-            kind: kind.into(),
-            namespace: "drills".into(),
-            name: name.into(),
-            service: service.map(str::to_string),
-            since: since.into(),
-            fired_at: Some(since.into()),
-        }
-    }
-
-    fn outcome(name: &str, run: usize, detected: Option<u64>, failures: &[&str]) -> Outcome {
-        Outcome {
-            name: name.into(),
-            run,
-            target: target("Service", "hello"),
-            class: "manual_edit".into(),
-            rule: None,
-            then: "restore",
-            injected_at: Some(Duration::from_secs(10)),
-            detected_after: detected.map(Duration::from_millis),
-            drift: detected
-                .map(|_| seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None)),
-            repaired: None,
-            resolved: Some(true),
-            end: End::Restored,
-            ended_at: Duration::from_secs(20),
-            failures: failures.iter().map(|text| text.to_string()).collect(),
-        }
-    }
-
-    #[test]
-    fn the_summary_counts_per_class_with_nearest_rank_percentiles() {
-        let mut outcomes: Vec<Outcome> = (1..=100)
-            .map(|ms| outcome("traffic", ms as usize, Some(ms * 10), &[]))
-            .collect();
-        outcomes.push(outcome(
-            "traffic",
-            101,
-            None,
-            &["no manual_edit drift fired"],
-        ));
-        let mut not_injected = outcome("traffic", 102, None, &["reading it: 403"]);
-        not_injected.injected_at = None;
-        outcomes.push(not_injected);
-        let summary = summary(&outcomes);
-        let class = &summary["manual_edit"];
-        assert_eq!(
-            (class.injected, class.detected, class.missed),
-            (101, 100, 1)
-        );
-        assert_eq!(class.p50, Some(Duration::from_millis(500)));
-        assert_eq!(class.p99, Some(Duration::from_millis(990)));
-        assert_eq!(percentile(&[], 50), None);
-        assert_eq!(
-            percentile(&[Duration::from_secs(3)], 99),
-            Some(Duration::from_secs(3))
-        );
-    }
-
-    #[test]
-    fn a_drift_while_no_drill_was_open_is_a_false_alert() {
-        let started = drift_model::time::parse_time("2026-12-05T10:00:00Z").unwrap();
-        let outcomes = vec![outcome("traffic", 1, Some(900), &[])];
-        let mut elsewhere = seen(
-            "d-elsewhere",
-            "Service",
-            "other",
-            "2026-12-05T10:00:12Z",
-            None,
-        );
-        elsewhere.namespace = "team".into();
-        let fired = vec![
-            // The drill's own drift, and drifts it caused in its namespace during it (its
-            // Service's Route, a Trigger that subscribed to it): the drill's.
-            seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None),
-            seen(
-                "d-route",
-                "Route",
-                "hello",
-                "2026-12-05T10:00:12Z",
-                Some("hello"),
-            ),
-            seen(
-                "d-trigger",
-                "Trigger",
-                "hello",
-                "2026-12-05T10:00:19Z",
-                None,
-            ),
-            // After the drill (beyond the slack), in another namespace, before the run.
-            seen("d-later", "Service", "hello", "2026-12-05T10:05:00Z", None),
-            elsewhere,
-            seen("d-before", "Service", "other", "2026-12-05T09:59:59Z", None),
-        ];
-        let alerts = false_alerts(&fired, &outcomes, started, Duration::from_secs(5));
-        let ids: Vec<&str> = alerts.iter().map(|alert| alert.id.as_str()).collect();
-        assert_eq!(ids, ["d-later", "d-elsewhere"]);
-        // Pending ones never alerted anyone.
-        let mut pending = seen(
-            "d-pending",
-            "Service",
-            "other",
-            "2026-12-05T10:00:12Z",
-            None,
-        );
-        pending.fired_at = None;
-        assert!(false_alerts(&[pending], &outcomes, started, Duration::ZERO).is_empty());
-    }
-
-    #[test]
-    fn every_format_says_which_drill_failed_and_why() {
-        let outcomes = vec![
-            outcome("traffic", 0, Some(1200), &[]),
-            outcome(
-                "label <&\"'>",
-                0,
-                None,
-                &["no manual_edit drift fired on Service drills/hello within 60s"],
-            ),
-        ];
-        let report = Report {
-            mode: "drills",
-            seed: None,
-            outcomes: &outcomes,
-            false_alerts: &[],
-            not_run: 0,
-            interrupted: false,
-        };
-        assert!(!report.passed());
-        let text = render(&report, Format::Text);
-        assert!(
-            text.contains("PASS traffic") && text.contains("FAIL label"),
-            "{text}"
-        );
-        assert!(text.contains("1 of 2 drill runs passed"), "{text}");
-        let json: Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
-        assert_eq!(json["passed"], false);
-        assert_eq!(json["drills"][0]["detectedAfterMs"], 1200);
-        assert_eq!(
-            json["drills"][1]["failures"][0],
-            "no manual_edit drift fired on Service drills/hello within 60s"
-        );
-        let junit = render(&report, Format::Junit);
-        assert!(junit.contains("tests=\"2\" failures=\"1\""), "{junit}");
-        assert!(
-            junit.contains("name=\"label &lt;&amp;&quot;&apos;&gt;\""),
-            "{junit}"
-        );
-        assert!(
-            junit.contains("<failure type=\"drill\" message=\"no manual_edit drift fired"),
-            "{junit}"
-        );
-        let markdown = render(&report, Format::Markdown);
-        assert!(
-            markdown.contains("| ❌ | label &lt;&\"'&gt; |"),
-            "{markdown}"
-        );
-        // Chaos adds a test case for false alerts, failed when there is one.
-        let alert = seen("d-x", "Service", "other", "2026-12-05T10:00:12Z", None);
-        let chaos = Report {
-            mode: "chaos",
-            seed: Some(7),
-            outcomes: &outcomes[..1],
-            false_alerts: std::slice::from_ref(&alert),
-            not_run: 0,
-            interrupted: false,
-        };
-        assert!(!chaos.passed());
-        let junit = render(&chaos, Format::Junit);
-        assert!(junit.contains("name=\"traffic #0\""), "{junit}");
-        assert!(junit.contains("<failure type=\"false_alert\""), "{junit}");
-        assert!(render(&chaos, Format::Text).contains("seed 7"));
-    }
 }
