@@ -43,6 +43,7 @@ mod registry;
 mod remediation;
 mod remediation_baseline;
 mod remediation_config;
+mod remediation_conflict;
 mod remediation_fight;
 mod remediation_invariant;
 mod remediation_process;

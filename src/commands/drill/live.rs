@@ -12,7 +12,7 @@ use drift_core::drill::Catalog;
 
 use super::journal::Journal;
 use super::report::{self, End, Report};
-use super::runner::{self, Runner, CLOCK_SLACK};
+use super::runner::{Runner, CLOCK_SLACK};
 use super::sink::Sink;
 use super::{allowed, runtime, Args};
 use crate::cluster::Cluster;
@@ -248,7 +248,7 @@ async fn recover(cluster: &Cluster, mut journal: Journal) -> ExitCode {
                 continue;
             }
         };
-        let end = runner::restore(
+        let end = super::restore::restore(
             cluster,
             &target,
             &inject,

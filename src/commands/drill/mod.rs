@@ -14,6 +14,8 @@ mod chaos;
 mod journal;
 mod report;
 #[cfg(feature = "cluster")]
+mod restore;
+#[cfg(feature = "cluster")]
 mod runner;
 mod sink;
 

@@ -1,0 +1,243 @@
+//! Putting a drilled object back: from the object as it is now, only where the injection
+//! wrote, on its current version, never over a change someone made after the drill (named
+//! instead, with the `kubectl` command to run by hand); an injection whose answer is unknown is
+//! compared with what it would have made; a deleted object waits for its finalizers.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use drift_core::drill::{plan, Inject, Target, FIELD_MANAGER};
+use drift_core::remediate::plan::Request;
+
+use super::report::End;
+use super::runner::{object_path, planned};
+use crate::cluster::write::Sent;
+use crate::cluster::Cluster;
+
+/// How long a restore waits for a deleted object's finalizers before creating it again.
+const DELETED_WAIT: Duration = Duration::from_secs(120);
+/// Tries of a restore that meets a conflict (the object moved on: read again) or no answer.
+const RESTORE_TRIES: u32 = 5;
+
+/// A request as a person sends it by hand: a `kubectl` command (without the
+/// `resourceVersion` precondition, which is stale by the time anyone reads this).
+pub(crate) fn by_hand(target: &Target, request: &Request) -> String {
+    let quote = |text: &str| format!("'{}'", text.replace('\'', "'\\''"));
+    let resource = {
+        // `/apis/GROUP/VERSION/namespaces/NS/PLURAL[/NAME]` or `/api/v1/namespaces/NS/PLURAL[/NAME]`.
+        let path = request.path.split('?').next().unwrap_or_default();
+        let segments: Vec<&str> = path.split('/').collect();
+        let plural = segments
+            .iter()
+            .position(|segment| *segment == "namespaces")
+            .and_then(|at| segments.get(at + 2))
+            .copied()
+            .unwrap_or_default();
+        match target.api_version.rsplit_once('/') {
+            Some((group, _)) => format!("{plural}.{group}"),
+            None => plural.to_string(),
+        }
+    };
+    let mut body = request.body.clone();
+    if let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("resourceVersion");
+        if metadata.is_empty() {
+            body.as_object_mut()
+                .map(|members| members.remove("metadata"));
+        }
+    }
+    match request.method {
+        "PATCH" => format!(
+            "kubectl -n {} patch {resource} {} --type merge -p {}",
+            target.namespace,
+            target.name,
+            quote(&body.to_string())
+        ),
+        "POST" => format!("echo {} | kubectl create -f -", quote(&body.to_string())),
+        "DELETE" => format!(
+            "kubectl -n {} delete {resource} {}",
+            target.namespace, target.name
+        ),
+        _ => format!("{} {} {}", request.method, request.path, request.body),
+    }
+}
+
+fn created_by_drill(object: &Value) -> bool {
+    object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .is_some_and(|fields| {
+            fields
+                .iter()
+                .any(|field| field.get("manager").and_then(Value::as_str) == Some(FIELD_MANAGER))
+        })
+}
+
+/// Puts back what `inject` changed on `target`: from the object as it is now, only where the
+/// injection wrote, on its current version; never over a change someone made after the drill.
+/// `injected` is the API server's answer to the injection; `None` when it is not known (a run
+/// killed mid-request, an answer lost): the drill then works out what the injection would have
+/// made, and touches only fields that hold exactly that.
+pub(crate) async fn restore(
+    cluster: &Cluster,
+    target: &Target,
+    inject: &Inject,
+    kept: Option<&Value>,
+    injected: Option<&Value>,
+) -> End {
+    let path = object_path(target);
+    let uid = |object: Option<&Value>| {
+        object
+            .and_then(|object| object.pointer("/metadata/uid"))
+            .cloned()
+    };
+    let mut last = String::new();
+    let mut tries = 0;
+    let deleted_wait = Instant::now() + DELETED_WAIT;
+    loop {
+        tries += 1;
+        if tries > 1 {
+            tokio::time::sleep(Duration::from_millis(200 << (tries - 1).min(4))).await;
+        }
+        if tries > RESTORE_TRIES && !matches!(inject, Inject::Delete) {
+            break;
+        }
+        let current = match cluster.get_json(&path).await {
+            Ok(current) => current,
+            Err(error) => {
+                last = format!("reading it: {error}");
+                continue;
+            }
+        };
+        let planned_restore = plan::restore(target, inject, kept, current.as_ref());
+        let hand = planned_restore
+            .as_ref()
+            .map(|request| by_hand(target, request))
+            .unwrap_or_default();
+        // What the drill compares the object with: the answer, or what the injection makes.
+        let guessed = match (injected, kept) {
+            (Some(_), _) => None,
+            (None, Some(kept)) => plan::injected_locally(inject, kept),
+            (None, None) => None,
+        };
+        match inject {
+            Inject::MergePatch(_) | Inject::JsonPatch(_) => {
+                let Some(now) = &current else {
+                    return End::NotRestored(format!(
+                        "deleted by someone since the drill; re-create it from what was kept: {}",
+                        kept.map(Value::to_string).unwrap_or_default()
+                    ));
+                };
+                if injected.is_none() {
+                    let version =
+                        |object: &Value| object.pointer("/metadata/resourceVersion").cloned();
+                    // Not written since it was read: the injection never landed.
+                    if kept.is_some_and(|kept| version(kept) == version(now)) {
+                        return End::AlreadyBack;
+                    }
+                    if guessed.is_none() {
+                        return End::NotRestored(format!(
+                            "the injection's answer was lost and what it made cannot be worked \
+                             out here: check the object, and put back by hand what the drill \
+                             changed: {hand}"
+                        ));
+                    }
+                }
+            }
+            Inject::Delete => {
+                let kept_uid = uid(kept);
+                match &current {
+                    // The kept object itself: on its way out (a finalizer) after the delete, or
+                    // never deleted (the answer was lost before the delete landed).
+                    Some(now) if uid(Some(now)) == kept_uid => {
+                        if injected.is_none()
+                            && now.pointer("/metadata/deletionTimestamp").is_none()
+                        {
+                            return End::AlreadyBack;
+                        }
+                        if Instant::now() < deleted_wait {
+                            last = "the deleted object is still finalizing".to_string();
+                            continue;
+                        }
+                        return End::NotRestored(format!(
+                            "it was still being deleted after {}s (a finalizer holds it): once \
+                             it is gone, create it again: {hand}",
+                            DELETED_WAIT.as_secs()
+                        ));
+                    }
+                    // Gone, and whether the drill deleted it is not known: never re-created
+                    // on a guess (someone may have deleted it on purpose).
+                    None if injected.is_none() => {
+                        let again = plan::restore(target, inject, kept, None)
+                            .map(|request| by_hand(target, &request))
+                            .unwrap_or_default();
+                        return End::NotRestored(format!(
+                            "it is gone, and the drill's delete got no answer: if the drill \
+                             deleted it, create it again: {again}"
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Inject::Create(_) => {
+                if let Some(now) = &current {
+                    if injected.is_none() && !created_by_drill(now) {
+                        return End::NotRestored(format!(
+                            "it exists, but not as the drill created it: delete it by hand if it \
+                             is the drill's: {hand}"
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(injected) = injected.or(guessed.as_ref()) {
+            let foreign = plan::foreign_changes(inject, kept, injected, current.as_ref());
+            if !foreign.is_empty() {
+                return End::NotRestored(format!(
+                    "changed by someone else since the drill ({}), not written over; to put \
+                     back what the drill changed: {hand}",
+                    foreign.join(", ")
+                ));
+            }
+        }
+        if plan::repaired(inject, kept, current.as_ref()) {
+            return End::AlreadyBack;
+        }
+        let Some(request) = planned_restore else {
+            return End::AlreadyBack;
+        };
+        match cluster.send_planned(&planned(&request)).await {
+            Sent::Applied { .. } => return End::Restored,
+            // The object moved on between the read and the write: read it again.
+            Sent::Conflict { status, message } => last = format!("{status}: {message}"),
+            Sent::Retry { status, message } => {
+                last = format!(
+                    "{}: {message}",
+                    status.map_or("no answer".to_string(), |status| status.to_string())
+                )
+            }
+            Sent::Refused { status, message } => {
+                return End::NotRestored(format!(
+                "the API server refused the restore ({status}: {message}); send it by hand: {hand}"
+            ))
+            }
+        }
+        if tries >= RESTORE_TRIES && !matches!(inject, Inject::Delete) {
+            break;
+        }
+        if tries >= RESTORE_TRIES && Instant::now() >= deleted_wait {
+            break;
+        }
+    }
+    let hand = match cluster.get_json(&path).await {
+        Ok(current) => plan::restore(target, inject, kept, current.as_ref())
+            .as_ref()
+            .map(|request| by_hand(target, request))
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    End::NotRestored(format!(
+        "gave up after {tries} tries (last: {last}); send it by hand: {hand}"
+    ))
+}
