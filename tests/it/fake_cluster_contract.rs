@@ -546,9 +546,22 @@ async fn a_create_is_a_201_with_server_fields_and_a_second_is_a_409_already_exis
     let path = "/apis/serving.knative.dev/v1/namespaces/drills/services/hello-two";
     let stored = cluster.object(path).unwrap();
     assert_eq!(stored["metadata"]["uid"], created["metadata"]["uid"]);
+    // Serving's controller then writes the new Service's status (a newer version).
+    let version = |object: &serde_json::Value| {
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert!(version(&stored) > version(&created), "{stored}");
     assert_eq!(
-        stored["metadata"]["resourceVersion"],
-        created["metadata"]["resourceVersion"]
+        stored["status"]["conditions"][1]["type"], "Ready",
+        "{stored}"
+    );
+    assert_eq!(
+        stored["status"]["address"]["url"],
+        "http://hello-two.drills.svc.cluster.local"
     );
 
     let status = refusal(services.create(&params, &manifest).await);

@@ -11,36 +11,50 @@ use crate::resync::SERVICES;
 use crate::resync_api::until;
 use crate::scenario::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_conflict_with_no_newer_version_seen_ends_the_attempt_without_a_second_request() {
-    let original = service();
-    let edited = traffic_split(&original);
-    let conflict = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": "Operation cannot be fulfilled on services.serving.knative.dev \"knative-webapp\": the object has been modified; please apply your changes to the latest version and try again",
-        "reason": "Conflict", "details": {"name": "knative-webapp", "group": "serving.knative.dev", "kind": "services"},
-        "code": 409,
-    });
-    let fake = FakeApiServer::start(vec![
+/// What the fake API server expects up to the first send, answered `409`, then `rest`.
+async fn conflicted(original: &Value, edited: &Value, rest: Vec<Expect>) -> FakeApiServer {
+    let mut script = vec![
         Expect::get(
             SERVICES,
             &[("limit", "500")],
-            list("Service", "90000", None, std::slice::from_ref(&original)),
+            list("Service", "90000", None, std::slice::from_ref(original)),
         ),
         namespace_read("myapp", json!({})),
         Expect::write(
             "PATCH",
             PATH,
             &[("fieldManager", "drift-sentinel")],
-            (MERGE, revert_body(&original, &edited)),
+            (MERGE, revert_body(original, edited)),
             409,
-            conflict,
+            conflict_status(),
         ),
-    ])
+    ];
+    script.extend(rest);
+    FakeApiServer::start(script).await
+}
+
+/// The binary on `fake`, once the edit's revert was sent the first time.
+async fn after_the_first_send(
+    fake: &FakeApiServer,
+    dir: &std::path::Path,
+    edited: &Value,
+) -> crate::remediation_process::Running {
+    let mut running = start(fake, dir).await;
+    running.send("update", edited).await;
+    until("the first send", &running.log, || async {
+        (fake.writes().len() == 1).then_some(())
+    })
     .await;
+    running
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_with_no_newer_version_seen_ends_the_attempt_without_a_second_request() {
+    let original = service();
+    let edited = traffic_split(&original);
+    let fake = conflicted(&original, &edited, Vec::new()).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = start(&fake, dir.path()).await;
-    running.send("update", &edited).await;
+    let running = after_the_first_send(&fake, dir.path(), &edited).await;
     let detail = running
         .drift_when("the conflict to be recorded", |detail| {
             detail["remediations"][0]["outcome"] == "conflict"
@@ -92,40 +106,25 @@ async fn a_conflict_after_a_status_write_is_sent_again_on_the_newer_version_and_
     let restored = changed(&reconciled, |s| {
         s["spec"]["traffic"] = original["spec"]["traffic"].clone();
     });
-    let fake = FakeApiServer::start(vec![
-        Expect::get(
-            SERVICES,
-            &[("limit", "500")],
-            list("Service", "90000", None, std::slice::from_ref(&original)),
-        ),
-        namespace_read("myapp", json!({})),
-        Expect::write(
-            "PATCH",
-            PATH,
-            &[("fieldManager", "drift-sentinel")],
-            (MERGE, revert_body(&original, &edited)),
-            409,
-            conflict_status(),
-        ),
-        // The opt-out is read again before the second write.
-        namespace_read("myapp", json!({})),
-        Expect::write(
-            "PATCH",
-            PATH,
-            &[("fieldManager", "drift-sentinel")],
-            (MERGE, revert_body(&original, &reconciled)),
-            200,
-            restored.clone(),
-        ),
-    ])
+    let fake = conflicted(
+        &original,
+        &edited,
+        vec![
+            // The opt-out is read again before the second write.
+            namespace_read("myapp", json!({})),
+            Expect::write(
+                "PATCH",
+                PATH,
+                &[("fieldManager", "drift-sentinel")],
+                (MERGE, revert_body(&original, &reconciled)),
+                200,
+                restored.clone(),
+            ),
+        ],
+    )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = start(&fake, dir.path()).await;
-    running.send("update", &edited).await;
-    until("the first send", &running.log, || async {
-        (fake.writes().len() == 1).then_some(())
-    })
-    .await;
+    let mut running = after_the_first_send(&fake, dir.path(), &edited).await;
     running.send("update", &reconciled).await;
     let detail = running
         .drift_when("the revert to be applied", |detail| {
@@ -144,30 +143,9 @@ async fn a_conflict_after_a_status_write_is_sent_again_on_the_newer_version_and_
 
     // Someone edits the spec again after the 409: a newer change besides the status is a new
     // judgement's business, never this attempt's second request.
-    let fake = FakeApiServer::start(vec![
-        Expect::get(
-            SERVICES,
-            &[("limit", "500")],
-            list("Service", "90000", None, std::slice::from_ref(&original)),
-        ),
-        namespace_read("myapp", json!({})),
-        Expect::write(
-            "PATCH",
-            PATH,
-            &[("fieldManager", "drift-sentinel")],
-            (MERGE, revert_body(&original, &edited)),
-            409,
-            conflict_status(),
-        ),
-    ])
-    .await;
+    let fake = conflicted(&original, &edited, Vec::new()).await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = start(&fake, dir.path()).await;
-    running.send("update", &edited).await;
-    until("the first send", &running.log, || async {
-        (fake.writes().len() == 1).then_some(())
-    })
-    .await;
+    let mut running = after_the_first_send(&fake, dir.path(), &edited).await;
     let edited_again = changed(&edited, |s| {
         s["spec"]["template"]["metadata"]["annotations"] = json!({"team": "edited again"});
     });
@@ -197,31 +175,17 @@ async fn a_namespace_that_opts_out_between_the_conflict_and_the_second_send_is_n
     let reconciled = changed(&edited, |s| {
         s["status"]["observedGeneration"] = json!(99);
     });
-    let fake = FakeApiServer::start(vec![
-        Expect::get(
-            SERVICES,
-            &[("limit", "500")],
-            list("Service", "90000", None, std::slice::from_ref(&original)),
-        ),
-        namespace_read("myapp", json!({})),
-        Expect::write(
-            "PATCH",
-            PATH,
-            &[("fieldManager", "drift-sentinel")],
-            (MERGE, revert_body(&original, &edited)),
-            409,
-            conflict_status(),
-        ),
-        namespace_read("myapp", json!({drift_core::remediate::OPT_OUT: "off"})),
-    ])
+    let fake = conflicted(
+        &original,
+        &edited,
+        vec![namespace_read(
+            "myapp",
+            json!({drift_core::remediate::OPT_OUT: "off"}),
+        )],
+    )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let mut running = start(&fake, dir.path()).await;
-    running.send("update", &edited).await;
-    until("the first send", &running.log, || async {
-        (fake.writes().len() == 1).then_some(())
-    })
-    .await;
+    let mut running = after_the_first_send(&fake, dir.path(), &edited).await;
     running.send("update", &reconciled).await;
     let detail = running
         .drift_when("the attempt to be refused", |detail| {

@@ -100,7 +100,7 @@ fn queues(catalog: &Catalog) -> Vec<usize> {
         .map(|drill| {
             std::iter::once(&drill.target)
                 .chain(&drill.affects)
-                .map(super::runner::object_path)
+                .map(super::restore::object_path)
                 .collect()
         })
         .collect();

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use drift_core::drill::{plan, Inject, Target, FIELD_MANAGER};
-use drift_core::remediate::plan::Request;
+use drift_core::remediate::plan::{resource_path, Request};
 
 use super::report::End;
-use super::runner::{object_path, planned};
 use crate::cluster::write::Sent;
 use crate::cluster::Cluster;
 
@@ -19,6 +18,16 @@ use crate::cluster::Cluster;
 const DELETED_WAIT: Duration = Duration::from_secs(120);
 /// Tries of a restore that meets a conflict (the object moved on: read again) or no answer.
 const RESTORE_TRIES: u32 = 5;
+
+/// The target's API path.
+pub(crate) fn object_path(target: &Target) -> String {
+    resource_path(
+        &target.api_version,
+        &target.kind,
+        &target.namespace,
+        Some(&target.name),
+    )
+}
 
 /// A request as a person sends it by hand: a `kubectl` command (without the
 /// `resourceVersion` precondition, which is stale by the time anyone reads this).
@@ -207,7 +216,7 @@ pub(crate) async fn restore(
         let Some(request) = planned_restore else {
             return End::AlreadyBack;
         };
-        match cluster.send_planned(&planned(&request)).await {
+        match cluster.send_planned(&request.planned()).await {
             Sent::Applied { .. } => return End::Restored,
             // The object moved on between the read and the write: read it again.
             Sent::Conflict { status, message } => last = format!("{status}: {message}"),

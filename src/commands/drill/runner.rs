@@ -12,13 +12,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use drift_core::drill::{plan, Drill, Inject, Target, Then};
-use drift_core::remediate::plan::{resource_path, Request};
-use drift_model::remediation::PlannedRequest;
+use drift_core::drill::{plan, Drill, Inject, Then};
 
 use super::journal::{Entry, Journal};
 use super::report::{End, Outcome};
-use super::restore::restore;
+use super::restore::{object_path, restore};
 use super::sink::{Seen, Sink};
 use crate::cluster::write::Sent;
 use crate::cluster::Cluster;
@@ -43,26 +41,6 @@ pub(crate) struct Runner {
     pub cluster_name: Option<String>,
     /// The wall clock (the sink's `since` is a time of day).
     pub clock: drift_model::time::Clock,
-}
-
-/// The request as the cluster client sends it.
-pub(crate) fn planned(request: &Request) -> PlannedRequest {
-    PlannedRequest {
-        method: request.method.to_string(),
-        path: request.path.clone(),
-        content_type: request.content_type.to_string(),
-        body: request.body.to_string(),
-    }
-}
-
-/// A request as a person would send it by hand.
-pub(crate) fn object_path(target: &Target) -> String {
-    resource_path(
-        &target.api_version,
-        &target.kind,
-        &target.namespace,
-        Some(&target.name),
-    )
 }
 
 fn group(api_version: &str) -> &str {
@@ -195,7 +173,7 @@ impl Runner {
             }
             let injected_at = self.elapsed();
             let since = self.now_minus(CLOCK_SLACK);
-            let (sent, answer) = self.cluster.send_for_answer(&planned(&request)).await;
+            let (sent, answer) = self.cluster.send_for_answer(&request.planned()).await;
             match sent {
                 Sent::Applied { .. } => {
                     // An answer that is not the object (unreadable) leaves `injected` unknown:
@@ -249,36 +227,26 @@ impl Runner {
             outcome.failures.push("stopped by a signal".into());
         }
         let injected = entry.injected.clone();
-        outcome.end = match drill.then {
-            Then::Keep if outcome.passed() && !stopped => End::Kept,
+        let repaired = match drill.then {
             Then::ExpectRepaired(within) if !stopped && landed => {
-                match self
-                    .await_repair(drill, kept.as_ref(), within, outcome)
+                self.await_repair(drill, kept.as_ref(), within, outcome)
                     .await
-                {
-                    true => End::Repaired,
-                    false => {
-                        restore(
-                            &self.cluster,
-                            target,
-                            &drill.inject,
-                            kept.as_ref(),
-                            injected.as_ref(),
-                        )
-                        .await
-                    }
-                }
             }
-            _ => {
-                restore(
-                    &self.cluster,
-                    target,
-                    &drill.inject,
-                    kept.as_ref(),
-                    injected.as_ref(),
-                )
-                .await
-            }
+            _ => false,
+        };
+        outcome.end = if matches!(drill.then, Then::Keep) && outcome.passed() && !stopped {
+            End::Kept
+        } else if repaired {
+            End::Repaired
+        } else {
+            restore(
+                &self.cluster,
+                target,
+                &drill.inject,
+                kept.as_ref(),
+                injected.as_ref(),
+            )
+            .await
         };
         if let End::NotRestored(by_hand) = &outcome.end {
             outcome

@@ -8,7 +8,7 @@
 use super::{Approval, ApprovalOutcome, ApprovalReply, Round, Writer};
 use super::{SenderAnswer, SenderReply, SenderStep};
 use drift_core::remediate::{Action, Approved, Mode, Replan};
-use drift_model::remediation::{Attempt, Outcome, PlannedRequest};
+use drift_model::remediation::{Attempt, Outcome};
 use drift_model::{DriftState, Millis};
 
 /// How old a `planned` attempt may be when the sender claims it: older ones (a writer that was
@@ -143,12 +143,7 @@ impl Writer {
                                     .resource_version
                                     .clone()
                                     .or(attempt.resource_version);
-                                attempt.request = Some(PlannedRequest {
-                                    method: request.method.to_string(),
-                                    path: request.path.clone(),
-                                    content_type: request.content_type.to_string(),
-                                    body: request.body.to_string(),
-                                });
+                                attempt.request = Some(request.planned());
                                 round.batch.settled_remediations.push((
                                     seq,
                                     Outcome::Planned,
@@ -183,12 +178,7 @@ impl Writer {
                         }
                         Ok(request) => {
                             attempt.resource_version = request.resource_version.clone();
-                            attempt.request = Some(PlannedRequest {
-                                method: request.method.to_string(),
-                                path: request.path.clone(),
-                                content_type: request.content_type.to_string(),
-                                body: request.body.to_string(),
-                            });
+                            attempt.request = Some(request.planned());
                             round.batch.settled_remediations.push((
                                 seq,
                                 Outcome::Sending,

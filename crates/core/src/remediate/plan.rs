@@ -69,6 +69,19 @@ pub struct Request {
     pub resource_version: Option<String>,
 }
 
+impl Request {
+    /// The request as an attempt records it and the cluster client sends it (the body as
+    /// JSON text).
+    pub fn planned(&self) -> drift_model::remediation::PlannedRequest {
+        drift_model::remediation::PlannedRequest {
+            method: self.method.to_string(),
+            path: self.path.clone(),
+            content_type: self.content_type.to_string(),
+            body: self.body.to_string(),
+        }
+    }
+}
+
 /// Why an action has no exact request for a drift.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NoPlan {
