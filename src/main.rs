@@ -190,6 +190,10 @@ enum Command {
         /// How often the sink's API and the objects are polled.
         #[arg(long, default_value = "500ms")]
         poll: String,
+        /// How long to wait after the last drill before looking up false alerts, so a drift in
+        /// its grace can fire (default: 2m with --chaos, else 0s).
+        #[arg(long)]
+        settle: Option<String>,
         /// The report's format.
         #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
         format: CheckFormat,
@@ -426,6 +430,7 @@ fn main() -> ExitCode {
             rate,
             seed,
             poll,
+            settle,
             format,
         } => {
             let parse_duration = |flag: &str, text: &str| {
@@ -459,6 +464,17 @@ fn main() -> ExitCode {
                 }
                 _ => None,
             };
+            let settle = match settle {
+                None if shape.is_some() => std::time::Duration::from_secs(120),
+                None => std::time::Duration::ZERO,
+                Some(text) => match drift_model::time::parse_duration(&text) {
+                    Ok(settle) => settle,
+                    Err(error) => {
+                        eprintln!("drill: --settle: {error}");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
             let poll = match parse_duration("poll", &poll) {
                 Ok(poll) => poll,
                 Err(error) => {
@@ -480,6 +496,7 @@ fn main() -> ExitCode {
                 recover,
                 chaos: shape,
                 poll,
+                settle,
                 format: match format {
                     CheckFormat::Text => commands::drill::Format::Text,
                     CheckFormat::Markdown => commands::drill::Format::Markdown,

@@ -42,7 +42,15 @@ fn the_shipped_catalog_loads_and_expects_only_shipped_rules_and_known_classes() 
         // With the sink's default graces a drift fires only after its grace: `within` covers it
         // (and a minute more for the event's way and the polling).
         let grace = match &drill.expect.rule {
-            Some(_) => std::time::Duration::from_secs(120),
+            // The rule's own grace, else the invariant class's default (2m).
+            Some(rule) => invariants["invariants"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|shipped| shipped["name"] == rule.as_str())
+                .and_then(|shipped| shipped["grace"].as_str())
+                .map(|grace| drift_model::time::parse_duration(grace).unwrap())
+                .unwrap_or(std::time::Duration::from_secs(120)),
             None => {
                 drift_core::classify::classes::by_id(&drill.expect.class)
                     .unwrap()

@@ -294,6 +294,22 @@ async fn a_drift_the_sink_does_not_see_fails_its_drill_by_name_and_the_target_is
     let run = world
         .drill(&["--catalog", catalog.to_str().unwrap(), "--format", "junit"])
         .await;
+    let none = world
+        .drill(&[
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--drill",
+            "traffic-hand-edit",
+            "--skip",
+            "traffic-hand-edit",
+        ])
+        .await;
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    assert!(
+        none.stderr.contains("no drill left to run"),
+        "{}",
+        none.stderr
+    );
     assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stdout.contains("tests=\"1\" failures=\"1\""),
@@ -471,6 +487,9 @@ async fn a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_
             "20/m",
             "--seed",
             seed,
+            // The drilled classes have no grace here: nothing to wait for.
+            "--settle",
+            "1s",
         ]
     };
     let plan = |seed| {
@@ -676,4 +695,112 @@ async fn a_drill_knative_refuses_fails_at_its_injection_and_changes_nothing() {
     }
     assert_eq!(desired(&world.cluster), before);
     assert!(!world.journal().exists());
+}
+
+/// A journal entry as a killed run leaves it: the injection's answer unknown.
+fn lost_answer(world: &World, drill: &str, kept: &Value, inject: Value) -> Value {
+    json!({
+        "drill": drill, "server": format!("{}/", world.cluster.base()),
+        "apiVersion": kept["apiVersion"], "kind": kept["kind"],
+        "namespace": kept["metadata"]["namespace"], "name": kept["metadata"]["name"],
+        "inject": inject, "kept": kept, "injected": null,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_never_guesses_what_a_killed_run_left_behind() {
+    let world = World::start(&[], drill_world()).await;
+    let service = world.cluster.object(SERVICE).unwrap();
+    let traffic = json!({"mergePatch": {"spec": {"traffic": [{"latestRevision": true, "percent": 80},
+                                                             {"latestRevision": true, "percent": 20, "tag": "drill"}]}}});
+    // A second Service, whose injection landed (its answer lost): it holds what the drill wrote.
+    let mut landed_kept = service.clone();
+    landed_kept["metadata"]["name"] = json!("landed");
+    landed_kept["metadata"]["uid"] = json!("uid-landed");
+    let landed_kept = world.cluster.put(landed_kept);
+    let mut landed = landed_kept.clone();
+    landed["spec"]["traffic"] = traffic["mergePatch"]["spec"]["traffic"].clone();
+    world.cluster.put(landed);
+    // A third, whose traffic someone set to something else after the drill.
+    let mut theirs_kept = service.clone();
+    theirs_kept["metadata"]["name"] = json!("theirs");
+    theirs_kept["metadata"]["uid"] = json!("uid-theirs");
+    let theirs_kept = world.cluster.put(theirs_kept);
+    let mut theirs = theirs_kept.clone();
+    theirs["spec"]["traffic"] = json!([{"revisionName": "hello-00001", "percent": 100}]);
+    world.cluster.put(theirs.clone());
+    // A deleted one that is gone, the delete's answer lost; one in a namespace without the label.
+    let mut gone = service.clone();
+    gone["metadata"]["name"] = json!("gone");
+    gone["metadata"]["uid"] = json!("uid-gone");
+    let mut elsewhere = service.clone();
+    elsewhere["metadata"]["namespace"] = json!("team");
+    let entries = vec![
+        // The injection never landed: the object is as it was read.
+        lost_answer(&world, "never-landed", &service, traffic.clone()),
+        lost_answer(&world, "landed", &landed_kept, traffic.clone()),
+        lost_answer(&world, "theirs", &theirs_kept, traffic.clone()),
+        lost_answer(&world, "gone", &gone, json!({"delete": true})),
+        lost_answer(&world, "elsewhere", &elsewhere, traffic.clone()),
+    ];
+    std::fs::write(
+        world.journal(),
+        json!({"version": 2, "open": entries}).to_string(),
+    )
+    .unwrap();
+    let sent = |world: &World| {
+        world
+            .cluster
+            .requests()
+            .into_iter()
+            .filter(|(method, _)| method != "GET")
+            .count()
+    };
+    let writes = sent(&world);
+
+    let recovered = world.drill(&["--recover"]).await;
+    let said = &recovered.stdout;
+    assert_eq!(recovered.code, 1, "{said}\nSTDERR {}", recovered.stderr);
+    assert!(
+        said.contains("recover never-landed: Service drills/hello was already as kept"),
+        "{said}"
+    );
+    assert!(
+        said.contains("recover landed: Service drills/landed put back"),
+        "{said}"
+    );
+    assert!(
+        said.contains("recover theirs: Service drills/theirs NOT put back: changed by someone else since the drill (/spec/traffic)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("recover gone: Service drills/gone NOT put back: it is gone, and the drill's delete got no answer")
+            && said.contains("| kubectl create -f -"),
+        "{said}"
+    );
+    assert!(
+        said.contains("recover elsewhere: namespace team no longer allows drills"),
+        "{said}"
+    );
+    // One request that writes: the landed injection put back.
+    assert_eq!(sent(&world), writes + 1, "{:?}", world.cluster.requests());
+    let path = |name: &str| SERVICE.replace("/hello", &format!("/{name}"));
+    assert_eq!(
+        world.cluster.object(&path("landed")).unwrap()["spec"]["traffic"],
+        landed_kept["spec"]["traffic"]
+    );
+    assert_eq!(
+        world.cluster.object(&path("theirs")).unwrap()["spec"]["traffic"],
+        theirs["spec"]["traffic"]
+    );
+    assert!(world.cluster.object(&path("gone")).is_none());
+    // What was not put back stays in the journal, for a person and a later --recover.
+    let journal: Value = serde_json::from_slice(&std::fs::read(world.journal()).unwrap()).unwrap();
+    let left: Vec<&str> = journal["open"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["drill"].as_str().unwrap())
+        .collect();
+    assert_eq!(left, ["theirs", "gone", "elsewhere"]);
 }

@@ -14,13 +14,8 @@ use super::report::Outcome;
 use super::runner::Runner;
 use super::Chaos;
 
-/// What a chaos run did: the drill runs in schedule order, and how many arrivals a stop left
-/// unrun.
-pub(crate) async fn run(
-    runner: Arc<Runner>,
-    catalog: Arc<Catalog>,
-    shape: &Chaos,
-) -> (Vec<Outcome>, usize) {
+/// Runs chaos (see the module docs).
+pub(crate) async fn run(runner: Arc<Runner>, catalog: Arc<Catalog>, shape: &Chaos) -> Ran {
     let arrivals = chaos::schedule(
         shape.seed,
         shape.per_second,
@@ -54,7 +49,14 @@ pub(crate) async fn run(
         tasks.spawn(async move {
             let mut done = Vec::new();
             let mut not_run = 0;
+            // An object a drill could not put back is not drilled again (the next drill would
+            // keep the drilled state as the one to restore).
+            let mut not_restored = false;
             for (order, drill, run, at) in queue {
+                if not_restored {
+                    not_run += 1;
+                    continue;
+                }
                 let wait = at.saturating_sub(runner.start.elapsed());
                 let stopped = tokio::select! {
                     _ = tokio::time::sleep(wait) => runner.stop.is_cancelled(),
@@ -67,28 +69,45 @@ pub(crate) async fn run(
                 }
                 let drill = &catalog.drills[drill];
                 eprintln!("chaos: {} #{run} on {}", drill.name, drill.target.name);
-                done.push((order, runner.run(drill, run).await));
+                let outcome = runner.run(drill, run).await;
+                not_restored = matches!(outcome.end, super::report::End::NotRestored(_));
+                done.push((order, outcome));
             }
             (done, not_run)
         });
     }
     let mut outcomes = Vec::new();
     let mut not_run = 0;
+    let mut broken = false;
     while let Some(joined) = tasks.join_next().await {
         match joined {
             Ok((done, skipped)) => {
                 outcomes.extend(done);
                 not_run += skipped;
             }
-            // A panic in a drill is a bug; its object's remaining drills are not run.
-            Err(error) => eprintln!("chaos: a drill task ended: {error}"),
+            // A panic in a drill is a bug: the run fails (its queue's other drills are lost).
+            Err(error) => {
+                eprintln!("chaos: a drill task ended without its report: {error}");
+                broken = true;
+            }
         }
     }
     outcomes.sort_by_key(|(order, _)| *order);
-    (
-        outcomes.into_iter().map(|(_, outcome)| outcome).collect(),
+    Ran {
+        outcomes: outcomes.into_iter().map(|(_, outcome)| outcome).collect(),
         not_run,
-    )
+        broken,
+    }
+}
+
+/// What a chaos run did.
+pub(crate) struct Ran {
+    /// The drill runs, in schedule order.
+    pub outcomes: Vec<Outcome>,
+    /// Arrivals not started (a stop, the duration over, an object not put back).
+    pub not_run: usize,
+    /// A drill's task ended without its report.
+    pub broken: bool,
 }
 
 /// Each drill's queue: drills whose objects (target and `affects`) overlap, directly or through

@@ -99,6 +99,9 @@ impl Entry {
     }
 }
 
+/// The file's format: 2 since entries name their API server.
+const VERSION: u32 = 2;
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct File {
@@ -152,9 +155,11 @@ impl Journal {
                         path.display()
                     )
                 })?;
-                if file.version != 1 {
+                if file.version != VERSION {
                     return Err(format!(
-                        "{}: drill journal version {} (this drift-sentinel reads 1)",
+                        "{}: drill journal version {} (this drift-sentinel reads {VERSION}): \
+                         recover with the drift-sentinel that wrote it, or put back by hand what \
+                         it names",
                         path.display(),
                         file.version
                     ));
@@ -178,17 +183,20 @@ impl Journal {
 
     /// Records (or updates) `entry`, durably, before the caller goes on.
     pub(crate) fn put(&mut self, entry: Entry) -> Result<(), String> {
+        let before = self.open.clone();
         match self.open.iter_mut().find(|open| open.same_drill(&entry)) {
             Some(open) => *open = entry,
             None => self.open.push(entry),
         }
-        self.write()
+        // Not written: not recorded either (a later write must not carry it).
+        self.write().inspect_err(|_| self.open = before)
     }
 
     /// Forgets `entry`'s drill (put back, or nothing to put back).
     pub(crate) fn remove(&mut self, entry: &Entry) -> Result<(), String> {
+        let before = self.open.clone();
         self.open.retain(|open| !open.same_drill(entry));
-        self.write()
+        self.write().inspect_err(|_| self.open = before)
     }
 
     fn write(&self) -> Result<(), String> {
@@ -200,7 +208,7 @@ impl Journal {
             };
         }
         let text = serde_json::to_vec_pretty(&File {
-            version: 1,
+            version: VERSION,
             open: self.open.clone(),
         })
         .map_err(|error| error.to_string())?;
@@ -304,7 +312,7 @@ mod tests {
             error.contains("not a drill journal") && error.contains("journal.json"),
             "{error}"
         );
-        std::fs::write(&path, "{\"version\": 2, \"open\": []}").unwrap();
-        assert!(Journal::open(&path).unwrap_err().contains("version 2"));
+        std::fs::write(&path, "{\"version\": 1, \"open\": []}").unwrap();
+        assert!(Journal::open(&path).unwrap_err().contains("version 1"));
     }
 }

@@ -81,7 +81,7 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
             );
             return ExitCode::from(2);
         };
-        let sink = match Sink::new(base, args.token.clone()) {
+        let sink = match Sink::new(base, args.token.clone(), args.cluster_name) {
             Ok(sink) => sink,
             Err(error) => {
                 eprintln!("drill: {error}");
@@ -112,9 +112,12 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
             cluster_name: args.cluster_name.map(str::to_string),
             clock,
         });
+        let mut broken = false;
         let (outcomes, not_run) = match &args.chaos {
             Some(shape) => {
-                super::chaos::run(runner.clone(), Arc::new(catalog.clone()), shape).await
+                let ran = super::chaos::run(runner.clone(), Arc::new(catalog.clone()), shape).await;
+                broken = ran.broken;
+                (ran.outcomes, ran.not_run)
             }
             None => {
                 let mut outcomes = Vec::new();
@@ -130,6 +133,18 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
                 (outcomes, not_run)
             }
         };
+        // A drift a drill did not cause may still be in its grace: it gets `--settle` to fire
+        // before the false alerts are looked up.
+        if !args.settle.is_zero() && !stop.is_cancelled() {
+            eprintln!(
+                "drill: waiting {}s for drifts still in their grace (--settle)",
+                args.settle.as_secs()
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(args.settle) => {}
+                _ = stop.cancelled() => {}
+            }
+        }
         // Drifts that fired in the drill namespaces while the run went on, which no drill
         // explains.
         let mut namespaces: Vec<&str> = catalog
@@ -163,7 +178,7 @@ pub(super) fn live(args: &Args<'_>, catalog: &Catalog) -> ExitCode {
                 Some(error) => Err(error),
             },
             not_run,
-            interrupted: stop.is_cancelled(),
+            interrupted: stop.is_cancelled() || broken,
         };
         print!("{}", report::render(&report, args.format));
         if report.passed() {

@@ -63,6 +63,8 @@ pub struct Args<'a> {
     pub chaos: Option<Chaos>,
     /// How often the sink and objects are polled.
     pub poll: Duration,
+    /// How long to wait after the last drill before the false alerts are looked up.
+    pub settle: Duration,
     /// The report's format.
     pub format: Format,
 }
@@ -107,6 +109,10 @@ pub fn run(args: &Args<'_>) -> ExitCode {
     catalog
         .drills
         .retain(|drill| !args.skip.contains(&drill.name));
+    if catalog.drills.is_empty() {
+        eprintln!("drill: no drill left to run (--drill and --skip leave none)");
+        return ExitCode::from(2);
+    }
     if args.dry_run {
         if let Some(shape) = &args.chaos {
             // The sequence a chaos run with this seed starts (times can shift when a drill

@@ -87,7 +87,8 @@ fn created_by_drill(object: &Value) -> bool {
 /// injection wrote, on its current version; never over a change someone made after the drill.
 /// `injected` is the API server's answer to the injection; `None` when it is not known (a run
 /// killed mid-request, an answer lost): the drill then works out what the injection would have
-/// made, and touches only fields that hold exactly that.
+/// made, and touches only fields that hold exactly that. Ends after [`RESTORE_TRIES`] tries (a
+/// deleted object still finalizing is waited for up to [`DELETED_WAIT`]).
 pub(crate) async fn restore(
     cluster: &Cluster,
     target: &Target,
@@ -96,157 +97,197 @@ pub(crate) async fn restore(
     injected: Option<&Value>,
 ) -> End {
     let path = object_path(target);
+    // What the drill compares the object with: the answer, or what the injection makes.
+    let guessed = match (injected, kept) {
+        (None, Some(kept)) => plan::injected_locally(inject, kept),
+        _ => None,
+    };
+    let as_injected = injected.or(guessed.as_ref());
+    let mut last: String;
+    let mut tries = 0;
+    let deleted_wait = Instant::now() + DELETED_WAIT;
+    loop {
+        if tries > 0 {
+            tokio::time::sleep(Duration::from_millis(200 << tries.min(4))).await;
+        }
+        tries += 1;
+        let finalizing = match cluster.get_json(&path).await {
+            Err(error) => {
+                last = format!("reading it: {error}");
+                false
+            }
+            Ok(current) => match once(
+                cluster,
+                target,
+                inject,
+                kept,
+                injected,
+                as_injected,
+                current.as_ref(),
+            )
+            .await
+            {
+                Try::Done(end) => return end,
+                Try::Again { why, finalizing } => {
+                    last = why;
+                    finalizing
+                }
+            },
+        };
+        if finalizing && Instant::now() < deleted_wait {
+            continue;
+        }
+        if finalizing {
+            let again = plan::restore(target, inject, kept, None)
+                .map(|request| by_hand(target, &request))
+                .unwrap_or_default();
+            return End::NotRestored(format!(
+                "it was still being deleted after {}s (a finalizer holds it): once it is gone, \
+                 create it again: {again}",
+                DELETED_WAIT.as_secs()
+            ));
+        }
+        if tries >= RESTORE_TRIES {
+            break;
+        }
+    }
+    // The command from the object as last read, else from the object as the injection left it.
+    let hand = match cluster.get_json(&path).await {
+        Ok(current) => plan::restore(target, inject, kept, current.as_ref()),
+        Err(_) => plan::restore(target, inject, kept, as_injected),
+    }
+    .as_ref()
+    .map(|request| by_hand(target, request))
+    .unwrap_or_else(|| "(none could be made: put back by hand what the drill changed)".into());
+    End::NotRestored(format!(
+        "gave up after {tries} tries (last: {last}); send it by hand: {hand}"
+    ))
+}
+
+/// What one try came to.
+enum Try {
+    Done(End),
+    /// Try again: why, and whether a deleted object is still finalizing.
+    Again {
+        why: String,
+        finalizing: bool,
+    },
+}
+
+/// One try of a restore on the object as just read (`current`).
+async fn once(
+    cluster: &Cluster,
+    target: &Target,
+    inject: &Inject,
+    kept: Option<&Value>,
+    injected: Option<&Value>,
+    as_injected: Option<&Value>,
+    current: Option<&Value>,
+) -> Try {
     let uid = |object: Option<&Value>| {
         object
             .and_then(|object| object.pointer("/metadata/uid"))
             .cloned()
     };
-    let mut last = String::new();
-    let mut tries = 0;
-    let deleted_wait = Instant::now() + DELETED_WAIT;
-    loop {
-        tries += 1;
-        if tries > 1 {
-            tokio::time::sleep(Duration::from_millis(200 << (tries - 1).min(4))).await;
-        }
-        if tries > RESTORE_TRIES && !matches!(inject, Inject::Delete) {
-            break;
-        }
-        let current = match cluster.get_json(&path).await {
-            Ok(current) => current,
-            Err(error) => {
-                last = format!("reading it: {error}");
-                continue;
-            }
-        };
-        let planned_restore = plan::restore(target, inject, kept, current.as_ref());
-        let hand = planned_restore
-            .as_ref()
-            .map(|request| by_hand(target, request))
-            .unwrap_or_default();
-        // What the drill compares the object with: the answer, or what the injection makes.
-        let guessed = match (injected, kept) {
-            (Some(_), _) => None,
-            (None, Some(kept)) => plan::injected_locally(inject, kept),
-            (None, None) => None,
-        };
-        match inject {
-            Inject::MergePatch(_) | Inject::JsonPatch(_) => {
-                let Some(now) = &current else {
-                    return End::NotRestored(format!(
-                        "deleted by someone since the drill; re-create it from what was kept: {}",
-                        kept.map(Value::to_string).unwrap_or_default()
-                    ));
-                };
-                if injected.is_none() {
-                    let version =
-                        |object: &Value| object.pointer("/metadata/resourceVersion").cloned();
-                    // Not written since it was read: the injection never landed.
-                    if kept.is_some_and(|kept| version(kept) == version(now)) {
-                        return End::AlreadyBack;
-                    }
-                    if guessed.is_none() {
-                        return End::NotRestored(format!(
-                            "the injection's answer was lost and what it made cannot be worked \
-                             out here: check the object, and put back by hand what the drill \
-                             changed: {hand}"
-                        ));
-                    }
+    let planned_restore = plan::restore(target, inject, kept, current);
+    let hand = planned_restore
+        .as_ref()
+        .map(|request| by_hand(target, request))
+        .unwrap_or_default();
+    match inject {
+        Inject::MergePatch(_) | Inject::JsonPatch(_) => {
+            let Some(now) = current else {
+                return Try::Done(End::NotRestored(format!(
+                    "deleted by someone since the drill; re-create it from what was kept: {}",
+                    kept.map(Value::to_string).unwrap_or_default()
+                )));
+            };
+            if injected.is_none() {
+                let version = |object: &Value| object.pointer("/metadata/resourceVersion").cloned();
+                // Not written since it was read: the injection never landed.
+                if kept.is_some_and(|kept| version(kept) == version(now)) {
+                    return Try::Done(End::AlreadyBack);
                 }
-            }
-            Inject::Delete => {
-                let kept_uid = uid(kept);
-                match &current {
-                    // The kept object itself: on its way out (a finalizer) after the delete, or
-                    // never deleted (the answer was lost before the delete landed).
-                    Some(now) if uid(Some(now)) == kept_uid => {
-                        if injected.is_none()
-                            && now.pointer("/metadata/deletionTimestamp").is_none()
-                        {
-                            return End::AlreadyBack;
-                        }
-                        if Instant::now() < deleted_wait {
-                            last = "the deleted object is still finalizing".to_string();
-                            continue;
-                        }
-                        return End::NotRestored(format!(
-                            "it was still being deleted after {}s (a finalizer holds it): once \
-                             it is gone, create it again: {hand}",
-                            DELETED_WAIT.as_secs()
-                        ));
-                    }
-                    // Gone, and whether the drill deleted it is not known: never re-created
-                    // on a guess (someone may have deleted it on purpose).
-                    None if injected.is_none() => {
-                        let again = plan::restore(target, inject, kept, None)
-                            .map(|request| by_hand(target, &request))
-                            .unwrap_or_default();
-                        return End::NotRestored(format!(
-                            "it is gone, and the drill's delete got no answer: if the drill \
-                             deleted it, create it again: {again}"
-                        ));
-                    }
-                    _ => {}
-                }
-            }
-            Inject::Create(_) => {
-                if let Some(now) = &current {
-                    if injected.is_none() && !created_by_drill(now) {
-                        return End::NotRestored(format!(
-                            "it exists, but not as the drill created it: delete it by hand if it \
-                             is the drill's: {hand}"
-                        ));
-                    }
+                // Put back already (by hand, say): nothing left to judge.
+                if as_injected.is_none() && !plan::repaired(inject, kept, current) {
+                    return Try::Done(End::NotRestored(format!(
+                        "the injection's answer was lost and what it made cannot be worked out \
+                         here: check the object, and put back by hand what the drill changed: \
+                         {hand}"
+                    )));
                 }
             }
         }
-        if let Some(injected) = injected.or(guessed.as_ref()) {
-            let foreign = plan::foreign_changes(inject, kept, injected, current.as_ref());
-            if !foreign.is_empty() {
-                return End::NotRestored(format!(
-                    "changed by someone else since the drill ({}), not written over; to put \
-                     back what the drill changed: {hand}",
-                    foreign.join(", ")
-                ));
+        Inject::Delete => {
+            match current {
+                // The kept object itself: on its way out (a finalizer) after the delete, or
+                // never deleted (the answer was lost before the delete landed).
+                Some(now) if uid(Some(now)) == uid(kept) => {
+                    if injected.is_none() && now.pointer("/metadata/deletionTimestamp").is_none() {
+                        return Try::Done(End::AlreadyBack);
+                    }
+                    return Try::Again {
+                        why: "the deleted object is still finalizing".into(),
+                        finalizing: true,
+                    };
+                }
+                // Gone, and whether the drill deleted it is not known: never re-created on a
+                // guess (someone may have deleted it on purpose).
+                None if injected.is_none() => {
+                    let again = plan::restore(target, inject, kept, None)
+                        .map(|request| by_hand(target, &request))
+                        .unwrap_or_default();
+                    return Try::Done(End::NotRestored(format!(
+                        "it is gone, and the drill's delete got no answer: if the drill deleted \
+                         it, create it again: {again}"
+                    )));
+                }
+                _ => {}
             }
         }
-        if plan::repaired(inject, kept, current.as_ref()) {
-            return End::AlreadyBack;
-        }
-        let Some(request) = planned_restore else {
-            return End::AlreadyBack;
-        };
-        match cluster.send_planned(&request.planned()).await {
-            Sent::Applied { .. } => return End::Restored,
-            // The object moved on between the read and the write: read it again.
-            Sent::Conflict { status, message } => last = format!("{status}: {message}"),
-            Sent::Retry { status, message } => {
-                last = format!(
-                    "{}: {message}",
-                    status.map_or("no answer".to_string(), |status| status.to_string())
-                )
+        Inject::Create(_) => {
+            if let Some(now) = current {
+                if injected.is_none() && !created_by_drill(now) {
+                    return Try::Done(End::NotRestored(format!(
+                        "it exists, but not as the drill created it: delete it by hand if it is \
+                         the drill's: {hand}"
+                    )));
+                }
             }
-            Sent::Refused { status, message } => {
-                return End::NotRestored(format!(
-                "the API server refused the restore ({status}: {message}); send it by hand: {hand}"
-            ))
-            }
-        }
-        if tries >= RESTORE_TRIES && !matches!(inject, Inject::Delete) {
-            break;
-        }
-        if tries >= RESTORE_TRIES && Instant::now() >= deleted_wait {
-            break;
         }
     }
-    let hand = match cluster.get_json(&path).await {
-        Ok(current) => plan::restore(target, inject, kept, current.as_ref())
-            .as_ref()
-            .map(|request| by_hand(target, request))
-            .unwrap_or_default(),
-        Err(_) => String::new(),
+    if let Some(as_injected) = as_injected {
+        let foreign = plan::foreign_changes(inject, kept, as_injected, current);
+        if !foreign.is_empty() {
+            return Try::Done(End::NotRestored(format!(
+                "changed by someone else since the drill ({}), not written over; to put back \
+                 what the drill changed: {hand}",
+                foreign.join(", ")
+            )));
+        }
+    }
+    if plan::repaired(inject, kept, current) {
+        return Try::Done(End::AlreadyBack);
+    }
+    let Some(request) = planned_restore else {
+        return Try::Done(End::AlreadyBack);
     };
-    End::NotRestored(format!(
-        "gave up after {tries} tries (last: {last}); send it by hand: {hand}"
-    ))
+    let why = match cluster.send_planned(&request.planned()).await {
+        Sent::Applied { .. } => return Try::Done(End::Restored),
+        // The object moved on between the read and the write: read it again.
+        Sent::Conflict { status, message } => format!("{status}: {message}"),
+        Sent::Retry { status, message } => format!(
+            "{}: {message}",
+            status.map_or("no answer".to_string(), |status| status.to_string())
+        ),
+        Sent::Refused { status, message } => {
+            return Try::Done(End::NotRestored(format!(
+                "the API server refused the restore ({status}: {message}); send it by hand: {hand}"
+            )))
+        }
+    };
+    Try::Again {
+        why,
+        finalizing: false,
+    }
 }

@@ -178,7 +178,12 @@ impl Runner {
                 Sent::Applied { .. } => {
                     // An answer that is not the object (unreadable) leaves `injected` unknown:
                     // the restore then works out what the injection made (never trusts a blank).
-                    entry.injected = answer.filter(|answer| answer.get("metadata").is_some());
+                    // A delete's answer is a Status: that it was accepted is what counts.
+                    entry.injected = if matches!(drill.inject, Inject::Delete) {
+                        Some(answer.unwrap_or_else(|| serde_json::json!({})))
+                    } else {
+                        answer.filter(|answer| answer.get("metadata").is_some())
+                    };
                     if let Err(error) = self.journal(|journal| journal.put(entry.clone())) {
                         outcome.failures.push(format!("the journal: {error}"));
                     }
@@ -434,6 +439,10 @@ impl Runner {
             }
             if Instant::now() >= deadline || self.pause(self.poll).await {
                 outcome.repaired = Some(false);
+                if self.stop.is_cancelled() {
+                    // The stop is the failure said; the drill puts it back.
+                    return false;
+                }
                 outcome.failures.push(format!(
                     "not repaired within {}s (expectRepaired): the drill put it back itself",
                     within.as_secs()

@@ -11,6 +11,8 @@ pub(crate) struct Sink {
     client: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// Only this cluster's drifts (`--cluster`), when the sink watches several.
+    cluster: Option<String>,
 }
 
 /// A drift as the API lists it (`docs`: `GET /api/v1/drifts`), reduced to what drills read.
@@ -62,7 +64,11 @@ const MAX_PAGES: usize = 100;
 
 impl Sink {
     /// A client of the sink at `base` (`http://host:port`).
-    pub(crate) fn new(base: &str, token: Option<String>) -> Result<Sink, String> {
+    pub(crate) fn new(
+        base: &str,
+        token: Option<String>,
+        cluster: Option<&str>,
+    ) -> Result<Sink, String> {
         let base = base.trim_end_matches('/').to_string();
         let url = url::Url::parse(&base).map_err(|error| format!("--sink {base:?}: {error}"))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -74,6 +80,7 @@ impl Sink {
             client,
             base,
             token: token.filter(|token| !token.is_empty()),
+            cluster: cluster.map(str::to_string),
         })
     }
 
@@ -139,6 +146,9 @@ impl Sink {
             if let Some(state) = state {
                 query.append_pair("state", state);
             }
+            if let Some(cluster) = &self.cluster {
+                query.append_pair("cluster", cluster);
+            }
             query.append_pair("limit", "500").finish()
         };
         let mut seen = Vec::new();
@@ -156,16 +166,26 @@ impl Sink {
                 .get("items")
                 .and_then(Value::as_array)
                 .ok_or_else(|| format!("the sink's API ({path}): no items list"))?;
-            seen.extend(items.iter().filter_map(Seen::of));
+            for item in items {
+                // A drift the runner cannot read could be a false alert it would not count.
+                seen.push(Seen::of(item).ok_or_else(|| {
+                    format!(
+                        "the sink's API ({path}): a drift without id, class, kind or name: {item}"
+                    )
+                })?);
+            }
             cursor = page
                 .get("nextCursor")
                 .and_then(Value::as_str)
                 .map(str::to_string);
             if cursor.is_none() {
-                break;
+                return Ok(seen);
             }
         }
-        Ok(seen)
+        Err(format!(
+            "the sink's API lists more than {} drifts in namespace {namespace}: not a drill namespace",
+            MAX_PAGES * 500
+        ))
     }
 
     /// One drift's state (`pending`, `firing`, `resolved`), `None` when the sink has no such

@@ -280,8 +280,6 @@ fn finish(
     Some(path.to_string())
 }
 
-/// Catches up `status.observedGeneration` of the object at `path` (not a Broker or Trigger,
-/// whose reconcilers do it).
 /// Serving's reconcile of a Service created again (no status yet: a create drops it): its
 /// first Revision ready and routed, and its addresses, as `controller` writes them; the
 /// Broker and Trigger that name it as a destination resolve again.
@@ -315,6 +313,8 @@ fn reconcile_service(state: &mut State, path: &str) -> Option<String> {
     Some(path.to_string())
 }
 
+/// Catches up `status.observedGeneration` of the object at `path` (not a Broker or Trigger,
+/// whose reconcilers do it).
 fn observe_generation(state: &mut State, path: &str) -> Option<String> {
     let object = state.objects.get(path)?;
     let api_version = object["apiVersion"].as_str().unwrap_or_default();

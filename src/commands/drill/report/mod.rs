@@ -174,10 +174,16 @@ pub(crate) fn false_alerts(
     use drift_model::time::millis;
     let at = |offset: Duration| started + millis(offset);
     let slack = millis(slack);
+    let group = |api_version: &str| {
+        api_version
+            .rsplit_once('/')
+            .map_or(String::new(), |(group, _)| group.to_string())
+    };
     let on = |target: &Target, drift: &Seen| {
         drift.namespace == target.namespace
             && drift.kind == target.kind
             && drift.name == target.name
+            && group(&drift.api_version) == group(&target.api_version)
     };
     fired
         .iter()
@@ -559,3 +565,6 @@ fn junit(report: &Report<'_>) -> String {
     out.push_str("  </testsuite>\n</testsuites>\n");
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,13 +2,19 @@
 
 use super::*;
 
+/// The apiVersion of the kinds these tests use.
+fn api_version(kind: &str) -> String {
+    match kind {
+        "Service" | "Route" => "serving.knative.dev/v1",
+        "Trigger" => "eventing.knative.dev/v1",
+        _ => "apps/v1",
+    }
+    .to_string()
+}
+
 fn target(kind: &str, name: &str) -> Target {
     Target {
-        api_version: if kind == "Service" {
-            "serving.knative.dev/v1".into()
-        } else {
-            "apps/v1".into()
-        },
+        api_version: api_version(kind),
         kind: kind.into(),
         namespace: "drills".into(),
         name: name.into(),
@@ -23,7 +29,7 @@ fn seen(id: &str, kind: &str, name: &str, since: &str, service: Option<&str>) ->
         severity: "warning".into(),
         state: "firing".into(),
         cluster: "c".into(),
-        api_version: "serving.knative.dev/v1".into(),
+        api_version: api_version(kind),
         kind: kind.into(),
         namespace: "drills".into(),
         name: name.into(),
@@ -44,8 +50,7 @@ fn outcome(name: &str, run: usize, detected: Option<u64>, failures: &[&str]) -> 
         then: "restore",
         injected_at: Some(Duration::from_secs(10)),
         detected_after: detected.map(Duration::from_millis),
-        drift: detected
-            .map(|_| seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None)),
+        drift: detected.map(|_| seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None)),
         repaired: None,
         resolved: Some(true),
         end: End::Restored,
@@ -94,19 +99,53 @@ fn a_drift_no_drill_explains_is_a_false_alert_however_close_in_time() {
         // The drill's own drift, and what it disturbed during it: its Service's Route, the
         // Trigger it names.
         seen("d-own", "Service", "hello", "2026-12-05T10:00:10Z", None),
-        seen("d-route", "Route", "hello", "2026-12-05T10:00:12Z", Some("hello")),
-        seen("d-trigger", "Trigger", "hello", "2026-12-05T10:00:19Z", None),
+        seen(
+            "d-route",
+            "Route",
+            "hello",
+            "2026-12-05T10:00:12Z",
+            Some("hello"),
+        ),
+        seen(
+            "d-trigger",
+            "Trigger",
+            "hello",
+            "2026-12-05T10:00:19Z",
+            None,
+        ),
         // During the drill, but on an object it does not touch; on its object after it (beyond
         // the slack); before the run: none the drill's.
-        seen("d-unrelated", "Service", "other", "2026-12-05T10:00:12Z", None),
+        seen(
+            "d-unrelated",
+            "Service",
+            "other",
+            "2026-12-05T10:00:12Z",
+            None,
+        ),
         seen("d-later", "Service", "hello", "2026-12-05T10:05:00Z", None),
         seen("d-before", "Service", "other", "2026-12-05T09:59:59Z", None),
     ];
+    // A namesake of another API group is another object.
+    let mut namesake = seen(
+        "d-namesake",
+        "Service",
+        "hello",
+        "2026-12-05T10:00:12Z",
+        None,
+    );
+    namesake.api_version = "v1".into();
+    let fired: Vec<Seen> = fired.into_iter().chain([namesake]).collect();
     let alerts = false_alerts(&fired, &outcomes, started, Duration::from_secs(5));
     let ids: Vec<&str> = alerts.iter().map(|alert| alert.id.as_str()).collect();
-    assert_eq!(ids, ["d-unrelated", "d-later"]);
+    assert_eq!(ids, ["d-unrelated", "d-later", "d-namesake"]);
     // Pending ones never alerted anyone.
-    let mut pending = seen("d-pending", "Service", "other", "2026-12-05T10:00:12Z", None);
+    let mut pending = seen(
+        "d-pending",
+        "Service",
+        "other",
+        "2026-12-05T10:00:12Z",
+        None,
+    );
     pending.fired_at = None;
     assert!(false_alerts(&[pending], &outcomes, started, Duration::ZERO).is_empty());
 }
