@@ -138,66 +138,11 @@ enum Command {
     /// that each is caught (and repaired), put every object back, report.
     ///
     /// Only namespaces labelled drift-sentinel.dev/drills: "allowed" are touched (checked before
-    /// any request). Exit code 0: every drill passed; 1: a drill failed (chaos: or a false
-    /// alert); 2: bad input (catalog, flags, a namespace not allowed, the journal).
-    Drill {
-        /// The drill catalog (`drills:`; see examples/drills/knative.yaml). Not with --recover.
-        #[arg(long, required_unless_present = "recover")]
-        catalog: Option<PathBuf>,
-        /// Only this drill (repeat for more).
-        #[arg(long = "drill", value_name = "NAME")]
-        only: Vec<String>,
-        /// Not this drill (repeat for more).
-        #[arg(long, value_name = "NAME")]
-        skip: Vec<String>,
-        /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
-        #[arg(long)]
-        kubeconfig: Option<PathBuf>,
-        /// The kubeconfig context (default: the current one).
-        #[arg(long)]
-        context: Option<String>,
-        /// Send nothing: read each target and print every request.
-        #[arg(long)]
-        dry_run: bool,
-        /// The running sink's base URL, whose drift API the drills read.
-        #[arg(long, value_name = "URL")]
-        sink: Option<String>,
-        /// The sink's API token (its api.token).
-        #[arg(long, env = "DRIFT_SENTINEL_API_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// The sink's name for this cluster, when it watches several (drifts' `cluster`).
-        #[arg(long, value_name = "NAME")]
-        cluster: Option<String>,
-        /// The journal of drills not yet put back (for --recover after a crash).
-        #[arg(long, default_value = "drift-sentinel-drill.journal")]
-        journal: PathBuf,
-        /// Put back what the journal holds (a run that was killed), and nothing else; with the
-        /// killed run's --kubeconfig/--context.
-        #[arg(long, conflicts_with_all = ["dry_run", "chaos", "catalog", "only", "skip"])]
-        recover: bool,
-        /// Random drills from the catalog at --rate for --duration.
-        #[arg(long, requires_all = ["duration", "rate"])]
-        chaos: bool,
-        /// How long a chaos run starts drills, e.g. 30m (required with --chaos).
-        #[arg(long, requires = "chaos")]
-        duration: Option<String>,
-        /// Drills per second, minute or hour on average, e.g. 2/m (required with --chaos).
-        #[arg(long, requires = "chaos")]
-        rate: Option<String>,
-        /// The chaos run's seed (printed when not given), to repeat a run.
-        #[arg(long, requires = "chaos")]
-        seed: Option<u64>,
-        /// How often the sink's API and the objects are polled.
-        #[arg(long, default_value = "500ms")]
-        poll: String,
-        /// How long to wait after the last drill before looking up false alerts, so a drift in
-        /// its grace can fire (default: 2m with --chaos, else 0s).
-        #[arg(long)]
-        settle: Option<String>,
-        /// The report's format.
-        #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
-        format: CheckFormat,
-    },
+    /// any request). Exit code 0: every drill passed (--recover: all put back); 1: a drill
+    /// failed, a stop by a signal, in chaos a false alert (--recover: something not put back);
+    /// 2: bad input (catalog, flags, a namespace not allowed, the journal, the API server or the
+    /// sink unreachable). --config is not read.
+    Drill(Box<DrillArgs>),
     /// Write a restorable manifest of every tracked object, from the store: a backup the team
     /// can `kubectl apply` (server-set fields, owner references, hashed annotations left out).
     ///
@@ -249,6 +194,71 @@ enum StoreCommand {
         #[arg(long)]
         ca_file: Option<PathBuf>,
     },
+}
+
+/// `drift-sentinel drill`'s arguments (boxed: the other commands' are small).
+#[derive(clap::Args)]
+struct DrillArgs {
+    /// The drill catalog (`drills:`; see examples/drills/knative.yaml). Not with --recover.
+    #[arg(long, required_unless_present_any = ["recover", "forget"])]
+    catalog: Option<PathBuf>,
+    /// Only this drill (repeat for more).
+    #[arg(long = "drill", value_name = "NAME")]
+    only: Vec<String>,
+    /// Not this drill (repeat for more).
+    #[arg(long, value_name = "NAME")]
+    skip: Vec<String>,
+    /// The kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: the current one).
+    #[arg(long)]
+    context: Option<String>,
+    /// Send nothing: read each target and print every request.
+    #[arg(long)]
+    dry_run: bool,
+    /// The running sink's base URL, whose drift API the drills read.
+    #[arg(long, value_name = "URL")]
+    sink: Option<String>,
+    /// The sink's API token (its api.token).
+    #[arg(long, env = "DRIFT_SENTINEL_API_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The sink's name for this cluster, when it watches several (drifts' `cluster`).
+    #[arg(long, value_name = "NAME")]
+    cluster: Option<String>,
+    /// The journal of drills not yet put back (for --recover after a crash).
+    #[arg(long, default_value = "drift-sentinel-drill.journal")]
+    journal: PathBuf,
+    /// Put back what the journal holds (a run that was killed), and nothing else; with the
+    /// killed run's --kubeconfig/--context.
+    #[arg(long, conflicts_with_all = ["dry_run", "chaos", "catalog", "only", "skip", "forget"])]
+    recover: bool,
+    /// Drop this drill's entry from the journal (you put its object back by hand, or keep
+    /// the change), and nothing else; repeat for more.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["dry_run", "chaos", "catalog", "only", "skip"])]
+    forget: Vec<String>,
+    /// Random drills from the catalog at --rate for --duration.
+    #[arg(long, requires_all = ["duration", "rate"])]
+    chaos: bool,
+    /// How long a chaos run starts drills, e.g. 30m (required with --chaos).
+    #[arg(long, requires = "chaos")]
+    duration: Option<String>,
+    /// Drills per second, minute or hour on average, e.g. 2/m (required with --chaos).
+    #[arg(long, requires = "chaos")]
+    rate: Option<String>,
+    /// The chaos run's seed (printed when not given), to repeat a run.
+    #[arg(long, requires = "chaos")]
+    seed: Option<u64>,
+    /// How often the sink's API and the objects are polled.
+    #[arg(long, default_value = "500ms")]
+    poll: String,
+    /// How long to wait after the last drill before looking up false alerts, so a drift in
+    /// its grace can fire (default: 2m with --chaos, else 0s).
+    #[arg(long)]
+    settle: Option<String>,
+    /// The report's format.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    format: CheckFormat,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -413,26 +423,28 @@ fn main() -> ExitCode {
         Command::Store {
             action: StoreCommand::Migrate { from, to, ca_file },
         } => commands::store::migrate(&from, &to, ca_file.as_deref()),
-        Command::Drill {
-            catalog,
-            only,
-            skip,
-            kubeconfig,
-            context,
-            dry_run,
-            sink,
-            token,
-            cluster,
-            journal,
-            recover,
-            chaos,
-            duration,
-            rate,
-            seed,
-            poll,
-            settle,
-            format,
-        } => {
+        Command::Drill(drill) => {
+            let DrillArgs {
+                catalog,
+                only,
+                skip,
+                kubeconfig,
+                context,
+                dry_run,
+                sink,
+                token,
+                cluster,
+                journal,
+                recover,
+                forget,
+                chaos,
+                duration,
+                rate,
+                seed,
+                poll,
+                settle,
+                format,
+            } = *drill;
             let parse_duration = |flag: &str, text: &str| {
                 drift_model::time::parse_duration(text)
                     .ok()
@@ -494,6 +506,7 @@ fn main() -> ExitCode {
                 cluster_name: cluster.as_deref(),
                 journal: &journal,
                 recover,
+                forget: &forget,
                 chaos: shape,
                 poll,
                 settle,

@@ -803,4 +803,34 @@ async fn recover_never_guesses_what_a_killed_run_left_behind() {
         .map(|entry| entry["drill"].as_str().unwrap())
         .collect();
     assert_eq!(left, ["theirs", "gone", "elsewhere"]);
+    // A person decides about one (keeps their change): forgotten, the others stay.
+    let forgot = world.drill(&["--forget", "theirs"]).await;
+    assert_eq!(forgot.code, 0, "{}", forgot.stderr);
+    assert!(
+        forgot
+            .stdout
+            .contains("forgot theirs: Service drills/theirs"),
+        "{}",
+        forgot.stdout
+    );
+    let unknown = world.drill(&["--forget", "nope"]).await;
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("it holds: gone, elsewhere"),
+        "{}",
+        unknown.stderr
+    );
+    // A mistyped journal is not "nothing to put back".
+    let mut command = Command::new(env!("CARGO_BIN_EXE_drift-sentinel"));
+    command
+        .args(["drill", "--recover", "--context", "fake", "--kubeconfig"])
+        .arg(&world.kubeconfig)
+        .arg("--journal")
+        .arg(world.dir.path().join("no-such.journal"));
+    let missing = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("no journal at"), "{said}");
 }

@@ -38,6 +38,11 @@ async fn open(args: &Args<'_>) -> Result<(Journal, Cluster), ExitCode> {
 
 /// `drill --recover`: puts back what the journal holds, and nothing else (no catalog needed).
 pub(super) fn recover_only(args: &Args<'_>) -> ExitCode {
+    // A path mistyped must not read as "nothing to put back".
+    if !args.journal.exists() {
+        eprintln!("drill: no journal at {}", args.journal.display());
+        return ExitCode::from(2);
+    }
     let Some(runtime) = runtime() else {
         return ExitCode::from(2);
     };
@@ -243,8 +248,8 @@ async fn recover(cluster: &Cluster, mut journal: Journal) -> ExitCode {
             Ok(false) => {
                 println!(
                     "recover {}: namespace {} no longer allows drills: put {object} back by hand \
-                     (the journal keeps what was kept), then remove the journal",
-                    entry.drill, target.namespace
+                     (the journal keeps what was kept), then `drift-sentinel drill --forget {}`",
+                    entry.drill, target.namespace, entry.drill
                 );
                 all = false;
                 continue;

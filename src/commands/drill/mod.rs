@@ -59,6 +59,9 @@ pub struct Args<'a> {
     pub journal: &'a Path,
     /// Put back what the journal holds, and do nothing else.
     pub recover: bool,
+    /// Drop these drills' entries from the journal (`--forget NAME`: a person put the object
+    /// back, or keeps the change), and do nothing else.
+    pub forget: &'a [String],
     /// A chaos run.
     pub chaos: Option<Chaos>,
     /// How often the sink and objects are polled.
@@ -73,6 +76,9 @@ pub struct Args<'a> {
 pub fn run(args: &Args<'_>) -> ExitCode {
     if args.recover {
         return recover(args);
+    }
+    if !args.forget.is_empty() {
+        return forget(args);
     }
     let Some(path) = args.catalog else {
         eprintln!("drill: --catalog FILE is required (only --recover runs without one)");
@@ -182,6 +188,49 @@ async fn allowed(
         }
     }
     Ok(())
+}
+
+/// `--forget NAME...`: drops those entries from the journal; the cluster is not read.
+fn forget(args: &Args<'_>) -> ExitCode {
+    if !args.journal.exists() {
+        eprintln!("drill: no journal at {}", args.journal.display());
+        return ExitCode::from(2);
+    }
+    let mut journal = match journal::Journal::open(args.journal) {
+        Ok(journal) => journal,
+        Err(error) => {
+            eprintln!("drill: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    for name in args.forget {
+        let Some(entry) = journal
+            .open_entries()
+            .iter()
+            .find(|entry| &entry.drill == name)
+            .cloned()
+        else {
+            let held: Vec<&str> = journal
+                .open_entries()
+                .iter()
+                .map(|entry| entry.drill.as_str())
+                .collect();
+            eprintln!(
+                "drill: --forget {name:?}: the journal holds no such drill (it holds: {})",
+                held.join(", ")
+            );
+            return ExitCode::from(2);
+        };
+        if let Err(error) = journal.remove(&entry) {
+            eprintln!("drill: {error}");
+            return ExitCode::from(2);
+        }
+        println!(
+            "forgot {name}: {} {}/{} is yours to look after now",
+            entry.kind, entry.namespace, entry.name
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 /// Whether `namespace` is labelled `drift-sentinel.dev/drills: "allowed"` now.
