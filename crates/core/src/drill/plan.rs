@@ -231,6 +231,17 @@ fn restore_points(pointers: &[String], kept: &Value) -> Vec<Vec<String>> {
             match node {
                 Some(Value::Object(members)) => match members.get(token) {
                     Some(child) => node = Some(child),
+                    // The object's own labels and annotations are kept by key: the API server
+                    // drops an empty map there, so removing the drill's keys is exact, and a
+                    // key someone added since is not the drill's to remove.
+                    None if index == 1
+                        && tokens[0] == "metadata"
+                        && (token == "labels" || token == "annotations")
+                        && tokens.len() > 2 =>
+                    {
+                        cut = 3;
+                        break;
+                    }
                     None => {
                         cut = index + 1;
                         break;

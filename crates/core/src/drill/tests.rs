@@ -245,8 +245,9 @@ fn a_merge_patch_drill_is_restored_exactly_and_only_where_it_wrote() {
         "{}",
         back.body
     );
-    // The kept object had no labels: the map the drill made goes whole.
-    assert_eq!(back.body["metadata"]["labels"], Value::Null);
+    // The kept object had no labels: the drill's key goes, by key (the API server drops the
+    // empty map), and a label someone adds later is not the drill's to remove.
+    assert_eq!(back.body["metadata"]["labels"], json!({"drill": null}));
     assert!(back.body["metadata"]
         .as_object()
         .unwrap()
@@ -617,4 +618,23 @@ fn an_injection_worked_out_here_is_what_the_api_server_makes_of_it() {
         );
     }
     assert_eq!(plan::injected_locally(&Inject::Delete, &kept), None);
+}
+
+#[test]
+fn a_label_the_drill_added_to_an_object_without_labels_is_taken_back_by_key() {
+    let kept = greeter();
+    assert!(kept["metadata"].get("labels").is_none());
+    let inject = Inject::MergePatch(json!({"metadata": {"labels": {"tier": "critical"}}}));
+    let mut live = kept.clone();
+    merge(&mut live, &injection(&target(), &inject, Some(&kept)).body);
+    let injected = live.clone();
+    // Someone labels the object while the drill runs: not the drill's change, not touched.
+    live["metadata"]["labels"]["team"] = json!("payments");
+    assert!(plan::foreign_changes(&inject, Some(&kept), &injected, Some(&live)).is_empty());
+    let back = restore(&target(), &inject, Some(&kept), Some(&live)).unwrap();
+    assert_eq!(back.body["metadata"]["labels"], json!({"tier": null}));
+    merge(&mut live, &back.body);
+    assert_eq!(live["metadata"]["labels"], json!({"team": "payments"}));
+    // Their label stays, so the object is as kept where the drill wrote.
+    assert!(plan::repaired(&inject, Some(&kept), Some(&live)));
 }
