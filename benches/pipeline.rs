@@ -132,8 +132,14 @@ fn decode(c: &mut Criterion) {
     let app = world::app(&fixtures, 0);
     let mut group = c.benchmark_group("decode");
     group.throughput(Throughput::Elements(1));
-    // The Revision (about 4 KB) and the Pod (about 16 KB with this app's larger environment).
-    for (label, object) in [("revision", &app[3]), ("pod", &app[6])] {
+    // The Revision (about 4 KB), the Pod (about 16 KB with this app's larger environment) and
+    // the large-object phase's ConfigMap (200 KB of `data`).
+    let config_map = world::config_map(0, 200_000);
+    for (label, object) in [
+        ("revision", &app[3]),
+        ("pod", &app[6]),
+        ("configmap", &config_map),
+    ] {
         for (mode, mode_name) in [(Mode::Binary, "binary"), (Mode::Structured, "structured")] {
             let (headers, body) = http_request(mode, "update", object, 7);
             let names = clusters();
@@ -212,6 +218,41 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>, take_changes:
             )
         });
     }
+
+    // The large-object phase's ConfigMap (200 KB of `data`): updates that move only Argo CD's
+    // write time (issue 28: cost in proportion to what changed, not to size).
+    let mut config_map = world::config_map(0, 200_000);
+    let cycle: Vec<ApiServerEvent> = (0..world::STEPS)
+        .map(|step| {
+            config_map.status_step(step);
+            decoded(Mode::Binary, "update", &config_map, 0)
+        })
+        .collect();
+    let mut engine = Engine::new(Arc::clone(&rules));
+    engine.begin();
+    engine.apply(&cycle[0], 0);
+    engine.commit();
+    let mut rv = 10u64;
+    group.bench_function("no_change/configmap", |b| {
+        b.iter_batched(
+            || {
+                rv += 1;
+                let mut event = cycle[(rv % world::STEPS as u64) as usize].clone();
+                if let Some(object) = event.object.as_mut() {
+                    object.resource_version = format!("{rv:015}");
+                }
+                event
+            },
+            |event| {
+                engine.begin();
+                let outcome = engine.apply(&event, 1_000);
+                let changes = take_changes.then(|| engine.changes());
+                engine.commit();
+                (outcome, changes)
+            },
+            BatchSize::SmallInput,
+        )
+    });
 
     // Spec edits: the Service alternates between a kubectl-edit of an annotation (manual_edit
     // fires) and a trusted manager writing it back (it resolves).

@@ -81,9 +81,13 @@ pub fn check(
             namespace: namespace.to_string(),
             name: name.to_string(),
         };
-        parsed
-            .get(&key)
-            .map(|found| found.object.data.as_deref().unwrap_or(&NO_DATA))
+        parsed.get(&key).map(|found| {
+            found
+                .object
+                .data
+                .as_deref()
+                .map_or(&NO_DATA, |data| data.map())
+        })
     });
 
     let mut reports: BTreeMap<ManifestKey, ObjectReport> = BTreeMap::new();

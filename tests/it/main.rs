@@ -31,6 +31,7 @@ mod invariant_library;
 mod invariants;
 mod knative_defaults;
 mod knative_kinds;
+mod large_objects;
 mod oidc;
 mod one_alert_per_failure;
 mod overload;

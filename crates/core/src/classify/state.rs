@@ -7,13 +7,11 @@
 //! be larger than it); `managedFields` keep only who/when, since attribution reads the full
 //! entries from the incoming event.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Map, Value};
 
 pub(crate) use super::spec::Spec;
 use crate::decode::object::{api_group, hash_value, KEPT_STATUS};
-use crate::decode::{KubeObject, OwnerReference};
+use crate::decode::{DataMap, KubeObject, OwnerReference};
 use drift_model::{Millis, ObjectKey, Pairs};
 
 /// Who last wrote what, per `managedFields` entry (without the field trie).
@@ -138,8 +136,9 @@ pub struct ObjectState {
     pub spec: Spec,
     /// The status fields the classes read, serialized.
     pub status: Status,
-    /// ConfigMap values or Secret value hashes (shared with the event's object).
-    pub data: Option<std::sync::Arc<BTreeMap<String, String>>>,
+    /// ConfigMap values or Secret value hashes (shared with the event's object, or kept from
+    /// the previous state when the event repeats its text).
+    pub data: Option<std::sync::Arc<DataMap>>,
     /// A ConfigMap with `binaryData`: `data` holds those values' hashes beside its own, so the
     /// state cannot give the object back (`restorable`).
     pub binary_data: bool,
@@ -172,11 +171,8 @@ impl ObjectState {
     /// About how many bytes of memory this state takes: its strings, its texts (the spec as
     /// packed), and a fixed overhead. The bound `limits.maxStateBytes` is checked against the sum.
     pub fn weight(&self) -> usize {
-        let map = |map: &BTreeMap<String, String>| -> usize {
-            map.iter()
-                .map(|(key, value)| key.len() + value.len() + 48)
-                .sum()
-        };
+        // Counted from the text, so that weighing never parses it.
+        let map = |data: &DataMap| -> usize { data.counted_bytes() + 48 * data.counted_entries() };
         // A `Pairs` is its text and two offsets of four bytes per entry.
         let pairs = |pairs: &Pairs| -> usize { pairs.text_len() + 8 * pairs.len() };
         OBJECT_OVERHEAD_BYTES

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::state::{ManagerStamp, ObjectState, Serialized, Spec};
+use crate::decode::DataMap;
 use drift_model::{Millis, OwnerReference, Pairs};
 
 /// The stored text of an object's state (`objects.body`).
@@ -143,7 +144,7 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
             // Unpacked for the row (the state keeps it packed: `Spec`).
             spec: (!object.spec.is_null()).then(|| Cow::Owned(object.spec.raw())),
             status: raw(&object.status),
-            data: object.data.as_deref().map(Cow::Borrowed),
+            data: object.data.as_deref().map(|data| Cow::Borrowed(data.map())),
             binary_data: object.binary_data,
             deleted: object.deleted,
             listed: object.listed,
@@ -203,7 +204,9 @@ impl From<ObjectRow<'_>> for ObjectState {
                 .map(|raw| Spec::from_text(raw.get()))
                 .unwrap_or_default(),
             status: serialized(row.status),
-            data: row.data.map(|data| std::sync::Arc::new(data.into_owned())),
+            data: row
+                .data
+                .map(|data| std::sync::Arc::new(DataMap::from_map(data.into_owned()))),
             binary_data: row.binary_data,
             deleted: row.deleted,
             listed: row.listed,
@@ -268,10 +271,10 @@ mod tests {
     fn other_object() -> ObjectState {
         let mut object = object();
         object.annotations = Pairs::from_iter([("x", "y")]);
-        object.data = Some(std::sync::Arc::new(BTreeMap::from([(
+        object.data = Some(std::sync::Arc::new(DataMap::from_map(BTreeMap::from([(
             "k".into(),
             "v".into(),
-        )])));
+        )]))));
         object.status = Serialized::from_value(&json!({"ready": true}));
         object.deletion_timestamp = Some("2026-01-02T00:00:00Z".into());
         object.generation = None;

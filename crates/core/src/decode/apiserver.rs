@@ -181,32 +181,44 @@ fn check_attributes(event: &CloudEvent) -> Result<(), Error> {
 }
 const REFERENCE_PREFIX: &str = "dev.knative.apiserver.ref.";
 
-/// Decodes one CloudEvent.
-pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result<Decoded, Error> {
+/// Decodes one CloudEvent. `body` is a binary-mode request's body, the event's data not yet
+/// read as JSON ([`super::cloudevent::ParsedRequest::body_is_data`]): every way out reads all of
+/// it (the object's parse, the reference's, or a check for an event of a type not handled), so
+/// a body that is not JSON is refused as before.
+pub(crate) fn decode_event(
+    event: CloudEvent,
+    body: Option<&str>,
+    clusters: &ClusterNames,
+) -> Result<Decoded, Error> {
     check_attributes(&event)?;
+    let ignored = |event: CloudEvent| -> Result<Decoded, Error> {
+        if let Some(text) = body {
+            serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|error| {
+                Error::InvalidJson(format!(
+                    "data: {}",
+                    super::cloudevent::short(&error.to_string())
+                ))
+            })?;
+        }
+        Ok(Decoded::Ignored {
+            source: event.source,
+            id: event.id,
+            ce_type: event.ty,
+        })
+    };
     let (mode, verb) = if let Some(verb) = event.ty.strip_prefix(RESOURCE_PREFIX) {
         (Mode::Resource, verb)
     } else if let Some(verb) = event.ty.strip_prefix(REFERENCE_PREFIX) {
         (Mode::Reference, verb)
     } else {
-        return Ok(Decoded::Ignored {
-            source: event.source,
-            id: event.id,
-            ce_type: event.ty,
-        });
+        return ignored(event);
     };
     let action = match verb {
         "add" => Action::Add,
         "update" => Action::Update,
         "delete" => Action::Delete,
         // An unknown verb under a known prefix is a type this service does not handle.
-        _ => {
-            return Ok(Decoded::Ignored {
-                source: event.source,
-                id: event.id,
-                ce_type: event.ty,
-            })
-        }
+        _ => return ignored(event),
     };
     let cluster = clusters.resolve(&event);
     let CloudEvent {
@@ -218,10 +230,14 @@ pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result
         data,
         ..
     } = event;
-    let data = data.ok_or_else(|| Error::InvalidObject(format!("{ty} event has no data")))?;
+    let data = match (&data, body) {
+        (Some(raw), _) => raw.get(),
+        (None, Some(text)) => text,
+        (None, None) => return Err(Error::InvalidObject(format!("{ty} event has no data"))),
+    };
     let (api_version, kind, namespace, name, object) = match mode {
         Mode::Resource => {
-            let object = parse_object_text(data.get())?;
+            let object = parse_object_text(data)?;
             (
                 object.api_version.clone(),
                 object.kind.clone(),
@@ -231,7 +247,7 @@ pub(crate) fn decode_event(event: CloudEvent, clusters: &ClusterNames) -> Result
             )
         }
         Mode::Reference => {
-            let data: Value = serde_json::from_str(data.get()).map_err(|error| {
+            let data: Value = serde_json::from_str(data).map_err(|error| {
                 Error::InvalidJson(format!(
                     "data: {}",
                     super::cloudevent::short(&error.to_string())
@@ -323,10 +339,10 @@ mod tests {
             &[("cluster", "prod")],
             json!({"kind": "Service", "name": "web", "namespace": "default", "apiVersion": "v1"}),
         );
-        assert!(decode_event(ok.clone(), &names()).is_ok());
+        assert!(decode_event(ok.clone(), None, &names()).is_ok());
         let mut bad = ok.clone();
         bad.id = "id\u{0}1".into();
-        let error = decode_event(bad, &names()).unwrap_err();
+        let error = decode_event(bad, None, &names()).unwrap_err();
         assert_eq!(
             error.to_string(),
             "invalid CloudEvent: id contains a NUL character"
@@ -336,7 +352,7 @@ mod tests {
             &[("cluster", "pr\u{0}od")],
             json!({"kind": "Service", "name": "web", "namespace": "default", "apiVersion": "v1"}),
         );
-        let error = decode_event(bad, &names()).unwrap_err();
+        let error = decode_event(bad, None, &names()).unwrap_err();
         assert_eq!(
             error.to_string(),
             "invalid CloudEvent: attribute cluster (extension): holds U+0000, a control or whitespace character, at character 3: a name is printed characters only"
@@ -393,6 +409,7 @@ mod tests {
     fn resource_update_decodes_object() {
         let decoded = decode_event(
             event("dev.knative.apiserver.resource.update", &[], revision()),
+            None,
             &names(),
         )
         .unwrap();
@@ -409,6 +426,7 @@ mod tests {
         let data = json!({"kind": "Revision", "namespace": "default", "name": "helloworld-go-8kvz8", "apiVersion": "serving.knative.dev/v1alpha1"});
         let Decoded::ApiServer(event) = decode_event(
             event("dev.knative.apiserver.ref.update", &[], data),
+            None,
             &names(),
         )
         .unwrap() else {
@@ -421,7 +439,8 @@ mod tests {
 
     #[test]
     fn other_types_are_ignored() {
-        let decoded = decode_event(event("com.example.ping", &[], json!({})), &names()).unwrap();
+        let decoded =
+            decode_event(event("com.example.ping", &[], json!({})), None, &names()).unwrap();
         assert!(matches!(decoded, Decoded::Ignored { .. }));
     }
 
@@ -430,7 +449,7 @@ mod tests {
         let mut without = event("dev.knative.apiserver.resource.add", &[], json!({}));
         without.data = None;
         assert_eq!(
-            decode_event(without, &names()).unwrap_err().kind(),
+            decode_event(without, None, &names()).unwrap_err().kind(),
             "invalid_object"
         );
     }

@@ -18,12 +18,15 @@ use serde_json::{Map, Value};
 
 use super::object::{FieldsV1, KubeObject, ManagedFieldsEntry, ObjectSpec, KEPT_STATUS};
 use super::raw::Scanned;
+use super::DataMap;
 use drift_model::OwnerReference;
 
 /// The object in `text` (valid JSON), or `None` for the general path.
 pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let root = RootSeed.deserialize(&mut deserializer).ok()?;
+    // Nothing after the object (a binary-mode body was not read as JSON before this pass).
+    deserializer.end().ok()?;
     let Root {
         api_version,
         kind,
@@ -41,8 +44,12 @@ pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
         return None;
     }
     // A ConfigMap keeps its `data` (none or `null`: no values); any other kind's is not read.
-    let data = (api_version == "v1" && kind == "ConfigMap")
-        .then(|| std::sync::Arc::new(data.flatten().unwrap_or_default()));
+    let data = (api_version == "v1" && kind == "ConfigMap").then(|| {
+        std::sync::Arc::new(
+            data.flatten()
+                .unwrap_or_else(|| DataMap::from_map(BTreeMap::new())),
+        )
+    });
     let Meta {
         name,
         namespace,
@@ -98,8 +105,9 @@ struct Root {
     spec: Option<Box<RawValue>>,
     status: Option<Value>,
     status_skipped_bytes: usize,
-    /// `data` as strings (a value of another type fails the pass: the general path words it).
-    data: Option<Option<BTreeMap<String, String>>>,
+    /// `data` as its text, checked to be an object of strings (else the pass fails: the
+    /// general path words it).
+    data: Option<Option<DataMap>>,
     /// `stringData` or `binaryData` present (values to hash).
     has_values: bool,
 }
@@ -134,7 +142,15 @@ impl<'de> Visitor<'de> for RootSeed {
                     root.status = status;
                     root.status_skipped_bytes = skipped;
                 }
-                "data" => root.data = Some(access.next_value()?),
+                "data" => {
+                    root.data = Some(
+                        access
+                            .next_value::<Option<&'de RawValue>>()?
+                            .map(|raw| DataMap::from_text(raw.get()))
+                            .transpose()
+                            .map_err(serde::de::Error::custom)?,
+                    );
+                }
                 "stringData" | "binaryData" => {
                     access.next_value::<IgnoredAny>()?;
                     root.has_values = true;

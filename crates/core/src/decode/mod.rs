@@ -13,6 +13,7 @@
 pub(crate) mod apiserver;
 pub mod cloudevent;
 pub mod cluster_name;
+pub mod data;
 pub(crate) mod fast;
 pub mod object;
 pub(crate) mod raw;
@@ -20,6 +21,7 @@ pub(crate) mod shape;
 
 pub use apiserver::{Action, ApiServerEvent, ClusterNames, Decoded, Mode};
 pub use cloudevent::CloudEvent;
+pub use data::DataMap;
 pub use object::{FieldsV1, KubeObject, ManagedFieldsEntry, ObjectSpec, OwnerReference};
 pub use shape::{parse_object, parse_object_text};
 
@@ -62,9 +64,19 @@ pub fn decode_request(
     clusters: &ClusterNames,
 ) -> Result<Vec<Decoded>, Error> {
     let parsed = cloudevent::parse_request(headers, body)?;
+    let body = if parsed.body_is_data {
+        Some(std::str::from_utf8(body).map_err(|error| {
+            Error::InvalidJson(format!(
+                "data: invalid UTF-8 at byte {}",
+                error.valid_up_to()
+            ))
+        })?)
+    } else {
+        None
+    };
     let mut decoded = Vec::with_capacity(parsed.events.len());
     for (index, event) in parsed.events.into_iter().enumerate() {
-        let item = apiserver::decode_event(event, clusters).map_err(|error| {
+        let item = apiserver::decode_event(event, body, clusters).map_err(|error| {
             if parsed.batch {
                 prefix_index(error, index)
             } else {

@@ -201,7 +201,7 @@ pub struct KubeObject {
     pub status_skipped_bytes: usize,
     /// `data` of a ConfigMap (values) or Secret (hashes); `binaryData` values are hashed. Shared
     /// with the state made from it (a ConfigMap's values can be hundreds of KB: not copied).
-    pub data: Option<std::sync::Arc<BTreeMap<String, String>>>,
+    pub data: Option<std::sync::Arc<super::DataMap>>,
     /// A ConfigMap had `binaryData` values: `data` holds their hashes beside its own values.
     pub binary_data: bool,
 }
@@ -432,7 +432,7 @@ pub(super) fn parse_general(text: &str, scanned: raw::Scanned) -> Result<KubeObj
         spec,
         status,
         status_skipped_bytes,
-        data: data.map(std::sync::Arc::new),
+        data: data.map(|data| std::sync::Arc::new(super::DataMap::from_map(data))),
         binary_data,
     };
     Ok(object)

@@ -99,7 +99,7 @@ impl DriftClass for BaselineDrift {
                     config_map
                         .data
                         .as_deref()
-                        .unwrap_or(&crate::classify::defaults::NO_DATA)
+                        .map_or(&crate::classify::defaults::NO_DATA, |data| data.map())
                 })
         });
         let comparison = compare(

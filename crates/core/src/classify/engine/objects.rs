@@ -110,6 +110,17 @@ impl Engine {
             }
         }
         let mut after = ObjectState::from_object(&event.cluster, object, now);
+        // A ConfigMap's `data` that repeats the previous state's text keeps that state's values
+        // (parsed once, when a class first read them): comparing the state, weighing it and the
+        // classes then neither parse nor compare the values again.
+        if let (Some(previous), Some(data)) = (
+            previous.and_then(|previous| previous.data.as_ref()),
+            &after.data,
+        ) {
+            if data.same_text(previous) {
+                after.data = Some(std::sync::Arc::clone(previous));
+            }
+        }
         after.deleted = event.action == Action::Delete;
         after.sent_at = sent;
         // Growing the state past its byte cap is refused like a new object at a cap. A delete of

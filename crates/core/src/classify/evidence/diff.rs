@@ -89,14 +89,18 @@ pub(crate) fn spec_diff_parsed(
             &mut changes,
         );
     }
-    let data_before = before.data.as_deref().map(map_value);
-    let data_after = after.data.as_deref().map(map_value);
-    diff_values(
-        "/data",
-        data_before.as_ref(),
-        data_after.as_ref(),
-        &mut changes,
-    );
+    // Most updates of a ConfigMap repeat its values (the same shared values, or the same text):
+    // nothing to build or walk.
+    if before.data != after.data {
+        let data_before = before.data.as_deref().map(|data| map_value(data));
+        let data_after = after.data.as_deref().map(|data| map_value(data));
+        diff_values(
+            "/data",
+            data_before.as_ref(),
+            data_after.as_ref(),
+            &mut changes,
+        );
+    }
     finish(changes, &after.kind, rules)
 }
 

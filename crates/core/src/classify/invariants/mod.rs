@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::classify::state::ObjectState;
+use crate::decode::DataMap;
 use drift_model::glob::glob_match;
 use drift_model::{Pairs, Severity};
 
@@ -205,7 +206,7 @@ pub fn view<'v>(
         owners: &state.owners,
         spec,
         status,
-        data: state.data.as_deref(),
+        data: state.data.as_deref().map(DataMap::map),
     }
 }
 

@@ -26,7 +26,57 @@ fn binary_mode_reads_headers_and_percent_decodes() {
     assert!(!parsed.batch);
     let event = &parsed.events[0];
     assert_eq!(event.extensions["cluster"], "prod eu");
-    assert_eq!(event.data_value(), Some(serde_json::json!({"a": 1})));
+    // The body is the data, read by the object's parse (not copied and checked here).
+    assert!(parsed.body_is_data);
+    assert_eq!(event.data_value(), None);
+    assert!(!parse_request(&map, b"").unwrap().body_is_data);
+}
+
+/// A binary-mode body is read once, by whatever reads the data: whichever way the event goes,
+/// a body that is not one JSON value is refused as the request's JSON error.
+#[test]
+fn a_binary_body_that_is_not_json_is_refused_whatever_its_type() {
+    let names = crate::decode::ClusterNames {
+        default: "prod".into(),
+        by_source: Default::default(),
+    };
+    let object = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"1"},"data":{"k":"v"}}"#;
+    for ty in [
+        "dev.knative.apiserver.resource.update",
+        "dev.knative.apiserver.ref.update",
+        "com.example.ping",
+        "dev.knative.apiserver.resource.touch",
+    ] {
+        let map = headers(&[
+            ("ce-specversion", "1.0"),
+            ("ce-id", "1"),
+            ("ce-source", "/s"),
+            ("ce-type", ty),
+            ("content-type", "application/json"),
+        ]);
+        for (body, says) in [
+            (format!("{object} x"), "trailing characters"),
+            (format!("{object}}}"), "trailing characters"),
+            (object[..object.len() - 1].to_string(), "EOF while parsing"),
+            ("{\"a\":\"\u{1}\"}".to_string(), "control character"),
+        ] {
+            let error = crate::decode::decode_request(&map, body.as_bytes(), &names)
+                .map(|_| ())
+                .unwrap_err();
+            assert_eq!(error.kind(), "invalid_json", "{ty} {body}: {error}");
+            assert!(error.to_string().contains(says), "{ty} {body}: {error}");
+        }
+        let mut bytes = object.as_bytes().to_vec();
+        let at = bytes.len() - 4;
+        bytes[at] = 0xff;
+        let error = crate::decode::decode_request(&map, &bytes, &names)
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("invalid CloudEvent JSON: data: invalid UTF-8 at byte {at}")
+        );
+    }
 }
 
 #[test]

@@ -1,0 +1,173 @@
+//! A ConfigMap's `data` kept as text (BENCHMARKS.md, issue 28): an update that repeats the text
+//! keeps the state's values (not parsed again), the same values written another way are no
+//! change, and a changed value still gets its exact before and after.
+
+use std::sync::Arc;
+
+use drift_core::classify::Engine;
+use drift_core::decode::{self, ApiServerEvent, ClusterNames, Decoded};
+use drift_model::{Millis, ObjectKey};
+use serde_json::{json, Value};
+
+use crate::scenario::{config_autoscaler, written_by, T0};
+
+/// One binary-mode request (the Broker's) whose body is `text` as given.
+fn event(id: u64, text: &str) -> ApiServerEvent {
+    let mut headers = http::HeaderMap::new();
+    for (name, value) in [
+        ("ce-specversion", "1.0".to_string()),
+        ("ce-id", format!("event-{id}")),
+        ("ce-source", "https://10.96.0.1:443".to_string()),
+        (
+            "ce-type",
+            "dev.knative.apiserver.resource.update".to_string(),
+        ),
+        ("content-type", "application/json".to_string()),
+    ] {
+        headers.insert(name, http::HeaderValue::from_str(&value).unwrap());
+    }
+    let clusters = ClusterNames {
+        default: "prod".into(),
+        by_source: Default::default(),
+    };
+    match decode::decode_request(&headers, text.as_bytes(), &clusters)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .remove(0)
+    {
+        Decoded::ApiServer(event) => *event,
+        other => panic!("{other:?}"),
+    }
+}
+
+struct World {
+    engine: Engine,
+    now: Millis,
+    next: u64,
+}
+
+impl World {
+    fn new() -> World {
+        let config = drift_core::config::load_str("", &|_| None).unwrap();
+        World {
+            engine: Engine::new(Arc::new(config.rules.compile())),
+            now: T0,
+            next: 0,
+        }
+    }
+
+    /// Applies the object `text`; the states written (content changes) and the transitions.
+    fn send(&mut self, text: &str) -> (usize, Vec<String>) {
+        self.next += 1;
+        self.now += 1000;
+        let event = event(self.next, text);
+        self.engine.begin();
+        self.engine.tick(self.now);
+        self.engine.apply(&event, self.now);
+        let changes = self.engine.changes();
+        let moves = changes
+            .transitions
+            .iter()
+            .map(|transition| {
+                format!(
+                    "{} {}",
+                    transition.drift.class,
+                    transition.drift.state.as_str()
+                )
+            })
+            .collect();
+        (changes.objects.len(), moves)
+    }
+
+    fn data(&self) -> Arc<decode::DataMap> {
+        let key = ObjectKey {
+            cluster: "prod".into(),
+            uid: "cm-autoscaler-uid".into(),
+        };
+        let state = self.engine.graph().get(&key).expect("tracked");
+        Arc::clone(state.data.as_ref().expect("a ConfigMap keeps its data"))
+    }
+}
+
+/// `object` as text with its `resourceVersion` set and Argo-like churn: only a write time moves.
+fn text(object: &Value, version: u64, time: &str) -> String {
+    let mut object = object.clone();
+    object["metadata"]["resourceVersion"] = json!(version.to_string());
+    object["metadata"]["managedFields"][0]["time"] = json!(time);
+    serde_json::to_string(&object).unwrap()
+}
+
+/// The same object with its `data` written another way: members in reverse order, `/` escaped.
+fn rewritten(text: &str, object: &Value) -> String {
+    let data = serde_json::to_string(&object["data"]).unwrap();
+    let members: Vec<String> = object["data"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|(key, value)| {
+            format!(
+                "{}:{}",
+                serde_json::to_string(key).unwrap(),
+                serde_json::to_string(value).unwrap().replace('/', "\\/")
+            )
+        })
+        .collect();
+    let other = format!("{{{}}}", members.join(","));
+    assert_ne!(other, data);
+    assert!(text.contains(&data));
+    text.replace(&data, &other)
+}
+
+#[test]
+fn a_repeated_data_text_keeps_the_values_and_other_spellings_are_no_change() {
+    let mut world = World::new();
+    let mut shipped = config_autoscaler();
+    // Keys set as a team sets them (the fixture ships only `_example`).
+    shipped["data"]["enable-scale-to-zero"] = json!("true");
+    shipped["data"]["stable-window"] = json!("60s");
+    let (written, moves) = world.send(&text(&shipped, 1000, "2023-10-01T00:00:00Z"));
+    assert_eq!((written, moves.len()), (1, 0));
+    // Read by a class or not, the values are the first event's from here on.
+    let first = world.data();
+    let _ = first.map();
+
+    // Only a write time moved: no content change, and the state holds the same values.
+    let (written, moves) = world.send(&text(&shipped, 1001, "2023-10-01T00:01:00Z"));
+    assert_eq!((written, moves), (0, Vec::<String>::new()));
+    assert!(Arc::ptr_eq(&first, &world.data()), "values kept");
+
+    // The same values, spelled another way: still no content change, nothing fires.
+    let again = text(&shipped, 1002, "2023-10-01T00:02:00Z");
+    let (written, moves) = world.send(&rewritten(&again, &shipped));
+    assert_eq!((written, moves), (0, Vec::<String>::new()));
+    assert_eq!(*world.data(), *first);
+
+    // A real change by hand: a content change, the exact key and values.
+    let mut edited = shipped.clone();
+    edited["data"]["min-scale"] = json!("1");
+    written_by(
+        &mut edited,
+        "kubectl-edit",
+        "Update",
+        json!({"f:data": {"f:min-scale": {}}}),
+        "2023-10-09T22:00:00Z",
+    );
+    let (written, moves) = world.send(&text(&edited, 1003, "2023-10-01T00:02:00Z"));
+    assert_eq!(written, 1);
+    assert!(
+        moves.contains(&"config_drift firing".to_string()),
+        "{moves:?}"
+    );
+    assert_eq!(world.data().get("min-scale").map(String::as_str), Some("1"));
+    let drift = world
+        .engine
+        .open_drifts()
+        .find(|drift| drift.class == "config_drift")
+        .unwrap();
+    assert!(
+        drift.evidence.summary.contains("min-scale added (1)")
+            && drift.evidence.summary.contains("kubectl-edit"),
+        "{}",
+        drift.evidence.summary
+    );
+}
