@@ -79,9 +79,13 @@ impl World {
     }
 
     fn data(&self) -> Arc<decode::DataMap> {
+        self.data_of("cm-autoscaler-uid")
+    }
+
+    fn data_of(&self, uid: &str) -> Arc<decode::DataMap> {
         let key = ObjectKey {
             cluster: "prod".into(),
-            uid: "cm-autoscaler-uid".into(),
+            uid: uid.into(),
         };
         let state = self.engine.graph().get(&key).expect("tracked");
         Arc::clone(state.data.as_ref().expect("a ConfigMap keeps its data"))
@@ -170,4 +174,54 @@ fn a_repeated_data_text_keeps_the_values_and_other_spellings_are_no_change() {
         "{}",
         drift.evidence.summary
     );
+}
+
+/// A team's own ConfigMap, which no class reads values of unless they change: its values are
+/// never parsed, not to store the state either (the row keeps the text as received), and a
+/// restore from that row gives the same values.
+#[test]
+fn an_ordinary_config_map_is_never_parsed_while_its_data_repeats() {
+    let mut world = World::new();
+    let mut settings = config_autoscaler();
+    settings["metadata"]["name"] = json!("app-settings");
+    settings["metadata"]["namespace"] = json!("team-a");
+    settings["metadata"]["uid"] = json!("cm-settings-uid");
+    settings["data"] = json!({"url": "https://config.example.com/a?b=c", "tier": "standard"});
+    let (written, _) = world.send(&text(&settings, 1000, "2023-10-01T00:00:00Z"));
+    assert_eq!(written, 1);
+    for step in 1..5u64 {
+        let (written, moves) = world.send(&text(
+            &settings,
+            1000 + step,
+            &format!("2023-10-01T00:0{step}:00Z"),
+        ));
+        assert_eq!((written, moves), (0, Vec::<String>::new()));
+    }
+    let data = world.data_of("cm-settings-uid");
+    assert!(!data.is_parsed(), "nothing read the values");
+    // The stored row holds the text; reading it back gives the values.
+    let state = world
+        .engine
+        .graph()
+        .get(&ObjectKey {
+            cluster: "prod".into(),
+            uid: "cm-settings-uid".into(),
+        })
+        .unwrap()
+        .clone();
+    let row = drift_core::classify::stored::encode(&state).unwrap();
+    assert!(!data.is_parsed(), "written without parsing");
+    let restored = drift_core::classify::stored::decode(&row).unwrap();
+    assert_eq!(
+        restored.data.unwrap().map(),
+        &serde_json::from_value::<std::collections::BTreeMap<String, String>>(
+            settings["data"].clone()
+        )
+        .unwrap()
+    );
+    // A row whose data is not an object of strings is refused, not read as empty.
+    let bad = row.replace(r#""tier":"standard""#, r#""tier":7"#);
+    assert_ne!(bad, row);
+    let error = drift_core::classify::stored::decode(&bad).unwrap_err();
+    assert!(error.to_string().contains("expected a string"), "{error}");
 }

@@ -6,7 +6,6 @@
 //! (writing copies nothing of it), read owned.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -22,7 +21,16 @@ pub fn encode(object: &ObjectState) -> Result<String, serde_json::Error> {
 
 /// The state of an object's stored text.
 pub fn decode(body: &str) -> Result<ObjectState, serde_json::Error> {
-    serde_json::from_str::<ObjectRow<'_>>(body).map(ObjectState::from)
+    let mut row = serde_json::from_str::<ObjectRow<'_>>(body)?;
+    // Checked here, where an error can be returned: an object of strings.
+    let data = row
+        .data
+        .take()
+        .map(|raw| DataMap::from_raw(&raw))
+        .transpose()?;
+    let mut object = ObjectState::from(row);
+    object.data = data.map(std::sync::Arc::new);
+    Ok(object)
 }
 
 /// One owner reference of an object.
@@ -78,7 +86,7 @@ struct ObjectRow<'a> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<Cow<'a, RawValue>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    data: Option<Cow<'a, BTreeMap<String, String>>>,
+    data: Option<Cow<'a, RawValue>>,
     /// Written only when true (a ConfigMap with `binaryData`): every other row is as before.
     #[serde(
         default,
@@ -144,7 +152,11 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
             // Unpacked for the row (the state keeps it packed: `Spec`).
             spec: (!object.spec.is_null()).then(|| Cow::Owned(object.spec.raw())),
             status: raw(&object.status),
-            data: object.data.as_deref().map(|data| Cow::Borrowed(data.map())),
+            // As received: a ConfigMap whose values nothing read is not parsed to be written.
+            data: object
+                .data
+                .as_deref()
+                .map(|data| Cow::Borrowed(data.text())),
             binary_data: object.binary_data,
             deleted: object.deleted,
             listed: object.listed,
@@ -204,9 +216,8 @@ impl From<ObjectRow<'_>> for ObjectState {
                 .map(|raw| Spec::from_text(raw.get()))
                 .unwrap_or_default(),
             status: serialized(row.status),
-            data: row
-                .data
-                .map(|data| std::sync::Arc::new(DataMap::from_map(data.into_owned()))),
+            // Read by `decode`, which can refuse a row whose data is not an object of strings.
+            data: None,
             binary_data: row.binary_data,
             deleted: row.deleted,
             listed: row.listed,

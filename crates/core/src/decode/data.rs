@@ -10,11 +10,12 @@ use std::ops::Deref;
 use std::sync::OnceLock;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
 
 /// The values of a `data` member: an object of strings, as text and, once read, as a map.
 pub struct DataMap {
     /// A JSON object whose members are all strings (checked when made).
-    text: Box<str>,
+    text: Box<RawValue>,
     /// Members, a repeated key counted each time (the map keeps the last).
     entries: usize,
     /// The bytes of the members' keys and values (unescaped), a repeated key counted each time.
@@ -26,11 +27,17 @@ impl DataMap {
     /// The values of `text`, which must be a JSON object of strings; the error says what is not.
     /// Reads the text once without building the map.
     pub fn from_text(text: &str) -> Result<DataMap, serde_json::Error> {
-        let mut deserializer = serde_json::Deserializer::from_str(text);
+        DataMap::from_raw(serde_json::from_str(text)?)
+    }
+
+    /// [`DataMap::from_text`] of a JSON text already read as one value (a member of the object
+    /// being decoded, a stored row's): its one read checks and counts, then it is copied.
+    pub fn from_raw(raw: &RawValue) -> Result<DataMap, serde_json::Error> {
+        let mut deserializer = serde_json::Deserializer::from_str(raw.get());
         let (entries, bytes) = deserializer.deserialize_map(Counter)?;
         deserializer.end()?;
         Ok(DataMap {
-            text: text.into(),
+            text: raw.to_owned(),
             entries,
             bytes,
             map: OnceLock::new(),
@@ -39,10 +46,13 @@ impl DataMap {
 
     /// The values of `map` (a Secret's hashes, a stored state, the general decoder's map).
     pub fn from_map(map: BTreeMap<String, String>) -> DataMap {
-        // A map of strings always serializes.
-        let text = serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_string());
+        let text = match serde_json::value::to_raw_value(&map) {
+            Ok(text) => text,
+            // A map of strings always serializes; this arm is unreachable.
+            Err(_) => RawValue::from_string("{}".to_string()).unwrap_or_default(),
+        };
         DataMap {
-            text: text.into(),
+            text,
             entries: map.len(),
             bytes: map.iter().map(|(key, value)| key.len() + value.len()).sum(),
             map: OnceLock::from(map),
@@ -53,18 +63,23 @@ impl DataMap {
     pub fn map(&self) -> &BTreeMap<String, String> {
         self.map.get_or_init(|| {
             // The text was checked to be an object of strings when it was made.
-            serde_json::from_str(&self.text).unwrap_or_default()
+            serde_json::from_str(self.text.get()).unwrap_or_default()
         })
     }
 
     /// The JSON text it was made from.
-    pub fn text(&self) -> &str {
+    pub fn text(&self) -> &RawValue {
         &self.text
     }
 
     /// True when both were made from the same text (then their values are the same).
     pub fn same_text(&self, other: &DataMap) -> bool {
-        self.text == other.text
+        self.text.get() == other.text.get()
+    }
+
+    /// True once the values were parsed (something read them).
+    pub fn is_parsed(&self) -> bool {
+        self.map.get().is_some()
     }
 
     /// The bytes of the keys and values, without building the map: a repeated key is counted

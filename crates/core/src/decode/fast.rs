@@ -146,7 +146,7 @@ impl<'de> Visitor<'de> for RootSeed {
                     root.data = Some(
                         access
                             .next_value::<Option<&'de RawValue>>()?
-                            .map(|raw| DataMap::from_text(raw.get()))
+                            .map(DataMap::from_raw)
                             .transpose()
                             .map_err(serde::de::Error::custom)?,
                     );
