@@ -224,10 +224,14 @@ impl ObjectState {
             // The containers' names and images, read in one pass (`fast::spec_view`) without
             // building the rest of a Pod's spec (most of an 18 KB Pod); the whole spec's tree
             // only for an unexpected shape.
-            let view = crate::decode::fast::spec_view(object.spec.raw().get());
-            Spec::from_value(&trim_pod_spec(
-                view.as_ref().unwrap_or_else(|| object.spec.value()),
-            ))
+            let view = match object.spec.view() {
+                Some(view) => std::borrow::Cow::Borrowed(view),
+                None => crate::decode::fast::spec_view(object.spec.raw().get()).map_or_else(
+                    || std::borrow::Cow::Borrowed(object.spec.value()),
+                    std::borrow::Cow::Owned,
+                ),
+            };
+            Spec::from_value(&trim_pod_spec(&view))
         } else {
             // The event's own text (see `ObjectSpec`): kept, not written again.
             Spec::from_text(object.spec.raw().get())

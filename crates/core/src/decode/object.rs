@@ -93,6 +93,10 @@ impl std::fmt::Debug for FieldsV1 {
 pub struct ObjectSpec {
     text: Box<RawValue>,
     parsed: std::sync::OnceLock<Value>,
+    /// What the shape check read of it (`shape::spec_view`: traffic, replicas, the containers'
+    /// names and images), kept so that the writer's state of a Pod (which keeps only those
+    /// names and images) does not read the spec a second time.
+    view: std::sync::OnceLock<Value>,
 }
 
 impl ObjectSpec {
@@ -101,6 +105,7 @@ impl ObjectSpec {
         ObjectSpec {
             text,
             parsed: std::sync::OnceLock::new(),
+            view: std::sync::OnceLock::new(),
         }
     }
 
@@ -110,7 +115,11 @@ impl ObjectSpec {
             serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned());
         let parsed = std::sync::OnceLock::new();
         let _ = parsed.set(value);
-        ObjectSpec { text, parsed }
+        ObjectSpec {
+            text,
+            parsed,
+            view: std::sync::OnceLock::new(),
+        }
     }
 
     /// The spec, parsed (once). The text was checked when the event was decoded, so it parses;
@@ -130,6 +139,16 @@ impl ObjectSpec {
         self.parsed.get()
     }
 
+    /// The shape check's view of it (see the field), when the decoder made one.
+    pub(crate) fn view(&self) -> Option<&Value> {
+        self.view.get().or_else(|| self.parsed())
+    }
+
+    /// Keeps the shape check's view.
+    pub(crate) fn keep_view(&self, view: Value) {
+        let _ = self.view.set(view);
+    }
+
     /// True for an absent spec.
     pub fn is_null(&self) -> bool {
         self.text.get() == "null"
@@ -147,6 +166,7 @@ impl Clone for ObjectSpec {
         ObjectSpec {
             text: self.text.clone(),
             parsed: self.parsed.clone(),
+            view: self.view.clone(),
         }
     }
 }

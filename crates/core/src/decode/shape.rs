@@ -348,8 +348,8 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
     if object.generation.is_some_and(|generation| generation < 0) {
         return Err(invalid("data.metadata.generation", "must not be negative"));
     }
-    let spec = spec_view(&object.spec)?;
-    let spec = match spec.as_ref() {
+    let view = spec_view(&object.spec)?;
+    let spec = match view.as_ref() {
         Value::Null => None,
         Value::Object(map) => Some(map),
         other => {
@@ -382,6 +382,13 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
                     "data.spec.template.spec.containers",
                 )?;
             }
+        }
+    }
+    // A Pod's state keeps only what the view holds of its spec (its containers' names and
+    // images): the writer takes it from here instead of reading the spec again.
+    if let Cow::Owned(view) = view {
+        if object.api_version == "v1" && object.kind == "Pod" {
+            object.spec.keep_view(view);
         }
     }
     if let Some(status) = status {
