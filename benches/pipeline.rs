@@ -151,6 +151,38 @@ fn decode(c: &mut Criterion) {
     group.finish();
 }
 
+/// One benchmark of `engine` applying `cycle`'s events in turn, each with the next
+/// `resourceVersion` (and taking the round's changes when `take_changes`).
+fn bench_cycle(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    label: &str,
+    mut engine: Engine,
+    cycle: &[ApiServerEvent],
+    take_changes: bool,
+) {
+    let mut rv = 10u64;
+    group.bench_function(label, |b| {
+        b.iter_batched(
+            || {
+                rv += 1;
+                let mut event = cycle[(rv % cycle.len() as u64) as usize].clone();
+                if let Some(object) = event.object.as_mut() {
+                    object.resource_version = format!("{rv:015}");
+                }
+                event
+            },
+            |event| {
+                engine.begin();
+                let outcome = engine.apply(&event, 1_000);
+                let changes = take_changes.then(|| engine.changes());
+                engine.commit();
+                (outcome, changes)
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
 /// `Engine::apply` alone, on `classify`'s events. Budget: 8 µs per status-only event, 30 µs per
 /// spec edit.
 fn apply(c: &mut Criterion) {
@@ -196,27 +228,7 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>, take_changes:
             .collect();
         let mut engine = Engine::new(Arc::clone(&rules));
         baseline(&mut engine);
-        let mut rv = 10u64;
-        group.bench_function(label, |b| {
-            b.iter_batched(
-                || {
-                    rv += 1;
-                    let mut event = cycle[(rv % world::STEPS as u64) as usize].clone();
-                    if let Some(object) = event.object.as_mut() {
-                        object.resource_version = format!("{rv:015}");
-                    }
-                    event
-                },
-                |event| {
-                    engine.begin();
-                    let outcome = engine.apply(&event, 1_000);
-                    let changes = take_changes.then(|| engine.changes());
-                    engine.commit();
-                    (outcome, changes)
-                },
-                BatchSize::SmallInput,
-            )
-        });
+        bench_cycle(&mut group, label, engine, &cycle, take_changes);
     }
 
     // The large-object phase's ConfigMap (200 KB of `data`): updates that move only Argo CD's
@@ -232,27 +244,13 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>, take_changes:
     engine.begin();
     engine.apply(&cycle[0], 0);
     engine.commit();
-    let mut rv = 10u64;
-    group.bench_function("no_change/configmap", |b| {
-        b.iter_batched(
-            || {
-                rv += 1;
-                let mut event = cycle[(rv % world::STEPS as u64) as usize].clone();
-                if let Some(object) = event.object.as_mut() {
-                    object.resource_version = format!("{rv:015}");
-                }
-                event
-            },
-            |event| {
-                engine.begin();
-                let outcome = engine.apply(&event, 1_000);
-                let changes = take_changes.then(|| engine.changes());
-                engine.commit();
-                (outcome, changes)
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    bench_cycle(
+        &mut group,
+        "no_change/configmap",
+        engine,
+        &cycle,
+        take_changes,
+    );
 
     // Spec edits: the Service alternates between a kubectl-edit of an annotation (manual_edit
     // fires) and a trusted manager writing it back (it resolves).
