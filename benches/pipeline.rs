@@ -259,31 +259,14 @@ fn classify_with(c: &mut Criterion, name: &str, rules: Arc<Rules>, take_changes:
     let revert = decoded(Mode::Binary, "update", &service[5], 0);
     let mut engine = Engine::new(Arc::clone(&rules));
     baseline(&mut engine);
-    let mut rv = 10u64;
-    group.bench_function("spec_edit/service", |b| {
-        b.iter_batched(
-            || {
-                rv += 1;
-                let mut event = if rv.is_multiple_of(2) {
-                    edit.clone()
-                } else {
-                    revert.clone()
-                };
-                if let Some(object) = event.object.as_mut() {
-                    object.resource_version = format!("{rv:015}");
-                }
-                event
-            },
-            |event| {
-                engine.begin();
-                let outcome = engine.apply(&event, 1_000);
-                let changes = take_changes.then(|| engine.changes());
-                engine.commit();
-                (outcome, changes)
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    // Even versions are the edit, odd ones the write-back.
+    bench_cycle(
+        &mut group,
+        "spec_edit/service",
+        engine,
+        &[edit.clone(), revert.clone()],
+        take_changes,
+    );
     group.finish();
     if name != "classify" {
         return;

@@ -230,7 +230,7 @@ fn judge(source: &str, object: Value) {
     };
     let state = ObjectState::from_object("fuzz", &object, 0);
     let (spec, status) = (state.spec.value(), state.status.value());
-    let view = view(&state, &spec, &status);
+    let view = view(&state, &spec, &status, true);
     for returns in [Returns::Bool, Returns::String] {
         let Ok(expression) = Expression::compile(source, returns) else {
             continue;

@@ -47,7 +47,11 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let config = drift_core::config::load_str("", &|_| None).unwrap();
+        World::with_config("")
+    }
+
+    fn with_config(yaml: &str) -> World {
+        let config = drift_core::config::load_str(yaml, &|_| None).unwrap();
         World {
             engine: Engine::new(Arc::new(config.rules.compile())),
             now: T0,
@@ -224,4 +228,78 @@ fn an_ordinary_config_map_is_never_parsed_while_its_data_repeats() {
     assert_ne!(bad, row);
     let error = drift_core::classify::stored::decode(&bad).unwrap_err();
     assert!(error.to_string().contains("expected a string"), "{error}");
+}
+
+/// A state weighs what it holds: the data's text as received (Go's encoder writes `<` as
+/// `\u003c`, six bytes for one) and its values once parsed; a repeated key's earlier values are
+/// not held at all.
+#[test]
+fn a_config_map_weighs_its_text_and_holds_no_repeated_key() {
+    let mut world = World::new();
+    let mut page = config_autoscaler();
+    page["metadata"]["name"] = json!("landing-page");
+    page["metadata"]["namespace"] = json!("team-a");
+    page["metadata"]["uid"] = json!("cm-page-uid");
+    page["data"] = json!({"index.html": "<".repeat(1000)});
+    let escaped = text(&page, 1000, "2023-10-01T00:00:00Z")
+        .replace(&"<".repeat(1000), &"\\u003c".repeat(1000));
+    assert_eq!(world.send(&escaped).0, 1);
+    let key = ObjectKey {
+        cluster: "prod".into(),
+        uid: "cm-page-uid".into(),
+    };
+    let state = world.engine.graph().get(&key).unwrap();
+    let held = state.data.as_ref().unwrap();
+    assert_eq!(held.text().get().len(), 6000 + r#"{"index.html":""}"#.len());
+    assert!(
+        state.weight() >= held.text().get().len() + 1000,
+        "{}",
+        state.weight()
+    );
+    assert_eq!(held.map()["index.html"], "<".repeat(1000));
+
+    // The same key twice: only the last value is held (the text is the map's).
+    let big = "x".repeat(100_000);
+    let repeated = text(&page, 1001, "2023-10-01T00:01:00Z").replace(
+        &format!(r#""index.html":"{}""#, "<".repeat(1000)),
+        &format!(r#""index.html":"{big}","index.html":"small""#),
+    );
+    assert!(repeated.contains(&big));
+    world.send(&repeated);
+    let state = world.engine.graph().get(&key).unwrap();
+    assert_eq!(
+        state.data.as_ref().unwrap().text().get(),
+        r#"{"index.html":"small"}"#
+    );
+    assert!(state.weight() < 10_000, "{}", state.weight());
+}
+
+/// A team invariant on ConfigMaps that reads their labels, not their values, does not parse the
+/// values; one that reads them judges them.
+#[test]
+fn an_invariant_parses_a_config_maps_values_only_when_it_reads_them() {
+    let rules = |expression: &str| {
+        format!(
+            "rules:\n  invariants:\n    - name: owned\n      match: {{apiVersion: v1, kind: ConfigMap}}\n      expression: \"{expression}\"\n      message: broken\n"
+        )
+    };
+    let mut settings = config_autoscaler();
+    settings["metadata"]["name"] = json!("app-settings");
+    settings["metadata"]["namespace"] = json!("team-a");
+    settings["metadata"]["uid"] = json!("cm-settings-uid");
+    settings["metadata"]["labels"] = json!({"team": "a"});
+    settings["data"] = json!({"tier": "standard"});
+
+    let mut labels_only = World::with_config(&rules("has(object.metadata.labels.team)"));
+    labels_only.send(&text(&settings, 1000, "2023-10-01T00:00:00Z"));
+    labels_only.send(&text(&settings, 1001, "2023-10-01T00:01:00Z"));
+    assert!(!labels_only.data_of("cm-settings-uid").is_parsed());
+
+    let mut values = World::with_config(&rules("object.data.tier == 'premium'"));
+    let (_, moves) = values.send(&text(&settings, 1000, "2023-10-01T00:00:00Z"));
+    assert!(values.data_of("cm-settings-uid").is_parsed());
+    assert!(
+        moves.iter().any(|line| line.starts_with("invariant ")),
+        "{moves:?}"
+    );
 }

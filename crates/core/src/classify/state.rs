@@ -171,8 +171,11 @@ impl ObjectState {
     /// About how many bytes of memory this state takes: its strings, its texts (the spec as
     /// packed), and a fixed overhead. The bound `limits.maxStateBytes` is checked against the sum.
     pub fn weight(&self) -> usize {
-        // Counted from the text, so that weighing never parses it.
-        let map = |data: &DataMap| -> usize { data.counted_bytes() + 48 * data.counted_entries() };
+        // The text as received (escapes and all) plus what its map takes once parsed, both
+        // counted from the text: a state's weight does not change when a class parses its values.
+        let map = |data: &DataMap| -> usize {
+            data.text().get().len() + data.counted_bytes() + 48 * data.counted_entries()
+        };
         // A `Pairs` is its text and two offsets of four bytes per entry.
         let pairs = |pairs: &Pairs| -> usize { pairs.text_len() + 8 * pairs.len() };
         OBJECT_OVERHEAD_BYTES

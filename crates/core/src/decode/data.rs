@@ -4,6 +4,7 @@
 //! recognises an unchanged one by its text and keeps the state's (already parsed) map, so an
 //! update that only moves a `managedFields` time neither builds nor compares a map.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Deref;
@@ -16,30 +17,39 @@ use serde_json::value::RawValue;
 pub struct DataMap {
     /// A JSON object whose members are all strings (checked when made).
     text: Box<RawValue>,
-    /// Members, a repeated key counted each time (the map keeps the last).
+    /// Members (a text that repeats a key is kept as its map's text, so each counts once).
     entries: usize,
-    /// The bytes of the members' keys and values (unescaped), a repeated key counted each time.
+    /// The bytes of the members' keys and values (unescaped).
     bytes: usize,
     map: OnceLock<BTreeMap<String, String>>,
 }
 
 impl DataMap {
     /// The values of `text`, which must be a JSON object of strings; the error says what is not.
-    /// Reads the text once without building the map.
+    /// Reads the text once without building the map (a text whose keys are out of order, which
+    /// the API server never sends, is parsed once more to fold a repeated key).
     pub fn from_text(text: &str) -> Result<DataMap, serde_json::Error> {
         DataMap::from_raw(serde_json::from_str(text)?)
     }
 
     /// [`DataMap::from_text`] of a JSON text already read as one value (a member of the object
-    /// being decoded, a stored row's): its one read checks and counts, then it is copied.
+    /// being decoded, a stored row's): one read checks and counts, then it is copied.
     pub fn from_raw(raw: &RawValue) -> Result<DataMap, serde_json::Error> {
         let mut deserializer = serde_json::Deserializer::from_str(raw.get());
-        let (entries, bytes) = deserializer.deserialize_map(Counter)?;
+        let counted = deserializer.deserialize_map(Counter)?;
         deserializer.end()?;
+        if !counted.sorted {
+            // Keys out of order (the API server writes them sorted) may repeat one: a repeated
+            // key's earlier values are not the object's, and are not kept as text either.
+            let map: BTreeMap<String, String> = serde_json::from_str(raw.get())?;
+            if map.len() != counted.entries {
+                return Ok(DataMap::from_map(map));
+            }
+        }
         Ok(DataMap {
             text: raw.to_owned(),
-            entries,
-            bytes,
+            entries: counted.entries,
+            bytes: counted.bytes,
             map: OnceLock::new(),
         })
     }
@@ -82,21 +92,12 @@ impl DataMap {
         self.map.get().is_some()
     }
 
-    /// The bytes of the keys and values, without building the map: a repeated key is counted
-    /// each time, so this is at least the map's figure ([`DataMap::map_bytes`]).
+    /// The bytes of the keys and values (unescaped), without building the map.
     pub fn counted_bytes(&self) -> usize {
         self.bytes
     }
 
-    /// The bytes of the map's keys and values.
-    pub fn map_bytes(&self) -> usize {
-        self.map()
-            .iter()
-            .map(|(key, value)| key.len() + value.len())
-            .sum()
-    }
-
-    /// Members counted as [`DataMap::counted_bytes`] counts bytes.
+    /// The members, without building the map.
     pub fn counted_entries(&self) -> usize {
         self.entries
     }
@@ -152,21 +153,69 @@ impl From<BTreeMap<String, String>> for DataMap {
 /// needs no unescaping.
 struct Counter;
 
+/// What [`Counter`] found.
+struct Counted {
+    entries: usize,
+    bytes: usize,
+    /// Every key greater than the one before (so none repeats).
+    sorted: bool,
+}
+
 impl<'de> Visitor<'de> for Counter {
-    type Value = (usize, usize);
+    type Value = Counted;
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
         formatter.write_str("an object of strings")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<(usize, usize), A::Error> {
-        let (mut entries, mut bytes) = (0usize, 0usize);
-        while let Some(key) = access.next_key::<Length>()? {
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Counted, A::Error> {
+        let mut counted = Counted {
+            entries: 0,
+            bytes: 0,
+            sorted: true,
+        };
+        let mut previous: Option<Cow<'de, str>> = None;
+        while let Some(Key(key)) = access.next_key::<Key<'de>>()? {
             let value = access.next_value::<Length>()?;
-            entries += 1;
-            bytes = bytes.saturating_add(key.0).saturating_add(value.0);
+            counted.entries += 1;
+            counted.bytes = counted
+                .bytes
+                .saturating_add(key.len())
+                .saturating_add(value.0);
+            counted.sorted &= previous
+                .as_deref()
+                .is_none_or(|before| before < key.as_ref());
+            previous = Some(key);
         }
-        Ok((entries, bytes))
+        Ok(counted)
+    }
+}
+
+/// A key, borrowed from the text unless it holds an escape.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Key<'de>, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                text: &'de str,
+            ) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(text)))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(text.to_string())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
@@ -197,10 +246,23 @@ mod tests {
 
     #[test]
     fn text_is_checked_counted_and_parsed_on_use() {
-        let data = DataMap::from_text(r#"{"b":"two","a":"o\u006ee","b":"2"}"#).unwrap();
-        assert_eq!(data.counted_entries(), 3);
-        assert_eq!(data.counted_bytes(), 1 + 3 + 1 + 3 + 1 + 1);
-        assert_eq!(data.map_bytes(), 1 + 3 + 1 + 1);
+        // Sorted keys: kept as received, not parsed.
+        let sorted = r#"{"a":"o\u006ee","b":"2"}"#;
+        let data = DataMap::from_text(sorted).unwrap();
+        assert!(!data.is_parsed());
+        assert_eq!(data.text().get(), sorted);
+        assert_eq!(data.counted_entries(), 2);
+        assert_eq!(data.counted_bytes(), 1 + 3 + 1 + 1);
+        // A repeated key (out of order): only the last value is kept, text and counts alike.
+        let repeated = DataMap::from_text(r#"{"b":"two","a":"o\u006ee","b":"2"}"#).unwrap();
+        assert_eq!(repeated.text().get(), r#"{"a":"one","b":"2"}"#);
+        assert_eq!(repeated.counted_entries(), 2);
+        assert_eq!(repeated.counted_bytes(), data.counted_bytes());
+        assert_eq!(repeated, data);
+        // Out of order without a repeat: kept as received (parsed once to tell).
+        let unsorted = DataMap::from_text(r#"{"b":"2","a":"one"}"#).unwrap();
+        assert_eq!(unsorted.text().get(), r#"{"b":"2","a":"one"}"#);
+        assert_eq!(unsorted, data);
         assert_eq!(
             data.map(),
             &BTreeMap::from([

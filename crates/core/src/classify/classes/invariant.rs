@@ -102,15 +102,20 @@ impl DriftClass for InvariantBroken {
         } else {
             serde_json::Value::Null
         };
-        let after = view(object, &spec, &status);
+        let after = view(object, &spec, &status, reads.reads("data"));
         let needs_old = !reads_old.is_empty();
         let old = context.before.filter(|_| needs_old).map(|before| {
             let parsed = Parsed::of(before);
             (before, parsed)
         });
-        let old_view = old
-            .as_ref()
-            .map(|(before, parsed)| view(before, &parsed.spec, &parsed.status));
+        let old_view = old.as_ref().map(|(before, parsed)| {
+            view(
+                before,
+                &parsed.spec,
+                &parsed.status,
+                reads_old.reads("data"),
+            )
+        });
         let bindings = Bindings::new(&after, old_view.as_ref(), &reads, &reads_old);
         for rule in selected {
             let verdict = match rule.judge(&bindings) {

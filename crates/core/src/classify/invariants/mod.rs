@@ -185,11 +185,13 @@ impl Parsed {
 }
 
 /// An object state as rules see it. `spec` may be borrowed from elsewhere (the event's own
-/// parsed spec) to save parsing it again.
+/// parsed spec) to save parsing it again; a ConfigMap's values are bound only when `data` is
+/// read (a rule that selects ConfigMaps for their labels does not parse them).
 pub fn view<'v>(
     state: &'v ObjectState,
     spec: &'v serde_json::Value,
     status: &'v serde_json::Value,
+    data: bool,
 ) -> ObjectView<'v> {
     ObjectView {
         api_version: &state.api_version,
@@ -206,7 +208,7 @@ pub fn view<'v>(
         owners: &state.owners,
         spec,
         status,
-        data: state.data.as_deref().map(DataMap::map),
+        data: state.data.as_deref().filter(|_| data).map(DataMap::map),
     }
 }
 
@@ -224,7 +226,7 @@ pub fn judge_object(
         return None;
     }
     let parsed = Parsed::of(&state);
-    let object = view(&state, &parsed.spec, &parsed.status);
+    let object = view(&state, &parsed.spec, &parsed.status, true);
     let (mut reads, mut reads_old) = (Fields::default(), Fields::default());
     rule.read_fields(&mut reads, &mut reads_old);
     let bindings = Bindings::new(&object, None, &reads, &reads_old);
