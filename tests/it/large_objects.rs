@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use drift_core::classify::Engine;
+use drift_core::classify::{Engine, ObjectState};
 use drift_core::decode::{self, ApiServerEvent, ClusterNames, Decoded};
 use drift_model::{Millis, ObjectKey};
 use serde_json::{json, Value};
@@ -87,12 +87,17 @@ impl World {
     }
 
     fn data_of(&self, uid: &str) -> Arc<decode::DataMap> {
+        let state = self.state(uid);
+        Arc::clone(state.data.as_ref().expect("a ConfigMap keeps its data"))
+    }
+
+    /// The state of the object `uid` of cluster `prod`.
+    fn state(&self, uid: &str) -> &ObjectState {
         let key = ObjectKey {
             cluster: "prod".into(),
             uid: uid.into(),
         };
-        let state = self.engine.graph().get(&key).expect("tracked");
-        Arc::clone(state.data.as_ref().expect("a ConfigMap keeps its data"))
+        self.engine.graph().get(&key).expect("tracked")
     }
 }
 
@@ -124,6 +129,16 @@ fn rewritten(text: &str, object: &Value) -> String {
     assert_ne!(other, data);
     assert!(text.contains(&data));
     text.replace(&data, &other)
+}
+
+/// A team's own ConfigMap in `team-a` (the Knative fixture renamed: its managers and shape).
+fn team_config_map(name: &str, uid: &str, data: Value) -> Value {
+    let mut object = config_autoscaler();
+    object["metadata"]["name"] = json!(name);
+    object["metadata"]["namespace"] = json!("team-a");
+    object["metadata"]["uid"] = json!(uid);
+    object["data"] = data;
+    object
 }
 
 #[test]
@@ -186,11 +201,11 @@ fn a_repeated_data_text_keeps_the_values_and_other_spellings_are_no_change() {
 #[test]
 fn an_ordinary_config_map_is_never_parsed_while_its_data_repeats() {
     let mut world = World::new();
-    let mut settings = config_autoscaler();
-    settings["metadata"]["name"] = json!("app-settings");
-    settings["metadata"]["namespace"] = json!("team-a");
-    settings["metadata"]["uid"] = json!("cm-settings-uid");
-    settings["data"] = json!({"url": "https://config.example.com/a?b=c", "tier": "standard"});
+    let settings = team_config_map(
+        "app-settings",
+        "cm-settings-uid",
+        json!({"url": "https://config.example.com/a?b=c", "tier": "standard"}),
+    );
     let (written, _) = world.send(&text(&settings, 1000, "2023-10-01T00:00:00Z"));
     assert_eq!(written, 1);
     for step in 1..5u64 {
@@ -204,15 +219,7 @@ fn an_ordinary_config_map_is_never_parsed_while_its_data_repeats() {
     let data = world.data_of("cm-settings-uid");
     assert!(!data.is_parsed(), "nothing read the values");
     // The stored row holds the text; reading it back gives the values.
-    let state = world
-        .engine
-        .graph()
-        .get(&ObjectKey {
-            cluster: "prod".into(),
-            uid: "cm-settings-uid".into(),
-        })
-        .unwrap()
-        .clone();
+    let state = world.state("cm-settings-uid").clone();
     let row = drift_core::classify::stored::encode(&state).unwrap();
     assert!(!data.is_parsed(), "written without parsing");
     let restored = drift_core::classify::stored::decode(&row).unwrap();
@@ -236,19 +243,15 @@ fn an_ordinary_config_map_is_never_parsed_while_its_data_repeats() {
 #[test]
 fn a_config_map_weighs_its_text_and_holds_no_repeated_key() {
     let mut world = World::new();
-    let mut page = config_autoscaler();
-    page["metadata"]["name"] = json!("landing-page");
-    page["metadata"]["namespace"] = json!("team-a");
-    page["metadata"]["uid"] = json!("cm-page-uid");
-    page["data"] = json!({"index.html": "<".repeat(1000)});
+    let page = team_config_map(
+        "landing-page",
+        "cm-page-uid",
+        json!({"index.html": "<".repeat(1000)}),
+    );
     let escaped = text(&page, 1000, "2023-10-01T00:00:00Z")
         .replace(&"<".repeat(1000), &"\\u003c".repeat(1000));
     assert_eq!(world.send(&escaped).0, 1);
-    let key = ObjectKey {
-        cluster: "prod".into(),
-        uid: "cm-page-uid".into(),
-    };
-    let state = world.engine.graph().get(&key).unwrap();
+    let state = world.state("cm-page-uid");
     let held = state.data.as_ref().unwrap();
     assert_eq!(held.text().get().len(), 6000 + r#"{"index.html":""}"#.len());
     assert!(
@@ -266,7 +269,7 @@ fn a_config_map_weighs_its_text_and_holds_no_repeated_key() {
     );
     assert!(repeated.contains(&big));
     world.send(&repeated);
-    let state = world.engine.graph().get(&key).unwrap();
+    let state = world.state("cm-page-uid");
     assert_eq!(
         state.data.as_ref().unwrap().text().get(),
         r#"{"index.html":"small"}"#
@@ -283,12 +286,12 @@ fn an_invariant_parses_a_config_maps_values_only_when_it_reads_them() {
             "rules:\n  invariants:\n    - name: owned\n      match: {{apiVersion: v1, kind: ConfigMap}}\n      expression: \"{expression}\"\n      message: broken\n"
         )
     };
-    let mut settings = config_autoscaler();
-    settings["metadata"]["name"] = json!("app-settings");
-    settings["metadata"]["namespace"] = json!("team-a");
-    settings["metadata"]["uid"] = json!("cm-settings-uid");
+    let mut settings = team_config_map(
+        "app-settings",
+        "cm-settings-uid",
+        json!({"tier": "standard"}),
+    );
     settings["metadata"]["labels"] = json!({"team": "a"});
-    settings["data"] = json!({"tier": "standard"});
 
     let mut labels_only = World::with_config(&rules("has(object.metadata.labels.team)"));
     labels_only.send(&text(&settings, 1000, "2023-10-01T00:00:00Z"));
