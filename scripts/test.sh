@@ -80,7 +80,26 @@ if [ -z "${PG_BINDIR:-}" ]; then
   if [ -n "$PG_BINDIR" ]; then export PG_BINDIR; fi
 fi
 log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreSQL)"
-cargo test --workspace --quiet 2>&1
+# The seeded chaos run (`drill_e2e`, two minutes of drills against its fake cluster, mostly
+# waiting) runs from its test binary in the background, beside the other tests and pytest, and
+# is waited for before fuzzing: run in line, it alone kept the `it` binary going a minute longer.
+CHAOS=drill_e2e::a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_seed_repeats
+IT_BIN=$(cargo test --workspace --no-run --message-format=json 2>/dev/null \
+  | "$VENV/bin/python" -c 'import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message["target"]["name"] == "it" and message.get("executable"):
+        print(message["executable"])')
+if [ -z "$IT_BIN" ]; then
+  echo "the it test binary was not built" >&2
+  exit 1
+fi
+CHAOS_LOG="${CARGO_TARGET_DIR:-$ROOT/target}/chaos-test.log"
+"$IT_BIN" --exact "$CHAOS" > "$CHAOS_LOG" 2>&1 &
+CHAOS_PID=$!
+# Not left running when a later step fails.
+trap 'kill "$CHAOS_PID" 2>/dev/null || true' EXIT
+cargo test --workspace --quiet -- --skip "$CHAOS" 2>&1
 
 # The process tests run the binary as users build it: without the dev-dependencies, so without
 # the store's `testing` feature, which `cargo test` turns on (the store and the service are
@@ -96,6 +115,15 @@ log "Process and interop tests (pytest)"
 cd "$ROOT/tests/python"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --maxschedchunk 1 --durations=25
 cd "$ROOT"
+
+log "The seeded chaos run (started beside cargo test)"
+if ! wait "$CHAOS_PID" || ! grep -q "^test result: ok. 1 passed" "$CHAOS_LOG"; then
+  cat "$CHAOS_LOG"
+  echo "the seeded chaos run failed (or was not found: $CHAOS)" >&2
+  exit 1
+fi
+trap - EXIT
+grep -E "^test result" "$CHAOS_LOG"
 
 # --- Fuzzing ----------------------------------------------------------------------------------------
 # `cargo test` above replays the committed seed corpus (fuzz/seeds/) through the fuzz targets. Then
