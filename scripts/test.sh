@@ -84,6 +84,8 @@ log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreS
 # waiting) runs from its test binary in the background, beside the other tests and pytest, and
 # is waited for before fuzzing: run in line, it alone kept the `it` binary going a minute longer.
 CHAOS=drill_e2e::a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_seed_repeats
+# Built first with its errors shown; then asked (nothing left to build) where the `it` binary is.
+cargo test --workspace --no-run --quiet 2>&1
 IT_BIN=$(cargo test --workspace --no-run --message-format=json 2>/dev/null \
   | "$VENV/bin/python" -c 'import json, sys
 for line in sys.stdin:
