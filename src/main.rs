@@ -510,12 +510,7 @@ fn main() -> ExitCode {
                 chaos: shape,
                 poll,
                 settle,
-                format: match format {
-                    CheckFormat::Text => commands::drill::Format::Text,
-                    CheckFormat::Markdown => commands::drill::Format::Markdown,
-                    CheckFormat::Json => commands::drill::Format::Json,
-                    CheckFormat::Junit => commands::drill::Format::Junit,
-                },
+                format: check_format(format),
             })
         }
         Command::Export {

@@ -17,7 +17,7 @@ pub use text::render_text;
 pub(crate) use junit::xml_escape;
 pub(crate) use markdown::md_text;
 
-/// Output formats.
+/// Output formats (of `check`, and of the drill report: `commands::drill::report`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// One line per finding (with indented diff and fix lines), then a summary line.

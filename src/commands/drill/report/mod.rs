@@ -10,21 +10,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::sink::Seen;
+// `check`'s formats (`--format`): a line per drill then the summary, a Markdown table and
+// summary, the documented JSON, JUnit XML with one test case per drill run.
+pub use crate::check::render::Format;
 use crate::check::render::{md_text, one_line, xml_escape};
 use drift_core::drill::Target;
-
-/// Report formats (`--format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// A line per drill, then the summary.
-    Text,
-    /// A Markdown table and summary, for a pull request or a wiki.
-    Markdown,
-    /// The documented JSON.
-    Json,
-    /// JUnit XML: one test case per drill run.
-    Junit,
-}
 
 /// How a drill left its target.
 #[derive(Debug, Clone, PartialEq, Eq)]
