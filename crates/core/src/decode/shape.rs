@@ -51,6 +51,54 @@ pub(crate) const MAX_NAME_BYTES: usize = 253;
 /// Longest namespace (a DNS label).
 pub(crate) const MAX_NAMESPACE_BYTES: usize = 63;
 
+/// A JSON path in an error message (`data.status.conditions[2].reason`), put together only when
+/// a check fails: the checks run on every event, the messages almost never.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    base: &'a str,
+    index: Option<usize>,
+    key: Option<&'a str>,
+}
+
+impl<'a> At<'a> {
+    fn new(base: &'a str) -> At<'a> {
+        At {
+            base,
+            index: None,
+            key: None,
+        }
+    }
+
+    /// The item `index` of this list (a path names at most one item).
+    fn item(self, index: usize) -> At<'a> {
+        At {
+            index: Some(index),
+            ..self
+        }
+    }
+
+    /// The member `key` of this object (or of its item).
+    fn member(self, key: &'a str) -> At<'a> {
+        At {
+            key: Some(key),
+            ..self
+        }
+    }
+}
+
+impl std::fmt::Display for At<'_> {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.base)?;
+        if let Some(index) = self.index {
+            write!(formatter, "[{index}]")?;
+        }
+        if let Some(key) = self.key {
+            write!(formatter, ".{key}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Parses a Kubernetes object (hashing Secret values), checks the fields the classes read and the
 /// bounds of what it may cost, and serializes its `spec` once for the state.
 pub fn parse_object(value: Value) -> Result<KubeObject, Error> {
@@ -180,53 +228,53 @@ fn invalid(path: impl std::fmt::Display, what: impl std::fmt::Display) -> Error 
 
 /// Checks the bounds of one object's metadata (sizes that the state would keep).
 pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(), Error> {
-    let over = |path: &str, count: usize, limit: usize, unit: &str| {
+    let over = |path: At<'_>, count: usize, limit: usize, unit: &str| {
         invalid(
             path,
             format!("{count} {unit}, more than the limit of {limit}"),
         )
     };
-    let name = |path: &str, value: &str, limit: usize| {
+    let name = |path: At<'_>, value: &str, limit: usize| {
         if value.len() > limit {
             Err(over(path, value.len(), limit, "bytes"))
         } else {
             Ok(())
         }
     };
-    name("data.metadata.name", &object.name, MAX_NAME_BYTES)?;
+    name(At::new("data.metadata.name"), &object.name, MAX_NAME_BYTES)?;
     name(
-        "data.metadata.namespace",
+        At::new("data.metadata.namespace"),
         &object.namespace,
         MAX_NAMESPACE_BYTES,
     )?;
-    name("data.metadata.uid", &object.uid, MAX_NAME_BYTES)?;
+    name(At::new("data.metadata.uid"), &object.uid, MAX_NAME_BYTES)?;
     name(
-        "data.metadata.resourceVersion",
+        At::new("data.metadata.resourceVersion"),
         &object.resource_version,
         MAX_NAME_BYTES,
     )?;
-    name("data.kind", &object.kind, MAX_NAME_BYTES)?;
-    name("data.apiVersion", &object.api_version, MAX_NAME_BYTES)?;
+    name(At::new("data.kind"), &object.kind, MAX_NAME_BYTES)?;
+    name(
+        At::new("data.apiVersion"),
+        &object.api_version,
+        MAX_NAME_BYTES,
+    )?;
     for (index, entry) in object.managed_fields.iter().enumerate() {
-        let path = format!("data.metadata.managedFields[{index}]");
-        name(&format!("{path}.manager"), &entry.manager, MAX_NAME_BYTES)?;
+        let path = At::new("data.metadata.managedFields").item(index);
+        name(path.member("manager"), &entry.manager, MAX_NAME_BYTES)?;
+        name(path.member("operation"), &entry.operation, MAX_NAME_BYTES)?;
         name(
-            &format!("{path}.operation"),
-            &entry.operation,
-            MAX_NAME_BYTES,
-        )?;
-        name(
-            &format!("{path}.subresource"),
+            path.member("subresource"),
             &entry.subresource,
             MAX_NAME_BYTES,
         )?;
         if let Some(time) = &entry.time {
-            name(&format!("{path}.time"), time, MAX_NAME_BYTES)?;
+            name(path.member("time"), time, MAX_NAME_BYTES)?;
         }
     }
     if object.managed_fields.len() > MAX_MANAGED_FIELDS {
         return Err(over(
-            "data.metadata.managedFields",
+            At::new("data.metadata.managedFields"),
             object.managed_fields.len(),
             MAX_MANAGED_FIELDS,
             "entries",
@@ -234,7 +282,7 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
     }
     if object.labels.len() > MAX_LABELS {
         return Err(over(
-            "data.metadata.labels",
+            At::new("data.metadata.labels"),
             object.labels.len(),
             MAX_LABELS,
             "labels",
@@ -247,7 +295,7 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
         .sum();
     if label_bytes > MAX_LABEL_BYTES {
         return Err(over(
-            "data.metadata.labels",
+            At::new("data.metadata.labels"),
             label_bytes,
             MAX_LABEL_BYTES,
             "bytes",
@@ -262,7 +310,7 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
         .sum();
     if owner_bytes > MAX_OWNER_BYTES {
         return Err(over(
-            "data.metadata.ownerReferences",
+            At::new("data.metadata.ownerReferences"),
             owner_bytes,
             MAX_OWNER_BYTES,
             "bytes",
@@ -283,7 +331,7 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
         .sum();
     if annotation_bytes > MAX_ANNOTATION_BYTES {
         return Err(over(
-            "data.metadata.annotations",
+            At::new("data.metadata.annotations"),
             annotation_bytes,
             MAX_ANNOTATION_BYTES,
             "bytes",
@@ -291,7 +339,7 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
     }
     if object.owner_references.len() > MAX_OWNERS {
         return Err(over(
-            "data.metadata.ownerReferences",
+            At::new("data.metadata.ownerReferences"),
             object.owner_references.len(),
             MAX_OWNERS,
             "entries",
@@ -301,7 +349,7 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
         // Counted without building the map (a repeated key was folded when it was read).
         if data.counted_bytes() > MAX_DATA_BYTES {
             return Err(over(
-                "data.data",
+                At::new("data.data"),
                 data.counted_bytes(),
                 MAX_DATA_BYTES,
                 "bytes",
@@ -310,7 +358,7 @@ pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(),
     }
     if spec_bytes > MAX_SPEC_BYTES {
         return Err(over(
-            "data.spec",
+            At::new("data.spec"),
             spec_bytes,
             MAX_SPEC_BYTES,
             "bytes of JSON",
@@ -374,16 +422,16 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
         }
     };
     if let Some(spec) = spec {
-        traffic(spec, "data.spec.traffic")?;
-        count(spec, "replicas", "data.spec.replicas")?;
-        containers(spec.get("containers"), "data.spec.containers")?;
+        traffic(spec, At::new("data.spec.traffic"))?;
+        count(spec, "replicas", At::new("data.spec.replicas"))?;
+        containers(spec.get("containers"), At::new("data.spec.containers"))?;
         if let Some(template) = spec.get("template") {
-            let template = object_at(template, "data.spec.template")?;
+            let template = object_at(template, At::new("data.spec.template"))?;
             if let Some(inner) = template.get("spec") {
-                let inner = object_at(inner, "data.spec.template.spec")?;
+                let inner = object_at(inner, At::new("data.spec.template.spec"))?;
                 containers(
                     inner.get("containers"),
-                    "data.spec.template.spec.containers",
+                    At::new("data.spec.template.spec.containers"),
                 )?;
             }
         }
@@ -396,10 +444,11 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
         }
     }
     if let Some(status) = status {
+        let status_at = At::new("data.status");
         count(
             status,
             "observedGeneration",
-            "data.status.observedGeneration",
+            status_at.member("observedGeneration"),
         )?;
         for key in [
             "actualReplicas",
@@ -409,7 +458,7 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
             "availableReplicas",
             "updatedReplicas",
         ] {
-            count(status, key, &format!("data.status.{key}"))?;
+            count(status, key, status_at.member(key))?;
         }
         for key in [
             "latestCreatedRevisionName",
@@ -417,19 +466,17 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
             "url",
             "imageDigest",
         ] {
-            text(status, key, &format!("data.status.{key}"), usize::MAX)?;
+            text(status, key, status_at.member(key), usize::MAX)?;
         }
-        traffic(status, "data.status.traffic")?;
+        traffic(status, At::new("data.status.traffic"))?;
         conditions(status.get("conditions"))?;
-        if let Some(statuses) = list(
-            status.get("containerStatuses"),
-            "data.status.containerStatuses",
-        )? {
+        let statuses_at = At::new("data.status.containerStatuses");
+        if let Some(statuses) = list(status.get("containerStatuses"), statuses_at)? {
             for (index, item) in statuses.iter().enumerate() {
-                let path = format!("data.status.containerStatuses[{index}]");
-                let item = object_at(item, &path)?;
+                let path = statuses_at.item(index);
+                let item = object_at(item, path)?;
                 for key in ["name", "image", "imageID", "imageDigest"] {
-                    text(item, key, &format!("{path}.{key}"), usize::MAX)?;
+                    text(item, key, path.member(key), usize::MAX)?;
                 }
             }
         }
@@ -437,7 +484,7 @@ pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
     Ok(())
 }
 
-fn object_at<'a>(value: &'a Value, path: &str) -> Result<&'a Map<String, Value>, Error> {
+fn object_at<'a>(value: &'a Value, path: At<'_>) -> Result<&'a Map<String, Value>, Error> {
     value.as_object().ok_or_else(|| {
         invalid(
             path,
@@ -447,7 +494,7 @@ fn object_at<'a>(value: &'a Value, path: &str) -> Result<&'a Map<String, Value>,
 }
 
 /// An optional list of at most [`MAX_LIST_ITEMS`].
-fn list<'a>(value: Option<&'a Value>, path: &str) -> Result<Option<&'a Vec<Value>>, Error> {
+fn list<'a>(value: Option<&'a Value>, path: At<'_>) -> Result<Option<&'a Vec<Value>>, Error> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Array(items)) if items.len() > MAX_LIST_ITEMS => Err(invalid(
@@ -466,7 +513,7 @@ fn list<'a>(value: Option<&'a Value>, path: &str) -> Result<Option<&'a Vec<Value
 }
 
 /// An optional string of at most `limit` bytes.
-fn text(map: &Map<String, Value>, key: &str, path: &str, limit: usize) -> Result<(), Error> {
+fn text(map: &Map<String, Value>, key: &str, path: At<'_>, limit: usize) -> Result<(), Error> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(text)) if text.len() > limit => Err(invalid(
@@ -482,7 +529,7 @@ fn text(map: &Map<String, Value>, key: &str, path: &str, limit: usize) -> Result
 }
 
 /// An optional count: a non-negative integer.
-fn count(map: &Map<String, Value>, key: &str, path: &str) -> Result<(), Error> {
+fn count(map: &Map<String, Value>, key: &str, path: At<'_>) -> Result<(), Error> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(()),
         // Kubernetes' counts are int64: a larger one cannot be real and would not be read as one.
@@ -499,31 +546,31 @@ fn count(map: &Map<String, Value>, key: &str, path: &str) -> Result<(), Error> {
 }
 
 /// Traffic targets: objects whose `percent` is an integer from 0 to 100.
-fn traffic(map: &Map<String, Value>, path: &str) -> Result<(), Error> {
+fn traffic(map: &Map<String, Value>, path: At<'_>) -> Result<(), Error> {
     let Some(targets) = list(map.get("traffic"), path)? else {
         return Ok(());
     };
     for (index, target) in targets.iter().enumerate() {
-        let at = format!("{path}[{index}]");
-        let target = object_at(target, &at)?;
+        let at = path.item(index);
+        let target = object_at(target, at)?;
         match target.get("percent") {
             None | Some(Value::Null) => {}
             Some(Value::Number(number)) if number.as_u64().is_some_and(|p| p <= 100) => {}
             Some(other) => {
                 return Err(invalid(
-                    format!("{at}.percent"),
+                    at.member("percent"),
                     format!("expected an integer from 0 to 100, got {other}"),
                 ))
             }
         }
         for key in ["revisionName", "configurationName", "tag", "url"] {
-            text(target, key, &format!("{at}.{key}"), usize::MAX)?;
+            text(target, key, at.member(key), usize::MAX)?;
         }
         match target.get("latestRevision") {
             None | Some(Value::Null) | Some(Value::Bool(_)) => {}
             Some(other) => {
                 return Err(invalid(
-                    format!("{at}.latestRevision"),
+                    at.member("latestRevision"),
                     format!("expected a boolean, got {}", type_name(other)),
                 ))
             }
@@ -534,13 +581,13 @@ fn traffic(map: &Map<String, Value>, path: &str) -> Result<(), Error> {
 
 /// Conditions: objects with a string `type`, and string `status`, `reason`, `message`, `severity`.
 fn conditions(value: Option<&Value>) -> Result<(), Error> {
-    let path = "data.status.conditions";
+    let path = At::new("data.status.conditions");
     let Some(items) = list(value, path)? else {
         return Ok(());
     };
     for (index, item) in items.iter().enumerate() {
-        let at = format!("{path}[{index}]");
-        let item = object_at(item, &at)?;
+        let at = path.item(index);
+        let item = object_at(item, at)?;
         for key in [
             "type",
             "status",
@@ -549,22 +596,22 @@ fn conditions(value: Option<&Value>) -> Result<(), Error> {
             "severity",
             "lastTransitionTime",
         ] {
-            text(item, key, &format!("{at}.{key}"), MAX_CONDITION_TEXT)?;
+            text(item, key, at.member(key), MAX_CONDITION_TEXT)?;
         }
     }
     Ok(())
 }
 
 /// Containers: objects with string `name` and `image`.
-fn containers(value: Option<&Value>, path: &str) -> Result<(), Error> {
+fn containers(value: Option<&Value>, path: At<'_>) -> Result<(), Error> {
     let Some(items) = list(value, path)? else {
         return Ok(());
     };
     for (index, item) in items.iter().enumerate() {
-        let at = format!("{path}[{index}]");
-        let item = object_at(item, &at)?;
+        let at = path.item(index);
+        let item = object_at(item, at)?;
         for key in ["name", "image"] {
-            text(item, key, &format!("{at}.{key}"), usize::MAX)?;
+            text(item, key, at.member(key), usize::MAX)?;
         }
     }
     Ok(())
