@@ -212,6 +212,17 @@ impl ObjectState {
 
     /// Builds the compact state of a decoded object.
     pub fn from_object(cluster: &str, object: &KubeObject, now: Millis) -> ObjectState {
+        ObjectState::from_object_after(cluster, object, now, None)
+    }
+
+    /// [`ObjectState::from_object`] for an object whose state was `previous`: a spec that
+    /// repeats the previous one's text is kept as it was packed, not packed again.
+    pub(crate) fn from_object_after(
+        cluster: &str,
+        object: &KubeObject,
+        now: Millis,
+        previous: Option<&ObjectState>,
+    ) -> ObjectState {
         let annotations = if object
             .annotations
             .get(LAST_APPLIED)
@@ -234,10 +245,21 @@ impl ObjectState {
                     std::borrow::Cow::Owned,
                 ),
             };
-            Spec::from_value(&trim_pod_spec(&view))
+            let trimmed = trim_pod_spec(&view);
+            match previous {
+                // A `Value` always serializes (its map keys are strings).
+                Some(previous) => serde_json::to_string(&trimmed).map_or_else(
+                    |_| Spec::from_value(&trimmed),
+                    |text| Spec::from_text_after(&text, &previous.spec),
+                ),
+                None => Spec::from_value(&trimmed),
+            }
         } else {
             // The event's own text (see `ObjectSpec`): kept, not written again.
-            Spec::from_text(object.spec.raw().get())
+            match previous {
+                Some(previous) => Spec::from_text_after(object.spec.raw().get(), &previous.spec),
+                None => Spec::from_text(object.spec.raw().get()),
+            }
         };
         let status = match &object.status {
             Value::Object(map) => {
