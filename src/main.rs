@@ -124,6 +124,11 @@ enum Command {
         #[command(subcommand)]
         action: InvariantsCommand,
     },
+    /// Team invariants as Kubernetes ValidatingAdmissionPolicies.
+    Admission {
+        #[command(subcommand)]
+        action: AdmissionCommand,
+    },
     /// Work with config files.
     Config {
         #[command(subcommand)]
@@ -283,6 +288,54 @@ enum FailOn {
 }
 
 #[derive(Subcommand)]
+enum AdmissionCommand {
+    /// Write ValidatingAdmissionPolicy + ValidatingAdmissionPolicyBinding YAML from team
+    /// invariants, judged by the API server as the sink judges them (Kubernetes 1.30+).
+    ///
+    /// A rule the API server cannot judge as the sink does (it reads status, calls a function
+    /// the API server lacks, costs more than its limits, ...) is named with the reason and not
+    /// written. Exit code 0: written; 1: a rule is not exportable (nothing written unless
+    /// --skip-unexportable); 2: bad input (a rules file, a flag, OUT).
+    Export {
+        /// A rules file (a list, or `invariants: [...]`). Repeatable; with --config, the config's
+        /// `rules.invariants` come first.
+        #[arg(long = "invariants")]
+        invariants: Vec<PathBuf>,
+        /// What the bindings do: warn (Warn + Audit), audit (Audit) or deny (Deny + Audit).
+        #[arg(long, value_enum, default_value = "warn")]
+        action: AdmissionAction,
+        /// Add a policy on hand edits of what Knative's controllers own and of Knative's
+        /// ConfigMaps (anyone but the controllers, the garbage collector and --allow).
+        #[arg(long)]
+        protect_managed: bool,
+        /// A user --protect-managed lets through besides the defaults
+        /// (`system:serviceaccount:NS:NAME`). Repeatable.
+        #[arg(long = "allow", requires = "protect_managed")]
+        allow: Vec<String>,
+        /// The API server's Kubernetes version: which CEL functions a new policy may use.
+        #[arg(long, default_value = "1.30")]
+        kubernetes_version: String,
+        /// The cluster the policies are for (rules that select clusters by name).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Write the exportable rules and exit 0 when some are not.
+        #[arg(long)]
+        skip_unexportable: bool,
+        /// Write one file per policy and a kustomize Component into this new or empty
+        /// directory (default: one YAML stream on standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum AdmissionAction {
+    Warn,
+    Audit,
+    Deny,
+}
+
+#[derive(Subcommand)]
 enum InvariantsCommand {
     /// Evaluate rules against a directory of YAML objects, as unit tests: per rule and object,
     /// held, broken or error.
@@ -417,6 +470,41 @@ fn main() -> ExitCode {
             &cluster,
             matches!(format, ReplayFormat::Json),
         ),
+        Command::Admission {
+            action:
+                AdmissionCommand::Export {
+                    invariants,
+                    action,
+                    protect_managed,
+                    allow,
+                    kubernetes_version,
+                    cluster,
+                    skip_unexportable,
+                    out,
+                },
+        } => {
+            let minor = match commands::admission::minor_version(&kubernetes_version) {
+                Ok(minor) => minor,
+                Err(error) => {
+                    eprintln!("error: --kubernetes-version: {error}");
+                    return ExitCode::from(2);
+                }
+            };
+            commands::admission::run(commands::admission::ExportArgs {
+                files: cli.config.into_iter().chain(invariants).collect(),
+                action: match action {
+                    AdmissionAction::Warn => drift_core::admission::Action::Warn,
+                    AdmissionAction::Audit => drift_core::admission::Action::Audit,
+                    AdmissionAction::Deny => drift_core::admission::Action::Deny,
+                },
+                protect_managed,
+                allowed_users: allow,
+                minor,
+                cluster,
+                skip_unexportable,
+                out,
+            })
+        }
         Command::Config {
             action: ConfigCommand::Validate { file },
         } => commands::validate(&file),

@@ -231,7 +231,16 @@ fn judge(source: &str, object: Value) {
     let state = ObjectState::from_object("fuzz", &object, 0);
     let (spec, status) = (state.spec.value(), state.status.value());
     let view = view(&state, &spec, &status, true);
-    for returns in [Returns::Bool, Returns::String] {
+    // What `admission export` reads of any source: never a panic.
+    if let Ok(analysis) = drift_core::admission::expression::analyze(source) {
+        drop(analysis);
+        drop(drift_core::admission::expression::rename_path(
+            source,
+            &["object", "metadata", "labels"],
+            "variables.objectLabels",
+        ));
+    }
+    for returns in [Returns::Bool, Returns::String, Returns::Any] {
         let Ok(expression) = Expression::compile(source, returns) else {
             continue;
         };
@@ -241,6 +250,7 @@ fn judge(source: &str, object: Value) {
             match returns {
                 Returns::Bool => drop(expression.holds(&bindings)),
                 Returns::String => drop(expression.text(&bindings)),
+                Returns::Any => drop(expression.json(&bindings)),
             }
         }
     }

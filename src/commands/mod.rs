@@ -1,8 +1,9 @@
 //! The commands of the `drift-sentinel` binary: `serve` (the default), `replay`, `check`,
-//! `compare`, `invariants test`, `config validate`, `store migrate`, `export --last-good` and
+//! `compare`, `invariants test`, `admission export`, `config validate`, `store migrate`, `export --last-good` and
 //! `drill --dry-run`. `main.rs` parses the arguments and calls one of these; each returns the
 //! process's exit code and prints its own errors.
 
+pub mod admission;
 pub mod check;
 pub mod compare;
 pub mod drill;

@@ -196,6 +196,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "crates/core/src",
         &[
+            &["admission"],
             &["config", "drill"],
             &["remediate"],
             &["route"],

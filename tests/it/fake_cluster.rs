@@ -33,7 +33,7 @@ mod fields;
 mod patch;
 mod store;
 mod webhooks;
-mod world;
+pub(crate) mod world;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

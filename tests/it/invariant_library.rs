@@ -80,7 +80,7 @@ fn documents_in(path: &Path) -> Vec<Value> {
 
 /// The objects of a fixture file as the API server returns them: a manifest as shipped (the
 /// default ConfigMaps) gets the `uid` and `resourceVersion` every stored object has.
-fn objects_in(path: &Path) -> Vec<Value> {
+pub(crate) fn objects_in(path: &Path) -> Vec<Value> {
     let mut objects = documents_in(path);
     for object in &mut objects {
         let metadata = &mut object["metadata"];

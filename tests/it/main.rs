@@ -1,5 +1,6 @@
 //! Integration tests in one binary (compiles once): router contract, engine scenarios, processes.
 
+mod admission;
 mod api;
 mod api_bounds;
 mod architecture;

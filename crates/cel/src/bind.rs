@@ -75,6 +75,22 @@ impl<'v> Bindings<'v> {
     }
 
     /// The context an expression resolves in: the variables and the budget's functions.
+    /// Variables given as JSON values, as the API server binds an admission request's
+    /// (`object`, `oldObject`, `request`, `variables`, ...): every value converted whole;
+    /// `object` and `oldObject` are null unless given.
+    pub fn json(variables: &[(&str, &'v serde_json::Value)]) -> Bindings<'v> {
+        let mut context = Context::with_env(Arc::clone(crate::env()));
+        budget::install(&mut context);
+        crate::strings::install(&mut context);
+        for name in ["object", "oldObject"] {
+            context.add_variable_as_val(name, Box::new(CelNull));
+        }
+        for (name, value) in variables {
+            context.add_variable_as_val(*name, json(value));
+        }
+        Bindings { context }
+    }
+
     pub(crate) fn context(&self) -> &Context<'v, 'v> {
         &self.context
     }

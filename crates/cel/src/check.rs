@@ -11,8 +11,17 @@ use crate::patterns::{literal_pattern, LiteralPatterns};
 use crate::{CompileError, Returns};
 use crate::{MAX_COMPREHENSION_NESTING, MAX_DEPTH, MAX_NODES, MAX_SOURCE_BYTES};
 
-/// The variables an expression may name, besides those its comprehensions bind.
-const VARIABLES: &[&str] = &["object", "oldObject"];
+/// The variables a rule's expression may name, besides those its comprehensions bind.
+pub(crate) const RULE_VARIABLES: &[&str] = &["object", "oldObject"];
+/// The variables of an expression the API server evaluates in a ValidatingAdmissionPolicy
+/// (`authorizer` and `params` left out: an exported rule never uses them).
+pub(crate) const ADMISSION_VARIABLES: &[&str] = &[
+    "object",
+    "oldObject",
+    "request",
+    "variables",
+    "namespaceObject",
+];
 /// Type names and namespaces CEL resolves as identifiers.
 const BUILT_IN_NAMES: &[&str] = &[
     "int",
@@ -82,9 +91,11 @@ pub(crate) struct Checked {
 pub(crate) fn tree(
     root: &IdedExpr,
     returns: Returns,
+    variables: &'static [&'static str],
     at: &dyn Fn(u64) -> (usize, usize),
 ) -> Result<Checked, CompileError> {
     let mut check = Check {
+        variables,
         nodes: 0,
         names_old_object: false,
         patterns: LiteralPatterns::new(),
@@ -93,10 +104,11 @@ pub(crate) fn tree(
     check.walk(root, &mut Vec::new(), 1, 0)?;
     if let Some(found) = static_type(root, &[]) {
         let wanted = match returns {
-            Returns::Bool => Static::Bool,
-            Returns::String => Static::String,
+            Returns::Bool => Some(Static::Bool),
+            Returns::String => Some(Static::String),
+            Returns::Any => None,
         };
-        if found != wanted {
+        if let Some(wanted) = wanted.filter(|wanted| found != *wanted) {
             let (line, column) = at(root.id);
             return Err(CompileError {
                 line,
@@ -202,6 +214,7 @@ pub(crate) fn position(source: &str, offsets: Option<(u32, u32)>) -> (usize, usi
 }
 
 struct Check<'a> {
+    variables: &'static [&'static str],
     nodes: usize,
     names_old_object: bool,
     patterns: LiteralPatterns,
@@ -248,14 +261,23 @@ impl Check<'_> {
                     self.names_old_object = true;
                 }
                 let known = scope.iter().any(|bound| bound == name)
-                    || VARIABLES.contains(&name.as_str())
+                    || self.variables.contains(&name.as_str())
                     || BUILT_IN_NAMES.contains(&name.as_str());
                 if !known {
+                    let names: Vec<String> = self
+                        .variables
+                        .iter()
+                        .map(|variable| format!("`{variable}`"))
+                        .collect();
                     return Err(self.fail(
                         node.id,
                         format!(
-                            "undeclared reference to '{name}' (the variables are `object` and \
-                             `oldObject`)"
+                            "undeclared reference to '{name}' (the variables are {})",
+                            match names.split_last() {
+                                Some((last, [])) => last.clone(),
+                                Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+                                None => String::new(),
+                            }
                         ),
                     ));
                 }

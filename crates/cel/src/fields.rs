@@ -68,7 +68,7 @@ impl Fields {
     }
 
     /// What is read below the field `key`, if it is read at all.
-    pub(crate) fn child(&self, key: &str) -> Option<&Fields> {
+    pub fn child(&self, key: &str) -> Option<&Fields> {
         if self.whole {
             Some(&WHOLE)
         } else {
@@ -77,8 +77,13 @@ impl Fields {
     }
 
     /// True when everything below this node is read.
-    pub(crate) fn is_whole(&self) -> bool {
+    pub fn is_whole(&self) -> bool {
         self.whole
+    }
+
+    /// The names of the fields read below this node (none when it is read whole).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.children.keys().map(String::as_str)
     }
 
     /// The fields read below this node, by name (none when it is read whole).

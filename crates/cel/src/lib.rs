@@ -34,6 +34,7 @@ use cel::common::ast::IdedExpr;
 use cel::objects::Value;
 use cel::Env;
 
+pub mod admission;
 mod bind;
 mod budget;
 mod check;
@@ -111,11 +112,15 @@ pub enum Returns {
     Bool,
     /// A message.
     String,
+    /// Any value (an admission policy's variable).
+    Any,
 }
 
 /// A compiled, checked and instrumented expression.
 #[derive(Debug, Clone)]
 pub struct Expression {
+    /// The text it was compiled from.
+    source: Arc<str>,
     root: Arc<IdedExpr>,
     returns: Returns,
     names_old_object: bool,
@@ -148,16 +153,32 @@ impl Expression {
     /// Compiles `source`. Parsing recurses as deep as the expression nests, so call this on a
     /// thread with a large stack (drift-core's `config::invariants` compiles rules on one).
     pub fn compile(source: &str, returns: Returns) -> Result<Expression, CompileError> {
+        Expression::compile_with(source, returns, check::RULE_VARIABLES)
+    }
+
+    /// Compiles `source` as the API server's admission CEL sees it: the variables are
+    /// `object`, `oldObject`, `request`, `variables` and `namespaceObject`
+    /// ([`Bindings::json`] binds them). What `admission export` writes is evaluated with this.
+    pub fn compile_admission(source: &str, returns: Returns) -> Result<Expression, CompileError> {
+        Expression::compile_with(source, returns, check::ADMISSION_VARIABLES)
+    }
+
+    fn compile_with(
+        source: &str,
+        returns: Returns,
+        variables: &'static [&'static str],
+    ) -> Result<Expression, CompileError> {
         let program = check::parse(source)?;
         let at = |id: u64| check::position(source, program.source_info().offset_for(id));
         let root = program.expression();
-        let checked = check::tree(root, returns, &at)?;
+        let checked = check::tree(root, returns, variables, &at)?;
         let mut object_fields = Fields::default();
         let mut old_object_fields = Fields::default();
         fields::read_fields(root, &mut object_fields, &mut old_object_fields);
         let root_id = root.id;
         let root = instrument::instrumented(root);
         let expression = Expression {
+            source: Arc::from(source),
             root: Arc::new(root),
             returns,
             names_old_object: checked.names_old_object,
@@ -173,6 +194,7 @@ impl Expression {
             let wanted = match returns {
                 Returns::Bool => "bool",
                 Returns::String => "string",
+                Returns::Any => found.as_str(),
             };
             if found != wanted {
                 let (line, column) = at(root_id);
@@ -186,6 +208,11 @@ impl Expression {
             }
         }
         Ok(expression)
+    }
+
+    /// The text it was compiled from.
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     /// What the expression reads of `object` and of `oldObject`.
@@ -220,6 +247,12 @@ impl Expression {
         }
     }
 
+    /// Evaluates to a JSON value (maps with other than string keys, bytes and functions are
+    /// an error).
+    pub fn json(&self, bindings: &Bindings<'_>) -> Result<serde_json::Value, EvalError> {
+        to_json(&self.evaluate(bindings)?)
+    }
+
     fn evaluate(&self, bindings: &Bindings<'_>) -> Result<Value, EvalError> {
         budget::start();
         let root = &self.root;
@@ -240,6 +273,39 @@ impl Expression {
             )),
         }
     }
+}
+
+fn to_json(value: &Value) -> Result<serde_json::Value, EvalError> {
+    use serde_json::Value as Json;
+    Ok(match value {
+        Value::Null => Json::Null,
+        Value::Bool(flag) => Json::Bool(*flag),
+        Value::Int(number) => Json::from(*number),
+        Value::UInt(number) => Json::from(*number),
+        Value::Float(number) => {
+            serde_json::Number::from_f64(*number).map_or(Json::Null, Json::Number)
+        }
+        Value::String(text) => Json::String(text.to_string()),
+        Value::List(items) => Json::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        Value::Map(map) => {
+            let mut entries = serde_json::Map::new();
+            for (key, value) in map.map.iter() {
+                let cel::objects::Key::String(key) = key else {
+                    return Err(EvalError::Evaluation(
+                        "a map key that is not a string".to_string(),
+                    ));
+                };
+                entries.insert(key.to_string(), to_json(value)?);
+            }
+            Json::Object(entries)
+        }
+        other => {
+            return Err(EvalError::Evaluation(format!(
+                "a {} has no JSON form",
+                other.type_of()
+            )))
+        }
+    })
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ fn by_drift_cel(source: &str) -> Result<Value, String> {
     let program = crate::check::parse(source).map_err(|error| error.to_string())?;
     let root = program.expression();
     let expression = Expression {
+        source: Arc::from(source),
         root: Arc::new(crate::instrument::instrumented(root)),
         returns: Returns::Bool,
         names_old_object: false,

@@ -205,9 +205,17 @@ pub fn load_rules_file(path: &std::path::Path) -> Result<Vec<Invariant>, Error> 
         path: path.to_path_buf(),
         source,
     })?;
-    let file = path.display();
+    parse_rules(&text, &path.display().to_string())
+}
+
+/// [`load_rules_file`] on a text already read (its errors name the rules as `rules`).
+pub fn parse_rules_text(text: &str) -> Result<Vec<Invariant>, Error> {
+    parse_rules(text, "rules")
+}
+
+fn parse_rules(text: &str, file: &str) -> Result<Vec<Invariant>, Error> {
     let value: serde_json::Value =
-        serde_saphyr::from_str(&text).map_err(|error| Error::Syntax(format!("{file}: {error}")))?;
+        serde_saphyr::from_str(text).map_err(|error| Error::Syntax(format!("{file}: {error}")))?;
     let (list, at) = match value {
         serde_json::Value::Array(_) => (value, "invariants".to_string()),
         serde_json::Value::Object(mut map) => {
@@ -221,7 +229,7 @@ pub fn load_rules_file(path: &std::path::Path) -> Result<Vec<Invariant>, Error> 
                 (list, "rules.invariants".to_string())
             } else {
                 return Err(Error::invalid(
-                    format!("{file}"),
+                    file.to_string(),
                     "expected a list of rules, a mapping with `invariants:`, or a config with \
                      `rules.invariants`",
                 ));
@@ -229,7 +237,7 @@ pub fn load_rules_file(path: &std::path::Path) -> Result<Vec<Invariant>, Error> 
         }
         _ => {
             return Err(Error::invalid(
-                format!("{file}"),
+                file.to_string(),
                 "expected a list of rules or a mapping with `invariants:`",
             ))
         }

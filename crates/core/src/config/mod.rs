@@ -30,7 +30,7 @@ mod validate;
 pub use channels::{ChannelConfig, ChannelKind, Language, TemplateConfig};
 pub(crate) use duration::{de_duration, de_opt_duration};
 pub use fleet::FleetConfig;
-pub use invariants::load_rules_file;
+pub use invariants::{load_rules_file, parse_rules_text};
 pub use limits::LimitsConfig;
 pub use load::{load_file, load_str, sections};
 pub use remediation::{

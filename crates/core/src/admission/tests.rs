@@ -1,0 +1,159 @@
+use super::*;
+use crate::config::parse_rules_text;
+
+fn rules(yaml: &str) -> Vec<Invariant> {
+    parse_rules_text(yaml).expect("rules compile")
+}
+
+fn one(yaml: &str) -> Result<Policy, String> {
+    let export = export(&rules(yaml), &Options::default());
+    match (export.policies.first(), export.refused.first()) {
+        (Some(policy), None) => Ok(policy.clone()),
+        (None, Some(refusal)) => Err(refusal.reason.clone()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_rule_becomes_a_policy_on_its_kinds_namespaces_and_labels() {
+    let policy = one(r#"
+- name: keep-warm
+  match: {apiVersion: "serving.knative.dev/*", kind: Service, namespaces: [shop],
+          excludeNamespaces: [shop-dev], matchLabels: {tier: critical}}
+  expression: "'x' in object.metadata.annotations"
+  message: "no x"
+"#)
+    .unwrap();
+    assert_eq!(policy.name, "drift-sentinel-keep-warm");
+    assert_eq!(
+        policy.resource_rules,
+        vec![ResourceRule {
+            groups: vec!["serving.knative.dev".into()],
+            versions: vec!["*".into()],
+            resources: vec!["services".into()],
+            operations: vec!["CREATE".into(), "UPDATE".into()],
+        }]
+    );
+    assert_eq!(policy.namespaces, vec!["shop"]);
+    assert_eq!(policy.excluded_namespaces, vec!["shop-dev"]);
+    assert_eq!(policy.expression, "'x' in variables.objectAnnotations");
+    assert_eq!(policy.variables.len(), 1);
+    assert_eq!(policy.match_conditions[0].name, "labels-on-the-object");
+    assert_eq!(policy.message.as_deref(), Some("no x"));
+}
+
+#[test]
+fn a_rule_reading_old_object_is_judged_on_updates_only() {
+    let policy = one(r#"
+- name: no-shrink
+  match: {apiVersion: "apps/v1", kind: Deployment}
+  expression: "object.spec.replicas >= oldObject.spec.replicas"
+"#)
+    .unwrap();
+    assert_eq!(policy.match_conditions[0].expression, "oldObject != null");
+    assert_eq!(policy.resource_rules[0].groups, vec!["apps"]);
+    assert_eq!(policy.resource_rules[0].resources, vec!["deployments"]);
+}
+
+#[test]
+fn what_the_api_server_cannot_judge_as_the_sink_does_is_refused_with_its_reason() {
+    let cases = [
+        ("object.status.url.startsWith('https')", "Service", "status"),
+        (
+            "object.metadata.finalizers.size() == 0",
+            "Service",
+            "metadata.finalizers",
+        ),
+        ("object.spec.serviceAccountName != ''", "Pod", "Pods"),
+        (
+            "object.spec.template.metadata.name.reverse() != ''",
+            "Service",
+            "reverse",
+        ),
+        (
+            "object.spec.a.all(x, object.spec.b.all(y, y.contains(x)))",
+            "Service",
+            "estimated cost",
+        ),
+        (
+            "object.spec.a.all(object, object != '')",
+            "Service",
+            "binds",
+        ),
+        ("size(object) > 0", "Service", "whole"),
+    ];
+    for (expression, kind, reason) in cases {
+        let api_version = if kind == "Pod" {
+            "v1"
+        } else {
+            "serving.knative.dev/v1"
+        };
+        let result = one(&format!(
+            "- name: r\n  match: {{apiVersion: {api_version:?}, kind: {kind}}}\n  expression: {expression:?}\n"
+        ));
+        let error = result.expect_err(expression);
+        assert!(error.contains(reason), "{expression}: {error}");
+    }
+    // The strings extension's version 2 (Kubernetes 1.29) is there for a new policy from 1.30.
+    let export = export(
+        &rules("- name: r\n  match: {apiVersion: \"v1\", kind: ConfigMap}\n  expression: \"'%s'.format(['a']) != ''\"\n"),
+        &Options::default(),
+    );
+    assert_eq!(export.refused, vec![], "{export:?}");
+    let before = unavailable(".format", 29).expect("not on 1.29");
+    assert!(before.contains("from Kubernetes 1.30"), "{before}");
+    assert_eq!(unavailable(".contains", 30), None);
+}
+
+#[test]
+fn globs_that_no_selector_can_express_are_refused() {
+    for (selector, reason) in [
+        (
+            r#"{apiVersion: "*.knative.dev/v1", kind: Service}"#,
+            "groups",
+        ),
+        (r#"{apiVersion: "v1", kind: "Config*"}"#, "kind"),
+        (
+            r#"{apiVersion: "v1", kind: ConfigMap, namespaces: ["team-*"]}"#,
+            "namespace",
+        ),
+    ] {
+        let error = one(&format!(
+            "- name: r\n  match: {selector}\n  expression: \"object.metadata.name != ''\"\n"
+        ))
+        .expect_err(selector);
+        assert!(error.contains(reason), "{selector}: {error}");
+    }
+}
+
+#[test]
+fn rules_for_named_clusters_need_the_cluster() {
+    let rules = rules(
+        "- name: r\n  match: {apiVersion: v1, kind: ConfigMap, clusters: [prod-*]}\n  expression: \"true\"\n",
+    );
+    let none = export(&rules, &Options::default());
+    assert!(none.refused[0].reason.contains("--cluster"));
+    let prod = export(
+        &rules,
+        &Options {
+            cluster: Some("prod-eu".into()),
+            ..Options::default()
+        },
+    );
+    assert_eq!(prod.policies.len(), 1);
+    let dev = export(
+        &rules,
+        &Options {
+            cluster: Some("dev".into()),
+            ..Options::default()
+        },
+    );
+    assert_eq!((dev.policies.len(), dev.other_clusters.len()), (0, 1));
+}
+
+#[test]
+fn the_binding_never_pairs_deny_with_warn() {
+    assert_eq!(Action::Warn.validation_actions(), ["Warn", "Audit"]);
+    assert_eq!(Action::Audit.validation_actions(), ["Audit"]);
+    assert_eq!(Action::Deny.validation_actions(), ["Deny", "Audit"]);
+}
