@@ -381,6 +381,7 @@ fn update_review(object: &Value, old: &Value, user: &str, sub_resource: &str) ->
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
 }
 
+#[cfg(feature = "cluster")]
 #[test]
 fn protect_managed_stops_hand_edits_of_what_knative_owns_and_lets_its_controllers_through() {
     let policy = protect_managed(&["system:serviceaccount:ops:argocd".to_string()]);

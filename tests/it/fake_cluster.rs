@@ -25,7 +25,10 @@
 //! HTTP (use [`FakeCluster::set_status`]), label and field selectors, pagination and watches,
 //! finalizers and garbage collection (a delete removes the object at once, owners or not),
 //! validation beyond identity fields (Knative's webhooks' included: `creator` may change).
+//! Admission policies (`install_policies`) are judged on the API's creates and patches as the
+//! API server judges them (`fake_cluster/admission.rs`), by `drift_core::admission::evaluate`.
 
+mod admission;
 mod api;
 mod controllers;
 mod events;
@@ -95,6 +98,7 @@ impl FakeCluster {
             outbox,
             repair: None,
             repairs: Vec::new(),
+            policies: Vec::new(),
         }));
         {
             let mut state = shared.lock().unwrap();
@@ -210,6 +214,19 @@ impl FakeCluster {
             manager,
         );
         Some(stored)
+    }
+
+    /// Installs admission policies (replacing those installed), each bound with `action`: from
+    /// now on the API's writes pass them as the API server's do.
+    pub(crate) fn install_policies(
+        &self,
+        policies: Vec<drift_core::admission::Policy>,
+        action: drift_core::admission::Action,
+    ) {
+        self.state.lock().unwrap().policies = policies
+            .into_iter()
+            .map(|policy| (policy, action))
+            .collect();
     }
 
     /// Turns on Serving's repair of Revisions' Deployments: a first container's image changed

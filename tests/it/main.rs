@@ -1,6 +1,8 @@
 //! Integration tests in one binary (compiles once): router contract, engine scenarios, processes.
 
 mod admission;
+#[cfg(feature = "cluster")]
+mod admission_e2e;
 mod api;
 mod api_bounds;
 mod architecture;

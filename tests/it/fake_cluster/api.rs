@@ -321,10 +321,27 @@ impl Call {
         if let Some(why) = super::webhooks::denied(Some(&current), &patched) {
             return failure(400, "BadRequest", why, None);
         }
+        let warnings = match super::admission::admit(
+            &state.policies,
+            &super::admission::Write {
+                operation: "UPDATE",
+                api_version: &self.target.api_version,
+                plural: &self.target.plural,
+                namespace: &self.target.namespace,
+                name: self.name(),
+                object: &patched,
+                old_object: Some(&current),
+            },
+        ) {
+            Ok(warnings) => warnings,
+            Err(why) => {
+                return failure(422, "Invalid", why, Some(self.target.details(self.name())))
+            }
+        };
         if self.dry_run {
-            return answer(200, &patched);
+            return warned(answer(200, &patched), &warnings);
         }
-        match state.commit(&path, Some(patched), &self.manager, Part::Main) {
+        let response = match state.commit(&path, Some(patched), &self.manager, Part::Main) {
             Some(stored) => {
                 controllers::react(
                     shared,
@@ -337,7 +354,8 @@ impl Call {
                 answer(200, &stored)
             }
             None => answer(200, &current),
-        }
+        };
+        warned(response, &warnings)
     }
 
     fn delete(&self, shared: &Arc<Mutex<State>>, state: &mut State) -> Response {
@@ -480,15 +498,41 @@ impl Call {
         if let Some(why) = super::webhooks::denied(None, &object) {
             return failure(400, "BadRequest", why, None);
         }
+        let warnings = match super::admission::admit(
+            &state.policies,
+            &super::admission::Write {
+                operation: "CREATE",
+                api_version: &self.target.api_version,
+                plural: &self.target.plural,
+                namespace: &self.target.namespace,
+                name: &name,
+                object: &object,
+                old_object: None,
+            },
+        ) {
+            Ok(warnings) => warnings,
+            Err(why) => return failure(422, "Invalid", why, Some(self.target.details(&name))),
+        };
         if self.dry_run {
-            return answer(201, &object);
+            return warned(answer(201, &object), &warnings);
         }
         let stored = state
             .commit(&path, Some(object), &self.manager, Part::Main)
             .expect("a create always writes");
         controllers::react(shared, state, &path, None, Some(&stored), &self.manager);
-        answer(201, &stored)
+        warned(answer(201, &stored), &warnings)
     }
+}
+
+/// `response` with a `Warning` header for each of `warnings` (admission policies bound with
+/// `Warn`).
+fn warned(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        if let Ok(value) = axum::http::HeaderValue::from_str(warning) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    response
 }
 
 /// A JSON answer.

@@ -37,6 +37,8 @@ pub(crate) struct State {
     pub repair: Option<std::time::Duration>,
     /// Repairs scheduled, aborted when the cluster is dropped.
     pub repairs: Vec<tokio::task::AbortHandle>,
+    /// Admission policies and what their bindings do (`FakeCluster::install_policies`).
+    pub policies: Vec<(drift_core::admission::Policy, drift_core::admission::Action)>,
 }
 
 /// Which part of an object a write goes to.
