@@ -571,23 +571,22 @@ fn read_dir(dir: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// `admission export` of the example rules (the exportable ones) into `dir`.
+fn export_into(dir: &Path) -> std::process::Output {
+    binary()
+        .args(["admission", "export", "--invariants", LIBRARY])
+        .args(["--skip-unexportable", "--out"])
+        .arg(dir)
+        .current_dir(repo(""))
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_shipped_component_is_what_the_command_writes_from_the_example_rules() {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().join("admission");
-    let output = binary()
-        .args([
-            "admission",
-            "export",
-            "--invariants",
-            LIBRARY,
-            "--skip-unexportable",
-            "--out",
-        ])
-        .arg(&dir)
-        .current_dir(repo(""))
-        .output()
-        .unwrap();
+    let output = export_into(&dir);
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -605,18 +604,5 @@ fn the_shipped_component_is_what_the_command_writes_from_the_example_rules() {
          (into an emptied directory)"
     );
     // A second run into the same directory is refused, never merged.
-    let again = binary()
-        .args([
-            "admission",
-            "export",
-            "--invariants",
-            LIBRARY,
-            "--skip-unexportable",
-            "--out",
-        ])
-        .arg(&dir)
-        .current_dir(repo(""))
-        .output()
-        .unwrap();
-    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(export_into(&dir).status.code(), Some(2));
 }

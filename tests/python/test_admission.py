@@ -9,12 +9,11 @@ import os
 import subprocess
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
 from conftest import ROOT, binary
-from test_manifests import K8S, kustomize
+from test_manifests import K8S, builtin_errors as errors, kustomize
 
 COMPONENT = K8S / "components" / "admission"
 LIBRARY = ROOT / "examples" / "invariants" / "knative.yaml"
@@ -26,15 +25,6 @@ def export(*args: str) -> list:
         [binary(), "admission", "export", "--invariants", str(LIBRARY), "--skip-unexportable", *args],
         capture_output=True, text=True, timeout=60, check=True)
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-
-
-def errors(obj: dict, version: str) -> list:
-    try:
-        kubernetes_validate.validate(obj, version, strict=True)
-    except kubernetes_validate.ValidationError as error:
-        path = ".".join(map(str, error.path)) or "<root>"
-        return [f"{obj['kind']}/{obj['metadata']['name']}: {path}: {error.message}"]
-    return []
 
 
 @pytest.mark.parametrize("version", VERSIONS)
