@@ -26,7 +26,8 @@ struct Cli {
     command: Option<Command>,
     /// Config file (YAML). `serve` (the default) and `replay` use all of it; `check` uses its
     /// `rules:` (classes, scope, ignore paths, watched ConfigMaps) and `resync:` (what
-    /// `--live-cluster` lists, kubeconfig and context).
+    /// `--live-cluster` lists, kubeconfig and context); `admission export` its
+    /// `rules.invariants`.
     #[arg(long, short, global = true, env = "DRIFT_SENTINEL_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -301,6 +302,9 @@ enum AdmissionCommand {
         /// `rules.invariants` come first.
         #[arg(long = "invariants")]
         invariants: Vec<PathBuf>,
+        /// Export only this rule (by name). Repeatable; default: every rule.
+        #[arg(long = "rule")]
+        rules: Vec<String>,
         /// What the bindings do: warn (Warn + Audit), audit (Audit) or deny (Deny + Audit).
         #[arg(long, value_enum, default_value = "warn")]
         action: AdmissionAction,
@@ -474,6 +478,7 @@ fn main() -> ExitCode {
             action:
                 AdmissionCommand::Export {
                     invariants,
+                    rules,
                     action,
                     protect_managed,
                     allow,
@@ -492,6 +497,7 @@ fn main() -> ExitCode {
             };
             commands::admission::run(commands::admission::ExportArgs {
                 files: cli.config.into_iter().chain(invariants).collect(),
+                only: rules,
                 action: match action {
                     AdmissionAction::Warn => drift_core::admission::Action::Warn,
                     AdmissionAction::Audit => drift_core::admission::Action::Audit,

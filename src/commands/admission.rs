@@ -18,6 +18,8 @@ use drift_core::classify::restorable::to_yaml;
 pub struct ExportArgs {
     /// Rules files and config files, in order.
     pub files: Vec<PathBuf>,
+    /// Only these rules (none: all).
+    pub only: Vec<String>,
     /// What the bindings do.
     pub action: Action,
     /// Add the `--protect-managed` policy.
@@ -68,9 +70,38 @@ pub fn run(args: ExportArgs) -> ExitCode {
         match drift_core::config::load_rules_file(file) {
             Ok(loaded) => rules.extend(loaded),
             Err(error) => {
-                eprintln!("error: {error}");
+                // The loader's words are a config's; this file may be a rules file.
+                let shown = match &error {
+                    drift_core::config::Error::Read { path, source } => {
+                        format!("cannot read {}: {source}", path.display())
+                    }
+                    drift_core::config::Error::Syntax(detail) => {
+                        format!("not valid YAML: {detail}")
+                    }
+                    other => other.to_string(),
+                };
+                eprintln!("error: rules: {shown}");
                 return ExitCode::from(2);
             }
+        }
+    }
+    if !args.only.is_empty() {
+        if let Some(missing) = args
+            .only
+            .iter()
+            .find(|name| !rules.iter().any(|rule| &&rule.name == name))
+        {
+            eprintln!("error: --rule {missing}: no rule of that name in the files given");
+            return ExitCode::from(2);
+        }
+        rules.retain(|rule| args.only.contains(&rule.name));
+    }
+    for user in &args.allowed_users {
+        if user.starts_with("system:serviceaccounts:") || user == "system:serviceaccounts" {
+            eprintln!(
+                "warning: --allow {user} is a group; the policy compares user names \
+                 (system:serviceaccount:NAMESPACE:NAME)"
+            );
         }
     }
     let options = Options {
@@ -107,12 +138,18 @@ pub fn run(args: ExportArgs) -> ExitCode {
     };
     match written {
         Ok(()) => {
+            let count = |n: usize, one: &str, many: &str| {
+                format!("{n} {}", if n == 1 { one } else { many })
+            };
             eprintln!(
-                "{} policies written ({} rules not exportable), validationActions {:?}; needs Kubernetes 1.{}+",
-                exported.policies.len(),
-                exported.refused.len(),
+                "{} written{} ({} not exportable), validationActions {:?}; needs Kubernetes 1.{}+",
+                count(exported.policies.len(), "policy", "policies"),
+                args.out
+                    .as_ref()
+                    .map_or(String::new(), |out| format!(" to {}", out.display())),
+                count(exported.refused.len(), "rule", "rules"),
                 args.action.validation_actions(),
-                args.minor
+                drift_core::admission::OLDEST_MINOR
             );
             ExitCode::SUCCESS
         }
@@ -168,11 +205,18 @@ fn to_directory(out: &Path, policies: &[Policy], action: Action) -> Result<(), S
         files.push(file);
     }
     let mut kustomization = String::from(
-        "# Written by `drift-sentinel admission export`; regenerate it rather than edit it.\n\
-         apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources:\n",
+        "# Written by `drift-sentinel admission export` (README: \"Stop it at the door\");\n\
+         # regenerate it into an emptied directory rather than edit it.\n\
+         apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n",
     );
-    for file in files {
-        kustomization.push_str(&format!("  - {file}\n"));
+    if files.is_empty() {
+        // Nothing to add: still a Component kustomize builds.
+        kustomization.push_str("resources: []\n");
+    } else {
+        kustomization.push_str("resources:\n");
+        for file in files {
+            kustomization.push_str(&format!("  - {file}\n"));
+        }
     }
     let path = out.join("kustomization.yaml");
     std::fs::write(&path, kustomization).map_err(|error| format!("{}: {error}", path.display()))

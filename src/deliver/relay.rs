@@ -90,6 +90,15 @@ pub fn backoff(limits: &Limits, attempt: u32, seed: &str) -> Duration {
     base.mul_f64(fraction)
 }
 
+/// What a round does with a due row, once its drift's state is read.
+enum Check {
+    Send,
+    /// A resolve waiting for its firing notice.
+    Held,
+    /// A reminder for a drift no longer firing, withdrawn.
+    Withdrawn,
+}
+
 async fn with_outbox<T: Send + 'static>(
     outbox: &SharedOutbox,
     call: impl FnOnce(&mut dyn Outbox) -> Result<T, drift_store::Error> + Send + 'static,
@@ -215,8 +224,7 @@ impl Relay {
             self.finish_ids(vec![unreadable.id], state, now, detail, false)
                 .await?;
         }
-        let mut sendable: Vec<(OutboxRow, Notice)> = Vec::new();
-        let mut held = false;
+        let mut live: Vec<OutboxRow> = Vec::new();
         for row in due.rows {
             let age = now - row.queued.created_at;
             if age > millis(self.limits.max_age) {
@@ -230,42 +238,62 @@ impl Relay {
                 .await?;
                 continue;
             }
-            let notice = row.queued.notice.clone();
-            if notice.kind == NoticeKind::Repeat {
-                let drift_id = row.queued.drift_id.clone();
-                let state =
-                    with_outbox(&self.outbox, move |outbox| outbox.drift_state(&drift_id)).await?;
-                if state != Some(DriftState::Firing) {
-                    // A reminder for a drift that stopped firing is withdrawn, not failed: it
-                    // must not count as a lost alert.
-                    let (drift_id, endpoint) =
-                        (row.queued.drift_id.clone(), row.queued.channel.clone());
-                    let owner = self.owner.clone();
-                    with_outbox(&self.outbox, move |outbox| {
-                        outbox.cancel_reminders(&drift_id, &endpoint, &owner, now)
-                    })
-                    .await?;
-                    continue;
-                }
-            }
-            if notice.kind == NoticeKind::Resolved {
-                // A resolve never overtakes the firing notice it follows (which may be waiting
-                // for a retry): people would be left looking at a stale "firing".
-                let (drift_id, endpoint, created) = (
+            live.push(row);
+        }
+        // What each reminder's drift is now and whether each resolve waits for its firing
+        // notice: read for the whole round in one trip to the store (one blocking task, not one
+        // per row).
+        let checks: Vec<(NoticeKind, String, String, Millis)> = live
+            .iter()
+            .map(|row| {
+                (
+                    row.queued.notice.kind,
                     row.queued.drift_id.clone(),
                     row.queued.channel.clone(),
                     row.queued.created_at,
-                );
-                let waiting = with_outbox(&self.outbox, move |outbox| {
-                    outbox.firing_pending_before(&drift_id, &endpoint, created)
-                })
-                .await?;
-                if waiting {
-                    held = true;
-                    continue;
-                }
+                )
+            })
+            .collect();
+        let owner = self.owner.clone();
+        let verdicts = with_outbox(&self.outbox, move |outbox| {
+            let mut verdicts = Vec::with_capacity(checks.len());
+            for (kind, drift_id, endpoint, created) in checks {
+                let verdict = match kind {
+                    NoticeKind::Repeat => {
+                        if outbox.drift_state(&drift_id)? == Some(DriftState::Firing) {
+                            Check::Send
+                        } else {
+                            // A reminder for a drift that stopped firing is withdrawn, not
+                            // failed: it must not count as a lost alert.
+                            outbox.cancel_reminders(&drift_id, &endpoint, &owner, now)?;
+                            Check::Withdrawn
+                        }
+                    }
+                    // A resolve never overtakes the firing notice it follows (which may be
+                    // waiting for a retry): people would be left looking at a stale "firing".
+                    NoticeKind::Resolved
+                        if outbox.firing_pending_before(&drift_id, &endpoint, created)? =>
+                    {
+                        Check::Held
+                    }
+                    _ => Check::Send,
+                };
+                verdicts.push(verdict);
             }
-            sendable.push((row, notice));
+            Ok(verdicts)
+        })
+        .await?;
+        let mut sendable: Vec<(OutboxRow, Notice)> = Vec::new();
+        let mut held = false;
+        for (row, verdict) in live.into_iter().zip(verdicts) {
+            match verdict {
+                Check::Send => {
+                    let notice = row.queued.notice.clone();
+                    sendable.push((row, notice));
+                }
+                Check::Held => held = true,
+                Check::Withdrawn => {}
+            }
         }
         if sendable.is_empty() {
             // Everything due is waiting for an earlier notice: look again shortly.

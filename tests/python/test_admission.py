@@ -78,3 +78,13 @@ def test_the_component_builds_into_the_install(tmp_path: Path):
     # Cluster-scoped: the install's namespace is not put on them.
     assert all("namespace" not in obj["metadata"] for obj in policies)
     assert len(built) - len(policies) == len(kustomize(K8S))
+
+
+def test_an_export_of_nothing_is_still_a_component_kustomize_builds(tmp_path: Path):
+    out = tmp_path / "nothing"
+    # The one rule asked for reads status: not exportable, skipped.
+    subprocess.run([binary(), "admission", "export", "--invariants", str(LIBRARY), "--rule",
+                    "public-services-use-tls", "--skip-unexportable", "--out", str(out)],
+                   capture_output=True, text=True, timeout=60, check=True)
+    assert sorted(path.name for path in out.iterdir()) == ["kustomization.yaml"]
+    assert kustomize(out) == []

@@ -88,7 +88,8 @@ pub fn unavailable(call: &str, minor: u32) -> Option<String> {
             "{shown}, which a new policy may use from Kubernetes 1.{since} (the target is 1.{minor})"
         )),
         None => Some(format!(
-            "{shown}, which the API server's CEL does not offer (Kubernetes 1.{minor})"
+            "{shown}, which the API server's CEL does not offer in any Kubernetes version this \
+             exporter knows (1.{OLDEST_MINOR} to 1.{minor}): rewrite the rule without it"
         )),
     }
 }

@@ -168,10 +168,33 @@ pub struct Export {
     pub other_clusters: Vec<String>,
 }
 
-/// Exports `rules`.
+/// The name of the `--protect-managed` policy, which no rule's policy may take.
+pub const PROTECT_MANAGED: &str = "drift-sentinel-protect-managed";
+
+/// The policy name of a rule (`_` and `.` become `-`: a Kubernetes name has neither case nor
+/// underscores).
+pub fn policy_name(rule: &str) -> String {
+    format!("drift-sentinel-{}", rule.replace(['_', '.'], "-"))
+}
+
+/// Exports `rules`. Two rules whose policy names would be the same (`a_b` and `a-b`, or one
+/// rule given twice) are refused after the first: one would replace the other.
 pub fn export(rules: &[Invariant], options: &Options) -> Export {
     let mut export = Export::default();
+    let mut names: BTreeMap<String, String> =
+        BTreeMap::from([(PROTECT_MANAGED.to_string(), "--protect-managed".to_string())]);
     for rule in rules {
+        let name = policy_name(&rule.name);
+        if let Some(first) = names.get(&name) {
+            export.refused.push(Refusal {
+                rule: rule.name.clone(),
+                reason: format!(
+                    "its policy would be named {name}, as {first}'s is; rename one of them"
+                ),
+            });
+            continue;
+        }
+        names.insert(name, format!("rule {}", rule.name));
         if !rule.selector.clusters.is_empty() {
             match &options.cluster {
                 Some(cluster)
@@ -366,7 +389,7 @@ fn policy(rule: &Invariant, options: &Options) -> Result<Policy, String> {
         ))),
     };
     Ok(Policy {
-        name: format!("drift-sentinel-{}", rule.name.replace(['_', '.'], "-")),
+        name: policy_name(&rule.name),
         rule: rule.name.clone(),
         description: rule.description.clone(),
         resource_rules,

@@ -30,6 +30,8 @@ pub const DEFAULT_ALLOWED_USERS: &[&str] = &[
     "system:serviceaccount:knative-operator:knative-operator",
     "system:serviceaccount:knative-operator:operator-webhook",
     "system:serviceaccount:kube-system:generic-garbage-collector",
+    // drift-sentinel's own repairs (`k8s/components/remediation/`) put Knative's values back.
+    "system:serviceaccount:drift-sentinel:drift-sentinel",
     "system:serviceaccount:kube-system:namespace-controller",
     "system:kube-controller-manager",
 ];
@@ -74,7 +76,7 @@ pub fn protect_managed(allowed: &[String]) -> Policy {
         .collect::<Vec<_>>()
         .join(", ");
     Policy {
-        name: "drift-sentinel-protect-managed".to_string(),
+        name: super::PROTECT_MANAGED.to_string(),
         rule: "protect-managed".to_string(),
         description: "Hand edits of what Knative's controllers own, and of Knative's ConfigMaps"
             .to_string(),
@@ -115,9 +117,12 @@ pub fn protect_managed(allowed: &[String]) -> Policy {
                 .to_string(),
         ),
         message_expression: Some(
-            "request.kind.kind + ' ' + request.namespace + '/' + request.name + ' is managed by \
-             Knative: its controller reverts hand edits by ' + request.userInfo.username + \
-             '; change the object that owns it instead'"
+            "request.kind.kind == 'ConfigMap' ? 'ConfigMap ' + request.namespace + '/' + \
+             request.name + ' is Knative\\'s configuration, edited by ' + request.userInfo.username + \
+             ': where the Knative Operator runs, it reverts this; change the KnativeServing or \
+             KnativeEventing resource instead' : request.kind.kind + ' ' + request.namespace + \
+             '/' + request.name + ' is managed by Knative: its controller reverts hand edits \
+             by ' + request.userInfo.username + '; change the object that owns it instead'"
                 .to_string(),
         ),
     }

@@ -157,3 +157,37 @@ fn the_binding_never_pairs_deny_with_warn() {
     assert_eq!(Action::Audit.validation_actions(), ["Audit"]);
     assert_eq!(Action::Deny.validation_actions(), ["Deny", "Audit"]);
 }
+
+#[test]
+fn rules_whose_policies_would_share_a_name_are_refused_after_the_first() {
+    let export = export(
+        &rules(
+            "- {name: a_b, match: {apiVersion: v1, kind: ConfigMap}, expression: \"true\"}\n\
+             - {name: a-b, match: {apiVersion: v1, kind: ConfigMap}, expression: \"true\"}\n\
+             - {name: protect-managed, match: {apiVersion: v1, kind: ConfigMap}, expression: \"true\"}\n",
+        ),
+        &Options::default(),
+    );
+    assert_eq!(export.policies.len(), 1);
+    assert_eq!(export.policies[0].name, "drift-sentinel-a-b");
+    let reasons: Vec<&str> = export.refused.iter().map(|r| r.reason.as_str()).collect();
+    assert!(reasons[0].contains("as rule a_b's is"), "{reasons:?}");
+    assert!(
+        reasons[1].contains("as --protect-managed's is"),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn a_kind_that_is_already_plural_keeps_its_name() {
+    let policy = one(
+        "- {name: r, match: {apiVersion: v1, kind: Endpoints}, expression: \"object.metadata.name != ''\"}\n",
+    )
+    .unwrap();
+    assert_eq!(policy.resource_rules[0].resources, vec!["endpoints"]);
+    let policy = one(
+        "- {name: r, match: {apiVersion: networking.k8s.io/v1, kind: Ingress}, expression: \"true\"}\n",
+    )
+    .unwrap();
+    assert_eq!(policy.resource_rules[0].resources, vec!["ingresses"]);
+}

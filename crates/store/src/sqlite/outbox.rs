@@ -53,11 +53,12 @@ impl Outbox for SqliteOutbox {
     }
 
     fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error> {
-        Ok(self.connection.query_row(
-            queries::NEXT_DUE.text(SQL),
-            params![channel, owner],
-            |row| row.get(0),
-        )?)
+        // The relay's every-round queries are prepared once per connection (`prepare_cached`):
+        // parsing the SQL was a visible share of the relay's time under load.
+        Ok(self
+            .connection
+            .prepare_cached(queries::NEXT_DUE.text(SQL))?
+            .query_row(params![channel, owner], |row| row.get(0))?)
     }
 
     fn claim(
@@ -152,11 +153,8 @@ impl Outbox for SqliteOutbox {
     ) -> Result<bool, Error> {
         Ok(self
             .connection
-            .query_row(
-                queries::FIRING_PENDING_BEFORE.text(SQL),
-                params![drift_id, channel, created_at],
-                |_| Ok(()),
-            )
+            .prepare_cached(queries::FIRING_PENDING_BEFORE.text(SQL))?
+            .query_row(params![drift_id, channel, created_at], |_| Ok(()))
             .optional()?
             .is_some())
     }
@@ -210,9 +208,8 @@ impl Outbox for SqliteOutbox {
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {
         let state: Option<String> = self
             .connection
-            .query_row(queries::DRIFT_STATE.text(SQL), params![drift_id], |row| {
-                row.get(0)
-            })
+            .prepare_cached(queries::DRIFT_STATE.text(SQL))?
+            .query_row(params![drift_id], |row| row.get(0))
             .optional()?;
         Ok(state.as_deref().and_then(decode::drift_state))
     }

@@ -23,10 +23,12 @@ pub fn resource_name(api_version: &str, kind: &str) -> String {
 }
 
 /// The resource (plural, lower case) of a kind: Kubernetes' plurals of the kinds watched here,
-/// `ingresses`, `eventpolicies`, else `-s`.
+/// `ingresses`, `eventpolicies`, `endpoints` (a kind already plural), else `-s`.
 pub fn plural(kind: &str) -> String {
     let lower = kind.to_lowercase();
-    if lower.ends_with("ss") {
+    if lower.ends_with('s') && !lower.ends_with("ss") {
+        lower
+    } else if lower.ends_with("ss") {
         format!("{lower}es")
     } else if let Some(stem) = lower
         .strip_suffix('y')
