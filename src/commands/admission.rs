@@ -122,6 +122,9 @@ pub fn run(args: ExportArgs) -> ExitCode {
             refusal.reason
         );
     }
+    for note in &exported.notes {
+        eprintln!("note: {note}");
+    }
     for rule in &exported.other_clusters {
         eprintln!("note: rule {rule} selects other clusters; not exported");
     }

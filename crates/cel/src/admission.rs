@@ -43,14 +43,24 @@ pub struct Analysis {
     pub cost: u64,
 }
 
-/// Analyses `source` (parsed as a rule's expression is; not checked or compiled).
+/// Bytes assumed in a string of an expression that reads a ConfigMap's `data`: a value may be
+/// as large as the whole ConfigMap (Kubernetes caps it at 1 MiB).
+pub const ASSUMED_DATA_VALUE_BYTES: u64 = 1 << 20;
+
+/// Analyses `source` (parsed as a rule's expression is; not checked or compiled), its strings
+/// assumed [`ASSUMED_STRING_BYTES`] long, or [`ASSUMED_DATA_VALUE_BYTES`] when it reads `data`.
 pub fn analyze(source: &str) -> Result<Analysis, CompileError> {
     let program = crate::check::parse(source)?;
     let root = program.expression();
     let mut analysis = Analysis::default();
     read_fields(root, &mut analysis.object, &mut analysis.old_object);
     walk(root, &mut analysis);
-    analysis.cost = cost(root).max;
+    let strings = if analysis.object.reads("data") || analysis.old_object.reads("data") {
+        ASSUMED_DATA_VALUE_BYTES
+    } else {
+        ASSUMED_STRING_BYTES
+    };
+    analysis.cost = cost(root, strings).max;
     Ok(analysis)
 }
 
@@ -112,10 +122,11 @@ fn traversal(size: u64) -> u64 {
     size.div_ceil(10)
 }
 
-fn cost(node: &IdedExpr) -> Estimate {
+fn cost(node: &IdedExpr, strings: u64) -> Estimate {
+    let cost = |node: &IdedExpr| cost(node, strings);
     let unknown = |max: u64| Estimate {
         max,
-        size: ASSUMED_STRING_BYTES.max(ASSUMED_LIST_ITEMS),
+        size: strings.max(ASSUMED_LIST_ITEMS),
     };
     match &node.expr {
         Expr::Literal(LiteralValue::String(text)) => Estimate {
@@ -185,13 +196,19 @@ fn cost(node: &IdedExpr) -> Estimate {
             };
             let size = |estimate: Option<Estimate>| estimate.map_or(1, |estimate| estimate.size);
             let own = match call.func_name.as_str() {
-                "matches" => traversal(size(subject).saturating_add(1))
+                // A search is charged as cel-go charges `matches`: text times pattern.
+                "matches" | "find" | "findAll" => traversal(size(subject).saturating_add(1))
                     .saturating_mul(size(other).saturating_mul(25).div_ceil(100).max(1)),
                 "contains" => {
                     traversal(size(subject)).saturating_mul(traversal(size(other)).max(1))
                 }
                 "startsWith" | "endsWith" => traversal(size(other)),
-                "@in" => args.get(1).map_or(1, |list| list.size),
+                // Membership in a literal list reads it; in anything else, a list of the
+                // assumed length (a map's lookup costs less).
+                "@in" => match call.args.get(1).map(|arg| &arg.expr) {
+                    Some(Expr::List(list)) => list.elements.len() as u64,
+                    _ => ASSUMED_LIST_ITEMS,
+                },
                 // Joining two texts copies both; comparing reads the shorter.
                 "_+_" => traversal(
                     size(args.first().copied()).saturating_add(size(args.get(1).copied())),
@@ -204,7 +221,7 @@ fn cost(node: &IdedExpr) -> Estimate {
                 | "split" | "substring" | "charAt" | "format" | "quote" | "strings.quote" => {
                     traversal(size(subject)).max(1)
                 }
-                "join" => traversal(ASSUMED_LIST_ITEMS.saturating_mul(ASSUMED_STRING_BYTES)),
+                "join" => traversal(ASSUMED_LIST_ITEMS.saturating_mul(strings)),
                 _ => 1,
             };
             unknown(sum.saturating_add(own))
@@ -410,5 +427,15 @@ mod tests {
         // A literal list is as long as it is.
         let literal = analyze("[1, 2, 3].all(x, x > 0)").unwrap().cost;
         assert!(literal < 100, "{literal}");
+        // A ConfigMap's value may be a mebibyte: a search in it is priced so.
+        let data =
+            analyze("object.data['a'].matches('^(alpha|beta|gamma)+[0-9]{2,8}-(one|two|three)$')")
+                .unwrap()
+                .cost;
+        assert!(data > 1_000_000, "{data}");
+        let label = analyze("object.metadata.name.matches('^(x|y|z)+[0-9]{2,8}-(a|b)$')")
+            .unwrap()
+            .cost;
+        assert!(label < 10_000, "{label}");
     }
 }

@@ -74,7 +74,6 @@ impl<'v> Bindings<'v> {
         Bindings { context }
     }
 
-    /// The context an expression resolves in: the variables and the budget's functions.
     /// Variables given as JSON values, as the API server binds an admission request's
     /// (`object`, `oldObject`, `request`, `variables`, ...): every value converted whole;
     /// `object` and `oldObject` are null unless given.
@@ -91,6 +90,7 @@ impl<'v> Bindings<'v> {
         Bindings { context }
     }
 
+    /// The context an expression resolves in: the variables and the budget's functions.
     pub(crate) fn context(&self) -> &Context<'v, 'v> {
         &self.context
     }

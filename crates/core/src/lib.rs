@@ -6,8 +6,8 @@
 //! (the drift engine: compact object state, the graph, the classes and their evidence) →
 //! [`route`] (transitions and routes → notifications, and the one decision on silences). Beside
 //! them: [`manifest`] (the bounded loader of Kubernetes manifests, for `check` and
-//! `rules.baselineDir`), [`admission`] (team invariants as admission policies) and [`config`] (the YAML config, validated and compiled into the
-//! engine's rules). The vocabulary is `drift-model`'s; team invariants' CEL is `drift-cel`'s.
+//! `rules.baselineDir`), [`admission`] (team invariants as admission policies) and [`config`]
+//! (the YAML config, validated and compiled into the engine's rules). The vocabulary is `drift-model`'s; team invariants' CEL is `drift-cel`'s.
 
 /// Team invariants as Kubernetes ValidatingAdmissionPolicies, judged as the sink judges them.
 pub mod admission;

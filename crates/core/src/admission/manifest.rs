@@ -31,12 +31,16 @@ pub fn manifests(policy: &Policy, action: Action) -> [Value; 2] {
                 .resource_rules
                 .iter()
                 .map(|rule| {
-                    json!({
+                    let mut entry = json!({
                         "apiGroups": rule.groups,
                         "apiVersions": rule.versions,
                         "resources": rule.resources,
                         "operations": rule.operations,
-                    })
+                    });
+                    if let Some(scope) = rule.scope {
+                        entry["scope"] = json!(scope);
+                    }
+                    entry
                 })
                 .collect(),
         ),

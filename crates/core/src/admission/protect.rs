@@ -9,8 +9,8 @@
 //! (creating and deleting are the controllers' and the garbage collector's), an object whose
 //! stored version has a controller owner reference to a `*.knative.dev` kind, or a
 //! `config-*` ConfigMap in `knative-serving` or `knative-eventing`. Let through: the users in
-//! [`DEFAULT_ALLOWED_USERS`] and those given (`request.userInfo.username`; the reference on
-//! ValidatingAdmissionPolicy lists where each name comes from).
+//! [`DEFAULT_ALLOWED_USERS`] and those given (`request.userInfo.username`), and every service
+//! account of Knative's namespaces ([`ALLOWED_GROUPS`]).
 
 use super::{Named, Policy, ResourceRule};
 
@@ -36,10 +36,19 @@ pub const DEFAULT_ALLOWED_USERS: &[&str] = &[
     "system:kube-controller-manager",
 ];
 
+/// The groups whose members may update managed objects: the service accounts of Knative's
+/// namespaces.
+pub const ALLOWED_GROUPS: &[&str] = &[
+    "system:serviceaccounts:knative-serving",
+    "system:serviceaccounts:knative-eventing",
+    "system:serviceaccounts:knative-operator",
+];
+
 /// The kinds Knative's controllers create and own, as (group, resources).
 const OWNED: &[(&str, &[&str])] = &[
     ("apps", &["deployments"]),
-    ("", &["services", "configmaps"]),
+    ("", &["services", "configmaps", "endpoints"]),
+    ("autoscaling", &["horizontalpodautoscalers"]),
     (
         "serving.knative.dev",
         &["routes", "configurations", "revisions"],
@@ -75,6 +84,11 @@ pub fn protect_managed(allowed: &[String]) -> Policy {
         .map(|user| super::cel_string(user))
         .collect::<Vec<_>>()
         .join(", ");
+    let groups = ALLOWED_GROUPS
+        .iter()
+        .map(|group| super::cel_string(group))
+        .collect::<Vec<_>>()
+        .join(", ");
     Policy {
         name: super::PROTECT_MANAGED.to_string(),
         rule: "protect-managed".to_string(),
@@ -83,6 +97,7 @@ pub fn protect_managed(allowed: &[String]) -> Policy {
         resource_rules: OWNED
             .iter()
             .map(|(group, resources)| ResourceRule {
+                scope: None,
                 groups: vec![(*group).to_string()],
                 versions: vec!["*".to_string()],
                 resources: resources.iter().map(|name| (*name).to_string()).collect(),
@@ -97,7 +112,8 @@ pub fn protect_managed(allowed: &[String]) -> Policy {
                 name: "managed-by-knative".to_string(),
                 expression: "(has(oldObject.metadata.ownerReferences) && \
                      oldObject.metadata.ownerReferences.exists(r, has(r.controller) && \
-                     r.controller && r.apiVersion.split('/')[0].endsWith('knative.dev'))) || \
+                     r.controller && (r.apiVersion.split('/')[0] == 'knative.dev' || \
+                     r.apiVersion.split('/')[0].endsWith('.knative.dev')))) || \
                      (request.kind.group == '' && request.kind.kind == 'ConfigMap' && \
                      request.namespace in ['knative-serving', 'knative-eventing'] && \
                      request.name.startsWith('config-'))"
@@ -105,7 +121,13 @@ pub fn protect_managed(allowed: &[String]) -> Policy {
             },
             Named {
                 name: "not-a-controller".to_string(),
-                expression: format!("!(request.userInfo.username in [{users}])"),
+                // Every service account of Knative's namespaces is Knative's (its controllers,
+                // and those of extensions installed there: Kafka, Kourier, ...).
+                expression: format!(
+                    "!(request.userInfo.username in [{users}]) && \
+                     !(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in \
+                     [{groups}]))"
+                ),
             },
         ],
         variables: Vec::new(),

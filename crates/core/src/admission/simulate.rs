@@ -110,7 +110,10 @@ fn matches_rules(policy: &Policy, request: &Request) -> bool {
                     || name == "*/*"
             })
         };
-        one_of(&rule.operations, &request.operation)
+        // A request without a namespace is for a cluster-scoped object.
+        let scope = rule.scope != Some("Namespaced") || !request.namespace.is_empty();
+        scope
+            && one_of(&rule.operations, &request.operation)
             && one_of(&rule.groups, &request.group)
             && one_of(&rule.versions, &request.version)
             && resource

@@ -28,6 +28,7 @@ fn a_rule_becomes_a_policy_on_its_kinds_namespaces_and_labels() {
     assert_eq!(
         policy.resource_rules,
         vec![ResourceRule {
+            scope: Some("Namespaced"),
             groups: vec!["serving.knative.dev".into()],
             versions: vec!["*".into()],
             resources: vec!["services".into()],
@@ -190,4 +191,122 @@ fn a_kind_that_is_already_plural_keeps_its_name() {
     )
     .unwrap();
     assert_eq!(policy.resource_rules[0].resources, vec!["ingresses"]);
+}
+
+#[test]
+fn a_rule_on_named_namespaces_never_matches_cluster_scoped_objects() {
+    let policy = one(
+        "- {name: r, match: {namespaces: [shop]}, expression: \"object.metadata.name != 'x'\"}\n",
+    )
+    .unwrap();
+    assert!(policy
+        .resource_rules
+        .iter()
+        .all(|rule| rule.scope == Some("Namespaced")));
+    let node = Request {
+        operation: "UPDATE".into(),
+        version: "v1".into(),
+        resource: "nodes".into(),
+        kind: "Node".into(),
+        name: "x".into(),
+        username: "kubelet".into(),
+        object: Some(
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}}),
+        ),
+        ..Request::default()
+    };
+    assert_eq!(evaluate(&policy, &node), Decision::NotMatched);
+    // Without namespaces, any scope (as the sink selects).
+    let any =
+        one("- {name: r, match: {kind: Node}, expression: \"object.metadata.name != 'x'\"}\n")
+            .unwrap();
+    assert_eq!(any.resource_rules[0].scope, None);
+    assert!(matches!(evaluate(&any, &node), Decision::Refused(_)));
+}
+
+#[test]
+fn api_version_globs_cover_what_the_sinks_glob_covers() {
+    // `*`: every group and version, the core group's too.
+    let every =
+        one("- {name: r, match: {apiVersion: \"*\", kind: Deployment}, expression: \"true\"}\n")
+            .unwrap();
+    assert_eq!(every.resource_rules[0].groups, vec!["*"]);
+    assert_eq!(every.resource_rules[0].versions, vec!["*"]);
+    assert!(every.match_conditions.is_empty());
+    // `*/v1`: every group's v1 but the core group's (`v1` has no `/`).
+    let grouped =
+        one("- {name: r, match: {apiVersion: \"*/v1\", kind: Deployment}, expression: \"true\"}\n")
+            .unwrap();
+    assert_eq!(
+        grouped.match_conditions[0].expression,
+        "request.resource.group != ''"
+    );
+}
+
+#[test]
+fn a_configmaps_data_is_read_as_the_sink_reads_it_or_left_to_the_sink() {
+    let policy = one(
+        "- {name: r, match: {apiVersion: v1, kind: ConfigMap}, expression: \"'must' in object.data\", message: gone}\n",
+    )
+    .unwrap();
+    assert_eq!(policy.expression, "'must' in variables.objectData");
+    let request = |object: serde_json::Value| Request {
+        operation: "CREATE".into(),
+        version: "v1".into(),
+        resource: "configmaps".into(),
+        kind: "ConfigMap".into(),
+        name: "c".into(),
+        namespace: "n".into(),
+        username: "u".into(),
+        object: Some(object),
+        ..Request::default()
+    };
+    // No data: broken, as in the sink (which binds `data: {}`), not an error.
+    let bare = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "n"}});
+    assert_eq!(
+        evaluate(&policy, &request(bare.clone())),
+        Decision::Refused("gone".into())
+    );
+    // binaryData: the sink's data holds its keys; the policy leaves such a ConfigMap alone.
+    let mut binary = bare;
+    binary["binaryData"] = serde_json::json!({"must": "AAEC"});
+    assert_eq!(evaluate(&policy, &request(binary)), Decision::NotMatched);
+    // kubectl's last-applied annotation is a hash in the sink.
+    let error = one(
+        "- {name: r, match: {kind: ConfigMap}, expression: \"object.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'] != ''\"}\n",
+    )
+    .unwrap_err();
+    assert!(error.contains("last-applied-configuration"), "{error}");
+}
+
+#[test]
+fn every_refusal_has_a_stable_kind() {
+    let export = export(
+        &rules(
+            "- {name: s, match: {kind: Service}, expression: \"has(object.status)\"}\n\
+             - {name: f, match: {kind: Service}, expression: \"object.spec.x.reverse() == ''\"}\n\
+             - {name: g, match: {kind: \"Serv*\"}, expression: \"true\"}\n",
+        ),
+        &Options::default(),
+    );
+    let kinds: Vec<&str> = export.refused.iter().map(|refusal| refusal.kind).collect();
+    assert_eq!(kinds, ["reads", "function", "selector"]);
+}
+
+#[test]
+fn an_unknown_kinds_resource_is_guessed_with_a_note() {
+    let export = export(
+        &rules("- {name: r, match: {apiVersion: monitoring.coreos.com/v1, kind: Prometheus}, expression: \"true\"}\n"),
+        &Options::default(),
+    );
+    assert_eq!(
+        export.policies[0].resource_rules[0].resources,
+        vec!["prometheus"]
+    );
+    assert!(
+        export.notes[0].contains("kubectl api-resources"),
+        "{:?}",
+        export.notes
+    );
 }
