@@ -90,15 +90,6 @@ pub fn backoff(limits: &Limits, attempt: u32, seed: &str) -> Duration {
     base.mul_f64(fraction)
 }
 
-/// What a round does with a due row, once its drift's state is read.
-enum Check {
-    Send,
-    /// A resolve waiting for its firing notice.
-    Held,
-    /// A reminder for a drift no longer firing, withdrawn.
-    Withdrawn,
-}
-
 async fn with_outbox<T: Send + 'static>(
     outbox: &SharedOutbox,
     call: impl FnOnce(&mut dyn Outbox) -> Result<T, drift_store::Error> + Send + 'static,
@@ -241,8 +232,9 @@ impl Relay {
             live.push(row);
         }
         // What each reminder's drift is now and whether each resolve waits for its firing
-        // notice: read for the whole round in one trip to the store (one blocking task, not one
-        // per row).
+        // notice: read in one blocking task per chunk of rows, not one per row, each drift's
+        // state once; the chunks keep the outbox (shared by every relay of the process) free
+        // between them.
         let checks: Vec<(NoticeKind, String, String, Millis)> = live
             .iter()
             .map(|row| {
@@ -254,45 +246,26 @@ impl Relay {
                 )
             })
             .collect();
-        let owner = self.owner.clone();
-        let verdicts = with_outbox(&self.outbox, move |outbox| {
-            let mut verdicts = Vec::with_capacity(checks.len());
-            for (kind, drift_id, endpoint, created) in checks {
-                let verdict = match kind {
-                    NoticeKind::Repeat => {
-                        if outbox.drift_state(&drift_id)? == Some(DriftState::Firing) {
-                            Check::Send
-                        } else {
-                            // A reminder for a drift that stopped firing is withdrawn, not
-                            // failed: it must not count as a lost alert.
-                            outbox.cancel_reminders(&drift_id, &endpoint, &owner, now)?;
-                            Check::Withdrawn
-                        }
-                    }
-                    // A resolve never overtakes the firing notice it follows (which may be
-                    // waiting for a retry): people would be left looking at a stale "firing".
-                    NoticeKind::Resolved
-                        if outbox.firing_pending_before(&drift_id, &endpoint, created)? =>
-                    {
-                        Check::Held
-                    }
-                    _ => Check::Send,
-                };
-                verdicts.push(verdict);
-            }
-            Ok(verdicts)
-        })
-        .await?;
+        let mut verdicts = Vec::with_capacity(checks.len());
+        for chunk in checks.chunks(checks::PER_TASK) {
+            let chunk = chunk.to_vec();
+            let owner = self.owner.clone();
+            let judged = with_outbox(&self.outbox, move |outbox| {
+                checks::judge(outbox, chunk, &owner, now)
+            })
+            .await?;
+            verdicts.extend(judged);
+        }
         let mut sendable: Vec<(OutboxRow, Notice)> = Vec::new();
         let mut held = false;
         for (row, verdict) in live.into_iter().zip(verdicts) {
             match verdict {
-                Check::Send => {
+                checks::Check::Send => {
                     let notice = row.queued.notice.clone();
                     sendable.push((row, notice));
                 }
-                Check::Held => held = true,
-                Check::Withdrawn => {}
+                checks::Check::Held => held = true,
+                checks::Check::Withdrawn => {}
             }
         }
         if sendable.is_empty() {
@@ -713,5 +686,6 @@ pub(crate) async fn watch_outbox(
     }
 }
 
+mod checks;
 #[cfg(test)]
 mod tests;

@@ -380,6 +380,17 @@ fn from_review(review: &Value) -> Request {
 
 /// An UPDATE AdmissionReview of `object` (after) over `old` by `user`, on `sub_resource`.
 fn update_review(object: &Value, old: &Value, user: &str, sub_resource: &str) -> Value {
+    update_review_by(object, old, user, &["system:authenticated"], sub_resource)
+}
+
+/// [`update_review`] by a user in `groups`.
+fn update_review_by(
+    object: &Value,
+    old: &Value,
+    user: &str,
+    groups: &[&str],
+    sub_resource: &str,
+) -> Value {
     let api_version = object["apiVersion"].as_str().unwrap();
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let kind = object["kind"].as_str().unwrap();
@@ -389,7 +400,7 @@ fn update_review(object: &Value, old: &Value, user: &str, sub_resource: &str) ->
         "resource": {"group": group, "version": version, "resource": plural(kind)},
         "name": object["metadata"]["name"], "namespace": object["metadata"]["namespace"],
         "operation": "UPDATE",
-        "userInfo": {"username": user, "groups": ["system:authenticated"]},
+        "userInfo": {"username": user, "groups": groups},
         "object": object, "oldObject": old, "dryRun": false,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"},
     });
@@ -594,6 +605,70 @@ fn read_dir(dir: &Path) -> BTreeMap<String, String> {
             )
         })
         .collect()
+}
+
+#[cfg(feature = "cluster")]
+#[test]
+fn protect_managed_trusts_knatives_namespaces_and_owners_exactly() {
+    let policy = protect_managed(&[]);
+    let world = crate::fake_cluster::world::drill_world();
+    let deployment = world
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .unwrap()
+        .clone();
+    let mut edited = deployment.clone();
+    edited["spec"]["replicas"] = json!(3);
+    let decide = |review: Value| evaluate(&policy, &from_review(&review));
+    // A controller installed in knative-serving (Kourier's) is let through by its group...
+    assert_eq!(
+        decide(update_review_by(
+            &edited,
+            &deployment,
+            "system:serviceaccount:knative-serving:net-kourier",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:knative-serving"
+            ],
+            "",
+        )),
+        Decision::NotMatched
+    );
+    // ...a look-alike namespace's is not.
+    assert!(matches!(
+        decide(update_review_by(
+            &edited,
+            &deployment,
+            "system:serviceaccount:knative-serving-x:bot",
+            &[
+                "system:serviceaccounts",
+                "system:serviceaccounts:knative-serving-x"
+            ],
+            "",
+        )),
+        Decision::Refused(_)
+    ));
+    // An owner in a look-alike group is not Knative's.
+    let mut foreign = deployment.clone();
+    foreign["metadata"]["ownerReferences"][0]["apiVersion"] = json!("evilknative.dev/v1");
+    let mut foreign_edit = edited.clone();
+    foreign_edit["metadata"]["ownerReferences"][0]["apiVersion"] = json!("evilknative.dev/v1");
+    assert_eq!(
+        decide(update_review(&foreign_edit, &foreign, USER, "")),
+        Decision::NotMatched
+    );
+    // Endpoints a Knative object owns (a ServerlessService's) are covered.
+    let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "hello-00001", "namespace": "drills",
+            "ownerReferences": [{"apiVersion": "networking.internal.knative.dev/v1alpha1",
+                "kind": "ServerlessService", "name": "hello-00001", "uid": "u", "controller": true}]},
+        "subsets": []});
+    let mut changed = endpoints.clone();
+    changed["subsets"] = json!([{"addresses": [{"ip": "10.0.0.9"}]}]);
+    assert!(matches!(
+        decide(update_review(&changed, &endpoints, USER, "")),
+        Decision::Refused(_)
+    ));
 }
 
 /// `admission export` of the example rules (the exportable ones) into `dir`.

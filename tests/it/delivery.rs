@@ -909,6 +909,92 @@ async fn a_resolve_waits_for_its_firing_notice() {
     assert_eq!(types, ["drift.firing", "drift.resolved"], "in order");
 }
 
+#[tokio::test]
+async fn one_round_expires_withdraws_holds_and_sends_each_row_as_alone() {
+    // One round with every kind of check at once (the relay reads them together): an expired
+    // row, two reminders of a drift that stopped firing, a resolve behind its pending firing
+    // notice, and a firing notice of its own.
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(
+        &yaml,
+        &clock,
+        Limits {
+            max_age: std::time::Duration::from_secs(60),
+            ..limits()
+        },
+    );
+    let now = h.clock.load(Ordering::SeqCst);
+    let mut second = row("hook", 2, NoticeKind::Repeat, "g2", now);
+    second.id = "ntf_hook_2_repeat_b".into();
+    queue(
+        &h.store,
+        vec![
+            row("hook", 1, NoticeKind::Firing, "g1", now - 120_000),
+            row("hook", 2, NoticeKind::Repeat, "g2", now),
+            second,
+            row("hook", 3, NoticeKind::Firing, "g3", now),
+            row("hook", 3, NoticeKind::Resolved, "g3", now + 1),
+            row("hook", 4, NoticeKind::Firing, "g4", now),
+        ],
+    );
+    // Drift 2 stopped firing after its reminders were queued.
+    let mut store = h.store.clone();
+    store
+        .commit(&Batch {
+            events: vec![],
+            drifts: vec![drift(2, DriftState::Resolved)],
+            outbox: vec![],
+            ..Default::default()
+        })
+        .unwrap();
+    // The store fails mid-round: nothing is sent, nothing is lost; the next round does it all.
+    h.store.set_failing(true);
+    assert!(h.relay.round(now).await.is_err());
+    h.store.set_failing(false);
+    assert_eq!(receiver.accepted().len(), 0);
+    assert_eq!(h.rows(OutboxState::Pending).len(), 6);
+    h.drive(120).await;
+    let sent: Vec<(String, String)> = receiver
+        .accepted()
+        .iter()
+        .flat_map(|body| {
+            body["data"]
+                .as_array()
+                .cloned()
+                .unwrap_or_else(|| vec![body["data"].clone()])
+        })
+        .map(|notice| {
+            (
+                notice["id"].as_str().unwrap_or_default().to_string(),
+                notice["state"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let expired = h.rows(OutboxState::Expired);
+    assert_eq!(expired.len(), 1, "{sent:?}");
+    assert_eq!(expired[0].queued.drift_id, "drift0001");
+    assert!(h.rows(OutboxState::Pending).is_empty(), "{sent:?}");
+    assert!(
+        !sent.iter().any(|(drift, _)| drift == "drift0002"),
+        "a stopped drift's reminders are withdrawn: {sent:?}"
+    );
+    let third: Vec<&str> = sent
+        .iter()
+        .filter(|(drift, _)| drift == "drift0003")
+        .map(|(_, state)| state.as_str())
+        .collect();
+    assert_eq!(third, ["firing", "resolved"], "{sent:?}");
+    assert!(
+        sent.iter().any(|(drift, _)| drift == "drift0004"),
+        "{sent:?}"
+    );
+}
+
 // ---- CloudEvents ---------------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -2087,3 +2087,78 @@ fn read_objects_sees_what_the_writer_stored_and_writes_nothing() {
     assert_eq!(error.kind(), "missing");
     assert!(!missing.parent().unwrap().exists());
 }
+
+/// What a relay's round reads before it sends (`deliver/relay/checks.rs`): a drift's state,
+/// whether a firing notice is still pending before a resolve, and the withdrawal of a stopped
+/// drift's reminders (once; a second withdrawal finds none).
+fn the_relays_checks(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
+    let firing = drift_of(
+        "drift-f",
+        "v1",
+        "ns",
+        Severity::Warning,
+        1_000,
+        Some(1_000),
+        None,
+    );
+    let stopped = drift_of(
+        "drift-r",
+        "v1",
+        "ns",
+        Severity::Warning,
+        1_000,
+        Some(1_000),
+        Some(2_000),
+    );
+    let mut reminder = queued("r", "hook");
+    reminder.notice.kind = NoticeKind::Repeat;
+    writer
+        .commit(&Batch {
+            drifts: vec![firing, stopped],
+            outbox: vec![queued("f", "hook"), reminder],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        outbox.drift_state("drift-f").unwrap(),
+        Some(DriftState::Firing)
+    );
+    assert_eq!(
+        outbox.drift_state("drift-r").unwrap(),
+        Some(DriftState::Resolved)
+    );
+    assert_eq!(outbox.drift_state("drift-none").unwrap(), None);
+    // The firing notice (queued at 1,000) is pending: a resolve queued after it waits.
+    assert!(outbox
+        .firing_pending_before("drift-f", "hook", 2_000)
+        .unwrap());
+    assert!(!outbox
+        .firing_pending_before("drift-f", "hook", 500)
+        .unwrap());
+    assert!(!outbox
+        .firing_pending_before("drift-f", "other", 2_000)
+        .unwrap());
+    assert_eq!(
+        outbox
+            .cancel_reminders("drift-r", "hook", "me", 3_000)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        outbox
+            .cancel_reminders("drift-r", "hook", "me", 3_000)
+            .unwrap(),
+        0
+    );
+    assert_eq!(ids_in(outbox, OutboxState::Pending), ["f"]);
+}
+
+#[test]
+fn the_relays_checks_read_alike_on_every_database() {
+    for backend in Backend::all() {
+        let mut opened = backend.open();
+        the_relays_checks(opened.writer.as_mut(), opened.outbox.as_mut());
+    }
+    let store = TestStore::new();
+    the_relays_checks(&mut store.clone(), &mut store.clone());
+}

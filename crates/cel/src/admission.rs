@@ -41,6 +41,94 @@ pub struct Analysis {
     pub bound: BTreeSet<String>,
     /// Its estimated cost in the API server's units (see the module's note).
     pub cost: u64,
+    /// `object`'s and `oldObject`'s annotations are read other than by literal key (a
+    /// comprehension over them, a computed index, the map passed whole): any value may be read.
+    pub annotations_by_value: (bool, bool),
+}
+
+/// The variable (`object` or `oldObject`) whose `metadata.annotations` `node` is.
+fn annotations_of(node: &IdedExpr) -> Option<&str> {
+    let Expr::Select(annotations) = &node.expr else {
+        return None;
+    };
+    let Expr::Select(metadata) = &annotations.operand.expr else {
+        return None;
+    };
+    match (
+        &metadata.operand.expr,
+        annotations.field.as_str(),
+        metadata.field.as_str(),
+    ) {
+        (Expr::Ident(name), "annotations", "metadata") if !annotations.test && !metadata.test => {
+            Some(name.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// Marks in `found` the variables whose annotations `node` reads by value (see
+/// [`Analysis::annotations_by_value`]).
+fn annotations_by_value(node: &IdedExpr, found: &mut (bool, bool)) {
+    let mut mark = |name: &str| match name {
+        "object" => found.0 = true,
+        "oldObject" => found.1 = true,
+        _ => {}
+    };
+    if let Some(name) = annotations_of(node) {
+        mark(name);
+        return;
+    }
+    let literal = |node: &IdedExpr| matches!(node.expr, Expr::Literal(LiteralValue::String(_)));
+    match &node.expr {
+        // `annotations.key` and `has(annotations.key)`: one named value, or none.
+        Expr::Select(select) if annotations_of(&select.operand).is_some() => {}
+        Expr::Select(select) => annotations_by_value(&select.operand, found),
+        Expr::Call(call) => {
+            let by_literal_key = call.func_name == "_[_]"
+                && call.args.len() == 2
+                && annotations_of(&call.args[0]).is_some()
+                && literal(&call.args[1]);
+            let key_test = call.func_name == "@in"
+                && call.args.len() == 2
+                && annotations_of(&call.args[1]).is_some();
+            if by_literal_key {
+                return;
+            }
+            if let Some(target) = &call.target {
+                annotations_by_value(target, found);
+            }
+            for (index, arg) in call.args.iter().enumerate() {
+                if key_test && index == 1 {
+                    continue;
+                }
+                annotations_by_value(arg, found);
+            }
+        }
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .for_each(|item| annotations_by_value(item, found)),
+        Expr::Map(map) => {
+            for entry in &map.entries {
+                if let EntryExpr::MapEntry(entry) = &entry.expr {
+                    annotations_by_value(&entry.key, found);
+                    annotations_by_value(&entry.value, found);
+                }
+            }
+        }
+        Expr::Comprehension(comprehension) => {
+            for part in [
+                &comprehension.iter_range,
+                &comprehension.accu_init,
+                &comprehension.loop_cond,
+                &comprehension.loop_step,
+                &comprehension.result,
+            ] {
+                annotations_by_value(part, found);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Bytes assumed in a string of an expression that reads a ConfigMap's `data`: a value may be
@@ -48,19 +136,16 @@ pub struct Analysis {
 pub const ASSUMED_DATA_VALUE_BYTES: u64 = 1 << 20;
 
 /// Analyses `source` (parsed as a rule's expression is; not checked or compiled), its strings
-/// assumed [`ASSUMED_STRING_BYTES`] long, or [`ASSUMED_DATA_VALUE_BYTES`] when it reads `data`.
+/// assumed [`ASSUMED_STRING_BYTES`] long but a value of a ConfigMap's `data`
+/// [`ASSUMED_DATA_VALUE_BYTES`] (see [`cost`] for a comprehension over `data`).
 pub fn analyze(source: &str) -> Result<Analysis, CompileError> {
     let program = crate::check::parse(source)?;
     let root = program.expression();
     let mut analysis = Analysis::default();
     read_fields(root, &mut analysis.object, &mut analysis.old_object);
     walk(root, &mut analysis);
-    let strings = if analysis.object.reads("data") || analysis.old_object.reads("data") {
-        ASSUMED_DATA_VALUE_BYTES
-    } else {
-        ASSUMED_STRING_BYTES
-    };
-    analysis.cost = cost(root, strings).max;
+    annotations_by_value(root, &mut analysis.annotations_by_value);
+    analysis.cost = cost(root, ASSUMED_DATA_VALUE_BYTES).max;
     Ok(analysis)
 }
 
@@ -122,12 +207,50 @@ fn traversal(size: u64) -> u64 {
     size.div_ceil(10)
 }
 
-fn cost(node: &IdedExpr, strings: u64) -> Estimate {
-    let cost = |node: &IdedExpr| cost(node, strings);
+/// Entries assumed in a ConfigMap's `data` when an expression iterates over it: 1 MiB of
+/// entries of 16 bytes.
+const ASSUMED_DATA_ENTRIES: u64 = ASSUMED_DATA_VALUE_BYTES / 16;
+
+/// True for `object.data` or `oldObject.data`.
+fn is_data(node: &IdedExpr) -> bool {
+    match &node.expr {
+        Expr::Select(select) if select.field == "data" && !select.test => matches!(
+            &select.operand.expr,
+            Expr::Ident(name) if name == "object" || name == "oldObject"
+        ),
+        _ => false,
+    }
+}
+
+/// True for a value of `data` (`object.data['k']`, `object.data.k`, `object.data[k]`).
+fn is_data_value(node: &IdedExpr) -> bool {
+    match &node.expr {
+        Expr::Select(select) => is_data(&select.operand),
+        Expr::Call(call) => call.func_name == "_[_]" && call.args.first().is_some_and(is_data),
+        _ => false,
+    }
+}
+
+/// `node`'s estimate, a value of `data` taken to be `data_value` bytes long: the whole
+/// ConfigMap (1 MiB) outside a comprehension over `data`; inside one, its entries share the
+/// mebibyte, and the comprehension costs the more of many small entries and one large one.
+fn cost(node: &IdedExpr, data_value: u64) -> Estimate {
+    let cost = |node: &IdedExpr| cost(node, data_value);
+    let strings = ASSUMED_STRING_BYTES;
     let unknown = |max: u64| Estimate {
         max,
         size: strings.max(ASSUMED_LIST_ITEMS),
     };
+    if is_data_value(node) {
+        let inner = match &node.expr {
+            Expr::Call(call) => call.args.iter().map(|arg| cost(arg).max).sum::<u64>(),
+            _ => 2,
+        };
+        return Estimate {
+            max: inner.saturating_add(1),
+            size: data_value,
+        };
+    }
     match &node.expr {
         Expr::Literal(LiteralValue::String(text)) => Estimate {
             max: 0,
@@ -162,6 +285,22 @@ fn cost(node: &IdedExpr, strings: u64) -> Estimate {
                 max: sum.saturating_add(30),
                 size: map.entries.len() as u64,
             }
+        }
+        Expr::Comprehension(comprehension) if is_data(&comprehension.iter_range) => {
+            let at = |entries: u64| {
+                let value = ASSUMED_DATA_VALUE_BYTES / entries;
+                let body = |node: &IdedExpr| super::admission::cost(node, value).max;
+                entries.saturating_mul(
+                    body(&comprehension.loop_cond).saturating_add(body(&comprehension.loop_step)),
+                )
+            };
+            let iterations = at(ASSUMED_DATA_ENTRIES).max(at(1));
+            unknown(
+                iterations
+                    .saturating_add(cost(&comprehension.accu_init).max)
+                    .saturating_add(cost(&comprehension.result).max)
+                    .saturating_add(2),
+            )
         }
         Expr::Comprehension(comprehension) => {
             let range = cost(&comprehension.iter_range);
@@ -415,6 +554,31 @@ mod tests {
     }
 
     #[test]
+    fn annotations_read_by_literal_key_are_told_from_annotations_read_by_value() {
+        let by_value = |source: &str| analyze(source).unwrap().annotations_by_value;
+        for literal in [
+            "'a' in object.metadata.annotations",
+            "object.metadata.annotations['a'] == 'x'",
+            "has(object.metadata.annotations.a) && object.metadata.annotations.a == 'x'",
+            "oldObject.spec.annotations.exists(k, k == 'x')",
+        ] {
+            assert_eq!(by_value(literal), (false, false), "{literal}");
+        }
+        assert_eq!(
+            by_value("object.metadata.annotations.exists(k, object.metadata.annotations[k] == '')"),
+            (true, false)
+        );
+        assert_eq!(
+            by_value("size(oldObject.metadata.annotations) < 3"),
+            (false, true)
+        );
+        assert_eq!(
+            by_value("object.metadata.annotations[object.spec.key] == ''"),
+            (true, false)
+        );
+    }
+
+    #[test]
     fn nested_comprehensions_cost_the_product_of_their_ranges() {
         let one = analyze("object.spec.a.all(x, x.b.contains('y'))")
             .unwrap()
@@ -427,6 +591,18 @@ mod tests {
         // A literal list is as long as it is.
         let literal = analyze("[1, 2, 3].all(x, x > 0)").unwrap().cost;
         assert!(literal < 100, "{literal}");
+        // A ConfigMap's entries share a mebibyte: a rule over all of them is priced on many
+        // small entries or one large one, whichever costs more; the name stays a name.
+        let scan = analyze("object.data.all(k, !object.data[k].contains('password'))")
+            .unwrap()
+            .cost;
+        assert!((100_000..1_000_000).contains(&scan), "{scan}");
+        let keys = analyze("object.data.all(k, size(k) < 64)").unwrap().cost;
+        assert!(keys > ASSUMED_DATA_ENTRIES, "{keys}");
+        let named = analyze("'x' in object.data && object.metadata.name.matches('^config-.*$')")
+            .unwrap()
+            .cost;
+        assert!(named < 10_000, "{named}");
         // A ConfigMap's value may be a mebibyte: a search in it is priced so.
         let data =
             analyze("object.data['a'].matches('^(alpha|beta|gamma)+[0-9]{2,8}-(one|two|three)$')")

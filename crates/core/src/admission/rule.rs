@@ -103,7 +103,8 @@ pub(super) fn policy(
     }
     let mut rewritten = Vec::new();
     let mut used: Vec<&str> = Vec::new();
-    let mut reads_data = false;
+    let (mut object_data, mut old_data) = (false, false);
+    let (mut object_annotations, mut old_annotations) = (false, false);
     let mut total_cost = 0u64;
     for (field, source) in sources {
         if source.contains("last-applied-configuration") {
@@ -118,7 +119,10 @@ pub(super) fn policy(
         // Checked as written: the rewrite below only renames what these checks allow.
         let analysis = analyze(&source).map_err(|error| ("syntax", format!("{field}: {error}")))?;
         check(rule, field, &analysis, options)?;
-        reads_data |= analysis.object.reads("data") || analysis.old_object.reads("data");
+        object_annotations |= analysis.annotations_by_value.0;
+        old_annotations |= analysis.annotations_by_value.1;
+        object_data |= analysis.object.reads("data");
+        old_data |= analysis.old_object.reads("data");
         let mut text = source;
         for (variable, path, name) in DEFAULTED {
             let from: Vec<&str> = std::iter::once(*variable)
@@ -149,14 +153,40 @@ pub(super) fn policy(
             expression: "oldObject != null".to_string(),
         });
     }
-    if reads_data {
-        // The sink's `data` of a ConfigMap also holds its `binaryData` keys (values hashed);
-        // the API server's does not: such a ConfigMap is left to the sink.
+    // The sink holds kubectl's last-applied annotation as a hash: a rule that may read any
+    // annotation's value leaves objects carrying it to the sink.
+    let applied: Vec<String> = [
+        ("object", object_annotations),
+        ("oldObject", old_annotations),
+    ]
+    .iter()
+    .filter(|(_, read)| *read)
+    .map(|(variable, _)| {
+        format!(
+            "({variable} == null || !has({variable}.metadata.annotations) || \
+             !('kubectl.kubernetes.io/last-applied-configuration' in \
+             {variable}.metadata.annotations))"
+        )
+    })
+    .collect();
+    if !applied.is_empty() {
+        match_conditions.push(Named {
+            name: "no-last-applied".to_string(),
+            expression: applied.join(" && "),
+        });
+    }
+    // The sink's `data` of a ConfigMap also holds its `binaryData` keys (values hashed); the
+    // API server's does not: a ConfigMap with `binaryData` on a side the rule reads is left to
+    // the sink.
+    let binary: Vec<String> = [("object", object_data), ("oldObject", old_data)]
+        .iter()
+        .filter(|(_, read)| *read)
+        .map(|(variable, _)| format!("({variable} == null || !has({variable}.binaryData))"))
+        .collect();
+    if !binary.is_empty() {
         match_conditions.push(Named {
             name: "no-binary-data".to_string(),
-            expression: "(object == null || !has(object.binaryData)) && \
-                         (oldObject == null || !has(oldObject.binaryData))"
-                .to_string(),
+            expression: binary.join(" && "),
         });
     }
     let variables = DEFAULTED
@@ -308,7 +338,14 @@ fn check(
         ("object", &analysis.object),
         ("oldObject", &analysis.old_object),
     ] {
-        if let Some(reason) = unexportable_read(variable, fields, &selects) {
+        let only_config_maps = rule.selector.kinds.iter().all(|kind| kind == "ConfigMap")
+            && !rule.selector.kinds.is_empty()
+            && rule
+                .selector
+                .api_versions
+                .iter()
+                .all(|version| version == "v1");
+        if let Some(reason) = unexportable_read(variable, fields, &selects, only_config_maps) {
             return Err(("reads", format!("{field} {reason}")));
         }
     }
@@ -332,6 +369,7 @@ fn unexportable_read(
     variable: &str,
     fields: &drift_cel::Fields,
     selects: &dyn Fn(&str, &str) -> bool,
+    only_config_maps: bool,
 ) -> Option<String> {
     if fields.is_empty() {
         return None;
@@ -381,6 +419,12 @@ fn unexportable_read(
             "reads {variable}.data of Secrets, whose values the sink holds only as hashes"
         ));
     }
+    if fields.reads("data") && !only_config_maps {
+        return Some(format!(
+            "reads {variable}.data of kinds other than ConfigMaps, which the sink binds only for \
+             ConfigMaps (and Secrets, as hashes): select kind ConfigMap"
+        ));
+    }
     None
 }
 
@@ -389,10 +433,10 @@ fn unexportable_read(
 fn resource_rules(rule: &Invariant) -> Result<(Vec<ResourceRule>, Vec<String>, bool), Refused> {
     let glob = |text: &str| text.contains(['*', '?', '[']);
     // Naming namespaces: a namespace selector matches every cluster-scoped object (and a
-    // Namespace by its own labels), which the sink's rule never selects.
-    let scope = (!rule.selector.namespaces.is_empty()
-        || !rule.selector.exclude_namespaces.is_empty())
-    .then_some("Namespaced");
+    // Namespace by its own labels), which the sink's rule never selects. Excluding some alone
+    // keeps cluster-scoped objects in, as the sink does (their namespace `""` is never
+    // excluded).
+    let scope = (!rule.selector.namespaces.is_empty()).then_some("Namespaced");
     let mut notes = Vec::new();
     let resources = if rule.selector.kinds.is_empty() {
         vec!["*".to_string()]

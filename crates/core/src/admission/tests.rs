@@ -310,3 +310,36 @@ fn an_unknown_kinds_resource_is_guessed_with_a_note() {
         export.notes
     );
 }
+
+#[test]
+fn excluding_namespaces_alone_keeps_cluster_scoped_objects_as_the_sink_does() {
+    let policy = one(
+        "- {name: r, match: {apiVersion: v1, kind: Namespace, excludeNamespaces: [kube-system]}, expression: \"true\"}\n",
+    )
+    .unwrap();
+    assert_eq!(policy.resource_rules[0].scope, None);
+    assert_eq!(policy.excluded_namespaces, vec!["kube-system"]);
+}
+
+#[test]
+fn data_is_read_only_of_config_maps_and_any_annotation_value_skips_kubectls_hash() {
+    let error = one("- {name: r, match: {apiVersion: \"sources.knative.dev/*\"}, expression: \"has(object.data)\"}\n")
+        .unwrap_err();
+    assert!(error.contains("other than ConfigMaps"), "{error}");
+    let policy = one(
+        "- {name: r, match: {kind: Service}, expression: \"object.metadata.annotations.all(k, size(object.metadata.annotations[k]) < 100)\"}\n",
+    )
+    .unwrap();
+    let condition = policy
+        .match_conditions
+        .iter()
+        .find(|condition| condition.name == "no-last-applied")
+        .expect("a rule that reads any annotation's value");
+    assert!(condition.expression.contains("last-applied-configuration"));
+    // By literal key: judged everywhere.
+    let literal = one(
+        "- {name: r, match: {kind: Service}, expression: \"'a' in object.metadata.annotations\"}\n",
+    )
+    .unwrap();
+    assert!(literal.match_conditions.is_empty());
+}
