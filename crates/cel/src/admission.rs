@@ -104,30 +104,11 @@ fn annotations_by_value(node: &IdedExpr, found: &mut (bool, bool)) {
                 annotations_by_value(arg, found);
             }
         }
-        Expr::List(list) => list
-            .elements
-            .iter()
-            .for_each(|item| annotations_by_value(item, found)),
-        Expr::Map(map) => {
-            for entry in &map.entries {
-                if let EntryExpr::MapEntry(entry) = &entry.expr {
-                    annotations_by_value(&entry.key, found);
-                    annotations_by_value(&entry.value, found);
-                }
+        _ => {
+            for child in children(node) {
+                annotations_by_value(child, found);
             }
         }
-        Expr::Comprehension(comprehension) => {
-            for part in [
-                &comprehension.iter_range,
-                &comprehension.accu_init,
-                &comprehension.loop_cond,
-                &comprehension.loop_step,
-                &comprehension.result,
-            ] {
-                annotations_by_value(part, found);
-            }
-        }
-        _ => {}
     }
 }
 
@@ -149,9 +130,40 @@ pub fn analyze(source: &str) -> Result<Analysis, CompileError> {
     Ok(analysis)
 }
 
+/// A node's direct sub-expressions (a call's target and arguments, list items, map keys and
+/// values, a comprehension's five parts, a selection's operand), in source order.
+fn children(node: &IdedExpr) -> Vec<&IdedExpr> {
+    match &node.expr {
+        Expr::Select(select) => vec![&*select.operand],
+        Expr::Call(call) => call
+            .target
+            .as_deref()
+            .into_iter()
+            .chain(&call.args)
+            .collect(),
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => map
+            .entries
+            .iter()
+            .filter_map(|entry| match &entry.expr {
+                EntryExpr::MapEntry(entry) => Some([&entry.key, &entry.value]),
+                _ => None,
+            })
+            .flatten()
+            .collect(),
+        Expr::Comprehension(comprehension) => vec![
+            &comprehension.iter_range,
+            &comprehension.accu_init,
+            &comprehension.loop_cond,
+            &comprehension.loop_step,
+            &comprehension.result,
+        ],
+        _ => Vec::new(),
+    }
+}
+
 fn walk(node: &IdedExpr, analysis: &mut Analysis) {
     match &node.expr {
-        Expr::Select(select) => walk(&select.operand, analysis),
         Expr::Call(call) => {
             let name = if call.target.is_some() {
                 format!(".{}", call.func_name)
@@ -159,38 +171,17 @@ fn walk(node: &IdedExpr, analysis: &mut Analysis) {
                 call.func_name.clone()
             };
             analysis.functions.insert(name);
-            if let Some(target) = &call.target {
-                walk(target, analysis);
-            }
-            for arg in &call.args {
-                walk(arg, analysis);
-            }
-        }
-        Expr::List(list) => list.elements.iter().for_each(|item| walk(item, analysis)),
-        Expr::Map(map) => {
-            for entry in &map.entries {
-                if let EntryExpr::MapEntry(entry) = &entry.expr {
-                    walk(&entry.key, analysis);
-                    walk(&entry.value, analysis);
-                }
-            }
         }
         Expr::Comprehension(comprehension) => {
             analysis.bound.insert(comprehension.iter_var.clone());
             if let Some(second) = &comprehension.iter_var2 {
                 analysis.bound.insert(second.clone());
             }
-            for part in [
-                &comprehension.iter_range,
-                &comprehension.accu_init,
-                &comprehension.loop_cond,
-                &comprehension.loop_step,
-                &comprehension.result,
-            ] {
-                walk(part, analysis);
-            }
         }
         _ => {}
+    }
+    for child in children(node) {
+        walk(child, analysis);
     }
 }
 
