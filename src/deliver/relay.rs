@@ -216,9 +216,11 @@ impl Relay {
                 .await?;
         }
         let mut live: Vec<OutboxRow> = Vec::new();
+        let stale = |row: &OutboxRow| now - row.queued.created_at > millis(self.limits.max_age);
         for row in due.rows {
-            let age = now - row.queued.created_at;
-            if age > millis(self.limits.max_age) {
+            // A reminder past the age cap is judged first: one of a drift that stopped firing
+            // is withdrawn, not counted as a lost alert.
+            if stale(&row) && row.queued.notice.kind != NoticeKind::Repeat {
                 self.finish(
                     &[row],
                     OutboxState::Expired,
@@ -235,17 +237,7 @@ impl Relay {
         // notice: read in one blocking task per chunk of rows, not one per row, each drift's
         // state once; the chunks keep the outbox (shared by every relay of the process) free
         // between them.
-        let checks: Vec<(NoticeKind, String, String, Millis)> = live
-            .iter()
-            .map(|row| {
-                (
-                    row.queued.notice.kind,
-                    row.queued.drift_id.clone(),
-                    row.queued.channel.clone(),
-                    row.queued.created_at,
-                )
-            })
-            .collect();
+        let checks = checks::of(&live);
         let mut verdicts = Vec::with_capacity(checks.len());
         for chunk in checks.chunks(checks::PER_TASK) {
             let chunk = chunk.to_vec();
@@ -258,15 +250,27 @@ impl Relay {
         }
         let mut sendable: Vec<(OutboxRow, Notice)> = Vec::new();
         let mut held = false;
+        let mut expired = Vec::new();
         for (row, verdict) in live.into_iter().zip(verdicts) {
             match verdict {
+                checks::Check::Withdrawn => {}
+                _ if stale(&row) => expired.push(row),
                 checks::Check::Send => {
                     let notice = row.queued.notice.clone();
                     sendable.push((row, notice));
                 }
                 checks::Check::Held => held = true,
-                checks::Check::Withdrawn => {}
             }
+        }
+        if !expired.is_empty() {
+            self.finish(
+                &expired,
+                OutboxState::Expired,
+                now,
+                "age cap reached before delivery".to_string(),
+                false,
+            )
+            .await?;
         }
         if sendable.is_empty() {
             // Everything due is waiting for an earlier notice: look again shortly.

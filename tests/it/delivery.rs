@@ -995,6 +995,48 @@ async fn one_round_expires_withdraws_holds_and_sends_each_row_as_alone() {
     );
 }
 
+#[tokio::test]
+async fn a_reminder_past_the_age_cap_of_a_drift_that_stopped_is_withdrawn_not_lost() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(
+        &yaml,
+        &clock,
+        Limits {
+            max_age: std::time::Duration::from_secs(60),
+            ..limits()
+        },
+    );
+    let old = h.clock.load(Ordering::SeqCst) - 120_000;
+    // Drift 1 still fires, drift 2 stopped: both reminders are past the cap.
+    queue(
+        &h.store,
+        vec![
+            row("hook", 1, NoticeKind::Repeat, "g1", old),
+            row("hook", 2, NoticeKind::Repeat, "g2", old),
+        ],
+    );
+    let mut store = h.store.clone();
+    store
+        .commit(&Batch {
+            events: vec![],
+            drifts: vec![drift(2, DriftState::Resolved)],
+            outbox: vec![],
+            ..Default::default()
+        })
+        .unwrap();
+    h.drive(5).await;
+    assert_eq!(receiver.accepted().len(), 0);
+    let expired = h.rows(OutboxState::Expired);
+    assert_eq!(expired.len(), 1, "only the firing drift's reminder is lost");
+    assert_eq!(expired[0].queued.drift_id, "drift0001");
+    assert!(h.rows(OutboxState::Pending).is_empty());
+}
+
 // ---- CloudEvents ---------------------------------------------------------------------------------------
 
 #[tokio::test]

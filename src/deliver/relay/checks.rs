@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use drift_model::{DriftState, Millis, NoticeKind};
-use drift_store::Outbox;
+use drift_store::{Outbox, OutboxRow};
 
 /// Due rows whose checks one blocking task reads: the outbox, which every relay of the process
 /// shares, is free between tasks.
@@ -18,6 +18,20 @@ pub(super) enum Check {
     Held,
     /// A reminder for a drift no longer firing, withdrawn.
     Withdrawn,
+}
+
+/// What [`judge`] reads of each row: its kind, drift, endpoint and when it was queued.
+pub(super) fn of(rows: &[OutboxRow]) -> Vec<(NoticeKind, String, String, Millis)> {
+    rows.iter()
+        .map(|row| {
+            (
+                row.queued.notice.kind,
+                row.queued.drift_id.clone(),
+                row.queued.channel.clone(),
+                row.queued.created_at,
+            )
+        })
+        .collect()
 }
 
 /// The checks of `rows` (kind, drift, endpoint, queued at), in order: each drift's state read
