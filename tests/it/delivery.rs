@@ -909,25 +909,38 @@ async fn a_resolve_waits_for_its_firing_notice() {
     assert_eq!(types, ["drift.firing", "drift.resolved"], "in order");
 }
 
-#[tokio::test]
-async fn one_round_expires_withdraws_holds_and_sends_each_row_as_alone() {
-    // One round with every kind of check at once (the relay reads them together): an expired
-    // row, two reminders of a drift that stopped firing, a resolve behind its pending firing
-    // notice, and a firing notice of its own.
+/// A webhook channel to a receiver, notifications expiring after a minute.
+async fn webhook_with_age_cap_of_a_minute() -> (Harness, receivers::Receiver) {
     let clock = start_clock();
     let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
     let yaml = format!(
         "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
         receiver.base
     );
-    let mut h = harness(
-        &yaml,
-        &clock,
-        Limits {
-            max_age: std::time::Duration::from_secs(60),
-            ..limits()
-        },
-    );
+    let limits = Limits {
+        max_age: std::time::Duration::from_secs(60),
+        ..limits()
+    };
+    (harness(&yaml, &clock, limits), receiver)
+}
+
+/// Drift `index` resolves in the store (its queued reminders stay queued).
+fn stop_firing(store: &TestStore, index: usize) {
+    let mut store = store.clone();
+    store
+        .commit(&Batch {
+            drifts: vec![drift(index, DriftState::Resolved)],
+            ..Default::default()
+        })
+        .unwrap();
+}
+
+#[tokio::test]
+async fn one_round_expires_withdraws_holds_and_sends_each_row_as_alone() {
+    // One round with every kind of check at once (the relay reads them together): an expired
+    // row, two reminders of a drift that stopped firing, a resolve behind its pending firing
+    // notice, and a firing notice of its own.
+    let (mut h, receiver) = webhook_with_age_cap_of_a_minute().await;
     let now = h.clock.load(Ordering::SeqCst);
     let mut second = row("hook", 2, NoticeKind::Repeat, "g2", now);
     second.id = "ntf_hook_2_repeat_b".into();
@@ -943,15 +956,7 @@ async fn one_round_expires_withdraws_holds_and_sends_each_row_as_alone() {
         ],
     );
     // Drift 2 stopped firing after its reminders were queued.
-    let mut store = h.store.clone();
-    store
-        .commit(&Batch {
-            events: vec![],
-            drifts: vec![drift(2, DriftState::Resolved)],
-            outbox: vec![],
-            ..Default::default()
-        })
-        .unwrap();
+    stop_firing(&h.store, 2);
     // The store fails mid-round: nothing is sent, nothing is lost; the next round does it all.
     h.store.set_failing(true);
     assert!(h.relay.round(now).await.is_err());
@@ -997,20 +1002,7 @@ async fn one_round_expires_withdraws_holds_and_sends_each_row_as_alone() {
 
 #[tokio::test]
 async fn a_reminder_past_the_age_cap_of_a_drift_that_stopped_is_withdrawn_not_lost() {
-    let clock = start_clock();
-    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
-    let yaml = format!(
-        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
-        receiver.base
-    );
-    let mut h = harness(
-        &yaml,
-        &clock,
-        Limits {
-            max_age: std::time::Duration::from_secs(60),
-            ..limits()
-        },
-    );
+    let (mut h, receiver) = webhook_with_age_cap_of_a_minute().await;
     let old = h.clock.load(Ordering::SeqCst) - 120_000;
     // Drift 1 still fires, drift 2 stopped: both reminders are past the cap.
     queue(
@@ -1020,15 +1012,7 @@ async fn a_reminder_past_the_age_cap_of_a_drift_that_stopped_is_withdrawn_not_lo
             row("hook", 2, NoticeKind::Repeat, "g2", old),
         ],
     );
-    let mut store = h.store.clone();
-    store
-        .commit(&Batch {
-            events: vec![],
-            drifts: vec![drift(2, DriftState::Resolved)],
-            outbox: vec![],
-            ..Default::default()
-        })
-        .unwrap();
+    stop_firing(&h.store, 2);
     h.drive(5).await;
     assert_eq!(receiver.accepted().len(), 0);
     let expired = h.rows(OutboxState::Expired);

@@ -46,7 +46,12 @@ impl Spec {
     /// most events repeat their object's spec, and unpacking the previous text to compare it
     /// costs a fraction of packing the new one.
     pub(crate) fn from_text_after(text: &str, previous: &Spec) -> Spec {
-        if previous.text_len() == text.len() && !previous.is_null() && previous.text() == text {
+        // Compared as bytes: no UTF-8 check and no `String` for a text that is thrown away.
+        if previous.text_len() == text.len()
+            && !previous.is_null()
+            && lz4_flex::block::decompress_size_prepended(&previous.packed)
+                .is_ok_and(|bytes| bytes == text.as_bytes())
+        {
             return previous.clone();
         }
         Spec::from_text(text)
