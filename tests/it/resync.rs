@@ -975,12 +975,16 @@ fn the_built_in_resync_resources_are_exactly_what_the_shipped_source_watches() {
     assert_eq!(
         opt_in_kinds,
         [
+            "DestinationRule",
             "EventPolicy",
             "EventType",
             "InMemoryChannel",
             "JobSink",
             "KnativeEventing",
-            "KnativeServing"
+            "KnativeServing",
+            "Namespace",
+            "PeerAuthentication",
+            "VirtualService"
         ]
     );
     for resource in &opt_in {

@@ -433,7 +433,14 @@ OPT_IN = {
     ("eventing.knative.dev", "eventpolicies"),
     ("operator.knative.dev", "knativeservings"),
     ("operator.knative.dev", "knativeeventings"),
+    ("networking.istio.io", "virtualservices"),
+    ("networking.istio.io", "destinationrules"),
+    ("security.istio.io", "peerauthentications"),
+    ("", "namespaces"),
 }
+# Listed by resync only: the source guesses a kind's resource (`guess_plural`), and Gateway's
+# guess, "gatewaies", is served nowhere.
+RESYNC_ONLY = {("networking.istio.io", "gateways")}
 
 # Lines of an opt-in entry: a commented-out `- apiVersion:`/`kind:` (source) or
 # `- apiGroups:`/`resources:`/`verbs:` (RBAC) line.
@@ -510,9 +517,10 @@ def test_opt_in_kinds_uncommented_are_granted_to_both_roles():
     rbac = [doc for doc in safe_load_all(with_opt_ins((K8S / "rbac.yaml").read_text())) if doc]
     # The shipped files uncomment into exactly the default kinds plus the opt-in ones.
     assert watched_resources(source) == WATCHED_BY_DEFAULT | OPT_IN
-    for role_name, verbs in (("drift-sentinel-source", {"get", "list", "watch"}), ("drift-sentinel-resync", {"list"})):
+    for role_name, verbs, extra in (("drift-sentinel-source", {"get", "list", "watch"}, set()),
+                                    ("drift-sentinel-resync", {"list"}, RESYNC_ONLY)):
         granted = granted_verbs(find(rbac, "ClusterRole", role_name))
-        assert set(granted) == WATCHED_BY_DEFAULT | OPT_IN, role_name
+        assert set(granted) == WATCHED_BY_DEFAULT | OPT_IN | extra, role_name
         assert all(given == verbs for given in granted.values()), role_name
     # Uncommenting touches nothing else.
     assert with_opt_ins("# - apiVersion: v1\n# Pods stay off.\n") == "- apiVersion: v1\n# Pods stay off.\n"
@@ -549,6 +557,22 @@ def crd_mismatches(resources: list, crds: dict) -> list:
         if crd["spec"]["scope"] != "Namespaced":
             errors.append(f"{where}: cluster-scoped")
     return errors
+
+
+def test_watched_istio_kinds_name_a_served_version_and_the_guessed_plural():
+    """The mesh's opt-in kinds are watched at v1beta1, which every Istio release since 1.6 serves
+    (v1 only since 1.22, and net-istio itself writes v1beta1); the API server converts."""
+    [source] = [doc for doc in safe_load_all(with_opt_ins((K8S / "apiserversource.yaml").read_text())) if doc]
+    crds = knative_crds()
+    istio = [r for r in source["spec"]["resources"] if r["apiVersion"].rpartition("/")[0].endswith("istio.io")]
+    assert len(istio) == 3
+    assert guess_plural("Gateway") == "gatewaies", "why Gateways are resync-only"
+    for resource in istio:
+        group, _, version = resource["apiVersion"].rpartition("/")
+        crd = crds[(group, resource["kind"])]
+        assert version in {v["name"] for v in crd["spec"]["versions"] if v["served"]}, resource
+        assert crd["spec"]["names"]["plural"] == guess_plural(resource["kind"])
+        assert crd["spec"]["scope"] == "Namespaced"
 
 
 def test_watched_knative_kinds_are_served_at_their_storage_version():

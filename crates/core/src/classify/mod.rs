@@ -31,6 +31,7 @@ pub mod fleet;
 pub(crate) mod graph;
 pub mod invariants;
 pub(crate) mod kinds;
+pub(crate) mod mesh;
 mod quantity;
 pub mod resource_version;
 pub mod restorable;

@@ -11,6 +11,10 @@
 //! without `managedFields` cannot be attributed and are never reported (no guessing). Watched
 //! ConfigMaps are `config_drift`'s.
 //!
+//! Istio's objects count only when Knative made them (net-istio's VirtualServices and
+//! DestinationRules, owned by a KIngress or a ServerlessService), with net-istio's `controller`
+//! as the expected manager; a team's own Istio objects are left to a baseline.
+//!
 //! Labels and annotations: keys that tools and controllers stamp on every write
 //! (`rules.metadataKeys.bookkeeping`: `last-applied-configuration`, Knative's
 //! `creator`/`lastModifier`/`routes`, Argo CD and Flux tracking, ...) are never edits. A hand edit
@@ -168,6 +172,17 @@ impl DriftClass for ManualEdit {
             return Vec::new();
         };
         if object.deleted || context.object.managed_fields.is_empty() {
+            return Vec::new();
+        }
+        // Istio's objects are Knative's business only when Knative made them (net-istio's
+        // VirtualServices under a KIngress, its DestinationRules under a ServerlessService);
+        // a team's own are theirs (a baseline covers them, `mesh_security_drift` their mTLS).
+        if crate::classify::mesh::is_istio(object) && !is_knative_child(object) {
+            return Vec::new();
+        }
+        // Namespaces are watched for their sidecar injection labels (`mesh_security_drift`);
+        // people label them by design and no controller fights it.
+        if object.is_kind("", "Namespace") {
             return Vec::new();
         }
         if object.is_kind("", "ConfigMap")

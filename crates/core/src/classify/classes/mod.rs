@@ -219,6 +219,7 @@ mod generation_lag;
 mod image_drift;
 mod invariant;
 mod manual_edit;
+mod mesh_security_drift;
 mod not_ready;
 mod operator_upgrade_stuck;
 mod orphan;
@@ -252,6 +253,7 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &invariant::InvariantBroken,
     &fleet_divergence::FleetDivergence,
     &remediation_fight::RemediationFight,
+    &mesh_security_drift::MeshSecurityDrift,
 ];
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
@@ -389,6 +391,6 @@ pub(crate) const fn secs(seconds: u64) -> Duration {
 pub(crate) fn survives_delete(class: &str) -> bool {
     matches!(
         class,
-        "unexpected_delete" | "pipeline_broken" | fleet_divergence::ID
+        "unexpected_delete" | "pipeline_broken" | fleet_divergence::ID | mesh_security_drift::ID
     )
 }

@@ -178,8 +178,34 @@ impl<'a> Attributor<'a> {
             operation: chosen.operation.clone(),
             subresource: chosen.subresource.clone(),
             time: chosen.time.clone(),
-            user: last_modifier(self.object),
+            user: last_modifier(self.object)
+                .filter(|(key, _)| self.user_is_chosen(chosen, key))
+                .map(|(_, user)| user),
             trusted: rules.is_trusted(&chosen.manager),
+        })
+    }
+
+    /// Whether the `lastModifier` annotation `key` speaks for the `chosen` writer. A Knative-made
+    /// child (a net-istio VirtualService, a Revision's Deployment) carries its parent's
+    /// annotations, copied by the controller: its `lastModifier` names whoever last changed the
+    /// parent, not who edited the child. There the annotation counts only when the chosen
+    /// writer owns it (Knative's webhook stamps it within the editing request, so the request's
+    /// manager owns it); on other objects it is the webhook's record of the spec's last writer.
+    fn user_is_chosen(&self, chosen: &ManagedFieldsEntry, key: &str) -> bool {
+        if !self
+            .object
+            .owner_references
+            .iter()
+            .any(|owner| owner.controller)
+        {
+            return true;
+        }
+        let pointer = format!(
+            "/metadata/annotations/{}",
+            key.replace('~', "~0").replace('/', "~1")
+        );
+        self.entries.iter().any(|(entry, fields)| {
+            std::ptr::eq(*entry, chosen) && owns(fields, &self.json, &pointer)
         })
     }
 }
@@ -187,17 +213,19 @@ impl<'a> Attributor<'a> {
 /// The user Knative's webhook recorded as the last to modify the object: each Knative group
 /// stamps its own `<group>/lastModifier` (`serving.knative.dev`, `eventing.knative.dev`,
 /// `messaging.knative.dev`, `sources.knative.dev`, `flows.knative.dev`).
-fn last_modifier(object: &KubeObject) -> Option<String> {
+fn last_modifier(object: &KubeObject) -> Option<(String, String)> {
     let group = crate::decode::object::api_group(&object.api_version);
     if crate::decode::object::is_knative_group(group) {
-        if let Some(user) = object.annotations.get(&format!("{group}/lastModifier")) {
-            return Some(user.clone());
+        let key = format!("{group}/lastModifier");
+        if let Some(user) = object.annotations.get(&key) {
+            return Some((key, user.clone()));
         }
     }
+    let key = "serving.knative.dev/lastModifier";
     object
         .annotations
-        .get("serving.knative.dev/lastModifier")
-        .cloned()
+        .get(key)
+        .map(|user| (key.to_string(), user.clone()))
 }
 
 #[cfg(test)]
