@@ -2049,3 +2049,76 @@ fn invariants_test_prints_held_broken_and_error_per_rule_and_object() {
         outcome.stdout
     );
 }
+
+// ---- The mesh under Knative (issue 32) ---------------------------------------------------------
+
+/// Istio's objects are compared with the baseline like every other kind: net-istio's shipped
+/// PeerAuthentications and Gateway as Git keeps them (`tests/fixtures/istio/`, verbatim), the
+/// live cluster with one policy's webhook port opened to plain text and the other deleted.
+#[test]
+fn mesh_objects_of_a_snapshot_are_compared_with_the_baseline() {
+    let istio = |name: &str| {
+        std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/istio")
+                .join(name),
+        )
+        .expect("fixture exists")
+    };
+    let policies = istio(
+        "knative-extensions-net-istio__config-400-webhook-peer-authentication__PeerAuthentication-portLevelMtls.yaml",
+    );
+    let gateway = istio(
+        "knative-extensions-net-istio__config-202-gateway__Gateway-knative-ingress-gateway.yaml",
+    );
+    let baseline = format!("{policies}---\n{gateway}");
+    let documents: Vec<Value> = policies
+        .split("\n---\n")
+        .chain([gateway.as_str()])
+        .map(|text| serde_saphyr::from_str(text).expect("yaml"))
+        .collect();
+    // As the API server returns them: uid, resourceVersion, times.
+    let live_of = |document: &Value, uid: &str| {
+        let mut live = document.clone();
+        let metadata = live["metadata"].as_object_mut().expect("metadata");
+        metadata.insert("uid".into(), json!(uid));
+        metadata.insert("resourceVersion".into(), json!("5001"));
+        metadata.insert("creationTimestamp".into(), json!("2026-11-01T00:00:00Z"));
+        live
+    };
+    let mut webhook = live_of(&documents[0], "pa-webhook");
+    webhook["spec"]["portLevelMtls"]["8443"]["mode"] = json!("DISABLE");
+    let gateway_live = live_of(&documents[2], "gw-ingress");
+    let report = run(&baseline, &[webhook, gateway_live.clone()]);
+    let mut found = lines(&report);
+    found.sort();
+    assert_eq!(
+        found,
+        [
+            "warning missing PeerAuthentication.security.istio.io/knative-serving/net-istio-webhook",
+            "warning spec_drift PeerAuthentication.security.istio.io/knative-serving/webhook",
+        ],
+        "{}",
+        check::render_text(&report)
+    );
+    let drift = finding(&report, "spec_drift");
+    let text = check::render_text(&report);
+    assert!(
+        text.contains("/spec/portLevelMtls/8443/mode"),
+        "the diff names the port: {text}"
+    );
+    assert!(drift
+        .diff
+        .iter()
+        .any(|entry| entry.path == "/spec/portLevelMtls/8443/mode"));
+    // The same cluster as Git keeps it: nothing to say.
+    let clean = run(
+        &baseline,
+        &[
+            live_of(&documents[0], "pa-webhook"),
+            live_of(&documents[1], "pa-net-istio-webhook"),
+            gateway_live,
+        ],
+    );
+    expect(&clean, &[]);
+}

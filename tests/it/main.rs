@@ -35,6 +35,7 @@ mod invariants;
 mod knative_defaults;
 mod knative_kinds;
 mod large_objects;
+mod mesh;
 mod oidc;
 mod one_alert_per_failure;
 mod overload;

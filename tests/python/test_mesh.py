@@ -148,6 +148,7 @@ def test_the_objects_used_here_match_their_crd_schemas():
 
 
 def test_a_hand_edit_of_net_istios_virtual_service_fires_and_the_controller_writing_it_back_resolves(mesh_sentinel):
+    send(mesh_sentinel, "vs-0", "add", fresh(load_yaml_fixture("derived/ingress-ready.yaml")))
     vs = fresh(safe_load((ISTIO / "derived" / "virtualservice-hello-ingress.yaml").read_text()))
     send(mesh_sentinel, "vs-1", "add", vs)
     edited = copy.deepcopy(vs)
@@ -166,6 +167,8 @@ def test_a_hand_edit_of_net_istios_virtual_service_fires_and_the_controller_writ
     paths = [change["path"] for change in full["changes"]]
     assert any(path.startswith("/spec/http/0/route") for path in paths), paths
     assert "managed by Knative" in full["summary"]
+    # Under its Service (through the KIngress and Route labels), not loose in the namespace.
+    assert drift["owner"].get("service") == "hello", drift["owner"]
     # net-istio reconciles it back: its `controller` owns the list again, with the old weights.
     restored = by_manager(vs, "controller", vs["metadata"]["managedFields"][0]["fieldsV1"],
                           when="2026-12-01T10:00:05Z")
@@ -175,6 +178,27 @@ def test_a_hand_edit_of_net_istios_virtual_service_fires_and_the_controller_writ
     assert ("manual_edit", "VirtualService", "hello-ingress") not in drifts(mesh_sentinel, "firing")
     resolved = drifts(mesh_sentinel, "resolved")
     assert ("manual_edit", "VirtualService", "hello-ingress") in resolved
+
+
+def test_a_failing_kingress_shows_the_split_its_virtual_service_sends(workdir):
+    sentinel = Sentinel(workdir, "rules:\n  classes:\n    not_ready: {grace: 0s}\n").start()
+    try:
+        vs = fresh(safe_load((ISTIO / "derived" / "virtualservice-hello-ingress.yaml").read_text()))
+        send(sentinel, "c-1", "add", vs)
+        ingress = fresh(load_yaml_fixture("derived/ingress-load-balancer-not-ready.yaml"))
+        send(sentinel, "c-2", "add", ingress)
+        drift = drifts(sentinel, "firing")[("not_ready", "Ingress", "hello")]
+        chain = json.loads(detail(sentinel, drift["id"])["facts"]["conditionChain"])
+        assert chain[0]["kind"] == "Ingress" and chain[0]["status"] != "True"
+        assert chain[1] == {"kind": "VirtualService", "namespace": "default", "name": "hello-ingress",
+                            "condition": "", "status": "", "reason": "",
+                            "message": "sends hello-00001 90%, hello-00002 10%"}
+        with urllib.request.urlopen(f"{sentinel.url}/ui/drifts/{drift['id']}", timeout=10) as response:
+            page = response.read().decode()
+        assert "<strong>VirtualService</strong> default/hello-ingress" in page
+        assert "sends hello-00001 90%, hello-00002 10%" in page
+    finally:
+        sentinel.stop()
 
 
 def test_peer_authentication_weakened_fires_critical_and_restored_resolves(mesh_sentinel):
@@ -189,7 +213,8 @@ def test_peer_authentication_weakened_fires_critical_and_restored_resolves(mesh_
     drift = drifts(mesh_sentinel, "firing")[("mesh_security_drift", "PeerAuthentication", "strict-mtls")]
     assert drift["severity"] == "critical"
     full = detail(mesh_sentinel, drift["id"])
-    assert "STRICT → PERMISSIVE" in full["summary"] and "namespace knativetutorial" in full["summary"]
+    assert full["summary"] == ("PeerAuthentication/knativetutorial/strict-mtls weakens mTLS for namespace "
+                               "knativetutorial: every port STRICT → PERMISSIVE (against the mode first seen)")
     assert full["actor"]["manager"] == "kubectl-edit"
     back = copy.deepcopy(permissive)
     back["spec"]["mtls"]["mode"] = "STRICT"
@@ -214,7 +239,8 @@ def test_deleting_a_strict_namespace_policy_under_a_permissive_mesh_fires(mesh_s
     assert drifts(mesh_sentinel) == {}
     send(mesh_sentinel, "lv-4", "delete", fresh(namespace))
     drift = drifts(mesh_sentinel, "firing")[("mesh_security_drift", "PeerAuthentication", namespace["metadata"]["name"])]
-    assert "STRICT → PERMISSIVE" in drift["evidence"]["summary"] and "was deleted" in drift["evidence"]["summary"]
+    assert drift["evidence"]["summary"] == ("PeerAuthentication/foo/default-foo was deleted, weakening mTLS for "
+                                           "namespace foo: every port STRICT → PERMISSIVE (against the mode first seen)")
     recreated = identified(istio_fixture(levels, 1), "pa-ns-uid-2", created="2026-12-01T11:00:00Z")
     send(mesh_sentinel, "lv-5", "add", recreated)
     assert not drifts(mesh_sentinel, "firing")

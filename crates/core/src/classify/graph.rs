@@ -216,8 +216,47 @@ impl Graph {
             .collect()
     }
 
-    /// The Knative owner chain, from labels or from the object's own kind.
+    /// The Knative owner chain, from labels or from the object's own kind; what an object's
+    /// labels leave out is read off its owners (net-istio's VirtualServices carry only the route
+    /// labels, its DestinationRules none: they sit under their Service through the KIngress and
+    /// Route, or the ServerlessService).
     pub(crate) fn owner_chain(&self, object: &ObjectState) -> OwnerChain {
+        let mut chain = Self::own_chain(object);
+        let mut current = object;
+        for _ in 0..3 {
+            if chain.service.is_some() {
+                break;
+            }
+            let owner = current
+                .controller_owner()
+                .and_then(|owner| self.by_uid(&object.cluster, &owner.uid))
+                .or_else(|| {
+                    let route = current.label("serving.knative.dev/route")?;
+                    let namespace = current
+                        .label("serving.knative.dev/routeNamespace")
+                        .unwrap_or(&current.namespace);
+                    self.by_name(
+                        &object.cluster,
+                        "serving.knative.dev",
+                        "Route",
+                        namespace,
+                        route,
+                    )
+                });
+            let Some(owner) = owner.filter(|owner| owner.uid != object.uid) else {
+                break;
+            };
+            let above = Self::own_chain(owner);
+            chain.service = chain.service.or(above.service);
+            chain.configuration = chain.configuration.or(above.configuration);
+            chain.revision = chain.revision.or(above.revision);
+            current = owner;
+        }
+        chain
+    }
+
+    /// [`Graph::owner_chain`] from the object alone.
+    fn own_chain(object: &ObjectState) -> OwnerChain {
         let label = |key: &str| object.label(key).map(str::to_string);
         let mut chain = OwnerChain {
             service: label("serving.knative.dev/service"),

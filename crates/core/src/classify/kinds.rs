@@ -254,10 +254,39 @@ pub(crate) const MAX_CHAIN: usize = 5;
 /// Trigger → Broker → its Channel; Revision → PodAutoscaler). Related objects are children
 /// (owner references) whose happy condition is not `True`, and for a Trigger its Broker.
 pub(crate) fn condition_chain<'a>(graph: &'a Graph, object: &'a ObjectState) -> Vec<ChainLink> {
-    chain_objects(graph, object)
-        .into_iter()
-        .map(|(_, link)| link)
-        .collect()
+    links_with_mesh(graph, chain_objects(graph, object))
+}
+
+/// The links of a chain, each KIngress followed by the VirtualServices net-istio made for it
+/// with the split each really sends (a link without a condition): where a Route says 90/10 and
+/// the mesh says otherwise, the chain shows both. Nothing is added where the mesh is not watched.
+pub(crate) fn links_with_mesh(
+    graph: &Graph,
+    linked: Vec<(&ObjectState, ChainLink)>,
+) -> Vec<ChainLink> {
+    let mut links = Vec::with_capacity(linked.len());
+    for (object, link) in linked {
+        let ingress = object.is_kind(NETWORKING_INTERNAL, "Ingress");
+        links.push(link);
+        if !ingress {
+            continue;
+        }
+        for child in graph.children(&object.key()) {
+            if child.deleted || !child.is_kind(super::mesh::ISTIO_NETWORKING, "VirtualService") {
+                continue;
+            }
+            links.push(ChainLink {
+                kind: child.kind.clone(),
+                namespace: child.namespace.clone(),
+                name: child.name.clone(),
+                condition: String::new(),
+                status: String::new(),
+                reason: String::new(),
+                message: super::mesh::served_split(&child.spec.value()),
+            });
+        }
+    }
+    links
 }
 
 /// [`condition_chain`] with each link's object.
@@ -360,6 +389,7 @@ pub(crate) fn chain_fact(chain: &[ChainLink]) -> Option<String> {
 pub(crate) fn chain_text(chain: &[ChainLink]) -> String {
     chain
         .iter()
+        .filter(|link| !link.condition.is_empty())
         .map(|link| format!("{} {}={}", link.kind, link.condition, link.status))
         .collect::<Vec<_>>()
         .join(" → ")

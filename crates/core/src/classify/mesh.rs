@@ -370,6 +370,53 @@ pub(crate) fn template_text(setting: Option<(bool, &'static str)>) -> String {
     }
 }
 
+/// The split a VirtualService sends, route by route (`hello-00001 90%, hello-00002 10%`; routes
+/// with the same split once), each destination named by the Revision net-istio's header names,
+/// else by its host's first label.
+pub(crate) fn served_split(spec: &Value) -> String {
+    let mut splits: Vec<String> = Vec::new();
+    for route in spec
+        .get("http")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let destinations: Vec<String> = route
+            .get("route")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|destination| {
+                let revision = destination
+                    .pointer("/headers/request/set/Knative-Serving-Revision")
+                    .and_then(Value::as_str)
+                    .or_else(|| {
+                        destination
+                            .pointer("/destination/host")
+                            .and_then(Value::as_str)
+                            .and_then(|host| host.split('.').next())
+                    })
+                    .unwrap_or("?");
+                // A single destination without a weight takes everything.
+                let weight = destination
+                    .get("weight")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(100);
+                format!("{revision} {weight}%")
+            })
+            .collect();
+        let split = destinations.join(", ");
+        if !split.is_empty() && !splits.contains(&split) {
+            splits.push(split);
+        }
+    }
+    if splits.is_empty() {
+        "no routes".to_string()
+    } else {
+        format!("sends {}", splits.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +433,24 @@ mod tests {
         assert_eq!(effect.text(), "STRICT;8080=STRICT;9090=PERMISSIVE");
         assert_eq!(Effect::parse_text(&effect.text()), Some(effect));
         assert_eq!(Effect::parse_text("LOOSE"), None);
+    }
+
+    #[test]
+    fn a_virtual_services_split_is_read_per_revision() {
+        let spec = json!({"http": [
+            {"route": [
+                {"destination": {"host": "hello-00001.default.svc.cluster.local"}, "weight": 90,
+                 "headers": {"request": {"set": {"Knative-Serving-Revision": "hello-00001"}}}},
+                {"destination": {"host": "hello-00002.default.svc.cluster.local"}, "weight": 10}]},
+            {"route": [
+                {"destination": {"host": "hello-00001.default.svc.cluster.local"}, "weight": 90},
+                {"destination": {"host": "hello-00002.default.svc.cluster.local"}, "weight": 10}]},
+            {"route": [{"destination": {"host": "hello-00002.default.svc.cluster.local"}}]}]});
+        assert_eq!(
+            served_split(&spec),
+            "sends hello-00001 90%, hello-00002 10%; hello-00002 100%"
+        );
+        assert_eq!(served_split(&json!({})), "no routes");
     }
 
     #[test]

@@ -138,10 +138,10 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
         );
         Some((
             Effect::of(&desired_spec, inherited),
-            "its baseline manifest",
+            "its baseline manifest sets",
         ))
     } else if let Some(text) = open_reference(context, policy) {
-        Effect::parse_text(text).map(|effect| (effect, "before it changed"))
+        Effect::parse_text(text).map(|effect| (effect, "first seen"))
     } else if let Some(before) = context.before.filter(|before| !before.deleted) {
         // The mode in force before this event: the policy's old spec over today's parents
         // (a parent that changed is judged on its own event).
@@ -153,7 +153,7 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
             mesh::level(before, &before_spec),
             None,
         );
-        Some((Effect::of(&before_spec, inherited), "before it changed"))
+        Some((Effect::of(&before_spec, inherited), "first seen"))
     } else {
         None
     };
@@ -185,22 +185,21 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
         .iter()
         .map(|weakening| {
             format!(
-                "{}: {} → {}",
+                "{} {} → {}",
                 weakening.scope,
                 weakening.was.name(),
                 weakening.now.name()
             )
         })
         .collect();
-    let removed = if policy.deleted {
-        " was deleted, so a weaker parent applies"
-    } else {
-        ""
-    };
     let mut found = evidence(format!(
-        "mTLS weakened ({scope}): {} {}{removed}; {} ({against})",
+        "{} {} mTLS for {scope}: {} (against the mode {against})",
         policy.reference(),
-        if policy.deleted { "is gone" } else { "now" },
+        if policy.deleted {
+            "was deleted, weakening"
+        } else {
+            "weakens"
+        },
         what.join(", ")
     ));
     found.facts.insert(REFERENCE.into(), reference.text());

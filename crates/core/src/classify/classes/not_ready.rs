@@ -140,7 +140,7 @@ impl DriftClass for NotReady {
                 )
             })
             .collect();
-        let chain: Vec<kinds::ChainLink> = linked.into_iter().map(|(_, link)| link).collect();
+        let chain = kinds::links_with_mesh(context.graph, linked);
         let mut summary = format!(
             "{} is not ready: {}",
             object.reference(),
