@@ -391,23 +391,25 @@ fn restore_labels(reference: &str) -> String {
 
 fn template(context: &Context<'_>) -> Vec<Assessment> {
     let object = context.after;
-    let open = open_reference(context, object);
-    let desired = baseline(context, object);
-    // Most Service events change only the status: nothing to judge without a spec change or an
-    // open drift; on first sight (or re-assessed after a start or a reload) only a manifest
-    // says what is expected.
-    if open.is_none() {
-        match context.before {
-            Some(before) if before.spec.same_text(&object.spec) => return Vec::new(),
-            None if desired.is_none() => return Vec::new(),
-            _ => {}
-        }
-    }
     if object.deleted {
-        return match open {
+        return match open_reference(context, object) {
             Some(_) => vec![Assessment::clear(object, "deleted")],
             None => Vec::new(),
         };
+    }
+    // Most Service events change only the status, and the verdict reads only the spec: an
+    // unchanged spec is answered before any lookup (this runs on every Service event).
+    if let Some(before) = context.before {
+        if before.spec.same_text(&object.spec) {
+            return Vec::new();
+        }
+    }
+    let open = open_reference(context, object);
+    let desired = baseline(context, object);
+    // On first sight (or re-assessed after a start or a reload) only a manifest or an open
+    // drift says what is expected.
+    if context.before.is_none() && open.is_none() && desired.is_none() {
+        return Vec::new();
     }
     let spec = context.after_spec();
     let now = template_text(template_injection(&spec));
