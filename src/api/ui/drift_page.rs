@@ -86,6 +86,7 @@ pub(super) async fn detail(
         actor = esc(&drift_model::text::actor_text(&drift).unwrap_or_else(|| "—".into())),
     );
     body.push_str(&condition_chain(evidence));
+    body.push_str(&super::split::split_bars(evidence));
     if !evidence.changes.is_empty() {
         body.push_str("<h2>What changed</h2><table id=\"diff\"><tr><th>Path</th><th>Before</th><th>After</th></tr>");
         let show = |value: &Option<serde_json::Value>| {

@@ -26,6 +26,7 @@ use axum::Router;
 use serde::Deserialize;
 
 mod drift_page;
+mod split;
 
 use super::drifts::{filter, DriftQuery};
 use super::overview;
