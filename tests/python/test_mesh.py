@@ -92,10 +92,11 @@ def by_manager(obj, manager, fields, when=EDIT_TIME):
 
 def send(sentinel, event_id, verb, obj):
     if obj["kind"] == "Namespace":
+        # As the adapter sends a cluster-scoped object: an empty namespace segment and extension.
         meta = obj["metadata"]
         attrs = attributes(event_id, verb, {**obj, "metadata": {**meta, "namespace": ""}})
-        attrs["subject"] = f"/api/v1/namespaces/{meta['name']}"
-        del attrs["namespace"]
+        assert attrs["subject"] == f"/apis/v1/namespaces//namespaces/{meta['name']}"
+        assert attrs["namespace"] == ""
     else:
         attrs = attributes(event_id, verb, obj)
     message = to_binary_event(CloudEvent(attrs, obj))
