@@ -146,6 +146,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     config.shard.validate(config.store.url.is_some())?;
     validate_shard_resync(config)?;
     validate_resync(&config.resync)?;
+    config.traffic.validate()?;
     config
         .remediation
         .compile(&config.resync, &config.default_cluster)?;
