@@ -62,4 +62,5 @@ mod scenario;
 mod secrets;
 mod store_contract;
 mod support;
+mod traffic;
 mod writer_lease;

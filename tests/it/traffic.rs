@@ -1,0 +1,581 @@
+//! Served traffic against a real Prometheus (issue 32, `traffic_share_drift`): Debian's
+//! `prometheus` (scripts/test.sh installs it) started on a temporary directory and a free port,
+//! scraping every second exporters this test runs, one per queue-proxy "pod", that serve the
+//! request counter in the text format of each Knative era: OpenCensus' `revision_request_count`
+//! with its labels (<= 1.18), and OpenTelemetry's `kn_serving_invocation_duration_seconds`
+//! histogram with the `otel_scope_*` labels and the revision only on `target_info` (>= 1.21,
+//! scraped). Counters grow at chosen rates from the exporter's start. The real service runs
+//! in-process with short `interval`, `window` and grace, and Route events from the verbatim
+//! rguske Route fixture, its split set to 90/10 with a tagged 0 % target.
+//!
+//! Every wait is for a condition with a generous deadline (the machine may be loaded); nothing
+//! asserts a duration. Quiet cases are judged on the same observations as a case that fires:
+//! when the drifting Route fires, the others have been judged over a whole window too.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::{fixture_yaml, merge, structured_event};
+
+/// Longest wait for any condition.
+const DEADLINE: Duration = Duration::from_secs(300);
+
+/// The queue-proxy metrics of one Revision's pod, in one era's format.
+#[derive(Clone, Copy)]
+enum Era {
+    /// Knative <= 1.18: OpenCensus' Prometheus exporter on :9091.
+    OpenCensus,
+    /// Knative >= 1.21: OpenTelemetry's Prometheus exporter (`request-metrics-protocol:
+    /// prometheus`), the revision a resource attribute on `target_info`.
+    OtelScrape,
+}
+
+struct Pod {
+    service: &'static str,
+    revision: &'static str,
+    /// Requests per second.
+    rate: f64,
+}
+
+/// The exposition of `pod` after `seconds`: a counter at `rate × seconds`, split 9:1 between
+/// response codes 200 and 500 (the presets sum them).
+fn exposition(era: Era, pod: &Pod, seconds: f64) -> String {
+    let total = (pod.rate * seconds).floor();
+    let errors = (total / 10.0).floor();
+    let ok = total - errors;
+    let pod_name = format!("{}-deployment-6f7d9c8b5d-x2k4q", pod.revision);
+    match era {
+        Era::OpenCensus => {
+            let mut text = String::from(
+                "# HELP revision_request_count The number of requests that are routed to queue-proxy\n# TYPE revision_request_count counter\n",
+            );
+            for (code, class, count) in [("200", "2xx", ok), ("500", "5xx", errors)] {
+                text.push_str(&format!(
+                    "revision_request_count{{configuration_name=\"{service}\",container_name=\"queue-proxy\",namespace_name=\"myapp\",pod_name=\"{pod_name}\",response_code=\"{code}\",response_code_class=\"{class}\",revision_name=\"{revision}\",route_tag=\"\",service_name=\"{service}\"}} {count}\n",
+                    service = pod.service,
+                    revision = pod.revision,
+                ));
+            }
+            text
+        }
+        Era::OtelScrape => {
+            let scope = "otel_scope_name=\"knative.dev/serving/pkg/queue\",otel_scope_schema_url=\"\",otel_scope_version=\"\"";
+            let mut text = String::from(
+                "# HELP kn_serving_invocation_duration_seconds The duration of task execution.\n# TYPE kn_serving_invocation_duration_seconds histogram\n",
+            );
+            for (code, count) in [("200", ok), ("500", errors)] {
+                let labels = format!("http_response_status_code=\"{code}\",{scope}");
+                for (le, share) in [("0.005", 0.2), ("0.05", 0.7), ("0.5", 0.95), ("+Inf", 1.0)] {
+                    text.push_str(&format!(
+                        "kn_serving_invocation_duration_seconds_bucket{{{labels},le=\"{le}\"}} {}\n",
+                        (count * share).floor()
+                    ));
+                }
+                text.push_str(&format!(
+                    "kn_serving_invocation_duration_seconds_sum{{{labels}}} {}\nkn_serving_invocation_duration_seconds_count{{{labels}}} {count}\n",
+                    count * 0.012
+                ));
+            }
+            text.push_str(&format!(
+                "# HELP target_info Target metadata\n# TYPE target_info gauge\ntarget_info{{k8s_namespace_name=\"myapp\",k8s_pod_name=\"{pod_name}\",kn_configuration_name=\"{service}\",kn_revision_name=\"{revision}\",kn_service_name=\"{service}\",service_instance_id=\"{pod_name}\",service_name=\"queue-proxy\",service_version=\"v1.21.0\"}} 1\n",
+                service = pod.service,
+                revision = pod.revision,
+            ));
+            text
+        }
+    }
+}
+
+/// Starts one exporter per pod; returns their `host:port`s.
+async fn exporters(era: Era, pods: Vec<Pod>) -> Vec<String> {
+    let mut addresses = Vec::new();
+    for pod in pods {
+        let pod = Arc::new(pod);
+        let started = Instant::now();
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let pod = Arc::clone(&pod);
+                async move {
+                    (
+                        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                        exposition(era, &pod, started.elapsed().as_secs_f64()),
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addresses.push(listener.local_addr().unwrap().to_string());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+    }
+    addresses
+}
+
+/// A free loopback port (bound, then released for the server to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A throwaway Prometheus server. A watchdog shell starts it and stops it when its stdin closes:
+/// at drop, or when the test process ends however it ends (the kernel closes the pipe).
+struct Prometheus {
+    url: String,
+    watchdog: Option<Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    fn start(targets: &[String]) -> Prometheus {
+        let binary =
+            std::env::var("PROMETHEUS_BIN").unwrap_or_else(|_| "/usr/bin/prometheus".into());
+        assert!(
+            std::path::Path::new(&binary).exists(),
+            "{binary} is missing: install Debian's prometheus package (scripts/test.sh does)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let targets: Vec<String> = targets.iter().map(|target| format!("'{target}'")).collect();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: queue-proxy\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        );
+        let config_path = dir.path().join("prometheus.yml");
+        std::fs::write(&config_path, config).unwrap();
+        let port = free_port();
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(r#""$@" & pid=$!; cat >/dev/null; kill "$pid"; wait "$pid""#)
+            .arg("prometheus-watchdog")
+            .arg(&binary)
+            .arg(format!("--config.file={}", config_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        Prometheus {
+            url: format!("http://127.0.0.1:{port}"),
+            watchdog: Some(watchdog),
+            _dir: dir,
+        }
+    }
+
+    /// Waits until Prometheus is ready and has scraped every target at least once.
+    async fn wait_scraped(&self, targets: usize) {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let up = client
+                .post(format!("{}/api/v1/query", self.url))
+                .form(&[("query", "sum(up)")])
+                .send()
+                .await;
+            if let Ok(response) = up {
+                if let Ok(body) = response.json::<Value>().await {
+                    let value = body["data"]["result"][0]["value"][1]
+                        .as_str()
+                        .unwrap_or("0");
+                    if value.parse::<f64>().unwrap_or(0.0) >= targets as f64 {
+                        return;
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus never scraped the exporters"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Stops the server and waits for it.
+    fn stop(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            drop(watchdog.stdin.take());
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A Route named after its Service with status (and spec) 90/10 between its two Revisions, and
+/// a tagged 0 % target: the verbatim Route fixture, renamed.
+fn route(service: &str) -> Value {
+    let mut route = fixture_yaml(
+        "serving/rguske-github-io__knative-serving-unwrapped__route-knative-webapp.yaml",
+    );
+    let (old, new) = (format!("{service}-00001"), format!("{service}-00002"));
+    let traffic = json!([
+        {"revisionName": old, "percent": 90, "latestRevision": false},
+        {"revisionName": new, "percent": 10, "latestRevision": true},
+        {"revisionName": new, "percent": 0, "latestRevision": false, "tag": "candidate"},
+    ]);
+    merge(
+        &mut route,
+        &json!({
+            "metadata": {
+                "name": service,
+                "uid": format!("6a3f0955-7515-421d-9d01-{}", uid_tail(service)),
+                "labels": {"serving.knative.dev/service": service},
+            },
+            "spec": {"traffic": traffic},
+            "status": {"traffic": traffic},
+        }),
+    );
+    route["metadata"]["ownerReferences"][0]["name"] = json!(service);
+    route["metadata"]["ownerReferences"][0]["uid"] =
+        json!(format!("0c2ac867-693d-4acc-80a2-{}", uid_tail(service)));
+    route
+}
+
+/// Twelve hex digits that tell the test's Services apart in their uids.
+fn uid_tail(service: &str) -> String {
+    let sum: usize = service.bytes().map(usize::from).sum();
+    format!("{sum:012x}")
+}
+
+struct Service {
+    server: drift_sentinel::app::Server,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Service {
+    async fn start(prometheus_url: &str, preset: &str) -> Service {
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = format!(
+            "store:\n  path: {db}\nrules:\n  classes:\n    traffic_share_drift: {{grace: 2s}}\n\
+             traffic:\n  prometheus: {{url: '{prometheus_url}', timeout: 5s}}\n  preset: {preset}\n  interval: 2s\n  window: 20s\n  minRequests: 100\n",
+            db = dir.path().join("traffic.db").display(),
+        );
+        let config = drift_core::config::load_str(&yaml, &|_| None).unwrap();
+        let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        Service {
+            server,
+            client: reqwest::Client::new(),
+            _dir: dir,
+        }
+    }
+
+    async fn post_routes(&self, services: &[&str]) {
+        for (index, service) in services.iter().enumerate() {
+            let event = structured_event(&format!("traffic-{index}"), "add", &route(service));
+            let response = self
+                .client
+                .post(format!("http://{}/", self.server.addr))
+                .header("content-type", "application/cloudevents+json")
+                .body(serde_json::to_vec(&event).unwrap())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 202, "{service}");
+        }
+    }
+
+    /// The class's drifts in `state` (`open`, `resolved`, `firing`, ...).
+    async fn drifts(&self, state: &str) -> Vec<Value> {
+        let url = format!(
+            "http://{}/api/v1/drifts?class=traffic_share_drift&state={state}",
+            self.server.addr
+        );
+        let body: Value = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        body["items"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// A metric's value (the first series whose line starts with `prefix`), 0 when absent.
+    async fn metric(&self, prefix: &str) -> f64 {
+        let text = self
+            .client
+            .get(format!("http://{}/metrics", self.server.addr))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find(|line| line.starts_with(prefix))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// Waits for the firing drift on `name`.
+    async fn firing(&self, name: &str) -> Value {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(drift) = self
+                .drifts("firing")
+                .await
+                .into_iter()
+                .find(|drift| drift["name"] == name)
+            {
+                return drift;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no firing traffic_share_drift on {name}; queries {}, errors {}",
+                self.metric("drift_sentinel_traffic_queries_total").await,
+                self.metric("drift_sentinel_traffic_query_errors_total")
+                    .await,
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until `prefix`'s metric is at least `at_least`.
+    async fn metric_reaches(&self, prefix: &str, at_least: f64) {
+        let deadline = Instant::now() + DEADLINE;
+        while self.metric(prefix).await < at_least {
+            assert!(
+                Instant::now() < deadline,
+                "{prefix} never reached {at_least}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.server.shutdown.cancel();
+        let _ = self.server.done.await;
+    }
+}
+
+/// `revision=value,...` as pairs.
+fn pairs(text: &str) -> Vec<(String, f64)> {
+    text.split(',')
+        .map(|pair| {
+            let (revision, value) = pair.split_once('=').expect("revision=value");
+            (revision.to_string(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// The finding shows both splits: declared 90/10 exactly, observed about 50/50.
+fn assert_both_splits(drift: &Value, service: &str) {
+    let facts = &drift["evidence"]["facts"];
+    let (old, new) = (format!("{service}-00001"), format!("{service}-00002"));
+    assert_eq!(facts["declared"], format!("{old}=90,{new}=10"), "{drift:#}");
+    let observed = pairs(facts["observed"].as_str().unwrap());
+    assert_eq!(observed.len(), 2, "{drift:#}");
+    for (revision, share) in &observed {
+        assert!([&old, &new].contains(&revision), "{drift:#}");
+        assert!(
+            (share - 50.0).abs() <= 5.0,
+            "observed {share}% for {revision}: {drift:#}"
+        );
+    }
+    let shares: Value = serde_json::from_str(facts["shares"].as_str().unwrap()).unwrap();
+    assert_eq!(shares[0]["revision"], old.as_str());
+    assert_eq!(shares[0]["declaredPercent"], 90.0);
+    assert!(shares[0]["requests"].as_f64().unwrap() > 0.0);
+    let summary = drift["evidence"]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("{old} declares 90% and served")),
+        "{summary}"
+    );
+    assert_eq!(drift["severity"], "warning");
+    assert!(drift["evidence"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("virtualservices.networking.istio.io"));
+    assert_eq!(facts["window"], "20s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tolerance_or_with_few_requests(
+) {
+    let targets = exporters(
+        Era::OpenCensus,
+        vec![
+            // Declared 90/10, served 50/50.
+            Pod {
+                service: "web-a",
+                revision: "web-a-00001",
+                rate: 20.0,
+            },
+            Pod {
+                service: "web-a",
+                revision: "web-a-00002",
+                rate: 20.0,
+            },
+            // Served 85/15: 5 points from 90/10, within 15.
+            Pod {
+                service: "web-b",
+                revision: "web-b-00001",
+                rate: 34.0,
+            },
+            Pod {
+                service: "web-b",
+                revision: "web-b-00002",
+                rate: 6.0,
+            },
+            // Served 50/50, but about 20 requests in the 20 s window: fewer than minRequests.
+            Pod {
+                service: "web-c",
+                revision: "web-c-00001",
+                rate: 0.5,
+            },
+            Pod {
+                service: "web-c",
+                revision: "web-c-00002",
+                rate: 0.5,
+            },
+        ],
+    )
+    .await;
+    let prometheus = Prometheus::start(&targets);
+    prometheus.wait_scraped(targets.len()).await;
+    let service = Service::start(&prometheus.url, "knative-1.18").await;
+    service.post_routes(&["web-a", "web-b", "web-c"]).await;
+
+    let drift = service.firing("web-a").await;
+    assert_both_splits(&drift, "web-a");
+    let query = drift["evidence"]["facts"]["query"].as_str().unwrap();
+    assert!(
+        query.contains("increase(revision_request_count[20s])"),
+        "{query}"
+    );
+    // web-b and web-c were judged on the same observations over a whole window: never even
+    // pending (a pending drift of this class lives in memory, so the transitions tell).
+    assert_eq!(
+        service
+            .metric("drift_sentinel_drift_transitions_total{class=\"traffic_share_drift\",state=\"pending\"}")
+            .await,
+        1.0
+    );
+    let names: Vec<Value> = service
+        .drifts("open")
+        .await
+        .into_iter()
+        .chain(service.drifts("resolved").await)
+        .map(|drift| drift["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("web-a")]);
+    assert_eq!(
+        service
+            .metric("drift_sentinel_traffic_query_errors_total")
+            .await,
+        0.0
+    );
+    service.stop().await;
+
+    // A Prometheus that is down: counted, never a finding.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let service = Service::start(&closed, "knative-1.18").await;
+    service.post_routes(&["web-a", "web-b", "web-c"]).await;
+    service
+        .metric_reaches(
+            "drift_sentinel_traffic_query_errors_total{kind=\"unreachable\"}",
+            3.0,
+        )
+        .await;
+    assert_eq!(
+        service.metric("drift_sentinel_traffic_prometheus_up").await,
+        0.0
+    );
+    assert_eq!(
+        service.metric("drift_sentinel_traffic_queries_total").await,
+        0.0
+    );
+    assert_eq!(
+        service
+            .metric("drift_sentinel_drift_transitions_total{class=\"traffic_share_drift\"")
+            .await,
+        0.0
+    );
+    assert!(service.drifts("open").await.is_empty());
+    service.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the_finding_as_it_is()
+{
+    let targets = exporters(
+        Era::OtelScrape,
+        vec![
+            Pod {
+                service: "web-a",
+                revision: "web-a-00001",
+                rate: 20.0,
+            },
+            Pod {
+                service: "web-a",
+                revision: "web-a-00002",
+                rate: 20.0,
+            },
+            Pod {
+                service: "web-b",
+                revision: "web-b-00001",
+                rate: 35.0,
+            },
+            Pod {
+                service: "web-b",
+                revision: "web-b-00002",
+                rate: 5.0,
+            },
+        ],
+    )
+    .await;
+    let mut prometheus = Prometheus::start(&targets);
+    prometheus.wait_scraped(targets.len()).await;
+    let service = Service::start(&prometheus.url, "knative-1.21-scrape").await;
+    service.post_routes(&["web-a", "web-b"]).await;
+
+    let drift = service.firing("web-a").await;
+    assert_both_splits(&drift, "web-a");
+    let query = drift["evidence"]["facts"]["query"].as_str().unwrap();
+    assert!(
+        query.contains("increase(kn_serving_invocation_duration_seconds_count[20s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) target_info"),
+        "{query}"
+    );
+    assert_eq!(
+        service
+            .metric("drift_sentinel_drift_transitions_total{class=\"traffic_share_drift\",state=\"pending\"}")
+            .await,
+        1.0,
+        "web-b (87.5/12.5) is within tolerance"
+    );
+
+    // Prometheus goes away: the queries fail, are counted, and the finding stays as it is.
+    prometheus.stop();
+    let errors = "drift_sentinel_traffic_query_errors_total{kind=\"unreachable\"}";
+    service.metric_reaches(errors, 2.0).await;
+    assert_eq!(
+        service.metric("drift_sentinel_traffic_prometheus_up").await,
+        0.0
+    );
+    let firing = service.drifts("firing").await;
+    assert_eq!(firing.len(), 1);
+    assert_eq!(firing[0]["id"], drift["id"]);
+    assert!(service.drifts("resolved").await.is_empty());
+    service.stop().await;
+}
