@@ -130,7 +130,7 @@ fn free_port() -> u16 {
 struct Prometheus {
     url: String,
     watchdog: Option<Child>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Prometheus {
@@ -152,8 +152,9 @@ impl Prometheus {
         let port = free_port();
         let watchdog = Command::new("sh")
             .arg("-c")
-            .arg(r#""$@" & pid=$!; cat >/dev/null; kill "$pid"; wait "$pid""#)
+            .arg(r#"log=$1; shift; "$@" 2>"$log" & pid=$!; cat >/dev/null; kill "$pid"; wait "$pid""#)
             .arg("prometheus-watchdog")
+            .arg(dir.path().join("prometheus.log"))
             .arg(&binary)
             .arg(format!("--config.file={}", config_path.display()))
             .arg(format!(
@@ -169,7 +170,7 @@ impl Prometheus {
         Prometheus {
             url: format!("http://127.0.0.1:{port}"),
             watchdog: Some(watchdog),
-            _dir: dir,
+            dir,
         }
     }
 
@@ -195,7 +196,8 @@ impl Prometheus {
             }
             assert!(
                 Instant::now() < deadline,
-                "Prometheus never scraped the exporters"
+                "Prometheus never scraped the exporters; its log:\n{}",
+                std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -578,4 +580,230 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
     assert_eq!(firing[0]["id"], drift["id"]);
     assert!(service.drifts("resolved").await.is_empty());
     service.stop().await;
+}
+
+// ---- the engine's side, on the scenario clock (no Prometheus) -----------------------------------
+
+mod engine {
+    use serde_json::json;
+
+    use crate::scenario::{changed, check, route, Sim};
+    use drift_core::classify::traffic::{Observation, Served};
+
+    /// The fixture Route, its status split 90/10 (and a tagged 0 % target).
+    fn ninety_ten() -> serde_json::Value {
+        changed(&route(), |route| {
+            route["status"]["traffic"] = json!([
+                {"revisionName": "knative-webapp-00001", "percent": 90, "latestRevision": false},
+                {"revisionName": "knative-webapp-00002", "percent": 10, "latestRevision": true},
+                {"revisionName": "knative-webapp-00002", "percent": 0, "tag": "candidate"},
+            ]);
+        })
+    }
+
+    /// An observation of cluster `prod` (the scenarios' default) with a 10-minute window.
+    fn served(requests: &[(&str, f64)]) -> Observation {
+        Observation {
+            cluster: "prod".into(),
+            query: "sum by (namespace_name, service_name, revision_name) (increase(revision_request_count[600s]))".into(),
+            window: std::time::Duration::from_secs(600),
+            tolerance_percent: 15.0,
+            min_requests: 100,
+            series: requests
+                .iter()
+                .map(|(revision, requests)| Served {
+                    namespace: "myapp".into(),
+                    service: "knative-webapp".into(),
+                    revision: revision.to_string(),
+                    requests: *requests,
+                })
+                .collect(),
+        }
+    }
+
+    const FIFTY_FIFTY: &[(&str, f64)] = &[
+        ("knative-webapp-00001", 600.0),
+        ("knative-webapp-00002", 600.0),
+    ];
+
+    #[test]
+    fn fires_after_a_whole_window_under_the_split_and_its_grace() {
+        let mut sim = Sim::new();
+        sim.send("add", &ninety_ten());
+        // The first observation that sees the split starts its window: no verdict yet (the
+        // window may hold requests of an earlier split).
+        sim.observe_traffic(&served(FIFTY_FIFTY));
+        sim.wait(599);
+        sim.observe_traffic(&served(FIFTY_FIFTY));
+        check(sim.lines(), &[]);
+        sim.wait(1);
+        sim.observe_traffic(&served(FIFTY_FIFTY));
+        sim.wait(119);
+        check(
+            sim.lines(),
+            &["pending traffic_share_drift Route/knative-webapp"],
+        );
+        sim.wait(1);
+        check(
+            sim.lines(),
+            &[
+                "pending traffic_share_drift Route/knative-webapp",
+                "firing traffic_share_drift Route/knative-webapp",
+            ],
+        );
+        let facts = &sim.last("traffic_share_drift").drift.evidence.facts;
+        assert_eq!(
+            facts["declared"],
+            "knative-webapp-00001=90,knative-webapp-00002=10"
+        );
+        assert_eq!(
+            facts["observed"],
+            "knative-webapp-00001=50,knative-webapp-00002=50"
+        );
+        assert_eq!(
+            facts["requests"],
+            "knative-webapp-00001=600,knative-webapp-00002=600"
+        );
+        assert_eq!(facts["window"], "600s");
+        assert!(facts["query"].contains("revision_request_count[600s]"));
+    }
+
+    /// A Route whose drift fires (as above), returned with the simulator.
+    fn firing() -> Sim {
+        let mut sim = Sim::new();
+        sim.send("add", &ninety_ten());
+        sim.observe_traffic(&served(FIFTY_FIFTY));
+        sim.wait(600);
+        sim.observe_traffic(&served(FIFTY_FIFTY));
+        sim.wait(120);
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        sim
+    }
+
+    #[test]
+    fn no_verdict_leaves_an_open_drift_as_it_is_and_a_matching_split_resolves_it() {
+        let mut sim = firing();
+        // Too few requests, then no series at all (request metrics switched off), then a
+        // Prometheus outage (no observation): nothing to conclude, the finding stays.
+        sim.wait(60);
+        sim.observe_traffic(&served(&[
+            ("knative-webapp-00001", 10.0),
+            ("knative-webapp-00002", 10.0),
+        ]));
+        sim.wait(60);
+        sim.observe_traffic(&served(&[]));
+        sim.wait(3600);
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        // The data plane is repaired: within tolerance, resolved.
+        sim.observe_traffic(&served(&[
+            ("knative-webapp-00001", 850.0),
+            ("knative-webapp-00002", 150.0),
+        ]));
+        check(sim.open(), &[]);
+        assert_eq!(
+            sim.lines().last().unwrap(),
+            "resolved traffic_share_drift Route/knative-webapp"
+        );
+    }
+
+    #[test]
+    fn a_new_declared_split_resolves_and_waits_for_a_whole_window_under_it() {
+        let mut sim = firing();
+        // A rollout to 50/50: the observation is about the old split.
+        let rolled = changed(&ninety_ten(), |route| {
+            route["metadata"]["resourceVersion"] = json!("7746700");
+            route["status"]["traffic"][0]["percent"] = json!(50);
+            route["status"]["traffic"][1]["percent"] = json!(50);
+        });
+        sim.send("update", &rolled);
+        check(sim.open(), &[]);
+        let resolved = sim.last("traffic_share_drift");
+        assert!(resolved
+            .drift
+            .resolution
+            .as_deref()
+            .unwrap()
+            .contains("declared split changed"));
+        // Served 90/10 from now on: the window still mixes, so no verdict for a window.
+        let old_split = &[
+            ("knative-webapp-00001", 900.0),
+            ("knative-webapp-00002", 100.0),
+        ];
+        sim.observe_traffic(&served(old_split));
+        sim.wait(300);
+        sim.observe_traffic(&served(old_split));
+        sim.wait(3600);
+        check(sim.open(), &[]);
+        sim.observe_traffic(&served(old_split));
+        check(
+            sim.open(),
+            &["traffic_share_drift pending Route/knative-webapp"],
+        );
+        assert!(sim
+            .last("traffic_share_drift")
+            .drift
+            .evidence
+            .summary
+            .contains("knative-webapp-00001 declares 50% and served 90%"));
+    }
+
+    #[test]
+    fn a_deleted_route_resolves_and_leaves_the_book() {
+        let mut sim = firing();
+        assert_eq!(sim.engine().traffic_routes(), 1);
+        let gone = changed(&ninety_ten(), |route| {
+            route["metadata"]["resourceVersion"] = json!("7746800");
+        });
+        sim.send("delete", &gone);
+        check(sim.open(), &[]);
+        assert_eq!(sim.engine().traffic_routes(), 0);
+        // Its series still come (the pods drain): nothing is filed for a Route that is gone.
+        sim.observe_traffic(&served(FIFTY_FIFTY));
+        assert_eq!(sim.engine().traffic_routes(), 0);
+        check(sim.open(), &[]);
+    }
+
+    #[test]
+    fn other_clusters_and_other_objects_are_not_concerned() {
+        let mut sim = Sim::new();
+        sim.send("add", &ninety_ten());
+        let mut elsewhere = served(FIFTY_FIFTY);
+        elsewhere.cluster = "staging".into();
+        sim.observe_traffic(&elsewhere);
+        sim.wait(600);
+        sim.observe_traffic(&elsewhere);
+        sim.wait(600);
+        assert_eq!(sim.engine().traffic_routes(), 0);
+        check(sim.lines(), &[]);
+    }
+
+    #[test]
+    fn after_a_restart_the_finding_stays_until_observations_judge_it_again() {
+        let mut sim = firing();
+        sim.restart();
+        sim.wait(3600);
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        // The book starts empty: a whole window after the first observation, judged again.
+        let repaired = &[
+            ("knative-webapp-00001", 900.0),
+            ("knative-webapp-00002", 100.0),
+        ];
+        sim.observe_traffic(&served(repaired));
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        sim.wait(600);
+        sim.observe_traffic(&served(repaired));
+        check(sim.open(), &[]);
+    }
 }
