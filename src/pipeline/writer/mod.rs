@@ -55,7 +55,7 @@ struct Work {
     silences: Vec<(SilenceRequest, SilenceReply)>,
     approvals: Vec<(Approval, ApprovalReply)>,
     sender_steps: Vec<(SenderStep, SenderReply)>,
-    traffic: Vec<Box<drift_core::classify::traffic::Observation>>,
+    traffic: Vec<drift_core::classify::traffic::Observation>,
 }
 
 impl Work {
@@ -294,7 +294,7 @@ impl Writer {
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
                     Command::Approve { approval, reply } => work.approvals.push((approval, reply)),
                     Command::Sender { step, reply } => work.sender_steps.push((step, reply)),
-                    Command::Traffic(observation) => work.traffic.push(observation),
+                    Command::Traffic(observation) => work.traffic.push(*observation),
                     // The flag it wakes the writer for is read after the round.
                     Command::FleetWanted => {}
                     Command::Shutdown => stop = true,
