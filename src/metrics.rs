@@ -81,8 +81,8 @@ pub struct Metrics {
     pub resync_errors: Family<KindLabel, Counter>,
     /// Queries of served traffic Prometheus answered (`traffic:`).
     pub traffic_queries: Counter,
-    /// Queries of served traffic that failed, by kind (`unreachable`, `http_status`,
-    /// `query_error`, `invalid_response`, `unexpected_result`).
+    /// Queries of served traffic that failed, by kind (`unreachable`, `token_file`,
+    /// `http_status`, `query_error`, `invalid_response`, `unexpected_result`).
     pub traffic_query_errors: Family<KindLabel, Counter>,
     /// Answers not handed to the writer because its queue was full (skipped, not waited for).
     pub traffic_observations_skipped: Counter,

@@ -19,6 +19,9 @@ pub(crate) enum QueryError {
     /// Prometheus could not be reached (connection refused, DNS, TLS, the timeout).
     #[error("Prometheus is unreachable: {0}")]
     Unreachable(String),
+    /// `traffic.prometheus.bearerTokenFile` could not be read.
+    #[error("{0}")]
+    TokenFile(String),
     /// A non-2xx answer that is not Prometheus' error envelope (a proxy, a wrong path).
     #[error("HTTP {status} without a Prometheus answer (a proxy or a wrong URL?): {body}")]
     HttpStatus { status: u16, body: String },
@@ -42,6 +45,7 @@ impl QueryError {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             QueryError::Unreachable(_) => "unreachable",
+            QueryError::TokenFile(_) => "token_file",
             QueryError::HttpStatus { .. } => "http_status",
             QueryError::Query { .. } => "query_error",
             QueryError::InvalidResponse(_) => "invalid_response",

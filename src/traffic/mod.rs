@@ -119,7 +119,7 @@ impl Poller {
         } else if let Some(path) = &self.bearer_token_file {
             // Read at every query: a projected token rotates.
             let token = std::fs::read_to_string(path).map_err(|error| {
-                QueryError::Unreachable(format!(
+                QueryError::TokenFile(format!(
                     "cannot read traffic.prometheus.bearerTokenFile {}: {error}",
                     path.display()
                 ))

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 pub use crate::classify::traffic::promql_duration;
 
-use super::{de_duration, Error, ResyncConfig, Secret};
+use super::{de_duration, Error, ResyncConfig, Secret, ShardConfig};
 
 /// The `traffic:` section.
 #[derive(Debug, Clone, Deserialize)]
@@ -221,8 +221,14 @@ impl TrafficConfig {
         )
     }
 
-    /// Checks the section; every error names its key path.
-    pub(super) fn validate(&self) -> Result<(), Error> {
+    /// Checks the section; every error names its key path. The cluster the observations are
+    /// filed under must be one this shard owns: another shard's Routes are not in its engine.
+    pub(super) fn validate(
+        &self,
+        shard: &ShardConfig,
+        resync: &ResyncConfig,
+        default_cluster: &str,
+    ) -> Result<(), Error> {
         let set_without_url = self.preset.is_some()
             || self.query.is_some()
             || self.prometheus.bearer_token.is_some()
@@ -312,6 +318,15 @@ impl TrafficConfig {
             crate::decode::cluster_name::check(name).map_err(|error| {
                 Error::invalid("traffic.cluster", format!("cluster name {error}"))
             })?;
+        }
+        let cluster = self.cluster_name(resync, default_cluster);
+        if !shard.owns(&cluster) {
+            return Err(Error::invalid(
+                if self.cluster.is_some() { "traffic.cluster" } else { "traffic.prometheus.url" },
+                format!(
+                    "observations are filed under cluster {cluster:?}, which this shard does not own (shard.clusters): run the traffic section in that cluster's shard, or set traffic.cluster"
+                ),
+            ));
         }
         match (&self.preset, &self.query) {
             (Some(_), Some(_)) => Err(Error::invalid(
@@ -464,6 +479,20 @@ mod tests {
             assert!(message.starts_with(key), "{extra:?}: {message}");
         }
         assert!(error("traffic:\n  preset: knative-1.18\n").starts_with("traffic.prometheus.url:"));
+        let shard =
+            "store: {url: 'postgres://u@db/ds'}\nshard: {name: east, clusters: ['east-*']}\nresync: {enabled: false}\n";
+        let message = error(&format!(
+            "{shard}defaultCluster: west\n{base}  preset: knative-1.18\n"
+        ));
+        assert!(message.starts_with("traffic.prometheus.url:"), "{message}");
+        let message = error(&format!(
+            "{shard}{base}  preset: knative-1.18\n  cluster: west-1\n"
+        ));
+        assert!(message.starts_with("traffic.cluster:"), "{message}");
+        assert!(load(&format!(
+            "{shard}{base}  preset: knative-1.18\n  cluster: east-1\n"
+        ))
+        .is_ok());
         for url in ["prometheus:9090", "http://", "ftp://p", "http://p/?x=1"] {
             let message = error(&format!(
                 "traffic:\n  prometheus: {{url: '{url}'}}\n  preset: knative-1.18\n"

@@ -146,7 +146,9 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     config.shard.validate(config.store.url.is_some())?;
     validate_shard_resync(config)?;
     validate_resync(&config.resync)?;
-    config.traffic.validate()?;
+    config
+        .traffic
+        .validate(&config.shard, &config.resync, &config.default_cluster)?;
     config
         .remediation
         .compile(&config.resync, &config.default_cluster)?;
