@@ -159,8 +159,7 @@ impl Poller {
         );
         let mut ticker = tokio::time::interval(self.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // The error kind of the outage under way, if one is.
-        let mut outage: Option<&'static str> = None;
+        let mut outage = Outage::default();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -174,10 +173,10 @@ impl Poller {
                 Ok(series) => {
                     self.metrics.traffic_queries.inc();
                     self.metrics.traffic_prometheus_up.set(1);
-
-                    if outage.take().is_some() {
+                    if let Some(failed) = outage.answered() {
                         tracing::info!(
-                            message = "Prometheus answers the served-traffic query again."
+                            message = "Prometheus answers the served-traffic query again.",
+                            failed_queries = failed,
                         );
                     }
                     let observation = Observation {
@@ -198,7 +197,7 @@ impl Poller {
                         .get_or_create(&KindLabel::new(error.kind()))
                         .inc();
                     self.metrics.traffic_prometheus_up.set(0);
-                    if outage.is_none() {
+                    if outage.failed() {
                         // Once per outage: every tick of a long one would flood the log.
                         tracing::warn!(
                             message = "The served-traffic query failed; no traffic finding changes until Prometheus answers (logged once per outage).",
@@ -206,9 +205,46 @@ impl Poller {
                             %error,
                         );
                     }
-                    outage = Some(error.kind());
                 }
             }
         }
+    }
+}
+
+/// An outage of Prometheus as the log tells it: one line when it begins, one when it ends.
+#[derive(Debug, Default)]
+struct Outage {
+    /// Queries failed in a row.
+    failed: u64,
+}
+
+impl Outage {
+    /// A query failed: true when this begins an outage (the one line to log).
+    fn failed(&mut self) -> bool {
+        self.failed += 1;
+        self.failed == 1
+    }
+
+    /// A query was answered: how many failed before it, when this ends an outage.
+    fn answered(&mut self) -> Option<u64> {
+        let failed = std::mem::take(&mut self.failed);
+        (failed > 0).then_some(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outage;
+
+    #[test]
+    fn an_outage_is_logged_once_when_it_begins_and_once_when_it_ends() {
+        let mut outage = Outage::default();
+        assert_eq!(outage.answered(), None, "no outage to end");
+        assert!(outage.failed(), "the first failure begins it");
+        assert!(!outage.failed());
+        assert!(!outage.failed());
+        assert_eq!(outage.answered(), Some(3));
+        assert_eq!(outage.answered(), None);
+        assert!(outage.failed(), "the next failure begins another");
     }
 }

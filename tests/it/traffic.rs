@@ -262,10 +262,18 @@ struct Service {
 
 impl Service {
     async fn start(prometheus_url: &str, preset: &str) -> Service {
+        Service::start_with(&format!(
+            "  prometheus: {{url: '{prometheus_url}', timeout: 5s}}\n  preset: {preset}\n"
+        ))
+        .await
+    }
+
+    /// The service with `traffic:` lines of its own besides the short interval and window.
+    async fn start_with(traffic: &str) -> Service {
         let dir = tempfile::tempdir().unwrap();
         let yaml = format!(
             "store:\n  path: {db}\nrules:\n  classes:\n    traffic_share_drift: {{grace: 2s}}\n\
-             traffic:\n  prometheus: {{url: '{prometheus_url}', timeout: 5s}}\n  preset: {preset}\n  interval: 2s\n  window: 20s\n  minRequests: 100\n",
+             traffic:\n{traffic}  interval: 2s\n  window: 20s\n  minRequests: 100\n",
             db = dir.path().join("traffic.db").display(),
         );
         let config = drift_core::config::load_str(&yaml, &|_| None).unwrap();
@@ -486,6 +494,24 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
         service
             .metric("drift_sentinel_traffic_query_errors_total")
             .await,
+        0.0
+    );
+    service.stop().await;
+
+    // A query of one's own that Prometheus refuses: its error envelope (400 bad_data) counted.
+    let service = Service::start_with(&format!(
+        "  prometheus: {{url: '{}', timeout: 5s}}\n  query: 'sum by (namespace_name, revision_name) (increase(revision_request_count[{{window}}])'\n",
+        prometheus.url
+    ))
+    .await;
+    service
+        .metric_reaches(
+            "drift_sentinel_traffic_query_errors_total{kind=\"query_error\"}",
+            1.0,
+        )
+        .await;
+    assert_eq!(
+        service.metric("drift_sentinel_traffic_prometheus_up").await,
         0.0
     );
     service.stop().await;
@@ -806,4 +832,159 @@ mod engine {
         sim.observe_traffic(&served(repaired));
         check(sim.open(), &[]);
     }
+}
+
+/// What the strict stand-in for Prometheus below accepts: exactly this query, and these tokens.
+struct Expected {
+    query: String,
+    tokens: std::sync::Mutex<Vec<String>>,
+}
+
+impl Expected {
+    fn accept(&self, tokens: &[&str]) {
+        *self.tokens.lock().unwrap() = tokens.iter().map(|token| token.to_string()).collect();
+    }
+}
+
+/// A stand-in for Prometheus' `/api/v1/query` that holds the poller to the API's contract: a
+/// `POST` of an `application/x-www-form-urlencoded` body with the query and its timeout, and
+/// the bearer token expected now. Anything else is refused as Prometheus (or a proxy in front of
+/// it) refuses it.
+async fn strict_prometheus(expected: Arc<Expected>) -> String {
+    use axum::http::{HeaderMap, Method, StatusCode};
+    let app = axum::Router::new().route(
+        "/api/v1/query",
+        axum::routing::any(
+            move |method: Method, headers: HeaderMap, body: axum::body::Bytes| {
+                let expected = Arc::clone(&expected);
+                async move {
+                    let header = |name: &str| {
+                        headers
+                            .get(name)
+                            .and_then(|value| value.to_str().ok())
+                            .unwrap_or_default()
+                            .to_string()
+                    };
+                    let authorization = header("authorization");
+                    let accepted = expected
+                        .tokens
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .any(|token| authorization == format!("Bearer {token}"));
+                    if !accepted {
+                        return (StatusCode::UNAUTHORIZED, "Unauthorized\n".to_string());
+                    }
+                    let wanted = vec![
+                        ("query".to_string(), expected.query.clone()),
+                        ("timeout".to_string(), "5s".to_string()),
+                    ];
+                    if method != Method::POST
+                        || header("content-type") != "application/x-www-form-urlencoded"
+                        || form_pairs(&String::from_utf8_lossy(&body)) != wanted
+                    {
+                        return (
+                            StatusCode::BAD_REQUEST,
+                            r#"{"status":"error","errorType":"bad_data","error":"unexpected request"}"#
+                                .to_string(),
+                        );
+                    }
+                    (
+                        StatusCode::OK,
+                        r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#
+                            .to_string(),
+                    )
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+/// `a=b&c=d` decoded as a form body is (`+` a space, `%XX` a byte).
+fn form_pairs(text: &str) -> Vec<(String, String)> {
+    let decode = |part: &str| {
+        let bytes = part.as_bytes();
+        let mut out = Vec::new();
+        let mut index = 0;
+        while index < bytes.len() {
+            match bytes[index] {
+                b'%' if index + 2 < bytes.len() => {
+                    let hex = std::str::from_utf8(&bytes[index + 1..index + 3]).unwrap();
+                    out.push(u8::from_str_radix(hex, 16).unwrap());
+                    index += 3;
+                }
+                b'+' => {
+                    out.push(b' ');
+                    index += 1;
+                }
+                byte => {
+                    out.push(byte);
+                    index += 1;
+                }
+            }
+        }
+        String::from_utf8(out).unwrap()
+    };
+    text.split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (decode(key), decode(value))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_query_is_a_form_post_with_the_bearer_token_read_from_its_file_at_every_query() {
+    let expected = Arc::new(Expected {
+        query: "sum by (k8s_namespace_name, kn_service_name, kn_revision_name) (increase(kn_serving_invocation_duration_seconds_count[20s]))".into(),
+        tokens: std::sync::Mutex::new(vec!["first-token".into()]),
+    });
+    let url = strict_prometheus(Arc::clone(&expected)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "first-token\n").unwrap();
+    let service = Service::start_with(&format!(
+        "  prometheus: {{url: '{url}/', bearerTokenFile: '{}', timeout: 5s}}\n  preset: knative-1.21-push\n",
+        token_file.display()
+    ))
+    .await;
+    let queries = "drift_sentinel_traffic_queries_total";
+    service.metric_reaches(queries, 1.0).await;
+    assert_eq!(
+        service.metric("drift_sentinel_traffic_prometheus_up").await,
+        1.0
+    );
+    // The kubelet rotates the token (both valid a while): the next queries send the new one,
+    // which is then the only one the server takes.
+    expected.accept(&["first-token", "second-token"]);
+    std::fs::write(&token_file, "second-token\n").unwrap();
+    service
+        .metric_reaches(queries, service.metric(queries).await + 1.0)
+        .await;
+    expected.accept(&["second-token"]);
+    service
+        .metric_reaches(queries, service.metric(queries).await + 2.0)
+        .await;
+    assert_eq!(
+        service
+            .metric("drift_sentinel_traffic_query_errors_total")
+            .await,
+        0.0
+    );
+    // A token the server no longer takes: a 401 that is not Prometheus' answer, counted.
+    expected.accept(&["third-token"]);
+    service
+        .metric_reaches(
+            "drift_sentinel_traffic_query_errors_total{kind=\"http_status\"}",
+            1.0,
+        )
+        .await;
+    service.stop().await;
 }
