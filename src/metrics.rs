@@ -86,8 +86,9 @@ pub struct Metrics {
     pub traffic_query_errors: Family<KindLabel, Counter>,
     /// Answers not handed to the writer because its queue was full (skipped, not waited for).
     pub traffic_observations_skipped: Counter,
-    /// 1 while the last query of served traffic succeeded, 0 during an outage.
-    pub traffic_prometheus_up: Gauge,
+    /// 1 while the last query of served traffic succeeded, 0 during an outage; by the cluster
+    /// the observations are filed under, absent while the poller is off.
+    pub traffic_prometheus_up: Family<ClusterLabel, Gauge>,
     /// Resync passes that ended, by what started them and how they ended.
     pub resync_passes: Family<ResyncPassLabel, Counter>,
     /// Events for an object tracked under another cluster name that events carry: not applied.
@@ -361,7 +362,7 @@ impl Metrics {
             "Answers of Prometheus skipped because the writer's queue was full",
             traffic_observations_skipped.clone(),
         );
-        let traffic_prometheus_up = Gauge::default();
+        let traffic_prometheus_up = Family::<ClusterLabel, Gauge>::default();
         registry.register(
             "traffic_prometheus_up",
             "1 while the last query of served traffic succeeded, 0 during an outage",

@@ -148,6 +148,16 @@ impl Poller {
         envelope::parse(status, &body)
     }
 
+    /// `traffic_prometheus_up` of the cluster observations are filed under.
+    fn prometheus_up(&self) -> prometheus_client::metrics::gauge::Gauge {
+        self.metrics
+            .traffic_prometheus_up
+            .get_or_create(&crate::metrics::ClusterLabel {
+                cluster: self.template.cluster.clone(),
+            })
+            .clone()
+    }
+
     /// Queries every `interval` until `stop`; the first query at once.
     pub async fn run(self, stop: CancellationToken) {
         tracing::info!(
@@ -172,7 +182,7 @@ impl Poller {
             match answer {
                 Ok(series) => {
                     self.metrics.traffic_queries.inc();
-                    self.metrics.traffic_prometheus_up.set(1);
+                    self.prometheus_up().set(1);
                     if let Some(failed) = outage.answered() {
                         tracing::info!(
                             message = "Prometheus answers the served-traffic query again.",
@@ -196,7 +206,7 @@ impl Poller {
                         .traffic_query_errors
                         .get_or_create(&KindLabel::new(error.kind()))
                         .inc();
-                    self.metrics.traffic_prometheus_up.set(0);
+                    self.prometheus_up().set(0);
                     if outage.failed() {
                         // Once per outage: every tick of a long one would flood the log.
                         tracing::warn!(

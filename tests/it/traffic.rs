@@ -322,6 +322,11 @@ impl Service {
 
     /// A metric's value (the first series whose line starts with `prefix`), 0 when absent.
     async fn metric(&self, prefix: &str) -> f64 {
+        self.reading(prefix).await.unwrap_or(0.0)
+    }
+
+    /// A metric's value, `None` when no series' line starts with `prefix`.
+    async fn reading(&self, prefix: &str) -> Option<f64> {
         let text = self
             .client
             .get(format!("http://{}/metrics", self.server.addr))
@@ -335,7 +340,6 @@ impl Service {
             .find(|line| line.starts_with(prefix))
             .and_then(|line| line.rsplit(' ').next())
             .and_then(|value| value.parse().ok())
-            .unwrap_or(0.0)
     }
 
     /// Waits for the firing drift on `name`.
@@ -469,6 +473,12 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
 
     let drift = service.firing("web-a").await;
     assert_both_splits(&drift, "web-a");
+    assert_eq!(
+        service
+            .reading("drift_sentinel_traffic_prometheus_up{cluster=\"default\"}")
+            .await,
+        Some(1.0)
+    );
     let query = drift["evidence"]["facts"]["query"].as_str().unwrap();
     assert!(
         query.contains("increase(revision_request_count[20s])"),
@@ -511,8 +521,10 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
         )
         .await;
     assert_eq!(
-        service.metric("drift_sentinel_traffic_prometheus_up").await,
-        0.0
+        service
+            .reading("drift_sentinel_traffic_prometheus_up{cluster=\"default\"}")
+            .await,
+        Some(0.0)
     );
     service.stop().await;
 
@@ -527,8 +539,10 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
         )
         .await;
     assert_eq!(
-        service.metric("drift_sentinel_traffic_prometheus_up").await,
-        0.0
+        service
+            .reading("drift_sentinel_traffic_prometheus_up{cluster=\"default\"}")
+            .await,
+        Some(0.0)
     );
     assert_eq!(
         service.metric("drift_sentinel_traffic_queries_total").await,
@@ -598,8 +612,10 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
     let errors = "drift_sentinel_traffic_query_errors_total{kind=\"unreachable\"}";
     service.metric_reaches(errors, 2.0).await;
     assert_eq!(
-        service.metric("drift_sentinel_traffic_prometheus_up").await,
-        0.0
+        service
+            .reading("drift_sentinel_traffic_prometheus_up{cluster=\"default\"}")
+            .await,
+        Some(0.0)
     );
     let firing = service.drifts("firing").await;
     assert_eq!(firing.len(), 1);
@@ -958,8 +974,10 @@ async fn the_query_is_a_form_post_with_the_bearer_token_read_from_its_file_at_ev
     let queries = "drift_sentinel_traffic_queries_total";
     service.metric_reaches(queries, 1.0).await;
     assert_eq!(
-        service.metric("drift_sentinel_traffic_prometheus_up").await,
-        1.0
+        service
+            .reading("drift_sentinel_traffic_prometheus_up{cluster=\"default\"}")
+            .await,
+        Some(1.0)
     );
     // The kubelet rotates the token (both valid a while): the next queries send the new one,
     // which is then the only one the server takes.

@@ -2,8 +2,8 @@
 //!
 //! The file ships as a Kubernetes ConfigMap, so keys follow the Kubernetes camelCase convention.
 //! One file per section: [`server`] (with `store:`, `api:`, `auth:`), [`resync`], [`rules`],
-//! [`channels`], [`routes`], [`fleet`], [`traffic`]; [`load`] reads and interpolates, [`validate`] checks meaning. Every
-//! error names the key path and the reason. `drift-sentinel config validate FILE` runs exactly
+//! [`channels`], [`routes`], [`fleet`], [`traffic`]; [`load`] reads and interpolates,
+//! [`validate`] checks meaning. Every error names the key path and the reason. `drift-sentinel config validate FILE` runs exactly
 //! [`load_file`]. Configuration is the YAML wire format: it compiles into the engine's own types
 //! (`RulesConfig::compile`), which know nothing of it.
 

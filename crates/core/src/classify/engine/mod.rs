@@ -7,8 +7,8 @@
 //! episodes, `recording.rs` journals a round's changes and records drifts, `timers.rs` is the
 //! clock-driven work of [`Engine::tick`], `pipeline_watch.rs` the own event path,
 //! `rule_errors.rs` the invariants that failed to evaluate, `traffic.rs` the observations of
-//! served traffic, and `fleet.rs` the thin calls into
-//! the fleet evaluator (`classify::fleet`), which judges fleet drifts beside the engine.
+//! served traffic, and `fleet.rs` the thin calls into the fleet evaluator (`classify::fleet`),
+//! which judges fleet drifts beside the engine.
 
 use std::collections::HashMap;
 use std::sync::Arc;
