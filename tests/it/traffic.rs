@@ -134,7 +134,19 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(targets: &[String]) -> Prometheus {
+    /// A server scraping `targets`, once it has scraped each of them. A port taken between
+    /// [`free_port`] and the server's bind is given up for another.
+    async fn start(targets: &[String]) -> Prometheus {
+        for _ in 0..5 {
+            let prometheus = Prometheus::spawn(targets);
+            if prometheus.wait_scraped(targets.len()).await {
+                return prometheus;
+            }
+        }
+        panic!("Prometheus found no free port in five tries");
+    }
+
+    fn spawn(targets: &[String]) -> Prometheus {
         let binary =
             std::env::var("PROMETHEUS_BIN").unwrap_or_else(|_| "/usr/bin/prometheus".into());
         assert!(
@@ -174,8 +186,9 @@ impl Prometheus {
         }
     }
 
-    /// Waits until Prometheus is ready and has scraped every target at least once.
-    async fn wait_scraped(&self, targets: usize) {
+    /// Waits until Prometheus is ready and has scraped every target at least once; false when
+    /// it could not bind its port.
+    async fn wait_scraped(&self, targets: usize) -> bool {
         let client = reqwest::Client::new();
         let deadline = Instant::now() + DEADLINE;
         loop {
@@ -190,9 +203,14 @@ impl Prometheus {
                         .as_str()
                         .unwrap_or("0");
                     if value.parse::<f64>().unwrap_or(0.0) >= targets as f64 {
-                        return;
+                        return true;
                     }
                 }
+            }
+            let log =
+                std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default();
+            if log.contains("address already in use") {
+                return false;
             }
             assert!(
                 Instant::now() < deadline,
@@ -466,8 +484,7 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
         ],
     )
     .await;
-    let prometheus = Prometheus::start(&targets);
-    prometheus.wait_scraped(targets.len()).await;
+    let prometheus = Prometheus::start(&targets).await;
     let service = Service::start(&prometheus.url, "knative-1.18").await;
     service.post_routes(&["web-a", "web-b", "web-c"]).await;
 
@@ -587,8 +604,7 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
         ],
     )
     .await;
-    let mut prometheus = Prometheus::start(&targets);
-    prometheus.wait_scraped(targets.len()).await;
+    let mut prometheus = Prometheus::start(&targets).await;
     let service = Service::start(&prometheus.url, "knative-1.21-scrape").await;
     service.post_routes(&["web-a", "web-b"]).await;
 
