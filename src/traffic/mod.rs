@@ -50,6 +50,9 @@ pub struct Poller {
     timeout: Duration,
     interval: Duration,
     query: String,
+    /// What the preset expects of the cluster (logged at start: no series often means this
+    /// is not set up).
+    expects: &'static str,
     template: Observation,
     pipeline: Pipeline,
     metrics: Arc<Metrics>,
@@ -94,6 +97,12 @@ impl Poller {
             timeout: traffic.prometheus.timeout,
             interval: traffic.interval,
             query: query.clone(),
+            expects: match (&traffic.query, traffic.preset.as_deref()) {
+                (None, Some(name)) => drift_core::config::preset(name)
+                    .map(|preset| preset.expects)
+                    .unwrap_or_default(),
+                _ => "a query of one's own (traffic.query)",
+            },
             template: Observation {
                 cluster,
                 query,
@@ -166,6 +175,7 @@ impl Poller {
             window = ?self.template.window,
             cluster = %self.template.cluster,
             query = %self.query,
+            expects = self.expects,
         );
         let mut ticker = tokio::time::interval(self.interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
