@@ -12,9 +12,11 @@ ROOT=$(pwd)
 log() { printf '\n==> [%4ss] %s\n' "$SECONDS" "$*"; }
 
 # --- System packages (Debian). Installed only when missing. -------------------------------------
-# prometheus: promtool, for the alerting rules in k8s/monitoring/. kubectl builds k8s/ with its
-# built-in kustomize; when no kubectl is installed, Debian's kubernetes-client provides one (its
-# kustomize is old, v2.0.3, and k8s/kustomization.yaml is kept simple enough for it).
+# prometheus: promtool, for the alerting rules in k8s/monitoring/, and the server the
+# served-traffic tests start (tests/it/traffic.rs, scraping exporters of queue-proxy metrics).
+# kubectl builds k8s/ with its built-in kustomize; when no kubectl is installed, Debian's
+# kubernetes-client provides one (its kustomize is old, v2.0.3, and k8s/kustomization.yaml is
+# kept simple enough for it).
 # prometheus-alertmanager: the real Alertmanager the alertmanager channel is tested against.
 # chromium: the headless browser that loads the dashboard and takes a screenshot.
 # postgresql: the server binaries (initdb, pg_ctl) of the PostgreSQL store tests, which start a

@@ -34,3 +34,4 @@ pub mod reload;
 pub mod replay;
 /// JSON log lines.
 pub mod telemetry;
+pub mod traffic;

@@ -79,6 +79,16 @@ pub struct Metrics {
     pub resync_drifts_found: Family<ClassLabel, Counter>,
     /// Failed resync lists, by error kind.
     pub resync_errors: Family<KindLabel, Counter>,
+    /// Queries of served traffic Prometheus answered (`traffic:`).
+    pub traffic_queries: Counter,
+    /// Queries of served traffic that failed, by kind (`unreachable`, `token_file`,
+    /// `http_status`, `query_error`, `invalid_response`, `unexpected_result`).
+    pub traffic_query_errors: Family<KindLabel, Counter>,
+    /// Answers not handed to the writer because its queue was full (skipped, not waited for).
+    pub traffic_observations_skipped: Counter,
+    /// 1 while the last query of served traffic succeeded, 0 during an outage; by the cluster
+    /// the observations are filed under, absent while the poller is off.
+    pub traffic_prometheus_up: Family<ClusterLabel, Gauge>,
     /// Resync passes that ended, by what started them and how they ended.
     pub resync_passes: Family<ResyncPassLabel, Counter>,
     /// Events for an object tracked under another cluster name that events carry: not applied.
@@ -334,6 +344,30 @@ impl Metrics {
             "Resync lists that failed, by error kind",
             resync_errors.clone(),
         );
+        let traffic_queries = Counter::default();
+        registry.register(
+            "traffic_queries",
+            "Queries of served traffic Prometheus answered",
+            traffic_queries.clone(),
+        );
+        let traffic_query_errors = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "traffic_query_errors",
+            "Queries of served traffic that failed, by kind",
+            traffic_query_errors.clone(),
+        );
+        let traffic_observations_skipped = Counter::default();
+        registry.register(
+            "traffic_observations_skipped",
+            "Answers of Prometheus skipped because the writer's queue was full",
+            traffic_observations_skipped.clone(),
+        );
+        let traffic_prometheus_up = Family::<ClusterLabel, Gauge>::default();
+        registry.register(
+            "traffic_prometheus_up",
+            "1 while the last query of served traffic succeeded, 0 during an outage",
+            traffic_prometheus_up.clone(),
+        );
         let resync_passes = Family::<ResyncPassLabel, Counter>::default();
         registry.register(
             "resync_passes",
@@ -469,6 +503,10 @@ impl Metrics {
             resync_missed_changes,
             resync_drifts_found,
             resync_errors,
+            traffic_queries,
+            traffic_query_errors,
+            traffic_observations_skipped,
+            traffic_prometheus_up,
             resync_passes,
             deliveries,
             delivery_latency,

@@ -1,7 +1,7 @@
 //! The writer role: the pipeline's writer over the store, the relays that deliver its outbox, the
 //! resync loop and the config reload, and the routes that serve them. A replica has it from its
-//! start (SQLite) or from when it took the writer lease (PostgreSQL); stopping it lets the last
-//! commit land before the relays stop.
+//! start (SQLite) or from when it took the writer lease (PostgreSQL), with the served-traffic
+//! poller that feeds its writer; stopping it lets the last commit land before the relays stop.
 
 use std::sync::Arc;
 
@@ -23,6 +23,8 @@ pub(super) struct WriterRole {
     resync_stop: CancellationToken,
     /// The remediation sender (`remediation.mode: apply`).
     remediation: Option<tokio::task::JoinHandle<()>>,
+    /// The served-traffic poller (`traffic.prometheus.url`), stopped with resync.
+    traffic: Option<tokio::task::JoinHandle<()>>,
     /// Stops the config reload thread of this role.
     reload_stop: CancellationToken,
     metrics: Arc<crate::metrics::Metrics>,
@@ -203,6 +205,8 @@ impl WriterRole {
         .await?;
         let remediation =
             super::start_remediation(config, &pipeline, sender_audit, resync_stop.clone()).await?;
+        let traffic = crate::traffic::Poller::new(config, pipeline.clone(), Arc::clone(metrics))?
+            .map(|poller| tokio::spawn(poller.run(resync_stop.clone())));
         let reload_stop = shared.shutdown.child_token();
         if let Some(path) = &shared.config_path {
             crate::reload::spawn(
@@ -226,6 +230,7 @@ impl WriterRole {
             resync,
             resync_stop,
             remediation,
+            traffic,
             reload_stop,
             loaded,
             metrics: Arc::clone(metrics),
@@ -239,6 +244,10 @@ impl WriterRole {
         self.resync_stop.cancel();
         if let Some(resync) = self.resync {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), resync).await;
+        }
+        if let Some(traffic) = self.traffic {
+            // A query under way is dropped at the stop; nothing of it is half-written.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), traffic).await;
         }
         // A send under way finishes and its outcome is kept before the writer stops; past the
         // grace the attempt stays `sending`, which the next start ends as unknown.

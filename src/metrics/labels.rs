@@ -173,3 +173,10 @@ pub struct RemediationLabel {
     /// planned, applied, dryRun, conflict, refused, failed.
     pub outcome: String,
 }
+
+/// `cluster` label (a cluster name from the config: `traffic.cluster`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    /// The cluster name.
+    pub cluster: String,
+}

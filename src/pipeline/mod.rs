@@ -3,7 +3,8 @@
 //! This file is the handle ([`Pipeline`]) and the vocabulary of its queue; `writer.rs` is the
 //! writer thread and its round, step by step; `resync.rs` applies the work of the resync loop;
 //! `resync_control.rs` is how the API starts a resync pass and sees its status (shared by the
-//! resync loop and the API, which may not import each other).
+//! resync loop and the API, which may not import each other). Observations of served traffic
+//! (the `traffic` poller's) come through the same queue, without a reply.
 //!
 //! One OS thread owns the [`Engine`] and the [`Store`]. Ingest hands it decoded events through a
 //! bounded queue and waits for the answer; the writer takes everything queued (up to a cap),
@@ -214,6 +215,8 @@ pub(super) enum Command {
         step: SenderStep,
         reply: SenderReply,
     },
+    /// An answer of Prometheus (`src/traffic/`): filed by the engine, no reply.
+    Traffic(Box<drift_core::classify::traffic::Observation>),
     Shutdown,
 }
 
@@ -474,6 +477,23 @@ impl Pipeline {
         match self.sender.send(Command::Sender { step, reply }) {
             Ok(()) => Ok(receiver),
             Err(_) => Err(Error::Stopped),
+        }
+    }
+
+    /// Hands an observation of served traffic to the writer, never waiting: a full queue is
+    /// [`Error::Overloaded`] and the poller skips this one (the next has the same window, a
+    /// tick later), so the poller never holds the writer or waits behind events.
+    pub fn observe_traffic(
+        &self,
+        observation: drift_core::classify::traffic::Observation,
+    ) -> Result<(), Error> {
+        match self
+            .sender
+            .try_send(Command::Traffic(Box::new(observation)))
+        {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(Error::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(Error::Stopped),
         }
     }
 

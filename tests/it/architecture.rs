@@ -185,7 +185,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             &["commands"],
             &["app"],
-            &["api", "check", "cluster", "reload", "replay"],
+            &["api", "check", "cluster", "reload", "replay", "traffic"],
             &["ingest"],
             &["error"],
             &["pipeline"],
@@ -386,6 +386,7 @@ fn only_x_knows_y() {
             "src/deliver/",
             "src/ingest/auth.rs",
             "src/commands/drill/sink.rs",
+            "src/traffic/",
         ],
     );
     only_in("rusqlite", &["crates/store/"]);

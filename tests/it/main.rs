@@ -63,4 +63,5 @@ mod scenario;
 mod secrets;
 mod store_contract;
 mod support;
+mod traffic;
 mod writer_lease;

@@ -214,6 +214,18 @@ impl Sim {
         self.take(changes);
     }
 
+    /// An answer of Prometheus arrives now (`traffic:`), as the writer files it.
+    pub(crate) fn observe_traffic(
+        &mut self,
+        observation: &drift_core::classify::traffic::Observation,
+    ) {
+        self.engine.begin();
+        self.engine.tick(self.now);
+        self.engine.observe_traffic(observation, self.now);
+        let changes = self.engine.changes();
+        self.take(changes);
+    }
+
     /// A complete resync pass of cluster `prod` ends now, having found `missed` changes the
     /// events had not delivered.
     pub(crate) fn resync_pass(&mut self, missed: usize) {

@@ -55,6 +55,7 @@ struct Work {
     silences: Vec<(SilenceRequest, SilenceReply)>,
     approvals: Vec<(Approval, ApprovalReply)>,
     sender_steps: Vec<(SenderStep, SenderReply)>,
+    traffic: Vec<drift_core::classify::traffic::Observation>,
 }
 
 impl Work {
@@ -64,6 +65,7 @@ impl Work {
             && self.silences.is_empty()
             && self.approvals.is_empty()
             && self.sender_steps.is_empty()
+            && self.traffic.is_empty()
     }
 }
 
@@ -292,6 +294,7 @@ impl Writer {
                     Command::Silence { request, reply } => work.silences.push((request, reply)),
                     Command::Approve { approval, reply } => work.approvals.push((approval, reply)),
                     Command::Sender { step, reply } => work.sender_steps.push((step, reply)),
+                    Command::Traffic(observation) => work.traffic.push(*observation),
                     // The flag it wakes the writer for is read after the round.
                     Command::FleetWanted => {}
                     Command::Shutdown => stop = true,
@@ -378,6 +381,9 @@ impl Writer {
         self.apply_events(&mut round, work.submissions);
         self.apply_resyncs(&mut round, work.resyncs);
         self.apply_silences(&mut round, work.silences);
+        for observation in &work.traffic {
+            self.engine.observe_traffic(observation, now);
+        }
         self.evaluate(&mut round);
         self.apply_approvals(&mut round, work.approvals);
         self.apply_sender_steps(&mut round, work.sender_steps);

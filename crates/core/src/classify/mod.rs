@@ -38,6 +38,7 @@ pub mod restorable;
 pub(crate) mod rules;
 pub(crate) mod state;
 pub mod stored;
+pub mod traffic;
 
 mod engine;
 mod journal;

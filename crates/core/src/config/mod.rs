@@ -2,8 +2,8 @@
 //!
 //! The file ships as a Kubernetes ConfigMap, so keys follow the Kubernetes camelCase convention.
 //! One file per section: [`server`] (with `store:`, `api:`, `auth:`), [`resync`], [`rules`],
-//! [`channels`], [`routes`], [`fleet`]; [`load`] reads and interpolates, [`validate`] checks meaning. Every
-//! error names the key path and the reason. `drift-sentinel config validate FILE` runs exactly
+//! [`channels`], [`routes`], [`fleet`], [`traffic`]; [`load`] reads and interpolates,
+//! [`validate`] checks meaning. Every error names the key path and the reason. `drift-sentinel config validate FILE` runs exactly
 //! [`load_file`]. Configuration is the YAML wire format: it compiles into the engine's own types
 //! (`RulesConfig::compile`), which know nothing of it.
 
@@ -25,6 +25,7 @@ mod rules;
 mod secret;
 mod server;
 mod shard;
+mod traffic;
 mod validate;
 
 pub use channels::{ChannelConfig, ChannelKind, Language, TemplateConfig};
@@ -52,6 +53,10 @@ pub use server::{
     DEFAULT_MAX_CONNECTIONS, IN_FLIGHT_BODIES,
 };
 pub use shard::ShardConfig;
+pub use traffic::{
+    preset, promql_duration, Preset, PrometheusConfig, TrafficConfig, NAMESPACE_LABELS, PRESETS,
+    REVISION_LABELS, SERVICE_LABELS,
+};
 
 /// Why a configuration could not be loaded. The message always names the file or key path.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +149,9 @@ pub struct Config {
     /// The clusters this shard owns (a fleet split over several writers on PostgreSQL).
     #[serde(default, deserialize_with = "shard::de_set")]
     pub shard: shard::ShardConfig,
+    /// Served traffic from Prometheus against the Routes' split (off unless `prometheus.url`).
+    #[serde(default)]
+    pub traffic: TrafficConfig,
 }
 
 impl Config {

@@ -147,6 +147,9 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     validate_shard_resync(config)?;
     validate_resync(&config.resync)?;
     config
+        .traffic
+        .validate(&config.shard, &config.resync, &config.default_cluster)?;
+    config
         .remediation
         .compile(&config.resync, &config.default_cluster)?;
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;

@@ -41,6 +41,9 @@ pub struct Context<'a> {
     /// The other field manager, when remediation stopped acting on `after`'s object for a fight
     /// (`remediation_fight`).
     pub fight: Option<&'a str>,
+    /// The latest observation of served traffic, when `after` is a Route the engine has one for
+    /// (`traffic_share_drift`).
+    pub traffic: Option<&'a crate::classify::traffic::RouteTraffic>,
     /// The event's attribution, built by the first class that asks ([`Context::attribute`]).
     pub attributor: std::cell::OnceCell<crate::classify::evidence::Attributor<'a>>,
 }
@@ -230,6 +233,7 @@ mod revision_not_ready;
 mod revision_pileup;
 mod scale_unreachable;
 mod traffic_drift;
+mod traffic_share_drift;
 mod unexpected_delete;
 
 /// Every class, in evaluation order.
@@ -254,6 +258,7 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &fleet_divergence::FleetDivergence,
     &remediation_fight::RemediationFight,
     &mesh_security_drift::MeshSecurityDrift,
+    &traffic_share_drift::TrafficShareDrift,
 ];
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
@@ -282,6 +287,8 @@ pub use invariant::{ID as INVARIANT, REVERT_FIELDS_FACT};
 pub use pipeline_broken::ID as PIPELINE_BROKEN;
 /// The id of the class of remediation fights, and the `facts` key naming the other manager.
 pub use remediation_fight::{ID as REMEDIATION_FIGHT, MANAGER_FACT as FIGHT_MANAGER_FACT};
+/// The id of the class of served traffic against the Route's split (`traffic:`).
+pub use traffic_share_drift::ID as TRAFFIC_SHARE_DRIFT;
 
 /// Every class id, in evaluation order: the one list config validation, `check`, the API, the
 /// renderers and the docs take their class ids from.

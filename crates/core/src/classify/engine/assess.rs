@@ -182,6 +182,7 @@ impl Engine {
             drifts: &self.drifts,
             source_blind: self.source_blind(&key.cluster),
             fight: self.fights.get(key).map(String::as_str),
+            traffic: self.traffic.of(after),
             now,
             attributor: std::cell::OnceCell::new(),
         };
@@ -231,6 +232,7 @@ impl Engine {
                 self.clear(&slot, "object deleted", now);
             }
             self.rule_errors.forget_object(key);
+            self.traffic.forget(key);
         }
     }
 }

@@ -6,8 +6,9 @@
 //! objects, `assess.rs` runs the classes, `settle.rs` settles their verdicts into drift
 //! episodes, `recording.rs` journals a round's changes and records drifts, `timers.rs` is the
 //! clock-driven work of [`Engine::tick`], `pipeline_watch.rs` the own event path,
-//! `rule_errors.rs` the invariants that failed to evaluate, and `fleet.rs` the thin calls into
-//! the fleet evaluator (`classify::fleet`), which judges fleet drifts beside the engine.
+//! `rule_errors.rs` the invariants that failed to evaluate, `traffic.rs` the observations of
+//! served traffic, and `fleet.rs` the thin calls into the fleet evaluator (`classify::fleet`),
+//! which judges fleet drifts beside the engine.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ mod recording;
 mod rule_errors;
 mod settle;
 mod timers;
+mod traffic;
 
 pub(super) use rule_errors::RuleFailure;
 
@@ -75,6 +77,8 @@ pub struct Engine {
     /// Objects remediation stopped acting on for a fight, with the other field manager
     /// (`remediation_fight`; set by the service's remediator, see [`Engine::set_fight`]).
     fights: HashMap<ObjectKey, String>,
+    /// The latest observation of served traffic per Route (`traffic.rs`; not journaled).
+    traffic: super::traffic::TrafficBook,
 }
 
 impl Engine {
@@ -99,6 +103,7 @@ impl Engine {
             pipeline_watch: pipeline_watch::PipelineWatch::default(),
             rule_errors: rule_errors::RuleErrors::default(),
             fights: HashMap::new(),
+            traffic: super::traffic::TrafficBook::default(),
         }
     }
 
