@@ -338,6 +338,18 @@ impl Service {
         body["items"].as_array().cloned().unwrap_or_default()
     }
 
+    /// The dashboard's page of a drift.
+    async fn page(&self, id: &str) -> String {
+        self.client
+            .get(format!("http://{}/ui/drifts/{id}", self.server.addr))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// A metric's value (the first series whose line starts with `prefix`), 0 when absent.
     async fn metric(&self, prefix: &str) -> f64 {
         self.reading(prefix).await.unwrap_or(0.0)
@@ -490,6 +502,17 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
 
     let drift = service.firing("web-a").await;
     assert_both_splits(&drift, "web-a");
+    // The drift's page draws both splits: each Revision in the declared and the served bar.
+    let page = service.page(drift["id"].as_str().unwrap()).await;
+    assert!(page.contains("id=\"traffic-split\""), "{page}");
+    for revision in ["web-a-00001", "web-a-00002"] {
+        assert_eq!(
+            page.matches(&format!("data-revision=\"{revision}\""))
+                .count(),
+            2,
+            "{revision} in both bars: {page}"
+        );
+    }
     assert_eq!(
         service
             .reading("drift_sentinel_traffic_prometheus_up{cluster=\"default\"}")
