@@ -36,13 +36,14 @@ fn live(mut object: Value, uid: &str, namespace: &str, created: &str) -> Value {
     metadata.insert("uid".into(), json!(uid));
     metadata.insert("namespace".into(), json!(namespace));
     metadata.insert("creationTimestamp".into(), json!(created));
-    metadata.insert("resourceVersion".into(), json!("1"));
     metadata.insert(
         "managedFields".into(),
         json!([{"manager": "argocd-controller", "operation": "Apply",
                 "apiVersion": api_version, "time": created,
                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]),
     );
+    // The next version of the run's one counter: a delete's version must follow the adds'.
+    bump(&mut object);
     object
 }
 
@@ -175,4 +176,119 @@ fn a_baseline_manifest_is_the_reference_from_the_first_sight() {
     assert!(sim
         .lines()
         .contains(&"resolved mesh_security_drift PeerAuthentication/strict-mtls".to_string()));
+}
+
+#[test]
+fn a_newer_workload_policy_for_workloads_an_older_one_selects_is_not_in_force() {
+    let mut sim = Sim::new();
+    let namespace = live(istio(LEVELS, 1), "pa-ns", "foo", "2026-01-01T00:00:00Z");
+    let older = live(istio(LEVELS, 2), "pa-wl-old", "foo", "2026-01-02T00:00:00Z");
+    // Same selector (app: a) and one more label: it selects a subset of the older one's pods.
+    let mut newer = live(istio(LEVELS, 2), "pa-wl-new", "foo", "2026-01-03T00:00:00Z");
+    newer["metadata"]["name"] = json!("workload-2");
+    newer["spec"]["selector"]["matchLabels"]["tier"] = json!("web");
+    newer["spec"]["mtls"] = json!({"mode": "STRICT"});
+    for object in [&namespace, &older, &newer] {
+        sim.send("add", object);
+    }
+    sim.send("update", &mode_set(&newer, "DISABLE"));
+    check(sim.lines(), &[]);
+    // The older one is what Istio applies: weakening it counts.
+    sim.send("update", &mode_set(&older, "DISABLE"));
+    assert!(sim
+        .lines()
+        .contains(&"firing mesh_security_drift PeerAuthentication/workload".to_string()));
+}
+
+#[test]
+fn a_removed_strict_policy_stays_firing_past_the_tombstones_retention_until_restored() {
+    let mut sim = Sim::new();
+    let mesh = live(
+        istio(LEVELS, 0),
+        "pa-mesh",
+        "istio-system",
+        "2026-01-01T00:00:00Z",
+    );
+    let namespace = live(istio(LEVELS, 1), "pa-ns", "foo", "2026-01-02T00:00:00Z");
+    sim.send("add", &mesh);
+    sim.send("add", &namespace);
+    sim.send("delete", &changed(&namespace, |_| {}));
+    check(
+        sim.lines(),
+        &[
+            "pending mesh_security_drift PeerAuthentication/default-foo",
+            "firing mesh_security_drift PeerAuthentication/default-foo",
+        ],
+    );
+    // Seven hours later (tombstones go after six) mTLS is still weak: still firing.
+    sim.wait(7 * 3600);
+    assert!(
+        !sim.lines()
+            .iter()
+            .any(|line| line.starts_with("resolved mesh_security_drift")),
+        "{:?}",
+        sim.lines()
+    );
+    // The mesh-wide policy made STRICT: the namespace is STRICT again, resolved.
+    let mut strict_mesh = mode_set(&mesh, "STRICT");
+    strict_mesh["metadata"]["uid"] = json!("pa-mesh");
+    sim.send("update", &strict_mesh);
+    assert!(sim
+        .lines()
+        .contains(&"resolved mesh_security_drift PeerAuthentication/default-foo".to_string()));
+}
+
+/// A Namespace as the API server returns it, labelled `labels`.
+fn namespace(labels: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace",
+           "metadata": {"name": "myapp", "uid": "ns-myapp", "resourceVersion": "1",
+                        "creationTimestamp": "2026-01-01T00:00:00Z", "labels": labels,
+                        "managedFields": [{"manager": "kubectl-create", "operation": "Update",
+                                           "apiVersion": "v1", "time": "2026-01-01T00:00:00Z",
+                                           "fieldsType": "FieldsV1",
+                                           "fieldsV1": {"f:metadata": {"f:labels": {}}}}]},
+           "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+}
+
+#[test]
+fn injection_turned_on_is_info_a_new_revision_a_warning_and_only_a_loss_is_critical() {
+    let mut sim = Sim::new();
+    // The webapp's Service makes `myapp` a namespace where Knative runs.
+    sim.send("add", &service());
+    let unlabelled = namespace(json!({}));
+    sim.send("add", &unlabelled);
+    let enabled = changed(&unlabelled, |o| {
+        o["metadata"]["labels"] = json!({"istio-injection": "enabled"})
+    });
+    sim.send("update", &enabled);
+    assert_eq!(
+        sim.last("mesh_security_drift").drift.severity,
+        drift_model::Severity::Info
+    );
+    assert_summary(
+        &sim,
+        "mesh_security_drift",
+        "no injection label → istio-injection=enabled",
+        "new pods of its Revisions get a sidecar now",
+    );
+    // Back to the first sight: resolved; then a revision label replaces the default injector.
+    sim.send(
+        "update",
+        &changed(&enabled, |o| o["metadata"]["labels"] = json!({})),
+    );
+    let revision = changed(&unlabelled, |o| {
+        o["metadata"]["labels"] = json!({"istio.io/rev": "1-22"})
+    });
+    sim.send("update", &revision);
+    sim.send(
+        "update",
+        &changed(&revision, |o| {
+            o["metadata"]["labels"] = json!({"istio.io/rev": "1-23"})
+        }),
+    );
+    // Against the first sight (unlabelled), a revision label is still a gain: info.
+    assert_eq!(
+        sim.last("mesh_security_drift").drift.severity,
+        drift_model::Severity::Info
+    );
 }

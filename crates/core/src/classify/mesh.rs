@@ -271,6 +271,37 @@ pub(crate) fn in_force(graph: &Graph, policy: &ObjectState) -> bool {
         .is_none_or(|winner| winner.uid == policy.uid)
 }
 
+/// True when an older live workload policy in `policy`'s namespace selects every workload
+/// `policy` selects (its `matchLabels` are a subset of `policy`'s): Istio applies the oldest
+/// policy that selects a workload, so `policy` is in force nowhere.
+pub(crate) fn workload_overruled(graph: &Graph, policy: &ObjectState, spec: &Value) -> bool {
+    let Some(labels) = spec
+        .pointer("/selector/matchLabels")
+        .and_then(Value::as_object)
+    else {
+        return false;
+    };
+    graph.iter().any(|other| {
+        other.cluster == policy.cluster
+            && other.namespace == policy.namespace
+            && other.uid != policy.uid
+            && !other.deleted
+            && other.is_kind(ISTIO_SECURITY, "PeerAuthentication")
+            && (&other.creation_timestamp, &other.name) < (&policy.creation_timestamp, &policy.name)
+            && other
+                .spec
+                .value()
+                .pointer("/selector/matchLabels")
+                .and_then(Value::as_object)
+                .is_some_and(|theirs| {
+                    !theirs.is_empty()
+                        && theirs
+                            .iter()
+                            .all(|(key, value)| labels.get(key) == Some(value))
+                })
+    })
+}
+
 /// True when a removed mesh or namespace `policy` was the one in force at its scope: no live
 /// policy without a selector there is older.
 pub(crate) fn was_in_force(graph: &Graph, policy: &ObjectState) -> bool {
@@ -320,14 +351,40 @@ pub(crate) enum NamespaceInjection {
 impl NamespaceInjection {
     /// A namespace's setting.
     pub(crate) fn of(namespace: &ObjectState) -> NamespaceInjection {
-        match namespace.label("istio-injection") {
+        NamespaceInjection::of_labels(|key| namespace.label(key).map(str::to_string))
+    }
+
+    /// [`NamespaceInjection::text`] read back.
+    pub(crate) fn parse_text(text: &str) -> NamespaceInjection {
+        if text == "istio-injection=enabled" {
+            NamespaceInjection::Enabled
+        } else if let Some(revision) = text.strip_prefix("istio.io/rev=") {
+            NamespaceInjection::Revision(revision.to_string())
+        } else if let Some(value) = text.strip_prefix("istio-injection=") {
+            NamespaceInjection::Disabled(value.to_string())
+        } else {
+            NamespaceInjection::Unlabelled
+        }
+    }
+
+    /// The setting a namespace manifest's labels make.
+    pub(crate) fn of_labels(label: impl Fn(&str) -> Option<String>) -> NamespaceInjection {
+        match label("istio-injection").as_deref() {
             Some("enabled") => NamespaceInjection::Enabled,
             Some(other) => NamespaceInjection::Disabled(other.to_string()),
-            None => match namespace.label("istio.io/rev") {
-                Some(revision) => NamespaceInjection::Revision(revision.to_string()),
+            None => match label("istio.io/rev") {
+                Some(revision) => NamespaceInjection::Revision(revision),
                 None => NamespaceInjection::Unlabelled,
             },
         }
+    }
+
+    /// True when the namespace's pods get a sidecar from its labels alone.
+    pub(crate) fn injects(&self) -> bool {
+        matches!(
+            self,
+            NamespaceInjection::Enabled | NamespaceInjection::Revision(_)
+        )
     }
 
     /// How it reads in a finding, and is kept in its facts.
@@ -341,32 +398,95 @@ impl NamespaceInjection {
     }
 }
 
-/// What a Revision template says about its pods' sidecar: the label `sidecar.istio.io/inject`,
-/// else the deprecated annotation of the same name, when `true` or `false`; else nothing (the
-/// namespace's policy decides).
-pub(crate) fn template_injection(spec: &Value) -> Option<(bool, &'static str)> {
-    let read = |map: &str| -> Option<bool> {
-        match spec
-            .pointer(&format!(
-                "/template/metadata/{map}/sidecar.istio.io~1inject"
-            ))?
-            .as_str()?
-        {
-            "true" => Some(true),
-            "false" => Some(false),
-            _ => None,
-        }
-    };
-    read("labels")
-        .map(|inject| (inject, "label"))
-        .or_else(|| read("annotations").map(|inject| (inject, "annotation")))
+/// What a Revision template says about its pods' sidecar (Istio's `injectRequired`): the label
+/// `sidecar.istio.io/inject` when present (a value other than `true`/`false` means the
+/// namespace's policy decides: the annotation is not read then), else the deprecated annotation
+/// of the same name; and the pod label `istio.io/rev`, which opts a pod into a revision's
+/// injector in a namespace without injection labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TemplateInjection {
+    /// `Some(inject)` when the label or the annotation says `true` or `false`.
+    pub(crate) inject: Option<bool>,
+    /// Which said it: `label` or `annotation`.
+    pub(crate) via: &'static str,
+    /// The template's `istio.io/rev` label.
+    pub(crate) revision: Option<String>,
 }
 
-/// [`template_injection`] as a finding says it and its facts keep it.
-pub(crate) fn template_text(setting: Option<(bool, &'static str)>) -> String {
-    match setting {
-        Some((inject, via)) => format!("sidecar.istio.io/inject={inject} ({via})"),
-        None => "namespace default".to_string(),
+impl TemplateInjection {
+    /// A Service's or Configuration's spec's template setting.
+    pub(crate) fn of(spec: &Value) -> TemplateInjection {
+        let read = |map: &str, key: &str| -> Option<String> {
+            spec.pointer(&format!("/template/metadata/{map}/{key}"))?
+                .as_str()
+                .map(str::to_string)
+        };
+        let decide = |value: Option<String>| match value.as_deref() {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
+        };
+        let label = read("labels", "sidecar.istio.io~1inject");
+        let (inject, via) = if label.is_some() {
+            (decide(label), "label")
+        } else {
+            (
+                decide(read("annotations", "sidecar.istio.io~1inject")),
+                "annotation",
+            )
+        };
+        TemplateInjection {
+            inject,
+            // Which said it matters only when one did.
+            via: if inject.is_some() { via } else { "label" },
+            revision: read("labels", "istio.io~1rev"),
+        }
+    }
+
+    /// How a finding says it and its facts keep it.
+    pub(crate) fn text(&self) -> String {
+        let mut text = match self.inject {
+            Some(inject) => format!("sidecar.istio.io/inject={inject} ({})", self.via),
+            None => "namespace default".to_string(),
+        };
+        if let Some(revision) = &self.revision {
+            text.push_str(&format!(", istio.io/rev={revision}"));
+        }
+        text
+    }
+
+    /// [`TemplateInjection::text`] read back (a drift's facts keep the reference as text).
+    pub(crate) fn parse_text(text: &str) -> TemplateInjection {
+        let (setting, revision) = match text.split_once(", istio.io/rev=") {
+            Some((setting, revision)) => (setting, Some(revision.to_string())),
+            None => (text, None),
+        };
+        let (inject, via) = match setting.strip_prefix("sidecar.istio.io/inject=") {
+            Some(rest) => (
+                Some(rest.starts_with("true")),
+                if rest.ends_with("(annotation)") {
+                    "annotation"
+                } else {
+                    "label"
+                },
+            ),
+            None => (None, "label"),
+        };
+        TemplateInjection {
+            inject,
+            via,
+            revision,
+        }
+    }
+
+    /// True when the template keeps its pods out of the mesh, or no longer opts them in where
+    /// `reference` did: the change takes a sidecar away.
+    pub(crate) fn loses_sidecar(&self, reference: &TemplateInjection) -> bool {
+        let opted_in = |setting: &TemplateInjection| {
+            setting.inject == Some(true) || setting.revision.is_some()
+        };
+        (self.inject == Some(false) && reference.inject != Some(false))
+            || (opted_in(reference) && !opted_in(self) && self.inject != Some(true))
     }
 }
 
@@ -451,6 +571,57 @@ mod tests {
             "sends hello-00001 90%, hello-00002 10%; hello-00002 100%"
         );
         assert_eq!(served_split(&json!({})), "no routes");
+    }
+
+    #[test]
+    fn a_template_label_wins_over_the_annotation_whatever_its_value() {
+        let spec = |labels: Value, annotations: Value| json!({"template": {"metadata": {"labels": labels, "annotations": annotations}}});
+        let off = json!({"sidecar.istio.io/inject": "false"});
+        let on = json!({"sidecar.istio.io/inject": "true"});
+        let invalid = json!({"sidecar.istio.io/inject": "nope"});
+        // An invalid label leaves it to the namespace: the annotation is not read.
+        assert_eq!(
+            TemplateInjection::of(&spec(invalid, off.clone())).text(),
+            "namespace default"
+        );
+        assert_eq!(
+            TemplateInjection::of(&spec(json!({}), off.clone())).text(),
+            "sidecar.istio.io/inject=false (annotation)"
+        );
+        assert_eq!(
+            TemplateInjection::of(&spec(on, off.clone())).text(),
+            "sidecar.istio.io/inject=true (label)"
+        );
+        let revision = TemplateInjection::of(&spec(json!({"istio.io/rev": "canary"}), json!({})));
+        assert_eq!(revision.text(), "namespace default, istio.io/rev=canary");
+        let plain = TemplateInjection::of(&spec(json!({}), json!({})));
+        for setting in [&revision, &plain] {
+            assert_eq!(&TemplateInjection::parse_text(&setting.text()), setting);
+        }
+        let by_annotation = TemplateInjection::of(&spec(json!({}), off.clone()));
+        assert_eq!(
+            TemplateInjection::parse_text(&by_annotation.text()),
+            by_annotation
+        );
+        // Dropping the revision label takes the sidecar away in an unlabelled namespace; adding
+        // it, or an opt-out turned back into the default, does not.
+        assert!(plain.loses_sidecar(&revision));
+        assert!(!revision.loses_sidecar(&plain));
+        let opted_out = TemplateInjection::of(&spec(off, json!({})));
+        assert!(opted_out.loses_sidecar(&plain));
+        assert!(!plain.loses_sidecar(&opted_out));
+    }
+
+    #[test]
+    fn namespace_injection_text_reads_back() {
+        for setting in [
+            NamespaceInjection::Enabled,
+            NamespaceInjection::Revision("1-22".into()),
+            NamespaceInjection::Disabled("disabled".into()),
+            NamespaceInjection::Unlabelled,
+        ] {
+            assert_eq!(NamespaceInjection::parse_text(&setting.text()), setting);
+        }
     }
 
     #[test]

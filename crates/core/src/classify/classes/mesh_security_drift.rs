@@ -17,8 +17,8 @@ use serde_json::Value;
 use super::*;
 use crate::classify::evidence::hint::{namespace_flag, shell_quote};
 use crate::classify::mesh::{
-    self, effect_now, in_force, template_injection, template_text, Effect, Level,
-    NamespaceInjection, ISTIO_SECURITY,
+    self, effect_now, in_force, Effect, Level, NamespaceInjection, TemplateInjection,
+    ISTIO_SECURITY,
 };
 use crate::manifest::ManifestKey;
 
@@ -110,8 +110,13 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
         }
         return verdicts;
     }
-    // Mesh and namespace policies that lost their scope to an older one change nothing.
-    if !policy.deleted && level != Level::Workload && !in_force(context.graph, policy) {
+    // Policies that lost their scope (mesh, namespace) or their workloads to an older one
+    // change nothing.
+    let overruled = match level {
+        Level::Workload => mesh::workload_overruled(context.graph, policy, &spec),
+        _ => !in_force(context.graph, policy),
+    };
+    if !policy.deleted && overruled {
         if context.open_drift(&policy.key(), ID).is_some() {
             verdicts.push(Assessment::clear(
                 policy,
@@ -297,17 +302,15 @@ fn namespace(context: &Context<'_>) -> Vec<Assessment> {
     let now = NamespaceInjection::of(object);
     let reference = if let Some(desired) = baseline(context, object) {
         let labels = desired.pointer("/metadata/labels");
-        let label = |key: &str| {
-            labels
-                .and_then(|labels| labels.get(key))
-                .and_then(Value::as_str)
-        };
-        Some(match (label("istio-injection"), label("istio.io/rev")) {
-            (Some("enabled"), _) => NamespaceInjection::Enabled.text(),
-            (Some(other), _) => NamespaceInjection::Disabled(other.to_string()).text(),
-            (None, Some(revision)) => NamespaceInjection::Revision(revision.to_string()).text(),
-            (None, None) => NamespaceInjection::Unlabelled.text(),
-        })
+        Some(
+            NamespaceInjection::of_labels(|key| {
+                labels
+                    .and_then(|labels| labels.get(key))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .text(),
+        )
     } else if let Some(text) = open {
         Some(text.to_string())
     } else {
@@ -340,16 +343,25 @@ fn namespace(context: &Context<'_>) -> Vec<Assessment> {
             None => Vec::new(),
         };
     }
+    let was = NamespaceInjection::parse_text(&reference);
+    let (effect, severity) = match (was.injects(), now.injects()) {
+        (true, false) => (
+            "may start without a sidecar (no mTLS, outside the mesh's policies)",
+            Severity::Critical,
+        ),
+        (false, true) => ("get a sidecar now", Severity::Info),
+        (true, true) => (
+            "get their sidecar from another injector than before",
+            Severity::Warning,
+        ),
+        (false, false) => ("still get no sidecar from the namespace", Severity::Info),
+    };
     let mut found = evidence(format!(
-        "sidecar injection of Knative namespace {} changed: {reference} → {}; new pods of its Revisions {}",
+        "sidecar injection of Knative namespace {} changed: {reference} → {}; new pods of its Revisions {effect}",
         object.name,
         now.text(),
-        match now {
-            NamespaceInjection::Enabled | NamespaceInjection::Revision(_) =>
-                "get a sidecar from another injector than before",
-            _ => "may start without a sidecar (no mTLS, outside the mesh's policies)",
-        }
     ));
+    found.severity = Some(severity);
     found.facts.insert(REFERENCE.into(), reference.clone());
     found.facts.insert(CURRENT.into(), now.text());
     let paths = [
@@ -412,22 +424,21 @@ fn template(context: &Context<'_>) -> Vec<Assessment> {
         return Vec::new();
     }
     let spec = context.after_spec();
-    let now = template_text(template_injection(&spec));
+    let now = TemplateInjection::of(&spec);
     let reference = if let Some(desired) = desired {
-        Some(template_text(template_injection(
-            desired.get("spec").unwrap_or(&Value::Null),
-        )))
+        Some(TemplateInjection::of(desired.get("spec").unwrap_or(&Value::Null)).text())
     } else if let Some(text) = open {
         Some(text.to_string())
     } else {
         context
             .before
-            .map(|before| template_text(template_injection(&before.spec.value())))
+            .map(|before| TemplateInjection::of(&before.spec.value()).text())
     };
     let Some(reference) = reference else {
         return Vec::new();
     };
-    if now == reference {
+    let now_text = now.text();
+    if now_text == reference {
         return match open {
             Some(_) => vec![Assessment::clear(
                 object,
@@ -436,20 +447,32 @@ fn template(context: &Context<'_>) -> Vec<Assessment> {
             None => Vec::new(),
         };
     }
+    let was = TemplateInjection::parse_text(&reference);
+    let loses = now.loses_sidecar(&was);
     let mut found = evidence(format!(
-        "the Revision template of {} changed its sidecar injection: {reference} → {now}; its next Revision's pods {}",
+        "the Revision template of {} changed its sidecar injection: {reference} → {now_text}; its next Revision's pods {}",
         object.reference(),
-        if now.contains("=false") {
+        if loses {
             "start without a sidecar (no mTLS, outside the mesh's policies)"
         } else {
             "follow another injection setting than before"
         }
     ));
+    found.severity = Some(if loses {
+        Severity::Critical
+    } else if was.loses_sidecar(&now) {
+        // The reverse: the change gives pods a sidecar they did not have.
+        Severity::Info
+    } else {
+        Severity::Warning
+    });
+    let (reference, now) = (reference, now_text);
     found.facts.insert(REFERENCE.into(), reference);
     found.facts.insert(CURRENT.into(), now);
     let paths = [
         "/spec/template/metadata/labels/sidecar.istio.io~1inject",
         "/spec/template/metadata/annotations/sidecar.istio.io~1inject",
+        "/spec/template/metadata/labels/istio.io~1rev",
     ];
     found.actor = paths.iter().find_map(|path| context.attribute(path));
     found.hint = Some(format!(

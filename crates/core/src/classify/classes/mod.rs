@@ -392,6 +392,13 @@ pub(crate) const fn secs(seconds: u64) -> Duration {
     Duration::from_secs(seconds)
 }
 
+/// Classes whose drift about a deleted object holds beyond the tombstone's retention: a
+/// removed STRICT PeerAuthentication leaves mTLS weak until something restores it, so its
+/// tombstone is kept (one per such drift) until the drift resolves.
+pub(crate) fn keeps_tombstone(class: &str) -> bool {
+    class == mesh_security_drift::ID
+}
+
 /// Classes whose drift stays open after its object is deleted (they are about the deletion), and
 /// `fleet_divergence`, whose drift is about a group and no tracked object (one under its key,
 /// `fleet:<group>`, could only come from a forged event).

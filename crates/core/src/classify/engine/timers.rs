@@ -36,6 +36,15 @@ impl Engine {
         let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
         let mut forgot_any = false;
         for key in expired {
+            // A drift that outlives the deletion it is about keeps its tombstone (its verdict is
+            // judged against it) until it resolves.
+            if self.drifts.keys().any(|slot| {
+                slot.cluster == key.cluster
+                    && slot.uid == key.uid
+                    && classes::keeps_tombstone(&slot.class)
+            }) {
+                continue;
+            }
             // Drifts about a deletion end when the deleted object is forgotten: a Service
             // deleted on purpose must not fire (and remind) forever.
             // A part of the own event path that is gone stays broken until it is created again
