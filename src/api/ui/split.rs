@@ -20,6 +20,9 @@ const BAR_LEFT: f64 = 90.0;
 const BAR_WIDTH: f64 = 500.0;
 const BAR_HEIGHT: f64 = 26.0;
 
+/// Which of a share's percents a bar draws.
+type Percent = fn(&Share) -> f64;
+
 /// One Revision's share, read leniently: a missing or non-numeric member draws as 0 (the fact
 /// comes from the cluster's metrics and the store; it never fails a page).
 struct Share {
@@ -69,7 +72,7 @@ pub(super) fn split_bars(evidence: &drift_model::Evidence) -> String {
         "<svg viewBox=\"0 0 600 {height}\" role=\"img\" aria-label=\"Declared and served traffic per Revision\">",
         height = 2.0 * BAR_HEIGHT + 30.0
     );
-    let rows: [(&str, fn(&Share) -> f64); 2] = [
+    let rows: [(&str, Percent); 2] = [
         ("Declared", |share| share.declared),
         ("Served", |share| share.observed),
     ];
