@@ -199,6 +199,8 @@ impl Cluster {
 pub struct Resource {
     api: ApiResource,
     selector: Selector,
+    /// Listed by resync only (see [`ResourceConfig::resync_only`]).
+    resync_only: bool,
 }
 
 impl Resource {
@@ -216,7 +218,14 @@ impl Resource {
         Ok(Resource {
             api,
             selector: selector(config)?,
+            resync_only: config.resync_only,
         })
+    }
+
+    /// True when the source does not watch this kind: what resync finds of it is no sign of
+    /// missed events.
+    pub fn resync_only(&self) -> bool {
+        self.resync_only
     }
 
     /// `apiVersion kind`, for messages.
@@ -526,6 +535,7 @@ mod tests {
                 }],
                 ..LabelSelectorConfig::default()
             },
+            resync_only: false,
         };
         let error = Resource::new(&config).unwrap_err();
         assert_eq!(error.kind(), "selector");

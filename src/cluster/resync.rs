@@ -203,7 +203,7 @@ impl Resync {
         for resource in &self.settings.resources {
             let listed_before = report.listed;
             if let Some(sweep) = self.resync_resource(resource, &mut report).await? {
-                sweeps.push(sweep);
+                sweeps.push((sweep, resource.resync_only()));
             }
             self.control
                 .resource_done(report.listed.saturating_sub(listed_before));
@@ -211,8 +211,12 @@ impl Resync {
         // Deletions only from a pass in which every kind listed completely: a child whose
         // owner's list failed would look deleted while its owner still exists.
         if report.complete() {
-            for sweep in sweeps {
-                let outcome = self.submit(ResyncWork::Sweep(sweep)).await?;
+            for (sweep, resync_only) in sweeps {
+                let mut outcome = self.submit(ResyncWork::Sweep(sweep)).await?;
+                if resync_only {
+                    // No event could have told of it: not a sign the source is blind.
+                    outcome.deleted = 0;
+                }
                 merge(&mut report, outcome);
             }
         } else if !sweeps.is_empty() {
@@ -329,13 +333,17 @@ impl Resync {
             while !events.is_empty() {
                 let rest = events.split_off(events.len().min(MAX_EVENTS_PER_ROUND));
                 let chunk = std::mem::replace(&mut events, rest);
-                let outcome = self
+                let mut outcome = self
                     .submit(ResyncWork::Listed {
                         events: chunk,
                         list_version: list_version.clone(),
                         listed_at,
                     })
                     .await?;
+                if resource.resync_only() {
+                    // Changes of a kind the source does not watch are resync's to find.
+                    outcome.missed = 0;
+                }
                 merge(report, outcome);
             }
         }

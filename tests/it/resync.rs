@@ -50,6 +50,7 @@ fn resource(api_version: &str, kind: &str, selector: LabelSelectorConfig) -> Res
         kind: kind.into(),
         plural: None,
         selector,
+        resync_only: false,
     })
     .unwrap()
 }
@@ -314,6 +315,44 @@ async fn an_expired_continue_token_restarts_the_list_and_forgets_the_abandoned_p
     assert!(stored
         .iter()
         .any(|object| object.name == "ccc" && !object.deleted));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_resync_finds_of_a_kind_the_source_does_not_watch_is_no_missed_change() {
+    // The paged list above, of a kind marked resync-only (as Istio's Gateway must be): the
+    // objects are applied and their drifts found, but no event could have told of them.
+    let ready = ready_services();
+    let script = vec![Expect::get(
+        SERVICES,
+        &[("limit", "500")],
+        list(
+            "Service",
+            "90000",
+            None,
+            &[ready[0].clone(), failed_service()],
+        ),
+    )];
+    let resync_only = Resource::new(&ResourceConfig {
+        api_version: "serving.knative.dev/v1".into(),
+        kind: "Service".into(),
+        plural: None,
+        selector: LabelSelectorConfig::default(),
+        resync_only: true,
+    })
+    .unwrap();
+    let harness = Harness::new(script, vec![resync_only], 500).await;
+    let report = harness.resync.run_once().await.unwrap();
+    harness.fake.verify();
+    assert_eq!((report.listed, report.missed, report.deleted), (2, 0, 0));
+    assert!(
+        report.drifts_found.iter().any(|class| class == "not_ready"),
+        "{:?}",
+        report.drifts_found
+    );
+    assert_eq!(
+        harness.metric("drift_sentinel_resync_missed_changes_total"),
+        0.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -130,6 +130,11 @@ pub struct ResourceConfig {
     /// A label selector (`matchLabels`, `matchExpressions`), as in the ApiServerSource.
     #[serde(default)]
     pub selector: LabelSelectorConfig,
+    /// True for a kind the ApiServerSource does not watch (Istio's Gateway: the source guesses
+    /// its resource as `gatewaies`), so only resync sees it: its changes and deletions are
+    /// applied but not counted as ones the events missed, which would call the source blind.
+    #[serde(default)]
+    pub resync_only: bool,
 }
 
 /// A Kubernetes label selector.
@@ -168,6 +173,7 @@ pub fn default_resync_resources() -> Vec<ResourceConfig> {
         kind: kind.to_string(),
         plural: None,
         selector: LabelSelectorConfig::default(),
+        resync_only: false,
     };
     let requirement = |key: &str, operator: &str, values: &[&str]| SelectorRequirementConfig {
         key: key.to_string(),
