@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 mod assess;
 mod fleet;
+mod judge_again;
 mod objects;
 mod pipeline_watch;
 mod recording;
@@ -75,6 +76,8 @@ pub struct Engine {
     /// Objects remediation stopped acting on for a fight, with the other field manager
     /// (`remediation_fight`; set by the service's remediator, see [`Engine::set_fight`]).
     fights: HashMap<ObjectKey, String>,
+    /// When classes that judge by the clock judge an object again with no event.
+    agenda: judge_again::Agenda,
 }
 
 impl Engine {
@@ -99,6 +102,7 @@ impl Engine {
             pipeline_watch: pipeline_watch::PipelineWatch::default(),
             rule_errors: rule_errors::RuleErrors::default(),
             fights: HashMap::new(),
+            agenda: judge_again::Agenda::default(),
         }
     }
 
