@@ -36,7 +36,10 @@ fn cert_manager(not_after: &str) -> Value {
     );
     status["notAfter"] = json!(not_after);
     object["status"] = status;
-    object["metadata"]["uid"] = json!("5b0c6a57-cm00-4e8e-9d2a-7c2d3f0e1a01");
+    // What the API server adds (the conditions' observedGeneration is 5).
+    object["metadata"]["uid"] = json!("5b0c6a57-0c00-4e8e-9d2a-7c2d3f0e1a01");
+    object["metadata"]["generation"] = json!(5);
+    object["metadata"]["creationTimestamp"] = json!("2025-05-04T13:50:00Z");
     changed(&object, |_| {})
 }
 
@@ -44,7 +47,7 @@ fn cert_manager(not_after: &str) -> Value {
 /// namespace, controller-owned by the Knative Certificate.
 fn child_of(kcert: &Value, not_after: &str) -> Value {
     changed(&cert_manager(not_after), |c| {
-        c["metadata"]["uid"] = json!("5b0c6a57-cm01-4e8e-9d2a-7c2d3f0e1a02");
+        c["metadata"]["uid"] = json!("5b0c6a57-0c01-4e8e-9d2a-7c2d3f0e1a02");
         c["metadata"]["name"] = kcert["metadata"]["name"].clone();
         c["metadata"]["namespace"] = kcert["metadata"]["namespace"].clone();
         c["metadata"]["ownerReferences"] = json!([{
@@ -89,7 +92,7 @@ fn a_certificate_warns_then_turns_critical_with_no_event_and_resolves_when_renew
     assert_summary(
         &sim,
         "certificate_expiring",
-        "Knative Certificate Certificate/myapp/route-6a3f0955-7515-421d-9d01-0a595b510839 expires at 2024-01-07T20:36:49.000Z",
+        "Knative Certificate myapp/route-6a3f0955-7515-421d-9d01-0a595b510839 expires at 2024-01-07T20:36:49.000Z",
         "(in 10d)",
     );
     let facts = &fired.drift.evidence.facts;
@@ -120,7 +123,9 @@ fn a_certificate_warns_then_turns_critical_with_no_event_and_resolves_when_renew
     assert_eq!(sim.rows.last().unwrap().severity, Severity::Critical);
 
     // Renewed: cert-manager issued a new 90-day certificate and Knative copied its notAfter.
-    let renewed = changed(&cert, |c| c["status"]["notAfter"] = json!("2024-04-04T20:36:49Z"));
+    let renewed = changed(&cert, |c| {
+        c["status"]["notAfter"] = json!("2024-04-04T20:36:49Z")
+    });
     sim.send("update", &renewed);
     let resolved = sim.last("certificate_expiring");
     assert_eq!(resolved.drift.state, DriftState::Resolved);
@@ -159,11 +164,15 @@ fn a_certificate_with_no_not_after_is_quiet_and_keeps_no_time() {
         "../certificates/knative-serving__config-core-300-knativecertificate__Certificate-routing-serving-certs.yaml",
     );
     shipped["metadata"]["uid"] = json!("0e5b5c1e-7a43-4a44-b3c5-1d6a8f1e2b3c");
+    shipped["metadata"]["generation"] = json!(1);
+    shipped["metadata"]["creationTimestamp"] = json!("2024-01-25T00:00:00Z");
     sim.send("add", &changed(&shipped, |_| {}));
     sim.wait(400 * DAY);
     // (The first one is not ready, which is `not_ready`'s business.)
     assert!(
-        !sim.lines().iter().any(|line| line.contains("certificate_expiring")),
+        !sim.lines()
+            .iter()
+            .any(|line| line.contains("certificate_expiring")),
         "{:?}",
         sim.lines()
     );
@@ -210,7 +219,10 @@ fn a_resync_pass_judges_an_unchanged_certificate_again() {
     // 2 days 2 hours 20 minutes left: critical at once.
     let cm = cert_manager("2023-10-12T00:00:00Z");
     sim.send("add", &cm);
-    assert_eq!(sim.open(), vec!["certificate_expiring firing Certificate/example-com"]);
+    assert_eq!(
+        sim.open(),
+        vec!["certificate_expiring firing Certificate/example-com"]
+    );
     let time_left = |sim: &Sim| {
         let drift = sim.engine().open_drifts().next().unwrap();
         drift.evidence.facts["timeLeft"].clone()
@@ -241,7 +253,10 @@ fn a_knative_certificate_and_its_cert_manager_child_are_one_alert() {
     );
     let fired = sim.last("certificate_expiring");
     assert_eq!(fired.drift.kind, "Certificate");
-    assert_eq!(fired.drift.api_version, "networking.internal.knative.dev/v1alpha1");
+    assert_eq!(
+        fired.drift.api_version,
+        "networking.internal.knative.dev/v1alpha1"
+    );
     assert!(
         fired.drift.evidence.summary.ends_with(
             "as its cert-manager Certificate route-6a3f0955-7515-421d-9d01-0a595b510839 says"
@@ -264,7 +279,10 @@ fn a_knative_certificate_and_its_cert_manager_child_are_one_alert() {
     assert!(sim.open().is_empty(), "{:?}", sim.lines());
     // A cert-manager Certificate of its own (no Knative owner) is judged on itself.
     sim.send("add", &cert_manager("2023-10-12T21:40:00Z"));
-    assert_eq!(sim.open(), vec!["certificate_expiring firing Certificate/example-com"]);
+    assert_eq!(
+        sim.open(),
+        vec!["certificate_expiring firing Certificate/example-com"]
+    );
 }
 
 #[test]
@@ -283,7 +301,11 @@ fn a_rolled_back_round_puts_the_time_back() {
     sim.send("add", &kcert());
     let days_to_warning = (not_after_millis() - 14 * DAY * 1000 - T0) / 1000 + 1;
     let changes = sim.wait_and_fail_commit(days_to_warning);
-    assert_eq!(changes.transitions.len(), 2, "opened and fired, then rolled back");
+    assert_eq!(
+        changes.transitions.len(),
+        2,
+        "opened and fired, then rolled back"
+    );
     assert_eq!(sim.engine().judge_again_count(), 1);
     assert!(sim.open().is_empty());
     // The next round finds it again.

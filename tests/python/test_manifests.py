@@ -433,6 +433,7 @@ OPT_IN = {
     ("eventing.knative.dev", "eventpolicies"),
     ("operator.knative.dev", "knativeservings"),
     ("operator.knative.dev", "knativeeventings"),
+    ("cert-manager.io", "certificates"),
 }
 
 # Lines of an opt-in entry: a commented-out `- apiVersion:`/`kind:` (source) or

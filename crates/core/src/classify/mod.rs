@@ -46,8 +46,8 @@ mod spec;
 use drift_model::{Drift, Millis, ObjectKey, Transition};
 pub use engine::{Engine, ListContext};
 pub use graph::Graph;
-pub use rules::Rules;
 pub use rules::Certificates;
+pub use rules::Rules;
 pub use state::ObjectState;
 
 /// What applying one event did.

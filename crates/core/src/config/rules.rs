@@ -66,7 +66,10 @@ pub struct RulesConfig {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CertificatesConfig {
     /// Within this of `notAfter`: a warning (default `14d`).
-    #[serde(default = "default_warn_before", deserialize_with = "super::de_duration")]
+    #[serde(
+        default = "default_warn_before",
+        deserialize_with = "super::de_duration"
+    )]
     pub warn_before: Duration,
     /// Within this of `notAfter`: critical (default `3d`; less than `warnBefore`).
     #[serde(

@@ -71,7 +71,12 @@ fn cert_manager_child<'a>(graph: &'a Graph, knative: &ObjectState) -> Option<&'a
 impl CertificateExpiring {
     /// The verdict on `subject`, read from `source`'s status (the subject itself, or the
     /// cert-manager child that reports through it).
-    fn judge(&self, context: &Context<'_>, subject: &ObjectState, source: &ObjectState) -> Assessment {
+    fn judge(
+        &self,
+        context: &Context<'_>,
+        subject: &ObjectState,
+        source: &ObjectState,
+    ) -> Assessment {
         if subject.is_going_away() {
             return Assessment::clear(subject, "the certificate is being deleted")
                 .judged_again(JudgeAgain::Never);
@@ -113,7 +118,11 @@ impl CertificateExpiring {
             (Severity::Critical, JudgeAgain::Never)
         };
         let when = if left > 0 {
-            format!("expires at {} (in {})", format_time(not_after), format_span(left))
+            format!(
+                "expires at {} (in {})",
+                format_time(not_after),
+                format_span(left)
+            )
         } else {
             format!(
                 "expired at {} ({} ago)",
@@ -121,13 +130,17 @@ impl CertificateExpiring {
                 format_span(left)
             )
         };
+        let named = format!(
+            "{} {}/{}",
+            kind_name(subject),
+            subject.namespace,
+            subject.name
+        );
         let mut found = evidence(if source.uid == subject.uid {
-            format!("{} {} {when}", kind_name(subject), subject.reference())
+            format!("{named} {when}")
         } else {
             format!(
-                "{} {} {when}, as its cert-manager Certificate {} says",
-                kind_name(subject),
-                subject.reference(),
+                "{named} {when}, as its cert-manager Certificate {} says",
                 source.name
             )
         });
@@ -136,7 +149,10 @@ impl CertificateExpiring {
         facts.insert("notAfter".into(), format_time(not_after));
         facts.insert("timeLeft".into(), format_span(left));
         facts.insert("expired".into(), (left <= 0).to_string());
-        facts.insert("warnBefore".into(), format_span(millis(windows.warn_before)));
+        facts.insert(
+            "warnBefore".into(),
+            format_span(millis(windows.warn_before)),
+        );
         facts.insert(
             "criticalBefore".into(),
             format_span(millis(windows.critical_before)),
@@ -145,19 +161,28 @@ impl CertificateExpiring {
             facts.insert("certManagerCertificate".into(), source.reference());
         }
         let mut why = Vec::new();
-        if let Some(attempts) = status.get("failedIssuanceAttempts").and_then(serde_json::Value::as_i64) {
+        if let Some(attempts) = status
+            .get("failedIssuanceAttempts")
+            .and_then(serde_json::Value::as_i64)
+        {
             facts.insert("failedIssuanceAttempts".into(), attempts.to_string());
             why.push(format!(
                 "{attempts} failed issuance attempts (cert-manager backs off 1h·2^(n-1) between them)"
             ));
         }
-        if let Some(failed) = status.get("lastFailureTime").and_then(serde_json::Value::as_str) {
+        if let Some(failed) = status
+            .get("lastFailureTime")
+            .and_then(serde_json::Value::as_str)
+        {
             facts.insert("lastFailureTime".into(), failed.to_string());
             why.push(format!("last failure at {failed}"));
         }
         for condition in source.conditions() {
             // `Ready` is recorded, not trusted: it can say "has not expired" past `notAfter`.
-            if matches!(condition.condition_type.as_str(), "Issuing" | "Ready" | "Renewing") {
+            if matches!(
+                condition.condition_type.as_str(),
+                "Issuing" | "Ready" | "Renewing"
+            ) {
                 facts.insert(
                     format!("condition.{}", condition.condition_type),
                     condition.describe(),
@@ -196,7 +221,7 @@ fn hint(subject: &ObjectState, source: &ObjectState, why: &[String]) -> String {
         ));
     } else {
         text.push_str(&format!(
-            "kubectl{namespace} describe certificates.networking.internal.knative.dev {name}; {}",
+            "kubectl{namespace} describe certificates.networking.internal.knative.dev {name}; look at {}",
             crate::classify::kinds::controller_of(NETWORKING_INTERNAL, "Certificate")
         ));
     }
@@ -241,7 +266,11 @@ impl DriftClass for CertificateExpiring {
                     owner.reference()
                 );
                 // A child going away leaves its owner to its own notAfter.
-                let source = if object.is_going_away() { owner } else { object };
+                let source = if object.is_going_away() {
+                    owner
+                } else {
+                    object
+                };
                 return vec![
                     Assessment::clear(object, reason).judged_again(JudgeAgain::Never),
                     self.judge(context, owner, source),
@@ -254,5 +283,135 @@ impl DriftClass for CertificateExpiring {
             return vec![self.judge(context, object, source)];
         }
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The class on the real objects of `tests/fixtures/certificates/` (README there), through
+    //! the engine's public calls: decode, apply, the clock as an argument.
+
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use crate::classify::{Certificates, Engine, Rules};
+    use crate::decode::{parse_object, Action, ApiServerEvent};
+    use drift_model::time::parse_time;
+    use drift_model::{DriftState, Severity};
+
+    const DAY: i64 = 86_400_000;
+
+    fn fixture(name: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/certificates")
+            .join(name);
+        serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// The documented cert-manager Certificate with the status of cert-manager issue #7895
+    /// (`notAfter` 2025-08-02T13:50:04Z, `Ready=True` "has not expired", `Issuing=True`).
+    fn issue_7895() -> Value {
+        let mut object = fixture(
+            "cert-manager-website__docs-usage-certificate__Certificate-example-com-spec-only.yaml",
+        );
+        object["status"] =
+            fixture("cert-manager-issue-7895__Certificate-status-expired-still-Ready.yaml");
+        object["metadata"]["uid"] = json!("5b0c6a57-0c00-4e8e-9d2a-7c2d3f0e1a01");
+        object["metadata"]["resourceVersion"] = json!("100");
+        object["metadata"]["generation"] = json!(5);
+        object["metadata"]["creationTimestamp"] = json!("2025-05-04T13:50:00Z");
+        object
+    }
+
+    fn apply(engine: &mut Engine, object: &Value, now: i64) {
+        let object = parse_object(object.clone()).unwrap();
+        let event =
+            ApiServerEvent::for_object(String::new(), String::new(), "prod", Action::Add, object);
+        engine.apply(&event, now);
+    }
+
+    /// The open drift's severity and summary.
+    fn open(engine: &Engine) -> Option<(Severity, DriftState, String)> {
+        engine
+            .open_drifts()
+            .find(|drift| drift.class == super::ID)
+            .map(|drift| (drift.severity, drift.state, drift.evidence.summary.clone()))
+    }
+
+    #[test]
+    fn ready_true_past_not_after_is_still_critical() {
+        let mut engine = Engine::new(Arc::new(Rules::default()));
+        // When the issue was filed: two days past notAfter, Ready=True all the same.
+        apply(
+            &mut engine,
+            &issue_7895(),
+            parse_time("2025-08-04T13:50:04Z").unwrap(),
+        );
+        let (severity, state, summary) = open(&engine).unwrap();
+        assert_eq!((severity, state), (Severity::Critical, DriftState::Firing));
+        assert_eq!(
+            summary,
+            "cert-manager Certificate sandbox/example-com expired at 2025-08-02T13:50:04.000Z (2d ago)"
+        );
+        let drift = engine.open_drifts().next().unwrap();
+        let hint = drift.evidence.hint.as_deref().unwrap();
+        assert!(
+            hint.starts_with("Renewal: Issuing=True (Renewing): Renewing certificate as renewal was scheduled at 2025-07-03 13:50:04 +0000 UTC. kubectl -n sandbox describe certificates.cert-manager.io example-com"),
+            "{hint}"
+        );
+        assert!(
+            hint.ends_with("cmctl renew -n sandbox example-com"),
+            "{hint}"
+        );
+        // Past the last threshold: nothing more to wait for.
+        assert_eq!(engine.judge_again_count(), 0);
+    }
+
+    #[test]
+    fn the_windows_come_from_the_rules() {
+        let not_after = parse_time("2025-08-02T13:50:04Z").unwrap();
+        let rules = Rules::default().with_certificates(Certificates {
+            warn_before: std::time::Duration::from_secs(30 * 86_400),
+            critical_before: std::time::Duration::from_secs(7 * 86_400),
+        });
+        let cases = [
+            (31, None),
+            (29, Some(Severity::Warning)),
+            (8, Some(Severity::Warning)),
+            (6, Some(Severity::Critical)),
+        ];
+        for (days_left, expected) in cases {
+            let mut engine = Engine::new(Arc::new(rules.clone()));
+            apply(&mut engine, &issue_7895(), not_after - days_left * DAY);
+            assert_eq!(
+                open(&engine).map(|(severity, _, _)| severity),
+                expected,
+                "{days_left} days left"
+            );
+            // The next threshold is what the engine waits for.
+            let next = match days_left {
+                31 => not_after - 30 * DAY,
+                29 | 8 => not_after - 7 * DAY,
+                _ => not_after,
+            };
+            assert_eq!(engine.next_deadline(), Some(next), "{days_left} days left");
+        }
+    }
+
+    #[test]
+    fn a_manifest_with_no_status_is_quiet() {
+        let mut engine = Engine::new(Arc::new(Rules::default()));
+        let mut kcert = fixture(
+            "knative-serving__config-core-300-knativecertificate__Certificate-routing-serving-certs.yaml",
+        );
+        kcert["metadata"]["uid"] = json!("0e5b5c1e-7a43-4a44-b3c5-1d6a8f1e2b3c");
+        kcert["metadata"]["resourceVersion"] = json!("7");
+        kcert["metadata"]["generation"] = json!(1);
+        kcert["metadata"]["creationTimestamp"] = json!("2024-01-25T00:00:00Z");
+        apply(&mut engine, &kcert, 0);
+        assert_eq!(open(&engine), None);
+        // Nothing to wait for (a generation with no observedGeneration is generation_lag's).
+        assert_eq!(engine.judge_again_count(), 0);
     }
 }

@@ -112,8 +112,7 @@ impl Engine {
         };
         let old = self.agenda.set(&assessment.subject, class_id, at);
         if old != at {
-            self.journal
-                .judge_again(&assessment.subject, class_id, old);
+            self.journal.judge_again(&assessment.subject, class_id, old);
         }
     }
 
