@@ -286,6 +286,37 @@ fn a_knative_certificate_and_its_cert_manager_child_are_one_alert() {
 }
 
 #[test]
+fn a_cert_manager_child_seen_before_its_owner_hands_its_drift_over() {
+    let mut sim = Sim::new();
+    let cert = kcert();
+    let child = child_of(&cert, "2023-10-14T21:40:00Z");
+    // Its owner not tracked yet: judged on itself.
+    sim.send("add", &child);
+    let fired = sim.last("certificate_expiring");
+    assert_eq!(fired.drift.api_version, "cert-manager.io/v1");
+    // The owner arrives: one drift, on the Knative Certificate, from the child's status.
+    sim.send("add", &cert);
+    let drifts: Vec<(String, String)> = sim
+        .engine()
+        .open_drifts()
+        .map(|drift| {
+            (
+                drift.api_version.clone(),
+                drift.evidence.facts["timeLeft"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        drifts,
+        [(
+            "networking.internal.knative.dev/v1alpha1".to_string(),
+            "5d".to_string()
+        )]
+    );
+    assert_eq!(sim.engine().judge_again_count(), 1, "the owner's time only");
+}
+
+#[test]
 fn deleting_a_certificate_forgets_its_time() {
     let mut sim = Sim::new();
     let cert = kcert();

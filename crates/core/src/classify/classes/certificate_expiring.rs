@@ -279,8 +279,18 @@ impl DriftClass for CertificateExpiring {
             return vec![self.judge(context, object, object)];
         }
         if is_knative(object) {
-            let source = cert_manager_child(context.graph, object).unwrap_or(object);
-            return vec![self.judge(context, object, source)];
+            let Some(child) = cert_manager_child(context.graph, object) else {
+                return vec![self.judge(context, object, object)];
+            };
+            // A child seen before its owner was judged on itself: its drift ends here.
+            let reason = format!(
+                "reported through its Knative Certificate {}",
+                object.reference()
+            );
+            return vec![
+                Assessment::clear(child, reason).judged_again(JudgeAgain::Never),
+                self.judge(context, object, child),
+            ];
         }
         Vec::new()
     }
