@@ -423,9 +423,10 @@ impl Relay {
         let channel = self.channel.name().to_string();
         let rows: Vec<OutboxRow> = batch.iter().map(|(row, _)| row.clone()).collect();
         // A resolve on its way ends the drift's reminders on this channel, whatever happens to
-        // the resolve itself (a reminder queued by a racing firing delivery included).
+        // the resolve itself (a reminder queued by a racing firing delivery included). So does
+        // an escalation's firing notice: its own reminders, at the new severity, replace them.
         for (row, notice) in &batch {
-            if notice.kind == NoticeKind::Resolved {
+            if notice.kind == NoticeKind::Resolved || notice.is_escalation() {
                 let (drift_id, endpoint) =
                     (row.queued.drift_id.clone(), row.queued.channel.clone());
                 let (owner, at) = (self.owner.clone(), (self.clock)());

@@ -869,6 +869,55 @@ async fn reminders_repeat_while_firing_and_stop_when_resolved() {
     );
 }
 
+/// A firing warning that turns critical (`Transition::is_escalation`) is sent again, and its
+/// reminders, at the new severity, replace the warning's: one reminder an hour, not two.
+#[tokio::test]
+async fn an_escalation_is_sent_and_its_reminders_replace_the_warnings() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    let mut warning = row(
+        "hook",
+        1,
+        NoticeKind::Firing,
+        "g",
+        h.clock.load(Ordering::SeqCst),
+    );
+    warning.notice.drift.severity = Severity::Warning;
+    warning.notice.drift.fired_at = Some(warning.notice.at);
+    warning.repeat_after_ms = Some(3_600_000);
+    assert!(!warning.notice.is_escalation());
+    queue(&h.store, vec![warning.clone()]);
+    h.drive(3600 + 60).await;
+    assert_eq!(receiver.accepted().len(), 2, "the warning and one reminder");
+    // The engine's escalation: the same drift, critical, at a later transition.
+    let mut critical = warning;
+    critical.id = "ntf_hook_1_escalated".into();
+    critical.notice.drift.severity = Severity::Critical;
+    critical.notice.at = h.clock.load(Ordering::SeqCst);
+    critical.created_at = critical.notice.at;
+    critical.not_before = critical.notice.at;
+    assert!(critical.notice.is_escalation());
+    queue(&h.store, vec![critical]);
+    h.drive(60).await;
+    let bodies = receiver.accepted();
+    assert_eq!(bodies.len(), 3, "the escalation is sent");
+    assert_eq!(bodies[2]["data"][0]["severity"], "critical");
+    assert_eq!(bodies[2]["data"][0]["reminder"], false);
+    // Two hours on: the critical one's two reminders; the warning's were withdrawn.
+    h.drive(2 * 3600).await;
+    let bodies = receiver.accepted();
+    let severities: Vec<&str> = bodies[3..]
+        .iter()
+        .map(|body| body["data"][0]["severity"].as_str().unwrap())
+        .collect();
+    assert_eq!(severities, ["critical", "critical"]);
+}
+
 #[tokio::test]
 async fn a_resolve_waits_for_its_firing_notice() {
     let clock = start_clock();

@@ -7,6 +7,7 @@ mod api;
 mod api_bounds;
 mod architecture;
 mod bad_input;
+mod certificates;
 mod check;
 mod classes;
 mod compare;

@@ -226,6 +226,30 @@ impl Sim {
         self.take(changes);
     }
 
+    /// Resync lists `object` in cluster `prod` now (`Engine::apply_listed`, the list's snapshot
+    /// at the object's own version), with what the engine made of it.
+    pub(crate) fn list(&mut self, object: &Value) -> drift_core::classify::Outcome {
+        let decoded = decode::parse_object(object.clone()).expect("listed object decodes");
+        let version = decoded.resource_version.clone();
+        let event = decode::ApiServerEvent::for_object(
+            String::new(),
+            String::new(),
+            "prod",
+            decode::Action::Update,
+            decoded,
+        );
+        self.engine.begin();
+        self.engine.tick(self.now);
+        let list = drift_core::classify::ListContext {
+            version: &version,
+            started_at: self.now,
+        };
+        let outcome = self.engine.apply_listed(&event, list, self.now);
+        let changes = self.engine.changes();
+        self.take(changes);
+        outcome
+    }
+
     /// A complete resync pass of cluster `prod` ends now, having found `missed` changes the
     /// events had not delivered.
     pub(crate) fn resync_pass(&mut self, missed: usize) {

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, safe_load_all
+from conftest import ROOT, safe_load, safe_load_all
 from knative_schema import CRD_DIR, load_crds, object_validator, violations
 
 FIXTURES = ROOT / "tests" / "fixtures" / "knative"
@@ -246,3 +246,70 @@ def test_copies_match_the_shared_originals():
     for path in sorted(shared_fixtures.rglob("*")):
         if path.is_file() and path.name != "README.md":
             assert (FIXTURES / path.relative_to(shared_fixtures)).is_file(), str(path.relative_to(shared_fixtures))
+
+
+# --- certificate_expiring's objects ------------------------------------------------------------
+
+CERTIFICATES = ROOT / "tests" / "fixtures" / "certificates"
+CM_SPEC = "cert-manager-website__docs-usage-certificate__Certificate-example-com-spec-only.yaml"
+CM_STATUS = "cert-manager-issue-7895__Certificate-status-expired-still-Ready.yaml"
+KCERT = "knative-serving__config-core-300-knativecertificate__Certificate-routing-serving-certs.yaml"
+
+
+def certificate_objects() -> list:
+    """The Certificates the Rust tests build (tests/it/certificates.rs, the class's unit tests,
+    decode/fast.rs, golden/make_certificates.py), built the same way: the documentation's
+    cert-manager Certificate with the status of cert-manager issue #7895 (and the failure fields
+    the fast-path test adds), its child form owned by a Knative Certificate, the Knative
+    manifest, and the derived Knative Certificate with a moved notAfter."""
+    cm = safe_load((CERTIFICATES / CM_SPEC).read_text())
+    cm["status"] = safe_load((CERTIFICATES / CM_STATUS).read_text())
+    cm["metadata"].update(uid="5b0c6a57-0c00-4e8e-9d2a-7c2d3f0e1a01", resourceVersion="100", generation=5,
+                          creationTimestamp="2025-05-04T13:50:00Z")
+    failing = copy.deepcopy(cm)
+    failing["status"].update(failedIssuanceAttempts=2, lastFailureTime="2025-07-03T14:50:04Z")
+    [kcert] = load_objects(DERIVED / "certificate-ready.yaml")
+    child = copy.deepcopy(cm)
+    child["metadata"].update(name=kcert["metadata"]["name"], namespace=kcert["metadata"]["namespace"],
+                             uid="5b0c6a57-0c01-4e8e-9d2a-7c2d3f0e1a02")
+    child["metadata"]["ownerReferences"] = [{
+        "apiVersion": "networking.internal.knative.dev/v1alpha1", "kind": "Certificate",
+        "name": kcert["metadata"]["name"], "uid": kcert["metadata"]["uid"],
+        "controller": True, "blockOwnerDeletion": True,
+    }]
+    renewed = copy.deepcopy(kcert)
+    renewed["status"]["notAfter"] = "2026-12-09T11:00:00Z"
+    shipped = safe_load((CERTIFICATES / KCERT).read_text())
+    shipped["metadata"].update(uid="0e5b5c1e-7a43-4a44-b3c5-1d6a8f1e2b3c", resourceVersion="7", generation=1,
+                               creationTimestamp="2024-01-25T00:00:00Z")
+    return [("cert-manager", cm), ("cert-manager failing", failing), ("cert-manager child", child),
+            ("knative renewed", renewed), ("knative shipped", shipped)]
+
+
+@pytest.mark.parametrize("which", [name for name, _ in certificate_objects()])
+def test_certificate_objects_pass_their_crd_schema_closed(crds, which):
+    obj = dict(certificate_objects())[which]
+    validator = object_validator(crds, obj["apiVersion"], obj["kind"], closed=True)
+    assert validator is not None, f"no copied CRD serves {obj['apiVersion']} {obj['kind']}"
+    assert violations(validator, obj, which) == []
+
+
+def test_certificate_validation_rejects_a_broken_status(crds):
+    obj = dict(certificate_objects())["cert-manager"]
+    validator = object_validator(crds, obj["apiVersion"], obj["kind"], closed=True)
+    broken = copy.deepcopy(obj)
+    broken["status"]["notAfter"] = 20250802
+    broken["status"]["expiresSoon"] = True
+    found = violations(validator, broken, "broken")
+    assert any("status.notAfter" in line for line in found), found
+    assert any("expiresSoon" in line for line in found), found
+
+
+def test_certificate_copies_match_the_shared_originals():
+    shared = SHARED / "fixtures" / "certificates"
+    if not shared.is_dir():
+        pytest.skip("../shared is not beside this clone (only the in-repo copies are used)")
+    names = sorted(p.name for p in shared.iterdir() if p.is_file() and p.name != "README.md")
+    assert names == sorted(p.name for p in CERTIFICATES.iterdir() if p.name != "README.md")
+    for name in names:
+        assert (CERTIFICATES / name).read_bytes() == (shared / name).read_bytes(), name

@@ -437,6 +437,7 @@ OPT_IN = {
     ("networking.istio.io", "destinationrules"),
     ("security.istio.io", "peerauthentications"),
     ("", "namespaces"),
+    ("cert-manager.io", "certificates"),
 }
 # Listed by resync only: the source guesses a kind's resource (`guess_plural`), and Gateway's
 # guess, "gatewaies", is served nowhere.

@@ -643,4 +643,47 @@ mod tests {
             1
         );
     }
+
+    /// A firing warning that turns critical (a certificate crossing `criticalBefore`) reaches
+    /// the pager route that takes critical drifts only, as a firing notice at the new severity;
+    /// the chat route that took the warning hears it again.
+    #[test]
+    fn an_escalation_is_sent_where_its_new_severity_goes() {
+        let config = config(concat!(
+            "channels:\n  - {name: pager, type: log}\n  - {name: chat, type: log}\n",
+            "routes:\n  - {match: {severity: critical}, channels: [pager], continue: true}\n",
+            "  - {channels: [chat]}\n",
+        ));
+        let router = config.router();
+        let rules = Rules::default();
+        let mut warning = drift("certificate_expiring", Severity::Warning, "prod");
+        // It fired at its transition, as the engine fires (at 1_000, `transition`'s time).
+        warning.fired_at = Some(1_000);
+        let fired = router.route(
+            &transition(warning.clone(), DriftState::Pending),
+            &rules,
+            &Silences::default(),
+            1_000,
+        );
+        let names: Vec<&str> = fired.iter().map(|q| q.channel.as_str()).collect();
+        assert_eq!(names, ["chat"]);
+        let mut critical = warning;
+        critical.severity = Severity::Critical;
+        let escalation = Transition {
+            drift: critical,
+            from: Some(DriftState::Firing),
+            at: 5_000,
+        };
+        assert!(escalation.is_escalation());
+        let queued = router.route(&escalation, &rules, &Silences::default(), 5_000);
+        let names: Vec<&str> = queued.iter().map(|q| q.channel.as_str()).collect();
+        assert_eq!(names, ["pager", "chat"]);
+        assert!(queued.iter().all(|q| q.notice.kind == NoticeKind::Firing
+            && q.notice.drift.severity == Severity::Critical
+            && q.notice.is_escalation()));
+        // Its own reminders, at the new severity (the relay ends the older ones).
+        assert!(queued.iter().all(|q| q.repeat_after.is_some()));
+        // A first fire is no escalation.
+        assert!(!fired[0].notice.is_escalation());
+    }
 }

@@ -175,10 +175,18 @@ pub struct Transition {
 }
 
 impl Transition {
-    /// True when people should hear about it: it fired, or it resolved after firing.
+    /// True for a move from firing to firing: a firing drift's severity rose (a certificate's
+    /// warning became critical). People hear it; it is no new fire (no remediation, no count
+    /// of findings).
+    pub fn is_escalation(&self) -> bool {
+        self.drift.state == DriftState::Firing && self.from == Some(DriftState::Firing)
+    }
+
+    /// True when people should hear about it: it fired, it escalated (see
+    /// [`Transition::is_escalation`]), or it resolved after firing.
     pub fn is_notifiable(&self) -> bool {
         match self.drift.state {
-            DriftState::Firing => self.from != Some(DriftState::Firing),
+            DriftState::Firing => true,
             DriftState::Resolved => self.from == Some(DriftState::Firing),
             DriftState::Pending => false,
         }

@@ -52,3 +52,11 @@ pub struct Notice {
     /// The attempt a [`NoticeKind::Remediation`] notice is about.
     pub remediation: Option<Box<crate::remediation::Attempt>>,
 }
+
+impl Notice {
+    /// True for the firing notice of an escalation: the drift fired before this notice's
+    /// transition (its severity rose while it fired; see `Transition::is_escalation`).
+    pub fn is_escalation(&self) -> bool {
+        self.kind == NoticeKind::Firing && self.drift.fired_at.is_some_and(|fired| fired < self.at)
+    }
+}

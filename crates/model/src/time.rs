@@ -53,6 +53,21 @@ pub fn millis(duration: Duration) -> Millis {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A span of time as people read it, to the two largest units: `9d 23h`, `2h 5m`, `45s`, `0s`
+/// (a negative span as its length: the caller says "ago").
+pub fn format_span(span: Millis) -> String {
+    let seconds = span.unsigned_abs() / 1000;
+    let (days, hours, minutes) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60);
+    match (days, hours, minutes) {
+        (0, 0, 0) => format!("{seconds}s"),
+        (0, 0, _) => format!("{minutes}m"),
+        (0, _, 0) => format!("{hours}h"),
+        (0, _, _) => format!("{hours}h {minutes}m"),
+        (_, 0, _) => format!("{days}d"),
+        _ => format!("{days}d {hours}h"),
+    }
+}
+
 /// Why a text is not a duration. The message quotes the text as given and says what would do.
 #[derive(Debug, thiserror::Error)]
 pub enum DurationError {
@@ -87,6 +102,23 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_read_to_their_two_largest_units() {
+        let cases = [
+            (0, "0s"),
+            (45_000, "45s"),
+            (-45_000, "45s"),
+            (125_000, "2m"),
+            (2 * 3_600_000 + 300_000, "2h 5m"),
+            (3_600_000, "1h"),
+            (14 * 86_400_000, "14d"),
+            (10 * 86_400_000 - 3_600_000 - 1, "9d 22h"),
+        ];
+        for (span, text) in cases {
+            assert_eq!(format_span(span), text, "{span}");
+        }
+    }
 
     #[test]
     fn a_duration_that_does_not_parse_keeps_its_message_and_kind() {

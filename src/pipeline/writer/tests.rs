@@ -461,3 +461,71 @@ fn expired_silences_are_removed_when_one_is_added() {
         store.silences().unwrap()[0].id.clone()
     }));
 }
+
+/// The derived Knative Certificate (`tests/fixtures/knative/derived/certificate-ready.yaml`)
+/// with `status.notAfter` at `not_after`, as one event.
+fn certificate_event(id: &str, resource_version: &str, not_after: i64) -> Vec<Decoded> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/knative/derived/certificate-ready.yaml"
+    ))
+    .expect("fixture");
+    let mut object: serde_json::Value = serde_saphyr::from_str(&text).expect("fixture parses");
+    object["metadata"]["resourceVersion"] = serde_json::json!(resource_version);
+    object["status"]["notAfter"] = serde_json::json!(drift_model::time::format_time(not_after));
+    let body = serde_json::json!({
+        "specversion": "1.0", "id": id, "source": "https://10.96.0.1:443",
+        "type": "dev.knative.apiserver.resource.update", "datacontenttype": "application/json",
+        "data": object,
+    });
+    let mut headers = http::HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/cloudevents+json"),
+    );
+    let clusters = ClusterNames {
+        default: "test".into(),
+        by_source: Default::default(),
+    };
+    decode_request(&headers, body.to_string().as_bytes(), &clusters).expect("decodes")
+}
+
+/// Issue 32: a certificate nearing its `notAfter` is judged on the writer's clock with no event:
+/// the writer's timers come due at the thresholds, the warning and then the critical
+/// escalation are committed with their notifications, and the renewal resolves it.
+#[test]
+fn a_certificate_warns_and_escalates_on_the_writers_clock_with_no_event() {
+    let mut h = harness();
+    const DAY: i64 = 86_400_000;
+    let not_after = START + 20 * DAY;
+    h.round(vec![certificate_event("c-1", "100", not_after)]);
+    let firing = |h: &Harness| -> Vec<String> {
+        let mut store = h.store.clone();
+        let mut rows: Vec<String> = drift_store::Outbox::rows(&mut store, None, 100)
+            .unwrap()
+            .into_iter()
+            .filter(|row| row.queued.notice.drift.class == "certificate_expiring")
+            .map(|row| row.queued.notice.drift.severity.as_str().to_string())
+            .collect();
+        rows.sort();
+        rows
+    };
+    assert!(firing(&h).is_empty());
+    // Not due before notAfter - 14d.
+    h.advance(Duration::from_secs(6 * 86_400 - 60));
+    assert!(!h.writer.timers_due(START + 6 * DAY - 60_000));
+    h.advance(Duration::from_secs(60 + 3600));
+    let now = START + 6 * DAY + 3_600_000;
+    assert!(h.writer.timers_due(now), "notAfter - warnBefore passed");
+    h.round(Vec::new());
+    assert_eq!(firing(&h), ["warning"]);
+    // Two days left: critical, sent again.
+    h.advance(Duration::from_secs(12 * 86_400));
+    assert!(h.writer.timers_due(now + 12 * DAY));
+    h.round(Vec::new());
+    assert_eq!(firing(&h), ["critical", "warning"]);
+    // Renewed: resolved (the log channel's route sends resolves).
+    h.round(vec![certificate_event("c-2", "101", not_after + 90 * DAY)]);
+    assert!(h.writer.engine.open_drifts().next().is_none());
+    assert!(!h.writer.timers_due(now + 12 * DAY));
+}

@@ -23,6 +23,9 @@ pub(super) struct Journal {
     recorded: Vec<(String, bool)>,
     /// Keys taken from the engine's re-check queue (put back on rollback).
     rechecked: Vec<ObjectKey>,
+    /// Changes to the times classes asked to judge an object again: (object, class, the time
+    /// before), put back in reverse on rollback.
+    judge_again: Vec<(ObjectKey, &'static str, Option<drift_model::Millis>)>,
 }
 
 impl Journal {
@@ -111,6 +114,27 @@ impl Journal {
         if self.active {
             self.history.push(transition);
         }
+    }
+
+    /// The time `class` asked to judge `key`'s object again changed; it was `old`.
+    pub(super) fn judge_again(
+        &mut self,
+        key: &ObjectKey,
+        class: &'static str,
+        old: Option<drift_model::Millis>,
+    ) {
+        if self.active {
+            self.judge_again.push((key.clone(), class, old));
+        }
+    }
+
+    /// The judge-again changes to undo, newest first (taken before [`Journal::undo`]).
+    pub(super) fn take_judge_again(
+        &mut self,
+    ) -> Vec<(ObjectKey, &'static str, Option<drift_model::Millis>)> {
+        let mut changes = std::mem::take(&mut self.judge_again);
+        changes.reverse();
+        changes
     }
 
     /// An object taken from the re-check queue.

@@ -48,6 +48,7 @@ mod spec;
 use drift_model::{Drift, Millis, ObjectKey, Transition};
 pub use engine::{Engine, ListContext};
 pub use graph::Graph;
+pub use rules::Certificates;
 pub use rules::Rules;
 pub use state::ObjectState;
 

@@ -127,6 +127,25 @@ pub(crate) const DEFAULT_TOLERANCE_PERCENT: f64 = 1.0;
 /// `revision_pileup`'s default threshold (non-active Revisions per Configuration).
 pub(crate) const DEFAULT_PILEUP_THRESHOLD: u64 = 50;
 
+/// `rules.certificates`: how long before a certificate's `notAfter` `certificate_expiring`
+/// warns, and from when it is critical.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Certificates {
+    /// A certificate this close to its `notAfter` (or past it) is a warning (default 14 days).
+    pub warn_before: Duration,
+    /// ... and this close, critical (default 3 days; shorter than `warn_before`).
+    pub critical_before: Duration,
+}
+
+impl Default for Certificates {
+    fn default() -> Self {
+        Certificates {
+            warn_before: Duration::from_secs(14 * 86_400),
+            critical_before: Duration::from_secs(3 * 86_400),
+        }
+    }
+}
+
 /// drift-sentinel's own delivery path: the ApiServerSource that sends it events, the Broker they
 /// go through and the Trigger that delivers them (names as in `k8s/`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -318,6 +337,8 @@ pub struct Rules {
     /// Remediation is on: drift-sentinel's own field manager is trusted (see
     /// [`Rules::is_trusted`]).
     remediation_on: bool,
+    /// `certificate_expiring`'s windows (`rules.certificates`).
+    certificates: Certificates,
 }
 
 impl Rules {
@@ -344,7 +365,19 @@ impl Rules {
             baseline: Arc::new(Baseline::default()),
             fleet: Arc::new([]),
             remediation_on: false,
+            certificates: Certificates::default(),
         }
+    }
+
+    /// The same rules with `certificate_expiring`'s windows (`rules.certificates`).
+    pub fn with_certificates(mut self, certificates: Certificates) -> Rules {
+        self.certificates = certificates;
+        self
+    }
+
+    /// `certificate_expiring`'s windows.
+    pub fn certificates(&self) -> Certificates {
+        self.certificates
     }
 
     /// The same rules, with remediation on or off: with it on, drift-sentinel's own writes are

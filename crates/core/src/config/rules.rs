@@ -56,6 +56,69 @@ pub struct RulesConfig {
     /// Team invariants: CEL rules every matching object must keep (class `invariant`).
     #[serde(default)]
     pub invariants: Vec<super::invariants::InvariantConfig>,
+    /// How close to `notAfter` a certificate is reported (`certificate_expiring`).
+    #[serde(default)]
+    pub certificates: CertificatesConfig,
+}
+
+/// `rules.certificates`: `certificate_expiring`'s windows before a certificate's `notAfter`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CertificatesConfig {
+    /// Within this of `notAfter`: a warning (default `14d`).
+    #[serde(
+        default = "default_warn_before",
+        deserialize_with = "super::de_duration"
+    )]
+    pub warn_before: Duration,
+    /// Within this of `notAfter`: critical (default `3d`; less than `warnBefore`).
+    #[serde(
+        default = "default_critical_before",
+        deserialize_with = "super::de_duration"
+    )]
+    pub critical_before: Duration,
+}
+
+impl Default for CertificatesConfig {
+    fn default() -> Self {
+        CertificatesConfig {
+            warn_before: default_warn_before(),
+            critical_before: default_critical_before(),
+        }
+    }
+}
+
+fn default_warn_before() -> Duration {
+    crate::classify::Certificates::default().warn_before
+}
+
+fn default_critical_before() -> Duration {
+    crate::classify::Certificates::default().critical_before
+}
+
+impl CertificatesConfig {
+    /// Both windows are more than zero and `criticalBefore` is the shorter; errors name the key
+    /// path (`rules.certificates.*`).
+    pub(crate) fn validate(&self) -> Result<(), super::Error> {
+        for (key, value) in [
+            ("rules.certificates.warnBefore", self.warn_before),
+            ("rules.certificates.criticalBefore", self.critical_before),
+        ] {
+            if value.is_zero() {
+                return Err(super::Error::invalid(key, "must be more than 0s"));
+            }
+        }
+        if self.critical_before >= self.warn_before {
+            return Err(super::Error::invalid(
+                "rules.certificates.criticalBefore",
+                format!(
+                    "must be less than rules.certificates.warnBefore ({}), or nothing would ever be a warning",
+                    drift_model::time::format_span(drift_model::time::millis(self.warn_before))
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `rules.ownPipeline`: where drift-sentinel's own events come from.
@@ -146,6 +209,7 @@ impl Default for RulesConfig {
             baseline_dir: None,
             metadata_keys: MetadataKeysConfig::default(),
             own_pipeline: OwnPipelineConfig::default(),
+            certificates: CertificatesConfig::default(),
         }
     }
 }
@@ -286,6 +350,10 @@ impl RulesConfig {
             // (`validate` compiles them with their key paths); should one, it is left out.
             invariants: super::invariants::compile(&self.invariants, "rules.invariants")
                 .unwrap_or_default(),
+        })
+        .with_certificates(crate::classify::Certificates {
+            warn_before: self.certificates.warn_before,
+            critical_before: self.certificates.critical_before,
         })
     }
 }

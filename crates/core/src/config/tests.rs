@@ -406,3 +406,59 @@ fn cluster_names_in_the_config_follow_the_ingest_rules_and_name_the_key() {
     .unwrap();
     assert_eq!(config.default_cluster, "生产-eu");
 }
+
+#[test]
+fn certificate_windows_default_compile_and_are_validated_with_their_paths() {
+    let config = load_str("# only a comment\n", &no_env).unwrap();
+    let windows = config.rules.compile().certificates();
+    assert_eq!(
+        windows.warn_before,
+        std::time::Duration::from_secs(14 * 86_400)
+    );
+    assert_eq!(
+        windows.critical_before,
+        std::time::Duration::from_secs(3 * 86_400)
+    );
+    let config = load_str(
+        "rules:\n  certificates:\n    warnBefore: 30d\n    criticalBefore: 36h\n",
+        &no_env,
+    )
+    .unwrap();
+    let windows = config.rules.compile().certificates();
+    assert_eq!(
+        windows.warn_before,
+        std::time::Duration::from_secs(30 * 86_400)
+    );
+    assert_eq!(
+        windows.critical_before,
+        std::time::Duration::from_secs(36 * 3600)
+    );
+    for (yaml, expected) in [
+        (
+            "rules:\n  certificates:\n    warnBefore: 2d\n    criticalBefore: 3d\n",
+            "rules.certificates.criticalBefore: must be less than rules.certificates.warnBefore (2d), or nothing would ever be a warning",
+        ),
+        (
+            "rules:\n  certificates:\n    criticalBefore: 14d\n",
+            "rules.certificates.criticalBefore: must be less than rules.certificates.warnBefore (14d), or nothing would ever be a warning",
+        ),
+        (
+            "rules:\n  certificates:\n    warnBefore: 0s\n",
+            "rules.certificates.warnBefore: must be more than 0s",
+        ),
+        (
+            "rules:\n  certificates:\n    criticalBefore: 0s\n",
+            "rules.certificates.criticalBefore: must be more than 0s",
+        ),
+    ] {
+        let error = load_str(yaml, &no_env).unwrap_err();
+        assert_eq!(error.to_string(), expected, "{yaml}");
+    }
+    let error = load_str("rules:\n  certificates:\n    warnBefore: soon\n", &no_env).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .starts_with("rules.certificates.warnBefore: invalid duration \"soon\""),
+        "{error}"
+    );
+}

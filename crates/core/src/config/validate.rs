@@ -155,6 +155,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     super::invariants::compile(&config.rules.invariants, "rules.invariants")?;
     config.fleet.compile("fleet.groups")?;
     validate_limits(&config.limits)?;
+    config.rules.certificates.validate()?;
     for (class, rule) in &config.rules.classes {
         if !classes::is_known(class) {
             return Err(Error::invalid(

@@ -518,6 +518,8 @@ mod tests {
     use crate::decode::object::parse_general;
     use crate::decode::raw::scan;
 
+    mod certificates;
+
     /// Every object of the Knative fixtures (real objects and ones derived from Knative's
     /// sources), as the API server would send it: with a uid and a resourceVersion.
     fn fixtures() -> Vec<Value> {

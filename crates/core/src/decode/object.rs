@@ -283,6 +283,11 @@ pub(crate) const KEPT_STATUS: &[&str] = &[
     // invariants check ("every Source has a resolved sink").
     "sinkUri",
     "address",
+    // A Knative or cert-manager Certificate's expiry, and why its renewal is failing
+    // (`certificate_expiring`).
+    "notAfter",
+    "failedIssuanceAttempts",
+    "lastFailureTime",
 ];
 
 /// Parses a Kubernetes object, hashing Secret values, without the shape checks and bounds of

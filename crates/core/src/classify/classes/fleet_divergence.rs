@@ -85,6 +85,7 @@ impl From<fleet::Verdict> for Assessment {
                 fleet::Finding::Holds(evidence) => Finding::Holds(evidence),
                 fleet::Finding::Clear(reason) => Finding::Clear(reason),
             },
+            judge_again: JudgeAgain::Untimed,
         }
     }
 }

@@ -130,6 +130,7 @@ impl DriftClass for InvariantBroken {
                         kind: error.kind(),
                         error: error.to_string(),
                     },
+                    judge_again: JudgeAgain::Untimed,
                 },
             };
             verdicts.push(verdict.for_rule(&rule.name));

@@ -125,6 +125,24 @@ pub struct Assessment {
     pub rule: Option<String>,
     /// Holds or clear.
     pub finding: Finding,
+    /// When the verdict changes by the clock alone (a certificate nearing its `notAfter`):
+    /// the engine judges `subject` with this class again then, with no event.
+    pub judge_again: JudgeAgain,
+}
+
+/// Whether a verdict changes with time alone, and when ([`Assessment::judge_again`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JudgeAgain {
+    /// The verdict is about state alone: only an event changes it (every class but those that
+    /// judge by the clock). The engine keeps nothing for it.
+    #[default]
+    Untimed,
+    /// Judge the subject with this class again at this time, with or without an event (the
+    /// next threshold it crosses); replaces the time an earlier verdict asked for.
+    At(Millis),
+    /// A clock-judged verdict that no passing time changes (no expiry known, or past the last
+    /// threshold): the engine forgets the time an earlier verdict asked for.
+    Never,
 }
 
 impl Assessment {
@@ -134,6 +152,7 @@ impl Assessment {
             subject: subject.key(),
             rule: None,
             finding: Finding::Holds(Box::new(evidence)),
+            judge_again: JudgeAgain::Untimed,
         }
     }
 
@@ -143,7 +162,14 @@ impl Assessment {
             subject: subject.key(),
             rule: None,
             finding: Finding::Clear(reason.into()),
+            judge_again: JudgeAgain::Untimed,
         }
+    }
+
+    /// This verdict, to be judged again as `when` says (see [`JudgeAgain`]).
+    pub(crate) fn judged_again(mut self, when: JudgeAgain) -> Assessment {
+        self.judge_again = when;
+        self
     }
 
     /// This verdict about one rule of the class.
@@ -215,6 +241,7 @@ pub fn reassessable(id: &str) -> bool {
 }
 
 mod baseline_drift;
+mod certificate_expiring;
 mod config_drift;
 mod event_delivery_broken;
 mod fleet_divergence;
@@ -259,6 +286,7 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
     &remediation_fight::RemediationFight,
     &mesh_security_drift::MeshSecurityDrift,
     &traffic_share_drift::TrafficShareDrift,
+    &certificate_expiring::CertificateExpiring,
 ];
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;

@@ -198,6 +198,7 @@ impl DriftClass for PipelineBroken {
                         },
                         rule: None,
                         finding: Finding::Clear("re-created".to_string()),
+                        judge_again: JudgeAgain::Untimed,
                     });
                 }
             }

@@ -64,6 +64,7 @@ impl DriftClass for UnexpectedDelete {
                                 },
                                 rule: None,
                                 finding: Finding::Clear("re-created".to_string()),
+                                judge_again: JudgeAgain::Untimed,
                             });
                         }
                     }

@@ -3,6 +3,7 @@
 //! restored objects after a restart or a reload ([`Engine::reassess`]). Each class's
 //! assessments go to `settle.rs`.
 
+use super::judge_again::Which;
 use super::*;
 
 impl Engine {
@@ -21,11 +22,14 @@ impl Engine {
     /// Every enabled class's verdicts on `key`'s object as it is now, all settled (what an
     /// event would do, without one): for state the engine keeps beside the objects.
     pub(super) fn reevaluate(&mut self, key: &ObjectKey, now: Millis) {
-        let Some((assessments, _)) = self.assess(key, None, Action::Update, None, now, true) else {
+        let Some((assessments, _)) =
+            self.assess(key, None, Action::Update, None, now, Which::Dependent)
+        else {
             return;
         };
         // Only the classes about state: a class about a change needs the event's "before".
         for (class_id, assessment) in assessments {
+            self.note_judge_again(class_id, &assessment);
             if classes::reassessable(class_id) {
                 self.settle(class_id, assessment, now);
             }
@@ -123,11 +127,20 @@ impl Engine {
     /// runs: classes about a change find nothing without a `before` and an open drift, and the
     /// state-based part of `image_drift` (a workload running another image) is found again.
     pub(super) fn reassess(&mut self, key: &ObjectKey, now: Millis) {
-        let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now, false)
+        let Some((assessments, false)) =
+            self.assess(key, None, Action::Update, None, now, Which::All)
         else {
             return;
         };
         for (class_id, assessment) in assessments {
+            self.note_judge_again(class_id, &assessment);
+            // A verdict by the clock comes from the state and the clock alone: settled whatever
+            // it is, so a drift that crossed a threshold while the service was down (a warning
+            // now critical, an expiry renewed) is brought up to date.
+            if assessment.judge_again != classes::JudgeAgain::Untimed {
+                self.settle(class_id, assessment, now);
+                continue;
+            }
             // A rule's verdict is about the object's state alone, so it is settled whatever it
             // is: a rule changed by a reload may now hold where it was broken.
             if assessment.rule.is_some() {
@@ -152,16 +165,15 @@ impl Engine {
     /// Every enabled class's verdicts on `key`'s object as it is in the graph, with whether it
     /// is deleted (`None` when it is not tracked). `object` is the event's decoded object, or
     /// `None` to render one from the state.
-    /// `dependent`: the object is re-evaluated because another one's health changed; classes
-    /// that read nothing but the object itself (team invariants) are not run again then.
-    fn assess(
+    /// `which`: the classes to run ([`Which`]).
+    pub(super) fn assess(
         &self,
         key: &ObjectKey,
         before: Option<&ObjectState>,
         action: Action,
         object: Option<&crate::decode::KubeObject>,
         now: Millis,
-        dependent: bool,
+        which: Which,
     ) -> Option<(Vec<(&'static str, classes::Assessment)>, bool)> {
         let after = self.graph.get(key)?;
         let rendered;
@@ -188,9 +200,12 @@ impl Engine {
         };
         let mut assessments = Vec::new();
         for class in classes::REGISTRY {
-            if !self.rules.class(class.id()).enabled
-                || (dependent && class.id() == classes::INVARIANT)
-            {
+            let skipped = match which {
+                Which::All => false,
+                Which::Dependent => class.id() == classes::INVARIANT,
+                Which::Only(id) => class.id() != id,
+            };
+            if skipped || !self.rules.class(class.id()).enabled {
                 continue;
             }
             for assessment in class.assess(&context) {
@@ -211,11 +226,12 @@ impl Engine {
         now: Millis,
     ) {
         let Some((assessments, deleted)) =
-            self.assess(key, before, action, Some(object), now, false)
+            self.assess(key, before, action, Some(object), now, Which::All)
         else {
             return;
         };
         for (class_id, assessment) in assessments {
+            self.note_judge_again(class_id, &assessment);
             self.settle(class_id, assessment, now);
         }
         // A deleted object can no longer be in any condition of its own, except the classes that

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 mod assess;
 mod fleet;
+mod judge_again;
 mod objects;
 mod pipeline_watch;
 mod recording;
@@ -79,6 +80,8 @@ pub struct Engine {
     fights: HashMap<ObjectKey, String>,
     /// The latest observation of served traffic per Route (`traffic.rs`; not journaled).
     traffic: super::traffic::TrafficBook,
+    /// When classes that judge by the clock judge an object again with no event.
+    agenda: judge_again::Agenda,
 }
 
 impl Engine {
@@ -104,6 +107,7 @@ impl Engine {
             rule_errors: rule_errors::RuleErrors::default(),
             fights: HashMap::new(),
             traffic: super::traffic::TrafficBook::default(),
+            agenda: judge_again::Agenda::default(),
         }
     }
 

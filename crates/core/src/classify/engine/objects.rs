@@ -29,7 +29,19 @@ impl Engine {
     ) -> Outcome {
         self.frontiers.lower(&event.cluster, list);
         self.frontiers.advance(&event.cluster, list.version, now);
-        self.apply_from(event, Some(list), now)
+        let outcome = self.apply_from(event, Some(list), now);
+        // An object the list found unchanged is judged again by the classes that judge it by
+        // the clock (a changed one was just judged whole); nothing for any other object.
+        if outcome == Outcome::Stale && self.agenda.len() > 0 {
+            if let Some(object) = event.object.as_ref() {
+                let key = ObjectKey {
+                    cluster: event.cluster.clone(),
+                    uid: object.uid.clone(),
+                };
+                self.judge_listed(&key, now);
+            }
+        }
+        outcome
     }
 
     fn apply_from(

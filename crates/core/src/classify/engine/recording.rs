@@ -75,6 +75,9 @@ impl Engine {
 
     /// Undoes everything since [`Engine::begin`].
     pub fn rollback(&mut self) {
+        for (key, class, old) in self.journal.take_judge_again() {
+            self.agenda.set(&key, class, old);
+        }
         std::mem::take(&mut self.journal).undo(
             &mut self.graph,
             &mut self.drifts,
@@ -136,6 +139,9 @@ impl Engine {
     }
 
     pub(super) fn remove_object(&mut self, key: &ObjectKey) {
+        for (class, at) in self.agenda.forget(key) {
+            self.journal.judge_again(key, class, Some(at));
+        }
         if let Some(old) = self.graph.remove(key) {
             self.journal.removed(key, old);
         }

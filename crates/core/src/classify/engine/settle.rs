@@ -1,5 +1,6 @@
 //! Settling the classes' verdicts into drift episodes: a finding that holds opens a drift
-//! (pending, or firing at once without grace) or brings an open one's evidence up to date; a
+//! (pending, or firing at once without grace) or brings an open one's evidence up to date (a
+//! firing one whose severity rises moves from firing to firing: an escalation, notified); a
 //! clear finding resolves it; a failed one leaves it as it is. A fleet finding that holds
 //! settles through the fleet evaluator (`fleet.rs` here calls `classify::fleet::settle`).
 
@@ -19,6 +20,7 @@ impl Engine {
             subject,
             rule,
             finding,
+            ..
         } = assessment;
         let slot = DriftSlot {
             cluster: subject.cluster.clone(),
@@ -78,12 +80,20 @@ impl Engine {
                 };
                 let severity = evidence.severity.unwrap_or(default_severity);
                 if let Some(existing) = self.drifts.get(&slot) {
+                    // A firing drift whose severity rises is told again (a warning that became
+                    // critical must be heard): a move from firing to firing, which the router
+                    // sends and nothing else takes for a new fire.
+                    let escalated =
+                        existing.state == DriftState::Firing && severity > existing.severity;
                     let mut updated = existing.clone();
                     updated.evidence = evidence;
                     updated.severity = severity;
                     updated.labels = target.labels.to_map();
                     if updated != *existing {
-                        self.put_drift(slot, Some(updated));
+                        self.put_drift(slot, Some(updated.clone()));
+                        if escalated {
+                            self.push_transition(updated, Some(DriftState::Firing), now);
+                        }
                     }
                     return;
                 }

@@ -1,6 +1,7 @@
 //! The engine's clock-driven work: [`Engine::tick`] fires pending drifts whose grace ran out,
-//! records pending drifts that lasted, re-assesses restored objects a chunk at a time and
-//! forgets old tombstones; [`Engine::next_deadline`] says when it next has work.
+//! records pending drifts that lasted, judges again what classes that judge by the clock asked
+//! for (`judge_again.rs`), re-assesses restored objects a chunk at a time and forgets old
+//! tombstones; [`Engine::next_deadline`] says when it next has work.
 
 use super::*;
 
@@ -20,6 +21,11 @@ impl Engine {
             self.fire_and_record(now);
         } else {
             debug_assert!(self.exact_pending_from() >= self.pending_from);
+        }
+        // Before the re-judge's slice: a verdict that changed with time is due now, and a
+        // drift it opens with no grace fires in this round.
+        if self.agenda.first().is_some_and(|at| at <= now) {
+            self.judge_due(now, go_on);
         }
         for _ in 0..RECHECK_PER_TICK {
             let Some(key) = self.recheck.pop() else {
@@ -76,13 +82,19 @@ impl Engine {
 
     /// When [`Engine::tick`] next has work: no later than the earliest pending `fire_at` or
     /// time to record a pending drift (it may be earlier: a lower bound, which the round it wakes
-    /// makes exact), or at once while restored objects wait to be re-assessed.
+    /// makes exact) or time a class asked to judge an object again, or at once while restored
+    /// objects wait to be re-assessed.
     pub fn next_deadline(&self) -> Option<Millis> {
         if !self.recheck.is_empty() {
             return Some(Millis::MIN);
         }
         // Early at worst (a lower bound): the round it wakes tightens it.
-        (!self.pending.is_empty() && self.pending_from < Millis::MAX).then_some(self.pending_from)
+        let pending = (!self.pending.is_empty() && self.pending_from < Millis::MAX)
+            .then_some(self.pending_from);
+        match (pending, self.agenda.first()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Fires the pending drifts whose grace ran out and records those that lasted, then sets
