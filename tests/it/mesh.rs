@@ -292,3 +292,28 @@ fn injection_turned_on_is_info_a_new_revision_a_warning_and_only_a_loss_is_criti
         drift_model::Severity::Info
     );
 }
+
+#[test]
+fn the_root_namespace_is_istios_own_setting() {
+    // A managed mesh's root namespace (AKS: aks-istio-system): a policy with a selector there is
+    // ignored by Istio, so editing it is quiet; under the default root it is a workload policy.
+    let in_aks = |sim: &mut Sim| {
+        let ignored = live(
+            istio(LEVELS, 2),
+            "pa-aks-workload",
+            "aks-istio-system",
+            "2026-01-01T00:00:00Z",
+        );
+        let strict = changed(&ignored, |o| o["spec"]["mtls"] = json!({"mode": "STRICT"}));
+        sim.send("add", &strict);
+        sim.send("update", &mode_set(&strict, "DISABLE"));
+    };
+    let mut managed = Sim::with_rules("mesh:\n  rootNamespace: aks-istio-system\n");
+    in_aks(&mut managed);
+    check(managed.lines(), &[]);
+    let mut default = Sim::new();
+    in_aks(&mut default);
+    assert!(default
+        .lines()
+        .contains(&"firing mesh_security_drift PeerAuthentication/workload".to_string()));
+}

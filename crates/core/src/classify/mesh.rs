@@ -21,8 +21,8 @@ use super::state::ObjectState;
 pub(crate) const ISTIO_SECURITY: &str = "security.istio.io";
 /// Istio's networking API group (VirtualService, DestinationRule, Gateway).
 pub(crate) const ISTIO_NETWORKING: &str = "networking.istio.io";
-/// `meshConfig.rootNamespace`'s default: a PeerAuthentication without a selector here is the
-/// mesh-wide one.
+/// `meshConfig.rootNamespace`'s default: a PeerAuthentication without a selector there is the
+/// mesh-wide one (`rules.mesh.rootNamespace` names another, as managed meshes use).
 pub(crate) const ROOT_NAMESPACE: &str = "istio-system";
 
 /// True for an object of one of Istio's API groups.
@@ -81,12 +81,12 @@ pub(crate) enum Level {
 }
 
 /// The level of a PeerAuthentication with this spec.
-pub(crate) fn level(object: &ObjectState, spec: &Value) -> Level {
+pub(crate) fn level(object: &ObjectState, spec: &Value, root: &str) -> Level {
     let selected = spec
         .pointer("/selector/matchLabels")
         .and_then(Value::as_object)
         .is_some_and(|labels| !labels.is_empty());
-    match (object.namespace == ROOT_NAMESPACE, selected) {
+    match (object.namespace == root, selected) {
         (true, false) => Level::Mesh,
         (true, true) => Level::Ignored,
         (false, false) => Level::Namespace,
@@ -232,16 +232,22 @@ fn scope_policy<'a>(
 }
 
 /// The mode the mesh level puts in force (`PERMISSIVE` without one).
-fn mesh_mode(graph: &Graph, cluster: &str, skip: Option<&str>) -> Mode {
-    scope_policy(graph, cluster, ROOT_NAMESPACE, skip)
+fn mesh_mode(graph: &Graph, cluster: &str, root: &str, skip: Option<&str>) -> Mode {
+    scope_policy(graph, cluster, root, skip)
         .and_then(|policy| Mode::parse(policy.spec.value().pointer("/mtls/mode")))
         .unwrap_or(Mode::Permissive)
 }
 
 /// The mode a namespace's workloads get without a workload policy.
-fn namespace_mode(graph: &Graph, cluster: &str, namespace: &str, skip: Option<&str>) -> Mode {
-    let mesh = mesh_mode(graph, cluster, skip);
-    if namespace == ROOT_NAMESPACE {
+fn namespace_mode(
+    graph: &Graph,
+    cluster: &str,
+    namespace: &str,
+    root: &str,
+    skip: Option<&str>,
+) -> Mode {
+    let mesh = mesh_mode(graph, cluster, root, skip);
+    if namespace == root {
         return mesh;
     }
     scope_policy(graph, cluster, namespace, skip)
@@ -255,12 +261,13 @@ pub(crate) fn parent_mode(
     cluster: &str,
     namespace: &str,
     level: Level,
+    root: &str,
     skip: Option<&str>,
 ) -> Mode {
     match level {
         Level::Mesh | Level::Ignored => Mode::Permissive,
-        Level::Namespace => mesh_mode(graph, cluster, skip),
-        Level::Workload => namespace_mode(graph, cluster, namespace, skip),
+        Level::Namespace => mesh_mode(graph, cluster, root, skip),
+        Level::Workload => namespace_mode(graph, cluster, namespace, root, skip),
     }
 }
 
@@ -312,9 +319,9 @@ pub(crate) fn was_in_force(graph: &Graph, policy: &ObjectState) -> bool {
 
 /// What the effect of a policy's scope is now: the policy's own, or once it is gone (or lost
 /// its scope to an older one), what its workloads fall back to.
-pub(crate) fn effect_now(graph: &Graph, policy: &ObjectState) -> Option<Effect> {
+pub(crate) fn effect_now(graph: &Graph, policy: &ObjectState, root: &str) -> Option<Effect> {
     let spec = policy.spec.value();
-    let level = level(policy, &spec);
+    let level = level(policy, &spec, root);
     if level == Level::Ignored {
         return None;
     }
@@ -322,15 +329,19 @@ pub(crate) fn effect_now(graph: &Graph, policy: &ObjectState) -> Option<Effect> 
         // Without it, its scope has whatever the rest gives (another policy without a selector
         // in the namespace, or the parents).
         let mode = match level {
-            Level::Mesh => mesh_mode(graph, &policy.cluster, Some(&policy.uid)),
-            Level::Namespace | Level::Workload => {
-                namespace_mode(graph, &policy.cluster, &policy.namespace, Some(&policy.uid))
-            }
+            Level::Mesh => mesh_mode(graph, &policy.cluster, root, Some(&policy.uid)),
+            Level::Namespace | Level::Workload => namespace_mode(
+                graph,
+                &policy.cluster,
+                &policy.namespace,
+                root,
+                Some(&policy.uid),
+            ),
             Level::Ignored => return None,
         };
         return Some(Effect::inherited(mode));
     }
-    let inherited = parent_mode(graph, &policy.cluster, &policy.namespace, level, None);
+    let inherited = parent_mode(graph, &policy.cluster, &policy.namespace, level, root, None);
     Some(Effect::of(&spec, inherited))
 }
 

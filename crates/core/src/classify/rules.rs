@@ -339,6 +339,9 @@ pub struct Rules {
     remediation_on: bool,
     /// `certificate_expiring`'s windows (`rules.certificates`).
     certificates: Certificates,
+    /// Istio's root namespace (`rules.mesh.rootNamespace`), where a PeerAuthentication without
+    /// a selector is mesh-wide.
+    mesh_root_namespace: String,
 }
 
 impl Rules {
@@ -366,6 +369,7 @@ impl Rules {
             fleet: Arc::new([]),
             remediation_on: false,
             certificates: Certificates::default(),
+            mesh_root_namespace: crate::classify::mesh::ROOT_NAMESPACE.to_string(),
         }
     }
 
@@ -378,6 +382,17 @@ impl Rules {
     /// `certificate_expiring`'s windows.
     pub fn certificates(&self) -> Certificates {
         self.certificates
+    }
+
+    /// The same rules with Istio's root namespace (`rules.mesh.rootNamespace`).
+    pub fn with_mesh_root_namespace(mut self, namespace: &str) -> Rules {
+        self.mesh_root_namespace = namespace.to_string();
+        self
+    }
+
+    /// Istio's root namespace: where a PeerAuthentication without a selector is mesh-wide.
+    pub fn mesh_root_namespace(&self) -> &str {
+        &self.mesh_root_namespace
     }
 
     /// The same rules, with remediation on or off: with it on, drift-sentinel's own writes are

@@ -59,6 +59,54 @@ pub struct RulesConfig {
     /// How close to `notAfter` a certificate is reported (`certificate_expiring`).
     #[serde(default)]
     pub certificates: CertificatesConfig,
+    /// The service mesh under Knative (`mesh_security_drift`).
+    #[serde(default)]
+    pub mesh: MeshConfig,
+}
+
+/// `rules.mesh`: how Istio is installed.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MeshConfig {
+    /// Istio's `meshConfig.rootNamespace` (default `istio-system`; managed meshes use others,
+    /// such as AKS's `aks-istio-system`): a PeerAuthentication without a selector there is the
+    /// mesh-wide one, and one with a selector there is ignored.
+    #[serde(default = "default_root_namespace")]
+    pub root_namespace: String,
+}
+
+impl Default for MeshConfig {
+    fn default() -> Self {
+        MeshConfig {
+            root_namespace: default_root_namespace(),
+        }
+    }
+}
+
+fn default_root_namespace() -> String {
+    crate::classify::mesh::ROOT_NAMESPACE.to_string()
+}
+
+impl MeshConfig {
+    /// The root namespace is a namespace name (an RFC 1123 label); the error names the key.
+    pub(crate) fn validate(&self) -> Result<(), super::Error> {
+        let name = &self.root_namespace;
+        let label = !name.is_empty()
+            && name.len() <= 63
+            && name
+                .bytes()
+                .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
+            && !name.starts_with('-')
+            && !name.ends_with('-');
+        if label {
+            Ok(())
+        } else {
+            Err(super::Error::invalid(
+                "rules.mesh.rootNamespace",
+                format!("{name:?} is not a namespace name (lowercase letters, digits and '-', at most 63)"),
+            ))
+        }
+    }
 }
 
 /// `rules.certificates`: `certificate_expiring`'s windows before a certificate's `notAfter`.
@@ -210,6 +258,7 @@ impl Default for RulesConfig {
             metadata_keys: MetadataKeysConfig::default(),
             own_pipeline: OwnPipelineConfig::default(),
             certificates: CertificatesConfig::default(),
+            mesh: MeshConfig::default(),
         }
     }
 }
@@ -355,6 +404,7 @@ impl RulesConfig {
             warn_before: self.certificates.warn_before,
             critical_before: self.certificates.critical_before,
         })
+        .with_mesh_root_namespace(&self.mesh.root_namespace)
     }
 }
 

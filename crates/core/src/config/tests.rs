@@ -462,3 +462,31 @@ fn certificate_windows_default_compile_and_are_validated_with_their_paths() {
         "{error}"
     );
 }
+
+#[test]
+fn rules_mesh_root_namespace_defaults_to_istio_system_and_must_be_a_namespace_name() {
+    let no_env = |_: &str| None;
+    let config = load_str("rules: {}\n", &no_env).unwrap();
+    assert_eq!(config.rules.compile().mesh_root_namespace(), "istio-system");
+    let config = load_str(
+        "rules:\n  mesh:\n    rootNamespace: aks-istio-system\n",
+        &no_env,
+    )
+    .unwrap();
+    assert_eq!(
+        config.rules.compile().mesh_root_namespace(),
+        "aks-istio-system"
+    );
+    for name in ["", "Istio", "-x", "a_b", &"n".repeat(64)] {
+        let error = load_str(
+            &format!("rules:\n  mesh:\n    rootNamespace: {name:?}\n"),
+            &no_env,
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().starts_with("rules.mesh.rootNamespace: ")
+                && error.to_string().contains("is not a namespace name"),
+            "{error}"
+        );
+    }
+}

@@ -156,6 +156,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     config.fleet.compile("fleet.groups")?;
     validate_limits(&config.limits)?;
     config.rules.certificates.validate()?;
+    config.rules.mesh.validate()?;
     for (class, rule) in &config.rules.classes {
         if !classes::is_known(class) {
             return Err(Error::invalid(

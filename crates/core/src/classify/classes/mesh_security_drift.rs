@@ -99,8 +99,9 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
     if !policy.deleted {
         verdicts.extend(removed_policies_judged_again(context));
     }
+    let root = context.rules.mesh_root_namespace();
     let spec = policy.spec.value();
-    let level = mesh::level(policy, &spec);
+    let level = mesh::level(policy, &spec, root);
     if level == Level::Ignored {
         if context.open_drift(&policy.key(), ID).is_some() {
             verdicts.push(Assessment::clear(
@@ -129,7 +130,7 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
     if policy.deleted && level != Level::Workload && !mesh::was_in_force(context.graph, policy) {
         return verdicts;
     }
-    let Some(now) = effect_now(context.graph, policy) else {
+    let Some(now) = effect_now(context.graph, policy, root) else {
         return verdicts;
     };
     let reference = if let Some(desired) = baseline(context, policy) {
@@ -139,6 +140,7 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
             &policy.cluster,
             &policy.namespace,
             level,
+            root,
             None,
         );
         Some((
@@ -155,7 +157,8 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
             context.graph,
             &before.cluster,
             &before.namespace,
-            mesh::level(before, &before_spec),
+            mesh::level(before, &before_spec, root),
+            root,
             None,
         );
         Some((Effect::of(&before_spec, inherited), "first seen"))
@@ -267,7 +270,7 @@ fn removed_policies_judged_again(context: &Context<'_>) -> Vec<Assessment> {
             continue;
         }
         let (Some(now), Some(reference)) = (
-            effect_now(context.graph, gone),
+            effect_now(context.graph, gone, context.rules.mesh_root_namespace()),
             drift
                 .evidence
                 .facts
