@@ -616,7 +616,10 @@ mod tests {
         assert!(metrics.render().contains(series), "{}", metrics.render());
         metrics.clear_writer_gauges();
         let text = metrics.render();
-        assert!(!text.contains("drift_sentinel_traffic_prometheus_up{"), "{text}");
+        assert!(
+            !text.contains("drift_sentinel_traffic_prometheus_up{"),
+            "{text}"
+        );
         assert!(text.contains("drift_sentinel_tracked_objects 0"), "{text}");
     }
 }

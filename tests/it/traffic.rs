@@ -865,6 +865,149 @@ mod engine {
     }
 
     #[test]
+    fn several_series_of_one_revision_are_summed() {
+        // A query of one's own that keeps the pod label: several rows per Revision.
+        // 900 requests of 00001 in four pods' series, 100 of 00002: 90/10 as declared. Read as
+        // the last row only, 225/100 would be 69/31 and fire.
+        let rows = &[
+            ("knative-webapp-00001", 225.0),
+            ("knative-webapp-00001", 225.0),
+            ("knative-webapp-00002", 100.0),
+            ("knative-webapp-00001", 225.0),
+            ("knative-webapp-00001", 225.0),
+        ];
+        let mut sim = Sim::new();
+        sim.send("add", &ninety_ten());
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        check(sim.lines(), &[]);
+        // The sum is what a finding shows.
+        let fifty_fifty = &[
+            ("knative-webapp-00001", 300.0),
+            ("knative-webapp-00001", 300.0),
+            ("knative-webapp-00002", 600.0),
+        ];
+        sim.observe_traffic(&served(fifty_fifty));
+        sim.wait(120);
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        assert_eq!(
+            sim.last("traffic_share_drift").drift.evidence.facts["requests"],
+            "knative-webapp-00001=600,knative-webapp-00002=600"
+        );
+    }
+
+    #[test]
+    fn requests_of_a_revision_only_a_zero_percent_tag_names_are_left_out() {
+        // Blue/green: 00003 is reachable on its tag's URL only, declared 0 %. Its requests hit
+        // the same queue-proxy; counted, they would read as "00003 declares 0% and served 38%"
+        // and shrink 00001 to 56 %.
+        let blue_green = changed(&ninety_ten(), |route| {
+            route["status"]["traffic"] = json!([
+                {"revisionName": "knative-webapp-00001", "percent": 90, "latestRevision": false},
+                {"revisionName": "knative-webapp-00002", "percent": 10, "latestRevision": false},
+                {"revisionName": "knative-webapp-00003", "percent": 0, "tag": "candidate", "latestRevision": true},
+            ]);
+        });
+        let rows = &[
+            ("knative-webapp-00001", 900.0),
+            ("knative-webapp-00002", 100.0),
+            ("knative-webapp-00003", 600.0),
+        ];
+        let mut sim = Sim::new();
+        sim.send("add", &blue_green);
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        check(sim.lines(), &[]);
+        // A Revision the status does not name at all still counts (an old one serving).
+        let old = &[
+            ("knative-webapp-00001", 900.0),
+            ("knative-webapp-00002", 100.0),
+            ("knative-webapp-00003", 600.0),
+            ("knative-webapp-00000", 600.0),
+        ];
+        sim.observe_traffic(&served(old));
+        sim.wait(120);
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        let facts = &sim.last("traffic_share_drift").drift.evidence.facts;
+        assert_eq!(
+            facts["requests"],
+            "knative-webapp-00000=600,knative-webapp-00001=900,knative-webapp-00002=100"
+        );
+    }
+
+    #[test]
+    fn an_open_drift_without_a_verdict_for_three_windows_resolves() {
+        let mut sim = firing();
+        // The Route's series stop for good (its Service deleted from the metrics' view, the
+        // request metrics turned off): every observation gives no verdict.
+        sim.wait(60);
+        sim.observe_traffic(&served(&[]));
+        sim.wait(1799);
+        sim.observe_traffic(&served(&[]));
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        sim.wait(1);
+        sim.observe_traffic(&served(&[]));
+        check(sim.open(), &[]);
+        let resolved = sim.last("traffic_share_drift");
+        let reason = resolved.drift.resolution.as_deref().unwrap();
+        assert!(reason.starts_with("no observation for 1800s"), "{reason}");
+
+        // After a restart the book is empty, and a Route whose series never come back is never
+        // filed: its restored drift resolves all the same.
+        let mut sim = firing();
+        sim.restart();
+        let mut elsewhere = served(FIFTY_FIFTY);
+        for served in &mut elsewhere.series {
+            served.service = "other".into();
+            served.revision = served.revision.replace("knative-webapp", "other");
+        }
+        sim.observe_traffic(&elsewhere);
+        sim.wait(1800);
+        sim.observe_traffic(&elsewhere);
+        check(sim.open(), &[]);
+    }
+
+    #[test]
+    fn an_observation_judges_again_only_the_routes_whose_observation_changed() {
+        use drift_core::classify::traffic::TrafficBook;
+        let mut sim = Sim::new();
+        sim.send("add", &ninety_ten());
+        let graph = sim.engine().graph();
+        let mut book = TrafficBook::default();
+        let t0 = 1_000_000;
+        // New, then not yet a whole window under the split: judged each time.
+        assert_eq!(book.file(graph, &served(FIFTY_FIFTY), t0).len(), 1);
+        assert_eq!(
+            book.file(graph, &served(FIFTY_FIFTY), t0 + 600_000).len(),
+            1
+        );
+        // The same requests under the same split: the verdict would be the same.
+        assert!(book
+            .file(graph, &served(FIFTY_FIFTY), t0 + 660_000)
+            .is_empty());
+        let other = &[
+            ("knative-webapp-00001", 601.0),
+            ("knative-webapp-00002", 600.0),
+        ];
+        assert_eq!(book.file(graph, &served(other), t0 + 720_000).len(), 1);
+        assert!(book.file(graph, &served(other), t0 + 780_000).is_empty());
+        assert_eq!(book.len(), 1);
+    }
+
+    #[test]
     fn after_a_restart_the_finding_stays_until_observations_judge_it_again() {
         let mut sim = firing();
         sim.restart();

@@ -21,7 +21,8 @@ impl Engine {
     /// Every enabled class's verdicts on `key`'s object as it is now, all settled (what an
     /// event would do, without one): for state the engine keeps beside the objects.
     pub(super) fn reevaluate(&mut self, key: &ObjectKey, now: Millis) {
-        let Some((assessments, _)) = self.assess(key, None, Action::Update, None, now, true) else {
+        let Some((assessments, _)) = self.assess(key, None, Action::Update, None, now, true, None)
+        else {
             return;
         };
         // Only the classes about state: a class about a change needs the event's "before".
@@ -123,7 +124,8 @@ impl Engine {
     /// runs: classes about a change find nothing without a `before` and an open drift, and the
     /// state-based part of `image_drift` (a workload running another image) is found again.
     pub(super) fn reassess(&mut self, key: &ObjectKey, now: Millis) {
-        let Some((assessments, false)) = self.assess(key, None, Action::Update, None, now, false)
+        let Some((assessments, false)) =
+            self.assess(key, None, Action::Update, None, now, false, None)
         else {
             return;
         };
@@ -154,7 +156,9 @@ impl Engine {
     /// `None` to render one from the state.
     /// `dependent`: the object is re-evaluated because another one's health changed; classes
     /// that read nothing but the object itself (team invariants) are not run again then.
-    fn assess(
+    /// `only`: run just this class (an observation of served traffic concerns one).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assess(
         &self,
         key: &ObjectKey,
         before: Option<&ObjectState>,
@@ -162,6 +166,7 @@ impl Engine {
         object: Option<&crate::decode::KubeObject>,
         now: Millis,
         dependent: bool,
+        only: Option<&str>,
     ) -> Option<(Vec<(&'static str, classes::Assessment)>, bool)> {
         let after = self.graph.get(key)?;
         let rendered;
@@ -190,6 +195,7 @@ impl Engine {
         for class in classes::REGISTRY {
             if !self.rules.class(class.id()).enabled
                 || (dependent && class.id() == classes::INVARIANT)
+                || only.is_some_and(|only| only != class.id())
             {
                 continue;
             }
@@ -211,7 +217,7 @@ impl Engine {
         now: Millis,
     ) {
         let Some((assessments, deleted)) =
-            self.assess(key, before, action, Some(object), now, false)
+            self.assess(key, before, action, Some(object), now, false, None)
         else {
             return;
         };
