@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::response::IntoResponse;
 use serde_json::{json, Value};
 
 use crate::support::{fixture_yaml, merge, structured_event};
@@ -93,27 +94,42 @@ fn exposition(era: Era, pod: &Pod, seconds: f64) -> String {
 async fn exporters(era: Era, pods: Vec<Pod>) -> Vec<String> {
     let mut addresses = Vec::new();
     for pod in pods {
-        let pod = Arc::new(pod);
-        let started = Instant::now();
-        let app = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(move || {
-                let pod = Arc::clone(&pod);
-                async move {
-                    (
-                        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                        exposition(era, &pod, started.elapsed().as_secs_f64()),
-                    )
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        addresses.push(listener.local_addr().unwrap().to_string());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        addresses.push(exporter(era, pod).await.0);
     }
     addresses
+}
+
+/// Starts the exporter of one pod; returns its `host:port` and the switch that takes it away
+/// (set to false: it answers 503, as a pod gone, and Prometheus marks its series stale).
+async fn exporter(era: Era, pod: Pod) -> (String, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let pod = Arc::new(pod);
+    let serving = Arc::new(AtomicBool::new(true));
+    let switch = Arc::clone(&serving);
+    let started = Instant::now();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let pod = Arc::clone(&pod);
+            let serving = serving.load(Ordering::SeqCst);
+            async move {
+                if !serving {
+                    return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+                }
+                (
+                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                    exposition(era, &pod, started.elapsed().as_secs_f64()),
+                )
+                    .into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (address, switch)
 }
 
 /// A free loopback port (bound, then released for the server to take).
@@ -635,7 +651,7 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
     assert_both_splits(&drift, "web-a");
     let query = drift["evidence"]["facts"]["query"].as_str().unwrap();
     assert!(
-        query.contains("increase(kn_serving_invocation_duration_seconds_count[20s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) target_info"),
+        query.contains("increase(kn_serving_invocation_duration_seconds_count[20s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) group by (job, instance, k8s_namespace_name, kn_service_name, kn_revision_name) (last_over_time(target_info[20s]))"),
         "{query}"
     );
     assert_eq!(
@@ -661,6 +677,113 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
     assert_eq!(firing[0]["id"], drift["id"]);
     assert!(service.drifts("resolved").await.is_empty());
     service.stop().await;
+}
+
+/// An instant query's answer as value per `kn_revision_name`.
+async fn per_revision(prometheus: &str, query: &str) -> std::collections::BTreeMap<String, f64> {
+    let body: Value = reqwest::Client::new()
+        .post(format!("{prometheus}/api/v1/query"))
+        .form(&[("query", query)])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["status"], "success", "{query}: {body}");
+    body["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|sample| {
+            (
+                sample["metric"]["kn_revision_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                sample["value"][1].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otel_scrape_preset_keeps_the_requests_of_a_pod_gone_within_the_window() {
+    let (stable, _) = exporter(
+        Era::OtelScrape,
+        Pod {
+            service: "web-d",
+            revision: "web-d-00001",
+            rate: 36.0,
+        },
+    )
+    .await;
+    let (canary, canary_serving) = exporter(
+        Era::OtelScrape,
+        Pod {
+            service: "web-d",
+            revision: "web-d-00002",
+            rate: 4.0,
+        },
+    )
+    .await;
+    let prometheus = Prometheus::start(&[stable, canary.clone()]).await;
+    // The preset's query over a window far longer than the test: whatever the canary served
+    // stays inside it.
+    let config = drift_core::config::load_str(
+        &format!(
+            "traffic:\n  prometheus: {{url: '{}'}}\n  preset: knative-1.21-scrape\n  window: 10m\n",
+            prometheus.url
+        ),
+        &|_| None,
+    )
+    .unwrap();
+    let query = config.traffic.promql("default").unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while per_revision(&prometheus.url, &query)
+        .await
+        .get("web-d-00002")
+        .is_none_or(|requests| *requests <= 0.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the canary never counted requests"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The canary's pod goes away (scaled to zero): its scrape fails and Prometheus marks its
+    // series, target_info among them, stale.
+    canary_serving.store(false, std::sync::atomic::Ordering::SeqCst);
+    let gone = format!("up{{instance=\"{canary}\"}} == 0");
+    let current_info = format!("target_info{{instance=\"{canary}\"}}");
+    loop {
+        let down = !per_revision(&prometheus.url, &gone).await.is_empty();
+        if down
+            && per_revision(&prometheus.url, &current_info)
+                .await
+                .is_empty()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never saw the canary go"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Joined with the current target_info, the requests it served in the window are lost.
+    let current_join = "sum by (k8s_namespace_name, kn_service_name, kn_revision_name) (increase(kn_serving_invocation_duration_seconds_count[600s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) target_info)";
+    let lost = per_revision(&prometheus.url, current_join).await;
+    assert!(lost.contains_key("web-d-00001"), "{lost:?}");
+    assert!(!lost.contains_key("web-d-00002"), "{lost:?}");
+    // The preset joins every target_info of the window: the canary keeps its requests.
+    let kept = per_revision(&prometheus.url, &query).await;
+    assert!(kept["web-d-00001"] > 0.0, "{kept:?}");
+    assert!(
+        kept.get("web-d-00002")
+            .is_some_and(|requests| *requests > 0.0),
+        "{kept:?}"
+    );
 }
 
 // ---- the engine's side, on the scenario clock (no Prometheus) -----------------------------------
