@@ -291,7 +291,7 @@ fn uid_tail(service: &str) -> String {
 struct Service {
     server: drift_sentinel::app::Server,
     client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Service {
@@ -304,7 +304,12 @@ impl Service {
 
     /// The service with `traffic:` lines of its own besides the short interval and window.
     async fn start_with(traffic: &str) -> Service {
-        let dir = tempfile::tempdir().unwrap();
+        Service::start_in(tempfile::tempdir().unwrap(), traffic).await
+    }
+
+    /// [`Service::start_with`] on the store in `dir` (a restart of one stopped with
+    /// [`Service::stop_keeping_store`]).
+    async fn start_in(dir: tempfile::TempDir, traffic: &str) -> Service {
         let yaml = format!(
             "store:\n  path: {db}\nrules:\n  classes:\n    traffic_share_drift: {{grace: 2s}}\n\
              traffic:\n{traffic}  interval: 2s\n  window: 20s\n  minRequests: 100\n",
@@ -317,7 +322,7 @@ impl Service {
         Service {
             server,
             client: reqwest::Client::new(),
-            _dir: dir,
+            dir,
         }
     }
 
@@ -424,8 +429,22 @@ impl Service {
     }
 
     async fn stop(self) {
+        self.stop_keeping_store().await;
+    }
+
+    /// Stops the service; returns the directory of its store, for a restart.
+    async fn stop_keeping_store(self) -> tempfile::TempDir {
         self.server.shutdown.cancel();
         let _ = self.server.done.await;
+        self.dir
+    }
+
+    /// Waits for `queries` more answers of Prometheus than now: web-b and web-c, judged on
+    /// them too, must not drift at any later observation either.
+    async fn more_queries(&self, queries: f64) {
+        let queried = "drift_sentinel_traffic_queries_total";
+        let now = self.metric(queried).await;
+        self.metric_reaches(queried, now + queries).await;
     }
 }
 
@@ -556,12 +575,46 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
         .map(|drift| drift["name"].clone())
         .collect();
     assert_eq!(names, [json!("web-a")]);
+    // Judged again on five more observations: still only web-a (a later pending web-b or web-c
+    // would show here).
+    service.more_queries(5.0).await;
+    assert_eq!(
+        service
+            .metric("drift_sentinel_drift_transitions_total{class=\"traffic_share_drift\",state=\"pending\"}")
+            .await,
+        1.0
+    );
+    let open: Vec<Value> = service
+        .drifts("open")
+        .await
+        .into_iter()
+        .map(|drift| drift["name"].clone())
+        .collect();
+    assert_eq!(open, [json!("web-a")]);
     assert_eq!(
         service
             .metric("drift_sentinel_traffic_query_errors_total")
             .await,
         0.0
     );
+    let store = service.stop_keeping_store().await;
+
+    // Restarted with the traffic section off: nothing will judge the firing drift again, so
+    // it resolves at once instead of reminding forever.
+    let service = Service::start_in(store, "").await;
+    let deadline = Instant::now() + DEADLINE;
+    let resolved = loop {
+        let resolved = service.drifts("resolved").await;
+        if !resolved.is_empty() {
+            break resolved;
+        }
+        assert!(Instant::now() < deadline, "the drift never resolved");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0]["id"], drift["id"]);
+    assert_eq!(resolved[0]["resolution"], "served traffic not observed");
+    assert!(service.drifts("open").await.is_empty());
     service.stop().await;
 
     // A query of one's own that Prometheus refuses: its error envelope (400 bad_data) counted.
@@ -660,6 +713,14 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
             .await,
         1.0,
         "web-b (87.5/12.5) is within tolerance"
+    );
+    service.more_queries(5.0).await;
+    assert_eq!(
+        service
+            .metric("drift_sentinel_drift_transitions_total{class=\"traffic_share_drift\",state=\"pending\"}")
+            .await,
+        1.0,
+        "web-b stays within tolerance at later observations"
     );
 
     // Prometheus goes away: the queries fail, are counted, and the finding stays as it is.
