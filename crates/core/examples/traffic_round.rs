@@ -124,7 +124,11 @@ fn main() {
         now += 60_000;
         same += round(&mut engine, &observation(1_000.0), now);
         now += 60_000;
-        changed += round(&mut engine, &observation(1_000.0 + f64::from(index + 1) * 10.0), now);
+        changed += round(
+            &mut engine,
+            &observation(1_000.0 + f64::from(index + 1) * 10.0),
+            now,
+        );
         // Back to the first answer's requests for the next "same" round.
         now += 60_000;
         round(&mut engine, &observation(1_000.0), now);

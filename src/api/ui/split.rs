@@ -59,6 +59,9 @@ fn shares(evidence: &drift_model::Evidence) -> Vec<Share> {
         .collect()
 }
 
+/// Which of a Share's percents a bar draws.
+type ShareValue = fn(&Share) -> f64;
+
 /// The figure, or nothing when the evidence has no shares.
 pub(super) fn split_bars(evidence: &drift_model::Evidence) -> String {
     let shares = shares(evidence);
@@ -69,7 +72,7 @@ pub(super) fn split_bars(evidence: &drift_model::Evidence) -> String {
         "<svg viewBox=\"0 0 600 {height}\" role=\"img\" aria-label=\"Declared and served traffic per Revision\">",
         height = 2.0 * BAR_HEIGHT + 30.0
     );
-    let rows: [(&str, fn(&Share) -> f64); 2] = [
+    let rows: [(&str, ShareValue); 2] = [
         ("Declared", |share| share.declared),
         ("Served", |share| share.observed),
     ];
