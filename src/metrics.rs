@@ -173,6 +173,9 @@ impl Metrics {
         self.outbox_dead.clear();
         self.drifts_firing.clear();
         self.pipeline_ready.clear();
+        // The poller runs with the writer role: a standby's last answer would say nothing of
+        // the Prometheus the new writer queries.
+        self.traffic_prometheus_up.clear();
     }
 
     /// Creates and registers every metric.
@@ -594,5 +597,29 @@ impl Metrics {
         // Encoding into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_that_stops_being_the_writer_drops_the_writers_gauges() {
+        let metrics = Metrics::new();
+        let cluster = ClusterLabel {
+            cluster: "default".into(),
+        };
+        metrics.traffic_prometheus_up.get_or_create(&cluster).set(1);
+        metrics.tracked_objects.set(3);
+        let series = "drift_sentinel_traffic_prometheus_up{cluster=\"default\"} 1";
+        assert!(metrics.render().contains(series), "{}", metrics.render());
+        metrics.clear_writer_gauges();
+        let text = metrics.render();
+        assert!(
+            !text.contains("drift_sentinel_traffic_prometheus_up{"),
+            "{text}"
+        );
+        assert!(text.contains("drift_sentinel_tracked_objects 0"), "{text}");
     }
 }

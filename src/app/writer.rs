@@ -71,6 +71,7 @@ impl WriterRole {
                     .compile(&config.resync, &config.default_cluster)
                     .context("the remediation: section")?,
             ),
+            traffic_observed: config.traffic.enabled(),
         };
         let policy = &settings.remediation;
         match policy.mode {

@@ -244,6 +244,9 @@ pub struct Settings {
     pub shard: Arc<drift_core::config::ShardConfig>,
     /// The compiled `remediation:` section (in force until a restart, like the channels).
     pub remediation: Arc<drift_core::remediate::Policy>,
+    /// True when the served-traffic poller runs (`traffic.prometheus.url`): off, open
+    /// `traffic_share_drift`s are resolved in the first round (nothing would judge them).
+    pub traffic_observed: bool,
 }
 
 /// A handle to the writer; cheap to clone.
@@ -303,6 +306,7 @@ impl Pipeline {
         let mut engine = Engine::new(rules);
         engine.set_capacity(settings.capacity);
         engine.restore(objects, snapshot.drifts);
+        engine.set_traffic_observed(settings.traffic_observed);
         let loaded = engine.object_count();
         // The first fleet view, before the writer starts: readers never wait for one to exist.
         let fleet = fleet_view::Shared::new(engine.fleet_view(None));

@@ -1943,6 +1943,7 @@ fn a_sharded_writer_takes_its_unsharded_notifications_before_its_relays_start() 
             max_active_silences: 1_000,
             shard: std::sync::Arc::new(shard),
             remediation: Default::default(),
+            traffic_observed: false,
         },
         // Less than a minute after the epoch: the writer's rounds do not look again yet, so
         // only the look at start can have taken the row.

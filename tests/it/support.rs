@@ -349,6 +349,7 @@ fn build(options: Options) -> TestApp {
             max_active_silences: 1_000,
             shard: Arc::clone(&shard),
             remediation: Arc::new(remediation),
+            traffic_observed: false,
         },
         clock.clone(),
         Arc::clone(&metrics),

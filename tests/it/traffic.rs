@@ -16,6 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::response::IntoResponse;
 use serde_json::{json, Value};
 
 use crate::support::{fixture_yaml, merge, structured_event};
@@ -93,27 +94,42 @@ fn exposition(era: Era, pod: &Pod, seconds: f64) -> String {
 async fn exporters(era: Era, pods: Vec<Pod>) -> Vec<String> {
     let mut addresses = Vec::new();
     for pod in pods {
-        let pod = Arc::new(pod);
-        let started = Instant::now();
-        let app = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(move || {
-                let pod = Arc::clone(&pod);
-                async move {
-                    (
-                        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                        exposition(era, &pod, started.elapsed().as_secs_f64()),
-                    )
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        addresses.push(listener.local_addr().unwrap().to_string());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        addresses.push(exporter(era, pod).await.0);
     }
     addresses
+}
+
+/// Starts the exporter of one pod; returns its `host:port` and the switch that takes it away
+/// (set to false: it answers 503, as a pod gone, and Prometheus marks its series stale).
+async fn exporter(era: Era, pod: Pod) -> (String, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let pod = Arc::new(pod);
+    let serving = Arc::new(AtomicBool::new(true));
+    let switch = Arc::clone(&serving);
+    let started = Instant::now();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let pod = Arc::clone(&pod);
+            let serving = serving.load(Ordering::SeqCst);
+            async move {
+                if !serving {
+                    return axum::http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+                }
+                (
+                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                    exposition(era, &pod, started.elapsed().as_secs_f64()),
+                )
+                    .into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (address, switch)
 }
 
 /// A free loopback port (bound, then released for the server to take).
@@ -275,7 +291,7 @@ fn uid_tail(service: &str) -> String {
 struct Service {
     server: drift_sentinel::app::Server,
     client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Service {
@@ -288,7 +304,12 @@ impl Service {
 
     /// The service with `traffic:` lines of its own besides the short interval and window.
     async fn start_with(traffic: &str) -> Service {
-        let dir = tempfile::tempdir().unwrap();
+        Service::start_in(tempfile::tempdir().unwrap(), traffic).await
+    }
+
+    /// [`Service::start_with`] on the store in `dir` (a restart of one stopped with
+    /// [`Service::stop_keeping_store`]).
+    async fn start_in(dir: tempfile::TempDir, traffic: &str) -> Service {
         let yaml = format!(
             "store:\n  path: {db}\nrules:\n  classes:\n    traffic_share_drift: {{grace: 2s}}\n\
              traffic:\n{traffic}  interval: 2s\n  window: 20s\n  minRequests: 100\n",
@@ -301,7 +322,7 @@ impl Service {
         Service {
             server,
             client: reqwest::Client::new(),
-            _dir: dir,
+            dir,
         }
     }
 
@@ -408,8 +429,22 @@ impl Service {
     }
 
     async fn stop(self) {
+        self.stop_keeping_store().await;
+    }
+
+    /// Stops the service; returns the directory of its store, for a restart.
+    async fn stop_keeping_store(self) -> tempfile::TempDir {
         self.server.shutdown.cancel();
         let _ = self.server.done.await;
+        self.dir
+    }
+
+    /// Waits for `queries` more answers of Prometheus than now: web-b and web-c, judged on
+    /// them too, must not drift at any later observation either.
+    async fn more_queries(&self, queries: f64) {
+        let queried = "drift_sentinel_traffic_queries_total";
+        let now = self.metric(queried).await;
+        self.metric_reaches(queried, now + queries).await;
     }
 }
 
@@ -540,12 +575,46 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
         .map(|drift| drift["name"].clone())
         .collect();
     assert_eq!(names, [json!("web-a")]);
+    // Judged again on five more observations: still only web-a (a later pending web-b or web-c
+    // would show here).
+    service.more_queries(5.0).await;
+    assert_eq!(
+        service
+            .metric("drift_sentinel_drift_transitions_total{class=\"traffic_share_drift\",state=\"pending\"}")
+            .await,
+        1.0
+    );
+    let open: Vec<Value> = service
+        .drifts("open")
+        .await
+        .into_iter()
+        .map(|drift| drift["name"].clone())
+        .collect();
+    assert_eq!(open, [json!("web-a")]);
     assert_eq!(
         service
             .metric("drift_sentinel_traffic_query_errors_total")
             .await,
         0.0
     );
+    let store = service.stop_keeping_store().await;
+
+    // Restarted with the traffic section off: nothing will judge the firing drift again, so
+    // it resolves at once instead of reminding forever.
+    let service = Service::start_in(store, "").await;
+    let deadline = Instant::now() + DEADLINE;
+    let resolved = loop {
+        let resolved = service.drifts("resolved").await;
+        if !resolved.is_empty() {
+            break resolved;
+        }
+        assert!(Instant::now() < deadline, "the drift never resolved");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0]["id"], drift["id"]);
+    assert_eq!(resolved[0]["resolution"], "served traffic not observed");
+    assert!(service.drifts("open").await.is_empty());
     service.stop().await;
 
     // A query of one's own that Prometheus refuses: its error envelope (400 bad_data) counted.
@@ -635,7 +704,7 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
     assert_both_splits(&drift, "web-a");
     let query = drift["evidence"]["facts"]["query"].as_str().unwrap();
     assert!(
-        query.contains("increase(kn_serving_invocation_duration_seconds_count[20s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) target_info"),
+        query.contains("increase(kn_serving_invocation_duration_seconds_count[20s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) group by (job, instance, k8s_namespace_name, kn_service_name, kn_revision_name) (last_over_time(target_info[20s]))"),
         "{query}"
     );
     assert_eq!(
@@ -644,6 +713,14 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
             .await,
         1.0,
         "web-b (87.5/12.5) is within tolerance"
+    );
+    service.more_queries(5.0).await;
+    assert_eq!(
+        service
+            .metric("drift_sentinel_drift_transitions_total{class=\"traffic_share_drift\",state=\"pending\"}")
+            .await,
+        1.0,
+        "web-b stays within tolerance at later observations"
     );
 
     // Prometheus goes away: the queries fail, are counted, and the finding stays as it is.
@@ -661,6 +738,113 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
     assert_eq!(firing[0]["id"], drift["id"]);
     assert!(service.drifts("resolved").await.is_empty());
     service.stop().await;
+}
+
+/// An instant query's answer as value per `kn_revision_name`.
+async fn per_revision(prometheus: &str, query: &str) -> std::collections::BTreeMap<String, f64> {
+    let body: Value = reqwest::Client::new()
+        .post(format!("{prometheus}/api/v1/query"))
+        .form(&[("query", query)])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["status"], "success", "{query}: {body}");
+    body["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|sample| {
+            (
+                sample["metric"]["kn_revision_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                sample["value"][1].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otel_scrape_preset_keeps_the_requests_of_a_pod_gone_within_the_window() {
+    let (stable, _) = exporter(
+        Era::OtelScrape,
+        Pod {
+            service: "web-d",
+            revision: "web-d-00001",
+            rate: 36.0,
+        },
+    )
+    .await;
+    let (canary, canary_serving) = exporter(
+        Era::OtelScrape,
+        Pod {
+            service: "web-d",
+            revision: "web-d-00002",
+            rate: 4.0,
+        },
+    )
+    .await;
+    let prometheus = Prometheus::start(&[stable, canary.clone()]).await;
+    // The preset's query over a window far longer than the test: whatever the canary served
+    // stays inside it.
+    let config = drift_core::config::load_str(
+        &format!(
+            "traffic:\n  prometheus: {{url: '{}'}}\n  preset: knative-1.21-scrape\n  window: 10m\n",
+            prometheus.url
+        ),
+        &|_| None,
+    )
+    .unwrap();
+    let query = config.traffic.promql("default").unwrap();
+    let deadline = Instant::now() + DEADLINE;
+    while per_revision(&prometheus.url, &query)
+        .await
+        .get("web-d-00002")
+        .is_none_or(|requests| *requests <= 0.0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the canary never counted requests"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // The canary's pod goes away (scaled to zero): its scrape fails and Prometheus marks its
+    // series, target_info among them, stale.
+    canary_serving.store(false, std::sync::atomic::Ordering::SeqCst);
+    let gone = format!("up{{instance=\"{canary}\"}} == 0");
+    let current_info = format!("target_info{{instance=\"{canary}\"}}");
+    loop {
+        let down = !per_revision(&prometheus.url, &gone).await.is_empty();
+        if down
+            && per_revision(&prometheus.url, &current_info)
+                .await
+                .is_empty()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never saw the canary go"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // Joined with the current target_info, the requests it served in the window are lost.
+    let current_join = "sum by (k8s_namespace_name, kn_service_name, kn_revision_name) (increase(kn_serving_invocation_duration_seconds_count[600s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) target_info)";
+    let lost = per_revision(&prometheus.url, current_join).await;
+    assert!(lost.contains_key("web-d-00001"), "{lost:?}");
+    assert!(!lost.contains_key("web-d-00002"), "{lost:?}");
+    // The preset joins every target_info of the window: the canary keeps its requests.
+    let kept = per_revision(&prometheus.url, &query).await;
+    assert!(kept["web-d-00001"] > 0.0, "{kept:?}");
+    assert!(
+        kept.get("web-d-00002")
+            .is_some_and(|requests| *requests > 0.0),
+        "{kept:?}"
+    );
 }
 
 // ---- the engine's side, on the scenario clock (no Prometheus) -----------------------------------
@@ -862,6 +1046,149 @@ mod engine {
         sim.wait(600);
         assert_eq!(sim.engine().traffic_routes(), 0);
         check(sim.lines(), &[]);
+    }
+
+    #[test]
+    fn several_series_of_one_revision_are_summed() {
+        // A query of one's own that keeps the pod label: several rows per Revision.
+        // 900 requests of 00001 in four pods' series, 100 of 00002: 90/10 as declared. Read as
+        // the last row only, 225/100 would be 69/31 and fire.
+        let rows = &[
+            ("knative-webapp-00001", 225.0),
+            ("knative-webapp-00001", 225.0),
+            ("knative-webapp-00002", 100.0),
+            ("knative-webapp-00001", 225.0),
+            ("knative-webapp-00001", 225.0),
+        ];
+        let mut sim = Sim::new();
+        sim.send("add", &ninety_ten());
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        check(sim.lines(), &[]);
+        // The sum is what a finding shows.
+        let fifty_fifty = &[
+            ("knative-webapp-00001", 300.0),
+            ("knative-webapp-00001", 300.0),
+            ("knative-webapp-00002", 600.0),
+        ];
+        sim.observe_traffic(&served(fifty_fifty));
+        sim.wait(120);
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        assert_eq!(
+            sim.last("traffic_share_drift").drift.evidence.facts["requests"],
+            "knative-webapp-00001=600,knative-webapp-00002=600"
+        );
+    }
+
+    #[test]
+    fn requests_of_a_revision_only_a_zero_percent_tag_names_are_left_out() {
+        // Blue/green: 00003 is reachable on its tag's URL only, declared 0 %. Its requests hit
+        // the same queue-proxy; counted, they would read as "00003 declares 0% and served 38%"
+        // and shrink 00001 to 56 %.
+        let blue_green = changed(&ninety_ten(), |route| {
+            route["status"]["traffic"] = json!([
+                {"revisionName": "knative-webapp-00001", "percent": 90, "latestRevision": false},
+                {"revisionName": "knative-webapp-00002", "percent": 10, "latestRevision": false},
+                {"revisionName": "knative-webapp-00003", "percent": 0, "tag": "candidate", "latestRevision": true},
+            ]);
+        });
+        let rows = &[
+            ("knative-webapp-00001", 900.0),
+            ("knative-webapp-00002", 100.0),
+            ("knative-webapp-00003", 600.0),
+        ];
+        let mut sim = Sim::new();
+        sim.send("add", &blue_green);
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        sim.observe_traffic(&served(rows));
+        sim.wait(600);
+        check(sim.lines(), &[]);
+        // A Revision the status does not name at all still counts (an old one serving).
+        let old = &[
+            ("knative-webapp-00001", 900.0),
+            ("knative-webapp-00002", 100.0),
+            ("knative-webapp-00003", 600.0),
+            ("knative-webapp-00000", 600.0),
+        ];
+        sim.observe_traffic(&served(old));
+        sim.wait(120);
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        let facts = &sim.last("traffic_share_drift").drift.evidence.facts;
+        assert_eq!(
+            facts["requests"],
+            "knative-webapp-00000=600,knative-webapp-00001=900,knative-webapp-00002=100"
+        );
+    }
+
+    #[test]
+    fn an_open_drift_without_a_verdict_for_three_windows_resolves() {
+        let mut sim = firing();
+        // The Route's series stop for good (its Service deleted from the metrics' view, the
+        // request metrics turned off): every observation gives no verdict.
+        sim.wait(60);
+        sim.observe_traffic(&served(&[]));
+        sim.wait(1799);
+        sim.observe_traffic(&served(&[]));
+        check(
+            sim.open(),
+            &["traffic_share_drift firing Route/knative-webapp"],
+        );
+        sim.wait(1);
+        sim.observe_traffic(&served(&[]));
+        check(sim.open(), &[]);
+        let resolved = sim.last("traffic_share_drift");
+        let reason = resolved.drift.resolution.as_deref().unwrap();
+        assert!(reason.starts_with("no observation for 1800s"), "{reason}");
+
+        // After a restart the book is empty, and a Route whose series never come back is never
+        // filed: its restored drift resolves all the same.
+        let mut sim = firing();
+        sim.restart();
+        let mut elsewhere = served(FIFTY_FIFTY);
+        for served in &mut elsewhere.series {
+            served.service = "other".into();
+            served.revision = served.revision.replace("knative-webapp", "other");
+        }
+        sim.observe_traffic(&elsewhere);
+        sim.wait(1800);
+        sim.observe_traffic(&elsewhere);
+        check(sim.open(), &[]);
+    }
+
+    #[test]
+    fn an_observation_judges_again_only_the_routes_whose_observation_changed() {
+        use drift_core::classify::traffic::TrafficBook;
+        let mut sim = Sim::new();
+        sim.send("add", &ninety_ten());
+        let graph = sim.engine().graph();
+        let mut book = TrafficBook::default();
+        let t0 = 1_000_000;
+        // New, then not yet a whole window under the split: judged each time.
+        assert_eq!(book.file(graph, &served(FIFTY_FIFTY), t0).len(), 1);
+        assert_eq!(
+            book.file(graph, &served(FIFTY_FIFTY), t0 + 600_000).len(),
+            1
+        );
+        // The same requests under the same split: the verdict would be the same.
+        assert!(book
+            .file(graph, &served(FIFTY_FIFTY), t0 + 660_000)
+            .is_empty());
+        let other = &[
+            ("knative-webapp-00001", 601.0),
+            ("knative-webapp-00002", 600.0),
+        ];
+        assert_eq!(book.file(graph, &served(other), t0 + 720_000).len(), 1);
+        assert!(book.file(graph, &served(other), t0 + 780_000).is_empty());
+        assert_eq!(book.len(), 1);
     }
 
     #[test]

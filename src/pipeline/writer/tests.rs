@@ -87,6 +87,7 @@ fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
         max_active_silences: 1_000,
         shard: Arc::new(shard),
         remediation: Default::default(),
+        traffic_observed: false,
     };
     let writer = Writer::new(
         Engine::new(Arc::new(Rules::default())),

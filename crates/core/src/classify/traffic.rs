@@ -7,7 +7,7 @@
 //! is not journaled: an observation is not a durable effect, and a rolled-back round's is
 //! simply judged again at the next one.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +19,9 @@ use super::{Graph, ObjectState};
 /// Most Revisions kept per Route in one observation (a Service rarely serves from more; the
 /// rest would only grow the book).
 pub const MAX_REVISIONS_PER_ROUTE: usize = 100;
+
+/// Windows without a verdict after which an open `traffic_share_drift` is resolved.
+pub const STALE_WINDOWS: u32 = 3;
 
 /// Requests one Revision served in the window, as one series of the query's result.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,10 +67,11 @@ pub struct RouteTraffic {
     /// `traffic.minRequests`.
     pub min_requests: u64,
     /// Requests per Revision in the window: the Route's Service's series, and the series of
-    /// Revisions its status names.
+    /// Revisions its status names, summed per Revision; never those of a Revision only 0 %
+    /// tagged targets name ([`Declared::tag_only`]).
     pub requests: BTreeMap<String, f64>,
     /// The Route's declared split when the observation was filed.
-    pub declared: BTreeMap<String, f64>,
+    pub declared: Declared,
     /// Since when the book has known that split: the first observation that saw it. A window
     /// that began before it may count requests of an earlier split.
     pub declared_since: Millis,
@@ -89,13 +93,24 @@ pub fn promql_duration(duration: Duration) -> String {
     }
 }
 
-/// The declared split of a Route: `status.traffic` summed per `revisionName` (a tagged 0 %
-/// target adds 0; a target without a Revision name is skipped: Knative resolves every target
-/// in the status).
-pub fn declared_split(route: &ObjectState) -> BTreeMap<String, f64> {
-    let mut split = BTreeMap::new();
+/// A Route's declared split, as `status.traffic` gives it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Declared {
+    /// Percent per Revision, summed over its targets (a target without a Revision name is
+    /// skipped: Knative resolves every target in the status).
+    pub split: BTreeMap<String, f64>,
+    /// Revisions that only 0 % tagged targets name (blue/green's `tag: candidate, percent: 0`):
+    /// requests to the tag's own URL reach the same queue-proxy and count as served, so their
+    /// requests are left out of the shares and of the total. A Revision with a declared percent
+    /// and a tag keeps its tagged requests (the metrics cannot tell them apart reliably).
+    pub tag_only: BTreeSet<String>,
+}
+
+/// The declared split of a Route (see [`Declared`]).
+pub fn declared_split(route: &ObjectState) -> Declared {
+    let mut declared = Declared::default();
     let Some(serde_json::Value::Array(targets)) = route.status_field("traffic") else {
-        return split;
+        return declared;
     };
     for target in &targets {
         let Some(revision) = target
@@ -109,15 +124,34 @@ pub fn declared_split(route: &ObjectState) -> BTreeMap<String, f64> {
             .get("percent")
             .and_then(serde_json::Value::as_f64)
             .unwrap_or(0.0);
-        *split.entry(revision.to_string()).or_insert(0.0) += percent;
+        let tagged = target
+            .get("tag")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|tag| !tag.is_empty());
+        if percent == 0.0 && tagged {
+            declared.tag_only.insert(revision.to_string());
+        } else {
+            *declared.split.entry(revision.to_string()).or_insert(0.0) += percent;
+        }
     }
-    split
+    // A Revision with a declared percent (or an untagged target) as well is in the split.
+    let split = &declared.split;
+    declared
+        .tag_only
+        .retain(|revision| !split.contains_key(revision));
+    declared
 }
 
 /// The latest observation per Route, for the live Routes it concerned (bounded by the graph).
 #[derive(Debug, Default)]
 pub struct TrafficBook {
     routes: HashMap<ObjectKey, RouteTraffic>,
+    /// Since when each Route with an open `traffic_share_drift` has had no verdict, counted
+    /// from the first observation that gave none (bounded by the open drifts).
+    pub(crate) unjudged: HashMap<ObjectKey, Millis>,
+    /// True when this process observes served traffic (`traffic.prometheus.url`; the writer
+    /// says so). Without it, open drifts of the class are resolved at start and reload.
+    pub(crate) observed: bool,
 }
 
 impl TrafficBook {
@@ -150,7 +184,11 @@ impl TrafficBook {
     /// Files an observation at `now` under the live Routes of its cluster it concerns: the
     /// Route with the name of a series' Service (a Service's Route has its name), and every
     /// Route already in the book (whose series may have vanished: it is filed with none).
-    /// Entries of Routes no longer live are dropped. Returns the Routes filed, to judge again.
+    /// Several series of one Revision (a query of one's own that keeps another label, e.g. the
+    /// pod) are summed. Entries of Routes no longer live are dropped. Returns the Routes to
+    /// judge again: those whose requests, declared split or settings changed since their last
+    /// observation, or whose window was not yet under their split (the rest would get the same
+    /// verdict as last time).
     pub fn file(
         &mut self,
         graph: &Graph,
@@ -158,17 +196,23 @@ impl TrafficBook {
         now: Millis,
     ) -> Vec<ObjectKey> {
         let cluster = observation.cluster.as_str();
-        let mut by_service: BTreeMap<(&str, &str), Vec<&Served>> = BTreeMap::new();
-        let mut by_revision: HashMap<(&str, &str), &Served> = HashMap::new();
+        // Requests per (namespace, revision), with the first non-empty Service label seen.
+        let mut by_revision: HashMap<(&str, &str), (&str, f64)> = HashMap::new();
         for served in &observation.series {
+            let entry = by_revision
+                .entry((served.namespace.as_str(), served.revision.as_str()))
+                .or_insert((served.service.as_str(), 0.0));
+            if entry.0.is_empty() {
+                entry.0 = served.service.as_str();
+            }
+            entry.1 += served.requests;
+        }
+        let mut by_service: HashMap<(&str, &str), Vec<(&str, f64)>> = HashMap::new();
+        for (&(namespace, revision), &(service, requests)) in &by_revision {
             by_service
-                .entry((served.namespace.as_str(), served.service.as_str()))
+                .entry((namespace, service))
                 .or_default()
-                .push(served);
-            by_revision.insert(
-                (served.namespace.as_str(), served.revision.as_str()),
-                served,
-            );
+                .push((revision, requests));
         }
         let mut routes: Vec<ObjectKey> = by_service
             .keys()
@@ -203,25 +247,35 @@ impl TrafficBook {
                 .copied();
             // A Revision the status names counts whatever its series' Service label says (a
             // Route of its own, not a Service's, has Revisions labelled with no Service).
-            let named = declared
-                .keys()
-                .filter_map(|revision| {
-                    by_revision.get(&(route.namespace.as_str(), revision.as_str()))
-                })
-                .copied();
-            for served in own.chain(named) {
-                if requests.len() >= MAX_REVISIONS_PER_ROUTE
-                    && !requests.contains_key(&served.revision)
+            let named = declared.split.keys().filter_map(|revision| {
+                by_revision
+                    .get(&(route.namespace.as_str(), revision.as_str()))
+                    .map(|&(_, requests)| (revision.as_str(), requests))
+            });
+            for (revision, served) in own.chain(named) {
+                if declared.tag_only.contains(revision)
+                    || (requests.len() >= MAX_REVISIONS_PER_ROUTE
+                        && !requests.contains_key(revision))
                 {
                     continue;
                 }
-                // The same series reached by both ways counts once.
-                requests.insert(served.revision.clone(), served.requests);
+                // The same Revision reached by both ways counts once.
+                requests.insert(revision.to_string(), served);
             }
-            let declared_since = match self.routes.get(&key) {
+            let previous = self.routes.get(&key);
+            let declared_since = match previous {
                 Some(previous) if previous.declared == declared => previous.declared_since,
                 _ => now,
             };
+            let unchanged = previous.is_some_and(|previous| {
+                previous.window_under_split()
+                    && previous.declared == declared
+                    && previous.requests == requests
+                    && previous.tolerance_percent == observation.tolerance_percent
+                    && previous.min_requests == observation.min_requests
+                    && previous.window_ms == window_ms
+                    && *previous.query == *query
+            });
             self.routes.insert(
                 key.clone(),
                 RouteTraffic {
@@ -235,7 +289,9 @@ impl TrafficBook {
                     declared_since,
                 },
             );
-            filed.push(key);
+            if !unchanged {
+                filed.push(key);
+            }
         }
         filed
     }

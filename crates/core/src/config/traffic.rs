@@ -134,13 +134,16 @@ pub struct Preset {
 }
 
 /// The OTel scrape join: the revision is a resource attribute, which the Prometheus exporter puts
-/// only on `target_info` of the same scrape target (job, instance).
+/// only on `target_info` of the same scrape target (job, instance). Joined with every
+/// `target_info` of the window, not only the current one: a pod gone within the window (a canary
+/// scaled to zero) still served its requests, and a join with the current `target_info` would
+/// lose them ("served nothing").
 macro_rules! otel_scrape {
     ($metric:literal) => {
         concat!(
             "sum by (k8s_namespace_name, kn_service_name, kn_revision_name) (increase(",
             $metric,
-            "[{window}]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) target_info)"
+            "[{window}]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) group by (job, instance, k8s_namespace_name, kn_service_name, kn_revision_name) (last_over_time(target_info[{window}])))"
         )
     };
 }
@@ -401,7 +404,7 @@ mod tests {
             traffic.promql("default").unwrap()
         };
         assert!(query("knative-1.19-scrape").contains(
-            "increase(kn_queueproxy_app_duration_seconds_count[300s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) target_info"
+            "increase(kn_queueproxy_app_duration_seconds_count[300s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) group by (job, instance, k8s_namespace_name, kn_service_name, kn_revision_name) (last_over_time(target_info[300s]))"
         ));
         assert!(query("knative-1.21-scrape")
             .contains("kn_serving_invocation_duration_seconds_count[300s]) * on (job, instance)"));

@@ -315,6 +315,8 @@ pub use invariant::{ID as INVARIANT, REVERT_FIELDS_FACT};
 pub use pipeline_broken::ID as PIPELINE_BROKEN;
 /// The id of the class of remediation fights, and the `facts` key naming the other manager.
 pub use remediation_fight::{ID as REMEDIATION_FIGHT, MANAGER_FACT as FIGHT_MANAGER_FACT};
+/// Whether the latest observation gives a Route a verdict (the engine's staleness bound).
+pub(crate) use traffic_share_drift::concludes as traffic_share_concludes;
 /// The id of the class of served traffic against the Route's split (`traffic:`).
 pub use traffic_share_drift::ID as TRAFFIC_SHARE_DRIFT;
 

@@ -229,33 +229,57 @@ impl DriftClass for TrafficShareDrift {
         if !route.is_kind(SERVING, "Route") || route.is_going_away() {
             return Vec::new();
         }
-        let declared = declared_split(route);
-        if declared != traffic.declared {
-            return vec![Assessment::clear(
+        match judge(route, traffic) {
+            Judgement::SplitChanged => vec![Assessment::clear(
                 route,
                 "the Route's declared split changed: judged again over a whole window under the new one",
-            )];
-        }
-        if !traffic.window_under_split() {
-            return Vec::new();
-        }
-        match compare(
-            &declared,
-            &traffic.requests,
-            traffic.tolerance_percent,
-            traffic.min_requests,
-        ) {
-            Verdict::Unknown(_) => Vec::new(),
-            Verdict::Matches => vec![Assessment::clear(
+            )],
+            Judgement::None => Vec::new(),
+            Judgement::Verdict(Verdict::Unknown(_)) => Vec::new(),
+            Judgement::Verdict(Verdict::Matches) => vec![Assessment::clear(
                 route,
                 "the served split is within tolerance of the declared one",
             )],
-            Verdict::Differs(problems, shares) => vec![Assessment::holds(
+            Judgement::Verdict(Verdict::Differs(problems, shares)) => vec![Assessment::holds(
                 route,
                 found(route, traffic, &problems, &shares),
             )],
         }
     }
+}
+
+/// What the latest observation tells of a Route.
+enum Judgement {
+    /// The split declared now is not the one observed under: nothing the observation says holds.
+    SplitChanged,
+    /// The window may still hold requests of an earlier split.
+    None,
+    /// The comparison's.
+    Verdict(Verdict),
+}
+
+fn judge(route: &ObjectState, traffic: &RouteTraffic) -> Judgement {
+    if declared_split(route) != traffic.declared {
+        return Judgement::SplitChanged;
+    }
+    if !traffic.window_under_split() {
+        return Judgement::None;
+    }
+    Judgement::Verdict(compare(
+        &traffic.declared.split,
+        &traffic.requests,
+        traffic.tolerance_percent,
+        traffic.min_requests,
+    ))
+}
+
+/// True when the latest observation gives the Route a verdict (its drift holds or clears):
+/// the engine resolves an open drift that has had none for a while (`engine/traffic.rs`).
+pub(crate) fn concludes(route: &ObjectState, traffic: &RouteTraffic) -> bool {
+    !matches!(
+        judge(route, traffic),
+        Judgement::None | Judgement::Verdict(Verdict::Unknown(_))
+    )
 }
 
 #[cfg(test)]

@@ -234,6 +234,9 @@ impl Engine {
                 if !self.rules.class(&slot.class).enabled {
                     return Some((slot.clone(), "class disabled in the rules"));
                 }
+                if slot.class == classes::TRAFFIC_SHARE_DRIFT && !self.traffic_observed() {
+                    return Some((slot.clone(), "served traffic not observed"));
+                }
                 let rule = slot.rule.as_deref()?;
                 if classes::about_a_group(&slot.class) {
                     // Judged again below, over the members the new rules name.
