@@ -61,6 +61,27 @@ fn child_of(kcert: &Value, not_after: &str) -> Value {
     })
 }
 
+/// What users are told (`Sim::notified`), with each drift's API group: a Knative Certificate
+/// and its cert-manager child share kind and name.
+fn told(sim: &Sim) -> Vec<String> {
+    sim.log
+        .iter()
+        .filter(|transition| transition.is_notifiable())
+        .map(|transition| {
+            let drift = &transition.drift;
+            let group = drift.api_version.split('/').next().unwrap_or_default();
+            format!(
+                "{} {} {group} {}",
+                drift.state.as_str(),
+                drift.severity.as_str(),
+                drift.name
+            )
+        })
+        .collect()
+}
+
+const KCERT: &str = "route-6a3f0955-7515-421d-9d01-0a595b510839";
+
 /// Waits until `days` before the derived certificate's `notAfter`.
 fn wait_until_days_before(sim: &mut Sim, days: i64) {
     let target = not_after_millis() - days * DAY * 1000;
@@ -93,11 +114,13 @@ fn a_certificate_warns_then_turns_critical_with_no_event_and_resolves_when_renew
         &sim,
         "certificate_expiring",
         "Knative Certificate myapp/route-6a3f0955-7515-421d-9d01-0a595b510839 expires at 2024-01-07T20:36:49.000Z",
-        "(in 10d)",
+        ", within the 14d warning window",
     );
     let facts = &fired.drift.evidence.facts;
     assert_eq!(facts["notAfter"], "2024-01-07T20:36:49.000Z");
-    assert_eq!(facts["timeLeft"], "10d");
+    assert_eq!(facts["window"], "warning");
+    // Only absolute words: no time left that a reminder days later would repeat untrue.
+    assert!(!facts.contains_key("timeLeft"), "{facts:?}");
     assert!(fired
         .drift
         .evidence
@@ -110,6 +133,16 @@ fn a_certificate_warns_then_turns_critical_with_no_event_and_resolves_when_renew
     wait_until_days_before(&mut sim, 2);
     let escalated = sim.last("certificate_expiring").clone();
     assert_eq!(escalated.drift.severity, Severity::Critical);
+    assert!(
+        escalated
+            .drift
+            .evidence
+            .summary
+            .ends_with("expires at 2024-01-07T20:36:49.000Z, within the 3d critical window"),
+        "{}",
+        escalated.drift.evidence.summary
+    );
+    assert_eq!(escalated.drift.evidence.facts["window"], "critical");
     assert_eq!(escalated.from, Some(DriftState::Firing));
     assert!(escalated.is_escalation() && escalated.is_notifiable());
     check(
@@ -147,8 +180,17 @@ fn an_expired_certificate_is_critical_and_asks_for_nothing_more() {
     wait_until_days_before(&mut sim, -1);
     let fired = sim.last("certificate_expiring");
     assert_eq!(fired.drift.severity, Severity::Critical);
-    assert!(fired.drift.evidence.summary.ends_with("(1d ago)"));
+    assert!(
+        fired
+            .drift
+            .evidence
+            .summary
+            .ends_with("expired at 2024-01-07T20:36:49.000Z"),
+        "{}",
+        fired.drift.evidence.summary
+    );
     assert_eq!(fired.drift.evidence.facts["expired"], "true");
+    assert_eq!(fired.drift.evidence.facts["window"], "expired");
     // Only the opening move is told: it opened critical (no warning was seen while asleep).
     assert_eq!(sim.notified().len(), 1);
     assert_eq!(sim.engine().judge_again_count(), 0);
@@ -213,8 +255,10 @@ fn a_restart_before_any_threshold_registers_the_time_again() {
     assert_eq!(sim.open().len(), 1, "{:?}", sim.lines());
 }
 
+/// The evidence changes only with the window (or what cert-manager says), not with `now`: an
+/// hour on, a resync pass that judges the unchanged certificate again writes no drift row.
 #[test]
-fn a_resync_pass_judges_an_unchanged_certificate_again() {
+fn a_resync_pass_judges_an_unchanged_certificate_again_and_rewrites_nothing() {
     let mut sim = Sim::new();
     // 2 days 2 hours 20 minutes left: critical at once.
     let cm = cert_manager("2023-10-12T00:00:00Z");
@@ -223,17 +267,25 @@ fn a_resync_pass_judges_an_unchanged_certificate_again() {
         sim.open(),
         vec!["certificate_expiring firing Certificate/example-com"]
     );
-    let time_left = |sim: &Sim| {
-        let drift = sim.engine().open_drifts().next().unwrap();
-        drift.evidence.facts["timeLeft"].clone()
-    };
-    assert_eq!(time_left(&sim), "2d 2h");
-    // An hour on, no threshold passed: nothing judged it.
+    let rows = sim.rows.len();
+    let history = sim.history.len();
     sim.wait(3600);
-    assert_eq!(time_left(&sim), "2d 2h");
     // The list finds it unchanged (stale by its version), and judges it all the same.
     assert_eq!(sim.list(&cm), drift_core::classify::Outcome::Stale);
-    assert_eq!(time_left(&sim), "2d 1h");
+    assert_eq!(
+        sim.engine().next_deadline(),
+        Some(T0 + (2 * DAY + 2 * 3600 + 20 * 60) * 1000)
+    );
+    // The same verdict, the same evidence: nothing to write.
+    assert_eq!(sim.rows.len(), rows, "{:?}", &sim.rows[rows..]);
+    assert_eq!(sim.history.len(), history);
+    // So does an event that changes nothing the class reads (a new resourceVersion).
+    sim.send("update", &changed(&cm, |_| {}));
+    assert_eq!(sim.rows.len(), rows, "{:?}", &sim.rows[rows..]);
+    assert_eq!(
+        sim.engine().open_drifts().next().unwrap().evidence.facts["window"],
+        "critical"
+    );
 }
 
 #[test]
@@ -264,6 +316,7 @@ fn a_knative_certificate_and_its_cert_manager_child_are_one_alert() {
         "{}",
         fired.drift.evidence.summary
     );
+    assert_eq!(fired.drift.evidence.facts["window"], "warning");
     let hint = fired.drift.evidence.hint.as_deref().unwrap();
     assert!(hint.contains("Issuing=True (Renewing)"), "{hint}");
     assert!(hint.contains("cmctl renew -n myapp"), "{hint}");
@@ -277,6 +330,13 @@ fn a_knative_certificate_and_its_cert_manager_child_are_one_alert() {
     });
     sim.send("update", &renewed);
     assert!(sim.open().is_empty(), "{:?}", sim.lines());
+    check(
+        told(&sim),
+        &[
+            &format!("firing warning networking.internal.knative.dev {KCERT}"),
+            &format!("resolved warning networking.internal.knative.dev {KCERT}"),
+        ],
+    );
     // A cert-manager Certificate of its own (no Knative owner) is judged on itself.
     sim.send("add", &cert_manager("2023-10-12T21:40:00Z"));
     assert_eq!(
@@ -285,35 +345,115 @@ fn a_knative_certificate_and_its_cert_manager_child_are_one_alert() {
     );
 }
 
+/// The initial events of different kinds arrive in any order (first deploy, a lost store): a
+/// child seen before its Knative owner is not judged on itself, so users hear of one expiry
+/// once, on the owner.
 #[test]
-fn a_cert_manager_child_seen_before_its_owner_hands_its_drift_over() {
+fn a_cert_manager_child_seen_before_its_owner_is_one_notification() {
     let mut sim = Sim::new();
     let cert = kcert();
     let child = child_of(&cert, "2023-10-14T21:40:00Z");
-    // Its owner not tracked yet: judged on itself.
+    // Its owner not tracked yet: quiet, and no time kept for it.
     sim.send("add", &child);
-    let fired = sim.last("certificate_expiring");
-    assert_eq!(fired.drift.api_version, "cert-manager.io/v1");
+    assert!(sim.lines().is_empty(), "{:?}", sim.lines());
+    assert_eq!(sim.engine().judge_again_count(), 0);
     // The owner arrives: one drift, on the Knative Certificate, from the child's status.
     sim.send("add", &cert);
-    let drifts: Vec<(String, String)> = sim
-        .engine()
-        .open_drifts()
-        .map(|drift| {
-            (
-                drift.api_version.clone(),
-                drift.evidence.facts["timeLeft"].clone(),
-            )
-        })
-        .collect();
+    check(
+        told(&sim),
+        &[&format!(
+            "firing warning networking.internal.knative.dev {KCERT}"
+        )],
+    );
+    assert_eq!(sim.notified().len(), 1, "{:?}", sim.notified());
+    let fired = sim.last("certificate_expiring");
     assert_eq!(
-        drifts,
-        [(
-            "networking.internal.knative.dev/v1alpha1".to_string(),
-            "5d".to_string()
-        )]
+        fired.drift.evidence.facts["notAfter"],
+        "2023-10-14T21:40:00.000Z"
     );
     assert_eq!(sim.engine().judge_again_count(), 1, "the owner's time only");
+    // The child's next events (its renewal failing again) tell nobody anything new.
+    sim.send(
+        "update",
+        &changed(&child, |c| c["status"]["failedIssuanceAttempts"] = json!(4)),
+    );
+    assert_eq!(sim.notified().len(), 1, "{:?}", sim.notified());
+}
+
+/// An owner being deleted ends its drift; its child's events then open none on the child.
+#[test]
+fn a_child_of_a_deleted_owner_is_not_judged_on_itself() {
+    let mut sim = Sim::new();
+    let cert = kcert();
+    let child = child_of(&cert, "2023-10-14T21:40:00Z");
+    sim.send("add", &cert);
+    sim.send("add", &child);
+    let deleting = changed(&cert, |c| {
+        c["metadata"]["deletionTimestamp"] = json!("2023-10-09T21:40:00Z");
+    });
+    sim.send("update", &deleting);
+    sim.send(
+        "update",
+        &changed(&child, |c| c["status"]["failedIssuanceAttempts"] = json!(4)),
+    );
+    check(
+        told(&sim),
+        &[
+            &format!("firing warning networking.internal.knative.dev {KCERT}"),
+            &format!("resolved warning networking.internal.knative.dev {KCERT}"),
+        ],
+    );
+    assert!(sim.open().is_empty(), "{:?}", sim.open());
+}
+
+/// Knative copies its child's `notAfter`, and a recreated child has none for a while: an open
+/// drift is kept (no verdict), not resolved; it resolves when `notAfter` moves out (renewal).
+#[test]
+fn a_missing_or_unreadable_not_after_keeps_an_open_drift() {
+    let mut sim = Sim::new();
+    // As Knative copies it: the owner's notAfter is the child's.
+    let cert = changed(&kcert(), |c| {
+        c["status"]["notAfter"] = json!("2023-10-14T21:40:00Z")
+    });
+    sim.send("add", &cert);
+    let child = child_of(&cert, "2023-10-14T21:40:00Z");
+    sim.send("add", &child);
+    assert_eq!(sim.open().len(), 1);
+    // The child is recreated: a new uid, and no notAfter yet.
+    let recreated = changed(&child, |c| {
+        c["metadata"]["uid"] = json!("5b0c6a57-0c02-4e8e-9d2a-7c2d3f0e1a03");
+        c["status"].as_object_mut().unwrap().remove("notAfter");
+    });
+    sim.send("delete", &changed(&child, |_| {}));
+    sim.send("add", &recreated);
+    // The owner, with Knative's copy gone too, and then an unreadable one.
+    sim.send(
+        "update",
+        &changed(&cert, |c| {
+            c["status"].as_object_mut().unwrap().remove("notAfter");
+        }),
+    );
+    sim.send(
+        "update",
+        &changed(&recreated, |c| c["status"]["notAfter"] = json!("soon")),
+    );
+    sim.wait(3600);
+    assert_eq!(sim.open().len(), 1, "{:?}", sim.lines());
+    check(
+        told(&sim),
+        &[&format!(
+            "firing warning networking.internal.knative.dev {KCERT}"
+        )],
+    );
+    // The new child is issued: renewed, out of the window, resolved.
+    sim.send(
+        "update",
+        &changed(&recreated, |c| {
+            c["status"]["notAfter"] = json!("2024-01-12T21:40:00Z")
+        }),
+    );
+    assert!(sim.open().is_empty(), "{:?}", sim.lines());
+    assert_eq!(told(&sim).len(), 2, "{:?}", told(&sim));
 }
 
 #[test]

@@ -9,10 +9,11 @@
 //!
 //! One expiry, one alert: with the cert-manager class, Knative's certificate reconciler makes a
 //! cert-manager Certificate of the same name, controller-owned by the Knative one, and copies
-//! its `notAfter` up. While both are tracked the drift is on the Knative Certificate (the object
-//! Knative users know, and the one the condition chain Route → KIngress → Certificate names),
-//! judged from the cert-manager child's status, which is fresher and says why renewal fails;
-//! the child itself stays quiet.
+//! its `notAfter` up. The drift is on the Knative Certificate (the object Knative users know, and
+//! the one the condition chain Route → KIngress → Certificate names), judged from the
+//! cert-manager child's status while that is tracked (it is fresher and says why renewal fails).
+//! A child controlled by a Knative Certificate is never judged on itself, tracked owner or not.
+//! Without a `notAfter` (a recreated child) an open drift is kept, not resolved.
 
 use super::*;
 use crate::classify::evidence::hint::{namespace_flag, shell_quote};
@@ -43,14 +44,20 @@ fn is_knative(object: &ObjectState) -> bool {
     object.kind == "Certificate" && object.group() == NETWORKING_INTERNAL
 }
 
-/// The live Knative Certificate that controls a cert-manager one, when it is tracked.
+/// True for a cert-manager Certificate whose controller is a Knative Certificate (Knative's
+/// certificate reconciler made it): its expiry is the owner's drift, whether or not the owner is
+/// tracked yet, so it is never judged on itself.
+fn knative_controlled(object: &ObjectState) -> bool {
+    object.controller_owner().is_some_and(|owner| {
+        owner.kind == "Certificate"
+            && crate::decode::object::api_group(&owner.api_version) == NETWORKING_INTERNAL
+    })
+}
+
+/// The live Knative Certificate that controls a cert-manager one, when it is tracked (and not
+/// being deleted: its own deletion clears its drift).
 fn knative_owner<'a>(graph: &'a Graph, object: &ObjectState) -> Option<&'a ObjectState> {
     let owner = object.controller_owner()?;
-    if owner.kind != "Certificate"
-        || crate::decode::object::api_group(&owner.api_version) != NETWORKING_INTERNAL
-    {
-        return None;
-    }
     graph
         .by_uid(&object.cluster, &owner.uid)
         .filter(|owner| !owner.is_going_away() && is_knative(owner))
@@ -70,65 +77,81 @@ fn cert_manager_child<'a>(graph: &'a Graph, knative: &ObjectState) -> Option<&'a
 
 impl CertificateExpiring {
     /// The verdict on `subject`, read from `source`'s status (the subject itself, or the
-    /// cert-manager child that reports through it).
+    /// cert-manager child that reports through it); `None` when there is no `notAfter` to judge
+    /// by while a drift is open (see [`Self::no_expiry`]).
     fn judge(
         &self,
         context: &Context<'_>,
         subject: &ObjectState,
         source: &ObjectState,
-    ) -> Assessment {
+    ) -> Option<Assessment> {
         if subject.is_going_away() {
-            return Assessment::clear(subject, "the certificate is being deleted")
-                .judged_again(JudgeAgain::Never);
+            return Some(
+                Assessment::clear(subject, "the certificate is being deleted")
+                    .judged_again(JudgeAgain::Never),
+            );
         }
         let status = source.status.value();
         let Some(text) = status.get("notAfter").and_then(serde_json::Value::as_str) else {
-            return Assessment::clear(subject, "no status.notAfter (not issued yet)")
-                .judged_again(JudgeAgain::Never);
+            return self.no_expiry(context, subject, "no status.notAfter (not issued yet)");
         };
         let Some(not_after) = parse_time(text) else {
-            return Assessment::clear(
+            return self.no_expiry(
+                context,
                 subject,
                 format!("status.notAfter {text:?} is not an RFC 3339 time"),
-            )
-            .judged_again(JudgeAgain::Never);
+            );
         };
         let windows = context.rules.certificates();
         let warn_at = not_after.saturating_sub(millis(windows.warn_before));
         let critical_at = not_after.saturating_sub(millis(windows.critical_before));
         let now = context.now;
-        let left = not_after.saturating_sub(now);
         if now < warn_at {
-            return Assessment::clear(
-                subject,
-                format!(
-                    "expires {} ({} from now), outside the {} window",
-                    format_time(not_after),
-                    format_span(left),
-                    format_span(millis(windows.warn_before))
-                ),
-            )
-            .judged_again(JudgeAgain::At(warn_at));
+            // A resolution is written once, when the drift ends: "from now" stays true there.
+            return Some(
+                Assessment::clear(
+                    subject,
+                    format!(
+                        "expires {} ({} from now), outside the {} window",
+                        format_time(not_after),
+                        format_span(not_after.saturating_sub(now)),
+                        format_span(millis(windows.warn_before))
+                    ),
+                )
+                .judged_again(JudgeAgain::At(warn_at)),
+            );
         }
-        let (severity, next) = if now < critical_at {
-            (Severity::Warning, JudgeAgain::At(critical_at))
+        // Only absolute words in the evidence ("expires at T, within the 3d critical window",
+        // never "in 2d"): it then changes only when the window does (or what cert-manager says),
+        // so the drift row is not rewritten at every event and resync pass, and a reminder does
+        // not repeat a time left that was true only when the drift fired.
+        let (severity, next, window, when) = if now < critical_at {
+            let span = format_span(millis(windows.warn_before));
+            let when = format!(
+                "expires at {}, within the {span} warning window",
+                format_time(not_after)
+            );
+            (
+                Severity::Warning,
+                JudgeAgain::At(critical_at),
+                "warning",
+                when,
+            )
         } else if now < not_after {
-            (Severity::Critical, JudgeAgain::At(not_after))
-        } else {
-            (Severity::Critical, JudgeAgain::Never)
-        };
-        let when = if left > 0 {
-            format!(
-                "expires at {} (in {})",
-                format_time(not_after),
-                format_span(left)
+            let span = format_span(millis(windows.critical_before));
+            let when = format!(
+                "expires at {}, within the {span} critical window",
+                format_time(not_after)
+            );
+            (
+                Severity::Critical,
+                JudgeAgain::At(not_after),
+                "critical",
+                when,
             )
         } else {
-            format!(
-                "expired at {} ({} ago)",
-                format_time(not_after),
-                format_span(left)
-            )
+            let when = format!("expired at {}", format_time(not_after));
+            (Severity::Critical, JudgeAgain::Never, "expired", when)
         };
         let named = format!(
             "{} {}/{}",
@@ -147,8 +170,8 @@ impl CertificateExpiring {
         found.severity = Some(severity);
         let facts = &mut found.facts;
         facts.insert("notAfter".into(), format_time(not_after));
-        facts.insert("timeLeft".into(), format_span(left));
-        facts.insert("expired".into(), (left <= 0).to_string());
+        facts.insert("window".into(), window.to_string());
+        facts.insert("expired".into(), (window == "expired").to_string());
         facts.insert(
             "warnBefore".into(),
             format_span(millis(windows.warn_before)),
@@ -193,7 +216,23 @@ impl CertificateExpiring {
             }
         }
         found.hint = Some(hint(subject, source, &why));
-        Assessment::holds(subject, found).judged_again(next)
+        Some(Assessment::holds(subject, found).judged_again(next))
+    }
+
+    /// No `notAfter` to judge by: clear when nothing is open, but no verdict on an open drift.
+    /// Knative copies its cert-manager child's `notAfter`, and a recreated child has none for a
+    /// while; resolving then would end a real expiry silently. An open drift ends when
+    /// `notAfter` moves out of the window (renewal) or the certificate goes.
+    fn no_expiry(
+        &self,
+        context: &Context<'_>,
+        subject: &ObjectState,
+        reason: impl Into<String>,
+    ) -> Option<Assessment> {
+        if context.open_drift(&subject.key(), ID).is_some() {
+            return None;
+        }
+        Some(Assessment::clear(subject, reason).judged_again(JudgeAgain::Never))
     }
 }
 
@@ -260,37 +299,32 @@ impl DriftClass for CertificateExpiring {
             return Vec::new();
         }
         if is_cert_manager(object) {
+            if !knative_controlled(object) {
+                return self.judge(context, object, object).into_iter().collect();
+            }
+            // Never judged on itself: its Knative owner is watched by default, and in what
+            // order the first events of the two kinds arrive is chance (grace is 0, so a child
+            // judged first would fire, resolve and hand over: three messages for one expiry).
+            // The clear ends a drift an older version opened on it.
+            let mut verdicts = vec![Assessment::clear(
+                object,
+                "reported through its Knative Certificate (its controller)",
+            )
+            .judged_again(JudgeAgain::Never)];
             if let Some(owner) = knative_owner(context.graph, object) {
-                let reason = format!(
-                    "reported through its Knative Certificate {}",
-                    owner.reference()
-                );
                 // A child going away leaves its owner to its own notAfter.
                 let source = if object.is_going_away() {
                     owner
                 } else {
                     object
                 };
-                return vec![
-                    Assessment::clear(object, reason).judged_again(JudgeAgain::Never),
-                    self.judge(context, owner, source),
-                ];
+                verdicts.extend(self.judge(context, owner, source));
             }
-            return vec![self.judge(context, object, object)];
+            return verdicts;
         }
         if is_knative(object) {
-            let Some(child) = cert_manager_child(context.graph, object) else {
-                return vec![self.judge(context, object, object)];
-            };
-            // A child seen before its owner was judged on itself: its drift ends here.
-            let reason = format!(
-                "reported through its Knative Certificate {}",
-                object.reference()
-            );
-            return vec![
-                Assessment::clear(child, reason).judged_again(JudgeAgain::Never),
-                self.judge(context, object, child),
-            ];
+            let source = cert_manager_child(context.graph, object).unwrap_or(object);
+            return self.judge(context, object, source).into_iter().collect();
         }
         Vec::new()
     }
@@ -362,7 +396,7 @@ mod tests {
         assert_eq!((severity, state), (Severity::Critical, DriftState::Firing));
         assert_eq!(
             summary,
-            "cert-manager Certificate sandbox/example-com expired at 2025-08-02T13:50:04.000Z (2d ago)"
+            "cert-manager Certificate sandbox/example-com expired at 2025-08-02T13:50:04.000Z"
         );
         let drift = engine.open_drifts().next().unwrap();
         let hint = drift.evidence.hint.as_deref().unwrap();
