@@ -22,11 +22,10 @@ use tokio_util::sync::CancellationToken;
 use super::ratelimit::RateLimiter;
 use super::{Channel, Message, Outcome};
 use crate::metrics::{ChannelLabel, Metrics};
-use drift_core::route::notification_id;
 use drift_model::time::Clock;
 use drift_model::{DriftState, Millis};
 use drift_model::{Notice, NoticeKind};
-use drift_store::{FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, Settlement};
+use drift_store::{Lease, Outbox, OutboxRow, OutboxState, Settlement};
 
 /// Delivery limits of one channel.
 #[derive(Debug, Clone, Copy)]
@@ -41,8 +40,6 @@ pub struct Limits {
     pub max_backoff: Duration,
 }
 
-/// How many times an Alertmanager resolve is repeated after its first delivery.
-const RESOLVE_RESENDS: u32 = 3;
 /// Longest idle wait between outbox checks.
 const POLL: Duration = Duration::from_secs(2);
 /// How long the rows of a message stay claimed beyond the send's own timeout. A relay claims a
@@ -441,7 +438,8 @@ impl Relay {
         match outcome {
             Outcome::Delivered => {
                 let mut follow_ups = Vec::new();
-                for follow in self.follow_ups(&batch, done) {
+                let resend = self.channel.resend_interval().map(millis);
+                for follow in follow_ups::follow_ups(&batch, resend, done) {
                     // A reminder only for a drift that still fires (it may have resolved while
                     // this message was on its way).
                     if follow.queued.kind() == NoticeKind::Repeat {
@@ -534,61 +532,6 @@ impl Relay {
             }
         }
         Ok(())
-    }
-
-    fn follow_ups(&self, batch: &[(OutboxRow, Notice)], now: Millis) -> Vec<FollowUp> {
-        let resend = self.channel.resend_interval().map(millis);
-        let mut follow_ups = Vec::new();
-        for (row, notice) in batch {
-            let next = match notice.kind {
-                NoticeKind::Firing | NoticeKind::Repeat => {
-                    let repeat = row.queued.repeat_after_ms;
-                    let interval = match (repeat, resend) {
-                        (Some(a), Some(b)) => Some(a.min(b)),
-                        (a, b) => a.or(b),
-                    };
-                    interval.map(|interval| (NoticeKind::Repeat, interval, 0))
-                }
-                NoticeKind::Resolved => match resend {
-                    Some(interval) if notice.resend < RESOLVE_RESENDS => {
-                        Some((NoticeKind::Resolved, interval, notice.resend + 1))
-                    }
-                    _ => None,
-                },
-                // An attempt is told once.
-                NoticeKind::Remediation => None,
-            };
-            let Some((kind, interval, resend_count)) = next else {
-                continue;
-            };
-            let due = now + interval.max(1);
-            let follow = Notice {
-                kind,
-                drift: notice.drift.clone(),
-                at: notice.at,
-                resend: resend_count,
-                remediation: None,
-            };
-            follow_ups.push(FollowUp {
-                of: row.queued.id.clone(),
-                queued: NewOutbox {
-                    id: notification_id(
-                        &row.queued.drift_id,
-                        &row.queued.channel,
-                        kind.as_str(),
-                        due,
-                    ),
-                    channel: row.queued.channel.clone(),
-                    drift_id: row.queued.drift_id.clone(),
-                    group_key: row.queued.group_key.clone(),
-                    notice: follow,
-                    created_at: due,
-                    not_before: due,
-                    repeat_after_ms: row.queued.repeat_after_ms,
-                },
-            });
-        }
-        follow_ups
     }
 
     async fn retry(
@@ -692,5 +635,6 @@ pub(crate) async fn watch_outbox(
 }
 
 mod checks;
+mod follow_ups;
 #[cfg(test)]
 mod tests;

@@ -918,6 +918,75 @@ async fn an_escalation_is_sent_and_its_reminders_replace_the_warnings() {
     assert_eq!(severities, ["critical", "critical"]);
 }
 
+/// An escalation and the warning's due reminder in one message: the escalation withdraws the
+/// warning's reminders, and the reminder sent with it starts no new chain at the old severity
+/// (the relay queues none for it, `relay::follow_ups`; the stores also queue follow-ups only of
+/// rows the settlement found, and the withdrawal deleted that one).
+#[tokio::test]
+async fn an_escalation_sent_with_a_due_warning_reminder_keeps_only_its_own_reminders() {
+    let clock = start_clock();
+    let receiver = receivers::webhook(Arc::clone(&clock), WHSEC).await;
+    let yaml = format!(
+        "  - name: hook\n    type: webhook\n    url: {}/hook\n    secret: {WHSEC}\n",
+        receiver.base
+    );
+    let mut h = harness(&yaml, &clock, limits());
+    let start = h.clock.load(Ordering::SeqCst);
+    let mut warning = row("hook", 1, NoticeKind::Firing, "g", start);
+    warning.notice.drift.severity = Severity::Warning;
+    warning.notice.drift.fired_at = Some(start);
+    warning.repeat_after_ms = Some(3_600_000);
+    queue(&h.store, vec![warning.clone()]);
+    h.drive(60).await;
+    assert_eq!(receiver.accepted().len(), 1, "the warning");
+    // An hour and a second on, before any round: the warning's reminder is due (the older row,
+    // first in the message), and the escalation comes.
+    let at = start + 3_601_000;
+    h.clock.store(at, Ordering::SeqCst);
+    let mut critical = warning;
+    critical.id = "ntf_hook_1_escalated".into();
+    critical.notice.drift.severity = Severity::Critical;
+    critical.notice.at = at;
+    critical.created_at = at;
+    critical.not_before = at;
+    // The critical route reminds more often (every half hour).
+    critical.repeat_after_ms = Some(1_800_000);
+    assert!(critical.notice.is_escalation());
+    queue(&h.store, vec![critical]);
+    h.drive(60).await;
+    let bodies = receiver.accepted();
+    assert_eq!(bodies.len(), 2, "one message for both");
+    let mut sent: Vec<(String, bool)> = bodies[1]["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|notice| {
+            (
+                notice["severity"].as_str().unwrap().to_string(),
+                notice["reminder"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(
+        sent,
+        [
+            ("critical".to_string(), false),
+            ("warning".to_string(), true)
+        ],
+        "the escalation and the due reminder went out together"
+    );
+    // Two hours on: the critical one's four reminders, and no chain of the warning's.
+    h.drive(2 * 3600).await;
+    let bodies = receiver.accepted();
+    let later: Vec<&str> = bodies[2..]
+        .iter()
+        .flat_map(|body| body["data"].as_array().unwrap().iter())
+        .map(|notice| notice["severity"].as_str().unwrap())
+        .collect();
+    assert_eq!(later, ["critical", "critical", "critical", "critical"]);
+}
+
 #[tokio::test]
 async fn a_resolve_waits_for_its_firing_notice() {
     let clock = start_clock();
