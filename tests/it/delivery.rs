@@ -1553,3 +1553,161 @@ async fn slack_shows_hostile_values_without_their_markup() {
         );
     }
 }
+
+// ---- Alertmanager: an escalation ------------------------------------------------------------------
+
+/// A real Alertmanager (Debian's `prometheus-alertmanager`), its configuration `config`, no
+/// cluster; a watchdog shell stops it when its stdin closes (at drop, or however the test ends).
+struct RealAlertmanager {
+    url: String,
+    watchdog: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl RealAlertmanager {
+    async fn start(config: &str) -> RealAlertmanager {
+        let binary = ["/usr/bin/prometheus-alertmanager", "/usr/bin/alertmanager"]
+            .into_iter()
+            .find(|path| std::path::Path::new(path).exists())
+            .expect("prometheus-alertmanager must be installed (scripts/test.sh installs it)");
+        let client = reqwest::Client::new();
+        // A port taken between choosing it and the bind is given up for another.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("am.yml"), config).unwrap();
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let log = dir.path().join("am.log");
+            let watchdog = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(r#"log=$1; shift; "$@" 2>"$log" & pid=$!; cat >/dev/null; kill "$pid"; wait "$pid""#)
+                .arg("alertmanager-watchdog")
+                .arg(&log)
+                .arg(binary)
+                .arg(format!("--config.file={}", dir.path().join("am.yml").display()))
+                .arg(format!("--storage.path={}", dir.path().join("data").display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--cluster.listen-address=")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            let am = RealAlertmanager {
+                url: format!("http://127.0.0.1:{port}"),
+                watchdog,
+                _dir: dir,
+            };
+            for _ in 0..240 {
+                let ready = client.get(format!("{}/-/ready", am.url)).send().await;
+                if ready.is_ok_and(|response| response.status().is_success()) {
+                    return am;
+                }
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if text.contains("address already in use") {
+                    break;
+                }
+                assert!(
+                    !text.contains("level=error"),
+                    "Alertmanager did not start:\n{text}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+        }
+        panic!("Alertmanager did not become ready");
+    }
+}
+
+impl Drop for RealAlertmanager {
+    fn drop(&mut self) {
+        drop(self.watchdog.stdin.take());
+        let _ = self.watchdog.wait();
+    }
+}
+
+/// An escalated drift is two alerts to Alertmanager (`severity` is an identity label): the
+/// inhibit rule README gives mutes the warning one while the critical one fires, so its lapse
+/// is not notified as RESOLVED. README's own text is the configuration tested.
+#[tokio::test]
+async fn the_documented_inhibit_rule_mutes_the_warning_alert_of_an_escalated_drift() {
+    use drift_sentinel::deliver::{Channel, Message, Outcome};
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("# alertmanager.yml\n")
+        .expect("README gives the inhibit rule");
+    let rule = &readme[start..];
+    let rule = &rule[..rule.find("```").unwrap()];
+    assert!(rule.contains("inhibit_rules:"), "{rule}");
+    let config = format!("route:\n  receiver: nobody\nreceivers:\n  - name: nobody\n{rule}");
+    let am = RealAlertmanager::start(&config).await;
+    let channel = drift_sentinel::deliver::alertmanager::Alertmanager::new(
+        "am",
+        reqwest::Client::new(),
+        drift_core::config::Secret::new(am.url.clone()),
+        std::time::Duration::from_secs(60),
+        None,
+    );
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut warning = row("am", 1, NoticeKind::Firing, "g", now - 3_600_000).notice;
+    warning.drift.severity = Severity::Warning;
+    warning.drift.fired_at = Some(warning.at);
+    let mut critical = warning.clone();
+    critical.drift.severity = Severity::Critical;
+    critical.at = now;
+    assert!(critical.is_escalation());
+    for (id, notice) in [("warning", warning), ("escalation", critical)] {
+        let message = Message {
+            id: id.into(),
+            notices: vec![notice],
+            now,
+            omitted: 0,
+        };
+        assert_eq!(channel.send(&message).await, Outcome::Delivered);
+    }
+    // The API marks each alert as it answers (silences and inhibitions); the inhibitor learns of
+    // the critical alert from Alertmanager's alert feed, so it is asked until it has.
+    let client = reqwest::Client::new();
+    let mut states = Vec::new();
+    for _ in 0..240 {
+        let alerts: Value = client
+            .get(format!("{}/api/v2/alerts", am.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        states = alerts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|alert| {
+                (
+                    alert["labels"]["severity"].as_str().unwrap().to_string(),
+                    alert["status"]["state"].as_str().unwrap().to_string(),
+                    alert["status"]["inhibitedBy"]
+                        .as_array()
+                        .map_or(0, Vec::len),
+                )
+            })
+            .collect();
+        states.sort();
+        if states
+            .iter()
+            .any(|(severity, state, _)| severity == "warning" && state == "suppressed")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        states,
+        [
+            ("critical".to_string(), "active".to_string(), 0),
+            ("warning".to_string(), "suppressed".to_string(), 1),
+        ]
+    );
+}
