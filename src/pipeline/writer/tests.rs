@@ -525,8 +525,33 @@ fn a_certificate_warns_and_escalates_on_the_writers_clock_with_no_event() {
     assert!(h.writer.timers_due(now + 12 * DAY));
     h.round(Vec::new());
     assert_eq!(firing(&h), ["critical", "warning"]);
-    // Renewed: resolved (the log channel's route sends resolves).
+    // Renewed: resolved, the drift row and the resolve queued (the log channel's route sends
+    // resolves).
     h.round(vec![certificate_event("c-2", "101", not_after + 90 * DAY)]);
     assert!(h.writer.engine.open_drifts().next().is_none());
+    let mut store = h.store.clone();
+    let resolved: Vec<drift_store::OutboxRow> = drift_store::Outbox::rows(&mut store, None, 100)
+        .unwrap()
+        .into_iter()
+        .filter(|row| {
+            row.queued.notice.drift.class == "certificate_expiring"
+                && row.queued.kind() == drift_model::NoticeKind::Resolved
+        })
+        .collect();
+    assert_eq!(resolved.len(), 1, "one resolve queued");
+    let drift = &resolved[0].queued.notice.drift;
+    assert_eq!(drift.state, drift_model::DriftState::Resolved);
+    assert!(
+        drift
+            .resolution
+            .as_deref()
+            .is_some_and(|reason| reason.starts_with("expires ")),
+        "{:?}",
+        drift.resolution
+    );
+    assert_eq!(
+        drift_store::Outbox::drift_state(&mut store, &drift.id).unwrap(),
+        Some(drift_model::DriftState::Resolved)
+    );
     assert!(!h.writer.timers_due(now + 12 * DAY));
 }

@@ -257,7 +257,8 @@ pub fn hash_value(value: &str) -> String {
     format!("sha256:{hex}")
 }
 
-/// Status fields kept, per kind; everything else in `status` is churn for drift purposes, and is
+/// Status fields kept, for every kind alike (one list, not one per kind: a name kept for one kind
+/// is kept wherever it appears); everything else in `status` is churn for drift purposes, and is
 /// skipped by the parser, never built into a tree (only its size counts, for the bound).
 pub(crate) const KEPT_STATUS: &[&str] = &[
     "observedGeneration",
