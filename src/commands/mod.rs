@@ -70,10 +70,18 @@ pub(crate) fn load_config(path: Option<&PathBuf>) -> Result<Config, LoadConfigEr
 /// `config validate FILE`: prints `FILE: ok`, or the error with its key path (exit 2).
 pub fn validate(file: &Path) -> ExitCode {
     match drift_core::config::load_file(file) {
-        Ok(_) => {
-            println!("{}: ok", file.display());
-            ExitCode::SUCCESS
-        }
+        Ok(config) => match crate::traffic::check_files(&config) {
+            // The files the service reads at start, read now, so a pod does not crash-loop
+            // on what validated.
+            Ok(()) => {
+                println!("{}: ok", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("{}: {error}", file.display());
+                ExitCode::from(2)
+            }
+        },
         Err(error) => {
             eprintln!("{}: {error}", file.display());
             ExitCode::from(2)

@@ -36,9 +36,52 @@ pub enum SetupError {
     /// `traffic.prometheus.caFile` holds no usable PEM certificate.
     #[error("traffic.prometheus.caFile: not a PEM certificate bundle: {0}")]
     CaFile(reqwest::Error),
+    /// `traffic.prometheus.bearerTokenFile` could not be read.
+    #[error("traffic.prometheus.bearerTokenFile: cannot read {path}: {error}")]
+    ReadTokenFile {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
     /// The HTTP client could not be built.
     #[error("traffic.prometheus: cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
+}
+
+/// The HTTP client of the `traffic:` section, trusting `caFile`'s certificates.
+fn client(traffic: &drift_core::config::TrafficConfig) -> Result<reqwest::Client, SetupError> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(traffic.prometheus.timeout)
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(path) = &traffic.prometheus.ca_file {
+        let pem = std::fs::read(path).map_err(|error| SetupError::ReadCaFile {
+            path: path.clone(),
+            error,
+        })?;
+        for certificate in
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(SetupError::CaFile)?
+        {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder.build().map_err(SetupError::Client)
+}
+
+/// What `config validate` checks of the `traffic:` section beyond the config itself: the files
+/// it names can be read (the CA bundle parsed), as the service will at start (the token file is
+/// read again at every query, so it may be rotated).
+pub fn check_files(config: &Config) -> Result<(), SetupError> {
+    let traffic = &config.traffic;
+    if traffic.prometheus.url.is_none() {
+        return Ok(());
+    }
+    client(traffic)?;
+    if let Some(path) = &traffic.prometheus.bearer_token_file {
+        std::fs::read(path).map_err(|error| SetupError::ReadTokenFile {
+            path: path.clone(),
+            error,
+        })?;
+    }
+    Ok(())
 }
 
 /// The poller's settings, from the `traffic:` section.
@@ -74,21 +117,7 @@ impl Poller {
             // Validation requires a preset or a query; nothing to run without one.
             return Ok(None);
         };
-        let mut builder = reqwest::Client::builder()
-            .timeout(traffic.prometheus.timeout)
-            .redirect(reqwest::redirect::Policy::none());
-        if let Some(path) = &traffic.prometheus.ca_file {
-            let pem = std::fs::read(path).map_err(|error| SetupError::ReadCaFile {
-                path: path.clone(),
-                error,
-            })?;
-            for certificate in
-                reqwest::Certificate::from_pem_bundle(&pem).map_err(SetupError::CaFile)?
-            {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        let client = builder.build().map_err(SetupError::Client)?;
+        let client = client(traffic)?;
         Ok(Some(Poller {
             client,
             endpoint: format!("{}/api/v1/query", url.trim_end_matches('/')),

@@ -696,6 +696,37 @@ fn a_pod_autoscaler_short_of_replicas_is_scale_unreachable_only() {
 }
 
 #[test]
+fn a_firing_shortfall_flapping_between_one_replica_and_none_is_told_once() {
+    // Its severity moves with the scale (warning with one replica, critical with none): only a
+    // class that escalates on purpose (`certificate_expiring`) tells a firing drift again.
+    let mut sim = Sim::new();
+    let short = derived("podautoscaler-below-min-scale.yaml");
+    sim.send("add", &short);
+    sim.wait(3600);
+    let none = changed(&short, |o| o["status"]["actualScale"] = json!(0));
+    sim.send("update", &none);
+    let severity = |sim: &Sim| {
+        sim.engine()
+            .open_drifts()
+            .find(|drift| drift.class == "scale_unreachable")
+            .map(|drift| drift.severity.as_str())
+    };
+    assert_eq!(severity(&sim), Some("critical"), "{:?}", sim.lines());
+    sim.send(
+        "update",
+        &changed(&none, |o| o["status"]["actualScale"] = json!(1)),
+    );
+    sim.send(
+        "update",
+        &changed(&none, |o| o["status"]["actualScale"] = json!(0)),
+    );
+    check(
+        sim.notified(),
+        &["firing scale_unreachable PodAutoscaler/knative-webapp-00002"],
+    );
+}
+
+#[test]
 fn a_kingress_re_reconciled_by_its_controller_is_benign() {
     let mut sim = Sim::new();
     sim.send("add", &derived("ingress-ready.yaml"));

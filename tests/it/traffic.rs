@@ -1372,3 +1372,45 @@ async fn the_query_is_a_form_post_with_the_bearer_token_read_from_its_file_at_ev
         .await;
     service.stop().await;
 }
+
+/// `config validate` reads the files the poller reads at start: a CA bundle or token file that
+/// is missing fails validation (exit 2, the key named), not the pod's start after it.
+#[test]
+fn config_validate_reads_the_traffic_sections_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let validate = |extra: &str| {
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "traffic:\n  prometheus:\n    url: 'https://prometheus:9090'\n{extra}  preset: knative-1.18\n"
+            ),
+        )
+        .unwrap();
+        std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+            .args(["config", "validate", &path.display().to_string()])
+            .output()
+            .unwrap()
+    };
+    let missing = dir.path().join("nowhere.crt");
+    let output = validate(&format!("    caFile: {}\n", missing.display()));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("traffic.prometheus.caFile: cannot read"),
+        "{stderr}"
+    );
+    let output = validate(&format!("    bearerTokenFile: {}\n", missing.display()));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("traffic.prometheus.bearerTokenFile: cannot read"));
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t0ken").unwrap();
+    let output = validate(&format!("    bearerTokenFile: {}\n", token.display()));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -130,10 +130,19 @@ impl Writer {
     pub(super) fn after_commit(&self, transitions: &[Transition]) {
         for transition in transitions {
             let drift = &transition.drift;
-            self.metrics
-                .record_transition(&drift.class, drift.state.as_str());
             let fired =
                 drift.state == DriftState::Firing && transition.from != Some(DriftState::Firing);
+            let escalated =
+                drift.state == DriftState::Firing && transition.from == Some(DriftState::Firing);
+            // An escalation is no new fire: counted under a state of its own.
+            self.metrics.record_transition(
+                &drift.class,
+                if escalated {
+                    "escalated"
+                } else {
+                    drift.state.as_str()
+                },
+            );
             if fired {
                 self.metrics
                     .findings

@@ -305,6 +305,12 @@ impl TrafficConfig {
         if self.window < Duration::from_secs(1) {
             return Err(Error::invalid("traffic.window", "must be at least 1s"));
         }
+        if self.interval > self.window {
+            return Err(Error::invalid(
+                "traffic.interval",
+                "must not be longer than traffic.window: requests between two windows would never be counted",
+            ));
+        }
         if !(0.0..=100.0).contains(&self.tolerance_percent) {
             return Err(Error::invalid(
                 "traffic.tolerancePercent",
@@ -460,6 +466,10 @@ mod tests {
             (
                 "  interval: 0s\n  preset: knative-1.18\n",
                 "traffic.interval:",
+            ),
+            (
+                "  interval: 15m\n  window: 10m\n  preset: knative-1.18\n",
+                "traffic.interval: must not be longer than traffic.window",
             ),
             (
                 "  tolerancePercent: 101\n  preset: knative-1.18\n",

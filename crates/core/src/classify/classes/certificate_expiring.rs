@@ -278,6 +278,11 @@ impl DriftClass for CertificateExpiring {
         &INFO
     }
 
+    fn escalates(&self) -> bool {
+        // Warning inside warnBefore, critical inside criticalBefore: the move is the news.
+        true
+    }
+
     fn defaults(&self) -> ClassDefaults {
         ClassDefaults {
             enabled: true,

@@ -224,6 +224,22 @@ pub trait DriftClass: Sync {
     fn about_a_group(&self) -> bool {
         false
     }
+    /// True when a firing drift whose severity rises is told again (an escalation: a move from
+    /// firing to firing). Only for a class whose severity rises on purpose, once per threshold
+    /// (`certificate_expiring`: warning, then critical as `notAfter` nears); a class whose
+    /// severity moves with the object (`scale_unreachable` between one replica and none,
+    /// `manual_edit` between a label and a spec edit) keeps the default, `false`: its drift is
+    /// updated in place, or every flap would be a notification.
+    fn escalates(&self) -> bool {
+        false
+    }
+}
+
+/// [`DriftClass::escalates`] of the class with this id (`false` for an unknown id).
+pub(crate) fn escalates(id: &str) -> bool {
+    REGISTRY
+        .iter()
+        .any(|class| class.id() == id && class.escalates())
 }
 
 /// [`DriftClass::about_a_group`] of the class with this id (`false` for an unknown id).

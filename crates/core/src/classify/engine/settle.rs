@@ -80,19 +80,22 @@ impl Engine {
                 };
                 let severity = evidence.severity.unwrap_or(default_severity);
                 if let Some(existing) = self.drifts.get(&slot) {
-                    // A firing drift whose severity rises is told again (a warning that became
-                    // critical must be heard): a move from firing to firing, which the router
-                    // sends and nothing else takes for a new fire.
-                    let escalated =
-                        existing.state == DriftState::Firing && severity > existing.severity;
+                    // A firing drift of a class that escalates whose severity rises is told
+                    // again (a warning that became critical must be heard): a move from firing
+                    // to firing, which the router sends and nothing else takes for a new fire.
+                    let escalated = existing.state == DriftState::Firing
+                        && severity > existing.severity
+                        && classes::escalates(class_id);
                     let mut updated = existing.clone();
                     updated.evidence = evidence;
                     updated.severity = severity;
                     updated.labels = target.labels.to_map();
                     if updated != *existing {
-                        self.put_drift(slot, Some(updated.clone()));
                         if escalated {
+                            self.put_drift(slot, Some(updated.clone()));
                             self.push_transition(updated, Some(DriftState::Firing), now);
+                        } else {
+                            self.put_drift(slot, Some(updated));
                         }
                     }
                     return;
