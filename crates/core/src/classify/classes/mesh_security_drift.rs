@@ -419,11 +419,22 @@ fn template(context: &Context<'_>) -> Vec<Assessment> {
             return Vec::new();
         }
     }
+    // A spec edit (a new image, a scale bound) that names no Istio label or annotation on
+    // either side leaves the setting at the namespace's default: found in the texts, without
+    // parsing the previous spec (most Services never mention Istio).
+    let quiet_edit = context.before.is_some_and(|before| {
+        let after_text = if context.object.uid == object.uid {
+            std::borrow::Cow::Borrowed(context.object.spec.raw().get())
+        } else {
+            object.spec.text()
+        };
+        !after_text.contains("istio.io/") && !before.spec.text().contains("istio.io/")
+    });
     let open = open_reference(context, object);
     let desired = baseline(context, object);
     // On first sight (or re-assessed after a start or a reload) only a manifest or an open
     // drift says what is expected.
-    if context.before.is_none() && open.is_none() && desired.is_none() {
+    if (context.before.is_none() || quiet_edit) && open.is_none() && desired.is_none() {
         return Vec::new();
     }
     let spec = context.after_spec();
