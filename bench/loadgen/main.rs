@@ -582,6 +582,55 @@ fn measured_wrk(args: &RunArgs, pid: u32, addr: SocketAddr, reqs: &Path) -> Resu
     Ok(result)
 }
 
+/// CPU ticks per thread name (`comm`; tokio's workers and blocking threads share theirs).
+fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
+    let mut ticks = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return ticks;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let number = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        *ticks.entry(name.trim().to_string()).or_default() += number(11) + number(12);
+    }
+    ticks
+}
+
+/// CPU µs per event of each thread name between two readings (threads that ended in between
+/// are not counted).
+fn thread_split(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    events: u64,
+) -> Value {
+    let ticks = clock_ticks();
+    let split: serde_json::Map<String, Value> = after
+        .iter()
+        .map(|(name, used)| {
+            let used = used.saturating_sub(before.get(name).copied().unwrap_or(0)) as f64;
+            (
+                name.clone(),
+                json!(used / ticks * 1e6 / events.max(1) as f64),
+            )
+        })
+        .filter(|(_, us)| us.as_f64().unwrap_or(0.0) >= 0.05)
+        .collect();
+    Value::Object(split)
+}
+
 fn read_templates(path: &Path) -> Result<Vec<(usize, Vec<u8>)>> {
     let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
@@ -829,13 +878,15 @@ fn start_sink(args: &RunArgs, name: &str, port: u16, receiver: SocketAddr) -> Re
     Ok(Sink { proc, addr })
 }
 
-fn start_ceiling(args: &RunArgs, port: u16) -> Result<(Proc, SocketAddr)> {
+fn start_ceiling(args: &RunArgs, port: u16, decode: bool) -> Result<(Proc, SocketAddr)> {
     let addr: SocketAddr = format!("127.0.0.1:{port}")
         .parse()
         .map_err(|e| format!("{e}"))?;
     let proc = Proc::spawn(
         "ceiling",
-        Command::new(&args.ceiling).arg(addr.to_string()),
+        Command::new(&args.ceiling)
+            .arg(addr.to_string())
+            .args(decode.then_some("--decode")),
         &args.work.join("ceiling.log"),
     )?;
     wait_listening(addr, Duration::from_secs(10))?;
@@ -899,9 +950,16 @@ fn run(args: &RunArgs) -> Result<()> {
         let _ = mode;
         let reqs = templates_dir.join(format!("{name}.reqs"));
         log(&format!("{name}: ceiling"));
-        let (ceiling, ceiling_addr) = start_ceiling(args, ceiling_port)?;
+        let (ceiling, ceiling_addr) = start_ceiling(args, ceiling_port, false)?;
         wrk(args, ceiling_addr, &reqs, 2)?;
         let bare = measured_wrk(args, ceiling.pid(), ceiling_addr, &reqs)?;
+        // The same edge decoding each event as the sink does, and nothing behind it: what the
+        // edge and decoding cost together (issue 28's floor).
+        log(&format!("{name}: ceiling with decoding"));
+        let (decoding, decoding_addr) = start_ceiling(args, ceiling_port + 2, true)?;
+        wrk(args, decoding_addr, &reqs, 2)?;
+        let decoded = measured_wrk(args, decoding.pid(), decoding_addr, &reqs)?;
+        decoding.stop(Duration::from_secs(5));
 
         log(&format!("{name}: drift-sentinel"));
         let sink = start_sink(args, &format!("sink-{name}"), sink_port, receiver_addr)?;
@@ -909,7 +967,13 @@ fn run(args: &RunArgs) -> Result<()> {
         wrk(args, sink.addr, &reqs, 3)?;
         let before = scrape(sink.addr);
         let delivered_before = received.lock().map(|r| r.count).unwrap_or(0);
+        let threads_before = thread_ticks(sink.proc.pid());
         let sink_result = measured_wrk(args, sink.proc.pid(), sink.addr, &reqs)?;
+        let threads = thread_split(
+            &threads_before,
+            &thread_ticks(sink.proc.pid()),
+            sink_result.requests,
+        );
         let after = scrape(sink.addr);
         let delta = |name: &str, label: Option<&str>| {
             metric(&after, name, label) - metric(&before, name, label)
@@ -956,7 +1020,9 @@ fn run(args: &RunArgs) -> Result<()> {
         ceiling.stop(Duration::from_secs(5));
         throughput[name] = json!({
             "ceiling": bare,
+            "ceiling_decoding": decoded,
             "sink": sink_result,
+            "sink_threads_cpu_us_per_event": threads,
             "ratio": sink_result.rps / bare.rps.max(1e-9),
             "outcomes": outcomes,
             "commits": commits,
@@ -1348,6 +1414,25 @@ fn throughput_markdown(report: &Value, out: &mut String) {
             f(&v["sink"]["cpu_us_per_request"]),
             f(&v["ceiling"]["cpu_us_per_request"])
         )
+    }));
+    out.push_str(&row(
+        "CPU µs per event, ceiling decoding each event (edge + decode)",
+        &|v| format!("{:.0}", f(&v["ceiling_decoding"]["cpu_us_per_request"])),
+    ));
+    out.push_str(&row("… its events/s", &|v| {
+        format!("{:.0}", f(&v["ceiling_decoding"]["rps"]))
+    }));
+    out.push_str(&row("sink CPU µs per event by thread", &|v| {
+        v["sink_threads_cpu_us_per_event"]
+            .as_object()
+            .map(|threads| {
+                threads
+                    .iter()
+                    .map(|(name, us)| format!("{name} {:.1}", us.as_f64().unwrap_or(0.0)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
     }));
     out.push_str(&row("cores used, sink (ceiling)", &|v| {
         format!(

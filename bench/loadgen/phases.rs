@@ -586,7 +586,7 @@ pub(crate) fn large_objects(
     let (state_bytes, mut sink_samples) = measured?;
 
     log("large objects: ceiling");
-    let (ceiling, ceiling_addr) = start_ceiling(args, args.port + 1)?;
+    let (ceiling, ceiling_addr) = start_ceiling(args, args.port + 1, false)?;
     let lanes = updates
         .iter()
         .map(|update| Lanes::new(ceiling_addr, update, connections))

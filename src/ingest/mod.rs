@@ -227,7 +227,12 @@ async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
     check_shard(state, &decoded)?;
     // Metrics and the log line need a few names once the writer has answered; the events
     // themselves move to the writer (copying whole objects would cost about what decoding did).
-    let summaries: Vec<EventSummary> = decoded.iter().map(EventSummary::of).collect();
+    // The names for the log line are copied only when it is written (debug).
+    let named = tracing::enabled!(tracing::Level::DEBUG);
+    let summaries: Vec<EventSummary> = decoded
+        .iter()
+        .map(|event| EventSummary::of(event, named))
+        .collect();
     let receiver = state
         .pipeline
         .submit(decoded)
@@ -320,6 +325,12 @@ fn check_shard(state: &AppState, decoded: &[Decoded]) -> Result<(), ApiError> {
 struct EventSummary {
     action: &'static str,
     mode: &'static str,
+    /// The names the debug log line shows, when it is written.
+    names: Option<Names>,
+}
+
+/// An event's names for the debug log line.
+struct Names {
     id: String,
     ce_type: String,
     /// Cluster, kind, namespace and name of an ApiServerSource event.
@@ -327,14 +338,52 @@ struct EventSummary {
 }
 
 impl EventSummary {
-    fn of(event: &Decoded) -> EventSummary {
-        match event {
-            Decoded::ApiServer(event) => EventSummary {
-                action: event.action.as_str(),
-                mode: match event.mode {
+    fn of(event: &Decoded, named: bool) -> EventSummary {
+        let (action, mode) = match event {
+            Decoded::ApiServer(event) => (
+                event.action.as_str(),
+                match event.mode {
                     drift_core::decode::Mode::Resource => "resource",
                     drift_core::decode::Mode::Reference => "reference",
                 },
+            ),
+            Decoded::Ignored { .. } => ("other", "none"),
+        };
+        EventSummary {
+            action,
+            mode,
+            names: named.then(|| Names::of(event)),
+        }
+    }
+
+    fn log(&self, result: EventResult) {
+        let Some(names) = &self.names else {
+            return;
+        };
+        match &names.object {
+            Some([cluster, kind, namespace, name]) => tracing::debug!(
+                message = "Event processed.",
+                ce_id = %names.id,
+                ce_type = %names.ce_type,
+                cluster = %cluster,
+                kind = %kind,
+                namespace = %namespace,
+                name = %name,
+                outcome = result.as_str(),
+            ),
+            None => tracing::debug!(
+                message = "Ignored a CloudEvent of an unhandled type.",
+                ce_id = %names.id,
+                ce_type = %names.ce_type,
+            ),
+        }
+    }
+}
+
+impl Names {
+    fn of(event: &Decoded) -> Names {
+        match event {
+            Decoded::ApiServer(event) => Names {
                 id: event.id.clone(),
                 ce_type: event.ce_type.clone(),
                 object: Some([
@@ -344,33 +393,11 @@ impl EventSummary {
                     event.name.clone(),
                 ]),
             },
-            Decoded::Ignored { id, ce_type, .. } => EventSummary {
-                action: "other",
-                mode: "none",
+            Decoded::Ignored { id, ce_type, .. } => Names {
                 id: id.clone(),
                 ce_type: ce_type.clone(),
                 object: None,
             },
-        }
-    }
-
-    fn log(&self, result: EventResult) {
-        match &self.object {
-            Some([cluster, kind, namespace, name]) => tracing::debug!(
-                message = "Event processed.",
-                ce_id = %self.id,
-                ce_type = %self.ce_type,
-                cluster = %cluster,
-                kind = %kind,
-                namespace = %namespace,
-                name = %name,
-                outcome = result.as_str(),
-            ),
-            None => tracing::debug!(
-                message = "Ignored a CloudEvent of an unhandled type.",
-                ce_id = %self.id,
-                ce_type = %self.ce_type,
-            ),
         }
     }
 }

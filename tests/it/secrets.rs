@@ -532,6 +532,15 @@ async fn secret_values_and_url_tokens_never_leave_the_process() {
         String::from_utf8_lossy(&log).contains("Notification rejected"),
         "the failing channels logged their errors"
     );
+    // At debug each event's line names it (its names are copied only when that line is on).
+    assert!(
+        String::from_utf8_lossy(&log).lines().any(|line| {
+            line.contains("\"message\":\"Event processed.\"")
+                && line.contains("\"name\":\"payment-keys\"")
+                && line.contains("\"outcome\":\"applied\"")
+        }),
+        "the debug log names each event"
+    );
     assert_clean("the service log", &log);
 
     // The CLI: config validate, replay, check.

@@ -32,6 +32,7 @@ pub(crate) mod graph;
 pub mod invariants;
 pub(crate) mod kinds;
 pub(crate) mod mesh;
+pub(crate) mod names;
 mod quantity;
 pub mod resource_version;
 pub mod restorable;
@@ -50,7 +51,7 @@ pub use engine::{Engine, ListContext};
 pub use graph::Graph;
 pub use rules::Certificates;
 pub use rules::Rules;
-pub use state::ObjectState;
+pub use state::{ManagerStamp, Name, ObjectState};
 
 /// What applying one event did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

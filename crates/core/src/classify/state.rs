@@ -14,15 +14,18 @@ use crate::decode::object::{api_group, hash_value, KEPT_STATUS};
 use crate::decode::{DataMap, KubeObject, OwnerReference};
 use drift_model::{Millis, ObjectKey, Pairs};
 
+pub use super::names::Name;
+pub(crate) use super::names::Names;
+
 /// Who last wrote what, per `managedFields` entry (without the field trie).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagerStamp {
     /// Field manager.
-    pub manager: String,
+    pub manager: Name,
     /// `Apply` or `Update`.
-    pub operation: String,
+    pub operation: Name,
     /// Subresource, empty for the main resource.
-    pub subresource: String,
+    pub subresource: Name,
     /// Last write time.
     pub time: Option<String>,
 }
@@ -212,16 +215,18 @@ impl ObjectState {
 
     /// Builds the compact state of a decoded object.
     pub fn from_object(cluster: &str, object: &KubeObject, now: Millis) -> ObjectState {
-        ObjectState::from_object_after(cluster, object, now, None)
+        ObjectState::from_object_after(cluster, object, now, None, &mut Names::default())
     }
 
     /// [`ObjectState::from_object`] for an object whose state was `previous`: a spec that
-    /// repeats the previous one's text is kept as it was packed, not packed again.
+    /// repeats the previous one's text is kept as it was packed, not packed again; the managers'
+    /// names are shared through `names`.
     pub(crate) fn from_object_after(
         cluster: &str,
         object: &KubeObject,
         now: Millis,
         previous: Option<&ObjectState>,
+        names: &mut Names,
     ) -> ObjectState {
         let annotations = if object
             .annotations
@@ -295,9 +300,9 @@ impl ObjectState {
                 .managed_fields
                 .iter()
                 .map(|entry| ManagerStamp {
-                    manager: entry.manager.clone(),
-                    operation: entry.operation.clone(),
-                    subresource: entry.subresource.clone(),
+                    manager: names.get(&entry.manager),
+                    operation: names.get(&entry.operation),
+                    subresource: names.get(&entry.subresource),
                     time: entry.time.clone(),
                 })
                 .collect(),
@@ -418,9 +423,9 @@ impl ObjectState {
                 .managers
                 .iter()
                 .map(|stamp| crate::decode::object::ManagedFieldsEntry {
-                    manager: stamp.manager.clone(),
-                    operation: stamp.operation.clone(),
-                    subresource: stamp.subresource.clone(),
+                    manager: stamp.manager.to_string(),
+                    operation: stamp.operation.to_string(),
+                    subresource: stamp.subresource.to_string(),
                     time: stamp.time.clone(),
                     fields: Default::default(),
                 })

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::state::{ManagerStamp, ObjectState, Serialized, Spec};
+use super::state::{ManagerStamp, Name, ObjectState, Serialized, Spec};
 use crate::decode::DataMap;
 use drift_model::{Millis, OwnerReference, Pairs};
 
@@ -143,9 +143,9 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
                 .managers
                 .iter()
                 .map(|stamp| ManagerRow {
-                    manager: Cow::Borrowed(&stamp.manager),
-                    operation: Cow::Borrowed(&stamp.operation),
-                    subresource: Cow::Borrowed(&stamp.subresource),
+                    manager: Cow::Borrowed(&*stamp.manager),
+                    operation: Cow::Borrowed(&*stamp.operation),
+                    subresource: Cow::Borrowed(&*stamp.subresource),
                     time: stamp.time.as_deref().map(Cow::Borrowed),
                 })
                 .collect(),
@@ -205,9 +205,9 @@ impl From<ObjectRow<'_>> for ObjectState {
                 .managers
                 .into_iter()
                 .map(|stamp| ManagerStamp {
-                    manager: stamp.manager.into_owned(),
-                    operation: stamp.operation.into_owned(),
-                    subresource: stamp.subresource.into_owned(),
+                    manager: Name::from(&*stamp.manager),
+                    operation: Name::from(&*stamp.operation),
+                    subresource: Name::from(&*stamp.subresource),
                     time: stamp.time.map(Cow::into_owned),
                 })
                 .collect(),
@@ -291,7 +291,7 @@ mod tests {
         object.generation = None;
         object.owners[0].controller = false;
         object.managers[0].time = Some("2026-01-01T00:00:01Z".into());
-        object.managers[0].subresource = String::new();
+        object.managers[0].subresource = "".into();
         object.deleted = false;
         object.listed = false;
         object.confirmed_resource_version = None;

@@ -82,6 +82,8 @@ pub struct Engine {
     traffic: super::traffic::TrafficBook,
     /// When classes that judge by the clock judge an object again with no event.
     agenda: judge_again::Agenda,
+    /// The field managers' names every state's stamps share (`state::Names`).
+    names: super::state::Names,
 }
 
 impl Engine {
@@ -108,6 +110,7 @@ impl Engine {
             fights: HashMap::new(),
             traffic: super::traffic::TrafficBook::default(),
             agenda: judge_again::Agenda::default(),
+            names: super::state::Names::default(),
         }
     }
 

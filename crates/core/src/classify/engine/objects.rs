@@ -121,7 +121,8 @@ impl Engine {
                 return Outcome::Stale;
             }
         }
-        let mut after = ObjectState::from_object_after(&event.cluster, object, now, previous);
+        let mut after =
+            ObjectState::from_object_after(&event.cluster, object, now, previous, &mut self.names);
         // A ConfigMap's `data` that repeats the previous state's text keeps that state's values
         // (parsed once, when a class first read them): comparing the state, weighing it and the
         // classes then neither parse nor compare the values again.

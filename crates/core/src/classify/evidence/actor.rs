@@ -99,9 +99,9 @@ fn moved(entry: &ManagedFieldsEntry, before: Option<&ObjectState>) -> bool {
         return false;
     };
     match before.managers.iter().find(|stamp| {
-        stamp.manager == entry.manager
-            && stamp.operation == entry.operation
-            && stamp.subresource == entry.subresource
+        *stamp.manager == *entry.manager
+            && *stamp.operation == *entry.operation
+            && *stamp.subresource == *entry.subresource
     }) {
         None => true,
         Some(stamp) => stamp.time != entry.time,
