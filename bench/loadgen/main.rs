@@ -960,6 +960,13 @@ fn run(args: &RunArgs) -> Result<()> {
         wrk(args, decoding_addr, &reqs, 2)?;
         let decoded = measured_wrk(args, decoding.pid(), decoding_addr, &reqs)?;
         decoding.stop(Duration::from_secs(5));
+        if decoded.non_2xx > 0 || decoded.errors > 0 {
+            // A refused event costs less than a decoded one: the figure would be too low.
+            return Err(format!(
+                "{name}: the ceiling refused {} events while decoding ({} socket errors)",
+                decoded.non_2xx, decoded.errors
+            ));
+        }
 
         log(&format!("{name}: drift-sentinel"));
         let sink = start_sink(args, &format!("sink-{name}"), sink_port, receiver_addr)?;

@@ -33,7 +33,7 @@ pub(crate) struct Sim {
     /// ones with the same id).
     pub rows: Vec<Drift>,
     /// What a store would hold: the objects written.
-    objects: BTreeMap<ObjectKey, ObjectState>,
+    pub(crate) objects: BTreeMap<ObjectKey, ObjectState>,
     /// Where the events sent are recorded (`DRIFT_SENTINEL_RECORD_SCENARIOS`).
     recording: Option<std::path::PathBuf>,
 }

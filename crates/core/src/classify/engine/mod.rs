@@ -126,6 +126,13 @@ impl Engine {
                 let (cluster, version) = (object.cluster.clone(), object.resource_version.clone());
                 self.frontiers.advance(&cluster, &version, object.last_seen);
             }
+            // Restored stamps share the engine's names like those built from events.
+            let mut object = object;
+            for stamp in &mut object.managers {
+                stamp.manager = self.names.get(&stamp.manager);
+                stamp.operation = self.names.get(&stamp.operation);
+                stamp.subresource = self.names.get(&stamp.subresource);
+            }
             let key = object.key();
             self.graph.insert(object);
             self.note_pipeline_part(&key);
