@@ -375,10 +375,12 @@ fn clock_ticks() -> f64 {
 /// utime + stime of a process, in clock ticks.
 fn cpu_ticks(pid: u32) -> Result<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or("bad stat")?;
+    stat_ticks(&stat).ok_or_else(|| "bad stat".to_string())
+}
+
+/// utime + stime from the text of a `/proc/.../stat` file (a process's or a thread's).
+fn stat_ticks(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let number = |i: usize| {
         fields
@@ -386,7 +388,7 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
             .and_then(|f| f.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    Ok(number(11) + number(12))
+    Some(number(11) + number(12))
 }
 
 fn status_kib(pid: u32, key: &str) -> u64 {
@@ -594,17 +596,10 @@ fn thread_ticks(pid: u32) -> BTreeMap<String, u64> {
         let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
             continue;
         };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
+        let Some(used) = stat_ticks(&stat) else {
             continue;
         };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let number = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        *ticks.entry(name.trim().to_string()).or_default() += number(11) + number(12);
+        *ticks.entry(name.trim().to_string()).or_default() += used;
     }
     ticks
 }
