@@ -82,7 +82,7 @@ pub struct Engine {
     traffic: super::traffic::TrafficBook,
     /// When classes that judge by the clock judge an object again with no event.
     agenda: judge_again::Agenda,
-    /// The field managers' names every state's stamps share (`state::Names`).
+    /// The field managers' names every state's stamps share (`names::Names`).
     names: super::state::Names,
 }
 
