@@ -24,7 +24,7 @@ use super::defaults::Expected;
 pub use super::defaults::KnativeDefaults;
 use super::quantity::{is_quantity_path, same_quantity};
 use crate::manifest::{ManifestKey, Manifests};
-use drift_model::pointer::push_pointer;
+use drift_model::pointer::{get as get_pointer, push_pointer};
 use drift_model::FieldChange;
 use drift_model::MAX_CHANGES;
 
@@ -132,14 +132,12 @@ pub fn compare(desired: &Value, live: &Value, how: &Normalization<'_>) -> Compar
     let kind = desired.get("kind").and_then(Value::as_str).unwrap_or("");
     let mut defaulted: BTreeSet<String> = BTreeSet::new();
     for expectation in how.defaults.expectations(desired) {
-        if desired.pointer(&expectation.path).is_some() {
+        if get_pointer(desired, &expectation.path).is_some() {
             // The manifest decides; `subset` compared it.
             continue;
         }
         defaulted.insert(expectation.path.clone());
-        let have = live
-            .pointer(&expectation.path)
-            .filter(|value| !is_empty(value));
+        let have = get_pointer(live, &expectation.path).filter(|value| !is_empty(value));
         let path = &expectation.path;
         let equal = |want: &Value, have: &Value| same_at(path, want, have);
         let differs = match (&expectation.expected, have) {
@@ -163,15 +161,15 @@ pub fn compare(desired: &Value, live: &Value, how: &Normalization<'_>) -> Compar
         }
     }
     let mut metadata = vec!["/metadata/labels", "/metadata/annotations"];
-    if live.pointer("/spec/template/metadata").is_some() {
+    if get_pointer(live, "/spec/template/metadata").is_some() {
         metadata.extend([
             "/spec/template/metadata/labels",
             "/spec/template/metadata/annotations",
         ]);
     }
     for field in metadata {
-        let wanted = desired.pointer(field).and_then(Value::as_object);
-        let actual = live.pointer(field).and_then(Value::as_object);
+        let wanted = get_pointer(desired, field).and_then(Value::as_object);
+        let actual = get_pointer(live, field).and_then(Value::as_object);
         if field.starts_with("/metadata/") {
             for (key, value) in wanted.into_iter().flatten() {
                 subset(
@@ -246,12 +244,10 @@ pub fn compare(desired: &Value, live: &Value, how: &Normalization<'_>) -> Compar
 /// The manifest with the values Knative replaces by its default taken out, as if the manifest
 /// left them out: a `timeoutSeconds` of 0 and a Service's empty `traffic`.
 fn left_to_knative(desired: &Value) -> std::borrow::Cow<'_, Value> {
-    let zero_timeout = desired
-        .pointer("/spec/template/spec/timeoutSeconds")
+    let zero_timeout = get_pointer(desired, "/spec/template/spec/timeoutSeconds")
         .and_then(Value::as_f64)
         == Some(0.0);
-    let no_traffic = desired
-        .pointer("/spec/traffic")
+    let no_traffic = get_pointer(desired, "/spec/traffic")
         .and_then(Value::as_array)
         .is_some_and(Vec::is_empty);
     if !(zero_timeout || no_traffic) {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use drift_model::pointer::push_pointer;
+use drift_model::pointer::{get as get_pointer, push_pointer};
 
 /// `knative-serving/config-defaults`.
 pub const CONFIG_DEFAULTS: (&str, &str) = ("knative-serving", "config-defaults");
@@ -260,8 +260,7 @@ impl KnativeDefaults {
             .get("kind")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let namespace = desired
-            .pointer("/metadata/namespace")
+        let namespace = get_pointer(desired, "/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let mut out = Vec::new();
@@ -326,8 +325,7 @@ impl KnativeDefaults {
             serving.describe("container-concurrency"),
         );
         // The timeouts below are set only when their default is below the revision timeout.
-        let timeout = desired
-            .pointer(&format!("{spec}/timeoutSeconds"))
+        let timeout = get_pointer(desired, &format!("{spec}/timeoutSeconds"))
             .and_then(Value::as_i64)
             .filter(|timeout| *timeout != 0)
             .unwrap_or(self.timeout);
@@ -350,10 +348,9 @@ impl KnativeDefaults {
             Some(json!(false)),
             serving.describe("enable-service-links"),
         );
-        let pod_security = desired.pointer(&format!("{spec}/securityContext"));
+        let pod_security = get_pointer(desired, &format!("{spec}/securityContext"));
         for list in ["containers", "initContainers"] {
-            let containers = desired
-                .pointer(&format!("{spec}/{list}"))
+            let containers = get_pointer(desired, &format!("{spec}/{list}"))
                 .and_then(Value::as_array)
                 .map(Vec::as_slice)
                 .unwrap_or_default();
@@ -394,7 +391,7 @@ impl KnativeDefaults {
         let mut context = serde_json::Map::new();
         context.insert("allowPrivilegeEscalation".into(), json!(false));
         let pod_seccomp = pod
-            .and_then(|pod| pod.pointer("/seccompProfile/type"))
+            .and_then(|pod| get_pointer(pod, "/seccompProfile/type"))
             .and_then(Value::as_str)
             .is_some_and(|kind| !kind.is_empty());
         if !pod_seccomp {

@@ -10,12 +10,14 @@
 use serde_json::{Map, Value};
 
 pub(crate) use super::spec::Spec;
-use crate::decode::object::{api_group, hash_value, KEPT_STATUS};
+use crate::decode::object::{api_group, hash_value};
 use crate::decode::{DataMap, KubeObject, OwnerReference};
 use drift_model::{Millis, ObjectKey, Pairs};
 
 pub use super::names::Name;
 pub(crate) use super::names::Names;
+
+mod kept;
 
 /// Who last wrote what, per `managedFields` entry (without the field trie).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -268,17 +270,7 @@ impl ObjectState {
         };
         let status = match &object.status {
             Value::Object(map) => {
-                let mut kept = Map::new();
-                for key in KEPT_STATUS {
-                    if let Some(value) = map.get(*key) {
-                        kept.insert((*key).to_string(), strip_condition_times(key, value));
-                    }
-                }
-                if kept.is_empty() {
-                    Status::default()
-                } else {
-                    Status::from_value(&Value::Object(kept))
-                }
+                kept::kept_status(map).map_or_else(Status::default, Status::from_raw)
             }
             _ => Status::default(),
         };
@@ -503,10 +495,9 @@ impl ObjectState {
     /// A status field, parsed (the status is kept serialized: read several fields from one
     /// [`Serialized::value`] when a class needs more than one).
     pub(crate) fn status_field(&self, key: &str) -> Option<Value> {
-        // Only the member asked for is parsed; the rest of the text is skipped by the scanner
-        // (several classes read one field each on every event).
-        let members = crate::decode::raw::Members::of(self.status.text())?;
-        serde_json::from_str(members.get(key)?.get()).ok()
+        // Only the member asked for is parsed; the rest of the text is jumped over (several
+        // classes read one field each on every event).
+        serde_json::from_str(crate::decode::raw::member(self.status.text(), key)?).ok()
     }
 
     /// `status.observedGeneration`.
@@ -594,32 +585,6 @@ impl Condition {
             text.push_str(&format!(": {}", self.message));
         }
         text
-    }
-}
-
-fn strip_condition_times(key: &str, value: &Value) -> Value {
-    // `lastTransitionTime` changes without meaning for drift; dropping it keeps state comparisons
-    // (and therefore store writes) down to real changes.
-    if key != "conditions" {
-        return value.clone();
-    }
-    match value {
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|item| match item {
-                    Value::Object(map) => {
-                        let mut map = map.clone();
-                        map.remove("lastTransitionTime");
-                        map.remove("lastUpdateTime");
-                        map.remove("lastHeartbeatTime");
-                        Value::Object(map)
-                    }
-                    other => other.clone(),
-                })
-                .collect(),
-        ),
-        other => other.clone(),
     }
 }
 

@@ -71,6 +71,118 @@ impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
     }
 }
 
+/// The JSON text of member `key` of `text`, a valid JSON document (a stored status, a
+/// `RawValue`): the last one when the object repeats it, as [`Members::get`] answers; `None`
+/// for another type or no such member. Values are jumped over, not parsed (the classes read a
+/// status field or two per class on every event; parsing every member to find one was most of
+/// it). What the jump cannot vouch for (an escaped key, text that is not what valid JSON looks
+/// like) is answered by [`Members`] instead.
+pub(crate) fn member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    match jump_to_member(text.as_bytes(), key.as_bytes()) {
+        Some(found) => found.map(|(start, end)| text.get(start..end).unwrap_or_default()),
+        None => Members::of(text)?.get(key).map(RawValue::get),
+    }
+}
+
+/// [`member`]'s jump: `Some(found)` when the text was read to its end, `found` being the byte
+/// range of the last value named `key`; `None` when [`Members`] must answer.
+fn jump_to_member(bytes: &[u8], key: &[u8]) -> Option<Option<(usize, usize)>> {
+    let mut at = skip_space(bytes, 0);
+    match bytes.get(at) {
+        Some(b'{') => at += 1,
+        // Valid JSON of another type.
+        Some(_) => return Some(None),
+        None => return None,
+    }
+    let mut found = None;
+    at = skip_space(bytes, at);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(None);
+    }
+    loop {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let name_end = string_end(bytes, at + 1)?;
+        let name = bytes.get(at + 1..name_end - 1)?;
+        if name.contains(&b'\\') {
+            return None;
+        }
+        at = skip_space(bytes, name_end);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        let start = skip_space(bytes, at + 1);
+        let end = value_end(bytes, start)?;
+        if name == key {
+            found = Some((start, end));
+        }
+        at = skip_space(bytes, end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b'}') => return Some(found),
+            _ => return None,
+        }
+    }
+}
+
+fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        at += 1;
+    }
+    at
+}
+
+/// Where the string whose body starts at `at` ends (after its closing quote).
+fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        let offset = memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
+        at += offset + 1;
+        if bytes.get(at - 1) == Some(&b'"') {
+            return Some(at);
+        }
+        // An escape: the escaped character is skipped whole.
+        at += 1;
+    }
+}
+
+/// Where the value starting at `at` ends.
+fn value_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    match bytes.get(at)? {
+        b'"' => string_end(bytes, at + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match bytes.get(at)? {
+                    b'"' => {
+                        at = string_end(bytes, at + 1)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(at + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                at += 1;
+            }
+        }
+        // A number, `true`, `false` or `null`: to the next delimiter.
+        _ => {
+            while !matches!(
+                bytes.get(at),
+                None | Some(b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+            ) {
+                at += 1;
+            }
+            Some(at)
+        }
+    }
+}
+
 /// A member name, borrowed from the input unless it holds an escape.
 struct Key<'a>(Cow<'a, str>);
 
@@ -228,6 +340,72 @@ mod tests {
         assert!(members.get("c").is_none());
         assert!(Members::of("[1]").is_none());
         assert!(Members::of("\"text\"").is_none());
+    }
+
+    #[test]
+    fn a_member_is_found_by_jumping_as_members_find_it() {
+        let mut texts: Vec<String> = [
+            r#"{"a": 1, "b\u0041": {"x": [1, 2]}, "a": "two"}"#,
+            r#" { "a" : [ {"}": "]"} , "\"" ] , "b":null,"c":true ,"d":-1.5e3 } "#,
+            r#"{"observedGeneration":3,"conditions":[{"type":"Ready","status":"True","message":"a \"quoted\" {x}"}]}"#,
+            r#"{}"#,
+            r#" {} "#,
+            r#"[{"a":1}]"#,
+            r#""a""#,
+            r#"{"a\"b":1,"a":2}"#,
+            r#"{"a":"\\","b":"x\\\"y"}"#,
+        ]
+        .iter()
+        .map(|text| text.to_string())
+        .collect();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        let mut stack = vec![dir];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|ext| ext == "json") {
+                    let Ok(text) = std::fs::read_to_string(&path) else {
+                        continue;
+                    };
+                    // Every object in the fixture, as text: statuses and specs included.
+                    let Ok(value) = serde_json::from_str::<Value>(&text) else {
+                        continue;
+                    };
+                    let mut values = vec![value];
+                    while let Some(value) = values.pop() {
+                        match &value {
+                            Value::Object(map) => values.extend(map.values().cloned()),
+                            Value::Array(items) => values.extend(items.iter().cloned()),
+                            _ => continue,
+                        }
+                        texts.push(value.to_string());
+                        texts.push(serde_json::to_string_pretty(&value).unwrap());
+                    }
+                    texts.push(text);
+                }
+            }
+        }
+        assert!(texts.len() > 500, "texts: {}", texts.len());
+        let mut found = 0;
+        for text in &texts {
+            let members = Members::of(text);
+            let mut keys: Vec<String> = members
+                .iter()
+                .flat_map(|members| members.0.iter().map(|(key, _)| key.to_string()))
+                .collect();
+            keys.extend(["absent".to_string(), String::new(), "a".to_string()]);
+            for key in &keys {
+                let expected = members
+                    .as_ref()
+                    .and_then(|members| members.get(key))
+                    .map(RawValue::get);
+                assert_eq!(member(text, key), expected, "{key} in {text}");
+                found += usize::from(expected.is_some());
+            }
+        }
+        assert!(found > 1000, "members found: {found}");
     }
 
     #[test]
