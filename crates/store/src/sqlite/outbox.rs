@@ -15,24 +15,51 @@ use drift_model::{DriftState, Millis};
 
 /// The delivery side of the SQLite store, on its own connection (WAL lets it read while the
 /// writer commits; SQLite serializes the two writers with `busy_timeout`).
+///
+/// Only a claim waits for the disk (`synchronous=FULL` for its commit): it is what a send
+/// follows, and its fsync of the shared WAL also makes every round the writer committed before
+/// it durable, so nothing is sent from a round a power loss could take back. Everything else
+/// the relays write (settlements, withdrawn reminders, released claims) commits with
+/// `synchronous=NORMAL`: written to the WAL before the call returns, so a crash of the process
+/// loses none of it, and synced by the next fsync of the WAL (the writer's, after its next
+/// round, or the next claim). A power loss before that can take back a settlement: its rows are
+/// then pending under the dead process's claim and, once the claim lapses, are sent again under
+/// the same idempotency key, as after a crash between a send and its settlement.
 pub(crate) struct SqliteOutbox {
     connection: Connection,
+    /// `synchronous` for a claim's commit (`FULL`; `OFF` for a test store).
+    claim_sync: &'static str,
+    /// `synchronous` for every other commit (`NORMAL`; `OFF` for a test store).
+    other_sync: &'static str,
 }
 
 impl SqliteOutbox {
     /// Opens the outbox on an existing store file. The store must exist (see [`super::open`], which opens the writer first).
     pub(crate) fn open(path: &Path) -> Result<SqliteOutbox, Error> {
         let mut connection = Connection::open(path)?;
-        connection.pragma_update(None, "synchronous", "FULL")?;
+        connection.pragma_update(None, "synchronous", "NORMAL")?;
         wait_briefly_when_busy(&mut connection)?;
         connection.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)?;
-        Ok(SqliteOutbox { connection })
+        Ok(SqliteOutbox {
+            connection,
+            claim_sync: "FULL",
+            other_sync: "NORMAL",
+        })
     }
 
     /// Commits without waiting for the disk (see `SqliteStore::open_without_fsync`).
     #[cfg(any(test, feature = "testing"))]
-    pub(crate) fn skip_fsync(&self) -> Result<(), Error> {
+    pub(crate) fn skip_fsync(&mut self) -> Result<(), Error> {
+        (self.claim_sync, self.other_sync) = ("OFF", "OFF");
         Ok(self.connection.pragma_update(None, "synchronous", "OFF")?)
+    }
+
+    /// `synchronous` as it is now on this connection (for tests).
+    #[cfg(test)]
+    pub(crate) fn synchronous(&self) -> Result<i64, Error> {
+        Ok(self
+            .connection
+            .pragma_query_value(None, "synchronous", |row| row.get(0))?)
     }
 }
 
@@ -68,21 +95,16 @@ impl Outbox for SqliteOutbox {
         lease: &Lease,
         now: Millis,
     ) -> Result<Vec<String>, Error> {
-        // One write transaction: the check and the claim cannot interleave with another
-        // process's claim of the same rows.
-        let transaction = self
+        // The claim's commit syncs the WAL (see [`SqliteOutbox`]); the connection is back at
+        // its usual level afterwards, whether the claim succeeded or not.
+        self.connection
+            .pragma_update(None, "synchronous", self.claim_sync)?;
+        let claimed = claim_rows(&mut self.connection, ids, message_id, lease, now);
+        let restored = self
             .connection
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut held = Vec::with_capacity(ids.len());
-        {
-            let mut update = transaction.prepare_cached(queries::CLAIM.text(SQL))?;
-            for id in ids {
-                if update.execute(params![id, lease.owner, lease.until, message_id, now])? == 1 {
-                    held.push(id.clone());
-                }
-            }
-        }
-        transaction.commit()?;
+            .pragma_update(None, "synchronous", self.other_sync);
+        let held = claimed?;
+        restored?;
         Ok(held)
     }
 
@@ -238,6 +260,29 @@ impl Outbox for SqliteOutbox {
             |row| decode::readable_outbox_row(row),
         )
     }
+}
+
+/// Claims the rows of `ids` no one else holds, in one write transaction: the check and the
+/// claim cannot interleave with another process's claim of the same rows.
+fn claim_rows(
+    connection: &mut Connection,
+    ids: &[String],
+    message_id: &str,
+    lease: &Lease,
+    now: Millis,
+) -> Result<Vec<String>, Error> {
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut held = Vec::with_capacity(ids.len());
+    {
+        let mut update = transaction.prepare_cached(queries::CLAIM.text(SQL))?;
+        for id in ids {
+            if update.execute(params![id, lease.owner, lease.until, message_id, now])? == 1 {
+                held.push(id.clone());
+            }
+        }
+    }
+    transaction.commit()?;
+    Ok(held)
 }
 
 /// Queues `rows` (SQLite's outbox has no shards); a row whose id is already queued is left as

@@ -120,3 +120,32 @@ fn questions_about_a_drifts_pending_rows_use_the_pending_index() {
         );
     }
 }
+
+#[test]
+fn the_outbox_waits_for_the_disk_only_inside_a_claim() {
+    // 2 is FULL, 1 NORMAL (SQLite's numbering).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let _writer = SqliteStore::open(&path).unwrap();
+    let mut outbox = SqliteOutbox::open(&path).unwrap();
+    assert_eq!(outbox.synchronous().unwrap(), 1);
+    let lease = crate::Lease {
+        owner: "local/1/log".into(),
+        until: 60_000,
+    };
+    let held = crate::Outbox::claim(&mut outbox, &["absent".into()], "m", &lease, 0).unwrap();
+    assert!(held.is_empty());
+    assert_eq!(outbox.synchronous().unwrap(), 1, "back after a claim");
+    // A claim that fails (its table gone) leaves the connection as it found it too.
+    let other = Connection::open(&path).unwrap();
+    other
+        .execute_batch("ALTER TABLE outbox RENAME TO outbox_gone")
+        .unwrap();
+    let error = crate::Outbox::claim(&mut outbox, &["absent".into()], "m", &lease, 0).unwrap_err();
+    assert_eq!(error.kind(), "sqlite", "{error}");
+    assert_eq!(
+        outbox.synchronous().unwrap(),
+        1,
+        "back after a failed claim"
+    );
+}
