@@ -130,6 +130,9 @@ impl LeaseGate {
 /// The router: `POST /` plus health and metrics, merged with `routes` (the API and dashboard),
 /// every route under one request timeout.
 pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Router {
+    // Shared behind one `Arc`: axum clones the state for every request, and a clone of the
+    // fields themselves (a channel sender, a dozen `Arc`s) was a visible share of a request.
+    let state = Arc::new(state);
     let admission =
         admission::Admission::new(state.body_limit, state.in_flight_limit, state.body_pace);
     let counters = Arc::clone(&state.metrics);
@@ -182,7 +185,7 @@ async fn count_answers(
     response
 }
 
-async fn receive(State(state): State<AppState>, request: Request) -> Response {
+async fn receive(State(state): State<Arc<AppState>>, request: Request) -> Response {
     match handle(&state, request).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(error) => error.into_response(),
@@ -433,14 +436,14 @@ async fn healthz() -> impl IntoResponse {
 }
 
 /// The writer's liveness: failed once a sync of the store failed (`Health::must_restart`).
-async fn writer_healthz(State(state): State<AppState>) -> Response {
+async fn writer_healthz(State(state): State<Arc<AppState>>) -> Response {
     if state.pipeline.health().must_restart.load(Ordering::SeqCst) {
         return ApiError::unavailable_for(Unavailable::MustRestart).into_response();
     }
     (StatusCode::OK, "ok").into_response()
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let store_ok = state
         .pipeline
         .health()
@@ -467,7 +470,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     render_metrics(&state.metrics)
 }
 

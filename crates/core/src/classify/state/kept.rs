@@ -16,25 +16,27 @@ const CONDITION_TIMES: [&str; 3] = ["lastTransitionTime", "lastUpdateTime", "las
 
 /// The kept members of `status`, serialized; `None` when it keeps none.
 pub(super) fn kept_status(status: &Map<String, Value>) -> Option<Box<serde_json::value::RawValue>> {
-    let mut members: Vec<(&str, &Value)> = KEPT_STATUS
-        .iter()
-        .filter_map(|key| status.get(*key).map(|value| (*key, value)))
-        .collect();
-    if members.is_empty() {
+    if !status.keys().any(|key| is_kept(key)) {
         return None;
     }
-    members.sort_unstable_by_key(|(key, _)| *key);
     // Serializing borrowed JSON values cannot fail (their map keys are strings).
-    serde_json::value::to_raw_value(&Kept(&members)).ok()
+    serde_json::value::to_raw_value(&Kept(status)).ok()
 }
 
-struct Kept<'a>(&'a [(&'a str, &'a Value)]);
+/// A status has a dozen members at most and the list two dozen names: a scan of it costs less
+/// than a lookup of each name in the status.
+fn is_kept(key: &str) -> bool {
+    KEPT_STATUS.contains(&key)
+}
+
+/// The kept members, in the map's order (a `Map` is sorted by key, as the text must be).
+struct Kept<'a>(&'a Map<String, Value>);
 
 impl Serialize for Kept<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (key, value) in self.0 {
-            if *key == "conditions" {
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.0.iter().filter(|(key, _)| is_kept(key)) {
+            if key == "conditions" {
                 map.serialize_entry(key, &Conditions(value))?;
             } else {
                 map.serialize_entry(key, value)?;
