@@ -19,9 +19,12 @@ impl Writer {
         submissions: Vec<(Vec<Decoded>, Reply)>,
     ) {
         let now = round.now;
-        let mut keys_in_round = HashSet::new();
+        let events_in_round: usize = submissions.iter().map(|(events, _)| events.len()).sum();
+        // Sized for the round up front: grown from empty, rehashing was a visible part of a
+        // round's own work.
+        let mut keys_in_round = HashSet::with_capacity(events_in_round);
         // The keys of the round's events that wrote something (`round.batch.events`' keys).
-        let mut written_in_round = HashSet::new();
+        let mut written_in_round = HashSet::with_capacity(events_in_round);
         round.results.reserve(submissions.len());
         // Which of the round's events the store has seen, asked once for the whole round (one
         // query on PostgreSQL, instead of one round trip per event).

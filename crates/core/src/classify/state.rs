@@ -17,6 +17,7 @@ use drift_model::{Millis, ObjectKey, Pairs};
 pub use super::names::Name;
 pub(crate) use super::names::Names;
 
+mod conditions;
 mod kept;
 
 /// Who last wrote what, per `managedFields` entry (without the field trie).
@@ -516,31 +517,9 @@ impl ObjectState {
 
     /// All conditions, in status order.
     pub fn conditions(&self) -> Vec<Condition> {
-        let Some(Value::Array(items)) = self.status_field("conditions") else {
-            return Vec::new();
-        };
-        items
-            .iter()
-            .filter_map(|item| {
-                let text = |key: &str| {
-                    item.get(key)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                let condition_type = text("type");
-                if condition_type.is_empty() {
-                    return None;
-                }
-                Some(Condition {
-                    condition_type,
-                    status: text("status"),
-                    reason: text("reason"),
-                    message: text("message"),
-                    severity: text("severity"),
-                })
-            })
-            .collect()
+        crate::decode::raw::member(self.status.text(), "conditions")
+            .map(conditions::parse)
+            .unwrap_or_default()
     }
 
     /// True when a deletion is in progress or done.

@@ -1,0 +1,295 @@
+//! `status.conditions` read straight into [`Condition`]s from a state's kept status text.
+//!
+//! A dozen classes read an object's conditions on every event; parsing the list into a `Value`
+//! tree (a map per condition) and copying its strings out was most of that. This reads the five
+//! fields a condition has and skips the rest, with the tree's answers: a field that is not a
+//! string reads as empty (the last one when a condition repeats a field), an item that is not
+//! an object has no type and is left out, and a list that is not an array has no conditions.
+
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::Condition;
+
+/// The conditions of a `conditions` member's JSON text (none when it is not a list, or not
+/// JSON).
+pub(super) fn parse(text: &str) -> Vec<Condition> {
+    serde_json::from_str::<List>(text).map_or_else(|_| Vec::new(), |list| list.0)
+}
+
+/// The typed conditions of a list (none for another type).
+struct List(Vec<Condition>);
+
+/// One item: a condition with a type, or `None`.
+struct Item(Option<Condition>);
+
+/// A field's value when it is a string.
+struct Text(Option<String>);
+
+/// The fields a condition has.
+enum Field {
+    Type,
+    Status,
+    Reason,
+    Message,
+    Severity,
+    Other,
+}
+
+/// Implements the visits of every JSON type but the ones given, as "not what was asked for":
+/// `$empty` is the answer; maps and lists are read to their end.
+macro_rules! otherwise {
+    ($empty:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($empty)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($empty)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($empty)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($empty)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($empty)
+        }
+    };
+}
+
+impl<'de> Deserialize<'de> for List {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<List, D::Error> {
+        struct ListVisitor;
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = List;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a list of conditions")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<List, A::Error> {
+                let mut conditions = Vec::with_capacity(items.size_hint().unwrap_or(4));
+                while let Some(Item(item)) = items.next_element()? {
+                    conditions.extend(item);
+                }
+                Ok(List(conditions))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<List, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(List(Vec::new()))
+            }
+
+            fn visit_str<E>(self, _: &str) -> Result<List, E> {
+                Ok(List(Vec::new()))
+            }
+
+            otherwise!(List(Vec::new()));
+        }
+        deserializer.deserialize_any(ListVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Item {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Item, D::Error> {
+        struct ItemVisitor;
+        impl<'de> Visitor<'de> for ItemVisitor {
+            type Value = Item;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a condition")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Item, A::Error> {
+                let mut condition = Condition {
+                    condition_type: String::new(),
+                    status: String::new(),
+                    reason: String::new(),
+                    message: String::new(),
+                    severity: String::new(),
+                };
+                while let Some(field) = map.next_key::<Field>()? {
+                    let slot = match field {
+                        Field::Type => &mut condition.condition_type,
+                        Field::Status => &mut condition.status,
+                        Field::Reason => &mut condition.reason,
+                        Field::Message => &mut condition.message,
+                        Field::Severity => &mut condition.severity,
+                        Field::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    // The last of a repeated field counts, as in a parsed map.
+                    *slot = map.next_value::<Text>()?.0.unwrap_or_default();
+                }
+                Ok(Item(
+                    (!condition.condition_type.is_empty()).then_some(condition),
+                ))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Item, A::Error> {
+                while items.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Item(None))
+            }
+
+            fn visit_str<E>(self, _: &str) -> Result<Item, E> {
+                Ok(Item(None))
+            }
+
+            otherwise!(Item(None));
+        }
+        deserializer.deserialize_any(ItemVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Text, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a string")
+            }
+
+            fn visit_str<E>(self, text: &str) -> Result<Text, E> {
+                Ok(Text(Some(text.to_string())))
+            }
+
+            fn visit_string<E>(self, text: String) -> Result<Text, E> {
+                Ok(Text(Some(text)))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Text, A::Error> {
+                while items.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+
+            otherwise!(Text(None));
+        }
+        deserializer.deserialize_any(TextVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Field, D::Error> {
+        struct FieldVisitor;
+        impl Visitor<'_> for FieldVisitor {
+            type Value = Field;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("a field name")
+            }
+
+            fn visit_str<E>(self, name: &str) -> Result<Field, E> {
+                Ok(match name {
+                    "type" => Field::Type,
+                    "status" => Field::Status,
+                    "reason" => Field::Reason,
+                    "message" => Field::Message,
+                    "severity" => Field::Severity,
+                    _ => Field::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(FieldVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+
+    /// How conditions were read before: a `Value` tree, then each field copied out.
+    fn from_tree(text: &str) -> Vec<Condition> {
+        let Ok(Value::Array(items)) = serde_json::from_str::<Value>(text) else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|item| {
+                let text = |key: &str| {
+                    item.get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let condition_type = text("type");
+                (!condition_type.is_empty()).then(|| Condition {
+                    condition_type,
+                    status: text("status"),
+                    reason: text("reason"),
+                    message: text("message"),
+                    severity: text("severity"),
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn conditions_read_as_the_tree_read_them() {
+        let mut texts: Vec<String> = [
+            r#"[{"type":"Ready","status":"True"},{"type":"","status":"False"},{"status":"x"}]"#,
+            r#"[1, "two", null, [3], {"type":["Ready"]}, {"type":"A","type":"B"}]"#,
+            r#"[{"type":"A","message":"one","message":7}, {"type":"B","reason":{"a":[1]}}]"#,
+            r#"[{"type":"Esc\u0041ped","st\u0061tus":"True","severity":"Warning","x":{"y":[1,2]}}]"#,
+            r#"{"type":"Ready"}"#,
+            r#""Ready""#,
+            "null",
+            "[]",
+            "not json",
+            r#"[{"type":"A"},"#,
+        ]
+        .iter()
+        .map(|text| text.to_string())
+        .collect();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+        let mut stack = vec![dir];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    continue;
+                };
+                let Ok(value) = serde_json::from_str::<Value>(&text) else {
+                    continue;
+                };
+                let mut values = vec![value];
+                while let Some(value) = values.pop() {
+                    match value {
+                        Value::Object(mut map) => {
+                            if let Some(conditions) = map.remove("conditions") {
+                                texts.push(conditions.to_string());
+                            }
+                            values.extend(map.into_iter().map(|(_, value)| value));
+                        }
+                        Value::Array(items) => values.extend(items),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert!(texts.len() > 40, "condition lists found: {}", texts.len());
+        let mut read = 0;
+        for text in &texts {
+            let conditions = parse(text);
+            assert_eq!(conditions, from_tree(text), "{text}");
+            read += conditions.len();
+        }
+        assert!(read > 100, "conditions read: {read}");
+    }
+}
