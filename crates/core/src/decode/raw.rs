@@ -71,15 +71,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
     }
 }
 
-/// The JSON text of member `key` of `text`, a valid JSON document (a stored status, a
-/// `RawValue`): the last one when the object repeats it, as [`Members::get`] answers; `None`
-/// for another type or no such member. Values are jumped over, not parsed (the classes read a
-/// status field or two per class on every event; parsing every member to find one was most of
-/// it). What the jump cannot vouch for (an escaped key, text that is not what valid JSON looks
-/// like) is answered by [`Members`] instead.
+/// The JSON text of member `key` of `text`, which must be a valid JSON document (a stored
+/// status, a `RawValue`): the last one when the object repeats it, as [`Members::get`] answers;
+/// `None` for another type or no such member. Values are jumped over, not parsed (the classes
+/// read a status field or two per class on every event; parsing every member to find one was
+/// most of it). An escaped key, and what the jump finds out of place (a missing value, text
+/// after the object), are answered by [`Members`] instead; other invalid text gets some answer,
+/// never a panic.
 pub(crate) fn member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     match jump_to_member(text.as_bytes(), key.as_bytes()) {
-        Some(found) => found.map(|(start, end)| text.get(start..end).unwrap_or_default()),
+        Some(found) => found.and_then(|(start, end)| text.get(start..end)),
         None => Members::of(text)?.get(key).map(RawValue::get),
     }
 }
@@ -97,7 +98,7 @@ fn jump_to_member(bytes: &[u8], key: &[u8]) -> Option<Option<(usize, usize)>> {
     let mut found = None;
     at = skip_space(bytes, at);
     if bytes.get(at) == Some(&b'}') {
-        return Some(None);
+        return (skip_space(bytes, at + 1) == bytes.len()).then_some(None);
     }
     loop {
         if bytes.get(at) != Some(&b'"') {
@@ -114,13 +115,17 @@ fn jump_to_member(bytes: &[u8], key: &[u8]) -> Option<Option<(usize, usize)>> {
         }
         let start = skip_space(bytes, at + 1);
         let end = value_end(bytes, start)?;
+        if end == start {
+            return None;
+        }
         if name == key {
             found = Some((start, end));
         }
         at = skip_space(bytes, end);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b'}') => return Some(found),
+            // The object is the whole document.
+            Some(b'}') if skip_space(bytes, at + 1) == bytes.len() => return Some(found),
             _ => return None,
         }
     }
@@ -406,6 +411,16 @@ mod tests {
             }
         }
         assert!(found > 1000, "members found: {found}");
+        // Out of place for valid JSON: answered as the parser answers (here: not an object).
+        for text in [
+            r#"{"a":}"#,
+            r#"{"a":1} x"#,
+            r#"{} x"#,
+            r#"{"a":1,}"#,
+            r#"{"a" 1}"#,
+        ] {
+            assert_eq!(member(text, "a"), None, "{text}");
+        }
     }
 
     #[test]

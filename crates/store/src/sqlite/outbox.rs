@@ -2,14 +2,17 @@
 //! notifications, on its own connection.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use super::sync::WalSyncer;
 use super::{collect, wait_briefly_when_busy, SQL, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::rows::notice_payload;
 use crate::sql::{decode, queries, Row};
 use crate::{
-    Due, Error, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
+    Due, Error, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats,
+    Settlement, Syncer,
 };
 use drift_model::{DriftState, Millis};
 
@@ -21,17 +24,26 @@ use drift_model::{DriftState, Millis};
 /// it durable, so nothing is sent from a round a power loss could take back. Everything else
 /// the relays write (settlements, withdrawn reminders, released claims) commits with
 /// `synchronous=NORMAL`: written to the WAL before the call returns, so a crash of the process
-/// loses none of it, and synced by the next fsync of the WAL (the writer's, after its next
-/// round, or the next claim). A power loss before that can take back a settlement: its rows are
-/// then pending under the dead process's claim and, once the claim lapses, are sent again under
-/// the same idempotency key, as after a crash between a send and its settlement.
+/// loses none of it. It is synced by the next fsync of the WAL (the next claim's, or the writer's
+/// after a round), and at the latest by this connection itself once it has waited
+/// [`SYNC_WITHIN`] (checked whenever a relay looks for due rows, which every relay does at least
+/// every two seconds). A power loss before that can take back a settlement: its rows are then
+/// pending under the dead process's claim and, once the claim lapses, are sent again under the
+/// same message id, as after a crash between a send and its settlement.
 pub(crate) struct SqliteOutbox {
     connection: Connection,
     /// `synchronous` for a claim's commit (`FULL`; `OFF` for a test store).
     claim_sync: &'static str,
     /// `synchronous` for every other commit (`NORMAL`; `OFF` for a test store).
     other_sync: &'static str,
+    /// The WAL's fsync, for what this connection committed without one.
+    wal: WalSyncer,
+    /// Since when this connection has commits that no fsync has covered yet.
+    pub(super) unsynced_since: Option<Instant>,
 }
+
+/// How long a settlement may wait for an fsync of the WAL before this connection does one.
+pub(crate) const SYNC_WITHIN: Duration = Duration::from_secs(1);
 
 impl SqliteOutbox {
     /// Opens the outbox on an existing store file. The store must exist (see [`super::open`], which opens the writer first).
@@ -44,7 +56,28 @@ impl SqliteOutbox {
             connection,
             claim_sync: "FULL",
             other_sync: "NORMAL",
+            wal: WalSyncer::new(path.to_path_buf()),
+            unsynced_since: None,
         })
+    }
+
+    /// Notes a commit made without an fsync.
+    fn committed_unsynced(&mut self) {
+        if self.other_sync != "OFF" {
+            self.unsynced_since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    /// Syncs the WAL when a commit of this connection has waited [`SYNC_WITHIN`] for it.
+    fn sync_if_overdue(&mut self) -> Result<(), Error> {
+        if self
+            .unsynced_since
+            .is_some_and(|since| since.elapsed() >= SYNC_WITHIN)
+        {
+            self.wal.sync()?;
+            self.unsynced_since = None;
+        }
+        Ok(())
     }
 
     /// Commits without waiting for the disk (see `SqliteStore::open_without_fsync`).
@@ -63,8 +96,20 @@ impl SqliteOutbox {
     }
 }
 
+impl Drop for SqliteOutbox {
+    fn drop(&mut self) {
+        // A stop's last settlements and released claims: synced before the connection goes.
+        if self.unsynced_since.is_some() {
+            if let Err(error) = self.wal.sync() {
+                tracing::warn!(message = "Could not sync the outbox's last commits.", %error);
+            }
+        }
+    }
+}
+
 impl Outbox for SqliteOutbox {
     fn due(&mut self, channel: &str, now: Millis, limit: usize, owner: &str) -> Result<Due, Error> {
+        self.sync_if_overdue()?;
         let mut statement = self.connection.prepare_cached(queries::DUE.text(SQL))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut due = Due::default();
@@ -80,6 +125,7 @@ impl Outbox for SqliteOutbox {
     }
 
     fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error> {
+        self.sync_if_overdue()?;
         // The relay's every-round queries are prepared once per connection (`prepare_cached`):
         // parsing the SQL was a visible share of the relay's time under load.
         Ok(self
@@ -100,11 +146,17 @@ impl Outbox for SqliteOutbox {
         self.connection
             .pragma_update(None, "synchronous", self.claim_sync)?;
         let claimed = claim_rows(&mut self.connection, ids, message_id, lease, now);
-        let restored = self
+        if let Err(error) = self
             .connection
-            .pragma_update(None, "synchronous", self.other_sync);
+            .pragma_update(None, "synchronous", self.other_sync)
+        {
+            // Only slower: every commit then syncs until the next claim sets it again. The
+            // claim itself stands (its rows carry the message id).
+            tracing::warn!(message = "Could not set the outbox connection back to synchronous=NORMAL.", %error);
+        }
         let held = claimed?;
-        restored?;
+        // The claim's commit synced the WAL, and with it everything committed before it.
+        self.unsynced_since = None;
         Ok(held)
     }
 
@@ -153,13 +205,16 @@ impl Outbox for SqliteOutbox {
             insert_outbox(&transaction, &follow_ups)?;
         }
         transaction.commit()?;
+        self.committed_unsynced();
         Ok(())
     }
 
     fn release(&mut self, owner: &str) -> Result<usize, Error> {
-        Ok(self
+        let released = self
             .connection
-            .execute(queries::RELEASE.text(SQL), params![owner])?)
+            .execute(queries::RELEASE.text(SQL), params![owner])?;
+        self.committed_unsynced();
+        Ok(released)
     }
 
     fn claim_owners(&mut self) -> Result<Vec<String>, Error> {
@@ -221,10 +276,12 @@ impl Outbox for SqliteOutbox {
         if any.is_none() {
             return Ok(0);
         }
-        Ok(self.connection.execute(
+        let cancelled = self.connection.execute(
             queries::CANCEL_CHANNEL_REMINDERS.text(SQL),
             params![drift_id, channel, owner, now],
-        )?)
+        )?;
+        self.committed_unsynced();
+        Ok(cancelled)
     }
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {

@@ -133,8 +133,24 @@ fn the_outbox_waits_for_the_disk_only_inside_a_claim() {
         owner: "local/1/log".into(),
         until: 60_000,
     };
+    // A commit without an fsync is noted, and synced by this connection once it has waited.
+    crate::Outbox::release(&mut outbox, "local/1/log").unwrap();
+    let since = outbox
+        .unsynced_since
+        .expect("a release is an unsynced commit");
+    crate::Outbox::due(&mut outbox, "log", 0, 10, "local/1/log").unwrap();
+    assert_eq!(outbox.unsynced_since, Some(since), "not yet overdue");
+    outbox.unsynced_since = since.checked_sub(outbox::SYNC_WITHIN);
+    crate::Outbox::next_due(&mut outbox, "log", "local/1/log").unwrap();
+    assert_eq!(outbox.unsynced_since, None, "synced once overdue");
+    crate::Outbox::release(&mut outbox, "local/1/log").unwrap();
+    assert!(outbox.unsynced_since.is_some());
     let held = crate::Outbox::claim(&mut outbox, &["absent".into()], "m", &lease, 0).unwrap();
     assert!(held.is_empty());
+    assert_eq!(
+        outbox.unsynced_since, None,
+        "a claim's commit synced the WAL"
+    );
     assert_eq!(outbox.synchronous().unwrap(), 1, "back after a claim");
     // A claim that fails (its table gone) leaves the connection as it found it too.
     let other = Connection::open(&path).unwrap();

@@ -115,6 +115,14 @@ mod tests {
     }
 
     #[test]
+    fn a_map_iterates_in_key_order() {
+        // The kept text's order is the map's: serde_json's `preserve_order` (insertion order)
+        // would change every stored status text.
+        let map: Map<String, Value> = serde_json::from_str(r#"{"b":1,"c":2,"a":3}"#).unwrap();
+        assert_eq!(map.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+    }
+
+    #[test]
     fn the_text_is_the_copied_maps_on_every_fixture_status() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
         let mut statuses: Vec<Map<String, Value>> = vec![
