@@ -422,24 +422,37 @@ impl Relay {
         // A resolve on its way ends the drift's reminders on this channel, whatever happens to
         // the resolve itself (a reminder queued by a racing firing delivery included). So does
         // an escalation's firing notice: its own reminders, at the new severity, replace them.
-        let mut cancels: Vec<(String, String)> = batch
-            .iter()
-            .filter(|(_, notice)| notice.kind == NoticeKind::Resolved || notice.is_escalation())
-            .map(|(row, _)| (row.queued.drift_id.clone(), row.queued.channel.clone()))
-            .collect();
+        for (row, notice) in &batch {
+            if notice.kind == NoticeKind::Resolved || notice.is_escalation() {
+                let (drift_id, endpoint) =
+                    (row.queued.drift_id.clone(), row.queued.channel.clone());
+                let (owner, at) = (self.owner.clone(), (self.clock)());
+                with_outbox(&self.outbox, move |outbox| {
+                    outbox.cancel_reminders(&drift_id, &endpoint, &owner, at)
+                })
+                .await?;
+            }
+        }
         let attempts = rows.iter().map(|row| row.attempts).max().unwrap_or(0);
         let done = (self.clock)();
-        if !matches!(outcome, Outcome::Delivered) && !cancels.is_empty() {
-            let (owner, cancels) = (self.owner.clone(), std::mem::take(&mut cancels));
-            with_outbox(&self.outbox, move |outbox| {
-                cancel_reminders(outbox, &cancels, &owner, done)
-            })
-            .await?;
-        }
         match outcome {
             Outcome::Delivered => {
+                let mut follow_ups = Vec::new();
                 let resend = self.channel.resend_interval().map(millis);
-                let candidates = follow_ups::follow_ups(&batch, resend, done);
+                for follow in follow_ups::follow_ups(&batch, resend, done) {
+                    // A reminder only for a drift that still fires (it may have resolved while
+                    // this message was on its way).
+                    if follow.queued.kind() == NoticeKind::Repeat {
+                        let drift_id = follow.queued.drift_id.clone();
+                        let state =
+                            with_outbox(&self.outbox, move |outbox| outbox.drift_state(&drift_id))
+                                .await?;
+                        if state != Some(DriftState::Firing) {
+                            continue;
+                        }
+                    }
+                    follow_ups.push(follow);
+                }
                 let settlement = Settlement {
                     ids,
                     state: OutboxState::Delivered,
@@ -451,25 +464,9 @@ impl Relay {
                     message_id: Some(message.id.clone()),
                     owner: Some(self.owner.clone()),
                 };
-                // Everything after a delivery in one blocking task: the reminders withdrawn,
-                // the drifts' states read, the settlement (each was a task of its own, a
-                // thread hand-off both ways per step).
-                let owner = self.owner.clone();
+                let queued_follow_ups = follow_ups.clone();
                 with_outbox(&self.outbox, move |outbox| {
-                    cancel_reminders(outbox, &cancels, &owner, done)?;
-                    let mut follow_ups = Vec::with_capacity(candidates.len());
-                    for follow in candidates {
-                        // A reminder only for a drift that still fires (it may have resolved
-                        // while this message was on its way).
-                        if follow.queued.kind() == NoticeKind::Repeat
-                            && outbox.drift_state(&follow.queued.drift_id)?
-                                != Some(DriftState::Firing)
-                        {
-                            continue;
-                        }
-                        follow_ups.push(follow);
-                    }
-                    outbox.settle(&settlement, &follow_ups)
+                    outbox.settle(&settlement, &queued_follow_ups)
                 })
                 .await?;
                 for row in &rows {
@@ -600,19 +597,6 @@ impl Relay {
         };
         with_outbox(&self.outbox, move |outbox| outbox.settle(&settlement, &[])).await
     }
-}
-
-/// Withdraws the pending reminders of each (drift, channel) in `cancels`.
-fn cancel_reminders(
-    outbox: &mut dyn Outbox,
-    cancels: &[(String, String)],
-    owner: &str,
-    at: Millis,
-) -> Result<(), drift_store::Error> {
-    for (drift_id, channel) in cancels {
-        outbox.cancel_reminders(drift_id, channel, owner, at)?;
-    }
-    Ok(())
 }
 
 /// Updates the outbox gauges every few seconds until `shutdown`.

@@ -99,7 +99,7 @@ impl TestStore {
         let path = directory.path().join(FILE);
         std::fs::write(&path, template()?)?;
         let writer = SqliteStore::open_without_fsync(&path)?;
-        let mut outbox = SqliteOutbox::open(&path)?;
+        let outbox = SqliteOutbox::open(&path)?;
         outbox.skip_fsync()?;
         let audit = AuditReader::open(&path)?;
         let inspect = Connection::open(&path)?;

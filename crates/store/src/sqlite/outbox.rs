@@ -2,114 +2,42 @@
 //! notifications, on its own connection.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::sync::WalSyncer;
 use super::{collect, wait_briefly_when_busy, SQL, WRITER_AUTOCHECKPOINT_PAGES};
 use crate::rows::notice_payload;
 use crate::sql::{decode, queries, Row};
 use crate::{
-    Due, Error, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats,
-    Settlement, Syncer,
+    Due, Error, FollowUp, Lease, NewOutbox, Outbox, OutboxRow, OutboxState, OutboxStats, Settlement,
 };
 use drift_model::{DriftState, Millis};
 
 /// The delivery side of the SQLite store, on its own connection (WAL lets it read while the
 /// writer commits; SQLite serializes the two writers with `busy_timeout`).
-///
-/// Only a claim waits for the disk (`synchronous=FULL` for its commit): it is what a send
-/// follows, and its fsync of the shared WAL also makes every round the writer committed before
-/// it durable, so nothing is sent from a round a power loss could take back. Everything else
-/// the relays write (settlements, withdrawn reminders, released claims) commits with
-/// `synchronous=NORMAL`: written to the WAL before the call returns, so a crash of the process
-/// loses none of it. It is synced by the next fsync of the WAL (the next claim's, or the writer's
-/// after a round), and at the latest by this connection itself once it has waited
-/// [`SYNC_WITHIN`] (checked whenever a relay looks for due rows, which every relay does at least
-/// every two seconds). A power loss before that can take back a settlement: its rows are then
-/// pending under the dead process's claim and, once the claim lapses, are sent again under the
-/// same message id, as after a crash between a send and its settlement.
 pub(crate) struct SqliteOutbox {
     connection: Connection,
-    /// `synchronous` for a claim's commit (`FULL`; `OFF` for a test store).
-    claim_sync: &'static str,
-    /// `synchronous` for every other commit (`NORMAL`; `OFF` for a test store).
-    other_sync: &'static str,
-    /// The WAL's fsync, for what this connection committed without one.
-    wal: WalSyncer,
-    /// Since when this connection has commits that no fsync has covered yet.
-    pub(super) unsynced_since: Option<Instant>,
 }
-
-/// How long a settlement may wait for an fsync of the WAL before this connection does one.
-pub(crate) const SYNC_WITHIN: Duration = Duration::from_secs(1);
 
 impl SqliteOutbox {
     /// Opens the outbox on an existing store file. The store must exist (see [`super::open`], which opens the writer first).
     pub(crate) fn open(path: &Path) -> Result<SqliteOutbox, Error> {
         let mut connection = Connection::open(path)?;
-        connection.pragma_update(None, "synchronous", "NORMAL")?;
+        connection.pragma_update(None, "synchronous", "FULL")?;
         wait_briefly_when_busy(&mut connection)?;
         connection.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)?;
-        Ok(SqliteOutbox {
-            connection,
-            claim_sync: "FULL",
-            other_sync: "NORMAL",
-            wal: WalSyncer::new(path.to_path_buf()),
-            unsynced_since: None,
-        })
-    }
-
-    /// Notes a commit made without an fsync.
-    fn committed_unsynced(&mut self) {
-        if self.other_sync != "OFF" {
-            self.unsynced_since.get_or_insert_with(Instant::now);
-        }
-    }
-
-    /// Syncs the WAL when a commit of this connection has waited [`SYNC_WITHIN`] for it.
-    fn sync_if_overdue(&mut self) -> Result<(), Error> {
-        if self
-            .unsynced_since
-            .is_some_and(|since| since.elapsed() >= SYNC_WITHIN)
-        {
-            self.wal.sync()?;
-            self.unsynced_since = None;
-        }
-        Ok(())
+        Ok(SqliteOutbox { connection })
     }
 
     /// Commits without waiting for the disk (see `SqliteStore::open_without_fsync`).
     #[cfg(any(test, feature = "testing"))]
-    pub(crate) fn skip_fsync(&mut self) -> Result<(), Error> {
-        (self.claim_sync, self.other_sync) = ("OFF", "OFF");
+    pub(crate) fn skip_fsync(&self) -> Result<(), Error> {
         Ok(self.connection.pragma_update(None, "synchronous", "OFF")?)
-    }
-
-    /// `synchronous` as it is now on this connection (for tests).
-    #[cfg(test)]
-    pub(crate) fn synchronous(&self) -> Result<i64, Error> {
-        Ok(self
-            .connection
-            .pragma_query_value(None, "synchronous", |row| row.get(0))?)
-    }
-}
-
-impl Drop for SqliteOutbox {
-    fn drop(&mut self) {
-        // A stop's last settlements and released claims: synced before the connection goes.
-        if self.unsynced_since.is_some() {
-            if let Err(error) = self.wal.sync() {
-                tracing::warn!(message = "Could not sync the outbox's last commits.", %error);
-            }
-        }
     }
 }
 
 impl Outbox for SqliteOutbox {
     fn due(&mut self, channel: &str, now: Millis, limit: usize, owner: &str) -> Result<Due, Error> {
-        self.sync_if_overdue()?;
         let mut statement = self.connection.prepare_cached(queries::DUE.text(SQL))?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut due = Due::default();
@@ -125,7 +53,6 @@ impl Outbox for SqliteOutbox {
     }
 
     fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error> {
-        self.sync_if_overdue()?;
         // The relay's every-round queries are prepared once per connection (`prepare_cached`):
         // parsing the SQL was a visible share of the relay's time under load.
         Ok(self
@@ -141,22 +68,21 @@ impl Outbox for SqliteOutbox {
         lease: &Lease,
         now: Millis,
     ) -> Result<Vec<String>, Error> {
-        // The claim's commit syncs the WAL (see [`SqliteOutbox`]); the connection is back at
-        // its usual level afterwards, whether the claim succeeded or not.
-        self.connection
-            .pragma_update(None, "synchronous", self.claim_sync)?;
-        let claimed = claim_rows(&mut self.connection, ids, message_id, lease, now);
-        if let Err(error) = self
+        // One write transaction: the check and the claim cannot interleave with another
+        // process's claim of the same rows.
+        let transaction = self
             .connection
-            .pragma_update(None, "synchronous", self.other_sync)
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut held = Vec::with_capacity(ids.len());
         {
-            // Only slower: every commit then syncs until the next claim sets it again. The
-            // claim itself stands (its rows carry the message id).
-            tracing::warn!(message = "Could not set the outbox connection back to synchronous=NORMAL.", %error);
+            let mut update = transaction.prepare_cached(queries::CLAIM.text(SQL))?;
+            for id in ids {
+                if update.execute(params![id, lease.owner, lease.until, message_id, now])? == 1 {
+                    held.push(id.clone());
+                }
+            }
         }
-        let held = claimed?;
-        // The claim's commit synced the WAL, and with it everything committed before it.
-        self.unsynced_since = None;
+        transaction.commit()?;
         Ok(held)
     }
 
@@ -205,16 +131,13 @@ impl Outbox for SqliteOutbox {
             insert_outbox(&transaction, &follow_ups)?;
         }
         transaction.commit()?;
-        self.committed_unsynced();
         Ok(())
     }
 
     fn release(&mut self, owner: &str) -> Result<usize, Error> {
-        let released = self
+        Ok(self
             .connection
-            .execute(queries::RELEASE.text(SQL), params![owner])?;
-        self.committed_unsynced();
-        Ok(released)
+            .execute(queries::RELEASE.text(SQL), params![owner])?)
     }
 
     fn claim_owners(&mut self) -> Result<Vec<String>, Error> {
@@ -276,12 +199,10 @@ impl Outbox for SqliteOutbox {
         if any.is_none() {
             return Ok(0);
         }
-        let cancelled = self.connection.execute(
+        Ok(self.connection.execute(
             queries::CANCEL_CHANNEL_REMINDERS.text(SQL),
             params![drift_id, channel, owner, now],
-        )?;
-        self.committed_unsynced();
-        Ok(cancelled)
+        )?)
     }
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {
@@ -317,29 +238,6 @@ impl Outbox for SqliteOutbox {
             |row| decode::readable_outbox_row(row),
         )
     }
-}
-
-/// Claims the rows of `ids` no one else holds, in one write transaction: the check and the
-/// claim cannot interleave with another process's claim of the same rows.
-fn claim_rows(
-    connection: &mut Connection,
-    ids: &[String],
-    message_id: &str,
-    lease: &Lease,
-    now: Millis,
-) -> Result<Vec<String>, Error> {
-    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut held = Vec::with_capacity(ids.len());
-    {
-        let mut update = transaction.prepare_cached(queries::CLAIM.text(SQL))?;
-        for id in ids {
-            if update.execute(params![id, lease.owner, lease.until, message_id, now])? == 1 {
-                held.push(id.clone());
-            }
-        }
-    }
-    transaction.commit()?;
-    Ok(held)
 }
 
 /// Queues `rows` (SQLite's outbox has no shards); a row whose id is already queued is left as

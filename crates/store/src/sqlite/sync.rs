@@ -6,10 +6,9 @@
 //! (BENCHMARKS.md, issue 28). With `NORMAL` the frames are written but not synced; an fsync of
 //! the WAL file afterwards, from any file descriptor of it, makes every frame written before it
 //! durable, which is what `FULL` promised for those commits. The writer answers a round's
-//! requests only after such a sync (`pipeline::writer::answers`). A relay's claim of a message
-//! commits with `FULL`, and so fsyncs the shared WAL, before the message is sent, so nothing is
-//! delivered from a round that a power loss could still take back (the outbox's other commits
-//! are `NORMAL` too: `outbox.rs` says why that loses nothing a send depends on).
+//! requests only after such a sync (`pipeline::writer::answers`). Other connections keep
+//! `FULL`: a relay's claim of a message commits, and so fsyncs the shared WAL, before the message
+//! is sent, so nothing is delivered from a round that a power loss could still take back.
 
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
