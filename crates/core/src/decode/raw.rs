@@ -363,35 +363,12 @@ mod tests {
         .iter()
         .map(|text| text.to_string())
         .collect();
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
-        let mut stack = vec![dir];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|ext| ext == "json") {
-                    let Ok(text) = std::fs::read_to_string(&path) else {
-                        continue;
-                    };
-                    // Every object in the fixture, as text: statuses and specs included.
-                    let Ok(value) = serde_json::from_str::<Value>(&text) else {
-                        continue;
-                    };
-                    let mut values = vec![value];
-                    while let Some(value) = values.pop() {
-                        match &value {
-                            Value::Object(map) => values.extend(map.values().cloned()),
-                            Value::Array(items) => values.extend(items.iter().cloned()),
-                            _ => continue,
-                        }
-                        texts.push(value.to_string());
-                        texts.push(serde_json::to_string_pretty(&value).unwrap());
-                    }
-                    texts.push(text);
-                }
-            }
+        // Every object and list in the fixtures, as text: statuses and specs included.
+        for value in crate::fixtures::nested_values() {
+            texts.push(value.to_string());
+            texts.push(serde_json::to_string_pretty(&value).unwrap());
         }
+        texts.extend(crate::fixtures::json_texts());
         assert!(texts.len() > 500, "texts: {}", texts.len());
         let mut found = 0;
         for text in &texts {
@@ -509,7 +486,6 @@ mod tests {
 
     #[test]
     fn the_scan_agrees_with_a_byte_at_a_time_on_every_fixture_and_cut() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
         let mut texts = vec![
             r#"{"a":"x\\"}"#.to_string(),
             r#"{"a":"\\\"[{"}"#.to_string(),
@@ -522,19 +498,7 @@ mod tests {
                 "[".repeat(130)
             ),
         ];
-        let mut stack = vec![dir];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|ext| ext == "json") {
-                    if let Ok(text) = std::fs::read_to_string(&path) {
-                        texts.push(text);
-                    }
-                }
-            }
-        }
+        texts.extend(crate::fixtures::json_texts());
         assert!(texts.len() > 15, "fixtures found: {}", texts.len());
         for text in &texts {
             // Prefixes cut at character boundaries, so strings open and close anywhere.

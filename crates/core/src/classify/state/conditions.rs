@@ -253,36 +253,11 @@ mod tests {
         .iter()
         .map(|text| text.to_string())
         .collect();
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
-        let mut stack = vec![dir];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                let Ok(text) = std::fs::read_to_string(&path) else {
-                    continue;
-                };
-                let Ok(value) = serde_json::from_str::<Value>(&text) else {
-                    continue;
-                };
-                let mut values = vec![value];
-                while let Some(value) = values.pop() {
-                    match value {
-                        Value::Object(mut map) => {
-                            if let Some(conditions) = map.remove("conditions") {
-                                texts.push(conditions.to_string());
-                            }
-                            values.extend(map.into_iter().map(|(_, value)| value));
-                        }
-                        Value::Array(items) => values.extend(items),
-                        _ => {}
-                    }
-                }
-            }
-        }
+        texts.extend(
+            crate::fixtures::nested_values()
+                .iter()
+                .filter_map(|value| Some(value.as_object()?.get("conditions")?.to_string())),
+        );
         assert!(texts.len() > 40, "condition lists found: {}", texts.len());
         let mut read = 0;
         for text in &texts {

@@ -124,7 +124,6 @@ mod tests {
 
     #[test]
     fn the_text_is_the_copied_maps_on_every_fixture_status() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
         let mut statuses: Vec<Map<String, Value>> = vec![
             serde_json::from_str(
                 r#"{"conditions":"not a list","zeta":1,"url":"http://x","traffic":[{"percent":100}]}"#,
@@ -136,36 +135,12 @@ mod tests {
             .unwrap(),
             serde_json::from_str(r#"{"unkept":true}"#).unwrap(),
         ];
-        let mut stack = vec![dir];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                let Ok(text) = std::fs::read_to_string(&path) else {
-                    continue;
-                };
-                let Ok(value) = serde_json::from_str::<Value>(&text) else {
-                    continue;
-                };
-                // Every `status` object anywhere in the fixture (events carry it nested).
-                let mut values = vec![value];
-                while let Some(value) = values.pop() {
-                    match value {
-                        Value::Object(mut map) => {
-                            if let Some(Value::Object(status)) = map.remove("status") {
-                                statuses.push(status);
-                            }
-                            values.extend(map.into_iter().map(|(_, value)| value));
-                        }
-                        Value::Array(items) => values.extend(items),
-                        _ => {}
-                    }
-                }
-            }
-        }
+        // Every `status` object anywhere in the fixtures (events carry it nested).
+        statuses.extend(
+            crate::fixtures::nested_values()
+                .iter()
+                .filter_map(|value| value.get("status")?.as_object().cloned()),
+        );
         assert!(statuses.len() > 30, "statuses found: {}", statuses.len());
         let mut with_conditions = 0;
         for status in &statuses {
