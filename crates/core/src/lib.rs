@@ -18,8 +18,6 @@ pub mod config;
 /// CloudEvents and Kubernetes objects, from bytes to typed events (pure).
 pub mod decode;
 pub mod drill;
-#[cfg(test)]
-mod fixtures;
 /// Kubernetes manifests from YAML files, bounded: `check`'s both sides and `rules.baselineDir`.
 pub mod manifest;
 /// Which firing drift a rule lets the service repair, the exact request, and the rails (pure).

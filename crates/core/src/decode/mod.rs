@@ -15,6 +15,10 @@ pub mod cloudevent;
 pub mod cluster_name;
 pub mod data;
 pub(crate) mod fast;
+// Test data, kept with the tests (`tests/`), which may read files.
+#[cfg(test)]
+#[path = "tests/fixtures.rs"]
+pub(crate) mod fixtures;
 pub mod object;
 pub(crate) mod raw;
 pub(crate) mod shape;

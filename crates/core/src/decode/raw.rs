@@ -364,11 +364,11 @@ mod tests {
         .map(|text| text.to_string())
         .collect();
         // Every object and list in the fixtures, as text: statuses and specs included.
-        for value in crate::fixtures::nested_values() {
+        for value in crate::decode::fixtures::nested_values() {
             texts.push(value.to_string());
             texts.push(serde_json::to_string_pretty(&value).unwrap());
         }
-        texts.extend(crate::fixtures::json_texts());
+        texts.extend(crate::decode::fixtures::json_texts());
         assert!(texts.len() > 500, "texts: {}", texts.len());
         let mut found = 0;
         for text in &texts {
@@ -498,7 +498,7 @@ mod tests {
                 "[".repeat(130)
             ),
         ];
-        texts.extend(crate::fixtures::json_texts());
+        texts.extend(crate::decode::fixtures::json_texts());
         assert!(texts.len() > 15, "fixtures found: {}", texts.len());
         for text in &texts {
             // Prefixes cut at character boundaries, so strings open and close anywhere.

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::Condition;
 
@@ -26,6 +26,11 @@ struct Item(Option<Condition>);
 
 /// A field's value when it is a string.
 struct Text(Option<String>);
+
+/// A value read and dropped. Read as the tree reads it (serde's `IgnoredAny` would let
+/// serde_json skip it with fewer checks and no depth limit, so a list the tree refused, a
+/// number out of range or nesting past the limit, would give conditions).
+struct Skip;
 
 /// The fields a condition has.
 enum Field {
@@ -78,7 +83,7 @@ impl<'de> Deserialize<'de> for List {
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<List, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                while map.next_entry::<Skip, Skip>()?.is_some() {}
                 Ok(List(Vec::new()))
             }
 
@@ -118,7 +123,7 @@ impl<'de> Deserialize<'de> for Item {
                         Field::Message => &mut condition.message,
                         Field::Severity => &mut condition.severity,
                         Field::Other => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<Skip>()?;
                             continue;
                         }
                     };
@@ -131,7 +136,7 @@ impl<'de> Deserialize<'de> for Item {
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Item, A::Error> {
-                while items.next_element::<IgnoredAny>()?.is_some() {}
+                while items.next_element::<Skip>()?.is_some() {}
                 Ok(Item(None))
             }
 
@@ -164,18 +169,48 @@ impl<'de> Deserialize<'de> for Text {
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Text, A::Error> {
-                while items.next_element::<IgnoredAny>()?.is_some() {}
+                while items.next_element::<Skip>()?.is_some() {}
                 Ok(Text(None))
             }
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                while map.next_entry::<Skip, Skip>()?.is_some() {}
                 Ok(Text(None))
             }
 
             otherwise!(Text(None));
         }
         deserializer.deserialize_any(TextVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Skip, D::Error> {
+        struct SkipVisitor;
+        impl<'de> Visitor<'de> for SkipVisitor {
+            type Value = Skip;
+
+            fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+                formatter.write_str("any value")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Skip, A::Error> {
+                while items.next_element::<Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
+                while map.next_entry::<Skip, Skip>()?.is_some() {}
+                Ok(Skip)
+            }
+
+            fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
+                Ok(Skip)
+            }
+
+            otherwise!(Skip);
+        }
+        deserializer.deserialize_any(SkipVisitor)
     }
 }
 
@@ -249,12 +284,23 @@ mod tests {
             "[]",
             "not json",
             r#"[{"type":"A"},"#,
+            r#"[{"type":"A","x":1e400}]"#,
+            r#"[{"type":"A"},[1e400]]"#,
+            r#"[{"type":"A","x":"\ud800"}]"#,
+            r#"[{"type":"A","message":["\ud800"]}]"#,
         ]
         .iter()
         .map(|text| text.to_string())
         .collect();
+        // Nesting past the parser's limit, in a skipped field, an item and a text field.
+        let deep = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        for levels in [120, 126, 127, 130, 5_000] {
+            texts.push(format!(r#"[{{"type":"A","x":{}}}]"#, deep(levels)));
+            texts.push(format!(r#"[{{"type":"A"}},{}]"#, deep(levels)));
+            texts.push(format!(r#"[{{"type":"A","reason":{}}}]"#, deep(levels)));
+        }
         texts.extend(
-            crate::fixtures::nested_values()
+            crate::decode::fixtures::nested_values()
                 .iter()
                 .filter_map(|value| Some(value.as_object()?.get("conditions")?.to_string())),
         );

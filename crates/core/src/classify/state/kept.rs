@@ -137,7 +137,7 @@ mod tests {
         ];
         // Every `status` object anywhere in the fixtures (events carry it nested).
         statuses.extend(
-            crate::fixtures::nested_values()
+            crate::decode::fixtures::nested_values()
                 .iter()
                 .filter_map(|value| value.get("status")?.as_object().cloned()),
         );
