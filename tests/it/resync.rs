@@ -136,8 +136,8 @@ impl Harness {
 
     /// Runs one writer round now (timers fire in it) and waits for its commit: a request with
     /// nothing of its own to write is answered before its round commits.
-    async fn tick(&self) {
-        let commits = self.app.store.commit_count();
+    /// Waits for the writer to answer an empty submission: every round before it has finished.
+    async fn answered(&self) {
         self.app
             .pipeline
             .submit(Vec::new())
@@ -145,18 +145,17 @@ impl Harness {
             .await
             .unwrap()
             .unwrap();
+    }
+
+    async fn tick(&self) {
+        let commits = self.app.store.commit_count();
+        self.answered().await;
         for _ in 0..200 {
             if self.app.store.commit_count() > commits {
-                // The commit is counted before its round observes and answers: one more empty
-                // submission is answered only after that round has finished (its metrics
-                // included), which a test reading counters next needs.
-                self.app
-                    .pipeline
-                    .submit(Vec::new())
-                    .unwrap()
-                    .await
-                    .unwrap()
-                    .unwrap();
+                // The commit is counted before its round observes and answers: the next answer
+                // comes after that round has finished (its metrics included), which a test
+                // reading counters next needs.
+                self.answered().await;
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

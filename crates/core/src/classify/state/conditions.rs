@@ -42,10 +42,11 @@ enum Field {
     Other,
 }
 
-/// Implements the visits of every JSON type but the ones given, as "not what was asked for":
-/// `$empty` is the answer; maps and lists are read to their end.
+/// Implements the visits of every JSON type but the ones a visitor reads itself, as "not what
+/// was asked for": `$empty` is the answer. Scalars always; `str`, `seq` and `map` when named
+/// (lists and maps read to their end as the tree would read them).
 macro_rules! otherwise {
-    ($empty:expr) => {
+    ($de:lifetime, $empty:expr; $($kind:ident)*) => {
         fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
             Ok($empty)
         }
@@ -59,6 +60,24 @@ macro_rules! otherwise {
             Ok($empty)
         }
         fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok($empty)
+        }
+        $(otherwise!(@$kind $de, $empty);)*
+    };
+    (@str $de:lifetime, $empty:expr) => {
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok($empty)
+        }
+    };
+    (@seq $de:lifetime, $empty:expr) => {
+        fn visit_seq<A: SeqAccess<$de>>(self, mut items: A) -> Result<Self::Value, A::Error> {
+            while items.next_element::<Skip>()?.is_some() {}
+            Ok($empty)
+        }
+    };
+    (@map $de:lifetime, $empty:expr) => {
+        fn visit_map<A: MapAccess<$de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<Skip, Skip>()?.is_some() {}
             Ok($empty)
         }
     };
@@ -82,16 +101,7 @@ impl<'de> Deserialize<'de> for List {
                 Ok(List(conditions))
             }
 
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<List, A::Error> {
-                while map.next_entry::<Skip, Skip>()?.is_some() {}
-                Ok(List(Vec::new()))
-            }
-
-            fn visit_str<E>(self, _: &str) -> Result<List, E> {
-                Ok(List(Vec::new()))
-            }
-
-            otherwise!(List(Vec::new()));
+            otherwise!('de, List(Vec::new()); str map);
         }
         deserializer.deserialize_any(ListVisitor)
     }
@@ -135,16 +145,7 @@ impl<'de> Deserialize<'de> for Item {
                 ))
             }
 
-            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Item, A::Error> {
-                while items.next_element::<Skip>()?.is_some() {}
-                Ok(Item(None))
-            }
-
-            fn visit_str<E>(self, _: &str) -> Result<Item, E> {
-                Ok(Item(None))
-            }
-
-            otherwise!(Item(None));
+            otherwise!('de, Item(None); str seq);
         }
         deserializer.deserialize_any(ItemVisitor)
     }
@@ -168,17 +169,7 @@ impl<'de> Deserialize<'de> for Text {
                 Ok(Text(Some(text)))
             }
 
-            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Text, A::Error> {
-                while items.next_element::<Skip>()?.is_some() {}
-                Ok(Text(None))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
-                while map.next_entry::<Skip, Skip>()?.is_some() {}
-                Ok(Text(None))
-            }
-
-            otherwise!(Text(None));
+            otherwise!('de, Text(None); seq map);
         }
         deserializer.deserialize_any(TextVisitor)
     }
@@ -194,21 +185,7 @@ impl<'de> Deserialize<'de> for Skip {
                 formatter.write_str("any value")
             }
 
-            fn visit_seq<A: SeqAccess<'de>>(self, mut items: A) -> Result<Skip, A::Error> {
-                while items.next_element::<Skip>()?.is_some() {}
-                Ok(Skip)
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-                while map.next_entry::<Skip, Skip>()?.is_some() {}
-                Ok(Skip)
-            }
-
-            fn visit_str<E>(self, _: &str) -> Result<Skip, E> {
-                Ok(Skip)
-            }
-
-            otherwise!(Skip);
+            otherwise!('de, Skip; str seq map);
         }
         deserializer.deserialize_any(SkipVisitor)
     }
