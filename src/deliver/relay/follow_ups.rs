@@ -14,7 +14,7 @@ pub(super) const RESOLVE_RESENDS: u32 = 3;
 /// The follow-ups of a delivered `batch`, due from `now`; `resend` is the channel's own resend
 /// interval (Alertmanager's `resendInterval`).
 pub(super) fn follow_ups(
-    batch: &[(OutboxRow, Notice)],
+    batch: &[OutboxRow],
     resend: Option<Millis>,
     now: Millis,
 ) -> Vec<FollowUp> {
@@ -23,11 +23,12 @@ pub(super) fn follow_ups(
     // again; the escalation's own follow-up carries on, at the new severity, alone.
     let escalated: HashSet<(&str, &str)> = batch
         .iter()
-        .filter(|(_, notice)| notice.is_escalation())
-        .map(|(row, _)| (row.queued.drift_id.as_str(), row.queued.channel.as_str()))
+        .filter(|row| row.queued.notice.is_escalation())
+        .map(|row| (row.queued.drift_id.as_str(), row.queued.channel.as_str()))
         .collect();
     let mut follow_ups = Vec::new();
-    for (row, notice) in batch {
+    for row in batch {
+        let notice = &row.queued.notice;
         let next = match notice.kind {
             NoticeKind::Repeat
                 if escalated
@@ -93,28 +94,28 @@ mod tests {
 
     const HOUR: Millis = 3_600_000;
 
-    fn row(id: &str, notice: Notice, repeat_after_ms: Millis) -> (OutboxRow, Notice) {
+    fn row(id: &str, notice: Notice, repeat_after_ms: Millis) -> OutboxRow {
+        let at = notice.at;
         let queued = NewOutbox {
             id: id.into(),
             channel: "hook".into(),
             drift_id: notice.drift.id.clone(),
             group_key: "g".into(),
-            notice: notice.clone(),
-            created_at: notice.at,
-            not_before: notice.at,
+            created_at: at,
+            notice,
+            not_before: at,
             repeat_after_ms: Some(repeat_after_ms),
         };
-        let row = OutboxRow {
+        OutboxRow {
             queued,
             attempts: 0,
-            next_attempt_at: notice.at,
+            next_attempt_at: at,
             state: OutboxState::Pending,
             last_error: None,
             finished_at: None,
             message_id: None,
             claimed_by: None,
-        };
-        (row, notice)
+        }
     }
 
     /// The warning's due reminder, sent in one message with the escalation: only the

@@ -131,6 +131,82 @@ fn jump_to_member(bytes: &[u8], key: &[u8]) -> Option<Option<(usize, usize)>> {
     }
 }
 
+/// The text of the value at `pointer` in the JSON `text`, found as `serde_json::Value::pointer`
+/// finds it in the parsed tree (RFC 6901: `~1` reads `/`, `~0` reads `~`; an array index is
+/// digits without a leading zero or sign): `Some(None)` when there is no such value, `None`
+/// when only the parser can tell (an escaped member name, text out of place). The values on
+/// the way are jumped over, not parsed: a class that reads two fields of a spec does not build
+/// a tree of the whole spec.
+pub(crate) fn pointer<'a>(text: &'a str, pointer: &str) -> Option<Option<&'a str>> {
+    if pointer.is_empty() {
+        return Some(Some(text));
+    }
+    let Some(rest) = pointer.strip_prefix('/') else {
+        return Some(None);
+    };
+    let mut value = text;
+    for segment in rest.split('/') {
+        let segment = if segment.contains('~') {
+            Cow::Owned(segment.replace("~1", "/").replace("~0", "~"))
+        } else {
+            Cow::Borrowed(segment)
+        };
+        let bytes = value.as_bytes();
+        let found = match bytes.get(skip_space(bytes, 0)) {
+            Some(b'{') => jump_to_member(bytes, segment.as_bytes())?,
+            Some(b'[') => match array_index(&segment) {
+                Some(index) => jump_to_element(bytes, index)?,
+                None => None,
+            },
+            Some(_) => None,
+            None => return None,
+        };
+        let Some((start, end)) = found else {
+            return Some(None);
+        };
+        value = value.get(start..end)?;
+    }
+    Some(Some(value))
+}
+
+/// An array index as `serde_json`'s pointer reads one.
+fn array_index(segment: &str) -> Option<usize> {
+    if segment.starts_with('+') || (segment.starts_with('0') && segment.len() != 1) {
+        return None;
+    }
+    segment.parse().ok()
+}
+
+/// [`pointer`]'s jump into an array (valid JSON, checked when it was decoded): `Some(found)`,
+/// `found` being the byte range of element `index`; `None` for text out of place.
+fn jump_to_element(bytes: &[u8], index: usize) -> Option<Option<(usize, usize)>> {
+    let mut at = skip_space(bytes, 0);
+    if bytes.get(at) != Some(&b'[') {
+        return None;
+    }
+    at = skip_space(bytes, at + 1);
+    if bytes.get(at) == Some(&b']') {
+        return Some(None);
+    }
+    let mut position = 0;
+    loop {
+        let end = value_end(bytes, at)?;
+        if end == at {
+            return None;
+        }
+        if position == index {
+            return Some(Some((at, end)));
+        }
+        position += 1;
+        at = skip_space(bytes, end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b']') => return Some(None),
+            _ => return None,
+        }
+    }
+}
+
 fn skip_space(bytes: &[u8], mut at: usize) -> usize {
     while matches!(bytes.get(at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
         at += 1;
@@ -537,3 +613,7 @@ mod tests {
         assert!(elements(&raw).is_none());
     }
 }
+
+#[cfg(test)]
+#[path = "tests/raw_pointer.rs"]
+mod pointer_tests;

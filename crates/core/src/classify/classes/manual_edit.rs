@@ -42,12 +42,14 @@ pub(super) struct Tracked {
 }
 
 /// The current value at a diff path (`/spec/...` or `/data/<key>`); `spec` is the object's spec,
-/// parsed once by the caller for all paths.
-pub(super) fn current_value(object: &ObjectState, spec: &Value, path: &str) -> Option<Value> {
+/// read by the caller once for all paths.
+pub(super) fn current_value(
+    object: &ObjectState,
+    spec: &SpecValues<'_>,
+    path: &str,
+) -> Option<Value> {
     if let Some(rest) = path.strip_prefix("/spec") {
-        return crate::classify::evidence::diff::value_at(spec, rest)
-            .filter(|value| !value.is_null())
-            .cloned();
+        return spec.at(rest).filter(|value| !value.is_null());
     }
     if let Some((map, key)) = metadata_key(path) {
         let map = if map == "labels" {
@@ -117,7 +119,7 @@ pub(super) fn track(
         }
     }
     if !tracked.is_empty() {
-        let spec = context.after_spec();
+        let spec = context.after_spec_values();
         tracked.retain(|change| current_value(subject, &spec, &change.path) != change.before);
     }
     tracked.truncate(drift_model::MAX_CHANGES);

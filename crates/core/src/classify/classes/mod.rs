@@ -48,6 +48,31 @@ pub struct Context<'a> {
     pub attributor: std::cell::OnceCell<crate::classify::evidence::Attributor<'a>>,
 }
 
+/// A spec to read values from by JSON pointer (see [`Context::after_spec_values`]).
+pub(crate) enum SpecValues<'a> {
+    /// Parsed already.
+    Tree(&'a serde_json::Value),
+    /// Its JSON text (checked when it was decoded or restored).
+    Text(std::borrow::Cow<'a, str>),
+}
+
+impl SpecValues<'_> {
+    /// The value at `pointer`, as `after_spec().pointer(pointer)` finds it.
+    pub(crate) fn at(&self, pointer: &str) -> Option<serde_json::Value> {
+        match self {
+            SpecValues::Tree(tree) => tree.pointer(pointer).cloned(),
+            SpecValues::Text(text) => match crate::decode::raw::pointer(text, pointer) {
+                Some(found) => found.and_then(|part| serde_json::from_str(part).ok()),
+                // An escaped member name on the way: the parser answers.
+                None => serde_json::from_str::<serde_json::Value>(text)
+                    .unwrap_or(serde_json::Value::Null)
+                    .pointer(pointer)
+                    .cloned(),
+            },
+        }
+    }
+}
+
 impl Context<'_> {
     /// Who changed `pointer` in this event (see [`crate::classify::evidence::attribute`]).
     pub(crate) fn attribute(&self, pointer: &str) -> Option<drift_model::Actor> {
@@ -65,6 +90,21 @@ impl Context<'_> {
             std::borrow::Cow::Borrowed(self.object.spec.value())
         } else {
             std::borrow::Cow::Owned(self.after.spec.value())
+        }
+    }
+
+    /// The after state's spec for reading a few values ([`SpecValues::at`]): its tree when
+    /// something parsed it already, else its text, which is read only as far as each value (an
+    /// open edit's revert check reads a field or two of a spec on every event of its object).
+    pub(crate) fn after_spec_values(&self) -> SpecValues<'_> {
+        let is_pod = self.after.api_version == "v1" && self.after.kind == "Pod";
+        if !is_pod && self.object.uid == self.after.uid {
+            match self.object.spec.parsed() {
+                Some(tree) => SpecValues::Tree(tree),
+                None => SpecValues::Text(std::borrow::Cow::Borrowed(self.object.spec.raw().get())),
+            }
+        } else {
+            SpecValues::Text(self.after.spec.text())
         }
     }
 

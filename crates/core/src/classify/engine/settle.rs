@@ -80,6 +80,15 @@ impl Engine {
                 };
                 let severity = evidence.severity.unwrap_or(default_severity);
                 if let Some(existing) = self.drifts.get(&slot) {
+                    let labels = target.labels.to_map();
+                    // Nearly always the verdict is the one already kept: compared in place,
+                    // not on a copy of the drift.
+                    if existing.evidence == evidence
+                        && existing.severity == severity
+                        && existing.labels == labels
+                    {
+                        return;
+                    }
                     // A firing drift of a class that escalates whose severity rises is told
                     // again (a warning that became critical must be heard): a move from firing
                     // to firing, which the router sends and nothing else takes for a new fire.
@@ -89,14 +98,12 @@ impl Engine {
                     let mut updated = existing.clone();
                     updated.evidence = evidence;
                     updated.severity = severity;
-                    updated.labels = target.labels.to_map();
-                    if updated != *existing {
-                        if escalated {
-                            self.put_drift(slot, Some(updated.clone()));
-                            self.push_transition(updated, Some(DriftState::Firing), now);
-                        } else {
-                            self.put_drift(slot, Some(updated));
-                        }
+                    updated.labels = labels;
+                    if escalated {
+                        self.put_drift(slot, Some(updated.clone()));
+                        self.push_transition(updated, Some(DriftState::Firing), now);
+                    } else {
+                        self.put_drift(slot, Some(updated));
                     }
                     return;
                 }

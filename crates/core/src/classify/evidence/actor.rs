@@ -23,6 +23,23 @@ pub fn owns(fields: &Value, object: &Value, pointer: &str) -> bool {
 }
 
 fn owns_segments(node: &Value, value: Option<&Value>, segments: &[String]) -> bool {
+    owns_below(node, segments, |segment| match value {
+        Some(Value::Object(object)) => object.get(segment),
+        Some(Value::Array(items)) => segment
+            .parse::<usize>()
+            .ok()
+            .and_then(|index| items.get(index)),
+        _ => None,
+    })
+}
+
+/// [`owns_segments`] with the value's child at the first segment given by `child` (the
+/// attributor's object is not one tree: its spec is borrowed from the event, not copied).
+fn owns_below<'v>(
+    node: &Value,
+    segments: &[String],
+    child: impl FnOnce(&str) -> Option<&'v Value>,
+) -> bool {
     let Value::Object(map) = node else {
         return false;
     };
@@ -33,14 +50,7 @@ fn owns_segments(node: &Value, value: Option<&Value>, segments: &[String]) -> bo
     let Some((segment, rest)) = segments.split_first() else {
         return map.contains_key(".");
     };
-    let child_value = match value {
-        Some(Value::Object(object)) => object.get(segment),
-        Some(Value::Array(items)) => segment
-            .parse::<usize>()
-            .ok()
-            .and_then(|index| items.get(index)),
-        _ => None,
-    };
+    let child_value = child(segment);
     if let Some(child) = map.get(&format!("f:{segment}")) {
         return owns_segments(child, child_value, rest);
     }
@@ -73,10 +83,10 @@ fn keyed_item_matches(json_key: &str, item: &Value) -> bool {
         .all(|(key, expected)| item.get(key) == Some(expected))
 }
 
-/// The object as JSON for trie matching: `spec` and `data` at their usual places.
+/// The object's members other than `spec` as JSON for trie matching: `data` and the
+/// metadata's maps at their usual places (the spec is read where it is: [`Attributor::owns`]).
 fn object_json(object: &KubeObject) -> Value {
     let mut root = serde_json::Map::new();
-    root.insert("spec".into(), object.spec.value().clone());
     if let Some(data) = &object.data {
         root.insert(
             "data".into(),
@@ -123,6 +133,7 @@ pub fn attribute(
 /// the same event).
 pub struct Attributor<'a> {
     object: &'a KubeObject,
+    /// `data` and `metadata` as JSON (see [`object_json`]).
     json: Value,
     /// The entries of the main resource (and `scale`), with their tries parsed.
     entries: Vec<(&'a ManagedFieldsEntry, Value)>,
@@ -157,7 +168,7 @@ impl<'a> Attributor<'a> {
         let owners: Vec<&ManagedFieldsEntry> = self
             .entries
             .iter()
-            .filter(|(_, fields)| owns(fields, &self.json, pointer))
+            .filter(|(_, fields)| self.owns(fields, pointer))
             .map(|(entry, _)| *entry)
             .collect();
         let chosen = newest(&mut owners.iter().copied().filter(|entry| moved(entry, before)))
@@ -185,6 +196,19 @@ impl<'a> Attributor<'a> {
         })
     }
 
+    /// [`owns`] on the object: its spec borrowed from the event (copying it into one tree with
+    /// the rest cost as much as the attribution itself on a large spec), the rest from `json`.
+    fn owns(&self, fields: &Value, pointer: &str) -> bool {
+        let segments = pointer_segments(pointer);
+        owns_below(fields, &segments, |segment| {
+            if segment == "spec" {
+                Some(self.object.spec.value())
+            } else {
+                self.json.get(segment)
+            }
+        })
+    }
+
     /// Whether the `lastModifier` annotation `key` speaks for the `chosen` writer. A Knative-made
     /// child (a net-istio VirtualService, a Revision's Deployment) carries its parent's
     /// annotations, copied by the controller: its `lastModifier` names whoever last changed the
@@ -204,9 +228,9 @@ impl<'a> Attributor<'a> {
             "/metadata/annotations/{}",
             key.replace('~', "~0").replace('/', "~1")
         );
-        self.entries.iter().any(|(entry, fields)| {
-            std::ptr::eq(*entry, chosen) && owns(fields, &self.json, &pointer)
-        })
+        self.entries
+            .iter()
+            .any(|(entry, fields)| std::ptr::eq(*entry, chosen) && self.owns(fields, &pointer))
     }
 }
 
@@ -263,6 +287,71 @@ mod tests {
             &object,
             "/spec/template/spec/containers/1/env"
         ));
+    }
+
+    /// Every path of every fixture object with `managedFields`, every entry: the attributor's
+    /// borrowed spec answers as the whole object as one tree did.
+    #[test]
+    fn attributor_owns_as_the_whole_object_tree() {
+        fn paths(value: &Value, at: String, out: &mut Vec<String>) {
+            out.push(at.clone());
+            match value {
+                Value::Object(map) => map.iter().for_each(|(key, child)| {
+                    paths(child, drift_model::pointer::push_pointer(&at, key), out)
+                }),
+                Value::Array(items) => items
+                    .iter()
+                    .enumerate()
+                    .for_each(|(index, child)| paths(child, format!("{at}/{index}"), out)),
+                _ => {}
+            }
+        }
+        let (mut checked, mut decided_by_values) = (0, 0);
+        for mut value in crate::decode::fixtures::nested_values() {
+            if value.pointer("/metadata/managedFields").is_none() {
+                continue;
+            }
+            // An admission request's object has no identity yet (a `CREATE`): given one.
+            for key in ["uid", "resourceVersion"] {
+                if value["metadata"].get(key).is_none() {
+                    value["metadata"][key] = json!("1");
+                }
+            }
+            let Ok(object) = crate::decode::shape::parse_object(value) else {
+                continue;
+            };
+            let mut whole = object_json(&object);
+            whole["spec"] = object.spec.value().clone();
+            let mut all = Vec::new();
+            paths(&whole, String::new(), &mut all);
+            all.push("/spec/missing/0".into());
+            all.push("/data/missing".into());
+            let attributor = Attributor::new(&object);
+            let mut without_spec = whole.clone();
+            without_spec["spec"] = json!({});
+            for (_, fields) in &attributor.entries {
+                for path in &all {
+                    // Paths through keyed or set list items (`k:`, `v:`) are owned by what the
+                    // items hold: there the spec's values decide.
+                    if owns(fields, &whole, path) != owns(fields, &without_spec, path) {
+                        decided_by_values += 1;
+                    }
+                    assert_eq!(
+                        attributor.owns(fields, path),
+                        owns(fields, &whole, path),
+                        "{path} of {}/{}",
+                        object.kind,
+                        object.name
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1_000, "only {checked} paths checked");
+        assert!(
+            decided_by_values > 10,
+            "only {decided_by_values} paths whose owner the spec's values decide"
+        );
     }
 
     #[test]

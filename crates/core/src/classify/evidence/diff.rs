@@ -157,14 +157,6 @@ fn map_value(map: &std::collections::BTreeMap<String, String>) -> Value {
     )
 }
 
-/// The value at a JSON pointer.
-pub(crate) fn value_at<'a>(root: &'a Value, pointer: &str) -> Option<&'a Value> {
-    if pointer.is_empty() {
-        return Some(root);
-    }
-    root.pointer(pointer)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
