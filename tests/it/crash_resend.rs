@@ -122,17 +122,22 @@ fn queue(store: &TestStore, indexes: std::ops::Range<usize>, at: i64) {
         .unwrap();
 }
 
+/// The test relays' delivery limits.
+fn limits() -> Limits {
+    Limits {
+        max_attempts: 10,
+        max_age: Duration::from_secs(3600),
+        min_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(1),
+    }
+}
+
 fn relay(store: &TestStore, channel: Recording) -> Relay {
     let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(store.clone())));
     let clock = Arc::new(AtomicI64::new(NOW));
     Relay::new(
         Arc::new(channel),
-        Limits {
-            max_attempts: 10,
-            max_age: Duration::from_secs(3600),
-            min_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(1),
-        },
+        limits(),
         outbox,
         Arc::new(move || clock.load(Ordering::SeqCst)),
         Arc::new(Metrics::new()),
@@ -202,12 +207,7 @@ fn relay_of(
 ) -> Relay {
     Relay::new(
         Arc::new(channel),
-        Limits {
-            max_attempts: 10,
-            max_age: Duration::from_secs(3600),
-            min_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(1),
-        },
+        limits(),
         Arc::new(Mutex::new(outbox)),
         Arc::new(move || clock),
         Arc::clone(metrics),
@@ -308,4 +308,138 @@ async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_sa
     // Settled: a third round sends nothing more.
     b.round(later + 1_000).await.unwrap();
     assert!(other().claim_owners().unwrap().is_empty());
+}
+
+/// The outbox as another process races for it: just before the relay's claim, the rival claims
+/// `stolen`, so the relay holds only the rest of its message's rows.
+struct Rival {
+    store: TestStore,
+    stolen: &'static str,
+}
+
+impl drift_store::Outbox for Rival {
+    fn due(
+        &mut self,
+        channel: &str,
+        now: i64,
+        limit: usize,
+        owner: &str,
+    ) -> Result<drift_store::Due, drift_store::Error> {
+        self.store.due(channel, now, limit, owner)
+    }
+    fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<i64>, drift_store::Error> {
+        self.store.next_due(channel, owner)
+    }
+    fn claim(
+        &mut self,
+        ids: &[String],
+        message_id: &str,
+        lease: &drift_store::Lease,
+        now: i64,
+    ) -> Result<Vec<String>, drift_store::Error> {
+        let rival = drift_store::Lease {
+            owner: "rival/1/cccc/hook".into(),
+            until: now + 60_000,
+        };
+        let taken = self
+            .store
+            .claim(&[self.stolen.to_string()], "rival_message", &rival, now)?;
+        assert_eq!(taken, [self.stolen], "the rival took its row");
+        self.store.claim(ids, message_id, lease, now)
+    }
+    fn settle(
+        &mut self,
+        settlement: &drift_store::Settlement,
+        follow_ups: &[drift_store::FollowUp],
+    ) -> Result<(), drift_store::Error> {
+        self.store.settle(settlement, follow_ups)
+    }
+    fn release(&mut self, owner: &str) -> Result<usize, drift_store::Error> {
+        self.store.release(owner)
+    }
+    fn claim_owners(&mut self) -> Result<Vec<String>, drift_store::Error> {
+        self.store.claim_owners()
+    }
+    fn firing_pending_before(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        created_at: i64,
+    ) -> Result<bool, drift_store::Error> {
+        self.store
+            .firing_pending_before(drift_id, channel, created_at)
+    }
+    fn expire_unknown_channels(
+        &mut self,
+        known: &[String],
+        now: i64,
+    ) -> Result<usize, drift_store::Error> {
+        self.store.expire_unknown_channels(known, now)
+    }
+    fn cancel_reminders(
+        &mut self,
+        drift_id: &str,
+        channel: &str,
+        owner: &str,
+        now: i64,
+    ) -> Result<usize, drift_store::Error> {
+        self.store.cancel_reminders(drift_id, channel, owner, now)
+    }
+    fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, drift_store::Error> {
+        self.store.drift_state(drift_id)
+    }
+    fn stats(&mut self) -> Result<drift_store::OutboxStats, drift_store::Error> {
+        self.store.stats()
+    }
+    fn rows(
+        &mut self,
+        state: Option<drift_store::OutboxState>,
+        limit: usize,
+    ) -> Result<Vec<drift_store::OutboxRow>, drift_store::Error> {
+        self.store.rows(state, limit)
+    }
+}
+
+/// A rival process claims one row of a digest between the relay's read and its claim: the
+/// relay sends the rows it holds, each with its own notice (none of the rival's), delivers
+/// only those, and leaves the rival's row to the rival.
+#[tokio::test]
+async fn a_message_carries_only_the_rows_its_claim_holds() {
+    let store = TestStore::default();
+    queue(&store, 0..3, NOW);
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(Rival {
+        store: store.clone(),
+        stolen: "ntf_drift1",
+    })));
+    let mut relay = Relay::new(
+        Arc::new(Recording {
+            seen: Arc::clone(&seen),
+            hang: false,
+        }),
+        limits(),
+        outbox,
+        Arc::new(|| NOW),
+        Arc::new(Metrics::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    relay.round(NOW).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].1, ["drift0", "drift2"], "{seen:?}");
+    let mut store = store.clone();
+    let rows = drift_store::Outbox::rows(&mut store, None, 10).unwrap();
+    let state = |id: &str| {
+        let row = rows.iter().find(|row| row.queued.id == id).unwrap();
+        (row.state, row.claimed_by.clone())
+    };
+    assert_eq!(state("ntf_drift0").0, drift_store::OutboxState::Delivered);
+    assert_eq!(state("ntf_drift2").0, drift_store::OutboxState::Delivered);
+    assert_eq!(
+        state("ntf_drift1"),
+        (
+            drift_store::OutboxState::Pending,
+            Some("rival/1/cccc/hook".to_string())
+        )
+    );
 }

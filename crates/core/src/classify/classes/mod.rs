@@ -52,8 +52,12 @@ pub struct Context<'a> {
 pub(crate) enum SpecValues<'a> {
     /// Parsed already.
     Tree(&'a serde_json::Value),
-    /// Its JSON text (checked when it was decoded or restored).
-    Text(std::borrow::Cow<'a, str>),
+    /// Its JSON text (checked when it was decoded or restored), and its tree once a pointer
+    /// needed the parser (an escaped member name on the way): parsed once for every pointer.
+    Text(
+        std::borrow::Cow<'a, str>,
+        std::cell::OnceCell<serde_json::Value>,
+    ),
 }
 
 impl SpecValues<'_> {
@@ -61,11 +65,12 @@ impl SpecValues<'_> {
     pub(crate) fn at(&self, pointer: &str) -> Option<serde_json::Value> {
         match self {
             SpecValues::Tree(tree) => tree.pointer(pointer).cloned(),
-            SpecValues::Text(text) => match crate::decode::raw::pointer(text, pointer) {
+            SpecValues::Text(text, tree) => match crate::decode::raw::pointer(text, pointer) {
                 Some(found) => found.and_then(|part| serde_json::from_str(part).ok()),
-                // An escaped member name on the way: the parser answers.
-                None => serde_json::from_str::<serde_json::Value>(text)
-                    .unwrap_or(serde_json::Value::Null)
+                // An escaped member name on the way: the parser answers (a text that did not
+                // parse reads as `null`, as `after_spec` reads it).
+                None => tree
+                    .get_or_init(|| serde_json::from_str(text).unwrap_or(serde_json::Value::Null))
                     .pointer(pointer)
                     .cloned(),
             },
@@ -101,10 +106,13 @@ impl Context<'_> {
         if !is_pod && self.object.uid == self.after.uid {
             match self.object.spec.parsed() {
                 Some(tree) => SpecValues::Tree(tree),
-                None => SpecValues::Text(std::borrow::Cow::Borrowed(self.object.spec.raw().get())),
+                None => SpecValues::Text(
+                    std::borrow::Cow::Borrowed(self.object.spec.raw().get()),
+                    std::cell::OnceCell::new(),
+                ),
             }
         } else {
-            SpecValues::Text(self.after.spec.text())
+            SpecValues::Text(self.after.spec.text(), std::cell::OnceCell::new())
         }
     }
 
@@ -493,4 +501,58 @@ pub(crate) fn survives_delete(class: &str) -> bool {
         class,
         "unexpected_delete" | "pipeline_broken" | fleet_divergence::ID | mesh_security_drift::ID
     )
+}
+
+#[cfg(test)]
+mod spec_values_tests {
+    use super::SpecValues;
+    use serde_json::{json, Value};
+
+    fn text(spec: &str) -> SpecValues<'_> {
+        SpecValues::Text(std::borrow::Cow::Borrowed(spec), std::cell::OnceCell::new())
+    }
+
+    /// The text answers as the tree does, jumping where it can and parsing (once) where a
+    /// member name is escaped.
+    #[test]
+    fn a_spec_text_answers_as_its_tree() {
+        let spec = r#"{"template": {"spec": {"containers": [{"name": "a", "image": "x:1"}],
+            "x\u0041": {"b": [1, null]}}}, "traffic": [{"percent": 100}]}"#;
+        let tree: Value = serde_json::from_str(spec).unwrap();
+        let pointers = [
+            "",
+            "/traffic/0/percent",
+            "/template/spec/containers/0/image",
+            "/template/spec/containers/1",
+            "/template/spec/xA/b/0",
+            "/template/spec/xA/b/1",
+            "/absent",
+        ];
+        let from_text = text(spec);
+        for pointer in pointers {
+            assert_eq!(
+                from_text.at(pointer),
+                tree.pointer(pointer).cloned(),
+                "{pointer}"
+            );
+            assert_eq!(
+                SpecValues::Tree(&tree).at(pointer),
+                tree.pointer(pointer).cloned()
+            );
+        }
+        let SpecValues::Text(_, parsed) = &from_text else {
+            unreachable!("built as text")
+        };
+        assert!(
+            parsed.get().is_some(),
+            "the escaped name sent one pointer to the parser"
+        );
+        // Jumped only: no tree built.
+        let jumped = text(spec);
+        assert_eq!(jumped.at("/traffic/0/percent"), Some(json!(100)));
+        let SpecValues::Text(_, parsed) = &jumped else {
+            unreachable!("built as text")
+        };
+        assert!(parsed.get().is_none());
+    }
 }

@@ -88,6 +88,21 @@ fn a_pointer_finds_what_the_tree_finds() {
         asked * 10 < jumped,
         "pointers asked of the parser: {asked} of {jumped}"
     );
+    // Texts as a sender may write them, read as they are (not re-serialized): repeated keys,
+    // whitespace where JSON allows it, brackets and quotes inside strings.
+    for text in [
+        "{\"a\" :1,\t\"a\"\r\n: {\"b\" : [ 1 ,2\n] } , \"c\":[]}",
+        r#" [ {"]":"[", "x": [ [ ], { } ]} , "\"]" , -0.5e-3 , true ] "#,
+        r#"{"k": {"k": {"k": 1}, "k": [{"k": 2}, {"k": 3}]}, "z": "}"}"#,
+        r#"{"":{"":[null,{"":""}]}}"#,
+    ] {
+        let tree: Value = serde_json::from_str(text).unwrap();
+        let mut all = Vec::new();
+        pointers(&tree, String::new(), &mut all);
+        for at in &all {
+            assert!(checked(text, &tree, at), "{at} in {text}");
+        }
+    }
     // A repeated key: the last one, as the tree keeps it.
     let text = r#"{"a": 1, "a": [true, "x"]}"#;
     assert_eq!(pointer(text, "/a/1"), Some(Some("\"x\"")));
