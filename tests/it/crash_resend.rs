@@ -380,10 +380,9 @@ impl drift_store::Outbox for Rival {
         &mut self,
         drift_id: &str,
         channel: &str,
-        owner: &str,
         now: i64,
     ) -> Result<usize, drift_store::Error> {
-        self.store.cancel_reminders(drift_id, channel, owner, now)
+        self.store.cancel_reminders(drift_id, channel, now)
     }
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, drift_store::Error> {
         self.store.drift_state(drift_id)
@@ -441,5 +440,76 @@ async fn a_message_carries_only_the_rows_its_claim_holds() {
             drift_store::OutboxState::Pending,
             Some("rival/1/cccc/hook".to_string())
         )
+    );
+}
+
+/// A drift escalated while its reminder was due: one message carries the old reminder and the
+/// escalation. The escalation withdraws the drift's pending reminders, but not the one that
+/// message carries: it went out, so it keeps its row, settled as delivered with its attempt.
+#[tokio::test]
+async fn a_reminder_sent_with_its_drifts_escalation_is_recorded_as_delivered() {
+    let store = TestStore::default();
+    let mut warning = drift(0);
+    warning.fired_at = Some(NOW - 3_600_000);
+    let mut critical = warning.clone();
+    critical.severity = Severity::Critical;
+    let notices = [
+        ("ntf_reminder", NoticeKind::Repeat, warning.clone(), NOW - 1),
+        ("ntf_escalation", NoticeKind::Firing, critical.clone(), NOW),
+    ];
+    let rows = notices
+        .iter()
+        .map(|(id, kind, drift, at)| NewOutbox {
+            id: id.to_string(),
+            channel: "hook".into(),
+            drift_id: drift.id.clone(),
+            group_key: "prod/knative-serving/config_drift".into(),
+            notice: Notice {
+                kind: *kind,
+                drift: drift.clone(),
+                at: *at,
+                resend: 0,
+                remediation: None,
+            },
+            created_at: *at,
+            not_before: *at,
+            repeat_after_ms: None,
+        })
+        .collect();
+    let mut writer = store.clone();
+    writer
+        .commit(&Batch {
+            drifts: vec![critical],
+            outbox: rows,
+            ..Default::default()
+        })
+        .unwrap();
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let mut relay = relay(
+        &store,
+        Recording {
+            seen: Arc::clone(&seen),
+            hang: false,
+        },
+    );
+    relay.round(NOW).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "one message: {seen:?}");
+    assert_eq!(seen[0].1, ["drift0", "drift0"], "{seen:?}");
+    let mut store = store.clone();
+    let rows = drift_store::Outbox::rows(&mut store, None, 10).unwrap();
+    let state = |id: &str| {
+        rows.iter()
+            .find(|row| row.queued.id == id)
+            .map(|row| row.state)
+    };
+    assert_eq!(
+        state("ntf_escalation"),
+        Some(drift_store::OutboxState::Delivered)
+    );
+    assert_eq!(
+        state("ntf_reminder"),
+        Some(drift_store::OutboxState::Delivered),
+        "the reminder went out in the message: {rows:?}"
     );
 }

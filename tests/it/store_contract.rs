@@ -2140,16 +2140,43 @@ fn the_relays_checks(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
         .firing_pending_before("drift-f", "other", 2_000)
         .unwrap());
     assert_eq!(
-        outbox
-            .cancel_reminders("drift-r", "hook", "me", 3_000)
-            .unwrap(),
+        outbox.cancel_reminders("drift-r", "hook", 3_000).unwrap(),
         1
     );
     assert_eq!(
-        outbox
-            .cancel_reminders("drift-r", "hook", "me", 3_000)
-            .unwrap(),
+        outbox.cancel_reminders("drift-r", "hook", 3_000).unwrap(),
         0
+    );
+    assert_eq!(ids_in(outbox, OutboxState::Pending), ["f"]);
+    // A reminder held by a claim (any relay's, the caller's included) is on its way in a
+    // message: it stays until the claim lapses.
+    let mut held = queued("r2", "hook");
+    held.notice.kind = NoticeKind::Repeat;
+    held.drift_id = "drift-r".into();
+    writer
+        .commit(&Batch {
+            outbox: vec![held],
+            ..Default::default()
+        })
+        .unwrap();
+    let lease = store::Lease {
+        owner: "me/1/a/hook".into(),
+        until: 10_000,
+    };
+    assert_eq!(
+        outbox
+            .claim(&["r2".to_string()], "m1", &lease, 3_000)
+            .unwrap(),
+        ["r2"]
+    );
+    assert_eq!(
+        outbox.cancel_reminders("drift-r", "hook", 3_000).unwrap(),
+        0
+    );
+    assert_eq!(ids_in(outbox, OutboxState::Pending), ["f", "r2"]);
+    assert_eq!(
+        outbox.cancel_reminders("drift-r", "hook", 10_000).unwrap(),
+        1
     );
     assert_eq!(ids_in(outbox, OutboxState::Pending), ["f"]);
 }

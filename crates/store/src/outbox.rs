@@ -248,13 +248,13 @@ pub trait Outbox: Send {
     /// Expires pending notifications of channels that are no longer configured (rows held by a
     /// live claim are left to their holder).
     fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error>;
-    /// Withdraws pending reminders of a drift on one channel (its resolve went out), except rows
-    /// another relay holds at `now`.
+    /// Withdraws pending reminders of a drift on one channel (its resolve or escalation went
+    /// out), except rows a relay holds at `now`, this process's included: a held row is on its
+    /// way in a message (the resolve's own, say), which settles it as sent.
     fn cancel_reminders(
         &mut self,
         drift_id: &str,
         channel: &str,
-        owner: &str,
         now: Millis,
     ) -> Result<usize, Error>;
     /// The current state of a drift (to drop reminders for resolved drifts).

@@ -353,11 +353,9 @@ impl Outbox for TestStore {
         &mut self,
         drift_id: &str,
         channel: &str,
-        owner: &str,
         now: Millis,
     ) -> Result<usize, Error> {
-        self.outbox()?
-            .cancel_reminders(drift_id, channel, owner, now)
+        self.outbox()?.cancel_reminders(drift_id, channel, now)
     }
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {

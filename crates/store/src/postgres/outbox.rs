@@ -258,13 +258,12 @@ impl Outbox for PostgresOutbox {
         &mut self,
         drift_id: &str,
         channel: &str,
-        owner: &str,
         now: Millis,
     ) -> Result<usize, Error> {
         let client = self.conn.client()?;
         let changed = wait(client.execute(
             queries::CANCEL_CHANNEL_REMINDERS.text(SQL),
-            &[&drift_id, &channel, &owner, &now],
+            &[&drift_id, &channel, &now],
         ))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }

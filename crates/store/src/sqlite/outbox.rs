@@ -185,7 +185,6 @@ impl Outbox for SqliteOutbox {
         &mut self,
         drift_id: &str,
         channel: &str,
-        owner: &str,
         now: Millis,
     ) -> Result<usize, Error> {
         // Nearly always there is nothing to withdraw (the writer deletes a resolved drift's
@@ -194,14 +193,14 @@ impl Outbox for SqliteOutbox {
         let any: Option<i64> = self
             .connection
             .prepare_cached(queries::CHANNEL_REMINDER_PENDING.text(SQL))?
-            .query_row(params![drift_id, channel, owner, now], |row| row.get(0))
+            .query_row(params![drift_id, channel, now], |row| row.get(0))
             .optional()?;
         if any.is_none() {
             return Ok(0);
         }
         Ok(self.connection.execute(
             queries::CANCEL_CHANNEL_REMINDERS.text(SQL),
-            params![drift_id, channel, owner, now],
+            params![drift_id, channel, now],
         )?)
     }
 
