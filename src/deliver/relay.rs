@@ -240,8 +240,9 @@ impl Relay {
         let mut verdicts = Vec::with_capacity(checks.len());
         for chunk in checks.chunks(checks::PER_TASK) {
             let chunk = chunk.to_vec();
+            let owner = self.owner.clone();
             let judged = with_outbox(&self.outbox, move |outbox| {
-                checks::judge(outbox, chunk, now)
+                checks::judge(outbox, chunk, &owner, now)
             })
             .await?;
             verdicts.extend(judged);
@@ -435,16 +436,15 @@ impl Relay {
         // A resolve on its way ends the drift's reminders on this channel, whatever happens to
         // the resolve itself (a reminder queued by a racing firing delivery included). So does
         // an escalation's firing notice: its own reminders, at the new severity, replace them.
-        // A reminder in this very message is held by its claim and stays: it went out, and its
-        // settlement records it.
+        // A reminder in this very message stays: it went out, and its settlement records it.
         for row in &batch {
             let notice = &row.queued.notice;
             if notice.kind == NoticeKind::Resolved || notice.is_escalation() {
                 let (drift_id, endpoint) =
                     (row.queued.drift_id.clone(), row.queued.channel.clone());
-                let at = (self.clock)();
+                let (owner, at, sending) = (self.owner.clone(), (self.clock)(), message.id.clone());
                 with_outbox(&self.outbox, move |outbox| {
-                    outbox.cancel_reminders(&drift_id, &endpoint, at)
+                    outbox.cancel_reminders(&drift_id, &endpoint, &owner, at, Some(&sending))
                 })
                 .await?;
             }

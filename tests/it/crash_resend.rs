@@ -380,9 +380,12 @@ impl drift_store::Outbox for Rival {
         &mut self,
         drift_id: &str,
         channel: &str,
+        owner: &str,
         now: i64,
+        sending: Option<&str>,
     ) -> Result<usize, drift_store::Error> {
-        self.store.cancel_reminders(drift_id, channel, now)
+        self.store
+            .cancel_reminders(drift_id, channel, owner, now, sending)
     }
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, drift_store::Error> {
         self.store.drift_state(drift_id)

@@ -2140,43 +2140,65 @@ fn the_relays_checks(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
         .firing_pending_before("drift-f", "other", 2_000)
         .unwrap());
     assert_eq!(
-        outbox.cancel_reminders("drift-r", "hook", 3_000).unwrap(),
+        outbox
+            .cancel_reminders("drift-r", "hook", "me", 3_000, None)
+            .unwrap(),
         1
     );
     assert_eq!(
-        outbox.cancel_reminders("drift-r", "hook", 3_000).unwrap(),
+        outbox
+            .cancel_reminders("drift-r", "hook", "me", 3_000, None)
+            .unwrap(),
         0
     );
     assert_eq!(ids_in(outbox, OutboxState::Pending), ["f"]);
-    // A reminder held by a claim (any relay's, the caller's included) is on its way in a
-    // message: it stays until the claim lapses.
-    let mut held = queued("r2", "hook");
-    held.notice.kind = NoticeKind::Repeat;
-    held.drift_id = "drift-r".into();
+    // A reminder held by another relay's claim stays until the claim lapses; one in the
+    // caller's own message on its way stays (that message settles it); one the caller holds
+    // for no message on its way (a send a store error cut short) goes.
+    let reminder = |id: &str| {
+        let mut row = queued(id, "hook");
+        row.notice.kind = NoticeKind::Repeat;
+        row.drift_id = "drift-r".into();
+        row
+    };
     writer
         .commit(&Batch {
-            outbox: vec![held],
+            outbox: vec![reminder("r2"), reminder("r3")],
             ..Default::default()
         })
         .unwrap();
-    let lease = store::Lease {
-        owner: "me/1/a/hook".into(),
+    let (other, me) = ("other/1/a/hook", "me/1/b/hook");
+    let lease = |owner: &str| store::Lease {
+        owner: owner.into(),
         until: 10_000,
     };
-    assert_eq!(
+    let r2 = ["r2".to_string()];
+    assert_eq!(outbox.claim(&r2, "m1", &lease(other), 3_000).unwrap(), r2);
+    let r3 = ["r3".to_string()];
+    assert_eq!(outbox.claim(&r3, "m0", &lease(me), 3_000).unwrap(), r3);
+    let cancel = |outbox: &mut dyn Outbox, owner: &str, at: i64, sending: Option<&str>| {
         outbox
-            .claim(&["r2".to_string()], "m1", &lease, 3_000)
-            .unwrap(),
-        ["r2"]
-    );
+            .cancel_reminders("drift-r", "hook", owner, at, sending)
+            .unwrap()
+    };
+    assert_eq!(cancel(outbox, me, 3_000, Some("m0")), 0, "me sending m0");
+    assert_eq!(ids_in(outbox, OutboxState::Pending), ["f", "r2", "r3"]);
     assert_eq!(
-        outbox.cancel_reminders("drift-r", "hook", 3_000).unwrap(),
-        0
+        cancel(outbox, me, 3_000, Some("m9")),
+        1,
+        "r3 is mine, in no message on its way"
     );
     assert_eq!(ids_in(outbox, OutboxState::Pending), ["f", "r2"]);
     assert_eq!(
-        outbox.cancel_reminders("drift-r", "hook", 10_000).unwrap(),
-        1
+        cancel(outbox, other, 3_000, Some("m1")),
+        0,
+        "r2 is on its way"
+    );
+    assert_eq!(cancel(outbox, me, 3_000, None), 0, "r2 is the other's");
+    assert_eq!(
+        cancel(outbox, me, 10_000, None),
+        1,
+        "the other's claim lapsed"
     );
     assert_eq!(ids_in(outbox, OutboxState::Pending), ["f"]);
 }

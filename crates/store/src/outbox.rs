@@ -249,13 +249,16 @@ pub trait Outbox: Send {
     /// live claim are left to their holder).
     fn expire_unknown_channels(&mut self, known: &[String], now: Millis) -> Result<usize, Error>;
     /// Withdraws pending reminders of a drift on one channel (its resolve or escalation went
-    /// out), except rows a relay holds at `now`, this process's included: a held row is on its
-    /// way in a message (the resolve's own, say), which settles it as sent.
+    /// out), except rows another relay than `owner` holds at `now` and the rows of message
+    /// `sending` (`owner`'s message on its way, the resolve's own say, which settles them as
+    /// sent).
     fn cancel_reminders(
         &mut self,
         drift_id: &str,
         channel: &str,
+        owner: &str,
         now: Millis,
+        sending: Option<&str>,
     ) -> Result<usize, Error>;
     /// The current state of a drift (to drop reminders for resolved drifts).
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error>;

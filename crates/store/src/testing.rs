@@ -353,9 +353,12 @@ impl Outbox for TestStore {
         &mut self,
         drift_id: &str,
         channel: &str,
+        owner: &str,
         now: Millis,
+        sending: Option<&str>,
     ) -> Result<usize, Error> {
-        self.outbox()?.cancel_reminders(drift_id, channel, now)
+        self.outbox()?
+            .cancel_reminders(drift_id, channel, owner, now, sending)
     }
 
     fn drift_state(&mut self, drift_id: &str) -> Result<Option<DriftState>, Error> {

@@ -39,6 +39,7 @@ pub(super) fn of(rows: &[OutboxRow]) -> Vec<(NoticeKind, String, String, Millis)
 pub(super) fn judge(
     outbox: &mut dyn Outbox,
     rows: Vec<(NoticeKind, String, String, Millis)>,
+    owner: &str,
     now: Millis,
 ) -> Result<Vec<Check>, drift_store::Error> {
     let mut states: HashMap<String, Option<DriftState>> = HashMap::new();
@@ -59,7 +60,7 @@ pub(super) fn judge(
                     Check::Send
                 } else {
                     if withdrawn.insert((drift_id.clone(), endpoint.clone())) {
-                        outbox.cancel_reminders(&drift_id, &endpoint, now)?;
+                        outbox.cancel_reminders(&drift_id, &endpoint, owner, now, None)?;
                     }
                     Check::Withdrawn
                 }

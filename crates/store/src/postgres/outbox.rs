@@ -258,12 +258,14 @@ impl Outbox for PostgresOutbox {
         &mut self,
         drift_id: &str,
         channel: &str,
+        owner: &str,
         now: Millis,
+        sending: Option<&str>,
     ) -> Result<usize, Error> {
         let client = self.conn.client()?;
         let changed = wait(client.execute(
             queries::CANCEL_CHANNEL_REMINDERS.text(SQL),
-            &[&drift_id, &channel, &now],
+            &[&drift_id, &channel, &owner, &now, &sending],
         ))?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }

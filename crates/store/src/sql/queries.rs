@@ -226,17 +226,20 @@ pub(crate) static PENDING_CHANNELS: Query = Query::new(
      AND ($1::text IS NULL OR shard = $1::text)}",
 );
 
-/// Whether drift `$1` has a pending reminder on channel `$2` that `$3` may withdraw at `$4`.
+/// Whether drift `$1` has a pending reminder on channel `$2` that `$3` may withdraw at `$4`,
+/// message `$5`'s rows (if any) aside.
 pub(crate) static CHANNEL_REMINDER_PENDING: Query = Query::new(
     "SELECT 1 FROM outbox WHERE drift_id = $1 AND channel = $2 AND kind = 'repeat' AND state = 'pending'
-     AND (claimed_by IS NULL OR claimed_until <= $3) LIMIT 1",
+     AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until <= $4)
+     AND ($5::text IS NULL OR message_id IS NULL OR message_id <> $5::text) LIMIT 1",
 );
 
-/// Withdraws drift `$1`'s pending reminders on channel `$2`, but those a relay holds at `$3`: a
-/// held row is on its way in a message, which settles it.
+/// Withdraws drift `$1`'s pending reminders on channel `$2`, but those another relay than `$3`
+/// holds at `$4` and those of message `$5` (if any), which are on their way in it.
 pub(crate) static CANCEL_CHANNEL_REMINDERS: Query = Query::new(
     "DELETE FROM outbox WHERE drift_id = $1 AND channel = $2 AND kind = 'repeat' AND state = 'pending'
-     AND (claimed_by IS NULL OR claimed_until <= $3)",
+     AND (claimed_by IS NULL OR claimed_by = $3 OR claimed_until <= $4)
+     AND ($5::text IS NULL OR message_id IS NULL OR message_id <> $5::text)",
 );
 
 /// A drift's state.

@@ -185,7 +185,9 @@ impl Outbox for SqliteOutbox {
         &mut self,
         drift_id: &str,
         channel: &str,
+        owner: &str,
         now: Millis,
+        sending: Option<&str>,
     ) -> Result<usize, Error> {
         // Nearly always there is nothing to withdraw (the writer deletes a resolved drift's
         // reminders in the resolve's own commit): look first, so the common case takes no write
@@ -193,14 +195,16 @@ impl Outbox for SqliteOutbox {
         let any: Option<i64> = self
             .connection
             .prepare_cached(queries::CHANNEL_REMINDER_PENDING.text(SQL))?
-            .query_row(params![drift_id, channel, now], |row| row.get(0))
+            .query_row(params![drift_id, channel, owner, now, sending], |row| {
+                row.get(0)
+            })
             .optional()?;
         if any.is_none() {
             return Ok(0);
         }
         Ok(self.connection.execute(
             queries::CANCEL_CHANNEL_REMINDERS.text(SQL),
-            params![drift_id, channel, now],
+            params![drift_id, channel, owner, now, sending],
         )?)
     }
 
