@@ -315,6 +315,9 @@ async fn a_dead_processs_claim_lapses_and_the_other_process_resends_under_the_sa
 struct Rival {
     store: TestStore,
     stolen: &'static str,
+    /// How long the rival's claim lasts from the claim's time: negative, it lapsed already
+    /// (the rival died after claiming).
+    holds_for: i64,
 }
 
 impl drift_store::Outbox for Rival {
@@ -339,7 +342,7 @@ impl drift_store::Outbox for Rival {
     ) -> Result<Vec<String>, drift_store::Error> {
         let rival = drift_store::Lease {
             owner: "rival/1/cccc/hook".into(),
-            until: now + 60_000,
+            until: now + self.holds_for,
         };
         let taken = self
             .store
@@ -407,25 +410,7 @@ impl drift_store::Outbox for Rival {
 /// only those, and leaves the rival's row to the rival.
 #[tokio::test]
 async fn a_message_carries_only_the_rows_its_claim_holds() {
-    let store = TestStore::default();
-    queue(&store, 0..3, NOW);
-    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
-    let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(Rival {
-        store: store.clone(),
-        stolen: "ntf_drift1",
-    })));
-    let mut relay = Relay::new(
-        Arc::new(Recording {
-            seen: Arc::clone(&seen),
-            hang: false,
-        }),
-        limits(),
-        outbox,
-        Arc::new(|| NOW),
-        Arc::new(Metrics::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    relay.round(NOW).await.unwrap();
+    let (store, seen) = round_with_a_rival(60_000).await;
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(seen[0].1, ["drift0", "drift2"], "{seen:?}");
@@ -488,13 +473,7 @@ async fn a_reminder_sent_with_its_drifts_escalation_is_recorded_as_delivered() {
         })
         .unwrap();
     let seen: Seen = Arc::new(Mutex::new(Vec::new()));
-    let mut relay = relay(
-        &store,
-        Recording {
-            seen: Arc::clone(&seen),
-            hang: false,
-        },
-    );
+    let mut relay = relay_of_store(&store, &seen);
     relay.round(NOW).await.unwrap();
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "one message: {seen:?}");
@@ -515,4 +494,137 @@ async fn a_reminder_sent_with_its_drifts_escalation_is_recorded_as_delivered() {
         Some(drift_store::OutboxState::Delivered),
         "the reminder went out in the message: {rows:?}"
     );
+}
+
+/// A reminder this relay still holds from a send a store error cut short, of a drift that
+/// stopped firing: the round's check withdraws it (the relay's own claim is no message on its
+/// way), and the relay then waits instead of finding the same row due again at once.
+#[tokio::test]
+async fn a_leftover_claim_on_a_stopped_drifts_reminder_is_withdrawn() {
+    let store = TestStore::default();
+    let mut stopped = drift(0);
+    stopped.state = DriftState::Resolved;
+    stopped.resolved_at = Some(NOW - 1_000);
+    let mut writer = store.clone();
+    writer
+        .commit(&Batch {
+            drifts: vec![stopped.clone()],
+            outbox: vec![NewOutbox {
+                id: "ntf_reminder".into(),
+                channel: "hook".into(),
+                drift_id: stopped.id.clone(),
+                group_key: "prod/knative-serving/config_drift".into(),
+                notice: Notice {
+                    kind: NoticeKind::Repeat,
+                    drift: stopped,
+                    at: NOW - 5_000,
+                    resend: 0,
+                    remediation: None,
+                },
+                created_at: NOW - 5_000,
+                not_before: NOW - 5_000,
+                repeat_after_ms: None,
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+    // The relay's own claim (as `Relay::new` names it), still live.
+    let owner = format!("local/{}/hook", std::process::id());
+    let lease = drift_store::Lease {
+        owner,
+        until: NOW + 60_000,
+    };
+    let mut outbox = store.clone();
+    let held = drift_store::Outbox::claim(
+        &mut outbox,
+        &["ntf_reminder".to_string()],
+        "ntf_reminder",
+        &lease,
+        NOW - 4_000,
+    )
+    .unwrap();
+    assert_eq!(held, ["ntf_reminder"]);
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let mut relay = relay_of_store(&store, &seen);
+    relay.round(NOW).await.unwrap();
+    let rows = drift_store::Outbox::rows(&mut outbox, None, 10).unwrap();
+    assert!(rows.is_empty(), "withdrawn: {rows:?}");
+    assert!(
+        relay.round(NOW).await.unwrap().is_some(),
+        "nothing is due any more: the relay waits"
+    );
+    assert!(seen.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+/// A rival process claims one row of a digest for its own message and dies, its claim lapsing
+/// before this relay's claim: the row went out (or may have) under the rival's message id, so
+/// it is not carried in this relay's digest under another; it goes out again as the rival's
+/// message, under the idempotency key it was first sent with.
+#[tokio::test]
+async fn a_row_sent_in_another_message_is_resent_as_that_message_only() {
+    let (store, seen) = round_with_a_rival(-1).await;
+    let first = seen.lock().unwrap().clone();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0].1, ["drift0", "drift2"], "{first:?}");
+    // The next round resends the rival's row as the rival's message.
+    let mut plain = relay_of_store(&store, &seen);
+    plain.round(NOW).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[1],
+        ("rival_message".to_string(), vec!["drift1".to_string()])
+    );
+    let mut store = store.clone();
+    let rows = drift_store::Outbox::rows(&mut store, None, 10).unwrap();
+    for row in &rows {
+        assert_eq!(row.state, drift_store::OutboxState::Delivered, "{rows:?}");
+    }
+    let stolen = rows
+        .iter()
+        .find(|row| row.queued.id == "ntf_drift1")
+        .unwrap();
+    assert_eq!(stolen.message_id.as_deref(), Some("rival_message"));
+}
+
+/// Three drifts of one group queued, and one relay round over them while a rival claims
+/// `ntf_drift1` for `holds_for` ms (see [`Rival`]): the store, and what was sent.
+async fn round_with_a_rival(holds_for: i64) -> (TestStore, Seen) {
+    let store = TestStore::default();
+    queue(&store, 0..3, NOW);
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
+    let outbox: SharedOutbox = Arc::new(Mutex::new(Box::new(Rival {
+        store: store.clone(),
+        stolen: "ntf_drift1",
+        holds_for,
+    })));
+    let mut relay = relay_over(outbox, &seen);
+    relay.round(NOW).await.unwrap();
+    (store, seen)
+}
+
+/// A relay over `outbox` recording into `seen`, on a clock stopped at `NOW`.
+fn relay_over(outbox: SharedOutbox, seen: &Seen) -> Relay {
+    Relay::new(
+        Arc::new(Recording {
+            seen: Arc::clone(seen),
+            hang: false,
+        }),
+        limits(),
+        outbox,
+        Arc::new(|| NOW),
+        Arc::new(Metrics::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    )
+}
+
+/// A relay over `store` recording into `seen`.
+fn relay_of_store(store: &TestStore, seen: &Seen) -> Relay {
+    relay(
+        store,
+        Recording {
+            seen: Arc::clone(seen),
+            hang: false,
+        },
+    )
 }

@@ -247,12 +247,17 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         owner: "test/hook".into(),
         until: i64::MAX,
     };
-    let ids: Vec<String> = rows.iter().map(|row| row.queued.id.clone()).collect();
-    let held = opened
-        .outbox
-        .claim(&ids, "m", &lease, i64::MAX - 1)
-        .unwrap();
-    assert_eq!(held, ids);
+    // Each row is claimed as a relay claims it: one already sent, as the message it went out
+    // in (the resend keeps its idempotency key); one never sent, for a new message.
+    for row in &rows {
+        let id = [row.queued.id.clone()];
+        let message = row.message_id.as_deref().unwrap_or("m");
+        let held = opened
+            .outbox
+            .claim(&id, message, &lease, i64::MAX - 1)
+            .unwrap();
+        assert_eq!(held, id);
+    }
     // And the store takes new commits.
     opened.writer.commit(&Batch::default()).unwrap();
 }
@@ -458,14 +463,20 @@ fn claims_are_exclusive(writer: &mut dyn Store, a: &mut dyn Outbox, b: &mut dyn 
     );
     assert_eq!(b.claim_owners().unwrap(), vec![owner_a, owner_b]);
 
-    // A stops mid-send: "b" is B's once A's claim lapses (not before: B's next look is then).
+    // A stops mid-send: "b" is B's once A's claim lapses (not before: B's next look is then),
+    // as the message A sent it in: under another message it is not B's to claim (it went out,
+    // or may have, as msg-1: the resend keeps that idempotency key).
     assert_eq!(b.next_due("hook", owner_b).unwrap(), Some(1_000));
     assert!(b
-        .claim(&ids(&["b"]), "msg-2", &lease(owner_b, 61_999), 61_999)
+        .claim(&ids(&["b"]), "msg-1", &lease(owner_b, 61_999), 61_999)
+        .unwrap()
+        .is_empty());
+    assert!(b
+        .claim(&ids(&["b"]), "msg-2", &lease(owner_b, 62_000), 62_000)
         .unwrap()
         .is_empty());
     assert_eq!(
-        b.claim(&ids(&["b"]), "msg-2", &lease(owner_b, 62_000), 62_000)
+        b.claim(&ids(&["b"]), "msg-1", &lease(owner_b, 62_000), 62_000)
             .unwrap(),
         ids(&["b"])
     );
@@ -497,7 +508,7 @@ fn claims_are_exclusive(writer: &mut dyn Store, a: &mut dyn Outbox, b: &mut dyn 
     // Releasing ends a process's claims at once.
     assert_eq!(b.release(owner_b).unwrap(), 1, "B still held c");
     assert_eq!(
-        a.claim(&ids(&["c"]), "msg-4", &lease(owner_a, 63_000), 63_000)
+        a.claim(&ids(&["c"]), "msg-3", &lease(owner_a, 63_000), 63_000)
             .unwrap(),
         ids(&["c"])
     );
@@ -2183,8 +2194,9 @@ fn the_relays_checks(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
     };
     assert_eq!(cancel(outbox, me, 3_000, Some("m0")), 0, "me sending m0");
     assert_eq!(ids_in(outbox, OutboxState::Pending), ["f", "r2", "r3"]);
+    // The round's check before claiming (no message on its way): the caller's leftover claim.
     assert_eq!(
-        cancel(outbox, me, 3_000, Some("m9")),
+        cancel(outbox, me, 3_000, None),
         1,
         "r3 is mine, in no message on its way"
     );

@@ -170,13 +170,14 @@ pub(crate) static NEXT_DUE: Query = Query::new(concat!(
     served_by!(3)
 ));
 
-/// Claims row `$1` for `$2` until `$3` if it is pending and claimable at `$5`; a row without a
-/// message gets message `$4`.
+/// Claims row `$1` for `$2` until `$3` if it is pending and claimable at `$5`, for message `$4`:
+/// a row without a message gets it; a row that went out in another message (a process that
+/// died after claiming it) is left to that message's resend, under its own idempotency key.
 pub(crate) static CLAIM: Query = Query::new(
-    "UPDATE outbox SET claimed_by = $2, claimed_until = $3,
-     message_id = COALESCE(message_id, $4)
+    "UPDATE outbox SET claimed_by = $2, claimed_until = $3, message_id = $4
      WHERE id = $1 AND state = 'pending'
-     AND (claimed_by IS NULL OR claimed_by = $2 OR claimed_until <= $5)",
+     AND (claimed_by IS NULL OR claimed_by = $2 OR claimed_until <= $5)
+     AND (message_id IS NULL OR message_id = $4)",
 );
 
 /// Settles row `$1`: an attempt (`$4`) only if its owner `$8` holds it; a decision taken without
