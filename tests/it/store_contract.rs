@@ -247,8 +247,8 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         owner: "test/hook".into(),
         until: i64::MAX,
     };
-    // Each row is claimed as a relay claims it: one already sent, as the message it went out
-    // in (the resend keeps its idempotency key); one never sent, for a new message.
+    // Each row is claimed as a relay claims it: those already sent, as the message they went
+    // out in (the resend keeps its idempotency key); one never sent, for a new message.
     for row in &rows {
         let id = [row.queued.id.clone()];
         let message = row.message_id.as_deref().unwrap_or("m");
@@ -2174,7 +2174,7 @@ fn the_relays_checks(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
     };
     writer
         .commit(&Batch {
-            outbox: vec![reminder("r2"), reminder("r3")],
+            outbox: vec![reminder("r2"), reminder("r3"), reminder("r4")],
             ..Default::default()
         })
         .unwrap();
@@ -2187,12 +2187,18 @@ fn the_relays_checks(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
     assert_eq!(outbox.claim(&r2, "m1", &lease(other), 3_000).unwrap(), r2);
     let r3 = ["r3".to_string()];
     assert_eq!(outbox.claim(&r3, "m0", &lease(me), 3_000).unwrap(), r3);
+    let r4 = ["r4".to_string()];
+    assert_eq!(outbox.claim(&r4, "m5", &lease(me), 3_000).unwrap(), r4);
     let cancel = |outbox: &mut dyn Outbox, owner: &str, at: i64, sending: Option<&str>| {
         outbox
             .cancel_reminders("drift-r", "hook", owner, at, sending)
             .unwrap()
     };
-    assert_eq!(cancel(outbox, me, 3_000, Some("m0")), 0, "me sending m0");
+    assert_eq!(
+        cancel(outbox, me, 3_000, Some("m0")),
+        1,
+        "me sending m0: r4 is no part of it"
+    );
     assert_eq!(ids_in(outbox, OutboxState::Pending), ["f", "r2", "r3"]);
     // The round's check before claiming (no message on its way): the caller's leftover claim.
     assert_eq!(

@@ -217,10 +217,12 @@ pub trait Outbox: Send {
     /// When the channel's next pending row becomes due for `owner` (a row another relay holds
     /// counts from when its claim lapses).
     fn next_due(&mut self, channel: &str, owner: &str) -> Result<Option<Millis>, Error>;
-    /// Claims rows for one message, just before it is sent: of `ids`, the rows still pending and
-    /// claimable at `now` become `lease.owner`'s until `lease.until`, and those without a message
-    /// get `message_id` (after a crash between the send and its settlement they go out again as
-    /// that message, under the same idempotency key). Returns the ids now held: send only those.
+    /// Claims rows for one message, just before it is sent: of `ids`, the rows still pending,
+    /// claimable at `now` and either without a message or of message `message_id` become
+    /// `lease.owner`'s until `lease.until`, and get `message_id` (after a crash between the send
+    /// and its settlement they go out again as that message, under the same idempotency key). A
+    /// row of another message is not claimed: it is resent as that message. Returns the ids now
+    /// held: send only those.
     fn claim(
         &mut self,
         ids: &[String],
