@@ -13,7 +13,8 @@ const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 /// (`PRAGMA wal_checkpoint(PASSIVE)`, which never blocks the writer or readers). With SQLite's
 /// default, the connection whose commit crosses 1,000 WAL pages does the checkpoint inside that
 /// commit, which put tens of milliseconds into one request in every hundred or so under load.
-/// Stops when dropped.
+/// Stops when dropped, at once: the thread waits parked, and the drop wakes it (a sleep made every
+/// drop of a store wait up to a whole interval).
 pub(crate) struct Checkpointer {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -30,8 +31,15 @@ impl Checkpointer {
             .name("drift-checkpoint".to_string())
             .spawn(move || {
                 let mut failing = false;
+                let mut next = std::time::Instant::now() + CHECKPOINT_INTERVAL;
                 while !flag.load(std::sync::atomic::Ordering::SeqCst) {
-                    std::thread::sleep(CHECKPOINT_INTERVAL);
+                    let now = std::time::Instant::now();
+                    if now < next {
+                        // Woken early by the drop (or spuriously): the loop looks again.
+                        std::thread::park_timeout(next - now);
+                        continue;
+                    }
+                    next = now + CHECKPOINT_INTERVAL;
                     let result =
                         connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
                             row.get::<_, i64>(0)
@@ -59,6 +67,7 @@ impl Drop for Checkpointer {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
     }

@@ -1,4 +1,5 @@
-//! The SQLite writer's own behaviour: audit retention forgets only what it should.
+//! The SQLite store's own behaviour: audit retention forgets only what it should, and the
+//! background checkpoints copy the log into the database file.
 
 use super::*;
 use drift_model::{Drift, DriftState, Evidence, OwnerChain, Severity, Transition};
@@ -119,4 +120,42 @@ fn questions_about_a_drifts_pending_rows_use_the_pending_index() {
             "{text}: {plan:?}"
         );
     }
+}
+
+/// The background checkpointer copies committed pages from the log into the database file
+/// while the writer goes on: without it the file would stay as it was until the log reached the
+/// writer's own threshold (16,384 pages). Dropping it stops the thread.
+#[test]
+fn background_checkpoints_copy_the_log_into_the_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let mut store = SqliteStore::open(&path).unwrap();
+    let size = || std::fs::metadata(&path).unwrap().len();
+    let drifts: Vec<Drift> = (0..100)
+        .map(|index| {
+            let mut drift = drift(&format!("d{index}"), DriftState::Firing, None);
+            drift.evidence.summary = "x".repeat(2_000);
+            drift
+        })
+        .collect();
+    store
+        .commit(&Batch {
+            drifts,
+            ..Default::default()
+        })
+        .unwrap();
+    let before = size();
+    let checkpointer = Checkpointer::start(&path).unwrap();
+    // A bound for a loaded machine, not a timing claim: the interval is 250 ms.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while size() < before + 100 * 2_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint: the file is {} bytes, {before} before",
+            size()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(checkpointer);
+    assert_eq!(count(&store, "drifts"), 100);
 }
