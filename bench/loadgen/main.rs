@@ -822,7 +822,8 @@ fn write_config(args: &RunArgs, name: &str, port: u16, receiver: SocketAddr) -> 
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let config = format!(
         r#"# drift-sentinel benchmark config: embedded store, every class on (defaults), a webhook
-# channel to the local receiver, no grouping delay.
+# channel to the local receiver; a group's first drift goes at once (groupWait 0s), its next
+# ones are paced as by default (groupInterval 1m).
 server:
   port: {port}
 defaultCluster: bench
@@ -1216,8 +1217,8 @@ fn cold_start(
     )
 }
 
-/// For each sample: a new Service is sent (its baseline), then the same Service edited by
-/// `kubectl-edit` (`manual_edit`, zero grace: it fires on that event). Measured from just before
+/// For each sample: a new Service, alone in its namespace, is sent (its baseline), then the same
+/// Service edited by `kubectl-edit` (`manual_edit`, zero grace: it fires on that event). Measured from just before
 /// that request is written to the moment the webhook receiver gets the firing notification.
 fn drift_latency(
     sink: &Sink,
@@ -1233,6 +1234,9 @@ fn drift_latency(
     let mut buf = Vec::new();
     for sample in 0..samples {
         let mut service = world::app(fixtures, 3_000_000 + sample).swap_remove(0);
+        // A namespace of its own: the drift is the first of its group, which `groupWait: 0s`
+        // sends at once (a group's next drifts wait for its `groupInterval`, by design).
+        service.value["metadata"]["namespace"] = json!(format!("latency-{sample:05}"));
         let name = service.ident().3;
         let template = world::request(
             Mode::Binary,

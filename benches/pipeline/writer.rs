@@ -122,7 +122,7 @@ pub(crate) fn rounds(
         batch.drifts = changes.drifts;
         batch.history = changes.history;
         batch.outbox = outbox_rows(router, rules, silences, &changes.transitions);
-        batch.cancel_reminders = changes
+        batch.resolved_reminders = changes
             .transitions
             .iter()
             .filter(|transition| {
@@ -142,14 +142,16 @@ pub(crate) fn rounds(
 }
 
 /// The writer's routing of a round's transitions (`Writer::queue_notifications`, without its
-/// metrics): the writer's own function.
+/// metrics): the writer's own function, each call with a new pacer (every group's first
+/// notification).
 pub(crate) fn outbox_rows(
     router: &Router,
     rules: &Rules,
     silences: &Silences,
     transitions: &[Transition],
 ) -> Vec<NewOutbox> {
-    drift_sentinel::pipeline::outbox_rows(router, rules, silences, transitions, |_| {})
+    let mut pacer = drift_core::route::Pacer::new();
+    drift_sentinel::pipeline::outbox_rows(router, rules, silences, &mut pacer, transitions, |_| {})
 }
 
 /// `batch` as a later round would write it: its event keys and outbox ids made new with `pass`
@@ -181,6 +183,7 @@ pub(crate) fn again(batch: &Batch, pass: u64) -> Batch {
             })
             .collect(),
         cancel_reminders: batch.cancel_reminders.clone(),
+        resolved_reminders: batch.resolved_reminders.clone(),
         silences: batch.silences.clone(),
     }
 }

@@ -40,8 +40,9 @@ pub struct Limits {
     pub max_backoff: Duration,
 }
 
-/// Longest idle wait between outbox checks.
-const POLL: Duration = Duration::from_secs(2);
+/// Longest idle wait between outbox checks: the writer wakes the relays only for rows due
+/// sooner (a row due later is found by a check before its time).
+pub const POLL: Duration = Duration::from_secs(2);
 /// How long the rows of a message stay claimed beyond the send's own timeout. A relay claims a
 /// message's rows just before sending it and settles them right after, so only a relay that
 /// stopped mid-send leaves a claim to lapse; another process then sends the rows again under the

@@ -27,7 +27,7 @@ impl Running {
     /// Starts the service on the store of `store` (a `store:` section).
     pub(crate) async fn start_on(dir: tempfile::TempDir, store: &str, extra: &str) -> Running {
         let yaml = format!(
-            "{store}channels:\n  - {{name: log, type: log}}\nroutes:\n  - {{channels: [log], groupWait: 0s}}\n{extra}"
+            "{store}channels:\n  - {{name: log, type: log}}\nroutes:\n  - {{channels: [log], groupWait: 0s, groupInterval: 0s}}\n{extra}"
         );
         let config = drift_core::config::load_str(&yaml, &|_| None).unwrap();
         let server = drift_sentinel::app::start(config, None, "127.0.0.1:0".parse().unwrap())

@@ -64,7 +64,7 @@ fn sink_config(dir: &Path, disabled: &[&str]) -> PathBuf {
         "store": {"path": dir.join("sink.db")},
         "resync": {"enabled": false},
         "channels": [{"name": "log", "type": "log"}],
-        "routes": [{"channels": ["log"], "groupWait": "0s"}],
+        "routes": [{"channels": ["log"], "groupWait": "0s", "groupInterval": "0s"}],
         "rules": {"classes": classes, "invariants": invariants()},
     });
     let path = dir.join("sink.yaml");
@@ -566,7 +566,7 @@ async fn repairing_world(rules: Value) -> World {
     let config = json!({
         "store": {"path": dir.path().join("sink.db")},
         "channels": [{"name": "log", "type": "log"}],
-        "routes": [{"channels": ["log"], "groupWait": "0s"}],
+        "routes": [{"channels": ["log"], "groupWait": "0s", "groupInterval": "0s"}],
         "resync": {"enabled": true, "interval": "1h", "kubeconfig": kubeconfig, "context": "fake",
                    "resources": [{"apiVersion": "serving.knative.dev/v1", "kind": "Service"}]},
         "rules": {"classes": {"manual_edit": {"grace": "0s"}}},

@@ -40,6 +40,7 @@ mod mesh;
 mod oidc;
 mod one_alert_per_failure;
 mod overload;
+mod pacing;
 mod pg;
 mod pg_tls;
 mod properties;

@@ -56,7 +56,7 @@ fn config_with(
         format!(
             "store:\n  path: {db}\n\
              channels:\n  - {{name: log, type: log}}\n{hook}\
-             routes:\n  - {{channels: [log{hook_route}], groupWait: 0s}}\n\
+             routes:\n  - {{channels: [log{hook_route}], groupWait: 0s, groupInterval: 0s}}\n\
              resync:\n  enabled: true\n  interval: 1h\n  kubeconfig: {kubeconfig}\n  context: fake-ctx\n\
              \x20 resources:\n    - {{apiVersion: serving.knative.dev/v1, kind: Service}}\n\
              {remediation}{extra}",

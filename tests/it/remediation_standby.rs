@@ -66,7 +66,7 @@ async fn only_the_writer_sends_and_a_standby_sends_nothing() {
     let config = format!(
         "store:\n  url: \"{url}\"\n\
          channels:\n  - {{name: log, type: log}}\n\
-         routes:\n  - {{channels: [log], groupWait: 0s}}\n\
+         routes:\n  - {{channels: [log], groupWait: 0s, groupInterval: 0s}}\n\
          resync:\n  enabled: true\n  interval: 1h\n  kubeconfig: {kubeconfig}\n  context: fake-ctx\n\
          \x20 resources:\n    - {{apiVersion: serving.knative.dev/v1, kind: Service}}\n\
          remediation:\n  mode: apply\n  rules:\n  - name: revert-hand-edits\n\

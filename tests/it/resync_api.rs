@@ -336,7 +336,7 @@ async fn the_binary_runs_a_pass_on_request_and_shows_it_in_the_api_and_the_metri
             "store:\n  path: {db}\n\
              api:\n  token: {API_TOKEN}\n\
              channels:\n  - {{name: log, type: log}}\n\
-             routes:\n  - {{channels: [log], groupWait: 0s}}\n\
+             routes:\n  - {{channels: [log], groupWait: 0s, groupInterval: 0s}}\n\
              resync:\n  enabled: true\n  interval: 1h\n  kubeconfig: {kubeconfig}\n  context: fake-ctx\n\
              \x20 resources:\n    - {{apiVersion: serving.knative.dev/v1, kind: Service}}\n",
             db = dir.path().join("resync.db").display(),

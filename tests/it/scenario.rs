@@ -623,9 +623,16 @@ pub(crate) fn pod(name: &str) -> Value {
 
 /// `config-autoscaler` as shipped, with the server-set metadata a live object has.
 pub(crate) fn config_autoscaler() -> Value {
-    let mut object =
-        fixture_yaml("configmaps/knative-serving__config-core-configmaps__config-autoscaler.yaml");
-    object["metadata"]["uid"] = json!("cm-autoscaler-uid");
+    serving_config_map("config-autoscaler", "cm-autoscaler-uid")
+}
+
+/// A Knative Serving ConfigMap as shipped (`name`, from the core fixtures), with the
+/// server-set metadata a live object has.
+pub(crate) fn serving_config_map(name: &str, uid: &str) -> Value {
+    let mut object = fixture_yaml(&format!(
+        "configmaps/knative-serving__config-core-configmaps__{name}.yaml"
+    ));
+    object["metadata"]["uid"] = json!(uid);
     object["metadata"]["resourceVersion"] = json!("1000");
     written_by(
         &mut object,

@@ -293,7 +293,7 @@ async fn secret_values_and_url_tokens_never_leave_the_process() {
          \x20 - name: ding-down\n    type: dingtalk\n    url: http://127.0.0.1:{closed}/robot/send?access_token={DING_TOKEN}\n{retry}\
          \x20 - name: slack-gone\n    type: slack\n    url: {slack}/services/T000/B000/{SLACK_PATH}\n{retry}\
          \x20 - name: slack-down\n    type: slack\n    url: http://127.0.0.1:{closed}/services/T000/B000/{SLACK_PATH}\n{retry}\
-         routes:\n  - channels: [log, hook, ding, chat, lark, wx, am, broker, ding-wrong-token, ding-down, slack-gone, slack-down]\n    groupWait: 0s\n    repeatInterval: 0s\n",
+         routes:\n  - channels: [log, hook, ding, chat, lark, wx, am, broker, ding-wrong-token, ding-down, slack-gone, slack-down]\n    groupWait: 0s\n    groupInterval: 0s\n    repeatInterval: 0s\n",
         db = db.display(),
         hook = hook.base,
         ding = ding.base,

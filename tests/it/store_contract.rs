@@ -2221,6 +2221,168 @@ fn the_relays_checks(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
     assert_eq!(ids_in(outbox, OutboxState::Pending), ["f"]);
 }
 
+/// When a channel's next row is due for a relay, against the definition: the least of each
+/// pending row's time, or its claim's end when another relay holds it past that time.
+fn next_due_reads_as_defined(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
+    let at = |id: &str, not_before: i64| {
+        let mut row = queued(id, "hook");
+        row.not_before = not_before;
+        row
+    };
+    writer
+        .commit(&Batch {
+            outbox: vec![
+                at("a", 1_000),
+                at("b", 2_000),
+                at("c", 5_000),
+                at("d", 9_000),
+                NewOutbox {
+                    not_before: 100,
+                    ..queued("other-channel", "pager")
+                },
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+    let (me, other) = ("me/1/a/hook", "other/1/b/hook");
+    // Each row's claim's end, as claimed.
+    let mut untils: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+    let mut claim = |outbox: &mut dyn Outbox, ids: &[&str], until: i64| {
+        let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+        let lease = store::Lease {
+            owner: other.into(),
+            until,
+        };
+        assert_eq!(outbox.claim(&ids, &ids[0], &lease, 3_000).unwrap(), ids);
+        for id in ids {
+            untils.insert(id, until);
+        }
+        untils.clone()
+    };
+    let check = |outbox: &mut dyn Outbox,
+                 untils: &std::collections::HashMap<String, i64>,
+                 owner: &str,
+                 expected: i64,
+                 what: &str| {
+        let defined = outbox
+            .rows(Some(OutboxState::Pending), 50)
+            .unwrap()
+            .iter()
+            .filter(|row| row.queued.channel == "hook")
+            .map(|row| match row.claimed_by.as_deref() {
+                Some(holder) if holder != owner && untils[&row.queued.id] > row.next_attempt_at => {
+                    untils[&row.queued.id]
+                }
+                _ => row.next_attempt_at,
+            })
+            .min();
+        assert_eq!(defined, Some(expected), "{what}: the definition");
+        assert_eq!(
+            outbox.next_due("hook", owner).unwrap(),
+            Some(expected),
+            "{what}"
+        );
+    };
+    check(outbox, &Default::default(), me, 1_000, "nothing held");
+    let untils = claim(outbox, &["a", "b"], 7_000);
+    check(outbox, &untils, me, 5_000, "a and b held past c's time");
+    check(outbox, &untils, other, 1_000, "the holder's own rows");
+    // c's claim ends before its time: it holds nothing back. a and b's ends first.
+    claim(outbox, &["c"], 4_000);
+    let untils = claim(outbox, &["a", "b"], 3_500);
+    check(outbox, &untils, me, 3_500, "a claim that lapses first");
+    // Every row held past its own time: the earliest end of them all.
+    claim(outbox, &["a", "b"], 8_000);
+    claim(outbox, &["c"], 6_000);
+    let untils = claim(outbox, &["d"], 9_500);
+    check(outbox, &untils, me, 6_000, "every row held");
+    assert_eq!(outbox.next_due("nothing", me).unwrap(), None);
+}
+
+#[test]
+fn next_due_reads_as_defined_on_every_database() {
+    for backend in Backend::all() {
+        let mut opened = backend.open();
+        next_due_reads_as_defined(opened.writer.as_mut(), opened.outbox.as_mut());
+    }
+    let store = TestStore::new();
+    next_due_reads_as_defined(&mut store.clone(), &mut store.clone());
+}
+
+/// The writer's two withdrawals of a drift's reminders: a resolve spares the ones a relay has
+/// claimed (on their way in a message: settled and recorded as it is), a silence takes them all
+/// (relays do not read silences); neither touches another drift's reminders or a firing notice.
+fn the_writers_withdrawals(writer: &mut dyn Store, outbox: &mut dyn Outbox) {
+    let row = |id: &str, drift: &str, kind: NoticeKind| {
+        let mut row = queued(id, "hook");
+        row.notice.kind = kind;
+        row.drift_id = drift.into();
+        row
+    };
+    writer
+        .commit(&Batch {
+            outbox: vec![
+                row("w1", "drift-w", NoticeKind::Repeat),
+                row("w2", "drift-w", NoticeKind::Repeat),
+                row("w3", "drift-w", NoticeKind::Repeat),
+                row("wf", "drift-w", NoticeKind::Firing),
+                row("x1", "drift-x", NoticeKind::Repeat),
+            ],
+            ..Default::default()
+        })
+        .unwrap();
+    let lease = |until: i64| store::Lease {
+        owner: "me/1/b/hook".into(),
+        until,
+    };
+    let w2 = ["w2".to_string()];
+    assert_eq!(outbox.claim(&w2, "w2", &lease(10_000), 3_000).unwrap(), w2);
+    // Claimed by a process that died: the claim lapses at 4,000.
+    let w3 = ["w3".to_string()];
+    assert_eq!(outbox.claim(&w3, "w3", &lease(4_000), 3_000).unwrap(), w3);
+    writer
+        .commit(&Batch {
+            resolved_reminders: vec!["drift-w".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        ids_in(outbox, OutboxState::Pending),
+        ["w2", "w3", "wf", "x1"],
+        "a resolve withdraws only the unclaimed reminder"
+    );
+    // The message on its way settles its reminder: the trail records the delivery.
+    outbox
+        .settle(
+            &settled(&["w2"], OutboxState::Delivered, Some("me/1/b/hook"), 3_500),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(ids_in(outbox, OutboxState::Delivered), ["w2"]);
+    writer
+        .commit(&Batch {
+            cancel_reminders: vec!["drift-w".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        ids_in(outbox, OutboxState::Pending),
+        ["wf", "x1"],
+        "a silence withdraws the claimed reminder too"
+    );
+    assert_eq!(ids_in(outbox, OutboxState::Delivered), ["w2"]);
+}
+
+#[test]
+fn the_writers_withdrawals_of_reminders_act_alike_on_every_database() {
+    for backend in Backend::all() {
+        let mut opened = backend.open();
+        the_writers_withdrawals(opened.writer.as_mut(), opened.outbox.as_mut());
+    }
+    let store = TestStore::new();
+    the_writers_withdrawals(&mut store.clone(), &mut store.clone());
+}
+
 #[test]
 fn the_relays_checks_read_alike_on_every_database() {
     for backend in Backend::all() {

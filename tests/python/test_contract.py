@@ -100,7 +100,7 @@ def test_the_webhook_body_and_the_api_follow_their_schemas(workdir):
     sentinel = Sentinel(workdir, extra_config=(
         f"  - {{name: hook, type: webhook, url: '{receiver.url}'}}\n"
         f"  - {{name: broker, type: cloudevents, url: '{events.url}'}}\n"
-        "routes:\n  - channels: [hook, broker]\n    groupWait: 0s\n"
+        "routes:\n  - channels: [hook, broker]\n    groupWait: 0s\n    groupInterval: 0s\n"
         "publicUrl: https://drift.example.com\n"))
     sentinel.start()
     try:

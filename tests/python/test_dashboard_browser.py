@@ -49,7 +49,7 @@ def test_dashboard_lists_and_details_a_drift_in_chromium(workdir, browser):
     sentinel.config_path.write_text(
         f"store:\n  path: {workdir / 'sentinel.db'}\n"
         "channels:\n  - {name: log, type: log}\n"
-        "routes:\n  - {channels: [log], groupWait: 0s}\n")
+        "routes:\n  - {channels: [log], groupWait: 0s, groupInterval: 0s}\n")
     sentinel.start()
     try:
         base = config_map("config-autoscaler")
@@ -243,7 +243,7 @@ def test_the_silence_form_works_from_its_page_and_not_from_another_site_in_chrom
     sentinel.config_path.write_text(
         f"store:\n  path: {workdir / 'sentinel.db'}\n"
         "channels:\n  - {name: log, type: log}\n"
-        "routes:\n  - {channels: [log], groupWait: 0s}\n")
+        "routes:\n  - {channels: [log], groupWait: 0s, groupInterval: 0s}\n")
     sentinel.start()
     other_site = workdir / "other-site"
     other_site.mkdir()
@@ -298,7 +298,7 @@ def test_the_repair_button_approves_a_manual_rule_and_not_from_another_site_in_c
     sentinel.config_path.write_text(
         f"defaultCluster: prod\nstore:\n  path: {workdir / 'sentinel.db'}\n"
         "channels:\n  - {name: log, type: log}\n"
-        "routes:\n  - {channels: [log], groupWait: 0s}\n"
+        "routes:\n  - {channels: [log], groupWait: 0s, groupInterval: 0s}\n"
         "remediation:\n  mode: dryRun\n  rules:\n  - name: approve-config\n"
         "    match: {classes: [config_drift], kinds: [ConfigMap]}\n    action: revert\n    approval: manual\n")
     sentinel.start()
@@ -451,7 +451,7 @@ def test_the_overview_renders_drifts_of_every_api_group_in_chromium(workdir, bro
     sentinel.config_path.write_text(
         f"store:\n  path: {workdir / 'sentinel.db'}\n"
         "channels:\n  - {name: log, type: log}\n"
-        "routes:\n  - {channels: [log], groupWait: 0s}\n")
+        "routes:\n  - {channels: [log], groupWait: 0s, groupInterval: 0s}\n")
     sentinel.start()
     try:
         # Kubernetes: one hand-edited ConfigMap stays edited, another is put back (resolved).
@@ -630,7 +630,7 @@ def test_the_recheck_button_starts_a_resync_pass_and_not_from_another_site_in_ch
     sentinel.config_path.write_text(
         f"store:\n  path: {workdir / 'sentinel.db'}\n"
         "channels:\n  - {name: log, type: log}\n"
-        "routes:\n  - {channels: [log], groupWait: 0s}\n"
+        "routes:\n  - {channels: [log], groupWait: 0s, groupInterval: 0s}\n"
         f"resync:\n  enabled: true\n  interval: 1h\n  kubeconfig: {kube.kubeconfig(workdir)}\n"
         "  resources:\n    - {apiVersion: serving.knative.dev/v1, kind: Service}\n")
     sentinel.start()

@@ -133,7 +133,7 @@ def test_real_alertmanager_pair_sees_firing_restore_after_restart_and_resolve(wo
         "  - name: am\n    type: alertmanager\n"
         f"    urls: ['{first.url}', '{second.url}']\n"
         "    resendInterval: 1s\n    minBackoff: 200ms\n    maxBackoff: 1s\n"
-        "routes:\n  - channels: [am]\n    groupWait: 0s\n"
+        "routes:\n  - channels: [am]\n    groupWait: 0s\n    groupInterval: 0s\n"
     )
     sentinel.start()
     try:
@@ -224,7 +224,7 @@ def test_committed_alerts_survive_sigkill_and_are_delivered_once(workdir):
         "channels:\n"
         f"  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{port}/hook\n    secret: {WHSEC}\n"
         "    minBackoff: 200ms\n    maxBackoff: 1s\n    maxAttempts: 1000\n"
-        "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupBy: [name]\n    repeatInterval: 0s\n"
+        "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupInterval: 0s\n    groupBy: [name]\n    repeatInterval: 0s\n"
     )
     sentinel.start()
     names = [f"config-drift-{index:02d}" for index in range(20)]

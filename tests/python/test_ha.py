@@ -95,7 +95,7 @@ def config(url: str, lease: str = "", extra: str = "", hook_port: int = 0) -> st
         "channels:\n"
         f"  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{hook_port}/hook\n    secret: {WHSEC}\n"
         "    minBackoff: 200ms\n    maxBackoff: 1s\n    maxAttempts: 1000\n"
-        "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupBy: [name]\n    repeatInterval: 0s\n"
+        "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupInterval: 0s\n    groupBy: [name]\n    repeatInterval: 0s\n"
         if hook_port else "channels:\n  - {name: log, type: log}\n"
     )
     return f"store:\n  url: \"{url}\"\n{lease}server:\n  drainTimeout: 5s\n{channels}{extra}"
@@ -560,7 +560,7 @@ def test_a_silence_made_on_one_shard_stops_the_other_shards_reminders(pg, workdi
                 "server:\n  drainTimeout: 5s\n"
                 "channels:\n"
                 f"  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{receiver.port}/hook\n    secret: {WHSEC}\n"
-                "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupBy: [name]\n    repeatInterval: 1s\n"
+                "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupInterval: 0s\n    groupBy: [name]\n    repeatInterval: 1s\n"
                 f"shard:\n  name: {name}\n  clusters: [\"{name}-*\"]\n  silenceSyncInterval: {SILENCE_SYNC}\n"
                 "resync: {enabled: false}\n")
     east = Replica(workdir, "east", shard_config("east")).start()

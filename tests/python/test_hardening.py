@@ -213,7 +213,7 @@ def webhook_sentinel(workdir, port: int, extra_server: str = "") -> Sentinel:
         "channels:\n"
         f"  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{port}/hook\n    secret: {WHSEC}\n"
         "    minBackoff: 100ms\n    maxBackoff: 1s\n    maxAttempts: 10000\n    maxAge: 1h\n"
-        "routes:\n  - channels: [hook]\n    groupWait: 0s\n    repeatInterval: 0s\n"
+        "routes:\n  - channels: [hook]\n    groupWait: 0s\n    groupInterval: 0s\n    repeatInterval: 0s\n"
     )
     return sentinel
 

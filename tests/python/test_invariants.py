@@ -249,7 +249,7 @@ def test_three_invariants_fire_resolve_are_delivered_and_a_removed_rule_resolves
     channels = (f"  - name: hook\n    type: webhook\n    url: {receiver.url}\n    secret: {WHSEC}\n"
                 "    minBackoff: 200ms\n    maxBackoff: 1s\n")
     # Only invariant drifts go to the hook (an `info` one only through a route that matches it).
-    routes = "routes:\n  - {match: {class: [invariant]}, channels: [hook], groupWait: 0s, groupBy: [rule, name], repeatInterval: 0s}\n"
+    routes = "routes:\n  - {match: {class: [invariant]}, channels: [hook], groupWait: 0s, groupInterval: 0s, groupBy: [rule, name], repeatInterval: 0s}\n"
     text = config_text(workdir, TRIGGER_RULE + BROKER_RULE + SERVICE_RULE, channels, routes)
     sentinel, volume = sentinel_on_volume(workdir, text)
     try:

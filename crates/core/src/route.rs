@@ -17,6 +17,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::classify::Rules;
+
+mod pace;
+pub use pace::Pacer;
+
+/// A route's `groupInterval` when it names none: a group's notifications after one of its
+/// messages wait up to a minute and go out together (Alertmanager's default is 5 min; a drift
+/// is rarer and more pressing than a metric alert, as the 10 s `groupWait` already says).
+pub const DEFAULT_GROUP_INTERVAL: Duration = Duration::from_secs(60);
 use drift_model::remediation::Attempt;
 use drift_model::{glob_match, Notice, NoticeKind, Silence};
 use drift_model::{Drift, DriftState, Millis, Severity, Transition};
@@ -28,8 +36,12 @@ pub struct Queued {
     pub channel: String,
     /// Drifts with the same key, due together, are sent as one message.
     pub group_key: String,
-    /// Earliest send time (transition time + `groupWait`).
+    /// Earliest send time (transition time + `groupWait`; the writer's [`Pacer`] moves it to
+    /// its group's message).
     pub not_before: Millis,
+    /// How long the group's notifications wait after one of its messages (`groupInterval`;
+    /// zero for a channel of alert state, which groups alerts itself).
+    pub group_interval: Duration,
     /// Reminder interval while firing (`None`: no reminders).
     pub repeat_after: Option<Duration>,
     /// What to send.
@@ -116,6 +128,8 @@ pub struct Route {
     /// How long after a transition its notification may go out (drifts of one group due
     /// together are one message).
     pub group_wait: Duration,
+    /// How long after one of a group's messages its next notifications wait (together).
+    pub group_interval: Duration,
     /// What groups drifts into one message.
     pub group_by: Vec<GroupBy>,
     /// Reminders while firing (zero: none).
@@ -133,6 +147,7 @@ impl Route {
             channels,
             continue_matching: false,
             group_wait: Duration::from_secs(10),
+            group_interval: DEFAULT_GROUP_INTERVAL,
             group_by: vec![GroupBy::Cluster, GroupBy::Namespace, GroupBy::Class],
             repeat_interval: Duration::from_secs(4 * 3600),
             send_resolved: true,
@@ -369,6 +384,13 @@ impl Router {
                         channel: endpoint,
                         group_key: group_key(route, drift, kind),
                         not_before: at.saturating_add(wait),
+                        // Alertmanager groups and paces alerts itself; an alert's state (a
+                        // resolve above all) should reach it when it happens.
+                        group_interval: if alert_state {
+                            Duration::ZERO
+                        } else {
+                            route.group_interval
+                        },
                         // An attempt is told once: no reminders of it.
                         repeat_after: (kind != NoticeKind::Remediation
                             && !route.repeat_interval.is_zero())
@@ -460,230 +482,4 @@ pub fn notification_id(drift_id: &str, channel: &str, kind: &str, at: Millis) ->
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use drift_model::{Evidence, OwnerChain};
-
-    fn drift(class: &str, severity: Severity, namespace: &str) -> Drift {
-        Drift {
-            id: format!("{class}-{namespace}"),
-            class: class.into(),
-            rule: None,
-            severity,
-            state: DriftState::Firing,
-            cluster: "prod".into(),
-            uid: "u".into(),
-            api_version: "serving.knative.dev/v1".into(),
-            kind: "Service".into(),
-            namespace: namespace.into(),
-            name: "web".into(),
-            labels: [("team".to_string(), "payments".to_string())]
-                .into_iter()
-                .collect(),
-            owner: OwnerChain::default(),
-            evidence: Evidence::default(),
-            since: 0,
-            fire_at: 0,
-            fired_at: Some(0),
-            resolved_at: None,
-            resolution: None,
-        }
-    }
-
-    fn transition(drift: Drift, from: DriftState) -> Transition {
-        Transition {
-            drift,
-            from: Some(from),
-            at: 1_000,
-        }
-    }
-
-    fn config(yaml: &str) -> crate::config::Config {
-        crate::config::load_str(yaml, &|_| None).unwrap()
-    }
-
-    #[test]
-    fn a_broken_own_event_path_reaches_every_channel_whatever_the_routes_say() {
-        let config = config(concat!(
-            "channels:\n  - {name: pager, type: log}\n  - {name: chat, type: log}\n",
-            "routes:\n  - {match: {namespace: ['pay*']}, channels: [pager]}\n",
-        ));
-        let router = config.router();
-        let rules = Rules::default();
-        let broken = router.route(
-            &transition(
-                drift(
-                    crate::classify::classes::PIPELINE_BROKEN,
-                    Severity::Critical,
-                    "drift-sentinel",
-                ),
-                DriftState::Pending,
-            ),
-            &rules,
-            &Silences::default(),
-            1_000,
-        );
-        let names: Vec<&str> = broken.iter().map(|q| q.channel.as_str()).collect();
-        assert_eq!(names, ["pager", "chat"]);
-        // Any other class in that namespace matches no route and goes nowhere.
-        let other = router.route(
-            &transition(
-                drift("not_ready", Severity::Critical, "drift-sentinel"),
-                DriftState::Pending,
-            ),
-            &rules,
-            &Silences::default(),
-            1_000,
-        );
-        assert!(other.is_empty());
-    }
-
-    #[test]
-    fn first_matching_route_wins_unless_continue() {
-        let config = config(
-            concat!(
-                "channels:\n  - {name: pager, type: log}\n  - {name: chat, type: log}\n  - {name: audit, type: log}\n",
-                "routes:\n  - {match: {severity: critical}, channels: [pager], continue: true, groupWait: 0s}\n",
-                "  - {match: {namespace: ['pay*'], labels: {team: payments}}, channels: [chat]}\n",
-                "  - {channels: [audit]}\n",
-            ),
-        );
-        let router = config.router();
-        let rules = Rules::default();
-        let critical = router.route(
-            &transition(
-                drift("traffic_drift", Severity::Critical, "payments"),
-                DriftState::Pending,
-            ),
-            &rules,
-            &Silences::default(),
-            1_000,
-        );
-        let names: Vec<&str> = critical.iter().map(|q| q.channel.as_str()).collect();
-        assert_eq!(names, ["pager", "chat"]);
-        assert_eq!(critical[0].not_before, 1_000);
-        assert_eq!(critical[1].not_before, 11_000, "default groupWait 10s");
-        let warning = router.route(
-            &transition(
-                drift("manual_edit", Severity::Warning, "other"),
-                DriftState::Pending,
-            ),
-            &rules,
-            &Silences::default(),
-            1_000,
-        );
-        assert_eq!(
-            warning
-                .iter()
-                .map(|q| q.channel.as_str())
-                .collect::<Vec<_>>(),
-            ["audit"]
-        );
-    }
-
-    #[test]
-    fn resolves_follow_send_resolved_except_for_alertmanager() {
-        let config = config(
-            concat!(
-                "channels:\n  - {name: chat, type: log}\n  - {name: am, type: alertmanager, urls: ['http://a:9093', 'http://b:9093']}\n",
-                "routes:\n  - {channels: [chat, am], sendResolved: false}\n",
-            ),
-        );
-        let router = config.router();
-        let mut resolved = drift("not_ready", Severity::Critical, "ns");
-        resolved.state = DriftState::Resolved;
-        let queued = router.route(
-            &transition(resolved, DriftState::Firing),
-            &Rules::default(),
-            &Silences::default(),
-            5_000,
-        );
-        let names: Vec<&str> = queued.iter().map(|q| q.channel.as_str()).collect();
-        assert_eq!(names, ["am#0", "am#1"]);
-        assert_eq!(queued[0].notice.kind, NoticeKind::Resolved);
-    }
-
-    #[test]
-    fn silenced_and_pending_transitions_queue_nothing() {
-        let config = config("channels:\n  - {name: chat, type: log}\nrules:\n  silences:\n    - matchers: {namespace: 'sandbox-*'}\n");
-        let router = config.router();
-        let rules = config.rules.compile();
-        assert!(router
-            .route(
-                &transition(
-                    drift("not_ready", Severity::Critical, "sandbox-1"),
-                    DriftState::Pending
-                ),
-                &rules,
-                &Silences::default(),
-                0
-            )
-            .is_empty());
-        let mut pending = transition(
-            drift("not_ready", Severity::Critical, "prod"),
-            DriftState::Pending,
-        );
-        pending.drift.state = DriftState::Pending;
-        pending.from = None;
-        assert!(router
-            .route(&pending, &rules, &Silences::default(), 0)
-            .is_empty());
-        assert_eq!(
-            router
-                .route(
-                    &transition(
-                        drift("not_ready", Severity::Critical, "prod"),
-                        DriftState::Pending
-                    ),
-                    &rules,
-                    &Silences::default(),
-                    0
-                )
-                .len(),
-            1
-        );
-    }
-
-    /// A firing warning that turns critical (a certificate crossing `criticalBefore`) reaches
-    /// the pager route that takes critical drifts only, as a firing notice at the new severity;
-    /// the chat route that took the warning hears it again.
-    #[test]
-    fn an_escalation_is_sent_where_its_new_severity_goes() {
-        let config = config(concat!(
-            "channels:\n  - {name: pager, type: log}\n  - {name: chat, type: log}\n",
-            "routes:\n  - {match: {severity: critical}, channels: [pager], continue: true}\n",
-            "  - {channels: [chat]}\n",
-        ));
-        let router = config.router();
-        let rules = Rules::default();
-        let mut warning = drift("certificate_expiring", Severity::Warning, "prod");
-        // It fired at its transition, as the engine fires (at 1_000, `transition`'s time).
-        warning.fired_at = Some(1_000);
-        let fired = router.route(
-            &transition(warning.clone(), DriftState::Pending),
-            &rules,
-            &Silences::default(),
-            1_000,
-        );
-        let names: Vec<&str> = fired.iter().map(|q| q.channel.as_str()).collect();
-        assert_eq!(names, ["chat"]);
-        let mut critical = warning;
-        critical.severity = Severity::Critical;
-        let escalation = Transition {
-            drift: critical,
-            from: Some(DriftState::Firing),
-            at: 5_000,
-        };
-        assert!(escalation.is_escalation());
-        let queued = router.route(&escalation, &rules, &Silences::default(), 5_000);
-        let names: Vec<&str> = queued.iter().map(|q| q.channel.as_str()).collect();
-        assert_eq!(names, ["pager", "chat"]);
-        assert!(queued.iter().all(|q| q.notice.kind == NoticeKind::Firing
-            && q.notice.drift.severity == Severity::Critical
-            && q.notice.is_escalation()));
-        // Its own reminders, at the new severity (the relay ends the older ones).
-        assert!(queued.iter().all(|q| q.repeat_after.is_some()));
-        // A first fire is no escalation.
-        assert!(!fired[0].notice.is_escalation());
-    }
-}
+mod tests;

@@ -306,9 +306,14 @@ pub struct Batch {
     pub history: Vec<Transition>,
     /// Notifications to deliver.
     pub outbox: Vec<NewOutbox>,
-    /// Drifts that resolved, or that a new silence covers: their pending reminders are withdrawn
-    /// (a reminder never sent is not a failed delivery).
+    /// Drifts that a new silence covers: every pending reminder of theirs is withdrawn, one a
+    /// relay has claimed too (a reminder never sent is not a failed delivery; relays do not read
+    /// silences, so one claimed by a process that died must not go out once its claim lapses).
     pub cancel_reminders: Vec<String>,
+    /// Drifts that resolved: their pending reminders that no relay has claimed are withdrawn. A
+    /// claimed one is on its way in a message: it is settled and recorded as the message is,
+    /// and a relay that comes to send it again first sees that its drift stopped firing.
+    pub resolved_reminders: Vec<String>,
     /// Silences created or removed through the API.
     pub silences: Vec<SilenceChange>,
     /// Remediation attempts decided this round (part of their drifts' history).
@@ -332,6 +337,7 @@ impl Batch {
             && self.history.is_empty()
             && self.outbox.is_empty()
             && self.cancel_reminders.is_empty()
+            && self.resolved_reminders.is_empty()
             && self.silences.is_empty()
             && self.remediations.is_empty()
             && self.settled_remediations.is_empty()

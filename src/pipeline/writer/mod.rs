@@ -119,6 +119,10 @@ pub(super) struct Writer {
     settings: Settings,
     /// The silences created through the API (committed).
     silences: Silences,
+    /// When each group's next message goes (`groupWait`, `groupInterval`). Not put back when a
+    /// commit fails: a notification queued again then joins the time it was given, or waits
+    /// one interval more; none is lost.
+    pacer: drift_core::route::Pacer,
     /// Set when the rules changed: the next round retires the drifts of classes they disable.
     rules_changed: bool,
     /// Open drifts a silence created through another shard covers: their pending reminders are
@@ -209,6 +213,7 @@ impl Writer {
             health,
             settings,
             silences,
+            pacer: drift_core::route::Pacer::new(),
             // Rules may have changed while the process was down: retire drifts of classes that
             // are now disabled in the first round.
             rules_changed: true,
@@ -443,13 +448,13 @@ impl Writer {
     }
 
     /// Routes the round's transitions to outbox rows (committed with them), and withdraws the
-    /// reminders of drifts that resolved.
+    /// reminders of drifts that resolved (but those on their way in a message).
     fn route(&mut self, round: &mut Round) {
         let told = self.remediation_notifications(round);
         let batch = &mut round.batch;
         batch.outbox = self.queue_notifications(&round.transitions);
         batch.outbox.extend(told);
-        batch.cancel_reminders.extend(
+        batch.resolved_reminders.extend(
             round
                 .transitions
                 .iter()
@@ -463,12 +468,13 @@ impl Writer {
     }
 
     /// Routes transitions to outbox rows (written in the same transaction as the transitions).
-    fn queue_notifications(&self, transitions: &[Transition]) -> Vec<NewOutbox> {
+    fn queue_notifications(&mut self, transitions: &[Transition]) -> Vec<NewOutbox> {
         let rules = Arc::clone(self.engine.rules());
         outbox_rows(
             &self.settings.router,
             &rules,
             &self.silences,
+            &mut self.pacer,
             transitions,
             |channel| {
                 self.metrics
@@ -555,7 +561,14 @@ impl Writer {
                 self.answers.send(Answers {
                     answers,
                     wrote,
-                    notify_outbox: !round.batch.outbox.is_empty(),
+                    // Only for rows due before the relays' next look of their own: waking
+                    // them for rows paced into the future had them read the outbox on every
+                    // commit, to find nothing due.
+                    notify_outbox: round
+                        .batch
+                        .outbox
+                        .iter()
+                        .any(|row| row.not_before < now.saturating_add(relay_poll_ms())),
                 });
                 self.discard(applied);
             }
@@ -632,6 +645,11 @@ fn spawn_dropper() -> Option<SyncSender<Vec<Vec<Decoded>>>> {
     Some(sender)
 }
 
+/// The relays' longest wait between their own looks at the outbox, in milliseconds.
+fn relay_poll_ms() -> Millis {
+    Millis::try_from(crate::deliver::relay::POLL.as_millis()).unwrap_or(Millis::MAX)
+}
+
 /// Microseconds on a monotonic clock since its first reading: the backstop clock of rule
 /// evaluations on the writer thread.
 fn monotonic_micros() -> u64 {
@@ -641,13 +659,14 @@ fn monotonic_micros() -> u64 {
 }
 
 /// The router's notifications for `transitions`, as the outbox rows the writer commits with them
-/// (stable ids, so a re-committed round queues nothing twice); `queued` is told each row's
-/// channel (the writer counts them). Public for the benchmark of this stage
+/// (stable ids, so a re-committed round queues nothing twice), each due when `pacer` says its
+/// group's message goes; `queued` is told each row's channel (the writer counts them). Public for the benchmark of this stage
 /// (`benches/pipeline`), which must measure the writer's own code.
 pub fn outbox_rows(
     router: &drift_core::route::Router,
     rules: &drift_core::classify::Rules,
     silences: &Silences,
+    pacer: &mut drift_core::route::Pacer,
     transitions: &[Transition],
     mut queued: impl FnMut(&str),
 ) -> Vec<NewOutbox> {
@@ -655,6 +674,7 @@ pub fn outbox_rows(
     for transition in transitions {
         for notification in router.route(transition, rules, silences, transition.at) {
             queued(&notification.channel);
+            let not_before = pacer.pace(&notification, transition.at);
             rows.push(NewOutbox {
                 id: notification_id(
                     &transition.drift.id,
@@ -667,7 +687,7 @@ pub fn outbox_rows(
                 group_key: notification.group_key,
                 notice: notification.notice,
                 created_at: transition.at,
-                not_before: notification.not_before,
+                not_before,
                 repeat_after_ms: notification
                     .repeat_after
                     .map(|interval| i64::try_from(interval.as_millis()).unwrap_or(i64::MAX)),

@@ -310,7 +310,10 @@ impl Writer {
     /// Notifications of the round's attempts that ended (new ones with a final outcome, stored
     /// ones settled now), on their drifts' routes, committed with them. An attempt whose drift
     /// is no longer open (it resolved and left the writer's state) is told in its history only.
-    pub(super) fn remediation_notifications(&self, round: &Round) -> Vec<drift_store::NewOutbox> {
+    pub(super) fn remediation_notifications(
+        &mut self,
+        round: &Round,
+    ) -> Vec<drift_store::NewOutbox> {
         let ended = round
             .batch
             .remediations
@@ -360,6 +363,7 @@ impl Writer {
                         channel: queued.channel.clone(),
                     })
                     .inc();
+                let not_before = self.pacer.pace(&queued, round.now);
                 rows.push(drift_store::NewOutbox {
                     id: drift_core::route::notification_id(
                         &drift.id,
@@ -372,7 +376,7 @@ impl Writer {
                     group_key: queued.group_key,
                     notice: queued.notice,
                     created_at: round.now,
-                    not_before: queued.not_before,
+                    not_before,
                     repeat_after_ms: None,
                 });
             }

@@ -29,7 +29,7 @@ async fn the_sink_attributes_a_drill_edit_to_the_drill_and_a_controller_write_to
         format!(
             "store:\n  path: {db}\n\
              channels:\n  - {{name: log, type: log}}\n\
-             routes:\n  - {{channels: [log], groupWait: 0s}}\n",
+             routes:\n  - {{channels: [log], groupWait: 0s, groupInterval: 0s}}\n",
             db = dir.path().join("sink.db").display()
         ),
     )

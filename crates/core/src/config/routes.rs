@@ -25,6 +25,10 @@ pub struct RouteConfig {
     /// How long to wait for more drifts of the same group before sending one message.
     #[serde(default = "default_group_wait", deserialize_with = "de_duration")]
     pub group_wait: Duration,
+    /// How long a group's notifications wait after one of its messages, to go out together
+    /// (`0s`: each when due).
+    #[serde(default = "default_group_interval", deserialize_with = "de_duration")]
+    pub group_interval: Duration,
     /// Drift fields that form a group: `cluster`, `namespace`, `class`, `severity`, `kind`,
     /// `name`, `service`.
     #[serde(default = "default_group_by")]
@@ -39,6 +43,9 @@ pub struct RouteConfig {
 
 fn default_group_wait() -> Duration {
     Duration::from_secs(10)
+}
+fn default_group_interval() -> Duration {
+    crate::route::DEFAULT_GROUP_INTERVAL
 }
 fn default_group_by() -> Vec<String> {
     vec![
@@ -99,6 +106,7 @@ impl RouteConfig {
             channels: self.channels.clone(),
             continue_matching: self.continue_matching,
             group_wait: self.group_wait,
+            group_interval: self.group_interval,
             group_by: self
                 .group_by
                 .iter()

@@ -444,6 +444,13 @@ impl Store for PostgresStore {
                 )
             }))
             .await?;
+            pipelined(batch.resolved_reminders.iter().map(|drift_id| {
+                transaction.execute_raw(
+                    &statements.resolved_reminders,
+                    [drift_id as &(dyn ToSql + Sync)],
+                )
+            }))
+            .await?;
             for change in &batch.silences {
                 match change {
                     SilenceChange::Add(stored) => {
@@ -636,16 +643,18 @@ struct Statements {
     drift: tokio_postgres::Statement,
     history: tokio_postgres::Statement,
     cancel_reminders: tokio_postgres::Statement,
+    resolved_reminders: tokio_postgres::Statement,
 }
 
 async fn statements(client: &impl tokio_postgres::GenericClient) -> Result<Statements, Error> {
-    let (event, object, remove_object, drift, history, cancel_reminders) = futures_util::try_join!(
+    let (event, object, remove_object, drift, history, cancel_reminders, resolved_reminders) = futures_util::try_join!(
         client.prepare(queries::INSERT_EVENT.text(SQL)),
         client.prepare(queries::UPSERT_OBJECT.text(SQL)),
         client.prepare(queries::DELETE_OBJECT.text(SQL)),
         client.prepare(queries::UPSERT_DRIFT.text(SQL)),
         client.prepare(queries::INSERT_HISTORY.text(SQL)),
         client.prepare(queries::CANCEL_REMINDERS.text(SQL)),
+        client.prepare(queries::WITHDRAW_RESOLVED_REMINDERS.text(SQL)),
     )?;
     Ok(Statements {
         event,
@@ -654,5 +663,6 @@ async fn statements(client: &impl tokio_postgres::GenericClient) -> Result<State
         drift,
         history,
         cancel_reminders,
+        resolved_reminders,
     })
 }

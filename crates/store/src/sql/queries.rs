@@ -112,6 +112,13 @@ pub(crate) static INSERT_OUTBOX: Query = Query::new(
 pub(crate) static CANCEL_REMINDERS: Query =
     Query::new("DELETE FROM outbox WHERE drift_id = $1 AND kind = 'repeat' AND state = 'pending'");
 
+/// A resolved drift's pending reminders that no relay holds, withdrawn (on every channel); a
+/// claimed one, even under a lapsed claim, is left to the relay that sends it, which first reads
+/// the drift's state.
+pub(crate) static WITHDRAW_RESOLVED_REMINDERS: Query = Query::new(
+    "DELETE FROM outbox WHERE drift_id = $1 AND kind = 'repeat' AND state = 'pending' AND claimed_by IS NULL",
+);
+
 /// A silence created through the API.
 pub(crate) static INSERT_SILENCE: Query =
     Query::new("INSERT INTO silences (id, body, created_at) VALUES ($1, $2, $3)");
@@ -161,13 +168,23 @@ pub(crate) static DUE: Query = Query::new(concat!(
 ));
 
 /// When a channel's next pending row is due for `$2`: a row another relay holds is due for it
-/// only once that claim lapses. Of shard `$3`.
+/// only once that claim lapses. Of shard `$3`. Read along the `outbox_due` index: the first row
+/// `$2` may take, and before it only the rows others hold (a held row is due no earlier than its
+/// own time, so none after that first row can be due sooner). A whole-channel `MIN` visited every
+/// pending row, and paced notifications keep many pending.
 pub(crate) static NEXT_DUE: Query = Query::new(concat!(
-    "SELECT MIN(CASE WHEN claimed_by IS NOT NULL AND claimed_by != $2
-                     AND claimed_until > next_attempt_at
-                THEN claimed_until ELSE next_attempt_at END)
-     FROM outbox WHERE channel = $1 AND state = 'pending'",
-    served_by!(3)
+    "WITH first AS (
+       SELECT next_attempt_at AS due FROM outbox WHERE channel = $1 AND state = 'pending'
+       AND (claimed_by IS NULL OR claimed_by = $2 OR claimed_until IS NULL OR claimed_until <= next_attempt_at)",
+    served_by!(3),
+    " ORDER BY next_attempt_at LIMIT 1)
+     SELECT MIN(due) FROM (
+       SELECT due FROM first
+       UNION ALL
+       SELECT claimed_until FROM outbox WHERE channel = $1 AND state = 'pending'
+       AND claimed_by IS NOT NULL AND claimed_by <> $2 AND claimed_until > next_attempt_at",
+    served_by!(3),
+    " AND next_attempt_at < COALESCE((SELECT due FROM first), 9223372036854775807)) AS dues"
 ));
 
 /// Claims row `$1` for `$2` until `$3` if it is pending and claimable at `$5`, for message `$4`:

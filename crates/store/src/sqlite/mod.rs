@@ -301,6 +301,11 @@ impl Store for SqliteStore {
             for drift_id in &batch.cancel_reminders {
                 cancel.execute(params![drift_id])?;
             }
+            let mut withdraw =
+                transaction.prepare_cached(queries::WITHDRAW_RESOLVED_REMINDERS.text(SQL))?;
+            for drift_id in &batch.resolved_reminders {
+                withdraw.execute(params![drift_id])?;
+            }
             for change in &batch.silences {
                 match change {
                     SilenceChange::Add(stored) => {
