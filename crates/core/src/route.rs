@@ -7,7 +7,8 @@
 //! zero noise by default). A notification is queued for a transition people
 //! should hear about (a drift fired, or a firing drift resolved, if the route sends resolves);
 //! silenced drifts queue nothing. Each notification carries its route's group key (drifts of one
-//! group due together go out as one digest), its `groupWait` (the earliest send time) and its
+//! group due together go out as one digest), its `groupWait` (its own send time, which the
+//! writer's [`Pacer`] moves to its group's message, as `groupInterval` spaces them) and its
 //! `repeatInterval` (reminders while the drift keeps firing). Alertmanager channels always get
 //! resolves (an alert without a resolve stays firing in Alertmanager until it times out) and
 //! expand to one notification per Alertmanager instance, so one instance being down never blocks
@@ -17,6 +18,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::classify::Rules;
+use drift_model::remediation::Attempt;
+use drift_model::{glob_match, Notice, NoticeKind, Silence};
+use drift_model::{Drift, DriftState, Millis, Severity, Transition};
 
 mod pace;
 pub use pace::Pacer;
@@ -25,9 +29,6 @@ pub use pace::Pacer;
 /// messages wait up to a minute and go out together (Alertmanager's default is 5 min; a drift
 /// is rarer and more pressing than a metric alert, as the 10 s `groupWait` already says).
 pub const DEFAULT_GROUP_INTERVAL: Duration = Duration::from_secs(60);
-use drift_model::remediation::Attempt;
-use drift_model::{glob_match, Notice, NoticeKind, Silence};
-use drift_model::{Drift, DriftState, Millis, Severity, Transition};
 
 /// A notification to queue for one channel endpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,9 +37,12 @@ pub struct Queued {
     pub channel: String,
     /// Drifts with the same key, due together, are sent as one message.
     pub group_key: String,
-    /// Earliest send time (transition time + `groupWait`; the writer's [`Pacer`] moves it to
-    /// its group's message).
+    /// Its own send time (transition time + `groupWait`); the writer's [`Pacer`] moves it to
+    /// its group's message, earlier when it joins one that is waiting.
     pub not_before: Millis,
+    /// The route that queued it (its index; the route of no routes is last): routes that share
+    /// an endpoint are paced apart.
+    pub route: usize,
     /// How long the group's notifications wait after one of its messages (`groupInterval`;
     /// zero for a channel of alert state, which groups alerts itself).
     pub group_interval: Duration,
@@ -125,8 +129,8 @@ pub struct Route {
     pub channels: Vec<String>,
     /// Go on to the next routes after this one matched.
     pub continue_matching: bool,
-    /// How long after a transition its notification may go out (drifts of one group due
-    /// together are one message).
+    /// How long a group's first message waits for more of the group (the ones that come
+    /// meanwhile join it).
     pub group_wait: Duration,
     /// How long after one of a group's messages its next notifications wait (together).
     pub group_interval: Duration,
@@ -338,15 +342,16 @@ impl Router {
         if silences.mutes(rules, drift, now) {
             return Vec::new();
         }
-        let mut matched: Vec<&Route> = Vec::new();
+        let mut matched: Vec<(usize, &Route)> = Vec::new();
+        let default_route = (self.routes.len(), &self.default_route);
         if self.routes.is_empty() {
             if drift.severity > Severity::Info {
-                matched.push(&self.default_route);
+                matched.push(default_route);
             }
         } else {
-            for route in &self.routes {
+            for (index, route) in self.routes.iter().enumerate() {
                 if route_matches(route, drift) {
-                    matched.push(route);
+                    matched.push((index, route));
                     if !route.continue_matching {
                         break;
                     }
@@ -358,13 +363,13 @@ impl Router {
         if drift.class == crate::classify::classes::PIPELINE_BROKEN
             && !matched
                 .iter()
-                .any(|route| std::ptr::eq(*route, &self.default_route))
+                .any(|(_, route)| std::ptr::eq(*route, &self.default_route))
         {
-            matched.push(&self.default_route);
+            matched.push(default_route);
         }
         let mut queued = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
-        for route in matched {
+        for (index, route) in matched {
             for channel in &route.channels {
                 let alert_state = self.always_resolve.get(channel).copied().unwrap_or(false);
                 let resolve_ok = route.send_resolved || alert_state;
@@ -384,6 +389,7 @@ impl Router {
                         channel: endpoint,
                         group_key: group_key(route, drift, kind),
                         not_before: at.saturating_add(wait),
+                        route: index,
                         // Alertmanager groups and paces alerts itself; an alert's state (a
                         // resolve above all) should reach it when it happens.
                         group_interval: if alert_state {

@@ -119,9 +119,8 @@ pub(super) struct Writer {
     settings: Settings,
     /// The silences created through the API (committed).
     silences: Silences,
-    /// When each group's next message goes (`groupWait`, `groupInterval`). Not put back when a
-    /// commit fails: a notification queued again then joins the time it was given, or waits
-    /// one interval more; none is lost.
+    /// When each group's next message goes (`groupWait`, `groupInterval`); a round's times are
+    /// taken back with the engine's when its commit fails.
     pacer: drift_core::route::Pacer,
     /// Set when the rules changed: the next round retires the drifts of classes they disable.
     rules_changed: bool,
@@ -518,6 +517,7 @@ impl Writer {
         match committed {
             Ok(wrote) => {
                 self.engine.commit();
+                self.pacer.commit();
                 if wrote {
                     self.mark_store(true, now);
                     self.metrics.store_commits.inc();
@@ -574,6 +574,7 @@ impl Writer {
             }
             Err(error) => {
                 self.engine.rollback();
+                self.pacer.rollback();
                 self.remediator.restore(round.ledger.take());
                 if let Some(fights) = round.fights.take() {
                     self.engine.restore_fights(fights);

@@ -65,6 +65,8 @@ struct Harness {
     store: TestStore,
     health: Arc<Health>,
     now: Arc<AtomicI64>,
+    /// What wakes the relays.
+    outbox_notify: Arc<tokio::sync::Notify>,
 }
 
 fn harness() -> Harness {
@@ -72,13 +74,24 @@ fn harness() -> Harness {
 }
 
 fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
+    harness_routed(
+        shard,
+        drift_core::config::router(&[], &[drift_core::config::ChannelConfig::log("log")]),
+    )
+}
+
+fn harness_routed(
+    shard: drift_core::config::ShardConfig,
+    router: drift_core::route::Router,
+) -> Harness {
+    let outbox_notify = Arc::new(tokio::sync::Notify::new());
     let store = TestStore::new();
     let now = Arc::new(AtomicI64::new(START));
     let clock_now = Arc::clone(&now);
     let health = Arc::new(Health::default());
     let settings = Settings {
-        router: drift_core::config::router(&[], &[drift_core::config::ChannelConfig::log("log")]),
-        outbox_notify: Arc::new(tokio::sync::Notify::new()),
+        router,
+        outbox_notify: Arc::clone(&outbox_notify),
         queue_capacity: 16,
         dedup_retention: Duration::from_secs(3600),
         audit_retention: Duration::from_secs(3600),
@@ -106,6 +119,7 @@ fn harness_in(shard: drift_core::config::ShardConfig) -> Harness {
         store,
         health,
         now,
+        outbox_notify,
     }
 }
 
@@ -385,6 +399,7 @@ fn at_start_the_stored_objects_are_judged_again_in_slices_and_the_health_says_st
         store: first.store.clone(),
         health,
         now: Arc::new(AtomicI64::new(START)),
+        outbox_notify: Arc::clone(&first.outbox_notify),
     };
     let rejudging = |done, total| {
         Some(crate::pipeline::Rejudging {
@@ -554,4 +569,31 @@ fn a_certificate_warns_and_escalates_on_the_writers_clock_with_no_event() {
         Some(drift_model::DriftState::Resolved)
     );
     assert!(!h.writer.timers_due(now + 12 * DAY));
+}
+
+#[test]
+fn the_relays_are_woken_only_for_rows_due_before_their_own_next_look() {
+    const DAY: i64 = 86_400_000;
+    // groupWait 0s: due at once, the relays are woken. 10s: after the relays' own next look
+    // (every 2 s at most), which finds it in time; no wake.
+    for (wait, woken) in [("0s", true), ("10s", false)] {
+        let route: drift_core::config::RouteConfig =
+            serde_json::from_value(serde_json::json!({"channels": ["log"], "groupWait": wait}))
+                .unwrap();
+        let mut h = harness_routed(
+            Default::default(),
+            drift_core::config::router(&[route], &[drift_core::config::ChannelConfig::log("log")]),
+        );
+        h.round(vec![certificate_event("c-1", "100", START + 5 * DAY)]);
+        let mut store = h.store.clone();
+        let queued = drift_store::Outbox::rows(&mut store, None, 100).unwrap();
+        assert_eq!(
+            queued.len(),
+            1,
+            "groupWait {wait}: the certificate's warning is queued"
+        );
+        let notified = h.outbox_notify.notified();
+        tokio::pin!(notified);
+        assert_eq!(notified.as_mut().enable(), woken, "groupWait {wait}");
+    }
 }

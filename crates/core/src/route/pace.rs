@@ -20,20 +20,36 @@ use drift_model::{Millis, NoticeKind};
 
 use super::Queued;
 
-/// The fewest groups the pacer keeps before it drops the ones no longer holding anything back.
+/// The fewest entries the pacer keeps before it drops the ones no longer holding anything back.
 const PRUNE_FLOOR: usize = 256;
+
+/// A group: its channel endpoint, its route (by index: routes that share an endpoint are paced
+/// apart, as Alertmanager's are) and its group key.
+type GroupKey = (String, usize, String);
+/// A drift on a channel endpoint.
+type DriftKey = (String, String);
+
+/// What a round changed, to put back when its commit fails.
+#[derive(Debug, Clone)]
+enum Undo {
+    Group(GroupKey, Option<(Millis, Millis)>),
+    Firing(DriftKey, Option<Millis>),
+}
 
 /// The next message time of every group that may still hold a notification back.
 #[derive(Debug, Clone, Default)]
 pub struct Pacer {
-    /// By channel endpoint and group key: the time of the group's latest message, and the
-    /// interval after it during which the group's next notifications wait.
-    groups: HashMap<(String, String), (Millis, Millis)>,
-    /// By channel endpoint and drift id: when the drift's latest firing notice goes, while that
-    /// is still to come. A resolve is never due before it: the relay holds a resolve back until
-    /// its firing notice went, and re-reading held rows on every commit was the cost of pacing.
-    firing: HashMap<(String, String), Millis>,
-    /// Prune when the map reaches this size (doubles with what survives a prune, so pruning
+    /// By group: the time of its latest message, and the interval after it during which its
+    /// next notifications wait.
+    groups: HashMap<GroupKey, (Millis, Millis)>,
+    /// By drift and endpoint: when the drift's firing notice goes, while that is still to come.
+    /// Its escalation, resolve and remediation notices go with or after it: the relay holds a
+    /// resolve back until its firing notice went (re-reading held rows was the cost of pacing),
+    /// and a remediation or an escalation must not be read before the alert it follows.
+    firing: HashMap<DriftKey, Millis>,
+    /// The changes since the last [`Pacer::commit`].
+    journal: Vec<Undo>,
+    /// Prune when it holds this many entries (doubles with what survives a prune, so pruning
     /// stays amortized).
     prune_at: usize,
 }
@@ -45,40 +61,78 @@ impl Pacer {
     }
 
     /// The time `queued` (a notification of a transition at `at`) goes out: its own due time,
-    /// or its group's next message time.
+    /// its group's next message time, and never before its drift's firing notice.
     pub fn pace(&mut self, queued: &Queued, at: Millis) -> Millis {
         let due = queued.not_before;
         let interval = millis(queued.group_interval);
-        if due <= at && interval == 0 {
-            // Due at once and nothing to wait for between messages: no group to remember.
+        // The latest a group's next message can be from `at` with this route's timing: a time
+        // beyond it was set before the clock stepped back, and would hold the group for as long.
+        let horizon = due.max(at).saturating_add(interval);
+        let drift: DriftKey = (queued.channel.clone(), queued.notice.drift.id.clone());
+        let follows = match queued.notice.kind {
+            NoticeKind::Firing | NoticeKind::Resolved | NoticeKind::Remediation => self
+                .firing
+                .get(&drift)
+                .copied()
+                .filter(|&firing| firing > at && firing <= horizon),
+            NoticeKind::Repeat => None,
+        };
+        if due <= at && interval == 0 && follows.is_none() {
+            // Due at once, nothing to wait for between messages or before: nothing to remember.
             return due;
         }
-        if self.len() >= self.prune_at.max(PRUNE_FLOOR) {
+        if self.groups.len() + self.firing.len() >= self.prune_at.max(PRUNE_FLOOR) {
             self.prune(at);
         }
-        let key = (queued.channel.clone(), queued.group_key.clone());
-        let mut scheduled = match self.groups.get(&key) {
+        let group: GroupKey = (
+            queued.channel.clone(),
+            queued.route,
+            queued.group_key.clone(),
+        );
+        let mut scheduled = match self.groups.get(&group) {
             // The group's message is still to go: this one joins it.
-            Some(&(next, _)) if next > at => next,
-            Some(&(last, _)) => due.max(last.saturating_add(interval)),
-            None => due,
+            Some(&(next, _)) if next > at && next <= horizon => next,
+            Some(&(last, _)) if last <= at => due.max(last.saturating_add(interval)),
+            _ => due,
         };
-        let drift = || (queued.channel.clone(), queued.notice.drift.id.clone());
-        match queued.notice.kind {
-            NoticeKind::Firing if scheduled > at => {
-                self.firing.insert(drift(), scheduled);
-            }
-            NoticeKind::Resolved => {
-                if let Some(&firing) = self.firing.get(&drift()) {
-                    // Its firing notice is still to go: the resolve (and the rest of its
-                    // group's message) goes with or after it, not held in between.
-                    scheduled = scheduled.max(firing);
+        if let Some(firing) = follows {
+            scheduled = scheduled.max(firing);
+        }
+        if queued.notice.kind == NoticeKind::Firing && scheduled > at {
+            // The latest of the drift's firing notices (an escalation queued meanwhile goes
+            // with or after the first).
+            let previous = self.firing.insert(drift.clone(), scheduled);
+            self.journal.push(Undo::Firing(drift, previous));
+        }
+        let previous = self.groups.insert(group.clone(), (scheduled, interval));
+        self.journal.push(Undo::Group(group, previous));
+        scheduled
+    }
+
+    /// The round whose notifications it paced since the last commit was committed.
+    pub fn commit(&mut self) {
+        self.journal.clear();
+    }
+
+    /// The round whose notifications it paced since the last commit was not committed: its
+    /// times are taken back (its notifications, queued again, are paced as if first).
+    pub fn rollback(&mut self) {
+        while let Some(undo) = self.journal.pop() {
+            match undo {
+                Undo::Group(key, Some(value)) => {
+                    self.groups.insert(key, value);
+                }
+                Undo::Group(key, None) => {
+                    self.groups.remove(&key);
+                }
+                Undo::Firing(key, Some(value)) => {
+                    self.firing.insert(key, value);
+                }
+                Undo::Firing(key, None) => {
+                    self.firing.remove(&key);
                 }
             }
-            _ => {}
         }
-        self.groups.insert(key, (scheduled, interval));
-        scheduled
     }
 
     /// How many groups and drifts it remembers (for tests and the memory bound).
@@ -116,6 +170,7 @@ mod tests {
             group_key: group.into(),
             not_before: at + wait,
             group_interval: Duration::from_millis(interval),
+            route: 0,
             repeat_after: None,
             notice: Notice {
                 kind: NoticeKind::Firing,
@@ -223,6 +278,115 @@ mod tests {
         assert_eq!(
             pacer.pace(&notice(NoticeKind::Resolved, "r3", "b", 70_000), 70_000),
             70_000
+        );
+    }
+
+    fn of(kind: NoticeKind, route: usize, group: &str, drift: &str, at: Millis) -> Queued {
+        let mut queued = queued("hook", group, at, 0, 60_000);
+        queued.notice.kind = kind;
+        queued.notice.drift.id = drift.to_string();
+        queued.route = route;
+        queued
+    }
+
+    #[test]
+    fn a_remediation_or_an_escalation_never_goes_before_its_drifts_firing_notice() {
+        let mut pacer = Pacer::new();
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "f", "a", 1_000), 1_000),
+            1_000
+        );
+        // b's firing waits for the group's interval; its remediation (a group of its own) and
+        // its escalation (another group when severity groups) go with it, not before.
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "f", "b", 2_000), 2_000),
+            61_000
+        );
+        let remediation = of(NoticeKind::Remediation, 0, "m", "b", 3_000);
+        assert_eq!(pacer.pace(&remediation, 3_000), 61_000);
+        let escalation = of(NoticeKind::Firing, 0, "f-critical", "b", 4_000);
+        assert_eq!(pacer.pace(&escalation, 4_000), 61_000);
+        // The firing time kept is the latest: a resolve after both still waits for it.
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Resolved, 0, "r", "b", 5_000), 5_000),
+            61_000
+        );
+        // A reminder is not held (the relay queues it after the firing notice went).
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Repeat, 0, "p", "b", 5_000), 5_000),
+            5_000
+        );
+    }
+
+    #[test]
+    fn routes_that_share_an_endpoint_are_paced_apart() {
+        let mut pacer = Pacer::new();
+        let mut slow = of(NoticeKind::Firing, 1, "g", "a", 0);
+        slow.not_before = 30_000;
+        assert_eq!(pacer.pace(&slow, 0), 30_000);
+        // The same group key by another route with no wait: not held by the slow route's.
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "g", "b", 2_000), 2_000),
+            2_000
+        );
+    }
+
+    #[test]
+    fn a_round_not_committed_leaves_no_time_behind() {
+        let mut pacer = Pacer::new();
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "g", "a", 1_000), 1_000),
+            1_000
+        );
+        pacer.commit();
+        // A round paces b into the interval, and its commit fails.
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "g", "b", 2_000), 2_000),
+            61_000
+        );
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "h", "c", 2_000), 2_000),
+            2_000
+        );
+        pacer.rollback();
+        // Queued again, b waits as before, and c (its group's first) goes at once again
+        // instead of a minute later.
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "h", "c", 2_200), 2_200),
+            2_200
+        );
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "g", "b", 2_200), 2_200),
+            61_000
+        );
+        pacer.rollback();
+        assert_eq!(pacer.len(), 1, "only the committed group a is left");
+    }
+
+    #[test]
+    fn times_set_before_the_clock_stepped_back_hold_nothing() {
+        let mut pacer = Pacer::new();
+        let hour = 3_600_000;
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "g", "a", hour), hour),
+            hour
+        );
+        assert_eq!(
+            pacer.pace(
+                &of(NoticeKind::Firing, 0, "g", "b", hour + 1_000),
+                hour + 1_000
+            ),
+            hour + 60_000
+        );
+        // The clock steps back an hour: b's group time and firing time lie beyond anything this
+        // route could set now, and hold neither the group nor b's resolve.
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "g", "c", 5_000), 5_000),
+            5_000
+        );
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Resolved, 0, "r", "b", 6_000), 6_000),
+            6_000
         );
     }
 }

@@ -275,4 +275,24 @@ fn group_interval_is_the_routes_or_a_minute_and_never_paces_alertmanager() {
         1_000,
     );
     assert_eq!(queued[0].group_interval, DEFAULT_GROUP_INTERVAL);
+    assert_eq!(queued[0].route, 0, "the route of no routes, after none");
+    // Each notification names its route, so routes that share an endpoint are paced apart.
+    let routes_of = |namespace: &str| -> Vec<usize> {
+        router
+            .route(
+                &transition(
+                    drift("manual_edit", Severity::Warning, namespace),
+                    DriftState::Pending,
+                ),
+                &Rules::default(),
+                &Silences::default(),
+                1_000,
+            )
+            .into_iter()
+            .map(|queued| queued.route)
+            .collect()
+    };
+    assert_eq!(routes_of("now"), [0]);
+    assert_eq!(routes_of("slow"), [1]);
+    assert_eq!(routes_of("other"), [2, 2]);
 }
