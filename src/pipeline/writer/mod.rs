@@ -449,10 +449,12 @@ impl Writer {
     /// Routes the round's transitions to outbox rows (committed with them), and withdraws the
     /// reminders of drifts that resolved (but those on their way in a message).
     fn route(&mut self, round: &mut Round) {
-        let told = self.remediation_notifications(round);
+        // The transitions first: a remediation that ended in the round its drift fired is
+        // paced after that drift's firing notice.
+        let mut outbox = self.queue_notifications(&round.transitions);
+        outbox.extend(self.remediation_notifications(round));
         let batch = &mut round.batch;
-        batch.outbox = self.queue_notifications(&round.transitions);
-        batch.outbox.extend(told);
+        batch.outbox = outbox;
         batch.resolved_reminders.extend(
             round
                 .transitions

@@ -597,3 +597,32 @@ fn the_relays_are_woken_only_for_rows_due_before_their_own_next_look() {
         assert_eq!(notified.as_mut().enable(), woken, "groupWait {wait}");
     }
 }
+
+#[test]
+fn a_failed_commit_takes_back_the_times_it_gave_its_notifications() {
+    const DAY: i64 = 86_400_000;
+    let route: drift_core::config::RouteConfig = serde_json::from_value(
+        serde_json::json!({"channels": ["log"], "groupWait": "0s", "groupInterval": "1m"}),
+    )
+    .unwrap();
+    let mut h = harness_routed(
+        Default::default(),
+        drift_core::config::router(&[route], &[drift_core::config::ChannelConfig::log("log")]),
+    );
+    h.store.set_failing(true);
+    let answers = h.round(vec![certificate_event("c-1", "100", START + 5 * DAY)]);
+    assert!(matches!(answers[..], [Err(Error::Store(_))]), "{answers:?}");
+    // Sent again once the store is back: still its group's first message, due at once, not a
+    // minute after a message that was never committed.
+    h.store.set_failing(false);
+    h.advance(Duration::from_secs(5));
+    let answers = h.round(vec![certificate_event("c-1", "100", START + 5 * DAY)]);
+    assert!(matches!(answers[..], [Ok(_)]), "{answers:?}");
+    let mut store = h.store.clone();
+    let due: Vec<i64> = drift_store::Outbox::rows(&mut store, None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|row| row.queued.not_before)
+        .collect();
+    assert_eq!(due, [START + 5_000]);
+}

@@ -32,8 +32,20 @@ type DriftKey = (String, String);
 /// What a round changed, to put back when its commit fails.
 #[derive(Debug, Clone)]
 enum Undo {
-    Group(GroupKey, Option<(Millis, Millis)>),
-    Firing(DriftKey, Option<Millis>),
+    Group(GroupKey, Option<Entry>),
+    Firing(DriftKey, Option<Entry>),
+}
+
+/// A time the pacer keeps, with the transition time it was set at: one set at a later time than
+/// a notification's was set before the clock stepped back, and holds nothing back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    /// The group's latest message, or the drift's firing notice.
+    time: Millis,
+    /// The group's interval after its message (zero for a firing notice).
+    interval: Millis,
+    /// The transition time it was set at.
+    set_at: Millis,
 }
 
 /// The next message time of every group that may still hold a notification back.
@@ -41,12 +53,13 @@ enum Undo {
 pub struct Pacer {
     /// By group: the time of its latest message, and the interval after it during which its
     /// next notifications wait.
-    groups: HashMap<GroupKey, (Millis, Millis)>,
+    groups: HashMap<GroupKey, Entry>,
     /// By drift and endpoint: when the drift's firing notice goes, while that is still to come.
-    /// Its escalation, resolve and remediation notices go with or after it: the relay holds a
-    /// resolve back until its firing notice went (re-reading held rows was the cost of pacing),
-    /// and a remediation or an escalation must not be read before the alert it follows.
-    firing: HashMap<DriftKey, Millis>,
+    /// Its escalation, resolve and remediation notices go no earlier: the relay holds a resolve
+    /// back until its firing notice went (re-reading held rows was the cost of pacing), and a
+    /// remediation or an escalation must not be read before the alert it follows. Such a
+    /// notice goes at that time without moving its own group's times.
+    firing: HashMap<DriftKey, Entry>,
     /// The changes since the last [`Pacer::commit`].
     journal: Vec<Undo>,
     /// Prune when it holds this many entries (doubles with what survives a prune, so pruning
@@ -65,17 +78,18 @@ impl Pacer {
     pub fn pace(&mut self, queued: &Queued, at: Millis) -> Millis {
         let due = queued.not_before;
         let interval = millis(queued.group_interval);
-        // The latest a group's next message can be from `at` with this route's timing: a time
-        // beyond it was set before the clock stepped back, and would hold the group for as long.
-        let horizon = due.max(at).saturating_add(interval);
-        let drift: DriftKey = (queued.channel.clone(), queued.notice.drift.id.clone());
-        let follows = match queued.notice.kind {
-            NoticeKind::Firing | NoticeKind::Resolved | NoticeKind::Remediation => self
-                .firing
-                .get(&drift)
-                .copied()
-                .filter(|&firing| firing > at && firing <= horizon),
-            NoticeKind::Repeat => None,
+        let kind = queued.notice.kind;
+        // Only a drift with a firing notice still to come is looked up (no key built otherwise).
+        let follows = match kind {
+            NoticeKind::Firing | NoticeKind::Resolved | NoticeKind::Remediation
+                if !self.firing.is_empty() =>
+            {
+                self.firing
+                    .get(&(queued.channel.clone(), queued.notice.drift.id.clone()))
+                    .filter(|firing| firing.time > at && firing.set_at <= at)
+                    .map(|firing| firing.time)
+            }
+            _ => None,
         };
         if due <= at && interval == 0 && follows.is_none() {
             // Due at once, nothing to wait for between messages or before: nothing to remember.
@@ -89,24 +103,38 @@ impl Pacer {
             queued.route,
             queued.group_key.clone(),
         );
-        let mut scheduled = match self.groups.get(&group) {
+        let scheduled = match self.groups.get(&group) {
+            Some(entry) if entry.set_at > at => due,
             // The group's message is still to go: this one joins it.
-            Some(&(next, _)) if next > at && next <= horizon => next,
-            Some(&(last, _)) if last <= at => due.max(last.saturating_add(interval)),
-            _ => due,
+            Some(entry) if entry.time > at => entry.time,
+            Some(entry) => due.max(entry.time.saturating_add(interval)),
+            None => due,
         };
-        if let Some(firing) = follows {
-            scheduled = scheduled.max(firing);
+        let held = follows.map_or(scheduled, |firing| scheduled.max(firing));
+        if held == scheduled {
+            // It goes with its group's message. One held past it goes alone, and the group's
+            // times stay as they were for the others.
+            let entry = Entry {
+                time: scheduled,
+                interval,
+                set_at: at,
+            };
+            let previous = self.groups.insert(group.clone(), entry);
+            self.journal.push(Undo::Group(group, previous));
         }
-        if queued.notice.kind == NoticeKind::Firing && scheduled > at {
+        if kind == NoticeKind::Firing && held > at {
             // The latest of the drift's firing notices (an escalation queued meanwhile goes
             // with or after the first).
-            let previous = self.firing.insert(drift.clone(), scheduled);
+            let drift: DriftKey = (queued.channel.clone(), queued.notice.drift.id.clone());
+            let firing = Entry {
+                time: held,
+                interval: 0,
+                set_at: at,
+            };
+            let previous = self.firing.insert(drift.clone(), firing);
             self.journal.push(Undo::Firing(drift, previous));
         }
-        let previous = self.groups.insert(group.clone(), (scheduled, interval));
-        self.journal.push(Undo::Group(group, previous));
-        scheduled
+        held
     }
 
     /// The round whose notifications it paced since the last commit was committed.
@@ -148,9 +176,11 @@ impl Pacer {
     /// Forgets the groups whose interval ended by `at` (a notification of theirs would be due
     /// at its own time anyway) and the firing notices due by then.
     fn prune(&mut self, at: Millis) {
-        self.groups
-            .retain(|_, &mut (last, interval)| last.saturating_add(interval) > at);
-        self.firing.retain(|_, &mut next| next > at);
+        self.groups.retain(|_, entry| {
+            entry.time.saturating_add(entry.interval) > at && entry.set_at <= at
+        });
+        self.firing
+            .retain(|_, entry| entry.time > at && entry.set_at <= at);
         self.prune_at = (self.len() * 2).max(PRUNE_FLOOR);
     }
 }
@@ -387,6 +417,53 @@ mod tests {
         assert_eq!(
             pacer.pace(&of(NoticeKind::Resolved, 0, "r", "b", 6_000), 6_000),
             6_000
+        );
+    }
+
+    #[test]
+    fn a_firing_notice_holds_its_drifts_later_notices_whatever_their_route() {
+        let mut pacer = Pacer::new();
+        // A warning on a slow route (groupWait 5 min); its escalation matches a fast route of
+        // the same endpoint, and its remediation and resolve follow: none goes before it.
+        let mut warning = of(NoticeKind::Firing, 1, "slow", "a", 0);
+        warning.not_before = 300_000;
+        assert_eq!(pacer.pace(&warning, 0), 300_000);
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "fast", "a", 60_000), 60_000),
+            300_000
+        );
+        let remediation = of(NoticeKind::Remediation, 0, "m", "a", 61_000);
+        assert_eq!(pacer.pace(&remediation, 61_000), 300_000);
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Resolved, 0, "r", "a", 62_000), 62_000),
+            300_000
+        );
+    }
+
+    #[test]
+    fn a_held_notice_leaves_its_groups_times_as_they_were() {
+        let mut pacer = Pacer::new();
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "f", "a", 1_000), 1_000),
+            1_000
+        );
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Firing, 0, "f", "b", 2_000), 2_000),
+            61_000
+        );
+        // b's remediation waits for b's firing notice and goes alone; the group's own times
+        // are as if it had not come: c's goes at once, d's the interval after c's.
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Remediation, 0, "m", "b", 3_000), 3_000),
+            61_000
+        );
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Remediation, 0, "m", "c", 3_500), 3_500),
+            3_500
+        );
+        assert_eq!(
+            pacer.pace(&of(NoticeKind::Remediation, 0, "m", "d", 5_000), 5_000),
+            63_500
         );
     }
 }
