@@ -9,7 +9,8 @@
 //!   and the ones after it join it.
 //!
 //! The relay sends the rows of one group that are due together as one message, so the pacer's
-//! times are the group's messages. It is the writer's (the one place that queues
+//! times are the group's messages, but for a notice held behind its drift's firing notice, which
+//! goes at that time as a message of its own. It is the writer's (the one place that queues
 //! notifications) and lives in memory: after a restart, a group's first notification waits only
 //! its `groupWait`, as Alertmanager's does after its own.
 
@@ -74,7 +75,7 @@ impl Pacer {
     }
 
     /// The time `queued` (a notification of a transition at `at`) goes out: its own due time,
-    /// its group's next message time, and never before its drift's firing notice.
+    /// its group's next message time, and no earlier than its drift's firing notice.
     pub fn pace(&mut self, queued: &Queued, at: Millis) -> Millis {
         let due = queued.not_before;
         let interval = millis(queued.group_interval);
@@ -86,7 +87,9 @@ impl Pacer {
             {
                 self.firing
                     .get(&(queued.channel.clone(), queued.notice.drift.id.clone()))
-                    .filter(|firing| firing.time > at && firing.set_at <= at)
+                    // Kept through a clock step back: the firing row waits for this very
+                    // time whatever the clock says, so what follows it waits as long.
+                    .filter(|firing| firing.time > at)
                     .map(|firing| firing.time)
             }
             _ => None,
@@ -179,8 +182,7 @@ impl Pacer {
         self.groups.retain(|_, entry| {
             entry.time.saturating_add(entry.interval) > at && entry.set_at <= at
         });
-        self.firing
-            .retain(|_, entry| entry.time > at && entry.set_at <= at);
+        self.firing.retain(|_, entry| entry.time > at);
         self.prune_at = (self.len() * 2).max(PRUNE_FLOOR);
     }
 }
@@ -213,7 +215,10 @@ mod tests {
     }
 
     fn pace(pacer: &mut Pacer, group: &str, at: Millis, wait: Millis, interval: u64) -> Millis {
-        pacer.pace(&queued("hook", group, at, wait, interval), at)
+        // A drift of its own each time: no notice here follows another's firing notice.
+        let mut queued = queued("hook", group, at, wait, interval);
+        queued.notice.drift.id = format!("{group}@{at}");
+        pacer.pace(&queued, at)
     }
 
     #[test]
@@ -408,15 +413,15 @@ mod tests {
             ),
             hour + 60_000
         );
-        // The clock steps back an hour: b's group time and firing time lie beyond anything this
-        // route could set now, and hold neither the group nor b's resolve.
+        // The clock steps back an hour: the group's times were set after "now" and hold
+        // nothing; b's firing row still waits for its own time, and so does b's resolve.
         assert_eq!(
             pacer.pace(&of(NoticeKind::Firing, 0, "g", "c", 5_000), 5_000),
             5_000
         );
         assert_eq!(
             pacer.pace(&of(NoticeKind::Resolved, 0, "r", "b", 6_000), 6_000),
-            6_000
+            hour + 60_000
         );
     }
 
