@@ -674,7 +674,27 @@ pub fn outbox_rows(
     mut queued: impl FnMut(&str),
 ) -> Vec<NewOutbox> {
     let mut rows = Vec::new();
-    for transition in transitions {
+    // A drift that fires and escalates in one round (a timer and a re-judge in the same tick) is
+    // told once, as it ended the round: both notices had the same id, and the escalation's row
+    // was the one dropped.
+    let last_firing: std::collections::HashMap<&str, usize> = if transitions.len() > 1 {
+        transitions
+            .iter()
+            .enumerate()
+            .filter(|(_, transition)| transition.drift.state == DriftState::Firing)
+            .map(|(index, transition)| (transition.drift.id.as_str(), index))
+            .collect()
+    } else {
+        std::collections::HashMap::new()
+    };
+    for (index, transition) in transitions.iter().enumerate() {
+        if transition.drift.state == DriftState::Firing
+            && last_firing
+                .get(transition.drift.id.as_str())
+                .is_some_and(|&last| last > index)
+        {
+            continue;
+        }
         for notification in router.route(transition, rules, silences, transition.at) {
             queued(&notification.channel);
             let not_before = pacer.pace(&notification, transition.at);

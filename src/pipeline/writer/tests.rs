@@ -626,3 +626,42 @@ fn a_failed_commit_takes_back_the_times_it_gave_its_notifications() {
         .collect();
     assert_eq!(due, [START + 5_000]);
 }
+
+#[test]
+fn a_drift_that_fires_and_escalates_in_one_round_is_told_as_it_ended_the_round() {
+    const DAY: i64 = 86_400_000;
+    let mut h = harness();
+    // A certificate 5 days from its end: its warning fires at once.
+    h.round(vec![certificate_event("c-1", "100", START + 5 * DAY)]);
+    let fired = h.writer.engine.open_drifts().next().expect("fired").clone();
+    assert_eq!(fired.severity, drift_model::Severity::Warning);
+    // The same round, as a timer's fire and a re-judge's escalation in one tick make it.
+    let at = START + 1_000;
+    let firing = drift_model::Transition {
+        drift: fired.clone(),
+        from: Some(drift_model::DriftState::Pending),
+        at,
+    };
+    let escalation = drift_model::Transition {
+        drift: drift_model::Drift {
+            severity: drift_model::Severity::Critical,
+            ..fired
+        },
+        from: Some(drift_model::DriftState::Firing),
+        at,
+    };
+    let rows = super::outbox_rows(
+        &h.writer.settings.router,
+        h.writer.engine.rules(),
+        &Silences::default(),
+        &mut drift_core::route::Pacer::new(),
+        &[firing, escalation],
+        |_| {},
+    );
+    let severities: Vec<_> = rows
+        .iter()
+        .map(|row| row.notice.drift.severity.as_str())
+        .collect();
+    // Told once, as it ended the round (one id for both had kept only the warning).
+    assert_eq!(severities, ["critical"]);
+}
