@@ -663,7 +663,9 @@ fn monotonic_micros() -> u64 {
 
 /// The router's notifications for `transitions`, as the outbox rows the writer commits with them
 /// (stable ids, so a re-committed round queues nothing twice), each due when `pacer` says its
-/// group's message goes; `queued` is told each row's channel (the writer counts them). Public for the benchmark of this stage
+/// group's message goes; a drift with two firing moves in the batch (fired, then escalated) is
+/// routed once, as the last one left it; `queued` is told each row's channel (the writer counts
+/// them). Public for the benchmark of this stage
 /// (`benches/pipeline`), which must measure the writer's own code.
 pub fn outbox_rows(
     router: &drift_core::route::Router,
@@ -674,19 +676,20 @@ pub fn outbox_rows(
     mut queued: impl FnMut(&str),
 ) -> Vec<NewOutbox> {
     let mut rows = Vec::new();
-    // A drift that fires and escalates in one round (a timer and a re-judge in the same tick) is
-    // told once, as it ended the round: both notices had the same id, and the escalation's row
-    // was the one dropped.
-    let last_firing: std::collections::HashMap<&str, usize> = if transitions.len() > 1 {
-        transitions
-            .iter()
-            .enumerate()
-            .filter(|(_, transition)| transition.drift.state == DriftState::Firing)
-            .map(|(index, transition)| (transition.drift.id.as_str(), index))
-            .collect()
-    } else {
-        std::collections::HashMap::new()
-    };
+    // A drift that fires and escalates in one round (a timer and a re-judge in the same tick,
+    // or two events of one object) is told once, as it ended the round: both notices had the
+    // same id, and the escalation's row was the one dropped.
+    let last_firing: std::collections::HashMap<&str, usize> =
+        if transitions.iter().any(Transition::is_escalation) {
+            transitions
+                .iter()
+                .enumerate()
+                .filter(|(_, transition)| transition.drift.state == DriftState::Firing)
+                .map(|(index, transition)| (transition.drift.id.as_str(), index))
+                .collect()
+        } else {
+            std::collections::HashMap::new()
+        };
     for (index, transition) in transitions.iter().enumerate() {
         if transition.drift.state == DriftState::Firing
             && last_firing

@@ -631,37 +631,27 @@ fn a_failed_commit_takes_back_the_times_it_gave_its_notifications() {
 fn a_drift_that_fires_and_escalates_in_one_round_is_told_as_it_ended_the_round() {
     const DAY: i64 = 86_400_000;
     let mut h = harness();
-    // A certificate 5 days from its end: its warning fires at once.
-    h.round(vec![certificate_event("c-1", "100", START + 5 * DAY)]);
-    let fired = h.writer.engine.open_drifts().next().expect("fired").clone();
-    assert_eq!(fired.severity, drift_model::Severity::Warning);
-    // The same round, as a timer's fire and a re-judge's escalation in one tick make it.
-    let at = START + 1_000;
-    let firing = drift_model::Transition {
-        drift: fired.clone(),
-        from: Some(drift_model::DriftState::Pending),
-        at,
-    };
-    let escalation = drift_model::Transition {
-        drift: drift_model::Drift {
-            severity: drift_model::Severity::Critical,
-            ..fired
-        },
-        from: Some(drift_model::DriftState::Firing),
-        at,
-    };
-    let rows = super::outbox_rows(
-        &h.writer.settings.router,
-        h.writer.engine.rules(),
-        &Silences::default(),
-        &mut drift_core::route::Pacer::new(),
-        &[firing, escalation],
-        |_| {},
-    );
-    let severities: Vec<_> = rows
-        .iter()
-        .map(|row| row.notice.drift.severity.as_str())
+    // Two events of one certificate in one round: the first fires its warning (5 days left),
+    // the second escalates it (1 day left).
+    h.round(vec![
+        certificate_event("c-1", "100", START + 5 * DAY),
+        certificate_event("c-2", "101", START + DAY),
+    ]);
+    let mut store = h.store.clone();
+    let rows: Vec<drift_store::OutboxRow> = drift_store::Outbox::rows(&mut store, None, 100)
+        .unwrap()
+        .into_iter()
+        .filter(|row| row.queued.notice.drift.class == "certificate_expiring")
         .collect();
-    // Told once, as it ended the round (one id for both had kept only the warning).
-    assert_eq!(severities, ["critical"]);
+    // Told once, at critical, as a first fire (one id for both moves had kept only the warning).
+    let told: Vec<_> = rows
+        .iter()
+        .map(|row| {
+            (
+                row.queued.notice.drift.severity.as_str(),
+                row.queued.notice.is_escalation(),
+            )
+        })
+        .collect();
+    assert_eq!(told, [("critical", false)]);
 }
