@@ -316,6 +316,18 @@ mod tests {
         );
     }
 
+    /// Paces a notice of `drift` (group `group`, route `route`, at `at`); its time.
+    fn step(
+        pacer: &mut Pacer,
+        kind: NoticeKind,
+        route: usize,
+        group: &str,
+        drift: &str,
+        at: Millis,
+    ) -> Millis {
+        pacer.pace(&of(kind, route, group, drift, at), at)
+    }
+
     fn of(kind: NoticeKind, route: usize, group: &str, drift: &str, at: Millis) -> Queued {
         let mut queued = queued("hook", group, at, 0, 60_000);
         queued.notice.kind = kind;
@@ -328,13 +340,13 @@ mod tests {
     fn a_remediation_or_an_escalation_never_goes_before_its_drifts_firing_notice() {
         let mut pacer = Pacer::new();
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "f", "a", 1_000), 1_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "f", "a", 1_000),
             1_000
         );
         // b's firing waits for the group's interval; its remediation (a group of its own) and
         // its escalation (another group when severity groups) go with it, not before.
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "f", "b", 2_000), 2_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "f", "b", 2_000),
             61_000
         );
         let remediation = of(NoticeKind::Remediation, 0, "m", "b", 3_000);
@@ -343,12 +355,12 @@ mod tests {
         assert_eq!(pacer.pace(&escalation, 4_000), 61_000);
         // The firing time kept is the latest: a resolve after both still waits for it.
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Resolved, 0, "r", "b", 5_000), 5_000),
+            step(&mut pacer, NoticeKind::Resolved, 0, "r", "b", 5_000),
             61_000
         );
         // A reminder is not held (the relay queues it after the firing notice went).
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Repeat, 0, "p", "b", 5_000), 5_000),
+            step(&mut pacer, NoticeKind::Repeat, 0, "p", "b", 5_000),
             5_000
         );
     }
@@ -361,7 +373,7 @@ mod tests {
         assert_eq!(pacer.pace(&slow, 0), 30_000);
         // The same group key by another route with no wait: not held by the slow route's.
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "g", "b", 2_000), 2_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "g", "b", 2_000),
             2_000
         );
     }
@@ -370,28 +382,28 @@ mod tests {
     fn a_round_not_committed_leaves_no_time_behind() {
         let mut pacer = Pacer::new();
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "g", "a", 1_000), 1_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "g", "a", 1_000),
             1_000
         );
         pacer.commit();
         // A round paces b into the interval, and its commit fails.
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "g", "b", 2_000), 2_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "g", "b", 2_000),
             61_000
         );
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "h", "c", 2_000), 2_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "h", "c", 2_000),
             2_000
         );
         pacer.rollback();
         // Queued again, b waits as before, and c (its group's first) goes at once again
         // instead of a minute later.
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "h", "c", 2_200), 2_200),
+            step(&mut pacer, NoticeKind::Firing, 0, "h", "c", 2_200),
             2_200
         );
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "g", "b", 2_200), 2_200),
+            step(&mut pacer, NoticeKind::Firing, 0, "g", "b", 2_200),
             61_000
         );
         pacer.rollback();
@@ -403,24 +415,21 @@ mod tests {
         let mut pacer = Pacer::new();
         let hour = 3_600_000;
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "g", "a", hour), hour),
+            step(&mut pacer, NoticeKind::Firing, 0, "g", "a", hour),
             hour
         );
         assert_eq!(
-            pacer.pace(
-                &of(NoticeKind::Firing, 0, "g", "b", hour + 1_000),
-                hour + 1_000
-            ),
+            step(&mut pacer, NoticeKind::Firing, 0, "g", "b", hour + 1_000),
             hour + 60_000
         );
         // The clock steps back an hour: the group's times were set after "now" and hold
         // nothing; b's firing row still waits for its own time, and so does b's resolve.
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "g", "c", 5_000), 5_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "g", "c", 5_000),
             5_000
         );
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Resolved, 0, "r", "b", 6_000), 6_000),
+            step(&mut pacer, NoticeKind::Resolved, 0, "r", "b", 6_000),
             hour + 60_000
         );
     }
@@ -434,13 +443,13 @@ mod tests {
         warning.not_before = 300_000;
         assert_eq!(pacer.pace(&warning, 0), 300_000);
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "fast", "a", 60_000), 60_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "fast", "a", 60_000),
             300_000
         );
         let remediation = of(NoticeKind::Remediation, 0, "m", "a", 61_000);
         assert_eq!(pacer.pace(&remediation, 61_000), 300_000);
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Resolved, 0, "r", "a", 62_000), 62_000),
+            step(&mut pacer, NoticeKind::Resolved, 0, "r", "a", 62_000),
             300_000
         );
     }
@@ -449,25 +458,25 @@ mod tests {
     fn a_held_notice_leaves_its_groups_times_as_they_were() {
         let mut pacer = Pacer::new();
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "f", "a", 1_000), 1_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "f", "a", 1_000),
             1_000
         );
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Firing, 0, "f", "b", 2_000), 2_000),
+            step(&mut pacer, NoticeKind::Firing, 0, "f", "b", 2_000),
             61_000
         );
         // b's remediation waits for b's firing notice and goes alone; the group's own times
         // are as if it had not come: c's goes at once, d's the interval after c's.
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Remediation, 0, "m", "b", 3_000), 3_000),
+            step(&mut pacer, NoticeKind::Remediation, 0, "m", "b", 3_000),
             61_000
         );
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Remediation, 0, "m", "c", 3_500), 3_500),
+            step(&mut pacer, NoticeKind::Remediation, 0, "m", "c", 3_500),
             3_500
         );
         assert_eq!(
-            pacer.pace(&of(NoticeKind::Remediation, 0, "m", "d", 5_000), 5_000),
+            step(&mut pacer, NoticeKind::Remediation, 0, "m", "d", 5_000),
             63_500
         );
     }

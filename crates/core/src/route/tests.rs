@@ -236,17 +236,20 @@ fn group_interval_is_the_routes_or_a_minute_and_never_paces_alertmanager() {
         "  - {channels: [chat, am]}\n",
     ));
     let router = config.router();
+    // What a warning `manual_edit` in `namespace` is queued as, by `router`.
+    let queued_for = |router: &Router, namespace: &str| -> Vec<Queued> {
+        router.route(
+            &transition(
+                drift("manual_edit", Severity::Warning, namespace),
+                DriftState::Pending,
+            ),
+            &Rules::default(),
+            &Silences::default(),
+            1_000,
+        )
+    };
     let intervals = |namespace: &str| -> Vec<(String, Duration)> {
-        router
-            .route(
-                &transition(
-                    drift("manual_edit", Severity::Warning, namespace),
-                    DriftState::Pending,
-                ),
-                &Rules::default(),
-                &Silences::default(),
-                1_000,
-            )
+        queued_for(&router, namespace)
             .into_iter()
             .map(|queued| (queued.channel, queued.group_interval))
             .collect()
@@ -265,29 +268,12 @@ fn group_interval_is_the_routes_or_a_minute_and_never_paces_alertmanager() {
     );
     // The route of no routes paces as a route that names no interval does.
     let plain = crate::config::router(&[], &[crate::config::ChannelConfig::log("log")]);
-    let queued = plain.route(
-        &transition(
-            drift("manual_edit", Severity::Warning, "shop"),
-            DriftState::Pending,
-        ),
-        &Rules::default(),
-        &Silences::default(),
-        1_000,
-    );
+    let queued = queued_for(&plain, "shop");
     assert_eq!(queued[0].group_interval, DEFAULT_GROUP_INTERVAL);
     assert_eq!(queued[0].route, 0, "the route of no routes, after none");
     // Each notification names its route, so routes that share an endpoint are paced apart.
     let routes_of = |namespace: &str| -> Vec<usize> {
-        router
-            .route(
-                &transition(
-                    drift("manual_edit", Severity::Warning, namespace),
-                    DriftState::Pending,
-                ),
-                &Rules::default(),
-                &Silences::default(),
-                1_000,
-            )
+        queued_for(&router, namespace)
             .into_iter()
             .map(|queued| queued.route)
             .collect()
