@@ -88,10 +88,18 @@ impl Spec {
         serde_json::from_str(&self.text()).unwrap_or(Value::Null)
     }
 
-    /// The value at a JSON pointer below it (`/traffic`), parsed.
+    /// The value at a JSON pointer below it (`/traffic`), parsed: only that value is parsed,
+    /// the rest of the text is jumped over (`decode::raw::pointer`), unless an escaped member
+    /// name on the way needs the parser.
     pub fn pointer(&self, pointer: &str) -> Option<Value> {
-        let mut value = self.value();
-        value.pointer_mut(pointer).map(Value::take)
+        let text = self.text();
+        match crate::decode::raw::pointer(&text, pointer) {
+            Some(found) => found.and_then(|part| serde_json::from_str(part).ok()),
+            None => {
+                let mut value: Value = serde_json::from_str(&text).ok()?;
+                value.pointer_mut(pointer).map(Value::take)
+            }
+        }
     }
 
     /// The text as a JSON value to write (the store's row).
@@ -168,6 +176,35 @@ mod tests {
         // After no spec, and to no spec.
         assert_eq!(Spec::from_text_after(text, &Spec::default()).text(), text);
         assert!(Spec::from_text_after("null", &previous).is_null());
+    }
+
+    #[test]
+    fn a_pointer_finds_what_the_parsed_tree_finds_on_every_fixture_object() {
+        let mut found = 0;
+        for value in crate::decode::fixtures::nested_values() {
+            let Value::Object(map) = &value else { continue };
+            let spec = Spec::from_value(&value);
+            let pretty = Spec::from_text(&serde_json::to_string_pretty(&value).unwrap());
+            let mut pointers = vec![String::new(), "/absent".to_string(), "/0".to_string()];
+            for (key, member) in map {
+                let escaped = key.replace('~', "~0").replace('/', "~1");
+                pointers.push(format!("/{escaped}"));
+                pointers.push(format!("/{escaped}/0"));
+                if let Value::Object(inner) = member {
+                    for inner_key in inner.keys() {
+                        let inner_escaped = inner_key.replace('~', "~0").replace('/', "~1");
+                        pointers.push(format!("/{escaped}/{inner_escaped}"));
+                    }
+                }
+            }
+            for pointer in &pointers {
+                let expected = value.pointer(pointer).cloned();
+                assert_eq!(spec.pointer(pointer), expected, "{pointer} in {value}");
+                assert_eq!(pretty.pointer(pointer), expected, "{pointer} in {value}");
+                found += usize::from(expected.is_some());
+            }
+        }
+        assert!(found > 2000, "values found: {found}");
     }
 
     #[test]

@@ -88,17 +88,34 @@ pub(crate) fn member<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 /// [`member`]'s jump: `Some(found)` when the text was read to its end, `found` being the byte
 /// range of the last value named `key`; `None` when [`Members`] must answer.
 fn jump_to_member(bytes: &[u8], key: &[u8]) -> Option<Option<(usize, usize)>> {
+    let mut found = None;
+    walk_members(bytes, |name, start, end| {
+        if name == key {
+            found = Some((start, end));
+        }
+        true
+    })?;
+    Some(found)
+}
+
+/// Reads an object's members in document order, each as its name (unescaped only when it has
+/// no escape) and its value's byte range, until `visit` says stop (`false`): `Some(())` when
+/// the text was read as an object (or is valid JSON of another type: nothing visited), `None`
+/// when [`Members`] must answer (an escaped name, text out of place).
+fn walk_members<'b>(
+    bytes: &'b [u8],
+    mut visit: impl FnMut(&'b [u8], usize, usize) -> bool,
+) -> Option<()> {
     let mut at = skip_space(bytes, 0);
     match bytes.get(at) {
         Some(b'{') => at += 1,
         // Valid JSON of another type.
-        Some(_) => return Some(None),
+        Some(_) => return Some(()),
         None => return None,
     }
-    let mut found = None;
     at = skip_space(bytes, at);
     if bytes.get(at) == Some(&b'}') {
-        return (skip_space(bytes, at + 1) == bytes.len()).then_some(None);
+        return (skip_space(bytes, at + 1) == bytes.len()).then_some(());
     }
     loop {
         if bytes.get(at) != Some(&b'"') {
@@ -118,17 +135,52 @@ fn jump_to_member(bytes: &[u8], key: &[u8]) -> Option<Option<(usize, usize)>> {
         if end == start {
             return None;
         }
-        if name == key {
-            found = Some((start, end));
+        if !visit(name, start, end) {
+            return Some(());
         }
         at = skip_space(bytes, end);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
             // The object is the whole document.
-            Some(b'}') if skip_space(bytes, at + 1) == bytes.len() => return Some(found),
+            Some(b'}') if skip_space(bytes, at + 1) == bytes.len() => return Some(()),
             _ => return None,
         }
     }
+}
+
+/// The members of a JSON object's text (valid JSON, checked when it was decoded), in document
+/// order, as names and value texts, jumped over as [`member`] jumps: `None` for another type,
+/// an escaped name or text out of place (then [`Members`] reads it).
+pub(crate) fn member_texts(text: &str) -> Option<Vec<(&str, &str)>> {
+    let bytes = text.as_bytes();
+    if bytes.get(skip_space(bytes, 0)) != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::new();
+    let mut whole = true;
+    walk_members(bytes, |name, start, end| {
+        match (std::str::from_utf8(name).ok(), text.get(start..end)) {
+            (Some(name), Some(value)) => members.push((name, value)),
+            _ => whole = false,
+        }
+        whole
+    })?;
+    whole.then_some(members)
+}
+
+/// The elements of a JSON array's text (valid JSON, checked when it was decoded), jumped over
+/// as [`pointer`] jumps: `None` for another type or text out of place.
+pub(crate) fn element_texts(text: &str) -> Option<Vec<&str>> {
+    let mut elements = Vec::new();
+    let mut whole = true;
+    walk_elements(text.as_bytes(), |start, end| {
+        match text.get(start..end) {
+            Some(element) => elements.push(element),
+            None => whole = false,
+        }
+        whole
+    })?;
+    whole.then_some(elements)
 }
 
 /// The text of the value at `pointer` in the JSON `text`, found as `serde_json::Value::pointer`
@@ -180,28 +232,43 @@ fn array_index(segment: &str) -> Option<usize> {
 /// [`pointer`]'s jump into an array (valid JSON, checked when it was decoded): `Some(found)`,
 /// `found` being the byte range of element `index`; `None` for text out of place.
 fn jump_to_element(bytes: &[u8], index: usize) -> Option<Option<(usize, usize)>> {
+    let mut found = None;
+    let mut position = 0;
+    walk_elements(bytes, |start, end| {
+        if position == index {
+            found = Some((start, end));
+            return false;
+        }
+        position += 1;
+        true
+    })?;
+    Some(found)
+}
+
+/// Reads an array's elements in order, each as its byte range, until `visit` says stop
+/// (`false`): `Some(())` when the text was read as an array, `None` for another type or text
+/// out of place.
+fn walk_elements(bytes: &[u8], mut visit: impl FnMut(usize, usize) -> bool) -> Option<()> {
     let mut at = skip_space(bytes, 0);
     if bytes.get(at) != Some(&b'[') {
         return None;
     }
     at = skip_space(bytes, at + 1);
     if bytes.get(at) == Some(&b']') {
-        return Some(None);
+        return Some(());
     }
-    let mut position = 0;
     loop {
         let end = value_end(bytes, at)?;
         if end == at {
             return None;
         }
-        if position == index {
-            return Some(Some((at, end)));
+        if !visit(at, end) {
+            return Some(());
         }
-        position += 1;
         at = skip_space(bytes, end);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b']') => return Some(None),
+            Some(b']') => return Some(()),
             _ => return None,
         }
     }
@@ -474,6 +541,57 @@ mod tests {
         ] {
             assert_eq!(member(text, "a"), None, "{text}");
         }
+    }
+
+    #[test]
+    fn members_and_elements_are_read_by_jumping_as_the_parser_reads_them() {
+        let mut texts: Vec<String> = [
+            r#" { "a" : [ {"}": "]"} , "\"" ] , "b":null,"c":true ,"d":-1.5e3 } "#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a\"b":1}"#,
+            r#"[ 1 , "x]" , {"a":[]} , [] ]"#,
+            r#"[]"#,
+            r#"{}"#,
+            r#""a""#,
+        ]
+        .iter()
+        .map(|text| text.to_string())
+        .collect();
+        for value in crate::decode::fixtures::nested_values() {
+            texts.push(value.to_string());
+            texts.push(serde_json::to_string_pretty(&value).unwrap());
+        }
+        let (mut objects, mut arrays) = (0, 0);
+        for text in &texts {
+            let parsed = Members::of(text).map(|members| {
+                members
+                    .0
+                    .iter()
+                    .map(|(name, value)| (name.to_string(), value.get().to_string()))
+                    .collect::<Vec<_>>()
+            });
+            match member_texts(text) {
+                Some(members) => {
+                    let members: Vec<(String, String)> = members
+                        .iter()
+                        .map(|(name, value)| (name.to_string(), value.to_string()))
+                        .collect();
+                    assert_eq!(Some(members), parsed, "{text}");
+                    objects += 1;
+                }
+                // Only an escaped name, or another type, is left to the parser.
+                None => assert!(parsed.is_none() || text.contains('\\'), "{text}"),
+            }
+            let parsed: Option<Vec<&str>> = serde_json::from_str::<Vec<&RawValue>>(text)
+                .ok()
+                .map(|elements| elements.into_iter().map(RawValue::get).collect());
+            assert_eq!(element_texts(text), parsed, "{text}");
+            arrays += usize::from(parsed.is_some());
+        }
+        assert!(
+            objects > 500 && arrays > 100,
+            "{objects} objects, {arrays} arrays"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! while it stays open it keeps them.
 
 use super::*;
-use crate::classify::evidence::diff::{metadata_diff, spec_diff_parsed};
+use crate::classify::evidence::diff::{metadata_diff, spec_diff_with};
 use crate::classify::evidence::hint::describe;
 use crate::classify::invariants::{view, Bindings, Fields, Invariant, Parsed, Verdict};
 
@@ -121,7 +121,7 @@ impl DriftClass for InvariantBroken {
             let verdict = match rule.judge(&bindings) {
                 Verdict::Held => Assessment::clear(object, "the rule holds"),
                 Verdict::Broken(message) => {
-                    Assessment::holds(object, broken(context, rule, &message, &spec))
+                    Assessment::holds(object, broken(context, rule, &message))
                 }
                 Verdict::Failed(error) => Assessment {
                     subject: object.key(),
@@ -141,12 +141,7 @@ impl DriftClass for InvariantBroken {
 
 /// The evidence of a broken rule: its message, and what changed and who changed it when the
 /// change that broke it is known.
-fn broken(
-    context: &Context<'_>,
-    rule: &Invariant,
-    message: &str,
-    spec: &serde_json::Value,
-) -> Evidence {
+fn broken(context: &Context<'_>, rule: &Invariant, message: &str) -> Evidence {
     let object = context.after;
     let mut found = evidence(format!("{}: {message}", rule.name));
     found.severity = Some(rule.severity);
@@ -181,8 +176,10 @@ fn broken(
         }
         None => {
             if let Some(before) = context.before {
-                let after_spec = (before.spec != object.spec).then_some(spec);
-                let mut changes = spec_diff_parsed(before, object, after_spec, context.rules);
+                let after_text =
+                    (!before.spec.same_text(&object.spec)).then(|| context.after_spec_text());
+                let mut changes =
+                    spec_diff_with(before, object, after_text.as_deref(), context.rules);
                 if before.labels != object.labels || before.annotations != object.annotations {
                     changes.extend(metadata_diff(before, object, context.rules));
                     changes.truncate(drift_model::MAX_CHANGES);

@@ -194,13 +194,13 @@ impl DriftClass for ManualEdit {
         {
             return Vec::new();
         }
-        // Parsed only when the spec changed (a Pod's would otherwise be parsed on every event).
+        // Read only when the spec changed (a Pod's would otherwise be unpacked on every event).
         // Texts are compared, not values: texts that differ with equal values diff to nothing.
-        let after_spec = (!before.spec.same_text(&object.spec)).then(|| context.after_spec());
-        let mut changes = crate::classify::evidence::diff::spec_diff_parsed(
+        let after_text = (!before.spec.same_text(&object.spec)).then(|| context.after_spec_text());
+        let mut changes = crate::classify::evidence::diff::spec_diff_with(
             before,
             object,
-            after_spec.as_deref(),
+            after_text.as_deref(),
             context.rules,
         );
         // Labels and annotations are intent too (`networking.knative.dev/visibility`,

@@ -98,6 +98,17 @@ impl Context<'_> {
         }
     }
 
+    /// The after state's spec as JSON text: the event's own text when the state keeps the spec
+    /// whole (every kind but Pods, whose spec is trimmed), else unpacked from the state.
+    pub(crate) fn after_spec_text(&self) -> std::borrow::Cow<'_, str> {
+        let is_pod = self.after.api_version == "v1" && self.after.kind == "Pod";
+        if !is_pod && self.object.uid == self.after.uid {
+            std::borrow::Cow::Borrowed(self.object.spec.raw().get())
+        } else {
+            self.after.spec.text()
+        }
+    }
+
     /// The after state's spec for reading a few values ([`SpecValues::at`]): its tree when
     /// something parsed it already, else its text, which is read only as far as each value (an
     /// open edit's revert check reads a field or two of a spec on every event of its object).

@@ -7,10 +7,14 @@
 //! cut long values for display with `drift_model::diff::bounded`, so one huge edit cannot
 //! produce a huge alert.
 
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::classify::state::ObjectState;
 use crate::classify::Rules;
+use crate::decode::raw::{self, Members};
 use drift_model::pointer::push_pointer;
 use drift_model::{FieldChange, MAX_CHANGES};
 
@@ -58,36 +62,50 @@ pub fn diff_values(
 
 /// The spec diff (and, for ConfigMaps and Secrets, the data diff) between two versions.
 pub fn spec_diff(before: &ObjectState, after: &ObjectState, rules: &Rules) -> Vec<FieldChange> {
-    spec_diff_parsed(before, after, None, rules)
+    spec_diff_with(before, after, None, rules)
 }
 
-/// [`spec_diff`] with the after spec already parsed (`after_spec` must be `after.spec`'s
-/// value): a changed spec is then parsed once, not twice.
-pub(crate) fn spec_diff_parsed(
+/// [`spec_diff`] with the after spec's text at hand (`after_text` must be `after.spec`'s text:
+/// the event's own, which needs no unpacking).
+pub(crate) fn spec_diff_with(
     before: &ObjectState,
     after: &ObjectState,
-    after_spec: Option<&Value>,
+    after_text: Option<&str>,
     rules: &Rules,
 ) -> Vec<FieldChange> {
     let mut changes = Vec::new();
-    // Most updates leave the spec as it was: equal serialized text, nothing to parse. Texts that
+    // Most updates leave the spec as it was: equal serialized text, nothing to read. Texts that
     // differ with equal values (another sender's key order) diff to nothing.
     if !before.spec.same_text(&after.spec) {
-        let spec_before = before.spec.value();
-        let parsed;
-        let spec_after = match after_spec {
-            Some(spec) => spec,
+        let before_text = before.spec.text();
+        let unpacked;
+        let after_text = match after_text {
+            Some(text) => text,
             None => {
-                parsed = after.spec.value();
-                &parsed
+                unpacked = after.spec.text();
+                &unpacked
             }
         };
-        diff_values(
+        if diff_texts(
             "/spec",
-            non_null(&spec_before),
-            non_null(spec_after),
+            not_null_text(&before_text),
+            not_null_text(after_text),
             &mut changes,
-        );
+        )
+        .is_none()
+        {
+            // Not JSON where a member or element was read (a stored text is checked when it
+            // was decoded: this is a safeguard): the trees are diffed instead.
+            changes.clear();
+            let spec_before = before.spec.value();
+            let spec_after = after.spec.value();
+            diff_values(
+                "/spec",
+                non_null(&spec_before),
+                non_null(&spec_after),
+                &mut changes,
+            );
+        }
     }
     // Most updates of a ConfigMap repeat its values (the same shared values, or the same text):
     // nothing to build or walk.
@@ -102,6 +120,115 @@ pub(crate) fn spec_diff_parsed(
         );
     }
     finish(changes, &after.kind, rules)
+}
+
+/// [`diff_values`] on two JSON texts, answering as it answers on their parsed trees, without
+/// building the trees: an object's or an array's members are read one level at a time as
+/// texts, members with equal texts are skipped unread, and only values that differ are parsed
+/// (a spec change is a field or two of a 2–20 KB spec; parsing both specs whole to find them
+/// was most of `manual_edit`'s cost, BENCHMARKS.md, issue 28). `None` when a text is not JSON.
+pub(crate) fn diff_texts(
+    base: &str,
+    before: Option<&str>,
+    after: Option<&str>,
+    out: &mut Vec<FieldChange>,
+) -> Option<()> {
+    if let (Some(left), Some(right)) = (before, after) {
+        if left == right {
+            return Some(());
+        }
+        match (first_byte(left), first_byte(right)) {
+            (Some(b'{'), Some(b'{')) => {
+                let (left, right) = (members(left)?, members(right)?);
+                // Sorted and deduplicated as a `serde_json::Map`'s keys are; a repeated key's
+                // value is its last one, as the parser keeps it.
+                let mut keys: Vec<&str> = left
+                    .iter()
+                    .chain(right.iter())
+                    .map(|(key, _)| key.as_ref())
+                    .collect();
+                keys.sort_unstable();
+                keys.dedup();
+                for key in keys {
+                    diff_texts(
+                        &push_pointer(base, key),
+                        last(&left, key),
+                        last(&right, key),
+                        out,
+                    )?;
+                }
+                return Some(());
+            }
+            (Some(b'['), Some(b'[')) => {
+                let (left, right) = (elements(left)?, elements(right)?);
+                for index in 0..left.len().max(right.len()) {
+                    diff_texts(
+                        &push_pointer(base, &index.to_string()),
+                        left.get(index).copied(),
+                        right.get(index).copied(),
+                        out,
+                    )?;
+                }
+                return Some(());
+            }
+            _ => {}
+        }
+    }
+    let parse = |text: Option<&str>| -> Option<Option<Value>> {
+        match text {
+            Some(text) => serde_json::from_str(text).ok().map(Some),
+            None => Some(None),
+        }
+    };
+    let (left, right) = (parse(before)?, parse(after)?);
+    diff_values(base, left.as_ref(), right.as_ref(), out);
+    Some(())
+}
+
+/// The last value of `key` among an object's members (JSON's usual last-wins).
+fn last<'t>(members: &[(Cow<'t, str>, &'t str)], key: &str) -> Option<&'t str> {
+    members
+        .iter()
+        .rev()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| *value)
+}
+
+/// An object's members as texts: jumped over, or read by the parser when a name is escaped.
+fn members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
+    match raw::member_texts(text) {
+        Some(members) => Some(
+            members
+                .into_iter()
+                .map(|(name, value)| (Cow::Borrowed(name), value))
+                .collect(),
+        ),
+        None => Some(
+            Members::of(text)?
+                .0
+                .into_iter()
+                .map(|(name, value)| (name, value.get()))
+                .collect(),
+        ),
+    }
+}
+
+/// An array's elements as texts: jumped over, or read by the parser.
+fn elements(text: &str) -> Option<Vec<&str>> {
+    raw::element_texts(text).or_else(|| {
+        serde_json::from_str::<Vec<&RawValue>>(text)
+            .ok()
+            .map(|elements| elements.into_iter().map(RawValue::get).collect())
+    })
+}
+
+fn first_byte(text: &str) -> Option<u8> {
+    text.trim_start().bytes().next()
+}
+
+/// A spec's text, `None` for `null` (as [`non_null`] reads a tree).
+fn not_null_text(text: &str) -> Option<&str> {
+    (text.trim() != "null").then_some(text)
 }
 
 /// The label and annotation diff between two versions.
@@ -161,6 +288,7 @@ fn map_value(map: &std::collections::BTreeMap<String, String>) -> Value {
 mod tests {
     use super::*;
     use drift_model::pointer::pointer_segments;
+    use proptest::prelude::*;
     use serde_json::json;
 
     #[test]
@@ -178,6 +306,131 @@ mod tests {
         assert_eq!(paths, ["/spec/traffic/0/percent", "/spec/traffic/1"]);
         assert_eq!(out[0].before, Some(json!(100)));
         assert_eq!(out[0].after, Some(json!(50)));
+    }
+
+    /// The texts a JSON value may arrive as: compact, pretty-printed, and with non-ASCII
+    /// characters (keys included) written as `\u` escapes.
+    fn texts_of(value: &Value) -> Vec<String> {
+        let compact = value.to_string();
+        let escaped: String = compact
+            .chars()
+            .map(|c| {
+                if c.is_ascii() {
+                    c.to_string()
+                } else {
+                    let mut units = [0u16; 2];
+                    c.encode_utf16(&mut units)
+                        .iter()
+                        .map(|unit| format!("\\u{unit:04x}"))
+                        .collect()
+                }
+            })
+            .collect();
+        vec![
+            compact,
+            serde_json::to_string_pretty(value).unwrap(),
+            escaped,
+        ]
+    }
+
+    /// `diff_texts` on every text of two values gives what `diff_values` gives on their trees.
+    fn assert_texts_diff_as_trees(before: Option<&Value>, after: Option<&Value>) {
+        let mut expected = Vec::new();
+        diff_values("/spec", before, after, &mut expected);
+        let before_texts = before.map_or(vec![None], |value| {
+            texts_of(value).into_iter().map(Some).collect()
+        });
+        let after_texts = after.map_or(vec![None], |value| {
+            texts_of(value).into_iter().map(Some).collect()
+        });
+        for before_text in &before_texts {
+            for after_text in &after_texts {
+                let mut found = Vec::new();
+                diff_texts(
+                    "/spec",
+                    before_text.as_deref(),
+                    after_text.as_deref(),
+                    &mut found,
+                )
+                .expect("valid JSON texts");
+                assert_eq!(found, expected, "{before_text:?} -> {after_text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn texts_diff_as_their_trees_on_every_fixture_object_and_its_edits() {
+        let objects: Vec<Value> = crate::decode::fixtures::nested_values()
+            .into_iter()
+            .filter(Value::is_object)
+            .collect();
+        assert!(objects.len() > 200, "fixture objects: {}", objects.len());
+        let mut changed = 0;
+        for (index, object) in objects.iter().enumerate() {
+            // The next object (another shape), and edits of this one: a member dropped, a member
+            // added, each member's value replaced by `null`, by `1.0` and by another of its type.
+            let mut others = vec![objects[(index + 1) % objects.len()].clone()];
+            let map = object.as_object().unwrap();
+            for key in map.keys().take(8) {
+                let mut edit = map.clone();
+                edit.remove(key);
+                others.push(Value::Object(edit));
+                for replacement in [Value::Null, json!(1.0), json!(1), json!("x"), json!([])] {
+                    let mut edit = map.clone();
+                    edit.insert(key.clone(), replacement);
+                    others.push(Value::Object(edit));
+                }
+            }
+            let mut added = map.clone();
+            added.insert("added/é~".to_string(), json!({"a": [1, null]}));
+            others.push(Value::Object(added));
+            for other in &others {
+                assert_texts_diff_as_trees(Some(object), Some(other));
+                changed += usize::from(object != other);
+            }
+        }
+        assert!(changed > 1000, "pairs that differ: {changed}");
+    }
+
+    #[test]
+    fn a_text_that_is_not_json_where_it_is_read_is_refused() {
+        let mut out = Vec::new();
+        assert!(diff_texts("/spec", Some(r#"{"a":1}"#), Some(r#"{"a":}"#), &mut out).is_none());
+        assert!(diff_texts("/spec", Some("[1,"), Some("[1]"), &mut out).is_none());
+        assert!(diff_texts("/spec", Some("1"), Some("x"), &mut out).is_none());
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0i64..3).prop_map(Value::from),
+            Just(json!(1.0)),
+            Just(json!(-0.5)),
+            prop::sample::select(vec!["", "a", "é", "a\"b", "x/y~z"]).prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop::sample::select(vec!["a", "b", "c/d", "e~f", "é", "\"q\""])
+                        .prop_map(str::to_string),
+                    inner,
+                    0..4
+                )
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn texts_diff_as_their_trees(
+            before in proptest::option::of(json_value()),
+            after in proptest::option::of(json_value()),
+        ) {
+            assert_texts_diff_as_trees(before.as_ref(), after.as_ref());
+        }
     }
 
     #[test]
