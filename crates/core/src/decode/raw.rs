@@ -255,7 +255,7 @@ fn walk_elements(bytes: &[u8], mut visit: impl FnMut(usize, usize) -> bool) -> O
     }
     at = skip_space(bytes, at + 1);
     if bytes.get(at) == Some(&b']') {
-        return Some(());
+        return (skip_space(bytes, at + 1) == bytes.len()).then_some(());
     }
     loop {
         let end = value_end(bytes, at)?;
@@ -268,7 +268,8 @@ fn walk_elements(bytes: &[u8], mut visit: impl FnMut(usize, usize) -> bool) -> O
         at = skip_space(bytes, end);
         match bytes.get(at) {
             Some(b',') => at = skip_space(bytes, at + 1),
-            Some(b']') => return Some(()),
+            // The array is the whole text.
+            Some(b']') if skip_space(bytes, at + 1) == bytes.len() => return Some(()),
             _ => return None,
         }
     }

@@ -86,26 +86,7 @@ pub(crate) fn spec_diff_with(
                 &unpacked
             }
         };
-        if diff_texts(
-            "/spec",
-            not_null_text(&before_text),
-            not_null_text(after_text),
-            &mut changes,
-        )
-        .is_none()
-        {
-            // Not JSON where a member or element was read (a stored text is checked when it
-            // was decoded: this is a safeguard): the trees are diffed instead.
-            changes.clear();
-            let spec_before = before.spec.value();
-            let spec_after = after.spec.value();
-            diff_values(
-                "/spec",
-                non_null(&spec_before),
-                non_null(&spec_after),
-                &mut changes,
-            );
-        }
+        spec_changes(&before_text, after_text, &mut changes);
     }
     // Most updates of a ConfigMap repeat its values (the same shared values, or the same text):
     // nothing to build or walk.
@@ -122,6 +103,21 @@ pub(crate) fn spec_diff_with(
     finish(changes, &after.kind, rules)
 }
 
+/// The changes between two specs' texts under `/spec`, as [`diff_values`] finds them on the
+/// trees (a text that does not parse reads as `null`, and `null` as no spec).
+fn spec_changes(before: &str, after: &str, out: &mut Vec<FieldChange>) {
+    let start = out.len();
+    if diff_texts("/spec", not_null_text(before), not_null_text(after), out, 0).is_none() {
+        // Not JSON where a member or element was read, or nested deeper than the parser goes
+        // (a stored text is checked when it was decoded: this is a safeguard): the trees are
+        // diffed instead, and what the texts' diff found so far is dropped.
+        out.truncate(start);
+        let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
+        let (before, after) = (parse(before), parse(after));
+        diff_values("/spec", non_null(&before), non_null(&after), out);
+    }
+}
+
 /// [`diff_values`] on two JSON texts, answering as it answers on their parsed trees, without
 /// building the trees: an object's or an array's members are read one level at a time as
 /// texts, members with equal texts are skipped unread, and only values that differ are parsed
@@ -132,30 +128,43 @@ pub(crate) fn diff_texts(
     before: Option<&str>,
     after: Option<&str>,
     out: &mut Vec<FieldChange>,
+    depth: usize,
 ) -> Option<()> {
     if let (Some(left), Some(right)) = (before, after) {
         if left == right {
             return Some(());
         }
+        // The parser's own limit: deeper text is the trees' to answer (and the stack's bound).
+        if depth >= raw::MAX_DEPTH {
+            return None;
+        }
         match (first_byte(left), first_byte(right)) {
             (Some(b'{'), Some(b'{')) => {
                 let (left, right) = (members(left)?, members(right)?);
-                // Sorted and deduplicated as a `serde_json::Map`'s keys are; a repeated key's
-                // value is its last one, as the parser keeps it.
-                let mut keys: Vec<&str> = left
-                    .iter()
-                    .chain(right.iter())
-                    .map(|(key, _)| key.as_ref())
-                    .collect();
-                keys.sort_unstable();
-                keys.dedup();
-                for key in keys {
-                    diff_texts(
-                        &push_pointer(base, key),
-                        last(&left, key),
-                        last(&right, key),
-                        out,
-                    )?;
+                // Both sorted by key, as a `serde_json::Map` keeps them: walked side by side.
+                let (mut i, mut j) = (0, 0);
+                while i < left.len() || j < right.len() {
+                    let order = match (left.get(i), right.get(j)) {
+                        (Some((a, _)), Some((b, _))) => a.cmp(b),
+                        (Some(_), None) => std::cmp::Ordering::Less,
+                        _ => std::cmp::Ordering::Greater,
+                    };
+                    let (key, before, after) = match order {
+                        std::cmp::Ordering::Less => {
+                            i += 1;
+                            (&left[i - 1].0, Some(left[i - 1].1), None)
+                        }
+                        std::cmp::Ordering::Greater => {
+                            j += 1;
+                            (&right[j - 1].0, None, Some(right[j - 1].1))
+                        }
+                        std::cmp::Ordering::Equal => {
+                            i += 1;
+                            j += 1;
+                            (&left[i - 1].0, Some(left[i - 1].1), Some(right[j - 1].1))
+                        }
+                    };
+                    diff_texts(&push_pointer(base, key), before, after, out, depth + 1)?;
                 }
                 return Some(());
             }
@@ -167,6 +176,7 @@ pub(crate) fn diff_texts(
                         left.get(index).copied(),
                         right.get(index).copied(),
                         out,
+                        depth + 1,
                     )?;
                 }
                 return Some(());
@@ -185,32 +195,35 @@ pub(crate) fn diff_texts(
     Some(())
 }
 
-/// The last value of `key` among an object's members (JSON's usual last-wins).
-fn last<'t>(members: &[(Cow<'t, str>, &'t str)], key: &str) -> Option<&'t str> {
-    members
-        .iter()
-        .rev()
-        .find(|(name, _)| name == key)
-        .map(|(_, value)| *value)
+/// An object's members sorted by name, a repeated name's last value only (as the parser keeps
+/// it): sorted stably, then each run of one name is its last member.
+fn sorted_members<'a>(mut members: Vec<(Cow<'a, str>, &'a str)>) -> Vec<(Cow<'a, str>, &'a str)> {
+    members.sort_by(|(a, _), (b, _)| a.cmp(b));
+    let mut kept: Vec<(Cow<'a, str>, &'a str)> = Vec::with_capacity(members.len());
+    for member in members {
+        match kept.last_mut() {
+            Some(last) if last.0 == member.0 => *last = member,
+            _ => kept.push(member),
+        }
+    }
+    kept
 }
 
-/// An object's members as texts: jumped over, or read by the parser when a name is escaped.
+/// An object's members as texts, sorted ([`sorted_members`]): jumped over, or read by the
+/// parser when a name is escaped.
 fn members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
-    match raw::member_texts(text) {
-        Some(members) => Some(
-            members
-                .into_iter()
-                .map(|(name, value)| (Cow::Borrowed(name), value))
-                .collect(),
-        ),
-        None => Some(
-            Members::of(text)?
-                .0
-                .into_iter()
-                .map(|(name, value)| (name, value.get()))
-                .collect(),
-        ),
-    }
+    let members = match raw::member_texts(text) {
+        Some(members) => members
+            .into_iter()
+            .map(|(name, value)| (Cow::Borrowed(name), value))
+            .collect(),
+        None => Members::of(text)?
+            .0
+            .into_iter()
+            .map(|(name, value)| (name, value.get()))
+            .collect(),
+    };
+    Some(sorted_members(members))
 }
 
 /// An array's elements as texts: jumped over, or read by the parser.
@@ -351,6 +364,7 @@ mod tests {
                     before_text.as_deref(),
                     after_text.as_deref(),
                     &mut found,
+                    0,
                 )
                 .expect("valid JSON texts");
                 assert_eq!(found, expected, "{before_text:?} -> {after_text:?}");
@@ -395,9 +409,80 @@ mod tests {
     #[test]
     fn a_text_that_is_not_json_where_it_is_read_is_refused() {
         let mut out = Vec::new();
-        assert!(diff_texts("/spec", Some(r#"{"a":1}"#), Some(r#"{"a":}"#), &mut out).is_none());
-        assert!(diff_texts("/spec", Some("[1,"), Some("[1]"), &mut out).is_none());
-        assert!(diff_texts("/spec", Some("1"), Some("x"), &mut out).is_none());
+        for (before, after) in [
+            (r#"{"a":1}"#, r#"{"a":}"#),
+            ("[1,", "[1]"),
+            ("1", "x"),
+            ("[1]", "[2]]"),
+            ("[1]", "[2] x"),
+        ] {
+            assert!(
+                diff_texts("/spec", Some(before), Some(after), &mut out, 0).is_none(),
+                "{before} -> {after}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_spec_text_that_does_not_parse_is_diffed_as_its_tree_and_nothing_else() {
+        // The texts' diff finds `/spec/a` before it meets the bad text: dropped, and the trees
+        // answer (the bad text reads as no spec).
+        let mut out = Vec::new();
+        spec_changes(r#"{"a":1,"b":{"x":1}}"#, r#"{"a":2,"b":{"x":}}"#, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].path, "/spec");
+        assert_eq!(out[0].before, Some(json!({"a": 1, "b": {"x": 1}})));
+        assert_eq!(out[0].after, None);
+        // No spec, then one: the whole spec is the change, from nothing (not from `null`).
+        let mut out = Vec::new();
+        spec_changes("null", r#"{"a":1}"#, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            (out[0].before.clone(), out[0].after.clone()),
+            (None, Some(json!({"a": 1})))
+        );
+    }
+
+    #[test]
+    fn a_repeated_member_is_its_last_value_and_many_members_are_walked_in_order() {
+        assert_texts_diff_as_trees_of(r#"{"a":1,"a":2,"b":0}"#, r#"{"a":2,"b":0}"#, 0);
+        assert_texts_diff_as_trees_of(r#"{"a":9,"a":2}"#, r#"{"a":1,"a":2,"a":3}"#, 1);
+        assert_texts_diff_as_trees_of(r#"{"a":1,"\u0061":2}"#, r#"{"a":2}"#, 0);
+        // Thousands of members, one changed: found, in key order.
+        let wide = |changed: usize| {
+            let members: Vec<String> = (0..5_000)
+                .map(|i| format!(r#""k{i}":{}"#, i + usize::from(i == changed)))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        };
+        assert_texts_diff_as_trees_of(&wide(10), &wide(4_000), 2);
+    }
+
+    /// [`diff_texts`] against [`diff_values`] on two texts, and the number of changes.
+    fn assert_texts_diff_as_trees_of(before: &str, after: &str, changes: usize) {
+        let mut expected = Vec::new();
+        let trees: (Value, Value) = (
+            serde_json::from_str(before).unwrap(),
+            serde_json::from_str(after).unwrap(),
+        );
+        diff_values("/spec", Some(&trees.0), Some(&trees.1), &mut expected);
+        let mut found = Vec::new();
+        diff_texts("/spec", Some(before), Some(after), &mut found, 0).unwrap();
+        assert_eq!(found, expected, "{before} -> {after}");
+        assert_eq!(found.len(), changes, "{found:?}");
+    }
+
+    #[test]
+    fn text_nested_deeper_than_the_parser_goes_is_left_to_the_trees() {
+        let nested = |leaf: &str| format!("{}{leaf}{}", "[".repeat(3_000), "]".repeat(3_000));
+        let mut out = Vec::new();
+        assert!(diff_texts("/spec", Some(&nested("1")), Some(&nested("2")), &mut out, 0).is_none());
+        // As the trees answer: neither parses, both are no spec, nothing changed.
+        spec_changes(&nested("1"), &nested("2"), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        // Within the limit, the texts answer.
+        let shallow = |leaf: &str| format!("{}{leaf}{}", "[".repeat(100), "]".repeat(100));
+        assert_texts_diff_as_trees_of(&shallow("1"), &shallow("2"), 1);
     }
 
     fn json_value() -> impl Strategy<Value = Value> {
