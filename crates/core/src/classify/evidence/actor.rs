@@ -8,12 +8,10 @@
 //! whose time moved is then the best witness. Knative's `serving.knative.dev/lastModifier`
 //! annotation names the user behind the last spec change.
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::classify::state::ObjectState;
 use crate::classify::Rules;
-use crate::decode::raw;
 use crate::decode::{KubeObject, ManagedFieldsEntry};
 use drift_model::pointer::pointer_segments;
 use drift_model::Actor;
@@ -21,67 +19,26 @@ use drift_model::Actor;
 /// True when the `fieldsV1` trie owns the field at `pointer` in `object`.
 pub fn owns(fields: &Value, object: &Value, pointer: &str) -> bool {
     let segments = pointer_segments(pointer);
-    owns_segments(fields, Some(Node::Tree(object)), &segments)
+    owns_segments(fields, Some(object), &segments)
 }
 
-/// A value the trie walk reads: a parsed tree, or JSON text read only along the path (the
-/// event's spec: attribution reads a field or two of it, and parsing it whole to read them was
-/// most of attribution's cost).
-#[derive(Clone, Copy)]
-enum Node<'v> {
-    Tree(&'v Value),
-    Text(&'v str),
-}
-
-impl<'v> Node<'v> {
-    /// The member or element `segment` names, as a tree finds it (`usize`'s parse for an
-    /// index).
-    fn child(self, segment: &str) -> Option<Node<'v>> {
-        match self {
-            Node::Tree(Value::Object(object)) => object.get(segment).map(Node::Tree),
-            Node::Tree(Value::Array(items)) => segment
-                .parse::<usize>()
-                .ok()
-                .and_then(|index| items.get(index))
-                .map(Node::Tree),
-            Node::Tree(_) => None,
-            Node::Text(text) => match text.trim_start().as_bytes().first() {
-                Some(b'{') => raw::member(text, segment).map(Node::Text),
-                Some(b'[') => {
-                    let index = segment.parse::<usize>().ok()?;
-                    let elements = raw::element_texts(text).or_else(|| {
-                        serde_json::from_str::<Vec<&RawValue>>(text)
-                            .ok()
-                            .map(|items| items.into_iter().map(RawValue::get).collect())
-                    })?;
-                    elements.get(index).copied().map(Node::Text)
-                }
-                _ => None,
-            },
-        }
-    }
-
-    /// The value, parsed (a list item a `k:` or `v:` key is compared with).
-    fn value(self) -> Option<std::borrow::Cow<'v, Value>> {
-        match self {
-            Node::Tree(value) => Some(std::borrow::Cow::Borrowed(value)),
-            Node::Text(text) => serde_json::from_str(text).ok().map(std::borrow::Cow::Owned),
-        }
-    }
-}
-
-fn owns_segments(node: &Value, value: Option<Node<'_>>, segments: &[String]) -> bool {
-    owns_below(node, segments, |segment| {
-        value.and_then(|value| value.child(segment))
+fn owns_segments(node: &Value, value: Option<&Value>, segments: &[String]) -> bool {
+    owns_below(node, segments, |segment| match value {
+        Some(Value::Object(object)) => object.get(segment),
+        Some(Value::Array(items)) => segment
+            .parse::<usize>()
+            .ok()
+            .and_then(|index| items.get(index)),
+        _ => None,
     })
 }
 
 /// [`owns_segments`] with the value's child at the first segment given by `child` (the
-/// attributor's object is not one tree: its spec is read from the event's text).
+/// attributor's object is not one tree: its spec is borrowed from the event, not copied).
 fn owns_below<'v>(
     node: &Value,
     segments: &[String],
-    child: impl FnOnce(&str) -> Option<Node<'v>>,
+    child: impl FnOnce(&str) -> Option<&'v Value>,
 ) -> bool {
     let Value::Object(map) = node else {
         return false;
@@ -101,16 +58,14 @@ fn owns_below<'v>(
         if let Some(child) = map.get(&format!("i:{index}")) {
             return owns_segments(child, child_value, rest);
         }
-        // A list item is compared with the `k:` and `v:` keys as a tree: parsed once (an item
-        // is a container or a value, not the whole spec).
-        if let Some(item) = child_value.and_then(Node::value) {
+        if let Some(item) = child_value {
             for (key, child) in map {
                 if let Some(json_key) = key.strip_prefix("k:") {
-                    if keyed_item_matches(json_key, &item) {
+                    if keyed_item_matches(json_key, item) {
                         return owns_segments(child, child_value, rest);
                     }
                 } else if let Some(json_value) = key.strip_prefix("v:") {
-                    if serde_json::from_str::<Value>(json_value).ok().as_ref() == Some(&*item) {
+                    if serde_json::from_str::<Value>(json_value).ok().as_ref() == Some(item) {
                         return owns_segments(child, child_value, rest);
                     }
                 }
@@ -247,13 +202,9 @@ impl<'a> Attributor<'a> {
         let segments = pointer_segments(pointer);
         owns_below(fields, &segments, |segment| {
             if segment == "spec" {
-                // The tree when a class parsed it already, else the text.
-                Some(match self.object.spec.parsed() {
-                    Some(tree) => Node::Tree(tree),
-                    None => Node::Text(self.object.spec.raw().get()),
-                })
+                Some(self.object.spec.value())
             } else {
-                self.json.get(segment).map(Node::Tree)
+                self.json.get(segment)
             }
         })
     }
@@ -370,9 +321,7 @@ mod tests {
                 continue;
             };
             let mut whole = object_json(&object);
-            // Parsed apart: the attributor reads the event's spec as text until a class has
-            // parsed it (checked below), then as the tree.
-            whole["spec"] = serde_json::from_str(object.spec.raw().get()).unwrap();
+            whole["spec"] = object.spec.value().clone();
             let mut all = Vec::new();
             paths(&whole, String::new(), &mut all);
             all.push("/spec/missing/0".into());
@@ -395,14 +344,6 @@ mod tests {
                         object.name
                     );
                     checked += 1;
-                }
-            }
-            assert!(object.spec.parsed().is_none(), "the spec was parsed");
-            // The same answers once a class has parsed the spec.
-            object.spec.value();
-            for (_, fields) in &attributor.entries {
-                for path in &all {
-                    assert_eq!(attributor.owns(fields, path), owns(fields, &whole, path));
                 }
             }
         }
