@@ -108,9 +108,10 @@ pub(crate) fn spec_diff_with(
 fn spec_changes(before: &str, after: &str, out: &mut Vec<FieldChange>) {
     let start = out.len();
     if diff_texts("/spec", not_null_text(before), not_null_text(after), out, 0).is_none() {
-        // Not JSON where a member or element was read, or nested deeper than the parser goes
-        // (a stored text is checked when it was decoded: this is a safeguard): the trees are
-        // diffed instead, and what the texts' diff found so far is dropped.
+        // Not JSON where a member or element was read, or a differing value nested deeper than
+        // the parser goes (a stored text is checked when it was decoded: this is a safeguard;
+        // equal subtrees are not read, so a deep one beside a change is not found here): the
+        // trees are diffed instead, and what the texts' diff found so far is dropped.
         out.truncate(start);
         let parse = |text: &str| serde_json::from_str(text).unwrap_or(Value::Null);
         let (before, after) = (parse(before), parse(after));
@@ -448,6 +449,16 @@ mod tests {
         assert_texts_diff_as_trees_of(r#"{"a":1,"a":2,"b":0}"#, r#"{"a":2,"b":0}"#, 0);
         assert_texts_diff_as_trees_of(r#"{"a":9,"a":2}"#, r#"{"a":1,"a":2,"a":3}"#, 1);
         assert_texts_diff_as_trees_of(r#"{"a":1,"\u0061":2}"#, r#"{"a":2}"#, 0);
+        // Many repeats of one key among others: the last one stands (the sort must be stable).
+        let repeated = |last: usize| {
+            let mut members: Vec<String> = (0..999)
+                .map(|i| format!(r#""{}":{i}"#, ["a", "b", "c"][i % 3]))
+                .collect();
+            members.push(format!(r#""a":{last}"#));
+            format!("{{{}}}", members.join(","))
+        };
+        assert_texts_diff_as_trees_of(&repeated(5000), &repeated(5000), 0);
+        assert_texts_diff_as_trees_of(&repeated(5000), &repeated(996), 1);
         // Thousands of members, one changed: found, in key order.
         let wide = |changed: usize| {
             let members: Vec<String> = (0..5_000)
