@@ -1,5 +1,6 @@
 //! Background checkpoints of the SQLite store's write-ahead log, on their own thread.
 
+use std::fs::File;
 use std::path::Path;
 
 use rusqlite::Connection;
@@ -8,6 +9,37 @@ use crate::Error;
 
 /// Time between background checkpoints.
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// WAL pages (16 MiB at SQLite's default page size) from which a background pass hands the end
+/// of the checkpoint to the writer ([`WriterTurn`]).
+pub(super) const WRITER_TURN_PAGES: i64 = 4_096;
+
+/// Asks the writer to finish a checkpoint the background thread has nearly done, so that the
+/// WAL starts over from its beginning.
+///
+/// Why the writer: SQLite writes a WAL from its start again only when a write transaction
+/// begins after every frame was copied into the database file. Under steady writes a
+/// background pass never gets there (the writer appends while it copies), so the WAL grew to
+/// the writer's `wal_autocheckpoint` and the writer then checkpointed inside a commit, copying
+/// up to a whole interval's pages and syncing the database file: 8–16 ms, about once a second,
+/// the open loop's p99 (BENCHMARKS.md, issue 28, eleventh round). The writer is the one
+/// connection that does not append while it checkpoints, so its checkpoint is the one that
+/// completes. Asked right after a background pass, which also synced the database file, it
+/// copies and syncs only the pages written during that pass (2–3 ms, about twice a second at
+/// half the sink's maximum rate).
+#[derive(Clone, Default)]
+pub(crate) struct WriterTurn(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl WriterTurn {
+    /// Whether the writer was asked since it last looked (and clears the ask).
+    pub(crate) fn take(&self) -> bool {
+        self.0.swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(super) fn ask(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// Copies committed WAL pages into the database file on its own thread and connection
 /// (`PRAGMA wal_checkpoint(PASSIVE)`, which never blocks the writer or readers). With SQLite's
@@ -21,10 +53,15 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts checkpointing the database at `path` (the store must exist).
-    pub(crate) fn start(path: &Path) -> Result<Checkpointer, Error> {
+    /// Starts checkpointing the database at `path` (the store must exist); a pass that finds
+    /// the WAL at [`WRITER_TURN_PAGES`] or more asks the writer, through `turn`, to finish it.
+    pub(crate) fn start(path: &Path, turn: WriterTurn) -> Result<Checkpointer, Error> {
         let connection = Connection::open(path)?;
         connection.pragma_update(None, "busy_timeout", 5000)?;
+        // Never closed, on purpose: closing any descriptor of a file drops every POSIX lock the
+        // process holds on it, and SQLite's locks on the database file are such locks. One
+        // descriptor per opened store stays open until the process exits.
+        let database = std::mem::ManuallyDrop::new(File::open(path)?);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = std::sync::Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -40,12 +77,8 @@ impl Checkpointer {
                         continue;
                     }
                     next = now + CHECKPOINT_INTERVAL;
-                    let result =
-                        connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                            row.get::<_, i64>(0)
-                        });
-                    match result {
-                        Ok(_) => failing = false,
+                    match pass(&connection, &database, &turn) {
+                        Ok(()) => failing = false,
                         Err(error) => {
                             // The writer's own autocheckpoint still bounds the WAL meanwhile.
                             if !failing {
@@ -61,6 +94,30 @@ impl Checkpointer {
             thread: Some(thread),
         })
     }
+}
+
+/// One background pass: copies what it can of the WAL into the database file, syncs that file,
+/// and asks the writer to finish when the WAL has grown long.
+pub(super) fn pass(
+    connection: &Connection,
+    database: &File,
+    turn: &WriterTurn,
+) -> Result<(), Error> {
+    let log = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+        row.get::<_, i64>(1)
+    })?;
+    if log > 0 {
+        // SQLite syncs the database file only after a pass that leaves no frame behind, which
+        // under steady writes a pass never does (the writer appends while it copies): the
+        // pages stayed dirty until the writer's own checkpoint synced them all, 5–7 ms of its
+        // time (BENCHMARKS.md, issue 28, eleventh round). Synced here, the writer's sync has
+        // only its own few pages left; after a pass SQLite synced, this one finds none.
+        database.sync_data()?;
+    }
+    if log >= WRITER_TURN_PAGES {
+        turn.ask();
+    }
+    Ok(())
 }
 
 impl Drop for Checkpointer {

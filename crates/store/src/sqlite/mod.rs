@@ -23,7 +23,7 @@ use std::sync::Arc;
 use rusqlite::{params, Connection, OptionalExtension};
 
 pub(crate) use audit::AuditReader;
-pub(crate) use checkpoint::Checkpointer;
+pub(crate) use checkpoint::{Checkpointer, WriterTurn};
 pub(crate) use outbox::SqliteOutbox;
 
 use crate::rows::{drift_body, evidence_text, silence_body};
@@ -89,7 +89,7 @@ pub(crate) fn open(path: &Path) -> Result<Opened, Error> {
     let writer = SqliteStore::open(path)?;
     let outbox = SqliteOutbox::open(path)?;
     let audit = AuditReader::open(path)?;
-    let checkpointer = Checkpointer::start(path)?;
+    let checkpointer = Checkpointer::start(path, writer.turn.clone())?;
     Ok(Opened {
         writer: Box::new(writer),
         outbox: Box::new(outbox),
@@ -106,6 +106,8 @@ pub(crate) struct SqliteStore {
     path: std::path::PathBuf,
     /// `synchronous` as opened (`FULL`, or `OFF` for a test store).
     synchronous: &'static str,
+    /// Set by the background checkpointer when the writer should finish a checkpoint.
+    turn: WriterTurn,
 }
 
 impl SqliteStore {
@@ -139,9 +141,10 @@ impl SqliteStore {
         // and the inserts touch the `events` and `objects` B-trees at random keys, which would
         // otherwise be read back from the OS on every commit.
         connection.pragma_update(None, "cache_size", -32768)?;
-        // Checkpoints run on their own thread ([`Checkpointer`]), so a commit never waits for
-        // one; this high threshold only makes the writer checkpoint itself if that thread
-        // falls far behind (SQLite's default is 1,000 pages).
+        // Checkpoints run on their own thread ([`Checkpointer`]), which asks the writer only
+        // to finish one (a few pages, [`WriterTurn`]); this high threshold only makes the
+        // writer checkpoint all of it itself if that thread falls far behind (SQLite's default
+        // is 1,000 pages).
         connection.pragma_update(None, "wal_autocheckpoint", WRITER_AUTOCHECKPOINT_PAGES)?;
         // After a checkpoint the WAL file is cut back to this size instead of staying at its
         // largest.
@@ -151,7 +154,23 @@ impl SqliteStore {
             connection,
             path: path.to_path_buf(),
             synchronous,
+            turn: WriterTurn::default(),
         })
+    }
+
+    /// Copies what the background checkpointer has not yet copied, so that the next write
+    /// transaction starts the WAL over ([`WriterTurn`]). A failure leaves the WAL as it was
+    /// (the next pass asks again; the writer's `wal_autocheckpoint` still bounds it), and the
+    /// commit before it stands.
+    fn finish_checkpoint(&mut self) {
+        let result = self
+            .connection
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+                row.get::<_, i64>(0)
+            });
+        if let Err(error) = result {
+            tracing::debug!(message = "The writer's checkpoint failed.", %error);
+        }
     }
 }
 
@@ -321,6 +340,9 @@ impl Store for SqliteStore {
             }
         }
         transaction.commit()?;
+        if self.turn.take() {
+            self.finish_checkpoint();
+        }
         Ok(())
     }
 

@@ -1,5 +1,6 @@
-//! The SQLite store's own behaviour: audit retention forgets only what it should, and the
-//! background checkpoints copy the log into the database file.
+//! The SQLite store's own behaviour: audit retention forgets only what it should, the
+//! background checkpoints copy the log into the database file, and the writer finishes a
+//! checkpoint when asked so that the log starts over.
 
 use super::*;
 use drift_model::{Drift, DriftState, Evidence, OwnerChain, Severity, Transition};
@@ -145,7 +146,7 @@ fn background_checkpoints_copy_the_log_into_the_database_file() {
         })
         .unwrap();
     let before = size();
-    let checkpointer = Checkpointer::start(&path).unwrap();
+    let checkpointer = Checkpointer::start(&path, WriterTurn::default()).unwrap();
     // A bound for a loaded machine, not a timing claim: the interval is 250 ms.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while size() < before + 100 * 2_000 {
@@ -158,4 +159,83 @@ fn background_checkpoints_copy_the_log_into_the_database_file() {
     }
     drop(checkpointer);
     assert_eq!(count(&store, "drifts"), 100);
+}
+
+/// Drifts whose bodies fill about `pages` pages of the log.
+fn bulky_drifts(prefix: &str, pages: usize) -> Batch {
+    Batch {
+        drifts: (0..pages / 2)
+            .map(|index| {
+                let mut drift = drift(&format!("{prefix}{index}"), DriftState::Firing, None);
+                drift.evidence.summary = "x".repeat(8_000);
+                drift
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// The frames in the log now, read without touching it: `mxFrame` of the wal-index header, a
+/// native-endian 32-bit integer at byte 16 of the `-shm` file (SQLite's file format, "The
+/// WAL-Index Format").
+fn log_frames(path: &Path) -> i64 {
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    let bytes = std::fs::read(shm).unwrap();
+    i64::from(u32::from_ne_bytes(bytes[16..20].try_into().unwrap()))
+}
+
+/// A pass asks the writer only once the log has grown long, and the writer, asked, finishes the
+/// checkpoint so that its next transaction starts the log over. The reader stands in for the
+/// writer appending during a background pass: either way the pass cannot copy the whole log.
+#[test]
+fn a_long_log_starts_over_after_the_writers_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let mut store = SqliteStore::open(&path).unwrap();
+    let background = Connection::open(&path).unwrap();
+    let database = std::fs::File::open(&path).unwrap();
+    let turn = store.turn.clone();
+
+    // A short log: no ask.
+    store.commit(&bulky_drifts("short", 64)).unwrap();
+    checkpoint::pass(&background, &database, &turn).unwrap();
+    assert!(!turn.take(), "asked with a short log");
+
+    // A long log, half of it behind a reader's snapshot: the pass copies the first half only.
+    let half = usize::try_from(checkpoint::WRITER_TURN_PAGES).unwrap() / 2 + 64;
+    store.commit(&bulky_drifts("a", half)).unwrap();
+    let reader = Connection::open(&path).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let _: i64 = reader
+        .query_row("SELECT COUNT(*) FROM drifts", [], |row| row.get(0))
+        .unwrap();
+    store.commit(&bulky_drifts("b", half)).unwrap();
+    checkpoint::pass(&background, &database, &turn).unwrap();
+    reader.execute_batch("COMMIT").unwrap();
+    let long = log_frames(&path);
+    assert!(
+        long >= checkpoint::WRITER_TURN_PAGES,
+        "log of {long} frames"
+    );
+    assert!(turn.take(), "not asked with a log of {long} frames");
+
+    // Not asked: the writer's commits append to the log.
+    store.commit(&bulky_drifts("c", 2)).unwrap();
+    store.commit(&bulky_drifts("d", 2)).unwrap();
+    let appended = log_frames(&path);
+    assert!(appended > long, "{appended} frames after {long}");
+
+    // Asked: the commit finishes the checkpoint, and the next commit writes the log from its
+    // start.
+    turn.ask();
+    store.commit(&bulky_drifts("e", 2)).unwrap();
+    assert!(!turn.take(), "the writer left the ask set");
+    store.commit(&bulky_drifts("f", 2)).unwrap();
+    let restarted = log_frames(&path);
+    assert!(restarted < 64, "{restarted} frames after the writer's turn");
+    assert_eq!(
+        count(&store, "drifts"),
+        32 + 2 * i64::try_from(half / 2).unwrap() + 4
+    );
 }
