@@ -1036,10 +1036,11 @@ fn live_service_differing_from_git_is_baseline_drift() {
 }
 
 /// The desired state fixed in Git (the manifest now says what runs) and reloaded: the open drift
-/// resolves at the object's next event, though that event (a status write) changes nothing the
-/// comparison reads: a reload's re-assessment opens what holds and clears nothing.
+/// resolves at the reload's re-judge, with no event of the object (a quiet object would
+/// otherwise stay firing until something about it changed), and a later status write, which
+/// changes nothing the comparison reads, says nothing more.
 #[test]
-fn a_baseline_drift_fixed_in_git_resolves_at_the_next_status_write() {
+fn a_baseline_drift_fixed_in_git_resolves_at_the_reload() {
     let mut sim = Sim::with_compiled(baseline_rules());
     let service = service();
     sim.send("add", &service);
@@ -1052,12 +1053,58 @@ fn a_baseline_drift_fixed_in_git_resolves_at_the_next_status_write() {
         &["firing baseline_drift Service/knative-webapp"],
     );
     sim.reload_compiled(baseline_rules_with("v9"));
+    check(
+        sim.notified(),
+        &[
+            "firing baseline_drift Service/knative-webapp",
+            "resolved baseline_drift Service/knative-webapp",
+        ],
+    );
     sim.send(
         "update",
         &changed(&drifted, |s| {
             s["status"]["conditions"][0]["lastTransitionTime"] = json!("2023-10-09T22:00:00Z")
         }),
     );
+    sim.wait(301);
+    check(
+        sim.notified(),
+        &[
+            "firing baseline_drift Service/knative-webapp",
+            "resolved baseline_drift Service/knative-webapp",
+        ],
+    );
+}
+
+/// A drift that still holds is not touched by status churn: it stays firing through status
+/// writes, and reloading the same manifests neither resolves nor re-fires it.
+#[test]
+fn an_open_baseline_drift_outlives_status_churn_and_a_same_reload() {
+    let mut sim = Sim::with_compiled(baseline_rules());
+    let service = service();
+    sim.send("add", &service);
+    sim.wait(600);
+    let drifted = deployed_by_helm(&service, "v9");
+    sim.send("update", &drifted);
+    sim.wait(301);
+    for minute in 0..5 {
+        sim.send(
+            "update",
+            &changed(&drifted, |s| {
+                s["status"]["conditions"][0]["lastTransitionTime"] =
+                    json!(format!("2023-10-09T22:0{minute}:00Z"))
+            }),
+        );
+        sim.wait(60);
+    }
+    sim.reload_compiled(baseline_rules());
+    sim.wait(301);
+    check(
+        sim.notified(),
+        &["firing baseline_drift Service/knative-webapp"],
+    );
+    // And the drift is still there to resolve: the manifest fixed, the reload resolves it.
+    sim.reload_compiled(baseline_rules_with("v9"));
     check(
         sim.notified(),
         &[

@@ -56,6 +56,13 @@ impl DriftClass for BaselineDrift {
         true
     }
 
+    fn rejudged_both_ways(&self) -> bool {
+        // The comparison reads the kept spec, labels, annotations and data, the rules'
+        // manifests and normalization, and the cluster's tracked defaults: a re-judge after a
+        // reload knows all of it, so a manifest fixed in Git resolves its drift then.
+        true
+    }
+
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
         let baseline = context.rules.baseline();
@@ -72,13 +79,11 @@ impl DriftClass for BaselineDrift {
             return Vec::new();
         };
         // An event that left everything the comparison reads as it was (status churn, most of
-        // a busy cluster's events) cannot open a drift: the manifests and Knative's defaults
-        // re-assess every object themselves when they change (`Engine::set_rules`,
-        // `reevaluate_baseline`, with no `before`).
-        // An open drift is judged again on every event: after a manifest is fixed and reloaded,
-        // re-assessment opens what holds but clears nothing (`Engine::reassess`), so the
-        // object's next event is what resolves it.
-        if let (Some(before), None) = (context.before, context.open_drift(&object.key(), INFO.id)) {
+        // a busy cluster's events) cannot change the verdict, open or not: the manifests and
+        // Knative's defaults judge every object again themselves, both ways, when they change
+        // (`Engine::set_rules` and `reassess`, `reevaluate_baseline`; `rejudged_both_ways`
+        // below). An open drift keeps the evidence of the event that last changed it.
+        if let Some(before) = context.before {
             if before.spec.same_text(&object.spec)
                 && before.labels == object.labels
                 && before.annotations == object.annotations

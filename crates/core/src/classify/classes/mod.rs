@@ -283,6 +283,16 @@ pub trait DriftClass: Sync {
     fn about_a_group(&self) -> bool {
         false
     }
+    /// True when a re-judge without an event (after a reload, after a restart) settles the
+    /// class's verdicts both ways, clears included: the verdict reads only what is kept of the
+    /// object and what the rules say, so the re-judge knows as much as an event would, and a
+    /// drift the rules no longer see resolves then, not at the object's next event. The class
+    /// then need not judge an open drift again on an event that changed nothing it reads.
+    /// Classes whose evidence comes from events keep the default, `false`: a re-judge opens
+    /// their drifts but clears none.
+    fn rejudged_both_ways(&self) -> bool {
+        false
+    }
     /// True when a firing drift whose severity rises is told again (an escalation: a move from
     /// firing to firing). Only for a class whose severity rises on purpose, once per threshold
     /// (`certificate_expiring`: warning, then critical as `notAfter` nears); a class whose
@@ -306,6 +316,13 @@ pub(crate) fn about_a_group(id: &str) -> bool {
     REGISTRY
         .iter()
         .any(|class| class.about_a_group() && class.id() == id)
+}
+
+/// [`DriftClass::rejudged_both_ways`] of the class with this id (`false` for an unknown id).
+pub(crate) fn rejudged_both_ways(id: &str) -> bool {
+    REGISTRY
+        .iter()
+        .any(|class| class.id() == id && class.rejudged_both_ways())
 }
 
 /// [`DriftClass::reassessable`] of the class with this id (`false` for an unknown id).

@@ -123,8 +123,9 @@ impl Engine {
     /// Re-assesses an object as it is now, opening the drifts whose condition holds and that
     /// have no open drift: pending episodes that were not recorded before a restart, and
     /// conditions a rules change made visible. Open drifts are left as they are (their evidence
-    /// came from events; the re-assessment sees only the stored state). Every enabled class
-    /// runs: classes about a change find nothing without a `before` and an open drift, and the
+    /// came from events; the re-assessment sees only the stored state), except those of rules,
+    /// of clocks and of classes re-judged both ways ([`classes::rejudged_both_ways`]). Every
+    /// enabled class runs: classes about a change find nothing without a `before` and an open drift, and the
     /// state-based part of `image_drift` (a workload running another image) is found again.
     pub(super) fn reassess(&mut self, key: &ObjectKey, now: Millis) {
         let Some((assessments, false)) =
@@ -142,8 +143,9 @@ impl Engine {
                 continue;
             }
             // A rule's verdict is about the object's state alone, so it is settled whatever it
-            // is: a rule changed by a reload may now hold where it was broken.
-            if assessment.rule.is_some() {
+            // is: a rule changed by a reload may now hold where it was broken. So is a class
+            // whose verdict reads only the kept state and the rules (a manifest fixed in Git).
+            if assessment.rule.is_some() || classes::rejudged_both_ways(class_id) {
                 self.settle(class_id, assessment, now);
                 continue;
             }
