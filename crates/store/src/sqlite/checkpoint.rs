@@ -56,12 +56,7 @@ impl Checkpointer {
     /// Starts checkpointing the database at `path` (the store must exist); a pass that finds
     /// the WAL at [`WRITER_TURN_PAGES`] or more asks the writer, through `turn`, to finish it.
     pub(crate) fn start(path: &Path, turn: WriterTurn) -> Result<Checkpointer, Error> {
-        let connection = Connection::open(path)?;
-        connection.pragma_update(None, "busy_timeout", 5000)?;
-        // Never closed, on purpose: closing any descriptor of a file drops every POSIX lock the
-        // process holds on it, and SQLite's locks on the database file are such locks. One
-        // descriptor per opened store stays open until the process exits.
-        let database = std::mem::ManuallyDrop::new(File::open(path)?);
+        let mut passes = Passes::open(path, turn)?;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = std::sync::Arc::clone(&stop);
         let thread = std::thread::Builder::new()
@@ -77,10 +72,12 @@ impl Checkpointer {
                         continue;
                     }
                     next = now + CHECKPOINT_INTERVAL;
-                    match pass(&connection, &database, &turn) {
+                    match passes.pass() {
                         Ok(()) => failing = false,
                         Err(error) => {
-                            // The writer's own autocheckpoint still bounds the WAL meanwhile.
+                            // The next pass tries again; meanwhile the writer's own
+                            // autocheckpoint bounds the WAL, and its checkpoints sync what
+                            // they copy.
                             if !failing {
                                 tracing::warn!(message = "Background checkpoint failed.", %error);
                             }
@@ -96,28 +93,63 @@ impl Checkpointer {
     }
 }
 
-/// One background pass: copies what it can of the WAL into the database file, syncs that file,
-/// and asks the writer to finish when the WAL has grown long.
-pub(super) fn pass(
-    connection: &Connection,
-    database: &File,
-    turn: &WriterTurn,
-) -> Result<(), Error> {
-    let log = connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-        row.get::<_, i64>(1)
-    })?;
-    if log > 0 {
-        // SQLite syncs the database file only after a pass that leaves no frame behind, which
-        // under steady writes a pass never does (the writer appends while it copies): the
-        // pages stayed dirty until the writer's own checkpoint synced them all, 5–7 ms of its
-        // time (BENCHMARKS.md, issue 28, eleventh round). Synced here, the writer's sync has
-        // only its own few pages left; after a pass SQLite synced, this one finds none.
-        database.sync_data()?;
+/// `PRAGMA wal_checkpoint(PASSIVE)` on `connection`: the frames in the WAL, and how many of
+/// them are now in the database file (both -1 when the file is not in WAL mode). A checkpoint
+/// that another one keeps from running is not an error: it copies nothing.
+pub(super) fn checkpoint(connection: &Connection) -> Result<(i64, i64), Error> {
+    Ok(
+        connection.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((row.get(1)?, row.get(2)?))
+        })?,
+    )
+}
+
+/// The background thread's passes: its connection, its descriptor of the database file, and
+/// the ask it hands the writer.
+pub(super) struct Passes {
+    connection: Connection,
+    /// Never closed, on purpose: closing any descriptor of a file drops every POSIX lock the
+    /// process holds on it, and SQLite's locks on the database file are such locks (every
+    /// connection holds one for its whole life in WAL mode). One descriptor per opened store
+    /// stays open until the process exits.
+    database: std::mem::ManuallyDrop<File>,
+    turn: WriterTurn,
+    /// The frames copied as of the last pass, to sync only after a pass that copied some.
+    copied: i64,
+}
+
+impl Passes {
+    /// Opens the connection and the descriptor for the database at `path`.
+    pub(super) fn open(path: &Path, turn: WriterTurn) -> Result<Passes, Error> {
+        let connection = Connection::open(path)?;
+        connection.pragma_update(None, "busy_timeout", 5000)?;
+        Ok(Passes {
+            connection,
+            database: std::mem::ManuallyDrop::new(File::open(path)?),
+            turn,
+            copied: 0,
+        })
     }
-    if log >= WRITER_TURN_PAGES {
-        turn.ask();
+
+    /// One pass: copies what it can of the WAL into the database file, syncs that file, and
+    /// asks the writer to finish when the WAL has grown long.
+    pub(super) fn pass(&mut self) -> Result<(), Error> {
+        let (log, copied) = checkpoint(&self.connection)?;
+        if copied > 0 && copied != self.copied {
+            // SQLite syncs the database file only after a pass that leaves no frame behind,
+            // which under steady writes a pass never does (the writer appends while it
+            // copies): the pages stayed dirty until the writer's own checkpoint synced them
+            // all, 5–7 ms of its time (BENCHMARKS.md, issue 28, eleventh round). Synced here,
+            // the writer's sync has only its own few pages left. A pass that copied nothing
+            // (an idle store) syncs nothing.
+            self.database.sync_data()?;
+        }
+        self.copied = copied;
+        if log >= WRITER_TURN_PAGES {
+            self.turn.ask();
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 impl Drop for Checkpointer {

@@ -108,6 +108,8 @@ pub(crate) struct SqliteStore {
     synchronous: &'static str,
     /// Set by the background checkpointer when the writer should finish a checkpoint.
     turn: WriterTurn,
+    /// Whether the writer's last checkpoint failed (told once).
+    checkpoint_failing: bool,
 }
 
 impl SqliteStore {
@@ -155,21 +157,23 @@ impl SqliteStore {
             path: path.to_path_buf(),
             synchronous,
             turn: WriterTurn::default(),
+            checkpoint_failing: false,
         })
     }
 
     /// Copies what the background checkpointer has not yet copied, so that the next write
     /// transaction starts the WAL over ([`WriterTurn`]). A failure leaves the WAL as it was
     /// (the next pass asks again; the writer's `wal_autocheckpoint` still bounds it), and the
-    /// commit before it stands.
+    /// commit before it stands; it is told once until a checkpoint succeeds again.
     fn finish_checkpoint(&mut self) {
-        let result = self
-            .connection
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-                row.get::<_, i64>(0)
-            });
-        if let Err(error) = result {
-            tracing::debug!(message = "The writer's checkpoint failed.", %error);
+        match checkpoint::checkpoint(&self.connection) {
+            Ok(_) => self.checkpoint_failing = false,
+            Err(error) => {
+                if !self.checkpoint_failing {
+                    tracing::warn!(message = "The writer's checkpoint failed.", %error);
+                }
+                self.checkpoint_failing = true;
+            }
         }
     }
 }

@@ -177,12 +177,13 @@ fn bulky_drifts(prefix: &str, pages: usize) -> Batch {
 
 /// The frames in the log now, read without touching it: `mxFrame` of the wal-index header, a
 /// native-endian 32-bit integer at byte 16 of the `-shm` file (SQLite's file format, "The
-/// WAL-Index Format").
-fn log_frames(path: &Path) -> i64 {
-    let mut shm = path.as_os_str().to_owned();
-    shm.push("-shm");
-    let bytes = std::fs::read(shm).unwrap();
-    i64::from(u32::from_ne_bytes(bytes[16..20].try_into().unwrap()))
+/// WAL-Index Format"). The descriptor is never closed, as the checkpointer's: closing it would
+/// drop SQLite's locks on that file.
+fn log_frames(shm: &std::fs::File) -> i64 {
+    use std::os::unix::fs::FileExt;
+    let mut header = [0; 4];
+    shm.read_exact_at(&mut header, 16).unwrap();
+    i64::from(u32::from_ne_bytes(header))
 }
 
 /// A pass asks the writer only once the log has grown long, and the writer, asked, finishes the
@@ -193,13 +194,15 @@ fn a_long_log_starts_over_after_the_writers_turn() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.db");
     let mut store = SqliteStore::open(&path).unwrap();
-    let background = Connection::open(&path).unwrap();
-    let database = std::fs::File::open(&path).unwrap();
     let turn = store.turn.clone();
+    let mut background = checkpoint::Passes::open(&path, turn.clone()).unwrap();
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    let shm = std::mem::ManuallyDrop::new(std::fs::File::open(shm).unwrap());
 
     // A short log: no ask.
     store.commit(&bulky_drifts("short", 64)).unwrap();
-    checkpoint::pass(&background, &database, &turn).unwrap();
+    background.pass().unwrap();
     assert!(!turn.take(), "asked with a short log");
 
     // A long log, half of it behind a reader's snapshot: the pass copies the first half only.
@@ -211,9 +214,9 @@ fn a_long_log_starts_over_after_the_writers_turn() {
         .query_row("SELECT COUNT(*) FROM drifts", [], |row| row.get(0))
         .unwrap();
     store.commit(&bulky_drifts("b", half)).unwrap();
-    checkpoint::pass(&background, &database, &turn).unwrap();
+    background.pass().unwrap();
     reader.execute_batch("COMMIT").unwrap();
-    let long = log_frames(&path);
+    let long = log_frames(&shm);
     assert!(
         long >= checkpoint::WRITER_TURN_PAGES,
         "log of {long} frames"
@@ -223,7 +226,7 @@ fn a_long_log_starts_over_after_the_writers_turn() {
     // Not asked: the writer's commits append to the log.
     store.commit(&bulky_drifts("c", 2)).unwrap();
     store.commit(&bulky_drifts("d", 2)).unwrap();
-    let appended = log_frames(&path);
+    let appended = log_frames(&shm);
     assert!(appended > long, "{appended} frames after {long}");
 
     // Asked: the commit finishes the checkpoint, and the next commit writes the log from its
@@ -232,7 +235,7 @@ fn a_long_log_starts_over_after_the_writers_turn() {
     store.commit(&bulky_drifts("e", 2)).unwrap();
     assert!(!turn.take(), "the writer left the ask set");
     store.commit(&bulky_drifts("f", 2)).unwrap();
-    let restarted = log_frames(&path);
+    let restarted = log_frames(&shm);
     assert!(restarted < 64, "{restarted} frames after the writer's turn");
     assert_eq!(
         count(&store, "drifts"),
