@@ -91,7 +91,9 @@ impl Writer {
         self.metrics
             .tracked_objects
             .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));
-        self.update_firing_gauge();
+        if std::mem::take(&mut self.reported.firing_changed) {
+            self.update_firing_gauge();
+        }
         self.metrics
             .writer_round_seconds
             .observe(started.elapsed().as_secs_f64());

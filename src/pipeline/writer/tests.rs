@@ -655,3 +655,46 @@ fn a_drift_that_fires_and_escalates_in_one_round_is_told_as_it_ended_the_round()
         .collect();
     assert_eq!(told, [("critical", false)]);
 }
+
+/// The firing gauge's non-zero series, as `/metrics` shows them: `severity count`.
+fn firing_gauge(h: &Harness) -> Vec<String> {
+    let mut series: Vec<String> = (h.writer.metrics.render().lines())
+        .filter(|line| line.starts_with("drift_sentinel_drifts_firing{") && !line.ends_with(" 0"))
+        .filter_map(|line| {
+            let severity = line.split("severity=\"").nth(1)?.split('"').next()?;
+            Some(format!("{severity} {}", line.rsplit(' ').next()?))
+        })
+        .collect();
+    series.sort();
+    series
+}
+
+/// The firing gauge is counted again only after a round that changed a drift, and follows
+/// every change: a drift firing on the clock, a round that changes no drift, its escalation, a
+/// rolled-back resolve (counted again at the next round, which changes no drift), the resolve.
+#[test]
+fn the_firing_gauge_follows_every_change_of_a_drift() {
+    let mut h = harness();
+    const DAY: i64 = 86_400_000;
+    let not_after = START + 20 * DAY;
+    h.round(vec![certificate_event("c-1", "100", not_after)]);
+    assert!(firing_gauge(&h).is_empty());
+    h.advance(Duration::from_secs(6 * 86_400 + 3600));
+    h.round(Vec::new());
+    assert_eq!(firing_gauge(&h), ["warning 1"]);
+    h.round(vec![service_event("s-1", "100", "gcr.io/app:1")]);
+    assert_eq!(firing_gauge(&h), ["warning 1"]);
+    h.advance(Duration::from_secs(12 * 86_400));
+    h.round(Vec::new());
+    assert_eq!(firing_gauge(&h), ["critical 1"]);
+    // The renewal's round fails: the resolve is taken back, and the next round, which changes
+    // no drift, counts the drift firing again.
+    h.store.set_failing(true);
+    h.round(vec![certificate_event("c-2", "101", not_after + 90 * DAY)]);
+    h.store.set_failing(false);
+    h.advance(Duration::from_secs(2));
+    h.round(vec![service_event("s-2", "101", "gcr.io/app:2")]);
+    assert_eq!(firing_gauge(&h), ["critical 1"]);
+    h.round(vec![certificate_event("c-2", "101", not_after + 90 * DAY)]);
+    assert!(firing_gauge(&h).is_empty());
+}
