@@ -1511,3 +1511,56 @@ fn three_episodes_of_one_drift_in_one_round_get_distinct_ids() {
         .collect();
     assert_eq!(ids.len(), 2, "two episodes, two ids");
 }
+
+/// A reload during a baseline drift's grace (any reload: a GitOps sync may reload every few
+/// minutes) re-judges it without an event, which cannot say who made the change: the drift
+/// fires with the actor its event gave it.
+#[test]
+fn a_reload_keeps_the_baseline_drifts_actor() {
+    let mut sim = Sim::with_compiled(baseline_rules());
+    let service = service();
+    sim.send("add", &service);
+    sim.wait(600);
+    sim.send("update", &deployed_by_helm(&service, "v9"));
+    sim.wait(60);
+    sim.reload_compiled(baseline_rules());
+    sim.wait(301);
+    let fired = sim.last("baseline_drift");
+    assert_eq!(fired.drift.state.as_str(), "firing");
+    assert_eq!(
+        fired
+            .drift
+            .evidence
+            .actor
+            .as_ref()
+            .map(|a| a.manager.as_str()),
+        Some("helm-controller"),
+        "{:?}",
+        fired.drift.evidence
+    );
+}
+
+/// A restart re-judges the open baseline drift from the kept object: it keeps its actor.
+#[test]
+fn a_restart_keeps_the_baseline_drifts_actor() {
+    let mut sim = Sim::with_compiled(baseline_rules());
+    let service = service();
+    sim.send("add", &service);
+    sim.wait(600);
+    sim.send("update", &deployed_by_helm(&service, "v9"));
+    sim.wait(301);
+    sim.restart();
+    sim.wait(1);
+    let drift = sim
+        .engine()
+        .open_drifts()
+        .find(|drift| drift.class == "baseline_drift")
+        .expect("still open")
+        .clone();
+    assert_eq!(
+        drift.evidence.actor.as_ref().map(|a| a.manager.as_str()),
+        Some("helm-controller"),
+        "{:?}",
+        drift.evidence
+    );
+}

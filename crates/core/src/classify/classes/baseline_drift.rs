@@ -58,8 +58,9 @@ impl DriftClass for BaselineDrift {
 
     fn rejudged_both_ways(&self) -> bool {
         // The comparison reads the kept spec, labels, annotations and data, the rules'
-        // manifests and normalization, and the cluster's tracked defaults: a re-judge after a
-        // reload knows all of it, so a manifest fixed in Git resolves its drift then.
+        // manifests and normalization, and the cluster's tracked defaults ConfigMaps: a
+        // re-judge after a reload knows all of it, so a manifest fixed in Git resolves its
+        // drift then. Only the actor is not found again; `assess` carries it over.
         true
     }
 
@@ -140,6 +141,15 @@ impl DriftClass for BaselineDrift {
             .find_map(|change| context.attribute(&change.path))
         {
             found.actor = Some(actor);
+        }
+        // A re-judge without an event (a reload, a restart, a defaults ConfigMap changed) sees
+        // the kept object, whose `managedFields` have no field sets: who made the change is
+        // not found again, so the open drift keeps the actor its event gave it (as
+        // `invariant`'s drifts do).
+        if context.before.is_none() && found.actor.is_none() {
+            if let Some(open) = context.open_drift(&object.key(), INFO.id) {
+                found.actor = open.evidence.actor.clone();
+            }
         }
         found.hint = if object.is_kind("", "Secret") {
             Some("Re-apply the Secret from its source of truth".to_string())

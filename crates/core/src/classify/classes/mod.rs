@@ -285,11 +285,13 @@ pub trait DriftClass: Sync {
     }
     /// True when a re-judge without an event (after a reload, after a restart) settles the
     /// class's verdicts both ways, clears included: the verdict reads only what is kept of the
-    /// object and what the rules say, so the re-judge knows as much as an event would, and a
-    /// drift the rules no longer see resolves then, not at the object's next event. The class
-    /// then need not judge an open drift again on an event that changed nothing it reads.
-    /// Classes whose evidence comes from events keep the default, `false`: a re-judge opens
-    /// their drifts but clears none.
+    /// object, what the rules say and other tracked objects (Knative's defaults ConfigMaps), so
+    /// the re-judge finds the same verdict an event would, and a drift the rules no longer see
+    /// resolves then, not at the object's next event. The class then need not judge an open
+    /// drift again on an event that changed nothing it reads. Evidence that only an event
+    /// carries (who made the change: the kept `managedFields` have no field sets) the class
+    /// carries over from the open drift. Classes whose verdict comes from events keep the
+    /// default, `false`: a re-judge opens their drifts but clears none.
     fn rejudged_both_ways(&self) -> bool {
         false
     }
