@@ -1035,12 +1035,9 @@ fn live_service_differing_from_git_is_baseline_drift() {
     );
 }
 
-/// The desired state fixed in Git (the manifest now says what runs) and reloaded: the open drift
-/// resolves at the reload's re-judge, with no event of the object (a quiet object would
-/// otherwise stay firing until something about it changed), and a later status write, which
-/// changes nothing the comparison reads, says nothing more.
-#[test]
-fn a_baseline_drift_fixed_in_git_resolves_at_the_reload() {
+/// A Service whose image a Helm release changed away from Git's, its `baseline_drift` firing:
+/// the simulation and the drifted object.
+fn baseline_drift_firing() -> (Sim, serde_json::Value) {
     let mut sim = Sim::with_compiled(baseline_rules());
     let service = service();
     sim.send("add", &service);
@@ -1048,6 +1045,16 @@ fn a_baseline_drift_fixed_in_git_resolves_at_the_reload() {
     let drifted = deployed_by_helm(&service, "v9");
     sim.send("update", &drifted);
     sim.wait(301);
+    (sim, drifted)
+}
+
+/// The desired state fixed in Git (the manifest now says what runs) and reloaded: the open drift
+/// resolves at the reload's re-judge, with no event of the object (a quiet object would
+/// otherwise stay firing until something about it changed), and a later status write, which
+/// changes nothing the comparison reads, says nothing more.
+#[test]
+fn a_baseline_drift_fixed_in_git_resolves_at_the_reload() {
+    let (mut sim, drifted) = baseline_drift_firing();
     check(
         sim.notified(),
         &["firing baseline_drift Service/knative-webapp"],
@@ -1080,13 +1087,7 @@ fn a_baseline_drift_fixed_in_git_resolves_at_the_reload() {
 /// writes, and reloading the same manifests neither resolves nor re-fires it.
 #[test]
 fn an_open_baseline_drift_outlives_status_churn_and_a_same_reload() {
-    let mut sim = Sim::with_compiled(baseline_rules());
-    let service = service();
-    sim.send("add", &service);
-    sim.wait(600);
-    let drifted = deployed_by_helm(&service, "v9");
-    sim.send("update", &drifted);
-    sim.wait(301);
+    let (mut sim, drifted) = baseline_drift_firing();
     for minute in 0..5 {
         sim.send(
             "update",
@@ -1543,12 +1544,7 @@ fn a_reload_keeps_the_baseline_drifts_actor() {
 /// A restart re-judges the open baseline drift from the kept object: it keeps its actor.
 #[test]
 fn a_restart_keeps_the_baseline_drifts_actor() {
-    let mut sim = Sim::with_compiled(baseline_rules());
-    let service = service();
-    sim.send("add", &service);
-    sim.wait(600);
-    sim.send("update", &deployed_by_helm(&service, "v9"));
-    sim.wait(301);
+    let (mut sim, _) = baseline_drift_firing();
     sim.restart();
     sim.wait(1);
     let drift = sim
