@@ -171,7 +171,7 @@ struct Reported {
     /// The firing series set last round (set to 0 once they stop firing, not left stale).
     firing_series: HashSet<crate::metrics::FiringLabel>,
     /// Whether the firing gauge must be counted again: at the start, and after a round that
-    /// changed a drift or was rolled back. Counting walks every open drift, which every round
+    /// changed a drift (a rolled-back round counts it again at once). Counting walks every open drift, which every round
     /// did (4 % of the writer at half the sink's maximum rate, and more with more drifts open),
     /// though a firing drift changes only by a move or a drift row the round records.
     firing_changed: bool,
@@ -549,8 +549,9 @@ impl Writer {
             }
             Err(error) => {
                 self.engine.rollback();
-                // The gauge counted the round's drifts, which the rollback took back.
-                self.reported.firing_changed = true;
+                // The gauge counted the round's drifts, which the rollback took back: counted
+                // again now, not left wrong until the next round that does work.
+                self.update_firing_gauge();
                 self.pacer.rollback();
                 self.remediator.restore(round.ledger.take());
                 if let Some(fights) = round.fights.take() {
