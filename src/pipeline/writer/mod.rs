@@ -99,6 +99,14 @@ struct Round {
     claimed_now: Vec<i64>,
 }
 
+impl Round {
+    /// Whether the round changed a drift: a move, or a drift row (an open drift updated in
+    /// place). A firing drift changes no other way.
+    fn changed_drifts(&self) -> bool {
+        !self.batch.drifts.is_empty() || !self.transitions.is_empty()
+    }
+}
+
 /// How often a shard's writer looks for notifications without a live owner to take over.
 const ADOPT_EVERY_MS: Millis = 60_000;
 /// How soon a look that failed is tried again.
@@ -171,9 +179,10 @@ struct Reported {
     /// The firing series set last round (set to 0 once they stop firing, not left stale).
     firing_series: HashSet<crate::metrics::FiringLabel>,
     /// Whether the firing gauge must be counted again: at the start, and after a round that
-    /// changed a drift (a rolled-back round counts it again at once). Counting walks every open drift, which every round
-    /// did (4 % of the writer at half the sink's maximum rate, and more with more drifts open),
-    /// though a firing drift changes only by a move or a drift row the round records.
+    /// changed a drift (rolled back, such a round counts it again at once). Counting walks
+    /// every open drift, which every round did (4 % of the writer at half the sink's maximum
+    /// rate, and more with more drifts open), though a firing drift changes only by a move or a
+    /// drift row the round records.
     firing_changed: bool,
     /// Cluster-name mix-ups already logged.
     misnamed: Misnamed,
@@ -406,7 +415,7 @@ impl Writer {
         self.route(&mut round);
         let committed = self.commit(&mut round);
         let committed = self.settle_unknown(&round, committed);
-        if !round.batch.drifts.is_empty() || !round.transitions.is_empty() {
+        if round.changed_drifts() {
             self.reported.firing_changed = true;
         }
         // Observed before answering, so a caller that has its answer also sees the counters of
@@ -551,7 +560,9 @@ impl Writer {
                 self.engine.rollback();
                 // The gauge counted the round's drifts, which the rollback took back: counted
                 // again now, not left wrong until the next round that does work.
-                self.update_firing_gauge();
+                if round.changed_drifts() {
+                    self.update_firing_gauge();
+                }
                 self.pacer.rollback();
                 self.remediator.restore(round.ledger.take());
                 if let Some(fights) = round.fights.take() {
