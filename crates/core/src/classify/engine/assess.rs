@@ -125,8 +125,9 @@ impl Engine {
     /// conditions a rules change made visible. Open drifts are left as they are (their evidence
     /// came from events; the re-assessment sees only the stored state), except those of rules,
     /// of clocks and of classes re-judged both ways ([`classes::rejudged_both_ways`]). Every
-    /// enabled class runs: classes about a change find nothing without a `before` and an open drift, and the
-    /// state-based part of `image_drift` (a workload running another image) is found again.
+    /// enabled class runs: classes about a change find nothing without a `before` and an open
+    /// drift, and the state-based part of `image_drift` (a workload running another image) is
+    /// found again.
     pub(super) fn reassess(&mut self, key: &ObjectKey, now: Millis) {
         let Some((assessments, false)) =
             self.assess(key, None, Action::Update, None, now, Which::All)
