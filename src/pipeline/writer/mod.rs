@@ -176,14 +176,14 @@ struct Timers {
 /// What the writer already told the metrics and the log.
 #[derive(Default)]
 struct Reported {
-    /// The firing series set last round (set to 0 once they stop firing, not left stale).
-    firing_series: HashSet<crate::metrics::FiringLabel>,
-    /// Whether the firing gauge must be counted again: at the start, and after a round that
-    /// changed a drift (rolled back, such a round counts it again at once). Counting walks
-    /// every open drift, which every round did (4 % of the writer at half the sink's maximum
-    /// rate, and more with more drifts open), though a firing drift changes only by a move or a
-    /// drift row the round records.
-    firing_changed: bool,
+    /// What the firing gauge shows: each firing drift's series and each series' count.
+    firing: observe::Firing,
+    /// Whether the firing gauge must be counted from every open drift: at the start (the
+    /// drifts restored fire), and after a rolled-back round that had changed a drift. Other
+    /// rounds follow the drifts they changed (a firing drift changes only by a move or a drift
+    /// row the round records): counting every open drift after each such round was 4–6 % of
+    /// the writer at half the sink's maximum rate, and more with more drifts open.
+    firing_recount: bool,
     /// Cluster-name mix-ups already logged.
     misnamed: Misnamed,
     /// The engine's count of implausible versions already reported.
@@ -239,7 +239,7 @@ impl Writer {
             dropper: spawn_dropper(),
             timers: Timers::default(),
             reported: Reported {
-                firing_changed: true,
+                firing_recount: true,
                 ..Reported::default()
             },
             rejudge_cause: "start",
@@ -415,11 +415,9 @@ impl Writer {
         self.route(&mut round);
         let committed = self.commit(&mut round);
         let committed = self.settle_unknown(&round, committed);
-        if round.changed_drifts() {
-            self.reported.firing_changed = true;
-        }
         // Observed before answering, so a caller that has its answer also sees the counters of
         // its own events.
+        self.follow_firing(&round);
         self.observe(started);
         self.answer(round, committed);
         self.publish_rejudge();
@@ -561,7 +559,7 @@ impl Writer {
                 // The gauge counted the round's drifts, which the rollback took back: counted
                 // again now, not left wrong until the next round that does work.
                 if round.changed_drifts() {
-                    self.update_firing_gauge();
+                    self.recount_firing();
                 }
                 self.pacer.rollback();
                 self.remediator.restore(round.ledger.take());

@@ -3,6 +3,9 @@
 //! failures, and every committed transition.
 
 use super::*;
+use crate::metrics::FiringLabel;
+use drift_model::{Drift, DriftSlot};
+use std::collections::HashMap;
 
 impl Writer {
     /// Publishes the engine's counts of implausible versions and refused objects (before any
@@ -91,42 +94,88 @@ impl Writer {
         self.metrics
             .tracked_objects
             .set(i64::try_from(self.engine.object_count()).unwrap_or(i64::MAX));
-        if std::mem::take(&mut self.reported.firing_changed) {
-            self.update_firing_gauge();
-        }
         self.metrics
             .writer_round_seconds
             .observe(started.elapsed().as_secs_f64());
     }
 
-    pub(super) fn update_firing_gauge(&mut self) {
-        let mut counts: std::collections::HashMap<crate::metrics::FiringLabel, i64> =
-            std::collections::HashMap::new();
+    /// Follows the round's changes of drifts in the firing gauge: only the drifts it moved or
+    /// wrote a row for, each looked up in the engine as the round left it (a drift can move
+    /// twice in a round).
+    pub(super) fn follow_firing(&mut self, round: &Round) {
+        if std::mem::take(&mut self.reported.firing_recount) {
+            self.recount_firing();
+            return;
+        }
+        if !round.changed_drifts() {
+            return;
+        }
+        let mut touched: Vec<DriftSlot> = (round.batch.drifts.iter())
+            .chain(round.transitions.iter().map(|transition| &transition.drift))
+            .map(Drift::slot)
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let mut moved: Vec<FiringLabel> = Vec::new();
+        for slot in touched {
+            let now = (self.engine.open_drift(&slot))
+                .filter(|drift| drift.state == DriftState::Firing)
+                .map(|drift| firing_label(&self.metrics, drift));
+            let firing = &mut self.reported.firing;
+            let before = firing.by_slot.remove(&slot);
+            if before == now {
+                if let Some(label) = before {
+                    firing.by_slot.insert(slot, label);
+                }
+                continue;
+            }
+            if let Some(label) = before {
+                *firing.counts.entry(label.clone()).or_default() -= 1;
+                moved.push(label);
+            }
+            if let Some(label) = now {
+                *firing.counts.entry(label.clone()).or_default() += 1;
+                firing.by_slot.insert(slot, label.clone());
+                moved.push(label);
+            }
+        }
+        // A few series a round: a label that moved twice is set once, with its final count.
+        let mut set: Vec<&FiringLabel> = Vec::with_capacity(moved.len());
+        for label in &moved {
+            if !set.contains(&label) {
+                set.push(label);
+            }
+        }
+        for label in set {
+            let count = self.reported.firing.counts.get(label).copied().unwrap_or(0);
+            self.metrics.drifts_firing.get_or_create(label).set(count);
+            // A series that stopped firing shows 0, not its last count.
+            if count == 0 {
+                self.reported.firing.counts.remove(label);
+            }
+        }
+    }
+
+    /// Counts the firing gauge from every open drift (see `Reported::firing_recount`).
+    pub(super) fn recount_firing(&mut self) {
+        let mut firing = Firing::default();
         for drift in self.engine.open_drifts() {
             if drift.state == DriftState::Firing {
-                let label = crate::metrics::FiringLabel {
-                    class: drift.class.clone(),
-                    severity: drift.severity.as_str().to_string(),
-                    namespace: self.metrics.namespace_label(&drift.namespace),
-                    group: drift_model::group::family_of(drift_model::group::api_group(
-                        &drift.api_version,
-                    ))
-                    .map_or("other", |family| family.id)
-                    .to_string(),
-                };
-                *counts.entry(label).or_default() += 1;
+                let label = firing_label(&self.metrics, drift);
+                *firing.counts.entry(label.clone()).or_default() += 1;
+                firing.by_slot.insert(drift.slot(), label);
             }
         }
         // Series that stopped firing are set to 0, not left stale.
-        for label in std::mem::take(&mut self.reported.firing_series) {
-            if !counts.contains_key(&label) {
-                self.metrics.drifts_firing.get_or_create(&label).set(0);
+        for label in self.reported.firing.counts.keys() {
+            if !firing.counts.contains_key(label) {
+                self.metrics.drifts_firing.get_or_create(label).set(0);
             }
         }
-        for (label, value) in counts {
-            self.metrics.drifts_firing.get_or_create(&label).set(value);
-            self.reported.firing_series.insert(label);
+        for (label, count) in &firing.counts {
+            self.metrics.drifts_firing.get_or_create(label).set(*count);
         }
+        self.reported.firing = firing;
     }
 
     pub(super) fn after_commit(&self, transitions: &[Transition]) {
@@ -169,5 +218,25 @@ impl Writer {
                 );
             }
         }
+    }
+}
+
+/// What the firing gauge shows: the series of each firing drift, and the count of each series
+/// that is not 0.
+#[derive(Default)]
+pub(super) struct Firing {
+    by_slot: HashMap<DriftSlot, FiringLabel>,
+    counts: HashMap<FiringLabel, i64>,
+}
+
+/// The firing gauge's series for `drift`.
+fn firing_label(metrics: &Metrics, drift: &Drift) -> FiringLabel {
+    FiringLabel {
+        class: drift.class.clone(),
+        severity: drift.severity.as_str().to_string(),
+        namespace: metrics.namespace_label(&drift.namespace),
+        group: drift_model::group::family_of(drift_model::group::api_group(&drift.api_version))
+            .map_or("other", |family| family.id)
+            .to_string(),
     }
 }

@@ -17,6 +17,8 @@ use drift_core::decode::{decode_request, ClusterNames, Decoded};
 use drift_core::route::Silences;
 use drift_store::testing::TestStore;
 
+mod gauge;
+
 const START: i64 = 1_764_000_000_000;
 
 /// A Knative Service from the fixtures, as one structured CloudEvent of the ApiServerSource.
@@ -481,6 +483,17 @@ fn expired_silences_are_removed_when_one_is_added() {
 /// The derived Knative Certificate (`tests/fixtures/knative/derived/certificate-ready.yaml`)
 /// with `status.notAfter` at `not_after`, as one event.
 fn certificate_event(id: &str, resource_version: &str, not_after: i64) -> Vec<Decoded> {
+    certificate_event_with(id, resource_version, not_after, |_| {})
+}
+
+/// [`certificate_event`], with the CloudEvent changed by `edit` (another type; another name,
+/// namespace or uid of its object).
+fn certificate_event_with(
+    id: &str,
+    resource_version: &str,
+    not_after: i64,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Vec<Decoded> {
     let text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/knative/derived/certificate-ready.yaml"
@@ -489,11 +502,12 @@ fn certificate_event(id: &str, resource_version: &str, not_after: i64) -> Vec<De
     let mut object: serde_json::Value = serde_saphyr::from_str(&text).expect("fixture parses");
     object["metadata"]["resourceVersion"] = serde_json::json!(resource_version);
     object["status"]["notAfter"] = serde_json::json!(drift_model::time::format_time(not_after));
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "specversion": "1.0", "id": id, "source": "https://10.96.0.1:443",
         "type": "dev.knative.apiserver.resource.update", "datacontenttype": "application/json",
         "data": object,
     });
+    edit(&mut body);
     let mut headers = http::HeaderMap::new();
     headers.insert(
         http::header::CONTENT_TYPE,
@@ -654,45 +668,4 @@ fn a_drift_that_fires_and_escalates_in_one_round_is_told_as_it_ended_the_round()
         })
         .collect();
     assert_eq!(told, [("critical", false)]);
-}
-
-/// The firing gauge's non-zero series, as `/metrics` shows them: `severity count`.
-fn firing_gauge(h: &Harness) -> Vec<String> {
-    let mut series: Vec<String> = (h.writer.metrics.render().lines())
-        .filter(|line| line.starts_with("drift_sentinel_drifts_firing{") && !line.ends_with(" 0"))
-        .filter_map(|line| {
-            let severity = line.split("severity=\"").nth(1)?.split('"').next()?;
-            Some(format!("{severity} {}", line.rsplit(' ').next()?))
-        })
-        .collect();
-    series.sort();
-    series
-}
-
-/// The firing gauge is counted only after a round that changed a drift or was rolled back, and
-/// follows every change: firing on the clock, escalation, a rolled-back resolve (at once).
-#[test]
-fn the_firing_gauge_follows_every_change_of_a_drift() {
-    let (mut h, day) = (harness(), 86_400_000);
-    let not_after = START + 20 * day;
-    h.round(vec![certificate_event("c-1", "100", not_after)]);
-    assert!(firing_gauge(&h).is_empty());
-    h.advance(Duration::from_secs(6 * 86_400 + 3600));
-    h.round(Vec::new());
-    assert_eq!(firing_gauge(&h), ["warning 1"]);
-    // Not counted after a round that changed no drift: series cleared behind its back stay so.
-    h.writer.metrics.drifts_firing.clear();
-    h.round(vec![service_event("s-1", "100", "gcr.io/app:1")]);
-    assert!(firing_gauge(&h).is_empty());
-    h.advance(Duration::from_secs(12 * 86_400));
-    h.round(Vec::new());
-    assert_eq!(firing_gauge(&h), ["critical 1"]);
-    // The renewal's round fails: the resolve is taken back, and so is its count, at once.
-    h.store.set_failing(true);
-    h.round(vec![certificate_event("c-2", "101", not_after + 90 * day)]);
-    assert_eq!(firing_gauge(&h), ["critical 1"]);
-    h.store.set_failing(false);
-    h.advance(Duration::from_secs(2));
-    h.round(vec![certificate_event("c-2", "101", not_after + 90 * day)]);
-    assert!(firing_gauge(&h).is_empty());
 }

@@ -327,6 +327,11 @@ impl Engine {
         self.drifts.values()
     }
 
+    /// The open drift in `slot`, if any.
+    pub fn open_drift(&self, slot: &DriftSlot) -> Option<&Drift> {
+        self.drifts.get(slot)
+    }
+
     /// Number of tracked objects, tombstones included.
     pub fn object_count(&self) -> usize {
         self.graph.len()
