@@ -165,10 +165,11 @@ impl<'a> Attributor<'a> {
         let newest = |entries: &mut dyn Iterator<Item = &'a ManagedFieldsEntry>| {
             entries.max_by(|left, right| left.time.cmp(&right.time))
         };
+        let path = pointer_segments(pointer);
         let owners: Vec<&ManagedFieldsEntry> = self
             .entries
             .iter()
-            .filter(|(_, fields)| self.owns(fields, pointer))
+            .filter(|(_, fields)| self.owns(fields, &path, 0))
             .map(|(entry, _)| *entry)
             .collect();
         let chosen = newest(&mut owners.iter().copied().filter(|entry| moved(entry, before)))
@@ -196,17 +197,72 @@ impl<'a> Attributor<'a> {
         })
     }
 
-    /// [`owns`] on the object: its spec borrowed from the event (copying it into one tree with
-    /// the rest cost as much as the attribution itself on a large spec), the rest from `json`.
-    fn owns(&self, fields: &Value, pointer: &str) -> bool {
-        let segments = pointer_segments(pointer);
-        owns_below(fields, &segments, |segment| {
-            if segment == "spec" {
-                Some(self.object.spec.value())
+    /// [`owns`] on the object, from `depth` of `path` (a pointer's segments) down. The object's values are read only
+    /// where a keyed or set list node (`k:`, `v:`) must match the item the path names, and
+    /// then only that item: most paths (`f:` fields, `i:` positions) need none, and parsing
+    /// the whole spec for one item was most of an attribution's cost.
+    fn owns(&self, node: &Value, path: &[String], depth: usize) -> bool {
+        let Value::Object(map) = node else {
+            return false;
+        };
+        // An empty node is a leaf: the whole subtree below it is owned.
+        if map.is_empty() {
+            return true;
+        }
+        let Some(segment) = path.get(depth) else {
+            return map.contains_key(".");
+        };
+        if let Some(child) = map.get(&format!("f:{segment}")) {
+            return self.owns(child, path, depth + 1);
+        }
+        let Ok(index) = segment.parse::<usize>() else {
+            return false;
+        };
+        if let Some(child) = map.get(&format!("i:{index}")) {
+            return self.owns(child, path, depth + 1);
+        }
+        let mut item = None;
+        for (key, child) in map {
+            let matches = if let Some(json_key) = key.strip_prefix("k:") {
+                item.get_or_insert_with(|| self.value_at(path, depth))
+                    .as_ref()
+                    .is_some_and(|item| keyed_item_matches(json_key, item))
+            } else if let Some(json_value) = key.strip_prefix("v:") {
+                let item = item.get_or_insert_with(|| self.value_at(path, depth));
+                item.is_some() && serde_json::from_str::<Value>(json_value).ok() == *item
             } else {
-                self.json.get(segment)
+                false
+            };
+            if matches {
+                return self.owns(child, path, depth + 1);
             }
-        })
+        }
+        false
+    }
+
+    /// The object's value at `path`'s first `depth + 1` segments: below `spec`, only that
+    /// value is parsed from the spec's text (the tree, when something parsed it already).
+    fn value_at(&self, path: &[String], depth: usize) -> Option<Value> {
+        let segments = path.get(..=depth)?;
+        let below = |segments: &[String]| {
+            (segments.iter()).fold(String::new(), |pointer, segment| {
+                drift_model::pointer::push_pointer(&pointer, segment)
+            })
+        };
+        match segments.split_first() {
+            Some((first, rest)) if first == "spec" => {
+                let spec = &self.object.spec;
+                let pointer = below(rest);
+                if let Some(tree) = spec.parsed() {
+                    return tree.pointer(&pointer).cloned();
+                }
+                match crate::decode::raw::pointer(spec.raw().get(), &pointer) {
+                    Some(found) => found.and_then(|text| serde_json::from_str(text).ok()),
+                    None => spec.value().pointer(&pointer).cloned(),
+                }
+            }
+            _ => self.json.pointer(&below(segments)).cloned(),
+        }
     }
 
     /// Whether the `lastModifier` annotation `key` speaks for the `chosen` writer. A Knative-made
@@ -228,9 +284,10 @@ impl<'a> Attributor<'a> {
             "/metadata/annotations/{}",
             key.replace('~', "~0").replace('/', "~1")
         );
+        let path = pointer_segments(&pointer);
         self.entries
             .iter()
-            .any(|(entry, fields)| std::ptr::eq(*entry, chosen) && self.owns(fields, &pointer))
+            .any(|(entry, fields)| std::ptr::eq(*entry, chosen) && self.owns(fields, &path, 0))
     }
 }
 
@@ -306,7 +363,7 @@ mod tests {
                 _ => {}
             }
         }
-        let (mut checked, mut decided_by_values) = (0, 0);
+        let (mut checked, mut decided_by_values, mut read_from_text) = (0, 0, 0);
         for mut value in crate::decode::fixtures::nested_values() {
             if value.pointer("/metadata/managedFields").is_none() {
                 continue;
@@ -317,7 +374,12 @@ mod tests {
                     value["metadata"][key] = json!("1");
                 }
             }
-            let Ok(object) = crate::decode::shape::parse_object(value) else {
+            // Two copies: one whose spec is parsed (the tree answers), one whose spec stays
+            // text (each item is read from the text, parsed alone).
+            let Ok(object) = crate::decode::shape::parse_object(value.clone()) else {
+                continue;
+            };
+            let Ok(unparsed) = crate::decode::shape::parse_object(value) else {
                 continue;
             };
             let mut whole = object_json(&object);
@@ -327,6 +389,7 @@ mod tests {
             all.push("/spec/missing/0".into());
             all.push("/data/missing".into());
             let attributor = Attributor::new(&object);
+            let from_text = Attributor::new(&unparsed);
             let mut without_spec = whole.clone();
             without_spec["spec"] = json!({});
             for (_, fields) in &attributor.entries {
@@ -336,21 +399,35 @@ mod tests {
                     if owns(fields, &whole, path) != owns(fields, &without_spec, path) {
                         decided_by_values += 1;
                     }
+                    let segments = pointer_segments(path);
+                    let expected = owns(fields, &whole, path);
+                    let (kind, name) = (&object.kind, &object.name);
                     assert_eq!(
-                        attributor.owns(fields, path),
-                        owns(fields, &whole, path),
-                        "{path} of {}/{}",
-                        object.kind,
-                        object.name
+                        attributor.owns(fields, &segments, 0),
+                        expected,
+                        "{path} of {kind}/{name}"
+                    );
+                    assert_eq!(
+                        from_text.owns(fields, &segments, 0),
+                        expected,
+                        "{path} of {kind}/{name}, its spec read from the text"
                     );
                     checked += 1;
                 }
+            }
+            // Its items were read from the text: the spec was never parsed whole.
+            if unparsed.spec.parsed().is_none() {
+                read_from_text += 1;
             }
         }
         assert!(checked > 1_000, "only {checked} paths checked");
         assert!(
             decided_by_values > 10,
             "only {decided_by_values} paths whose owner the spec's values decide"
+        );
+        assert!(
+            read_from_text > 10,
+            "only {read_from_text} specs read as text"
         );
     }
 
