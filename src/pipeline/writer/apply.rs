@@ -109,6 +109,7 @@ impl Writer {
                         )],
                         wrote: false,
                         notify_outbox: false,
+                        spent: Vec::new(),
                     });
                 }
             }

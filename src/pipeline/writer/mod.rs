@@ -540,19 +540,19 @@ impl Writer {
                     answers.push(Answer::Sender(reply, Ok(outcome)));
                 }
                 // Sent once the round is durable (at once when the commit was).
-                self.answers.send(Answers {
-                    answers,
-                    wrote,
-                    // Only for rows due before the relays' next look of their own: waking
-                    // them for rows paced into the future had them read the outbox on every
-                    // commit, to find nothing due.
-                    notify_outbox: round
-                        .batch
-                        .outbox
-                        .iter()
-                        .any(|row| row.not_before < now.saturating_add(routing::relay_poll_ms())),
-                });
-                self.discard(applied);
+                let given_back =
+                    self.answers.send(Answers {
+                        answers,
+                        wrote,
+                        // Only for rows due before the relays' next look of their own: waking
+                        // them for rows paced into the future had them read the outbox on every
+                        // commit, to find nothing due.
+                        notify_outbox: round.batch.outbox.iter().any(|row| {
+                            row.not_before < now.saturating_add(routing::relay_poll_ms())
+                        }),
+                        spent: applied,
+                    });
+                self.discard(given_back);
             }
             Err(error) => {
                 self.engine.rollback();
@@ -611,6 +611,9 @@ impl Writer {
     /// Frees a round's decoded events on the dropper thread: freeing their JSON trees is a good
     /// part of the single writer's time per event. Inline when that thread is busy.
     fn discard(&self, events: Vec<Vec<Decoded>>) {
+        if events.is_empty() {
+            return;
+        }
         if let Some(dropper) = &self.dropper {
             let _ = dropper.try_send(events);
         }
