@@ -125,6 +125,7 @@ impl Answerer {
                     synced_once: false,
                     unsynced: Arc::clone(&unsynced),
                     spent: Arc::clone(&spent),
+                    to_free: Vec::new(),
                     failed: Arc::clone(&failed),
                     outbox_notify: Arc::clone(&outbox_notify),
                     health,
@@ -193,6 +194,9 @@ impl Answerer {
             }
             Mode::Thread(sender, _) => {
                 if let Err(mpsc::SendError(answers)) = sender.send(answers) {
+                    if to_thread {
+                        self.spent.fetch_sub(events, Ordering::AcqRel);
+                    }
                     // The thread is gone (it only stops when the writer stops): nothing more
                     // becomes durable.
                     tracing::error!(message = "The thread that syncs the store stopped; every request is refused until a restart.");
@@ -203,7 +207,10 @@ impl Answerer {
                     }
                 }
             }
-            Mode::Inline(worker) => worker.settle(vec![answers]),
+            Mode::Inline(worker) => {
+                worker.settle(vec![answers]);
+                worker.free();
+            }
             Mode::Direct => {
                 for answer in answers.answers {
                     answer.send();
@@ -265,6 +272,8 @@ struct Worker {
     unsynced: Arc<AtomicUsize>,
     /// See [`Answerer`]'s.
     spent: Arc<AtomicUsize>,
+    /// Decoded events of answered rounds, freed when no answers wait (`Worker::run`).
+    to_free: Vec<Vec<Vec<Decoded>>>,
     failed: Arc<AtomicBool>,
     outbox_notify: Arc<tokio::sync::Notify>,
     health: Arc<Health>,
@@ -273,11 +282,33 @@ struct Worker {
 
 impl Worker {
     fn run(mut self, receiver: mpsc::Receiver<Answers>) {
-        while let Ok(first) = receiver.recv() {
+        let mut next = None;
+        loop {
+            let first = match next.take() {
+                Some(first) => first,
+                None => {
+                    // Nothing waits: the answered rounds' events are freed now. Freeing them
+                    // while answers wait would put it before their sync.
+                    self.free();
+                    match receiver.recv() {
+                        Ok(first) => first,
+                        Err(_) => break,
+                    }
+                }
+            };
             let mut waiting = vec![first];
             waiting.extend(receiver.try_iter());
             self.settle(waiting);
+            next = receiver.try_recv().ok();
         }
+        self.free();
+    }
+
+    /// Frees the decoded events of the rounds answered so far.
+    fn free(&mut self) {
+        let events: usize = self.to_free.iter().flatten().map(Vec::len).sum();
+        self.to_free.clear();
+        self.spent.fetch_sub(events, Ordering::AcqRel);
     }
 
     /// Syncs once for everything taken (when any of it wrote), then answers it in order.
@@ -308,7 +339,6 @@ impl Worker {
             }
         }
         let mut notify = false;
-        let mut spent = Vec::new();
         for answers in waiting {
             notify |= answers.notify_outbox;
             for answer in answers.answers {
@@ -317,17 +347,15 @@ impl Worker {
                     Some(error) => answer.fail(error),
                 }
             }
-            spent.push(answers.spent);
+            if !answers.spent.is_empty() {
+                self.to_free.push(answers.spent);
+            }
         }
         if notify && error.is_none() {
             wake(&self.outbox_notify);
         }
         self.synced_once = true;
         self.unsynced.fetch_sub(settled, Ordering::AcqRel);
-        // Freed once everything is answered, not before.
-        let events: usize = spent.iter().flatten().map(Vec::len).sum();
-        drop(spent);
-        self.spent.fetch_sub(events, Ordering::AcqRel);
     }
 }
 
@@ -566,8 +594,9 @@ mod tests {
     }
 
     /// A round's decoded events go to the sync thread with its answers and are freed there once
-    /// it has answered; what would take it past its bound, and what is answered at once on the
-    /// writer, is given back for the writer's freeing thread.
+    /// it has answered and no other answers wait for a sync; what would take it past its bound,
+    /// and what is answered at once on the writer, is given back for the writer's freeing
+    /// thread.
     #[test]
     fn the_sync_thread_frees_a_rounds_events_after_answering_and_takes_no_more_than_its_bound() {
         let mut setup = setup();
@@ -585,19 +614,16 @@ mod tests {
         assert_eq!(setup.answerer.send(big).len(), SPENT_IN_FLIGHT - 2);
         assert!(first_answer.try_recv().is_err(), "answered before its sync");
         setup.release.send(Ok(())).unwrap();
-        // Freed after its answer left.
-        holds(&setup, 0);
-        assert!(matches!(first_answer.try_recv(), Ok(Ok(_))));
+        // The second round waited: it is synced before the first round's events are freed.
         setup
             .called
             .recv_timeout(WAIT)
             .expect("the second round is synced");
+        assert!(matches!(first_answer.try_recv(), Ok(Ok(_))));
+        assert_eq!(setup.answerer.spent.load(Ordering::Acquire), 3);
         setup.release.send(Ok(())).unwrap();
-        let deadline = std::time::Instant::now() + WAIT;
-        while setup.answerer.unsynced.load(Ordering::Acquire) != 0 {
-            assert!(std::time::Instant::now() < deadline, "never settled");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // Nothing waits any more: freed.
+        holds(&setup, 0);
         assert!(matches!(big_answer.try_recv(), Ok(Ok(_))));
         // An answer that leaves at once, on the writer, gives its events back.
         let (mut early, mut early_answer) = round(false);
@@ -613,6 +639,47 @@ mod tests {
         setup.release.send(Ok(())).unwrap();
         setup.answerer.close();
         assert!(matches!(last_answer.try_recv(), Ok(Ok(_))));
+        assert_eq!(setup.answerer.spent.load(Ordering::Acquire), 0);
+    }
+
+    /// After a failed sync every later round goes to the thread to be refused; its events are
+    /// still freed there (the count comes back to 0), close() leaves nothing held, and after it
+    /// events are given back, never counted.
+    #[test]
+    fn a_failed_sync_leaves_no_events_held() {
+        let mut setup = setup();
+        let (mut first, mut first_answer) = round(true);
+        first.spent = vec![decoded(), decoded()];
+        assert!(setup.answerer.send(first).is_empty());
+        setup.called.recv_timeout(WAIT).expect("synced");
+        setup
+            .release
+            .send(Err(std::io::Error::other("disk").into()))
+            .unwrap();
+        holds(&setup, 0);
+        assert!(matches!(first_answer.try_recv(), Ok(Err(_))));
+        assert!(setup.answerer.failed());
+        for wrote in [false, true, false] {
+            let (mut later, mut later_answer) = round(wrote);
+            later.spent = vec![decoded(); 5];
+            // Not direct (the sync failed): the thread refuses it and frees its events.
+            assert!(setup.answerer.send(later).is_empty());
+            let deadline = std::time::Instant::now() + WAIT;
+            loop {
+                if let Ok(result) = later_answer.try_recv() {
+                    assert!(result.is_err());
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "never answered");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            holds(&setup, 0);
+        }
+        setup.answerer.close();
+        assert_eq!(setup.answerer.spent.load(Ordering::Acquire), 0);
+        let (mut after, _answer) = round(true);
+        after.spent = vec![decoded()];
+        assert_eq!(setup.answerer.send(after).len(), 1);
         assert_eq!(setup.answerer.spent.load(Ordering::Acquire), 0);
     }
 }

@@ -179,8 +179,8 @@ struct Reported {
     /// What the firing gauge shows: each firing drift's series and each series' count.
     firing: observe::Firing,
     /// Whether the firing gauge must be counted from every open drift: at the start (the
-    /// drifts restored fire), and after a rolled-back round that had changed a drift. Other
-    /// rounds follow the drifts they changed (a firing drift changes only by a move or a drift
+    /// drifts restored fire; a rolled-back round that had changed a drift counts it at once,
+    /// `answer`). Other rounds follow the drifts they changed (a firing drift changes only by a move or a drift
     /// row the round records): counting every open drift after each such round was 4–6 % of
     /// the writer at half the sink's maximum rate, and more with more drifts open.
     firing_recount: bool,

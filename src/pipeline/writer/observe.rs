@@ -139,13 +139,9 @@ impl Writer {
                 moved.push(label);
             }
         }
-        // A few series a round: a label that moved twice is set once, with its final count.
-        let mut set: Vec<&FiringLabel> = Vec::with_capacity(moved.len());
-        for label in &moved {
-            if !set.contains(&label) {
-                set.push(label);
-            }
-        }
+        // Each series once, with its final count (a reload retiring a class can move thousands
+        // of drifts over hundreds of series).
+        let set: std::collections::HashSet<&FiringLabel> = moved.iter().collect();
         for label in set {
             let count = self.reported.firing.counts.get(label).copied().unwrap_or(0);
             self.metrics.drifts_firing.get_or_create(label).set(count);

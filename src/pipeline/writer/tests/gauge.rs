@@ -89,12 +89,21 @@ fn the_firing_gauge_follows_every_change_of_a_drift() {
 }
 
 /// The gauge follows only the drifts each round changed; after every round of a long,
-/// seeded run (certificates in three namespaces renewed, let lapse, deleted, rounds that fail,
-/// a restart's count from the store) it shows exactly what counting every open drift shows:
-/// each series that fires with its count, and a series that stopped firing at 0.
+/// seeded run (certificates in three namespaces renewed, let lapse, deleted; rounds that fail;
+/// rules reloads that disable `certificate_expiring`, retiring its firing drifts, and enable
+/// it again; restarts from the store, a new writer with the engine restored, in a new registry
+/// or the same one cleared) it shows exactly what counting every open drift shows: each series
+/// that fires with its count, and a series that stopped firing at 0.
 #[test]
 fn the_firing_gauge_matches_a_count_of_every_open_drift_after_every_round() {
     const DAY: i64 = 86_400_000;
+    let rules = |enabled: bool| {
+        let config: drift_core::config::RulesConfig = serde_json::from_value(serde_json::json!({
+            "classes": {"certificate_expiring": {"enabled": enabled}}
+        }))
+        .expect("rules");
+        Arc::new(config.compile())
+    };
     let mut h = harness();
     let mut seed: u64 = 0x5eed_6a5e;
     let mut next = move |below: u64| -> u64 {
@@ -102,8 +111,25 @@ fn the_firing_gauge_matches_a_count_of_every_open_drift_after_every_round() {
         (seed >> 33) % below
     };
     let mut version = 100;
+    let (mut reloads, mut restarts, mut enabled) = (0, 0, true);
+    let (mut retired_firing, mut restarted_firing) = (0, 0);
     let mut ever_fired: std::collections::BTreeSet<String> = Default::default();
-    for round in 0..300 {
+    for round in 0..400 {
+        if next(12) == 0 {
+            enabled = !enabled;
+            if !enabled && !counted_from_the_engine(&h).is_empty() {
+                retired_firing += 1;
+            }
+            h.writer.set_rules(rules(enabled));
+            reloads += 1;
+        }
+        if next(20) == 0 {
+            if !counted_from_the_engine(&h).is_empty() {
+                restarted_firing += 1;
+            }
+            restart(&mut h, rules(enabled), restarts % 2 == 0);
+            restarts += 1;
+        }
         let mut requests = Vec::new();
         for _ in 0..next(4) {
             let (cert, namespace) = (next(8), ["ns-a", "ns-b", "ns-c"][next(3) as usize]);
@@ -128,7 +154,7 @@ fn the_firing_gauge_matches_a_count_of_every_open_drift_after_every_round() {
                 },
             ));
         }
-        let failing = next(10) == 0;
+        let failing = next(8) == 0;
         h.store.set_failing(failing);
         h.round(requests);
         h.store.set_failing(false);
@@ -137,11 +163,15 @@ fn the_firing_gauge_matches_a_count_of_every_open_drift_after_every_round() {
         let shown: Vec<String> = (firing_series(&h).into_iter())
             .filter(|series| !series.ends_with(" 0"))
             .collect();
-        assert_eq!(shown, expected, "after round {round} (failing: {failing})");
+        assert_eq!(
+            shown, expected,
+            "after round {round} (failing: {failing}, enabled: {enabled})"
+        );
         ever_fired.extend(firing_series(&h));
     }
     // The run went through every state it checks: fires of both severities in every
-    // namespace, and series that stopped firing.
+    // namespace, series that stopped firing, reloads that retired firing drifts, restarts
+    // with drifts firing.
     for namespace in ["ns-a", "ns-b", "ns-c"] {
         for severity in ["warning", "critical"] {
             let prefix = format!("certificate_expiring {severity} {namespace} ");
@@ -154,4 +184,48 @@ fn the_firing_gauge_matches_a_count_of_every_open_drift_after_every_round() {
         }
     }
     assert!(ever_fired.iter().any(|series| series.ends_with(" 0")));
+    assert!(
+        reloads > 5 && restarts > 5,
+        "{reloads} reloads, {restarts} restarts"
+    );
+    assert!(
+        retired_firing > 3 && restarted_firing > 3,
+        "{retired_firing} reloads retired firing drifts, {restarted_firing} restarts had some"
+    );
+}
+
+/// A restart, as `Pipeline::start` does it: a new writer on the same store, its engine restored
+/// from what the store holds; a new registry, or (a writer role taken again in the same
+/// process) the same one with the writer's gauges cleared.
+fn restart(h: &mut Harness, rules: Arc<Rules>, new_registry: bool) {
+    let mut store: Box<dyn drift_store::Store> = Box::new(h.store.clone());
+    let mut objects = Vec::new();
+    let snapshot = store
+        .load(&mut |_, body| {
+            objects.push(drift_core::classify::stored::decode(body)?);
+            Ok(())
+        })
+        .expect("loads");
+    let mut engine = Engine::new(rules);
+    engine.restore(objects, snapshot.drifts);
+    let clock = Arc::clone(&h.now);
+    let metrics = if new_registry {
+        Arc::new(Metrics::new())
+    } else {
+        h.writer.metrics.clear_writer_gauges();
+        Arc::clone(&h.writer.metrics)
+    };
+    let writer = Writer::new(
+        engine,
+        store,
+        Arc::new(move || clock.load(Ordering::SeqCst)),
+        metrics,
+        Arc::clone(&h.health),
+        h.writer.settings.clone(),
+        Silences::default(),
+        crate::pipeline::fleet_view::Publisher::new(crate::pipeline::fleet_view::Shared::new(
+            Vec::new(),
+        )),
+    );
+    drop(std::mem::replace(&mut h.writer, writer));
 }

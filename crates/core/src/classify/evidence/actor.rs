@@ -33,8 +33,9 @@ fn owns_segments(node: &Value, value: Option<&Value>, segments: &[String]) -> bo
     })
 }
 
-/// [`owns_segments`] with the value's child at the first segment given by `child` (the
-/// attributor's object is not one tree: its spec is borrowed from the event, not copied).
+/// [`owns_segments`] with the value's child at the first segment given by `child`. The walk on a
+/// tree; `Attributor::owns` is the same walk reading the object's values only where a list
+/// node needs them (the tests hold the two to the same answers).
 fn owns_below<'v>(
     node: &Value,
     segments: &[String],
@@ -197,7 +198,8 @@ impl<'a> Attributor<'a> {
         })
     }
 
-    /// [`owns`] on the object, from `depth` of `path` (a pointer's segments) down. The object's values are read only
+    /// [`owns`] on the object, from `depth` of `path` (a pointer's segments, array indexes
+    /// written as the diffs write them: digits, no leading zero) down. The object's values are read only
     /// where a keyed or set list node (`k:`, `v:`) must match the item the path names, and
     /// then only that item: most paths (`f:` fields, `i:` positions) need none, and parsing
     /// the whole spec for one item was most of an attribution's cost.
@@ -438,5 +440,69 @@ mod tests {
         assert!(owns(&fields, &object, "/data/a"));
         assert!(!owns(&fields, &object, "/data/b"));
         assert!(owns(&fields, &object, "/data"));
+    }
+
+    /// Paths whose members need escaping (`/` and `~` in a key; a quote, which only the parser
+    /// reads) and keyed and set list nodes: the attributor answers as the tree walk does,
+    /// with the spec parsed, given as a value, or read from its text.
+    #[test]
+    fn attributor_owns_on_escaped_and_list_paths() {
+        let fields = json!({"f:spec": {
+            "f:a/b~c": {"f:list": {"k:{\"name\":\"x\"}": {".": {}, "f:v": {}}}},
+            "f:quo\"te": {"f:list": {"k:{\"name\":\"x\"}": {".": {}, "f:v": {}}}},
+            "f:set": {"v:\"s1\"": {}},
+            "f:containers": {"k:{\"name\":\"user-container\"}": {".": {}, "f:image": {}}}
+        }});
+        let spec = json!({
+            "a/b~c": {"list": [{"name": "y", "v": 0}, {"name": "x", "v": 1}]},
+            "quo\"te": {"list": [{"name": "y", "v": 0}, {"name": "x", "v": 1}]},
+            "set": ["s0", "s1"],
+            "containers": [{"name": "queue-proxy", "image": "q"}, {"name": "user-container", "image": "u"}]
+        });
+        let value = json!({
+            "apiVersion": "example.dev/v1", "kind": "Widget",
+            "metadata": {"name": "w", "namespace": "n", "uid": "u-1", "resourceVersion": "1",
+                "managedFields": [{"manager": "kubectl", "operation": "Update",
+                    "apiVersion": "example.dev/v1", "time": "2025-01-01T00:00:00Z",
+                    "fieldsType": "FieldsV1", "fieldsV1": fields}]},
+            "spec": spec,
+        });
+        let parsed = crate::decode::shape::parse_object(value.clone()).expect("parses");
+        let from_value = crate::decode::shape::parse_object(value.clone()).expect("parses");
+        let from_text =
+            crate::decode::shape::parse_object_text(&value.to_string()).expect("parses");
+        let mut whole = object_json(&parsed);
+        whole["spec"] = parsed.spec.value().clone();
+        let mut owned = 0;
+        for path in [
+            "/spec/a~1b~0c/list/1/v",
+            "/spec/a~1b~0c/list/0/v",
+            "/spec/quo\"te/list/1/v",
+            "/spec/quo\"te/list/0/v",
+            "/spec/set/1",
+            "/spec/set/0",
+            "/spec/containers/1/image",
+            "/spec/containers/0/image",
+        ] {
+            let expected = owns(&fields, &whole, path);
+            owned += usize::from(expected);
+            let segments = pointer_segments(path);
+            for (how, object) in [
+                ("parsed", &parsed),
+                ("value", &from_value),
+                ("text", &from_text),
+            ] {
+                let attributor = Attributor::new(object);
+                assert_eq!(attributor.entries.len(), 1);
+                let got = attributor.owns(&attributor.entries[0].1, &segments, 0);
+                assert_eq!(got, expected, "{path} ({how})");
+            }
+        }
+        assert_eq!(
+            owned, 4,
+            "each list's matching item is owned, the other not"
+        );
+        // The name with a quote was read through the parser: the whole spec parsed.
+        assert!(from_text.spec.parsed().is_some());
     }
 }
