@@ -127,6 +127,21 @@ fn harness_routed(
 
 type Answer = oneshot::Receiver<Result<Vec<EventResult>, Error>>;
 
+/// The store reopened and an engine restored from what it holds, as `Pipeline::start` does.
+fn restored(store: &TestStore, rules: Arc<Rules>) -> (Box<dyn drift_store::Store>, Engine) {
+    let mut store: Box<dyn drift_store::Store> = Box::new(store.clone());
+    let mut objects = Vec::new();
+    let snapshot = store
+        .load(&mut |_, body| {
+            objects.push(drift_core::classify::stored::decode(body)?);
+            Ok(())
+        })
+        .expect("loads");
+    let mut engine = Engine::new(rules);
+    engine.restore(objects, snapshot.drifts);
+    (store, engine)
+}
+
 impl Harness {
     /// One round over these requests; their answers.
     fn round(&mut self, requests: Vec<Vec<Decoded>>) -> Vec<Result<Vec<EventResult>, Error>> {
@@ -374,16 +389,7 @@ fn at_start_the_stored_objects_are_judged_again_in_slices_and_the_health_says_st
         assert!(answer.is_ok(), "{answer:?}");
     }
     // A restart: the engine restored from the store, as `Pipeline::start` does.
-    let mut store: Box<dyn drift_store::Store> = Box::new(first.store.clone());
-    let mut objects = Vec::new();
-    let snapshot = store
-        .load(&mut |_, body| {
-            objects.push(drift_core::classify::stored::decode(body)?);
-            Ok(())
-        })
-        .expect("loads");
-    let mut engine = Engine::new(Arc::new(Rules::default()));
-    engine.restore(objects, snapshot.drifts);
+    let (store, engine) = restored(&first.store, Arc::new(Rules::default()));
     let health = Arc::new(Health::default());
     let mut restarted = Harness {
         writer: Writer::new(

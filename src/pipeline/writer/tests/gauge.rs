@@ -198,16 +198,7 @@ fn the_firing_gauge_matches_a_count_of_every_open_drift_after_every_round() {
 /// from what the store holds; a new registry, or (a writer role taken again in the same
 /// process) the same one with the writer's gauges cleared.
 fn restart(h: &mut Harness, rules: Arc<Rules>, new_registry: bool) {
-    let mut store: Box<dyn drift_store::Store> = Box::new(h.store.clone());
-    let mut objects = Vec::new();
-    let snapshot = store
-        .load(&mut |_, body| {
-            objects.push(drift_core::classify::stored::decode(body)?);
-            Ok(())
-        })
-        .expect("loads");
-    let mut engine = Engine::new(rules);
-    engine.restore(objects, snapshot.drifts);
+    let (store, engine) = restored(&h.store, rules);
     let clock = Arc::clone(&h.now);
     let metrics = if new_registry {
         Arc::new(Metrics::new())
