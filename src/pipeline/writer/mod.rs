@@ -180,9 +180,9 @@ struct Reported {
     firing: observe::Firing,
     /// Whether the firing gauge must be counted from every open drift: at the start (the
     /// drifts restored fire; a rolled-back round that had changed a drift counts it at once,
-    /// `answer`). Other rounds follow the drifts they changed (a firing drift changes only by a move or a drift
-    /// row the round records): counting every open drift after each such round was 4–6 % of
-    /// the writer at half the sink's maximum rate, and more with more drifts open.
+    /// `answer`). Other rounds follow the drifts they changed (a firing drift changes only by a
+    /// move or a drift row the round records): counting every open drift after each such round
+    /// was 4–6 % of the writer at half the sink's maximum rate, and more with more drifts open.
     firing_recount: bool,
     /// Cluster-name mix-ups already logged.
     misnamed: Misnamed,

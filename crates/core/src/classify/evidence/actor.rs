@@ -199,10 +199,10 @@ impl<'a> Attributor<'a> {
     }
 
     /// [`owns`] on the object, from `depth` of `path` (a pointer's segments, array indexes
-    /// written as the diffs write them: digits, no leading zero) down. The object's values are read only
-    /// where a keyed or set list node (`k:`, `v:`) must match the item the path names, and
-    /// then only that item: most paths (`f:` fields, `i:` positions) need none, and parsing
-    /// the whole spec for one item was most of an attribution's cost.
+    /// written as the diffs write them: digits, no leading zero) down. The object's values are
+    /// read only where a keyed or set list node (`k:`, `v:`) must match the item the path
+    /// names, and then only that item: most paths (`f:` fields, `i:` positions) need none, and
+    /// parsing the whole spec for one item was most of an attribution's cost.
     fn owns(&self, node: &Value, path: &[String], depth: usize) -> bool {
         let Value::Object(map) = node else {
             return false;
@@ -457,7 +457,10 @@ mod tests {
             "a/b~c": {"list": [{"name": "y", "v": 0}, {"name": "x", "v": 1}]},
             "quo\"te": {"list": [{"name": "y", "v": 0}, {"name": "x", "v": 1}]},
             "set": ["s0", "s1"],
-            "containers": [{"name": "queue-proxy", "image": "q"}, {"name": "user-container", "image": "u"}]
+            "containers": [
+                {"name": "queue-proxy", "image": "q"},
+                {"name": "user-container", "image": "u"}
+            ]
         });
         let value = json!({
             "apiVersion": "example.dev/v1", "kind": "Widget",
