@@ -16,16 +16,23 @@ impl Engine {
     /// Records the unrecorded pending drifts that opened at or before `opened_by`, writing
     /// their rows with the round's changes.
     pub(super) fn record_opened_by(&mut self, opened_by: Millis) {
-        let mut unrecorded: Vec<DriftSlot> = self
+        let unrecorded: Vec<DriftSlot> = self
             .pending_drifts()
             .filter(|(_, drift)| drift.since <= opened_by && !self.recorded.contains(&drift.id))
             .map(|(slot, _)| slot.clone())
             .collect();
-        unrecorded.sort();
-        for slot in unrecorded {
+        self.record_slots(unrecorded);
+    }
+
+    /// Records the drifts in `slots` (pending, not recorded yet), in slot order.
+    pub(super) fn record_slots(&mut self, mut slots: Vec<DriftSlot>) {
+        slots.sort();
+        for slot in slots {
             if let Some(drift) = self.drifts.get(&slot).cloned() {
                 self.record(&drift, true);
-                self.journal.touch_drift(slot);
+                self.journal.touch_drift(slot.clone());
+                // Its next deadline is later now (it only fires): filed again.
+                self.note_pending(&slot);
             }
         }
     }

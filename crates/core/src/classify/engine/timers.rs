@@ -17,11 +17,10 @@ impl Engine {
     /// by its clock; this crate reads none), and at least one object is judged per call, so
     /// the re-judge always ends.
     pub fn tick_within(&mut self, now: Millis, go_on: &mut dyn FnMut() -> bool) {
-        if now >= self.pending_from {
+        if self.deadlines.first().is_some_and(|(at, _)| *at <= now) {
             self.fire_and_record(now);
-        } else {
-            debug_assert!(self.exact_pending_from() >= self.pending_from);
         }
+        debug_assert!(self.pending_index_holds());
         // Before the re-judge's slice: a verdict that changed with time is due now, and a
         // drift it opens with no grace fires in this round.
         if self.agenda.first().is_some_and(|at| at <= now) {
@@ -88,26 +87,40 @@ impl Engine {
         if !self.recheck.is_empty() {
             return Some(Millis::MIN);
         }
-        // Early at worst (a lower bound): the round it wakes tightens it.
-        let pending = (!self.pending.is_empty() && self.pending_from < Millis::MAX)
-            .then_some(self.pending_from);
+        // Early at worst (a lower bound): the round it wakes files the drift again.
+        let pending = self.deadlines.first().map(|(at, _)| *at);
         match (pending, self.agenda.first()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Fires the pending drifts whose grace ran out and records those that lasted, then sets
-    /// `pending_from` to the earliest deadline left.
+    /// Fires the pending drifts whose grace ran out and records those that lasted: those filed
+    /// in `deadlines` at `now` or before, which are then filed again (or not, once firing).
     fn fire_and_record(&mut self, now: Millis) {
-        let mut due: Vec<DriftSlot> = self
-            .pending_drifts()
-            .filter(|(_, drift)| drift.fire_at <= now)
-            .filter(|(slot, _)| self.rules.class(&slot.class).enabled)
-            .map(|(slot, _)| slot.clone())
-            .collect();
+        let mut due: Vec<DriftSlot> = Vec::new();
+        while let Some(entry) = self.deadlines.first() {
+            if entry.0 > now {
+                break;
+            }
+            if let Some((_, slot)) = self.deadlines.pop_first() {
+                // Taken out: filed again below.
+                self.pending.insert(slot.clone(), None);
+                due.push(slot);
+            }
+        }
         due.sort();
-        for slot in due {
+        let fire: Vec<DriftSlot> = (due.iter())
+            .filter(|slot| {
+                self.drifts.get(*slot).is_some_and(|drift| {
+                    drift.state == DriftState::Pending
+                        && drift.fire_at <= now
+                        && self.rules.class(&slot.class).enabled
+                })
+            })
+            .cloned()
+            .collect();
+        for slot in fire {
             if let Some(mut drift) = self.drifts.get(&slot).cloned() {
                 drift.state = DriftState::Firing;
                 drift.fired_at = Some(now);
@@ -116,17 +129,21 @@ impl Engine {
             }
         }
         // Pending episodes that lasted are recorded (see `RECORD_PENDING_AFTER_MS`).
-        self.record_opened_by(now.saturating_sub(RECORD_PENDING_AFTER_MS));
-        self.pending_from = self.exact_pending_from();
-    }
-
-    /// The earliest time a pending drift fires (its class switched on) or is recorded
-    /// (`Millis::MAX`: none will).
-    fn exact_pending_from(&self) -> Millis {
-        self.pending_drifts()
-            .filter_map(|(_, drift)| self.pending_deadline(drift))
-            .min()
-            .unwrap_or(Millis::MAX)
+        let opened_by = now.saturating_sub(RECORD_PENDING_AFTER_MS);
+        let lasted: Vec<DriftSlot> = (due.iter())
+            .filter(|slot| {
+                self.drifts.get(*slot).is_some_and(|drift| {
+                    drift.state == DriftState::Pending
+                        && drift.since <= opened_by
+                        && !self.recorded.contains(&drift.id)
+                })
+            })
+            .cloned()
+            .collect();
+        self.record_slots(lasted);
+        for slot in &due {
+            self.note_pending(slot);
+        }
     }
 
     /// When the timers next have work on the pending `drift`: it fires (its class switched
