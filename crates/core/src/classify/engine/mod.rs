@@ -214,24 +214,27 @@ impl Engine {
         let pending = (self.drifts.values())
             .filter(|drift| drift.state == DriftState::Pending)
             .count();
-        let filed = self.pending.iter().all(|(slot, filed)| {
-            let Some(drift) = self.drifts.get(slot) else {
-                return false;
-            };
-            let in_deadlines = filed.is_none_or(|at| self.deadlines.contains(&(at, slot.clone())));
-            let early = match (filed, self.pending_deadline(drift)) {
-                (Some(at), Some(deadline)) => *at <= deadline,
-                (_, None) => true,
-                (None, Some(_)) => false,
-            };
-            drift.state == DriftState::Pending && in_deadlines && early
+        let filed_early = self.pending.iter().all(|(slot, filed)| {
+            self.drifts.get(slot).is_some_and(|drift| {
+                drift.state == DriftState::Pending
+                    && match (filed, self.pending_deadline(drift)) {
+                        (Some(at), Some(deadline)) => *at <= deadline,
+                        (_, None) => true,
+                        (None, Some(_)) => false,
+                    }
+            })
         });
-        let entries = self
+        let entries_filed =
+            (self.deadlines.iter()).all(|(at, slot)| self.pending.get(slot) == Some(&Some(*at)));
+        let filed = self
             .pending
             .values()
             .filter(|filed| filed.is_some())
             .count();
-        pending == self.pending.len() && filed && entries == self.deadlines.len()
+        pending == self.pending.len()
+            && filed_early
+            && entries_filed
+            && filed == self.deadlines.len()
     }
 
     /// Replaces the rules (hot reload). Open drifts keep their state; every live object is
