@@ -21,6 +21,8 @@ mod pipeline_watch;
 mod recording;
 mod rule_errors;
 mod settle;
+#[cfg(test)]
+mod timer_reference;
 mod timers;
 mod traffic;
 
@@ -49,9 +51,9 @@ pub struct Engine {
     /// `deadlines` (`None`: not filed, it will neither fire nor be recorded).
     pending: HashMap<DriftSlot, Option<Millis>>,
     /// The pending drifts by the time the timers next have work on them (fire, or be
-    /// recorded), earliest first. A time may be early, never late: a drift recorded since
-    /// keeps its record time until the timers take it out and file it again. The timers take
-    /// out only what is due, so a round's cost does not grow with the drifts pending (a busy
+    /// recorded), earliest first; every change of a pending drift, of what is recorded or of
+    /// the rules files it again (`note_pending`, `rebuild_pending`). The timers take out only
+    /// what is due, so a round's cost does not grow with the drifts pending (a busy
     /// cluster keeps hundreds pending, and one came due every few rounds: scanning all of them
     /// then was 2.7 % of the writer at half the sink's maximum rate).
     deadlines: std::collections::BTreeSet<(Millis, DriftSlot)>,
@@ -209,19 +211,14 @@ impl Engine {
     }
 
     /// Whether `pending` holds exactly the pending drifts, and `deadlines` each one's filed
-    /// time, no later than the time the timers next have work on it.
+    /// time: the time the timers next have work on it.
     fn pending_index_holds(&self) -> bool {
         let pending = (self.drifts.values())
             .filter(|drift| drift.state == DriftState::Pending)
             .count();
         let filed_early = self.pending.iter().all(|(slot, filed)| {
             self.drifts.get(slot).is_some_and(|drift| {
-                drift.state == DriftState::Pending
-                    && match (filed, self.pending_deadline(drift)) {
-                        (Some(at), Some(deadline)) => *at <= deadline,
-                        (_, None) => true,
-                        (None, Some(_)) => false,
-                    }
+                drift.state == DriftState::Pending && *filed == self.pending_deadline(drift)
             })
         });
         let entries_filed =

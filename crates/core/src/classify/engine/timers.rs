@@ -115,7 +115,7 @@ impl Engine {
                 self.drifts.get(*slot).is_some_and(|drift| {
                     drift.state == DriftState::Pending
                         && drift.fire_at <= now
-                        && self.rules.class(&slot.class).enabled
+                        && self.rules.class(&drift.class).enabled
                 })
             })
             .cloned()
