@@ -87,7 +87,8 @@ impl Engine {
         if !self.recheck.is_empty() {
             return Some(Millis::MIN);
         }
-        // Early at worst (a lower bound): the round it wakes files the drift again.
+        // The earliest filed time: the round it wakes fires or records that drift and files
+        // it again.
         let pending = self.deadlines.first().map(|(at, _)| *at);
         match (pending, self.agenda.first()) {
             (Some(a), Some(b)) => Some(a.min(b)),
