@@ -67,8 +67,8 @@ pub(super) struct Answers {
     pub wrote: bool,
     /// The round queued notifications: the relays are woken after the sync.
     pub notify_outbox: bool,
-    /// The round's decoded events, freed by the sync thread after it answered (see
-    /// [`Answerer::send`]).
+    /// The round's decoded events, freed by the sync thread once it answered and no other
+    /// answers wait (see [`Answerer::send`]).
     pub spent: Vec<Vec<Decoded>>,
 }
 
@@ -164,7 +164,7 @@ impl Answerer {
     }
 
     /// Sends `answers` now, or after the next sync. The sync thread also frees the round's
-    /// decoded events after answering: it is woken for the round anyway, and waking the
+    /// decoded events after answering (when no answers wait for a sync): it is woken for the round anyway, and waking the
     /// writer's freeing thread too cost the writer a second wake-up per round (2.5 % of it at
     /// half the sink's maximum rate). What it does not take is given back, for that thread.
     pub(super) fn send(&mut self, mut answers: Answers) -> Vec<Vec<Decoded>> {

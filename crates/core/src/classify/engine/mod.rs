@@ -170,9 +170,11 @@ impl Engine {
             Some(drift) if drift.state == DriftState::Pending => Some(self.pending_deadline(drift)),
             _ => None,
         };
-        let filed = match deadline {
-            Some(deadline) => self.pending.insert(slot.clone(), deadline),
-            None => self.pending.remove(slot),
+        // An update of a drift already pending replaces its time in place: no slot copied.
+        let filed = match (deadline, self.pending.get_mut(slot)) {
+            (Some(deadline), Some(filed)) => Some(std::mem::replace(filed, deadline)),
+            (Some(deadline), None) => self.pending.insert(slot.clone(), deadline),
+            (None, _) => self.pending.remove(slot),
         };
         if filed.flatten() == deadline.flatten() {
             return;
@@ -216,7 +218,7 @@ impl Engine {
         let pending = (self.drifts.values())
             .filter(|drift| drift.state == DriftState::Pending)
             .count();
-        let filed_early = self.pending.iter().all(|(slot, filed)| {
+        let filed_exactly = self.pending.iter().all(|(slot, filed)| {
             self.drifts.get(slot).is_some_and(|drift| {
                 drift.state == DriftState::Pending && *filed == self.pending_deadline(drift)
             })
@@ -229,7 +231,7 @@ impl Engine {
             .filter(|filed| filed.is_some())
             .count();
         pending == self.pending.len()
-            && filed_early
+            && filed_exactly
             && entries_filed
             && filed == self.deadlines.len()
     }
