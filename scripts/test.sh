@@ -81,13 +81,24 @@ if [ -z "${PG_BINDIR:-}" ]; then
   PG_BINDIR=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   if [ -n "$PG_BINDIR" ]; then export PG_BINDIR; fi
 fi
-log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreSQL)"
-# The seeded chaos run (`drill_e2e`, two minutes of drills against its fake cluster, mostly
-# waiting) runs from its test binary in the background, beside the other tests and pytest, and
-# is waited for before fuzzing: run in line, it alone kept the `it` binary going a minute longer.
-CHAOS=drill_e2e::a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_seed_repeats
-# Built first with its errors shown; then asked (nothing left to build) where the `it` binary is.
+# Everything is built before any test runs: the test binaries, then the binary for the process
+# tests. The process tests run the binary as users build it: without the dev-dependencies, so
+# without the store's `testing` feature, which `cargo test` turns on (the store and the service
+# are compiled once more for it). Its dep-info (`drift-sentinel.d`) tells test_manifests.py which
+# sources went into it.
+log "Building the tests, and the binary for process tests"
 cargo test --workspace --no-run --quiet 2>&1
+cargo build --quiet
+export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentinel"
+
+# The tests mostly wait (on timers, child processes, Prometheus' scrapes): on two cores they kept
+# the CPU about half idle. So two steps run beside them, in the background:
+# - the seeded chaos run (`drill_e2e`, two minutes of drills against its fake cluster, mostly
+#   waiting), from its test binary; in line it alone kept the `it` binary going a minute longer;
+# - the fuzz build and the short fuzz runs (below), which only need CPU, at the lowest priority
+#   (nice 19: they take what the tests leave and slow them little).
+CHAOS=drill_e2e::a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_seed_repeats
+# Asked (nothing left to build) where the `it` binary is.
 IT_BIN=$(cargo test --workspace --no-run --message-format=json 2>/dev/null \
   | "$VENV/bin/python" -c 'import json, sys
 for line in sys.stdin:
@@ -101,43 +112,57 @@ fi
 CHAOS_LOG="${CARGO_TARGET_DIR:-$ROOT/target}/chaos-test.log"
 "$IT_BIN" --exact "$CHAOS" > "$CHAOS_LOG" 2>&1 &
 CHAOS_PID=$!
-# Not left running when a later step fails.
-trap 'kill "$CHAOS_PID" 2>/dev/null || true' EXIT
-cargo test --workspace --quiet -- --skip "$CHAOS" 2>&1
 
-# The process tests run the binary as users build it: without the dev-dependencies, so without
-# the store's `testing` feature, which `cargo test` turns on (the store and the service are
-# compiled once more for it). Its dep-info (`drift-sentinel.d`) tells test_manifests.py which
-# sources went into it.
-log "Building the binary for process tests"
+# `cargo test` replays the committed seed corpus (fuzz/seeds/) through the fuzz targets. Besides,
+# a short real run of every target: coverage-guided libFuzzer, an unoptimised build without a
+# sanitizer (about a minute to build on two idle cores, on stable; its own target directory,
+# fuzz/target, so it never waits for cargo's lock on target/), two targets at a time, each for
+# FUZZ_SECONDS of wall time (at nice 19 beside the tests, fewer inputs than on an idle machine:
+# each target prints how many). Long runs with AddressSanitizer: scripts/fuzz.sh (fuzz/README.md).
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_LOG="${CARGO_TARGET_DIR:-$ROOT/target}/fuzz-run.log"
+FUZZ_PID=""
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  # Its own process group (setsid), so that a failed step stops the targets it started too.
+  FUZZ_QUICK=1 setsid nice -n 19 scripts/fuzz.sh "$FUZZ_SECONDS" > "$FUZZ_LOG" 2>&1 &
+  FUZZ_PID=$!
+fi
+# Neither is left running when a later step fails.
+trap 'kill "$CHAOS_PID" 2>/dev/null || true; [ -z "$FUZZ_PID" ] || kill -- "-$FUZZ_PID" 2>/dev/null || true' EXIT
+
+# Four test threads per binary on two cores: the long tests wait on timers.
+log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreSQL)"
+cargo test --workspace --quiet -- --skip "$CHAOS" --test-threads 4 2>&1
+
+# `cargo test` put the binary it built (with `testing`) at $DRIFT_SENTINEL_BIN: `cargo build`, with
+# nothing to build, puts the one built above back.
 cargo build --quiet
-export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentinel"
 
-# Two workers (pytest-xdist), taking the longest tests first, one at a time, so both stay busy;
-# the slowest 25 are listed at the end, to see where the time goes.
+# Four workers (pytest-xdist), taking the longest tests first, one at a time, so all stay busy
+# (the two tests marked `exclusive` run alone); the slowest 25 are listed at the end, to see where
+# the time goes.
 log "Process and interop tests (pytest)"
 cd "$ROOT/tests/python"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --maxschedchunk 1 --durations=25
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 4 --maxschedchunk 1 --durations=25
 cd "$ROOT"
 
-log "The seeded chaos run (started beside cargo test)"
+log "The seeded chaos run (started beside the tests)"
 if ! wait "$CHAOS_PID" || ! grep -q "^test result: ok. 1 passed" "$CHAOS_LOG"; then
   cat "$CHAOS_LOG"
   echo "the seeded chaos run failed (or was not found: $CHAOS)" >&2
   exit 1
 fi
-trap - EXIT
 grep -E "^test result" "$CHAOS_LOG"
 
-# --- Fuzzing ----------------------------------------------------------------------------------------
-# `cargo test` above replays the committed seed corpus (fuzz/seeds/) through the fuzz targets. Then
-# a short real run of every target: coverage-guided libFuzzer, an unoptimised build without a
-# sanitizer (about two minutes to build on two cores, on stable), two targets at a time, so CI
-# stays well under its time budget. Long runs with AddressSanitizer: scripts/fuzz.sh (fuzz/README.md).
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
-if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  log "Fuzzing every target for ${FUZZ_SECONDS}s"
-  FUZZ_QUICK=1 scripts/fuzz.sh "$FUZZ_SECONDS"
+if [ -n "$FUZZ_PID" ]; then
+  log "Fuzzing every target for ${FUZZ_SECONDS}s (started beside the tests)"
+  if ! wait "$FUZZ_PID"; then
+    cat "$FUZZ_LOG"
+    echo "fuzzing failed" >&2
+    exit 1
+  fi
+  cat "$FUZZ_LOG"
 fi
+trap - EXIT
 
 log "Done"
