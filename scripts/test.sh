@@ -86,8 +86,12 @@ fi
 # without the store's `testing` feature, which `cargo test` turns on (the store and the service
 # are compiled once more for it). Its dep-info (`drift-sentinel.d`) tells test_manifests.py which
 # sources went into it.
+# The test targets only: clippy above already compiled the examples (the benchmark's programs)
+# and the criterion benches, which no test runs (building them again took half a minute). No
+# crate has a doctest.
+TEST_TARGETS=(--workspace --lib --bins --tests)
 log "Building the tests, and the binary for process tests"
-cargo test --workspace --no-run --quiet 2>&1
+cargo test "${TEST_TARGETS[@]}" --no-run --quiet 2>&1
 cargo build --quiet
 export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentinel"
 
@@ -99,7 +103,7 @@ export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentine
 #   (nice 19: they take what the tests leave and slow them little).
 CHAOS=drill_e2e::a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_seed_repeats
 # Asked (nothing left to build) where the `it` binary is.
-IT_BIN=$(cargo test --workspace --no-run --message-format=json 2>/dev/null \
+IT_BIN=$(cargo test "${TEST_TARGETS[@]}" --no-run --message-format=json 2>/dev/null \
   | "$VENV/bin/python" -c 'import json, sys
 for line in sys.stdin:
     message = json.loads(line)
@@ -133,7 +137,7 @@ trap 'kill "$CHAOS_PID" 2>/dev/null || true; [ -z "$FUZZ_PID" ] || kill -- "-$FU
 # Eight test threads per binary on two cores: the long tests wait (on timers, Prometheus' first
 # scrape, child processes); with eight the `it` binary kept the CPU about 40 % busy.
 log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreSQL)"
-cargo test --workspace --quiet -- --skip "$CHAOS" --test-threads 8 2>&1
+cargo test "${TEST_TARGETS[@]}" --quiet -- --skip "$CHAOS" --test-threads 8 2>&1
 
 # `cargo test` put the binary it built (with `testing`) at $DRIFT_SENTINEL_BIN: `cargo build`, with
 # nothing to build, puts the one built above back.

@@ -9,7 +9,7 @@ Shared by every test file:
   destination that is down);
 * `pg`: one throwaway PostgreSQL server per test run (per xdist worker), a database per test;
 * `exclusive`: tests that load the machine on purpose run while no other test runs, when the
-  suite runs on several xdist workers (`-n 2`); the longest tests are collected first;
+  suite runs on several xdist workers (`-n 6` in scripts/test.sh); the longest tests are collected first;
 * `safe_load`/`safe_load_all`: YAML parsed once per distinct text, with libyaml.
 """
 
@@ -290,7 +290,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 # ---- Order ---------------------------------------------------------------------------------------
-# Longest first, so that with two workers the run does not end on one long test started last: the
+# Longest first, so that with several workers the run does not end on one long test started last: the
 # tests that must run alone, then the modules of long process tests (each waits on the service's
 # timers), then the rest in file order.
 LONG_MODULES = ("test_ha.py", "test_connections.py", "test_hardening.py", "test_fleet.py", "test_delivery_process.py")
