@@ -6,7 +6,7 @@
 # Default (long runs): optimised build with AddressSanitizer, on nightly (installed when missing),
 # one target after the other.
 # FUZZ_QUICK=1: unoptimised build without a sanitizer, which the stable toolchain builds in about
-# two minutes on two cores (every flag cargo-fuzz then passes is stable), two targets at a time.
+# one to two minutes on two cores (every flag cargo-fuzz then passes is stable), two targets at a time.
 # Safe Rust needs no AddressSanitizer to find panics, aborts, hangs and runaway allocations, which
 # is what the run looks for; the long runs add it for the unsafe code in dependencies.
 #

@@ -86,9 +86,8 @@ fi
 # without the store's `testing` feature, which `cargo test` turns on (the store and the service
 # are compiled once more for it). Its dep-info (`drift-sentinel.d`) tells test_manifests.py which
 # sources went into it.
-# The test targets only: clippy above already compiled the examples (the benchmark's programs)
-# and the criterion benches, which no test runs (building them again took half a minute). No
-# crate has a doctest.
+# The test targets only: clippy above already checked the examples (the benchmark's programs),
+# which no test runs (building them took half a minute). No crate has a doctest.
 TEST_TARGETS=(--workspace --lib --bins --tests)
 log "Building the tests, and the binary for process tests"
 cargo test "${TEST_TARGETS[@]}" --no-run --quiet 2>&1
@@ -127,8 +126,12 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 FUZZ_LOG="${CARGO_TARGET_DIR:-$ROOT/target}/fuzz-run.log"
 FUZZ_PID=""
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  # Its own process group (setsid), so that a failed step stops the targets it started too.
-  FUZZ_QUICK=1 setsid nice -n 19 scripts/fuzz.sh "$FUZZ_SECONDS" > "$FUZZ_LOG" 2>&1 &
+  # Its own process group (setsid), so that a failed step stops the targets it started too. With
+  # the kernel's autogroups (sched_autogroup_enabled), a new session is a new group that shares
+  # the CPU with the tests' group as an equal whatever its processes' nice value: the group
+  # itself is set to nice 19, where the kernel lets it.
+  FUZZ_QUICK=1 setsid bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 scripts/fuzz.sh "$1"' \
+    fuzz "$FUZZ_SECONDS" > "$FUZZ_LOG" 2>&1 &
   FUZZ_PID=$!
 fi
 # Neither is left running when a later step fails.
@@ -140,7 +143,8 @@ log "cargo test (every crate: unit, router, engine, store on SQLite and PostgreS
 cargo test "${TEST_TARGETS[@]}" --quiet -- --skip "$CHAOS" --test-threads 8 2>&1
 
 # `cargo test` put the binary it built (with `testing`) at $DRIFT_SENTINEL_BIN: `cargo build`, with
-# nothing to build, puts the one built above back.
+# nothing to build, puts the one built above back. (The chaos run, still going, started its
+# processes from that path in its first seconds; a running process keeps its own file.)
 cargo build --quiet
 
 # Six workers (pytest-xdist), taking the longest tests first, one at a time, so all stay busy

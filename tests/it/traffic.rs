@@ -312,7 +312,7 @@ impl Service {
     async fn start_in(dir: tempfile::TempDir, traffic: &str) -> Service {
         let yaml = format!(
             "store:\n  path: {db}\nrules:\n  classes:\n    traffic_share_drift: {{grace: 2s}}\n\
-             traffic:\n{traffic}  interval: 1s\n  window: 10s\n  minRequests: 100\n",
+             traffic:\n{traffic}  interval: 1s\n  window: 15s\n  minRequests: 100\n",
             db = dir.path().join("traffic.db").display(),
         );
         let config = drift_core::config::load_str(&yaml, &|_| None).unwrap();
@@ -486,7 +486,7 @@ fn assert_both_splits(drift: &Value, service: &str) {
         .as_str()
         .unwrap()
         .contains("virtualservices.networking.istio.io"));
-    assert_eq!(facts["window"], "10s");
+    assert_eq!(facts["window"], "15s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -517,7 +517,7 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
                 revision: "web-b-00002",
                 rate: 6.0,
             },
-            // Served 50/50, but about 10 requests in the 10 s window: fewer than minRequests.
+            // Served 50/50, but about 15 requests in the 15 s window: fewer than minRequests.
             Pod {
                 service: "web-c",
                 revision: "web-c-00001",
@@ -556,7 +556,7 @@ async fn opencensus_preset_fires_on_a_fifty_fifty_split_and_is_quiet_within_tole
     );
     let query = drift["evidence"]["facts"]["query"].as_str().unwrap();
     assert!(
-        query.contains("increase(revision_request_count[10s])"),
+        query.contains("increase(revision_request_count[15s])"),
         "{query}"
     );
     // web-b and web-c were judged on the same observations over a whole window: never even
@@ -704,7 +704,7 @@ async fn otel_scrape_preset_joins_target_info_and_a_prometheus_outage_leaves_the
     assert_both_splits(&drift, "web-a");
     let query = drift["evidence"]["facts"]["query"].as_str().unwrap();
     assert!(
-        query.contains("increase(kn_serving_invocation_duration_seconds_count[10s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) group by (job, instance, k8s_namespace_name, kn_service_name, kn_revision_name) (last_over_time(target_info[10s]))"),
+        query.contains("increase(kn_serving_invocation_duration_seconds_count[15s]) * on (job, instance) group_left (k8s_namespace_name, kn_service_name, kn_revision_name) group by (job, instance, k8s_namespace_name, kn_service_name, kn_revision_name) (last_over_time(target_info[15s]))"),
         "{query}"
     );
     assert_eq!(
@@ -1325,7 +1325,7 @@ fn form_pairs(text: &str) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_query_is_a_form_post_with_the_bearer_token_read_from_its_file_at_every_query() {
     let expected = Arc::new(Expected {
-        query: "sum by (k8s_namespace_name, kn_service_name, kn_revision_name) (increase(kn_serving_invocation_duration_seconds_count[10s]))".into(),
+        query: "sum by (k8s_namespace_name, kn_service_name, kn_revision_name) (increase(kn_serving_invocation_duration_seconds_count[15s]))".into(),
         tokens: std::sync::Mutex::new(vec!["first-token".into()]),
     });
     let url = strict_prometheus(Arc::clone(&expected)).await;

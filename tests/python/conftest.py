@@ -233,9 +233,9 @@ def pg():
 # ---- Tests that must run alone -------------------------------------------------------------------
 # Under xdist every test runs holding a shared lock on a file of this run, and a test marked
 # `exclusive` holds it exclusively: no other test runs beside it. A second lock, taken
-# exclusively while an exclusive test waits for the first, keeps the other worker from starting
+# exclusively while an exclusive test waits for the first, keeps the other workers from starting
 # new tests meanwhile (no starvation). Consecutive exclusive tests on one worker keep the lock
-# from one to the next, so the other worker waits once for all of them, not between them.
+# from one to the next, so the other workers wait once for all of them, not between them.
 
 def pytest_configure(config):
     config.addinivalue_line(
