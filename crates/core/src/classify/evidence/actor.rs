@@ -8,6 +8,9 @@
 //! whose time moved is then the best witness. Knative's `serving.knative.dev/lastModifier`
 //! annotation names the user behind the last spec change.
 
+use std::borrow::Cow;
+use std::cell::OnceCell;
+
 use serde_json::Value;
 
 use crate::classify::state::ObjectState;
@@ -129,29 +132,29 @@ pub fn attribute(
     Attributor::new(object).attribute(pointer, before, rules)
 }
 
-/// [`attribute`] for several paths of one event: the object's JSON and the main resource's
-/// tries are built once (a spec edit attributes each changed path, and several classes look at
-/// the same event).
+/// [`attribute`] for several paths of one event (a spec edit attributes each changed path, and
+/// several classes look at the same event). The tries are walked on their JSON text, never
+/// parsed whole: a path visits one node per level, and each node's members are jumped over
+/// (a parse of every entry's trie was most of an attribution's cost).
 pub struct Attributor<'a> {
     object: &'a KubeObject,
-    /// `data` and `metadata` as JSON (see [`object_json`]).
-    json: Value,
-    /// The entries of the main resource (and `scale`), with their tries parsed.
-    entries: Vec<(&'a ManagedFieldsEntry, Value)>,
+    /// `data` and `metadata` as JSON (see [`object_json`]), built when a path first needs them.
+    json: OnceCell<Value>,
+    /// The entries of the main resource (and `scale`).
+    entries: Vec<&'a ManagedFieldsEntry>,
 }
 
 impl<'a> Attributor<'a> {
-    /// The object's JSON and tries, parsed once.
+    /// The entries that can own a path of the object.
     pub fn new(object: &'a KubeObject) -> Attributor<'a> {
         let entries = object
             .managed_fields
             .iter()
             .filter(|entry| entry.subresource.is_empty() || entry.subresource == "scale")
-            .map(|entry| (entry, entry.fields.value()))
             .collect();
         Attributor {
             object,
-            json: object_json(object),
+            json: OnceCell::new(),
             entries,
         }
     }
@@ -170,8 +173,8 @@ impl<'a> Attributor<'a> {
         let owners: Vec<&ManagedFieldsEntry> = self
             .entries
             .iter()
-            .filter(|(_, fields)| self.owns(fields, &path, 0))
-            .map(|(entry, _)| *entry)
+            .copied()
+            .filter(|entry| self.owns(entry.fields.text(), &path, 0))
             .collect();
         let chosen = newest(&mut owners.iter().copied().filter(|entry| moved(entry, before)))
             .or_else(|| newest(&mut owners.iter().copied()))
@@ -182,7 +185,7 @@ impl<'a> Attributor<'a> {
                     &mut self
                         .entries
                         .iter()
-                        .map(|(entry, _)| *entry)
+                        .copied()
                         .filter(|entry| moved(entry, before)),
                 )
             })?;
@@ -199,32 +202,44 @@ impl<'a> Attributor<'a> {
     }
 
     /// [`owns`] on the object, from `depth` of `path` (a pointer's segments, array indexes
-    /// written as the diffs write them: digits, no leading zero) down. The object's values are
-    /// read only where a keyed or set list node (`k:`, `v:`) must match the item the path
-    /// names, and then only that item: most paths (`f:` fields, `i:` positions) need none, and
-    /// parsing the whole spec for one item was most of an attribution's cost.
-    fn owns(&self, node: &Value, path: &[String], depth: usize) -> bool {
-        let Value::Object(map) = node else {
+    /// written as the diffs write them: digits, no leading zero) down, `node` being a trie
+    /// node's JSON text (valid JSON: a `fieldsV1` is checked when it is decoded). It answers as
+    /// [`owns`] on the parsed trie: a repeated member counts by its last value, and of several
+    /// keyed or set items matching one list item the first in key order wins, as in a parsed
+    /// `serde_json::Map`. The object's values are read only where a keyed or set list node
+    /// (`k:`, `v:`) must match the item the path names, and then only that item: most paths
+    /// (`f:` fields, `i:` positions) need none, and parsing the whole spec for one item was
+    /// most of an attribution's cost.
+    fn owns(&self, node: &str, path: &[String], depth: usize) -> bool {
+        let Some(members) = node_members(node) else {
             return false;
         };
         // An empty node is a leaf: the whole subtree below it is owned.
-        if map.is_empty() {
+        if members.is_empty() {
             return true;
         }
-        let Some(segment) = path.get(depth) else {
-            return map.contains_key(".");
+        let last = |key: &str| {
+            members
+                .iter()
+                .rev()
+                .find(|(name, _)| name == key)
+                .map(|(_, child)| *child)
         };
-        if let Some(child) = map.get(&format!("f:{segment}")) {
+        let Some(segment) = path.get(depth) else {
+            return last(".").is_some();
+        };
+        if let Some(child) = last(&format!("f:{segment}")) {
             return self.owns(child, path, depth + 1);
         }
         let Ok(index) = segment.parse::<usize>() else {
             return false;
         };
-        if let Some(child) = map.get(&format!("i:{index}")) {
+        if let Some(child) = last(&format!("i:{index}")) {
             return self.owns(child, path, depth + 1);
         }
         let mut item = None;
-        for (key, child) in map {
+        let mut chosen: Option<(&str, &str)> = None;
+        for (key, child) in &members {
             let matches = if let Some(json_key) = key.strip_prefix("k:") {
                 item.get_or_insert_with(|| self.value_at(path, depth))
                     .as_ref()
@@ -235,11 +250,12 @@ impl<'a> Attributor<'a> {
             } else {
                 false
             };
-            if matches {
-                return self.owns(child, path, depth + 1);
+            // The smallest matching key; of a repeated one, its last value.
+            if matches && chosen.is_none_or(|(smallest, _)| key.as_ref() <= smallest) {
+                chosen = Some((key.as_ref(), *child));
             }
         }
-        false
+        chosen.is_some_and(|(_, child)| self.owns(child, path, depth + 1))
     }
 
     /// The object's value at `path`'s first `depth + 1` segments: below `spec`, only that
@@ -263,7 +279,11 @@ impl<'a> Attributor<'a> {
                     None => spec.value().pointer(&pointer).cloned(),
                 }
             }
-            _ => self.json.pointer(&below(segments)).cloned(),
+            _ => self
+                .json
+                .get_or_init(|| object_json(self.object))
+                .pointer(&below(segments))
+                .cloned(),
         }
     }
 
@@ -289,8 +309,30 @@ impl<'a> Attributor<'a> {
         let path = pointer_segments(&pointer);
         self.entries
             .iter()
-            .any(|(entry, fields)| std::ptr::eq(*entry, chosen) && self.owns(fields, &path, 0))
+            .any(|entry| std::ptr::eq(*entry, chosen) && self.owns(entry.fields.text(), &path, 0))
     }
+}
+
+/// A trie node's members, in document order, as names and value texts: `None` when the node is
+/// not an object. Jumped over where no name is escaped; a node with an escaped name (keyed
+/// items: `k:{"name":"app"}`) is read one level deep by the parser.
+fn node_members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
+    if let Some(members) = crate::decode::raw::member_texts(text) {
+        return Some(
+            members
+                .into_iter()
+                .map(|(name, value)| (Cow::Borrowed(name), value))
+                .collect(),
+        );
+    }
+    let members = crate::decode::raw::Members::of(text)?;
+    Some(
+        members
+            .0
+            .into_iter()
+            .map(|(name, value)| (name, value.get()))
+            .collect(),
+    )
 }
 
 /// The user Knative's webhook recorded as the last to modify the object: each Knative group
@@ -394,7 +436,9 @@ mod tests {
             let from_text = Attributor::new(&unparsed);
             let mut without_spec = whole.clone();
             without_spec["spec"] = json!({});
-            for (_, fields) in &attributor.entries {
+            for entry in &attributor.entries {
+                let fields = &entry.fields.value();
+                let text = entry.fields.text();
                 for path in &all {
                     // Paths through keyed or set list items (`k:`, `v:`) are owned by what the
                     // items hold: there the spec's values decide.
@@ -405,12 +449,12 @@ mod tests {
                     let expected = owns(fields, &whole, path);
                     let (kind, name) = (&object.kind, &object.name);
                     assert_eq!(
-                        attributor.owns(fields, &segments, 0),
+                        attributor.owns(text, &segments, 0),
                         expected,
                         "{path} of {kind}/{name}"
                     );
                     assert_eq!(
-                        from_text.owns(fields, &segments, 0),
+                        from_text.owns(text, &segments, 0),
                         expected,
                         "{path} of {kind}/{name}, its spec read from the text"
                     );
@@ -497,7 +541,7 @@ mod tests {
             ] {
                 let attributor = Attributor::new(object);
                 assert_eq!(attributor.entries.len(), 1);
-                let got = attributor.owns(&attributor.entries[0].1, &segments, 0);
+                let got = attributor.owns(attributor.entries[0].fields.text(), &segments, 0);
                 assert_eq!(got, expected, "{path} ({how})");
             }
         }
@@ -507,5 +551,58 @@ mod tests {
         );
         // The name with a quote was read through the parser: the whole spec parsed.
         assert!(from_text.spec.parsed().is_some());
+    }
+
+    /// The trie walked on its text answers as the parsed trie: a repeated member by its last
+    /// value (the parser's last-wins), and of two keyed items matching one list item the one
+    /// first in key order (a parsed map's order), wherever they stand in the text.
+    #[test]
+    fn a_trie_text_answers_as_its_parsed_tree() {
+        let spec = json!({"ports": [{"name": "http", "port": 80}], "replicas": 1, "paused": true});
+        // Written as text: a parsed `Value` could not hold a repeated member.
+        let tries = [
+            // `f:replicas` owned by the first `f:spec` only: the last one wins.
+            r#"{"f:spec":{"f:replicas":{}},"f:spec":{"f:paused":{}}}"#,
+            r#"{"f:spec":{"f:paused":{}},"f:spec":{"f:replicas":{}}}"#,
+            // Two keys matching the port; the smaller (`k:{"name"...`) owns `port`, the
+            // larger (`k:{"port"...`) does not, in either order of the text.
+            r#"{"f:spec":{"f:ports":{"k:{\"port\":80}":{"f:name":{}},"k:{\"name\":\"http\"}":{"f:port":{}}}}}"#,
+            r#"{"f:spec":{"f:ports":{"k:{\"name\":\"http\"}":{"f:port":{}},"k:{\"port\":80}":{"f:name":{}}}}}"#,
+            // A repeated keyed item: its last value.
+            r#"{"f:spec":{"f:ports":{"k:{\"name\":\"http\"}":{"f:port":{}},"k:{\"name\":\"http\"}":{"f:name":{}}}}}"#,
+            // Not an object where a node should be.
+            r#"{"f:spec":{"f:replicas":null,"f:paused":[]}}"#,
+            "null",
+        ];
+        let mut owned = 0;
+        for trie in tries {
+            let fields: serde_json::Value = serde_json::from_str(trie).expect("valid JSON");
+            let value = json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "d", "namespace": "n", "uid": "u-1", "resourceVersion": "1",
+                    "managedFields": [{"manager": "kubectl", "operation": "Update",
+                        "apiVersion": "apps/v1", "time": "2025-01-01T00:00:00Z",
+                        "fieldsType": "FieldsV1", "fieldsV1": "PLACEHOLDER"}]},
+                "spec": spec,
+            });
+            // The trie's own text, repeated members and all, in the event.
+            let text = value.to_string().replace("\"PLACEHOLDER\"", trie);
+            let object = crate::decode::shape::parse_object_text(&text).expect("parses");
+            let attributor = Attributor::new(&object);
+            assert_eq!(attributor.entries[0].fields.text(), trie);
+            let whole = json!({"spec": spec});
+            for path in [
+                "/spec/replicas",
+                "/spec/paused",
+                "/spec/ports/0/port",
+                "/spec/ports/0/name",
+            ] {
+                let expected = owns(&fields, &whole, path);
+                owned += usize::from(expected);
+                let got = attributor.owns(trie, &pointer_segments(path), 0);
+                assert_eq!(got, expected, "{path} in {trie}");
+            }
+        }
+        assert_eq!(owned, 5, "each trie owns what its parsed tree owns");
     }
 }
