@@ -9,6 +9,10 @@
 # one to two minutes on two cores (every flag cargo-fuzz then passes is stable), two targets at a time.
 # Safe Rust needs no AddressSanitizer to find panics, aborts, hangs and runaway allocations, which
 # is what the run looks for; the long runs add it for the unsafe code in dependencies.
+# FUZZ_BACKGROUND=1 (scripts/test.sh, beside the tests): the build, which only needs CPU, at the
+# lowest priority; the runs, which last a fixed time each, at normal priority. Run it in a
+# session of its own (setsid): with the kernel's autogroups a session is a CPU group, whose own
+# nice value is set too (lowered back for the runs where allowed, as for root).
 #
 # cargo-fuzz is installed when missing. New interesting inputs go to fuzz/corpus/<target>/ (not
 # committed); a crash stops the run and leaves its input in fuzz/artifacts/<target>/. Keep a fixed
@@ -41,12 +45,20 @@ else
   PARALLEL=1
 fi
 
+NICE=()
+if [ "${FUZZ_BACKGROUND:-0}" = 1 ]; then
+  NICE=(nice -n 19)
+  echo 19 > /proc/self/autogroup 2>/dev/null || true
+fi
 echo "==> Building the fuzz targets (${BUILD[*]})"
 mkdir -p fuzz/target
-if ! cargo "${TOOLCHAIN[@]}" fuzz build "${BUILD[@]}" >fuzz/target/build.log 2>&1; then
+if ! "${NICE[@]}" cargo "${TOOLCHAIN[@]}" fuzz build "${BUILD[@]}" >fuzz/target/build.log 2>&1; then
   tail -n 60 fuzz/target/build.log >&2
   echo "building the fuzz targets failed; the log is fuzz/target/build.log" >&2
   exit 1
+fi
+if [ "${FUZZ_BACKGROUND:-0}" = 1 ]; then
+  echo 0 > /proc/self/autogroup 2>/dev/null || true
 fi
 
 run_target() {

@@ -98,8 +98,8 @@ export DRIFT_SENTINEL_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/drift-sentine
 # the CPU about half idle. So two steps run beside them, in the background:
 # - the seeded chaos run (`drill_e2e`, two minutes of drills against its fake cluster, mostly
 #   waiting), from its test binary; in line it alone kept the `it` binary going a minute longer;
-# - the fuzz build and the short fuzz runs (below), which only need CPU, at the lowest priority
-#   (nice 19: they take what the tests leave and slow them little).
+# - the fuzz build (CPU only), at the lowest priority (nice 19: it takes what the tests leave and
+#   slows them little), then the short fuzz runs (below), at the tests' priority.
 CHAOS=drill_e2e::a_seeded_chaos_run_catches_every_injection_without_a_false_alert_and_a_seed_repeats
 # Asked (nothing left to build) where the `it` binary is.
 IT_BIN=$(cargo test "${TEST_TARGETS[@]}" --no-run --message-format=json 2>/dev/null \
@@ -113,29 +113,27 @@ if [ -z "$IT_BIN" ]; then
   exit 1
 fi
 CHAOS_LOG="${CARGO_TARGET_DIR:-$ROOT/target}/chaos-test.log"
-"$IT_BIN" --exact "$CHAOS" > "$CHAOS_LOG" 2>&1 &
+# Its own process group (setsid), as the fuzz run's below: a failed step stops the sink and the
+# drills it started too, not only the test binary.
+setsid "$IT_BIN" --exact "$CHAOS" > "$CHAOS_LOG" 2>&1 &
 CHAOS_PID=$!
 
 # `cargo test` replays the committed seed corpus (fuzz/seeds/) through the fuzz targets. Besides,
 # a short real run of every target: coverage-guided libFuzzer, an unoptimised build without a
 # sanitizer (about a minute to build on two idle cores, on stable; its own target directory,
 # fuzz/target, so it never waits for cargo's lock on target/), two targets at a time, each for
-# FUZZ_SECONDS of wall time (at nice 19 beside the tests, fewer inputs than on an idle machine:
-# each target prints how many). Long runs with AddressSanitizer: scripts/fuzz.sh (fuzz/README.md).
+# FUZZ_SECONDS of wall time (beside the tests, so fewer inputs than on an idle machine: each
+# target prints how many). Long runs with AddressSanitizer: scripts/fuzz.sh (fuzz/README.md).
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 FUZZ_LOG="${CARGO_TARGET_DIR:-$ROOT/target}/fuzz-run.log"
 FUZZ_PID=""
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  # Its own process group (setsid), so that a failed step stops the targets it started too. With
-  # the kernel's autogroups (sched_autogroup_enabled), a new session is a new group that shares
-  # the CPU with the tests' group as an equal whatever its processes' nice value: the group
-  # itself is set to nice 19, where the kernel lets it.
-  FUZZ_QUICK=1 setsid bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 scripts/fuzz.sh "$1"' \
-    fuzz "$FUZZ_SECONDS" > "$FUZZ_LOG" 2>&1 &
+  # Its own process group (setsid), so that a failed step stops the targets it started too.
+  FUZZ_QUICK=1 FUZZ_BACKGROUND=1 setsid scripts/fuzz.sh "$FUZZ_SECONDS" > "$FUZZ_LOG" 2>&1 &
   FUZZ_PID=$!
 fi
 # Neither is left running when a later step fails.
-trap 'kill "$CHAOS_PID" 2>/dev/null || true; [ -z "$FUZZ_PID" ] || kill -- "-$FUZZ_PID" 2>/dev/null || true' EXIT
+trap 'kill -- "-$CHAOS_PID" 2>/dev/null || true; [ -z "$FUZZ_PID" ] || kill -- "-$FUZZ_PID" 2>/dev/null || true' EXIT
 
 # Eight test threads per binary on two cores: the long tests wait (on timers, Prometheus' first
 # scrape, child processes); with eight the `it` binary kept the CPU about 40 % busy.
