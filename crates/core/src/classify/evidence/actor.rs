@@ -9,7 +9,9 @@
 //! annotation names the user behind the last spec change.
 
 use std::borrow::Cow;
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde_json::Value;
 
@@ -135,14 +137,25 @@ pub fn attribute(
 /// [`attribute`] for several paths of one event (a spec edit attributes each changed path, and
 /// several classes look at the same event). The tries are walked on their JSON text, never
 /// parsed whole: a path visits one node per level, and each node's members are jumped over
-/// (a parse of every entry's trie was most of an attribution's cost).
+/// once per event (a parse of every entry's trie was most of an attribution's cost).
 pub struct Attributor<'a> {
     object: &'a KubeObject,
     /// `data` and `metadata` as JSON (see [`object_json`]), built when a path first needs them.
     json: OnceCell<Value>,
     /// The entries of the main resource (and `scale`).
     entries: Vec<&'a ManagedFieldsEntry>,
+    /// The members of each large trie node read so far, by the node text's place: the paths of
+    /// one event share their first levels (the root, `f:spec`, ...), which are the largest
+    /// nodes, so each is jumped over once, however many paths the classes attribute.
+    nodes: RefCell<HashMap<(usize, usize), Option<NodeMembers<'a>>>>,
 }
+
+/// A trie node's members, in document order, as names and value texts.
+type NodeMembers<'a> = Rc<Vec<(Cow<'a, str>, &'a str)>>;
+
+/// The size from which a node's members are kept for the event's other paths. Reading a smaller
+/// node again costs less than keeping it, and bounds what a path costs without the cache.
+const KEPT_FROM_BYTES: usize = 512;
 
 impl<'a> Attributor<'a> {
     /// The entries that can own a path of the object.
@@ -156,6 +169,7 @@ impl<'a> Attributor<'a> {
             object,
             json: OnceCell::new(),
             entries,
+            nodes: RefCell::default(),
         }
     }
 
@@ -203,15 +217,16 @@ impl<'a> Attributor<'a> {
 
     /// [`owns`] on the object, from `depth` of `path` (a pointer's segments, array indexes
     /// written as the diffs write them: digits, no leading zero) down, `node` being a trie
-    /// node's JSON text (valid JSON: a `fieldsV1` is checked when it is decoded). It answers as
+    /// node's JSON text (valid JSON: a `fieldsV1` is checked when its event is decoded, and
+    /// parsed whole there where a `\u` escape or a number might not parse). It answers as
     /// [`owns`] on the parsed trie: a repeated member counts by its last value, and of several
     /// keyed or set items matching one list item the first in key order wins, as in a parsed
     /// `serde_json::Map`. The object's values are read only where a keyed or set list node
     /// (`k:`, `v:`) must match the item the path names, and then only that item: most paths
     /// (`f:` fields, `i:` positions) need none, and parsing the whole spec for one item was
     /// most of an attribution's cost.
-    fn owns(&self, node: &str, path: &[String], depth: usize) -> bool {
-        let Some(members) = node_members(node) else {
+    fn owns(&self, node: &'a str, path: &[String], depth: usize) -> bool {
+        let Some(members) = self.members(node) else {
             return false;
         };
         // An empty node is a leaf: the whole subtree below it is owned.
@@ -239,7 +254,11 @@ impl<'a> Attributor<'a> {
         }
         let mut item = None;
         let mut chosen: Option<(&str, &str)> = None;
-        for (key, child) in &members {
+        for (key, child) in members.iter() {
+            // Only a key no larger than the one chosen can change the choice.
+            if chosen.is_some_and(|(smallest, _)| key.as_ref() > smallest) {
+                continue;
+            }
             let matches = if let Some(json_key) = key.strip_prefix("k:") {
                 item.get_or_insert_with(|| self.value_at(path, depth))
                     .as_ref()
@@ -256,6 +275,20 @@ impl<'a> Attributor<'a> {
             }
         }
         chosen.is_some_and(|(_, child)| self.owns(child, path, depth + 1))
+    }
+
+    /// [`node_members`] of `node`: a large node's read once per event.
+    fn members(&self, node: &'a str) -> Option<NodeMembers<'a>> {
+        if node.len() < KEPT_FROM_BYTES {
+            return node_members(node).map(Rc::new);
+        }
+        let place = (node.as_ptr() as usize, node.len());
+        if let Some(known) = self.nodes.borrow().get(&place) {
+            return known.clone();
+        }
+        let members = node_members(node).map(Rc::new);
+        self.nodes.borrow_mut().insert(place, members.clone());
+        members
     }
 
     /// The object's value at `path`'s first `depth + 1` segments: below `spec`, only that
@@ -407,7 +440,7 @@ mod tests {
                 _ => {}
             }
         }
-        let (mut checked, mut decided_by_values, mut read_from_text) = (0, 0, 0);
+        let (mut checked, mut decided_by_values, mut read_from_text, mut kept) = (0, 0, 0, 0);
         for mut value in crate::decode::fixtures::nested_values() {
             if value.pointer("/metadata/managedFields").is_none() {
                 continue;
@@ -465,6 +498,10 @@ mod tests {
             if unparsed.spec.parsed().is_none() {
                 read_from_text += 1;
             }
+            // Later paths read the large nodes from what the first ones kept.
+            if !attributor.nodes.borrow().is_empty() {
+                kept += 1;
+            }
         }
         assert!(checked > 1_000, "only {checked} paths checked");
         assert!(
@@ -475,6 +512,7 @@ mod tests {
             read_from_text > 10,
             "only {read_from_text} specs read as text"
         );
+        assert!(kept > 10, "only {kept} objects with large trie nodes");
     }
 
     #[test]
