@@ -493,12 +493,19 @@ impl ObjectState {
         crate::decode::fast::spec_view(&text).unwrap_or_else(|| self.spec.value())
     }
 
-    /// A status field, parsed (the status is kept serialized: read several fields from one
-    /// [`Serialized::value`] when a class needs more than one).
+    /// A status field, parsed (the status is kept serialized: one jump over it per field read;
+    /// parse the whole status with [`Serialized::value`] only to read many of its fields).
     pub(crate) fn status_field(&self, key: &str) -> Option<Value> {
         // Only the member asked for is parsed; the rest of the text is jumped over (several
         // classes read one field each on every event).
-        serde_json::from_str(crate::decode::raw::member(self.status.text(), key)?).ok()
+        serde_json::from_str(self.status_text(key)?).ok()
+    }
+
+    /// The JSON text of `status.<key>`, unparsed: two states whose texts are equal have equal
+    /// [`ObjectState::status_field`]s (a class comparing a field across versions tells most
+    /// unchanged ones this way, without parsing either).
+    pub(crate) fn status_text(&self, key: &str) -> Option<&str> {
+        crate::decode::raw::member(self.status.text(), key)
     }
 
     /// `status.observedGeneration`.

@@ -74,6 +74,37 @@ fn digests(revision: &ObjectState) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// Which of a Revision's digest fields kept their text from `before` to `after`:
+/// `(containerStatuses, imageDigest)`. The same text is the same value, so the digests read
+/// from it are equal without parsing either; most Revision events are status churn that
+/// leaves both as they were. (One answer differs from comparing parsed digests: a status naming
+/// one container twice with two digests, which the API server's unique container names rule
+/// out, no longer reads as a digest change on every event.)
+fn same_digest_texts(before: &ObjectState, after: &ObjectState) -> (bool, bool) {
+    let (was, is) = (digest_texts(before), digest_texts(after));
+    (was.0 == is.0, was.1 == is.1)
+}
+
+/// `status.containerStatuses` and `status.imageDigest` as texts, read in one pass over the
+/// status (the last of a repeated member, as a parse keeps it).
+fn digest_texts(revision: &ObjectState) -> (Option<&str>, Option<&str>) {
+    let Some(members) = crate::decode::raw::member_texts(revision.status.text()) else {
+        // An escaped member name, or a status that is not an object: one read per field.
+        return (
+            revision.status_text("containerStatuses"),
+            revision.status_text("imageDigest"),
+        );
+    };
+    let last = |key: &str| {
+        members
+            .iter()
+            .rev()
+            .find(|(name, _)| *name == key)
+            .map(|(_, value)| *value)
+    };
+    (last("containerStatuses"), last("imageDigest"))
+}
+
 fn workload_images(workload: &ObjectState) -> Vec<(usize, String, String)> {
     let spec = workload.spec_view();
     let containers = if workload.kind == "Pod" {
@@ -176,12 +207,24 @@ impl ImageDrift {
         Some(Assessment::holds(workload, found))
     }
 
-    fn revision(&self, context: &Context<'_>, revision: &ObjectState) -> Option<Assessment> {
+    /// `same_statuses`: whether `status.containerStatuses` kept its text since the event
+    /// before (`None` without one).
+    fn revision(
+        &self,
+        context: &Context<'_>,
+        revision: &ObjectState,
+        same_statuses: Option<bool>,
+    ) -> Option<Assessment> {
         if revision.is_going_away() {
             return None;
         }
-        let current = digests(revision);
         let open = context.open_drift(&revision.key(), self.id());
+        // With no drift open, the digests are compared with the event before: with none, or
+        // with the same text, nothing changed (this spares parsing the digests twice).
+        if open.is_none() && same_statuses != Some(false) {
+            return None;
+        }
+        let current = digests(revision);
         let original: Vec<(String, String)> = match open {
             Some(drift) => drift
                 .evidence
@@ -271,16 +314,21 @@ impl DriftClass for ImageDrift {
             return self.workload(context, object).into_iter().collect();
         }
         if object.is_kind(SERVING, "Revision") {
-            let mut verdicts: Vec<Assessment> =
-                self.revision(context, object).into_iter().collect();
+            let same = context
+                .before
+                .map(|before| same_digest_texts(before, object));
+            let mut verdicts: Vec<Assessment> = self
+                .revision(context, object, same.map(|(statuses, _)| statuses))
+                .into_iter()
+                .collect();
             // Its workloads are re-checked only when what they must run moved: the Revision's
             // spec or its resolved digests (status churn of a Revision is frequent, and each
             // re-check parses every workload's spec).
-            if let Some(before) = context.before {
+            if let (Some(before), Some((same_statuses, same_legacy))) = (context.before, same) {
                 let legacy = |revision: &ObjectState| revision.status_field("imageDigest");
                 if before.spec.same_text(&object.spec)
-                    && digests(before) == digests(object)
-                    && legacy(before) == legacy(object)
+                    && (same_statuses || digests(before) == digests(object))
+                    && (same_legacy || legacy(before) == legacy(object))
                     && before.is_going_away() == object.is_going_away()
                 {
                     return verdicts;

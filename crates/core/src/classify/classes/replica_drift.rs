@@ -41,8 +41,14 @@ impl DriftClass for ReplicaDrift {
         if !revision.is_kind(SERVING, "Revision") || revision.is_going_away() {
             return Vec::new();
         }
-        let status = revision.status.value();
-        let number = |key: &str| status.get(key).and_then(serde_json::Value::as_i64);
+        // Two numbers of the status, read alone (a Revision's status churns on most events;
+        // parsing all of it for them was most of this class's cost).
+        let number = |key: &str| {
+            revision
+                .status_field(key)
+                .as_ref()
+                .and_then(serde_json::Value::as_i64)
+        };
         let (Some(actual), Some(desired)) = (number("actualReplicas"), number("desiredReplicas"))
         else {
             return Vec::new();

@@ -45,10 +45,11 @@ impl DriftClass for RevisionNotReady {
         if !watched || object.is_going_away() {
             return Vec::new();
         }
-        let status = object.status.value();
+        // Two names of the status, read alone, not the whole status parsed for them.
         let text = |key: &str| {
-            status
-                .get(key)
+            object
+                .status_field(key)
+                .as_ref()
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_string)
         };

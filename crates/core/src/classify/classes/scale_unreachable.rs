@@ -21,8 +21,13 @@ pub(crate) fn short_of(autoscaler: &ObjectState) -> Option<(i64, i64)> {
     if !autoscaler.is_kind(AUTOSCALING_INTERNAL, "PodAutoscaler") {
         return None;
     }
-    let status = autoscaler.status.value();
-    let number = |key: &str| status.get(key).and_then(Value::as_i64);
+    // Two numbers of the status, read alone, not the whole status parsed for them.
+    let number = |key: &str| {
+        autoscaler
+            .status_field(key)
+            .as_ref()
+            .and_then(Value::as_i64)
+    };
     let (desired, actual) = (number("desiredScale")?, number("actualScale")?);
     (desired >= 1 && actual < desired).then_some((desired, actual))
 }
