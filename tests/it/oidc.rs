@@ -157,8 +157,17 @@ fn verifier_keeping_keys(
     subjects: &[&str],
     jwks_max_age: std::time::Duration,
 ) -> IngestAuth {
-    let token_file = std::env::temp_dir().join(format!("sa-token-{}", std::process::id()));
-    std::fs::write(&token_file, "sa-token\n").unwrap();
+    // Written once per process: the verifier reads this file on every discovery, and a rewrite
+    // (truncate, then write) racing another test's read gave it an empty token, so a `401` and a
+    // `503` (seen once in CI with eight test threads).
+    static TOKEN_FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let token_file = TOKEN_FILE
+        .get_or_init(|| {
+            let path = std::env::temp_dir().join(format!("sa-token-{}", std::process::id()));
+            std::fs::write(&path, "sa-token\n").unwrap();
+            path
+        })
+        .clone();
     IngestAuth::Oidc(Arc::new(
         OidcVerifier::new(OidcConfig {
             issuer: issuer.base.clone(),

@@ -1348,7 +1348,11 @@ async fn the_query_is_a_form_post_with_the_bearer_token_read_from_its_file_at_ev
     // The kubelet rotates the token (both valid a while): the next queries send the new one,
     // which is then the only one the server takes.
     expected.accept(&["first-token", "second-token"]);
-    std::fs::write(&token_file, "second-token\n").unwrap();
+    // Replaced whole, as the kubelet does (it swaps a symlink): a plain rewrite truncates first,
+    // and a query reading in between would send an empty token.
+    let next = dir.path().join("token.next");
+    std::fs::write(&next, "second-token\n").unwrap();
+    std::fs::rename(&next, &token_file).unwrap();
     service
         .metric_reaches(queries, service.metric(queries).await + 1.0)
         .await;
