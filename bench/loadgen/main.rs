@@ -85,6 +85,10 @@ enum Cmd {
         /// Connections.
         #[arg(long, default_value_t = 64)]
         connections: usize,
+        /// Also writes every request's scheduled time and latency here (CSV, microseconds,
+        /// in the order of the schedule), to see whether slow requests come together.
+        #[arg(long)]
+        timeline: Option<PathBuf>,
     },
 }
 
@@ -135,6 +139,10 @@ struct RunArgs {
     /// rules the sink runs (`rules.invariants`), for the A/B of their cost.
     #[arg(long)]
     invariants: Option<PathBuf>,
+    /// Writes each open-loop run's timeline of the sink (every request's scheduled time and
+    /// latency) into this directory as `<phase>-<share>.csv`.
+    #[arg(long)]
+    timelines: Option<PathBuf>,
     /// The sink's store as a PostgreSQL URL instead of a SQLite file (set by `store`).
     #[arg(skip)]
     store_url: Option<String>,
@@ -189,15 +197,18 @@ fn main() -> std::process::ExitCode {
             rate,
             seconds,
             connections,
-        } => read_templates(&reqs).map(|templates| {
+            timeline,
+        } => read_templates(&reqs).and_then(|templates| {
             let result = open_loop(
                 addr,
                 &templates,
                 rate,
                 Duration::from_secs(seconds),
                 connections,
-            );
+                timeline.as_deref(),
+            )?;
             println!("{}", serde_json::to_string(&result).unwrap_or_default());
+            Ok(())
         }),
     };
     match result {
@@ -666,22 +677,27 @@ struct OpenResult {
     max_ms: f64,
 }
 
+/// One request of an open loop: when it was scheduled (µs after the start) and its latency (µs).
+type Sent = (u64, u64);
+
 /// Open-loop load at a fixed rate: connection `c` of `C` sends its `k`-th request at
 /// `start + (k·C + c) / rate`; latency counts from that scheduled time, so time spent waiting for
-/// a busy connection is included (no coordinated omission).
+/// a busy connection is included (no coordinated omission). With `timeline`, every request's
+/// scheduled offset and latency are written there too (`offset_us,latency_us`).
 fn open_loop(
     addr: SocketAddr,
     templates: &[(usize, Vec<u8>)],
     rate: f64,
     duration: Duration,
     connections: usize,
-) -> OpenResult {
+    timeline: Option<&Path>,
+) -> Result<OpenResult> {
     let start = Instant::now() + Duration::from_millis(50);
     let base = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs().saturating_sub(1_700_000_000) * 1_000_000)
         .unwrap_or(0);
-    let results: Vec<(Vec<u64>, u64, u64)> = std::thread::scope(|scope| {
+    let results: Vec<(Vec<Sent>, u64, u64)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..connections)
             .map(|c| {
                 let mine: Vec<&Vec<u8>> = templates
@@ -715,7 +731,10 @@ fn open_loop(
                             Ok(_) => non_202 += 1,
                             Err(_) => errors += 1,
                         }
-                        latencies.push(scheduled.elapsed().as_micros() as u64);
+                        latencies.push((
+                            (offset * 1e6) as u64,
+                            scheduled.elapsed().as_micros() as u64,
+                        ));
                     }
                     (latencies, non_202, errors)
                 })
@@ -726,16 +745,30 @@ fn open_loop(
             .filter_map(|handle| handle.join().ok())
             .collect()
     });
-    let mut all: Vec<u64> = Vec::new();
+    let mut requests: Vec<Sent> = Vec::new();
     let (mut non_202, mut errors) = (0, 0);
     for (latencies, n, e) in results {
-        all.extend(latencies);
+        requests.extend(latencies);
         non_202 += n;
         errors += e;
     }
+    if let Some(path) = timeline {
+        requests.sort_unstable();
+        // The schedule's start as wall-clock time, to line it up with what the sink did then.
+        let start_unix_us = (std::time::SystemTime::now() - start.elapsed())
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0);
+        let mut csv = format!("# start_unix_us={start_unix_us}\noffset_us,latency_us\n");
+        for (offset, latency) in &requests {
+            csv.push_str(&format!("{offset},{latency}\n"));
+        }
+        std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let mut all: Vec<u64> = requests.iter().map(|(_, latency)| *latency).collect();
     all.sort_unstable();
     let ms = |p: f64| percentile(&all, p) as f64 / 1000.0;
-    OpenResult {
+    Ok(OpenResult {
         target_rps: rate,
         achieved_rps: all.len() as f64 / duration.as_secs_f64(),
         sent: all.len() as u64,
@@ -746,7 +779,16 @@ fn open_loop(
         p99_ms: ms(99.0),
         p999_ms: ms(99.9),
         max_ms: all.last().copied().unwrap_or(0) as f64 / 1000.0,
-    }
+    })
+}
+
+/// Where an open-loop run's timeline goes (`--timelines`), if anywhere.
+fn timeline(args: &RunArgs, phase: &str, share: u32) -> Result<Option<PathBuf>> {
+    let Some(dir) = &args.timelines else {
+        return Ok(None);
+    };
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(Some(dir.join(format!("{phase}-{share}.csv"))))
 }
 
 /// Sends `add` events for the objects of apps `first..first + apps` (closed loop, `threads`
@@ -1008,14 +1050,16 @@ fn run(args: &RunArgs) -> Result<()> {
                 rate,
                 Duration::from_secs(args.latency_duration),
                 args.connections,
-            );
+                timeline(args, name, share)?.as_deref(),
+            )?;
             let bare_latency = open_loop(
                 ceiling_addr,
                 &templates,
                 rate,
                 Duration::from_secs(args.latency_duration.min(5)),
                 args.connections,
-            );
+                None,
+            )?;
             latency[format!("{share}%")] = json!({"sink": sink_latency, "ceiling": bare_latency});
         }
         let rss = status_kib(sink.proc.pid(), "VmRSS");
@@ -1567,7 +1611,8 @@ fn store_phases(args: &RunArgs, throughput_url: &str, takeover_url: &str) -> Res
                 rate,
                 Duration::from_secs(args.latency_duration),
                 args.connections,
-            ));
+                timeline(&args, name, share)?.as_deref(),
+            )?);
         }
         sink.proc.stop(Duration::from_secs(25));
         log(&format!("{name}: {:.0}/s", result.rps));
