@@ -7,9 +7,11 @@
       JSON lines on stdout. Start it before `bench-loadgen run ... --timelines DIR`.
   bench/tail.py episodes TIMELINE.csv samples.jsonl [TRACE CLOCK]
       the slow requests (over 10 ms) of one open-loop timeline grouped into episodes (slow
-      requests whose waits overlap), each with what the sink's threads did meanwhile; with a
-      `perf trace -T -e fsync,fdatasync -a` output and CLOCK (a line `time.time() time.monotonic()`
-      taken when the trace started), the syncs by thread around each episode as well.
+      requests whose waits overlap or lie within 5 ms of each other), each with what the sink's
+      threads did meanwhile; with a `perf trace -T -e fsync,fdatasync -a` output and CLOCK (a
+      line `time.time() time.monotonic()` taken when the trace started), the syncs by thread
+      around each episode as well. perf's -T clock is taken for CLOCK_MONOTONIC: true to a few
+      milliseconds on a machine up for an hour, less so after days (it is not NTP-corrected).
 """
 import collections
 import json
@@ -19,7 +21,8 @@ import sys
 import time
 import urllib.request
 
-NAMES = ('drift-sentinel',)
+# The process names sampled (a copy of the binary under another name: DRIFT_SENTINEL_NAMES).
+NAMES = tuple(os.environ.get('DRIFT_SENTINEL_NAMES', 'drift-sentinel').split(','))
 WANT = ('drift_sentinel_writer_round_seconds_bucket', 'drift_sentinel_store_commit_seconds_bucket',
         'drift_sentinel_store_sync_seconds_bucket')
 
@@ -73,9 +76,11 @@ def sample(seconds):
                 try:
                     body = urllib.request.urlopen(f'http://127.0.0.1:{port}/metrics', timeout=0.5).read()
                     record['m'] = [l for l in body.decode().splitlines() if l.startswith(WANT)]
+                    # The scrape can wait for a loaded sink: the histograms are as of its end.
+                    record['tm'] = time.time()
                 except OSError:
                     pass
-            print(json.dumps(record), flush=False)
+            print(json.dumps(record), flush=True)
         if scrape:
             last_metrics = now
         time.sleep(max(0.0, 0.01 - (time.time() - now)))
@@ -85,6 +90,8 @@ def episodes(timeline, samples_path, trace=None, clock=None, slow_us=10_000):
     lines = read(timeline).splitlines()
     start = int(lines[0].split('=')[1]) / 1e6
     requests = [tuple(map(int, line.split(','))) for line in lines[2:]]
+    if not requests:
+        sys.exit(f'{timeline}: no request')
     duration = requests[-1][0] / 1e6
     latencies = sorted(latency for _, latency in requests)
     pick = lambda p: latencies[min(len(latencies) - 1, int(len(latencies) * p))] / 1000
@@ -102,6 +109,11 @@ def episodes(timeline, samples_path, trace=None, clock=None, slow_us=10_000):
         else:
             groups.append([begin, end, 1, latency])
     slow = sum(g[2] for g in groups)
+    seconds = collections.defaultdict(list)
+    for offset, latency in requests:
+        seconds[offset // 1_000_000].append(latency)
+    print('p99 of each second, ms:', ' '.join(
+        f'{sorted(v)[int(len(v) * .99)] / 1000:.1f}' for _, v in sorted(seconds.items())))
     print(f'{slow} requests over {slow_us / 1000:g} ms ({100 * slow / len(requests):.2f} %) in {len(groups)} episodes')
     samples = [r for r in map(json.loads, open(samples_path)) if start - 1 <= r['t'] <= start + duration + 1]
     pid = collections.Counter(r['pid'] for r in samples).most_common(1)[0][0] if samples else None
@@ -110,8 +122,9 @@ def episodes(timeline, samples_path, trace=None, clock=None, slow_us=10_000):
 
     def around(t0, t1, metrics=False):
         pool = [r for r in samples if 'm' in r] if metrics else samples
-        before = max((r for r in pool if r['t'] <= t0), key=lambda r: r['t'], default=None)
-        after = min((r for r in pool if r['t'] >= t1), key=lambda r: r['t'], default=None)
+        at = (lambda r: r.get('tm', r['t'])) if metrics else (lambda r: r['t'])
+        before = max((r for r in pool if at(r) <= t0), key=at, default=None)
+        after = min((r for r in pool if at(r) >= t1), key=at, default=None)
         return before, after
 
     def cpu(t0, t1):
@@ -129,7 +142,8 @@ def episodes(timeline, samples_path, trace=None, clock=None, slow_us=10_000):
             return {}
         parse = lambda r: {l.rsplit(' ', 1)[0]: float(l.rsplit(' ', 1)[1]) for l in r['m']}
         da, db = parse(a), parse(b)
-        out = {}
+        # Scraped every 100 ms: the counts cover the episode and up to 0.2 s around it.
+        out = {'from': round(a.get('tm', a['t']) - start, 2), 'to': round(b.get('tm', b['t']) - start, 2)}
         for name in ('writer_round', 'store_commit', 'store_sync'):
             key = lambda le: f'drift_sentinel_{name}_seconds_bucket{{le="{le}"}}'
             total = db.get(key('+Inf'), 0) - da.get(key('+Inf'), 0)
@@ -142,10 +156,14 @@ def episodes(timeline, samples_path, trace=None, clock=None, slow_us=10_000):
     calls = []
     if trace and clock:
         wall, mono = map(float, read(clock).split())
-        pattern = re.compile(r'^\s*([\d.]+) \(\s*([\d.]+) ms\): (\S+)/(\d+) (\w+)\(')
+        # A call interleaved with another thread's ends on a `... [continued]: fsync())` line,
+        # which carries its duration: the long calls are mostly those.
+        pattern = re.compile(
+            r'^\s*([\d.]+) \(\s*([\d.]+) ms\): (\S+)/(\d+)\s+(?:\.\.\. \[continued\]: )?(\w+)\(')
         for line in open(trace):
             m = pattern.match(line)
-            # Only the sink's threads, within the loop; an unfinished call has no duration.
+            # Only the sink's threads, within the loop; perf prints a wrapped negative duration
+            # for a call it saw only half of.
             if m and m.group(4) in names and float(m.group(2)) < 1e5:
                 t = float(m.group(1)) / 1000 + wall - mono - start
                 if -1 <= t <= duration + 1:

@@ -140,7 +140,7 @@ struct RunArgs {
     #[arg(long)]
     invariants: Option<PathBuf>,
     /// Writes each open-loop run's timeline of the sink (every request's scheduled time and
-    /// latency) into this directory as `<phase>-<share>.csv`.
+    /// latency) into this directory as `<mode or store>-<share>.csv` (`bench/tail.py`).
     #[arg(long)]
     timelines: Option<PathBuf>,
     /// The sink's store as a PostgreSQL URL instead of a SQLite file (set by `store`).
@@ -782,13 +782,11 @@ fn open_loop(
     })
 }
 
-/// Where an open-loop run's timeline goes (`--timelines`), if anywhere.
-fn timeline(args: &RunArgs, phase: &str, share: u32) -> Result<Option<PathBuf>> {
-    let Some(dir) = &args.timelines else {
-        return Ok(None);
-    };
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(Some(dir.join(format!("{phase}-{share}.csv"))))
+/// Where an open-loop run's timeline goes (`--timelines`, created when the run starts), if
+/// anywhere: `<mode or store>-<share>.csv`.
+fn timeline(args: &RunArgs, name: &str, share: u32) -> Option<PathBuf> {
+    let dir = args.timelines.as_ref()?;
+    Some(dir.join(format!("{name}-{share}.csv")))
 }
 
 /// Sends `add` events for the objects of apps `first..first + apps` (closed loop, `threads`
@@ -961,6 +959,10 @@ fn run(args: &RunArgs) -> Result<()> {
     let begun = Instant::now();
     std::fs::create_dir_all(&args.work).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
+    if let Some(dir) = &args.timelines {
+        // Before any process starts: a failure later would leave them running.
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let mut report = json!({"machine": machine(), "load_before": loadavg()});
     log(&format!("load average before: {}", loadavg()));
 
@@ -1050,7 +1052,7 @@ fn run(args: &RunArgs) -> Result<()> {
                 rate,
                 Duration::from_secs(args.latency_duration),
                 args.connections,
-                timeline(args, name, share)?.as_deref(),
+                timeline(args, name, share).as_deref(),
             )?;
             let bare_latency = open_loop(
                 ceiling_addr,
@@ -1574,6 +1576,10 @@ fn store_phases(args: &RunArgs, throughput_url: &str, takeover_url: &str) -> Res
     let begun = Instant::now();
     std::fs::create_dir_all(&args.work).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
+    if let Some(dir) = &args.timelines {
+        // Before any process starts: a failure later would leave them running.
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let mut report = json!({"machine": machine(), "load_before": loadavg()});
     let templates_dir = args.work.join("templates");
     report["events"] = gen(&templates_dir, args.apps, None)?;
@@ -1611,7 +1617,7 @@ fn store_phases(args: &RunArgs, throughput_url: &str, takeover_url: &str) -> Res
                 rate,
                 Duration::from_secs(args.latency_duration),
                 args.connections,
-                timeline(&args, name, share)?.as_deref(),
+                timeline(&args, name, share).as_deref(),
             )?);
         }
         sink.proc.stop(Duration::from_secs(25));

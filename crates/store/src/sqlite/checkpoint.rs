@@ -7,8 +7,14 @@ use rusqlite::Connection;
 
 use crate::Error;
 
-/// Time between background checkpoints.
-const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+/// Time between background checkpoints. Each pass ends with a sync of the database file, which
+/// writes every page the pass copied while the WAL syncs that answer requests wait behind it on
+/// the same disk: every 250 ms, under half the sink's maximum rate, that sync took 11–21 ms and
+/// the WAL syncs around it 1–11 ms, the open loop's slow stretches (BENCHMARKS.md, issue 28,
+/// fourteenth round). Five times as often, each pass has about a fifth of the pages to copy and
+/// sync; the same pages written twice within 250 ms are now copied twice, a few more
+/// microseconds of the checkpoint thread per event.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// WAL pages (16 MiB at SQLite's default page size) from which a background pass hands the end
 /// of the checkpoint to the writer ([`WriterTurn`]).

@@ -147,7 +147,7 @@ fn background_checkpoints_copy_the_log_into_the_database_file() {
         .unwrap();
     let before = size();
     let checkpointer = Checkpointer::start(&path, WriterTurn::default()).unwrap();
-    // A bound for a loaded machine, not a timing claim: the interval is 250 ms.
+    // A bound for a loaded machine, not a timing claim: the interval is 50 ms.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while size() < before + 100 * 2_000 {
         assert!(
