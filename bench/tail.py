@@ -21,7 +21,8 @@ import sys
 import time
 import urllib.request
 
-# The process names sampled (a copy of the binary under another name: DRIFT_SENTINEL_NAMES).
+# The process names `sample` looks for, as /proc shows them (cut to 15 characters): a copy of the
+# binary under another name needs DRIFT_SENTINEL_NAMES (`episodes` reads what was sampled).
 NAMES = tuple(os.environ.get('DRIFT_SENTINEL_NAMES', 'drift-sentinel').split(','))
 WANT = ('drift_sentinel_writer_round_seconds_bucket', 'drift_sentinel_store_commit_seconds_bucket',
         'drift_sentinel_store_sync_seconds_bucket')
@@ -160,17 +161,24 @@ def episodes(timeline, samples_path, trace=None, clock=None, slow_us=10_000):
         # which carries its duration: the long calls are mostly those.
         pattern = re.compile(
             r'^\s*([\d.]+) \(\s*([\d.]+) ms\): (\S+)/(\d+)\s+(?:\.\.\. \[continued\]: )?(\w+)\(')
+        complete = set()
         for line in open(trace):
             m = pattern.match(line)
+            if m and '[continued]' not in line:
+                complete.add((m.group(4), m.group(1)))
+            elif m and (m.group(4), m.group(1)) in complete:
+                # perf paired a call's entry with a later call's exit: a bogus duration.
+                continue
             # Only the sink's threads, within the loop; perf prints a wrapped negative duration
-            # for a call it saw only half of.
+            # when it paired a call's exit with the next call's entry.
             if m and m.group(4) in names and float(m.group(2)) < 1e5:
                 t = float(m.group(1)) / 1000 + wall - mono - start
                 if -1 <= t <= duration + 1:
                     calls.append((t, float(m.group(2)), names[m.group(4)], m.group(5)))
         by_thread = collections.defaultdict(list)
-        for _, took, thread, _ in calls:
-            by_thread[thread].append(took)
+        for t, took, thread, _ in calls:
+            if 0 <= t <= duration:
+                by_thread[thread].append(took)
         for thread, took in sorted(by_thread.items()):
             took.sort()
             print(f'{thread}: {len(took)} syncs, mean {sum(took) / len(took):.2f} ms, '

@@ -763,7 +763,10 @@ fn open_loop(
         for (offset, latency) in &requests {
             csv.push_str(&format!("{offset},{latency}\n"));
         }
-        std::fs::write(path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Err(error) = std::fs::write(path, csv) {
+            // Told, not returned: the run goes on and stops the processes it started.
+            eprintln!("bench-loadgen: the timeline {}: {error}", path.display());
+        }
     }
     let mut all: Vec<u64> = requests.iter().map(|(_, latency)| *latency).collect();
     all.sort_unstable();

@@ -7,14 +7,15 @@ use rusqlite::Connection;
 
 use crate::Error;
 
-/// Time between background checkpoints. Each pass ends with a sync of the database file, which
-/// writes every page the pass copied while the WAL syncs that answer requests wait behind it on
-/// the same disk: every 250 ms, under half the sink's maximum rate, that sync took 11–21 ms and
-/// the WAL syncs around it 1–11 ms, the open loop's slow stretches (BENCHMARKS.md, issue 28,
-/// fourteenth round). Five times as often, each pass has about a fifth of the pages to copy and
-/// sync; the same pages written twice within 250 ms are now copied twice, a few more
-/// microseconds of the checkpoint thread per event.
-const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+/// Time between background checkpoints (from one pass's start to the next's; longer after a
+/// slow pass, [`after_pass`]). Each pass ends with a sync of the database file, which writes
+/// every page the pass copied while the WAL syncs that answer requests wait behind it on the
+/// same disk: every 250 ms, at half the sink's maximum rate, that sync took 12 ms on average (up
+/// to 21) and the WAL syncs beside it 1–11 ms, the open loop's slow stretches (BENCHMARKS.md,
+/// issue 28, fourteenth round). Every 50 ms it took 4.3 ms on average: more syncs, each shorter.
+/// A page written again within 250 ms is now copied more often: about 4 µs more of this
+/// thread's CPU per event, and more writes to the database file. Chosen on one local disk.
+pub(super) const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// WAL pages (16 MiB at SQLite's default page size) from which a background pass hands the end
 /// of the checkpoint to the writer ([`WriterTurn`]).
@@ -31,8 +32,8 @@ pub(super) const WRITER_TURN_PAGES: i64 = 4_096;
 /// the open loop's p99 (BENCHMARKS.md, issue 28, eleventh round). The writer is the one
 /// connection that does not append while it checkpoints, so its checkpoint is the one that
 /// completes. Asked right after a background pass, which also synced the database file, it
-/// copies and syncs only the pages written during that pass (2–3 ms, about twice a second at
-/// half the sink's maximum rate).
+/// copies and syncs only the pages written during that pass (its database sync about 1.3 ms,
+/// about three times a second at half the sink's maximum rate).
 #[derive(Clone, Default)]
 pub(crate) struct WriterTurn(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
@@ -77,7 +78,6 @@ impl Checkpointer {
                         std::thread::park_timeout(next - now);
                         continue;
                     }
-                    next = now + CHECKPOINT_INTERVAL;
                     match passes.pass() {
                         Ok(()) => failing = false,
                         Err(error) => {
@@ -90,6 +90,7 @@ impl Checkpointer {
                             failing = true;
                         }
                     }
+                    next = after_pass(now, now.elapsed());
                 }
             })?;
         Ok(Checkpointer {
@@ -97,6 +98,18 @@ impl Checkpointer {
             thread: Some(thread),
         })
     }
+}
+
+/// When the pass after one that began at `began` and took `took` begins: an interval after it
+/// began, or, after a pass that took more than half of one (a slow or networked disk, whose
+/// syncs each take milliseconds), as long after it ended as it took, so that the database file
+/// is never synced back to back and the WAL syncs that answer requests get the disk half the
+/// time at least.
+pub(super) fn after_pass(
+    began: std::time::Instant,
+    took: std::time::Duration,
+) -> std::time::Instant {
+    began + CHECKPOINT_INTERVAL.max(took * 2)
 }
 
 /// `PRAGMA wal_checkpoint(PASSIVE)` on `connection`: the frames in the WAL, and how many of

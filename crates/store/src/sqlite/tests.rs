@@ -242,3 +242,25 @@ fn a_long_log_starts_over_after_the_writers_turn() {
         32 + 2 * i64::try_from(half / 2).unwrap() + 4
     );
 }
+
+/// A quick pass is followed by the next one an interval after it began; a slow one (a slow or
+/// networked disk) by a pause as long as itself, so the database file is never synced back to
+/// back.
+#[test]
+fn a_slow_checkpoint_pass_is_followed_by_a_pause_as_long() {
+    use std::time::Duration;
+    let began = std::time::Instant::now();
+    let interval = checkpoint::CHECKPOINT_INTERVAL;
+    assert_eq!(
+        checkpoint::after_pass(began, Duration::from_millis(1)),
+        began + interval
+    );
+    assert_eq!(
+        checkpoint::after_pass(began, interval / 2),
+        began + interval
+    );
+    for took in [interval, interval * 3, Duration::from_secs(2)] {
+        let next = checkpoint::after_pass(began, took);
+        assert_eq!(next - (began + took), took, "after a pass of {took:?}");
+    }
+}
