@@ -199,6 +199,10 @@ fn main() -> std::process::ExitCode {
             connections,
             timeline,
         } => read_templates(&reqs).and_then(|templates| {
+            if let Some(path) = &timeline {
+                // Asked for here: a timeline that could not be written fails the command.
+                let _ = std::fs::remove_file(path);
+            }
             let result = open_loop(
                 addr,
                 &templates,
@@ -208,7 +212,12 @@ fn main() -> std::process::ExitCode {
                 timeline.as_deref(),
             )?;
             println!("{}", serde_json::to_string(&result).unwrap_or_default());
-            Ok(())
+            match &timeline {
+                Some(path) if !path.exists() => {
+                    Err(format!("the timeline {} was not written", path.display()))
+                }
+                _ => Ok(()),
+            }
         }),
     };
     match result {

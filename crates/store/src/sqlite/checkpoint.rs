@@ -32,8 +32,8 @@ pub(super) const WRITER_TURN_PAGES: i64 = 4_096;
 /// the open loop's p99 (BENCHMARKS.md, issue 28, eleventh round). The writer is the one
 /// connection that does not append while it checkpoints, so its checkpoint is the one that
 /// completes. Asked right after a background pass, which also synced the database file, it
-/// copies and syncs only the pages written during that pass (its database sync about 1.3 ms,
-/// about three times a second at half the sink's maximum rate).
+/// copies and syncs only the pages written during that pass (its database sync about 1.4 ms,
+/// three to four times a second at half the sink's maximum rate).
 #[derive(Clone, Default)]
 pub(crate) struct WriterTurn(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
@@ -102,9 +102,9 @@ impl Checkpointer {
 
 /// When the pass after one that began at `began` and took `took` begins: an interval after it
 /// began, or, after a pass that took more than half of one (a slow or networked disk, whose
-/// syncs each take milliseconds), as long after it ended as it took, so that the database file
-/// is never synced back to back and the WAL syncs that answer requests get the disk half the
-/// time at least.
+/// syncs each take milliseconds), as long after it ended as it took, so that this thread does
+/// not sync the database file back to back (the writer's turn may still sync it right after a
+/// pass, by design).
 pub(super) fn after_pass(
     began: std::time::Instant,
     took: std::time::Duration,
