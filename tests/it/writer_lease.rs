@@ -15,6 +15,13 @@ fn replica(url: &str) -> PostgresStore {
     PostgresStore::open(&Target::new(url, None, None).unwrap()).unwrap()
 }
 
+/// A replica whose lock waits have no limit. The store's sessions give up a lock wait after
+/// 10 s (`lock_timeout`); a test that watches for the wait from another session polls through
+/// `psql`, and on a loaded CI machine once never saw a wait that had already given up.
+fn patient_replica(url: &str) -> PostgresStore {
+    replica(&format!("{url}&options=-c%20lock_timeout%3D0"))
+}
+
 /// A new database on `server`, and replica `a` holding the shard's lease since 0.
 fn holding(server: &PgServer) -> (String, PostgresStore) {
     let url = server.database();
@@ -214,7 +221,7 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
 
     // A takeover in flight (another replica's acquire, not yet committed) and A's commit: the
     // commit waits for it, then finds the new epoch and writes nothing.
-    let mut a = replica(&url);
+    let mut a = patient_replica(&url);
     a.acquire(SHARD, "a", 0, TTL)
         .unwrap()
         .expect("a free lease");
@@ -252,7 +259,7 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
     until(server, &url, IDLE_IN_TRANSACTION, "1");
     let standby_url = url.clone();
     let acquiring = std::thread::spawn(move || {
-        let mut c = replica(&standby_url);
+        let mut c = patient_replica(&standby_url);
         let taken = c.acquire(SHARD, "c", 40_000, TTL);
         (c, taken)
     });
