@@ -192,6 +192,26 @@ fn until(server: &PgServer, url: &str, sql: &str, want: &str) {
     }
 }
 
+/// Waits until a session of the test's database waits on a lock: `waiter`'s. Fails at once if
+/// `waiter` ended first: it did not wait, or gave its wait up.
+fn until_waiting<T>(server: &PgServer, url: &str, waiter: &std::thread::JoinHandle<T>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if server.psql(PgServer::name_of(url), WAITING) == "1" {
+            return;
+        }
+        assert!(
+            !waiter.is_finished(),
+            "the thread expected to wait on a lock ended without being seen waiting"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session waits on a lock"
+        );
+        std::thread::yield_now();
+    }
+}
+
 /// How many other sessions of the test's database are blocked on a lock (the server is the
 /// test run's: other tests' sessions are on other databases).
 const WAITING: &str = "SELECT count(*) FROM pg_stat_activity \
@@ -235,7 +255,7 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
         let result = a.commit(&event("e1", 1));
         (a, result)
     });
-    until(server, &url, WAITING, "1");
+    until_waiting(server, &url, &committing);
     send(&mut takeover, "COMMIT;\n");
     finish(takeover);
     let (_, result) = committing.join().unwrap();
@@ -250,6 +270,9 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
     a.acquire(SHARD, "a", 30_000, TTL)
         .unwrap()
         .expect("b's expired lease");
+    // Opened first: opening runs the schema's statements, which would wait for the in-flight
+    // insert's table lock, and the wait watched below must be the acquire's, on the lease row.
+    let mut c = patient_replica(&url);
     let mut commit = server.session(&database);
     send(
         &mut commit,
@@ -257,13 +280,11 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
          INSERT INTO events (source, id, received_at) VALUES ('test', 'in-flight', 1);\n",
     );
     until(server, &url, IDLE_IN_TRANSACTION, "1");
-    let standby_url = url.clone();
     let acquiring = std::thread::spawn(move || {
-        let mut c = patient_replica(&standby_url);
         let taken = c.acquire(SHARD, "c", 40_000, TTL);
         (c, taken)
     });
-    until(server, &url, WAITING, "1");
+    until_waiting(server, &url, &acquiring);
     send(&mut commit, "COMMIT;\n");
     finish(commit);
     let (mut c, taken) = acquiring.join().unwrap();
