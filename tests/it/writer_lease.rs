@@ -15,13 +15,6 @@ fn replica(url: &str) -> PostgresStore {
     PostgresStore::open(&Target::new(url, None, None).unwrap()).unwrap()
 }
 
-/// A replica whose lock waits have no limit. The store's sessions give up a lock wait after
-/// 10 s (`lock_timeout`); a test that watches for the wait from another session polls through
-/// `psql`, and on a loaded CI machine once never saw a wait that had already given up.
-fn patient_replica(url: &str) -> PostgresStore {
-    replica(&format!("{url}&options=-c%20lock_timeout%3D0"))
-}
-
 /// A new database on `server`, and replica `a` holding the shard's lease since 0.
 fn holding(server: &PgServer) -> (String, PostgresStore) {
     let url = server.database();
@@ -216,10 +209,17 @@ fn until_waiting<T>(server: &PgServer, url: &str, waiter: &std::thread::JoinHand
 /// test run's: other tests' sessions are on other databases).
 const WAITING: &str = "SELECT count(*) FROM pg_stat_activity \
      WHERE wait_event_type = 'Lock' AND pid != pg_backend_pid() AND datname = current_database()";
-/// How many other sessions of the test's database are idle inside a transaction.
-const IDLE_IN_TRANSACTION: &str = "SELECT count(*) FROM pg_stat_activity \
-     WHERE state = 'idle in transaction' AND pid != pg_backend_pid() \
-     AND datname = current_database()";
+/// How many other sessions of the test's database are idle inside a transaction after a
+/// statement starting with `statement`: after its `BEGIN` alone a session is idle in a
+/// transaction too, and a test that went on then raced the statement it waited for (seen in
+/// CI: A's commit ran before the takeover's update, and the update waited for A instead).
+fn idle_in_transaction_after(statement: &str) -> String {
+    format!(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE state = 'idle in transaction' AND pid != pg_backend_pid() \
+         AND datname = current_database() AND query LIKE '{statement}%'"
+    )
+}
 
 fn send(session: &mut std::process::Child, sql: &str) {
     use std::io::Write;
@@ -241,7 +241,7 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
 
     // A takeover in flight (another replica's acquire, not yet committed) and A's commit: the
     // commit waits for it, then finds the new epoch and writes nothing.
-    let mut a = patient_replica(&url);
+    let mut a = replica(&url);
     a.acquire(SHARD, "a", 0, TTL)
         .unwrap()
         .expect("a free lease");
@@ -250,7 +250,12 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
         &mut takeover,
         "BEGIN;\nUPDATE writer_lease SET holder = 'b', epoch = epoch + 1, expires_at = 30000;\n",
     );
-    until(server, &url, IDLE_IN_TRANSACTION, "1");
+    until(
+        server,
+        &url,
+        &idle_in_transaction_after("UPDATE writer_lease"),
+        "1",
+    );
     let committing = std::thread::spawn(move || {
         let result = a.commit(&event("e1", 1));
         (a, result)
@@ -272,14 +277,19 @@ fn a_commit_and_a_takeover_in_flight_wait_for_each_other() {
         .expect("b's expired lease");
     // Opened first: opening runs the schema's statements, which would wait for the in-flight
     // insert's table lock, and the wait watched below must be the acquire's, on the lease row.
-    let mut c = patient_replica(&url);
+    let mut c = replica(&url);
     let mut commit = server.session(&database);
     send(
         &mut commit,
         "BEGIN;\nSELECT 1 FROM writer_lease WHERE shard = '0' AND holder = 'a' AND epoch = 3 FOR UPDATE;\n\
          INSERT INTO events (source, id, received_at) VALUES ('test', 'in-flight', 1);\n",
     );
-    until(server, &url, IDLE_IN_TRANSACTION, "1");
+    until(
+        server,
+        &url,
+        &idle_in_transaction_after("INSERT INTO events"),
+        "1",
+    );
     let acquiring = std::thread::spawn(move || {
         let taken = c.acquire(SHARD, "c", 40_000, TTL);
         (c, taken)
