@@ -7,6 +7,7 @@
 pub mod actor;
 pub mod diff;
 pub mod hint;
+mod keyed;
 
 pub use actor::{attribute, Attributor};
 pub use diff::spec_diff;
