@@ -12,16 +12,26 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+/// At most this many sets of key field names are filed per node. The API server keys a list's
+/// items by its schema's list-map keys, one set per list; a node with more is forged, and its
+/// keyed members match nothing (each set is one lookup per path, so their number is the cost).
+const MAX_KEY_FIELD_SETS: usize = 16;
+
 /// The keyed and set members of one trie node, by what they match. Each slot holds the member
 /// that attribution chooses among those matching the same items: the smallest name, of a
 /// repeated name the last (as the members' walk in document order chose).
 #[derive(Debug, Default)]
 pub(super) struct ListMembers {
     /// Keyed members by their key's field names (sorted, as a parsed key's map is), then by the
-    /// key's values in that order ([`canonical`]): a member's index in the node's members.
-    keyed: HashMap<Vec<String>, HashMap<String, usize>>,
-    /// Set members by their value ([`canonical`]).
+    /// ids of the key's values in that order: a member's index in the node's members.
+    keyed: HashMap<Vec<String>, HashMap<Vec<usize>, usize>>,
+    /// Every value a key gives a field, by field name: the longest one's text, and each value's
+    /// id by its [`canonical`] text. An item's field is written once per lookup, and no
+    /// further than the longest text filed (a longer one equals none of them).
+    values: HashMap<String, (usize, HashMap<String, usize>)>,
+    /// Set members by their value's [`canonical`] text, and the longest such text.
     set: HashMap<String, usize>,
+    longest_set: usize,
 }
 
 impl ListMembers {
@@ -35,17 +45,28 @@ impl ListMembers {
                 let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(json_key) else {
                     continue;
                 };
-                let values: Vec<&Value> = fields.values().collect();
-                let slots = list
-                    .keyed
-                    .entry(fields.keys().cloned().collect())
-                    .or_default();
-                file(slots, canonical(&values), at, members);
+                let names: Vec<String> = fields.keys().cloned().collect();
+                if !list.keyed.contains_key(&names) && list.keyed.len() >= MAX_KEY_FIELD_SETS {
+                    continue;
+                }
+                let ids: Vec<usize> = fields
+                    .iter()
+                    .map(|(field, value)| {
+                        let text = canonical(value, usize::MAX).unwrap_or_default();
+                        let (longest, ids) = list.values.entry(field.clone()).or_default();
+                        *longest = (*longest).max(text.len());
+                        let next = ids.len();
+                        *ids.entry(text).or_insert(next)
+                    })
+                    .collect();
+                file(list.keyed.entry(names).or_default(), ids, at, members);
             } else if let Some(json_value) = name.strip_prefix("v:") {
                 let Ok(value) = serde_json::from_str::<Value>(json_value) else {
                     continue;
                 };
-                file(&mut list.set, canonical(&[&value]), at, members);
+                let text = canonical(&value, usize::MAX).unwrap_or_default();
+                list.longest_set = list.longest_set.max(text.len());
+                file(&mut list.set, text, at, members);
             }
         }
         list
@@ -56,32 +77,49 @@ impl ListMembers {
         self.keyed.is_empty() && self.set.is_empty()
     }
 
-    /// The member (its index in `members`, the same members [`ListMembers::of`] filed) that
-    /// owns the list item `item`: of the keyed members whose key's fields all equal the item's,
-    /// and the set members equal to it, the one with the smallest name.
+    /// The member that owns the list item `item`, as its index in `members`, which must be the
+    /// members [`ListMembers::of`] filed: of the keyed members whose key's fields all equal the
+    /// item's, and the set members equal to it, the one with the smallest name.
     pub(super) fn owner(&self, members: &[(Cow<'_, str>, &str)], item: &Value) -> Option<usize> {
+        let name = |at: usize| members.get(at).map(|(name, _)| name.as_ref());
         let mut chosen: Option<usize> = None;
         let mut consider = |at: usize| {
-            let name = members.get(at).map(|(name, _)| name.as_ref());
-            let smaller = match (chosen, name) {
-                (_, None) => false,
-                (None, Some(_)) => true,
-                (Some(known), Some(name)) => members
-                    .get(known)
-                    .is_some_and(|(known, _)| name < known.as_ref()),
-            };
-            if smaller {
+            if chosen.is_none_or(|known| name(at) < name(known)) {
                 chosen = Some(at);
             }
         };
-        for (names, slots) in &self.keyed {
-            let projected: Option<Vec<&Value>> = names.iter().map(|name| item.get(name)).collect();
-            if let Some(at) = projected.and_then(|values| slots.get(&canonical(&values))) {
+        if let Value::Object(fields) = item {
+            // Each field a key names, written once (and only as far as the longest filed value).
+            let ids: HashMap<&str, usize> = self
+                .values
+                .iter()
+                .filter_map(|(field, (longest, ids))| {
+                    let text = canonical(fields.get(field)?, *longest)?;
+                    Some((field.as_str(), *ids.get(&text)?))
+                })
+                .collect();
+            for (names, slots) in &self.keyed {
+                let key: Option<Vec<usize>> = names
+                    .iter()
+                    .map(|name| ids.get(name.as_str()).copied())
+                    .collect();
+                if let Some(at) = key.and_then(|key| slots.get(&key)) {
+                    consider(*at);
+                }
+            }
+        } else if let Some(at) = self
+            .keyed
+            .get(&Vec::new())
+            .and_then(|slots| slots.get(&Vec::new()))
+        {
+            // A key of no fields (`k:{}`) matches any item.
+            consider(*at);
+        }
+        if !self.set.is_empty() {
+            if let Some(at) = canonical(item, self.longest_set).and_then(|text| self.set.get(&text))
+            {
                 consider(*at);
             }
-        }
-        if let Some(at) = self.set.get(&canonical(&[item])) {
-            consider(*at);
         }
         chosen
     }
@@ -89,9 +127,9 @@ impl ListMembers {
 
 /// Puts the member at `at` into the slot for `key`, unless the slot holds one with a smaller
 /// name (a later member of an equal name replaces it: the parsed map's last value).
-fn file(
-    slots: &mut HashMap<String, usize>,
-    key: String,
+fn file<K: std::hash::Hash + Eq>(
+    slots: &mut HashMap<K, usize>,
+    key: K,
     at: usize,
     members: &[(Cow<'_, str>, &str)],
 ) {
@@ -108,42 +146,57 @@ fn file(
     }
 }
 
-/// One text per list of values, equal exactly when the values are equal as `serde_json`
-/// compares them: maps are sorted, strings written with the same escapes, each number one way;
-/// only a float zero equals its negative, so both are written `0.0`.
-fn canonical(values: &[&Value]) -> String {
+/// A text for `value`, equal for two values exactly when `serde_json` finds them equal: maps are
+/// sorted, strings written with the same escapes, each number one way; only a float zero equals
+/// its negative, so both are written `0.0`. `None` once the text would be longer than `limit`
+/// (it then equals no text of at most that length).
+fn canonical(value: &Value, limit: usize) -> Option<String> {
     let mut text = String::new();
-    text.push('[');
-    for (at, value) in values.iter().enumerate() {
-        if at > 0 {
-            text.push(',');
-        }
-        write(value, &mut text);
-    }
-    text.push(']');
-    text
+    write(value, &mut text, limit).then_some(text)
 }
 
-fn write(value: &Value, text: &mut String) {
+/// Appends `value`'s [`canonical`] text to `text`; false (the text left partial) once it is
+/// longer than `limit`.
+fn write(value: &Value, text: &mut String, limit: usize) -> bool {
+    // A string's text is at least its length and two quotes: a long one is not written at all.
+    let too_long = |string: &str, text: &String| text.len() + string.len() + 2 > limit;
     match value {
+        Value::String(string) if too_long(string, text) => return false,
         Value::Number(number) if number.is_f64() && number.as_f64() == Some(0.0) => {
             text.push_str("0.0");
         }
-        Value::Array(items) => text.push_str(&canonical(&items.iter().collect::<Vec<_>>())),
+        Value::Array(items) => {
+            text.push('[');
+            for (at, item) in items.iter().enumerate() {
+                if at > 0 {
+                    text.push(',');
+                }
+                if !write(item, text, limit) {
+                    return false;
+                }
+            }
+            text.push(']');
+        }
         Value::Object(map) => {
             text.push('{');
             for (at, (name, value)) in map.iter().enumerate() {
                 if at > 0 {
                     text.push(',');
                 }
+                if too_long(name, text) {
+                    return false;
+                }
                 text.push_str(&Value::String(name.clone()).to_string());
                 text.push(':');
-                write(value, text);
+                if !write(value, text, limit) {
+                    return false;
+                }
             }
             text.push('}');
         }
         scalar => text.push_str(&scalar.to_string()),
     }
+    text.len() <= limit
 }
 
 #[cfg(test)]

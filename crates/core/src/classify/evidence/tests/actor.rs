@@ -207,31 +207,42 @@ fn attributor_owns_on_escaped_and_list_paths() {
 /// however many paths go through it, and each path finds its own item's owner.
 #[test]
 fn a_long_keyed_list_is_filed_once_for_every_path() {
-    let count = 3_000;
-    let keyed: serde_json::Map<String, Value> = (0..count)
-        .map(|at| (format!("k:{{\"name\":\"c{at}\"}}"), json!({"f:image": {}})))
-        .collect();
-    let items: Vec<Value> = (0..count)
-        .map(|at| json!({"name": format!("c{at}"), "image": "i"}))
-        .collect();
-    let value = json!({
-        "apiVersion": "example.dev/v1", "kind": "Widget",
-        "metadata": {"name": "p", "namespace": "n", "uid": "u-1", "resourceVersion": "1",
-            "managedFields": [{"manager": "kubectl", "operation": "Update",
-                "apiVersion": "example.dev/v1", "time": "2025-01-01T00:00:00Z",
-                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:items": keyed}}}]},
-        "spec": {"items": items},
-    });
-    let object = crate::decode::shape::parse_object_text(&value.to_string()).expect("parses");
-    let attributor = Attributor::new(&object);
-    let trie = attributor.entries[0].fields.text();
-    for at in (0..count).step_by(60) {
-        let image = pointer_segments(&format!("/spec/items/{at}/image"));
-        assert!(attributor.owns(trie, &image, 0), "item {at}");
-        let name = pointer_segments(&format!("/spec/items/{at}/name"));
-        assert!(!attributor.owns(trie, &name, 0), "item {at}'s name");
+    // (items, every how many an item's paths are asked, lists filed): a node of up to
+    // `WALKED_LIST_MEMBERS` members is walked, a longer one filed once.
+    let cases = [
+        (3_000, 60, 1),
+        (WALKED_LIST_MEMBERS, 1, 0),
+        (WALKED_LIST_MEMBERS + 1, 1, 1),
+    ];
+    for (count, step, filed) in cases {
+        let keyed: serde_json::Map<String, Value> = (0..count)
+            .map(|at| (format!("k:{{\"name\":\"c{at}\"}}"), json!({"f:image": {}})))
+            .collect();
+        let items: Vec<Value> = (0..count)
+            .map(|at| json!({"name": format!("c{at}"), "image": "i"}))
+            .collect();
+        let value = json!({
+            "apiVersion": "example.dev/v1", "kind": "Widget",
+            "metadata": {"name": "p", "namespace": "n", "uid": "u-1", "resourceVersion": "1",
+                "managedFields": [{"manager": "kubectl", "operation": "Update",
+                    "apiVersion": "example.dev/v1", "time": "2025-01-01T00:00:00Z",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:items": keyed}}}]},
+            "spec": {"items": items},
+        });
+        let object = crate::decode::shape::parse_object_text(&value.to_string()).expect("parses");
+        let attributor = Attributor::new(&object);
+        let trie = attributor.entries[0].fields.text();
+        for at in (0..count).step_by(step) {
+            let image = pointer_segments(&format!("/spec/items/{at}/image"));
+            assert!(attributor.owns(trie, &image, 0), "item {at} of {count}");
+            let name = pointer_segments(&format!("/spec/items/{at}/name"));
+            assert!(
+                !attributor.owns(trie, &name, 0),
+                "item {at}'s name of {count}"
+            );
+        }
+        assert_eq!(attributor.lists_filed.get(), filed, "{count} items");
     }
-    assert_eq!(attributor.lists_filed.get(), 1);
 }
 
 /// The trie walked on its text answers as the parsed trie: a repeated member by its last

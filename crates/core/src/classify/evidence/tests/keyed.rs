@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use serde_json::{json, Value};
 
-use super::{canonical, ListMembers};
+use super::{canonical, ListMembers, MAX_KEY_FIELD_SETS};
 
 /// The walk `ListMembers` replaces: every member in document order, its key parsed, the
 /// smallest matching name chosen (of a repeated name, the last).
@@ -68,18 +68,29 @@ fn equal_values_and_only_they_have_equal_texts() {
         "18446744073709551615",
         "-9223372036854775808",
         "1.5e300",
+        "9223372036854775808",
+        "-1",
+        "-1.0",
+        "1e16",
+        "10000000000000000",
+        r#"{"a\"b":1}"#,
+        r#"{"a\u0022b":1}"#,
+        r#"{"\u00e9":[]}"#,
+        r#"{"é":[]}"#,
+        r#"{"a":1,"a":2}"#,
+        r#"{"a":2}"#,
     ]
     .iter()
     .map(|text| serde_json::from_str(text).expect(text))
     .collect();
     for left in &values {
         for right in &values {
+            let (left_text, right_text) =
+                (canonical(left, usize::MAX), canonical(right, usize::MAX));
             assert_eq!(
-                canonical(&[left]) == canonical(&[right]),
+                left_text == right_text,
                 left == right,
-                "{left} against {right}: {} and {}",
-                canonical(&[left]),
-                canonical(&[right])
+                "{left} against {right}: {left_text:?} and {right_text:?}"
             );
         }
     }
@@ -95,6 +106,13 @@ fn the_filed_members_choose_as_the_walk() {
         // One key written two ways, and a repeated name: the smaller, of a repeat the last.
         members(&[
             r#"k:{"name": "http"}"#,
+            r#"k:{"name":"http"}"#,
+            r#"k:{"name":"http"}"#,
+        ]),
+        // The smallest matching name repeated (a key naming a field twice parses to its last
+        // value, so the first member equals the others and sorts after them).
+        members(&[
+            r#"k:{"name":"x","name":"http"}"#,
             r#"k:{"name":"http"}"#,
             r#"k:{"name":"http"}"#,
         ]),
@@ -164,4 +182,39 @@ fn a_node_of_many_items_files_each_once() {
     assert_eq!(list.owner(&node, &json!({"name": "c20000"})), None);
     assert!(!list.is_empty());
     assert!(ListMembers::of(&members(&["f:a", "i:0", "."])).is_empty());
+}
+
+/// What a lookup writes of the item is bounded by what was filed: a field holding a large value
+/// (which equals no key's small value) is not written out, nor is a large set item.
+#[test]
+fn a_large_item_value_is_not_written_out() {
+    assert_eq!(canonical(&json!([0, 0, 0]), 7), Some("[0,0,0]".to_string()));
+    assert_eq!(canonical(&json!([0, 0, 0]), 6), None);
+    assert_eq!(canonical(&json!("abcdef"), 7), None);
+    assert_eq!(canonical(&json!({"abcdef": 1}), 7), None);
+    let node = members(&[r#"k:{"a":0,"b":0}"#, "v:0"]);
+    let list = ListMembers::of(&node);
+    let large = json!({"a": vec![0; 100_000], "b": 0});
+    assert_eq!(list.owner(&node, &large), walked(&node, &large));
+    assert_eq!(list.owner(&node, &json!({"a": 0, "b": 0})), Some(0));
+    assert_eq!(list.owner(&node, &json!(vec![0; 100_000])), None);
+}
+
+/// A node whose keys use more field sets than any list's schema gives (a forged one) files the
+/// first sets only: the members of the others match nothing.
+#[test]
+fn a_node_of_too_many_key_field_sets_files_the_first() {
+    let names: Vec<String> = (0..=MAX_KEY_FIELD_SETS)
+        .map(|at| format!(r#"k:{{"f{at:02}":0}}"#))
+        .collect();
+    let node: Vec<(Cow<'_, str>, &str)> = names
+        .iter()
+        .map(|name| (Cow::Borrowed(name.as_str()), "{}"))
+        .collect();
+    let list = ListMembers::of(&node);
+    assert_eq!(list.owner(&node, &json!({"f00": 0})), Some(0));
+    let last = MAX_KEY_FIELD_SETS;
+    let beyond = json!({format!("f{last:02}"): 0});
+    assert_eq!(walked(&node, &beyond), Some(last));
+    assert_eq!(list.owner(&node, &beyond), None);
 }
