@@ -89,12 +89,13 @@ impl ListMembers {
             }
         };
         if let Value::Object(fields) = item {
-            // Each field a key names, written once (and only as far as the longest filed value).
-            let ids: HashMap<&str, usize> = self
-                .values
+            // Each of the item's fields that a key names, written once (and only as far as the
+            // longest value filed for it): the item's own size bounds the work, whatever the keys.
+            let ids: HashMap<&str, usize> = fields
                 .iter()
-                .filter_map(|(field, (longest, ids))| {
-                    let text = canonical(fields.get(field)?, *longest)?;
+                .filter_map(|(field, value)| {
+                    let (longest, ids) = self.values.get(field)?;
+                    let text = canonical(value, *longest)?;
                     Some((field.as_str(), *ids.get(&text)?))
                 })
                 .collect();

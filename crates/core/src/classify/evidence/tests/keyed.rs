@@ -191,6 +191,12 @@ fn a_large_item_value_is_not_written_out() {
     assert_eq!(canonical(&json!([0, 0, 0]), 7), Some("[0,0,0]".to_string()));
     assert_eq!(canonical(&json!([0, 0, 0]), 6), None);
     assert_eq!(canonical(&json!("abcdef"), 7), None);
+    // Only its escape makes this string longer than the limit.
+    assert_eq!(
+        canonical(&json!("\u{1}"), 8),
+        Some(r#""\u0001""#.to_string())
+    );
+    assert_eq!(canonical(&json!("\u{1}"), 4), None);
     assert_eq!(canonical(&json!({"abcdef": 1}), 7), None);
     let node = members(&[r#"k:{"a":0,"b":0}"#, "v:0"]);
     let list = ListMembers::of(&node);
@@ -213,6 +219,11 @@ fn a_node_of_too_many_key_field_sets_files_the_first() {
         .collect();
     let list = ListMembers::of(&node);
     assert_eq!(list.owner(&node, &json!({"f00": 0})), Some(0));
+    let kept = MAX_KEY_FIELD_SETS - 1;
+    assert_eq!(
+        list.owner(&node, &json!({format!("f{kept:02}"): 0})),
+        Some(kept)
+    );
     let last = MAX_KEY_FIELD_SETS;
     let beyond = json!({format!("f{last:02}"): 0});
     assert_eq!(walked(&node, &beyond), Some(last));
