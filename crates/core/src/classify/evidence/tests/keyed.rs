@@ -168,10 +168,7 @@ fn a_node_of_many_items_files_each_once() {
     let names: Vec<String> = (0..20_000)
         .map(|at| format!(r#"k:{{"name":"c{at}"}}"#))
         .collect();
-    let node: Vec<(Cow<'_, str>, &str)> = names
-        .iter()
-        .map(|name| (Cow::Borrowed(name.as_str()), "{}"))
-        .collect();
+    let node = members(&names.iter().map(String::as_str).collect::<Vec<_>>());
     let list = ListMembers::of(&node);
     for at in [0, 1, 9_999, 19_999] {
         assert_eq!(
@@ -213,10 +210,7 @@ fn a_node_of_too_many_key_field_sets_files_the_first() {
     let names: Vec<String> = (0..=MAX_KEY_FIELD_SETS)
         .map(|at| format!(r#"k:{{"f{at:02}":0}}"#))
         .collect();
-    let node: Vec<(Cow<'_, str>, &str)> = names
-        .iter()
-        .map(|name| (Cow::Borrowed(name.as_str()), "{}"))
-        .collect();
+    let node = members(&names.iter().map(String::as_str).collect::<Vec<_>>());
     let list = ListMembers::of(&node);
     assert_eq!(list.owner(&node, &json!({"f00": 0})), Some(0));
     let kept = MAX_KEY_FIELD_SETS - 1;
