@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 /// At most this many sets of key field names are filed per node. The API server keys a list's
-/// items by its schema's list-map keys, one set per list; a node with more is forged, and its
-/// keyed members match nothing (each set is one lookup per path, so their number is the cost).
+/// items by its schema's list-map keys, one set per list; a node with more is forged, and the
+/// members of its later sets match nothing (each set is one lookup per path: their number is
+/// the cost).
 const MAX_KEY_FIELD_SETS: usize = 16;
 
 /// The keyed and set members of one trie node, by what they match. Each slot holds the member
