@@ -10,6 +10,7 @@
 use serde_json::{Map, Value};
 
 pub(crate) use super::spec::Spec;
+pub(crate) use crate::decode::kept::Serialized;
 use crate::decode::object::{api_group, hash_value};
 use crate::decode::{DataMap, KubeObject, OwnerReference};
 use drift_model::{Millis, ObjectKey, Pairs};
@@ -18,7 +19,6 @@ pub use super::names::Name;
 pub(crate) use super::names::Names;
 
 mod conditions;
-mod kept;
 
 /// Who last wrote what, per `managedFields` entry (without the field trie).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,79 +33,8 @@ pub struct ManagerStamp {
     pub time: Option<String>,
 }
 
-/// A JSON value kept serialized: for a status, the text serde_json writes for it (object keys
-/// sorted, so equal values have equal text); for a spec, see [`Spec`]. A parsed `serde_json::Value` tree costs seven to twelve times its
-/// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
-/// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
-/// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
-/// unchanged one is recognised by its text alone. The store writes the text as it is.
-#[derive(Clone)]
-pub struct Serialized(Box<serde_json::value::RawValue>);
-
-/// The status fields the classes read, serialized.
+/// The status fields the classes read, serialized (on the HTTP worker that decoded the event).
 pub(crate) type Status = Serialized;
-
-impl Serialized {
-    /// The serialized form of `value`.
-    pub fn from_value(value: &Value) -> Serialized {
-        match serde_json::value::to_raw_value(value) {
-            Ok(raw) => Serialized(raw),
-            // A `Value` always serializes (its map keys are strings); this arm is unreachable.
-            Err(_) => Serialized::default(),
-        }
-    }
-
-    /// The value, parsed.
-    pub fn value(&self) -> Value {
-        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
-    }
-
-    /// The value at a JSON pointer below it (`/traffic`), parsed.
-    pub fn pointer(&self, pointer: &str) -> Option<Value> {
-        let mut value = self.value();
-        value.pointer_mut(pointer).map(Value::take)
-    }
-
-    /// A value already serialized (a stored state being restored).
-    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> Serialized {
-        Serialized(raw)
-    }
-
-    /// The serialized value.
-    pub fn raw(&self) -> &serde_json::value::RawValue {
-        &self.0
-    }
-
-    /// The serialized text.
-    pub fn text(&self) -> &str {
-        self.0.get()
-    }
-
-    /// True for an absent value.
-    pub fn is_null(&self) -> bool {
-        self.0.get() == "null"
-    }
-}
-
-impl Default for Serialized {
-    fn default() -> Serialized {
-        Serialized(serde_json::value::RawValue::NULL.to_owned())
-    }
-}
-
-/// Equal texts: a status is written by serde_json (keys sorted), so equal values have equal
-/// texts. (A spec compares by value when texts differ: [`Spec`].)
-impl PartialEq for Serialized {
-    fn eq(&self, other: &Serialized) -> bool {
-        self.text() == other.text()
-    }
-}
-
-impl std::fmt::Debug for Serialized {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.text())
-    }
-}
 
 /// The compact state of one object.
 #[derive(Debug, Clone, PartialEq)]
@@ -269,12 +198,8 @@ impl ObjectState {
                 None => Spec::from_text(object.spec.raw().get()),
             }
         };
-        let status = match &object.status {
-            Value::Object(map) => {
-                kept::kept_status(map).map_or_else(Status::default, Status::from_raw)
-            }
-            _ => Status::default(),
-        };
+        // Written on the HTTP worker by the shape check.
+        let status = object.kept_status.clone();
         ObjectState {
             cluster: cluster.to_string(),
             uid: object.uid.clone(),
@@ -424,7 +349,9 @@ impl ObjectState {
                 })
                 .collect(),
             spec: crate::decode::ObjectSpec::from_raw(self.spec.raw()),
-            status: self.status.value(),
+            // As the shape check leaves an object: the text kept, the tree freed.
+            status: Value::Null,
+            kept_status: self.status.clone(),
             status_skipped_bytes: 0,
             data: self.data.clone(),
             binary_data: self.binary_data,

@@ -16,7 +16,8 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::object::{FieldsV1, KubeObject, ManagedFieldsEntry, ObjectSpec, KEPT_STATUS};
+use super::kept::KEPT_STATUS;
+use super::object::{FieldsV1, KubeObject, ManagedFieldsEntry, ObjectSpec};
 use super::raw::Scanned;
 use super::DataMap;
 use drift_model::OwnerReference;
@@ -89,6 +90,7 @@ pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
         managed_fields: managed_fields.unwrap_or_default(),
         spec,
         status: status.unwrap_or(Value::Null),
+        kept_status: Default::default(),
         status_skipped_bytes,
         data,
         // `binaryData` (a value to hash) sends the object the general way.

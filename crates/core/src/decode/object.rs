@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::cloudevent::short;
+use super::kept::{Serialized, KEPT_STATUS};
 use super::raw::{self, Members};
 use super::Error;
 pub use drift_model::OwnerReference;
@@ -215,8 +216,12 @@ pub struct KubeObject {
     /// `spec` (`null` when absent), as text until read.
     pub spec: ObjectSpec,
     /// `status` cut to the members the classes read (`KEPT_STATUS`), or `Null`; a `status` that
-    /// is not an object is kept whole, for the shape check to name.
+    /// is not an object is kept whole, for the shape check to name. What the check reads: it
+    /// then keeps the tree's text in `kept_status` and empties this (`Null`).
     pub status: Value,
+    /// The kept status's text (`null` when it keeps no member), as the state keeps it: written
+    /// by the shape check ([`KubeObject::keep_status`]).
+    pub kept_status: Serialized,
     /// The bytes of the `status` members not kept (names and JSON texts), for the status bound.
     pub status_skipped_bytes: usize,
     /// `data` of a ConfigMap (values) or Secret (hashes); `binaryData` values are hashed. Shared
@@ -235,6 +240,17 @@ impl KubeObject {
     /// The API group (`serving.knative.dev`), empty for the core group.
     pub fn group(&self) -> &str {
         api_group(&self.api_version)
+    }
+
+    /// Writes the kept status's text into `kept_status` and frees its tree, on the thread that
+    /// decoded the event (the writer would otherwise serialize it, and the thread that frees a
+    /// round's events would free the tree's maps).
+    pub(super) fn keep_status(&mut self) {
+        self.kept_status = match std::mem::take(&mut self.status) {
+            Value::Object(map) => super::kept::kept_status(&map)
+                .map_or_else(Serialized::default, Serialized::from_raw),
+            _ => Serialized::default(),
+        };
     }
 }
 
@@ -256,40 +272,6 @@ pub fn hash_value(value: &str) -> String {
     }
     format!("sha256:{hex}")
 }
-
-/// Status fields kept, for every kind alike (one list, not one per kind: a name kept for one kind
-/// is kept wherever it appears); everything else in `status` is churn for drift purposes, and is
-/// skipped by the parser, never built into a tree (only its size counts, for the bound).
-pub(crate) const KEPT_STATUS: &[&str] = &[
-    "observedGeneration",
-    "conditions",
-    "latestCreatedRevisionName",
-    "latestReadyRevisionName",
-    "traffic",
-    "url",
-    "containerStatuses",
-    "imageDigest",
-    "actualReplicas",
-    "desiredReplicas",
-    "replicas",
-    "readyReplicas",
-    "availableReplicas",
-    "updatedReplicas",
-    // PodAutoscaler: the scale it wants and the scale it has.
-    "desiredScale",
-    "actualScale",
-    // The operator's KnativeServing/KnativeEventing: the version installed.
-    "version",
-    // Where a Source sends (its resolved sink) and where an addressable receives: what team
-    // invariants check ("every Source has a resolved sink").
-    "sinkUri",
-    "address",
-    // A Knative or cert-manager Certificate's expiry, and why its renewal is failing
-    // (`certificate_expiring`).
-    "notAfter",
-    "failedIssuanceAttempts",
-    "lastFailureTime",
-];
 
 /// Parses a Kubernetes object, hashing Secret values, without the shape checks and bounds of
 /// [`super::shape::parse_object`] (which every caller outside `decode` uses).
@@ -457,6 +439,7 @@ pub(super) fn parse_general(text: &str, scanned: raw::Scanned) -> Result<KubeObj
         managed_fields,
         spec,
         status,
+        kept_status: Serialized::default(),
         status_skipped_bytes,
         data: data.map(|data| std::sync::Arc::new(super::DataMap::from_map(data))),
         binary_data,

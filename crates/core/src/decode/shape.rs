@@ -128,9 +128,10 @@ pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
     checked(object)
 }
 
-fn checked(object: KubeObject) -> Result<KubeObject, Error> {
+fn checked(mut object: KubeObject) -> Result<KubeObject, Error> {
     check_types(&object)?;
     check_bounds(&object, object.spec.raw().get().len())?;
+    object.keep_status();
     Ok(object)
 }
 

@@ -1,14 +1,119 @@
 //! The status fields a state keeps, serialized straight from the event's status.
 //!
 //! The text is what serde_json writes for a `Map` of the kept members (keys sorted) with the
-//! conditions' write times left out, so equal statuses have equal text, as before; it is written
-//! from borrowed parts instead of a copied `Map` (the copy was most of building a state's status,
-//! on every event).
+//! conditions' write times left out, so equal statuses have equal text; it is written from
+//! borrowed parts instead of a copied `Map`. The shape check writes it on the HTTP worker that
+//! parsed the event and frees the tree there ([`super::KubeObject::keep_status`]): the writer
+//! takes the text as it is, and the thread that frees the decoded event frees one block, not a
+//! tree of maps (BENCHMARKS.md, issue 28).
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Map, Value};
 
-use crate::decode::object::KEPT_STATUS;
+/// Status fields kept, for every kind alike (one list, not one per kind: a name kept for one kind
+/// is kept wherever it appears); everything else in `status` is churn for drift purposes, and is
+/// skipped by the parser, never built into a tree (only its size counts, for the bound).
+pub(crate) const KEPT_STATUS: &[&str] = &[
+    "observedGeneration",
+    "conditions",
+    "latestCreatedRevisionName",
+    "latestReadyRevisionName",
+    "traffic",
+    "url",
+    "containerStatuses",
+    "imageDigest",
+    "actualReplicas",
+    "desiredReplicas",
+    "replicas",
+    "readyReplicas",
+    "availableReplicas",
+    "updatedReplicas",
+    // PodAutoscaler: the scale it wants and the scale it has.
+    "desiredScale",
+    "actualScale",
+    // The operator's KnativeServing/KnativeEventing: the version installed.
+    "version",
+    // Where a Source sends (its resolved sink) and where an addressable receives: what team
+    // invariants check ("every Source has a resolved sink").
+    "sinkUri",
+    "address",
+    // A Knative or cert-manager Certificate's expiry, and why its renewal is failing
+    // (`certificate_expiring`).
+    "notAfter",
+    "failedIssuanceAttempts",
+    "lastFailureTime",
+];
+
+/// A JSON value kept serialized: for a status, the text serde_json writes for it (object keys
+/// sorted, so equal values have equal text); for a spec, see [`Spec`]. A parsed `serde_json::Value` tree costs seven to twelve times its
+/// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
+/// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
+/// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
+/// unchanged one is recognised by its text alone. The store writes the text as it is.
+#[derive(Clone)]
+pub struct Serialized(Box<serde_json::value::RawValue>);
+
+impl Serialized {
+    /// The serialized form of `value`.
+    pub fn from_value(value: &Value) -> Serialized {
+        match serde_json::value::to_raw_value(value) {
+            Ok(raw) => Serialized(raw),
+            // A `Value` always serializes (its map keys are strings); this arm is unreachable.
+            Err(_) => Serialized::default(),
+        }
+    }
+
+    /// The value, parsed.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+
+    /// The value at a JSON pointer below it (`/traffic`), parsed.
+    pub fn pointer(&self, pointer: &str) -> Option<Value> {
+        let mut value = self.value();
+        value.pointer_mut(pointer).map(Value::take)
+    }
+
+    /// A value already serialized (a stored state being restored).
+    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> Serialized {
+        Serialized(raw)
+    }
+
+    /// The serialized value.
+    pub fn raw(&self) -> &serde_json::value::RawValue {
+        &self.0
+    }
+
+    /// The serialized text.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
+    /// True for an absent value.
+    pub fn is_null(&self) -> bool {
+        self.0.get() == "null"
+    }
+}
+
+impl Default for Serialized {
+    fn default() -> Serialized {
+        Serialized(serde_json::value::RawValue::NULL.to_owned())
+    }
+}
+
+/// Equal texts: a status is written by serde_json (keys sorted), so equal values have equal
+/// texts. (A spec compares by value when texts differ: [`Spec`].)
+impl PartialEq for Serialized {
+    fn eq(&self, other: &Serialized) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl std::fmt::Debug for Serialized {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
 
 /// Condition fields that move on every write without meaning a change for drift: dropping
 /// them keeps state comparisons (and therefore store writes) down to real changes.
@@ -112,6 +217,28 @@ mod tests {
             }
         }
         (!kept.is_empty()).then(|| serde_json::to_string(&Value::Object(kept)).unwrap())
+    }
+
+    #[test]
+    fn the_shape_check_keeps_the_text_and_frees_the_tree() {
+        let mut checked = 0;
+        for value in crate::decode::fixtures::nested_values() {
+            if value.get("metadata").is_none() || value.get("kind").is_none() {
+                continue;
+            }
+            let Ok(object) = crate::decode::parse_object_text(&value.to_string()) else {
+                continue;
+            };
+            let expected = value
+                .get("status")
+                .and_then(Value::as_object)
+                .and_then(kept_status)
+                .map_or_else(|| "null".to_string(), |raw| raw.get().to_string());
+            assert_eq!(object.kept_status.text(), expected, "{value}");
+            assert_eq!(object.status, Value::Null, "{value}");
+            checked += usize::from(expected != "null");
+        }
+        assert!(checked > 20, "objects with a kept status: {checked}");
     }
 
     #[test]
