@@ -202,6 +202,36 @@ impl Store for SqliteStore {
             .is_some())
     }
 
+    /// The round's keys in one read transaction: asked one by one, each key was its own
+    /// transaction, which took and released SQLite's read locks (two `fcntl` calls on the
+    /// shared-memory file) and re-read the log's header, about a third of the check's cost
+    /// (BENCHMARKS.md, issue 28). A deferred transaction that only reads blocks no writer.
+    fn duplicates(
+        &mut self,
+        keys: &[EventKey],
+    ) -> Result<std::collections::HashSet<EventKey>, Error> {
+        let mut seen = std::collections::HashSet::new();
+        if keys.is_empty() {
+            return Ok(seen);
+        }
+        let transaction = self.connection.transaction()?;
+        {
+            let mut statement = transaction.prepare_cached(queries::IS_DUPLICATE.text(SQL))?;
+            for key in keys {
+                if statement
+                    .query_row(params![key.source, key.id], |_| Ok(()))
+                    .optional()?
+                    .is_some()
+                {
+                    seen.insert(key.clone());
+                }
+            }
+        }
+        // Only read: ending it is releasing the read locks.
+        transaction.commit()?;
+        Ok(seen)
+    }
+
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
         read_silences(&self.connection)
     }

@@ -264,3 +264,34 @@ fn a_slow_checkpoint_pass_is_followed_by_a_pause_as_long() {
         assert_eq!(next - (began + took), took, "after a pass of {took:?}");
     }
 }
+
+#[test]
+fn the_rounds_keys_are_answered_and_their_read_transaction_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    let key = |id: &str| EventKey {
+        source: "https://10.96.0.1:443".into(),
+        id: id.into(),
+    };
+    let committed = Batch {
+        events: vec![(key("a"), 1), (key("c"), 1)],
+        ..Batch::default()
+    };
+    store.commit(&committed).unwrap();
+    let keys = [key("a"), key("b"), key("c"), key("d")];
+    let seen = store.duplicates(&keys).unwrap();
+    let mut ids: Vec<&str> = seen.iter().map(|key| key.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["a", "c"]);
+    // The read transaction ended: the connection is back in autocommit, and the next round
+    // commits (a transaction left open would refuse the next `BEGIN`).
+    assert!(store.connection.is_autocommit());
+    let next = Batch {
+        events: vec![(key("b"), 2)],
+        ..Batch::default()
+    };
+    store.commit(&next).unwrap();
+    assert_eq!(count(&store, "events"), 3);
+    assert!(store.duplicates(&[]).unwrap().is_empty());
+    assert_eq!(store.duplicates(&keys).unwrap().len(), 3);
+}
