@@ -33,7 +33,7 @@ pub struct ManagerStamp {
     pub time: Option<String>,
 }
 
-/// The status fields the classes read, serialized (on the HTTP worker that decoded the event).
+/// The status fields the classes read, serialized (by the decoder's shape check, or as stored).
 pub(crate) type Status = Serialized;
 
 /// The compact state of one object.
@@ -349,7 +349,8 @@ impl ObjectState {
                 })
                 .collect(),
             spec: crate::decode::ObjectSpec::from_raw(self.spec.raw()),
-            // As the shape check leaves an object: the text kept, the tree freed.
+            // As the shape check leaves an object: the kept text, no tree. The state's text as it
+            // is (a stored text is not written again by today's serializer).
             status: Value::Null,
             kept_status: self.status.clone(),
             status_skipped_bytes: 0,

@@ -3,7 +3,7 @@
 //! The text is what serde_json writes for a `Map` of the kept members (keys sorted) with the
 //! conditions' write times left out, so equal statuses have equal text; it is written from
 //! borrowed parts instead of a copied `Map`. The shape check writes it on the HTTP worker that
-//! parsed the event and frees the tree there ([`super::KubeObject::keep_status`]): the writer
+//! parsed the event and frees the tree there (`KubeObject::keep_status`): the writer
 //! takes the text as it is, and the thread that frees the decoded event frees one block, not a
 //! tree of maps (BENCHMARKS.md, issue 28).
 
@@ -45,8 +45,8 @@ pub(crate) const KEPT_STATUS: &[&str] = &[
 ];
 
 /// A JSON value kept serialized: for a status, the text serde_json writes for it (object keys
-/// sorted, so equal values have equal text); for a spec, see [`Spec`]. A parsed `serde_json::Value` tree costs seven to twelve times its
-/// text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
+/// sorted, so equal values have equal text); for a spec, see `classify::spec::Spec`. A parsed
+/// `serde_json::Value` tree costs seven to twelve times its text in memory (each small map is a B-tree node of some 600 bytes: a Route's kept status is
 /// 338 bytes of JSON and 4.2 KB as a tree), and most events never look at the spec or status of
 /// the state they replace; a class that needs one parses it ([`Serialized::value`]), and an
 /// unchanged one is recognised by its text alone. The store writes the text as it is.
@@ -102,7 +102,7 @@ impl Default for Serialized {
 }
 
 /// Equal texts: a status is written by serde_json (keys sorted), so equal values have equal
-/// texts. (A spec compares by value when texts differ: [`Spec`].)
+/// texts. (A spec compares by value when texts differ: `classify::spec::Spec`.)
 impl PartialEq for Serialized {
     fn eq(&self, other: &Serialized) -> bool {
         self.text() == other.text()

@@ -15,7 +15,7 @@ pub mod cloudevent;
 pub mod cluster_name;
 pub mod data;
 pub(crate) mod fast;
-pub mod kept;
+pub(crate) mod kept;
 // Test data, kept with the tests (`tests/`), which may read files.
 #[cfg(test)]
 #[path = "tests/fixtures.rs"]

@@ -228,7 +228,7 @@ fn invalid(path: impl std::fmt::Display, what: impl std::fmt::Display) -> Error 
 }
 
 /// Checks the bounds of one object's metadata (sizes that the state would keep).
-pub(crate) fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(), Error> {
+fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(), Error> {
     let over = |path: At<'_>, count: usize, limit: usize, unit: &str| {
         invalid(
             path,
@@ -397,7 +397,7 @@ fn json_bytes(value: &Value, limit: usize) -> usize {
 }
 
 /// Checks the types of the fields the classes read.
-pub(crate) fn check_types(object: &KubeObject) -> Result<(), Error> {
+fn check_types(object: &KubeObject) -> Result<(), Error> {
     if object.generation.is_some_and(|generation| generation < 0) {
         return Err(invalid("data.metadata.generation", "must not be negative"));
     }

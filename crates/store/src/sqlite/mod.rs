@@ -214,7 +214,9 @@ impl Store for SqliteStore {
         if keys.is_empty() {
             return Ok(seen);
         }
-        let transaction = self.connection.transaction()?;
+        let transaction = self
+            .connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
         {
             let mut statement = transaction.prepare_cached(queries::IS_DUPLICATE.text(SQL))?;
             for key in keys {
