@@ -391,9 +391,14 @@ impl OidcVerifier {
     async fn get_json(&self, url: &str) -> Result<(serde_json::Value, Option<Duration>), GetError> {
         let mut request = self.client.get(url);
         if let Some(path) = &self.config.token_file {
-            // Re-read on every fetch: the kubelet rotates projected tokens.
+            // Re-read on every fetch: the kubelet rotates projected tokens. An unreadable or
+            // empty file sends no `Authorization` (never `Bearer ` with nothing after it): the
+            // issuer's answer (`401`) then says what is missing.
             if let Ok(token) = std::fs::read_to_string(path) {
-                request = request.bearer_auth(token.trim());
+                let token = token.trim();
+                if !token.is_empty() {
+                    request = request.bearer_auth(token);
+                }
             }
         }
         let response = request

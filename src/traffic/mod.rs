@@ -162,7 +162,16 @@ impl Poller {
                     path.display()
                 ))
             })?;
-            request = request.bearer_auth(token.trim());
+            // An empty file (a hand-made one being rewritten) would send `Bearer ` and be
+            // counted as Prometheus refusing the query: the file is named instead.
+            let token = token.trim();
+            if token.is_empty() {
+                return Err(QueryError::TokenFile(format!(
+                    "traffic.prometheus.bearerTokenFile {} is empty",
+                    path.display()
+                )));
+            }
+            request = request.bearer_auth(token);
         }
         // Errors without the URL: it may carry credentials.
         let mut response = request

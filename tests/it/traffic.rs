@@ -1374,6 +1374,24 @@ async fn the_query_is_a_form_post_with_the_bearer_token_read_from_its_file_at_ev
             1.0,
         )
         .await;
+    // An empty file (a hand-made one being rewritten) is the file's error, and no query is
+    // sent with `Bearer ` and nothing after it (the server would count another 401).
+    let statuses = service
+        .metric("drift_sentinel_traffic_query_errors_total{kind=\"http_status\"}")
+        .await;
+    std::fs::write(&next, "\n").unwrap();
+    std::fs::rename(&next, &token_file).unwrap();
+    service
+        .metric_reaches(
+            "drift_sentinel_traffic_query_errors_total{kind=\"token_file\"}",
+            2.0,
+        )
+        .await;
+    let after = service
+        .metric("drift_sentinel_traffic_query_errors_total{kind=\"http_status\"}")
+        .await;
+    // At most the one query already on its way when the file was replaced.
+    assert!(after <= statuses + 1.0, "{statuses} then {after}");
     service.stop().await;
 }
 

@@ -141,3 +141,60 @@ fn a_verifier_that_cannot_be_built_says_so_once_in_the_chain() {
     assert_eq!(error.to_string(), "builder error");
     assert_eq!(format!("{:#}", anyhow::Error::new(error)), "builder error");
 }
+
+/// The issuer's documents are fetched with the projected token read from its file at every
+/// fetch; an empty file (a hand-made one being rewritten) sends no `Authorization` header,
+/// never `Bearer ` with nothing after it.
+#[tokio::test]
+async fn discovery_sends_the_token_files_token_and_no_header_for_an_empty_file() {
+    let seen: Arc<std::sync::Mutex<Vec<Option<String>>>> = Arc::default();
+    let recorded = Arc::clone(&seen);
+    let router = axum::Router::new().route(
+        "/doc",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let recorded = Arc::clone(&recorded);
+            async move {
+                recorded.lock().unwrap().push(
+                    headers
+                        .get("authorization")
+                        .map(|value| value.to_str().unwrap().to_string()),
+                );
+                axum::Json(json!({"ok": true}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    let verifier = OidcVerifier::new(OidcConfig {
+        issuer: base.clone(),
+        audience: "drift-sentinel".to_string(),
+        jwks_url: None,
+        allowed_subjects: Vec::new(),
+        ca_file: None,
+        token_file: Some(token_file.clone()),
+        leeway: Duration::from_secs(30),
+        jwks_max_age: Duration::from_secs(60),
+    })
+    .unwrap();
+    let url = format!("{base}/doc");
+    for contents in ["sa-token\n", "", " \n", "rotated"] {
+        std::fs::write(&token_file, contents).unwrap();
+        let (document, _) = verifier.get_json(&url).await.unwrap();
+        assert_eq!(document, json!({"ok": true}));
+    }
+    std::fs::remove_file(&token_file).unwrap();
+    verifier.get_json(&url).await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            Some("Bearer sa-token".to_string()),
+            None,
+            None,
+            Some("Bearer rotated".to_string()),
+            None,
+        ]
+    );
+}
