@@ -19,7 +19,7 @@ pub(crate) enum QueryError {
     /// Prometheus could not be reached (connection refused, DNS, TLS, the timeout).
     #[error("Prometheus is unreachable: {0}")]
     Unreachable(String),
-    /// `traffic.prometheus.bearerTokenFile` could not be read.
+    /// `traffic.prometheus.bearerTokenFile` could not be read, or is empty.
     #[error("{0}")]
     TokenFile(String),
     /// A non-2xx answer that is not Prometheus' error envelope (a proxy, a wrong path).

@@ -42,6 +42,9 @@ pub enum SetupError {
         path: std::path::PathBuf,
         error: std::io::Error,
     },
+    /// `traffic.prometheus.bearerTokenFile` holds no token (empty, or only whitespace).
+    #[error("traffic.prometheus.bearerTokenFile: {} is empty", .0.display())]
+    EmptyTokenFile(std::path::PathBuf),
     /// The HTTP client could not be built.
     #[error("traffic.prometheus: cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
@@ -76,10 +79,14 @@ pub fn check_files(config: &Config) -> Result<(), SetupError> {
     }
     client(traffic)?;
     if let Some(path) = &traffic.prometheus.bearer_token_file {
-        std::fs::read(path).map_err(|error| SetupError::ReadTokenFile {
+        let token = std::fs::read(path).map_err(|error| SetupError::ReadTokenFile {
             path: path.clone(),
             error,
         })?;
+        // Every query would fail on it (`token_file`).
+        if token.trim_ascii().is_empty() {
+            return Err(SetupError::EmptyTokenFile(path.clone()));
+        }
     }
     Ok(())
 }

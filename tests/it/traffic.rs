@@ -1375,23 +1375,21 @@ async fn the_query_is_a_form_post_with_the_bearer_token_read_from_its_file_at_ev
         )
         .await;
     // An empty file (a hand-made one being rewritten) is the file's error, and no query is
-    // sent with `Bearer ` and nothing after it (the server would count another 401).
-    let statuses = service
-        .metric("drift_sentinel_traffic_query_errors_total{kind=\"http_status\"}")
-        .await;
+    // sent with `Bearer ` and nothing after it (the server would count another 401). The
+    // poller runs one query at a time: once one failed on the file, every later one reads it.
     std::fs::write(&next, "\n").unwrap();
     std::fs::rename(&next, &token_file).unwrap();
+    let token_file_errors = "drift_sentinel_traffic_query_errors_total{kind=\"token_file\"}";
+    let statuses = "drift_sentinel_traffic_query_errors_total{kind=\"http_status\"}";
+    service.metric_reaches(token_file_errors, 1.0).await;
+    let before = service.metric(statuses).await;
     service
         .metric_reaches(
-            "drift_sentinel_traffic_query_errors_total{kind=\"token_file\"}",
-            2.0,
+            token_file_errors,
+            service.metric(token_file_errors).await + 2.0,
         )
         .await;
-    let after = service
-        .metric("drift_sentinel_traffic_query_errors_total{kind=\"http_status\"}")
-        .await;
-    // At most the one query already on its way when the file was replaced.
-    assert!(after <= statuses + 1.0, "{statuses} then {after}");
+    assert_eq!(service.metric(statuses).await, before);
     service.stop().await;
 }
 
@@ -1427,6 +1425,18 @@ fn config_validate_reads_the_traffic_sections_files() {
     assert!(String::from_utf8_lossy(&output.stderr)
         .contains("traffic.prometheus.bearerTokenFile: cannot read"));
     let token = dir.path().join("token");
+    // An empty file would fail every query (`token_file`): refused with its name.
+    std::fs::write(&token, " \n").unwrap();
+    let output = validate(&format!("    bearerTokenFile: {}\n", token.display()));
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "traffic.prometheus.bearerTokenFile: {} is empty",
+            token.display()
+        )),
+        "{stderr}"
+    );
     std::fs::write(&token, "t0ken").unwrap();
     let output = validate(&format!("    bearerTokenFile: {}\n", token.display()));
     assert_eq!(
