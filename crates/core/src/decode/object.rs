@@ -217,8 +217,8 @@ pub struct KubeObject {
     pub spec: ObjectSpec,
     /// `status` cut to the members the classes read (`KEPT_STATUS`), or `Null`; a `status` that
     /// is not an object is kept whole, for the shape check to name. What the check reads: it
-    /// then keeps the tree's text in `kept_status` and empties this (`Null`): outside `decode`
-    /// it is always `Null`, so it is not visible there.
+    /// then keeps the tree's text in `kept_status` and empties this (`Null`): past the check it
+    /// is always `Null`, so it is not visible outside this crate, and only `decode` reads it.
     pub(crate) status: Value,
     /// The kept status's text (`null` when it keeps no member), as the state keeps it: written
     /// by the shape check (`KubeObject::keep_status`).
