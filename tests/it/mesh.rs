@@ -229,6 +229,15 @@ fn a_removed_strict_policy_stays_firing_past_the_tombstones_retention_until_rest
         "{:?}",
         sim.lines()
     );
+    // The tombstone the drift holds is past its retention, and does not make the writer's
+    // next wake-up "now" (it would wake round after round for nothing).
+    let now = T0 + sim.elapsed_seconds() * 1000;
+    let objects = sim.engine().object_count();
+    assert!(
+        sim.engine().next_deadline().is_none_or(|at| at > now),
+        "{:?} at {now}",
+        sim.engine().next_deadline()
+    );
     // The mesh-wide policy made STRICT: the namespace is STRICT again, resolved.
     let mut strict_mesh = mode_set(&mesh, "STRICT");
     strict_mesh["metadata"]["uid"] = json!("pa-mesh");
@@ -236,6 +245,11 @@ fn a_removed_strict_policy_stays_firing_past_the_tombstones_retention_until_rest
     assert!(sim
         .lines()
         .contains(&"resolved mesh_security_drift PeerAuthentication/default-foo".to_string()));
+    // Resolved, it holds the tombstone no longer: due at once, and forgotten by the next round.
+    assert!(sim.engine().next_deadline().is_some_and(|at| at <= now));
+    sim.wait(0);
+    assert_eq!(sim.engine().object_count(), objects - 1);
+    assert!(sim.engine().next_deadline().is_none_or(|at| at > now));
 }
 
 /// A Namespace as the API server returns it, labelled `labels`.

@@ -18,6 +18,7 @@ use drift_core::route::Silences;
 use drift_store::testing::TestStore;
 
 mod gauge;
+mod tombstones;
 
 const START: i64 = 1_764_000_000_000;
 
@@ -28,6 +29,17 @@ fn service_event(id: &str, resource_version: &str, image: &str) -> Vec<Decoded> 
 
 /// [`service_event`], with the object changed by `edit` (another name and uid, ...).
 fn service_event_with(
+    id: &str,
+    resource_version: &str,
+    image: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Vec<Decoded> {
+    service_event_typed("update", id, resource_version, image, edit)
+}
+
+/// [`service_event_with`] as the event of `verb` (`add`, `update`, `delete`).
+fn service_event_typed(
+    verb: &str,
     id: &str,
     resource_version: &str,
     image: &str,
@@ -46,7 +58,7 @@ fn service_event_with(
         "specversion": "1.0",
         "id": id,
         "source": "https://10.96.0.1:443",
-        "type": "dev.knative.apiserver.resource.update",
+        "type": format!("dev.knative.apiserver.resource.{verb}"),
         "datacontenttype": "application/json",
         "data": object,
     });

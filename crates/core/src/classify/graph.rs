@@ -207,6 +207,15 @@ impl Graph {
         Some(old)
     }
 
+    /// When the oldest tombstone last seen at or after `from` was last seen (held tombstones,
+    /// older than `from`, are skipped: there is one per drift that holds it, so few).
+    pub(crate) fn first_tombstone_from(&self, from: Millis) -> Option<Millis> {
+        self.tombstones
+            .iter()
+            .map(|(seen, _)| *seen)
+            .find(|seen| *seen >= from)
+    }
+
     /// Tombstones last seen before `cutoff`, oldest first.
     pub(crate) fn tombstones_before(&self, cutoff: Millis) -> Vec<ObjectKey> {
         self.tombstones

@@ -162,6 +162,11 @@ pub struct Sweep<'a> {
 /// How long a deleted object is remembered, to drop late updates and to detect orphans.
 pub(crate) const TOMBSTONE_RETENTION_MS: Millis = 6 * 3600 * 1000;
 
+/// The step on which tombstone expiries wake an idle writer: an expiry is due at the next
+/// whole minute after it, so the deletions of one rollout (a Pod every few seconds) are forgotten
+/// in a round or two, not in a round each, six hours later.
+pub(crate) const TOMBSTONE_SWEEP_STEP_MS: Millis = 60 * 1000;
+
 /// How long a pending drift of a reassessable class stays in memory only. Rollouts, scaling and
 /// reconciles open and resolve such episodes within seconds, and writing each one (its row and
 /// two history rows) was most of what a busy cluster made the store write; one that lasts longer

@@ -33,7 +33,7 @@ pub use super::ordering::ListContext;
 use super::ordering::{accepts, sent_after, Frontiers};
 use super::{
     classes, resource_version, Capacity, Changes, Graph, ObjectState, Outcome, Rules, Sweep,
-    RECHECK_PER_TICK, RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS,
+    RECHECK_PER_TICK, RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS, TOMBSTONE_SWEEP_STEP_MS,
 };
 use crate::decode::{Action, ApiServerEvent, Mode};
 use drift_model::{Drift, DriftSlot, DriftState, Millis, ObjectKey, Transition};
@@ -87,6 +87,11 @@ pub struct Engine {
     agenda: judge_again::Agenda,
     /// The field managers' names every state's stamps share (`names::Names`).
     names: super::state::Names,
+    /// The cutoff of the last tick's tombstone expiry: the tombstones last seen before it that
+    /// are still kept are held by a drift (`classes::keeps_tombstone`), and
+    /// [`Engine::next_deadline`] looks past them. `Millis::MIN` (every tombstone counts again)
+    /// after a holding drift resolves, a rollback or a start.
+    tombstones_swept: Millis,
 }
 
 impl Engine {
@@ -114,6 +119,7 @@ impl Engine {
             traffic: super::traffic::TrafficBook::default(),
             agenda: judge_again::Agenda::default(),
             names: super::state::Names::default(),
+            tombstones_swept: Millis::MIN,
         }
     }
 
@@ -121,6 +127,8 @@ impl Engine {
     /// Live objects are queued for re-assessment by [`Engine::tick`]: a pending episode that
     /// was not recorded before the restart opens again if its condition still holds.
     pub fn restore(&mut self, objects: Vec<ObjectState>, drifts: Vec<Drift>) {
+        // Restored tombstones may be past their retention already (the service was down).
+        self.tombstones_swept = Millis::MIN;
         for object in objects {
             if !object.deleted {
                 self.recheck.push(object.key());

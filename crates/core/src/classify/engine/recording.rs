@@ -59,6 +59,13 @@ impl Engine {
             Some(drift) => self.drifts.insert(slot.clone(), drift),
             None => self.drifts.remove(&slot),
         };
+        if old.is_some()
+            && !self.drifts.contains_key(&slot)
+            && classes::keeps_tombstone(&slot.class)
+        {
+            // The tombstone it held may be past its retention: due at the next tick.
+            self.tombstones_swept = Millis::MIN;
+        }
         self.note_pending(&slot);
         self.journal.drift(slot, old, written);
     }
@@ -92,6 +99,8 @@ impl Engine {
             &mut self.recheck,
         );
         self.rebuild_pending();
+        // The tick's expiry may be undone with the rest: every tombstone counts again.
+        self.tombstones_swept = Millis::MIN;
     }
 
     /// How many writes the journal holds for the store (objects, removals, drift rows,

@@ -38,7 +38,11 @@ impl Engine {
                 break;
             }
         }
-        let expired: Vec<ObjectKey> = self.graph.tombstones_before(now - TOMBSTONE_RETENTION_MS);
+        let cutoff = now - TOMBSTONE_RETENTION_MS;
+        let expired: Vec<ObjectKey> = self.graph.tombstones_before(cutoff);
+        // What is still kept below the cutoff after this loop is held by a drift:
+        // `next_deadline` looks past it (a holding drift that resolves resets this).
+        self.tombstones_swept = self.tombstones_swept.max(cutoff);
         let mut forgot_any = false;
         for key in expired {
             // A drift that outlives the deletion it is about keeps its tombstone (its verdict is
@@ -82,7 +86,10 @@ impl Engine {
     /// When [`Engine::tick`] next has work: no later than the earliest pending `fire_at` or
     /// time to record a pending drift (it may be earlier: a lower bound, which the round it wakes
     /// makes exact) or time a class asked to judge an object again, or at once while restored
-    /// objects wait to be re-assessed.
+    /// objects wait to be re-assessed; and within [`TOMBSTONE_SWEEP_STEP_MS`] after the oldest
+    /// tombstone passes its retention, so the drifts about a deleted object end on time on an
+    /// idle cluster too (a tombstone a drift holds is not waited for again until that drift
+    /// resolves).
     pub fn next_deadline(&self) -> Option<Millis> {
         if !self.recheck.is_empty() {
             return Some(Millis::MIN);
@@ -90,10 +97,26 @@ impl Engine {
         // The earliest filed time: the round it wakes fires or records that drift and files
         // it again.
         let pending = self.deadlines.first().map(|(at, _)| *at);
-        match (pending, self.agenda.first()) {
+        let earliest = match (pending, self.agenda.first()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (earliest, self.tombstone_expiry()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// When the oldest tombstone not held by a drift is past its retention (a tick forgets a
+    /// tombstone last seen strictly before `now - TOMBSTONE_RETENTION_MS`), rounded up to the
+    /// next [`TOMBSTONE_SWEEP_STEP_MS`].
+    fn tombstone_expiry(&self) -> Option<Millis> {
+        let seen = self.graph.first_tombstone_from(self.tombstones_swept)?;
+        let expires = seen.saturating_add(TOMBSTONE_RETENTION_MS + 1);
+        let step = TOMBSTONE_SWEEP_STEP_MS;
+        // Never before `expires`: a round woken early would leave it and wake again at once.
+        let rounded = expires.saturating_add(step - 1).div_euclid(step) * step;
+        Some(rounded.max(expires))
     }
 
     /// Fires the pending drifts whose grace ran out and records those that lasted: those filed
