@@ -79,7 +79,11 @@ impl Sink {
         Ok(Sink {
             client,
             base,
-            token: token.filter(|token| !token.is_empty()),
+            // A token read from a file or a Secret often ends in a newline, which no header can
+            // carry (and the sink compares the token without it).
+            token: token
+                .map(|token| token.trim().to_string())
+                .filter(|token| !token.is_empty()),
             cluster: cluster.map(str::to_string),
         })
     }
@@ -214,4 +218,18 @@ fn with_causes(error: reqwest::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sink;
+
+    #[test]
+    fn the_token_is_sent_without_surrounding_whitespace_and_a_blank_one_not_at_all() {
+        let sink = |token: &str| Sink::new("http://127.0.0.1:8080", Some(token.into()), None);
+        assert_eq!(sink(" s3cret\n").unwrap().token.as_deref(), Some("s3cret"));
+        assert_eq!(sink("s3cret").unwrap().token.as_deref(), Some("s3cret"));
+        assert_eq!(sink(" \n").unwrap().token, None);
+        assert_eq!(sink("").unwrap().token, None);
+    }
 }
