@@ -191,9 +191,9 @@ enum GetError {
     /// No answer: connection, TLS, timeout, too many redirects.
     #[error("{0}")]
     Request(#[source] reqwest::Error),
-    /// An answer that is not a success.
-    #[error("HTTP {0}")]
-    Status(u16),
+    /// An answer that is not a success, and for a `401` or `403` what the token file held.
+    #[error("HTTP {0}{1}")]
+    Status(u16, String),
     /// The answer's body cannot be read as JSON.
     #[error("{0}")]
     Body(#[source] reqwest::Error),
@@ -211,7 +211,7 @@ impl GetError {
     fn kind(&self) -> &'static str {
         match self {
             GetError::Request(_) => "request",
-            GetError::Status(_) => "status",
+            GetError::Status(..) => "status",
             GetError::Body(_) => "body",
         }
     }
@@ -390,23 +390,39 @@ impl OidcVerifier {
     /// A JSON document and the `max-age` its `Cache-Control` header allows, if any.
     async fn get_json(&self, url: &str) -> Result<(serde_json::Value, Option<Duration>), GetError> {
         let mut request = self.client.get(url);
+        // What the token file held, for the error of an issuer that refuses the request.
+        let mut sent = "no token: auth.oidc.tokenFile is not set".to_string();
         if let Some(path) = &self.config.token_file {
             // Re-read on every fetch: the kubelet rotates projected tokens. An unreadable or
             // empty file sends no `Authorization` (never `Bearer ` with nothing after it): the
             // issuer's answer (`401`) then says what is missing.
-            if let Ok(token) = std::fs::read_to_string(path) {
-                let token = token.trim();
-                if !token.is_empty() {
-                    request = request.bearer_auth(token);
+            sent = match std::fs::read_to_string(path) {
+                Ok(token) if !token.trim().is_empty() => {
+                    request = request.bearer_auth(token.trim());
+                    format!(
+                        "the token of auth.oidc.tokenFile {} was sent",
+                        path.display()
+                    )
                 }
-            }
+                Ok(_) => format!("no token: auth.oidc.tokenFile {} is empty", path.display()),
+                Err(error) => format!(
+                    "no token: auth.oidc.tokenFile {} cannot be read: {error}",
+                    path.display()
+                ),
+            };
         }
         let response = request
             .send()
             .await
             .map_err(|error| GetError::Request(error.without_url()))?;
         if !response.status().is_success() {
-            return Err(GetError::Status(response.status().as_u16()));
+            let status = response.status().as_u16();
+            let why = if matches!(status, 401 | 403) {
+                format!(" ({sent})")
+            } else {
+                String::new()
+            };
+            return Err(GetError::Status(status, why));
         }
         let cache = response
             .headers()

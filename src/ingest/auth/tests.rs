@@ -69,7 +69,7 @@ fn jwks_fetch_errors_keep_their_messages_and_have_stable_kinds() {
     ] {
         assert_eq!((error.kind(), error.to_string()), (kind, shown.clone()));
     }
-    let status = GetError::Status(404);
+    let status = GetError::Status(404, String::new());
     assert_eq!(
         (status.kind(), status.to_string().as_str()),
         ("status", "HTTP 404")
@@ -78,7 +78,7 @@ fn jwks_fetch_errors_keep_their_messages_and_have_stable_kinds() {
     let invalid_message = format!("JWKS is not valid: {invalid}");
     let cases = [
         (
-            JwksError::Discovery(GetError::Status(500)),
+            JwksError::Discovery(GetError::Status(500, String::new())),
             "discovery",
             "OIDC discovery failed: HTTP 500".to_string(),
         ),
@@ -88,7 +88,7 @@ fn jwks_fetch_errors_keep_their_messages_and_have_stable_kinds() {
             "OIDC discovery document has no jwks_uri".to_string(),
         ),
         (
-            JwksError::Fetch(GetError::Status(503)),
+            JwksError::Fetch(GetError::Status(503, String::new())),
             "jwks_fetch",
             "JWKS fetch failed: HTTP 503".to_string(),
         ),
@@ -197,4 +197,66 @@ async fn discovery_sends_the_token_files_token_and_no_header_for_an_empty_file()
             None,
         ]
     );
+}
+
+/// An issuer that refuses discovery (`401`): the error says what the token file held, so the
+/// log names `auth.oidc.tokenFile` when it is empty, unreadable or not set.
+#[tokio::test]
+async fn a_refused_discovery_says_what_the_token_file_held() {
+    let router = axum::Router::new().route(
+        "/doc",
+        axum::routing::get(|headers: axum::http::HeaderMap| async move {
+            match headers.get("authorization") {
+                Some(value) if value == "Bearer good" => axum::http::StatusCode::OK,
+                Some(_) => axum::http::StatusCode::FORBIDDEN,
+                None => axum::http::StatusCode::UNAUTHORIZED,
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    let verifier = |token_file: Option<PathBuf>| {
+        OidcVerifier::new(OidcConfig {
+            issuer: base.clone(),
+            audience: "drift-sentinel".to_string(),
+            jwks_url: None,
+            allowed_subjects: Vec::new(),
+            ca_file: None,
+            token_file,
+            leeway: Duration::from_secs(30),
+            jwks_max_age: Duration::from_secs(60),
+        })
+        .unwrap()
+    };
+    let url = format!("{base}/doc");
+    let shown = |verifier: OidcVerifier| {
+        let url = url.clone();
+        async move { verifier.get_json(&url).await.unwrap_err().to_string() }
+    };
+    let path = token_file.display().to_string();
+    assert_eq!(
+        shown(verifier(None)).await,
+        "HTTP 401 (no token: auth.oidc.tokenFile is not set)"
+    );
+    assert_eq!(
+        shown(verifier(Some(token_file.clone()))).await,
+        format!("HTTP 401 (no token: auth.oidc.tokenFile {path} cannot be read: No such file or directory (os error 2))")
+    );
+    std::fs::write(&token_file, "\n").unwrap();
+    assert_eq!(
+        shown(verifier(Some(token_file.clone()))).await,
+        format!("HTTP 401 (no token: auth.oidc.tokenFile {path} is empty)")
+    );
+    std::fs::write(&token_file, "stale\n").unwrap();
+    assert_eq!(
+        shown(verifier(Some(token_file.clone()))).await,
+        format!("HTTP 403 (the token of auth.oidc.tokenFile {path} was sent)")
+    );
+    std::fs::write(&token_file, "good\n").unwrap();
+    // Accepted: what fails now is the empty body, not the token.
+    let accepted = verifier(Some(token_file)).get_json(&url).await;
+    assert!(matches!(accepted, Err(GetError::Body(_))), "{accepted:?}");
 }
