@@ -207,13 +207,16 @@ impl Graph {
         Some(old)
     }
 
-    /// When the oldest tombstone last seen at or after `from` was last seen (held tombstones,
-    /// older than `from`, are skipped: there is one per drift that holds it, so few).
+    /// When the oldest tombstone last seen at or after `from` was last seen.
     pub(crate) fn first_tombstone_from(&self, from: Millis) -> Option<Millis> {
+        let least = ObjectKey {
+            cluster: String::new(),
+            uid: String::new(),
+        };
         self.tombstones
-            .iter()
+            .range((from, least)..)
+            .next()
             .map(|(seen, _)| *seen)
-            .find(|seen| *seen >= from)
     }
 
     /// Tombstones last seen before `cutoff`, oldest first.

@@ -102,3 +102,38 @@ fn tombstones_of_one_minute_expire_in_one_round() {
     assert!(open(&h).is_empty(), "{:?}", open(&h));
     assert_eq!(h.writer.engine.next_deadline(), None);
 }
+
+/// A round that forgets a tombstone and then fails to commit takes the forgetting back with the
+/// rest: the expiry is due again at the next round, not only at the next event.
+#[test]
+fn an_expiry_whose_commit_failed_is_due_again() {
+    let mut h = harness();
+    h.round(vec![service_event("e1", "100", "gcr.io/app:1")]);
+    h.round(vec![service_event_typed(
+        "delete",
+        "e2",
+        "101",
+        "gcr.io/app:1",
+        |_| {},
+    )]);
+    h.advance(Duration::from_secs(61));
+    h.round(Vec::new());
+    assert_eq!(open(&h), ["unexpected_delete firing"]);
+    let expiry = START + 6 * HOUR + 60_000;
+    h.now.store(expiry, Ordering::SeqCst);
+    h.store.set_failing(true);
+    h.round(Vec::new());
+    h.store.set_failing(false);
+    assert_eq!(h.writer.engine.object_count(), 1, "rolled back");
+    assert_eq!(open(&h), ["unexpected_delete firing"]);
+    // After the store's backoff (a second).
+    h.now.store(expiry + 2_000, Ordering::SeqCst);
+    assert!(
+        h.writer.timers_due(expiry + 2_000),
+        "{:?}",
+        h.writer.engine.next_deadline()
+    );
+    h.round(Vec::new());
+    assert_eq!(h.writer.engine.object_count(), 0);
+    assert!(open(&h).is_empty(), "{:?}", open(&h));
+}

@@ -90,8 +90,10 @@ pub struct Engine {
     /// The cutoff of the last tick's tombstone expiry: the tombstones last seen before it that
     /// are still kept are held by a drift (`classes::keeps_tombstone`), and
     /// [`Engine::next_deadline`] looks past them. `Millis::MIN` (every tombstone counts again)
-    /// after a holding drift resolves, a rollback or a start.
+    /// after a holding drift resolves and at a start; a rollback puts back its value at
+    /// [`Engine::begin`] (`swept_at_begin`), as the journal puts back the tombstones.
     tombstones_swept: Millis,
+    swept_at_begin: Millis,
 }
 
 impl Engine {
@@ -120,6 +122,7 @@ impl Engine {
             agenda: judge_again::Agenda::default(),
             names: super::state::Names::default(),
             tombstones_swept: Millis::MIN,
+            swept_at_begin: Millis::MIN,
         }
     }
 

@@ -73,6 +73,7 @@ impl Engine {
     /// Starts journaling changes.
     pub fn begin(&mut self) {
         self.journal = Journal::started();
+        self.swept_at_begin = self.tombstones_swept;
     }
 
     /// Ends journaling: the changes are durable and can no longer be rolled back.
@@ -99,8 +100,9 @@ impl Engine {
             &mut self.recheck,
         );
         self.rebuild_pending();
-        // The tick's expiry may be undone with the rest: every tombstone counts again.
-        self.tombstones_swept = Millis::MIN;
+        // The tick's expiry is undone with the rest: the tombstones it forgot are back, and
+        // what was held at `begin` is held again.
+        self.tombstones_swept = self.swept_at_begin;
     }
 
     /// How many writes the journal holds for the store (objects, removals, drift rows,

@@ -41,8 +41,10 @@ impl Engine {
         let cutoff = now - TOMBSTONE_RETENTION_MS;
         let expired: Vec<ObjectKey> = self.graph.tombstones_before(cutoff);
         // What is still kept below the cutoff after this loop is held by a drift:
-        // `next_deadline` looks past it (a holding drift that resolves resets this).
-        self.tombstones_swept = self.tombstones_swept.max(cutoff);
+        // `next_deadline` looks past it (a holding drift that resolves resets this). The
+        // cutoff as it is, even below the last one (a clock set back): nothing unheld is left
+        // below it, and a tombstone newer than an earlier, later cutoff is not skipped.
+        self.tombstones_swept = cutoff;
         let mut forgot_any = false;
         for key in expired {
             // A drift that outlives the deletion it is about keeps its tombstone (its verdict is
