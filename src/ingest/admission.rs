@@ -26,9 +26,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 
@@ -167,13 +166,13 @@ impl BodyError {
     }
 }
 
-/// Middleware: refuses what cannot fit at once, and makes the body reserve its bytes as they
-/// arrive and keep its pace.
-pub(crate) async fn admit(
-    State(admission): State<Admission>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Refuses what cannot fit at once, and makes the body reserve its bytes as they arrive and
+/// keep its pace; `next` answers the admitted request.
+pub(crate) async fn admit<F, Fut>(admission: &Admission, request: Request, next: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
     // The body's exact size when known (hyper takes it from `content-length`), else the header.
     let declared = request
         .body()
@@ -209,7 +208,7 @@ pub(crate) async fn admit(
         deadline: None,
         failed: false,
     });
-    let response = next.run(Request::from_parts(parts, body)).await;
+    let response = next(Request::from_parts(parts, body)).await;
     // The bytes stay reserved until the request is answered: decoded events live that long.
     drop(reservation);
     response

@@ -48,8 +48,15 @@ pub mod server;
 
 pub use server::{serve, ConnectionLimits};
 
-/// The routes of a server (the writer's, or a standby's), for the wiring that swaps them.
-pub type Routes = Router;
+/// The writer's routes, for the wiring that swaps them in ([`switch`]): the router, and `POST /`
+/// on its own, which the switch serves without going through the router.
+#[derive(Clone)]
+pub struct Routes {
+    /// Every route, `POST /` included.
+    pub router: Router,
+    /// `POST /`.
+    pub ingest: Ingest,
+}
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -127,31 +134,68 @@ impl LeaseGate {
     }
 }
 
-/// The router: `POST /` plus health and metrics, merged with `routes` (the API and dashboard),
+/// The routes: `POST /` plus health and metrics, merged with `routes` (the API and dashboard),
 /// every route under one request timeout.
-pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Router {
+pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Routes {
     // Shared behind one `Arc`: axum clones the state for every request, and a clone of the
     // fields themselves (a channel sender, a dozen `Arc`s) was a visible share of a request.
     let state = Arc::new(state);
-    let admission =
-        admission::Admission::new(state.body_limit, state.in_flight_limit, state.body_pace);
-    let counters = Arc::clone(&state.metrics);
-    let ingest = Router::new()
-        .route("/", post(receive))
-        .layer(from_fn_with_state(admission, admission::admit))
-        .layer(from_fn_with_state(request_timeout, time_limit))
-        .layer(from_fn_with_state(counters, count_answers));
+    let ingest = Ingest {
+        admission: admission::Admission::new(
+            state.body_limit,
+            state.in_flight_limit,
+            state.body_pace,
+        ),
+        state: Arc::clone(&state),
+        request_timeout,
+    };
     let others = Router::new()
         .route("/healthz", get(writer_healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .with_state(state.clone())
+        .with_state(state)
         .merge(routes)
         .layer(from_fn_with_state(request_timeout, time_limit));
-    ingest
-        .with_state(state)
+    let served = ingest.clone();
+    let router = Router::new()
+        .route(
+            "/",
+            post(move |request: Request| async move { served.serve(request).await }),
+        )
         .merge(others)
-        .layer(axum::middleware::from_fn(uniform_errors))
+        .layer(axum::middleware::from_fn(uniform_errors));
+    Routes { router, ingest }
+}
+
+/// `POST /`, its steps in one future, outermost first: every answer counted (by status, and
+/// errors by code, whichever step answered), the request timeout, admission (the body limit,
+/// the bytes in flight, the body's pace), then the request itself. Not three `from_fn` layers:
+/// each cloned a boxed service and boxed a future per request, a share of every event's CPU
+/// (BENCHMARKS.md, issue 28). Its answers are [`ApiError`]s or an empty `202`, which
+/// `uniform_errors` would leave as they are, so it is not needed here.
+#[derive(Clone)]
+pub struct Ingest {
+    state: Arc<AppState>,
+    admission: admission::Admission,
+    request_timeout: Duration,
+}
+
+impl Ingest {
+    /// Answers one `POST /`.
+    pub async fn serve(&self, request: Request) -> Response {
+        let admitted = admission::admit(&self.admission, request, |request| async move {
+            match handle(&self.state, request).await {
+                Ok(()) => StatusCode::ACCEPTED.into_response(),
+                Err(error) => error.into_response(),
+            }
+        });
+        let response = match tokio::time::timeout(self.request_timeout, admitted).await {
+            Ok(response) => response,
+            Err(_) => ApiError::unavailable_for(Unavailable::RequestTimeout).into_response(),
+        };
+        count_answer(&self.state.metrics, &response);
+        response
+    }
 }
 
 /// Answers `503` (`request_timeout`) when the request takes longer than `limit`.
@@ -162,14 +206,8 @@ async fn time_limit(State(limit): State<Duration>, request: Request, next: Next)
     }
 }
 
-/// Counts every answer of `POST /` by status, and every error by its code, whichever layer
-/// answered (admission, the timeout, the handler).
-async fn count_answers(
-    State(metrics): State<Arc<Metrics>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let response = next.run(request).await;
+/// Counts an answer of `POST /` by status, and an error by its code.
+fn count_answer(metrics: &Metrics, response: &Response) {
     if let Some(ErrorCode(code)) = response.extensions().get::<ErrorCode>() {
         metrics
             .ingest_errors
@@ -182,14 +220,6 @@ async fn count_answers(
             code: response.status().as_u16().to_string(),
         })
         .inc();
-    response
-}
-
-async fn receive(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    match handle(&state, request).await {
-        Ok(()) => StatusCode::ACCEPTED.into_response(),
-        Err(error) => error.into_response(),
-    }
 }
 
 async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {
@@ -517,7 +547,7 @@ impl Standby {
 /// The router of a replica that may be a standby: the standby's answers while `writer` is
 /// `None`, the writer's routes while it is set (from when this replica holds the lease and loaded
 /// its state until it stops or loses the lease), on the same connections.
-pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Router>>>) -> Router {
+pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Routes>>>) -> Router {
     use tower::ServiceExt as _;
     let standby_routes = Router::new()
         .route("/healthz", get(healthz))
@@ -533,12 +563,21 @@ pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Router>>>) 
             move || async move { standby.answer() }
         });
     Router::new().fallback_service(tower::service_fn(move |request: Request| {
-        let router = writer
-            .read()
-            .ok()
-            .and_then(|writer| writer.clone())
-            .unwrap_or_else(|| standby_routes.clone());
-        async move { router.oneshot(request).await }
+        let routes = writer.read().ok().and_then(|writer| writer.clone());
+        let standby_routes = standby_routes.clone();
+        async move {
+            match routes {
+                // The event path, the busiest route by far, without the router in between.
+                Some(routes)
+                    if request.method() == axum::http::Method::POST
+                        && request.uri().path() == "/" =>
+                {
+                    Ok(routes.ingest.serve(request).await)
+                }
+                Some(routes) => routes.router.oneshot(request).await,
+                None => standby_routes.oneshot(request).await,
+            }
+        }
     }))
 }
 

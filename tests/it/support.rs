@@ -283,7 +283,7 @@ pub(crate) fn app_with_routes(routes: axum::Router) -> TestApp {
         shard: Arc::new(Default::default()),
         lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
     };
-    app.router = ingest::router(state, routes, std::time::Duration::from_secs(10));
+    app.router = ingest::router(state, routes, std::time::Duration::from_secs(10)).router;
     app
 }
 
@@ -381,7 +381,7 @@ fn build(options: Options) -> TestApp {
         lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
     };
     TestApp {
-        router: ingest::router(state, api, request_timeout),
+        router: ingest::router(state, api, request_timeout).router,
         store,
         metrics,
         draining,
