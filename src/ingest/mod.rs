@@ -49,13 +49,12 @@ pub mod server;
 pub use server::{serve, ConnectionLimits};
 
 /// The writer's routes, for the wiring that swaps them in ([`switch`]): the router, and `POST /`
-/// on its own, which the switch serves without going through the router.
+/// on its own, which the switch serves without going through the router. Built together by
+/// [`router`] only, so the two cannot disagree.
 #[derive(Clone)]
 pub struct Routes {
-    /// Every route, `POST /` included.
-    pub router: Router,
-    /// `POST /`.
-    pub ingest: Ingest,
+    router: Router,
+    ingest: Ingest,
 }
 
 /// Shared state of the HTTP handlers.
@@ -156,6 +155,10 @@ pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Rou
         .with_state(state)
         .merge(routes)
         .layer(from_fn_with_state(request_timeout, time_limit));
+    // Whatever `POST /` needs belongs in `Ingest::serve`: the switch calls it without this
+    // router, so a layer added here for `/` would run in a test of the router alone but not in
+    // the service. Other methods on `/` get the router's JSON `405`, and are not counted as
+    // CloudEvents requests (`ingest_responses`).
     let served = ingest.clone();
     let router = Router::new()
         .route(
@@ -544,11 +547,10 @@ impl Standby {
     }
 }
 
-/// The router of a replica that may be a standby: the standby's answers while `writer` is
+/// What a replica that may be a standby answers with: the standby's answers while `writer` is
 /// `None`, the writer's routes while it is set (from when this replica holds the lease and loaded
 /// its state until it stops or loses the lease), on the same connections.
-pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Routes>>>) -> Router {
-    use tower::ServiceExt as _;
+pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Routes>>>) -> Switch {
     let standby_routes = Router::new()
         .route("/healthz", get(healthz))
         .route(
@@ -562,23 +564,50 @@ pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Routes>>>) 
             let standby = standby.clone();
             move || async move { standby.answer() }
         });
-    Router::new().fallback_service(tower::service_fn(move |request: Request| {
-        let routes = writer.read().ok().and_then(|writer| writer.clone());
-        let standby_routes = standby_routes.clone();
-        async move {
-            match routes {
-                // The event path, the busiest route by far, without the router in between.
-                Some(routes)
-                    if request.method() == axum::http::Method::POST
-                        && request.uri().path() == "/" =>
-                {
-                    Ok(routes.ingest.serve(request).await)
-                }
-                Some(routes) => routes.router.oneshot(request).await,
-                None => standby_routes.oneshot(request).await,
-            }
+    Switch {
+        standby_routes,
+        writer,
+    }
+}
+
+/// The service every connection's requests go to ([`switch`]). Called as a plain function by
+/// the server, not as a router: a router in front of the routes was one more dispatch and
+/// boxed future per request (BENCHMARKS.md, issue 28).
+#[derive(Clone)]
+pub struct Switch {
+    standby_routes: Router,
+    writer: Arc<std::sync::RwLock<Option<Routes>>>,
+}
+
+impl Switch {
+    /// Answers one request.
+    pub async fn answer(&self, request: Request) -> Response {
+        use tower::ServiceExt as _;
+        // The event path, the busiest route by far, without the router in between.
+        let ingest = request.method() == axum::http::Method::POST && request.uri().path() == "/";
+        let (ingest, router) = match self.writer.read().as_deref() {
+            Ok(Some(routes)) if ingest => (Some(routes.ingest.clone()), None),
+            Ok(Some(routes)) => (None, Some(routes.router.clone())),
+            // No writer (or a writer that panicked while swapping): the standby's answers.
+            _ => (None, None),
+        };
+        if let Some(ingest) = ingest {
+            return ingest.serve(request).await;
         }
-    }))
+        let router = router.unwrap_or_else(|| self.standby_routes.clone());
+        match router.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    }
+
+    /// As a router (for tests that send requests to the service without a connection).
+    pub fn into_router(self) -> Router {
+        Router::new().fallback_service(tower::service_fn(move |request: Request| {
+            let switch = self.clone();
+            async move { Ok::<_, std::convert::Infallible>(switch.answer(request).await) }
+        }))
+    }
 }
 
 #[cfg(test)]

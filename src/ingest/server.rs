@@ -35,7 +35,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::Router;
 use http_body::Frame;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -44,7 +43,6 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt as _;
 
 use crate::metrics::{Metrics, ReasonLabel};
 
@@ -71,11 +69,11 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then lets the requests in flight
+/// Serves `switch` on `listener` until `shutdown` completes, then lets the requests in flight
 /// finish (see the module documentation).
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    switch: super::Switch,
     limits: ConnectionLimits,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -123,7 +121,7 @@ pub async fn serve(
         let connection = registry.add();
         connections.spawn(run_connection(
             stream,
-            router.clone(),
+            switch.clone(),
             limits,
             connection,
             Arc::clone(&registry),
@@ -262,7 +260,7 @@ impl Drop for Registered {
 #[allow(clippy::too_many_arguments)]
 async fn run_connection(
     stream: TcpStream,
-    router: Router,
+    switch: super::Switch,
     limits: ConnectionLimits,
     connection: Arc<Connection>,
     registry: Arc<Registry>,
@@ -283,12 +281,9 @@ async fn run_connection(
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let guard = InFlight::enter(&connection);
             let request = request.map(|body| Body::new(RequestBody::new(body, &connection)));
-            let router = router.clone();
+            let switch = switch.clone();
             async move {
-                let response = match router.oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
-                };
+                let response = switch.answer(request).await;
                 // The request stays in flight until its answer's body has been sent.
                 Ok::<_, Infallible>(response.map(|body| {
                     Body::new(AnswerBody {

@@ -102,14 +102,15 @@ impl Running {
 
     /// Writes `raw` bytes on a new connection and reads the whole answer (the server closes it),
     /// off the runtime that serves it.
-    async fn raw(&self, raw: &'static [u8]) -> String {
+    async fn raw(&self, raw: &[u8]) -> String {
         let addr = self.addr;
+        let raw = raw.to_vec();
         tokio::task::spawn_blocking(move || {
             let mut stream = std::net::TcpStream::connect(addr).unwrap();
             stream
                 .set_read_timeout(Some(std::time::Duration::from_secs(10)))
                 .unwrap();
-            stream.write_all(raw).unwrap();
+            stream.write_all(&raw).unwrap();
             let mut answer = Vec::new();
             let _ = stream.read_to_end(&mut answer);
             String::from_utf8_lossy(&answer).into_owned()
@@ -314,5 +315,30 @@ async fn error_answers_are_json_and_a_raw_invalid_target_is_hyper_s_bare_400() {
     assert!(head.starts_with("HTTP/1.1 404"), "{raw}");
     let body: Value = serde_json::from_str(body).expect("a JSON body");
     assert!(body["code"].is_string(), "{body}");
+    app.stop().await;
+}
+
+/// The answer the Broker reads as success, byte for byte as it leaves the server: `202`, an
+/// explicit empty length, no body and no `ce-*` header (a body or a CloudEvent would be taken
+/// as a reply). `POST /` is served by the switch without the router, so this is checked on the
+/// wire, not on the router.
+#[tokio::test]
+async fn an_accepted_event_is_a_bare_202_on_the_wire() {
+    let app = Running::start("").await;
+    let body = serde_json::to_vec(&event_of("wire-1", "prod")).unwrap();
+    let mut request = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/cloudevents+json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    let raw = app.raw(&request).await;
+    let (head, rest) = raw.split_once("\r\n\r\n").expect("an answer head");
+    assert!(head.starts_with("HTTP/1.1 202 Accepted\r\n"), "{raw}");
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("\r\ncontent-length: 0"), "{raw}");
+    assert!(!head.contains("\r\nce-"), "{raw}");
+    assert_eq!(rest, "", "no body");
     app.stop().await;
 }

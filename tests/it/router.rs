@@ -850,6 +850,31 @@ async fn unknown_paths_and_methods_get_json_errors() {
             serde_json::from_slice(&body_bytes(response).await).expect("JSON");
         assert_eq!(body["code"], code, "{method} {path}");
     }
+    // `GET /` is not a CloudEvents request: not counted among their answers, as a `POST /`
+    // is, refused or not.
+    let refused = app
+        .router
+        .clone()
+        .oneshot(
+            Request::builder()
+                .method("POST")
+                .uri("/")
+                .header("content-type", "application/cloudevents+json")
+                .body(Body::from("not json"))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let rendered = app.metrics.render();
+    assert!(
+        rendered.contains("drift_sentinel_ingest_responses_total{code=\"400\"} 1"),
+        "{rendered}"
+    );
+    assert!(
+        !rendered.contains("drift_sentinel_ingest_responses_total{code=\"405\"}"),
+        "{rendered}"
+    );
 }
 
 /// Issue 27, item 9: a batch holding one event of a cluster the shard does not own is refused

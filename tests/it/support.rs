@@ -283,7 +283,10 @@ pub(crate) fn app_with_routes(routes: axum::Router) -> TestApp {
         shard: Arc::new(Default::default()),
         lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
     };
-    app.router = ingest::router(state, routes, std::time::Duration::from_secs(10)).router;
+    app.router = switched(
+        ingest::router(state, routes, std::time::Duration::from_secs(10)),
+        &app.metrics,
+    );
     app
 }
 
@@ -381,13 +384,23 @@ fn build(options: Options) -> TestApp {
         lease: Arc::new(drift_sentinel::ingest::LeaseGate::default()),
     };
     TestApp {
-        router: ingest::router(state, api, request_timeout).router,
+        router: switched(ingest::router(state, api, request_timeout), &metrics),
         store,
         metrics,
         draining,
         pipeline,
         resync,
     }
+}
+
+/// The routes as the service serves them: through the switch of a writer replica, which
+/// answers `POST /` without the router.
+fn switched(routes: ingest::Routes, metrics: &Arc<Metrics>) -> axum::Router {
+    let standby = ingest::Standby {
+        reason: Arc::new(std::sync::RwLock::new(String::new())),
+        metrics: Arc::clone(metrics),
+    };
+    ingest::switch(standby, Arc::new(std::sync::RwLock::new(Some(routes)))).into_router()
 }
 
 /// A test app with defaults.
