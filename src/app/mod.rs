@@ -144,7 +144,7 @@ pub async fn start(
         reason: Arc::new(std::sync::RwLock::new(String::new())),
         metrics: Arc::clone(&metrics),
     };
-    let router = ingest::switch(standby.clone(), Arc::clone(&shared.active));
+    let switch = ingest::switch(standby.clone(), Arc::clone(&shared.active));
     // The writer role: at once on SQLite; on PostgreSQL, whenever this replica holds the lease.
     // Either task ends once `role_stop` is cancelled, with the role stopped.
     let replica: tokio::task::JoinHandle<()> = match (opened, leases) {
@@ -172,7 +172,7 @@ pub async fn start(
         let mut serve = tokio::spawn(async move {
             ingest::serve(
                 listener,
-                router,
+                switch,
                 connection_limits,
                 server_metrics,
                 async move { graceful.cancelled().await },

@@ -155,10 +155,10 @@ pub fn router(state: AppState, routes: Router, request_timeout: Duration) -> Rou
         .with_state(state)
         .merge(routes)
         .layer(from_fn_with_state(request_timeout, time_limit));
-    // Whatever `POST /` needs belongs in `Ingest::serve`: the switch calls it without this
-    // router, so a layer added here for `/` would run in a test of the router alone but not in
-    // the service. Other methods on `/` get the router's JSON `405`, and are not counted as
-    // CloudEvents requests (`ingest_responses`).
+    // Whatever `POST /` needs belongs in `Ingest::serve`: the switch (the service's and every
+    // test's way in) sends `POST /` there without this router, so this route's handler is not
+    // reached; it is here so that other methods on `/` get the router's JSON `405` with
+    // `Allow: POST`. Those are not counted as CloudEvents requests (`ingest_responses`).
     let served = ingest.clone();
     let router = Router::new()
         .route(
@@ -571,8 +571,9 @@ pub fn switch(standby: Standby, writer: Arc<std::sync::RwLock<Option<Routes>>>) 
 }
 
 /// The service every connection's requests go to ([`switch`]). Called as a plain function by
-/// the server, not as a router: a router in front of the routes was one more dispatch and
-/// boxed future per request (BENCHMARKS.md, issue 28).
+/// the server, not as a router in front of the routes: one dispatch and boxed future fewer per
+/// request, though no gain was shown for that alone (BENCHMARKS.md, issue 28, seventeenth
+/// round); `POST /` skipping the router's layers is what was.
 #[derive(Clone)]
 pub struct Switch {
     standby_routes: Router,
@@ -584,9 +585,9 @@ impl Switch {
     pub async fn answer(&self, request: Request) -> Response {
         use tower::ServiceExt as _;
         // The event path, the busiest route by far, without the router in between.
-        let ingest = request.method() == axum::http::Method::POST && request.uri().path() == "/";
+        let is_ingest = request.method() == axum::http::Method::POST && request.uri().path() == "/";
         let (ingest, router) = match self.writer.read().as_deref() {
-            Ok(Some(routes)) if ingest => (Some(routes.ingest.clone()), None),
+            Ok(Some(routes)) if is_ingest => (Some(routes.ingest.clone()), None),
             Ok(Some(routes)) => (None, Some(routes.router.clone())),
             // No writer (or a writer that panicked while swapping): the standby's answers.
             _ => (None, None),
@@ -602,6 +603,7 @@ impl Switch {
     }
 
     /// As a router (for tests that send requests to the service without a connection).
+    #[doc(hidden)]
     pub fn into_router(self) -> Router {
         Router::new().fallback_service(tower::service_fn(move |request: Request| {
             let switch = self.clone();
