@@ -99,7 +99,11 @@ impl WriterRole {
         let sender_audit = Arc::clone(&audit);
         let api = crate::api::router(crate::api::ApiState {
             audit: Some(audit),
-            token: config.api.token.clone(),
+            token: config
+                .api
+                .token
+                .as_ref()
+                .map(drift_core::config::Secret::trimmed),
             pipeline: pipeline.clone(),
             clock: clock.clone(),
             public_url: config.public_url.clone(),
@@ -110,7 +114,7 @@ impl WriterRole {
                 (Some(oidc), _) => crate::ingest::auth::IngestAuth::Oidc(Arc::new(
                     crate::ingest::auth::OidcVerifier::new(oidc.clone())?,
                 )),
-                (None, Some(token)) => crate::ingest::auth::IngestAuth::Static(token.clone()),
+                (None, Some(token)) => crate::ingest::auth::IngestAuth::Static(token.trimmed()),
                 (None, None) => crate::ingest::auth::IngestAuth::Open,
             },
             pipeline: pipeline.clone(),

@@ -128,7 +128,8 @@ impl Poller {
         Ok(Some(Poller {
             client,
             endpoint: format!("{}/api/v1/query", url.trim_end_matches('/')),
-            bearer_token: traffic.prometheus.bearer_token.clone(),
+            bearer_token: (traffic.prometheus.bearer_token.as_ref())
+                .map(drift_core::config::Secret::trimmed),
             bearer_token_file: traffic.prometheus.bearer_token_file.clone(),
             timeout: traffic.prometheus.timeout,
             interval: traffic.interval,

@@ -275,6 +275,30 @@ async fn the_bearer_scheme_is_case_insensitive_on_ingest_and_api() {
     app.stop().await;
 }
 
+/// Tokens configured from a Secret or a file often end in a newline, which no `Authorization`
+/// header can carry: the configured `api.token` and `auth.bearerToken` are compared without
+/// surrounding whitespace, so the token itself is accepted (and a wrong one still is not).
+#[tokio::test]
+async fn configured_tokens_ending_in_a_newline_accept_the_token() {
+    let app = Running::start(
+        "auth:\n  bearerToken: \"in-s3cret\\n\"\napi:\n  token: \" api-s3cret\\n\"\n",
+    )
+    .await;
+    let event = event_of("trimmed-1", "prod");
+    let (status, body) = app
+        .post_structured(
+            serde_json::to_vec(&event).unwrap(),
+            Some("Bearer in-s3cret"),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = app.get("/api/v1/drifts", Some("Bearer api-s3cret")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = app.get("/api/v1/drifts", Some("Bearer api-s3cre")).await;
+    assert_eq!(status, 401);
+    app.stop().await;
+}
+
 /// Item 6: an error answer the service makes is JSON, also for a request target axum routes
 /// nowhere or that holds a percent-encoded `<`. A raw `<`, `>` or backtick in the path, or `"` in
 /// the query (characters the `http` crate's URI parser refuses) never reaches the service: hyper's HTTP/1

@@ -80,7 +80,7 @@ impl Sink {
             client,
             base,
             // A token read from a file or a Secret often ends in a newline, which no header can
-            // carry (and the sink compares the token without it).
+            // carry (the sink trims its `api.token` for the same reason).
             token: token
                 .map(|token| token.trim().to_string())
                 .filter(|token| !token.is_empty()),

@@ -25,6 +25,13 @@ impl Secret {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The value without surrounding whitespace, for a bearer token. A value filled from a
+    /// Kubernetes Secret or a file often ends in a newline, and HTTP drops whitespace around a
+    /// header's value, so a token kept with it could never be matched (or sent at all).
+    pub fn trimmed(&self) -> Secret {
+        Secret(self.0.trim().to_string())
+    }
 }
 
 impl fmt::Debug for Secret {
