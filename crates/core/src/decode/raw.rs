@@ -282,11 +282,46 @@ fn skip_space(bytes: &[u8], mut at: usize) -> usize {
     at
 }
 
+/// The index of the first `"` or `\\` in `bytes` at or after `at`, if any.
+///
+/// Most strings of an object are short (keys, names, a condition's type): the first 32 bytes
+/// are searched a word at a time, and memchr's vector search, whose set-up costs more than a
+/// short string, takes over beyond them (BENCHMARKS.md, issue 28, nineteenth round).
+#[inline]
+pub(crate) fn quote_or_backslash(bytes: &[u8], at: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    // The bytes of `word` that are zero have their high bit set; a byte above a zero byte may
+    // be flagged too (a borrow), never one below, so the lowest flag is exact.
+    let zero_bytes = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    let rest = bytes.get(at..)?;
+    let mut offset = 0;
+    while offset < 32 {
+        let Some(word) = rest.get(offset..).and_then(|tail| tail.first_chunk::<8>()) else {
+            // Fewer than 8 bytes left.
+            let tail = rest.get(offset..)?;
+            return tail
+                .iter()
+                .position(|byte| matches!(byte, b'"' | b'\\'))
+                .map(|found| at + offset + found);
+        };
+        // Little-endian: the lowest flag is the first byte in memory.
+        let word = u64::from_le_bytes(*word);
+        let found = zero_bytes(word ^ QUOTES) | zero_bytes(word ^ BACKSLASHES);
+        if found != 0 {
+            return Some(at + offset + (found.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    memchr::memchr2(b'"', b'\\', rest.get(offset..)?).map(|found| at + offset + found)
+}
+
 /// Where the string whose body starts at `at` ends (after its closing quote).
 fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
     loop {
-        let offset = memchr::memchr2(b'"', b'\\', bytes.get(at..)?)?;
-        at += offset + 1;
+        at = quote_or_backslash(bytes, at)? + 1;
         if bytes.get(at - 1) == Some(&b'"') {
             return Some(at);
         }
@@ -429,14 +464,13 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
                 // of an object's bytes are inside strings: a ConfigMap's values, a Pod's
                 // commands); an escaped character is skipped whole and `\u` is noted.
                 loop {
-                    let rest = bytes.get(at..).unwrap_or_default();
-                    let Some(offset) = memchr::memchr2(b'"', b'\\', rest) else {
+                    let Some(found) = quote_or_backslash(bytes, at) else {
                         // Not closed (the parser closed every string before): to the end.
                         at = bytes.len();
                         break;
                     };
-                    let found = rest.get(offset).copied();
-                    at += offset + 1;
+                    at = found + 1;
+                    let found = bytes.get(found).copied();
                     if found == Some(b'"') {
                         break;
                     }

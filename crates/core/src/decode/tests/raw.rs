@@ -251,3 +251,37 @@ fn elements_of_an_array_only() {
     let raw = RawValue::from_string("{}".into()).unwrap();
     assert!(elements(&raw).is_none());
 }
+
+#[test]
+fn the_word_search_finds_the_first_quote_or_backslash_as_a_byte_search_does() {
+    // Every length up to past the word search's 32 bytes, every position of the sought byte,
+    // every start; with bytes either side of the sought ones (0x21 `!`, 0x5b `[`, 0x5d `]`,
+    // 0xa2 and 0xdc, whose low bits match, and a borrow's neighbours 0x01 and 0x00).
+    for fill in [b'a', b'!', b'[', b']', 0x01, 0x00, 0xa2, 0xdc, b'#'] {
+        for len in 0..80 {
+            for sought in [b'"', b'\\'] {
+                for place in (0..len).map(Some).chain([None]) {
+                    let mut bytes = vec![fill; len];
+                    if let Some(place) = place {
+                        bytes[place] = sought;
+                        // A second one after it must not be found first.
+                        if place + 3 < len {
+                            bytes[place + 3] = b'"';
+                        }
+                    }
+                    for at in 0..=len + 1 {
+                        let expected = bytes
+                            .get(at..)
+                            .and_then(|rest| rest.iter().position(|b| *b == b'"' || *b == b'\\'))
+                            .map(|found| at + found);
+                        assert_eq!(
+                            quote_or_backslash(&bytes, at),
+                            expected,
+                            "fill {fill:#x}, length {len}, {sought:#x} at {place:?}, from {at}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
