@@ -26,6 +26,12 @@ impl Secret {
         self.0.is_empty()
     }
 
+    /// True when nothing is left of the value once surrounding whitespace is dropped: a bearer
+    /// token, used [`Secret::trimmed`], would be empty (a `${VAR}` set to a newline).
+    pub fn is_blank(&self) -> bool {
+        self.0.trim().is_empty()
+    }
+
     /// The value without surrounding whitespace, for a bearer token. A value filled from a
     /// Kubernetes Secret or a file often ends in a newline, and HTTP drops whitespace around a
     /// header's value, so a token kept with it could never be matched (or sent at all).

@@ -160,6 +160,25 @@ fn empty_api_token_is_refused() {
     );
 }
 
+/// A token is used trimmed (`Secret::trimmed`): one of only whitespace (a `${VAR}` holding a
+/// newline) would be empty, and is refused as an empty one is.
+#[test]
+fn tokens_of_only_whitespace_are_refused() {
+    let env = |name: &str| (name == "TOKEN").then(|| " \n".to_string());
+    for (text, key) in [
+        ("api:\n  token: ${TOKEN}\n", "api.token: is empty"),
+        (
+            "auth:\n  bearerToken: ${TOKEN}\n",
+            "auth.bearerToken: is empty or only whitespace",
+        ),
+    ] {
+        let error = load_str(text, &env).unwrap_err();
+        assert!(error.to_string().starts_with(key), "{error}");
+    }
+    let ok = |name: &str| (name == "TOKEN").then(|| " t0ken\n".to_string());
+    assert!(load_str("auth:\n  bearerToken: ${TOKEN}\n", &ok).is_ok());
+}
+
 #[test]
 fn secret_is_redacted() {
     let secret = Secret::new("https://oapi.dingtalk.com/robot/send?access_token=abc");

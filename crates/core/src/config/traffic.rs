@@ -266,11 +266,11 @@ impl TrafficConfig {
         if prometheus
             .bearer_token
             .as_ref()
-            .is_some_and(Secret::is_empty)
+            .is_some_and(Secret::is_blank)
         {
             return Err(Error::invalid(
                 "traffic.prometheus.bearerToken",
-                "is empty (an unset environment variable?)",
+                "is empty or only whitespace (an unset environment variable?)",
             ));
         }
         if prometheus.bearer_token.is_some() && prometheus.bearer_token_file.is_some() {
@@ -519,13 +519,16 @@ mod tests {
             message.starts_with("traffic.prometheus.bearerTokenFile:"),
             "{message}"
         );
-        let message = error(
-            "traffic:\n  prometheus: {url: 'http://p:9090', bearerToken: ''}\n  preset: knative-1.18\n",
-        );
-        assert!(
-            message.starts_with("traffic.prometheus.bearerToken:"),
-            "{message}"
-        );
+        // Empty, or only whitespace (the token is sent trimmed: nothing would be left).
+        for token in ["''", "\" \\n\""] {
+            let message = error(&format!(
+                "traffic:\n  prometheus: {{url: 'http://p:9090', bearerToken: {token}}}\n  preset: knative-1.18\n",
+            ));
+            assert!(
+                message.starts_with("traffic.prometheus.bearerToken: is empty or only whitespace"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

@@ -250,12 +250,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
             ));
         }
     }
-    if config
-        .api
-        .token
-        .as_ref()
-        .is_some_and(|token| token.expose().trim().is_empty())
-    {
+    if config.api.token.as_ref().is_some_and(Secret::is_blank) {
         return Err(Error::invalid(
             "api.token",
             "is empty (an unset ${VAR}?); remove the key to leave the API open",
@@ -269,11 +264,11 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
         .auth
         .bearer_token
         .as_ref()
-        .is_some_and(Secret::is_empty)
+        .is_some_and(Secret::is_blank)
     {
         return Err(Error::invalid(
             "auth.bearerToken",
-            "is empty (an unset ${VAR}?)",
+            "is empty or only whitespace (an unset ${VAR}?)",
         ));
     }
     for (index, route) in config.routes.iter().enumerate() {
