@@ -10,8 +10,33 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+mod handles;
 mod labels;
 pub use labels::*;
+
+use handles::Handles;
+
+/// The outcomes of `EventResult::as_str` (an outcome not listed is counted through the family).
+const OUTCOMES: [&str; 7] = [
+    "applied",
+    "stale",
+    "duplicate",
+    "ignored",
+    "reference",
+    "conflict",
+    "over_capacity",
+];
+
+/// The (type, mode) pairs the ingest path counts in `events_received`.
+const RECEIVED: [(&str, &str); 7] = [
+    ("add", "resource"),
+    ("update", "resource"),
+    ("delete", "resource"),
+    ("add", "reference"),
+    ("update", "reference"),
+    ("delete", "reference"),
+    ("other", "none"),
+];
 
 /// Most namespaces given their own `drifts_firing` series; the rest share `_other`.
 pub(crate) const NAMESPACE_LABEL_CAP: usize = 100;
@@ -21,6 +46,12 @@ pub struct Metrics {
     registry: Registry,
     /// Events by outcome.
     pub events: Family<OutcomeLabel, Counter>,
+    /// `events`' series of the known outcomes.
+    event_handles: Handles<&'static str, 7>,
+    /// `events_received`'s series of the known types and modes.
+    received_handles: Handles<(&'static str, &'static str), 7>,
+    /// `responses`' series of `202`, what nearly every request is answered.
+    accepted_handle: Handles<u16, 1>,
     /// Ingest responses by status code.
     pub responses: Family<CodeLabel, Counter>,
     /// Rejected requests by error kind.
@@ -523,6 +554,9 @@ impl Metrics {
             notifications_queued,
             remediations,
             events,
+            event_handles: Handles::new(OUTCOMES),
+            received_handles: Handles::new(RECEIVED),
+            accepted_handle: Handles::new([202]),
             responses,
             ingest_errors,
             store_commits,
@@ -564,12 +598,21 @@ impl Metrics {
 
     /// Counts a received event.
     pub(crate) fn record_received(&self, ty: &str, mode: &str) {
-        self.events_received
-            .get_or_create(&EventTypeLabel {
-                r#type: ty.to_string(),
-                mode: mode.to_string(),
-            })
-            .inc();
+        let make = || {
+            self.events_received
+                .get_or_create(&EventTypeLabel {
+                    r#type: ty.to_string(),
+                    mode: mode.to_string(),
+                })
+                .clone()
+        };
+        match self.received_handles.get(
+            |(known_ty, known_mode)| *known_ty == ty && *known_mode == mode,
+            make,
+        ) {
+            Some(counter) => counter.inc(),
+            None => make().inc(),
+        };
     }
 
     /// Counts a delivery outcome.
@@ -584,11 +627,32 @@ impl Metrics {
 
     /// Counts an event outcome.
     pub(crate) fn record_event(&self, outcome: &str) {
-        self.events
-            .get_or_create(&OutcomeLabel {
-                outcome: outcome.to_string(),
-            })
-            .inc();
+        let make = || {
+            self.events
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.to_string(),
+                })
+                .clone()
+        };
+        match self.event_handles.get(|known| *known == outcome, make) {
+            Some(counter) => counter.inc(),
+            None => make().inc(),
+        };
+    }
+
+    /// Counts an answer to a CloudEvents request by its HTTP status.
+    pub(crate) fn record_response(&self, status: u16) {
+        let make = || {
+            self.responses
+                .get_or_create(&CodeLabel {
+                    code: status.to_string(),
+                })
+                .clone()
+        };
+        match self.accepted_handle.get(|known| *known == status, make) {
+            Some(counter) => counter.inc(),
+            None => make().inc(),
+        };
     }
 
     /// The OpenMetrics text exposition.

@@ -37,7 +37,7 @@ use axum::Router;
 
 use crate::error::{uniform_errors, ErrorCode};
 pub use crate::error::{ApiError, Unavailable};
-use crate::metrics::{CodeLabel, KindLabel, Metrics};
+use crate::metrics::{KindLabel, Metrics};
 use crate::pipeline::{self, EventResult, Pipeline};
 use drift_core::config::ShardConfig;
 use drift_core::decode::{self, ClusterNames, Decoded};
@@ -217,12 +217,7 @@ fn count_answer(metrics: &Metrics, response: &Response) {
             .get_or_create(&KindLabel::new(code))
             .inc();
     }
-    metrics
-        .responses
-        .get_or_create(&CodeLabel {
-            code: response.status().as_u16().to_string(),
-        })
-        .inc();
+    metrics.record_response(response.status().as_u16());
 }
 
 async fn handle(state: &AppState, request: Request) -> Result<(), ApiError> {

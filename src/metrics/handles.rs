@@ -1,0 +1,90 @@
+//! Counter handles kept for label values known when compiled, so the event path counts without
+//! building a label (a `String` per value), hashing it and taking its family's lock (issue 28:
+//! no per-event allocation that a cached metric handle avoids).
+
+use std::sync::OnceLock;
+
+use prometheus_client::metrics::counter::Counter;
+
+/// The handles of up to `N` series of one family, one per key of `keys`, each made on first use:
+/// a series still appears in the exposition when it is first counted, as with `get_or_create`.
+/// A family whose handles are kept is never cleared (a cleared family would orphan them).
+pub(crate) struct Handles<K: 'static, const N: usize> {
+    keys: [K; N],
+    slots: [OnceLock<Counter>; N],
+}
+
+impl<K, const N: usize> Handles<K, N> {
+    pub(crate) const fn new(keys: [K; N]) -> Handles<K, N> {
+        Handles {
+            keys,
+            slots: [const { OnceLock::new() }; N],
+        }
+    }
+
+    /// The handle of the first key that `is_key` accepts, made by `make` (the family's
+    /// `get_or_create`) on first use; `None` when no key is accepted (the caller counts through
+    /// the family).
+    pub(crate) fn get(
+        &self,
+        is_key: impl Fn(&K) -> bool,
+        make: impl FnOnce() -> Counter,
+    ) -> Option<&Counter> {
+        let index = self.keys.iter().position(is_key)?;
+        Some(self.slots.get(index)?.get_or_init(make))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Metrics, OutcomeLabel};
+
+    #[test]
+    fn a_kept_handle_counts_in_its_familys_series() {
+        let metrics = Metrics::new();
+        metrics.record_event("applied");
+        metrics.record_event("applied");
+        // Not a known outcome: counted through the family.
+        metrics.record_event("novel");
+        metrics.record_received("update", "resource");
+        metrics.record_received("frobnicate", "none");
+        let count = |outcome: &str| {
+            metrics
+                .events
+                .get_or_create(&OutcomeLabel {
+                    outcome: outcome.to_string(),
+                })
+                .get()
+        };
+        assert_eq!((count("applied"), count("novel")), (2, 1));
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "drift_sentinel_events_received_total{type=\"update\",mode=\"resource\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "drift_sentinel_events_received_total{type=\"frobnicate\",mode=\"none\"} 1"
+            ),
+            "{text}"
+        );
+        // A series not counted yet is not shown (as before the handles).
+        assert!(!text.contains("outcome=\"stale\""), "{text}");
+    }
+
+    #[test]
+    fn no_key_means_no_handle() {
+        let handles = Handles::new(["a", "b"]);
+        assert!(handles.get(|key| *key == "c", Counter::default).is_none());
+        let b = handles.get(|key| *key == "b", Counter::default).unwrap();
+        b.inc();
+        // The same handle the second time (the closure is not called again).
+        let again = handles
+            .get(|key| *key == "b", || unreachable!("made twice"))
+            .unwrap();
+        assert_eq!(again.get(), 1);
+    }
+}
