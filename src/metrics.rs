@@ -44,7 +44,8 @@ pub(crate) const NAMESPACE_LABEL_CAP: usize = 100;
 /// Every metric the service exports.
 pub struct Metrics {
     registry: Registry,
-    /// Events by outcome.
+    /// Events by outcome. Never cleared: `event_handles` keeps handles to its series (as
+    /// `received_handles` to `events_received`'s and `accepted_handle` to `responses`').
     pub events: Family<OutcomeLabel, Counter>,
     /// `events`' series of the known outcomes.
     event_handles: Handles<&'static str, 7>,
@@ -52,7 +53,7 @@ pub struct Metrics {
     received_handles: Handles<(&'static str, &'static str), 7>,
     /// `responses`' series of `202`, what nearly every request is answered.
     accepted_handle: Handles<u16, 1>,
-    /// Ingest responses by status code.
+    /// Ingest responses by status code. Never cleared (`accepted_handle`).
     pub responses: Family<CodeLabel, Counter>,
     /// Rejected requests by error kind.
     pub ingest_errors: Family<KindLabel, Counter>,
@@ -84,7 +85,7 @@ pub struct Metrics {
     pub drifts_firing: Family<FiringLabel, Gauge>,
     /// Findings (drifts that fired), by class and severity.
     pub findings: Family<ClassSeverityLabel, Counter>,
-    /// Events received, by type and mode.
+    /// Events received, by type and mode. Never cleared (`received_handles`).
     pub events_received: Family<EventTypeLabel, Counter>,
     namespaces: std::sync::Mutex<std::collections::BTreeSet<String>>,
     /// Notifications queued, by channel.

@@ -76,6 +76,85 @@ mod tests {
     }
 
     #[test]
+    fn answers_count_by_status() {
+        let metrics = Metrics::new();
+        metrics.record_response(202);
+        metrics.record_response(202);
+        metrics.record_response(400);
+        let text = metrics.render();
+        for line in [
+            "drift_sentinel_ingest_responses_total{code=\"202\"} 2",
+            "drift_sentinel_ingest_responses_total{code=\"400\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+    }
+
+    /// Every outcome, type and mode the event path counts has a kept handle: one added to the
+    /// pipeline or the decoder without its key here would be counted, only slower.
+    #[test]
+    fn every_counted_label_has_a_handle() {
+        use crate::pipeline::EventResult;
+        use drift_core::decode::{Action, Mode};
+        // An exhaustive match: a new variant fails to compile until it is listed.
+        let listed = |result: EventResult| match result {
+            EventResult::Applied
+            | EventResult::Stale
+            | EventResult::Duplicate
+            | EventResult::Ignored
+            | EventResult::Reference
+            | EventResult::Conflict
+            | EventResult::OverCapacity => result,
+        };
+        let metrics = Metrics::new();
+        for result in [
+            EventResult::Applied,
+            EventResult::Stale,
+            EventResult::Duplicate,
+            EventResult::Ignored,
+            EventResult::Reference,
+            EventResult::Conflict,
+            EventResult::OverCapacity,
+        ]
+        .map(listed)
+        {
+            let outcome = result.as_str();
+            assert!(
+                metrics
+                    .event_handles
+                    .get(|key| *key == outcome, Counter::default)
+                    .is_some(),
+                "{outcome}"
+            );
+        }
+        let action = |action: Action| match action {
+            Action::Add | Action::Update | Action::Delete => action.as_str(),
+        };
+        let mode = |mode: Mode| match mode {
+            Mode::Resource => "resource",
+            Mode::Reference => "reference",
+        };
+        let mut pairs = vec![("other", "none")];
+        for a in [Action::Add, Action::Update, Action::Delete] {
+            for m in [Mode::Resource, Mode::Reference] {
+                pairs.push((action(a), mode(m)));
+            }
+        }
+        for (ty, mode) in pairs {
+            assert!(
+                metrics
+                    .received_handles
+                    .get(
+                        |(known_ty, known_mode)| *known_ty == ty && *known_mode == mode,
+                        Counter::default
+                    )
+                    .is_some(),
+                "{ty} {mode}"
+            );
+        }
+    }
+
+    #[test]
     fn no_key_means_no_handle() {
         let handles = Handles::new(["a", "b"]);
         assert!(handles.get(|key| *key == "c", Counter::default).is_none());

@@ -166,7 +166,10 @@ fn empty_api_token_is_refused() {
 fn tokens_of_only_whitespace_are_refused() {
     let env = |name: &str| (name == "TOKEN").then(|| " \n".to_string());
     for (text, key) in [
-        ("api:\n  token: ${TOKEN}\n", "api.token: is empty"),
+        (
+            "api:\n  token: ${TOKEN}\n",
+            "api.token: is empty or only whitespace",
+        ),
         (
             "auth:\n  bearerToken: ${TOKEN}\n",
             "auth.bearerToken: is empty or only whitespace",
@@ -330,7 +333,7 @@ fn store_keys_that_do_not_go_together_are_named() {
         ),
         (
             "store:\n  url: postgres://db/d\n  password: ''\n",
-            "store.password: is empty (an unset environment variable?)",
+            "store.password: is empty (a ${VAR} set to nothing?)",
         ),
         (
             "store:\n  url: postgres://db/d?sslmode=verify-full\n",

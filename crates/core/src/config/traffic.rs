@@ -270,7 +270,7 @@ impl TrafficConfig {
         {
             return Err(Error::invalid(
                 "traffic.prometheus.bearerToken",
-                "is empty or only whitespace (an unset environment variable?)",
+                "is empty or only whitespace (a ${VAR} set to nothing or a newline?)",
             ));
         }
         if prometheus.bearer_token.is_some() && prometheus.bearer_token_file.is_some() {

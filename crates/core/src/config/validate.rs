@@ -41,7 +41,7 @@ fn validate_store(store: &super::StoreConfig) -> Result<(), Error> {
     if store.password.as_ref().is_some_and(Secret::is_empty) {
         return Err(Error::invalid(
             "store.password",
-            "is empty (an unset environment variable?)",
+            "is empty (a ${VAR} set to nothing?)",
         ));
     }
     let lease = &store.lease;
@@ -253,7 +253,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     if config.api.token.as_ref().is_some_and(Secret::is_blank) {
         return Err(Error::invalid(
             "api.token",
-            "is empty (an unset ${VAR}?); remove the key to leave the API open",
+            "is empty or only whitespace (a ${VAR} set to nothing or a newline?); remove the key to leave the API open",
         ));
     }
     if config.auth.oidc.is_some() && config.auth.bearer_token.is_some() {
@@ -268,7 +268,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Error> {
     {
         return Err(Error::invalid(
             "auth.bearerToken",
-            "is empty or only whitespace (an unset ${VAR}?)",
+            "is empty or only whitespace (a ${VAR} set to nothing or a newline?)",
         ));
     }
     for (index, route) in config.routes.iter().enumerate() {
@@ -506,7 +506,7 @@ fn validate_channel(index: usize, channel: &ChannelConfig) -> Result<(), Error> 
                 if secret.is_empty() {
                     return Err(Error::invalid(
                         format!("{path}.secret"),
-                        "is empty (an unset ${VAR}?)",
+                        "is empty (a ${VAR} set to nothing?)",
                     ));
                 }
                 if let ChannelKind::Webhook { .. } = channel.kind {

@@ -286,7 +286,7 @@ fn skip_space(bytes: &[u8], mut at: usize) -> usize {
 ///
 /// Most strings of an object are short (keys, names, a condition's type): the first 32 bytes
 /// are searched a word at a time, and memchr's vector search, whose set-up costs more than a
-/// short string, takes over beyond them (BENCHMARKS.md, issue 28, nineteenth round).
+/// short string, takes over beyond them (BENCHMARKS.md, issue 28, eighteenth round).
 #[inline]
 pub(crate) fn quote_or_backslash(bytes: &[u8], at: usize) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);

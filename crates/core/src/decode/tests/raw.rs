@@ -264,9 +264,10 @@ fn the_word_search_finds_the_first_quote_or_backslash_as_a_byte_search_does() {
                     let mut bytes = vec![fill; len];
                     if let Some(place) = place {
                         bytes[place] = sought;
-                        // A second one after it must not be found first.
+                        // A second one after it (a quote after a backslash, a backslash
+                        // after a quote) must not be found first.
                         if place + 3 < len {
-                            bytes[place + 3] = b'"';
+                            bytes[place + 3] = if sought == b'"' { b'\\' } else { b'"' };
                         }
                     }
                     for at in 0..=len + 1 {
