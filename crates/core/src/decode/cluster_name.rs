@@ -79,11 +79,13 @@ fn check_text(name: &str) -> Result<(), NameError> {
     if name.len() > MAX_BYTES {
         return Err(NameError::TooLong(name.len()));
     }
+    let mut ascii = true;
     for (index, character) in name.chars().enumerate() {
         let position = index + 1;
         if character.is_ascii_graphic() {
             continue;
         }
+        ascii = false;
         if character.is_control() || character.is_whitespace() {
             return Err(NameError::NotPrintable(character, position));
         }
@@ -99,6 +101,12 @@ fn check_text(name: &str) -> Result<(), NameError> {
         .is_some_and(|head| head.eq_ignore_ascii_case(RESERVED_PREFIX))
     {
         return Err(NameError::Reserved);
+    }
+    // Printable ASCII is one script (`RestrictionLevel::ASCIIOnly`, the lowest level): every
+    // event's cluster name is checked, and nearly all are ASCII, so the letters are not copied
+    // and looked up for them.
+    if ascii {
+        return Ok(());
     }
     // Restriction levels are defined over identifier characters: ASCII punctuation (Common
     // script, mixing with anything) is left out of the test, letters and digits are kept.
