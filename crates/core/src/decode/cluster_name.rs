@@ -102,9 +102,9 @@ fn check_text(name: &str) -> Result<(), NameError> {
     {
         return Err(NameError::Reserved);
     }
-    // Printable ASCII is one script (`RestrictionLevel::ASCIIOnly`, the lowest level): every
-    // event's cluster name is checked, and nearly all are ASCII, so the letters are not copied
-    // and looked up for them.
+    // Printable ASCII is restriction level `ASCIIOnly`, the lowest (its letters and digits are
+    // all identifier characters, its punctuation is left out below): every event's cluster name
+    // is checked, and nearly all are ASCII, so their letters are not copied and looked up.
     if ascii {
         return Ok(());
     }
