@@ -599,21 +599,17 @@ impl Metrics {
 
     /// Counts a received event.
     pub(crate) fn record_received(&self, ty: &str, mode: &str) {
-        let make = || {
-            self.events_received
-                .get_or_create(&EventTypeLabel {
-                    r#type: ty.to_string(),
-                    mode: mode.to_string(),
-                })
-                .clone()
-        };
-        match self.received_handles.get(
+        self.received_handles.inc(
             |(known_ty, known_mode)| *known_ty == ty && *known_mode == mode,
-            make,
-        ) {
-            Some(counter) => counter.inc(),
-            None => make().inc(),
-        };
+            || {
+                self.events_received
+                    .get_or_create(&EventTypeLabel {
+                        r#type: ty.to_string(),
+                        mode: mode.to_string(),
+                    })
+                    .clone()
+            },
+        );
     }
 
     /// Counts a delivery outcome.
@@ -628,32 +624,30 @@ impl Metrics {
 
     /// Counts an event outcome.
     pub(crate) fn record_event(&self, outcome: &str) {
-        let make = || {
-            self.events
-                .get_or_create(&OutcomeLabel {
-                    outcome: outcome.to_string(),
-                })
-                .clone()
-        };
-        match self.event_handles.get(|known| *known == outcome, make) {
-            Some(counter) => counter.inc(),
-            None => make().inc(),
-        };
+        self.event_handles.inc(
+            |known| *known == outcome,
+            || {
+                self.events
+                    .get_or_create(&OutcomeLabel {
+                        outcome: outcome.to_string(),
+                    })
+                    .clone()
+            },
+        );
     }
 
     /// Counts an answer to a CloudEvents request by its HTTP status.
     pub(crate) fn record_response(&self, status: u16) {
-        let make = || {
-            self.responses
-                .get_or_create(&CodeLabel {
-                    code: status.to_string(),
-                })
-                .clone()
-        };
-        match self.accepted_handle.get(|known| *known == status, make) {
-            Some(counter) => counter.inc(),
-            None => make().inc(),
-        };
+        self.accepted_handle.inc(
+            |known| *known == status,
+            || {
+                self.responses
+                    .get_or_create(&CodeLabel {
+                        code: status.to_string(),
+                    })
+                    .clone()
+            },
+        );
     }
 
     /// The OpenMetrics text exposition.

@@ -33,6 +33,15 @@ impl<K, const N: usize> Handles<K, N> {
         let index = self.keys.iter().position(is_key)?;
         Some(self.slots.get(index)?.get_or_init(make))
     }
+
+    /// Counts one in the series `make` gets from the family: through its kept handle when
+    /// `is_key` accepts a key, else through the family.
+    pub(crate) fn inc(&self, is_key: impl Fn(&K) -> bool, make: impl Fn() -> Counter) {
+        match self.get(is_key, &make) {
+            Some(counter) => counter.inc(),
+            None => make().inc(),
+        };
+    }
 }
 
 #[cfg(test)]
