@@ -203,16 +203,21 @@ async fn discovery_sends_the_token_files_token_and_no_header_for_an_empty_file()
 /// log names `auth.oidc.tokenFile` when it is empty, unreadable or not set.
 #[tokio::test]
 async fn a_refused_discovery_says_what_the_token_file_held() {
-    let router = axum::Router::new().route(
-        "/doc",
-        axum::routing::get(|headers: axum::http::HeaderMap| async move {
-            match headers.get("authorization") {
-                Some(value) if value == "Bearer good" => axum::http::StatusCode::OK,
-                Some(_) => axum::http::StatusCode::FORBIDDEN,
-                None => axum::http::StatusCode::UNAUTHORIZED,
-            }
-        }),
-    );
+    let router = axum::Router::new()
+        .route(
+            "/doc",
+            axum::routing::get(|headers: axum::http::HeaderMap| async move {
+                match headers.get("authorization") {
+                    Some(value) if value == "Bearer good" => axum::http::StatusCode::OK,
+                    Some(_) => axum::http::StatusCode::FORBIDDEN,
+                    None => axum::http::StatusCode::UNAUTHORIZED,
+                }
+            }),
+        )
+        .route(
+            "/broken",
+            axum::routing::get(|| async { axum::http::StatusCode::INTERNAL_SERVER_ERROR }),
+        );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router).await });
@@ -241,9 +246,13 @@ async fn a_refused_discovery_says_what_the_token_file_held() {
         shown(verifier(None)).await,
         "HTTP 401 (no token: auth.oidc.tokenFile is not set)"
     );
-    assert_eq!(
-        shown(verifier(Some(token_file.clone()))).await,
-        format!("HTTP 401 (no token: auth.oidc.tokenFile {path} cannot be read: No such file or directory (os error 2))")
+    // The OS's own words follow (Linux: "No such file or directory (os error 2)").
+    let unreadable = shown(verifier(Some(token_file.clone()))).await;
+    assert!(
+        unreadable.starts_with(&format!(
+            "HTTP 401 (no token: auth.oidc.tokenFile {path} cannot be read: "
+        )) && unreadable.ends_with(')'),
+        "{unreadable}"
     );
     std::fs::write(&token_file, "\n").unwrap();
     assert_eq!(
@@ -255,6 +264,16 @@ async fn a_refused_discovery_says_what_the_token_file_held() {
         shown(verifier(Some(token_file.clone()))).await,
         format!("HTTP 403 (the token of auth.oidc.tokenFile {path} was sent)")
     );
+    // Only a refusal (401, 403) is about the token: another status gets no word of it, nor a
+    // 404 of a wrong path.
+    for (route, expected) in [("/broken", "HTTP 500"), ("/nowhere", "HTTP 404")] {
+        let error = verifier(Some(token_file.clone()))
+            .get_json(&format!("{base}{route}"))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(error, expected);
+    }
     std::fs::write(&token_file, "good\n").unwrap();
     // Accepted: what fails now is the empty body, not the token.
     let accepted = verifier(Some(token_file)).get_json(&url).await;
