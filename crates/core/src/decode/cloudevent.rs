@@ -6,6 +6,9 @@
 //! which validates the required attributes; batch mode, which the SDK's server side lacks, is a
 //! JSON array of structured events parsed with the SDK's `Event` deserializer. Binary-mode header
 //! values are percent-decoded here, as the CloudEvents HTTP binding requires and the SDK does not.
+//! The common shape of either mode (CloudEvents 1.0, string attributes, JSON data) takes a fast
+//! path that builds no SDK event ([`fast_structured`], [`fast_binary`]); tests hold each to the
+//! SDK's result, and anything else goes through the SDK.
 
 use std::collections::BTreeMap;
 
@@ -204,6 +207,13 @@ pub(crate) fn parse_request(
                 )));
             }
         }
+        if let Some(event) = fast_binary(headers) {
+            return Ok(ParsedRequest {
+                events: vec![event?],
+                batch: false,
+                body_is_data: !body.is_empty(),
+            });
+        }
         // The attributes from the headers; the body (the data) is not the SDK's to copy: the
         // SDK keeps a binary-mode body as bytes as they are (an empty one is no data).
         cloudevents::binding::http::to_event(headers, Vec::new())
@@ -394,7 +404,31 @@ fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
     }))
 }
 
-fn from_sdk(mut event: cloudevents::Event, binary: bool) -> Result<CloudEvent, Error> {
+/// An event's attributes as its message carried them, before the checks every path shares
+/// ([`finish`]): the SDK's event and the binary fast path ([`fast_binary`]) read them, one
+/// function decodes and checks them, so the two cannot word or take an event differently.
+struct Carried<'a> {
+    spec_version: String,
+    id: &'a str,
+    source: &'a str,
+    ty: &'a str,
+    subject: Option<&'a str>,
+    /// RFC 3339, in UTC as the SDK renders it.
+    time: Option<String>,
+    extensions: Vec<(&'a str, Extension<'a>)>,
+}
+
+/// An extension's value as carried.
+enum Extension<'a> {
+    /// A string: percent-decoded in binary mode, as every string attribute is.
+    Text(&'a str),
+    /// A boolean or an integer (structured mode), as its text.
+    Other(String),
+}
+
+/// The checks and the percent-decoding every event gets, in one order (so the first problem
+/// named is the same whichever path read the attributes). `data` is the caller's.
+fn finish(carried: Carried<'_>, binary: bool) -> Result<CloudEvent, Error> {
     // Strict UTF-8 after percent-decoding, as the HTTP binding requires: a lossy decode would
     // map distinct ids (`%FF`, `%FE`) to one and drop the second event as a duplicate.
     let decode = |name: &str, value: &str| -> Result<String, Error> {
@@ -409,31 +443,111 @@ fn from_sdk(mut event: cloudevents::Event, binary: bool) -> Result<CloudEvent, E
             Ok(value.to_string())
         }
     };
-    let id = decode("id", event.id())?;
-    let source = decode("source", &event.source().to_string())?;
-    let ty = decode("type", event.ty())?;
+    let id = decode("id", carried.id)?;
+    let source = decode("source", carried.source)?;
+    let ty = decode("type", carried.ty)?;
     for (name, value) in [("id", &id), ("source", &source), ("type", &ty)] {
         if value.trim().is_empty() {
             return Err(Error::InvalidEvent(format!("attribute {name} is empty")));
         }
     }
-    let spec_version = event.specversion().to_string();
-    let subject = event
-        .subject()
+    let subject = carried
+        .subject
         .map(|subject| decode("subject", subject))
         .transpose()?;
-    let time = event.time().map(|time| time.to_rfc3339());
     let mut extensions = BTreeMap::new();
-    for (name, value) in event.iter_extensions() {
+    for (name, value) in carried.extensions {
         let text = match value {
-            ExtensionValue::String(text) => decode(name, text)?,
-            ExtensionValue::Boolean(flag) => flag.to_string(),
-            ExtensionValue::Integer(number) => number.to_string(),
+            Extension::Text(text) => decode(name, text)?,
+            Extension::Other(text) => text,
         };
         extensions.insert(name.to_string(), text);
     }
+    Ok(CloudEvent {
+        spec_version: carried.spec_version,
+        id,
+        source,
+        ty,
+        subject,
+        time: carried.time,
+        extensions,
+        data: None,
+    })
+}
+
+/// Binary mode's common shape read straight from the headers: CloudEvents 1.0, no
+/// `dataschema` (a URL the SDK parses), a `time` that parses. Anything else returns `None` and
+/// goes through the SDK, so acceptance and error messages stay the SDK's. The SDK's binding
+/// builds an event (a `String` per header, a hash map of extensions) that [`from_sdk`] then
+/// copies once more; what this returns equals what that path returns for the same headers
+/// (tests). The caller has refused repeated and non-ASCII `ce-*` headers and checked that `id`,
+/// `source` and `type` are there.
+fn fast_binary(headers: &http::HeaderMap) -> Option<Result<CloudEvent, Error>> {
+    let (mut id, mut source, mut ty, mut subject, mut time) = (None, None, None, None, None);
+    let mut extensions = Vec::new();
+    for (name, value) in headers {
+        let Some(attribute) = name.as_str().strip_prefix("ce-") else {
+            continue;
+        };
+        let value = value.to_str().ok()?;
+        match attribute {
+            "specversion" if value != "1.0" => return None,
+            "dataschema" => return None,
+            // Kept by the SDK (and replaced by `Content-Type`), read by no part of the pipeline.
+            "specversion" | "datacontenttype" => {}
+            "id" => id = Some(value),
+            "source" => source = Some(value),
+            "type" => ty = Some(value),
+            "subject" => subject = Some(value),
+            // Parsed as the SDK parses it, from the raw header, and rendered as `from_sdk` does.
+            "time" => {
+                time = Some(
+                    chrono::DateTime::parse_from_rfc3339(value)
+                        .ok()?
+                        .with_timezone(&chrono::Utc)
+                        .to_rfc3339(),
+                )
+            }
+            _ => extensions.push((attribute, Extension::Text(value))),
+        }
+    }
+    let carried = Carried {
+        spec_version: "1.0".to_string(),
+        id: id?,
+        source: source?,
+        ty: ty?,
+        subject,
+        time,
+        extensions,
+    };
+    Some(finish(carried, true))
+}
+
+fn from_sdk(mut event: cloudevents::Event, binary: bool) -> Result<CloudEvent, Error> {
     let (_, _, data) = event.take_data();
-    let data = match data {
+    let time = event.time().map(|time| time.to_rfc3339());
+    let extensions = event
+        .iter_extensions()
+        .map(|(name, value)| {
+            let value = match value {
+                ExtensionValue::String(text) => Extension::Text(text),
+                ExtensionValue::Boolean(flag) => Extension::Other(flag.to_string()),
+                ExtensionValue::Integer(number) => Extension::Other(number.to_string()),
+            };
+            (name, value)
+        })
+        .collect();
+    let carried = Carried {
+        spec_version: event.specversion().to_string(),
+        id: event.id(),
+        source: event.source(),
+        ty: event.ty(),
+        subject: event.subject(),
+        time,
+        extensions,
+    };
+    let mut finished = finish(carried, binary)?;
+    finished.data = match data {
         None => None,
         Some(Data::Json(value)) => {
             Some(serde_json::value::to_raw_value(&value).map_err(|error| {
@@ -459,16 +573,7 @@ fn from_sdk(mut event: cloudevents::Event, binary: bool) -> Result<CloudEvent, E
             }
         }
     };
-    Ok(CloudEvent {
-        spec_version,
-        id,
-        source,
-        ty,
-        subject,
-        time,
-        extensions,
-        data,
-    })
+    Ok(finished)
 }
 
 /// Keeps error text well under the 768 bytes that reach a dead-letter event.

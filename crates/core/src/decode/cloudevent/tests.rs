@@ -1,5 +1,5 @@
-//! Tests of the request parser: every content mode, the fast structured path against the
-//! SDK's, and the refusals (repeated attributes, non-ASCII headers, look-alike media types).
+//! Tests of the request parser: every content mode, the fast structured and binary paths
+//! against the SDK's, and the refusals (repeated attributes, non-ASCII headers, look-alike media types).
 
 use super::*;
 use http::{HeaderMap, HeaderValue};
@@ -139,8 +139,8 @@ fn via_sdk(body: &[u8]) -> Result<CloudEvent, Error> {
     from_sdk(event, false)
 }
 
-#[test]
-fn structured_fast_path_equals_the_sdk() {
+/// The recorded structured events (`tests/fixtures/knative/events`), one body each.
+fn recorded_bodies() -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/knative/events");
     let mut bodies: Vec<Vec<u8>> = Vec::new();
@@ -154,6 +154,13 @@ fn structured_fast_path_equals_the_sdk() {
             bodies.extend(text.lines().map(|line| line.as_bytes().to_vec()));
         }
     }
+    assert!(bodies.len() >= 5, "{} recorded events", bodies.len());
+    bodies
+}
+
+#[test]
+fn structured_fast_path_equals_the_sdk() {
+    let mut bodies = recorded_bodies();
     bodies.push(br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","time":"2026-11-29T12:00:00.123456789+02:00","subject":null,"flag":true,"count":7,"gone":null,"data":{"k":[1,2]}}"#.to_vec());
     bodies.push(br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","datacontenttype":"application/vnd.x+json","data":null}"#.to_vec());
     bodies.push(br#"{"specversion":"1.0","id":" ","source":"/s","type":"t"}"#.to_vec());
@@ -194,6 +201,124 @@ fn structured_fast_path_leaves_the_rest_to_the_sdk() {
         br#"{nope"#,
     ] {
         assert!(fast_structured(body).is_none(), "{}", String::from_utf8_lossy(body));
+    }
+}
+
+/// The SDK's binary path alone, for comparison with the fast path.
+fn binary_via_sdk(map: &HeaderMap) -> Result<CloudEvent, Error> {
+    let event = cloudevents::binding::http::to_event(map, Vec::new())
+        .map_err(|error| Error::InvalidEvent(short(&error.to_string())))?;
+    from_sdk(event, true)
+}
+
+/// A structured event's attributes as binary-mode headers, percent-encoded as the HTTP binding
+/// has a sender encode them (space, `"`, `%`, controls and every non-ASCII byte).
+fn as_headers(body: &[u8]) -> HeaderMap {
+    use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+    const ENCODED: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b'%');
+    let members: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(body).unwrap();
+    let mut map = HeaderMap::new();
+    for (name, value) in members {
+        let text = match value {
+            _ if name == "data" => continue,
+            serde_json::Value::Null => continue,
+            serde_json::Value::String(text) => text,
+            other => other.to_string(),
+        };
+        let header = if name == "datacontenttype" {
+            "content-type".to_string()
+        } else {
+            format!("ce-{name}")
+        };
+        let value = utf8_percent_encode(&text, ENCODED).to_string();
+        map.insert(
+            http::header::HeaderName::from_bytes(header.as_bytes()).unwrap(),
+            HeaderValue::from_str(&value).unwrap(),
+        );
+    }
+    map
+}
+
+#[test]
+fn binary_fast_path_equals_the_sdk() {
+    let mut maps: Vec<HeaderMap> = recorded_bodies().iter().map(|b| as_headers(b)).collect();
+    let base = [
+        ("ce-specversion", "1.0"),
+        ("ce-id", "a"),
+        ("ce-source", "https://10.96.0.1:443"),
+        ("ce-type", "dev.knative.apiserver.resource.update"),
+    ];
+    for extra in [
+        &[
+            ("ce-time", "2026-11-29T12:00:00.123456789+02:00"),
+            ("ce-subject", "%2Fapis%2Fv1%20x"),
+            ("ce-cluster", "prod%20eu"),
+            ("ce-flag", "true"),
+            ("ce-", "nameless"),
+            ("content-type", "application/json"),
+        ][..],
+        &[("ce-time", "2020-07-28T19:14:54Z"), ("ce-name", "%D0%BF")],
+        &[("ce-id", "%FF")],
+        &[("ce-source", "%E2%82")],
+        &[("ce-id", "%20%09")],
+        &[("ce-type", "  ")],
+        &[("ce-subject", "%FE")],
+        &[("ce-cluster", "%C3%28")],
+        &[("ce-id", "%2")],
+        &[
+            ("ce-datacontenttype", "text/plain"),
+            ("content-type", "application/json"),
+        ],
+    ] {
+        let mut pairs = base.to_vec();
+        pairs.extend_from_slice(extra);
+        maps.push(headers(&pairs));
+    }
+    let mut common = 0;
+    for map in &maps {
+        let expected = binary_via_sdk(map);
+        let got = fast_binary(map);
+        // Every 1.0 event without a `dataschema` here is the common shape.
+        if map["ce-specversion"] != "1.0" {
+            assert!(got.is_none(), "{map:?}");
+            continue;
+        }
+        common += 1;
+        match (got.expect("the common shape takes the fast path"), expected) {
+            (Ok(got), Ok(expected)) => assert_eq!(got, expected),
+            (Err(got), Err(expected)) => assert_eq!(got.to_string(), expected.to_string()),
+            (got, expected) => panic!("fast path {got:?}, SDK {expected:?}, on {map:?}"),
+        }
+    }
+    assert!(
+        common >= 12,
+        "the fast path took only {common} of {}",
+        maps.len()
+    );
+}
+
+#[test]
+fn binary_fast_path_leaves_the_rest_to_the_sdk() {
+    let base = [
+        ("ce-specversion", "1.0"),
+        ("ce-id", "a"),
+        ("ce-source", "/s"),
+        ("ce-type", "t"),
+    ];
+    for (extra, accepted) in [
+        (("ce-specversion", "0.3"), true),
+        (("ce-dataschema", "https://example.com/schema"), true),
+        (("ce-dataschema", "not a url"), false),
+        (("ce-time", "yesterday"), false),
+        (("ce-specversion", "2.0"), false),
+    ] {
+        let mut pairs = base.to_vec();
+        pairs.push(extra);
+        let map = headers(&pairs);
+        assert!(fast_binary(&map).is_none(), "{extra:?}");
+        // The SDK decides, and the request gets its answer.
+        let parsed = parse_request(&map, b"");
+        assert_eq!(parsed.is_ok(), accepted, "{extra:?}: {parsed:?}");
     }
 }
 
