@@ -100,10 +100,11 @@ pub(crate) fn parse_request(
     headers: &http::HeaderMap,
     body: &[u8],
 ) -> Result<ParsedRequest, Error> {
+    // Compared without case, as media types are; lower-cased only for an error's text.
     let content_type = headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .map(|value| value.trim().to_ascii_lowercase())
+        .map(str::trim)
         .unwrap_or_default();
     // The media type, without its parameters (`; charset=utf-8`), compared whole: a prefix
     // match took `application/cloudevents+jsonx` for structured mode, which Go's SDK (and so a
@@ -113,18 +114,24 @@ pub(crate) fn parse_request(
         .next()
         .unwrap_or_default()
         .trim_end();
+    let is = |wanted: &str| media_type.eq_ignore_ascii_case(wanted);
     // The SDK itself takes any type that starts with the structured one for structured mode:
     // a look-alike is refused rather than read one way here and another by the Broker.
-    if media_type.starts_with("application/cloudevents")
-        && media_type != STRUCTURED
-        && media_type != BATCH
+    const FAMILY: &str = "application/cloudevents";
+    if media_type
+        .as_bytes()
+        .get(..FAMILY.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(FAMILY.as_bytes()))
+        && !is(STRUCTURED)
+        && !is(BATCH)
     {
         return Err(Error::InvalidEvent(format!(
-            "content type {media_type:?} is neither {STRUCTURED} nor {BATCH}: readers disagree \
-             on which mode such a request is in"
+            "content type {:?} is neither {STRUCTURED} nor {BATCH}: readers disagree on which \
+             mode such a request is in",
+            media_type.to_ascii_lowercase()
         )));
     }
-    if media_type == BATCH {
+    if is(BATCH) {
         let events: Vec<cloudevents::Event> =
             match serde_json::from_slice::<Vec<UniqueMembers>>(body) {
                 // Each event from its map (the SDK reads a map either way).
@@ -175,7 +182,7 @@ pub(crate) fn parse_request(
             body_is_data: false,
         });
     }
-    let binary = if media_type == STRUCTURED {
+    let binary = if is(STRUCTURED) {
         false
     } else if headers.contains_key("ce-specversion") {
         true
@@ -183,9 +190,9 @@ pub(crate) fn parse_request(
         return Err(Error::NotCloudEvent(format!(
             "no ce-specversion header and content type {:?} is not {STRUCTURED} or {BATCH}",
             if content_type.is_empty() {
-                "<none>"
+                "<none>".to_string()
             } else {
-                content_type.as_str()
+                content_type.to_ascii_lowercase()
             }
         )));
     };
@@ -199,17 +206,9 @@ pub(crate) fn parse_request(
         }
     }
     let event = if binary {
-        refuse_repeated_attributes(headers)?;
-        for name in ["ce-id", "ce-source", "ce-type"] {
-            if !headers.contains_key(name) {
-                return Err(Error::InvalidEvent(format!(
-                    "missing required header {name}"
-                )));
-            }
-        }
-        if let Some(event) = fast_binary(headers) {
+        if let Some(event) = fast_binary(headers)? {
             return Ok(ParsedRequest {
-                events: vec![event?],
+                events: vec![event],
                 batch: false,
                 body_is_data: !body.is_empty(),
             });
@@ -227,36 +226,6 @@ pub(crate) fn parse_request(
         batch: false,
         body_is_data: binary && !body.is_empty(),
     })
-}
-
-/// Refuses a binary-mode request that repeats a `ce-*` header. Readers disagree on which of two
-/// values counts (Go's `Header.Get`, and so Knative's Trigger filters, takes the first; the SDK's
-/// binding reads every header and keeps the last; others join them): a Trigger could filter on
-/// one `ce-cluster` while this service files the event under the other. An attribute has one
-/// value.
-///
-/// A `ce-*` value must also be visible ASCII: the HTTP binding (CloudEvents 1.0, section
-/// 3.1.3.2) has a sender percent-encode anything else, and the SDK would refuse raw UTF-8
-/// without saying which header holds it.
-fn refuse_repeated_attributes(headers: &http::HeaderMap) -> Result<(), Error> {
-    for name in headers.keys() {
-        if !name.as_str().starts_with("ce-") {
-            continue;
-        }
-        let mut values = headers.get_all(name).iter();
-        if values.next().is_some_and(|value| value.to_str().is_err()) {
-            return Err(Error::InvalidEvent(format!(
-                "header {name} holds bytes that are not visible ASCII: CloudEvents' HTTP binding \
-                 has a sender percent-encode them (%D0%BF for п)"
-            )));
-        }
-        if values.next().is_some() {
-            return Err(Error::InvalidEvent(format!(
-                "header {name} is repeated: a CloudEvents attribute takes one header"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// A JSON object whose top-level members are unique: a structured event (or a batch's event)
@@ -475,52 +444,88 @@ fn finish(carried: Carried<'_>, binary: bool) -> Result<CloudEvent, Error> {
     })
 }
 
-/// Binary mode's common shape read straight from the headers: CloudEvents 1.0, no
-/// `dataschema` (a URL the SDK parses), a `time` that parses. Anything else returns `None` and
-/// goes through the SDK, so acceptance and error messages stay the SDK's. The SDK's binding
-/// builds an event (a `String` per header, a hash map of extensions) that [`from_sdk`] then
-/// copies once more; what this returns equals what that path returns for the same headers
-/// (tests). The caller has refused repeated and non-ASCII `ce-*` headers and checked that `id`,
-/// `source` and `type` are there.
-fn fast_binary(headers: &http::HeaderMap) -> Option<Result<CloudEvent, Error>> {
+/// Binary mode's attributes, in one walk over the headers. First the refusals, in header
+/// order:
+/// - a repeated `ce-*` header: readers disagree on which of two values counts (Go's
+///   `Header.Get`, and so Knative's Trigger filters, takes the first; the SDK's binding reads
+///   every header and keeps the last; others join them), so a Trigger could filter on one
+///   `ce-cluster` while this service files the event under the other. An attribute has one
+///   value;
+/// - a `ce-*` value that is not visible ASCII: the HTTP binding (CloudEvents 1.0, section
+///   3.1.3.2) has a sender percent-encode anything else, and the SDK would refuse raw UTF-8
+///   without saying which header holds it.
+///
+/// Then a missing `id`, `source` or `type`. Then the common shape is read straight from the
+/// headers: CloudEvents 1.0, no `dataschema` (a URL the SDK parses), a `time` that parses.
+/// Anything else is `Ok(None)` and goes through the SDK, so acceptance and error messages stay
+/// the SDK's. The SDK's binding builds an event (a `String` per header, a hash map of
+/// extensions) that [`from_sdk`] then copies once more; what this returns equals what that path
+/// returns for the same headers (tests).
+fn fast_binary(headers: &http::HeaderMap) -> Result<Option<CloudEvent>, Error> {
     let (mut id, mut source, mut ty, mut subject, mut time) = (None, None, None, None, None);
     let mut extensions = Vec::new();
+    let mut common = true;
+    // A header's values come one after another in the map's iteration.
+    let mut previous: Option<&http::HeaderName> = None;
     for (name, value) in headers {
         let Some(attribute) = name.as_str().strip_prefix("ce-") else {
             continue;
         };
-        let value = value.to_str().ok()?;
+        if previous == Some(name) {
+            return Err(Error::InvalidEvent(format!(
+                "header {name} is repeated: a CloudEvents attribute takes one header"
+            )));
+        }
+        previous = Some(name);
+        let Ok(value) = value.to_str() else {
+            return Err(Error::InvalidEvent(format!(
+                "header {name} holds bytes that are not visible ASCII: CloudEvents' HTTP binding \
+                 has a sender percent-encode them (%D0%BF for п)"
+            )));
+        };
         match attribute {
-            "specversion" if value != "1.0" => return None,
-            "dataschema" => return None,
+            "specversion" => common &= value == "1.0",
+            "dataschema" => common = false,
             // Kept by the SDK (and replaced by `Content-Type`), read by no part of the pipeline.
-            "specversion" | "datacontenttype" => {}
+            "datacontenttype" => {}
             "id" => id = Some(value),
             "source" => source = Some(value),
             "type" => ty = Some(value),
             "subject" => subject = Some(value),
             // Parsed as the SDK parses it, from the raw header, and rendered as `from_sdk` does.
-            "time" => {
-                time = Some(
-                    chrono::DateTime::parse_from_rfc3339(value)
-                        .ok()?
-                        .with_timezone(&chrono::Utc)
-                        .to_rfc3339(),
-                )
-            }
+            "time" if common => match chrono::DateTime::parse_from_rfc3339(value) {
+                Ok(parsed) => time = Some(parsed.with_timezone(&chrono::Utc).to_rfc3339()),
+                Err(_) => common = false,
+            },
+            "time" => {}
             _ => extensions.push((attribute, Extension::Text(value))),
         }
     }
+    let (Some(id), Some(source), Some(ty)) = (id, source, ty) else {
+        let name = if id.is_none() {
+            "ce-id"
+        } else if source.is_none() {
+            "ce-source"
+        } else {
+            "ce-type"
+        };
+        return Err(Error::InvalidEvent(format!(
+            "missing required header {name}"
+        )));
+    };
+    if !common {
+        return Ok(None);
+    }
     let carried = Carried {
         spec_version: "1.0".to_string(),
-        id: id?,
-        source: source?,
-        ty: ty?,
+        id,
+        source,
+        ty,
         subject,
         time,
         extensions,
     };
-    Some(finish(carried, true))
+    finish(carried, true).map(Some)
 }
 
 fn from_sdk(mut event: cloudevents::Event, binary: bool) -> Result<CloudEvent, Error> {
