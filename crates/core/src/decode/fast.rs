@@ -9,6 +9,7 @@
 //!
 //! Members keep JSON's last-wins for a repeated key, as the general path does.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -19,11 +20,15 @@ use serde_json::{Map, Value};
 use super::kept::KEPT_STATUS;
 use super::object::{FieldsV1, KubeObject, ManagedFieldsEntry, ObjectSpec};
 use super::raw::Scanned;
+use super::tree::Node;
 use super::DataMap;
 use drift_model::OwnerReference;
 
-/// The object in `text` (valid JSON), or `None` for the general path.
-pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
+/// The object in `text` (valid JSON), or `None` for the general path; with it the kept members
+/// of its `status` as a tree borrowed from `text` (`None` for no status or `null`), which the
+/// shape check reads and writes to the kept text (`shape::checked_with`): the object's own
+/// `status` is `Null`.
+pub(super) fn parse(text: &str, scanned: Scanned) -> Option<(KubeObject, Option<Node<'_>>)> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let root = RootSeed.deserialize(&mut deserializer).ok()?;
     // Nothing after the object (a binary-mode body was not read as JSON before this pass).
@@ -74,7 +79,7 @@ pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
         // To be parsed now (and a number out of range named): the general path.
         Some(_) => return None,
     };
-    Some(KubeObject {
+    let object = KubeObject {
         api_version,
         kind,
         name,
@@ -89,23 +94,24 @@ pub(super) fn parse(text: &str, scanned: Scanned) -> Option<KubeObject> {
         owner_references: owner_references.unwrap_or_default(),
         managed_fields: managed_fields.unwrap_or_default(),
         spec,
-        status: status.unwrap_or(Value::Null),
+        status: Value::Null,
         kept_status: Default::default(),
         status_skipped_bytes,
         data,
         // `binaryData` (a value to hash) sends the object the general way.
         binary_data: false,
-    })
+    };
+    Some((object, status))
 }
 
 /// What the pass keeps of the top level.
 #[derive(Default)]
-struct Root {
+struct Root<'de> {
     api_version: Option<String>,
     kind: Option<String>,
     metadata: Option<Meta>,
     spec: Option<Box<RawValue>>,
-    status: Option<Value>,
+    status: Option<Node<'de>>,
     status_skipped_bytes: usize,
     /// `data` as its text, checked to be an object of strings (else the pass fails: the
     /// general path words it).
@@ -117,21 +123,21 @@ struct Root {
 struct RootSeed;
 
 impl<'de> DeserializeSeed<'de> for RootSeed {
-    type Value = Root;
+    type Value = Root<'de>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Root, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Root<'de>, D::Error> {
         deserializer.deserialize_map(RootSeed)
     }
 }
 
 impl<'de> Visitor<'de> for RootSeed {
-    type Value = Root;
+    type Value = Root<'de>;
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
         formatter.write_str("an object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Root, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Root<'de>, A::Error> {
         let mut root = Root::default();
         while let Some(key) = access.next_key::<&'de str>()? {
             match key {
@@ -336,11 +342,12 @@ impl<'de> Visitor<'de> for EntrySeed {
     }
 }
 
-/// `status`: the members in [`KEPT_STATUS`] as values, and the bytes of the rest.
+/// `status`: the members in [`KEPT_STATUS`] as a tree borrowed from the text, and the bytes of
+/// the rest.
 struct StatusSeed;
 
 impl<'de> DeserializeSeed<'de> for StatusSeed {
-    type Value = (Option<Value>, usize);
+    type Value = (Option<Node<'de>>, usize);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer
@@ -355,7 +362,7 @@ impl<'de> DeserializeSeed<'de> for StatusSeed {
 struct KeptSeed;
 
 impl<'de> DeserializeSeed<'de> for KeptSeed {
-    type Value = (Value, usize);
+    type Value = (Node<'de>, usize);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(KeptSeed)
@@ -363,24 +370,24 @@ impl<'de> DeserializeSeed<'de> for KeptSeed {
 }
 
 impl<'de> Visitor<'de> for KeptSeed {
-    type Value = (Value, usize);
+    type Value = (Node<'de>, usize);
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
         formatter.write_str("an object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Self::Value, A::Error> {
-        let mut kept = Map::new();
+        let mut kept = Vec::new();
         let mut skipped = 0usize;
         while let Some(key) = access.next_key::<&'de str>()? {
             if KEPT_STATUS.contains(&key) {
-                kept.insert(key.to_string(), access.next_value::<Value>()?);
+                kept.push((Cow::Borrowed(key), access.next_value::<Node<'de>>()?));
             } else {
                 let raw = access.next_value::<&'de RawValue>()?;
                 skipped = skipped.saturating_add(key.len() + raw.get().len());
             }
         }
-        Ok((Value::Object(kept), skipped))
+        Ok((Node::object(kept), skipped))
     }
 }
 
@@ -515,177 +522,4 @@ impl<'de> Visitor<'de> for ContainerSeed {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::decode::object::parse_general;
-    use crate::decode::raw::scan;
-
-    mod certificates;
-
-    /// Every object of the Knative fixtures (real objects and ones derived from Knative's
-    /// sources), as the API server would send it: with a uid and a resourceVersion.
-    fn fixtures() -> Vec<Value> {
-        let root =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/knative");
-        let mut files = vec![root];
-        let mut objects = Vec::new();
-        while let Some(path) = files.pop() {
-            if path.is_dir() {
-                files.extend(
-                    std::fs::read_dir(&path)
-                        .unwrap()
-                        .map(|entry| entry.unwrap().path()),
-                );
-                continue;
-            }
-            if path.extension().is_none_or(|extension| extension != "yaml") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            let Ok(documents) = serde_saphyr::from_multiple::<Value>(&text) else {
-                continue;
-            };
-            for mut document in documents {
-                let items = match document.get_mut("items").map(Value::take) {
-                    Some(Value::Array(items)) => items,
-                    _ => vec![document],
-                };
-                for mut object in items {
-                    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
-                    else {
-                        continue;
-                    };
-                    metadata.entry("uid").or_insert_with(|| "u-1".into());
-                    metadata
-                        .entry("resourceVersion")
-                        .or_insert_with(|| "17".into());
-                    objects.push(object);
-                }
-            }
-        }
-        objects
-    }
-
-    /// Variants the fast path must read alike or leave to the general path: nulls, repeated
-    /// members, wrong types, a Secret.
-    fn variants(object: &Value) -> Vec<String> {
-        let text = object.to_string();
-        let mut out = vec![text.clone()];
-        out.push(text.replacen("{", r#"{"status":null,"#, 1));
-        out.push(text.replacen("{", r#"{"spec":{"a":1},"#, 1));
-        out.push(text.replacen(
-            r#""metadata":{"#,
-            r#""metadata":{"labels":null,"generation":1.5,"#,
-            1,
-        ));
-        out.push(text.replacen(
-            r#""metadata":{"#,
-            r#""metadata":{"managedFields":[{"manager":"m","fieldsV1":[1]}],"#,
-            1,
-        ));
-        out.push(text.replacen(r#""metadata":{"#, r#""metadata":{"name":"","#, 1));
-        out.push(text.replacen(r#""kind":"#, r#""data":{"k":"v"},"kind":"#, 1));
-        out.push(text.replacen(r#""kind":"#, r#""data":null,"kind":"#, 1));
-        out.push(text.replacen(r#""kind":"#, r#""data":{"k":1},"kind":"#, 1));
-        out.push(text.replacen(r#""kind":"#, r#""data":{"k":"a","k":"b\u00e9"},"kind":"#, 1));
-        out.push(text.replacen(r#""kind":"#, r#""binaryData":{"b":"AAE="},"kind":"#, 1));
-        out.push(text.replacen(
-            r#""kind":"#,
-            r#""status":{"replicas":"two","x":[1,2]},"kind":"#,
-            1,
-        ));
-        out
-    }
-
-    /// What the tree parser refused anywhere in an object is refused still, in a member that is
-    /// only skipped (an unkept status member, a field trie) as in one that is parsed later (the
-    /// spec): a number out of range and a lone surrogate (the skipping scanner checks neither).
-    #[test]
-    fn what_the_tree_parser_refused_anywhere_is_refused() {
-        let object = |inside: &str| {
-            let (trie, status) = match inside.strip_prefix("trie:") {
-                Some(trie) => (trie, "0"),
-                None => ("{}", inside),
-            };
-            format!(
-                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p","uid":"u","resourceVersion":"1","managedFields":[{{"manager":"m","fieldsV1":{{"f:x":{trie}}}}}]}},"spec":{{"containers":[]}},"status":{{"unkept":{status}}}}}"#
-            )
-        };
-        assert!(crate::decode::parse_object_text(&object("0")).is_ok());
-        for bad in [
-            "1e400",
-            &"9".repeat(400),
-            r#""\ud800a""#,
-            r#""\udc00""#,
-            "trie:1e400",
-            r#"trie:{"x":"\ud800"}"#,
-        ] {
-            let text = object(bad);
-            let error = crate::decode::parse_object_text(&text).unwrap_err();
-            assert_eq!(error.kind(), "invalid_json", "{text}: {error}");
-        }
-        // The same inside the spec, which is kept as text and parsed only when read.
-        let spec = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"x":"\ud800a"}}"#;
-        assert!(crate::decode::parse_object_text(spec).is_err());
-        // A proper pair and Go's escapes are fine.
-        let fine = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"x":"\ud83d\ude00 \u003c"}}"#;
-        let object = crate::decode::parse_object_text(fine).unwrap();
-        assert_eq!(object.spec.value()["x"], "😀 <");
-    }
-
-    #[test]
-    fn the_fast_path_reads_real_objects_as_the_general_path_does() {
-        let mut objects = fixtures();
-        // ConfigMaps as Knative's are (`config-autoscaler`), and Secrets, which go the general way.
-        for kind in ["ConfigMap", "Secret"] {
-            objects.push(serde_json::json!({
-                "apiVersion": "v1", "kind": kind,
-                "metadata": {"name": "config-autoscaler", "namespace": "knative-serving",
-                    "uid": "u-2", "resourceVersion": "9",
-                    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
-                "data": {"enable-scale-to-zero": "false", "_example": "# a long\n# comment"}
-            }));
-        }
-        assert!(objects.len() >= 40, "{} fixture objects", objects.len());
-        let (mut fast_count, mut total, mut config_maps) = (0, 0, 0);
-        for object in &objects {
-            for text in variants(object) {
-                total += 1;
-                let scanned = scan(&text).unwrap();
-                let general = parse_general(&text, scanned);
-                if let Some(fast) = parse(&text, scanned) {
-                    fast_count += 1;
-                    config_maps += usize::from(fast.data.is_some());
-                    let general = general.unwrap_or_else(|error| {
-                        panic!("the fast path took what the general one refuses ({error}): {text}")
-                    });
-                    assert_eq!(fast, general, "{text}");
-                    assert_eq!(fast.spec.raw().get(), general.spec.raw().get());
-                    assert_eq!(fast.status_skipped_bytes, general.status_skipped_bytes);
-                }
-            }
-        }
-        // The spec's view in one pass equals the level-by-level one.
-        for object in &objects {
-            let Some(spec) = object.get("spec") else {
-                continue;
-            };
-            let text = spec.to_string();
-            if let Some(view) = spec_view(&text) {
-                let raw = RawValue::from_string(text.clone()).unwrap();
-                let general = crate::decode::shape::spec_view_general(&raw).unwrap();
-                assert_eq!(view, general, "{text}");
-            }
-        }
-        // ConfigMaps go the fast way, with or without their data.
-        assert!(
-            config_maps >= 3,
-            "{config_maps} ConfigMaps took the fast path"
-        );
-        // Most real objects go the fast way (the rest: Secrets, the broken variants).
-        assert!(
-            fast_count * 2 > total,
-            "{fast_count} of {total} took the fast path"
-        );
-    }
-}
+mod tests;

@@ -3,7 +3,7 @@
 //! The text is what serde_json writes for a `Map` of the kept members (keys sorted) with the
 //! conditions' write times left out, so equal statuses have equal text; it is written from
 //! borrowed parts instead of a copied `Map`. The shape check writes it on the HTTP worker that
-//! parsed the event and frees the tree there (`KubeObject::keep_status`): the writer
+//! parsed the event and frees the tree there (`shape::checked_with`): the writer
 //! takes the text as it is, and the thread that frees the decoded event frees one block, not a
 //! tree of maps (BENCHMARKS.md, issue 28).
 
@@ -117,7 +117,8 @@ impl std::fmt::Debug for Serialized {
 
 /// Condition fields that move on every write without meaning a change for drift: dropping
 /// them keeps state comparisons (and therefore store writes) down to real changes.
-const CONDITION_TIMES: [&str; 3] = ["lastTransitionTime", "lastUpdateTime", "lastHeartbeatTime"];
+pub(crate) const CONDITION_TIMES: [&str; 3] =
+    ["lastTransitionTime", "lastUpdateTime", "lastHeartbeatTime"];
 
 /// The kept members of `status`, serialized; `None` when it keeps none.
 pub(super) fn kept_status(status: &Map<String, Value>) -> Option<Box<serde_json::value::RawValue>> {
@@ -130,7 +131,7 @@ pub(super) fn kept_status(status: &Map<String, Value>) -> Option<Box<serde_json:
 
 /// A status has a dozen members at most and the list two dozen names: a scan of it costs less
 /// than a lookup of each name in the status.
-fn is_kept(key: &str) -> bool {
+pub(crate) fn is_kept(key: &str) -> bool {
     KEPT_STATUS.contains(&key)
 }
 

@@ -23,6 +23,7 @@ pub(crate) mod fixtures;
 pub mod object;
 pub(crate) mod raw;
 pub(crate) mod shape;
+pub(crate) mod tree;
 
 pub use apiserver::{Action, ApiServerEvent, ClusterNames, Decoded, Mode};
 pub use cloudevent::CloudEvent;

@@ -216,12 +216,14 @@ pub struct KubeObject {
     /// `spec` (`null` when absent), as text until read.
     pub spec: ObjectSpec,
     /// `status` cut to the members the classes read (`KEPT_STATUS`), or `Null`; a `status` that
-    /// is not an object is kept whole, for the shape check to name. What the check reads: it
-    /// then keeps the tree's text in `kept_status` and empties this (`Null`): past the check it
-    /// is always `Null`, so it is not visible outside this crate, and only `decode` reads it.
+    /// is not an object is kept whole, for the shape check to name. What the check reads on the
+    /// general path (the fast path hands the check a tree borrowed from the text instead, and
+    /// leaves this `Null`): the check keeps the tree's text in `kept_status` and empties this:
+    /// past the check it is always `Null`, so it is not visible outside this crate, and only
+    /// `decode` reads it.
     pub(crate) status: Value,
     /// The kept status's text (`null` when it keeps no member), as the state keeps it: written
-    /// by the shape check (`KubeObject::keep_status`).
+    /// by the shape check (`shape::checked_with`), on the HTTP worker that decoded the event.
     pub kept_status: Serialized,
     /// The bytes of the `status` members not kept (names and JSON texts), for the status bound.
     pub status_skipped_bytes: usize,
@@ -241,17 +243,6 @@ impl KubeObject {
     /// The API group (`serving.knative.dev`), empty for the core group.
     pub fn group(&self) -> &str {
         api_group(&self.api_version)
-    }
-
-    /// Writes the kept status's text into `kept_status` and frees its tree, on the thread that
-    /// decoded the event (the writer would otherwise serialize it, and the thread that frees a
-    /// round's events would free the tree's maps).
-    pub(super) fn keep_status(&mut self) {
-        self.kept_status = match std::mem::take(&mut self.status) {
-            Value::Object(map) => super::kept::kept_status(&map)
-                .map_or_else(Serialized::default, Serialized::from_raw),
-            _ => Serialized::default(),
-        };
     }
 }
 

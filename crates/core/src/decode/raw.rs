@@ -368,7 +368,7 @@ fn value_end(bytes: &[u8], mut at: usize) -> Option<usize> {
 }
 
 /// A member name, borrowed from the input unless it holds an escape.
-struct Key<'a>(Cow<'a, str>);
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Key<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 
 use super::object::{json, parse_general, parse_unchecked, scan_text, type_name, ObjectSpec};
 use super::raw::{self, Members};
+use super::tree::Tree;
 use super::{Error, KubeObject};
 
 /// Most `managedFields` entries (one per field manager and subresource; real objects have a few).
@@ -121,17 +122,32 @@ pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
         })?;
     }
     // One pass for the common shape; the level-by-level read for everything else.
-    let object = match super::fast::parse(text, scanned) {
-        Some(object) => object,
-        None => parse_general(text, scanned)?,
-    };
-    checked(object)
+    match super::fast::parse(text, scanned) {
+        Some((object, Some(status))) => checked_with(object, &status),
+        Some((object, None)) => checked_with(object, &Value::Null),
+        None => checked(parse_general(text, scanned)?),
+    }
 }
 
-fn checked(mut object: KubeObject) -> Result<KubeObject, Error> {
-    check_types(&object)?;
-    check_bounds(&object, object.spec.raw().get().len())?;
-    object.keep_status();
+pub(super) fn checked(mut object: KubeObject) -> Result<KubeObject, Error> {
+    let status = std::mem::take(&mut object.status);
+    checked_with(object, &status)
+}
+
+/// The checks and bounds of `object`, whose `status` (as much of it as the state keeps) is
+/// `status`: the general path's tree or the fast path's borrowed one ([`Tree`]). Its kept text
+/// is written here, on the HTTP worker, and the tree freed (the object's own `status` is `Null`
+/// from here on).
+pub(super) fn checked_with<T: Tree>(
+    mut object: KubeObject,
+    status: &T,
+) -> Result<KubeObject, Error> {
+    check_types(&object, status)?;
+    let status_bytes = status
+        .json_bytes(MAX_STATUS_BYTES)
+        .saturating_add(object.status_skipped_bytes);
+    check_bounds(&object, object.spec.raw().get().len(), status_bytes)?;
+    object.kept_status = status.kept_status();
     Ok(object)
 }
 
@@ -228,7 +244,7 @@ fn invalid(path: impl std::fmt::Display, what: impl std::fmt::Display) -> Error 
 }
 
 /// Checks the bounds of one object's metadata (sizes that the state would keep).
-fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(), Error> {
+fn check_bounds(object: &KubeObject, spec_bytes: usize, status_bytes: usize) -> Result<(), Error> {
     let over = |path: At<'_>, count: usize, limit: usize, unit: &str| {
         invalid(
             path,
@@ -317,8 +333,6 @@ fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(), Error> {
             "bytes",
         ));
     }
-    let status_bytes =
-        json_bytes(&object.status, MAX_STATUS_BYTES).saturating_add(object.status_skipped_bytes);
     if status_bytes > MAX_STATUS_BYTES {
         return Err(invalid(
             "data.status",
@@ -368,43 +382,15 @@ fn check_bounds(object: &KubeObject, spec_bytes: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// The bytes of `value`'s keys and strings, plus 8 for every other value, counted until `limit`
-/// is passed (then some number above it): what a value costs, without serializing it.
-fn json_bytes(value: &Value, limit: usize) -> usize {
-    let mut total = 0usize;
-    let mut stack = vec![value];
-    while let Some(value) = stack.pop() {
-        match value {
-            Value::String(text) => total += text.len(),
-            Value::Array(items) => {
-                total += 8;
-                stack.extend(items.iter());
-            }
-            Value::Object(map) => {
-                total += 8;
-                for (key, item) in map {
-                    total += key.len();
-                    stack.push(item);
-                }
-            }
-            _ => total += 8,
-        }
-        if total > limit {
-            break;
-        }
-    }
-    total
-}
-
-/// Checks the types of the fields the classes read.
-fn check_types(object: &KubeObject) -> Result<(), Error> {
+/// Checks the types of the fields the classes read (`status` as [`checked_with`] has it).
+fn check_types<T: Tree>(object: &KubeObject, status: &T) -> Result<(), Error> {
     if object.generation.is_some_and(|generation| generation < 0) {
         return Err(invalid("data.metadata.generation", "must not be negative"));
     }
     let view = spec_view(&object.spec)?;
     let spec = match view.as_ref() {
         Value::Null => None,
-        Value::Object(map) => Some(map),
+        spec @ Value::Object(_) => Some(spec),
         other => {
             return Err(invalid(
                 "data.spec",
@@ -412,26 +398,26 @@ fn check_types(object: &KubeObject) -> Result<(), Error> {
             ))
         }
     };
-    let status = match &object.status {
-        Value::Null => None,
-        Value::Object(map) => Some(map),
-        other => {
-            return Err(invalid(
-                "data.status",
-                format!("expected an object, got {}", type_name(other)),
-            ))
-        }
+    let status = if status.is_null() {
+        None
+    } else if status.is_object() {
+        Some(status)
+    } else {
+        return Err(invalid(
+            "data.status",
+            format!("expected an object, got {}", status.type_name()),
+        ));
     };
     if let Some(spec) = spec {
         traffic(spec, At::new("data.spec.traffic"))?;
         count(spec, "replicas", At::new("data.spec.replicas"))?;
-        containers(spec.get("containers"), At::new("data.spec.containers"))?;
-        if let Some(template) = spec.get("template") {
+        containers(spec.member("containers"), At::new("data.spec.containers"))?;
+        if let Some(template) = spec.member("template") {
             let template = object_at(template, At::new("data.spec.template"))?;
-            if let Some(inner) = template.get("spec") {
+            if let Some(inner) = template.member("spec") {
                 let inner = object_at(inner, At::new("data.spec.template.spec"))?;
                 containers(
-                    inner.get("containers"),
+                    inner.member("containers"),
                     At::new("data.spec.template.spec.containers"),
                 )?;
             }
@@ -470,9 +456,9 @@ fn check_types(object: &KubeObject) -> Result<(), Error> {
             text(status, key, status_at.member(key), usize::MAX)?;
         }
         traffic(status, At::new("data.status.traffic"))?;
-        conditions(status.get("conditions"))?;
+        conditions(status.member("conditions"))?;
         let statuses_at = At::new("data.status.containerStatuses");
-        if let Some(statuses) = list(status.get("containerStatuses"), statuses_at)? {
+        if let Some(statuses) = list(status.member("containerStatuses"), statuses_at)? {
             for (index, item) in statuses.iter().enumerate() {
                 let path = statuses_at.item(index);
                 let item = object_at(item, path)?;
@@ -485,95 +471,106 @@ fn check_types(object: &KubeObject) -> Result<(), Error> {
     Ok(())
 }
 
-fn object_at<'a>(value: &'a Value, path: At<'_>) -> Result<&'a Map<String, Value>, Error> {
-    value.as_object().ok_or_else(|| {
-        invalid(
+/// `value` when it is an object.
+fn object_at<'a, T: Tree>(value: &'a T, path: At<'_>) -> Result<&'a T, Error> {
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err(invalid(
             path,
-            format!("expected an object, got {}", type_name(value)),
-        )
-    })
+            format!("expected an object, got {}", value.type_name()),
+        ))
+    }
 }
 
 /// An optional list of at most [`MAX_LIST_ITEMS`].
-fn list<'a>(value: Option<&'a Value>, path: At<'_>) -> Result<Option<&'a Vec<Value>>, Error> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(items)) if items.len() > MAX_LIST_ITEMS => Err(invalid(
+fn list<'a, T: Tree>(value: Option<&'a T>, path: At<'_>) -> Result<Option<&'a [T]>, Error> {
+    let Some(value) = value.filter(|value| !value.is_null()) else {
+        return Ok(None);
+    };
+    match value.items() {
+        Some(items) if items.len() > MAX_LIST_ITEMS => Err(invalid(
             path,
             format!(
                 "{} entries, more than the limit of {MAX_LIST_ITEMS}",
                 items.len()
             ),
         )),
-        Some(Value::Array(items)) => Ok(Some(items)),
-        Some(other) => Err(invalid(
+        Some(items) => Ok(Some(items)),
+        None => Err(invalid(
             path,
-            format!("expected an array, got {}", type_name(other)),
+            format!("expected an array, got {}", value.type_name()),
         )),
     }
 }
 
-/// An optional string of at most `limit` bytes.
-fn text(map: &Map<String, Value>, key: &str, path: At<'_>, limit: usize) -> Result<(), Error> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(()),
-        Some(Value::String(text)) if text.len() > limit => Err(invalid(
+/// An optional string of at most `limit` bytes (`object` is an object).
+fn text<T: Tree>(object: &T, key: &str, path: At<'_>, limit: usize) -> Result<(), Error> {
+    let Some(value) = object.member(key).filter(|value| !value.is_null()) else {
+        return Ok(());
+    };
+    match value.text() {
+        Some(text) if text.len() > limit => Err(invalid(
             path,
             format!("{} bytes, more than the limit of {limit}", text.len()),
         )),
-        Some(Value::String(_)) => Ok(()),
-        Some(other) => Err(invalid(
+        Some(_) => Ok(()),
+        None => Err(invalid(
             path,
-            format!("expected a string, got {}", type_name(other)),
+            format!("expected a string, got {}", value.type_name()),
         )),
     }
 }
 
-/// An optional count: a non-negative integer.
-fn count(map: &Map<String, Value>, key: &str, path: At<'_>) -> Result<(), Error> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(()),
+/// An optional count: a non-negative integer (`object` is an object).
+fn count<T: Tree>(object: &T, key: &str, path: At<'_>) -> Result<(), Error> {
+    let Some(value) = object.member(key).filter(|value| !value.is_null()) else {
+        return Ok(());
+    };
+    match value.number() {
         // Kubernetes' counts are int64: a larger one cannot be real and would not be read as one.
-        Some(Value::Number(number)) if number.as_i64().is_some_and(|n| n >= 0) => Ok(()),
-        Some(Value::Number(_)) => Err(invalid(
+        Some(number) if number.as_i64().is_some_and(|n| n >= 0) => Ok(()),
+        Some(_) => Err(invalid(
             path,
             "expected a non-negative integer of at most 2^63-1",
         )),
-        Some(other) => Err(invalid(
+        None => Err(invalid(
             path,
-            format!("expected a non-negative integer, got {}", type_name(other)),
+            format!("expected a non-negative integer, got {}", value.type_name()),
         )),
     }
 }
 
-/// Traffic targets: objects whose `percent` is an integer from 0 to 100.
-fn traffic(map: &Map<String, Value>, path: At<'_>) -> Result<(), Error> {
-    let Some(targets) = list(map.get("traffic"), path)? else {
+/// Traffic targets: objects whose `percent` is an integer from 0 to 100 (`object` is an
+/// object).
+fn traffic<T: Tree>(object: &T, path: At<'_>) -> Result<(), Error> {
+    let Some(targets) = list(object.member("traffic"), path)? else {
         return Ok(());
     };
     for (index, target) in targets.iter().enumerate() {
         let at = path.item(index);
         let target = object_at(target, at)?;
-        match target.get("percent") {
-            None | Some(Value::Null) => {}
-            Some(Value::Number(number)) if number.as_u64().is_some_and(|p| p <= 100) => {}
-            Some(other) => {
+        if let Some(percent) = target.member("percent").filter(|value| !value.is_null()) {
+            let in_range = percent
+                .number()
+                .and_then(serde_json::Number::as_u64)
+                .is_some_and(|p| p <= 100);
+            if !in_range {
                 return Err(invalid(
                     at.member("percent"),
-                    format!("expected an integer from 0 to 100, got {other}"),
-                ))
+                    format!("expected an integer from 0 to 100, got {percent}"),
+                ));
             }
         }
         for key in ["revisionName", "configurationName", "tag", "url"] {
             text(target, key, at.member(key), usize::MAX)?;
         }
-        match target.get("latestRevision") {
-            None | Some(Value::Null) | Some(Value::Bool(_)) => {}
-            Some(other) => {
+        if let Some(latest) = target.member("latestRevision") {
+            if !latest.is_null() && !latest.is_bool() {
                 return Err(invalid(
                     at.member("latestRevision"),
-                    format!("expected a boolean, got {}", type_name(other)),
-                ))
+                    format!("expected a boolean, got {}", latest.type_name()),
+                ));
             }
         }
     }
@@ -581,7 +578,7 @@ fn traffic(map: &Map<String, Value>, path: At<'_>) -> Result<(), Error> {
 }
 
 /// Conditions: objects with a string `type`, and string `status`, `reason`, `message`, `severity`.
-fn conditions(value: Option<&Value>) -> Result<(), Error> {
+fn conditions<T: Tree>(value: Option<&T>) -> Result<(), Error> {
     let path = At::new("data.status.conditions");
     let Some(items) = list(value, path)? else {
         return Ok(());
@@ -604,7 +601,7 @@ fn conditions(value: Option<&Value>) -> Result<(), Error> {
 }
 
 /// Containers: objects with string `name` and `image`.
-fn containers(value: Option<&Value>, path: At<'_>) -> Result<(), Error> {
+fn containers<T: Tree>(value: Option<&T>, path: At<'_>) -> Result<(), Error> {
     let Some(items) = list(value, path)? else {
         return Ok(());
     };
