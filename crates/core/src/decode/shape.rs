@@ -129,6 +129,7 @@ pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
     }
 }
 
+/// The checks of an object whose `status` is its own tree (the general path's).
 pub(super) fn checked(mut object: KubeObject) -> Result<KubeObject, Error> {
     let status = std::mem::take(&mut object.status);
     checked_with(object, &status)

@@ -57,6 +57,12 @@ impl<'de> Deserialize<'de> for Node<'de> {
 
 struct NodeVisitor;
 
+/// With serde_json's `raw_value` feature (on in this workspace), `Value` reads an object whose
+/// first key is this as the JSON text in its string value, not as an object (and refuses one
+/// with more members). A `Node` would read it as an object: such an object fails here, so the
+/// fast path gives the whole object to the general path, which reads it as before.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
 impl<'de> Visitor<'de> for NodeVisitor {
     type Value = Node<'de>;
 
@@ -116,6 +122,11 @@ impl<'de> Visitor<'de> for NodeVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Node<'de>, A::Error> {
         let mut members = Vec::with_capacity(access.size_hint().unwrap_or(0));
         while let Some(Key(key)) = access.next_key::<Key<'de>>()? {
+            if members.is_empty() && key == RAW_VALUE_TOKEN {
+                return Err(serde::de::Error::custom(
+                    "an object that serde_json reads as raw JSON: left to `Value`",
+                ));
+            }
             members.push((key, access.next_value()?));
         }
         Ok(Node::object(members))
@@ -207,10 +218,7 @@ impl Tree for Value {
     }
 
     fn number(&self) -> Option<&Number> {
-        match self {
-            Value::Number(number) => Some(number),
-            _ => None,
-        }
+        self.as_number()
     }
 
     fn json_bytes(&self, limit: usize) -> usize {

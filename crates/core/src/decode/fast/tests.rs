@@ -83,7 +83,7 @@ fn variants(object: &Value) -> Vec<String> {
     // (the last counts), escapes, keys out of order (the kept text sorts them).
     for status in [
         r#"{"conditions":[{"type":"Ready","status":"True","lastTransitionTime":"t"}],"observedGeneration":2}"#,
-        r#"{"conditions":[{"status":"True","type":"Ready","reason":"Aé","reason":"B"}],"url":"http://x"}"#,
+        r#"{"conditions":[{"status":"True","type":"Ready","reason":"A\u00e9","reason":"B"}],"url":"http://x"}"#,
         r#"{"conditions":{"type":"Ready"}}"#,
         r#"{"conditions":[{"type":1}]}"#,
         r#"{"conditions":["x"]}"#,
@@ -102,6 +102,13 @@ fn variants(object: &Value) -> Vec<String> {
         r#"{"url":5,"url":"a"}"#,
         r#"[]"#,
         r#""ready""#,
+        // serde_json's raw-value token, which `Value` reads as the JSON text inside.
+        r#"{"observedGeneration":{"$serde_json::private::RawValue":"3"}}"#,
+        r#"{"url":{"$serde_json::private::RawValue":"\"http://x\""}}"#,
+        r#"{"traffic":[{"percent":{"$serde_json::private::RawValue":"50"}}]}"#,
+        r#"{"address":{"$serde_json::private::RawValue":"x"}}"#,
+        r#"{"version":{"$serde_json::private::RawValue":"1","url":"x"}}"#,
+        r#"{"conditions":[{"$serde_json::private::RawValue":"{\"type\":\"Ready\"}"}]}"#,
     ] {
         // Last, so that it is the one read (an object's own `status` comes before it).
         out.push(format!(
@@ -230,4 +237,30 @@ fn the_fast_path_reads_real_objects_as_the_general_path_does() {
         fast_count * 2 > total,
         "{fast_count} of {total} took the fast path"
     );
+}
+
+/// serde_json's raw-value token inside a kept status member reads as it always did (as `Value`
+/// reads it: the JSON text in its string), whichever path the object takes.
+#[test]
+fn the_raw_value_token_reads_as_before() {
+    let object = |status: &str| {
+        format!(
+            r#"{{"apiVersion":"serving.knative.dev/v1","kind":"Route","metadata":{{"name":"r","uid":"u","resourceVersion":"1"}},"spec":{{"a":1}},"status":{status}}}"#
+        )
+    };
+    let kept = |status: &str| {
+        crate::decode::parse_object_text(&object(status))
+            .map(|object| object.kept_status.text().to_string())
+    };
+    assert_eq!(
+        kept(r#"{"observedGeneration":{"$serde_json::private::RawValue":"3"}}"#).unwrap(),
+        r#"{"observedGeneration":3}"#
+    );
+    assert_eq!(
+        kept(r#"{"conditions":[{"$serde_json::private::RawValue":"{\"type\":\"Ready\"}"}]}"#)
+            .unwrap(),
+        r#"{"conditions":[{"type":"Ready"}]}"#
+    );
+    let error = kept(r#"{"address":{"$serde_json::private::RawValue":"x"}}"#).unwrap_err();
+    assert_eq!(error.kind(), "invalid_json", "{error}");
 }

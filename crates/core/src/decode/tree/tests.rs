@@ -99,3 +99,21 @@ fn a_repeated_key_keeps_the_last_in_key_order() {
     assert_eq!(node.to_string(), r#"{"a":4,"b":3,"c":5}"#);
     assert_eq!(node.member("b"), Some(&Node::Number(3.into())));
 }
+
+/// serde_json's raw-value token as an object's first key: `Value` reads the string inside as
+/// JSON; a `Node` refuses it (the fast path then leaves the object to the general path). As a
+/// later key it is an ordinary key to both.
+#[test]
+fn the_raw_value_token_is_left_to_value() {
+    for text in [
+        r#"{"$serde_json::private::RawValue":"3"}"#,
+        r#"[{"$serde_json::private::RawValue":"{\"a\":1}"}]"#,
+        r#"{"a":{"$serde_json::private::RawValue":"x","b":1}}"#,
+    ] {
+        assert!(serde_json::from_str::<Node<'_>>(text).is_err(), "{text}");
+    }
+    let text = r#"{"a":1,"$serde_json::private::RawValue":"3"}"#;
+    let node: Node<'_> = serde_json::from_str(text).unwrap();
+    let value: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(node.to_string(), value.to_string());
+}
