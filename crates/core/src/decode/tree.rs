@@ -181,9 +181,32 @@ pub(crate) trait Tree: fmt::Display + Sized {
     fn items(&self) -> Option<&[Self]>;
     fn text(&self) -> Option<&str>;
     fn number(&self) -> Option<&Number>;
+    /// Calls `each` with every member of an object, in key order; false for another type.
+    fn for_each_member<'s>(&'s self, each: &mut dyn FnMut(&'s str, &'s Self)) -> bool;
     /// The bytes of the keys and strings, plus 8 for every other value, counted until `limit`
     /// is passed (then some number above it): what a value costs, without serializing it.
-    fn json_bytes(&self, limit: usize) -> usize;
+    fn json_bytes(&self, limit: usize) -> usize {
+        let mut total = 0usize;
+        let mut stack = vec![self];
+        while let Some(value) = stack.pop() {
+            if let Some(text) = value.text() {
+                total += text.len();
+            } else if let Some(items) = value.items() {
+                total += 8;
+                stack.extend(items);
+            } else {
+                total += 8;
+                value.for_each_member(&mut |key, item| {
+                    total += key.len();
+                    stack.push(item);
+                });
+            }
+            if total > limit {
+                break;
+            }
+        }
+        total
+    }
     /// The kept members of a status (this), as the state keeps them (`null` when none).
     fn kept_status(&self) -> Serialized;
 }
@@ -221,30 +244,14 @@ impl Tree for Value {
         self.as_number()
     }
 
-    fn json_bytes(&self, limit: usize) -> usize {
-        let mut total = 0usize;
-        let mut stack = vec![self];
-        while let Some(value) = stack.pop() {
-            match value {
-                Value::String(text) => total += text.len(),
-                Value::Array(items) => {
-                    total += 8;
-                    stack.extend(items.iter());
-                }
-                Value::Object(map) => {
-                    total += 8;
-                    for (key, item) in map {
-                        total += key.len();
-                        stack.push(item);
-                    }
-                }
-                _ => total += 8,
-            }
-            if total > limit {
-                break;
-            }
+    fn for_each_member<'s>(&'s self, each: &mut dyn FnMut(&'s str, &'s Value)) -> bool {
+        let Some(map) = self.as_object() else {
+            return false;
+        };
+        for (key, item) in map {
+            each(key, item);
         }
-        total
+        true
     }
 
     fn kept_status(&self) -> Serialized {
@@ -312,30 +319,14 @@ impl Tree for Node<'_> {
         }
     }
 
-    fn json_bytes(&self, limit: usize) -> usize {
-        let mut total = 0usize;
-        let mut stack = vec![self];
-        while let Some(node) = stack.pop() {
-            match node {
-                Node::String(text) => total += text.len(),
-                Node::Array(items) => {
-                    total += 8;
-                    stack.extend(items.iter());
-                }
-                Node::Object(members) => {
-                    total += 8;
-                    for (key, item) in members {
-                        total += key.len();
-                        stack.push(item);
-                    }
-                }
-                _ => total += 8,
-            }
-            if total > limit {
-                break;
-            }
+    fn for_each_member<'s>(&'s self, each: &mut dyn FnMut(&'s str, &'s Self)) -> bool {
+        let Node::Object(members) = self else {
+            return false;
+        };
+        for (key, item) in members {
+            each(key, item);
         }
-        total
+        true
     }
 
     fn kept_status(&self) -> Serialized {
