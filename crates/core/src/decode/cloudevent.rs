@@ -396,7 +396,9 @@ enum Extension<'a> {
 }
 
 /// The checks and the percent-decoding every event gets, in one order (so the first problem
-/// named is the same whichever path read the attributes). `data` is the caller's.
+/// named is the same whichever path read the attributes, except among extensions: the fast
+/// path names the first bad one in header order, the SDK's event holds them in a hash map of
+/// random order). `data` is the caller's.
 fn finish(carried: Carried<'_>, binary: bool) -> Result<CloudEvent, Error> {
     // Strict UTF-8 after percent-decoding, as the HTTP binding requires: a lossy decode would
     // map distinct ids (`%FF`, `%FE`) to one and drop the second event as a duplicate.
@@ -513,7 +515,12 @@ fn fast_binary(headers: &http::HeaderMap) -> Result<Option<CloudEvent>, Error> {
             "missing required header {name}"
         )));
     };
-    if !common {
+    // The SDK refuses a `Content-Type` that is not visible ASCII (it reads the header as text
+    // for `datacontenttype`): its answer, as before.
+    let content_type_is_text = headers
+        .get(http::header::CONTENT_TYPE)
+        .is_none_or(|value| value.to_str().is_ok());
+    if !common || !content_type_is_text {
         return Ok(None);
     }
     let carried = Carried {
