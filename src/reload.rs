@@ -95,9 +95,32 @@ pub(crate) fn warn_expired_silences(config: &drift_core::config::Config, now: Mi
     }
 }
 
+/// The config file as the service started with it: what hot reload compares every later read
+/// with. Read before the config itself is parsed, so an edit made while the service starts (a
+/// large store loading, a standby waiting for its lease) is never taken for what is in force:
+/// at worst the first poll reloads a file equal to the one loaded.
+#[derive(Clone, Debug)]
+pub struct Watched {
+    path: PathBuf,
+    digest: Option<Vec<u8>>,
+    /// The sections outside `rules:` in force.
+    in_force: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Watched {
+    /// Reads the file at `path` now (call it before the config is loaded from it).
+    pub fn read(path: PathBuf) -> Watched {
+        Watched {
+            digest: digest(&path),
+            in_force: read_sections(&path),
+            path,
+        }
+    }
+}
+
 /// Starts the reload thread; it stops when `shutdown` is cancelled.
 pub fn spawn(
-    path: PathBuf,
+    watched: Watched,
     pipeline: Pipeline,
     metrics: Arc<Metrics>,
     clock: Clock,
@@ -105,7 +128,7 @@ pub fn spawn(
 ) {
     let spawned = std::thread::Builder::new()
         .name("config-reload".to_string())
-        .spawn(move || watch(path, pipeline, metrics, clock, shutdown));
+        .spawn(move || watch(watched, pipeline, metrics, clock, shutdown));
     if let Err(error) = spawned {
         tracing::warn!(message = "Config hot reload is off: could not start its thread.", %error);
     }
@@ -126,16 +149,19 @@ fn read_sections(path: &Path) -> serde_json::Map<String, serde_json::Value> {
 }
 
 fn watch(
-    path: PathBuf,
+    watched: Watched,
     pipeline: Pipeline,
     metrics: Arc<Metrics>,
     clock: Clock,
     shutdown: CancellationToken,
 ) {
-    let mut last = digest(&path);
-    // What is in force outside `rules:`: the file as the service started with it (read a moment
-    // after start; an edit in that moment counts as in force, as it does for the digest above).
-    let in_force = read_sections(&path);
+    // The file as the service started with it, not as it is when this thread starts (the
+    // writer role can start long after the config was loaded).
+    let Watched {
+        path,
+        digest: mut last,
+        in_force,
+    } = watched;
     while !shutdown.is_cancelled() {
         std::thread::sleep(POLL_INTERVAL);
         let current = digest(&path);
@@ -194,6 +220,25 @@ mod tests {
 
     fn sections(text: &str) -> serde_json::Map<String, serde_json::Value> {
         drift_core::config::sections(text).unwrap()
+    }
+
+    /// What is in force is the file as it was read before the config was loaded: an edit made
+    /// after that (while the store loads, while a standby waits for its lease) differs from it,
+    /// so the watcher's first poll applies the edit instead of taking it for what is in force.
+    #[test]
+    fn the_file_in_force_is_the_one_read_at_start_not_when_the_watcher_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        let started = "channels:\n  - {name: log, type: log}\nrules: {}\n";
+        std::fs::write(&path, started).unwrap();
+        let watched = Watched::read(path.clone());
+        std::fs::write(&path, started.replace("rules: {}", "rules: {classes: {}}")).unwrap();
+        assert!(watched.digest.is_some());
+        assert_ne!(watched.digest, digest(&path), "the edit is a change to the watcher");
+        assert_eq!(watched.in_force, sections(started));
+        // Unchanged, it is no change.
+        std::fs::write(&path, started).unwrap();
+        assert_eq!(watched.digest, digest(&path));
     }
 
     #[test]

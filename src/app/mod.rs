@@ -5,7 +5,6 @@
 //! within `server.drainTimeout`.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -50,7 +49,8 @@ pub(crate) fn cluster_names(config: &Config) -> ClusterNames {
 #[derive(Clone)]
 struct Shared {
     config: Arc<Config>,
-    config_path: Option<PathBuf>,
+    /// The config file, for hot reload (`None`: the all-defaults config, no file).
+    config_file: Option<crate::reload::Watched>,
     metrics: Arc<Metrics>,
     clock: drift_model::time::Clock,
     /// Cancelled to stop the service (a signal, or a writer that cannot start).
@@ -89,7 +89,7 @@ impl Shared {
 /// state, becomes ready) once it holds its shard's writer lease (see `lease.rs`).
 pub async fn start(
     config: Config,
-    config_path: Option<PathBuf>,
+    config_file: Option<crate::reload::Watched>,
     addr: SocketAddr,
 ) -> anyhow::Result<Server> {
     let metrics = Arc::new(Metrics::new());
@@ -129,7 +129,7 @@ pub async fn start(
     let drain_timeout = config.server.drain_timeout;
     let shared = Shared {
         config: Arc::new(config),
-        config_path,
+        config_file,
         metrics: Arc::clone(&metrics),
         clock,
         shutdown: CancellationToken::new(),
@@ -494,7 +494,10 @@ async fn start_resync(
 }
 
 /// Runs the service until SIGTERM or SIGINT.
-pub async fn run(config: Config, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    config_file: Option<crate::reload::Watched>,
+) -> anyhow::Result<()> {
     let port = match std::env::var("PORT") {
         Ok(text) => text
             .parse::<u16>()
@@ -502,7 +505,7 @@ pub async fn run(config: Config, config_path: Option<PathBuf>) -> anyhow::Result
         Err(_) => config.server.port,
     };
     let addr = SocketAddr::from(([0, 0, 0, 0], port));
-    let server = start(config, config_path, addr).await?;
+    let server = start(config, config_file, addr).await?;
     let shutdown = server.shutdown.clone();
     tokio::spawn(async move {
         wait_for_signal().await;

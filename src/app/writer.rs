@@ -213,9 +213,9 @@ impl WriterRole {
         let traffic = crate::traffic::Poller::new(config, pipeline.clone(), Arc::clone(metrics))?
             .map(|poller| tokio::spawn(poller.run(resync_stop.clone())));
         let reload_stop = shared.shutdown.child_token();
-        if let Some(path) = &shared.config_path {
+        if let Some(watched) = &shared.config_file {
             crate::reload::spawn(
-                path.clone(),
+                watched.clone(),
                 pipeline.clone(),
                 Arc::clone(metrics),
                 clock.clone(),

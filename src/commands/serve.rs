@@ -9,6 +9,8 @@ pub fn run(config_path: Option<PathBuf>) -> ExitCode {
     // Both ring and nothing else: pick the provider before any TLS client is built, or rustls
     // panics when it cannot choose.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // The file as hot reload will compare it, read before the config is parsed from it.
+    let config_file = config_path.clone().map(crate::reload::Watched::read);
     let config = match super::load_config(config_path.as_ref()) {
         Ok(config) => config,
         Err(error) => {
@@ -27,7 +29,7 @@ pub fn run(config_path: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(crate::app::run(config, config_path)) {
+    match runtime.block_on(crate::app::run(config, config_file)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!(
