@@ -234,7 +234,11 @@ mod tests {
         let watched = Watched::read(path.clone());
         std::fs::write(&path, started.replace("rules: {}", "rules: {classes: {}}")).unwrap();
         assert!(watched.digest.is_some());
-        assert_ne!(watched.digest, digest(&path), "the edit is a change to the watcher");
+        assert_ne!(
+            watched.digest,
+            digest(&path),
+            "the edit is a change to the watcher"
+        );
         assert_eq!(watched.in_force, sections(started));
         // Unchanged, it is no change.
         std::fs::write(&path, started).unwrap();
