@@ -96,9 +96,10 @@ pub(crate) fn warn_expired_silences(config: &drift_core::config::Config, now: Mi
 }
 
 /// The config file as the service started with it: what hot reload compares every later read
-/// with. Read before the config itself is parsed, so an edit made while the service starts (a
-/// large store loading, a standby waiting for its lease) is never taken for what is in force:
-/// at worst the first poll reloads a file equal to the one loaded.
+/// with. Made from the very text the config was loaded from ([`Watched::load`]), not from the
+/// file as it is when the reload thread starts (with the writer role, which can be long after:
+/// a large store loading, a standby waiting for its lease, a role started again after a lost
+/// lease, which starts from the config loaded at start): an edit made meanwhile is a change.
 #[derive(Clone, Debug)]
 pub struct Watched {
     path: PathBuf,
@@ -108,13 +109,23 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// Reads the file at `path` now (call it before the config is loaded from it).
-    pub fn read(path: PathBuf) -> Watched {
-        Watched {
-            digest: digest(&path),
-            in_force: read_sections(&path),
+    /// Loads the config at `path` (as `config::load_file` does) and keeps what hot reload
+    /// compares with, from the same read of the file.
+    pub fn load(
+        path: PathBuf,
+    ) -> Result<(drift_core::config::Config, Watched), drift_core::config::Error> {
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| drift_core::config::Error::Read {
+                path: path.clone(),
+                source,
+            })?;
+        let config = drift_core::config::load_str(&text, &|name| std::env::var(name).ok())?;
+        let watched = Watched {
+            digest: Some(Sha256::digest(text.as_bytes()).to_vec()),
+            in_force: drift_core::config::sections(&text).unwrap_or_default(),
             path,
-        }
+        };
+        Ok((config, watched))
     }
 }
 
@@ -138,14 +149,6 @@ fn digest(path: &Path) -> Option<Vec<u8>> {
     std::fs::read(path)
         .ok()
         .map(|bytes| Sha256::digest(&bytes).to_vec())
-}
-
-/// The sections of the file at `path`, or none when it cannot be read or parsed.
-fn read_sections(path: &Path) -> serde_json::Map<String, serde_json::Value> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|text| drift_core::config::sections(&text).ok())
-        .unwrap_or_default()
 }
 
 fn watch(
@@ -222,16 +225,16 @@ mod tests {
         drift_core::config::sections(text).unwrap()
     }
 
-    /// What is in force is the file as it was read before the config was loaded: an edit made
-    /// after that (while the store loads, while a standby waits for its lease) differs from it,
-    /// so the watcher's first poll applies the edit instead of taking it for what is in force.
+    /// What is in force is the file as the config was loaded from it: an edit made after that
+    /// (while the store loads, while a standby waits for its lease) differs from it, so the
+    /// watcher's first poll applies the edit instead of taking it for what is in force.
     #[test]
     fn the_file_in_force_is_the_one_read_at_start_not_when_the_watcher_starts() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.yaml");
         let started = "channels:\n  - {name: log, type: log}\nrules: {}\n";
         std::fs::write(&path, started).unwrap();
-        let watched = Watched::read(path.clone());
+        let (_, watched) = Watched::load(path.clone()).unwrap();
         std::fs::write(&path, started.replace("rules: {}", "rules: {classes: {}}")).unwrap();
         assert!(watched.digest.is_some());
         assert_ne!(

@@ -9,10 +9,15 @@ pub fn run(config_path: Option<PathBuf>) -> ExitCode {
     // Both ring and nothing else: pick the provider before any TLS client is built, or rustls
     // panics when it cannot choose.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // The file as hot reload will compare it, read before the config is parsed from it.
-    let config_file = config_path.clone().map(crate::reload::Watched::read);
-    let config = match super::load_config(config_path.as_ref()) {
-        Ok(config) => config,
+    let loaded = match config_path {
+        // The file read once: the config, and what hot reload compares later reads with.
+        Some(path) => crate::reload::Watched::load(path.clone())
+            .map(|(config, watched)| (config, Some(watched)))
+            .map_err(|source| super::LoadConfigError::File { path, source }),
+        None => super::load_config(None).map(|config| (config, None)),
+    };
+    let (config, config_file) = match loaded {
+        Ok(loaded) => loaded,
         Err(error) => {
             eprintln!("drift-sentinel: invalid config: {error}");
             tracing::error!(message = "Invalid config.", %error);

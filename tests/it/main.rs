@@ -47,6 +47,7 @@ mod properties;
 mod receivers;
 mod recording;
 mod registry;
+mod reload;
 mod remediation;
 mod remediation_baseline;
 mod remediation_config;
