@@ -109,17 +109,12 @@ pub struct Watched {
 }
 
 impl Watched {
-    /// Loads the config at `path` (as `config::load_file` does) and keeps what hot reload
-    /// compares with, from the same read of the file.
+    /// Loads the config at `path` and keeps what hot reload compares with, from the same read
+    /// of the file.
     pub fn load(
         path: PathBuf,
     ) -> Result<(drift_core::config::Config, Watched), drift_core::config::Error> {
-        let text =
-            std::fs::read_to_string(&path).map_err(|source| drift_core::config::Error::Read {
-                path: path.clone(),
-                source,
-            })?;
-        let config = drift_core::config::load_str(&text, &|name| std::env::var(name).ok())?;
+        let (config, text) = drift_core::config::load_file_text(&path)?;
         let watched = Watched {
             digest: Some(Sha256::digest(text.as_bytes()).to_vec()),
             in_force: drift_core::config::sections(&text).unwrap_or_default(),

@@ -8,11 +8,18 @@ use super::{validate::validate, Config, Error};
 
 /// Loads, interpolates and validates a configuration file.
 pub fn load_file(path: &Path) -> Result<Config, Error> {
+    load_file_text(path).map(|(config, _)| config)
+}
+
+/// [`load_file`], with the text the config was loaded from (what hot reload compares later
+/// reads of the file with).
+pub fn load_file_text(path: &Path) -> Result<(Config, String), Error> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    load_str(&text, &|name| std::env::var(name).ok())
+    let config = load_str(&text, &|name| std::env::var(name).ok())?;
+    Ok((config, text))
 }
 
 /// Loads a configuration from text, resolving `${VAR}` through `lookup_env`.

@@ -33,7 +33,7 @@ pub(crate) use duration::{de_duration, de_opt_duration};
 pub use fleet::FleetConfig;
 pub use invariants::{load_rules_file, parse_rules_text};
 pub use limits::LimitsConfig;
-pub use load::{load_file, load_str, sections};
+pub use load::{load_file, load_file_text, load_str, sections};
 pub use remediation::{
     BudgetConfig, FightConfig, MatchConfig, ModeConfig, RemediationConfig, RuleConfig,
 };
