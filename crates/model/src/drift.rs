@@ -151,7 +151,7 @@ impl Drift {
 }
 
 /// The identity of an open drift: one per (object, class, rule).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DriftSlot {
     /// Cluster.
     pub cluster: String,
@@ -162,6 +162,68 @@ pub struct DriftSlot {
     /// The rule within the class (`invariant`), if the class has rules.
     pub rule: Option<String>,
 }
+
+/// A drift slot's parts, owned ([`DriftSlot`]) or borrowed ([`SlotRef`]): a map keyed by
+/// `DriftSlot` is asked about a `SlotRef` without building a slot (`map.get(&slot_ref as &dyn
+/// SlotKey)`). Most verdicts the classes give are clear ones about objects with nothing open,
+/// and building a slot for each (three strings) was a visible share of an event (BENCHMARKS.md,
+/// issue 28). Both hash and compare as their parts, so the two forms of one slot agree.
+pub trait SlotKey {
+    /// Cluster, object uid, class id and rule.
+    fn parts(&self) -> (&str, &str, &str, Option<&str>);
+}
+
+/// A drift slot named by borrowed parts (see [`SlotKey`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotRef<'a> {
+    /// Cluster.
+    pub cluster: &'a str,
+    /// Object uid.
+    pub uid: &'a str,
+    /// Class id.
+    pub class: &'a str,
+    /// The rule within the class, if any.
+    pub rule: Option<&'a str>,
+}
+
+impl SlotKey for DriftSlot {
+    fn parts(&self) -> (&str, &str, &str, Option<&str>) {
+        (&self.cluster, &self.uid, &self.class, self.rule.as_deref())
+    }
+}
+
+impl SlotKey for SlotRef<'_> {
+    fn parts(&self) -> (&str, &str, &str, Option<&str>) {
+        (self.cluster, self.uid, self.class, self.rule)
+    }
+}
+
+// Hashed as its parts, as the borrowed form is (`Borrow` requires the two hashes to agree).
+impl std::hash::Hash for DriftSlot {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn SlotKey + 'a> for DriftSlot {
+    fn borrow(&self) -> &(dyn SlotKey + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn SlotKey + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl PartialEq for dyn SlotKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn SlotKey + '_ {}
 
 /// A drift moved from one state to another.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,5 +252,46 @@ impl Transition {
             DriftState::Resolved => self.from == Some(DriftState::Firing),
             DriftState::Pending => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn slot(class: &str, rule: Option<&str>) -> DriftSlot {
+        DriftSlot {
+            cluster: "prod".into(),
+            uid: "u-1".into(),
+            class: class.into(),
+            rule: rule.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_borrowed_slot_finds_what_its_owned_form_keys() {
+        let mut open = HashMap::new();
+        open.insert(slot("manual_edit", None), 1);
+        open.insert(slot("invariant", Some("min-scale")), 2);
+        let find = |cluster: &str, uid: &str, class: &str, rule: Option<&str>| {
+            let key = SlotRef {
+                cluster,
+                uid,
+                class,
+                rule,
+            };
+            open.get(&key as &dyn SlotKey).copied()
+        };
+        assert_eq!(find("prod", "u-1", "manual_edit", None), Some(1));
+        assert_eq!(find("prod", "u-1", "invariant", Some("min-scale")), Some(2));
+        // Every part counts, the rule's absence too.
+        assert_eq!(find("prod", "u-1", "invariant", None), None);
+        assert_eq!(find("prod", "u-1", "manual_edit", Some("")), None);
+        assert_eq!(find("prod", "u-2", "manual_edit", None), None);
+        assert_eq!(find("staging", "u-1", "manual_edit", None), None);
+        // Parts that concatenate alike are still other slots.
+        assert_eq!(find("produ", "-1", "manual_edit", None), None);
     }
 }

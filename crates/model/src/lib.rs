@@ -23,8 +23,8 @@ pub mod time;
 pub mod wire;
 
 pub use drift::{
-    Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, Transition,
-    CONDITION_CHAIN_FACT, MAX_CHANGES,
+    Actor, Drift, DriftSlot, DriftState, Evidence, FieldChange, OwnerChain, SlotKey, SlotRef,
+    Transition, CONDITION_CHAIN_FACT, MAX_CHANGES,
 };
 pub use glob::glob_match;
 pub use notice::{Notice, NoticeKind};

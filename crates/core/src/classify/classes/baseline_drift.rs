@@ -70,20 +70,12 @@ impl DriftClass for BaselineDrift {
         if baseline.is_empty() || object.is_going_away() {
             return Vec::new();
         }
-        let key = ManifestKey {
-            group: object.group().to_string(),
-            kind: object.kind.clone(),
-            namespace: object.namespace.clone(),
-            name: object.name.clone(),
-        };
-        let Some(desired) = baseline.get(&key) else {
-            return Vec::new();
-        };
         // An event that left everything the comparison reads as it was (status churn, most of
         // a busy cluster's events) cannot change the verdict, open or not: the manifests and
         // Knative's defaults judge every object again themselves, both ways, when they change
         // (`Engine::set_rules` and `reassess`, `reevaluate_baseline`; `rejudged_both_ways`
-        // below). An open drift keeps the evidence of the event that last changed it.
+        // below). An open drift keeps the evidence of the event that last changed it. Asked
+        // first: it costs less than finding the object's manifest (a key of four strings).
         if let Some(before) = context.before {
             if before.spec.same_text(&object.spec)
                 && before.labels == object.labels
@@ -94,6 +86,15 @@ impl DriftClass for BaselineDrift {
                 return Vec::new();
             }
         }
+        let key = ManifestKey {
+            group: object.group().to_string(),
+            kind: object.kind.clone(),
+            namespace: object.namespace.clone(),
+            name: object.name.clone(),
+        };
+        let Some(desired) = baseline.get(&key) else {
+            return Vec::new();
+        };
         let rules = context.rules;
         // Knative's defaults as this cluster has them: its ConfigMaps are tracked like any
         // watched object.
@@ -147,7 +148,7 @@ impl DriftClass for BaselineDrift {
         // not found again, so the open drift keeps the actor its event gave it (as
         // `invariant`'s drifts do).
         if context.before.is_none() && found.actor.is_none() {
-            if let Some(open) = context.open_drift(&object.key(), INFO.id) {
+            if let Some(open) = context.open_drift(object, INFO.id) {
                 found.actor = open.evidence.actor.clone();
             }
         }

@@ -227,9 +227,9 @@ impl CertificateExpiring {
         &self,
         context: &Context<'_>,
         subject: &ObjectState,
-        reason: impl Into<String>,
+        reason: impl Into<std::borrow::Cow<'static, str>>,
     ) -> Option<Assessment> {
-        if context.open_drift(&subject.key(), ID).is_some() {
+        if context.open_drift(subject, ID).is_some() {
             return None;
         }
         Some(Assessment::clear(subject, reason).judged_again(JudgeAgain::Never))

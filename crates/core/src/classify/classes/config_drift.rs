@@ -54,7 +54,7 @@ impl DriftClass for ConfigDrift {
             .into_iter()
             .filter(|change| change.path.starts_with("/data/"))
             .collect();
-        if changes.is_empty() && context.open_drift(&object.key(), self.id()).is_none() {
+        if changes.is_empty() && context.open_drift(object, self.id()).is_none() {
             return Vec::new();
         }
         let tracked = track(context, self.id(), &changes, true);

@@ -83,7 +83,7 @@ impl From<fleet::Verdict> for Assessment {
             rule: Some(verdict.group),
             finding: match verdict.finding {
                 fleet::Finding::Holds(evidence) => Finding::Holds(evidence),
-                fleet::Finding::Clear(reason) => Finding::Clear(reason),
+                fleet::Finding::Clear(reason) => Finding::Clear(reason.into()),
             },
             judge_again: JudgeAgain::Untimed,
         }

@@ -81,6 +81,11 @@ fn digests(revision: &ObjectState) -> Vec<(String, String)> {
 /// one container twice with two digests, which the API server's unique container names rule
 /// out, no longer reads as a digest change on every event.)
 fn same_digest_texts(before: &ObjectState, after: &ObjectState) -> (bool, bool) {
+    // A kept status with the same text (most events: status churn in fields not kept) holds
+    // the same digests, without reading either for them.
+    if before.status == after.status {
+        return (true, true);
+    }
     let (was, is) = (digest_texts(before), digest_texts(after));
     (was.0 == is.0, was.1 == is.1)
 }
@@ -218,7 +223,7 @@ impl ImageDrift {
         if revision.is_going_away() {
             return None;
         }
-        let open = context.open_drift(&revision.key(), self.id());
+        let open = context.open_drift(revision, self.id());
         // With no drift open, the digests are compared with the event before: with none, or
         // with the same text, nothing changed (this spares parsing the digests twice).
         if open.is_none() && same_statuses != Some(false) {

@@ -77,7 +77,7 @@ impl DriftClass for InvariantBroken {
                 selected.push(rule);
             } else if !rule.selector.match_labels.is_empty()
                 && context
-                    .open_rule_drift(&object.key(), ID, Some(&rule.name))
+                    .open_rule_drift(object, ID, Some(&rule.name))
                     .is_some()
             {
                 // Only labels can move an object out of a rule's selection (its kind, namespace
@@ -168,7 +168,7 @@ fn broken(context: &Context<'_>, rule: &Invariant, message: &str) -> Evidence {
         ),
         rule.name
     ));
-    match context.open_rule_drift(&object.key(), ID, Some(&rule.name)) {
+    match context.open_rule_drift(object, ID, Some(&rule.name)) {
         // The change that broke the rule stays the evidence while the drift is open.
         Some(open) => {
             found.changes = open.evidence.changes.clone();

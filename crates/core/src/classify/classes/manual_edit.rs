@@ -88,7 +88,7 @@ pub(super) fn track(
     unknown_is_untrusted: bool,
 ) -> Tracked {
     let subject = context.after;
-    let open = context.open_drift(&subject.key(), class);
+    let open = context.open_drift(subject, class);
     let mut tracked: Vec<FieldChange> = open
         .map(|drift| drift.evidence.changes.clone())
         .unwrap_or_default();
@@ -216,7 +216,7 @@ impl DriftClass for ManualEdit {
             changes.extend(metadata);
             changes.truncate(drift_model::MAX_CHANGES);
         }
-        if changes.is_empty() && context.open_drift(&object.key(), self.id()).is_none() {
+        if changes.is_empty() && context.open_drift(object, self.id()).is_none() {
             return Vec::new();
         }
         let tracked = track(context, self.id(), &changes, false);

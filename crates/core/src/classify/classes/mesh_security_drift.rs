@@ -72,7 +72,7 @@ impl DriftClass for MeshSecurityDrift {
 /// The open drift's reference, if one is open on `object`.
 fn open_reference<'a>(context: &'a Context<'_>, object: &ObjectState) -> Option<&'a str> {
     context
-        .open_drift(&object.key(), ID)
+        .open_drift(object, ID)
         .and_then(|drift| drift.evidence.facts.get(REFERENCE))
         .map(String::as_str)
 }
@@ -103,7 +103,7 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
     let spec = policy.spec.value();
     let level = mesh::level(policy, &spec, root);
     if level == Level::Ignored {
-        if context.open_drift(&policy.key(), ID).is_some() {
+        if context.open_drift(policy, ID).is_some() {
             verdicts.push(Assessment::clear(
                 policy,
                 "a policy with a selector in the root namespace is ignored by Istio",
@@ -118,7 +118,7 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
         _ => !in_force(context.graph, policy),
     };
     if !policy.deleted && overruled {
-        if context.open_drift(&policy.key(), ID).is_some() {
+        if context.open_drift(policy, ID).is_some() {
             verdicts.push(Assessment::clear(
                 policy,
                 "an older policy is in force here",
@@ -170,7 +170,7 @@ fn peer_authentication(context: &Context<'_>) -> Vec<Assessment> {
     };
     let weaker = now.weaker_than(&reference);
     if weaker.is_empty() {
-        if context.open_drift(&policy.key(), ID).is_some() {
+        if context.open_drift(policy, ID).is_some() {
             verdicts.push(Assessment::clear(
                 policy,
                 format!("mTLS is {} again", now.text()),

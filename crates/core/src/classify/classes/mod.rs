@@ -6,6 +6,7 @@
 //! assessments into pending/firing/resolved transitions; a class never deals with time, grace or
 //! state itself. Class ids are public (labels, metrics, config): never rename one.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
@@ -128,23 +129,25 @@ impl Context<'_> {
     }
 
     /// The open drift of a class on an object, if any.
-    pub(crate) fn open_drift(&self, subject: &ObjectKey, class: &str) -> Option<&Drift> {
+    pub(crate) fn open_drift(&self, subject: &ObjectState, class: &str) -> Option<&Drift> {
         self.open_rule_drift(subject, class, None)
     }
 
-    /// The open drift of one rule of a class (`invariant`) on an object, if any.
+    /// The open drift of one rule of a class (`invariant`) on an object, if any. Asked without
+    /// building a slot: classes ask on most events, and most find nothing open.
     pub(crate) fn open_rule_drift(
         &self,
-        subject: &ObjectKey,
+        subject: &ObjectState,
         class: &str,
         rule: Option<&str>,
     ) -> Option<&Drift> {
-        self.drifts.get(&DriftSlot {
-            cluster: subject.cluster.clone(),
-            uid: subject.uid.clone(),
-            class: class.to_string(),
-            rule: rule.map(str::to_string),
-        })
+        let slot = drift_model::SlotRef {
+            cluster: &subject.cluster,
+            uid: &subject.uid,
+            class,
+            rule,
+        };
+        self.drifts.get(&slot as &dyn drift_model::SlotKey)
     }
 }
 
@@ -163,8 +166,9 @@ pub struct SourceBlind {
 pub enum Finding {
     /// The condition holds, with evidence.
     Holds(Box<Evidence>),
-    /// The condition does not hold; the reason is recorded when an open drift resolves.
-    Clear(String),
+    /// The condition does not hold; the reason is recorded when an open drift resolves. Most
+    /// reasons are fixed texts, and most clear verdicts resolve nothing: not copied to be dropped.
+    Clear(Cow<'static, str>),
     /// The class could not tell (a rule's expression failed on this object): an open drift
     /// stays as it is, and the failure is counted per rule.
     Failed {
@@ -216,7 +220,7 @@ impl Assessment {
     }
 
     /// The condition is clear on `subject`.
-    pub fn clear(subject: &ObjectState, reason: impl Into<String>) -> Assessment {
+    pub fn clear(subject: &ObjectState, reason: impl Into<Cow<'static, str>>) -> Assessment {
         Assessment {
             subject: subject.key(),
             rule: None,

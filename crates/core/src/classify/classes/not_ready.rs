@@ -132,7 +132,7 @@ impl DriftClass for NotReady {
             .iter()
             .skip(1)
             .filter(|(child, _)| kinds::reporting_owner(context.graph, child).is_some())
-            .filter(|(child, _)| context.open_drift(&child.key(), self.id()).is_some())
+            .filter(|(child, _)| context.open_drift(child, self.id()).is_some())
             .map(|(child, _)| {
                 Assessment::clear(
                     child,

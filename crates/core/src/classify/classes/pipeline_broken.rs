@@ -197,7 +197,7 @@ impl DriftClass for PipelineBroken {
                             uid: drift.uid.clone(),
                         },
                         rule: None,
-                        finding: Finding::Clear("re-created".to_string()),
+                        finding: Finding::Clear("re-created".into()),
                         judge_again: JudgeAgain::Untimed,
                     });
                 }

@@ -48,7 +48,7 @@ impl DriftClass for RemediationFight {
         let object = context.after;
         let Some(manager) = context.fight else {
             // Only an object that was in a fight has anything to clear.
-            return match context.open_drift(&object.key(), INFO.id) {
+            return match context.open_drift(object, INFO.id) {
                 Some(_) => vec![Assessment::clear(object, "remediation may act again")],
                 None => Vec::new(),
             };

@@ -63,7 +63,7 @@ impl DriftClass for UnexpectedDelete {
                                     uid: drift.uid.clone(),
                                 },
                                 rule: None,
-                                finding: Finding::Clear("re-created".to_string()),
+                                finding: Finding::Clear("re-created".into()),
                                 judge_again: JudgeAgain::Untimed,
                             });
                         }
@@ -75,7 +75,7 @@ impl DriftClass for UnexpectedDelete {
         // Children deleted just before their owner were waiting in grace: the owner's delete
         // explains them.
         for child in context.graph.children(&object.key()) {
-            if child.deleted && context.open_drift(&child.key(), self.id()).is_some() {
+            if child.deleted && context.open_drift(child, self.id()).is_some() {
                 verdicts.push(Assessment::clear(child, "owner deleted"));
             }
         }

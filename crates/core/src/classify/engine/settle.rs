@@ -22,6 +22,28 @@ impl Engine {
             finding,
             ..
         } = assessment;
+        if let classes::Finding::Clear(reason) = &finding {
+            if let Some(rule) = &rule {
+                self.rule_errors.recovered(&subject, rule);
+            }
+            // Most clear verdicts find nothing open: asked without building a slot.
+            let open = drift_model::SlotRef {
+                cluster: &subject.cluster,
+                uid: &subject.uid,
+                class: class_id,
+                rule: rule.as_deref(),
+            };
+            if self.drifts.contains_key(&open as &dyn drift_model::SlotKey) {
+                let slot = DriftSlot {
+                    cluster: subject.cluster,
+                    uid: subject.uid,
+                    class: class_id.to_string(),
+                    rule,
+                };
+                self.clear(&slot, reason, now);
+            }
+            return;
+        }
         let slot = DriftSlot {
             cluster: subject.cluster.clone(),
             uid: subject.uid.clone(),
@@ -29,12 +51,8 @@ impl Engine {
             rule,
         };
         match finding {
-            classes::Finding::Clear(reason) => {
-                if let Some(rule) = &slot.rule {
-                    self.rule_errors.recovered(&subject, rule);
-                }
-                self.clear(&slot, &reason, now)
-            }
+            // Settled above.
+            classes::Finding::Clear(_) => {}
             classes::Finding::Failed { kind, error } => {
                 let rule = slot.rule.as_deref().unwrap_or(class_id);
                 let graph = &self.graph;
@@ -80,15 +98,15 @@ impl Engine {
                 };
                 let severity = evidence.severity.unwrap_or(default_severity);
                 if let Some(existing) = self.drifts.get(&slot) {
-                    let labels = target.labels.to_map();
                     // Nearly always the verdict is the one already kept: compared in place,
-                    // not on a copy of the drift.
+                    // not on a copy of the drift or of the labels.
                     if existing.evidence == evidence
                         && existing.severity == severity
-                        && existing.labels == labels
+                        && target.labels == existing.labels
                     {
                         return;
                     }
+                    let labels = target.labels.to_map();
                     // A firing drift of a class that escalates whose severity rises is told
                     // again (a warning that became critical must be heard): a move from firing
                     // to firing, which the router sends and nothing else takes for a new fire.
