@@ -389,22 +389,29 @@ pub static REGISTRY: &[&dyn DriftClass] = &[
 
 pub(crate) use pipeline_broken::part_problem as pipeline_part_problem;
 
-/// What other objects' verdicts read of an object: its happy condition's status, whether it is
-/// going away, and a PodAutoscaler's shortfall. When it changes, the engine re-evaluates the
-/// objects that depend on it.
-pub(crate) fn health(object: &ObjectState) -> (Option<String>, bool, bool) {
-    let happy = if object.is_knative() {
-        let conditions = object.conditions();
-        crate::classify::kinds::happy_condition(&conditions).map(|happy| happy.status.clone())
-    } else {
-        None
-    };
-    (
-        happy,
-        object.is_going_away(),
-        scale_unreachable::short_of(object).is_some(),
-    )
+/// True when `after` reads as `before` did to other objects' verdicts: its happy condition's
+/// status, whether it is going away, and a PodAutoscaler's shortfall. When it does not, the
+/// engine re-evaluates the objects that depend on it.
+pub(crate) fn same_health(before: &ObjectState, after: &ObjectState) -> bool {
+    before.is_going_away() == after.is_going_away()
+        && scale_unreachable::short_of(before).is_some()
+            == scale_unreachable::short_of(after).is_some()
+        // Equal texts hold equal conditions, read alike: most status writes leave them as they
+        // were (a Revision's replica counts), and parsing both was most of this check.
+        && ((before.is_knative() == after.is_knative()
+            && before.status_text("conditions") == after.status_text("conditions"))
+            || happy(before) == happy(after))
 }
+
+/// The status of an object's happy condition (Knative's kinds only).
+fn happy(object: &ObjectState) -> Option<String> {
+    if !object.is_knative() {
+        return None;
+    }
+    let conditions = object.conditions();
+    crate::classify::kinds::happy_condition(&conditions).map(|happy| happy.status.clone())
+}
+
 /// The id of the class of fleet groups' differences (`fleet.groups`).
 pub use fleet_divergence::ID as FLEET_DIVERGENCE;
 /// The id of the class of team invariants (`rules.invariants`).
@@ -588,5 +595,50 @@ mod spec_values_tests {
             unreachable!("built as text")
         };
         assert!(parsed.get().is_none());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// The first Revision of a real `kn`-made Service (Knative's VS Code extension's test data).
+    fn revision() -> Value {
+        let list: Value = serde_json::from_str(include_str!(
+            "../../../../../tests/fixtures/knative/serving/redhat-developer-vscode-knative__test-servingTree-singleServiceRevisionList.json"
+        ))
+        .expect("fixture");
+        list["items"][0].clone()
+    }
+
+    fn state(object: &Value) -> ObjectState {
+        let object = crate::decode::shape::parse_object(object.clone()).expect("object");
+        ObjectState::from_object("prod", &object, 0)
+    }
+
+    #[test]
+    fn health_changes_only_with_what_other_verdicts_read() {
+        let before = revision();
+        let same = |after: &Value| same_health(&state(&before), &state(after));
+        // Replica counts move, the conditions stay: the same health.
+        let mut replicas = before.clone();
+        replicas["status"]["actualReplicas"] = json!(3);
+        assert!(same(&replicas));
+        // Another condition than the happy one moves (its text differs): still the same.
+        let mut active = before.clone();
+        active["status"]["conditions"][0]["status"] = json!("True");
+        assert!(same(&active));
+        // The happy condition moves: not the same, whichever way.
+        let mut not_ready = before.clone();
+        not_ready["status"]["conditions"][2]["status"] = json!("False");
+        assert_eq!(not_ready["status"]["conditions"][2]["type"], "Ready");
+        assert!(!same(&not_ready));
+        assert!(!same_health(&state(&not_ready), &state(&before)));
+        // Going away is health too.
+        let mut deleting = before.clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2020-07-24T00:00:00Z");
+        assert!(!same(&deleting));
     }
 }

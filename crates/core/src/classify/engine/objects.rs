@@ -197,7 +197,7 @@ impl Engine {
             (Some(previous), Some(current)) => {
                 (previous.status != current.status
                     || previous.is_going_away() != current.is_going_away())
-                    && classes::health(previous) != classes::health(current)
+                    && !classes::same_health(previous, current)
             }
             _ => true,
         };
