@@ -33,14 +33,14 @@ impl Engine {
                 class: class_id,
                 rule: rule.as_deref(),
             };
-            if self.drifts.contains_key(&open as &dyn drift_model::SlotKey) {
+            if let Some(open) = self.drifts.get(&open as &dyn drift_model::SlotKey).cloned() {
                 let slot = DriftSlot {
                     cluster: subject.cluster,
                     uid: subject.uid,
                     class: class_id.to_string(),
                     rule,
                 };
-                self.clear(&slot, reason, now);
+                self.resolve(&slot, open, reason, now);
             }
             return;
         }
@@ -184,6 +184,11 @@ impl Engine {
         let Some(open) = self.drifts.get(slot).cloned() else {
             return;
         };
+        self.resolve(slot, open, reason, now);
+    }
+
+    /// Resolves `open`, the drift open in `slot`, for `reason`.
+    fn resolve(&mut self, slot: &DriftSlot, open: Drift, reason: &str, now: Millis) {
         let from = open.state;
         let mut resolved = open;
         resolved.state = DriftState::Resolved;
