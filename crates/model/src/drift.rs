@@ -294,4 +294,77 @@ mod tests {
         // Parts that concatenate alike are still other slots.
         assert_eq!(find("produ", "-1", "manual_edit", None), None);
     }
+
+    /// Every key hashes alike, so only equality tells slots apart.
+    #[derive(Default)]
+    struct Constant;
+
+    impl std::hash::BuildHasher for Constant {
+        type Hasher = ConstantHasher;
+        fn build_hasher(&self) -> ConstantHasher {
+            ConstantHasher
+        }
+    }
+
+    struct ConstantHasher;
+
+    impl std::hash::Hasher for ConstantHasher {
+        fn finish(&self) -> u64 {
+            7
+        }
+        fn write(&mut self, _: &[u8]) {}
+    }
+
+    #[test]
+    fn the_two_forms_of_a_slot_hash_and_compare_alike() {
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        let owned = slot("invariant", Some("min-scale"));
+        let borrowed = SlotRef {
+            cluster: "prod",
+            uid: "u-1",
+            class: "invariant",
+            rule: Some("min-scale"),
+        };
+        assert_eq!(
+            state.hash_one(&owned),
+            state.hash_one(&borrowed as &dyn SlotKey)
+        );
+        // With every hash equal, each lookup is decided by equality alone.
+        let mut open: HashMap<DriftSlot, u8, Constant> = HashMap::default();
+        open.insert(slot("manual_edit", None), 1);
+        open.insert(owned, 2);
+        let get = |key: SlotRef<'_>| open.get(&key as &dyn SlotKey).copied();
+        assert_eq!(get(borrowed), Some(2));
+        for other in [
+            SlotRef {
+                rule: None,
+                ..borrowed
+            },
+            SlotRef {
+                rule: Some(""),
+                ..borrowed
+            },
+            SlotRef {
+                uid: "u-2",
+                ..borrowed
+            },
+            SlotRef {
+                cluster: "staging",
+                ..borrowed
+            },
+            SlotRef {
+                class: "manual_edit",
+                ..borrowed
+            },
+        ] {
+            assert_eq!(get(other), None, "{other:?}");
+        }
+        let plain = SlotRef {
+            class: "manual_edit",
+            rule: None,
+            ..borrowed
+        };
+        assert_eq!(get(plain), Some(1));
+    }
 }

@@ -641,4 +641,27 @@ mod tests {
         deleting["metadata"]["deletionTimestamp"] = json!("2020-07-24T00:00:00Z");
         assert!(!same(&deleting));
     }
+
+    #[test]
+    fn a_pod_autoscalers_shortfall_is_health_with_its_conditions_unchanged() {
+        // A real PodAutoscaler (derived from Knative's sources) scaling from 1 to 3 pods.
+        let scaling: Value = serde_saphyr::from_str(include_str!(
+            "../../../../../tests/fixtures/knative/derived/podautoscaler-scaling-up.yaml"
+        ))
+        .expect("fixture");
+        let mut caught_up = scaling.clone();
+        caught_up["status"]["actualScale"] = json!(3);
+        let (short, whole) = (state(&scaling), state(&caught_up));
+        assert!(scale_unreachable::short_of(&short).is_some());
+        assert_eq!(
+            short.status_text("conditions"),
+            whole.status_text("conditions")
+        );
+        assert!(!same_health(&short, &whole));
+        assert!(!same_health(&whole, &short));
+        // One pod more, still short: the same health.
+        let mut closer = scaling.clone();
+        closer["status"]["actualScale"] = json!(2);
+        assert!(same_health(&short, &state(&closer)));
+    }
 }
