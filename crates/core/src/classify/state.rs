@@ -109,7 +109,7 @@ impl ObjectState {
         // The text as received (escapes and all) plus what its map takes once parsed, both
         // counted from the text: a state's weight does not change when a class parses its values.
         let map = |data: &DataMap| -> usize {
-            data.text().get().len() + data.counted_bytes() + 48 * data.counted_entries()
+            data.text().len() + data.counted_bytes() + 48 * data.counted_entries()
         };
         // A `Pairs` is its text and two offsets of four bytes per entry.
         let pairs = |pairs: &Pairs| -> usize { pairs.text_len() + 8 * pairs.len() };

@@ -16,7 +16,16 @@ use drift_model::{Millis, OwnerReference, Pairs};
 
 /// The stored text of an object's state (`objects.body`).
 pub fn encode(object: &ObjectState) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&ObjectRow::from(object))
+    let mut row = ObjectRow::from(object);
+    // As received: a ConfigMap whose values nothing read is not parsed to be written. The
+    // state keeps the text as a `str`, checked when it was read; the row's `RawValue` is made
+    // here, only when the row is written.
+    row.data = object
+        .data
+        .as_deref()
+        .map(|data| RawValue::from_string(data.text().to_owned()).map(Cow::Owned))
+        .transpose()?;
+    serde_json::to_string(&row)
 }
 
 /// The state of an object's stored text.
@@ -152,11 +161,8 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
             // Unpacked for the row (the state keeps it packed: `Spec`).
             spec: (!object.spec.is_null()).then(|| Cow::Owned(object.spec.raw())),
             status: raw(&object.status),
-            // As received: a ConfigMap whose values nothing read is not parsed to be written.
-            data: object
-                .data
-                .as_deref()
-                .map(|data| Cow::Borrowed(data.text())),
+            // Made by `encode`, which can fail.
+            data: None,
             binary_data: object.binary_data,
             deleted: object.deleted,
             listed: object.listed,

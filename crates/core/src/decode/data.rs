@@ -15,8 +15,10 @@ use serde_json::value::RawValue;
 
 /// The values of a `data` member: an object of strings, as text and, once read, as a map.
 pub struct DataMap {
-    /// A JSON object whose members are all strings (checked when made).
-    text: Box<RawValue>,
+    /// A JSON object whose members are all strings (checked when made). Kept as a `str`, not a
+    /// `RawValue`: one made from a part of a text that was checked as it was read would be
+    /// parsed once more (`RawValue::from_string`); the store's row makes one when it is written.
+    text: Box<str>,
     /// Members (a text that repeats a key is kept as its map's text, so each counts once).
     entries: usize,
     /// The bytes of the members' keys and values (unescaped).
@@ -38,16 +40,23 @@ impl DataMap {
         let mut deserializer = serde_json::Deserializer::from_str(raw.get());
         let counted = deserializer.deserialize_map(Counter)?;
         deserializer.end()?;
+        DataMap::from_counted(raw.get(), counted)
+    }
+
+    /// The values of `text`, a JSON object of strings that [`Counted::read`] checked and
+    /// counted (the one-pass reader counts a ConfigMap's `data` as it reads it, and takes its
+    /// text from the scan: `raw::Scanned::data`).
+    pub(crate) fn from_counted(text: &str, counted: Counted) -> Result<DataMap, serde_json::Error> {
         if !counted.sorted {
             // Keys out of order (the API server writes them sorted) may repeat one: a repeated
             // key's earlier values are not the object's, and are not kept as text either.
-            let map: BTreeMap<String, String> = serde_json::from_str(raw.get())?;
+            let map: BTreeMap<String, String> = serde_json::from_str(text)?;
             if map.len() != counted.entries {
                 return Ok(DataMap::from_map(map));
             }
         }
         Ok(DataMap {
-            text: raw.to_owned(),
+            text: text.into(),
             entries: counted.entries,
             bytes: counted.bytes,
             map: OnceLock::new(),
@@ -56,13 +65,10 @@ impl DataMap {
 
     /// The values of `map` (a Secret's hashes, a stored state, the general decoder's map).
     pub fn from_map(map: BTreeMap<String, String>) -> DataMap {
-        let text = match serde_json::value::to_raw_value(&map) {
-            Ok(text) => text,
-            // A map of strings always serializes; this arm is unreachable.
-            Err(_) => RawValue::from_string("{}".to_string()).unwrap_or_default(),
-        };
+        // A map of strings always serializes; the empty object is for the unreachable error.
+        let text = serde_json::to_string(&map).unwrap_or_else(|_| "{}".to_string());
         DataMap {
-            text,
+            text: text.into(),
             entries: map.len(),
             bytes: map.iter().map(|(key, value)| key.len() + value.len()).sum(),
             map: OnceLock::from(map),
@@ -73,18 +79,18 @@ impl DataMap {
     pub fn map(&self) -> &BTreeMap<String, String> {
         self.map.get_or_init(|| {
             // The text was checked to be an object of strings when it was made.
-            serde_json::from_str(self.text.get()).unwrap_or_default()
+            serde_json::from_str(&self.text).unwrap_or_default()
         })
     }
 
     /// The JSON text it was made from.
-    pub fn text(&self) -> &RawValue {
+    pub fn text(&self) -> &str {
         &self.text
     }
 
     /// True when both were made from the same text (then their values are the same).
     pub fn same_text(&self, other: &DataMap) -> bool {
-        self.text.get() == other.text.get()
+        self.text == other.text
     }
 
     /// True once the values were parsed (something read them).
@@ -153,8 +159,16 @@ impl From<BTreeMap<String, String>> for DataMap {
 /// needs no unescaping.
 struct Counter;
 
+impl Counted {
+    /// Checks and counts the object of strings `deserializer` is at (a member of the object
+    /// being read, in the same pass).
+    pub(crate) fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Counted, D::Error> {
+        deserializer.deserialize_map(Counter)
+    }
+}
+
 /// What [`Counter`] found.
-struct Counted {
+pub(crate) struct Counted {
     entries: usize,
     bytes: usize,
     /// Every key greater than the one before (so none repeats).
@@ -250,18 +264,18 @@ mod tests {
         let sorted = r#"{"a":"o\u006ee","b":"2"}"#;
         let data = DataMap::from_text(sorted).unwrap();
         assert!(!data.is_parsed());
-        assert_eq!(data.text().get(), sorted);
+        assert_eq!(data.text(), sorted);
         assert_eq!(data.counted_entries(), 2);
         assert_eq!(data.counted_bytes(), 1 + 3 + 1 + 1);
         // A repeated key (out of order): only the last value is kept, text and counts alike.
         let repeated = DataMap::from_text(r#"{"b":"two","a":"o\u006ee","b":"2"}"#).unwrap();
-        assert_eq!(repeated.text().get(), r#"{"a":"one","b":"2"}"#);
+        assert_eq!(repeated.text(), r#"{"a":"one","b":"2"}"#);
         assert_eq!(repeated.counted_entries(), 2);
         assert_eq!(repeated.counted_bytes(), data.counted_bytes());
         assert_eq!(repeated, data);
         // Out of order without a repeat: kept as received (parsed once to tell).
         let unsorted = DataMap::from_text(r#"{"b":"2","a":"one"}"#).unwrap();
-        assert_eq!(unsorted.text().get(), r#"{"b":"2","a":"one"}"#);
+        assert_eq!(unsorted.text(), r#"{"b":"2","a":"one"}"#);
         assert_eq!(unsorted, data);
         assert_eq!(
             data.map(),

@@ -17,6 +17,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::data::Counted;
 use super::kept::KEPT_STATUS;
 use super::object::{FieldsV1, KubeObject, ManagedFieldsEntry, ObjectSpec};
 use super::raw::Scanned;
@@ -30,7 +31,12 @@ use drift_model::OwnerReference;
 /// `status` is `Null`.
 pub(super) fn parse(text: &str, scanned: Scanned) -> Option<(KubeObject, Option<Node<'_>>)> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let root = RootSeed.deserialize(&mut deserializer).ok()?;
+    let root = RootSeed {
+        text,
+        data: scanned.data,
+    }
+    .deserialize(&mut deserializer)
+    .ok()?;
     // Nothing after the object (a binary-mode body was not read as JSON before this pass).
     deserializer.end().ok()?;
     let Root {
@@ -120,17 +126,21 @@ struct Root<'de> {
     has_values: bool,
 }
 
-struct RootSeed;
+/// The object's text, and where the scan found its `data` object ([`Scanned::data`]).
+struct RootSeed<'de> {
+    text: &'de str,
+    data: Option<(usize, usize)>,
+}
 
-impl<'de> DeserializeSeed<'de> for RootSeed {
+impl<'de> DeserializeSeed<'de> for RootSeed<'de> {
     type Value = Root<'de>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Root<'de>, D::Error> {
-        deserializer.deserialize_map(RootSeed)
+        deserializer.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for RootSeed {
+impl<'de> Visitor<'de> for RootSeed<'de> {
     type Value = Root<'de>;
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
@@ -139,6 +149,7 @@ impl<'de> Visitor<'de> for RootSeed {
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Root<'de>, A::Error> {
         let mut root = Root::default();
+        let mut data_at = self.data;
         while let Some(key) = access.next_key::<&'de str>()? {
             match key {
                 "apiVersion" => root.api_version = access.next_value()?,
@@ -151,13 +162,26 @@ impl<'de> Visitor<'de> for RootSeed {
                     root.status_skipped_bytes = skipped;
                 }
                 "data" => {
-                    root.data = Some(
-                        access
+                    root.data = Some(match data_at.take() {
+                        // The scan found this object (the one member named so): checked and
+                        // counted as it is read, its text taken from where the scan saw it,
+                        // not skipped here to be read again.
+                        Some((start, end)) => {
+                            let counted = access.next_value_seed(CountedSeed)?;
+                            let text = self.text.get(start..end).ok_or_else(|| {
+                                serde::de::Error::custom("data is not where the scan saw it")
+                            })?;
+                            Some(
+                                DataMap::from_counted(text, counted)
+                                    .map_err(serde::de::Error::custom)?,
+                            )
+                        }
+                        None => access
                             .next_value::<Option<&'de RawValue>>()?
                             .map(DataMap::from_raw)
                             .transpose()
                             .map_err(serde::de::Error::custom)?,
-                    );
+                    });
                 }
                 "stringData" | "binaryData" => {
                     access.next_value::<IgnoredAny>()?;
@@ -169,6 +193,17 @@ impl<'de> Visitor<'de> for RootSeed {
             }
         }
         Ok(root)
+    }
+}
+
+/// A ConfigMap's `data` object, checked and counted in the object's pass.
+struct CountedSeed;
+
+impl<'de> DeserializeSeed<'de> for CountedSeed {
+    type Value = Counted;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Counted, D::Error> {
+        Counted::read(deserializer)
     }
 }
 

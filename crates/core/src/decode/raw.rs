@@ -430,6 +430,11 @@ pub(crate) struct Scanned {
     /// escaped surrogate has its pair (the tree parser refuses a lone one), so a text with
     /// escapes is checked whole (see [`Scanned::needs_full_check`]).
     pub no_unicode_escapes: bool,
+    /// Where the top-level member `data` (a ConfigMap's values) is, when its value is an object
+    /// and no other top-level member is named `data` as written: the one-pass reader checks and
+    /// counts it as it reads it, and takes its text from here instead of reading it twice
+    /// (BENCHMARKS.md, issue 28: large objects).
+    pub data: Option<(usize, usize)>,
 }
 
 impl Scanned {
@@ -452,13 +457,35 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
         compact: true,
         plain_numbers: true,
         no_unicode_escapes: true,
+        data: None,
     };
     let mut digits = 0usize;
     let mut previous = 0u8;
     let mut at = 0usize;
+    // The top-level `data` member: how many there are, and where the value of the first (an
+    // object) starts and, once its closing brace brings the depth back to 1, ends.
+    let (mut data_members, mut data_start, mut data_end) = (0usize, None, None);
     while let Some(&byte) = bytes.get(at) {
         at += 1;
         match byte {
+            b'"' if depth == 1 && bytes.get(at..at + 5) == Some(b"data\"") => {
+                // Jumped over as any string; then a key if a colon follows.
+                at += 5;
+                let mut next = at;
+                while matches!(bytes.get(next), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+                    next += 1;
+                }
+                if bytes.get(next) == Some(&b':') {
+                    data_members += 1;
+                    next += 1;
+                    while matches!(bytes.get(next), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+                        next += 1;
+                    }
+                    if data_members == 1 && bytes.get(next) == Some(&b'{') {
+                        data_start = Some(next);
+                    }
+                }
+            }
             b'"' => {
                 // To the closing quote, jumping from one quote or backslash to the next (most
                 // of an object's bytes are inside strings: a ConfigMap's values, a Pod's
@@ -486,7 +513,12 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
                     ));
                 }
             }
-            b']' | b'}' => depth = depth.saturating_sub(1),
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 1 && data_start.is_some() && data_end.is_none() {
+                    data_end = Some(at);
+                }
+            }
             b' ' | b'\n' | b'\r' | b'\t' => scanned.compact = false,
             b'0'..=b'9' => {
                 digits += 1;
@@ -505,6 +537,9 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
             digits = 0;
         }
         previous = byte;
+    }
+    if data_members == 1 {
+        scanned.data = data_start.zip(data_end);
     }
     Ok(scanned)
 }

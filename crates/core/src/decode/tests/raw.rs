@@ -138,6 +138,7 @@ fn compact_text_and_plain_numbers_are_told_apart() {
             compact: true,
             plain_numbers: true,
             no_unicode_escapes: true,
+            data: None,
         }
     );
     assert!(!plain(r#"{"a":"\u003c"}"#).no_unicode_escapes);
@@ -158,6 +159,7 @@ fn scan_bytewise(text: &str) -> Result<Scanned, String> {
         compact: true,
         plain_numbers: true,
         no_unicode_escapes: true,
+        data: None,
     };
     let (mut digits, mut previous) = (0usize, 0u8);
     let mut bytes = text.bytes();
@@ -222,8 +224,13 @@ fn the_scan_agrees_with_a_byte_at_a_time_on_every_fixture_and_cut() {
             .filter(|cut| text.is_char_boundary(*cut))
         {
             let part = &text[..cut];
+            // The flags (the byte-at-a-time scan does not look for `data`).
+            let flags = |scanned: Scanned| Scanned {
+                data: None,
+                ..scanned
+            };
             assert_eq!(
-                scan(part).map_err(|_| ()),
+                scan(part).map(flags).map_err(|_| ()),
                 scan_bytewise(part).map_err(|_| ()),
                 "{part}"
             );
@@ -285,4 +292,57 @@ fn the_word_search_finds_the_first_quote_or_backslash_as_a_byte_search_does() {
             }
         }
     }
+}
+
+#[test]
+fn the_scan_finds_the_one_top_level_data_object() {
+    fn data(text: &str) -> Option<&str> {
+        scan(text)
+            .unwrap()
+            .data
+            .map(|(start, end)| &text[start..end])
+    }
+    // A ConfigMap as the API server writes it, and with whitespace.
+    let config_map = r#"{"apiVersion":"v1","data":{"a":"1","b":"x\"}\\"},"kind":"ConfigMap"}"#;
+    assert_eq!(data(config_map), Some(r#"{"a":"1","b":"x\"}\\"}"#));
+    assert_eq!(
+        data("{ \"data\" :\n { \"a\" : \"1\" } , \"kind\":\"ConfigMap\"}"),
+        Some(r#"{ "a" : "1" }"#)
+    );
+    assert_eq!(data(r#"{"data":{}}"#), Some("{}"));
+    // Not an object, not at the top, not a key, written with an escape, or twice: none.
+    for text in [
+        r#"{"data":null}"#,
+        r#"{"data":"x"}"#,
+        r#"{"metadata":{"data":{"a":"1"}}}"#,
+        r#"{"kind":"data","x":{"a":"1"}}"#,
+        r#"["data",{"a":"1"}]"#,
+        r#"{"d\u0061ta":{"a":"1"}}"#,
+        r#"{"data":{"a":"1"},"data":{"b":"2"}}"#,
+        r#"{"data":null,"data":{"b":"2"}}"#,
+        r#"{"datas":{"a":"1"}}"#,
+        r#"{"data\"":{"a":"1"}}"#,
+    ] {
+        assert_eq!(data(text), None, "{text}");
+    }
+    // Every fixture that has a top-level `data` object: the span is its text, as serde_json
+    // captures it.
+    let mut found = 0;
+    for text in crate::decode::fixtures::json_texts() {
+        #[derive(serde::Deserialize)]
+        struct Top<'a> {
+            #[serde(borrow)]
+            data: Option<&'a serde_json::value::RawValue>,
+        }
+        let Ok(top) = serde_json::from_str::<Top<'_>>(&text) else {
+            continue;
+        };
+        let expected = top
+            .data
+            .map(|raw| raw.get())
+            .filter(|raw| raw.starts_with('{'));
+        found += usize::from(expected.is_some());
+        assert_eq!(data(&text), expected, "{text}");
+    }
+    assert!(found >= 2, "{found} fixtures with data");
 }
