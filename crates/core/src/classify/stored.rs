@@ -3,7 +3,7 @@
 //! to the engine whose state it is. Changing it is a schema change of the store (a new version
 //! and a migration there); decoding is lenient where older rows may lack a field
 //! (`#[serde(default)]`). One shape serves both ways: written borrowed from the engine's state
-//! (writing copies nothing of it), read owned.
+//! (writing copies nothing of it but a ConfigMap's values, see [`encode`]), read owned.
 
 use std::borrow::Cow;
 
@@ -17,9 +17,10 @@ use drift_model::{Millis, OwnerReference, Pairs};
 /// The stored text of an object's state (`objects.body`).
 pub fn encode(object: &ObjectState) -> Result<String, serde_json::Error> {
     let mut row = ObjectRow::from(object);
-    // As received: a ConfigMap whose values nothing read is not parsed to be written. The
-    // state keeps the text as a `str`, checked when it was read; the row's `RawValue` is made
-    // here, only when the row is written.
+    // As received: a ConfigMap whose values nothing read is not parsed into a map to be
+    // written. The state keeps the text as a `str`, checked when it was read; the row's
+    // `RawValue` is made here (a copy and a syntax check, on the writer), only when the row is
+    // written: when the object's content changed, not on most of its events.
     row.data = object
         .data
         .as_deref()

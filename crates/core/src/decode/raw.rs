@@ -447,9 +447,12 @@ impl Scanned {
     }
 }
 
-/// Scans valid JSON text once, outside strings: refuses nesting deeper than [`MAX_DEPTH`], and
-/// says whether the text is compact and its numbers plain ([`Scanned`]). The text was scanned
-/// by the parser already, so brackets balance and strings close.
+/// Scans JSON text once, outside strings: refuses nesting deeper than [`MAX_DEPTH`], and says
+/// whether the text is compact and its numbers plain, and where its `data` object is
+/// ([`Scanned`]). The text need not have been checked yet (a binary-mode body is read by the
+/// one-pass reader after this, which refuses what is not JSON): a string left open runs to the
+/// end, brackets that do not balance only move the depth, and the `data` span is used only once
+/// the reader has read that member itself.
 pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     let bytes = text.as_bytes();
     let mut depth = 0usize;
