@@ -16,17 +16,7 @@ use drift_model::{Millis, OwnerReference, Pairs};
 
 /// The stored text of an object's state (`objects.body`).
 pub fn encode(object: &ObjectState) -> Result<String, serde_json::Error> {
-    let mut row = ObjectRow::from(object);
-    // As received: a ConfigMap whose values nothing read is not parsed into a map to be
-    // written. The state keeps the text as a `str`, checked when it was read; the row's
-    // `RawValue` is made here (a copy and a syntax check, on the writer), only when the row is
-    // written: when the object's content changed, not on most of its events.
-    row.data = object
-        .data
-        .as_deref()
-        .map(|data| RawValue::from_string(data.text().to_owned()).map(Cow::Owned))
-        .transpose()?;
-    serde_json::to_string(&row)
+    serde_json::to_string(&ObjectRow::of(object)?)
 }
 
 /// The state of an object's stored text.
@@ -122,10 +112,11 @@ fn is_empty(map: &Cow<'_, Pairs>) -> bool {
     map.is_empty()
 }
 
-impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
-    fn from(object: &'a ObjectState) -> ObjectRow<'a> {
+impl<'a> ObjectRow<'a> {
+    /// The row of `object`, borrowed from it but for a ConfigMap's values (below).
+    fn of(object: &'a ObjectState) -> Result<ObjectRow<'a>, serde_json::Error> {
         let raw = |value: &'a Serialized| (!value.is_null()).then(|| Cow::Borrowed(value.raw()));
-        ObjectRow {
+        Ok(ObjectRow {
             cluster: Cow::Borrowed(&object.cluster),
             uid: Cow::Borrowed(&object.uid),
             api_version: Cow::Borrowed(&object.api_version),
@@ -162,8 +153,15 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
             // Unpacked for the row (the state keeps it packed: `Spec`).
             spec: (!object.spec.is_null()).then(|| Cow::Owned(object.spec.raw())),
             status: raw(&object.status),
-            // Made by `encode`, which can fail.
-            data: None,
+            // As received: a ConfigMap whose values nothing read is not parsed into a map to
+            // be written. The state keeps the text as a `str`, checked when it was read; the
+            // row's `RawValue` is made here (a copy and a syntax check, on the writer), only
+            // when the row is written: when the object's content changed, not on most events.
+            data: object
+                .data
+                .as_deref()
+                .map(|data| RawValue::from_string(data.text().to_owned()).map(Cow::Owned))
+                .transpose()?,
             binary_data: object.binary_data,
             deleted: object.deleted,
             listed: object.listed,
@@ -174,7 +172,7 @@ impl<'a> From<&'a ObjectState> for ObjectRow<'a> {
             sent_at: object.sent_at,
             first_seen: object.first_seen,
             last_seen: object.last_seen,
-        }
+        })
     }
 }
 
