@@ -102,7 +102,7 @@ pub(crate) fn rounds(
             }
         }
         engine.tick(now);
-        let changes = engine.changes();
+        let changes = engine.staged();
         batch.objects = changes
             .objects
             .iter()
@@ -118,10 +118,14 @@ pub(crate) fn rounds(
                 },
             })
             .collect();
-        batch.removed_objects = changes.removed_objects;
-        batch.drifts = changes.drifts;
-        batch.history = changes.history;
-        batch.outbox = outbox_rows(router, rules, silences, &changes.transitions);
+        batch.removed_objects = changes.removed_objects.to_vec();
+        batch.drifts = changes
+            .drifts
+            .iter()
+            .map(|drift| (*drift).clone())
+            .collect();
+        batch.history = changes.history.to_vec();
+        batch.outbox = outbox_rows(router, rules, silences, changes.transitions);
         batch.resolved_reminders = changes
             .transitions
             .iter()
@@ -131,11 +135,9 @@ pub(crate) fn rounds(
             })
             .map(|transition| transition.drift.id.clone())
             .collect();
+        let transitions = changes.transitions.to_vec();
         engine.commit();
-        rounds.push(Round {
-            transitions: changes.transitions,
-            batch,
-        });
+        rounds.push(Round { transitions, batch });
         now += 10_000;
     }
     rounds

@@ -14,7 +14,7 @@ impl Writer {
         }
         self.engine.begin();
         self.engine.record_pending();
-        let changes = self.engine.changes();
+        let changes = self.engine.staged();
         if changes.is_empty() {
             self.engine.commit();
             return;

@@ -460,7 +460,7 @@ impl Writer {
             .tick_within(round.now, &mut || slice_started.elapsed() < slice);
         // Before the changes are taken: a fight it finds opens its drift in this round.
         self.remediate(round);
-        match super::take_changes(self.engine.changes(), &mut round.batch) {
+        match super::take_changes(self.engine.staged(), &mut round.batch) {
             Ok(transitions) => round.transitions = transitions,
             Err(error) => {
                 round.store_failure.get_or_insert(error);

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Changes, Graph, ObjectState};
+use super::{Graph, ObjectState, Staged};
 use drift_model::{Drift, DriftSlot, DriftState, ObjectKey, Transition};
 
 /// What changed since the round began (empty and inactive outside a round).
@@ -145,45 +145,49 @@ impl Journal {
     }
 
     /// What changed, for the store to persist: the touched objects and recorded drifts as they
-    /// are now, in the graph and the open drifts.
-    pub(super) fn changes(
-        &self,
-        graph: &Graph,
-        drifts: &HashMap<DriftSlot, Drift>,
+    /// are now, in the graph and the open drifts, borrowed.
+    pub(super) fn staged<'a>(
+        &'a self,
+        graph: &'a Graph,
+        drifts: &'a HashMap<DriftSlot, Drift>,
         recorded: &HashSet<String>,
-    ) -> Changes {
-        let mut changes = Changes::default();
-        let mut seen_objects = HashSet::new();
+    ) -> Staged<'a> {
+        let mut objects = Vec::with_capacity(self.touched_objects.len());
+        let mut seen_objects = HashSet::with_capacity(self.touched_objects.len());
         for key in self.touched_objects.iter().rev() {
-            if seen_objects.insert(key.clone()) {
+            if seen_objects.insert(key) {
                 if let Some(object) = graph.get(key) {
-                    changes.objects.push(object.clone());
+                    objects.push(object);
                 }
             }
         }
-        changes.objects.reverse();
-        changes.removed_objects = self.removed_objects.clone();
+        objects.reverse();
         // A resolved episode is no longer open but its final row must still be written (when it
         // was recorded). Resolved rows go first: if a slot resolves and reopens within one
         // batch, the open row is last.
-        for transition in &self.history {
-            if transition.drift.state == DriftState::Resolved {
-                changes.drifts.push(transition.drift.clone());
-            }
-        }
-        let mut seen_drifts = HashSet::new();
+        let mut changed_drifts: Vec<&Drift> = self
+            .history
+            .iter()
+            .filter(|transition| transition.drift.state == DriftState::Resolved)
+            .map(|transition| &transition.drift)
+            .collect();
+        let mut seen_drifts = HashSet::with_capacity(self.touched_drifts.len());
         for slot in self.touched_drifts.iter() {
-            if seen_drifts.insert(slot.clone()) {
+            if seen_drifts.insert(slot) {
                 if let Some(drift) = drifts.get(slot) {
                     if recorded.contains(&drift.id) {
-                        changes.drifts.push(drift.clone());
+                        changed_drifts.push(drift);
                     }
                 }
             }
         }
-        changes.transitions = self.transitions.clone();
-        changes.history = self.history.clone();
-        changes
+        Staged {
+            objects,
+            removed_objects: &self.removed_objects,
+            drifts: changed_drifts,
+            transitions: &self.transitions,
+            history: &self.history,
+        }
     }
 
     /// Undoes everything journaled, in reverse order, on the engine's state.

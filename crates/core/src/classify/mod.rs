@@ -127,7 +127,25 @@ pub struct Changes {
     pub history: Vec<Transition>,
 }
 
-impl Changes {
+/// What the engine changed since [`Engine::begin`], borrowed from it: what the writer encodes
+/// into its batch without copying every touched object's state first (a copy of each, encoded
+/// and dropped, was a visible part of a round: BENCHMARKS.md, issue 28). [`Staged::to_changes`]
+/// makes the owned [`Changes`].
+#[derive(Debug)]
+pub struct Staged<'a> {
+    /// Objects to upsert, as they are now.
+    pub objects: Vec<&'a ObjectState>,
+    /// Objects to forget.
+    pub removed_objects: &'a [ObjectKey],
+    /// Drift rows to upsert (open and just-resolved).
+    pub drifts: Vec<&'a Drift>,
+    /// State moves, in order.
+    pub transitions: &'a [Transition],
+    /// The moves of recorded drifts, for the drift history.
+    pub history: &'a [Transition],
+}
+
+impl Staged<'_> {
     /// True when nothing needs persisting. Transitions alone are not persisted: a recorded
     /// drift's moves are in `history` and its rows in `drifts`.
     pub fn is_empty(&self) -> bool {
@@ -135,6 +153,21 @@ impl Changes {
             && self.removed_objects.is_empty()
             && self.drifts.is_empty()
             && self.history.is_empty()
+    }
+
+    /// The owned copy.
+    pub fn to_changes(&self) -> Changes {
+        Changes {
+            objects: self
+                .objects
+                .iter()
+                .map(|object| (*object).clone())
+                .collect(),
+            removed_objects: self.removed_objects.to_vec(),
+            drifts: self.drifts.iter().map(|drift| (*drift).clone()).collect(),
+            transitions: self.transitions.to_vec(),
+            history: self.history.to_vec(),
+        }
     }
 }
 

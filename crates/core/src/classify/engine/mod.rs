@@ -32,8 +32,9 @@ use super::journal::Journal;
 pub use super::ordering::ListContext;
 use super::ordering::{accepts, sent_after, Frontiers};
 use super::{
-    classes, resource_version, Capacity, Changes, Graph, ObjectState, Outcome, Rules, Sweep,
-    RECHECK_PER_TICK, RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS, TOMBSTONE_SWEEP_STEP_MS,
+    classes, resource_version, Capacity, Changes, Graph, ObjectState, Outcome, Rules, Staged,
+    Sweep, RECHECK_PER_TICK, RECORD_PENDING_AFTER_MS, TOMBSTONE_RETENTION_MS,
+    TOMBSTONE_SWEEP_STEP_MS,
 };
 use crate::decode::{Action, ApiServerEvent, Mode};
 use drift_model::{Drift, DriftSlot, DriftState, Millis, ObjectKey, Transition};

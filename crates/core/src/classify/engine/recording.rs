@@ -84,8 +84,13 @@ impl Engine {
     /// What changed since [`Engine::begin`], for the store to persist. The journal stays, so a
     /// failed store commit can still be rolled back.
     pub fn changes(&self) -> Changes {
+        self.staged().to_changes()
+    }
+
+    /// What changed since [`Engine::begin`], borrowed (see [`Staged`]).
+    pub fn staged(&self) -> Staged<'_> {
         self.journal
-            .changes(&self.graph, &self.drifts, &self.recorded)
+            .staged(&self.graph, &self.drifts, &self.recorded)
     }
 
     /// Undoes everything since [`Engine::begin`].
