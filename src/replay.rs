@@ -146,12 +146,12 @@ pub fn replay(
                 }
             }
         }
-        transitions.extend(engine.changes().transitions);
+        transitions.extend_from_slice(engine.staged().transitions);
         engine.commit();
     }
     engine.begin();
     engine.tick(clock.saturating_add(settle));
-    transitions.extend(engine.changes().transitions);
+    transitions.extend_from_slice(engine.staged().transitions);
     engine.commit();
     Ok(transitions)
 }

@@ -119,11 +119,7 @@ pub(crate) fn rounds(
             })
             .collect();
         batch.removed_objects = changes.removed_objects.to_vec();
-        batch.drifts = changes
-            .drifts
-            .iter()
-            .map(|drift| (*drift).clone())
-            .collect();
+        batch.drifts = changes.drifts.iter().map(|&drift| drift.clone()).collect();
         batch.history = changes.history.to_vec();
         batch.outbox = outbox_rows(router, rules, silences, changes.transitions);
         batch.resolved_reminders = changes

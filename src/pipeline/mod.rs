@@ -535,10 +535,10 @@ impl Pipeline {
     }
 }
 
-/// Puts what the engine changed into `batch` (each changed object encoded as the store keeps
-/// it, from the engine's own state) and returns every transition of the round, which the store does not keep but the writer
-/// routes. An object that cannot be encoded fails the round as a store error would: nothing of
-/// it is committed.
+/// Puts what the engine changed into `batch` (each changed object encoded, in place, as the
+/// store keeps it) and returns every transition of the round, which the store does not keep but
+/// the writer routes. An object that cannot be encoded fails the round as a store error would:
+/// nothing of it is committed.
 fn take_changes(
     changes: drift_core::classify::Staged<'_>,
     batch: &mut drift_store::Batch,
@@ -563,11 +563,7 @@ fn take_changes(
         })
         .collect::<Result<_, drift_store::Error>>()?;
     batch.removed_objects = changes.removed_objects.to_vec();
-    batch.drifts = changes
-        .drifts
-        .iter()
-        .map(|drift| (*drift).clone())
-        .collect();
+    batch.drifts = changes.drifts.iter().map(|&drift| drift.clone()).collect();
     batch.history = changes.history.to_vec();
     Ok(changes.transitions.to_vec())
 }

@@ -1,5 +1,5 @@
 //! The engine's journal: every change made between `Engine::begin` and `Engine::commit`, so the
-//! writer can hand the store exactly what changed ([`Journal::changes`]) and undo it all
+//! writer can hand the store exactly what changed ([`Journal::staged`]) and undo it all
 //! ([`Journal::undo`]) when the store fails to commit, keeping memory equal to what is durable.
 //! The journal only records; the engine owns the state it records about and hands it in.
 

@@ -135,13 +135,14 @@ pub struct Changes {
 pub struct Staged<'a> {
     /// Objects to upsert, as they are now.
     pub objects: Vec<&'a ObjectState>,
-    /// Objects to forget.
+    /// Objects to forget (tombstones past retention).
     pub removed_objects: &'a [ObjectKey],
     /// Drift rows to upsert (open and just-resolved).
     pub drifts: Vec<&'a Drift>,
-    /// State moves, in order.
+    /// State moves, in order (every move, for metrics and notifications).
     pub transitions: &'a [Transition],
-    /// The moves of recorded drifts, for the drift history.
+    /// The moves of recorded drifts, for the drift history: a drift recorded late gets its
+    /// opening move here too, dated when it opened.
     pub history: &'a [Transition],
 }
 
@@ -158,13 +159,9 @@ impl Staged<'_> {
     /// The owned copy.
     pub fn to_changes(&self) -> Changes {
         Changes {
-            objects: self
-                .objects
-                .iter()
-                .map(|object| (*object).clone())
-                .collect(),
+            objects: self.objects.iter().map(|&object| object.clone()).collect(),
             removed_objects: self.removed_objects.to_vec(),
-            drifts: self.drifts.iter().map(|drift| (*drift).clone()).collect(),
+            drifts: self.drifts.iter().map(|&drift| drift.clone()).collect(),
             transitions: self.transitions.to_vec(),
             history: self.history.to_vec(),
         }

@@ -1,5 +1,5 @@
 //! What a round changed and what is recorded: the journal the store persists or rolls back
-//! ([`Engine::begin`], [`Engine::changes`], [`Engine::rollback`]), every drift change written
+//! ([`Engine::begin`], [`Engine::staged`], [`Engine::rollback`]), every drift change written
 //! through it ([`Engine::put_drift`]), and which open drifts have their row in the store (a
 //! drift is recorded once it fires, at once for a class about a change, or once it has been
 //! pending for `RECORD_PENDING_AFTER_MS`).
