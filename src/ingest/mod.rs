@@ -371,13 +371,7 @@ struct Names {
 impl EventSummary {
     fn of(event: &Decoded, named: bool) -> EventSummary {
         let (action, mode) = match event {
-            Decoded::ApiServer(event) => (
-                event.action.as_str(),
-                match event.mode {
-                    drift_core::decode::Mode::Resource => "resource",
-                    drift_core::decode::Mode::Reference => "reference",
-                },
-            ),
+            Decoded::ApiServer(event) => (event.action.as_str(), event.mode.as_str()),
             Decoded::Ignored { .. } => ("other", "none"),
         };
         EventSummary {

@@ -136,17 +136,10 @@ mod tests {
                 "{outcome}"
             );
         }
-        let action = |action: Action| match action {
-            Action::Add | Action::Update | Action::Delete => action.as_str(),
-        };
-        let mode = |mode: Mode| match mode {
-            Mode::Resource => "resource",
-            Mode::Reference => "reference",
-        };
         let mut pairs = vec![("other", "none")];
         for a in [Action::Add, Action::Update, Action::Delete] {
             for m in [Mode::Resource, Mode::Reference] {
-                pairs.push((action(a), mode(m)));
+                pairs.push((a.as_str(), m.as_str()));
             }
         }
         for (ty, mode) in pairs {

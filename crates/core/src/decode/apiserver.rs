@@ -77,6 +77,16 @@ pub enum Mode {
     Reference,
 }
 
+impl Mode {
+    /// The lower-case name used in logs and metrics (the ApiServerSource's own `mode` values).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Resource => "resource",
+            Mode::Reference => "reference",
+        }
+    }
+}
+
 /// An ApiServerSource event, decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiServerEvent {
