@@ -604,7 +604,73 @@ impl Switch {
 #[cfg(test)]
 mod tests {
     use super::LeaseGate;
+    use std::sync::{Arc, RwLock};
     use std::time::{Duration, Instant};
+
+    /// Poisons `lock`: a thread panics while it holds the write guard.
+    fn poison<T: Send + Sync + 'static>(lock: &Arc<RwLock<T>>) {
+        let held = Arc::clone(lock);
+        let joined = std::thread::spawn(move || {
+            let _guard = held
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            panic!("poisoning the lock on purpose");
+        })
+        .join();
+        assert!(joined.is_err(), "the thread panicked");
+        assert!(lock.is_poisoned());
+    }
+
+    async fn answer(switch: &super::Switch, method: &str, path: &str) -> (u16, String) {
+        use http_body_util::BodyExt;
+        let request = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from("{}"))
+            .expect("request");
+        let response = switch.answer(request).await;
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// A writer that panicked while swapping its routes in or out leaves the switch's lock
+    /// poisoned: the replica then answers as a standby (`503`, which the Broker retries), never
+    /// with a panic of its own, and the standby's reason, poisoned too, is left out of the
+    /// answer rather than failing it.
+    #[tokio::test]
+    async fn a_poisoned_switch_answers_as_a_standby() {
+        let reason = Arc::new(RwLock::new("the writer is pod-1".to_string()));
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let standby = super::Standby {
+            reason: Arc::clone(&reason),
+            metrics,
+        };
+        let writer: Arc<RwLock<Option<super::Routes>>> = Arc::new(RwLock::new(None));
+        let switch = super::switch(standby, Arc::clone(&writer));
+
+        let (status, body) = answer(&switch, "POST", "/").await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("the writer is pod-1"), "{body}");
+
+        poison(&writer);
+        let (status, body) = answer(&switch, "POST", "/").await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("\"standby\""), "{body}");
+        let (status, _) = answer(&switch, "GET", "/healthz").await;
+        assert_eq!(status, 200, "the standby's health answers");
+
+        poison(&reason);
+        let (status, body) = answer(&switch, "POST", "/").await;
+        assert_eq!(status, 503, "{body}");
+        assert!(!body.contains("pod-1"), "{body}");
+    }
 
     #[test]
     fn a_lease_gate_closes_when_lost_or_when_its_time_runs_out() {
