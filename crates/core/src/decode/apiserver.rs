@@ -78,7 +78,8 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The lower-case name used in logs and metrics (the ApiServerSource's own `mode` values).
+    /// The lower-case name used in logs and metrics: the ApiServerSource's `spec.mode`
+    /// (`Resource`, `Reference`) lower-cased.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Resource => "resource",
