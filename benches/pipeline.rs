@@ -216,8 +216,8 @@ fn apply(c: &mut Criterion) {
     classify_with(c, "apply", rules(), false);
 }
 
-/// `Engine::apply` and what the writer takes of the changes. Budget: 10 µs per status-only event, 35 µs per spec
-/// edit (about 14 µs per event over the benchmark's mix).
+/// `Engine::apply` and what the writer takes of the changes. Budget: 10 µs per status-only
+/// event, 35 µs per spec edit (about 14 µs per event over the benchmark's mix).
 fn classify(c: &mut Criterion) {
     classify_with(c, "classify", rules(), true);
     // The same events with the ten shipped team invariants (BENCHMARKS.md, issue 17).
