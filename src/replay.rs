@@ -5,7 +5,8 @@
 //! The clock is each event's `time` attribute (the adapter's send time), never going backwards;
 //! an event without a `time` keeps the previous clock. Before each event, drifts whose grace ran
 //! out fire; after the last event the clock advances by `settle` so pending drifts show whether
-//! they would fire. Redeliveries (same `source` and `id`) take effect once, as in the service.
+//! they would fire. Redeliveries (same `time`, `source` and `id`) take effect once, as in the
+//! service.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -141,7 +142,7 @@ pub fn replay(
         engine.tick(clock);
         for item in &decoded {
             if let Decoded::ApiServer(event) = item {
-                if seen.insert((event.source.clone(), event.id.clone())) {
+                if seen.insert((event.sent_at(), event.source.clone(), event.id.clone())) {
                     engine.apply(event, clock);
                 }
             }

@@ -94,7 +94,9 @@ pub(crate) fn rounds(
         for event in chunk {
             let writes = engine.journaled_writes();
             if engine.apply(event, now) == Outcome::Applied && engine.journaled_writes() != writes {
+                // Sent as received: keys in send order, as an adapter's `time` gives them.
                 let key = EventKey {
+                    sent_at: now,
                     source: event.source.clone(),
                     id: event.id.clone(),
                 };
@@ -163,7 +165,17 @@ pub(crate) fn again(batch: &Batch, pass: u64) -> Batch {
             .map(|(key, at)| {
                 let id = format!("{}-{pass}", key.id);
                 let source = key.source.clone();
-                (EventKey { source, id }, *at)
+                // A later pass is sent later (a day per pass): its keys follow the earlier ones.
+                let later = i64::try_from(pass).unwrap_or(0).saturating_mul(86_400_000);
+                let sent_at = key.sent_at.saturating_add(later);
+                (
+                    EventKey {
+                        sent_at,
+                        source,
+                        id,
+                    },
+                    *at,
+                )
             })
             .collect(),
         objects: batch.objects.clone(),

@@ -15,9 +15,9 @@
 //! writable when idle, and forgets old event keys.
 //!
 //! Architecture invariant: a request is answered `Ok` only after its events' effects and their
-//! (`source`, `id`) keys are committed. A request whose events changed nothing durable writes
-//! nothing, not even its keys (applying them again changes nothing either), and is answered as
-//! soon as they are applied, before the round's commit. If the commit fails, the engine rolls back to the last
+//! (`time`, `source`, `id`) keys are committed. A request whose events changed nothing durable
+//! writes nothing, not even its keys (applying them again changes nothing either), and is
+//! answered as soon as they are applied, before the round's commit. If the commit fails, the engine rolls back to the last
 //! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
 
 pub mod fleet_view;
@@ -87,7 +87,7 @@ pub enum EventResult {
     Applied,
     /// Older than (or equal to) the newest state of its object.
     Stale,
-    /// Its (`source`, `id`) was already committed.
+    /// Its (`time`, `source`, `id`) was already committed.
     Duplicate,
     /// A valid CloudEvent of a type this service does not handle.
     Ignored,

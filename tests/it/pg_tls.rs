@@ -114,6 +114,7 @@ fn the_store_speaks_tls_to_a_server_it_can_verify_and_refuses_one_it_cannot() {
         .commit(&Batch {
             events: vec![(
                 EventKey {
+                    sent_at: 1_000,
                     source: "tls".into(),
                     id: "1".into(),
                 },

@@ -625,6 +625,32 @@ async fn duplicate_delivery_takes_effect_once_in_every_mode() {
     }
 }
 
+/// The key is the event's `time`, `source` and `id`: the same `source` and `id` sent at another
+/// time is not a redelivery but an event like any other (here the same object state, sent
+/// later: applied, and it changes nothing, so it writes no key); a redelivery keeps its time
+/// and stays a duplicate.
+#[tokio::test]
+async fn the_same_id_sent_at_another_time_is_another_event() {
+    let app = app();
+    let first = structured_event("dup-time", "add", &revision());
+    let mut later = first.clone();
+    later["time"] = json!("2023-10-09T21:40:00.5Z");
+    for (event, name) in [(&first, "first"), (&later, "later"), (&first, "again")] {
+        let (status, headers, body) = send(&app, binary_request(event)).await;
+        assert_accepted(status, &headers, &body, name);
+    }
+    assert_eq!(app.store.event_count(), 1);
+    let count = |outcome: &str| {
+        metric(
+            &app.metrics,
+            &format!("drift_sentinel_events_total{{outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(count("applied"), 2.0);
+    assert_eq!(count("duplicate"), 1.0);
+    assert_eq!(app.store.states().len(), 1);
+}
+
 #[tokio::test]
 async fn duplicate_within_one_batch_takes_effect_once() {
     let app = app();

@@ -168,6 +168,15 @@ fn a_store_written_before_schema_versions_opens_and_reads_back() {
         );
         assert!(again.is_err(), "(cluster, uid) is still the key");
     }
+    // Version 6 keyed the events by send time; the fixture's keys came through with none, so a
+    // redelivery of them, whatever its time, is still a duplicate.
+    let key = |id: &str| store::EventKey {
+        sent_at: 1_796_138_779_000,
+        source: "https://10.96.0.1:443".into(),
+        id: id.into(),
+    };
+    assert!(opened.writer.is_duplicate(&key("e7")).unwrap());
+    assert!(!opened.writer.is_duplicate(&key("e8")).unwrap());
     assert_eq!(snapshot.drifts.len(), 1);
     assert_eq!(snapshot.drifts[0].id, "7352a014a81b2783");
     assert_eq!(snapshot.drifts[0].state, DriftState::Firing);
@@ -1127,6 +1136,7 @@ fn writer_round_trip(store: &mut dyn Store, audit: &dyn AuditRead) {
     batch.events = vec![
         (
             EventKey {
+                sent_at: 900,
                 source: "s".into(),
                 id: "1".into(),
             },
@@ -1134,6 +1144,7 @@ fn writer_round_trip(store: &mut dyn Store, audit: &dyn AuditRead) {
         ),
         (
             EventKey {
+                sent_at: 900,
                 source: "s".into(),
                 id: "2".into(),
             },
@@ -1153,6 +1164,7 @@ fn writer_round_trip(store: &mut dyn Store, audit: &dyn AuditRead) {
         })
         .unwrap();
     let key = |id: &str| EventKey {
+        sent_at: 900,
         source: "s".into(),
         id: id.into(),
     };
@@ -1271,6 +1283,7 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
     let mut batch = audit_batch();
     batch.events = vec![(
         EventKey {
+            sent_at: 4,
             source: "s".into(),
             id: "e1".into(),
         },
@@ -1371,6 +1384,7 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
     assert!(migrated
         .writer
         .is_duplicate(&EventKey {
+            sent_at: 4,
             source: "s".into(),
             id: "e1".into()
         })
@@ -1516,36 +1530,146 @@ fn outbox_claims_hold_under_two_racing_processes_on_every_database() {
 }
 
 /// The writer asks once per round which event keys were committed before: the same answer as
-/// asking key by key, on every database.
+/// asking key by key, on every database. A key is its event's send time, source and id: a
+/// redelivery (the same three) is a duplicate, the same source and id sent at another time is
+/// not, and a key stored without a time (0) stands for any time.
 #[test]
 fn duplicates_of_a_round_are_found_in_one_question_on_every_database() {
     for backend in Backend::all() {
         let mut opened = backend.open();
-        let key = |source: &str, id: &str| drift_store::EventKey {
+        let key = |sent_at: Millis, source: &str, id: &str| drift_store::EventKey {
+            sent_at,
             source: source.into(),
             id: id.into(),
         };
         opened
             .writer
             .commit(&Batch {
-                events: vec![(key("a", "1"), 1_000), (key("a", "2"), 1_000)],
+                events: vec![
+                    (key(900, "a", "1"), 1_000),
+                    (key(950, "a", "2"), 1_000),
+                    (key(0, "a", "timeless"), 1_000),
+                ],
                 ..Batch::default()
             })
             .unwrap();
-        let asked = [key("a", "1"), key("a", "3"), key("b", "2"), key("a", "2")];
+        let asked = [
+            key(900, "a", "1"),
+            key(901, "a", "1"),
+            key(0, "a", "1"),
+            key(900, "a", "3"),
+            key(950, "b", "2"),
+            key(950, "a", "2"),
+            key(0, "a", "timeless"),
+            key(1_234, "a", "timeless"),
+        ];
         let seen = opened.writer.duplicates(&asked).unwrap();
-        let expected: std::collections::HashSet<_> =
-            [key("a", "1"), key("a", "2")].into_iter().collect();
+        let expected: std::collections::HashSet<_> = [
+            key(900, "a", "1"),
+            key(950, "a", "2"),
+            key(0, "a", "timeless"),
+            key(1_234, "a", "timeless"),
+        ]
+        .into_iter()
+        .collect();
         assert_eq!(seen, expected, "{}", backend.name());
         for asked in &asked {
             assert_eq!(
                 opened.writer.is_duplicate(asked).unwrap(),
                 expected.contains(asked),
-                "{}",
+                "{}: {asked:?}",
                 backend.name()
             );
         }
         assert!(opened.writer.duplicates(&[]).unwrap().is_empty());
+        // The same source and id at another time is another key: both are stored.
+        opened
+            .writer
+            .commit(&Batch {
+                events: vec![(key(901, "a", "1"), 2_000)],
+                ..Batch::default()
+            })
+            .unwrap();
+        assert!(opened.writer.is_duplicate(&key(901, "a", "1")).unwrap());
+        assert!(opened.writer.is_duplicate(&key(900, "a", "1")).unwrap());
+        assert_eq!(
+            opened.writer.prune_events(1_500).unwrap(),
+            3,
+            "{}",
+            backend.name()
+        );
+        assert!(!opened.writer.is_duplicate(&key(900, "a", "1")).unwrap());
+        assert!(opened.writer.is_duplicate(&key(901, "a", "1")).unwrap());
+    }
+}
+
+/// Version 6 keys the events by send time first. The keys stored before it (by source and id
+/// only) come through with time 0, which matches any time: a redelivery of an event accepted
+/// before the upgrade is still a duplicate after it, on every database, until the key is pruned.
+#[test]
+fn version_six_keeps_the_keys_stored_before_it_as_duplicates_of_any_time() {
+    let key = |sent_at: Millis, id: &str| drift_store::EventKey {
+        sent_at,
+        source: "https://10.96.0.1:443".into(),
+        id: id.into(),
+    };
+    for backend in Backend::all() {
+        drop(backend.open());
+        // Back to version 5's events table, with two keys in it.
+        let old_events = match backend {
+            Backend::Sqlite(_) => {
+                "DROP TABLE events;
+                 CREATE TABLE events (
+                     source TEXT NOT NULL, id TEXT NOT NULL, received_at INTEGER NOT NULL,
+                     PRIMARY KEY (source, id)
+                 ) WITHOUT ROWID;
+                 CREATE INDEX events_received ON events (received_at);"
+            }
+            Backend::Postgres { .. } => {
+                "ALTER TABLE events DROP CONSTRAINT events_pkey;
+                 ALTER TABLE events DROP COLUMN sent_at;
+                 ALTER TABLE events ADD CONSTRAINT events_pkey PRIMARY KEY (source, id);"
+            }
+        };
+        backend.execute(&format!(
+            "{old_events}
+             INSERT INTO events (source, id, received_at)
+                 VALUES ('https://10.96.0.1:443', 'e1', 1000), ('https://10.96.0.1:443', 'e2', 3000);
+             UPDATE schema_version SET version = 5;"
+        ));
+        assert_eq!(backend.version(), Some(5), "{}", backend.name());
+        let mut opened = backend.open();
+        assert_eq!(
+            backend.version(),
+            Some(store::sqlite::schema::LATEST),
+            "{}",
+            backend.name()
+        );
+        let writer = opened.writer.as_mut();
+        for id in ["e1", "e2"] {
+            assert!(writer.is_duplicate(&key(1_796_138_779_211, id)).unwrap());
+            assert!(writer.is_duplicate(&key(0, id)).unwrap());
+        }
+        assert!(!writer.is_duplicate(&key(1_796_138_779_211, "e3")).unwrap());
+        let asked = [key(5, "e1"), key(5, "e3")];
+        let seen = writer.duplicates(&asked).unwrap();
+        assert_eq!(
+            seen,
+            [key(5, "e1")].into_iter().collect(),
+            "{}",
+            backend.name()
+        );
+        // New keys go in beside them, and the old ones are pruned by their receive time.
+        writer
+            .commit(&Batch {
+                events: vec![(key(2_500, "e3"), 4_000)],
+                ..Batch::default()
+            })
+            .unwrap();
+        assert!(writer.is_duplicate(&key(2_500, "e3")).unwrap());
+        assert_eq!(writer.prune_events(2_000).unwrap(), 1, "{}", backend.name());
+        assert!(!writer.is_duplicate(&key(7, "e1")).unwrap());
+        assert!(writer.is_duplicate(&key(7, "e2")).unwrap());
     }
 }
 

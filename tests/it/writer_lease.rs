@@ -29,6 +29,7 @@ fn event(id: &str, at: i64) -> Batch {
     Batch {
         events: vec![(
             EventKey {
+                sent_at: at,
                 source: "test".to_string(),
                 id: id.to_string(),
             },

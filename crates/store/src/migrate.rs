@@ -27,7 +27,12 @@ use Kind::{Int, Text};
 const TABLES: &[(&str, &[(&str, Kind)])] = &[
     (
         "events",
-        &[("source", Text), ("id", Text), ("received_at", Int)],
+        &[
+            ("sent_at", Int),
+            ("source", Text),
+            ("id", Text),
+            ("received_at", Int),
+        ],
     ),
     (
         "objects",
@@ -162,7 +167,7 @@ fn read_table(
     // The order rows were written (`seq`, else `rowid`); the events (a WITHOUT ROWID table) and
     // the objects (by rowid since version 4, by key before) by key.
     let order = match table {
-        "events" => "source, id",
+        "events" => "sent_at, source, id",
         "objects" => "cluster, uid",
         _ if SEQUENCED.contains(&table) => "seq",
         _ => "rowid",

@@ -1,11 +1,11 @@
-//! The round's first steps: the submitted events (duplicates dropped by their (`source`, `id`)
-//! key, asked of the store once per round), the resync loop's work and the silence writes, put
+//! The round's first steps: the submitted events (duplicates dropped by their (`time`, `source`,
+//! `id`) key, asked of the store once per round), the resync loop's work and the silence writes, put
 //! into the engine and the round's batch.
 
 use super::*;
 
 impl Writer {
-    /// Applies the submitted events: duplicates by (`source`, `id`) are dropped, the rest go to
+    /// Applies the submitted events: duplicates by their key ([`event_key`]) are dropped, the rest go to
     /// the engine. A request whose events changed nothing durable is answered at once (behind
     /// the answers of earlier rounds, so after their sync: `answers.rs`), unless one of them
     /// repeats an event this round applied and wrote: its `202` would rest on a write not yet
@@ -32,10 +32,7 @@ impl Writer {
             .iter()
             .flat_map(|(events, _)| events.iter())
             .filter_map(|event| match event {
-                Decoded::ApiServer(event) => Some(EventKey {
-                    source: event.source.clone(),
-                    id: event.id.clone(),
-                }),
+                Decoded::ApiServer(event) => Some(event_key(event)),
                 Decoded::Ignored { .. } => None,
             })
             .collect();
@@ -55,10 +52,7 @@ impl Writer {
                 let result = match event {
                     Decoded::Ignored { .. } => EventResult::Ignored,
                     Decoded::ApiServer(event) => {
-                        let key = EventKey {
-                            source: event.source.clone(),
-                            id: event.id.clone(),
-                        };
+                        let key = event_key(event);
                         let duplicate = keys_in_round.contains(&key) || seen.contains(&key);
                         if duplicate {
                             repeats_a_write |= written_in_round.contains(&key);
@@ -212,5 +206,17 @@ impl Writer {
             };
             round.silence_replies.push((outcome, reply));
         }
+    }
+}
+
+/// An event's de-duplication key: its send time ([`ApiServerEvent::sent_at`]), `source` and
+/// `id`. Why the time leads: `EventKey`.
+///
+/// [`ApiServerEvent::sent_at`]: drift_core::decode::ApiServerEvent::sent_at
+fn event_key(event: &drift_core::decode::ApiServerEvent) -> EventKey {
+    EventKey {
+        sent_at: event.sent_at(),
+        source: event.source.clone(),
+        id: event.id.clone(),
     }
 }

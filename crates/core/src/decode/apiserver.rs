@@ -118,6 +118,16 @@ pub struct ApiServerEvent {
 }
 
 impl ApiServerEvent {
+    /// When the sender sent the event: its `time` in milliseconds since the epoch, 0 when it
+    /// has none or one that is not an RFC 3339 time. With `source` and `id` the event's
+    /// de-duplication key: a sender stamps `time` once, and every redelivery carries it as sent.
+    pub fn sent_at(&self) -> drift_model::Millis {
+        self.time
+            .as_deref()
+            .and_then(drift_model::time::parse_time)
+            .unwrap_or(0)
+    }
+
     /// A Resource-mode event for `object`, as the ApiServerSource would send it: what resync
     /// makes of a listed object, and the engine of an object that vanished from a list.
     pub fn for_object(
@@ -368,6 +378,36 @@ mod tests {
             error.to_string(),
             "invalid CloudEvent: attribute cluster (extension): holds U+0000, a control or whitespace character, at character 3: a name is printed characters only"
         );
+    }
+
+    /// The key's time is the CloudEvent `time` as sent, in milliseconds (an offset counts; finer
+    /// digits are cut), and 0 for an event without one or with one that is not RFC 3339.
+    #[test]
+    fn sent_at_is_the_time_as_sent_in_milliseconds_or_zero() {
+        let sent_at = |time: Option<&str>| {
+            let mut sent = event(
+                "dev.knative.apiserver.resource.add",
+                &[("cluster", "prod")],
+                revision(),
+            );
+            sent.time = time.map(str::to_string);
+            let decoded = decode_event(sent, None, &names()).unwrap();
+            let Decoded::ApiServer(event) = decoded else {
+                panic!("not an ApiServerSource event: {decoded:?}");
+            };
+            event.sent_at()
+        };
+        assert_eq!(
+            sent_at(Some("2026-11-29T10:00:00.123456789Z")),
+            1_795_946_400_123
+        );
+        assert_eq!(
+            sent_at(Some("2026-11-29T11:00:00.123+01:00")),
+            1_795_946_400_123
+        );
+        assert_eq!(sent_at(Some("2023-10-09T21:40:37Z")), 1_696_887_637_000);
+        assert_eq!(sent_at(None), 0);
+        assert_eq!(sent_at(Some("yesterday")), 0);
     }
 
     fn event(ty: &str, extensions: &[(&str, &str)], data: Value) -> CloudEvent {

@@ -250,10 +250,11 @@ impl Store for PostgresStore {
 
     fn is_duplicate(&mut self, key: &EventKey) -> Result<bool, Error> {
         let client = self.conn.client()?;
-        Ok(
-            wait(client.query_opt(queries::IS_DUPLICATE.text(SQL), &[&key.source, &key.id]))?
-                .is_some(),
-        )
+        Ok(wait(client.query_opt(
+            queries::IS_DUPLICATE.text(SQL),
+            &[&key.sent_at, &key.source, &key.id],
+        ))?
+        .is_some())
     }
 
     fn silences(&mut self) -> Result<Vec<StoredSilence>, Error> {
@@ -279,22 +280,26 @@ impl Store for PostgresStore {
         if keys.is_empty() {
             return Ok(std::collections::HashSet::new());
         }
-        let (sources, ids): (Vec<&str>, Vec<&str>) = keys
-            .iter()
-            .map(|key| (key.source.as_str(), key.id.as_str()))
-            .unzip();
+        let sent_at: Vec<Millis> = keys.iter().map(|key| key.sent_at).collect();
+        let sources: Vec<&str> = keys.iter().map(|key| key.source.as_str()).collect();
+        let ids: Vec<&str> = keys.iter().map(|key| key.id.as_str()).collect();
         let client = self.conn.client()?;
+        // The asked keys come back (not the stored ones): a key stored before version 6 has
+        // `sent_at` 0 and stands for any (`queries::IS_DUPLICATE`).
         let rows = wait(client.query(
-            "SELECT e.source, e.id FROM events e
-             JOIN UNNEST($1::text[], $2::text[]) AS k(source, id)
-             ON e.source = k.source AND e.id = k.id",
-            &[&sources, &ids],
+            "SELECT k.sent_at, k.source, k.id
+             FROM UNNEST($1::bigint[], $2::text[], $3::text[]) AS k(sent_at, source, id)
+             WHERE EXISTS (SELECT 1 FROM events e
+                           WHERE e.sent_at IN (k.sent_at, 0)
+                             AND e.source = k.source AND e.id = k.id)",
+            &[&sent_at, &sources, &ids],
         ))?;
         rows.iter()
             .map(|row| {
                 Ok(EventKey {
-                    source: row.try_get(0)?,
-                    id: row.try_get(1)?,
+                    sent_at: row.try_get(0)?,
+                    source: row.try_get(1)?,
+                    id: row.try_get(2)?,
                 })
             })
             .collect()
@@ -324,7 +329,12 @@ impl Store for PostgresStore {
             pipelined(batch.events.iter().map(|(key, received_at)| {
                 transaction.execute_raw(
                     &statements.event,
-                    [&key.source as &(dyn ToSql + Sync), &key.id, received_at],
+                    [
+                        &key.sent_at as &(dyn ToSql + Sync),
+                        &key.source,
+                        &key.id,
+                        received_at,
+                    ],
                 )
             }))
             .await?;

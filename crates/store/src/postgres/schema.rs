@@ -126,6 +126,16 @@ CREATE INDEX IF NOT EXISTS remediations_open ON remediations (cluster, outcome, 
 WHERE outcome IN ('planned', 'sending');
 "#;
 
+/// Version 6: the event keys by send time first, as SQLite's (`sqlite/schema.rs`): a B-tree
+/// index takes keys in send order at its end as SQLite's table does. The keys already stored get
+/// 0 (any time). The key's index is rebuilt, in the migration's transaction. (`IF NOT EXISTS`: a
+/// test takes a store back to an older version's recorded number and migrates it again.)
+const V6_EVENTS_BY_SEND_TIME: &str = r#"
+ALTER TABLE events ADD COLUMN IF NOT EXISTS sent_at BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE events DROP CONSTRAINT events_pkey;
+ALTER TABLE events ADD CONSTRAINT events_pkey PRIMARY KEY (sent_at, source, id);
+"#;
+
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
 const MIGRATIONS: &[(i64, &[&str])] = &[
     (1, &[V1_TABLES, V1_CLAIMS]),
@@ -136,6 +146,7 @@ const MIGRATIONS: &[(i64, &[&str])] = &[
     // table is a heap with its key in an index already, and large bodies go to TOAST.
     (4, &[]),
     (5, &[V5_REMEDIATIONS]),
+    (6, &[V6_EVENTS_BY_SEND_TIME]),
 ];
 
 /// The newest schema version this binary knows: SQLite's, so the two never disagree.

@@ -54,15 +54,21 @@ pub(crate) static SILENCES_PAGE: Query = Query::new(
      ORDER BY created_at, id LIMIT $3",
 );
 
-/// Whether an event key was committed.
-pub(crate) static IS_DUPLICATE: Query =
-    Query::new("SELECT 1 FROM events WHERE source = $1 AND id = $2");
+/// Whether an event key was committed: with the same `sent_at`, or one stored before version 6
+/// (`sent_at` 0, which stands for any). Two lookups rather than `sent_at IN ($1, 0)`, for which
+/// SQLite builds a temporary table of the two values on every execution. (A key asked with
+/// time 0 is found by both: one row is the answer.)
+pub(crate) static IS_DUPLICATE: Query = Query::new(
+    "SELECT 1 FROM events WHERE sent_at = $1 AND source = $2 AND id = $3
+     UNION ALL SELECT 1 FROM events WHERE sent_at = 0 AND source = $2 AND id = $3
+     LIMIT 1",
+);
 
 // ---- The writer: a round's commit ------------------------------------------------------------
 
 /// An event key (a redelivery's is already there).
 pub(crate) static INSERT_EVENT: Query = Query::new(
-    "INSERT INTO events (source, id, received_at) VALUES ($1, $2, $3)
+    "INSERT INTO events (sent_at, source, id, received_at) VALUES ($1, $2, $3, $4)
      ON CONFLICT DO NOTHING",
 );
 

@@ -197,7 +197,7 @@ impl Store for SqliteStore {
             .connection
             .prepare_cached(queries::IS_DUPLICATE.text(SQL))?;
         Ok(statement
-            .query_row(params![key.source, key.id], |_| Ok(()))
+            .query_row(params![key.sent_at, key.source, key.id], |_| Ok(()))
             .optional()?
             .is_some())
     }
@@ -221,7 +221,7 @@ impl Store for SqliteStore {
             let mut statement = transaction.prepare_cached(queries::IS_DUPLICATE.text(SQL))?;
             for key in keys {
                 if statement
-                    .query_row(params![key.source, key.id], |_| Ok(()))
+                    .query_row(params![key.sent_at, key.source, key.id], |_| Ok(()))
                     .optional()?
                     .is_some()
                 {
@@ -283,7 +283,7 @@ impl Store for SqliteStore {
         {
             let mut insert_event = transaction.prepare_cached(queries::INSERT_EVENT.text(SQL))?;
             for (key, received_at) in &batch.events {
-                insert_event.execute(params![key.source, key.id, received_at])?;
+                insert_event.execute(params![key.sent_at, key.source, key.id, received_at])?;
             }
             let mut upsert_object = transaction.prepare_cached(queries::UPSERT_OBJECT.text(SQL))?;
             for object in &batch.objects {

@@ -5,7 +5,8 @@
 //! A store without the table (a new file, or one written before versions were recorded) is
 //! version 0; version 1 is that layout with outbox claims, version 2 adds the drifts' API group
 //! (and indexes for the dashboard's overview), version 3 an index of pending outbox rows,
-//! version 4 keeps the objects in a rowid table, version 5 adds remediation attempts. Migration 1 is safe on both: it creates what is
+//! version 4 keeps the objects in a rowid table, version 5 adds remediation attempts, version 6 keys
+//! the event keys by send time first. Migration 1 is safe on both: it creates what is
 //! missing (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
 //! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
 //! binary never touches a layout it does not understand.
@@ -173,6 +174,28 @@ CREATE INDEX IF NOT EXISTS remediations_open ON remediations (cluster, outcome, 
 WHERE outcome IN ('planned', 'sending');
 "#;
 
+/// Version 6: the event keys by the event's send time first (`EventKey::sent_at`, its CloudEvent
+/// `time` in milliseconds). Keyed by (`source`, `id`) alone, with random `id`s, each commit's
+/// keys went to random leaves of the table's B-tree, each a page written to the log and then to
+/// the file; in send order they go to its last leaves, a few pages per commit (BENCHMARKS.md,
+/// issue 28). The keys already stored do not know their `time`: they get 0, which a lookup
+/// matches for any time (`queries::IS_DUPLICATE`), until they pass the de-duplication
+/// retention and are pruned.
+const V6_EVENTS_BY_SEND_TIME: &str = r#"
+CREATE TABLE events_v6 (
+    sent_at INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    id TEXT NOT NULL,
+    received_at INTEGER NOT NULL,
+    PRIMARY KEY (sent_at, source, id)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO events_v6 (sent_at, source, id, received_at)
+    SELECT 0, source, id, received_at FROM events;
+DROP TABLE events;
+ALTER TABLE events_v6 RENAME TO events;
+CREATE INDEX IF NOT EXISTS events_received ON events (received_at);
+"#;
+
 /// Every migration, oldest first: (the version it produces, its SQL, run in order).
 const MIGRATIONS: &[(i64, &[&str])] = &[
     (1, &[V1_TABLES, V1_CLAIMS]),
@@ -180,10 +203,11 @@ const MIGRATIONS: &[(i64, &[&str])] = &[
     (3, &[V3_PENDING_BY_DRIFT]),
     (4, &[V4_OBJECTS_BY_ROWID]),
     (5, &[V5_REMEDIATIONS]),
+    (6, &[V6_EVENTS_BY_SEND_TIME]),
 ];
 
 /// The newest schema version this binary knows.
-pub const LATEST: i64 = 5;
+pub const LATEST: i64 = 6;
 
 /// Refuses a store written by a newer binary, before anything (not even a pragma) is written.
 pub(super) fn check_not_newer(connection: &Connection) -> Result<(), Error> {

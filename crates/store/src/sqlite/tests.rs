@@ -270,6 +270,7 @@ fn the_rounds_keys_are_answered_and_their_read_transaction_ends() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
     let key = |id: &str| EventKey {
+        sent_at: 1_796_138_779_211,
         source: "https://10.96.0.1:443".into(),
         id: id.into(),
     };

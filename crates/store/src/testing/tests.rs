@@ -4,6 +4,7 @@ use super::*;
 
 fn key(id: &str) -> EventKey {
     EventKey {
+        sent_at: 1,
         source: "s".into(),
         id: id.into(),
     }
