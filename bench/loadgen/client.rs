@@ -2,9 +2,10 @@
 //! time, `Content-Length` bodies only (what drift-sentinel and the ceiling answer). Cheap enough
 //! that the load generator costs little of the two cores it shares with the server.
 
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One keep-alive connection.
 pub(crate) struct Conn {
@@ -144,5 +145,132 @@ impl Rng {
             (b >> 48) & 0xfff,
             b & 0xffff_ffff_ffff
         )
+    }
+}
+
+/// The CloudEvent `time` of a request sent now, as an ApiServerSource adapter sets it (sdk-go's
+/// `WithTimeNow`): the wall clock in UTC, RFC 3339 with nanoseconds and `Z`, always 30
+/// characters (`world::TIME_PLACE`'s length). One per sender (connection or thread): each value
+/// is later than the one before, by 1 ns if the wall clock stood still or stepped back; the date
+/// and second are formatted again only when the second changes.
+pub(crate) struct Clock {
+    /// The last value, since the Unix epoch.
+    last: Duration,
+    /// The second `text` holds the date and time of, if any.
+    second: Option<u64>,
+    /// `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ`.
+    text: String,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Clock {
+        Clock {
+            last: Duration::ZERO,
+            second: None,
+            text: String::with_capacity(32),
+        }
+    }
+
+    /// The current time, e.g. `2026-11-29T10:00:00.123456789Z`.
+    pub(crate) fn now(&mut self) -> &str {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.last = wall.max(self.last + Duration::from_nanos(1));
+        let (second, nanos) = (self.last.as_secs(), self.last.subsec_nanos());
+        if self.second != Some(second) {
+            let at = i64::try_from(second)
+                .ok()
+                .and_then(|second| chrono::DateTime::from_timestamp(second, 0))
+                .unwrap_or_default();
+            self.text.clear();
+            let _ = write!(self.text, "{}", at.format("%Y-%m-%dT%H:%M:%S."));
+            self.second = Some(second);
+        }
+        self.text.truncate(20);
+        let _ = write!(self.text, "{nanos:09}Z");
+        &self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::{self, Fixtures, Mode};
+
+    /// The time `text` says, checked to be RFC 3339 in UTC with nanoseconds, 30 characters.
+    fn parse(text: &str) -> chrono::DateTime<chrono::Utc> {
+        assert_eq!(text.len(), world::TIME_PLACE.len(), "{text}");
+        assert!(text.ends_with('Z') && text.as_bytes()[19] == b'.', "{text}");
+        chrono::DateTime::parse_from_rfc3339(text)
+            .unwrap_or_else(|error| panic!("{text}: {error}"))
+            .with_timezone(&chrono::Utc)
+    }
+
+    #[test]
+    fn the_clock_gives_now_in_rfc_3339_utc_with_nanoseconds_and_never_goes_back() {
+        let mut clock = Clock::new();
+        let mut last = parse(clock.now());
+        assert!((chrono::Utc::now() - last).num_milliseconds().abs() < 1000);
+        for _ in 0..100_000 {
+            let next = parse(clock.now());
+            assert!(next > last, "{last} then {next}");
+            last = next;
+        }
+        std::thread::sleep(Duration::from_millis(1100));
+        let later = parse(clock.now());
+        assert!(
+            (later - last).num_milliseconds() >= 1100,
+            "{last} then {later}"
+        );
+        assert!((chrono::Utc::now() - later).num_milliseconds().abs() < 1000);
+    }
+
+    #[test]
+    fn a_filled_request_carries_the_time_it_was_filled_at() {
+        let fixtures = Fixtures::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|error| panic!("fixtures: {error}"));
+        let (mut clock, mut rng, mut buf) = (Clock::new(), Rng::seeded(3), Vec::new());
+        for mode in [Mode::Binary, Mode::Structured] {
+            for object in world::app(&fixtures, 1).iter().take(3) {
+                let template =
+                    world::request(mode, "update", object, world::ID_PLACE, world::RV_PLACE);
+                let time = clock.now().to_string();
+                world::fill_at(&template, &rng.id(), "000000000000007", &time, &mut buf);
+                let text = String::from_utf8_lossy(&buf);
+                let (head, body) = text.split_once("\r\n\r\n").unwrap_or_default();
+                let length: Option<usize> = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Content-Length: "))
+                    .and_then(|value| value.parse().ok());
+                assert_eq!(length, Some(body.len()), "{mode:?}");
+                let sent = match mode {
+                    Mode::Binary => head
+                        .lines()
+                        .find_map(|line| line.strip_prefix("ce-time: "))
+                        .unwrap_or_default()
+                        .to_string(),
+                    Mode::Structured => {
+                        let value: serde_json::Value =
+                            serde_json::from_str(body).unwrap_or_default();
+                        value["time"].as_str().unwrap_or_default().to_string()
+                    }
+                };
+                assert_eq!(sent, time);
+                let age = chrono::Utc::now() - parse(&sent);
+                assert!((0..1000).contains(&age.num_milliseconds()), "{sent}");
+                eprintln!(
+                    "{mode:?}: time {sent}, Content-Length {length:?}, body {} bytes\n{}",
+                    body.len(),
+                    head.lines()
+                        .filter(|line| line.starts_with("ce-") || line.starts_with("Content"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                );
+                if mode == Mode::Structured {
+                    eprintln!("{}...", &body[..body.len().min(330)]);
+                }
+            }
+        }
     }
 }

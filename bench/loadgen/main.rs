@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
-use client::{Conn, Rng};
+use client::{Clock, Conn, Rng};
 use world::{Fixtures, Mode, Op, OBJECTS_PER_APP};
 
 #[derive(Parser)]
@@ -49,7 +49,8 @@ enum Cmd {
         #[arg(long, default_value_t = 72)]
         apps: usize,
         /// Also write two cycles as structured events with concrete ids, for `drift-sentinel
-        /// replay` (the ids come from a fixed seed: the same `--apps` gives the same file).
+        /// replay` (the ids come from a fixed seed and every event has the fixed time
+        /// `world::FIXED_TIME`: the same `--apps` gives the same file).
         #[arg(long)]
         replay: Option<PathBuf>,
     },
@@ -717,6 +718,7 @@ fn open_loop(
                 scope.spawn(move || {
                     let mut conn = Conn::new(addr);
                     let mut rng = Rng::new(c as u64 + 1);
+                    let mut clock = Clock::new();
                     let mut buf = Vec::new();
                     let mut latencies = Vec::new();
                     let (mut non_202, mut errors) = (0u64, 0u64);
@@ -734,7 +736,7 @@ fn open_loop(
                         }
                         let template = mine[(k as usize) % mine.len()];
                         let rv = format!("{:015}", base + k * connections as u64 + c as u64);
-                        world::fill(template, &rng.id(), &rv, &mut buf);
+                        world::fill_at(template, &rng.id(), &rv, clock.now(), &mut buf);
                         match conn.roundtrip(&buf) {
                             Ok((202, _)) => {}
                             Ok(_) => non_202 += 1,
@@ -817,6 +819,7 @@ fn load_objects(
                 scope.spawn(move || {
                     let mut conn = Conn::new(addr);
                     let mut rng = Rng::new(1000 + t as u64);
+                    let mut clock = Clock::new();
                     let (mut ok, mut failed) = (0u64, 0u64);
                     let mut buf = Vec::new();
                     for index in (first..first + apps).filter(|i| i % threads == t) {
@@ -831,7 +834,13 @@ fn load_objects(
                                 world::ID_PLACE,
                                 world::RV_PLACE,
                             );
-                            world::fill(&template, &rng.id(), "000000000000001", &mut buf);
+                            world::fill_at(
+                                &template,
+                                &rng.id(),
+                                "000000000000001",
+                                clock.now(),
+                                &mut buf,
+                            );
                             match conn.roundtrip(&buf) {
                                 Ok((202, _)) => ok += 1,
                                 _ => failed += 1,
@@ -1226,6 +1235,7 @@ fn cold_start(
         .map_err(|e| format!("{e}"))?;
     let fixtures = Fixtures::load(&repo_root())?;
     let mut rng = Rng::new(99);
+    let mut clock = Clock::new();
     let mut samples = Vec::new();
     for run in 0..runs {
         let object = &world::app(&fixtures, 5_000_000 + run)[0];
@@ -1237,7 +1247,15 @@ fn cold_start(
             world::RV_PLACE,
         );
         let mut request = Vec::new();
-        world::fill(&template, &rng.id(), "000000000000001", &mut request);
+        // Its time is when it is made, just before the spawn: the tries until the port accepts
+        // resend the same event, as an adapter's retries do.
+        world::fill_at(
+            &template,
+            &rng.id(),
+            "000000000000001",
+            clock.now(),
+            &mut request,
+        );
         let started = Instant::now();
         let proc = Proc::spawn(
             name,
@@ -1285,6 +1303,7 @@ fn drift_latency(
     samples: usize,
 ) -> Result<Value> {
     let mut rng = Rng::new(5);
+    let mut clock = Clock::new();
     let mut conn = Conn::new(sink.addr);
     let mut from_send = Vec::new();
     let mut from_ack = Vec::new();
@@ -1303,7 +1322,13 @@ fn drift_latency(
             world::ID_PLACE,
             world::RV_PLACE,
         );
-        world::fill(&template, &rng.id(), "000000000000001", &mut buf);
+        world::fill_at(
+            &template,
+            &rng.id(),
+            "000000000000001",
+            clock.now(),
+            &mut buf,
+        );
         if !matches!(conn.roundtrip(&buf), Ok((202, _))) {
             return Err("baseline event not accepted".into());
         }
@@ -1322,7 +1347,13 @@ fn drift_latency(
             world::ID_PLACE,
             world::RV_PLACE,
         );
-        world::fill(&template, &rng.id(), "000000000000002", &mut buf);
+        world::fill_at(
+            &template,
+            &rng.id(),
+            "000000000000002",
+            clock.now(),
+            &mut buf,
+        );
         let sent = Instant::now();
         if !matches!(conn.roundtrip(&buf), Ok((202, _))) {
             return Err("drift event not accepted".into());

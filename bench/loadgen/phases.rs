@@ -5,10 +5,11 @@
 //!
 //! Both drive the sink with the driver's own closed-loop client ([`Lanes`]): each connection owns
 //! a fixed set of objects and sends their events in order, one request at a time, each with a
-//! fresh CloudEvent id and a `resourceVersion` drawn from one counter of the whole run, so every
-//! event is newer than its object's last and none is implausibly far ahead of the cluster's
-//! newest (no duplicate, stale or implausible event; the report counts outcomes to show it). CPU
-//! per event is the server's utime+stime (`/proc/<pid>/stat`) over a run divided by its events.
+//! fresh CloudEvent id, the moment it is sent as its CloudEvent `time` and a `resourceVersion`
+//! drawn from one counter of the whole run, so every event is newer than its object's last and
+//! none is implausibly far ahead of the cluster's newest (no duplicate, stale or implausible
+//! event; the report counts outcomes to show it). CPU per event is the server's utime+stime
+//! (`/proc/<pid>/stat`) over a run divided by its events.
 //!
 //! What is compared (world sizes, object classes) is measured in interleaved rounds, each round
 //! taking the candidates in a rotated order, so a change of the shared machine's background load
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::client::{Conn, Rng};
+use crate::client::{Clock, Conn, Rng};
 use crate::world::{self, Fixtures, Mode, Object, OBJECTS_PER_APP, STEPS};
 use crate::{
     clock_ticks, cpu_ticks, load_objects, loadavg, log, metric, percentile, scrape, start_ceiling,
@@ -80,6 +81,7 @@ struct Prepared {
     object: usize,
     request: Vec<u8>,
     id_at: usize,
+    time_at: usize,
     rv_at: usize,
     body: usize,
 }
@@ -92,20 +94,26 @@ impl Prepared {
                 .position(|window| window == needle.as_bytes())
                 .ok_or_else(|| format!("no {needle} in a request template"))
         };
-        let (id_at, rv_at) = (find(world::ID_PLACE)?, find(world::RV_PLACE)?);
+        let (id_at, time_at, rv_at) = (
+            find(world::ID_PLACE)?,
+            find(world::TIME_PLACE)?,
+            find(world::RV_PLACE)?,
+        );
         let body = world::body_len(&request);
         Ok(Prepared {
             object,
             request,
             id_at,
+            time_at,
             rv_at,
             body,
         })
     }
 
-    fn fill(&mut self, id: &str) {
+    fn fill(&mut self, id: &str, time: &str) {
         let rv = format!("{:015}", RESOURCE_VERSION.fetch_add(1, Ordering::Relaxed));
         self.request[self.id_at..self.id_at + id.len()].copy_from_slice(id.as_bytes());
+        self.request[self.time_at..self.time_at + time.len()].copy_from_slice(time.as_bytes());
         self.request[self.rv_at..self.rv_at + rv.len()].copy_from_slice(rv.as_bytes());
     }
 }
@@ -147,6 +155,7 @@ struct Lane {
     templates: Vec<Prepared>,
     next: usize,
     rng: Rng,
+    clock: Clock,
 }
 
 impl Lane {
@@ -160,7 +169,7 @@ impl Lane {
             let id = self.rng.id();
             let template = &mut self.templates[self.next % count];
             self.next += 1;
-            template.fill(&id);
+            template.fill(&id, self.clock.now());
             let sent = Instant::now();
             match self.conn.roundtrip(&template.request) {
                 Ok((202, _)) => {}
@@ -185,6 +194,7 @@ impl Lanes {
                 templates: Vec::new(),
                 next: 0,
                 rng: Rng::new(7_000 + c as u64),
+                clock: Clock::new(),
             })
             .collect();
         for template in templates {
@@ -754,4 +764,35 @@ pub(crate) fn markdown(report: &Value) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prepared_request_is_filled_in_place_with_the_time_it_is_sent() {
+        let fixtures = Fixtures::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+            .unwrap_or_else(|error| panic!("fixtures: {error}"));
+        let mut prepared = match prepare(0, "update", &world::app(&fixtures, 0)[6]) {
+            Ok(prepared) => prepared,
+            Err(error) => panic!("{error}"),
+        };
+        let length = prepared.request.len();
+        let mut clock = Clock::new();
+        for id in [
+            "0badcafe-0000-4000-a000-000000000001",
+            "0badcafe-0000-4000-a000-000000000002",
+        ] {
+            let time = clock.now().to_string();
+            prepared.fill(id, &time);
+            let text = String::from_utf8_lossy(&prepared.request).to_string();
+            assert_eq!(prepared.request.len(), length);
+            assert!(text.contains(&format!("\r\nce-id: {id}\r\n")));
+            assert!(text.contains(&format!("\r\nce-time: {time}\r\n")));
+            assert!(!text.contains(world::TIME_PLACE) && !text.contains(world::RV_PLACE));
+            assert!(text.contains(&format!("Content-Length: {}\r\n", prepared.body)));
+            assert_eq!(world::body_len(&prepared.request), prepared.body);
+        }
+    }
 }

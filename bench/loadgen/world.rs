@@ -36,6 +36,12 @@ use sha2::{Digest, Sha256};
 pub(crate) const ID_PLACE: &str = "%%%%%%%%-%%%%-%%%%-%%%%-%%%%%%%%%%%%";
 /// Placeholder for `metadata.resourceVersion` (15 digits once filled in).
 pub(crate) const RV_PLACE: &str = "^^^^^^^^^^^^^^^";
+/// Placeholder for the CloudEvent `time` (30 characters, the length of an RFC 3339 UTC time
+/// with nanoseconds: what `client::Clock::now` gives when a request is sent).
+pub(crate) const TIME_PLACE: &str = "####-##-##T##:##:##.#########Z";
+/// The `time` of the events that are not sent but kept: the replay file (`gen --replay`) and
+/// the micro-benchmarks (`benches/pipeline`), which stay the same from run to run.
+pub(crate) const FIXED_TIME: &str = "2026-11-29T10:00:00.000000000Z";
 /// The CloudEvent source every event carries (the in-cluster API server address).
 pub(crate) const SOURCE: &str = "https://10.96.0.1:443";
 /// Steps in one object's script.
@@ -1598,13 +1604,16 @@ pub(crate) enum Mode {
     Structured,
 }
 
-/// A whole HTTP/1.1 request for one event. `id` and `rv` may be the placeholders.
+/// A whole HTTP/1.1 request for one event. `id` and `rv` may be the placeholders; the `time` is
+/// always [`TIME_PLACE`] (filled by [`fill_at`] when the request is sent, or by [`fill`]). The
+/// placeholders come in the order id, time, resourceVersion in both modes (`bench/events.lua`
+/// splits a template at them in that order).
 pub(crate) fn request(mode: Mode, verb: &str, object: &Object, id: &str, rv: &str) -> Vec<u8> {
     let (api_version, kind, namespace, name) = object.ident();
     let body = object.render(rv);
     let ty = format!("dev.knative.apiserver.resource.{verb}");
     let subject = subject(&api_version, &kind, &namespace, &name);
-    let time = "2026-11-29T10:00:00.000000000Z";
+    let time = TIME_PLACE;
     let arrival = "2026-11-29T10:00:00.001Z";
     let mut attributes: BTreeMap<&str, &str> = BTreeMap::new();
     attributes.insert("apiversion", &api_version);
@@ -1649,11 +1658,18 @@ pub(crate) fn request(mode: Mode, verb: &str, object: &Object, id: &str, rv: &st
     out
 }
 
-/// Fills the placeholders of a request template.
+/// Fills the placeholders of a request template, the `time` with [`FIXED_TIME`]: for events
+/// that are kept, not sent (a request that is sent takes its time from [`fill_at`]).
 pub(crate) fn fill(template: &[u8], id: &str, rv: &str, out: &mut Vec<u8>) {
+    fill_at(template, id, rv, FIXED_TIME, out);
+}
+
+/// Fills the placeholders of a request template; `time` is 30 characters (as [`TIME_PLACE`]),
+/// so the request's `Content-Length` stays right.
+pub(crate) fn fill_at(template: &[u8], id: &str, rv: &str, time: &str, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(template);
-    for (place, value) in [(ID_PLACE, id), (RV_PLACE, rv)] {
+    for (place, value) in [(ID_PLACE, id), (TIME_PLACE, time), (RV_PLACE, rv)] {
         if let Some(at) = find(out, place.as_bytes()) {
             out[at..at + place.len()].copy_from_slice(value.as_bytes());
         }
@@ -1721,6 +1737,82 @@ mod tests {
     fn fixtures() -> Fixtures {
         Fixtures::load(Path::new(env!("CARGO_MANIFEST_DIR")))
             .unwrap_or_else(|error| panic!("fixtures: {error}"))
+    }
+
+    /// The CloudEvent `time` of a request: its `ce-time` header, else its structured body's.
+    fn time_of(request: &[u8]) -> String {
+        let text = String::from_utf8_lossy(request);
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_default();
+        match head.lines().find_map(|line| line.strip_prefix("ce-time: ")) {
+            Some(time) => time.to_string(),
+            None => serde_json::from_str::<Value>(body).unwrap_or_default()["time"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+
+    fn content_length(request: &[u8]) -> Option<usize> {
+        let text = String::from_utf8_lossy(request);
+        text.lines()
+            .find_map(|line| line.strip_prefix("Content-Length: "))
+            .and_then(|value| value.parse().ok())
+    }
+
+    #[test]
+    fn templates_carry_id_time_and_rv_once_each_in_that_order() {
+        // bench/events.lua splits every template at the three, in this order.
+        assert_eq!(TIME_PLACE.len(), FIXED_TIME.len());
+        for mode in [Mode::Binary, Mode::Structured] {
+            for template in cycle(&fixtures(), 1, mode) {
+                let request = &template.request;
+                let at = |place: &str| {
+                    let places: Vec<usize> = request
+                        .windows(place.len())
+                        .enumerate()
+                        .filter(|(_, window)| *window == place.as_bytes())
+                        .map(|(at, _)| at)
+                        .collect();
+                    assert_eq!(places.len(), 1, "{place} in {mode:?}");
+                    places[0]
+                };
+                let (id, time, rv) = (at(ID_PLACE), at(TIME_PLACE), at(RV_PLACE));
+                assert!(id < time && time < rv, "{mode:?}: {id} {time} {rv}");
+                assert_eq!(time_of(request), TIME_PLACE);
+                assert_eq!(content_length(request), Some(body_len(request)));
+            }
+        }
+    }
+
+    #[test]
+    fn fill_at_sets_the_time_and_keeps_the_content_length() {
+        let time = "2027-01-02T03:04:05.123456789Z";
+        let mut out = Vec::new();
+        for mode in [Mode::Binary, Mode::Structured] {
+            for object in app(&fixtures(), 2) {
+                let template = request(mode, "update", &object, ID_PLACE, RV_PLACE);
+                fill_at(
+                    &template,
+                    "0badcafe-0000-4000-a000-000000000001",
+                    "000000000000042",
+                    time,
+                    &mut out,
+                );
+                assert_eq!(out.len(), template.len());
+                assert_eq!(time_of(&out), time, "{mode:?}");
+                assert_eq!(content_length(&out), Some(body_len(&out)));
+                for place in [ID_PLACE, TIME_PLACE, RV_PLACE] {
+                    assert!(find(&out, place.as_bytes()).is_none(), "{place} left");
+                }
+                fill(
+                    &template,
+                    "0badcafe-0000-4000-a000-000000000002",
+                    "000000000000043",
+                    &mut out,
+                );
+                assert_eq!(time_of(&out), FIXED_TIME, "{mode:?}");
+            }
+        }
     }
 
     #[test]
