@@ -17,8 +17,9 @@
 //! Architecture invariant: a request is answered `Ok` only after its events' effects and their
 //! (`time`, `source`, `id`) keys are committed. A request whose events changed nothing durable
 //! writes nothing, not even its keys (applying them again changes nothing either), and is
-//! answered as soon as they are applied, before the round's commit. If the commit fails, the engine rolls back to the last
-//! committed state and every request in the round gets [`Error::Store`]; the Broker retries.
+//! answered as soon as they are applied, before the round's commit. If the commit fails, the
+//! engine rolls back to the last committed state and every request in the round gets
+//! [`Error::Store`]; the Broker retries.
 
 pub mod fleet_view;
 mod remediation;

@@ -1389,6 +1389,15 @@ fn store_migrate_moves_a_sqlite_store_into_postgres() {
             id: "e1".into()
         })
         .unwrap());
+    // With its time: sent at another time, the same id is another event.
+    assert!(!migrated
+        .writer
+        .is_duplicate(&EventKey {
+            sent_at: 5,
+            source: "s".into(),
+            id: "e1".into()
+        })
+        .unwrap());
 
     // The service continues from it: new history follows the copied history, and a second
     // settlement's attempt follows the first.
@@ -1634,7 +1643,8 @@ fn version_six_keeps_the_keys_stored_before_it_as_duplicates_of_any_time() {
         backend.execute(&format!(
             "{old_events}
              INSERT INTO events (source, id, received_at)
-                 VALUES ('https://10.96.0.1:443', 'e1', 1000), ('https://10.96.0.1:443', 'e2', 3000);
+                 VALUES ('https://10.96.0.1:443', 'e1', 1000),
+                        ('https://10.96.0.1:443', 'e2', 3000);
              UPDATE schema_version SET version = 5;"
         ));
         assert_eq!(backend.version(), Some(5), "{}", backend.name());
@@ -1670,6 +1680,39 @@ fn version_six_keeps_the_keys_stored_before_it_as_duplicates_of_any_time() {
         assert_eq!(writer.prune_events(2_000).unwrap(), 1, "{}", backend.name());
         assert!(!writer.is_duplicate(&key(7, "e1")).unwrap());
         assert!(writer.is_duplicate(&key(7, "e2")).unwrap());
+        drop(opened);
+        // The index pruning reads is there, and migrating again (the recorded version taken
+        // back by hand) keeps every key's time.
+        let index = match backend {
+            Backend::Sqlite(_) => "SELECT name FROM sqlite_master WHERE name = 'events_received'",
+            Backend::Postgres { .. } => {
+                "SELECT indexname FROM pg_indexes WHERE indexname = 'events_received'"
+            }
+        };
+        let has_index = match &backend {
+            Backend::Sqlite(dir) => rusqlite::Connection::open(dir.path().join("store.db"))
+                .unwrap()
+                .query_row(index, [], |row| row.get::<_, String>(0))
+                .is_ok(),
+            Backend::Postgres { server, url } => {
+                server.psql(PgServer::name_of(url), index) == "events_received"
+            }
+        };
+        assert!(has_index, "{}", backend.name());
+        backend.execute("UPDATE schema_version SET version = 5;");
+        let mut opened = backend.open();
+        assert_eq!(
+            backend.version(),
+            Some(store::sqlite::schema::LATEST),
+            "{}",
+            backend.name()
+        );
+        assert!(opened.writer.is_duplicate(&key(2_500, "e3")).unwrap());
+        assert!(
+            !opened.writer.is_duplicate(&key(2_499, "e3")).unwrap(),
+            "{}: the key lost its time",
+            backend.name()
+        );
     }
 }
 

@@ -293,7 +293,8 @@ pub type ObjectLoader<'a> = dyn FnMut(&str, &str) -> Result<(), serde_json::Erro
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EventKey {
     /// CloudEvent `time` in milliseconds since the epoch; 0 when absent or not an RFC 3339 time.
-    /// Keys stored before version 6 have 0 and match a key of any `sent_at`.
+    /// A stored 0 (no time known: keys stored before version 6, events sent without a time)
+    /// matches a key of any `sent_at`; within a round, and in replay, keys compare whole.
     pub sent_at: Millis,
     /// CloudEvent `source`.
     pub source: String,

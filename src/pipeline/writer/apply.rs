@@ -1,18 +1,18 @@
-//! The round's first steps: the submitted events (duplicates dropped by their (`time`, `source`,
-//! `id`) key, asked of the store once per round), the resync loop's work and the silence writes, put
-//! into the engine and the round's batch.
+//! The round's first steps: the submitted events (duplicates dropped by their (`time`,
+//! `source`, `id`) key, asked of the store once per round), the resync loop's work and the
+//! silence writes, put into the engine and the round's batch.
 
 use super::*;
 
 impl Writer {
-    /// Applies the submitted events: duplicates by their key ([`event_key`]) are dropped, the rest go to
-    /// the engine. A request whose events changed nothing durable is answered at once (behind
-    /// the answers of earlier rounds, so after their sync: `answers.rs`), unless one of them
-    /// repeats an event this round applied and wrote: its `202` would rest on a write not yet
-    /// committed (a redelivery of the event answered while the first delivery waits), so it
-    /// waits for the commit and its sync. (Content equal to what an earlier event of the round
-    /// wrote rests on an event not yet answered, which the Broker delivers again if the write is
-    /// lost.)
+    /// Applies the submitted events: duplicates by their key ([`event_key`]) are dropped, the
+    /// rest go to the engine. A request whose events changed nothing durable is answered at
+    /// once (behind the answers of earlier rounds, so after their sync: `answers.rs`), unless
+    /// one of them repeats an event this round applied and wrote: its `202` would rest on a
+    /// write not yet committed (a redelivery of the event answered while the first delivery
+    /// waits), so it waits for the commit and its sync. (Content equal to what an earlier event
+    /// of the round wrote rests on an event not yet answered, which the Broker delivers again if
+    /// the write is lost.)
     pub(super) fn apply_events(
         &mut self,
         round: &mut Round,
@@ -43,6 +43,8 @@ impl Writer {
                 HashSet::new()
             }
         };
+        // Taken in the order they were made: the same events, in the same order.
+        let mut keys = keys.into_iter();
         for (mut events, reply) in submissions {
             let mut reply = Some(reply);
             let writes_before = self.engine.journaled_writes();
@@ -52,7 +54,7 @@ impl Writer {
                 let result = match event {
                     Decoded::Ignored { .. } => EventResult::Ignored,
                     Decoded::ApiServer(event) => {
-                        let key = event_key(event);
+                        let key = keys.next().unwrap_or_else(|| event_key(event));
                         let duplicate = keys_in_round.contains(&key) || seen.contains(&key);
                         if duplicate {
                             repeats_a_write |= written_in_round.contains(&key);

@@ -244,8 +244,8 @@ impl ObjectState {
     ///
     /// The engine does not write a state that has the same content as the previous one (most
     /// events are such status churn); when the event changes no drift either, the writer commits
-    /// nothing for it, not even its (`source`, `id`) key. Memory then runs ahead of the store
-    /// only in those three fields, and after a restart the restored object carries an older
+    /// nothing for it, not even its (`time`, `source`, `id`) key. Memory then runs ahead of the
+    /// store only in those three fields, and after a restart the restored object carries an older
     /// `resourceVersion` and older write times:
     /// * a redelivered event applies the same content again, so it changes nothing;
     /// * an event never committed whose version lies between the stored and the newest applied

@@ -228,8 +228,8 @@ pub struct StoreConfig {
     /// A PEM bundle of CA certificates trusted for the PostgreSQL server's TLS certificate,
     /// besides the Mozilla roots (a private CA, a cloud provider's server CA).
     pub ca_file: Option<PathBuf>,
-    /// How long a CloudEvent (`time`, `source`, `id`) is remembered for de-duplication. The Broker's
-    /// retries span minutes; a day leaves a wide margin.
+    /// How long a CloudEvent's key (`time`, `source`, `id`) is remembered for de-duplication.
+    /// The Broker's retries span minutes; a day leaves a wide margin.
     pub dedup_retention: Duration,
     /// How long resolved drifts, their history and finished deliveries are kept (audit trail).
     pub retention: Duration,

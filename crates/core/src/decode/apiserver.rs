@@ -172,8 +172,8 @@ pub enum Decoded {
 
 const RESOURCE_PREFIX: &str = "dev.knative.apiserver.resource.";
 
-/// Longest CloudEvent `id` and `source` (their pair is kept for `store.dedupRetention` to drop
-/// redeliveries). The ApiServerSource sends a UUID and the API server's URL.
+/// Longest CloudEvent `id` and `source` (kept with the `time` for `store.dedupRetention` to
+/// drop redeliveries). The ApiServerSource sends a UUID and the API server's URL.
 pub(crate) const MAX_ID_BYTES: usize = 1024;
 /// Refuses an `id` or `source` longer than its bound, and a `cluster` extension that is not a
 /// valid cluster name ([`super::cluster_name`]: printable, visible, one script, not `fleet:`).
@@ -405,7 +405,12 @@ mod tests {
             sent_at(Some("2026-11-29T11:00:00.123+01:00")),
             1_795_946_400_123
         );
+        assert_eq!(
+            sent_at(Some("2026-11-29T10:00:00.1239Z")),
+            1_795_946_400_123
+        );
         assert_eq!(sent_at(Some("2023-10-09T21:40:37Z")), 1_696_887_637_000);
+        assert_eq!(sent_at(Some("1969-12-31T23:59:59.5Z")), -500);
         assert_eq!(sent_at(None), 0);
         assert_eq!(sent_at(Some("yesterday")), 0);
     }

@@ -128,11 +128,17 @@ WHERE outcome IN ('planned', 'sending');
 
 /// Version 6: the event keys by send time first, as SQLite's (`sqlite/schema.rs`): a B-tree
 /// index takes keys in send order at its end as SQLite's table does. The keys already stored get
-/// 0 (any time). The key's index is rebuilt, in the migration's transaction. (`IF NOT EXISTS`: a
-/// test takes a store back to an older version's recorded number and migrates it again.)
+/// 0 (any time). Unlike SQLite's, the column keeps its default 0, so a replica of the older
+/// binary still connected while the first new one migrates can still commit (it is refused at
+/// its next open). The key's index is rebuilt in the migration's transaction, which holds the
+/// table's lock while it builds: every writer's commit waits for it (about 2 s per million keys).
+/// The lock is waited for at most 2 s, as for `add_column`: a migration that cannot take it
+/// fails, and the next start tries again. Safe to run again (`IF [NOT] EXISTS`; the key is the
+/// same), as on a store whose recorded version was taken back by hand.
 const V6_EVENTS_BY_SEND_TIME: &str = r#"
+SET LOCAL lock_timeout = '2s';
 ALTER TABLE events ADD COLUMN IF NOT EXISTS sent_at BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE events DROP CONSTRAINT events_pkey;
+ALTER TABLE events DROP CONSTRAINT IF EXISTS events_pkey;
 ALTER TABLE events ADD CONSTRAINT events_pkey PRIMARY KEY (sent_at, source, id);
 "#;
 

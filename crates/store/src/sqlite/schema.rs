@@ -5,9 +5,9 @@
 //! A store without the table (a new file, or one written before versions were recorded) is
 //! version 0; version 1 is that layout with outbox claims, version 2 adds the drifts' API group
 //! (and indexes for the dashboard's overview), version 3 an index of pending outbox rows,
-//! version 4 keeps the objects in a rowid table, version 5 adds remediation attempts, version 6 keys
-//! the event keys by send time first. Migration 1 is safe on both: it creates what is
-//! missing (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
+//! version 4 keeps the objects in a rowid table, version 5 adds remediation attempts, version 6
+//! orders the event keys by send time. Migration 1 is safe on both: it creates what is missing
+//! (`IF NOT EXISTS`) and adds the outbox claim columns. A store whose version is newer
 //! than this binary knows is refused before anything is written ([`Error::Schema`]): an older
 //! binary never touches a layout it does not understand.
 //!
@@ -245,7 +245,7 @@ pub(super) fn migrate(connection: &mut Connection) -> Result<i64, Error> {
         });
     }
     for (version, steps) in MIGRATIONS {
-        if *version > current {
+        if *version > current && !already_applied(&transaction, *version)? {
             for sql in *steps {
                 transaction.execute_batch(sql)?;
             }
@@ -258,6 +258,25 @@ pub(super) fn migrate(connection: &mut Connection) -> Result<i64, Error> {
     )?;
     transaction.commit()?;
     Ok(LATEST)
+}
+
+/// Whether the layout already has what migration `version` makes, when its SQL cannot tell by
+/// itself: version 6 copies the event keys with time 0 (the older layout has none), so run
+/// again on a store already keyed by time (its version recorded as older by hand, as to go
+/// back to an older binary) it would drop every key's time and merge keys that differ only in
+/// it.
+fn already_applied(connection: &Connection, version: i64) -> Result<bool, Error> {
+    if version != 6 {
+        return Ok(false);
+    }
+    let found: Option<i64> = connection
+        .query_row(
+            "SELECT 1 FROM pragma_table_info('events') WHERE name = 'sent_at'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(found.is_some())
 }
 
 /// The version recorded in the store at `connection` (`None` before any was recorded).
