@@ -700,3 +700,47 @@ async fn what_one_object_may_cost_is_bounded_and_the_400_names_the_limit() {
     refused(&app, "cost-5", &object, "data.data: ", "ConfigMap data").await;
     assert_eq!(app.store.event_count(), 0, "nothing is committed");
 }
+
+/// A bad `TOKIO_WORKER_THREADS` stops `serve` before it starts, with exit 2 and a message that
+/// names the variable (tokio's own reading of it would panic), and nothing is created.
+#[test]
+fn a_bad_worker_thread_count_is_a_clear_error_not_a_panic() {
+    for bad in ["0", "many"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_drift-sentinel"))
+            .arg("serve")
+            .current_dir(dir.path())
+            .env_remove("DRIFT_SENTINEL_CONFIG")
+            .env("TOKIO_WORKER_THREADS", bad)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                child.kill().unwrap();
+                panic!("TOKIO_WORKER_THREADS={bad}: serve started");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "TOKIO_WORKER_THREADS=\"{bad}\" is not a whole number"
+            )),
+            "{bad}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{bad}: {stderr}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{bad}: nothing is created"
+        );
+    }
+}
