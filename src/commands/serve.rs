@@ -59,9 +59,10 @@ pub fn run(config_path: Option<PathBuf>) -> ExitCode {
 /// The variable tokio reads for its worker count (README, "Operations").
 const WORKER_THREADS: &str = "TOKIO_WORKER_THREADS";
 
-/// Most HTTP worker threads a value may ask for: more than a pod has cores by far, and a count
-/// that cannot be a typo of one (tokio would try to start every thread asked for).
-const MAX_WORKER_THREADS: usize = 1024;
+/// Most HTTP worker threads a value may ask for: far more than a pod has cores. tokio starts
+/// every worker asked for (beside its blocking pool of up to 512), and panics when the system
+/// refuses a thread, so a count past any use is refused here instead.
+const MAX_WORKER_THREADS: usize = 256;
 
 /// The worker count `TOKIO_WORKER_THREADS` asks for (`None` when unset: tokio's default, one
 /// per core). Read here, not left to tokio, whose own reading panics on a value that is not a
@@ -89,7 +90,7 @@ mod tests {
         assert_eq!(worker_threads(None), Ok(None));
         assert_eq!(read("1"), Ok(Some(1)));
         assert_eq!(read("4"), Ok(Some(4)));
-        assert_eq!(read("1024"), Ok(Some(1024)));
+        assert_eq!(read("256"), Ok(Some(256)));
         for bad in [
             "0",
             "",
@@ -97,7 +98,7 @@ mod tests {
             "two",
             "-1",
             "1.5",
-            "1025",
+            "257",
             "99999999999999999999999",
         ] {
             let error = read(bad).unwrap_err();
@@ -105,7 +106,7 @@ mod tests {
                 error.starts_with("TOKIO_WORKER_THREADS="),
                 "{bad:?}: {error}"
             );
-            assert!(error.contains("from 1 to 1024"), "{bad:?}: {error}");
+            assert!(error.contains("from 1 to 256"), "{bad:?}: {error}");
         }
         #[cfg(unix)]
         {
