@@ -827,18 +827,12 @@ fn load_objects(
                             if (index - first) * OBJECTS_PER_APP + number >= limit {
                                 break;
                             }
-                            let template = world::request(
-                                Mode::Binary,
-                                "add",
+                            binary_event(
                                 object,
-                                world::ID_PLACE,
-                                world::RV_PLACE,
-                            );
-                            world::fill_at(
-                                &template,
-                                &rng.id(),
+                                "add",
                                 "000000000000001",
-                                clock.now(),
+                                &mut rng,
+                                &mut clock,
                                 &mut buf,
                             );
                             match conn.roundtrip(&buf) {
@@ -1217,6 +1211,20 @@ fn memory_phase(args: &RunArgs, fixtures: &Fixtures, receiver_addr: SocketAddr) 
 
 /// Starts the sink `runs` times on the store `name` (made fresh when `fresh`), measuring from
 /// just before `spawn` to the first `202` for an event sent as soon as the port accepts.
+/// `object`'s `verb` event in binary mode at resourceVersion `rv`, with a new id and the time
+/// now, written into `out`.
+fn binary_event(
+    object: &world::Object,
+    verb: &str,
+    rv: &str,
+    rng: &mut Rng,
+    clock: &mut Clock,
+    out: &mut Vec<u8>,
+) {
+    let template = world::request(Mode::Binary, verb, object, world::ID_PLACE, world::RV_PLACE);
+    world::fill_at(&template, &rng.id(), rv, clock.now(), out);
+}
+
 fn cold_start(
     args: &RunArgs,
     name: &str,
@@ -1239,21 +1247,15 @@ fn cold_start(
     let mut samples = Vec::new();
     for run in 0..runs {
         let object = &world::app(&fixtures, 5_000_000 + run)[0];
-        let template = world::request(
-            Mode::Binary,
-            "add",
-            object,
-            world::ID_PLACE,
-            world::RV_PLACE,
-        );
         let mut request = Vec::new();
         // Its time is when it is made, just before the spawn: the tries until the port accepts
         // resend the same event, as an adapter's retries do.
-        world::fill_at(
-            &template,
-            &rng.id(),
+        binary_event(
+            object,
+            "add",
             "000000000000001",
-            clock.now(),
+            &mut rng,
+            &mut clock,
             &mut request,
         );
         let started = Instant::now();
@@ -1315,18 +1317,12 @@ fn drift_latency(
         // sends at once (a group's next drifts wait for its `groupInterval`, by design).
         service.value["metadata"]["namespace"] = json!(format!("latency-{sample:05}"));
         let name = service.ident().3;
-        let template = world::request(
-            Mode::Binary,
-            "add",
+        binary_event(
             &service,
-            world::ID_PLACE,
-            world::RV_PLACE,
-        );
-        world::fill_at(
-            &template,
-            &rng.id(),
+            "add",
             "000000000000001",
-            clock.now(),
+            &mut rng,
+            &mut clock,
             &mut buf,
         );
         if !matches!(conn.roundtrip(&buf), Ok((202, _))) {
@@ -1340,18 +1336,12 @@ fn drift_latency(
         if op != Op::Drift {
             return Err("script step 3 is not a drift".into());
         }
-        let template = world::request(
-            Mode::Binary,
-            "update",
+        binary_event(
             &service,
-            world::ID_PLACE,
-            world::RV_PLACE,
-        );
-        world::fill_at(
-            &template,
-            &rng.id(),
+            "update",
             "000000000000002",
-            clock.now(),
+            &mut rng,
+            &mut clock,
             &mut buf,
         );
         let sent = Instant::now();

@@ -111,6 +111,18 @@ impl Backend {
         }
     }
 
+    /// Opens the store and checks that opening migrated it to the latest version.
+    fn open_migrated(&self) -> store::Opened {
+        let opened = self.open();
+        assert_eq!(
+            self.version(),
+            Some(store::sqlite::schema::LATEST),
+            "{}",
+            self.name()
+        );
+        opened
+    }
+
     /// The schema version recorded in the store.
     fn version(&self) -> Option<i64> {
         match self {
@@ -1101,13 +1113,7 @@ fn version_two_fills_in_the_api_group_of_drifts_stored_before_it() {
              UPDATE schema_version SET version = 1;",
         );
         assert_eq!(backend.version(), Some(1), "{}", backend.name());
-        let opened = backend.open();
-        assert_eq!(
-            backend.version(),
-            Some(store::sqlite::schema::LATEST),
-            "{}",
-            backend.name()
-        );
+        let opened = backend.open_migrated();
         assert_eq!(
             audit_answers(opened.audit.as_ref()),
             expected,
@@ -1622,17 +1628,6 @@ fn version_six_keeps_the_keys_stored_before_it_as_duplicates_of_any_time() {
         source: "https://10.96.0.1:443".into(),
         id: id.into(),
     };
-    // Opened, so migrated to the latest version.
-    let migrated = |backend: &Backend| {
-        let opened = backend.open();
-        assert_eq!(
-            backend.version(),
-            Some(store::sqlite::schema::LATEST),
-            "{}",
-            backend.name()
-        );
-        opened
-    };
     for backend in Backend::all() {
         drop(backend.open());
         // Back to version 5's events table, with two keys in it.
@@ -1659,7 +1654,7 @@ fn version_six_keeps_the_keys_stored_before_it_as_duplicates_of_any_time() {
              UPDATE schema_version SET version = 5;"
         ));
         assert_eq!(backend.version(), Some(5), "{}", backend.name());
-        let mut opened = migrated(&backend);
+        let mut opened = backend.open_migrated();
         let writer = opened.writer.as_mut();
         for id in ["e1", "e2"] {
             assert!(writer.is_duplicate(&key(1_796_138_779_211, id)).unwrap());
@@ -1705,7 +1700,7 @@ fn version_six_keeps_the_keys_stored_before_it_as_duplicates_of_any_time() {
         };
         assert!(has_index, "{}", backend.name());
         backend.execute("UPDATE schema_version SET version = 5;");
-        let mut opened = migrated(&backend);
+        let mut opened = backend.open_migrated();
         assert!(opened.writer.is_duplicate(&key(2_500, "e3")).unwrap());
         assert!(
             !opened.writer.is_duplicate(&key(2_499, "e3")).unwrap(),
