@@ -168,11 +168,185 @@ impl Counted {
 }
 
 /// What [`Counter`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Counted {
     entries: usize,
     bytes: usize,
     /// Every key greater than the one before (so none repeats).
     sorted: bool,
+}
+
+/// What [`Counted::scan`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScannedData {
+    /// Where the object ends (just after its closing brace).
+    pub end: usize,
+    pub counted: Counted,
+    /// Whitespace between its tokens (then the text it is part of is not compact).
+    pub spaced: bool,
+}
+
+impl Counted {
+    /// Checks and counts the object of strings whose `{` is at `at`, as [`Counted::read`] does
+    /// but without serde_json: the scan of a ConfigMap reads its `data` here, once, instead of
+    /// jumping over it and leaving it to the one-pass reader to read again (BENCHMARKS.md,
+    /// issue 28: large objects). `None` when it is not an object of strings, when it is not
+    /// valid JSON, or when it holds what this reader leaves to serde_json: a key with an escape
+    /// (its order needs the unescaped key), an escaped surrogate that is not a pair. Then the
+    /// one-pass reader reads it, and words any error. What this accepts, serde_json accepts,
+    /// with the same counts (tested against it).
+    pub(crate) fn scan(bytes: &[u8], at: usize) -> Option<ScannedData> {
+        if bytes.get(at) != Some(&b'{') {
+            return None;
+        }
+        let mut spaced = false;
+        let mut at = skip_space(bytes, at + 1, &mut spaced);
+        let mut counted = Counted {
+            entries: 0,
+            bytes: 0,
+            sorted: true,
+        };
+        if bytes.get(at) == Some(&b'}') {
+            return Some(ScannedData {
+                end: at + 1,
+                counted,
+                spaced,
+            });
+        }
+        let mut previous: Option<&[u8]> = None;
+        loop {
+            if bytes.get(at) != Some(&b'"') {
+                return None;
+            }
+            let key_end = match string(bytes, at + 1)? {
+                (end, _, false) => end,
+                (_, _, true) => return None,
+            };
+            let key = bytes.get(at + 1..key_end - 1)?;
+            // Bytes compare as `str`s do.
+            counted.sorted &= previous.is_none_or(|before| before < key);
+            previous = Some(key);
+            at = skip_space(bytes, key_end, &mut spaced);
+            if bytes.get(at) != Some(&b':') {
+                return None;
+            }
+            at = skip_space(bytes, at + 1, &mut spaced);
+            if bytes.get(at) != Some(&b'"') {
+                return None;
+            }
+            let (value_end, value_length, _) = string(bytes, at + 1)?;
+            counted.entries += 1;
+            counted.bytes = counted
+                .bytes
+                .saturating_add(key.len())
+                .saturating_add(value_length);
+            at = skip_space(bytes, value_end, &mut spaced);
+            match bytes.get(at) {
+                Some(b',') => at = skip_space(bytes, at + 1, &mut spaced),
+                Some(b'}') => {
+                    return Some(ScannedData {
+                        end: at + 1,
+                        counted,
+                        spaced,
+                    })
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+fn skip_space(bytes: &[u8], mut at: usize, spaced: &mut bool) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        *spaced = true;
+        at += 1;
+    }
+    at
+}
+
+/// The JSON string whose body starts at `at`: where it ends (after its closing quote), its
+/// length unescaped, and whether it holds an escape; `None` for a control character, an
+/// invalid escape, an escaped surrogate that is not a pair, or no closing quote.
+fn string(bytes: &[u8], mut at: usize) -> Option<(usize, usize, bool)> {
+    let mut length = 0usize;
+    let mut escaped = false;
+    loop {
+        let stop = string_stop(bytes, at)?;
+        length += stop - at;
+        match bytes.get(stop)? {
+            b'"' => return Some((stop + 1, length, escaped)),
+            b'\\' => {
+                escaped = true;
+                let (next, unescaped) = escape(bytes, stop + 1)?;
+                length += unescaped;
+                at = next;
+            }
+            // A control character, which JSON allows only escaped.
+            _ => return None,
+        }
+    }
+}
+
+/// The escape whose letter is at `at` (after its backslash): where it ends and how many bytes
+/// of UTF-8 it stands for.
+fn escape(bytes: &[u8], at: usize) -> Option<(usize, usize)> {
+    match bytes.get(at)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some((at + 1, 1)),
+        b'u' => match hex4(bytes, at + 1)? {
+            // A surrogate pair (one character of four bytes), or not ours to judge.
+            0xD800..=0xDBFF => {
+                if bytes.get(at + 5..at + 7) != Some(b"\\u") {
+                    return None;
+                }
+                let low = hex4(bytes, at + 7)?;
+                (0xDC00..=0xDFFF).contains(&low).then_some((at + 11, 4))
+            }
+            0xDC00..=0xDFFF => None,
+            0..=0x7F => Some((at + 5, 1)),
+            0x80..=0x7FF => Some((at + 5, 2)),
+            _ => Some((at + 5, 3)),
+        },
+        _ => None,
+    }
+}
+
+/// Four hex digits at `at`, either case, as a number.
+fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes
+        .get(at..at + 4)?
+        .iter()
+        .try_fold(0u32, |number, byte| {
+            Some(number * 16 + char::from(*byte).to_digit(16)?)
+        })
+}
+
+/// The index of the first `"`, `\` or control character (below 0x20) in `bytes` at or after
+/// `at`, if any: eight bytes at a time, as serde_json looks for a string's end (a ConfigMap's
+/// values are long strings; a byte at a time would cost more than the two reads it replaces).
+pub(crate) fn string_stop(bytes: &[u8], mut at: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    const SPACES: u64 = u64::from_ne_bytes([0x20; 8]);
+    // The bytes below `0x20` (or zero after the xor) have their high bit set; a byte above one
+    // of them may be flagged too (a borrow), never one below, so the lowest flag is exact.
+    let below = |word: u64, limit: u64| word.wrapping_sub(limit) & !word & HIGHS;
+    while let Some(word) = bytes.get(at..).and_then(|rest| rest.first_chunk::<8>()) {
+        // Little-endian: the lowest flag is the first byte in memory.
+        let word = u64::from_le_bytes(*word);
+        let found =
+            below(word ^ QUOTES, ONES) | below(word ^ BACKSLASHES, ONES) | below(word, SPACES);
+        if found != 0 {
+            return Some(at + (found.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    bytes
+        .get(at..)?
+        .iter()
+        .position(|byte| matches!(byte, b'"' | b'\\') || *byte < 0x20)
+        .map(|found| at + found)
 }
 
 impl<'de> Visitor<'de> for Counter {
@@ -253,6 +427,10 @@ impl<'de> serde::Deserialize<'de> for Length {
         deserializer.deserialize_str(LengthVisitor)
     }
 }
+
+#[cfg(test)]
+#[path = "tests/data_scan.rs"]
+mod scan_tests;
 
 #[cfg(test)]
 mod tests {

@@ -25,18 +25,63 @@ use super::tree::Node;
 use super::DataMap;
 use drift_model::OwnerReference;
 
-/// The object in `text` (valid JSON), or `None` for the general path; with it the kept members
-/// of its `status` as a tree borrowed from `text` (`None` for no status or `null`), which the
-/// shape check reads and writes to the kept text (`shape::checked_with`): the object's own
-/// `status` is `Null`.
-pub(super) fn parse(text: &str, scanned: Scanned) -> Option<(KubeObject, Option<Node<'_>>)> {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let root = RootSeed {
-        text,
-        data: scanned.data,
+/// A ConfigMap's text with its `data` object cut out (`{}` in its place): made when the scan
+/// read and counted that object ([`super::raw::DataSpan::counted`]) and it is a large part of
+/// the text, so the one pass reads only the rest (BENCHMARKS.md, issue 28: large objects).
+pub(super) struct Cut<'a> {
+    text: String,
+    data: &'a str,
+    counted: Counted,
+}
+
+/// [`Cut`] of `text`, when the scan read its `data` and copying the rest costs less than
+/// reading that object again (a copy costs a small part of a read per byte: an eighth is far
+/// on the safe side).
+pub(super) fn cut_data<'a>(text: &'a str, scanned: &Scanned) -> Option<Cut<'a>> {
+    let span = scanned.data?;
+    let counted = span.counted?;
+    let data = text.get(span.start..span.end)?;
+    let rest = text.len() - data.len();
+    if data.len().saturating_mul(8) < rest {
+        return None;
     }
-    .deserialize(&mut deserializer)
-    .ok()?;
+    let mut cut = String::with_capacity(rest + 2);
+    cut.push_str(text.get(..span.start)?);
+    cut.push_str("{}");
+    cut.push_str(text.get(span.end..)?);
+    Some(Cut {
+        text: cut,
+        data,
+        counted,
+    })
+}
+
+/// The object in `text` (valid JSON), or `None` for the general path; with it the kept members
+/// of its `status` as a tree borrowed from the text read (`None` for no status or `null`),
+/// which the shape check reads and writes to the kept text (`shape::checked_with`): the
+/// object's own `status` is `Null`. With `cut` ([`cut_data`] of `text`), its text is read
+/// instead, and the `data` taken from it.
+///
+/// The cut text parses exactly when `text` does: the object cut out is a whole JSON value that
+/// the scan checked, in the place of another (`{}`); the one `data` member as written is the
+/// one cut (a key written with an escape sends the object the general way, below, which reads
+/// `text`).
+pub(super) fn parse<'a>(
+    text: &'a str,
+    scanned: Scanned,
+    cut: Option<&'a Cut<'a>>,
+) -> Option<(KubeObject, Option<Node<'a>>)> {
+    let (text, data) = match cut {
+        Some(cut) => (cut.text.as_str(), Some(DataAt::Cut(cut.data, cut.counted))),
+        None => (
+            text,
+            scanned.data.map(|span| DataAt::Span(span.start, span.end)),
+        ),
+    };
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let root = RootSeed { text, data }
+        .deserialize(&mut deserializer)
+        .ok()?;
     // Nothing after the object (a binary-mode body was not read as JSON before this pass).
     deserializer.end().ok()?;
     let Root {
@@ -126,10 +171,20 @@ struct Root<'de> {
     has_values: bool,
 }
 
-/// The object's text, and where the scan found its `data` object ([`Scanned::data`]).
+/// The object's text, and where its `data` object is ([`Scanned::data`]).
 struct RootSeed<'de> {
     text: &'de str,
-    data: Option<(usize, usize)>,
+    data: Option<DataAt<'de>>,
+}
+
+/// Where the pass finds a ConfigMap's `data`.
+#[derive(Clone, Copy)]
+enum DataAt<'a> {
+    /// At these bytes of the text read: checked and counted as it is read, its text taken from
+    /// there.
+    Span(usize, usize),
+    /// Cut out of the text read (`{}` in its place): this text, read and counted by the scan.
+    Cut(&'a str, Counted),
 }
 
 impl<'de> DeserializeSeed<'de> for RootSeed<'de> {
@@ -163,10 +218,17 @@ impl<'de> Visitor<'de> for RootSeed<'de> {
                 }
                 "data" => {
                     root.data = Some(match data_at.take() {
+                        Some(DataAt::Cut(text, counted)) => {
+                            access.next_value::<IgnoredAny>()?;
+                            Some(
+                                DataMap::from_counted(text, counted)
+                                    .map_err(serde::de::Error::custom)?,
+                            )
+                        }
                         // The scan found this object (the one member named so): checked and
                         // counted as it is read, its text taken from where the scan saw it,
                         // not skipped here to be read again.
-                        Some((start, end)) => {
+                        Some(DataAt::Span(start, end)) => {
                             let counted = access.next_value_seed(CountedSeed)?;
                             let text = self.text.get(start..end).ok_or_else(|| {
                                 serde::de::Error::custom("data is not where the scan saw it")

@@ -9,6 +9,8 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::data::Counted;
+
 /// The members of one JSON object, in document order, each value as its JSON text.
 pub(crate) struct Members<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
 
@@ -431,10 +433,22 @@ pub(crate) struct Scanned {
     /// escapes is checked whole (see [`Scanned::needs_full_check`]).
     pub no_unicode_escapes: bool,
     /// Where the top-level member `data` (a ConfigMap's values) is, when its value is an object
-    /// and no other top-level member is named `data` as written: the one-pass reader checks and
-    /// counts it as it reads it, and takes its text from here instead of reading it twice
-    /// (BENCHMARKS.md, issue 28: large objects).
-    pub data: Option<(usize, usize)>,
+    /// and no other top-level member is named `data` as written (BENCHMARKS.md, issue 28: large
+    /// objects).
+    pub data: Option<DataSpan>,
+}
+
+/// Where a ConfigMap's `data` object is in the scanned text, and what the scan found in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DataSpan {
+    pub start: usize,
+    pub end: usize,
+    /// The object checked and counted by the scan ([`Counted::scan`]), which then read no other
+    /// flag in it: its whitespace makes the text not compact, its `\u` escapes were checked
+    /// (surrogates in pairs) so they ask for no full check, and it holds no number. `None`
+    /// when the scan left it to the one-pass reader, which checks and counts it as it reads
+    /// it, taking its text from here instead of reading it twice.
+    pub counted: Option<Counted>,
 }
 
 impl Scanned {
@@ -449,10 +463,12 @@ impl Scanned {
 
 /// Scans JSON text once, outside strings: refuses nesting deeper than [`MAX_DEPTH`], and says
 /// whether the text is compact and its numbers plain, and where its `data` object is
-/// ([`Scanned`]). The text need not have been checked yet (a binary-mode body is read by the
-/// one-pass reader after this, which refuses what is not JSON): a string left open runs to the
-/// end, brackets that do not balance only move the depth, and the `data` span is used only once
-/// the reader has read that member itself.
+/// ([`Scanned`]), reading that object itself ([`Counted::scan`]) when it can. The text need
+/// not have been checked yet (a binary-mode body is read by the one-pass reader after this,
+/// which refuses what is not JSON): a string left open runs to the end, brackets that do not
+/// balance only move the depth, and the `data` span is used only once the reader has read the
+/// rest of the text (and that member, or `{}` in its place when the scan read it:
+/// `fast::cut_data`).
 pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     let bytes = text.as_bytes();
     let mut depth = 0usize;
@@ -468,6 +484,7 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     // The top-level `data` member: how many there are, and where the value of the first (an
     // object) starts and, once its closing brace brings the depth back to 1, ends.
     let (mut data_members, mut data_start, mut data_end) = (0usize, None, None);
+    let mut data_counted = None;
     while let Some(&byte) = bytes.get(at) {
         at += 1;
         match byte {
@@ -486,6 +503,18 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
                     }
                     if data_members == 1 && bytes.get(next) == Some(&b'{') {
                         data_start = Some(next);
+                        // Read here, once, and jumped over (the flags it could move are
+                        // `DataSpan::counted`'s); else scanned on as any object.
+                        if let Some(read) = Counted::scan(bytes, next) {
+                            // Whitespace around the colon, or inside.
+                            scanned.compact &= next == at + 1 && !read.spaced;
+                            data_end = Some(read.end);
+                            data_counted = Some(read.counted);
+                            at = read.end;
+                            digits = 0;
+                            previous = b'}';
+                            continue;
+                        }
                     }
                 }
             }
@@ -542,7 +571,11 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
         previous = byte;
     }
     if data_members == 1 {
-        scanned.data = data_start.zip(data_end);
+        scanned.data = data_start.zip(data_end).map(|(start, end)| DataSpan {
+            start,
+            end,
+            counted: data_counted,
+        });
     }
     Ok(scanned)
 }

@@ -122,7 +122,8 @@ pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
         })?;
     }
     // One pass for the common shape; the level-by-level read for everything else.
-    match super::fast::parse(text, scanned) {
+    let cut = super::fast::cut_data(text, &scanned);
+    match super::fast::parse(text, scanned, cut.as_ref()) {
         Some((object, Some(status))) => checked_with(object, &status),
         Some((object, None)) => checked_with(object, &Value::Null),
         None => checked(parse_general(text, scanned)?),

@@ -170,15 +170,26 @@ fn the_fast_path_reads_real_objects_as_the_general_path_does() {
     }
     assert!(objects.len() >= 40, "{} fixture objects", objects.len());
     let (mut fast_count, mut total, mut config_maps) = (0, 0, 0);
-    let (mut checked_ok, mut checked_err) = (0, 0);
+    let (mut checked_ok, mut checked_err, mut cuts) = (0, 0, 0);
     for object in &objects {
         for text in variants(object) {
             total += 1;
             let scanned = scan(&text).unwrap();
             let general = parse_general(&text, scanned);
-            if let Some((fast, status)) = parse(&text, scanned) {
+            let cut = cut_data(&text, &scanned);
+            if let Some((fast, status)) = parse(&text, scanned, cut.as_ref()) {
                 fast_count += 1;
                 config_maps += usize::from(fast.data.is_some());
+                if cut.is_some() {
+                    // The data read by the scan, the rest by the pass: as both read by it.
+                    cuts += 1;
+                    let (whole, _) = parse(&text, scanned, None).expect("the whole text too");
+                    assert_eq!(fast, whole, "{text}");
+                    assert_eq!(
+                        fast.data.as_ref().map(|data| data.text()),
+                        whole.data.as_ref().map(|data| data.text())
+                    );
+                }
                 let mut general = general.unwrap_or_else(|error| {
                     panic!("the fast path took what the general one refuses ({error}): {text}")
                 });
@@ -227,10 +238,10 @@ fn the_fast_path_reads_real_objects_as_the_general_path_does() {
         checked_ok >= 40 && checked_err >= 40,
         "{checked_ok} / {checked_err}"
     );
-    // ConfigMaps go the fast way, with or without their data.
+    // ConfigMaps go the fast way, with or without their data, and with it cut out.
     assert!(
-        config_maps >= 3,
-        "{config_maps} ConfigMaps took the fast path"
+        config_maps >= 3 && cuts >= 1,
+        "{config_maps} ConfigMaps took the fast path, {cuts} with their data cut out"
     );
     // Most real objects go the fast way (the rest: Secrets, the broken variants).
     assert!(

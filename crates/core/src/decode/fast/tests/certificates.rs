@@ -28,7 +28,7 @@ fn both_paths_keep_a_certificates_expiry() {
     object["metadata"]["resourceVersion"] = "3".into();
     let text = object.to_string();
     let scanned = scan(&text).unwrap();
-    let (fast, status) = parse(&text, scanned).expect("the common shape goes the fast way");
+    let (fast, status) = parse(&text, scanned, None).expect("the common shape goes the fast way");
     let mut general = parse_general(&text, scanned).unwrap();
     let general_status = std::mem::take(&mut general.status);
     assert_eq!(fast, general);
