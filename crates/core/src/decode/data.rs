@@ -43,9 +43,9 @@ impl DataMap {
         DataMap::from_counted(raw.get(), counted)
     }
 
-    /// The values of `text`, a JSON object of strings that [`Counted::read`] checked and
-    /// counted (the one-pass reader counts a ConfigMap's `data` as it reads it, and takes its
-    /// text from the scan: `raw::Scanned::data`).
+    /// The values of `text`, a JSON object of strings that [`Counted::read`] or
+    /// [`Counted::scan`] checked and counted (the one-pass reader counts a ConfigMap's `data` as
+    /// it reads it, or the scan reads it and the pass reads the rest: `raw::DataSpan`).
     pub(crate) fn from_counted(text: &str, counted: Counted) -> Result<DataMap, serde_json::Error> {
         if !counted.sorted {
             // Keys out of order (the API server writes them sorted) may repeat one: a repeated

@@ -428,9 +428,10 @@ pub(crate) struct Scanned {
     /// No number with an exponent and no run of 300 or more digits: every number fits an
     /// `f64`, so no part of the text can fail to parse later for a number out of range.
     pub plain_numbers: bool,
-    /// No `\u` escape in any string. The scanner that skips members does not check that an
-    /// escaped surrogate has its pair (the tree parser refuses a lone one), so a text with
-    /// escapes is checked whole (see [`Scanned::needs_full_check`]).
+    /// No `\u` escape in any string, but those of a `data` object the scan read itself
+    /// ([`DataSpan::counted`]), whose pairs it checked. The scanner that skips members does not
+    /// check that an escaped surrogate has its pair (the tree parser refuses a lone one), so a
+    /// text with escapes is checked whole (see [`Scanned::needs_full_check`]).
     pub no_unicode_escapes: bool,
     /// Where the top-level member `data` (a ConfigMap's values) is, when its value is an object
     /// and no other top-level member is named `data` as written (BENCHMARKS.md, issue 28: large

@@ -149,6 +149,28 @@ fn what_the_tree_parser_refused_anywhere_is_refused() {
     // The same inside the spec, which is kept as text and parsed only when read.
     let spec = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"x":"\ud800a"}}"#;
     assert!(crate::decode::parse_object_text(spec).is_err());
+    // A ConfigMap whose `data` the scan reads (its Go escapes ask for no full check) and cuts
+    // out: a number out of range or a lone surrogate elsewhere is refused still.
+    let config_map = |status: &str, trie: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"c","uid":"u","resourceVersion":"1","managedFields":[{{"manager":"m","fieldsV1":{{"f:x":{trie}}}}}]}},"data":{{"a":"{} \u003c"}},"status":{{"unkept":{status}}}}}"#,
+            "x".repeat(3_000)
+        )
+    };
+    let fine = config_map("0", "{}");
+    let scanned = scan(&fine).unwrap();
+    assert!(scanned.no_unicode_escapes && cut_data(&fine, &scanned).is_some());
+    assert!(crate::decode::parse_object_text(&fine).is_ok());
+    for (status, trie) in [
+        ("1e400", "{}"),
+        (r#""\ud800""#, "{}"),
+        ("0", "1e400"),
+        ("0", r#"{"x":"\ud800"}"#),
+    ] {
+        let text = config_map(status, trie);
+        let error = crate::decode::parse_object_text(&text).unwrap_err();
+        assert_eq!(error.kind(), "invalid_json", "{text}: {error}");
+    }
     // A proper pair and Go's escapes are fine.
     let fine = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"x":"\ud83d\ude00 \u003c"}}"#;
     let object = crate::decode::parse_object_text(fine).unwrap();

@@ -1,6 +1,7 @@
 //! [`Counted::scan`] against serde_json's reading of the same object ([`Counted::read`]): what
 //! the scan accepts, serde_json accepts with the same counts, and the scan accepts every object
-//! of strings but the two it leaves to serde_json (an escaped key, a surrogate escape).
+//! of strings but the two it leaves to serde_json (an escaped key, an unpaired surrogate
+//! escape).
 
 use super::*;
 
@@ -256,6 +257,9 @@ fn a_config_maps_data_is_read_by_the_scan_and_cut_out_of_the_pass() {
     let span = scanned.data.unwrap();
     assert_eq!(&text[span.start..span.end], data);
     assert_eq!(span.counted, serde_counts(&data));
+    // The data cut out, the rest read by the one pass.
+    let cut = crate::decode::fast::cut_data(&text, &scanned).expect("the data is most of it");
+    assert!(crate::decode::fast::parse(&text, scanned, Some(&cut)).is_some());
     let object = crate::decode::parse_object_text(&text).unwrap();
     let values = object.data.as_ref().unwrap();
     assert_eq!(values.text(), data);

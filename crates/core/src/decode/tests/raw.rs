@@ -234,11 +234,15 @@ fn the_scan_agrees_with_a_byte_at_a_time_on_every_fixture_and_cut() {
                 data: None,
                 ..scanned
             };
+            // Exempt only a `data` object that serde_json reads as one of strings too.
             let read = scan(part)
                 .ok()
                 .and_then(|scanned| scanned.data)
                 .and_then(|span| {
                     span.counted?;
+                    let data = &part[span.start..span.end];
+                    let mut deserializer = serde_json::Deserializer::from_str(data);
+                    Counted::read(&mut deserializer).ok()?;
                     Some((span.start, span.end))
                 });
             assert_eq!(
