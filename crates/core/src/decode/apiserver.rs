@@ -202,10 +202,11 @@ fn check_attributes(event: &CloudEvent) -> Result<(), Error> {
 }
 const REFERENCE_PREFIX: &str = "dev.knative.apiserver.ref.";
 
-/// Decodes one CloudEvent. `body` is a binary-mode request's body, the event's data not yet
-/// read as JSON ([`super::cloudevent::ParsedRequest::body_is_data`]): every way out reads all of
-/// it (the object's parse, the reference's, or a check for an event of a type not handled), so
-/// a body that is not JSON is refused as before.
+/// Decodes one CloudEvent. `body` is the event's data not yet read as JSON, when the event does
+/// not hold it: a binary-mode request's body, or a structured one's `data` member
+/// ([`super::cloudevent::ParsedRequest::unread_data`]). Every way out reads all of it (the
+/// object's parse, the reference's, or a check for an event of a type not handled), so data
+/// that is not JSON is refused as before.
 pub(crate) fn decode_event(
     event: CloudEvent,
     body: Option<&str>,

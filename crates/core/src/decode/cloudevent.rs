@@ -16,8 +16,6 @@ use cloudevents::event::{AttributesReader, Data, ExtensionValue};
 use percent_encoding::percent_decode_str;
 use serde_json::value::RawValue;
 
-use super::raw::Members;
-
 use super::Error;
 
 const STRUCTURED: &str = "application/cloudevents+json";
@@ -84,22 +82,32 @@ impl PartialEq for CloudEvent {
 
 /// The events of one request.
 #[derive(Debug)]
-pub(crate) struct ParsedRequest {
+pub(crate) struct ParsedRequest<'a> {
     /// The events, in request order.
     pub events: Vec<CloudEvent>,
     /// True when the request used batch mode.
     pub batch: bool,
-    /// Binary mode with a body: the body is the one event's data, not yet read as JSON. Whatever
+    /// The one event's data, not yet read as JSON, when the event does not hold it. Whatever
     /// reads the data checks all of it ([`super::apiserver::decode_event`]): the object's parse
     /// reads every byte once instead of a check here, a copy and a second read there.
-    pub body_is_data: bool,
+    pub unread_data: Option<Unread<'a>>,
+}
+
+/// An event's data as the request carries it, not yet read as JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unread<'a> {
+    /// A binary-mode body (not yet checked as UTF-8).
+    Body(&'a [u8]),
+    /// The text of a structured body's `data` member, jumped over by the fast path
+    /// ([`fast_structured`]); the body was checked as UTF-8.
+    Member(&'a str),
 }
 
 /// Parses an HTTP request (headers and body) into CloudEvents.
-pub(crate) fn parse_request(
+pub(crate) fn parse_request<'a>(
     headers: &http::HeaderMap,
-    body: &[u8],
-) -> Result<ParsedRequest, Error> {
+    body: &'a [u8],
+) -> Result<ParsedRequest<'a>, Error> {
     // Compared without case, as media types are; lower-cased only for an error's text.
     let content_type = headers
         .get(http::header::CONTENT_TYPE)
@@ -179,7 +187,7 @@ pub(crate) fn parse_request(
         return Ok(ParsedRequest {
             events,
             batch: true,
-            body_is_data: false,
+            unread_data: None,
         });
     }
     let binary = if is(STRUCTURED) {
@@ -198,10 +206,11 @@ pub(crate) fn parse_request(
     };
     if !binary {
         if let Some(event) = fast_structured(body) {
+            let (event, data) = event?;
             return Ok(ParsedRequest {
-                events: vec![event?],
+                events: vec![event],
                 batch: false,
-                body_is_data: false,
+                unread_data: data.map(Unread::Member),
             });
         }
     }
@@ -210,7 +219,7 @@ pub(crate) fn parse_request(
             return Ok(ParsedRequest {
                 events: vec![event],
                 batch: false,
-                body_is_data: !body.is_empty(),
+                unread_data: (!body.is_empty()).then_some(Unread::Body(body)),
             });
         }
         // The attributes from the headers; the body (the data) is not the SDK's to copy: the
@@ -224,7 +233,7 @@ pub(crate) fn parse_request(
     Ok(ParsedRequest {
         events: vec![from_sdk(event, binary)?],
         batch: false,
-        body_is_data: binary && !body.is_empty(),
+        unread_data: (binary && !body.is_empty()).then_some(Unread::Body(body)),
     })
 }
 
@@ -281,27 +290,47 @@ fn repeated_member(error: &serde_json::Error) -> Option<String> {
 }
 
 /// Structured mode in one pass. The SDK parses the document into a JSON value, copies it into a
-/// map and copies `data` once more (4 to 6 times the cost of binary mode); here the body is parsed
-/// once into a map and `data` is moved out of it. Only the common shape is taken: CloudEvents 1.0,
-/// string attributes, JSON data. Anything else (`0.3`, `data_base64`, `dataschema`, a non-JSON
-/// content type, an attribute or extension of another type, a body that is not a JSON object)
-/// returns `None` and goes through the SDK, so acceptance and error messages stay the SDK's. What
-/// it returns equals what the SDK path returns for the same body (tests below).
-fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
-    // Members as texts: `data` is kept as its text, never built into a tree here.
+/// map and copies `data` once more (4 to 6 times the cost of binary mode); here the body's
+/// members are found as texts, the attributes parsed, and `data` handed on unread, as a
+/// binary-mode body is ([`Unread::Member`]): whatever reads the data checks all of it, so it is
+/// read once, not a second time here to be captured. Only the common shape is taken: CloudEvents
+/// 1.0, string attributes, JSON data. Anything else (`0.3`, `data_base64`, `dataschema`, a
+/// non-JSON content type, an attribute or extension of another type, a body that is not a JSON
+/// object, a member name with an escape) returns `None` and goes through the SDK, so acceptance
+/// and error messages stay the SDK's. What it returns equals what the SDK path returns for the
+/// same body (tests below), except where `data` is not JSON: the SDK refuses the body, and here
+/// the read of the data refuses it (`invalid_json` both, the message naming `data`).
+fn fast_structured(body: &[u8]) -> Option<Result<(CloudEvent, Option<&str>), Error>> {
     let text = std::str::from_utf8(body).ok()?;
-    let members = Members::of(text)?;
-    if let Some(name) = members.repeated() {
+    // Each value jumped over, not read: every one but `data`'s is parsed below (a text that is
+    // not JSON ends the fast path there), and `data`'s by whatever reads the data. The jump
+    // reads a member's name as the text between its quotes: one holding a control character is
+    // not JSON, and the SDK says so.
+    let members = super::raw::member_texts(text)?;
+    if members
+        .iter()
+        .any(|(name, _)| name.bytes().any(|byte| byte < 0x20))
+    {
+        return None;
+    }
+    let names: Vec<&str> = members.iter().map(|(name, _)| *name).collect();
+    if let Some(name) = super::raw::first_repeated(&names) {
         return Some(Err(Error::InvalidJson(format!(
             "member {:?} is repeated: a CloudEvents attribute takes one member",
             short(name)
         ))));
     }
+    let get = |name: &str| {
+        members
+            .iter()
+            .find(|(member, _)| *member == name)
+            .map(|(_, value)| *value)
+    };
     // `Some(None)`: absent or null (the SDK treats null as absent); `None`: not a string.
     let text = |name: &str| -> Option<Option<String>> {
-        match members.get(name) {
+        match get(name) {
             None => Some(None),
-            Some(raw) => serde_json::from_str::<Option<String>>(raw.get()).ok(),
+            Some(raw) => serde_json::from_str::<Option<String>>(raw).ok(),
         }
     };
     if text("specversion")?.as_deref() != Some("1.0") {
@@ -325,15 +354,15 @@ fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
     let json = content_type.starts_with("application/json")
         || content_type.starts_with("text/json")
         || content_type.ends_with("+json");
-    if members.get("dataschema").is_some() || members.get("data_base64").is_some() || !json {
+    if get("dataschema").is_some() || get("data_base64").is_some() || !json {
         return None;
     }
     // As in the SDK, `"data": null` is data (which the object parse then refuses).
-    let data = members.get("data").map(RawValue::to_owned);
+    let data = get("data");
     let mut extensions = BTreeMap::new();
-    for (name, raw) in &members.0 {
+    for (name, raw) in &members {
         if matches!(
-            name.as_ref(),
+            *name,
             "specversion"
                 | "id"
                 | "type"
@@ -345,7 +374,7 @@ fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
         ) {
             continue;
         }
-        let text = match serde_json::from_str::<serde_json::Value>(raw.get()).ok()? {
+        let text = match serde_json::from_str::<serde_json::Value>(raw).ok()? {
             serde_json::Value::Null => continue,
             serde_json::Value::String(text) => text,
             serde_json::Value::Bool(flag) => flag.to_string(),
@@ -361,16 +390,19 @@ fn fast_structured(body: &[u8]) -> Option<Result<CloudEvent, Error>> {
             ))));
         }
     }
-    Some(Ok(CloudEvent {
-        spec_version: "1.0".to_string(),
-        id,
-        source,
-        ty,
-        subject,
-        time,
-        extensions,
+    Some(Ok((
+        CloudEvent {
+            spec_version: "1.0".to_string(),
+            id,
+            source,
+            ty,
+            subject,
+            time,
+            extensions,
+            data: None,
+        },
         data,
-    }))
+    )))
 }
 
 /// An event's attributes as its message carried them, before the checks every path shares

@@ -70,18 +70,21 @@ pub fn decode_request(
     clusters: &ClusterNames,
 ) -> Result<Vec<Decoded>, Error> {
     let parsed = cloudevent::parse_request(headers, body)?;
-    let body = if parsed.body_is_data {
-        let text = std::str::from_utf8(body).map_err(|error| {
-            Error::InvalidJson(format!(
-                "data: invalid UTF-8 at byte {}",
-                error.valid_up_to()
-            ))
-        })?;
-        // JSON's whitespace around the value is not the value's: a sender's trailing newline
-        // must not make a compact object look otherwise (nor its spec text differ).
-        Some(text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r')))
-    } else {
-        None
+    let body = match parsed.unread_data {
+        Some(cloudevent::Unread::Body(body)) => {
+            let text = std::str::from_utf8(body).map_err(|error| {
+                Error::InvalidJson(format!(
+                    "data: invalid UTF-8 at byte {}",
+                    error.valid_up_to()
+                ))
+            })?;
+            // JSON's whitespace around the value is not the value's: a sender's trailing
+            // newline must not make a compact object look otherwise (nor its spec text differ).
+            Some(text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r')))
+        }
+        // The member's text, without the whitespace around it.
+        Some(cloudevent::Unread::Member(text)) => Some(text),
+        None => None,
     };
     let mut decoded = Vec::with_capacity(parsed.events.len());
     for (index, event) in parsed.events.into_iter().enumerate() {

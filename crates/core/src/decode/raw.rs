@@ -29,25 +29,21 @@ impl<'a> Members<'a> {
             .find(|(name, _)| name == key)
             .map(|(_, value)| *value)
     }
+}
 
-    /// The first key that appears twice (the first whose second appearance comes first), if any.
-    pub(crate) fn repeated(&self) -> Option<&str> {
-        // Events have a dozen members: pairwise is cheaper than building a set. A forged one
-        // with thousands would make pairwise quadratic: a set then.
-        if self.0.len() <= 16 {
-            return self.0.iter().enumerate().find_map(|(index, (name, _))| {
-                self.0[..index]
-                    .iter()
-                    .any(|(other, _)| other == name)
-                    .then_some(name.as_ref())
-            });
-        }
-        let mut seen = std::collections::HashSet::with_capacity(self.0.len());
-        self.0
+/// The first of `names` that appears twice (the first whose second appearance comes first), if
+/// any: a structured event's members, whose attributes may not repeat.
+pub(crate) fn first_repeated<'a>(names: &[&'a str]) -> Option<&'a str> {
+    // Events have a dozen members: pairwise is cheaper than building a set. A forged one with
+    // thousands would make pairwise quadratic: a set then.
+    if names.len() <= 16 {
+        return names
             .iter()
-            .find(|(name, _)| !seen.insert(name.as_ref()))
-            .map(|(name, _)| name.as_ref())
+            .enumerate()
+            .find_map(|(index, name)| names[..index].contains(name).then_some(*name));
     }
+    let mut seen = std::collections::HashSet::with_capacity(names.len());
+    names.iter().find(|name| !seen.insert(**name)).copied()
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
