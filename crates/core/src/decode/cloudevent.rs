@@ -278,6 +278,14 @@ impl<'de> serde::Deserialize<'de> for UniqueMembers {
     }
 }
 
+/// The refusal of a structured event that repeats member `name`.
+fn repeated(name: &str) -> Error {
+    Error::InvalidJson(format!(
+        "member {:?} is repeated: a CloudEvents attribute takes one member",
+        short(name)
+    ))
+}
+
 /// The message of the `400` for a repeated member, if that is what `error` says.
 fn repeated_member(error: &serde_json::Error) -> Option<String> {
     let text = error.to_string();
@@ -299,14 +307,22 @@ fn repeated_member(error: &serde_json::Error) -> Option<String> {
 /// object, a member name with an escape) returns `None` and goes through the SDK, so acceptance
 /// and error messages stay the SDK's. What it returns equals what the SDK path returns for the
 /// same body (tests below), except where `data` is not JSON: the SDK refuses the body, and here
-/// the read of the data refuses it (`invalid_json` both, the message naming `data`).
+/// the read of the data refuses it (`invalid_json` both, the message naming `data`), unless
+/// another check refuses the event first (an attribute's, `decode_event`'s: the SDK's parse
+/// came before those).
 fn fast_structured(body: &[u8]) -> Option<Result<(CloudEvent, Option<&str>), Error>> {
     let text = std::str::from_utf8(body).ok()?;
     // Each value jumped over, not read: every one but `data`'s is parsed below (a text that is
     // not JSON ends the fast path there), and `data`'s by whatever reads the data. The jump
     // reads a member's name as the text between its quotes: one holding a control character is
     // not JSON, and the SDK says so.
-    let members = super::raw::member_texts(text)?;
+    let Some(members) = super::raw::member_texts(text) else {
+        // An escaped name (or a text the jump cannot walk) is the SDK's to read, and the SDK
+        // takes the last of a repeated member: the names are compared unescaped first.
+        let members = super::raw::Members::of(text)?;
+        let names: Vec<&str> = members.0.iter().map(|(name, _)| name.as_ref()).collect();
+        return super::raw::first_repeated(&names).map(|name| Err(repeated(name)));
+    };
     if members
         .iter()
         .any(|(name, _)| name.bytes().any(|byte| byte < 0x20))
@@ -315,10 +331,7 @@ fn fast_structured(body: &[u8]) -> Option<Result<(CloudEvent, Option<&str>), Err
     }
     let names: Vec<&str> = members.iter().map(|(name, _)| *name).collect();
     if let Some(name) = super::raw::first_repeated(&names) {
-        return Some(Err(Error::InvalidJson(format!(
-            "member {:?} is repeated: a CloudEvents attribute takes one member",
-            short(name)
-        ))));
+        return Some(Err(repeated(name)));
     }
     let get = |name: &str| {
         members

@@ -146,9 +146,11 @@ fn walk_members<'b>(
     }
 }
 
-/// The members of a JSON object's text (valid JSON, checked when it was decoded), in document
-/// order, as names and value texts, jumped over as [`member`] jumps: `None` for another type,
-/// an escaped name or text out of place (then [`Members`] reads it).
+/// The members of a JSON object's text, in document order, as names and value texts, jumped
+/// over as [`member`] jumps: `None` for another type, an escaped name or text out of place
+/// (then [`Members`] reads it). The values are not checked: on a text that was not checked as
+/// JSON (a structured request's body, `cloudevent::fast_structured`), the caller parses each
+/// value it keeps, or has its reader check it.
 pub(crate) fn member_texts(text: &str) -> Option<Vec<(&str, &str)>> {
     let bytes = text.as_bytes();
     if bytes.get(skip_space(bytes, 0)) != Some(&b'{') {

@@ -130,6 +130,24 @@ pub fn parse_object_text(text: &str) -> Result<KubeObject, Error> {
     }
 }
 
+/// Checks that `text` is one JSON value the tree parser takes (nesting within its bound, numbers
+/// in range, escaped surrogates in pairs) without building it unless the scan says only a parse
+/// can tell: the data of an event of a type not handled, which nothing else reads.
+pub(crate) fn check_json(text: &str) -> Result<(), Error> {
+    let scanned = scan_text(text)?;
+    let checked = if scanned.needs_full_check() {
+        serde_json::from_str::<Value>(text).map(|_| ())
+    } else {
+        serde_json::from_str::<serde::de::IgnoredAny>(text).map(|_| ())
+    };
+    checked.map_err(|error| {
+        Error::InvalidJson(format!(
+            "data: {}",
+            super::cloudevent::short(&error.to_string())
+        ))
+    })
+}
+
 /// The checks of an object whose `status` is its own tree (the general path's).
 pub(super) fn checked(mut object: KubeObject) -> Result<KubeObject, Error> {
     let status = std::mem::take(&mut object.status);

@@ -59,6 +59,14 @@ fn a_binary_body_that_is_not_json_is_refused_whatever_its_type() {
             (format!("{object}}}"), "trailing characters"),
             (object[..object.len() - 1].to_string(), "EOF while parsing"),
             ("{\"a\":\"\u{1}\"}".to_string(), "control character"),
+            // What only the tree parser refuses, whoever reads the data (the object's parse,
+            // the reference's, or the check of an event of a type not handled).
+            (r#"{"a":1e400}"#.to_string(), "number out of range"),
+            (r#"{"a":"\ud800"}"#.to_string(), "escape"),
+            (
+                format!("{}{}", "[".repeat(130), "]".repeat(130)),
+                "recursion limit",
+            ),
         ] {
             let error = crate::decode::decode_request(&map, body.as_bytes(), &names)
                 .map(|_| ())
@@ -143,13 +151,15 @@ fn a_structured_body_whose_data_is_not_json_is_refused() {
         "dev.knative.apiserver.ref.update",
         "com.example.other",
     ] {
-        for data in [
-            r#"{"a":tru}"#,
-            r#"{"a":[1}"#,
-            r#"{"a":01}"#,
-            r#"{"a":1,}"#,
-            "{\"a\":\"\u{1}\"}",
-            r#"{"a":"\q"}"#,
+        for (data, walkable) in [
+            (r#"{"a":tru}"#, true),
+            (r#"{"a":[1}"#, false),
+            (r#"{"a":01}"#, true),
+            (r#"{"a":1,}"#, true),
+            ("{\"a\":\"\u{1}\"}", true),
+            (r#"{"a":"\q"}"#, true),
+            (r#"{"a":1e400}"#, true),
+            (r#"{"a":"\ud800"}"#, true),
         ] {
             let body = format!(
                 r#"{{"specversion":"1.0","id":"1","source":"/s","type":"{ty}","data":{data}}}"#
@@ -160,11 +170,16 @@ fn a_structured_body_whose_data_is_not_json_is_refused() {
                 .map(|_| ())
                 .unwrap_err();
             assert_eq!(error.kind(), "invalid_json", "{body}: {error}");
+            // The data's read names it; the SDK names the place in the body.
             let message = error.to_string();
-            assert!(
-                message.contains("data: ") || message.contains(" column "),
-                "{body}: {error}"
-            );
+            if walkable {
+                assert!(
+                    message.starts_with("invalid CloudEvent JSON: data: "),
+                    "{body}: {error}"
+                );
+            } else {
+                assert!(message.contains(" column "), "{body}: {error}");
+            }
         }
     }
 }
@@ -253,6 +268,28 @@ fn structured_fast_path_leaves_the_rest_to_the_sdk() {
     ] {
         assert!(fast_structured(body).is_none(), "{}", String::from_utf8_lossy(body));
     }
+    // Not JSON outside `data` (the jump does not read values; the attributes' parse does): left
+    // to the SDK, which refuses it.
+    for body in [
+        &br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","ext":01}"#[..],
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","ext":tru}"#,
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t","ext":"\q"}"#,
+        b"{\"specversion\":\"1.0\",\"id\":\"a\",\"source\":\"/s\",\"type\":\"t\",\"ext\":\"\x01\"}",
+        b"{\"specversion\":\"1.0\",\"id\":\"a\",\"source\":\"/s\",\"type\":\"t\",\"e\x01\":\"x\"}",
+        br#"{"specversion":"1.0","id":"a","source":"/s","type":"t"} x"#,
+        br#"{"specversion":"1.0","id":"a" "source":"/s","type":"t"}"#,
+    ] {
+        assert!(
+            fast_structured(body).is_none(),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+        assert!(via_sdk(body).is_err(), "{}", String::from_utf8_lossy(body));
+    }
+    // A name written with an escape: the SDK reads it.
+    let escaped = br#"{"specversion":"1.0","id":"a","source":"/s","typ\u0065":"t"}"#;
+    assert!(fast_structured(escaped).is_none());
+    assert_eq!(via_sdk(escaped).unwrap().ty, "t");
 }
 
 /// The SDK's binary path alone, for comparison with the fast path.
@@ -618,6 +655,16 @@ fn a_repeated_attribute_is_refused_in_every_mode() {
         &br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","cluster":"a","cluster":"b"}"#
             [..],
         br#"{"specversion":"0.3","id":"1","source":"/s","type":"t","type":"u"}"#,
+    ] {
+        let error = parse_request(&structured, body).unwrap_err();
+        assert_eq!(error.kind(), "invalid_json");
+        assert!(error.to_string().contains("is repeated"), "{error}");
+    }
+    // A repeat spelled with an escape, or beside a name that has one (the SDK's way, which
+    // takes the last of a repeated member itself): refused alike.
+    for body in [
+        &br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","typ\u0065":"u"}"#[..],
+        br#"{"specversion":"1.0","id":"1","source":"/s","type":"t","x\u0061":"1","cluster":"a","cluster":"b"}"#,
     ] {
         let error = parse_request(&structured, body).unwrap_err();
         assert_eq!(error.kind(), "invalid_json");
