@@ -61,6 +61,76 @@ fn a_string_stops_at_the_first_quote_backslash_or_control_character() {
     }
 }
 
+#[test]
+fn keys_compare_as_byte_strings_do() {
+    let keys: Vec<Vec<u8>> = [
+        "",
+        "a",
+        "b",
+        "ab",
+        "abcdefgh",
+        "abcdefgi",
+        "abcdefghi",
+        "abcdefgh\u{0}",
+        "abcdefg",
+        "setting-0001",
+        "setting-0010",
+        "setting-001",
+        "é",
+        "e",
+        "中文",
+        "z",
+        "abcdefghabcdefgh",
+        "abcdefghabcdefgi",
+        "abcdefghabcdefg",
+    ]
+    .iter()
+    .map(|key| key.as_bytes().to_vec())
+    .collect();
+    for a in &keys {
+        for b in &keys {
+            assert_eq!(less(a, b), a < b, "{a:?} < {b:?}");
+        }
+    }
+    // Every pair of short byte strings over a small alphabet, high bytes included.
+    let alphabet = [0u8, 1, b'a', 0x7f, 0x80, 0xff];
+    let mut all = vec![Vec::new()];
+    for _ in 0..3 {
+        let longer: Vec<Vec<u8>> = all
+            .iter()
+            .flat_map(|key| {
+                alphabet
+                    .iter()
+                    .map(move |byte| [key.clone(), vec![*byte]].concat())
+            })
+            .collect();
+        all.extend(longer);
+        all.dedup();
+    }
+    let padded: Vec<Vec<u8>> = all
+        .iter()
+        .map(|key| [b"01234567".to_vec(), key.clone()].concat())
+        .collect();
+    // Words that differ in their first and last bytes both (a word compared the wrong way
+    // round gets these wrong), with and without a tail.
+    let words: Vec<Vec<u8>> = alphabet
+        .iter()
+        .flat_map(|first| {
+            alphabet.iter().flat_map(move |last| {
+                let word = [vec![*first], vec![b'm'; 6], vec![*last]].concat();
+                [word.clone(), [word, vec![b'x']].concat()]
+            })
+        })
+        .collect();
+    for set in [&all, &padded, &words] {
+        for a in set.iter() {
+            for b in set.iter() {
+                assert_eq!(less(a, b), a < b, "{a:?} < {b:?}");
+            }
+        }
+    }
+}
+
 /// Pieces of keys and values: (the JSON text of the piece, whether the scan may leave a string
 /// holding it to serde_json even when serde_json accepts it).
 const PIECES: &[(&str, bool)] = &[
