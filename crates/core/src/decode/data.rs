@@ -223,7 +223,8 @@ impl Counted {
                 (_, _, true) => return None,
             };
             let key = bytes.get(at + 1..key_end - 1)?;
-            counted.sorted &= previous.is_none_or(|before| less(before, key));
+            // Bytes compare as `str`s do.
+            counted.sorted &= previous.is_none_or(|before| before < key);
             previous = Some(key);
             at = skip_space(bytes, key_end, &mut spaced);
             if bytes.get(at) != Some(&b':') {
@@ -253,30 +254,6 @@ impl Counted {
             }
         }
     }
-}
-
-/// `a < b` as `str`s (and byte slices) compare, eight bytes at a time: a ConfigMap's keys are
-/// short, and a call to `memcmp` for each cost more than the comparison (7 % of a 225 KB
-/// ConfigMap's decode, BENCHMARKS.md, issue 28, twenty-third round).
-fn less(a: &[u8], b: &[u8]) -> bool {
-    let (mut a_rest, mut b_rest) = (a, b);
-    while let (Some((a_word, a_tail)), Some((b_word, b_tail))) = (
-        a_rest.split_first_chunk::<8>(),
-        b_rest.split_first_chunk::<8>(),
-    ) {
-        // Big-endian: the first differing byte decides, as in a byte-wise comparison.
-        let (a_word, b_word) = (u64::from_be_bytes(*a_word), u64::from_be_bytes(*b_word));
-        if a_word != b_word {
-            return a_word < b_word;
-        }
-        (a_rest, b_rest) = (a_tail, b_tail);
-    }
-    for (a_byte, b_byte) in a_rest.iter().zip(b_rest) {
-        if a_byte != b_byte {
-            return a_byte < b_byte;
-        }
-    }
-    a_rest.len() < b_rest.len()
 }
 
 fn skip_space(bytes: &[u8], mut at: usize, spaced: &mut bool) -> usize {
