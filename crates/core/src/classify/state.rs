@@ -177,7 +177,7 @@ impl ObjectState {
             // only for an unexpected shape.
             let view = match object.spec.view() {
                 Some(view) => std::borrow::Cow::Borrowed(view),
-                None => crate::decode::fast::spec_view(object.spec.raw().get()).map_or_else(
+                None => crate::decode::fast::spec_view(object.spec.text()).map_or_else(
                     || std::borrow::Cow::Borrowed(object.spec.value()),
                     std::borrow::Cow::Owned,
                 ),
@@ -194,8 +194,8 @@ impl ObjectState {
         } else {
             // The event's own text (see `ObjectSpec`): kept, not written again.
             match previous {
-                Some(previous) => Spec::from_text_after(object.spec.raw().get(), &previous.spec),
-                None => Spec::from_text(object.spec.raw().get()),
+                Some(previous) => Spec::from_text_after(object.spec.text(), &previous.spec),
+                None => Spec::from_text(object.spec.text()),
             }
         };
         // Written on the HTTP worker by the shape check.

@@ -15,7 +15,7 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::data::Counted;
 use super::kept::KEPT_STATUS;
@@ -24,6 +24,10 @@ use super::raw::Scanned;
 use super::tree::Node;
 use super::DataMap;
 use drift_model::OwnerReference;
+
+mod view;
+
+pub(crate) use view::spec_view;
 
 /// A ConfigMap's text with its `data` object cut out (`{}` in its place): made when the scan
 /// read and counted that object ([`super::raw::DataSpan::counted`]) and it is a large part of
@@ -79,10 +83,16 @@ pub(super) fn parse<'a>(
             scanned.data.map(|span| DataAt::Span(span.start, span.end)),
         ),
     };
+    // The spec's place is the scan's only in the text it scanned (a cut one is another).
+    let spec_at = if cut.is_none() { scanned.spec } else { None };
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let root = RootSeed { text, data }
-        .deserialize(&mut deserializer)
-        .ok()?;
+    let root = RootSeed {
+        text,
+        data,
+        spec: spec_at,
+    }
+    .deserialize(&mut deserializer)
+    .ok()?;
     // Nothing after the object (a binary-mode body was not read as JSON before this pass).
     deserializer.end().ok()?;
     let Root {
@@ -127,9 +137,14 @@ pub(super) fn parse<'a>(
         .filter(|text| !text.is_empty() && text.bytes().all(|byte| byte.is_ascii_digit()))?;
     let spec = match spec {
         None => ObjectSpec::default(),
-        Some(raw) if scanned.compact && scanned.plain_numbers => ObjectSpec::from_raw(raw),
         // To be parsed now (and a number out of range named): the general path.
-        Some(_) => return None,
+        Some(_) if !(scanned.compact && scanned.plain_numbers) => return None,
+        Some(SpecRead::Raw(raw)) => ObjectSpec::from_raw(raw),
+        Some(SpecRead::Viewed(text, view)) => {
+            let spec = ObjectSpec::from_read_text(text);
+            spec.keep_view(view);
+            spec
+        }
     };
     let object = KubeObject {
         api_version,
@@ -162,7 +177,7 @@ struct Root<'de> {
     api_version: Option<String>,
     kind: Option<String>,
     metadata: Option<Meta>,
-    spec: Option<Box<RawValue>>,
+    spec: Option<SpecRead<'de>>,
     status: Option<Node<'de>>,
     status_skipped_bytes: usize,
     /// `data` as its text, checked to be an object of strings (else the pass fails: the
@@ -172,10 +187,20 @@ struct Root<'de> {
     has_values: bool,
 }
 
-/// The object's text, and where its `data` object is ([`Scanned::data`]).
+/// How the pass read the spec.
+enum SpecRead<'de> {
+    /// As its text, jumped over.
+    Raw(Box<RawValue>),
+    /// Read for its view ([`view`]), its text taken from where the scan saw it.
+    Viewed(&'de str, Value),
+}
+
+/// The object's text, and where its `data` object ([`Scanned::data`]) and its `spec` object
+/// ([`Scanned::spec`]) are.
 struct RootSeed<'de> {
     text: &'de str,
     data: Option<DataAt<'de>>,
+    spec: Option<(usize, usize)>,
 }
 
 /// Where the pass finds a ConfigMap's `data`.
@@ -206,12 +231,32 @@ impl<'de> Visitor<'de> for RootSeed<'de> {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Root<'de>, A::Error> {
         let mut root = Root::default();
         let mut data_at = self.data;
+        let mut spec_at = self.spec;
         while let Some(key) = access.next_key::<&'de str>()? {
             match key {
                 "apiVersion" => root.api_version = access.next_value()?,
                 "kind" => root.kind = access.next_value()?,
                 "metadata" => root.metadata = Some(access.next_value_seed(MetaSeed)?),
-                "spec" => root.spec = Some(access.next_value::<Box<RawValue>>()?),
+                "spec" => {
+                    root.spec = Some(match spec_at.take() {
+                        // The one member named so, an object (the scan found it): read once,
+                        // for its view, its text taken from where the scan saw it. The text is
+                        // used only when the whole pass succeeds, so the two agree on where it
+                        // is (`raw::scan`).
+                        Some((start, end)) => {
+                            let view = access.next_value_seed(view::SpecView)?;
+                            let text = self
+                                .text
+                                .get(start..end)
+                                .filter(|text| text.starts_with('{') && text.ends_with('}'))
+                                .ok_or_else(|| {
+                                    serde::de::Error::custom("spec is not where the scan saw it")
+                                })?;
+                            SpecRead::Viewed(text, view)
+                        }
+                        None => SpecRead::Raw(access.next_value::<Box<RawValue>>()?),
+                    });
+                }
                 "status" => {
                     let (status, skipped) = access.next_value_seed(StatusSeed)?;
                     root.status = status;
@@ -486,136 +531,6 @@ impl<'de> Visitor<'de> for KeptSeed {
             }
         }
         Ok((Node::object(kept), skipped))
-    }
-}
-
-/// The parts of a spec the shape checks read (see `shape::spec_view`), in one pass; `None` when a
-/// part has another type (the general way keeps it whole, for the check to name).
-pub(crate) fn spec_view(text: &str) -> Option<Value> {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    SpecViewSeed.deserialize(&mut deserializer).ok()
-}
-
-/// Which object a view is read from: the spec, a pod template, or a pod spec.
-#[derive(Clone, Copy)]
-enum Level {
-    Spec,
-    Template,
-    PodSpec,
-}
-
-struct SpecViewSeed;
-
-impl<'de> DeserializeSeed<'de> for SpecViewSeed {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_map(ViewSeed(Level::Spec))
-    }
-}
-
-struct ViewSeed(Level);
-
-impl<'de> DeserializeSeed<'de> for ViewSeed {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ViewSeed {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-        formatter.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut view = Map::new();
-        while let Some(key) = access.next_key::<&'de str>()? {
-            match (self.0, key) {
-                (Level::Spec, "traffic" | "replicas") => {
-                    view.insert(key.to_string(), access.next_value::<Value>()?);
-                }
-                (Level::Spec | Level::PodSpec, "containers") => {
-                    view.insert(key.to_string(), access.next_value_seed(ContainersSeed)?);
-                }
-                (Level::Spec, "template") => {
-                    view.insert(
-                        key.to_string(),
-                        access.next_value_seed(ViewSeed(Level::Template))?,
-                    );
-                }
-                (Level::Template, "spec") => {
-                    view.insert(
-                        key.to_string(),
-                        access.next_value_seed(ViewSeed(Level::PodSpec))?,
-                    );
-                }
-                _ => {
-                    access.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Value::Object(view))
-    }
-}
-
-/// A containers list cut to each container's `name` and `image`.
-struct ContainersSeed;
-
-impl<'de> DeserializeSeed<'de> for ContainersSeed {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ContainersSeed {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-        formatter.write_str("an array")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut containers = Vec::with_capacity(access.size_hint().unwrap_or(2));
-        while let Some(container) = access.next_element_seed(ContainerSeed)? {
-            containers.push(container);
-        }
-        Ok(Value::Array(containers))
-    }
-}
-
-struct ContainerSeed;
-
-impl<'de> DeserializeSeed<'de> for ContainerSeed {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ContainerSeed {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-        formatter.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut fields = Map::new();
-        while let Some(key) = access.next_key::<&'de str>()? {
-            if key == "name" || key == "image" {
-                fields.insert(key.to_string(), access.next_value::<Value>()?);
-            } else {
-                access.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(Value::Object(fields))
     }
 }
 

@@ -92,7 +92,8 @@ impl std::fmt::Debug for FieldsV1 {
 /// serde_json writes for it. Two specs are equal when their texts are, or else their values
 /// (texts of one value can differ: key order, escapes such as Go's `\u003c`).
 pub struct ObjectSpec {
-    text: Box<RawValue>,
+    /// Valid JSON, within the depth bound: read so by the decoder, or written by serde_json.
+    text: Box<str>,
     parsed: std::sync::OnceLock<Value>,
     /// What the shape check read of it (`shape::spec_view`: traffic, replicas, the containers'
     /// names and images), kept so that the writer's state of a Pod (which keeps only those
@@ -104,7 +105,17 @@ impl ObjectSpec {
     /// A spec from its JSON text (valid JSON, within the depth bound).
     pub(crate) fn from_raw(text: Box<RawValue>) -> ObjectSpec {
         ObjectSpec {
-            text,
+            text: text.into(),
+            parsed: std::sync::OnceLock::new(),
+            view: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// A spec from a part of a text the decoder has read as JSON (one whole value, within the
+    /// depth bound): copied, not checked again.
+    pub(crate) fn from_read_text(text: &str) -> ObjectSpec {
+        ObjectSpec {
+            text: text.into(),
             parsed: std::sync::OnceLock::new(),
             view: std::sync::OnceLock::new(),
         }
@@ -112,8 +123,9 @@ impl ObjectSpec {
 
     /// A spec from a parsed value.
     pub fn from_value(value: Value) -> ObjectSpec {
-        let text =
-            serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        let text = serde_json::value::to_raw_value(&value)
+            .unwrap_or_else(|_| RawValue::NULL.to_owned())
+            .into();
         let parsed = std::sync::OnceLock::new();
         let _ = parsed.set(value);
         ObjectSpec {
@@ -127,11 +139,11 @@ impl ObjectSpec {
     /// `null` would stand for one that did not.
     pub fn value(&self) -> &Value {
         self.parsed
-            .get_or_init(|| serde_json::from_str(self.text.get()).unwrap_or(Value::Null))
+            .get_or_init(|| serde_json::from_str(&self.text).unwrap_or(Value::Null))
     }
 
     /// The JSON text.
-    pub fn raw(&self) -> &RawValue {
+    pub fn text(&self) -> &str {
         &self.text
     }
 
@@ -152,7 +164,7 @@ impl ObjectSpec {
 
     /// True for an absent spec.
     pub fn is_null(&self) -> bool {
-        self.text.get() == "null"
+        &*self.text == "null"
     }
 }
 
@@ -174,13 +186,13 @@ impl Clone for ObjectSpec {
 
 impl PartialEq for ObjectSpec {
     fn eq(&self, other: &ObjectSpec) -> bool {
-        self.text.get() == other.text.get() || self.value() == other.value()
+        self.text == other.text || self.value() == other.value()
     }
 }
 
 impl std::fmt::Debug for ObjectSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.text.get())
+        f.write_str(&self.text)
     }
 }
 
@@ -465,7 +477,12 @@ fn kept_status(raw: Option<&RawValue>) -> Result<(Value, usize), Error> {
 /// A member's JSON text parsed into a tree; a number out of range (or nesting past the limit)
 /// is the request's JSON error, named by path.
 pub(super) fn json(raw: &RawValue, path: &str) -> Result<Value, Error> {
-    raw::value(raw)
+    json_text(raw.get(), path)
+}
+
+/// [`json`] of a text.
+pub(super) fn json_text(text: &str, path: &str) -> Result<Value, Error> {
+    serde_json::from_str(text)
         .map_err(|error| Error::InvalidJson(format!("{path}: {}", short(&error.to_string()))))
 }
 

@@ -7,7 +7,6 @@ use std::borrow::Cow;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 use super::data::Counted;
 
@@ -401,13 +400,6 @@ pub(crate) fn elements(raw: &RawValue) -> Option<Vec<&RawValue>> {
     serde_json::from_str(raw.get()).ok()
 }
 
-/// A JSON text parsed into a tree (for the small parts the pipeline reads as values). The text
-/// was scanned, not parsed: a number out of range or nesting past the parser's limit is found
-/// here, and is the caller's error to report.
-pub(crate) fn value(raw: &RawValue) -> Result<Value, serde_json::Error> {
-    serde_json::from_str(raw.get())
-}
-
 /// Deepest nesting a document may have: what serde_json's parser allows (127), so a document
 /// is refused alike whether a part of it is parsed into a tree or only scanned (the scanner
 /// that skips a member has no limit of its own).
@@ -435,6 +427,11 @@ pub(crate) struct Scanned {
     /// and no other top-level member is named `data` as written (BENCHMARKS.md, issue 28: large
     /// objects).
     pub data: Option<DataSpan>,
+    /// Where the top-level member `spec` is (its value's first and past-last byte), when its
+    /// value is an object and no other top-level member is named `spec` as written: the
+    /// one-pass reader reads it for its view and takes its text from here, instead of reading
+    /// it a second time (BENCHMARKS.md, issue 28).
+    pub spec: Option<(usize, usize)>,
 }
 
 /// Where a ConfigMap's `data` object is in the scanned text, and what the scan found in it.
@@ -476,6 +473,7 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
         plain_numbers: true,
         no_unicode_escapes: true,
         data: None,
+        spec: None,
     };
     let mut digits = 0usize;
     let mut previous = 0u8;
@@ -484,22 +482,28 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     // object) starts and, once its closing brace brings the depth back to 1, ends.
     let (mut data_members, mut data_start, mut data_end) = (0usize, None, None);
     let mut data_counted = None;
+    // The same for the top-level `spec` member (an object's end is where the depth comes back
+    // to 1 after its start).
+    let (mut spec_members, mut spec_start, mut spec_end) = (0usize, None, None);
     while let Some(&byte) = bytes.get(at) {
         at += 1;
         match byte {
+            b'"' if depth == 1 && bytes.get(at..at + 5) == Some(b"spec\"") => {
+                // Jumped over as any string; then a key if a colon follows. The bytes after it
+                // are scanned as usual (whitespace, the object's own brackets).
+                at += 5;
+                if let Some(value) = value_after_colon(bytes, at) {
+                    spec_members += 1;
+                    if spec_members == 1 && bytes.get(value) == Some(&b'{') {
+                        spec_start = Some(value);
+                    }
+                }
+            }
             b'"' if depth == 1 && bytes.get(at..at + 5) == Some(b"data\"") => {
                 // Jumped over as any string; then a key if a colon follows.
                 at += 5;
-                let mut next = at;
-                while matches!(bytes.get(next), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-                    next += 1;
-                }
-                if bytes.get(next) == Some(&b':') {
+                if let Some(next) = value_after_colon(bytes, at) {
                     data_members += 1;
-                    next += 1;
-                    while matches!(bytes.get(next), Some(b' ' | b'\n' | b'\r' | b'\t')) {
-                        next += 1;
-                    }
                     if data_members == 1 && bytes.get(next) == Some(&b'{') {
                         data_start = Some(next);
                         // Read here, once, and jumped over (the flags it could move are
@@ -549,6 +553,9 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
                 if depth == 1 && data_start.is_some() && data_end.is_none() {
                     data_end = Some(at);
                 }
+                if depth == 1 && spec_start.is_some() && spec_end.is_none() {
+                    spec_end = Some(at);
+                }
             }
             b' ' | b'\n' | b'\r' | b'\t' => scanned.compact = false,
             b'0'..=b'9' => {
@@ -569,6 +576,9 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
         }
         previous = byte;
     }
+    if spec_members == 1 {
+        scanned.spec = spec_start.zip(spec_end);
+    }
     if data_members == 1 {
         scanned.data = data_start.zip(data_end).map(|(start, end)| DataSpan {
             start,
@@ -577,6 +587,22 @@ pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
         });
     }
     Ok(scanned)
+}
+
+/// Where the value after a member name ending before `at` starts, when a colon follows the
+/// name (whitespace around it skipped); `None` when the string was not a member name.
+fn value_after_colon(bytes: &[u8], mut at: usize) -> Option<usize> {
+    while matches!(bytes.get(at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        at += 1;
+    }
+    if bytes.get(at) != Some(&b':') {
+        return None;
+    }
+    at += 1;
+    while matches!(bytes.get(at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+        at += 1;
+    }
+    Some(at)
 }
 
 #[cfg(test)]

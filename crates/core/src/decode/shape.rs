@@ -14,7 +14,9 @@ use std::borrow::Cow;
 
 use serde_json::value::RawValue;
 
-use super::object::{json, parse_general, parse_unchecked, scan_text, type_name, ObjectSpec};
+use super::object::{
+    json, json_text, parse_general, parse_unchecked, scan_text, type_name, ObjectSpec,
+};
 use super::raw::{self, Members};
 use super::tree::Tree;
 use super::{Error, KubeObject};
@@ -166,7 +168,7 @@ pub(super) fn checked_with<T: Tree>(
     let status_bytes = status
         .json_bytes(MAX_STATUS_BYTES)
         .saturating_add(object.status_skipped_bytes);
-    check_bounds(&object, object.spec.raw().get().len(), status_bytes)?;
+    check_bounds(&object, object.spec.text().len(), status_bytes)?;
     object.kept_status = status.kept_status();
     Ok(object)
 }
@@ -177,20 +179,21 @@ pub(super) fn checked_with<T: Tree>(
 /// is never built into a tree on the HTTP worker. A part of the wrong type is kept whole, for
 /// the check to name.
 fn spec_view(spec: &ObjectSpec) -> Result<Cow<'_, Value>, Error> {
-    if let Some(value) = spec.parsed() {
+    // Made by the decoder's pass (or the tree, when it is parsed already).
+    if let Some(value) = spec.view() {
         return Ok(Cow::Borrowed(value));
     }
-    // One pass for the common shape.
-    if let Some(view) = super::fast::spec_view(spec.raw().get()) {
+    // One pass for a spec object.
+    if let Some(view) = super::fast::spec_view(spec.text()) {
         return Ok(Cow::Owned(view));
     }
-    spec_view_general(spec.raw()).map(Cow::Owned)
+    spec_view_general(spec.text()).map(Cow::Owned)
 }
 
 /// [`spec_view`] level by level: every shape, a part of the wrong type kept whole.
-pub(super) fn spec_view_general(text: &RawValue) -> Result<Value, Error> {
-    let Some(members) = Members::of(text.get()) else {
-        return json(text, "data.spec");
+pub(super) fn spec_view_general(text: &str) -> Result<Value, Error> {
+    let Some(members) = Members::of(text) else {
+        return json_text(text, "data.spec");
     };
     let mut view = Map::new();
     for key in ["traffic", "replicas"] {

@@ -424,7 +424,7 @@ fn template(context: &Context<'_>) -> Vec<Assessment> {
     // parsing the previous spec (most Services never mention Istio).
     let quiet_edit = context.before.is_some_and(|before| {
         let after_text = if context.object.uid == object.uid {
-            std::borrow::Cow::Borrowed(context.object.spec.raw().get())
+            std::borrow::Cow::Borrowed(context.object.spec.text())
         } else {
             object.spec.text()
         };

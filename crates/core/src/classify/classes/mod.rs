@@ -104,7 +104,7 @@ impl Context<'_> {
     pub(crate) fn after_spec_text(&self) -> std::borrow::Cow<'_, str> {
         let is_pod = self.after.api_version == "v1" && self.after.kind == "Pod";
         if !is_pod && self.object.uid == self.after.uid {
-            std::borrow::Cow::Borrowed(self.object.spec.raw().get())
+            std::borrow::Cow::Borrowed(self.object.spec.text())
         } else {
             self.after.spec.text()
         }
@@ -119,7 +119,7 @@ impl Context<'_> {
             match self.object.spec.parsed() {
                 Some(tree) => SpecValues::Tree(tree),
                 None => SpecValues::Text(
-                    std::borrow::Cow::Borrowed(self.object.spec.raw().get()),
+                    std::borrow::Cow::Borrowed(self.object.spec.text()),
                     std::cell::OnceCell::new(),
                 ),
             }

@@ -354,7 +354,7 @@ impl<'a> Attributor<'a> {
                 if let Some(tree) = spec.parsed() {
                     return tree.pointer(&pointer).cloned();
                 }
-                match crate::decode::raw::pointer(spec.raw().get(), &pointer) {
+                match crate::decode::raw::pointer(spec.text(), &pointer) {
                     Some(found) => found.and_then(|text| serde_json::from_str(text).ok()),
                     None => spec.value().pointer(&pointer).cloned(),
                 }

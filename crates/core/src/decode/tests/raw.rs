@@ -126,8 +126,8 @@ fn depth_is_counted_outside_strings_only() {
     let quoted = format!(r#"{{"a": "{}\"{}"}}"#, "[".repeat(500), "{".repeat(500));
     assert!(scan(&quoted).is_ok());
     // serde_json agrees on where the limit is.
-    assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH)).is_ok());
-    assert!(serde_json::from_str::<Value>(&deep(MAX_DEPTH + 1)).is_err());
+    assert!(serde_json::from_str::<serde_json::Value>(&deep(MAX_DEPTH)).is_ok());
+    assert!(serde_json::from_str::<serde_json::Value>(&deep(MAX_DEPTH + 1)).is_err());
 }
 
 #[test]
@@ -140,6 +140,7 @@ fn compact_text_and_plain_numbers_are_told_apart() {
             plain_numbers: true,
             no_unicode_escapes: true,
             data: None,
+            spec: None,
         }
     );
     assert!(!plain(r#"{"a":"\u003c"}"#).no_unicode_escapes);
@@ -150,7 +151,7 @@ fn compact_text_and_plain_numbers_are_told_apart() {
     assert!(!plain(r#"{"a":1.5E3}"#).plain_numbers);
     assert!(!plain(&format!(r#"{{"a":{}}}"#, "9".repeat(400))).plain_numbers);
     // Every text the scan calls plain parses.
-    assert!(serde_json::from_str::<Value>(&format!("[{}]", "9".repeat(299))).is_ok());
+    assert!(serde_json::from_str::<serde_json::Value>(&format!("[{}]", "9".repeat(299))).is_ok());
 }
 
 /// The scan as it was before it jumped inside strings: one byte at a time. `read` is where the
@@ -162,6 +163,7 @@ fn scan_bytewise(text: &str, read: Option<(usize, usize)>) -> Result<Scanned, St
         plain_numbers: true,
         no_unicode_escapes: true,
         data: None,
+        spec: None,
     };
     let (mut digits, mut previous) = (0usize, 0u8);
     let mut bytes = text.bytes().enumerate();
@@ -233,6 +235,7 @@ fn the_scan_agrees_with_a_byte_at_a_time_on_every_fixture_and_cut() {
             // The flags (the byte-at-a-time scan does not look for `data`).
             let flags = |scanned: Scanned| Scanned {
                 data: None,
+                spec: None,
                 ..scanned
             };
             // Exempt only a `data` object that serde_json reads as one of strings too.
