@@ -172,9 +172,10 @@ impl ObjectState {
         };
         let is_pod = object.api_version == "v1" && object.kind == "Pod";
         let spec = if is_pod {
-            // The containers' names and images, read in one pass (`fast::spec_view`) without
-            // building the rest of a Pod's spec (most of an 18 KB Pod); the whole spec's tree
-            // only for an unexpected shape.
+            // The containers' names and images, read in one pass (the decoder's view, else
+            // `fast::spec_view`) without building the rest of a Pod's spec (most of an 18 KB
+            // Pod); the whole spec's tree only for a spec that is not an object or has a part
+            // `Value` cannot read.
             let view = match object.spec.view() {
                 Some(view) => std::borrow::Cow::Borrowed(view),
                 None => crate::decode::fast::spec_view(object.spec.text()).map_or_else(

@@ -95,9 +95,10 @@ pub struct ObjectSpec {
     /// Valid JSON, within the depth bound: read so by the decoder, or written by serde_json.
     text: Box<str>,
     parsed: std::sync::OnceLock<Value>,
-    /// What the shape check read of it (`shape::spec_view`: traffic, replicas, the containers'
-    /// names and images), kept so that the writer's state of a Pod (which keeps only those
-    /// names and images) does not read the spec a second time.
+    /// What the shape check reads of it (`shape::spec_view`: traffic, replicas, the containers'
+    /// names and images): made by the decoder's one pass as it reads the spec (or by the shape
+    /// check for a Pod's spec read another way), so that neither the check nor the writer's
+    /// state of a Pod (which keeps only those names and images) reads the spec again.
     view: std::sync::OnceLock<Value>,
 }
 

@@ -458,13 +458,13 @@ impl Scanned {
 }
 
 /// Scans JSON text once, outside strings: refuses nesting deeper than [`MAX_DEPTH`], and says
-/// whether the text is compact and its numbers plain, and where its `data` object is
-/// ([`Scanned`]), reading that object itself ([`Counted::scan`]) when it can. The text need
-/// not have been checked yet (a binary-mode body is read by the one-pass reader after this,
-/// which refuses what is not JSON): a string left open runs to the end, brackets that do not
-/// balance only move the depth, and the `data` span is used only once the reader has read the
-/// rest of the text (and that member, or `{}` in its place when the scan read it:
-/// `fast::cut_data`).
+/// whether the text is compact and its numbers plain, and where its `data` and `spec` objects
+/// are ([`Scanned`]), reading the `data` object itself ([`Counted::scan`]) when it can. The text
+/// need not have been checked yet (a binary-mode body is read by the one-pass reader after
+/// this, which refuses what is not JSON): a string left open runs to the end, brackets that do
+/// not balance only move the depth, and the spans are used only once the reader has read the
+/// whole text (the `data` member, or `{}` in its place when the scan read it:
+/// `fast::cut_data`; the `spec` member, read for its view).
 pub(crate) fn scan(text: &str) -> Result<Scanned, String> {
     let bytes = text.as_bytes();
     let mut depth = 0usize;

@@ -6,6 +6,7 @@ use crate::decode::object::parse_general;
 use crate::decode::raw::scan;
 
 mod certificates;
+mod spec_text;
 mod spec_view;
 
 /// Every object of the Knative fixtures (real objects and ones derived from Knative's

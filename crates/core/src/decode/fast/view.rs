@@ -1,8 +1,11 @@
 //! A spec's view in one pass: the parts the shape checks and a Pod's state read (`traffic`,
 //! `replicas`, the containers' names and images, `containers` and `template.spec.containers`),
 //! the rest jumped over. A part of an unexpected type is kept whole, as the level-by-level
-//! reader (`shape::spec_view_general`) keeps it, so the view of every spec object is one pass
-//! (the check then names the part); a test holds the two to the same result.
+//! reader (`shape::spec_view_general`) keeps it, so the view of a spec object is one pass (the
+//! check then names the part); tests hold the two to the same result. The one exception: a
+//! repeated member is read every time it appears, where the level-by-level reader reads only
+//! the last, so an earlier one that `Value` cannot read (serde_json's raw-value token with a
+//! value that is not JSON text) fails this pass, and the object goes the general way.
 
 use std::fmt;
 
@@ -13,7 +16,8 @@ use serde_json::{Map, Value};
 
 use crate::decode::raw::Key;
 
-/// The view of the spec in `text`; `None` when it is not a JSON object.
+/// The view of the spec in `text`; `None` when it is not a JSON object, or has a part `Value`
+/// cannot read (see the module's docs).
 pub(crate) fn spec_view(text: &str) -> Option<Value> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let view = SpecView.deserialize(&mut deserializer).ok()?;
