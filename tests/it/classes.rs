@@ -779,6 +779,78 @@ fn revision_pileup_over_threshold_and_gc_is_not_a_delete_drift() {
     );
 }
 
+/// Status churn of a pile-up's Configuration and Revisions (the events the class passes over)
+/// leaves it as it is; what the count reads still moves it, through either object's events:
+/// the Configuration's `latestReadyRevisionName`, a Revision's `routingState` label.
+#[test]
+fn revision_pileup_follows_its_inputs_through_status_churn() {
+    let mut sim = Sim::with_rules("classes:\n  revision_pileup:\n    threshold: 4\n");
+    let configuration = configuration();
+    let active = revision();
+    sim.send("add", &configuration);
+    sim.send("add", &active);
+    let mut reserves = Vec::new();
+    for number in 2..=6 {
+        let mut old = revision();
+        old["metadata"]["name"] = json!(format!("knative-webapp-{number:05}"));
+        old["metadata"]["uid"] = json!(format!("reserve-{number}"));
+        old["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
+        bump(&mut old);
+        sim.send("add", &old);
+        reserves.push(old);
+    }
+    sim.wait(601);
+    let firing = "firing revision_pileup Configuration/knative-webapp";
+    let resolved = "resolved revision_pileup Configuration/knative-webapp";
+    // This class's transitions (the Revisions' own classes react to these edits too).
+    let notified = |sim: &Sim| -> Vec<String> {
+        sim.notified()
+            .into_iter()
+            .filter(|line| line.contains("revision_pileup"))
+            .collect()
+    };
+    let pileup = |sim: &Sim| {
+        sim.lines()
+            .into_iter()
+            .filter(|line| line.contains("revision_pileup"))
+            .count()
+    };
+    check(notified(&sim), &[firing]);
+    let transitions = pileup(&sim);
+    // Status churn: conditions' times move; nothing the count reads.
+    let churned = changed(&configuration, |c| {
+        c["status"]["conditions"][0]["lastTransitionTime"] = json!("2023-10-10T08:00:00Z");
+        c["status"]["observedGeneration"] = json!(2);
+    });
+    sim.send("update", &churned);
+    for old in &reserves {
+        sim.send(
+            "update",
+            &changed(old, |r| {
+                r["status"]["conditions"][0]["lastTransitionTime"] = json!("2023-10-10T08:00:01Z");
+            }),
+        );
+    }
+    sim.wait(700);
+    assert_eq!(pileup(&sim), transitions, "{:?}", sim.lines());
+    // The Configuration's latest ready Revision is a reserve one: 4, at the threshold.
+    let moved = changed(&churned, |c| {
+        c["status"]["latestReadyRevisionName"] = json!("knative-webapp-00003");
+    });
+    sim.send("update", &moved);
+    sim.wait(120);
+    check(notified(&sim), &[firing, resolved]);
+    // The Revision it was is held in reserve now (a label): 5 again.
+    sim.send(
+        "update",
+        &changed(&active, |r| {
+            r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
+        }),
+    );
+    sim.wait(601);
+    check(notified(&sim), &[firing, resolved, firing]);
+}
+
 // ---- replica_drift --------------------------------------------------------------------------------
 
 #[test]
