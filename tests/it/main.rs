@@ -43,6 +43,7 @@ mod overload;
 mod pacing;
 mod pg;
 mod pg_tls;
+mod pileup;
 mod properties;
 mod receivers;
 mod recording;

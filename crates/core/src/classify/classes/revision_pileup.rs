@@ -96,25 +96,6 @@ impl DriftClass for RevisionPileup {
 
     fn assess(&self, context: &Context<'_>) -> Vec<Assessment> {
         let object = context.after;
-        // The count reads a Configuration's `latestReadyRevisionName` and its Revisions'
-        // names, `no-gc` annotations, `routingState` labels and whether they are going away;
-        // the children change only by their own events (an add has no `before`). An event
-        // that left what the count reads of its object as it was (status churn, most of a
-        // busy cluster's Revision and Configuration events) cannot change the count: the open
-        // drift keeps its evidence and its deadline; a rules change judges every object again
-        // (`Engine::set_rules`).
-        if let Some(before) = context.before {
-            let unchanged = before.is_going_away() == object.is_going_away()
-                && if object.is_kind(SERVING, "Configuration") {
-                    before.status_text("latestReadyRevisionName")
-                        == object.status_text("latestReadyRevisionName")
-                } else {
-                    before.labels == object.labels && before.annotations == object.annotations
-                };
-            if unchanged {
-                return Vec::new();
-            }
-        }
         if object.is_kind(SERVING, "Configuration") {
             return self
                 .assess_configuration(context, object)
