@@ -52,9 +52,9 @@ fn churn(configuration: &Value, second: u32) -> Value {
     })
 }
 
-/// A reload that raises the threshold above the count: the old code resolved the drift at the
-/// Configuration's next status churn; `reassess` (before: None) clears nothing for a class
-/// that is not `rejudged_both_ways`.
+/// A reload that raises the threshold above the count: the drift resolves at the
+/// Configuration's next status churn (`reassess`, with no `before`, clears nothing for a class
+/// that is not `rejudged_both_ways`: the event's re-count does).
 #[test]
 fn raised_threshold_resolves_at_next_churn() {
     let mut sim = Sim::with_rules(RULES);
@@ -124,7 +124,7 @@ fn drift_labels_follow_configuration_labels() {
 }
 
 /// A reserve Revision moved to another Configuration (labels and owner): the event assesses
-/// the new one; the old one's count dropped and the old code caught it at its next churn.
+/// the new one; the old one's count dropped, and its next churn re-counts it.
 #[test]
 fn revision_moved_away_resolves_at_old_configurations_churn() {
     let mut sim = Sim::with_rules(RULES);
@@ -173,8 +173,8 @@ fn no_gc_annotation_and_deletion_timestamp_move_the_count() {
     check(notified(&sim), &[FIRING, RESOLVED]);
 }
 
-/// A pending drift (within grace) whose threshold a reload raised: the old code resolved it
-/// unnotified at the next churn; now it fires after the grace.
+/// A pending drift (within grace) whose threshold a reload raised resolves unnotified at the
+/// next churn: it never fires.
 #[test]
 fn raised_threshold_while_pending_never_fires() {
     let mut sim = Sim::with_rules(RULES);
@@ -200,4 +200,44 @@ fn raised_threshold_across_restart() {
     sim.send("update", &churn(&configuration, 5));
     sim.wait(1);
     check(notified(&sim), &[FIRING, RESOLVED]);
+}
+
+/// Status churn of a pile-up's Configuration and Revisions leaves it as it is; what the count
+/// reads moves it, through either object's events: the Configuration's
+/// `latestReadyRevisionName`, a Revision's `routingState` label.
+#[test]
+fn status_churn_leaves_it_and_its_inputs_move_it() {
+    let mut sim = Sim::with_rules(RULES);
+    let (configuration, active, reserves) = pile(&mut sim);
+    sim.wait(601);
+    check(notified(&sim), &[FIRING]);
+    let transitions = sim.lines().len();
+    let churned = churn(&configuration, 1);
+    sim.send("update", &churned);
+    for old in &reserves {
+        sim.send(
+            "update",
+            &changed(old, |r| {
+                r["status"]["conditions"][0]["lastTransitionTime"] = json!("2023-10-10T08:00:02Z");
+            }),
+        );
+    }
+    sim.wait(700);
+    assert_eq!(sim.lines().len(), transitions, "{:?}", sim.lines());
+    // The Configuration's latest ready Revision is a reserve one: 4, at the threshold.
+    let moved = changed(&churned, |c| {
+        c["status"]["latestReadyRevisionName"] = json!("knative-webapp-00003");
+    });
+    sim.send("update", &moved);
+    sim.wait(120);
+    check(notified(&sim), &[FIRING, RESOLVED]);
+    // The Revision it was is held in reserve now (a label): 5 again.
+    sim.send(
+        "update",
+        &changed(&active, |r| {
+            r["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
+        }),
+    );
+    sim.wait(601);
+    check(notified(&sim), &[FIRING, RESOLVED, FIRING]);
 }
