@@ -744,41 +744,6 @@ fn config_change_by_the_operator_is_not_drift_and_unwatched_config_maps_are_manu
     );
 }
 
-// ---- revision_pileup --------------------------------------------------------------------------
-
-#[test]
-fn revision_pileup_over_threshold_and_gc_is_not_a_delete_drift() {
-    let mut sim = Sim::with_rules("classes:\n  revision_pileup:\n    threshold: 3\n");
-    sim.send("add", &configuration());
-    sim.send("add", &revision());
-    let mut reserves = Vec::new();
-    for number in 2..=6 {
-        let mut old = revision();
-        old["metadata"]["name"] = json!(format!("knative-webapp-{number:05}"));
-        old["metadata"]["uid"] = json!(format!("reserve-{number}"));
-        old["metadata"]["labels"]["serving.knative.dev/routingState"] = json!("reserve");
-        bump(&mut old);
-        sim.send("add", &old);
-        reserves.push(old);
-    }
-    sim.wait(601);
-    let drift = &sim.last("revision_pileup").drift;
-    assert_eq!(drift.evidence.facts["nonActiveRevisions"], "5");
-    assert_eq!(drift.kind, "Configuration");
-    // Garbage collection deletes the oldest reserve Revisions: normal, and it clears the pile-up.
-    for old in reserves.iter().take(3) {
-        sim.send("delete", &changed(old, |_| {}));
-    }
-    sim.wait(120);
-    check(
-        sim.notified(),
-        &[
-            "firing revision_pileup Configuration/knative-webapp",
-            "resolved revision_pileup Configuration/knative-webapp",
-        ],
-    );
-}
-
 // ---- replica_drift --------------------------------------------------------------------------------
 
 #[test]

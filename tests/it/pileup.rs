@@ -241,3 +241,20 @@ fn status_churn_leaves_it_and_its_inputs_move_it() {
     sim.wait(601);
     check(notified(&sim), &[FIRING, RESOLVED, FIRING]);
 }
+
+/// Over the threshold it fires on the Configuration; garbage collection deleting reserve
+/// Revisions is normal (no delete drift) and clears it.
+#[test]
+fn over_threshold_and_gc_is_not_a_delete_drift() {
+    let mut sim = Sim::with_rules(RULES);
+    let (_, _, reserves) = pile(&mut sim);
+    sim.wait(601);
+    let drift = &sim.last("revision_pileup").drift;
+    assert_eq!(drift.evidence.facts["nonActiveRevisions"], "5");
+    assert_eq!(drift.kind, "Configuration");
+    for old in reserves.iter().take(3) {
+        sim.send("delete", &changed(old, |_| {}));
+    }
+    sim.wait(120);
+    check(sim.notified(), &[FIRING, RESOLVED]);
+}

@@ -68,15 +68,18 @@ fn text_value() -> impl Strategy<Value = String> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..4)
                 .prop_map(|items| format!("[{}]", items.join(","))),
-            prop::collection::vec((key, inner), 0..5).prop_map(|members| {
-                let members: Vec<String> = members
-                    .into_iter()
-                    .map(|(key, value)| format!("\"{key}\":{value}"))
-                    .collect();
-                format!("{{{}}}", members.join(","))
-            }),
+            prop::collection::vec((key, inner), 0..5).prop_map(object_text),
         ]
     })
+}
+
+/// An object's text from its members' names (as written, escapes included) and value texts.
+fn object_text(members: Vec<(&'static str, String)>) -> String {
+    let members: Vec<String> = members
+        .into_iter()
+        .map(|(key, value)| format!("\"{key}\":{value}"))
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// A spec object written as text, its members repeated, the parts read often of the expected
@@ -90,13 +93,7 @@ fn text_spec() -> impl Strategy<Value = String> {
             ),
             0..4
         )
-        .prop_map(|members| {
-            let members: Vec<String> = members
-                .into_iter()
-                .map(|(key, value)| format!("\"{key}\":{value}"))
-                .collect();
-            format!("{{{}}}", members.join(","))
-        }),
+        .prop_map(object_text),
         text_value(),
     ];
     let containers = prop_oneof![
@@ -111,13 +108,7 @@ fn text_spec() -> impl Strategy<Value = String> {
             ),
             0..3
         )
-        .prop_map(|members| {
-            let members: Vec<String> = members
-                .into_iter()
-                .map(|(key, value)| format!("\"{key}\":{value}"))
-                .collect();
-            format!("{{{}}}", members.join(","))
-        }),
+        .prop_map(object_text),
         text_value(),
     ];
     let template = prop_oneof![
@@ -128,13 +119,7 @@ fn text_spec() -> impl Strategy<Value = String> {
             ),
             0..3
         )
-        .prop_map(|members| {
-            let members: Vec<String> = members
-                .into_iter()
-                .map(|(key, value)| format!("\"{key}\":{value}"))
-                .collect();
-            format!("{{{}}}", members.join(","))
-        }),
+        .prop_map(object_text),
         text_value(),
     ];
     let member = prop_oneof![
